@@ -1,0 +1,1 @@
+"""Wii Balance Board: HID protocol codec, calibration, board drivers, geometry and CoP."""

@@ -1,0 +1,5 @@
+import sys
+
+from poise.cli import main
+
+sys.exit(main())

@@ -1,0 +1,47 @@
+"""The `poise` command line: git-style subcommands, one module per command group."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from robots.errors import PoiseError
+
+# Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`.
+COMMAND_MODULES = [
+    "poise.cmd_model",
+    "poise.cmd_identify",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="poise",
+        description="Plan experiments, execute them on hardware, identify robot parameters.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except PoiseError as exc:
+        print(f"poise: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("poise: interrupted", file=sys.stderr)
+        return 130
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        print(f"poise: error: {exc.strerror}: {exc.filename}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""User-facing errors: raised for bad input anywhere, printed as one line by the CLI."""
+
+
+class PoiseError(Exception):
+    """An error caused by the user's input or environment (not a bug): shown without a traceback."""
+
+
+class DataError(PoiseError):
+    """Malformed or inconsistent data (files, arrays, NaNs, shapes, units)."""
+
+
+class IdentifiabilityError(PoiseError):
+    """The data cannot determine some parameters; the message names them."""
+
+
+class DeviceError(PoiseError):
+    """A device is unreachable, disconnected or speaks garbage."""

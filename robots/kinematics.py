@@ -1,0 +1,174 @@
+"""Forward kinematics of a `RobotModel`, numeric (batched numpy) or symbolic (CasADi), from one traversal.
+
+All frames are expressed in a chosen base site's frame (e.g. the right sole for TUlip's right-foot base).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import casadi as ca
+import numpy as np
+
+from robots.tree import ParameterSet, RobotModel, Site, eval_form
+
+
+class _NumpyOps:
+    """Batched numpy primitives: rotations are (B, 3, 3), vectors (B, 3)."""
+
+    def __init__(self, batch: int):
+        self.batch = batch
+
+    def eye(self):
+        return np.broadcast_to(np.eye(3), (self.batch, 3, 3)).copy()
+
+    def zeros(self):
+        return np.zeros((self.batch, 3))
+
+    def rot(self, axis, angle):
+        k = np.asarray(axis, dtype=float)
+        kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+        c, s = np.cos(angle)[:, None, None], np.sin(angle)[:, None, None]
+        return np.eye(3) + s * kx + (1 - c) * (kx @ kx)
+
+    def mm(self, a, b):
+        return a @ b
+
+    def mv(self, a, v):
+        v = np.asarray(v, dtype=float)
+        return np.einsum("bij,j->bi", a, v) if v.ndim == 1 else np.einsum("bij,bj->bi", a, v)
+
+    def tr(self, a):
+        return np.swapaxes(a, -1, -2)
+
+
+class _CasadiOps:
+    """CasADi primitives on 3×3 / 3×1 symbolic matrices."""
+
+    def eye(self):
+        return ca.SX.eye(3)
+
+    def zeros(self):
+        return ca.SX.zeros(3, 1)
+
+    def rot(self, axis, angle):
+        k = np.asarray(axis, dtype=float)
+        kx = ca.DM([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+        return ca.DM.eye(3) + ca.sin(angle) * kx + (1 - ca.cos(angle)) * (kx @ kx)
+
+    def mm(self, a, b):
+        return a @ b
+
+    def mv(self, a, v):
+        return a @ ca.vec(ca.DM(v) if isinstance(v, np.ndarray | list | tuple) else v)
+
+    def tr(self, a):
+        return a.T
+
+
+@dataclass
+class Frames:
+    """Rotation and origin of every link frame in the base frame; numpy (B, L, 3, 3)/(B, L, 3) or CasADi lists."""
+
+    R: Any
+    p: Any
+
+
+def _offset(form3, lengths: dict[str, float]) -> np.ndarray:
+    return np.array([eval_form(f, lengths) for f in form3])
+
+
+def _traverse(model: RobotModel, q, lengths: dict[str, float], ops, qcol):
+    """Frames of all links in the root frame."""
+    R = {model.root: ops.eye()}
+    p = {model.root: ops.zeros()}
+    for j in model.topo_joints():
+        joint = model.joints[j]
+        Rp, pp = R[joint.parent], p[joint.parent]
+        p[joint.child] = pp + ops.mv(Rp, _offset(joint.offset, lengths))
+        R[joint.child] = ops.mm(Rp, ops.rot(joint.axis, qcol(j)))
+    return R, p
+
+
+def _site_in_root(model: RobotModel, site: Site, R, p, lengths, ops):
+    Rs = R[site.link]
+    ps = p[site.link] + ops.mv(Rs, _offset(site.offset, lengths))
+    return Rs, ps
+
+
+def link_frames(model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str) -> Frames:
+    """Numeric frames for a batch of postures q (B, nq) or one posture (nq,): R (B, L, 3, 3), p (B, L, 3)."""
+    q = model.check_q(q)
+    single = q.ndim == 1
+    qb = q.reshape(-1, model.nq)
+    lengths = model.parameter_set(params).lengths
+    ops = _NumpyOps(qb.shape[0])
+    R, p = _traverse(model, qb, lengths, ops, lambda j: qb[:, j])
+    Rb, pb = _site_in_root(model, model.base_site(base), R, p, lengths, ops)
+    RbT = ops.tr(Rb)
+    names = [lk.name for lk in model.links]
+    Rout = np.stack([RbT @ R[n] for n in names], axis=1)
+    pout = np.stack([np.einsum("bij,bj->bi", RbT, p[n] - pb) for n in names], axis=1)
+    if single:
+        return Frames(Rout[0], pout[0])
+    return Frames(Rout, pout)
+
+
+def link_frames_sym(model: RobotModel, q: ca.SX, params: str | ParameterSet, base: str) -> Frames:
+    """Symbolic frames for q (nq×1 SX): lists of 3×3 and 3×1 SX, link order."""
+    lengths = model.parameter_set(params).lengths
+    ops = _CasadiOps()
+    R, p = _traverse(model, q, lengths, ops, lambda j: q[j])
+    Rb, pb = _site_in_root(model, model.base_site(base), R, p, lengths, ops)
+    names = [lk.name for lk in model.links]
+    return Frames([Rb.T @ R[n] for n in names], [Rb.T @ (p[n] - pb) for n in names])
+
+
+def site_pose(model: RobotModel, q: np.ndarray, params: str | ParameterSet, site: str, base: str):
+    """Rotation (…, 3, 3) and position (…, 3) of a site in the base frame."""
+    q = model.check_q(q)
+    single = q.ndim == 1
+    qb = q.reshape(-1, model.nq)
+    lengths = model.parameter_set(params).lengths
+    ops = _NumpyOps(qb.shape[0])
+    R, p = _traverse(model, qb, lengths, ops, lambda j: qb[:, j])
+    Rb, pb = _site_in_root(model, model.base_site(base), R, p, lengths, ops)
+    Rs, ps = _site_in_root(model, model.site(site), R, p, lengths, ops)
+    RbT = ops.tr(Rb)
+    Rrel = RbT @ Rs
+    prel = np.einsum("bij,bj->bi", RbT, ps - pb)
+    return (Rrel[0], prel[0]) if single else (Rrel, prel)
+
+
+def site_pose_sym(model: RobotModel, q: ca.SX, params: str | ParameterSet, site: str, base: str):
+    """Symbolic rotation and position of a site in the base frame."""
+    lengths = model.parameter_set(params).lengths
+    ops = _CasadiOps()
+    R, p = _traverse(model, q, lengths, ops, lambda j: q[j])
+    Rb, pb = _site_in_root(model, model.base_site(base), R, p, lengths, ops)
+    Rs, ps = _site_in_root(model, model.site(site), R, p, lengths, ops)
+    return Rb.T @ Rs, Rb.T @ (ps - pb)
+
+
+def com_position(model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str = "right") -> np.ndarray:
+    """Whole-body centre of mass in the base frame, computed directly from link frames (…, 3)."""
+    ps = model.parameter_set(params)
+    fr = link_frames(model, q, ps, base)
+    total = np.zeros(fr.p.shape[:-2] + (3,))
+    for i, link in enumerate(model.links):
+        m = ps.mass[link.name]
+        c = np.asarray(ps.com[link.name]) * np.asarray(link.com_sign)
+        total = total + m * (fr.p[..., i, :] + fr.R[..., i, :, :] @ c)
+    return total / ps.total_mass
+
+
+def com_position_sym(model: RobotModel, q: ca.SX, params: str | ParameterSet, base: str = "right") -> ca.SX:
+    """Symbolic CoM in the base frame (3×1)."""
+    ps = model.parameter_set(params)
+    fr = link_frames_sym(model, q, ps, base)
+    total = ca.SX.zeros(3, 1)
+    for i, link in enumerate(model.links):
+        c = np.asarray(ps.com[link.name]) * np.asarray(link.com_sign)
+        total += ps.mass[link.name] * (fr.p[i] + fr.R[i] @ ca.DM(c))
+    return total / ps.total_mass
