@@ -12,6 +12,10 @@ from robots.errors import PoiseError
 COMMAND_MODULES = [
     "poise.cmd_model",
     "poise.cmd_identify",
+    "poise.cmd_simulate",
+    "poise.cmd_run",
+    "poise.cmd_boards",
+    "poise.cmd_demo",
 ]
 
 

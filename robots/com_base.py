@@ -32,7 +32,12 @@ def standard_names(model: RobotModel) -> list[str]:
     """Names of the standard CoM parameters [m, m·cx, m·cy, m·cz] per link."""
     out = []
     for lk in model.links:
-        out += [f"m{lk.label}", f"c{lk.label}x·m{lk.label}", f"c{lk.label}y·m{lk.label}", f"c{lk.label}z·m{lk.label}"]
+        out += [
+            f"m{lk.label}",
+            f"c{lk.label}x·m{lk.label}",
+            f"c{lk.label}y·m{lk.label}",
+            f"c{lk.label}z·m{lk.label}",
+        ]
     return out
 
 
@@ -154,7 +159,10 @@ class BaseModel:
             name = self.std_names[j]
             if j % 4:  # m·c term, coefficient ±1
                 coef = form.get("", 0.0)
-                terms.append(("− " if coef < 0 else "+ ") + (name if abs(abs(coef) - 1) < 1e-12 else f"{abs(coef):g}·{name}"))
+                terms.append(
+                    ("− " if coef < 0 else "+ ")
+                    + (name if abs(abs(coef) - 1) < 1e-12 else f"{abs(coef):g}·{name}")
+                )
             else:
                 by_form.setdefault(tuple(sorted(form.items())), []).append(name)
         for form, masses in by_form.items():
@@ -244,7 +252,9 @@ def derive_base(model: RobotModel, base: str, samples: int = 24, seed: int = 0) 
     if order:
         by_key = {p.key: p for p in params}
         if sorted(order) != sorted(by_key):
-            raise DataError(f"base convention order for {base!r} does not match the derived groups {sorted(by_key)}")
+            raise DataError(
+                f"base convention order for {base!r} does not match the derived groups {sorted(by_key)}"
+            )
         params = [by_key[k] for k in order]
     else:
         xy = np.abs(gcols.reshape(len(groups), -1, 3)[..., :2]).max(axis=(1, 2))
@@ -300,11 +310,12 @@ def rank_report(H: np.ndarray, symbols: list[str], tol: float = 1e-8) -> tuple[i
     """Numerical rank of H and the columns that cannot be identified (dependent after pivoted QR)."""
     import scipy.linalg as sla
 
+    H = np.asarray(H, dtype=float)
     scale = np.linalg.norm(H, axis=0)
-    scale[scale == 0] = 1.0
-    _, R, piv = sla.qr(H / scale, mode="economic", pivoting=True)
+    zero = scale <= tol * max(scale.max(initial=0.0), 1e-300)
+    Hn = np.where(zero, 0.0, H / np.where(zero, 1.0, scale))
+    _, R, piv = sla.qr(Hn, mode="economic", pivoting=True)
     d = np.abs(np.diag(R))
     rank = int(np.sum(d > tol * max(d[0], 1e-300))) if d.size else 0
-    zero_cols = [j for j in range(H.shape[1]) if np.linalg.norm(H[:, j]) == 0]
-    dep = sorted(set(piv[rank:].tolist()) | set(zero_cols))
+    dep = sorted(set(piv[rank:].tolist()) | set(np.flatnonzero(zero).tolist()))
     return rank, dep

@@ -151,7 +151,9 @@ def site_pose_sym(model: RobotModel, q: ca.SX, params: str | ParameterSet, site:
     return Rb.T @ Rs, Rb.T @ (ps - pb)
 
 
-def com_position(model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str = "right") -> np.ndarray:
+def com_position(
+    model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str = "right"
+) -> np.ndarray:
     """Whole-body centre of mass in the base frame, computed directly from link frames (…, 3)."""
     ps = model.parameter_set(params)
     fr = link_frames(model, q, ps, base)

@@ -104,7 +104,7 @@ class ParameterSet:
         return np.array(out)
 
 
-@dataclass
+@dataclass(eq=False)
 class RobotModel:
     """A kinematic tree with limits, contact sites, named bases and parameter sets."""
 

@@ -72,7 +72,9 @@ def write_memory(address: int, data: bytes, space: int = SPACE_REGISTERS) -> byt
     if not 1 <= len(data) <= 16:
         raise ValueError("write_memory carries 1..16 bytes")
     payload = bytes(data) + bytes(16 - len(data))
-    return bytes([HID_OUT, OUT_WRITE_MEMORY, space]) + address.to_bytes(3, "big") + bytes([len(data)]) + payload
+    return (
+        bytes([HID_OUT, OUT_WRITE_MEMORY, space]) + address.to_bytes(3, "big") + bytes([len(data)]) + payload
+    )
 
 
 def read_memory(address: int, size: int, space: int = SPACE_REGISTERS) -> bytes:
@@ -167,7 +169,10 @@ def encode_read_data(offset: int, data: bytes, error: int = 0, buttons: int = 0)
     size = max(len(data), 1)
     body = bytes(data) + bytes(16 - len(data))
     se = ((size - 1) << 4) | (error & 0x0F)
-    return bytes([HID_IN, IN_READ_DATA, buttons >> 8, buttons & 0xFF, se, (offset >> 8) & 0xFF, offset & 0xFF]) + body
+    return (
+        bytes([HID_IN, IN_READ_DATA, buttons >> 8, buttons & 0xFF, se, (offset >> 8) & 0xFF, offset & 0xFF])
+        + body
+    )
 
 
 def encode_ack(report: int, error: int = 0, buttons: int = 0) -> bytes:

@@ -1,0 +1,120 @@
+"""Dynamixel Protocol 2.0 packet codec (header FF FF FD 00, CRC-16 poly 0x8005, byte stuffing).
+
+The driver talks through the official dynamixel_sdk; this codec is for the bus emulator and for tests
+that check the bytes on the wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+HEADER = b"\xff\xff\xfd\x00"
+BROADCAST = 0xFE
+INST_PING, INST_READ, INST_WRITE, INST_REBOOT = 0x01, 0x02, 0x03, 0x08
+INST_STATUS, INST_SYNC_READ, INST_SYNC_WRITE = 0x55, 0x82, 0x83
+ERR_INSTRUCTION, ERR_CRC, ERR_DATA_LENGTH, ERR_ACCESS = 0x02, 0x03, 0x05, 0x07
+
+
+def _crc_table() -> list[int]:
+    table = []
+    for i in range(256):
+        crc = i << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x8005) if crc & 0x8000 else (crc << 1)
+        table.append(crc & 0xFFFF)
+    return table
+
+
+_TABLE = _crc_table()
+
+
+def crc16(data: bytes) -> int:
+    """CRC-16 (polynomial 0x8005, init 0, not reflected), over the whole packet before the CRC."""
+    crc = 0
+    for b in data:
+        crc = ((crc << 8) ^ _TABLE[((crc >> 8) ^ b) & 0xFF]) & 0xFFFF
+    return crc
+
+
+def stuff(body: bytes) -> bytes:
+    """Insert 0xFD after every FF FF FD inside instruction+parameters."""
+    out = bytearray()
+    for b in body:
+        out.append(b)
+        if b == 0xFD and len(out) >= 3 and out[-3] == 0xFF and out[-2] == 0xFF:
+            out.append(0xFD)
+    return bytes(out)
+
+
+def unstuff(body: bytes) -> bytes:
+    out = bytearray()
+    i = 0
+    while i < len(body):
+        b = body[i]
+        out.append(b)
+        if (
+            b == 0xFD
+            and len(out) >= 3
+            and out[-3] == 0xFF
+            and out[-2] == 0xFF
+            and i + 1 < len(body)
+            and body[i + 1] == 0xFD
+        ):
+            i += 1  # skip the stuffed byte
+        i += 1
+    return bytes(out)
+
+
+def encode(dxl_id: int, instruction: int, params: bytes = b"") -> bytes:
+    body = stuff(bytes([instruction]) + params)
+    length = len(body) + 2
+    pkt = HEADER + bytes([dxl_id, length & 0xFF, length >> 8]) + body
+    crc = crc16(pkt)
+    return pkt + bytes([crc & 0xFF, crc >> 8])
+
+
+def status(dxl_id: int, error: int = 0, params: bytes = b"") -> bytes:
+    return encode(dxl_id, INST_STATUS, bytes([error]) + params)
+
+
+@dataclass(frozen=True)
+class Packet:
+    id: int
+    instruction: int
+    params: bytes
+
+
+class Parser:
+    """Incremental parser; packets with a bad CRC are counted and skipped."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.bad_crc = 0
+
+    def feed(self, data: bytes) -> list[Packet]:
+        self.buf += data
+        out = []
+        buf = self.buf
+        while True:
+            i = buf.find(HEADER)
+            if i < 0:
+                del buf[: max(0, len(buf) - 3)]
+                return out
+            del buf[:i]
+            if len(buf) < 7:
+                return out
+            length = buf[5] | (buf[6] << 8)
+            if length < 3 or length > 1024:
+                del buf[:1]
+                continue
+            total = 7 + length
+            if len(buf) < total:
+                return out
+            pkt = bytes(buf[:total])
+            if crc16(pkt[:-2]) != (pkt[-2] | (pkt[-1] << 8)):
+                self.bad_crc += 1
+                del buf[:1]
+                continue
+            del buf[:total]
+            body = unstuff(pkt[7:-2])
+            out.append(Packet(pkt[4], body[0], body[1:]))

@@ -1,0 +1,135 @@
+"""Emulated custom joint controller speaking the poise framed protocol on a pty (first-order servos).
+
+Watchdog: no valid frame for `watchdog_s` -> hold the current position and raise the watchdog flag until
+the next setpoint. Duplicate requests (same seq as the last one) get the cached reply, not re-applied.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import struct
+import threading
+import time
+
+from drivers import framed as F
+from drivers.emulators.plant import JointPlant
+from drivers.transports import Pty
+
+
+class FramedControllerEmulator:
+    def __init__(
+        self, plant: JointPlant, watchdog_s: float = 0.25, drop_every: int = 0, corrupt_every: int = 0
+    ):
+        self.plant = plant
+        self.n = len(plant.q)
+        self.watchdog_s = watchdog_s
+        self.drop_every = drop_every  # fault injection: ignore every n-th request
+        self.corrupt_every = corrupt_every  # flip a byte in every n-th reply
+        self.parser = F.FrameParser()
+        self.frames = 0
+        self.applied_setpoints = 0
+        self.watchdog_trips = 0
+        self._last_seq: int | None = None
+        self._last_reply = b""
+        self._last_rx = time.monotonic()
+        self.watchdog = False
+        self.pty = Pty()
+        self.path = self.pty.path
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="framed-emu", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        self.pty.close()
+
+    def _flags(self) -> int:
+        return (F.FLAG_ENABLED if self.plant.torque.all() else 0) | (F.FLAG_WATCHDOG if self.watchdog else 0)
+
+    def _state(self, seq: int) -> bytes:
+        q = self.plant.measured()
+        return F.encode(seq, F.STATE, F.pack_q(q) + bytes([self._flags()]))
+
+    def _hold(self) -> None:
+        q = self.plant.step()
+        for k in range(self.n):
+            self.plant.set_goal(k, q[k])
+
+    def _handle(self, fr: F.Frame) -> bytes:
+        if fr.seq == self._last_seq and self._last_reply:
+            return self._last_reply  # duplicate: answer again, do not apply twice
+        k = fr.kind
+        if k == F.HELLO:
+            rep = F.encode(fr.seq, F.HELLO_ACK, bytes([self.n, F.VERSION]))
+        elif k == F.READ:
+            rep = self._state(fr.seq)
+        elif k == F.SETPOINT:
+            if len(fr.payload) != 4 * self.n:
+                return F.encode(fr.seq, F.NACK, bytes([F.NACK_LENGTH]))
+            q = struct.unpack(f"<{self.n}f", fr.payload)
+            for j in range(self.n):
+                self.plant.set_goal(j, q[j])
+            self.applied_setpoints += 1
+            self.watchdog = False
+            rep = self._state(fr.seq)
+        elif k == F.HEARTBEAT:
+            rep = F.encode(
+                fr.seq, F.HEARTBEAT_ACK, struct.pack("<I", int(time.monotonic() * 1000) & 0xFFFFFFFF)
+            )
+        elif k == F.ENABLE:
+            on = bool(fr.payload[:1] == b"\x01")
+            for j in range(self.n):
+                self.plant.set_torque(j, on)
+            rep = F.encode(fr.seq, F.ACK)
+        elif k == F.STOP:
+            self._hold()
+            rep = F.encode(fr.seq, F.ACK)
+        else:
+            return F.encode(fr.seq, F.NACK, bytes([F.NACK_TYPE]))
+        self._last_seq, self._last_reply = fr.seq, rep
+        return rep
+
+    def _loop(self) -> None:
+        fd = self.pty.master
+        replies = 0
+        while not self._stop.is_set():
+            if (
+                not self.watchdog
+                and time.monotonic() - self._last_rx > self.watchdog_s
+                and self.plant.torque.any()
+            ):
+                self.watchdog = True
+                self.watchdog_trips += 1
+                self._hold()
+            r, _, _ = select.select([fd], [], [], 0.01)
+            if not r:
+                continue
+            try:
+                data = os.read(fd, 4096)
+            except BlockingIOError:
+                continue
+            except OSError:
+                time.sleep(0.01)
+                continue
+            bad_before = self.parser.bad
+            frames = self.parser.feed(data)
+            if self.parser.bad > bad_before:
+                # a damaged request: tell the host to resend (seq unknown -> 0)
+                pass
+            for fr in frames:
+                self._last_rx = time.monotonic()
+                self.frames += 1
+                if self.drop_every and self.frames % self.drop_every == 0:
+                    continue
+                rep = self._handle(fr)
+                replies += 1
+                if self.corrupt_every and replies % self.corrupt_every == 0:
+                    b = bytearray(rep)
+                    b[-3] ^= 0x55
+                    rep = bytes(b)
+                try:
+                    os.write(fd, rep)
+                except OSError:
+                    pass

@@ -1,0 +1,268 @@
+"""Wii Balance Board emulator: answers status, memory reads/writes and streams 0x32/0x34 reports.
+
+It speaks the same bytes as a real board, over an AF_UNIX SOCK_SEQPACKET socket pair (standing in for
+the L2CAP channels) or over a pty with the serial-bridge framing, so the real driver runs against it.
+The load on each cell comes from a callable (the simulated robot); the emulator adds the board's
+imperfections: per-cell gain error, zero-load offset, white noise, 16-bit quantisation.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from drivers.transports import Pty
+from drivers.wbb import protocol as P
+from drivers.wbb.calibration import Calibration
+from drivers.wbb.transports import BridgeDecoder, SocketHidTransport, bridge_frame
+
+# a plausible factory block (raw counts at 0 / 17 / 34 kg; ~100 counts per kg, slightly non-linear)
+DEFAULT_CAL = np.array(
+    [[4880, 17260, 2800, 1620], [6592, 18975, 4530, 3344], [8318, 20705, 6277, 5081]], dtype=float
+)
+
+
+@dataclass
+class Faults:
+    """Fault injection: probabilities per report, and a hard disconnect after a number of data reports."""
+
+    drop: float = 0.0  # report silently not sent
+    corrupt: float = 0.0  # report damaged (bad header/length on sockets, flipped byte on serial)
+    disconnect_after: int | None = None  # close the link after this many data reports (once)
+    refuse_reconnect: bool = False  # the board stays gone
+
+
+@dataclass
+class BoardImperfections:
+    noise_kg: float = 0.0  # white noise std per cell per report
+    gain_error: np.ndarray = field(default_factory=lambda: np.zeros(4))  # relative, per cell
+    offset_kg: np.ndarray = field(default_factory=lambda: np.zeros(4))  # zero-load reading, per cell
+
+    @classmethod
+    def thesis_like(cls, rng: np.random.Generator, board: int = 0) -> BoardImperfections:
+        """About the thesis's boards: ~1-2 % gain error, -0.75 / -2.45 kg zero-load readings, some noise."""
+        total = (-0.753, -2.453)[board % 2]
+        return cls(0.03, rng.normal(0.0, 0.01, 4), np.full(4, total / 4) + rng.normal(0, 0.05, 4))
+
+
+class WbbEmulator:
+    """One emulated board. `connect_socketpair()` / `open_pty()` give the driver side of a fresh link."""
+
+    def __init__(
+        self,
+        load_kg: Callable[[], np.ndarray],
+        *,
+        rate_hz: float = 80.0,
+        imperfections: BoardImperfections | None = None,
+        calibration: np.ndarray = DEFAULT_CAL,
+        battery: int = 0xB0,
+        faults: Faults | None = None,
+        seed: int = 0,
+        name: str = "emu",
+    ) -> None:
+        self.load_kg = load_kg
+        self.rate_hz = rate_hz
+        self.imp = imperfections or BoardImperfections()
+        self.cal = Calibration(calibration)
+        self.battery = battery
+        self.faults = faults or Faults()
+        self.rng = np.random.default_rng(seed)
+        self.name = name
+        self.memory = bytearray(256)  # extension registers 0xA400xx
+        self.memory[0x24 : 0x24 + 24] = P.encode_calibration(calibration.astype(int).tolist())
+        self.memory[0xFA:0x100] = P.WBB_EXT_ID
+        self.sent_reports = 0
+        self.requests: list[int] = []
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._ptys: list[Pty] = []
+        self._disconnected_once = False
+
+    # ------------------------------------------------------------ link endpoints
+    def connect_socketpair(self) -> SocketHidTransport:
+        """A new 'Bluetooth' link: returns the driver side; the emulator serves the other side."""
+        if self.faults.refuse_reconnect and self._disconnected_once:
+            raise OSError(f"{self.name}: board is switched off")
+        ctrl_a, ctrl_b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        intr_a, intr_b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        link = _PacketLink(ctrl_b, intr_b)
+        self._serve(link)
+        return SocketHidTransport(ctrl_a, intr_a, name=f"{self.name}(socketpair)")
+
+    def open_pty(self) -> str:
+        """Serve the serial-bridge protocol on a new pty; returns the path the driver opens."""
+        pty = Pty()
+        self._ptys.append(pty)
+        self._serve(_SerialLink(pty.master))
+        return pty.path
+
+    def close(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=2.0)
+        for p in self._ptys:
+            p.close()
+
+    # ------------------------------------------------------------ board behaviour
+    def reading_raw(self) -> list[int]:
+        """One report's raw values for the current load."""
+        load = np.asarray(self.load_kg(), dtype=float)
+        meas = load * (1.0 + self.imp.gain_error) + self.imp.offset_kg
+        if self.imp.noise_kg > 0:
+            meas = meas + self.rng.normal(0.0, self.imp.noise_kg, 4)
+        return [int(v) for v in np.clip(np.rint(self.cal.raw_for(meas)), 0, 0xFFFF)]
+
+    def _serve(self, link) -> None:
+        t = threading.Thread(target=self._loop, args=(link,), name=f"wbb-emu-{self.name}", daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def _handle(self, link, state: dict, report: bytes) -> None:
+        try:
+            rid, payload = P.parse_output(report)
+        except P.ReportError:
+            return
+        self.requests.append(rid)
+        if rid == P.OUT_STATUS_REQUEST:
+            link.send(P.encode_status(self.battery, extension=True))
+        elif rid == P.OUT_REPORT_MODE and len(payload) >= 2:
+            if payload[1] in (P.IN_BUTTONS_EXT8, P.IN_BUTTONS_EXT19):
+                state["mode"] = payload[1]
+                state["next"] = time.monotonic()
+            if payload[0] & 0x02:
+                link.send(P.encode_ack(rid, 0))
+        elif rid == P.OUT_WRITE_MEMORY and len(payload) >= 21:
+            addr = int.from_bytes(payload[1:4], "big")
+            size = payload[4]
+            if addr >> 8 != 0xA400 or (addr & 0xFF) + size > 256:
+                link.send(P.encode_ack(rid, 0x04))
+                return
+            if addr in (P.EXT_INIT1[0], P.EXT_INIT2[0]):
+                state["init"].add(addr)
+            else:
+                self.memory[addr & 0xFF : (addr & 0xFF) + size] = payload[5 : 5 + size]
+            link.send(P.encode_ack(rid, 0))
+        elif rid == P.OUT_READ_MEMORY and len(payload) >= 6:
+            addr = int.from_bytes(payload[1:4], "big")
+            size = int.from_bytes(payload[4:6], "big")
+            if addr >> 8 != 0xA400 or (addr & 0xFF) + size > 256:
+                link.send(P.encode_read_data(addr & 0xFFFF, b"", error=8))
+                return
+            initialised = len(state["init"]) == 2
+            mem = bytes(self.memory) if initialised else bytes([0xFF]) * 256
+            for off in range(0, size, 16):
+                a = (addr & 0xFF) + off
+                link.send(P.encode_read_data((addr & 0xFFFF) + off, mem[a : a + min(16, size - off)]))
+        # LEDs and anything else: accepted silently, like the real board
+
+    def _loop(self, link) -> None:
+        state = {"mode": None, "next": 0.0, "init": set()}
+        period = 1.0 / self.rate_hz
+        f = self.faults
+        try:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                wait = max(0.0, state["next"] - now) if state["mode"] else 0.05
+                for report in link.recv(min(wait, 0.05)):
+                    self._handle(link, state, report)
+                if not state["mode"] or time.monotonic() < state["next"]:
+                    continue
+                state["next"] += period
+                if state["next"] < time.monotonic() - 5 * period:  # fell behind: don't burst
+                    state["next"] = time.monotonic() + period
+                raw = self.reading_raw()
+                report = P.encode_cells(raw, state["mode"], battery=self.battery)
+                with self._lock:
+                    self.sent_reports += 1
+                    n = self.sent_reports
+                if f.disconnect_after is not None and n >= f.disconnect_after and not self._disconnected_once:
+                    self._disconnected_once = True
+                    return
+                u = self.rng.random()
+                if u < f.drop:
+                    continue
+                link.send(report, damage=self.rng if u < f.drop + f.corrupt else None)
+        except OSError:
+            pass
+        finally:
+            link.close()
+
+
+class _PacketLink:
+    def __init__(self, ctrl: socket.socket, intr: socket.socket) -> None:
+        self.ctrl, self.intr = ctrl, intr
+
+    def recv(self, timeout: float) -> list[bytes]:
+        r, _, _ = select.select([self.intr, self.ctrl], [], [], timeout)
+        out = []
+        for s in r:
+            data = s.recv(64)
+            if not data:
+                raise OSError("peer closed")
+            out.append(data)
+        return out
+
+    def send(self, report: bytes, damage: np.random.Generator | None = None) -> None:
+        if damage is not None:
+            report = self.corrupt(report, damage)
+        try:
+            self.intr.send(report, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass  # host not reading: the report is lost, as over the air
+
+    @staticmethod
+    def corrupt(report: bytes, rng: np.random.Generator) -> bytes:
+        kind = rng.integers(3)
+        if kind == 0:
+            return report[: rng.integers(1, len(report))]  # short
+        if kind == 1:
+            return bytes([P.HID_IN, 0x3F]) + report[2:]  # unknown report id
+        b = bytearray(report)
+        b[4] = 0xFF  # implausible cell value (top byte of TR)
+        return bytes(b)
+
+    def close(self) -> None:
+        for s in (self.intr, self.ctrl):
+            s.close()
+
+
+class _SerialLink:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.decoder = BridgeDecoder()
+
+    def recv(self, timeout: float) -> list[bytes]:
+        r, _, _ = select.select([self.fd], [], [], timeout)
+        if not r:
+            return []
+        try:
+            data = os.read(self.fd, 4096)
+        except BlockingIOError:
+            return []
+        except OSError:  # EIO: no client has the slave open right now
+            time.sleep(timeout)
+            return []
+        return self.decoder.feed(data)
+
+    def send(self, report: bytes, damage: np.random.Generator | None = None) -> None:
+        frame = bytearray(bridge_frame(report))
+        if damage is not None:  # line noise: one byte of the frame flipped, or the frame cut short
+            if damage.random() < 0.5:
+                frame[int(damage.integers(1, len(frame)))] ^= 0x5A
+            else:
+                del frame[int(damage.integers(2, len(frame))) :]
+        try:
+            os.write(self.fd, bytes(frame))
+        except (BlockingIOError, OSError):
+            pass
+
+    def close(self) -> None:
+        pass

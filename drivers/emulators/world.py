@@ -1,0 +1,88 @@
+"""A complete emulated test bench: servo bus (Dynamixel or framed) on a pty, two boards (socket pair and pty),
+a simulated robot tying joint positions to cell loads. The real drivers connect to it by endpoint strings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from drivers.config import RobotConfig, servo_order
+from drivers.emulators.plant import JointPlant
+from drivers.emulators.sim_robot import SimRobot, true_parameters
+from drivers.emulators.wbb import BoardImperfections, Faults, WbbEmulator
+from robots.tree import RobotModel
+
+
+@dataclass
+class WorldOptions:
+    bus: str = "dxl"  # "dxl" or "framed"
+    noise: bool = True  # thesis-like board imperfections and encoder noise; False = ideal sensors
+    tau: float = 0.03  # servo time constant (s, wall clock)
+    board_rate_hz: float = 80.0
+    board_transports: tuple[str, str] = ("socketpair", "pty")
+    placement_error: tuple[float, float] = (0.0, 0.0)
+    faults: tuple[Faults, Faults] = field(default_factory=lambda: (Faults(), Faults()))
+    seed: int = 0
+
+
+class SimWorld:
+    def __init__(self, model: RobotModel, config: RobotConfig, opts: WorldOptions | None = None, q0=None):
+        self.opts = opts = opts or WorldOptions()
+        rng = np.random.default_rng(opts.seed)
+        self.model = model
+        self.config = config
+        q0 = np.zeros(model.nq) if q0 is None else np.asarray(q0, float)
+        self.plant = JointPlant(q0, tau=opts.tau, noise_rad=2e-4 if opts.noise else 0.0, seed=opts.seed)
+        self.robot = SimRobot(
+            model, self.plant, true_parameters(model), opts.placement_error, seed=opts.seed + 1
+        )
+        if opts.bus == "dxl":
+            from drivers.emulators.dxl_bus import DxlBusEmulator
+
+            self.bus = DxlBusEmulator(servo_order(config, model.joint_names), self.plant)
+            self.robot_endpoint = f"dxl:{self.bus.path}?baud={config.baud}"
+        elif opts.bus == "framed":
+            from drivers.emulators.framed_controller import FramedControllerEmulator
+
+            self.bus = FramedControllerEmulator(self.plant)
+            self.robot_endpoint = f"serial:{self.bus.path}"
+        else:
+            raise ValueError(f"unknown bus {opts.bus!r}")
+        self.boards = []
+        for i in range(2):
+            imp = BoardImperfections.thesis_like(rng, i) if opts.noise else BoardImperfections()
+            self.boards.append(
+                WbbEmulator(
+                    self.robot.board_load(i),
+                    rate_hz=opts.board_rate_hz,
+                    imperfections=imp,
+                    faults=opts.faults[i],
+                    seed=opts.seed + 10 + i,
+                    name=f"board{i}",
+                )
+            )
+        self._board_paths = [
+            b.open_pty() if t == "pty" else None for b, t in zip(self.boards, opts.board_transports)
+        ]
+
+    def board_openers(self):
+        """Transport factories for the real HID board driver, one per board."""
+        from drivers.wbb.transports import open_serial_bridge
+
+        out = []
+        for emu, path in zip(self.boards, self._board_paths, strict=True):
+            if path is None:
+                out.append(emu.connect_socketpair)
+            else:
+                out.append(lambda p=path: open_serial_bridge(p))
+        return out
+
+    def on_placement(self, placement, right_offset, left_offset) -> None:
+        """The operator lifts the robot and re-places it on the boards."""
+        self.robot.place(placement.left_foot, right_offset, left_offset)
+
+    def close(self) -> None:
+        self.bus.close()
+        for b in self.boards:
+            b.close()

@@ -1,0 +1,390 @@
+"""Execute a posture plan: pre-flight safety checks, setpoint streaming, settle/hold, averaging, resume.
+
+Joint-space setpoints at a fixed rate follow the plan's transition waypoints (linear in time) or a cosine
+velocity profile; each posture is held and the last part of the hold (default: last half) is averaged into
+one row of the static recording. Ctrl-C, a link timeout or a safety trip stop streaming and hold.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from shapely.geometry import MultiPoint
+
+from drivers.config import RobotConfig
+from drivers.link import LinkTimeout
+from drivers.recorder import RunRecorder
+from drivers.wbb.geometry import G, board_poses_for, cells_in_base
+from robots.errors import DataError, DeviceError, PoiseError
+from robots.kinematics import site_pose
+from robots.plan_format import Plan
+from robots.stance import foot_corners, other_site, posture_problems, signed_margin
+from robots.tree import RobotModel
+
+
+class SafetyTrip(PoiseError):
+    """The run was stopped for safety (tracking error, lost board); completed postures are kept."""
+
+
+# ------------------------------------------------------------------ profiles
+
+
+def cosine_profile(q0: np.ndarray, q1: np.ndarray, tau: float) -> np.ndarray:
+    """Raised-cosine velocity: zero velocity at both ends, peak 2|Δq|/T at mid-move. tau in [0, 1]."""
+    tau = min(max(tau, 0.0), 1.0)
+    s = tau - math.sin(2 * math.pi * tau) / (2 * math.pi)
+    return q0 + (q1 - q0) * s
+
+
+def waypoint_profile(wps: np.ndarray, tau: float) -> np.ndarray:
+    """Waypoints equally spaced in time, linear in between (the plan format's transition convention)."""
+    tau = min(max(tau, 0.0), 1.0)
+    x = tau * (len(wps) - 1)
+    k = min(int(x), len(wps) - 2)
+    return wps[k] + (wps[k + 1] - wps[k]) * (x - k)
+
+
+def cosine_peak_speed(q0: np.ndarray, q1: np.ndarray, duration: float) -> float:
+    return 2.0 * float(np.max(np.abs(np.asarray(q1) - np.asarray(q0)))) / max(duration, 1e-9)
+
+
+# ------------------------------------------------------------------ pre-flight
+
+
+def preflight(
+    plan: Plan, model: RobotModel, config: RobotConfig, q_start: np.ndarray | None = None
+) -> list[str]:
+    """Everything that makes the plan unsafe to run (empty = fine). Nothing is sent before this passes."""
+    problems: list[str] = []
+    ex = config.executor
+    prev = None
+    other = other_site(model, plan.base)
+    for p in plan.postures:
+        for msg in posture_problems(model, p.q, plan.params, plan.base, margin=ex.min_margin):
+            problems.append(f"posture {p.index}: {msg}")
+        R, pos = site_pose(model, p.q, plan.params, other, plan.base)
+        lf = np.array(plan.placement(p.placement).left_foot)
+        yaw = math.atan2(R[1, 0], R[0, 0])
+        dist = float(np.hypot(*(pos[:2] - lf[:2])))
+        dyaw = abs((yaw - lf[2] + math.pi) % (2 * math.pi) - math.pi)
+        if dist > 0.005 or dyaw > math.radians(1.0):
+            problems.append(
+                f"posture {p.index}: left foot at ({pos[0]:.3f}, {pos[1]:.3f}) m, {math.degrees(yaw):.1f} deg, "
+                f"but placement {p.placement} says ({lf[0]:.3f}, {lf[1]:.3f}) m, {math.degrees(lf[2]):.1f} deg"
+            )
+        if prev is not None:
+            tr = plan.transition(prev.index, p.index)
+            if tr is not None:
+                for k, w in enumerate(tr.q):
+                    for msg in model.limit_violations(w):
+                        problems.append(f"transition {prev.index}->{p.index} waypoint {k}: {msg}")
+                step = p.move_s / max(len(tr.q) - 1, 1)
+                speed = float(np.max(np.abs(np.diff(tr.q, axis=0)))) / max(step, 1e-9)
+            else:
+                speed = cosine_peak_speed(prev.q, p.q, p.move_s)
+            if speed > ex.velocity_limit + 1e-9:
+                problems.append(
+                    f"posture {p.index}: move from {prev.index} needs {speed:.2f} rad/s > limit {ex.velocity_limit:.2f} rad/s"
+                )
+        prev = p
+    return problems
+
+
+# ------------------------------------------------------------------ running
+
+
+@dataclass
+class Progress:
+    position: int  # 1-based position among the postures to run
+    total: int
+    posture: int
+    placement: int
+    phase: str  # tare | lift | move | place | settle | hold | done | stopped
+    phase_elapsed: float = 0.0  # robot-time seconds
+    phase_total: float = 0.0
+    cop: np.ndarray | None = None  # measured CoP (m, base frame)
+    margin: float | None = None  # measured CoP's distance inside the support polygon (m)
+    total_kg: float | None = None
+
+
+@dataclass
+class PostureResult:
+    posture: int
+    placement: int
+    q: np.ndarray
+    cop: np.ndarray
+    cop_sd: np.ndarray
+    force_n: float
+    samples: int
+    holds: int
+
+
+@dataclass
+class RunResult:
+    completed: list[PostureResult] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    tick_periods: list[float] = field(default_factory=list)
+    late: list[float] = field(default_factory=list)
+    board_stats: list = field(default_factory=list)
+
+    def jitter(self) -> dict:
+        p = np.array(self.tick_periods) if self.tick_periods else np.zeros(1)
+        late = np.array(self.late) if self.late else np.zeros(1)
+        return {
+            "ticks": len(self.tick_periods),
+            "period_mean_ms": float(p.mean() * 1e3),
+            "period_std_ms": float(p.std() * 1e3),
+            "late_p99_ms": float(np.percentile(late, 99) * 1e3),
+            "late_max_ms": float(late.max() * 1e3),
+        }
+
+
+class Operator:
+    """What a person does between placements. The default does nothing (the robot is assumed placed)."""
+
+    def lift(self, placement: int | None) -> None:
+        pass
+
+    def place(self, placement, right_offset, left_offset) -> None:
+        pass
+
+
+class Executor:
+    def __init__(
+        self,
+        link,
+        boards: list,
+        plan: Plan,
+        model: RobotModel,
+        config: RobotConfig,
+        recorder: RunRecorder,
+        time_scale: float = 1.0,
+        operator: Operator | None = None,
+        progress: Callable[[Progress], None] | None = None,
+        tare_s: float = 0.5,
+    ) -> None:
+        if time_scale <= 0:
+            raise DataError("--time-scale must be positive")
+        self.link = link
+        self.boards = boards
+        self.plan = plan
+        self.model = model
+        self.cfg = config
+        self.ex = config.executor
+        self.rec = recorder
+        self.k = time_scale
+        self.operator = operator or Operator()
+        self.progress_cb = progress or (lambda p: None)
+        self.tare_s = tare_s
+        self.result = RunResult()
+        self._latest_kg = [None] * len(boards)
+        self._next_tick: float | None = None
+        self._last_tick: float | None = None
+
+    # -- plan order and resume
+    def todo(self) -> list:
+        done = self.rec.done
+        postures = self.plan.postures
+        last = max((i for i, p in enumerate(postures) if p.index in done), default=-1)
+        self.result.skipped = [p.index for p in postures[: last + 1]]
+        return postures[last + 1 :]
+
+    # -- streaming primitives
+    def _tick(self, q_cmd: np.ndarray, posture: int, phase: str, store: list | None) -> np.ndarray:
+        period = 1.0 / self.ex.rate_hz
+        now = time.monotonic()
+        if self._next_tick is None or now - self._next_tick > 0.25:  # first tick, or resuming after a pause
+            self._next_tick = now
+        wait = self._next_tick - now
+        if wait > 0:
+            time.sleep(wait)
+        t = time.monotonic()
+        if self._last_tick is not None and t - self._last_tick < 0.25:
+            self.result.tick_periods.append(t - self._last_tick)
+            self.result.late.append(max(0.0, t - self._next_tick))
+        self._last_tick = t
+        self._next_tick += period
+        try:
+            q_meas = self.link.command(q_cmd)
+        except LinkTimeout as exc:
+            raise DeviceError(f"robot link timed out ({exc}); streaming stopped") from exc
+        self.rec.joint_row(t, posture, phase, q_cmd, q_meas)
+        for i, b in enumerate(self.boards):
+            b.check()
+            samples = b.drain()
+            if samples:
+                self.rec.board_rows(samples, posture, phase)
+                self._latest_kg[i] = samples[-1].kg
+                if store is not None:
+                    store.append(("b", i, samples))
+        if store is not None:
+            store.append(("q", t, q_meas))
+        err = np.degrees(np.max(np.abs(q_meas - q_cmd)))
+        if phase in ("settle", "hold") and err > self.ex.track_trip_deg:
+            raise SafetyTrip(
+                f"posture {posture}: tracking error {err:.1f} deg > {self.ex.track_trip_deg} deg"
+            )
+        return q_meas
+
+    def _measured_cop(self, cells: np.ndarray):
+        if any(k is None for k in self._latest_kg):
+            return None, None
+        f = np.concatenate(self._latest_kg)
+        total = float(f.sum())
+        if total < 0.5:
+            return None, total
+        return f @ cells / total, total
+
+    # -- phases
+    def _move(self, q_from, q_to, duration, posture, waypoints=None) -> np.ndarray:
+        dur = duration / self.k
+        t0 = time.monotonic()
+        q = q_from
+        while True:
+            tau = (time.monotonic() - t0) / dur if dur > 0 else 1.0
+            sp = (
+                waypoint_profile(waypoints, tau)
+                if waypoints is not None
+                else cosine_profile(q_from, q_to, tau)
+            )
+            q = self._tick(sp, posture, "move", None)
+            if tau >= 1.0:
+                return q
+
+    def _settle(self, q_to, posture) -> bool:
+        tol = math.radians(self.ex.settle_tol_deg)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < self.ex.settle_timeout_s / self.k:
+            q = self._tick(q_to, posture, "settle", None)
+            if np.max(np.abs(q - q_to)) < tol:
+                return True
+        return False
+
+    def _hold(self, p, cells, polygon, index, total) -> list:
+        store: list = []
+        dur = p.hold_s / self.k
+        t0 = time.monotonic()
+        while (el := time.monotonic() - t0) < dur:
+            self._tick(p.q, p.index, "hold", store)
+            cop, kg = self._measured_cop(cells)
+            margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
+            self.progress_cb(
+                Progress(index, total, p.index, p.placement, "hold", el * self.k, p.hold_s, cop, margin, kg)
+            )
+        return store
+
+    def _average(self, p, store, cells, t_end) -> PostureResult | None:
+        window = self.ex.average_fraction * p.hold_s / self.k
+        t_start = t_end - window
+        qs = np.array([q for kind, t, q in store if kind == "q" and t >= t_start])
+        per_board: list[list] = [[] for _ in self.boards]
+        for kind, i, samples in (x for x in store if x[0] == "b"):
+            per_board[i].extend(samples)
+        means, counts = [], []
+        for i, ss in enumerate(per_board):
+            ts = np.array([s.t for s in ss])
+            sel = [s for s in ss if s.t >= t_start]
+            if len(ts) < 3 or len(sel) < 2:
+                return None
+            dt = float(np.median(np.diff(ts)))
+            if len(sel) * dt < self.ex.min_board_coverage * window:
+                return None  # board lost for too much of the window: hold again
+            means.append(np.mean([s.kg for s in sel], axis=0))
+            counts.append(len(sel))
+        f = np.concatenate(means)
+        total = float(f.sum())
+        if total < 0.5 or len(qs) == 0:
+            return None
+        cop = f @ cells / total
+        # per-sample CoP spread: pair each board-0 sample with the latest board-1 sample
+        series = []
+        b1 = [s for s in per_board[1] if s.t >= t_start] if len(self.boards) > 1 else []
+        j = 0
+        for s in (s for s in per_board[0] if s.t >= t_start):
+            while j + 1 < len(b1) and b1[j + 1].t <= s.t:
+                j += 1
+            ff = np.concatenate([s.kg, b1[j].kg]) if b1 else s.kg
+            if ff.sum() > 0.5:
+                series.append(ff @ cells / ff.sum())
+        sd = np.std(series, axis=0) if len(series) > 1 else np.zeros(2)
+        return PostureResult(p.index, p.placement, qs.mean(axis=0), cop, sd, total * G, int(min(counts)), 1)
+
+    # -- the run
+    def run(self) -> RunResult:
+        todo = self.todo()
+        total = len(todo)
+        q = self.link.read()
+        try:
+            if todo:
+                self.operator.lift(None)
+                self.progress_cb(Progress(0, total, todo[0].index, todo[0].placement, "tare"))
+                offsets = [b.tare(self.tare_s).tolist() for b in self.boards]
+                self.rec.update_meta(tare_kg=offsets)
+            prev = None
+            for n, p in enumerate(todo, start=1):
+                new_placement = prev is None or prev.placement != p.placement
+                right_off, left_off = self.cfg.board_offsets(p.placement)
+                poses = board_poses_for(
+                    np.array(self.plan.placement(p.placement).left_foot), right_off, left_off
+                )
+                cells = cells_in_base(poses)
+                corners = foot_corners(self.model, p.q, self.plan.params, self.plan.base)
+                polygon = MultiPoint(np.concatenate(list(corners.values()))).convex_hull
+                if new_placement and prev is not None:
+                    self.progress_cb(Progress(n, total, p.index, p.placement, "lift"))
+                    self.operator.lift(p.placement)
+                tr = (
+                    self.plan.transition(prev.index, p.index)
+                    if prev is not None and not new_placement
+                    else None
+                )
+                move_s = p.move_s
+                if tr is None:
+                    need = 2.0 * float(np.max(np.abs(p.q - q))) / self.ex.velocity_limit
+                    move_s = max(move_s, need)  # never faster than the velocity limit
+                self.progress_cb(Progress(n, total, p.index, p.placement, "move", 0, move_s))
+                q = self._move(q, p.q, move_s, p.index, tr.q if tr is not None else None)
+                if new_placement:
+                    self.progress_cb(Progress(n, total, p.index, p.placement, "place"))
+                    self.operator.place(self.plan.placement(p.placement), right_off, left_off)
+                self.progress_cb(Progress(n, total, p.index, p.placement, "settle"))
+                self._settle(p.q, p.index)
+                res = None
+                for attempt in range(3):
+                    store = self._hold(p, cells, polygon, n, total)
+                    res = self._average(p, store, cells, time.monotonic())
+                    if res is not None:
+                        res.holds = attempt + 1
+                        break
+                if res is None:
+                    raise SafetyTrip(f"posture {p.index}: board data missing in three holds; stopping")
+                self.rec.posture_done(
+                    res.posture,
+                    res.placement,
+                    res.q,
+                    res.cop,
+                    cop_sd_x=res.cop_sd[0],
+                    cop_sd_y=res.cop_sd[1],
+                    force_n=res.force_n,
+                    samples=res.samples,
+                )
+                self.result.completed.append(res)
+                q = p.q
+                prev = p
+            self.progress_cb(Progress(total, total, prev.index if prev else -1, -1, "done"))
+        except BaseException:
+            self.link.stop()
+            raise
+        finally:
+            self.result.board_stats = [b.stats for b in self.boards]
+            self.rec.update_meta(
+                segments=self.rec.meta.get("segments", [])
+                + [{"completed": [r.posture for r in self.result.completed]}],
+                jitter=self.result.jitter(),
+            )
+        self.link.stop()
+        return self.result

@@ -1,0 +1,190 @@
+"""poise framed protocol: a small binary protocol over a serial line for custom joint controllers.
+
+Frame:  A5 5A | seq u8 | type u8 | len u8 | payload (len bytes) | crc u16 LE
+        crc = CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF) over seq..payload.
+Every host request gets exactly one reply carrying the same seq. Floats are IEEE-754 float32 little-endian.
+See docs/drivers.md for the message table, retransmission and the controller's heartbeat watchdog.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import serial
+
+from drivers.link import LinkTimeout
+from drivers.transports import open_serial
+from robots.errors import DeviceError
+
+SYNC = b"\xa5\x5a"
+VERSION = 1
+# host -> controller
+HELLO, SETPOINT, READ, HEARTBEAT, ENABLE, STOP = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06
+# controller -> host
+HELLO_ACK, STATE, HEARTBEAT_ACK, ACK, NACK = 0x81, 0x82, 0x84, 0x85, 0xFF
+NACK_CRC, NACK_TYPE, NACK_LENGTH = 1, 2, 3
+FLAG_ENABLED, FLAG_WATCHDOG = 0x01, 0x02
+
+
+def crc16_ccitt(data: bytes, crc: int = 0xFFFF) -> int:
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+    return crc
+
+
+def encode(seq: int, kind: int, payload: bytes = b"") -> bytes:
+    if len(payload) > 255:
+        raise ValueError("payload too long")
+    body = bytes([seq & 0xFF, kind, len(payload)]) + payload
+    return SYNC + body + struct.pack("<H", crc16_ccitt(body))
+
+
+@dataclass(frozen=True)
+class Frame:
+    seq: int
+    kind: int
+    payload: bytes
+
+
+class FrameParser:
+    """Incremental parser: skips to the next sync on a bad CRC (counted)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.bad = 0
+
+    def feed(self, data: bytes) -> list[Frame]:
+        self.buf += data
+        out = []
+        buf = self.buf
+        while True:
+            i = buf.find(SYNC)
+            if i < 0:
+                del buf[: max(0, len(buf) - 1)]
+                return out
+            del buf[:i]
+            if len(buf) < 5:
+                return out
+            n = buf[4]
+            total = 7 + n
+            if len(buf) < total:
+                return out
+            body = bytes(buf[2 : 5 + n])
+            if crc16_ccitt(body) != struct.unpack_from("<H", buf, 5 + n)[0]:
+                self.bad += 1
+                del buf[:1]
+                continue
+            del buf[:total]
+            out.append(Frame(body[0], body[1], body[3:]))
+
+
+def pack_q(q: np.ndarray) -> bytes:
+    return struct.pack(f"<{len(q)}f", *np.asarray(q, dtype=float))
+
+
+def unpack_state(payload: bytes, n: int) -> tuple[np.ndarray, int]:
+    if len(payload) != 4 * n + 1:
+        raise DeviceError(f"STATE payload has {len(payload)} bytes, expected {4 * n + 1}")
+    return np.array(struct.unpack_from(f"<{n}f", payload)), payload[-1]
+
+
+class FramedLink:
+    """Host side: request/reply with retransmission; a heartbeat keeps the controller's watchdog fed."""
+
+    def __init__(
+        self,
+        port: str,
+        joint_names: list[str],
+        baud: int = 1_000_000,
+        reply_timeout: float = 0.03,
+        retries: int = 3,
+    ):
+        self.port_name = port
+        self.joint_names = list(joint_names)
+        self.n = len(joint_names)
+        self.baud = baud
+        self.reply_timeout = reply_timeout
+        self.retries = retries
+        self.ser: serial.SerialBase | None = None
+        self.parser = FrameParser()
+        self.seq = 0
+        self.retransmissions = 0
+        self.flags = 0
+        self._last = np.zeros(self.n)
+
+    # -- transport
+    def _request(self, kind: int, payload: bytes = b"") -> Frame:
+        if self.ser is None:
+            raise DeviceError(f"serial:{self.port_name}: not connected")
+        self.seq = (self.seq + 1) & 0xFF
+        frame = encode(self.seq, kind, payload)
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.retransmissions += 1
+            try:
+                self.ser.write(frame)
+            except (serial.SerialException, OSError) as exc:
+                raise DeviceError(f"serial:{self.port_name}: write failed ({exc})") from exc
+            deadline = time.monotonic() + self.reply_timeout
+            while time.monotonic() < deadline:
+                try:
+                    data = self.ser.read(max(1, self.ser.in_waiting))
+                except (serial.SerialException, OSError) as exc:
+                    raise DeviceError(f"serial:{self.port_name}: read failed ({exc})") from exc
+                for rep in self.parser.feed(data):
+                    if rep.seq != self.seq:
+                        continue  # a late reply to an earlier (retransmitted) request
+                    if rep.kind == NACK:
+                        deadline = 0.0  # resend now
+                        break
+                    return rep
+        raise LinkTimeout(f"serial:{self.port_name}: no reply to 0x{kind:02x} after {self.retries + 1} tries")
+
+    # -- RobotLink
+    def connect(self) -> None:
+        self.ser = open_serial(self.port_name, baudrate=self.baud, timeout=0.005)
+        rep = self._request(HELLO)
+        if rep.kind != HELLO_ACK or len(rep.payload) < 2:
+            raise DeviceError(f"serial:{self.port_name}: unexpected reply to HELLO")
+        n, version = rep.payload[0], rep.payload[1]
+        if version != VERSION:
+            raise DeviceError(
+                f"serial:{self.port_name}: controller speaks protocol v{version}, poise v{VERSION}"
+            )
+        if n != self.n:
+            raise DeviceError(f"serial:{self.port_name}: controller has {n} joints, the model {self.n}")
+        self.read()
+        self._request(ENABLE, b"\x01")
+
+    def _state(self, rep: Frame) -> np.ndarray:
+        if rep.kind != STATE:
+            raise DeviceError(f"serial:{self.port_name}: expected STATE, got 0x{rep.kind:02x}")
+        q, self.flags = unpack_state(rep.payload, self.n)
+        self._last = q
+        return q
+
+    def read(self) -> np.ndarray:
+        return self._state(self._request(READ))
+
+    def command(self, q: np.ndarray) -> np.ndarray:
+        return self._state(self._request(SETPOINT, pack_q(q)))
+
+    def heartbeat(self) -> None:
+        self._request(HEARTBEAT)
+
+    def stop(self) -> None:
+        if self.ser is not None:
+            try:
+                self._request(STOP)
+            except DeviceError:
+                pass
+
+    def close(self) -> None:
+        if self.ser is not None:
+            self.ser.close()
+            self.ser = None

@@ -1,0 +1,54 @@
+"""The robot-link interface every robot driver implements, and the endpoint-string factory."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from robots.errors import DeviceError
+
+
+class LinkTimeout(DeviceError):
+    """The robot did not answer in time."""
+
+
+class RobotLink(Protocol):
+    """connect, read joint positions, command joint setpoints, stop (hold where you are)."""
+
+    joint_names: list[str]
+
+    def connect(self) -> None: ...
+
+    def read(self) -> np.ndarray:
+        """Measured joint positions (rad, model joint order)."""
+        ...
+
+    def command(self, q: np.ndarray) -> np.ndarray:
+        """Send a joint setpoint (rad); returns the latest measured positions."""
+        ...
+
+    def stop(self) -> None:
+        """Stop following setpoints and hold the current measured position (torque stays on)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_link(endpoint: str, joint_names: list[str], config) -> RobotLink:
+    """'dxl:PORT[?baud=...]' or 'serial:PORT[?baud=...]' -> an unconnected link."""
+    from drivers.transports import parse_endpoint
+
+    ep = parse_endpoint(endpoint)
+    if ep.scheme == "dxl":
+        from drivers.config import servo_order
+        from drivers.dynamixel import DynamixelLink
+
+        baud = int(ep.options.get("baud", config.baud))
+        return DynamixelLink(ep.target, servo_order(config, joint_names), joint_names, baud=baud)
+    if ep.scheme == "serial":
+        from drivers.framed import FramedLink
+
+        baud = int(ep.options.get("baud", 1_000_000))
+        return FramedLink(ep.target, joint_names, baud=baud)
+    raise DeviceError(f"unknown robot endpoint {endpoint!r} (use sim, dxl:PORT[?baud=N] or serial:PORT)")

@@ -1,0 +1,99 @@
+"""Open everything a run needs from endpoint strings: robot link, boards, and (for `sim`) the emulated bench."""
+
+from __future__ import annotations
+
+import sys
+
+from drivers.config import RobotConfig
+from drivers.emulators.world import SimWorld, WorldOptions
+from drivers.executor import Operator
+from drivers.link import open_link
+from drivers.wbb.open import board_drivers, start_all
+from robots.errors import DeviceError
+from robots.tree import RobotModel
+
+
+class SimOperator(Operator):
+    """The emulated operator: lifts the simulated robot off the boards and re-places it instantly."""
+
+    def __init__(self, world: SimWorld) -> None:
+        self.world = world
+
+    def lift(self, placement) -> None:
+        self.world.robot.lift()
+
+    def place(self, placement, right_offset, left_offset) -> None:
+        self.world.on_placement(placement, right_offset, left_offset)
+
+
+class PromptOperator(Operator):
+    """Asks the person at the robot to lift / place it (Enter to continue)."""
+
+    def __init__(self, ask=input, out=sys.stderr) -> None:
+        self.ask, self.out = ask, out
+
+    def lift(self, placement) -> None:
+        self.ask("Lift the robot off the boards (on its stand), then press Enter ")
+
+    def place(self, placement, right_offset, left_offset) -> None:
+        x, y, psi = placement.left_foot
+        self.ask(
+            f"Placement {placement.index}: left foot at x={x * 1000:.0f} mm, y={y * 1000:.0f} mm, "
+            f"yaw={psi * 57.2958:.1f} deg from the right foot. Place the robot on the boards, then press Enter "
+        )
+
+
+class Session:
+    """Context manager: connected link, started boards, operator; closes everything on exit."""
+
+    def __init__(
+        self,
+        robot: str,
+        boards: str,
+        model: RobotModel,
+        config: RobotConfig,
+        world_opts: WorldOptions | None = None,
+        prompt: bool = True,
+        q0=None,
+    ) -> None:
+        self.model, self.config = model, config
+        sim_robot, sim_boards = robot.startswith("sim"), boards == "sim"
+        if sim_robot != sim_boards:
+            raise DeviceError(
+                "--robot sim and --boards sim go together (the simulated robot loads the emulated boards)"
+            )
+        self.world = None
+        self.link = None
+        self.boards = []
+        try:
+            if sim_robot:
+                opts = world_opts or WorldOptions()
+                if robot == "sim:framed":
+                    opts.bus = "framed"
+                self.world = SimWorld(model, config, opts, q0=q0)
+                robot = self.world.robot_endpoint
+                drivers = board_drivers("sim", self.world.board_openers())
+                self.operator: Operator = SimOperator(self.world)
+            else:
+                drivers = board_drivers(boards)
+                self.operator = PromptOperator() if prompt else Operator()
+            self.link = open_link(robot, model.joint_names, config)
+            self.link.connect()
+            self.boards = start_all(drivers)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for b in self.boards:
+            b.close()
+        if self.link is not None:
+            self.link.close()
+        if self.world is not None:
+            self.world.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

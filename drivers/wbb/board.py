@@ -1,0 +1,403 @@
+"""Balance board drivers: a HID board over any packet transport, and a board bound to hid-wiimote (evdev).
+
+Each board runs one reader thread that decodes reports into `BoardSample`s in a queue; the consumer
+`drain()`s them (nothing is dropped between drains). Bad reports are counted and skipped; a silent or
+dropped link is reopened a few times, after which `check()` raises `DeviceError`.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from drivers.wbb import protocol as P
+from drivers.wbb.calibration import Calibration
+from drivers.wbb.transports import LinkLost
+from robots.errors import DeviceError
+
+
+@dataclass(frozen=True)
+class BoardSample:
+    t: float  # host monotonic time of receipt, s
+    board: int  # board index (0 = under the right foot)
+    seq: int  # per-board sample counter, continuous across reconnects
+    raw: tuple[int, int, int, int]  # TR, BR, TL, BL as sent by the board (evdev: 10 g units)
+    kg: np.ndarray  # (4,) calibrated and tared
+
+
+@dataclass
+class BoardStats:
+    reports: int = 0  # good cell reports
+    bad: int = 0  # short, corrupted, implausible or unknown reports (skipped)
+    other: int = 0  # well-formed non-data reports seen while streaming (status, acks)
+    reconnects: int = 0
+    battery: int | None = None
+
+
+class _BoardBase:
+    """Reader thread, sample queue, tare; subclasses implement `_open()` and `_read(timeout)`."""
+
+    lost_after_s = 1.0
+    reconnect_attempts = 3
+    reconnect_delay_s = 0.2
+
+    def __init__(self, index: int, name: str) -> None:
+        self.index = index
+        self.name = name
+        self.stats = BoardStats()
+        self.calibration: Calibration | None = None
+        self._queue: collections.deque[BoardSample] = collections.deque()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: DeviceError | None = None
+        self._seq = 0
+        self._latest: BoardSample | None = None
+        self.connected = False
+
+    # -- lifecycle
+    def start(self) -> _BoardBase:
+        """Open and initialise the board (synchronously), then start streaming in the background."""
+        self._open()
+        self.connected = True
+        self._thread = threading.Thread(target=self._run, name=f"board-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        self._close_transport()
+        self.connected = False
+
+    def __enter__(self) -> _BoardBase:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- consumer side
+    def drain(self) -> list[BoardSample]:
+        out = []
+        q = self._queue
+        while q:
+            out.append(q.popleft())
+        return out
+
+    def latest(self) -> BoardSample | None:
+        return self._latest
+
+    def check(self) -> None:
+        """Raise the board's error if it was lost for good."""
+        if self._error is not None:
+            raise self._error
+
+    def collect(self, seconds: float) -> list[BoardSample]:
+        """Block for `seconds` and return every sample received meanwhile."""
+        self.drain()
+        end = time.monotonic() + seconds
+        out: list[BoardSample] = []
+        while time.monotonic() < end:
+            self.check()
+            time.sleep(min(0.02, max(0.0, end - time.monotonic())))
+            out.extend(self.drain())
+        return out
+
+    def tare(self, seconds: float = 1.0) -> np.ndarray:
+        """Zero-load offset from `seconds` of readings with nothing on the board; returns the offsets in kg."""
+        samples = self.collect(seconds)
+        if not samples:
+            raise DeviceError(f"board {self.name}: no data to tare from")
+        self.calibration.tare(np.array([s.raw for s in samples]))
+        return self.calibration.offset_kg
+
+    # -- reader thread
+    def _emit(self, raw: tuple[int, int, int, int]) -> None:
+        kg = self.calibration.kg(np.asarray(raw, dtype=float))
+        s = BoardSample(time.monotonic(), self.index, self._seq, raw, kg)
+        self._seq += 1
+        self.stats.reports += 1
+        self._queue.append(s)
+        self._latest = s
+
+    def _run(self) -> None:
+        last = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                got = self._read(0.1)
+            except LinkLost:
+                got = None
+                last = 0.0
+            if got:
+                last = time.monotonic()
+                continue
+            if time.monotonic() - last > self.lost_after_s and not self._stop.is_set():
+                if not self._reconnect():
+                    return
+                last = time.monotonic()
+
+    def _reconnect(self) -> bool:
+        self.connected = False
+        self._close_transport()
+        reason = "no data"
+        for _ in range(self.reconnect_attempts):
+            if self._stop.wait(self.reconnect_delay_s):
+                return False
+            try:
+                self._open()
+            except DeviceError as exc:
+                reason = str(exc)
+                continue
+            self.stats.reconnects += 1
+            self.connected = True
+            return True
+        self._error = DeviceError(
+            f"board {self.name} lost and not reconnected after {self.reconnect_attempts} attempts ({reason})"
+        )
+        return False
+
+    def _open(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _read(self, timeout: float) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _close_transport(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class HidBoard(_BoardBase):
+    """A board speaking the Wiimote HID protocol over a packet transport (Bluetooth L2CAP, socket pair, serial).
+
+    `open_transport()` returns a fresh transport; it is called again to reconnect.
+    """
+
+    def __init__(
+        self,
+        open_transport: Callable[[], object],
+        index: int = 0,
+        name: str = "board",
+        mode: int = P.IN_BUTTONS_EXT8,
+        method: str = "piecewise",
+        request_timeout: float = 0.5,
+    ) -> None:
+        super().__init__(index, name)
+        self.open_transport = open_transport
+        self.mode = mode
+        self.method = method
+        self.request_timeout = request_timeout
+        self.transport = None
+        self._plausible: tuple[np.ndarray, np.ndarray] | None = None
+
+    # -- handshake
+    def _open(self) -> None:
+        try:
+            tr = self.open_transport()
+        except DeviceError:
+            raise
+        except OSError as exc:
+            raise DeviceError(f"board {self.name}: cannot connect: {exc}") from exc
+        try:
+            self._handshake(tr)
+        except (DeviceError, OSError) as exc:
+            try:
+                tr.close()
+            except OSError:
+                pass
+            if isinstance(exc, DeviceError):
+                raise
+            raise DeviceError(f"board {self.name}: {exc}") from exc
+        self.transport = tr
+
+    def _await(self, tr, want: type, match: Callable[[object], bool] = lambda r: True):
+        deadline = time.monotonic() + self.request_timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DeviceError(
+                    f"board {self.name}: no {want.__name__} reply within {self.request_timeout} s"
+                )
+            data = tr.recv(left)
+            if data is None:
+                continue
+            try:
+                rep = P.decode(data)
+            except P.ReportError:
+                self.stats.bad += 1
+                continue
+            if isinstance(rep, want) and match(rep):
+                return rep
+
+    def _request(self, tr, report: bytes, want: type, match=lambda r: True, tries: int = 3):
+        last: DeviceError | None = None
+        for _ in range(tries):
+            tr.send(report)
+            try:
+                return self._await(tr, want, match)
+            except DeviceError as exc:
+                last = exc
+        raise last
+
+    def _read_block(self, tr, address: int, size: int) -> bytes:
+        for _ in range(3):
+            tr.send(P.read_memory(address, size))
+            got: dict[int, bytes] = {}
+            try:
+                while sum(len(v) for v in got.values()) < size:
+                    rep = self._await(tr, P.ReadData)
+                    if rep.error:
+                        raise DeviceError(
+                            f"board {self.name}: memory read 0x{address:06x} failed (error {rep.error})"
+                        )
+                    got[rep.offset] = rep.data
+            except DeviceError as exc:
+                if "failed" in str(exc):
+                    raise
+                continue
+            base = address & 0xFFFF
+            block = b"".join(got[k] for k in sorted(got))
+            if min(got) == base and len(block) >= size:
+                return block[:size]
+        raise DeviceError(f"board {self.name}: memory read 0x{address:06x} got no complete answer")
+
+    def _handshake(self, tr) -> None:
+        status = self._request(tr, P.status_request(), P.Status)
+        self.stats.battery = status.battery
+        if not status.extension:
+            raise DeviceError(f"board {self.name}: no extension reported - is this a Wii Balance Board?")
+        for addr, value in (P.EXT_INIT1, P.EXT_INIT2):
+            ack = self._request(
+                tr, P.write_memory(addr, bytes([value])), P.Ack, lambda r: r.report == P.OUT_WRITE_MEMORY
+            )
+            if ack.error:
+                raise DeviceError(f"board {self.name}: extension init write failed (error {ack.error})")
+        ext_id = self._read_block(tr, P.EXT_ID_ADDR, P.EXT_ID_LEN)
+        if ext_id != P.WBB_EXT_ID:
+            raise DeviceError(f"board {self.name}: extension id {ext_id.hex()} is not a balance board")
+        cal_raw = P.decode_calibration(self._read_block(tr, P.CAL_ADDR, P.CAL_LEN))
+        try:
+            cal = Calibration(np.array(cal_raw, float), method=self.method)
+        except ValueError as exc:
+            raise DeviceError(f"board {self.name}: bad calibration block {cal_raw}: {exc}") from exc
+        if self.calibration is not None:  # keep tare and gains across reconnects
+            cal.offset_kg, cal.gain = self.calibration.offset_kg, self.calibration.gain
+        self.calibration = cal
+        span = cal.raw[2] - cal.raw[0]
+        self._plausible = (cal.raw[0] - 0.5 * span, cal.raw[2] + 3.0 * span)
+        tr.send(P.set_leds(0x1))
+        tr.send(P.report_mode(self.mode, continuous=True))
+
+    # -- streaming
+    def _read(self, timeout: float) -> bool:
+        tr = self.transport
+        if tr is None:
+            raise LinkLost("not connected")
+        data = tr.recv(timeout)
+        if data is None:
+            return False
+        try:
+            raw = P.decode_cells(data)
+        except P.ReportError:
+            try:
+                rep = P.decode(data)
+            except P.ReportError:
+                self.stats.bad += 1
+                return False
+            self.stats.other += 1
+            if isinstance(rep, P.Status):
+                self.stats.battery = rep.battery
+            return False
+        lo, hi = self._plausible
+        if any(v < lo[i] or v > hi[i] for i, v in enumerate(raw)):
+            self.stats.bad += 1
+            return False
+        if len(data) == 23:
+            self.stats.battery = data[14]
+        self._emit(raw)
+        return True
+
+    def _close_transport(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+            self.transport = None
+
+
+# evdev axes of hid-wiimote's balance board device, in the board's cell order
+EVDEV_AXES = ("ABS_HAT0X", "ABS_HAT0Y", "ABS_HAT1X", "ABS_HAT1Y")  # TR, BR, TL, BL
+
+
+class EvdevBoard(_BoardBase):
+    """A board bound to the kernel's hid-wiimote driver, read through python-evdev.
+
+    The kernel applies the factory calibration and reports 10 g units, clamped at zero; we only tare.
+    `open_device()` returns an object with `read_one()` / `fileno()` / `close()` (an evdev.InputDevice).
+    """
+
+    def __init__(self, open_device: Callable[[], object], index: int = 0, name: str = "evdev") -> None:
+        super().__init__(index, name)
+        self.open_device = open_device
+        self.device = None
+        from evdev import ecodes
+
+        self._codes = {getattr(ecodes, a): i for i, a in enumerate(EVDEV_AXES)}
+        self._ev_abs, self._ev_syn, self._syn_report = ecodes.EV_ABS, ecodes.EV_SYN, ecodes.SYN_REPORT
+        self._values = [0, 0, 0, 0]
+
+    def _open(self) -> None:
+        try:
+            self.device = self.open_device()
+        except OSError as exc:
+            raise DeviceError(f"board {self.name}: cannot open evdev device: {exc}") from exc
+        if self.calibration is None:
+            # identity "calibration" in 10 g units: 0 / 1700 / 3400 -> 0 / 17 / 34 kg
+            self.calibration = Calibration(
+                np.array([[0] * 4, [1700] * 4, [3400] * 4], float), method="linear"
+            )
+
+    def _read(self, timeout: float) -> bool:
+        import select
+
+        dev = self.device
+        if dev is None:
+            raise LinkLost("not connected")
+        try:
+            ready, _, _ = select.select([dev], [], [], timeout)
+            if not ready:
+                return False
+            emitted = False
+            while True:
+                ev = dev.read_one()
+                if ev is None:
+                    break
+                if ev.type == self._ev_abs and ev.code in self._codes:
+                    self._values[self._codes[ev.code]] = ev.value
+                elif ev.type == self._ev_syn and ev.code == self._syn_report:
+                    self._emit(tuple(self._values))
+                    emitted = True
+            return emitted
+        except OSError as exc:
+            raise LinkLost(f"{self.name}: {exc}") from exc
+
+    def _close_transport(self) -> None:
+        if self.device is not None:
+            try:
+                self.device.close()
+            except OSError:
+                pass
+            self.device = None
+
+
+def open_evdev(path: str):
+    """Open an evdev node and check it is a balance board (name 'Nintendo Wii Remote Balance Board')."""
+    import evdev
+
+    dev = evdev.InputDevice(path)
+    if "Balance Board" not in dev.name:
+        dev.close()
+        raise DeviceError(f"{path} is {dev.name!r}, not a hid-wiimote balance board")
+    return dev

@@ -1,0 +1,83 @@
+"""Raw cell value -> kg: factory calibration (0/17/34 kg), piecewise or linear fit, tare and recalibration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+REF_KG = np.array([0.0, 17.0, 34.0])
+
+
+@dataclass
+class Calibration:
+    """Per cell (TR, BR, TL, BL) raw readings at 0, 17, 34 kg, plus tare and gain corrections.
+
+    `method` is "piecewise" (0-17 and 17-34 kg segments, extrapolated outside) or "linear" (least-squares
+    line through the three points, as the thesis describes). `offset_kg` is subtracted after conversion
+    (tare); `gain` multiplies the tared value (per-cell recalibration from known weights).
+    """
+
+    raw: np.ndarray  # (3, 4)
+    method: str = "piecewise"
+    offset_kg: np.ndarray = field(default_factory=lambda: np.zeros(4))
+    gain: np.ndarray = field(default_factory=lambda: np.ones(4))
+
+    def __post_init__(self) -> None:
+        self.raw = np.asarray(self.raw, dtype=float).reshape(3, 4)
+        if np.any(np.diff(self.raw, axis=0) <= 0):
+            raise ValueError("calibration raw values must increase with load (0 < 17 < 34 kg) for every cell")
+        if self.method not in ("piecewise", "linear"):
+            raise ValueError(f"unknown calibration method {self.method!r}")
+        r = self.raw
+        self._lo_slope = 17.0 / (r[1] - r[0])
+        self._hi_slope = 17.0 / (r[2] - r[1])
+        a = np.stack([r, np.ones_like(r)], axis=1)  # (3, 2, 4)
+        self._lin = np.array([np.linalg.lstsq(a[:, :, i], REF_KG, rcond=None)[0] for i in range(4)])  # (4, 2)
+
+    def untared_kg(self, raw: np.ndarray) -> np.ndarray:
+        """Factory conversion only; raw shape (..., 4)."""
+        raw = np.asarray(raw, dtype=float)
+        if self.method == "linear":
+            return raw * self._lin[:, 0] + self._lin[:, 1]
+        r = self.raw
+        lo = (raw - r[0]) * self._lo_slope
+        hi = 17.0 + (raw - r[1]) * self._hi_slope
+        return np.where(raw < r[1], lo, hi)
+
+    def kg(self, raw: np.ndarray) -> np.ndarray:
+        """Calibrated, tared per-cell load in kg; raw shape (..., 4)."""
+        return (self.untared_kg(raw) - self.offset_kg) * self.gain
+
+    def raw_for(self, kg: np.ndarray) -> np.ndarray:
+        """Inverse of the factory conversion (the emulator uses it to produce raw values)."""
+        kg = np.asarray(kg, dtype=float)
+        r = self.raw
+        if self.method == "linear":
+            return (kg - self._lin[:, 1]) / self._lin[:, 0]
+        lo = r[0] + kg / self._lo_slope
+        hi = r[1] + (kg - 17.0) / self._hi_slope
+        return np.where(kg < 17.0, lo, hi)
+
+    def tare(self, raw_samples: np.ndarray) -> None:
+        """Zero-load offset: mean factory reading over samples taken with nothing on the board."""
+        raw_samples = np.asarray(raw_samples, dtype=float).reshape(-1, 4)
+        if len(raw_samples) == 0:
+            raise ValueError("tare needs at least one sample")
+        self.offset_kg = self.untared_kg(raw_samples).mean(axis=0)
+
+    def recalibrate(self, loads: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """Per-cell gains from known loads: pairs (true per-cell kg (4,), raw samples (n, 4)).
+
+        Least squares per cell of true = gain * (tared reading); returns and applies the gains.
+        """
+        num = np.zeros(4)
+        den = np.zeros(4)
+        for true_kg, raw in loads:
+            meas = (self.untared_kg(np.asarray(raw, float).reshape(-1, 4)) - self.offset_kg).mean(axis=0)
+            num += meas * np.asarray(true_kg, float)
+            den += meas * meas
+        if np.any(den <= 0):
+            raise ValueError("recalibration needs a load on every cell")
+        self.gain = num / den
+        return self.gain

@@ -1,0 +1,48 @@
+"""Board endpoint strings -> started board drivers: bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT."""
+
+from __future__ import annotations
+
+from drivers.transports import parse_endpoint
+from drivers.wbb.board import EvdevBoard, HidBoard, _BoardBase, open_evdev
+from drivers.wbb.transports import open_bluetooth, open_serial_bridge
+from robots.errors import DeviceError
+
+
+def board_drivers(spec: str, openers=None) -> list[_BoardBase]:
+    """Unstarted drivers, board 0 first (under the right foot). `openers` (sim) overrides the transports."""
+    if openers is not None:
+        return [HidBoard(op, index=i, name=f"sim{i}") for i, op in enumerate(openers)]
+    ep = parse_endpoint(spec)
+    targets = [t for t in ep.target.split(",") if t]
+    if not targets:
+        raise DeviceError(f"boards {spec!r}: no addresses given")
+    mode = 0x34 if ep.options.get("mode") == "34" else 0x32
+    method = ep.options.get("fit", "piecewise")
+    out: list[_BoardBase] = []
+    for i, t in enumerate(targets):
+        if ep.scheme == "bt":
+            out.append(HidBoard(lambda a=t: open_bluetooth(a), i, f"bt:{t}", mode=mode, method=method))
+        elif ep.scheme == "serial":
+            baud = int(ep.options.get("baud", 115200))
+            out.append(
+                HidBoard(lambda p=t: open_serial_bridge(p, baud), i, f"serial:{t}", mode=mode, method=method)
+            )
+        elif ep.scheme == "evdev":
+            out.append(EvdevBoard(lambda p=t: open_evdev(p), i, f"evdev:{t}"))
+        else:
+            raise DeviceError(
+                f"unknown boards endpoint {spec!r} (use sim, bt:ADDR,ADDR, evdev:PATH,PATH or serial:PORT,PORT)"
+            )
+    return out
+
+
+def start_all(boards: list[_BoardBase]) -> list[_BoardBase]:
+    started = []
+    try:
+        for b in boards:
+            started.append(b.start())
+    except BaseException:
+        for b in started:
+            b.close()
+        raise
+    return started

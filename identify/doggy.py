@@ -1,0 +1,166 @@
+"""Doggy calibration as one SLOM problem: all N states and ϑ_calib, residual blocks of eq 33 with Σ of eqs 35–37.
+
+Variables: x (N × R¹², eliminated), phys (R¹²: k_pwm, k_mi, b, µ_fm, k_s, d_s), bias1, bias2 (R³, rad/s),
+R1 = IMU1_1 R and R2 = IMU2_EOF R (SO(3)) — 12N + 24 tangent unknowns.
+Blocks: initial (9), measurement (7, per sample), dynamics (12, per step, explicit Euler with per-step T_s),
+bias (6, per sample of the leading zero-command window).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import casadi as ca
+import numpy as np
+
+from identify import slom
+from identify.doggy_recording import DoggyRecording, validate
+from identify.manifolds import SO3, Rn, so3_log
+from robots import doggy
+from robots.doggy import PHYS_NAMES, DoggyParams
+from robots.errors import IdentifiabilityError
+
+SIGMA_ENC = 6.9259e-5  # rad (eq 35)
+SIGMA_GYRO = 1.745e-3  # rad/s (eq 35)
+SIGMA_DYN = np.sqrt(np.concatenate([np.full(3, 1e-12), np.full(3, 1.21e-4), np.full(3, 1e-12), np.full(3, 6.889e-5)]))
+SIGMA_INITIAL = np.sqrt(np.concatenate([np.full(3, 0.0076), np.full(6, SIGMA_ENC**2)]))
+SIGMA_MEAS = np.array([SIGMA_ENC] * 3 + [SIGMA_GYRO] * 4)  # F_k is 7-D: σ_gyro for the scalar gyro-1 row
+SIGMA_BIAS = np.full(6, SIGMA_GYRO)  # not given in the paper
+
+BORDER_ORDER = ["phys", "bias1", "bias2", "R1", "R2"]
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    friction_on: str = "link"  # "link" (eq 12 as printed) or "motor"
+    debias_gyro1: bool = True  # subtract ω_1,0 from gyro 1 before predicting gyro 2 (eq 26 printed: False)
+    bias_block: bool = True  # include F_bias over the zero-command window
+
+
+def residual_functions(opts: ModelOptions = ModelOptions()) -> dict[str, ca.Function]:
+    """The four residual blocks as CasADi functions of (variables…, data…); dims 9 / 7 / 12 / 6."""
+    x, x1 = ca.SX.sym("x", 12), ca.SX.sym("x_next", 12)
+    p = ca.SX.sym("phys", 12)
+    b1, b2 = ca.SX.sym("bias1", 3), ca.SX.sym("bias2", 3)
+    r1, r2 = ca.SX.sym("R1", 9), ca.SX.sym("R2", 9)
+    R1, R2 = ca.reshape(r1, 3, 3), ca.reshape(r2, 3, 3)
+    th_m, th0, w1, w2 = (ca.SX.sym(n, 3) for n in ("theta_meas", "theta0", "w1", "w2"))
+    u, T = ca.SX.sym("u", 3), ca.SX.sym("Ts")
+    th_rel = ca.SX.sym("theta_rel", 3)
+    f_motor = th_m - x[6:9] - th0
+    f_g1 = doggy.gyro1_residual(x, b1, R1, w1)
+    f_g2 = doggy.gyro2_prediction(x, b1, b2, R1, R2, w1, opts.debias_gyro1) - w2
+    return {
+        "initial": ca.Function("initial", [x, th_rel], [ca.vertcat(x[0:3] - th_rel, x[3:6], x[9:12])]),
+        "measurement": ca.Function("measurement", [x, b1, b2, r1, r2, th_m, w1, w2, th0],
+                                   [ca.vertcat(f_motor, f_g1, f_g2)]),
+        "dynamics": ca.Function("dynamics", [x, x1, p, u, T],
+                                [doggy.euler_step(x, u, p, T, opts.friction_on) - x1]),
+        "bias": ca.Function("bias", [b1, b2, w1, w2], [ca.vertcat(b1 - w1, b2 - w2)]),
+    }
+
+
+def initial_states(rec: DoggyRecording) -> np.ndarray:
+    """States from encoders: q = θ = θ_meas − θ0, velocities by forward differences (consistent with Euler)."""
+    th = rec.theta - rec.theta0
+    v = np.diff(th, axis=0) / rec.dt()[:, None]
+    v = np.vstack([v, v[-1:]])
+    return np.hstack([th, v, th, v])
+
+
+def build_problem(rec: DoggyRecording, start: DoggyParams, opts: ModelOptions = ModelOptions(),
+                  states: np.ndarray | None = None) -> slom.Problem:
+    """Declare variables and the four residual blocks for one recording."""
+    validate(rec)
+    fns = residual_functions(opts)
+    n = rec.n
+    pr = slom.Problem()
+    X = pr.add_variable("x", Rn(12), initial_states(rec) if states is None else states, eliminate=True)
+    pr.add_variable("phys", Rn(12), start.phys(), labels=list(PHYS_NAMES))
+    pr.add_variable("bias1", Rn(3), np.asarray(start.bias1), labels=[f"bias1_{c}" for c in "xyz"])
+    pr.add_variable("bias2", Rn(3), np.asarray(start.bias2), labels=[f"bias2_{c}" for c in "xyz"])
+    pr.add_variable("R1", SO3(), SO3.to_flat(start.R_imu1), labels=[f"R1_{c}" for c in "xyz"])
+    pr.add_variable("R2", SO3(), SO3.to_flat(start.R_imu2), labels=[f"R2_{c}" for c in "xyz"])
+    pr.add_factor("initial", fns["initial"], [X[0:1]], [(rec.theta[0] - rec.theta0)[None, :]],
+                  sigma=SIGMA_INITIAL)
+    pr.add_factor("measurement", fns["measurement"], [X, "bias1", "bias2", "R1", "R2"],
+                  [rec.theta, rec.gyro1, rec.gyro2, rec.theta0], sigma=SIGMA_MEAS)
+    pr.add_factor("dynamics", fns["dynamics"], [X[0 : n - 1], X[1:n], "phys"], [rec.u[:-1], rec.dt()[:, None]],
+                  sigma=SIGMA_DYN)
+    m = rec.zero_command_samples()
+    if opts.bias_block and m > 0:
+        pr.add_factor("bias", fns["bias"], ["bias1", "bias2"], [rec.gyro1[:m], rec.gyro2[:m]], sigma=SIGMA_BIAS)
+    return pr
+
+
+@dataclass
+class Calibration:
+    """Estimated parameters with 1σ (tangent coordinates: rotations in rad about the estimate's own axes)."""
+
+    estimate: DoggyParams
+    start: DoggyParams
+    sigma: dict[str, float]
+    states: np.ndarray
+    result: slom.SolveResult
+    bias_window: int
+
+
+def calibrate(rec: DoggyRecording, start: DoggyParams = doggy.TABLE1_INITIAL, opts: ModelOptions = ModelOptions(),
+              solver: slom.Options | None = None, callback: Callable | None = None,
+              allow_unobservable: bool = False) -> Calibration:
+    """Solve the batch problem; raise IdentifiabilityError (naming parameters) if the data cannot fix some."""
+    pr = build_problem(rec, start, opts)
+    res = slom.solve(pr, solver or slom.Options(), callback)
+    if res.rank is not None and res.rank.deficient and not allow_unobservable:
+        names = sorted({k for d in res.rank.null_directions for k in d})
+        raise IdentifiabilityError(
+            f"{res.rank.size - res.rank.rank} parameter direction(s) unobservable from this data, involving "
+            f"{', '.join(names)}; add a zero-command window (bias block) or more excitation"
+        )
+    v = res.values
+    est = DoggyParams.from_vectors(v["phys"][0], v["bias1"][0], v["bias2"][0], SO3.to_matrix(v["R1"][0]),
+                                   SO3.to_matrix(v["R2"][0]))
+    return Calibration(est, start, res.sigmas(), v["x"], res, rec.zero_command_samples())
+
+
+def rotation_error_deg(R_est: np.ndarray, R_true: np.ndarray) -> float:
+    """Angle of R_trueᵀ R_est in degrees."""
+    return float(np.degrees(np.linalg.norm(so3_log(R_true.T @ R_est))))
+
+
+def parameter_rows(cal: Calibration, truth: DoggyParams | None = None) -> list[dict]:
+    """Table-1-style rows: name, unit, initial, estimate, 1σ, truth, error in σ (rotations as angles)."""
+    rows = []
+    units = dict(zip(PHYS_NAMES, doggy.PHYS_UNITS, strict=True))
+    for i, name in enumerate(PHYS_NAMES):
+        row = {"name": name, "unit": units[name], "initial": float(cal.start.phys()[i]),
+               "estimate": float(cal.estimate.phys()[i]), "sigma": cal.sigma.get(name, float("nan"))}
+        if truth is not None:
+            row["truth"] = float(truth.phys()[i])
+        rows.append(row)
+    for key in ("bias1", "bias2"):
+        for j, c in enumerate("xyz"):
+            lab = f"{key}_{c}"
+            row = {"name": lab, "unit": "deg/s", "initial": float(np.degrees(getattr(cal.start, key)[j])),
+                   "estimate": float(np.degrees(getattr(cal.estimate, key)[j])),
+                   "sigma": float(np.degrees(cal.sigma.get(lab, float("nan"))))}
+            if truth is not None:
+                row["truth"] = float(np.degrees(getattr(truth, key)[j]))
+            rows.append(row)
+    for key, attr, nominal in (("R1", "R_imu1", doggy.R_IMU1_NOMINAL), ("R2", "R_imu2", doggy.R_IMU2_NOMINAL)):
+        R = getattr(cal.estimate, attr)
+        sig = np.degrees(np.sqrt(sum(cal.sigma.get(f"{key}_{c}", float("nan")) ** 2 for c in "xyz")))
+        row = {"name": f"{key} angle from nominal", "unit": "deg",
+               "initial": rotation_error_deg(getattr(cal.start, attr), nominal),
+               "estimate": rotation_error_deg(R, nominal), "sigma": float(sig)}
+        if truth is not None:
+            row["truth"] = rotation_error_deg(getattr(truth, attr), nominal)
+            row["error"] = rotation_error_deg(R, getattr(truth, attr))
+        rows.append(row)
+    for row in rows:
+        if "truth" in row and "error" not in row:
+            row["error"] = row["estimate"] - row["truth"]
+        if "error" in row and row["sigma"] and np.isfinite(row["sigma"]):
+            row["error_sigmas"] = abs(row["error"]) / row["sigma"]
+    return rows

@@ -1,0 +1,134 @@
+"""Doggy recording format: one CSV row per sample (encoders, gyros, PWM), read/write/validate.
+
+Columns (header row required, order free, extra columns ignored):
+  t [s] · u1 u2 u3 [PWM duty, −1…1] · theta1 theta2 theta3 [rad, motor angles on the link side] ·
+  w1x w1y w1z [rad/s, gyro 1 in the IMU1 frame] · w2x w2y w2z [rad/s, gyro 2 in the IMU2 frame]
+Optional leading comment lines `# key: v1 v2 v3` carry metadata; `theta0` is the encoder zero position [rad]
+(default 0). u_k is the command applied from t_k to t_{k+1}.
+"""
+
+from __future__ import annotations
+
+import io
+import pathlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from robots.errors import DataError
+
+COLUMNS = ["t", "u1", "u2", "u3", "theta1", "theta2", "theta3", "w1x", "w1y", "w1z", "w2x", "w2y", "w2z"]
+UNITS = ["s", "1", "1", "1", "rad", "rad", "rad", "rad/s", "rad/s", "rad/s", "rad/s", "rad/s", "rad/s"]
+
+
+@dataclass
+class DoggyRecording:
+    """Time series of N samples: t (N,), u (N,3), theta (N,3), gyro1 (N,3), gyro2 (N,3); theta0 (3,)."""
+
+    t: np.ndarray
+    u: np.ndarray
+    theta: np.ndarray
+    gyro1: np.ndarray
+    gyro2: np.ndarray
+    theta0: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.t)
+
+    def dt(self) -> np.ndarray:
+        """Per-step sample times T_s,k = t_{k+1} − t_k (N−1,)."""
+        return np.diff(self.t)
+
+    def zero_command_samples(self) -> int:
+        """M: number of leading samples with u = 0 (the bias window)."""
+        moving = np.flatnonzero(np.any(self.u != 0.0, axis=1))
+        return int(moving[0]) if len(moving) else self.n
+
+    def slice(self, start: int, stop: int) -> DoggyRecording:
+        s = slice(start, stop)
+        return DoggyRecording(self.t[s], self.u[s], self.theta[s], self.gyro1[s], self.gyro2[s], self.theta0)
+
+
+def validate(rec: DoggyRecording, source: str = "recording") -> DoggyRecording:
+    """Raise DataError with a one-line reason if shapes, finiteness or time stamps are wrong."""
+    n = len(rec.t)
+    if n < 3:
+        raise DataError(f"{source}: need at least 3 samples, got {n}")
+    for name, arr, cols in (("u", rec.u, 3), ("theta", rec.theta, 3), ("gyro1", rec.gyro1, 3),
+                            ("gyro2", rec.gyro2, 3)):
+        if arr.shape != (n, cols):
+            raise DataError(f"{source}: {name} has shape {arr.shape}, expected ({n}, {cols})")
+    for name, arr in (("t", rec.t), ("u", rec.u), ("theta", rec.theta), ("gyro1", rec.gyro1),
+                      ("gyro2", rec.gyro2), ("theta0", rec.theta0)):
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            row = int(np.argwhere(bad)[0][0])
+            raise DataError(f"{source}: non-finite value (NaN/inf) in {name} at sample {row}")
+    dt = np.diff(rec.t)
+    if np.any(dt <= 0):
+        k = int(np.flatnonzero(dt <= 0)[0])
+        raise DataError(f"{source}: time stamps not strictly increasing at sample {k + 1} "
+                        f"(t={rec.t[k]:.6f} s then {rec.t[k + 1]:.6f} s)")
+    med = float(np.median(dt))
+    if np.any(dt > 20 * med):
+        k = int(np.flatnonzero(dt > 20 * med)[0])
+        raise DataError(f"{source}: gap of {dt[k]:.4f} s after sample {k} (median step {med:.5f} s); split the log")
+    if np.any(np.abs(rec.u) > 1.0):
+        raise DataError(f"{source}: PWM duty outside [-1, 1]")
+    return rec
+
+
+def write_csv(rec: DoggyRecording, path: str | pathlib.Path) -> None:
+    """Write the documented CSV (metadata comment lines, header, one row per sample)."""
+    data = np.column_stack([rec.t, rec.u, rec.theta, rec.gyro1, rec.gyro2])
+    buf = io.StringIO()
+    buf.write("# poise doggy recording v1\n")
+    buf.write("# units: " + " ".join(f"{c}[{u}]" for c, u in zip(COLUMNS, UNITS, strict=True)) + "\n")
+    buf.write("# theta0: " + " ".join(f"{v:.9g}" for v in rec.theta0) + "\n")
+    buf.write(",".join(COLUMNS) + "\n")
+    np.savetxt(buf, data, delimiter=",", fmt="%.9g")
+    pathlib.Path(path).write_text(buf.getvalue())
+
+
+def read_csv(path: str | pathlib.Path) -> DoggyRecording:
+    """Read and validate a recording; missing columns, bad numbers or bad time stamps raise DataError."""
+    path = pathlib.Path(path)
+    text = path.read_text()
+    lines = text.splitlines()
+    meta: dict[str, str] = {}
+    i = 0
+    while i < len(lines) and (lines[i].startswith("#") or not lines[i].strip()):
+        if ":" in lines[i]:
+            k, v = lines[i][1:].split(":", 1)
+            meta[k.strip()] = v.strip()
+        i += 1
+    if i >= len(lines):
+        raise DataError(f"{path}: no header row")
+    header = [h.strip() for h in lines[i].split(",")]
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {', '.join(missing)} (need {', '.join(COLUMNS)})")
+    body = "\n".join(lines[i + 1 :])
+    try:
+        data = np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2) if body.strip() else np.zeros((0, len(header)))
+    except ValueError as exc:
+        raise DataError(f"{path}: unreadable number ({exc})") from None
+    if data.shape[1] != len(header):
+        raise DataError(f"{path}: rows have {data.shape[1]} fields, header has {len(header)}")
+    col = {h: data[:, j] for j, h in enumerate(header)}
+    try:
+        theta0 = np.array([float(v) for v in meta.get("theta0", "0 0 0").split()], float)
+    except ValueError:
+        raise DataError(f"{path}: bad theta0 metadata {meta['theta0']!r}") from None
+    if theta0.shape != (3,):
+        raise DataError(f"{path}: theta0 needs 3 values")
+    rec = DoggyRecording(
+        t=col["t"].copy(),
+        u=np.column_stack([col[c] for c in ("u1", "u2", "u3")]),
+        theta=np.column_stack([col[c] for c in ("theta1", "theta2", "theta3")]),
+        gyro1=np.column_stack([col[c] for c in ("w1x", "w1y", "w1z")]),
+        gyro2=np.column_stack([col[c] for c in ("w2x", "w2y", "w2z")]),
+        theta0=theta0,
+    )
+    return validate(rec, str(path))

@@ -1,0 +1,297 @@
+"""Normal equations with the state-estimation structure: a banded block for the eliminated variables (per-step
+states, block-tridiagonal for Markov chains) plus a dense parameter border, solved by a banded Cholesky of the
+state block and a dense Schur complement on the border. Work and memory are O(n · bandwidth²)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+
+from identify.slom.problem import Problem
+from robots.errors import PoiseError
+
+MAX_BANDWIDTH = 400
+
+
+@dataclass
+class Layout:
+    """Where each variable element's tangent block lives: in the eliminated (banded) or the border vector."""
+
+    elim: dict[str, np.ndarray]  # name → (count,) offsets into the eliminated vector
+    border: dict[str, np.ndarray]  # name → (count,) offsets into the border vector
+    n_e: int
+    n_b: int
+
+
+def make_layout(problem: Problem) -> Layout:
+    """Order eliminated families by (instance, family) so Markov chains give a narrow band."""
+    elim_names = [n for n, v in problem.variables.items() if v.eliminate and not v.fixed]
+    inst, fam, dims = [], [], []
+    for f, n in enumerate(elim_names):
+        v = problem.variables[n]
+        inst.append(np.arange(v.count))
+        fam.append(np.full(v.count, f))
+        dims.append(np.full(v.count, v.manifold.tangent_dim))
+    elim: dict[str, np.ndarray] = {}
+    n_e = 0
+    if elim_names:
+        inst_a, fam_a, dim_a = map(np.concatenate, (inst, fam, dims))
+        order = np.lexsort((fam_a, inst_a))
+        offs = np.empty_like(order)
+        offs[order] = np.concatenate([[0], np.cumsum(dim_a[order])[:-1]])
+        n_e = int(dim_a.sum())
+        start = 0
+        for n in elim_names:
+            c = problem.variables[n].count
+            elim[n] = offs[start : start + c]
+            start += c
+    border: dict[str, np.ndarray] = {}
+    n_b = 0
+    for n, v in problem.variables.items():
+        if not v.eliminate and not v.fixed:
+            t = v.manifold.tangent_dim
+            border[n] = n_b + t * np.arange(v.count)
+            n_b += t * v.count
+    return Layout(elim, border, n_e, n_b)
+
+
+@dataclass
+class _Pair:
+    factor: int
+    i: int
+    j: int
+    kind: str  # "ee" banded, "eb" border coupling (i eliminated, j border), "bb" dense border
+    dest: np.ndarray | None = None  # flat destination indices of the kept entries
+    sel: np.ndarray | None = None  # flat indices into the (K, t_i, t_j) product (None: all)
+    mult: np.ndarray | None = None  # multiplicity for diagonal entries of i ≠ j pairs
+    injective: bool = False
+    transpose: bool = False  # "eb" pair whose first variable is the border one
+
+
+def _offsets(layout: Layout, ref, count: int):
+    if ref.name in layout.elim:
+        offs, kind = layout.elim[ref.name], "e"
+    elif ref.name in layout.border:
+        offs, kind = layout.border[ref.name], "b"
+    else:
+        return None, "fixed"
+    idx = ref.index if ref.index is not None else np.zeros(count, dtype=int)
+    return offs[idx], kind
+
+
+@dataclass
+class Plan:
+    """Precomputed scatter plan from per-instance Jacobian products into the structured normal matrix."""
+
+    layout: Layout
+    bandwidth: int
+    pairs: list[_Pair]
+    grad: list[list[tuple[int, np.ndarray, str]]]  # per factor: (ref i, offsets (K,), kind)
+
+
+def make_plan(problem: Problem, layout: Layout) -> Plan:
+    """Find the bandwidth and the destination of every Hessian entry once; reused by every iteration."""
+    pairs: list[_Pair] = []
+    grad = []
+    info = []
+    bw = 0
+    for fi, f in enumerate(problem.factors):
+        offs = []
+        for r in f.variables:
+            o, kind = _offsets(layout, r, f.count)
+            t = problem.variables[r.name].manifold.tangent_dim
+            offs.append((o, kind, t))
+        info.append(offs)
+        grad.append([(i, o, kind) for i, (o, kind, _) in enumerate(offs) if kind != "fixed"])
+        for i, (oi, ki, ti) in enumerate(offs):
+            for j, (oj, kj, tj) in enumerate(offs):
+                if j < i or ki == "fixed" or kj == "fixed":
+                    continue
+                if ki == "e" and kj == "e":
+                    bw = max(bw, int(np.max(np.maximum(oi + ti - 1 - oj, oj + tj - 1 - oi))))
+    if bw > MAX_BANDWIDTH:
+        raise PoiseError(
+            f"eliminated variables couple too far apart (bandwidth {bw} > {MAX_BANDWIDTH}); "
+            "declare long-range variables with eliminate=False"
+        )
+    n_e = layout.n_e
+    for fi, offs in enumerate(info):
+        K = problem.factors[fi].count
+        for i, (oi, ki, ti) in enumerate(offs):
+            for j, (oj, kj, tj) in enumerate(offs):
+                if j < i or ki == "fixed" or kj == "fixed":
+                    continue
+                if ki == "e" and kj == "e":
+                    r = (oi[:, None, None] + np.arange(ti)[None, :, None]) + np.zeros((1, 1, tj), dtype=int)
+                    c = (oj[:, None, None] + np.arange(tj)[None, None, :]) + np.zeros((1, ti, 1), dtype=int)
+                    r, c = r.ravel(), c.ravel()
+                    if i == j:
+                        keep = r >= c
+                        sel = np.flatnonzero(keep)
+                        mult = None
+                        rr, cc = r[sel], c[sel]
+                    else:
+                        sel = None
+                        rr, cc = np.maximum(r, c), np.minimum(r, c)
+                        mult = np.where(r == c, 2.0, 1.0)
+                        mult = None if np.all(mult == 1.0) else mult
+                    dest = (rr - cc) * n_e + cc
+                    if sel is not None and len(sel) == K * ti * tj:
+                        sel = None
+                    inj = len(np.unique(dest)) == len(dest)
+                    pairs.append(_Pair(fi, i, j, "ee", dest, sel, mult, inj))
+                elif ki == "b" and kj == "b":
+                    pairs.append(_Pair(fi, i, j, "bb"))
+                else:
+                    # eliminated side first: rows of B; the product is transposed when i is the border side
+                    (oe, te), (ob, tb) = ((oi, ti), (oj, tj)) if ki == "e" else ((oj, tj), (oi, ti))
+                    rows = (oe[:, None, None] + np.arange(te)[None, :, None]) + np.zeros((1, 1, tb), int)
+                    cols = (ob[:, None, None] + np.arange(tb)[None, None, :]) + np.zeros((1, te, 1), int)
+                    dest = (rows * layout.n_b + cols).ravel()
+                    inj = len(np.unique(dest)) == len(dest)
+                    pairs.append(_Pair(fi, i, j, "eb", dest, None, None, inj, ki == "b"))
+    return Plan(layout, bw, pairs, grad)
+
+
+@dataclass
+class NormalSystem:
+    """H = [[A, B], [Bᵀ, C]] (A banded lower storage) and gradient g = Jᵀr, both unscaled."""
+
+    ab: np.ndarray  # (bw+1, n_e)
+    B: np.ndarray  # (n_e, n_b)
+    C: np.ndarray  # (n_b, n_b)
+    g_e: np.ndarray
+    g_b: np.ndarray
+
+
+def assemble(problem: Problem, plan: Plan, residuals: list[np.ndarray], jacobians: list[list[np.ndarray]]):
+    """Accumulate JᵀJ and Jᵀr from the per-factor blocks (already whitened and robust-weighted)."""
+    lay = plan.layout
+    n_e, n_b = lay.n_e, lay.n_b
+    ab = np.zeros((plan.bandwidth + 1, n_e))
+    abf = ab.reshape(-1)
+    B = np.zeros((n_e, n_b))
+    C = np.zeros((n_b, n_b))
+    g_e = np.zeros(n_e)
+    g_b = np.zeros(n_b)
+    for fi, refs in enumerate(plan.grad):
+        r = residuals[fi]
+        for i, offs, kind in refs:
+            J = jacobians[fi][i]
+            t = J.shape[2]
+            gi = np.einsum("kd,kdt->kt", r, J)
+            idx = (offs[:, None] + np.arange(t)[None, :]).ravel()
+            if kind == "e":
+                g_e += np.bincount(idx, weights=gi.ravel(), minlength=n_e)
+            else:
+                g_b += np.bincount(idx, weights=gi.ravel(), minlength=n_b)
+    for p in plan.pairs:
+        Ji = jacobians[p.factor][p.i]
+        Jj = jacobians[p.factor][p.j]
+        P = np.matmul(Ji.transpose(0, 2, 1), Jj)  # (K, t_i, t_j)
+        if p.kind == "ee":
+            vals = P.reshape(-1) if p.sel is None else P.reshape(-1)[p.sel]
+            if p.mult is not None:
+                vals = vals * p.mult
+            if p.injective:
+                abf[p.dest] += vals
+            else:
+                abf += np.bincount(p.dest, weights=vals, minlength=abf.size)
+        elif p.kind == "eb":
+            vals = (P.transpose(0, 2, 1) if p.transpose else P).reshape(-1)
+            if p.injective:
+                B.reshape(-1)[p.dest] += vals
+            else:
+                B.reshape(-1)[:] += np.bincount(p.dest, weights=vals, minlength=B.size)
+        else:
+            f = problem.factors[p.factor]
+            oi, _ = _offsets(lay, f.variables[p.i], f.count)
+            oj, _ = _offsets(lay, f.variables[p.j], f.count)
+            ti, tj = P.shape[1], P.shape[2]
+            if np.all(oi == oi[0]) and np.all(oj == oj[0]):
+                S = P.sum(axis=0)
+                C[oi[0] : oi[0] + ti, oj[0] : oj[0] + tj] += S
+                if p.i != p.j:
+                    C[oj[0] : oj[0] + tj, oi[0] : oi[0] + ti] += S.T
+            else:
+                rows = (oi[:, None, None] + np.arange(ti)[None, :, None]) + np.zeros((1, 1, tj), int)
+                cols = (oj[:, None, None] + np.arange(tj)[None, None, :]) + np.zeros((1, ti, 1), int)
+                np.add.at(C, (rows.ravel(), cols.ravel()), P.ravel())
+                if p.i != p.j:
+                    np.add.at(C, (cols.ravel(), rows.ravel()), P.ravel())
+    return NormalSystem(ab, B, C, g_e, g_b)
+
+
+@dataclass
+class Scaling:
+    """Jacobi scaling D = √diag(H) (1 where the diagonal vanishes), applied symmetrically."""
+
+    d_e: np.ndarray
+    d_b: np.ndarray
+
+
+def jacobi_scaling(ns: NormalSystem) -> Scaling:
+    def s(diag):
+        return np.where(diag > 0, np.sqrt(np.maximum(diag, 0)), 1.0)
+
+    return Scaling(s(ns.ab[0]) if ns.ab.size else np.zeros(0), s(np.diag(ns.C)))
+
+
+@dataclass
+class Factorization:
+    """Cholesky of the scaled, damped state block and the Schur complement on the border."""
+
+    chol_ab: np.ndarray | None
+    W_B: np.ndarray  # A⁻¹B (scaled)
+    S: np.ndarray  # C − BᵀA⁻¹B (scaled, damped)
+    lam: float
+
+
+def scaled(ns: NormalSystem, sc: Scaling):
+    """Return scaled copies (ab, B, C, g_e, g_b) with unit diagonal."""
+    ab = ns.ab / sc.d_e[None, :]
+    n_e = ab.shape[1]
+    for d in range(ab.shape[0]):
+        ab[d, : n_e - d] /= sc.d_e[d:]
+    B = ns.B / sc.d_e[:, None] / sc.d_b[None, :] if ns.B.size else ns.B
+    C = ns.C / np.outer(sc.d_b, sc.d_b)
+    return ab, B, C, ns.g_e / sc.d_e, ns.g_b / sc.d_b
+
+
+def factor_and_solve(ab, B, C, g_e, g_b, lam: float):
+    """Solve (H + λI) y = −g for scaled H by banded Cholesky + Schur complement; returns (y_e, y_b, fact)."""
+    n_e, n_b = ab.shape[1], C.shape[0]
+    if n_e:
+        a = ab.copy()
+        a[0] += lam
+        try:
+            cb = sla.cholesky_banded(a, lower=True, check_finite=False)
+        except np.linalg.LinAlgError as exc:
+            raise np.linalg.LinAlgError("state block not positive definite") from exc
+        W = sla.cho_solve_banded((cb, True), np.column_stack([B, g_e]), check_finite=False)
+        W_B, W_g = W[:, :n_b], W[:, n_b]
+    else:
+        cb, W_B, W_g = None, np.zeros((0, n_b)), np.zeros(0)
+    S = C + lam * np.eye(n_b) - B.T @ W_B
+    rhs = -g_b + B.T @ W_g
+    if n_b:
+        try:
+            y_b = sla.cho_solve(sla.cho_factor(S, check_finite=False), rhs, check_finite=False)
+        except np.linalg.LinAlgError:
+            y_b = np.linalg.lstsq(S, rhs, rcond=1e-12)[0]
+    else:
+        y_b = np.zeros(0)
+    y_e = -W_g - W_B @ y_b
+    return y_e, y_b, Factorization(cb, W_B, S, lam)
+
+
+def state_marginal(fact: Factorization, S_inv: np.ndarray, offset: int, t: int) -> np.ndarray:
+    """Scaled marginal covariance of the eliminated block [offset, offset+t): (A⁻¹)_kk + W_k S⁻¹ W_kᵀ."""
+    n_e = fact.chol_ab.shape[1]
+    E = np.zeros((n_e, t))
+    E[offset + np.arange(t), np.arange(t)] = 1.0
+    X = sla.cho_solve_banded((fact.chol_ab, True), E, check_finite=False)[offset : offset + t]
+    Wk = fact.W_B[offset : offset + t]
+    return X + Wk @ S_inv @ Wk.T

@@ -1,0 +1,348 @@
+"""Levenberg–Marquardt (Gauss–Newton when undamped) on manifolds, with covariance, rank and residual reports."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from identify.slom import normal
+from identify.slom.evaluate import compile_factor, eval_jacobians, eval_residuals
+from identify.slom.problem import Problem
+
+
+@dataclass
+class Options:
+    """Solver settings; `method="gn"` takes undamped Gauss–Newton steps (λ = 0, always accepted)."""
+
+    method: str = "lm"
+    max_iter: int = 100
+    lam0: float = 1e-6
+    ftol: float = 1e-10  # stop when the relative cost decrease of an accepted step is below this
+    xtol: float = 1e-10  # … or the scaled step norm is below this (relative to the scaled state norm + xtol)
+    gtol: float = 1e-10  # … or the scaled gradient's max-norm is below this
+    threads: int = 2
+    rank_rtol: float = 1e-10  # eigenvalue of the scaled border information below rtol·max → unobservable
+    covariance: bool = True
+    state_covariance: dict[str, list[int]] = field(default_factory=dict)  # name → element indices
+
+
+@dataclass
+class IterationLog:
+    iteration: int
+    cost: float
+    step_norm: float
+    lam: float
+    accepted: bool
+    seconds: float
+
+
+@dataclass
+class BlockStats:
+    """Per-factor residual summary: whitened χ²/(K·d) ≈ 1 when the assumed Σ fits; raw RMS per component."""
+
+    name: str
+    count: int
+    dim: int
+    cost: float
+    chi2_per_dof: float
+    rms: list[float]
+
+
+@dataclass
+class RankReport:
+    """Observability of the border (parameter) block from the Schur-complement information matrix."""
+
+    rank: int
+    size: int
+    eigenvalues: list[float]
+    null_directions: list[dict[str, float]]  # per unobservable direction: component label → weight
+
+    @property
+    def deficient(self) -> bool:
+        return self.rank < self.size
+
+
+@dataclass
+class SolveResult:
+    values: dict[str, np.ndarray]
+    cost: float
+    initial_cost: float
+    iterations: int
+    converged: bool
+    reason: str
+    log: list[IterationLog]
+    stats: list[BlockStats]
+    border_labels: list[str]
+    covariance: np.ndarray | None  # border block, tangent coordinates (NaN where unobservable)
+    rank: RankReport | None
+    state_covariance: dict[str, dict[int, np.ndarray]]
+    seconds: float
+
+    def sigmas(self) -> dict[str, float]:
+        """1σ of every border tangent component (label → σ; NaN where unobservable)."""
+        if self.covariance is None:
+            return {}
+        return {lab: float(np.sqrt(self.covariance[i, i])) for i, lab in enumerate(self.border_labels)}
+
+
+def border_labels(problem: Problem, layout: normal.Layout) -> list[str]:
+    labels = [""] * layout.n_b
+    for name, offs in layout.border.items():
+        var = problem.variables[name]
+        comp = var.component_labels()
+        for e, o in enumerate(offs):
+            for i, lab in enumerate(comp):
+                labels[o + i] = lab if var.count == 1 else f"{lab}#{e}"
+    return labels
+
+
+def _retract(problem: Problem, layout: normal.Layout, values, y_e, y_b):
+    new = {}
+    for name, var in problem.variables.items():
+        t = var.manifold.tangent_dim
+        if name in layout.elim:
+            d = y_e[layout.elim[name][:, None] + np.arange(t)[None, :]]
+        elif name in layout.border:
+            d = y_b[layout.border[name][:, None] + np.arange(t)[None, :]]
+        else:
+            new[name] = values[name]
+            continue
+        new[name] = var.manifold.plus(values[name], d)
+    return new
+
+
+def _robust(problem: Problem, residuals):
+    """Total cost ½Σρ and per-instance IRLS weights."""
+    cost, weights = 0.0, []
+    for f, r in zip(problem.factors, residuals, strict=False):
+        s = np.einsum("kd,kd->k", r, r)
+        if f.loss is None:
+            cost += 0.5 * float(s.sum())
+            weights.append(None)
+        else:
+            cost += 0.5 * float(f.loss.rho(s).sum())
+            weights.append(np.sqrt(f.loss.weight(s)))
+    return cost, weights
+
+
+def solve(
+    problem: Problem, options: Options | None = None, callback: Callable[[IterationLog], None] | None = None
+) -> SolveResult:
+    """Minimise ½ Σ ρ(‖L r‖²) over all variables; return estimates, covariance and diagnostics."""
+    opt = options or Options()
+    t_start = time.perf_counter()
+    layout = normal.make_layout(problem)
+    plan = normal.make_plan(problem, layout)
+    compiled = [compile_factor(problem, f, opt.threads) for f in problem.factors]
+    values = {n: v.values.copy() for n, v in problem.variables.items()}
+
+    def linearize(vals):
+        rs, js = zip(*(eval_jacobians(problem, cf, vals) for cf in compiled), strict=False)
+        cost, w = _robust(problem, rs)
+        rs, js = list(rs), [list(j) for j in js]
+        for i, wi in enumerate(w):
+            if wi is not None:
+                rs[i] = rs[i] * wi[:, None]
+                js[i] = [J * wi[:, None, None] for J in js[i]]
+        ns = normal.assemble(problem, plan, rs, js)
+        return cost, ns
+
+    def cost_at(vals):
+        return _robust(problem, [eval_residuals(problem, cf, vals) for cf in compiled])[0]
+
+    cost, ns = linearize(values)
+    initial_cost = cost
+    lam = 0.0 if opt.method == "gn" else opt.lam0
+    nu = 2.0
+    log: list[IterationLog] = []
+    converged, reason = False, "maximum iterations reached"
+    it = 0
+    for it in range(1, opt.max_iter + 1):
+        t0 = time.perf_counter()
+        sc = normal.jacobi_scaling(ns)
+        ab, B, C, g_e, g_b = normal.scaled(ns, sc)
+        gmax = float(max(np.abs(g_e).max(initial=0), np.abs(g_b).max(initial=0)))
+        if gmax < opt.gtol:
+            converged, reason = True, "gradient below gtol"
+            break
+        while True:
+            try:
+                y_e, y_b, _ = normal.factor_and_solve(ab, B, C, g_e, g_b, lam)
+            except np.linalg.LinAlgError:
+                lam = max(lam * nu, 1e-9)
+                nu *= 2
+                if lam > 1e16:
+                    raise
+                continue
+            step = float(np.sqrt(y_e @ y_e + y_b @ y_b))
+            pred = 0.5 * (lam * step**2 - (g_e @ y_e + g_b @ y_b))
+            if opt.method != "gn" and 0 <= pred <= 0.5 * opt.ftol * cost:
+                converged, reason = True, "predicted decrease below ftol"
+                break
+            trial = _retract(problem, layout, values, y_e / sc.d_e, y_b / sc.d_b)
+            new_cost = cost_at(trial)
+            gain = (cost - new_cost) / pred if pred > 0 else -1.0
+            accepted = opt.method == "gn" or (np.isfinite(new_cost) and gain > 0)
+            entry = IterationLog(
+                it, new_cost if accepted else cost, step, lam, accepted, time.perf_counter() - t0
+            )
+            log.append(entry)
+            if callback:
+                callback(entry)
+            if accepted:
+                break
+            lam = max(lam * nu, 1e-12)
+            nu *= 2
+            t0 = time.perf_counter()
+            if lam > 1e20:
+                return _finish(
+                    problem,
+                    layout,
+                    plan,
+                    compiled,
+                    values,
+                    cost,
+                    initial_cost,
+                    it,
+                    False,
+                    "damping diverged (no descent step found)",
+                    log,
+                    opt,
+                    t_start,
+                )
+        if converged:
+            break
+        old_cost = cost
+        values = trial
+        if opt.method != "gn":
+            lam *= max(1 / 3, 1 - (2 * gain - 1) ** 3)
+            nu = 2.0
+        cost, ns = linearize(values)
+        if abs(old_cost - cost) <= opt.ftol * max(old_cost, 1e-300):
+            converged, reason = True, "relative cost decrease below ftol"
+            break
+        if step <= opt.xtol * (1.0 + step):
+            converged, reason = True, "step below xtol"
+            break
+    return _finish(
+        problem,
+        layout,
+        plan,
+        compiled,
+        values,
+        cost,
+        initial_cost,
+        it,
+        converged,
+        reason,
+        log,
+        opt,
+        t_start,
+        ns,
+    )
+
+
+def _finish(
+    problem,
+    layout,
+    plan,
+    compiled,
+    values,
+    cost,
+    initial_cost,
+    it,
+    converged,
+    reason,
+    log,
+    opt,
+    t_start,
+    ns=None,
+) -> SolveResult:
+    labels = border_labels(problem, layout)
+    stats = residual_stats(problem, compiled, values)
+    cov, rank, state_cov = None, None, {}
+    if opt.covariance:
+        if ns is None:
+            ns = _relinearize(problem, plan, compiled, values)
+        cov, rank, state_cov = _covariance(problem, layout, ns, labels, opt)
+    return SolveResult(
+        values,
+        cost,
+        initial_cost,
+        it,
+        converged,
+        reason,
+        log,
+        stats,
+        labels,
+        cov,
+        rank,
+        state_cov,
+        time.perf_counter() - t_start,
+    )
+
+
+def _relinearize(problem, plan, compiled, values):
+    rs, js = zip(*(eval_jacobians(problem, cf, values) for cf in compiled), strict=False)
+    return normal.assemble(problem, plan, list(rs), [list(j) for j in js])
+
+
+def _covariance(problem: Problem, layout, ns, labels, opt: Options):
+    """Marginal covariance of the border block (S⁻¹ on the observable subspace) and chosen states."""
+    sc = normal.jacobi_scaling(ns)
+    ab, B, C, g_e, g_b = normal.scaled(ns, sc)
+    _, _, fact = normal.factor_and_solve(ab, B, C, g_e, g_b, 0.0)
+    S = 0.5 * (fact.S + fact.S.T)
+    n_b = S.shape[0]
+    w, V = np.linalg.eigh(S) if n_b else (np.zeros(0), np.zeros((0, 0)))
+    tol = opt.rank_rtol * max(float(w.max(initial=0.0)), 1e-300)
+    good = w > tol
+    S_inv = (V[:, good] / w[good]) @ V[:, good].T
+    nulls = []
+    for k in np.flatnonzero(~good):
+        v = V[:, k] / sc.d_b  # back to unscaled tangent coordinates, then normalise for reading
+        v = v / np.abs(v).max()
+        nulls.append({labels[i]: float(v[i]) for i in np.flatnonzero(np.abs(v) > 0.1)})
+    rank = normal_rank = int(good.sum())
+    cov = S_inv / np.outer(sc.d_b, sc.d_b)
+    if normal_rank < n_b:
+        bad = np.zeros(n_b, bool)
+        for k in np.flatnonzero(~good):
+            bad |= np.abs(V[:, k]) > 1e-6
+        cov[bad, :] = np.nan
+        cov[:, bad] = np.nan
+    report = RankReport(rank, n_b, [float(x) for x in w], nulls)
+    state_cov: dict[str, dict[int, np.ndarray]] = {}
+    for name, idxs in opt.state_covariance.items():
+        var = problem.variables[name]
+        t = var.manifold.tangent_dim
+        state_cov[name] = {}
+        for k in idxs:
+            o = int(layout.elim[name][k])
+            block = normal.state_marginal(fact, S_inv, o, t)
+            d = sc.d_e[o : o + t]
+            state_cov[name][k] = block / np.outer(d, d)
+    return cov, report, state_cov
+
+
+def residual_stats(problem: Problem, compiled, values) -> list[BlockStats]:
+    out = []
+    for f, cf in zip(problem.factors, compiled, strict=False):
+        r = eval_residuals(problem, cf, values)
+        raw = np.linalg.solve(f.sqrt_info, r.T).T
+        s = np.einsum("kd,kd->k", r, r)
+        cost = 0.5 * float((f.loss.rho(s) if f.loss else s).sum())
+        out.append(
+            BlockStats(
+                f.name,
+                f.count,
+                f.dim,
+                cost,
+                float(s.sum() / r.size),
+                [float(x) for x in np.sqrt(np.mean(raw**2, axis=0))],
+            )
+        )
+    return out

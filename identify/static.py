@@ -1,0 +1,282 @@
+"""Static CoM identification from centre-of-pressure data (spec tulip-com.md §5).
+
+y = H ϑ_b with y the measured CoPs and H the x/y rows of R_b(q) over all postures. Ordinary or weighted
+least squares with the textbook statistics: σ̂, standard errors, relative standard errors (15 % rule),
+correlations, per-posture CoP residual norms, and comparison against a reference parameter set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg as sla
+
+from robots.com_base import BaseModel, rank_report
+from robots.com_variants import CoMVariant, base_model, variant
+from robots.errors import DataError, IdentifiabilityError
+from robots.recording_format import StaticRecording
+from robots.stance import flat_residual
+from robots.tree import ParameterSet, RobotModel
+
+WELL_IDENTIFIED_PCT = 15.0
+
+
+@dataclass
+class StaticFit:
+    """Estimates and statistics of one static identification (lengths in m)."""
+
+    model_variant: str
+    base: str
+    symbols: list[str]  # all base parameters, in order
+    estimated: list[int]  # indices estimated
+    theta: np.ndarray  # all base parameters: estimates where estimated, fixed values elsewhere
+    se: np.ndarray  # standard errors (nan for fixed)
+    rel_se_pct: np.ndarray
+    well_identified: np.ndarray
+    sigma: float  # residual standard deviation σ̂ (m)
+    dof: int
+    cov: np.ndarray  # covariance of the estimated parameters (m²)
+    corr: np.ndarray
+    top_correlations: list[tuple[str, str, float]]
+    residuals: np.ndarray  # (m, 2) measured − predicted CoP (m)
+    residual_norm_mean: float
+    residual_norm_max: float
+    kappa: float  # condition number of the regressor of the estimated columns
+    n_postures: int
+    weighted: bool
+    fixed_reason: dict[int, str] = field(default_factory=dict)
+    reference: dict = field(default_factory=dict)
+
+
+def check_double_support(
+    model: RobotModel, q: np.ndarray, base: str, z_tol: float = 0.005, tilt_tol_deg: float = 2.0
+):
+    """Refuse postures whose other foot is not flat on the ground: the CoP model assumes double support."""
+    res = flat_residual(model, q, "sim", base)
+    tilt = np.degrees(np.arcsin(np.clip(np.linalg.norm(res[:, 1:], axis=1), 0, 1)))
+    bad = np.flatnonzero((np.abs(res[:, 0]) > z_tol) | (tilt > tilt_tol_deg))
+    if bad.size:
+        shown = ", ".join(f"#{i} (z {res[i, 0] * 1000:+.1f} mm, tilt {tilt[i]:.1f}°)" for i in bad[:5])
+        more = f" and {bad.size - 5} more" if bad.size > 5 else ""
+        raise DataError(
+            f"{bad.size} posture(s) are not in double support (other foot off the ground or tilted): {shown}{more}; "
+            f"check the base foot ('{base}') and the joint order"
+        )
+
+
+def regressor_xy(bm: BaseModel, q: np.ndarray) -> np.ndarray:
+    """Stacked x/y rows of R_b over postures: (2m, n), row 2i = x of posture i, 2i+1 = y."""
+    return bm.regressor(np.atleast_2d(q))[:, :2, :].reshape(-1, bm.n)
+
+
+def condition_number(H: np.ndarray) -> float:
+    """True 2-norm condition number σ_max/σ_min."""
+    s = np.linalg.svd(H, compute_uv=False)
+    return float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
+
+
+class StaticCoMEstimator:
+    """Estimate CoM base parameters from static postures and CoPs (configure, `fit`, results in `result_`)."""
+
+    def __init__(
+        self,
+        model: RobotModel,
+        base: str = "right",
+        variant_name: str = "full",
+        guess: str | ParameterSet = "sim",
+        reference: str | ParameterSet | None = None,
+        weighted: bool = False,
+    ):
+        self.model = model
+        self.base = base
+        self.variant_name = variant_name
+        self.guess = guess
+        self.reference = reference
+        self.weighted = weighted
+        self.result_: StaticFit | None = None
+
+    @property
+    def base_model_(self) -> BaseModel:
+        return base_model(self.model, self.base)
+
+    @property
+    def variant_(self) -> CoMVariant:
+        return variant(self.model, self.base, self.variant_name)
+
+    def fit(
+        self, q: np.ndarray | StaticRecording, cop: np.ndarray | None = None, cop_sd: np.ndarray | None = None
+    ):
+        """Fit to postures q (m, nq) and CoPs (m, 2), or to a `StaticRecording`."""
+        if isinstance(q, StaticRecording):
+            rec = q
+            if rec.base != self.base:
+                raise DataError(
+                    f"recording uses the {rec.base!r} foot as base, the estimator the {self.base!r} foot"
+                )
+            if rec.joint_names != self.model.joint_names:
+                raise DataError(f"recording joints {rec.joint_names} do not match model {self.model.name!r}")
+            q, cop, cop_sd = rec.q, rec.cop, rec.cop_sd
+        q = self.model.check_q(np.atleast_2d(q))
+        cop = np.asarray(cop, dtype=float)
+        if cop.shape != (q.shape[0], 2):
+            raise DataError(f"expected CoP of shape ({q.shape[0]}, 2), got {cop.shape}")
+        if not np.all(np.isfinite(cop)):
+            raise DataError("CoP data contain NaN or infinite values")
+        check_double_support(self.model, q, self.base)
+        bm, var = self.base_model_, self.variant_
+        est = list(var.estimated)
+        p, m = len(est), q.shape[0]
+        need = -(-p // 2)
+        if m < need:
+            raise IdentifiabilityError(
+                f"{m} postures give {2 * m} equations for {p} parameters: need at least {need} postures"
+            )
+        H_all = regressor_xy(bm, q)
+        guess_theta = bm.values(self.guess)
+        fixed = [g for g in range(bm.n) if g not in est]
+        theta_fixed = np.zeros(bm.n)
+        for g in fixed:  # unidentifiable: guessed values; simplified: zero by assumption
+            theta_fixed[g] = guess_theta[g] if "not identifiable" in var.reason[g] else 0.0
+        y = cop.reshape(-1) - H_all @ theta_fixed
+        H = H_all[:, est]
+        w = np.ones(2 * m)
+        if self.weighted:
+            if cop_sd is None:
+                raise DataError(
+                    "weighted least squares needs per-posture CoP standard deviations (cop_sd_x, cop_sd_y)"
+                )
+            sd = np.asarray(cop_sd, dtype=float).reshape(-1)
+            if np.any(~np.isfinite(sd)) or np.any(sd <= 0):
+                raise DataError("CoP standard deviations must be positive numbers for weighted least squares")
+            w = 1.0 / sd
+        Hw, yw = H * w[:, None], y * w
+        rank, dep = rank_report(Hw, [bm.symbols[g] for g in est])
+        if rank < p:
+            names = ", ".join(f"{bm.symbols[est[j]]} ({bm.params[est[j]].column})" for j in dep)
+            raise IdentifiabilityError(
+                f"the postures cannot identify {len(dep)} parameter(s): {names} — "
+                f"rank {rank} of {p}; add postures that move these columns or use --model simplified"
+            )
+        Q, R = sla.qr(Hw, mode="economic")
+        theta_est = sla.solve_triangular(R, Q.T @ yw)
+        e_w = yw - Hw @ theta_est
+        dof = 2 * m - p
+        sigma2 = float(e_w @ e_w / dof) if dof > 0 else float("nan")
+        Rinv = sla.solve_triangular(R, np.eye(p))
+        C = Rinv @ Rinv.T
+        cov = sigma2 * C
+        se = np.sqrt(np.diag(cov))
+        d = np.sqrt(np.diag(C))
+        corr = C / np.outer(d, d)
+        theta = theta_fixed.copy()
+        theta[est] = theta_est
+        resid = (cop.reshape(-1) - H_all @ theta).reshape(m, 2)
+        norms = np.linalg.norm(resid, axis=1)
+        se_all = np.full(bm.n, np.nan)
+        se_all[est] = se
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = 100.0 * se_all / np.abs(theta)
+        pairs = []
+        for i in range(p):
+            for j in range(i + 1, p):
+                pairs.append((bm.symbols[est[i]], bm.symbols[est[j]], float(corr[i, j])))
+        pairs.sort(key=lambda t: -abs(t[2]))
+        self.result_ = StaticFit(
+            model_variant=self.variant_name,
+            base=self.base,
+            symbols=bm.symbols,
+            estimated=est,
+            theta=theta,
+            se=se_all,
+            rel_se_pct=rel,
+            well_identified=np.where(np.isfinite(rel), rel < WELL_IDENTIFIED_PCT, False),
+            sigma=float(np.sqrt(sigma2)) if np.isfinite(sigma2) else float("nan"),
+            dof=dof,
+            cov=cov,
+            corr=corr,
+            top_correlations=pairs[:5],
+            residuals=resid,
+            residual_norm_mean=float(norms.mean()),
+            residual_norm_max=float(norms.max()),
+            kappa=condition_number(H),
+            n_postures=m,
+            weighted=self.weighted,
+            fixed_reason=dict(var.reason),
+        )
+        if self.reference is not None:
+            self.result_.reference = self.compare(self.reference, q, cop)
+        return self
+
+    def predict_cop(self, q: np.ndarray, theta: np.ndarray | None = None) -> np.ndarray:
+        """Predicted CoP (…, 2) for postures q with the fitted (or given) base parameters."""
+        if theta is None:
+            if self.result_ is None:
+                raise DataError("the estimator has not been fitted")
+            theta = self.result_.theta
+        R = self.base_model_.regressor(self.model.check_q(q))
+        return (R @ theta)[..., :2]
+
+    def compare(self, reference: str | ParameterSet, q: np.ndarray, cop: np.ndarray) -> dict:
+        """CoP error norms (mean/max, m) of a reference parameter set on the same data, and its base values."""
+        ps = self.model.parameter_set(reference)
+        theta_ref = self.base_model_.values(ps)
+        err = np.linalg.norm(cop - self.predict_cop(q, theta_ref), axis=1)
+        return {
+            "name": ps.name,
+            "theta": theta_ref,
+            "cop_error_mean": float(err.mean()),
+            "cop_error_max": float(err.max()),
+        }
+
+
+def fit_to_json(fit: StaticFit, bm: BaseModel, recording: str | None = None) -> dict:
+    """The result file content (JSON-serialisable; lengths in m)."""
+    params = []
+    for g, bp in enumerate(bm.params):
+        entry = {
+            "symbol": bp.symbol,
+            "column": bp.column,
+            "formula": bm.formula(g),
+            "estimated": g in fit.estimated,
+            "value_m": float(fit.theta[g]),
+        }
+        if g in fit.estimated:
+            entry.update(
+                se_m=float(fit.se[g]),
+                rel_se_pct=float(fit.rel_se_pct[g]) if np.isfinite(fit.rel_se_pct[g]) else None,
+                well_identified=bool(fit.well_identified[g]),
+            )
+        else:
+            entry["fixed_because"] = fit.fixed_reason.get(g, "")
+        if fit.reference:
+            entry["reference_m"] = float(fit.reference["theta"][g])
+        params.append(entry)
+    est_syms = [fit.symbols[g] for g in fit.estimated]
+    out = {
+        "format": "poise static result",
+        "version": 1,
+        "robot": bm.model.name,
+        "base": fit.base,
+        "model": fit.model_variant,
+        "recording": recording,
+        "n_postures": fit.n_postures,
+        "weighted": fit.weighted,
+        "units": {"length": "m"},
+        "parameters": params,
+        "sigma_m": fit.sigma,
+        "dof": fit.dof,
+        "kappa": fit.kappa,
+        "cop_residual_norm_mean_m": fit.residual_norm_mean,
+        "cop_residual_norm_max_m": fit.residual_norm_max,
+        "residuals_m": fit.residuals.tolist(),
+        "correlation": {"symbols": est_syms, "matrix": fit.corr.tolist()},
+        "top_correlations": [{"a": a, "b": b, "rho": r} for a, b, r in fit.top_correlations],
+    }
+    if fit.reference:
+        out["reference"] = {
+            "name": fit.reference["name"],
+            "cop_error_mean_m": fit.reference["cop_error_mean"],
+            "cop_error_max_m": fit.reference["cop_error_max"],
+        }
+    return out

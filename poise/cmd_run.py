@@ -1,0 +1,138 @@
+"""`poise run`: execute a posture plan on the robot while recording both balance boards."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.live import Live
+from rich.table import Table
+
+from drivers.config import load_config
+from drivers.emulators.world import WorldOptions
+from drivers.executor import Executor, Progress, preflight
+from drivers.recorder import RunRecorder
+from drivers.session import Session
+from poise.output import console, err_console, print_json
+from robots.errors import DataError
+from robots.plan_format import load_plan
+from robots.registry import get_model
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="execute a posture plan on a robot and record the balance boards")
+    p.add_argument("plan", help="posture plan (JSON)")
+    p.add_argument(
+        "--robot", required=True, help="sim | sim:framed | dxl:PORT[?baud=N] | serial:PORT[?baud=N]"
+    )
+    p.add_argument("--boards", required=True, help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT")
+    p.add_argument(
+        "--config", help="robot TOML (joint<->servo map, limits, board offsets); default: bundled TUlip"
+    )
+    p.add_argument("--out", required=True, help="run directory (recording.csv, raw samples, run.json)")
+    p.add_argument("--resume", action="store_true", help="continue after the last completed posture in --out")
+    p.add_argument(
+        "--time-scale", type=float, default=1.0, help="compress move/hold durations by K (simulation)"
+    )
+    p.add_argument("--yes", action="store_true", help="no operator prompts between placements")
+    p.add_argument("--no-noise", action="store_true", help="sim: ideal boards and encoders")
+    p.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    p.set_defaults(func=cmd_run)
+
+
+class ProgressView:
+    """One-line live status: posture i/n, phase, CoP, margin, load."""
+
+    def __init__(self, live: Live | None) -> None:
+        self.live = live
+        self._last = 0.0
+
+    def __call__(self, p: Progress) -> None:
+        now = time.monotonic()
+        if self.live is None or (p.phase == "hold" and now - self._last < 0.1):
+            return
+        self._last = now
+        cop = f"({p.cop[0] * 1000:+7.1f}, {p.cop[1] * 1000:+7.1f}) mm" if p.cop is not None else "—"
+        margin = f"{p.margin * 1000:+.1f} mm" if p.margin is not None else "—"
+        load = f"{p.total_kg:.2f} kg" if p.total_kg is not None else "—"
+        t = Table.grid(padding=(0, 2))
+        t.add_row(
+            f"posture {p.position}/{p.total} (#{p.posture}, placement {p.placement})",
+            f"[bold]{p.phase}[/bold] {p.phase_elapsed:5.1f}/{p.phase_total:.1f} s",
+            f"CoP {cop}",
+            f"margin {margin}",
+            f"load {load}",
+        )
+        self.live.update(t)
+
+
+def execute(args, model, plan, config, world_opts=None, progress=None):
+    """Run a plan; returns (RunResult, run dir). Shared by `poise run` and `poise demo`."""
+    problems = preflight(plan, model, config)
+    if problems:
+        shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
+        raise DataError(f"plan refused before moving ({len(problems)} problem(s)): {shown}")
+    rec = RunRecorder(args.out, model.name, plan.base, model.joint_names, resume=args.resume)
+    try:
+        rec.update_meta(plan=str(args.plan), robot=args.robot, boards=args.boards, time_scale=args.time_scale)
+        if world_opts is None:
+            world_opts = WorldOptions(noise=not getattr(args, "no_noise", False))
+        with Session(args.robot, args.boards, model, config, world_opts, prompt=not args.yes) as s:
+            ex = Executor(s.link, s.boards, plan, model, config, rec, args.time_scale, s.operator, progress)
+            return ex.run(), rec.dir
+    finally:
+        rec.close()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    model = get_model(config.robot)
+    plan = load_plan(args.plan, model)
+    live = None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
+    try:
+        if live:
+            live.start()
+        result, run_dir = execute(args, model, plan, config, progress=ProgressView(live))
+    finally:
+        if live:
+            live.stop()
+    summary = {
+        "run_dir": str(run_dir),
+        "completed": [r.posture for r in result.completed],
+        "skipped_already_recorded": result.skipped,
+        "jitter": result.jitter(),
+        "boards": [vars(b) for b in result.board_stats],
+        "postures": [
+            {"posture": r.posture, "placement": r.placement, "cop_mm": (r.cop * 1000).tolist(),
+             "cop_sd_mm": (r.cop_sd * 1000).tolist(), "force_n": r.force_n, "samples": r.samples, "holds": r.holds}
+            for r in result.completed
+        ],
+    }  # fmt: skip
+    if args.json:
+        print_json(summary)
+        return 0
+    t = Table(title=f"run → {run_dir}/recording.csv")
+    for c in (
+        "posture",
+        "placement",
+        "CoP x [mm]",
+        "CoP y [mm]",
+        "sd x [mm]",
+        "sd y [mm]",
+        "load [kg]",
+        "samples",
+    ):
+        t.add_column(c, justify="right")
+    for r in result.completed:
+        t.add_row(str(r.posture), str(r.placement), f"{r.cop[0] * 1000:.2f}", f"{r.cop[1] * 1000:.2f}",
+                  f"{r.cop_sd[0] * 1000:.2f}", f"{r.cop_sd[1] * 1000:.2f}", f"{r.force_n / 9.80665:.2f}", str(r.samples))  # fmt: skip
+    console.print(t)
+    j = result.jitter()
+    console.print(
+        f"{len(result.completed)} posture(s) recorded, {len(result.skipped)} already done; setpoints "
+        f"{j['ticks']} ticks, period {j['period_mean_ms']:.2f} ± {j['period_std_ms']:.2f} ms; boards: "
+        + ", ".join(
+            f"{b.reports} reports / {b.bad} bad / {b.reconnects} reconnects" for b in result.board_stats
+        )
+    )
+    return 0

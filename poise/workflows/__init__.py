@@ -1,0 +1,1 @@
+"""Multi-step workflows that tie design, drivers and identification together."""

@@ -1,0 +1,348 @@
+"""The posture-plan file (JSON): what `poise plan postures` writes and the drivers execute.
+
+Lives in robots/ so that drivers/ can read plans without importing design/. Angles in radians, lengths in m,
+durations in s. Postures are executed in list order; the feet (boards) are re-placed between placements.
+
+Layout (format "poise.posture-plan", version 1)::
+
+    {"format": "poise.posture-plan", "version": 1,
+     "robot": "tulip", "base": "right", "params": "sim",
+     "joint_names": ["theta1", ..., "theta12"],
+     "placements": [{"index": 0, "left_foot": [x, y, psi]}, ...],
+     "postures": [{"index": 0, "placement": 0, "q": [12 floats], "move_s": 30, "hold_s": 60,
+                   "predicted_cop": [x, y], "margin": 0.093, "robust_margin": 0.087 | null}, ...],
+     "transitions": [{"from": 0, "to": 1, "q": [[12 floats], ...], "foot_error_interp": 0.004,
+                      "min_margin": 0.081}, ...],          # optional; absent pair -> cosine profile
+     "kappa": {"right": 251.3, "left": 240.2},
+     "solver": {...}, "seed": 1, "settings": {...}}
+
+A transition's `q` holds waypoints equally spaced in time over the destination posture's `move_s`,
+first = the `from` posture, last = the `to` posture; executors interpolate linearly between them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from robots.errors import DataError
+
+FORMAT = "poise.posture-plan"
+VERSION = 1
+
+
+@dataclass
+class Placement:
+    """One foot placement: the left sole's pose on the ground relative to the right sole (m, m, rad)."""
+
+    index: int
+    left_foot: tuple[float, float, float]
+
+
+@dataclass
+class Posture:
+    """One static posture: joint angles (rad, model joint order) and its predicted balance (m)."""
+
+    index: int
+    placement: int
+    q: np.ndarray
+    move_s: float
+    hold_s: float
+    predicted_cop: tuple[float, float]
+    margin: float
+    robust_margin: float | None = None
+
+
+@dataclass
+class Transition:
+    """A closed-chain motion between two consecutive postures of one placement (waypoints, rad)."""
+
+    from_index: int
+    to_index: int
+    q: np.ndarray  # (K, nq), K ≥ 2
+    foot_error_interp: float | None = None  # max foot-constraint violation of plain joint interpolation (m)
+    min_margin: float | None = None  # smallest CoP margin along the motion (m)
+
+
+@dataclass
+class Plan:
+    """A posture plan; see the module docstring for the file layout."""
+
+    robot: str
+    base: str
+    joint_names: list[str]
+    placements: list[Placement]
+    postures: list[Posture]
+    transitions: list[Transition] = field(default_factory=list)
+    kappa: dict[str, float] = field(default_factory=dict)
+    solver: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    params: str = "sim"
+
+    @property
+    def q(self) -> np.ndarray:
+        """All joint vectors, (postures, nq)."""
+        return np.array([p.q for p in self.postures]).reshape(len(self.postures), len(self.joint_names))
+
+    def placement(self, index: int) -> Placement:
+        for pl in self.placements:
+            if pl.index == index:
+                return pl
+        raise DataError(f"plan has no placement {index}")
+
+    def transition(self, a: int, b: int) -> Transition | None:
+        for t in self.transitions:
+            if t.from_index == a and t.to_index == b:
+                return t
+        return None
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe copy: numpy scalars/arrays to Python; NaN/inf are refused (JSON has none)."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _clean(x.tolist())
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating | float):
+        v = float(x)
+        if not math.isfinite(v):
+            raise DataError("plan contains NaN or infinite values; refusing to write it")
+        return v
+    return x
+
+
+def plan_to_dict(plan: Plan) -> dict:
+    """The JSON document of a plan."""
+    validate(plan)
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "robot": plan.robot,
+        "base": plan.base,
+        "params": plan.params,
+        "joint_names": list(plan.joint_names),
+        "placements": [{"index": p.index, "left_foot": list(p.left_foot)} for p in plan.placements],
+        "postures": [
+            {
+                "index": p.index,
+                "placement": p.placement,
+                "q": np.asarray(p.q, dtype=float).tolist(),
+                "move_s": p.move_s,
+                "hold_s": p.hold_s,
+                "predicted_cop": list(p.predicted_cop),
+                "margin": p.margin,
+                "robust_margin": p.robust_margin,
+            }
+            for p in plan.postures
+        ],
+        "transitions": [
+            {
+                "from": t.from_index,
+                "to": t.to_index,
+                "q": np.asarray(t.q, dtype=float).tolist(),
+                "foot_error_interp": t.foot_error_interp,
+                "min_margin": t.min_margin,
+            }
+            for t in plan.transitions
+        ],
+        "kappa": dict(plan.kappa),
+        "solver": plan.solver,
+        "seed": plan.seed,
+        "settings": plan.settings,
+    }
+    return _clean(doc)
+
+
+def save_plan(plan: Plan, path: str | pathlib.Path) -> None:
+    """Validate and write a plan as JSON (atomically: temp file, then rename)."""
+    text = json.dumps(plan_to_dict(plan), indent=1)
+    path = pathlib.Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text + "\n")
+    tmp.replace(path)
+
+
+# ---------------------------------------------------------------- reading and validation
+
+
+def _need(doc: dict, key: str, where: str) -> Any:
+    if not isinstance(doc, dict):
+        raise DataError(f"{where}: expected an object, got {type(doc).__name__}")
+    if key not in doc:
+        raise DataError(f"{where}: missing field {key!r}")
+    return doc[key]
+
+
+def _num(x: Any, where: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise DataError(f"{where}: expected a number, got {x!r}")
+    if not math.isfinite(float(x)):
+        raise DataError(f"{where}: not a finite number")
+    return float(x)
+
+
+def _opt_num(x: Any, where: str) -> float | None:
+    return None if x is None else _num(x, where)
+
+
+def _int(x: Any, where: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise DataError(f"{where}: expected an integer, got {x!r}")
+    return int(x)
+
+
+def _vec(x: Any, n: int, where: str) -> np.ndarray:
+    if not isinstance(x, list) or len(x) != n:
+        got = f"{len(x)} values" if isinstance(x, list) else repr(type(x).__name__)
+        raise DataError(f"{where}: expected a list of {n} numbers, got {got}")
+    return np.array([_num(v, f"{where}[{i}]") for i, v in enumerate(x)])
+
+
+def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
+    """Parse and validate a plan document; DataError names the first problem."""
+    if not isinstance(doc, dict):
+        raise DataError(f"{source}: not a posture plan (top level is not a JSON object)")
+    fmt = doc.get("format")
+    if fmt != FORMAT:
+        raise DataError(f"{source}: not a posture plan (format {fmt!r}, expected {FORMAT!r})")
+    version = doc.get("version")
+    if version != VERSION:
+        raise DataError(
+            f"{source}: plan format version {version!r} is not supported (this poise reads {VERSION})"
+        )
+    robot = _need(doc, "robot", source)
+    base = _need(doc, "base", source)
+    names = _need(doc, "joint_names", source)
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise DataError(f"{source}: joint_names must be a non-empty list of strings")
+    nq = len(names)
+    placements = []
+    for i, p in enumerate(_need(doc, "placements", source)):
+        w = f"{source}: placements[{i}]"
+        lf = _vec(_need(p, "left_foot", w), 3, f"{w}.left_foot")
+        placements.append(Placement(_int(_need(p, "index", w), f"{w}.index"), tuple(lf)))
+    pl_ids = [p.index for p in placements]
+    if len(set(pl_ids)) != len(pl_ids):
+        raise DataError(f"{source}: duplicate placement indices")
+    raw_postures = _need(doc, "postures", source)
+    if not isinstance(raw_postures, list) or not raw_postures:
+        raise DataError(f"{source}: postures must be a non-empty list")
+    postures = []
+    for i, p in enumerate(raw_postures):
+        w = f"{source}: postures[{i}]"
+        pl = _int(_need(p, "placement", w), f"{w}.placement")
+        if pl not in pl_ids:
+            raise DataError(f"{w}: placement {pl} is not defined in placements")
+        move, hold = _num(_need(p, "move_s", w), f"{w}.move_s"), _num(_need(p, "hold_s", w), f"{w}.hold_s")
+        if move < 0 or hold <= 0:
+            raise DataError(f"{w}: move_s must be ≥ 0 and hold_s > 0 (s)")
+        postures.append(
+            Posture(
+                index=_int(_need(p, "index", w), f"{w}.index"),
+                placement=pl,
+                q=_vec(_need(p, "q", w), nq, f"{w}.q (one angle per joint name)"),
+                move_s=move,
+                hold_s=hold,
+                predicted_cop=tuple(_vec(_need(p, "predicted_cop", w), 2, f"{w}.predicted_cop")),
+                margin=_num(_need(p, "margin", w), f"{w}.margin"),
+                robust_margin=_opt_num(p.get("robust_margin"), f"{w}.robust_margin"),
+            )
+        )
+    ids = [p.index for p in postures]
+    if len(set(ids)) != len(ids):
+        raise DataError(f"{source}: duplicate posture indices")
+    transitions = []
+    raw_tr = doc.get("transitions") or []
+    if not isinstance(raw_tr, list):
+        raise DataError(f"{source}: transitions must be a list")
+    for i, t in enumerate(raw_tr):
+        w = f"{source}: transitions[{i}]"
+        a, b = _int(_need(t, "from", w), f"{w}.from"), _int(_need(t, "to", w), f"{w}.to")
+        if a not in ids or b not in ids:
+            raise DataError(f"{w}: refers to unknown posture {a if a not in ids else b}")
+        wps = _need(t, "q", w)
+        if not isinstance(wps, list) or len(wps) < 2:
+            raise DataError(f"{w}.q: expected at least 2 waypoints")
+        q = np.array([_vec(v, nq, f"{w}.q[{k}]") for k, v in enumerate(wps)])
+        transitions.append(
+            Transition(a, b, q, _opt_num(t.get("foot_error_interp"), w), _opt_num(t.get("min_margin"), w))
+        )
+    kappa = doc.get("kappa") or {}
+    if not isinstance(kappa, dict):
+        raise DataError(f"{source}: kappa must be an object {{base: value}}")
+    kappa = {str(k): _num(v, f"{source}: kappa.{k}") for k, v in kappa.items()}
+    seed = doc.get("seed")
+    if seed is not None:
+        seed = _int(seed, f"{source}: seed")
+    plan = Plan(
+        robot=str(robot),
+        base=str(base),
+        joint_names=list(names),
+        placements=placements,
+        postures=postures,
+        transitions=transitions,
+        kappa=kappa,
+        solver=doc.get("solver") or {},
+        seed=seed,
+        settings=doc.get("settings") or {},
+        params=str(doc.get("params", "sim")),
+    )
+    return plan
+
+
+def validate(plan: Plan) -> None:
+    """Structural checks of an in-memory plan (shapes, finiteness, references)."""
+    nq = len(plan.joint_names)
+    pl_ids = {p.index for p in plan.placements}
+    for p in plan.postures:
+        q = np.asarray(p.q, dtype=float)
+        if q.shape != (nq,):
+            raise DataError(f"posture {p.index}: {q.size} joint angles for {nq} joint names")
+        if not np.all(np.isfinite(q)):
+            raise DataError(f"posture {p.index}: joint angles contain NaN or infinite values")
+        if p.placement not in pl_ids:
+            raise DataError(f"posture {p.index}: placement {p.placement} is not defined")
+    for t in plan.transitions:
+        if np.asarray(t.q).ndim != 2 or np.asarray(t.q).shape[1] != nq:
+            raise DataError(f"transition {t.from_index}→{t.to_index}: waypoints must be (K, {nq})")
+
+
+def load_plan(path: str | pathlib.Path, model=None) -> Plan:
+    """Read and validate a plan file; with `model`, also check it was made for that robot's joints."""
+    path = pathlib.Path(path)
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    plan = plan_from_dict(doc, str(path))
+    if model is not None:
+        check_compatible(plan, model, str(path))
+    return plan
+
+
+def check_compatible(plan: Plan, model, source: str = "plan") -> None:
+    """DataError unless the plan's robot, joint names and base match `model`."""
+    if plan.robot != model.name:
+        raise DataError(f"{source}: plan is for robot {plan.robot!r}, not {model.name!r}")
+    if list(plan.joint_names) != list(model.joint_names):
+        raise DataError(
+            f"{source}: plan joint names {plan.joint_names} do not match robot {model.name!r} ({model.joint_names})"
+        )
+    if plan.base not in model.bases:
+        raise DataError(
+            f"{source}: plan base {plan.base!r} is not a base of {model.name!r} ({sorted(model.bases)})"
+        )

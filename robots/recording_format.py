@@ -1,0 +1,283 @@
+"""The static recording format: one CSV row per measured posture, with `#` metadata lines on top.
+
+```
+# poise static recording v1
+# robot: tulip
+# base: right
+# angle_unit: rad
+# length_unit: m
+posture,placement,theta1,...,theta12,cop_x,cop_y[,cop_sd_x,cop_sd_y,force_n,samples]
+```
+Angles in radians, lengths in metres (``deg``/``mm`` are accepted when declared), CoP in the base-foot
+frame (x forward, y left, origin on the ground under the base ankle). Rows can be appended one posture at
+a time, so a logger can write it incrementally; `RecordingWriter` flushes and fsyncs each row.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from robots.errors import DataError
+
+MAGIC = "poise static recording"
+VERSION = 1
+OPTIONAL_COLUMNS = ["cop_sd_x", "cop_sd_y", "force_n", "samples"]
+ANGLE_UNITS = {"rad": 1.0, "deg": math.pi / 180.0}
+LENGTH_UNITS = {"m": 1.0, "mm": 1e-3}
+
+
+@dataclass
+class StaticRecording:
+    """Per-posture joint angles and measured CoP (SI units)."""
+
+    robot: str
+    base: str
+    joint_names: list[str]
+    posture: np.ndarray  # (m,) int
+    placement: np.ndarray  # (m,) int
+    q: np.ndarray  # (m, nq) rad
+    cop: np.ndarray  # (m, 2) m
+    cop_sd: np.ndarray | None = None  # (m, 2) m, standard deviation of the averaged samples
+    force: np.ndarray | None = None  # (m,) N
+    samples: np.ndarray | None = None  # (m,) samples averaged per posture
+    meta: dict[str, str] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.posture)
+
+
+def _header(
+    robot: str, base: str, joint_names: list[str], extra_meta: dict[str, str] | None, optional: list[str]
+):
+    lines = [
+        f"# {MAGIC} v{VERSION}",
+        f"# robot: {robot}",
+        f"# base: {base}",
+        "# angle_unit: rad",
+        "# length_unit: m",
+    ]
+    for k, v in (extra_meta or {}).items():
+        lines.append(f"# {k}: {v}")
+    cols = ["posture", "placement", *joint_names, "cop_x", "cop_y", *optional]
+    return "\n".join(lines) + "\n" + ",".join(cols) + "\n"
+
+
+def _row(posture: int, placement: int, q, cop, extra: dict[str, float], optional: list[str]) -> str:
+    vals = [str(int(posture)), str(int(placement))]
+    vals += [repr(float(v)) for v in q] + [repr(float(c)) for c in cop]
+    vals += [repr(float(extra[k])) if k in extra and extra[k] is not None else "" for k in optional]
+    return ",".join(vals) + "\n"
+
+
+def write_recording(path: str | Path, rec: StaticRecording) -> None:
+    """Write a whole recording (atomically: temp file, then rename)."""
+    optional = [
+        k
+        for k, v in (("cop_sd_x", rec.cop_sd), ("force_n", rec.force), ("samples", rec.samples))
+        if v is not None
+    ]
+    optional = (["cop_sd_x", "cop_sd_y"] if "cop_sd_x" in optional else []) + [
+        k for k in optional if k != "cop_sd_x"
+    ]
+    buf = io.StringIO()
+    buf.write(_header(rec.robot, rec.base, rec.joint_names, rec.meta, optional))
+    for i in range(len(rec)):
+        extra = {}
+        if rec.cop_sd is not None:
+            extra.update(cop_sd_x=rec.cop_sd[i, 0], cop_sd_y=rec.cop_sd[i, 1])
+        if rec.force is not None:
+            extra["force_n"] = rec.force[i]
+        if rec.samples is not None:
+            extra["samples"] = rec.samples[i]
+        buf.write(_row(rec.posture[i], rec.placement[i], rec.q[i], rec.cop[i], extra, optional))
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(buf.getvalue())
+    os.replace(tmp, path)
+
+
+class RecordingWriter:
+    """Appends postures to a recording file, flushing and fsyncing every row so a killed run loses nothing."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        robot: str,
+        base: str,
+        joint_names: list[str],
+        meta: dict[str, str] | None = None,
+        optional: list[str] | None = None,
+    ):
+        self.path = Path(path)
+        self.optional = list(OPTIONAL_COLUMNS if optional is None else optional)
+        self.done: set[int] = set()
+        if self.path.exists() and self.path.stat().st_size > 0:
+            existing = read_recording(self.path, allow_partial_last_line=True)
+            if existing.joint_names != list(joint_names) or existing.base != base:
+                raise DataError(f"{self.path}: existing recording has a different robot/base; use a new file")
+            self.done = set(int(p) for p in existing.posture)
+            self.optional = [c for c in _columns(self.path) if c in OPTIONAL_COLUMNS]
+            _truncate_partial_line(self.path)
+            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (long-lived handle)
+        else:
+            self._fh = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+            self._fh.write(_header(robot, base, list(joint_names), meta, self.optional))
+            self._sync()
+
+    def append(self, posture: int, placement: int, q, cop, **extra: float) -> None:
+        """Write one posture row; a posture already in the file is refused (no duplicates on resume)."""
+        if int(posture) in self.done:
+            raise DataError(f"posture {posture} is already recorded in {self.path}")
+        q, cop = np.asarray(q, dtype=float), np.asarray(cop, dtype=float)
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(cop))):
+            raise DataError(f"posture {posture}: NaN in joint angles or CoP, not recorded")
+        self._fh.write(_row(posture, placement, q, cop, extra, self.optional))
+        self._sync()
+        self.done.add(int(posture))
+
+    def _sync(self) -> None:
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> RecordingWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _columns(path: Path) -> list[str]:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            return [c.strip() for c in line.split(",")]
+    return []
+
+
+def _truncate_partial_line(path: Path) -> None:
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as fh:
+            fh.truncate(data.rfind(b"\n") + 1)
+
+
+def read_recording(
+    path: str | Path, joint_names: list[str] | None = None, allow_partial_last_line: bool = False
+) -> StaticRecording:
+    """Read and validate a recording; every problem is a `DataError` naming the file, line and column."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file") from None
+    if allow_partial_last_line and text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    lines = text.splitlines()
+    meta: dict[str, str] = {}
+    body_start = None
+    for n, line in enumerate(lines):
+        if line.startswith("#"):
+            content = line[1:].strip()
+            if ":" in content:
+                k, v = content.split(":", 1)
+                meta[k.strip().lower()] = v.strip()
+            elif content.lower().startswith(MAGIC):
+                meta["_magic"] = content
+        elif line.strip():
+            body_start = n
+            break
+    if "_magic" not in meta:
+        raise DataError(f"{path}: not a poise static recording (first line must be '# {MAGIC} v{VERSION}')")
+    version = meta["_magic"][len(MAGIC) :].strip().lstrip("v")
+    if version != str(VERSION):
+        raise DataError(f"{path}: recording format version {version!r} is not supported (expected {VERSION})")
+    for key in ("robot", "base"):
+        if key not in meta:
+            raise DataError(f"{path}: missing metadata line '# {key}: …'")
+    aunit = meta.get("angle_unit", "rad")
+    lunit = meta.get("length_unit", "m")
+    if aunit not in ANGLE_UNITS:
+        raise DataError(f"{path}: angle_unit {aunit!r} not understood (use rad or deg)")
+    if lunit not in LENGTH_UNITS:
+        raise DataError(f"{path}: length_unit {lunit!r} not understood (use m or mm)")
+    if body_start is None:
+        raise DataError(f"{path}: no column header line")
+    reader = csv.reader(lines[body_start:])
+    header = [c.strip() for c in next(reader)]
+    jnames = [c for c in header if c not in ("posture", "placement", "cop_x", "cop_y", *OPTIONAL_COLUMNS)]
+    missing = [c for c in ("posture", "cop_x", "cop_y") if c not in header]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
+    if joint_names is not None:
+        if len(jnames) != len(joint_names):
+            raise DataError(
+                f"{path}: {len(jnames)} joint columns, the model has {len(joint_names)} ({', '.join(joint_names)})"
+            )
+        if jnames != list(joint_names):
+            raise DataError(f"{path}: joint columns {jnames} do not match the model's {list(joint_names)}")
+    rows = []
+    for k, row in enumerate(reader):
+        lineno = body_start + 2 + k
+        if not any(c.strip() for c in row):
+            continue
+        if len(row) != len(header):
+            raise DataError(f"{path}, line {lineno}: {len(row)} values for {len(header)} columns")
+        vals = {}
+        for col, cell in zip(header, row, strict=True):
+            cell = cell.strip()
+            if cell == "" and col in OPTIONAL_COLUMNS:
+                vals[col] = math.nan
+                continue
+            try:
+                vals[col] = float(cell)
+            except ValueError:
+                raise DataError(f"{path}, line {lineno}, column {col}: {cell!r} is not a number") from None
+            if not math.isfinite(vals[col]):
+                raise DataError(f"{path}, line {lineno}, column {col}: value is {cell} (NaN/inf not allowed)")
+        rows.append(vals)
+    if not rows:
+        raise DataError(f"{path}: no postures recorded")
+    col = lambda c: np.array([r[c] for r in rows])  # noqa: E731
+    q = np.stack([col(j) for j in jnames], axis=1) * ANGLE_UNITS[aunit]
+    if aunit == "rad" and np.abs(q).max() > 2 * math.pi:
+        raise DataError(
+            f"{path}: joint angles up to {np.abs(q).max():.1f} — these look like degrees; set '# angle_unit: deg'"
+        )
+    cop = np.stack([col("cop_x"), col("cop_y")], axis=1) * LENGTH_UNITS[lunit]
+    if lunit == "m" and np.abs(cop).max() > 5.0:
+        raise DataError(
+            f"{path}: CoP values up to {np.abs(cop).max():.0f} — these look like mm; set '# length_unit: mm'"
+        )
+    posture = col("posture").astype(int)
+    if len(set(posture.tolist())) != len(posture):
+        dup = sorted({p for p in posture.tolist() if (posture == p).sum() > 1})
+        raise DataError(f"{path}: posture index repeated: {dup}")
+    placement = col("placement").astype(int) if "placement" in header else np.zeros(len(rows), dtype=int)
+    opt = {c: col(c) for c in OPTIONAL_COLUMNS if c in header}
+    cop_sd = None
+    if "cop_sd_x" in opt and "cop_sd_y" in opt and np.all(np.isfinite(opt["cop_sd_x"])):
+        cop_sd = np.stack([opt["cop_sd_x"], opt["cop_sd_y"]], axis=1) * LENGTH_UNITS[lunit]
+    extra_meta = {k: v for k, v in meta.items() if not k.startswith("_")}
+    return StaticRecording(
+        robot=meta["robot"],
+        base=meta["base"],
+        joint_names=jnames,
+        posture=posture,
+        placement=placement,
+        q=q,
+        cop=cop,
+        cop_sd=cop_sd,
+        force=opt.get("force_n"),
+        samples=opt.get("samples"),
+        meta=extra_meta,
+    )
