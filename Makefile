@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint venv clean
+.PHONY: demo test bench lint venv clean pynumero
 
 venv: $(STAMP)
 
@@ -14,16 +14,35 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: venv
+demo: venv pynumero
 	$(VENV)/bin/poise demo
 
-test: venv
+test: venv pynumero
 	$(PY) -m ruff check robots design trajectories identify drivers poise tests bench
 	$(PY) -m pytest -q
 
-bench: venv
+bench: venv pynumero
 	mkdir -p bench/results
 	$(PY) -m bench --out bench/results
+
+# PyNumero's ASL interface (Pyomo's cyipopt solver needs it), built from the CMake sources Pyomo ships,
+# against the system AMPL solver library (Debian: libamplsolver-dev). No downloads; design/pyomo_backend.py
+# loads it from $(VENV)/pyomo/lib (PYOMO_CONFIG_DIR layout).
+ASL_INC := /usr/include/ampl-netlib-solvers
+ASL_LIB := $(VENV)/pyomo/lib/libpynumero_ASL.so
+
+pynumero: $(ASL_LIB)
+
+$(ASL_LIB): $(STAMP)
+	test -f $(ASL_INC)/asl_pfgh.h || { apt-get update && apt-get install -y libamplsolver-dev; }
+	rm -rf build/pynumero && mkdir -p build/pynumero $(VENV)/pyomo/lib
+	src=$$($(PY) -c 'import os, pyomo.contrib.pynumero as p; print(os.path.join(os.path.dirname(p.__file__), "src"))'); \
+	lib=$$(ls /usr/lib/*/libamplsolver.so /usr/lib/libamplsolver.so 2>/dev/null | head -n 1); \
+	cmake -S "$$src" -B build/pynumero -DCMAKE_BUILD_TYPE=Release -DENABLE_HSL=OFF -DBUILD_MA27=OFF \
+	  -DASL_INCLUDE_DIR=$(ASL_INC) -DASL_LIBRARY="$$lib" -DCMAKE_INSTALL_PREFIX=$(abspath $(VENV))/pyomo >/dev/null
+	cmake --build build/pynumero -j 2 >/dev/null
+	cmake --install build/pynumero >/dev/null
+	test -f $(ASL_LIB)
 
 lint: venv
 	$(PY) -m ruff format robots design trajectories identify drivers poise tests bench

@@ -56,7 +56,9 @@ def hull_indices(points: np.ndarray) -> list[int]:
     order = sorted(range(len(pts)), key=lambda i: (pts[i, 0], pts[i, 1]))
 
     def cross(o, a, b):
-        return (pts[a, 0] - pts[o, 0]) * (pts[b, 1] - pts[o, 1]) - (pts[a, 1] - pts[o, 1]) * (pts[b, 0] - pts[o, 0])
+        return (pts[a, 0] - pts[o, 0]) * (pts[b, 1] - pts[o, 1]) - (pts[a, 1] - pts[o, 1]) * (
+            pts[b, 0] - pts[o, 0]
+        )
 
     lower: list[int] = []
     for i in order:
@@ -81,7 +83,12 @@ class Structure:
 
 def structure(model: RobotModel, pose, base: str = "right") -> Structure:
     pts = all_corners(model, pose, base)
-    bbox = (int(np.argmin(pts[:, 0])), int(np.argmax(pts[:, 0])), int(np.argmin(pts[:, 1])), int(np.argmax(pts[:, 1])))
+    bbox = (
+        int(np.argmin(pts[:, 0])),
+        int(np.argmax(pts[:, 0])),
+        int(np.argmin(pts[:, 1])),
+        int(np.argmax(pts[:, 1])),
+    )
     return Structure(tuple(hull_indices(pts)), bbox)
 
 

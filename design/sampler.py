@@ -12,14 +12,14 @@ from functools import lru_cache
 
 import casadi as ca
 import numpy as np
-from shapely.geometry import Point
+import shapely
+from shapely.geometry import Polygon
 
-from design.geometry import bbox_centre, all_corners, foot_rects, placed_corners, support_polygon
+from design.geometry import all_corners, bbox_centre, foot_rects, placed_corners, support_polygon
 from robots.errors import PoiseError
 from robots.kinematics import com_position_sym, link_frames_sym, site_pose_sym
 from robots.stance import other_site, posture_problems
 from robots.tree import RobotModel
-from shapely.geometry import Polygon
 
 Y_MIN_CENTRED = 0.1488  # problem 2: y_s ≥ √(l12h² + l12a²) + l6a (m)
 
@@ -34,7 +34,14 @@ class PostureSet:
 
 
 def _rpy(roll, pitch, yaw):
-    cr, sr, cp, sp, cy, sy = ca.cos(roll), ca.sin(roll), ca.cos(pitch), ca.sin(pitch), ca.cos(yaw), ca.sin(yaw)
+    cr, sr, cp, sp, cy, sy = (
+        ca.cos(roll),
+        ca.sin(roll),
+        ca.cos(pitch),
+        ca.sin(pitch),
+        ca.cos(yaw),
+        ca.sin(yaw),
+    )
     Rz = ca.vertcat(ca.horzcat(cy, -sy, 0), ca.horzcat(sy, cy, 0), ca.horzcat(0, 0, 1))
     Ry = ca.vertcat(ca.horzcat(cp, 0, sp), ca.horzcat(0, 1, 0), ca.horzcat(-sp, 0, cp))
     Rx = ca.vertcat(ca.horzcat(1, 0, 0), ca.horzcat(0, cr, -sr), ca.horzcat(0, sr, cr))
@@ -52,35 +59,62 @@ def ik_function(model: RobotModel, params: str = "sim", base: str = "right") -> 
     rot = ca.vertcat(E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]) / 2
     Rf, pf = site_pose_sym(model, q, params, other_site(model, base), base)
     foot = ca.vertcat(
-        pf[0] - t[6], pf[1] - t[7], pf[2], Rf[0, 2], Rf[1, 2], -ca.sin(t[8]) * Rf[0, 0] + ca.cos(t[8]) * Rf[1, 0]
+        pf[0] - t[6],
+        pf[1] - t[7],
+        pf[2],
+        Rf[0, 2],
+        Rf[1, 2],
+        -ca.sin(t[8]) * Rf[0, 0] + ca.cos(t[8]) * Rf[1, 0],
     )
     r = ca.vertcat(com - t[:3], rot, foot)
     return ca.Function("ik", [q, t], [r, ca.jacobian(r, q)])
 
 
 def solve_ik(
-    model: RobotModel, target: np.ndarray, q0: np.ndarray, params: str = "sim", base: str = "right", iters: int = 60
-) -> tuple[np.ndarray, bool]:
-    """Damped Gauss–Newton with joint-limit clipping; success when the residual is below 1e-10."""
-    fn = ik_function(model, params, base)
-    q = np.clip(np.array(q0, dtype=float), model.lower, model.upper)
-    lam = 1e-3
-    r, J = (np.asarray(v) for v in fn(q, target))
-    r = r.ravel()
-    for _ in range(iters):
-        if np.linalg.norm(r) < 1e-10:
-            return q, True
-        step = np.linalg.solve(J.T @ J + lam * np.eye(model.nq), J.T @ r)
-        qn = np.clip(q - step, model.lower, model.upper)
-        rn, Jn = (np.asarray(v) for v in fn(qn, target))
-        rn = rn.ravel()
-        if np.linalg.norm(rn) < np.linalg.norm(r):
-            q, r, J, lam = qn, rn, Jn, max(lam / 3, 1e-9)
-        else:
-            lam *= 10
-            if lam > 1e6:
-                break
-    return q, bool(np.linalg.norm(r) < 1e-10)
+    model: RobotModel,
+    target: np.ndarray,
+    q0: np.ndarray,
+    params: str = "sim",
+    base: str = "right",
+    iters: int = 40,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Batched damped Gauss–Newton with joint-limit clipping: targets (K, 9), starts (K, nq).
+
+    Returns q (K, nq) and a success mask (residual below 1e-10). One mapped CasADi call per iteration.
+    """
+    target, q = np.atleast_2d(target), np.atleast_2d(np.array(q0, dtype=float))
+    K, nq = q.shape
+    fn = _mapped_ik(model, params, base, K)
+    q = np.clip(q, model.lower, model.upper)
+
+    def ev(qq):
+        r, J = fn(qq.T, target.T)
+        return np.asarray(r).T, np.asarray(J).reshape(nq, K, nq).transpose(1, 0, 2)
+
+    r, J = ev(q)
+    lam = np.full(K, 1e-3)
+    eye = np.eye(nq)
+    for it in range(iters):
+        nr = np.linalg.norm(r, axis=1)
+        active = (nr > 1e-10) & (lam < 1e6) & ~((it >= 15) & (nr > 1e-2))
+        if not active.any():
+            break
+        JT = J.transpose(0, 2, 1)
+        A = JT @ J + lam[:, None, None] * eye
+        step = np.linalg.solve(A, np.einsum("kij,kj->ki", JT, r)[..., None])[..., 0]
+        qn = np.where(active[:, None], np.clip(q - step, model.lower, model.upper), q)
+        rn, Jn = ev(qn)
+        better = active & (np.linalg.norm(rn, axis=1) < nr)
+        q = np.where(better[:, None], qn, q)
+        r = np.where(better[:, None], rn, r)
+        J = np.where(better[:, None, None], Jn, J)
+        lam = np.where(better, np.maximum(lam / 3, 1e-9), np.where(active, lam * 10, lam))
+    return q, np.linalg.norm(r, axis=1) < 1e-10
+
+
+@lru_cache(maxsize=8)
+def _mapped_ik(model: RobotModel, params: str, base: str, k: int) -> ca.Function:
+    return ik_function(model, params, base).map(k)
 
 
 def _neutral(model: RobotModel, rng: np.random.Generator) -> np.ndarray:
@@ -92,13 +126,19 @@ def _neutral(model: RobotModel, rng: np.random.Generator) -> np.ndarray:
 
 
 def sample_placement(
-    model: RobotModel, rng: np.random.Generator, centred: bool = False, base: str = "right", feet_gap: float = 0.0
+    model: RobotModel,
+    rng: np.random.Generator,
+    centred: bool = False,
+    base: str = "right",
+    feet_gap: float = 0.0,
 ) -> np.ndarray:
     """Left-foot pose (x, y, psi) with disjoint feet: x ∈ [−0.75, 0.75], y ∈ [−0.1, 0.5] m, psi ∈ ±90°."""
     rb, ro = foot_rects(model, base)
     right = Polygon(rb)
     while True:
-        pose = np.array([rng.uniform(-0.75, 0.75), rng.uniform(-0.1, 0.5), rng.uniform(-np.pi / 2, np.pi / 2)])
+        pose = np.array(
+            [rng.uniform(-0.75, 0.75), rng.uniform(-0.1, 0.5), rng.uniform(-np.pi / 2, np.pi / 2)]
+        )
         if centred and pose[1] < Y_MIN_CENTRED:
             continue
         left = Polygon(placed_corners(ro, pose))
@@ -116,11 +156,14 @@ def sample_posture_set(
     params: str = "sim",
     base: str = "right",
     feet_gap: float = 0.002,
-    max_tries: int = 400,
+    batch_size: int = 32,
+    max_batches: int = 20,
 ) -> PostureSet:
     """Thesis §3.5.1: n_placements placements × (n_postures / n_placements) CoM/torso draws, IK, limit check."""
     if n_placements < 1 or n_postures % n_placements:
-        raise PoiseError(f"--postures ({n_postures}) must be a positive multiple of --placements ({n_placements})")
+        raise PoiseError(
+            f"--postures ({n_postures}) must be a positive multiple of --placements ({n_placements})"
+        )
     per = n_postures // n_placements
     qs, pl, poses = [], [], []
     for j in range(n_placements):
@@ -135,23 +178,29 @@ def sample_posture_set(
                 if region.is_empty:
                     continue
             found: list[np.ndarray] = []
-            for _try in range(max_tries):
+            for _batch in range(max_batches):
                 if centred:
-                    xy = centre
+                    xy = np.tile(centre, (batch_size, 1))
                 else:
                     minx, miny, maxx, maxy = region.bounds
-                    xy = np.array([rng.uniform(minx, maxx), rng.uniform(miny, maxy)])
-                    if not region.contains(Point(xy)):
-                        continue
-                target = np.concatenate([xy, [rng.uniform(0.55, 0.75)], np.radians(rng.uniform(-30, 30, 3)), pose])
-                q, ok = solve_ik(model, target, _neutral(model, rng), params, base)
-                if not ok or posture_problems(model, q, params, base, margin=0.0 if centred else margin):
-                    if not found:
-                        break  # thesis step 4: no posture yet for this placement -> new placement
-                    continue
-                found.append(q)
-                if len(found) == per:
-                    break
+                    xy = np.empty((0, 2))
+                    while len(xy) < batch_size:
+                        cand = rng.uniform([minx, miny], [maxx, maxy], size=(4 * batch_size, 2))
+                        inside = shapely.contains_xy(region, cand[:, 0], cand[:, 1])
+                        xy = np.vstack([xy, cand[inside]])
+                    xy = xy[:batch_size]
+                z = rng.uniform(0.55, 0.75, (batch_size, 1))
+                ang = np.radians(rng.uniform(-30, 30, (batch_size, 3)))
+                targets = np.hstack([xy, z, ang, np.tile(pose, (batch_size, 1))])
+                q0 = np.array([_neutral(model, rng) for _ in range(batch_size)])
+                q, ok = solve_ik(model, targets, q0, params, base)
+                for k in np.flatnonzero(ok):
+                    if len(found) < per and not posture_problems(
+                        model, q[k], params, base, margin=0.0 if centred else margin
+                    ):
+                        found.append(q[k])
+                if not found or len(found) == per:
+                    break  # thesis step 4: nothing reachable from this placement -> draw a new placement
             if len(found) == per:
                 qs += found
                 pl += [j] * per

@@ -50,8 +50,11 @@ class DynamixelLink:
         self.port = port
         missing = []
         for s in self.servos:
-            _, res, _ = self.packet.ping(port, s.id)
-            if res != COMM_SUCCESS:
+            for _ in range(self.retries + 1):
+                _, res, _ = self.packet.ping(port, s.id)
+                if res == COMM_SUCCESS:
+                    break
+            else:
                 missing.append(s.id)
         if missing:
             port.closePort()

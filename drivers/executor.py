@@ -78,18 +78,16 @@ def preflight(
             )
         if prev is not None:
             tr = plan.transition(prev.index, p.index)
-            if tr is not None:
+            if tr is not None:  # explicit waypoints are followed as timed; cosine moves are stretched instead
                 for k, w in enumerate(tr.q):
                     for msg in model.limit_violations(w):
                         problems.append(f"transition {prev.index}->{p.index} waypoint {k}: {msg}")
                 step = p.move_s / max(len(tr.q) - 1, 1)
                 speed = float(np.max(np.abs(np.diff(tr.q, axis=0)))) / max(step, 1e-9)
-            else:
-                speed = cosine_peak_speed(prev.q, p.q, p.move_s)
-            if speed > ex.velocity_limit + 1e-9:
-                problems.append(
-                    f"posture {p.index}: move from {prev.index} needs {speed:.2f} rad/s > limit {ex.velocity_limit:.2f} rad/s"
-                )
+                if speed > ex.velocity_limit + 1e-9:
+                    problems.append(
+                        f"transition {prev.index}->{p.index} needs {speed:.2f} rad/s > limit {ex.velocity_limit:.2f} rad/s"
+                    )
         prev = p
     return problems
 
@@ -322,7 +320,10 @@ class Executor:
             if todo:
                 self.operator.lift(None)
                 self.progress_cb(Progress(0, total, todo[0].index, todo[0].placement, "tare"))
-                offsets = [b.tare(self.tare_s).tolist() for b in self.boards]
+                if self.tare_s > 0:
+                    offsets = [b.tare(self.tare_s).tolist() for b in self.boards]
+                else:  # tared just before (e.g. with a recalibration)
+                    offsets = [b.calibration.offset_kg.tolist() for b in self.boards]
                 self.rec.update_meta(tare_kg=offsets)
             prev = None
             for n, p in enumerate(todo, start=1):

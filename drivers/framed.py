@@ -52,11 +52,14 @@ class Frame:
 
 
 class FrameParser:
-    """Incremental parser: skips to the next sync on a bad CRC (counted)."""
+    """Incremental parser: skips to the next sync on a bad CRC (counted). With `kinds` ({type: payload
+    length or None}), a header with an unknown type or a wrong length is skipped at once instead of waiting
+    for its (bogus) length, so one damaged byte cannot stall the stream."""
 
-    def __init__(self) -> None:
+    def __init__(self, kinds: dict[int, int | None] | None = None) -> None:
         self.buf = bytearray()
         self.bad = 0
+        self.kinds = kinds
 
     def feed(self, data: bytes) -> list[Frame]:
         self.buf += data
@@ -70,6 +73,12 @@ class FrameParser:
             del buf[:i]
             if len(buf) < 5:
                 return out
+            if self.kinds is not None and (
+                buf[3] not in self.kinds or self.kinds[buf[3]] not in (None, buf[4])
+            ):
+                self.bad += 1
+                del buf[:1]
+                continue
             n = buf[4]
             total = 7 + n
             if len(buf) < total:
@@ -111,7 +120,7 @@ class FramedLink:
         self.reply_timeout = reply_timeout
         self.retries = retries
         self.ser: serial.SerialBase | None = None
-        self.parser = FrameParser()
+        self.parser = FrameParser({HELLO_ACK: 2, STATE: 4 * self.n + 1, HEARTBEAT_ACK: 4, ACK: 0, NACK: 1})
         self.seq = 0
         self.retransmissions = 0
         self.flags = 0
@@ -126,6 +135,7 @@ class FramedLink:
         for attempt in range(self.retries + 1):
             if attempt:
                 self.retransmissions += 1
+                self.parser.buf.clear()  # drop stale partial replies: resync on the next one
             try:
                 self.ser.write(frame)
             except (serial.SerialException, OSError) as exc:

@@ -16,6 +16,8 @@ COMMAND_MODULES = [
     "poise.cmd_run",
     "poise.cmd_boards",
     "poise.cmd_demo",
+    "poise.cmd_solve",
+    "poise.cmd_plan",
 ]
 
 

@@ -66,7 +66,7 @@ class ProgressView:
         self.live.update(t)
 
 
-def execute(args, model, plan, config, world_opts=None, progress=None):
+def execute(args, model, plan, config, world_opts=None, progress=None, prepare=None, tare_s=1.0):
     """Run a plan; returns (RunResult, run dir). Shared by `poise run` and `poise demo`."""
     problems = preflight(plan, model, config)
     if problems:
@@ -78,7 +78,9 @@ def execute(args, model, plan, config, world_opts=None, progress=None):
         if world_opts is None:
             world_opts = WorldOptions(noise=not getattr(args, "no_noise", False))
         with Session(args.robot, args.boards, model, config, world_opts, prompt=not args.yes) as s:
-            ex = Executor(s.link, s.boards, plan, model, config, rec, args.time_scale, s.operator, progress)
+            if prepare is not None:
+                prepare(s)
+            ex = Executor(s.link, s.boards, plan, model, config, rec, args.time_scale, s.operator, progress, tare_s)
             return ex.run(), rec.dir
     finally:
         rec.close()

@@ -26,7 +26,9 @@ class FramedControllerEmulator:
         self.watchdog_s = watchdog_s
         self.drop_every = drop_every  # fault injection: ignore every n-th request
         self.corrupt_every = corrupt_every  # flip a byte in every n-th reply
-        self.parser = F.FrameParser()
+        self.parser = F.FrameParser(
+            {F.HELLO: 0, F.SETPOINT: 4 * self.n, F.READ: 0, F.HEARTBEAT: 0, F.ENABLE: 1, F.STOP: 0}
+        )
         self.frames = 0
         self.applied_setpoints = 0
         self.watchdog_trips = 0

@@ -85,6 +85,7 @@ class WbbEmulator:
         self._lock = threading.Lock()
         self._ptys: list[Pty] = []
         self._disconnected_once = False
+        self.load_override: np.ndarray | None = None  # per-cell kg, e.g. a known weight during recalibration
 
     # ------------------------------------------------------------ link endpoints
     def connect_socketpair(self) -> SocketHidTransport:
@@ -114,7 +115,8 @@ class WbbEmulator:
     # ------------------------------------------------------------ board behaviour
     def reading_raw(self) -> list[int]:
         """One report's raw values for the current load."""
-        load = np.asarray(self.load_kg(), dtype=float)
+        over = self.load_override
+        load = np.asarray(self.load_kg() if over is None else over, dtype=float)
         meas = load * (1.0 + self.imp.gain_error) + self.imp.offset_kg
         if self.imp.noise_kg > 0:
             meas = meas + self.rng.normal(0.0, self.imp.noise_kg, 4)

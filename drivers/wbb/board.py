@@ -193,6 +193,7 @@ class HidBoard(_BoardBase):
         self.request_timeout = request_timeout
         self.transport = None
         self._plausible: tuple[np.ndarray, np.ndarray] | None = None
+        self._tr_bad = 0
 
     # -- handshake
     def _open(self) -> None:
@@ -213,6 +214,7 @@ class HidBoard(_BoardBase):
                 raise
             raise DeviceError(f"board {self.name}: {exc}") from exc
         self.transport = tr
+        self._tr_bad = getattr(tr, "bad_frames", 0)
 
     def _await(self, tr, want: type, match: Callable[[object], bool] = lambda r: True):
         deadline = time.monotonic() + self.request_timeout
@@ -298,6 +300,10 @@ class HidBoard(_BoardBase):
         if tr is None:
             raise LinkLost("not connected")
         data = tr.recv(timeout)
+        tb = getattr(tr, "bad_frames", 0)  # serial bridge: frames that failed the CRC/length checks
+        if tb > self._tr_bad:
+            self.stats.bad += tb - self._tr_bad
+            self._tr_bad = tb
         if data is None:
             return False
         try:

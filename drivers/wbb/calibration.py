@@ -69,15 +69,18 @@ class Calibration:
     def recalibrate(self, loads: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """Per-cell gains from known loads: pairs (true per-cell kg (4,), raw samples (n, 4)).
 
-        Least squares per cell of true = gain * (tared reading); returns and applies the gains.
+        Least squares per cell of true = gain * (tared reading), over the loads that put weight on that
+        cell; returns and applies the gains.
         """
         num = np.zeros(4)
         den = np.zeros(4)
         for true_kg, raw in loads:
+            true_kg = np.asarray(true_kg, float)
             meas = (self.untared_kg(np.asarray(raw, float).reshape(-1, 4)) - self.offset_kg).mean(axis=0)
-            num += meas * np.asarray(true_kg, float)
-            den += meas * meas
+            on = true_kg > 0
+            num[on] += meas[on] * true_kg[on]
+            den[on] += meas[on] ** 2
         if np.any(den <= 0):
-            raise ValueError("recalibration needs a load on every cell")
+            raise ValueError("recalibration needs a known load on every cell")
         self.gain = num / den
         return self.gain

@@ -4,10 +4,11 @@ state block and a dense Schur complement on the border. Work and memory are O(n 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg as sla
+from scipy.linalg import lapack
 
 from identify.slom.problem import Problem
 from robots.errors import PoiseError
@@ -81,6 +82,11 @@ def _offsets(layout: Layout, ref, count: int):
     return offs[idx], kind
 
 
+def _injective(a: np.ndarray) -> bool:
+    s = np.sort(a)
+    return not bool(np.any(s[1:] == s[:-1]))
+
+
 @dataclass
 class Plan:
     """Precomputed scatter plan from per-instance Jacobian products into the structured normal matrix."""
@@ -89,6 +95,36 @@ class Plan:
     bandwidth: int
     pairs: list[_Pair]
     grad: list[list[tuple[int, np.ndarray, str]]]  # per factor: (ref i, offsets (K,), kind)
+    block: int = 0  # > 0: one eliminated family with this tangent size, factors couple neighbours only
+    work: dict = field(default_factory=dict)  # reused zeroed arrays (first-touch page faults cost more)
+
+    def zeros(self, name: str, shape: tuple) -> np.ndarray:
+        a = self.work.get(name)
+        if a is None or a.shape != shape:
+            a = self.work[name] = np.zeros(shape)
+        else:
+            a.fill(0.0)
+        return a
+
+
+def _block_mode(problem: Problem, layout: Layout, info) -> int:
+    """Tangent size t if the eliminated block is block-tridiagonal in one family (the Markov-chain case)."""
+    if len(layout.elim) != 1:
+        return 0
+    t = problem.variables[next(iter(layout.elim))].manifold.tangent_dim
+    for offs in info:
+        for i, (oi, ki, _) in enumerate(offs):
+            for j, (oj, kj, _) in enumerate(offs):
+                if j < i or ki != "e" or kj != "e":
+                    continue
+                dlt = np.unique(oj - oi)
+                if len(dlt) != 1 or abs(int(dlt[0])) not in (0, t):
+                    return 0
+    for offs in info:
+        for oi, ki, _ in offs:
+            if ki == "b" and np.any(oi != oi[0]):
+                return 0
+    return t
 
 
 def make_plan(problem: Problem, layout: Layout) -> Plan:
@@ -117,6 +153,12 @@ def make_plan(problem: Problem, layout: Layout) -> Plan:
             "declare long-range variables with eliminate=False"
         )
     n_e = layout.n_e
+    block = _block_mode(problem, layout, info)
+    if block:
+        pairs = [_Pair(fi, i, j, "ee" if ki == kj == "e" else ("bb" if ki == kj == "b" else "eb"))
+                 for fi, offs in enumerate(info) for i, (_, ki, _) in enumerate(offs)
+                 for j, (_, kj, _) in enumerate(offs) if j >= i and "fixed" not in (ki, kj)]
+        return Plan(layout, bw, pairs, grad, block)
     for fi, offs in enumerate(info):
         K = problem.factors[fi].count
         for i, (oi, ki, ti) in enumerate(offs):
@@ -140,7 +182,7 @@ def make_plan(problem: Problem, layout: Layout) -> Plan:
                     dest = (rr - cc) * n_e + cc
                     if sel is not None and len(sel) == K * ti * tj:
                         sel = None
-                    inj = len(np.unique(dest)) == len(dest)
+                    inj = _injective(dest)
                     pairs.append(_Pair(fi, i, j, "ee", dest, sel, mult, inj))
                 elif ki == "b" and kj == "b":
                     pairs.append(_Pair(fi, i, j, "bb"))
@@ -150,9 +192,9 @@ def make_plan(problem: Problem, layout: Layout) -> Plan:
                     rows = (oe[:, None, None] + np.arange(te)[None, :, None]) + np.zeros((1, 1, tb), int)
                     cols = (ob[:, None, None] + np.arange(tb)[None, None, :]) + np.zeros((1, te, 1), int)
                     dest = (rows * layout.n_b + cols).ravel()
-                    inj = len(np.unique(dest)) == len(dest)
+                    inj = _injective(dest)
                     pairs.append(_Pair(fi, i, j, "eb", dest, None, None, inj, ki == "b"))
-    return Plan(layout, bw, pairs, grad)
+    return Plan(layout, bw, pairs, grad, _block_mode(problem, layout, info))
 
 
 @dataclass
@@ -170,9 +212,9 @@ def assemble(problem: Problem, plan: Plan, residuals: list[np.ndarray], jacobian
     """Accumulate JᵀJ and Jᵀr from the per-factor blocks (already whitened and robust-weighted)."""
     lay = plan.layout
     n_e, n_b = lay.n_e, lay.n_b
-    ab = np.zeros((plan.bandwidth + 1, n_e))
+    ab = plan.zeros("ab", (plan.bandwidth + 1, n_e))  # valid until the next assemble() with this plan
     abf = ab.reshape(-1)
-    B = np.zeros((n_e, n_b))
+    B = plan.zeros("B", (n_e, n_b))
     C = np.zeros((n_b, n_b))
     g_e = np.zeros(n_e)
     g_b = np.zeros(n_b)
@@ -187,6 +229,9 @@ def assemble(problem: Problem, plan: Plan, residuals: list[np.ndarray], jacobian
                 g_e += np.bincount(idx, weights=gi.ravel(), minlength=n_e)
             else:
                 g_b += np.bincount(idx, weights=gi.ravel(), minlength=n_b)
+    if plan.block:
+        _assemble_blocks(problem, plan, jacobians, ab, B, C)
+        return NormalSystem(ab, B, C, g_e, g_b)
     for p in plan.pairs:
         Ji = jacobians[p.factor][p.i]
         Jj = jacobians[p.factor][p.j]
@@ -224,6 +269,83 @@ def assemble(problem: Problem, plan: Plan, residuals: list[np.ndarray], jacobian
     return NormalSystem(ab, B, C, g_e, g_b)
 
 
+def _as_slice(idx: np.ndarray) -> slice | None:
+    """idx as a slice if it is a contiguous ascending range (the usual case: k = a, a+1, …)."""
+    if len(idx) and idx[-1] - idx[0] == len(idx) - 1 and np.all(np.diff(idx) == 1):
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return None
+
+
+def _add_rows(target: np.ndarray, idx: np.ndarray, vals: np.ndarray) -> None:
+    """target[idx] += vals; a slice when possible (10× faster than fancy indexing), correct for repeats."""
+    sl = _as_slice(idx)
+    if sl is not None:
+        target[sl] += vals
+    elif _injective(idx):
+        target[idx] += vals
+    else:
+        np.add.at(target, idx, vals)
+
+
+def _outer(Ji: np.ndarray, Jj: np.ndarray) -> np.ndarray:
+    """Per-instance J_iᵀJ_j, (K, t_i, t_j); the Jacobians are views of contiguous (K, t, d) buffers."""
+    return np.einsum("kad,kbd->kab", Ji.transpose(0, 2, 1), Jj.transpose(0, 2, 1), optimize=True)
+
+
+def _assemble_blocks(problem: Problem, plan: Plan, jacobians, ab, B, C) -> None:
+    """Block-tridiagonal accumulation: diagonal blocks D, sub-diagonal blocks E, border rows B — all by
+    leading-axis slices of contiguous t×t blocks — then copied into LAPACK lower band storage."""
+    lay, t = plan.layout, plan.block
+    n_blk = lay.n_e // t
+    D = plan.zeros("D", (n_blk, t, t))
+    E = plan.zeros("E", (max(n_blk - 1, 0), t, t))
+    B3 = B.reshape(n_blk, t, lay.n_b)
+    for p in plan.pairs:
+        f = problem.factors[p.factor]
+        oi, ki = _offsets(lay, f.variables[p.i], f.count)
+        oj, kj = _offsets(lay, f.variables[p.j], f.count)
+        Ji, Jj = jacobians[p.factor][p.i], jacobians[p.factor][p.j]
+        if p.kind == "bb":
+            S = np.einsum("kad,kbd->ab", Ji.transpose(0, 2, 1), Jj.transpose(0, 2, 1), optimize=True)
+            o1, o2 = int(oi[0]), int(oj[0])
+            C[o1 : o1 + S.shape[0], o2 : o2 + S.shape[1]] += S
+            if p.i != p.j:
+                C[o2 : o2 + S.shape[1], o1 : o1 + S.shape[0]] += S.T
+            continue
+        if p.kind == "ee":
+            bi, bj = oi // t, oj // t
+            if bi[0] == bj[0]:
+                P = _outer(Ji, Jj)
+                _add_rows(D, bi, P if p.i == p.j else P + P.transpose(0, 2, 1))
+            elif bj[0] > bi[0]:
+                _add_rows(E, bi, _outer(Jj, Ji))  # A[b+1, b] = J_jᵀ J_i
+            else:
+                _add_rows(E, bj, _outer(Ji, Jj))
+        else:
+            if ki == "b":
+                Ji, Jj, oi, oj = Jj, Ji, oj, oi
+            P = _outer(Ji, Jj)
+            tb = P.shape[2]
+            be, ob = oi // t, int(oj[0])
+            sl = _as_slice(be)
+            if sl is not None:
+                B3[sl, :, ob : ob + tb] += P
+            elif _injective(be):
+                B3[be, :, ob : ob + tb] += P
+            else:
+                np.add.at(B3, (be, slice(None), slice(ob, ob + tb)), P)
+    # band storage ab[d, c] = A[c + d, c]; with c = t·k + j, row d of block k holds the (−d)-th diagonal of
+    # D_k (j < t − d) followed by the (t − d)-th diagonal of E_k (the part of A[k+1, k] inside the band).
+    for d in range(ab.shape[0]):
+        row = ab[d].reshape(n_blk, t)
+        if d < t:
+            row[:, : t - d] = np.diagonal(D, offset=-d, axis1=1, axis2=2)
+        if d >= 1 and n_blk > 1:
+            diag = np.diagonal(E, offset=t - d, axis1=1, axis2=2)
+            j0 = max(0, t - d)
+            row[: n_blk - 1, j0 : j0 + diag.shape[1]] = diag
+
+
 @dataclass
 class Scaling:
     """Jacobi scaling D = √diag(H) (1 where the diagonal vanishes), applied symmetrically."""
@@ -241,11 +363,11 @@ def jacobi_scaling(ns: NormalSystem) -> Scaling:
 
 @dataclass
 class Factorization:
-    """Cholesky of the scaled, damped state block and the Schur complement on the border."""
+    """Cholesky L of the scaled, damped state block, Z = L⁻¹B and the Schur complement on the border."""
 
     chol_ab: np.ndarray | None
-    W_B: np.ndarray  # A⁻¹B (scaled)
-    S: np.ndarray  # C − BᵀA⁻¹B (scaled, damped)
+    Z_B: np.ndarray  # L⁻¹B (scaled)
+    S: np.ndarray  # C − BᵀA⁻¹B = C − Z_BᵀZ_B (scaled, damped)
     lam: float
 
 
@@ -260,8 +382,16 @@ def scaled(ns: NormalSystem, sc: Scaling):
     return ab, B, C, ns.g_e / sc.d_e, ns.g_b / sc.d_b
 
 
+def _tb(cb: np.ndarray, rhs: np.ndarray, trans: str) -> np.ndarray:
+    x, info = lapack.dtbtrs(cb, np.asfortranarray(rhs), uplo="L", trans=trans)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"dtbtrs failed ({info})")
+    return x
+
+
 def factor_and_solve(ab, B, C, g_e, g_b, lam: float):
-    """Solve (H + λI) y = −g for scaled H by banded Cholesky + Schur complement; returns (y_e, y_b, fact)."""
+    """Solve (H + λI) y = −g for scaled H: banded Cholesky A = LLᵀ, Z = L⁻¹[B g], Schur complement on the
+    border, then one back substitution. Returns (y_e, y_b, factorization)."""
     n_e, n_b = ab.shape[1], C.shape[0]
     if n_e:
         a = ab.copy()
@@ -270,12 +400,15 @@ def factor_and_solve(ab, B, C, g_e, g_b, lam: float):
             cb = sla.cholesky_banded(a, lower=True, check_finite=False)
         except np.linalg.LinAlgError as exc:
             raise np.linalg.LinAlgError("state block not positive definite") from exc
-        W = sla.cho_solve_banded((cb, True), np.column_stack([B, g_e]), check_finite=False)
-        W_B, W_g = W[:, :n_b], W[:, n_b]
+        rhs_e = np.empty((n_e, n_b + 1), order="F")
+        rhs_e[:, :n_b] = B
+        rhs_e[:, n_b] = g_e
+        Z = _tb(cb, rhs_e, "N")
+        Z_B, z_g = Z[:, :n_b], Z[:, n_b]
     else:
-        cb, W_B, W_g = None, np.zeros((0, n_b)), np.zeros(0)
-    S = C + lam * np.eye(n_b) - B.T @ W_B
-    rhs = -g_b + B.T @ W_g
+        cb, Z_B, z_g = None, np.zeros((0, n_b)), np.zeros(0)
+    S = C + lam * np.eye(n_b) - Z_B.T @ Z_B
+    rhs = -g_b + Z_B.T @ z_g
     if n_b:
         try:
             y_b = sla.cho_solve(sla.cho_factor(S, check_finite=False), rhs, check_finite=False)
@@ -283,15 +416,16 @@ def factor_and_solve(ab, B, C, g_e, g_b, lam: float):
             y_b = np.linalg.lstsq(S, rhs, rcond=1e-12)[0]
     else:
         y_b = np.zeros(0)
-    y_e = -W_g - W_B @ y_b
-    return y_e, y_b, Factorization(cb, W_B, S, lam)
+    y_e = -_tb(cb, (z_g + Z_B @ y_b)[:, None], "T")[:, 0] if n_e else np.zeros(0)
+    return y_e, y_b, Factorization(cb, Z_B, S, lam)
 
 
 def state_marginal(fact: Factorization, S_inv: np.ndarray, offset: int, t: int) -> np.ndarray:
-    """Scaled marginal covariance of the eliminated block [offset, offset+t): (A⁻¹)_kk + W_k S⁻¹ W_kᵀ."""
+    """Scaled marginal covariance of the eliminated block [offset, offset+t): (A⁻¹)_kk + W_k S⁻¹ W_kᵀ with
+    X = L⁻¹E_k, (A⁻¹)_kk = XᵀX and W_k = (A⁻¹B)_k = XᵀZ_B."""
     n_e = fact.chol_ab.shape[1]
     E = np.zeros((n_e, t))
     E[offset + np.arange(t), np.arange(t)] = 1.0
-    X = sla.cho_solve_banded((fact.chol_ab, True), E, check_finite=False)[offset : offset + t]
-    Wk = fact.W_B[offset : offset + t]
-    return X + Wk @ S_inv @ Wk.T
+    X = _tb(fact.chol_ab, E, "N")
+    Wk = X.T @ fact.Z_B
+    return X.T @ X + Wk @ S_inv @ Wk.T

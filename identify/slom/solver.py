@@ -20,10 +20,12 @@ class Options:
     method: str = "lm"
     max_iter: int = 100
     lam0: float = 1e-6
+    lam_down: float = 1 / 3  # smallest factor λ is multiplied by after a very good step (Nielsen: 1/3)
+    lam_min: float = 0.0
     ftol: float = 1e-10  # stop when the relative cost decrease of an accepted step is below this
     xtol: float = 1e-10  # … or the scaled step norm is below this (relative to the scaled state norm + xtol)
     gtol: float = 1e-10  # … or the scaled gradient's max-norm is below this
-    threads: int = 2
+    threads: int = 1  # CasADi map threads; serial is fastest on a loaded 2-core machine
     rank_rtol: float = 1e-10  # eigenvalue of the scaled border information below rtol·max → unobservable
     covariance: bool = True
     state_covariance: dict[str, list[int]] = field(default_factory=dict)  # name → element indices
@@ -218,7 +220,7 @@ def solve(
         old_cost = cost
         values = trial
         if opt.method != "gn":
-            lam *= max(1 / 3, 1 - (2 * gain - 1) ** 3)
+            lam = max(lam * max(opt.lam_down, 1 - (2 * gain - 1) ** 3), opt.lam_min)
             nu = 2.0
         cost, ns = linearize(values)
         if abs(old_cost - cost) <= opt.ftol * max(old_cost, 1e-300):

@@ -23,7 +23,7 @@ from robots.com_variants import base_model, variant
 from robots.kinematics import com_position, site_pose
 from robots.plan_format import Placement, Plan, Posture, save_plan
 from robots.recording_format import read_recording
-from robots.stance import balance, other_site
+from robots.stance import balance, other_site, random_double_support
 from robots.tulip import tulip
 
 
@@ -40,39 +40,52 @@ class DemoResult:
     figure: pathlib.Path | None
 
 
-def design_quick(
-    model, n_placements: int, per: int, seed: int, move_s: float, hold_s: float, tries: int = 4
-) -> Plan:
-    """Quick design: a few thesis-style random posture sets (5 per placement, CoP margin 0.08 m with the
-    guessed parameters), keeping the one with the smallest κ of the simplified model's regressor."""
-    from design.sampler import sample_posture_set
-
+def design_quick(model, n: int, seed: int, move_s: float, hold_s: float, pool: int | None = None) -> Plan:
+    """Quick design: random double-support postures (CoP margin 0.08 m with the guessed parameters), then
+    greedy selection of the n that keep κ of the simplified model's regressor smallest. Each posture gets
+    its own foot placement (the boards are re-placed every posture)."""
+    rng = np.random.default_rng(seed)
+    pool = pool or int(1.4 * n)
+    cand = random_double_support(model, pool, rng, params="sim", base="right", margin=0.08)
     bm = base_model(model, "right")
     est = list(variant(model, "right", "simplified").estimated)
-    best = None
-    for k in range(tries):
-        ps = sample_posture_set(
-            model, n_placements * per, n_placements, np.random.default_rng(seed + k), margin=0.08
-        )
-        s = np.linalg.svd(regressor_xy(bm, ps.q)[:, est], compute_uv=False)
-        kap = float(s[0] / s[-1])
-        if best is None or kap < best[0]:
-            best = (kap, ps)
-    kap, ps = best
+    rows = regressor_xy(bm, cand)[:, est].reshape(pool, 2, len(est))
+
+    def kappa(idx):
+        s = np.linalg.svd(rows[idx].reshape(-1, len(est)), compute_uv=False)
+        return float(s[0] / s[-1]) if s[-1] > 1e-12 else np.inf
+
+    chosen = list(range(-(-len(est) // 2) + 1))  # start from enough postures for full rank
+    left = [i for i in range(pool) if i not in chosen]
+    while len(chosen) < n:
+        best = min(left, key=lambda i: kappa(chosen + [i]))
+        chosen.append(best)
+        left.remove(best)
     other = other_site(model, "right")
-    placements = []
-    for j, pose in enumerate(ps.poses):
-        placements.append(Placement(j, (float(pose[0]), float(pose[1]), float(pose[2]))))
-    postures = []
-    for i, (q, j) in enumerate(zip(ps.q, ps.placement, strict=True)):
-        R, p = site_pose(model, q, "sim", other, "right")  # the exact pose the kinematics give
-        placements[j] = Placement(int(j), (float(p[0]), float(p[1]), math.atan2(R[1, 0], R[0, 0])))
+    placements, postures = [], []
+    for k, i in enumerate(chosen):
+        q = cand[i]
+        R, p = site_pose(model, q, "sim", other, "right")
+        placements.append(Placement(k, (float(p[0]), float(p[1]), math.atan2(R[1, 0], R[0, 0]))))
         cop = com_position(model, q, "sim", "right")[:2]
-        postures.append(
-            Posture(i, int(j), q, move_s, hold_s, (float(cop[0]), float(cop[1])), balance(model, q).margin)
-        )
-    return Plan(model.name, "right", model.joint_names, placements, postures, kappa={"right": kap}, seed=seed,
-                settings={"design": "demo quick: best of random thesis-style sets", "variant": "simplified"})  # fmt: skip
+        postures.append(Posture(k, k, q, move_s, hold_s, (float(cop[0]), float(cop[1])), balance(model, q).margin))
+    return Plan(model.name, "right", model.joint_names, placements, postures, kappa={"right": kappa(chosen)},
+                seed=seed, settings={"design": "demo quick: greedy kappa over random postures", "variant": "simplified"})  # fmt: skip
+
+
+def recalibrate_sim_boards(session, weight_kg: float = 10.0, seconds: float = 1.0, tare_s: float = 4.0) -> list[np.ndarray]:
+    """Tare, then recalibrate every emulated board with a known weight over each cell (Leach 2014 style)."""
+    from drivers.wbb.recalibrate import recalibrate_board
+
+    gains = []
+    for board, emu in zip(session.boards, session.world.boards, strict=True):
+        board.tare(tare_s)
+
+        def put(cell, emu=emu):
+            emu.load_override = None if cell is None else np.eye(4)[cell] * weight_kg
+
+        gains.append(recalibrate_board(board, put, weight_kg, seconds))
+    return gains
 
 
 def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
@@ -84,8 +97,8 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     model = tulip()
     config = load_config()
     t0 = time.monotonic()
-    log(f"1/3 design: {args.placements} placements x 5 postures (quick settings) ...")
-    plan = design_quick(model, args.placements, 5, args.seed, args.move_s, args.hold_s)
+    log(f"1/3 design: {args.postures} postures (quick settings) ...")
+    plan = design_quick(model, args.postures, args.seed, args.move_s, args.hold_s)
     plan_path = out / "plan.json"
     save_plan(plan, plan_path)
     timings["design_s"] = time.monotonic() - t0
@@ -101,7 +114,10 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     ns = argparse.Namespace(plan=str(plan_path), robot="sim", boards="sim", out=str(run_dir), resume=False,
                             time_scale=args.time_scale, yes=True)  # fmt: skip
     opts = WorldOptions(noise=not args.no_noise, seed=args.seed)
-    result, _ = execute(ns, model, plan, config, world_opts=opts, progress=progress)
+    prepare = None if args.no_recalibrate else recalibrate_sim_boards
+    if prepare:
+        log("    boards: tare, then per-cell recalibration with a 10 kg weight over each cell")
+    result, _ = execute(ns, model, plan, config, world_opts=opts, progress=progress, prepare=prepare, tare_s=0.0 if prepare else 4.0)
     timings["run_s"] = time.monotonic() - t0
     j = result.jitter()
     log(

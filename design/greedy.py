@@ -1,0 +1,39 @@
+"""Greedy augmentation: from a pool of feasible postures, add one at a time the posture that lowers κ most.
+
+This is how the thesis rescued its experiment (13 postures of run 3 added to the 26 that worked); here it
+also serves to top up a plan after postures fail on hardware. Candidates must already be verified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from design.criteria import design_matrix, kappa
+from robots.tree import RobotModel
+
+
+@dataclass
+class GreedyResult:
+    chosen: list[int]  # pool indices, in the order added
+    kappas: list[float]  # κ after each addition
+
+
+def greedy_augment(
+    model: RobotModel, base_q: np.ndarray, pool_q: np.ndarray, count: int, base: str = "right"
+) -> GreedyResult:
+    """Add `count` postures from `pool_q` to `base_q`, each time the one giving the lowest true κ."""
+    rows = design_matrix(model, base_q, base) if len(base_q) else np.zeros((0, 25))
+    pool_rows = design_matrix(model, pool_q, base).reshape(len(pool_q), 2, -1)
+    chosen: list[int] = []
+    kappas: list[float] = []
+    left = list(range(len(pool_q)))
+    for _ in range(min(count, len(left))):
+        scores = [kappa(np.vstack([rows, pool_rows[i]])) for i in left]
+        k = int(np.argmin(scores))
+        i = left.pop(k)
+        chosen.append(i)
+        kappas.append(float(scores[k]))
+        rows = np.vstack([rows, pool_rows[i]])
+    return GreedyResult(chosen, kappas)

@@ -1,0 +1,116 @@
+"""From solver results to a plan: pick the best start, order postures, add transitions, fill the plan file."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from design.criteria import design_matrix, kappa
+from design.multistart import StartSpec, run_starts, settings_dict
+from design.problems import Settings, SolveResult
+from design.sampler import PostureSet
+from robots.plan_format import Placement, Plan, Posture
+from robots.stance import balance
+from robots.tree import RobotModel
+
+FORMAT_NOTE = "angles rad, lengths m, durations s; CoP/margins from the design parameters"
+
+
+def robust_margins(model: RobotModel, q: np.ndarray, s: Settings) -> np.ndarray | None:
+    """Worst-case margin over the ϑ_b ball of radius s.uncertainty (closed form), per posture (m)."""
+    if s.uncertainty <= 0:
+        return None
+    from design.uncertainty import robust_margin
+
+    return np.array([robust_margin(model, qi, s.uncertainty, s.params, s.base) for qi in q])
+
+
+def build_plan(
+    model: RobotModel,
+    ps: PostureSet,
+    s: Settings,
+    *,
+    seed: int | None,
+    move_s: float,
+    hold_s: float,
+    solver: dict,
+    transitions: bool = True,
+    extra_settings: dict | None = None,
+) -> Plan:
+    """A plan from an optimised posture set: postures ordered within placements, with transitions."""
+    from design.transitions import make_transitions, order_postures
+
+    order = order_postures(model, ps) if transitions else np.arange(len(ps.q))
+    q = ps.q[order]
+    placement = ps.placement[order]
+    rob = robust_margins(model, q, s)
+    postures = []
+    for i, qi in enumerate(q):
+        b = balance(model, qi, s.params, s.base)
+        postures.append(
+            Posture(
+                index=i,
+                placement=int(placement[i]),
+                q=qi,
+                move_s=move_s,
+                hold_s=hold_s,
+                predicted_cop=(float(b.cop[0]), float(b.cop[1])),
+                margin=b.margin,
+                robust_margin=None if rob is None else float(rob[i]),
+            )
+        )
+    placements = [Placement(j, tuple(float(v) for v in pose)) for j, pose in enumerate(ps.poses)]
+    settings = settings_dict(s)
+    settings["required_margin"] = s.required_margin
+    settings.update(extra_settings or {})
+    plan = Plan(
+        robot=model.name,
+        base=s.base,
+        joint_names=list(model.joint_names),
+        placements=placements,
+        postures=postures,
+        kappa={b: kappa(design_matrix(model, q, b)) for b in ("right", "left")},
+        solver=solver,
+        seed=seed,
+        settings=settings,
+        params=s.params,
+    )
+    if transitions:
+        plan.transitions = make_transitions(model, plan, s)
+    return plan
+
+
+def design(
+    model: RobotModel,
+    s: Settings,
+    n_postures: int,
+    n_placements: int,
+    starts: int,
+    seed: int,
+    backend: str = "casadi",
+    scheduler: str | None = None,
+    workers: int | None = None,
+    on_result=None,
+) -> tuple[SolveResult, list[dict]]:
+    """Run the starts; return the best result (lowest true κ) and a per-start summary."""
+    specs = [StartSpec(model.name, n_postures, n_placements, seed, k, s, backend) for k in range(starts)]
+    best: SolveResult | None = None
+    summary = []
+    for k, res in run_starts(specs, workers, scheduler):
+        summary.append(
+            {
+                "start": k,
+                "kappa_initial": res.kappa_initial,
+                "kappa": res.kappa,
+                "kappa_left": res.kappa_left,
+                "wall_s": res.wall_s,
+                "sample_s": res.stats.get("sample_s"),
+                "iterations": res.stats.get("iterations"),
+            }
+        )
+        if best is None or res.kappa < best.kappa:
+            best = res
+        if on_result:
+            on_result(k, res, best)
+    summary.sort(key=lambda d: d["start"])
+    assert best is not None
+    return best, summary

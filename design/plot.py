@@ -1,0 +1,75 @@
+"""Plan figure: per placement a top view (feet, support polygon, margin, CoPs) and side/front stick figures."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from design.geometry import foot_rects, placed_corners, support_polygon
+from robots.kinematics import link_frames
+from robots.plan_format import Plan, check_compatible
+from robots.tree import RobotModel
+
+
+def _draw_poly(ax, poly, **kw):
+    if poly.is_empty:
+        return
+    x, y = poly.exterior.xy
+    ax.plot(x, y, **kw)
+
+
+def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
+    """Write the plan figure to `out` (format from the extension)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from shapely.geometry import Polygon
+
+    check_compatible(plan, model)
+    margin = float(plan.settings.get("required_margin", 0.0))
+    n = len(plan.placements)
+    fig, axes = plt.subplots(n, 3, figsize=(12, 3.2 * n), squeeze=False)
+    rb, ro = foot_rects(model, plan.base)
+    for row, pl in enumerate(plan.placements):
+        ax_top, ax_side, ax_front = axes[row]
+        poly = support_polygon(model, pl.left_foot, plan.base)
+        _draw_poly(ax_top, Polygon(rb), color="k")
+        _draw_poly(ax_top, Polygon(placed_corners(ro, pl.left_foot)), color="k")
+        _draw_poly(ax_top, poly, color="tab:blue", lw=1)
+        if margin > 0:
+            _draw_poly(ax_top, poly.buffer(-margin), color="tab:blue", ls="--", lw=1)
+        posts = [p for p in plan.postures if p.placement == pl.index]
+        for p in posts:
+            ax_top.plot(*p.predicted_cop, "o", ms=4)
+            ax_top.annotate(str(p.index), p.predicted_cop, fontsize=7)
+            fr = link_frames(model, p.q, plan.params, plan.base)
+            pts = _skeleton(model, fr.p, p.q, plan)
+            for chain in pts:
+                ax_side.plot(chain[:, 0], chain[:, 2], lw=1)
+                ax_front.plot(chain[:, 1], chain[:, 2], lw=1)
+        ax_top.set_aspect("equal")
+        ax_top.set_title(f"placement {pl.index}: top view (m)", fontsize=9)
+        ax_side.set_title("side (x–z, m)", fontsize=9)
+        ax_front.set_title("front (y–z, m)", fontsize=9)
+        for ax in (ax_side, ax_front):
+            ax.set_aspect("equal")
+            ax.axhline(0, color="k", lw=0.5)
+    k = plan.kappa
+    fig.suptitle(
+        f"{plan.robot}: {len(plan.postures)} postures, κ {k.get('right', float('nan')):.1f}", fontsize=11
+    )
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
+def _skeleton(model: RobotModel, p: np.ndarray, q: np.ndarray, plan: Plan) -> list[np.ndarray]:
+    """Two polylines (right leg, left leg) through the link origins, plus the soles."""
+    from robots.kinematics import site_pose
+
+    names = [lk.name for lk in model.links]
+    right = [names.index(n) for n in names if n.endswith("_r")]
+    left = [names.index(n) for n in names if n.endswith("_l")]
+    sr = site_pose(model, q, plan.params, model.bases["right"], plan.base)[1]
+    sl = site_pose(model, q, plan.params, model.bases["left"], plan.base)[1]
+    return [np.vstack([p[0], p[right], sr]), np.vstack([p[0], p[left], sl])]

@@ -1,0 +1,245 @@
+"""CasADi NLPs for problems 1 (free CoM, margin d_s) and 2 (CoM at the support-polygon centre), solved by IPOPT.
+
+Joint-space formulation: decision variables are all joint angles plus, per placement, the left-foot pose
+(x, y, psi) and a separating line (phi, c) that proves the feet disjoint. Foot-flat and foot-at-placement
+are equality constraints. The objective is the smooth log-κ surrogate (criteria.py) with a continuation in
+its sharpness p; the true κ is always reported. Hull and bounding-box structure is fixed per solve and
+re-detected afterwards (re-solving from the result while it changes), so margins are exact.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import casadi as ca
+import numpy as np
+
+from design import geometry as geo
+from design.criteria import SurrogateKappa, base_model, design_columns, design_matrix, kappa
+from design.sampler import Y_MIN_CENTRED, PostureSet
+from robots.kinematics import site_pose_sym
+from robots.stance import other_site
+from robots.tree import RobotModel
+
+PLACEMENT_BOUNDS = ((-0.75, 0.75), (-0.1, 0.5), (-np.pi / 2, np.pi / 2))
+
+
+@dataclass
+class Settings:
+    """What to design: problem, margins (m), uncertainty ball radius in ϑ_b space (m), solver knobs."""
+
+    problem: str = "free-com"  # or "centred-com"
+    margin: float = 0.08
+    feet_gap: float = 0.002
+    uncertainty: float = 0.0
+    params: str = "sim"
+    base: str = "right"
+    sharpness: tuple[float, ...] = (4.0, 16.0, 64.0)
+    max_iter: int = 800
+    max_rounds: int = 4
+
+    @property
+    def centred(self) -> bool:
+        return self.problem == "centred-com"
+
+    @property
+    def required_margin(self) -> float:
+        return 0.0 if self.centred else self.margin
+
+
+@dataclass
+class SolveResult:
+    """Optimised posture set, true κ before/after, solver statistics."""
+
+    postures: PostureSet
+    kappa_initial: float
+    kappa: float
+    kappa_left: float
+    wall_s: float
+    stats: dict = field(default_factory=dict)
+
+
+@lru_cache(maxsize=8)
+def posture_function(model: RobotModel, params: str, base: str) -> ca.Function:
+    """Per posture: equalities (flat + at placement, 6), CoP (2), design rows Hᵢᵀ (25×2), G = R_xy R_xyᵀ (3)."""
+    q = ca.SX.sym("q", model.nq)
+    pose = ca.SX.sym("pose", 3)
+    Rf, pf = site_pose_sym(model, q, params, other_site(model, base), base)
+    eq = ca.vertcat(
+        pf[2],
+        Rf[0, 2],
+        Rf[1, 2],
+        pf[0] - pose[0],
+        pf[1] - pose[1],
+        -ca.sin(pose[2]) * Rf[0, 0] + ca.cos(pose[2]) * Rf[1, 0],
+    )
+    bm = base_model(model, base)
+    Rxy = bm.regressor_sym(q)[0:2, :]
+    cop = Rxy @ ca.DM(bm.values(params))
+    h = Rxy[:, list(design_columns(model, base))].T
+    G = Rxy @ Rxy.T
+    return ca.Function("posture", [q, pose], [eq, cop, h, ca.vertcat(G[0, 0], G[0, 1], G[1, 1])])
+
+
+def _structures(model: RobotModel, poses: np.ndarray, base: str) -> list[geo.Structure]:
+    return [geo.structure(model, p, base) for p in poses]
+
+
+def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[geo.Structure], p: float):
+    """Assemble the NLP for fixed structures; returns (nlp dict, bounds, unpack info)."""
+    N, P, nq = len(placement), len(structs), model.nq
+    X = ca.MX.sym("x", N * nq + 5 * P)
+    Q = ca.reshape(X[: N * nq], nq, N)
+    PL = ca.reshape(X[N * nq :], 5, P)
+    poses = ca.horzcat(*[PL[:3, j] for j in placement])
+    eq, cop, h, G = posture_function(model, s.params, s.base).map(N)(Q, poses)
+    Ht = h  # 25 × 2N = Hᵀ
+    cb = SurrogateKappa((Ht.shape[0], Ht.shape[1]), p)  # must outlive the solver
+    f = cb(Ht)
+    rb, ro = geo.foot_rects(model, s.base)
+    g, lbg, ubg = [ca.vec(eq)], [np.zeros(6 * N)], [np.zeros(6 * N)]
+    if model.coupled_b.size:
+        A = ca.DM(model.coupled_A)
+        g.append(ca.vec(A @ Q))
+        lbg.append(np.full(N * len(model.coupled_b), -np.inf))
+        ubg.append(np.tile(model.coupled_b, N))
+    d = s.required_margin + (1e-7 if s.required_margin > 0 else 0.0)
+    for j, st in enumerate(structs):
+        verts = [ca.DM(v) for v in rb] + geo.placed_corners_sym(ro, PL[0, j], PL[1, j], PL[2, j])
+        n = ca.vertcat(ca.cos(PL[3, j]), ca.sin(PL[3, j]))
+        for v in verts[:4]:
+            g.append(ca.dot(n, v) - PL[4, j])
+            lbg.append([-np.inf])
+            ubg.append([-s.feet_gap / 2])
+        for v in verts[4:]:
+            g.append(ca.dot(n, v) - PL[4, j])
+            lbg.append([s.feet_gap / 2])
+            ubg.append([np.inf])
+        conv = geo.convexity_sym(verts, st.hull)
+        g += conv
+        lbg.append(np.zeros(len(conv)))
+        ubg.append(np.full(len(conv), np.inf))
+        normals = geo.edge_normals_sym(verts, st.hull)
+        idx = np.flatnonzero(placement == j)
+        if s.centred:
+            imin_x, imax_x, imin_y, imax_y = st.bbox
+            centre = ca.vertcat(
+                (verts[imin_x][0] + verts[imax_x][0]) / 2, (verts[imin_y][1] + verts[imax_y][1]) / 2
+            )
+            for k, v in enumerate(verts):  # keep the chosen extreme corners extreme
+                for i_ext, ax, sign in ((imin_x, 0, 1), (imax_x, 0, -1), (imin_y, 1, 1), (imax_y, 1, -1)):
+                    if k != i_ext:
+                        g.append(sign * (v[ax] - verts[i_ext][ax]))
+                        lbg.append([0.0])
+                        ubg.append([np.inf])
+            for i in idx:
+                g.append(cop[:, i] - centre)
+                lbg.append(np.zeros(2))
+                ubg.append(np.zeros(2))
+        for i in idx:
+            for k, ne in enumerate(normals):
+                a = verts[st.hull[k]]
+                m = ca.dot(ne, cop[:, i] - a)
+                if s.uncertainty > 0:
+                    Gi = G[:, i]
+                    quad = ne[0] ** 2 * Gi[0] + 2 * ne[0] * ne[1] * Gi[1] + ne[1] ** 2 * Gi[2]
+                    m = m - s.uncertainty * ca.sqrt(quad + 1e-12)
+                g.append(m)
+                lbg.append([d])
+                ubg.append([np.inf])
+    lbx = np.concatenate(
+        [np.tile(model.lower, N)] + [[b[0] for b in PLACEMENT_BOUNDS] + [-np.inf, -np.inf]] * P
+    )
+    ubx = np.concatenate(
+        [np.tile(model.upper, N)] + [[b[1] for b in PLACEMENT_BOUNDS] + [np.inf, np.inf]] * P
+    )
+    if s.centred:
+        lbx[N * nq + 1 :: 5] = Y_MIN_CENTRED
+    nlp = {"x": X, "f": f, "g": ca.vertcat(*g), "_keep": cb}
+    return nlp, (
+        lbx,
+        ubx,
+        np.concatenate([np.ravel(v) for v in lbg]),
+        np.concatenate([np.ravel(v) for v in ubg]),
+    )
+
+
+def _pack(ps: PostureSet, seps: np.ndarray) -> np.ndarray:
+    return np.concatenate([ps.q.ravel(), np.hstack([ps.poses, seps]).ravel()])
+
+
+def _unpack(x: np.ndarray, N: int, P: int, nq: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x = np.asarray(x).ravel()
+    q = x[: N * nq].reshape(N, nq)
+    pl = x[N * nq :].reshape(P, 5)
+    return q, pl[:, :3], pl[:, 3:]
+
+
+IPOPT_OPTIONS = {
+    "hessian_approximation": "limited-memory",
+    "limited_memory_max_history": 30,
+    "tol": 1e-7,
+    "acceptable_tol": 1e-5,
+    "acceptable_iter": 30,
+    "constr_viol_tol": 1e-9,
+    "bound_relax_factor": 0.0,
+    "mu_strategy": "adaptive",
+    "print_level": 0,
+}
+
+
+def solve(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveResult:
+    """Optimise a feasible initial set: continuation over the surrogate sharpness, structure re-detection."""
+    t0 = time.perf_counter()
+    N, P, nq = len(start.q), len(start.poses), model.nq
+    seps = np.array([geo.separating_line(pose, model, s.base)[:2] for pose in start.poses])
+    x = _pack(start, seps)
+    k0 = kappa(design_matrix(model, start.q, s.base))
+    stats: dict = {"stages": [], "iterations": 0}
+    for p in s.sharpness:
+        for rnd in range(s.max_rounds):
+            q, poses, seps = _unpack(x, N, P, nq)
+            structs = _structures(model, poses, s.base)
+            nlp, (lbx, ubx, lbg, ubg) = _build(model, s, start.placement, structs, p)
+            opts = {"ipopt": dict(IPOPT_OPTIONS, max_iter=s.max_iter), "print_time": False}
+            keep = nlp.pop("_keep")
+            solver = ca.nlpsol("design", "ipopt", nlp, opts)
+            sol = solver(x0=x, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
+            st = solver.stats()
+            del solver, keep
+            g = np.asarray(sol["g"]).ravel()
+            viol = float(max(np.max(lbg - g, initial=0), np.max(g - ubg, initial=0)))
+            x_new = np.asarray(sol["x"]).ravel()
+            accepted = viol < 1e-6
+            if accepted:
+                x = x_new
+            qn, posesn, _ = _unpack(x, N, P, nq)
+            kk = kappa(design_matrix(model, qn, s.base))
+            stats["stages"].append(
+                {
+                    "p": p,
+                    "round": rnd,
+                    "status": st["return_status"],
+                    "iterations": st["iter_count"],
+                    "max_violation": viol,
+                    "accepted": accepted,
+                    "kappa": kk,
+                }
+            )
+            stats["iterations"] += st["iter_count"]
+            if log:
+                log(f"p={p:g} round {rnd}: {st['return_status']}, {st['iter_count']} it, κ={kk:.1f}")
+            if _structures(model, posesn, s.base) == structs or not accepted:
+                break
+    q, poses, _ = _unpack(x, N, P, nq)
+    out = PostureSet(q, start.placement.copy(), poses)
+    return SolveResult(
+        out,
+        k0,
+        kappa(design_matrix(model, q, s.base)),
+        kappa(design_matrix(model, q, "left")),
+        time.perf_counter() - t0,
+        stats,
+    )

@@ -1,0 +1,137 @@
+"""Independent verification of a posture plan with shapely: limits, flat disjoint feet, CoP margins, κ.
+
+Uses the numeric kinematics and shapely only (never the optimiser's smooth constraints), for postures and
+for every waypoint of the transitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from design.criteria import design_matrix, kappa
+from design.geometry import foot_rects, placed_corners
+from robots.errors import DataError
+from robots.kinematics import site_pose
+from robots.params_io import resolve_params
+from robots.plan_format import Plan, check_compatible
+from robots.stance import balance, flat_residual, other_site
+from robots.tree import RobotModel
+
+FLAT_TOL = 1e-6  # m and rad
+PLACE_TOL = 1e-6  # m and rad
+MARGIN_TOL = 1e-9  # m
+
+
+@dataclass
+class PostureCheck:
+    index: int
+    margin: float  # m, shapely, with the chosen parameters
+    feet_gap: float  # m
+    issues: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CheckReport:
+    """Result of `check_plan`: per-posture results, plan-level issues, recomputed κ."""
+
+    postures: list[PostureCheck]
+    transitions: list[str]
+    plan_issues: list[str]
+    kappa: dict[str, float]
+    params: str
+    required_margin: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.plan_issues and not self.transitions and not any(p.issues for p in self.postures)
+
+    def problems(self) -> list[str]:
+        out = list(self.plan_issues)
+        out += [f"posture {p.index}: {m}" for p in self.postures for m in p.issues]
+        return out + self.transitions
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "params": self.params,
+            "required_margin_m": self.required_margin,
+            "kappa": self.kappa,
+            "min_margin_m": min((p.margin for p in self.postures), default=None),
+            "problems": self.problems(),
+            "postures": [
+                {"index": p.index, "margin_m": p.margin, "feet_gap_m": p.feet_gap, "issues": p.issues}
+                for p in self.postures
+            ],
+        }
+
+
+def _yaw(R: np.ndarray) -> float:
+    return float(np.arctan2(R[1, 0], R[0, 0]))
+
+
+def posture_issues(
+    model: RobotModel, q: np.ndarray, params, base: str, margin: float, pose=None
+) -> tuple[list[str], float, float]:
+    """Issues of one double-support posture (limits, flat, disjoint feet, margin, placement)."""
+    issues = model.limit_violations(q)
+    res = flat_residual(model, q, "sim", base)
+    if np.abs(res).max() > FLAT_TOL:
+        issues.append(f"left foot not flat (z {res[0] * 1000:.3f} mm, tilt {np.abs(res[1:]).max():.1e} rad)")
+    b = balance(model, q, params, base)
+    if b.feet_overlap:
+        issues.append("feet overlap")
+    if b.margin < margin - MARGIN_TOL:
+        issues.append(f"CoP margin {b.margin * 1000:.2f} mm < required {margin * 1000:.1f} mm")
+    if pose is not None:
+        R, p = site_pose(model, q, "sim", other_site(model, base), base)
+        err = max(abs(p[0] - pose[0]), abs(p[1] - pose[1]), abs(np.angle(np.exp(1j * (_yaw(R) - pose[2])))))
+        if err > PLACE_TOL:
+            issues.append(f"left foot {err * 1000:.3f} mm/mrad away from its placement")
+    return issues, b.margin, b.feet_gap
+
+
+def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1e-4) -> CheckReport:
+    """Verify every posture and transition of a plan; `params` defaults to the plan's design parameters."""
+    check_compatible(plan, model)
+    params = resolve_params(params or plan.params, model)
+    base = plan.base
+    required = float(plan.settings.get("required_margin", plan.settings.get("margin", 0.0)))
+    results = []
+    for p in plan.postures:
+        pose = plan.placement(p.placement).left_foot
+        issues, m, gap = posture_issues(model, p.q, params, base, required, pose)
+        results.append(PostureCheck(p.index, m, gap, issues))
+    plan_issues = []
+    # Feet polygons of each placement, from the file's poses (the drivers place boards from these).
+    rb, ro = foot_rects(model, base)
+    from shapely.geometry import Polygon
+
+    for pl in plan.placements:
+        if Polygon(rb).intersects(Polygon(placed_corners(ro, pl.left_foot))):
+            plan_issues.append(f"placement {pl.index}: feet polygons intersect")
+    ks = {}
+    try:
+        ks = {b: kappa(design_matrix(model, plan.q, b)) for b in ("right", "left") if b in model.bases}
+    except DataError as exc:
+        plan_issues.append(str(exc))
+    for b, k in ks.items():
+        if b in plan.kappa and abs(plan.kappa[b] - k) > kappa_rtol * k:
+            plan_issues.append(f"κ ({b} base) recomputed {k:.2f} differs from the plan's {plan.kappa[b]:.2f}")
+    by_index = {p.index: p for p in plan.postures}
+    tr_issues = []
+    for t in plan.transitions:
+        a, b_ = by_index[t.from_index], by_index[t.to_index]
+        if a.placement != b_.placement:
+            tr_issues.append(f"transition {t.from_index}→{t.to_index}: postures are on different placements")
+            continue
+        if np.abs(t.q[0] - a.q).max() > 1e-9 or np.abs(t.q[-1] - b_.q).max() > 1e-9:
+            tr_issues.append(f"transition {t.from_index}→{t.to_index}: does not start/end at its postures")
+        pose = plan.placement(a.placement).left_foot
+        for k, qk in enumerate(t.q[1:-1], start=1):
+            iss, _, _ = posture_issues(model, qk, params, base, required, pose)
+            if iss:
+                tr_issues.append(f"transition {t.from_index}→{t.to_index} waypoint {k}: {iss[0]}")
+                break
+    return CheckReport(results, tr_issues, plan_issues, ks, params.name, required)

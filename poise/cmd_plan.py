@@ -1,0 +1,210 @@
+"""`poise plan postures|check|show`: design balance-constrained static postures, verify and draw plans."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.table import Table
+
+from poise.output import console, err_console, mm, print_json
+from robots.errors import DataError
+from robots.registry import get_model
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="design and check static posture plans")
+    s = p.add_subparsers(dest="plan_cmd", metavar="SUBCOMMAND")
+    s.required = True
+
+    d = s.add_parser(
+        "postures", help="optimal static postures under a balance margin (min κ of the CoP regressor)"
+    )
+    d.add_argument("robot", help="robot model name, e.g. tulip")
+    d.add_argument("--problem", choices=["free-com", "centred-com"], default="free-com")
+    d.add_argument("--postures", type=int, default=50, help="number of postures (default 50)")
+    d.add_argument("--placements", type=int, default=10, help="number of foot placements (default 10)")
+    d.add_argument(
+        "--margin", type=float, default=0.08, help="CoP stability margin d_s in m (free-com; default 0.08)"
+    )
+    d.add_argument("--feet-gap", type=float, default=0.002, help="minimum distance between the feet in m")
+    d.add_argument("--starts", type=int, default=1, help="random initial sets, optimised in parallel")
+    d.add_argument("--workers", type=int, default=None, help="worker processes (default: min(starts, CPUs))")
+    d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--backend", choices=["casadi", "pyomo"], default="casadi")
+    d.add_argument("--scheduler", default=None, help="Dask scheduler address: run the starts on that cluster")
+    d.add_argument(
+        "--uncertainty",
+        type=float,
+        default=0.0,
+        help="keep the margin for every ϑ_b within this radius (m) of the guess (closed form; default 0)",
+    )
+    d.add_argument("--move-s", type=float, default=30.0, help="move duration per posture (s)")
+    d.add_argument("--hold-s", type=float, default=60.0, help="hold duration per posture (s)")
+    d.add_argument("--no-transitions", action="store_true", help="omit closed-chain transitions")
+    d.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    d.add_argument("--out", required=True, help="plan file to write (JSON)")
+    d.set_defaults(func=cmd_postures)
+
+    c = s.add_parser("check", help="verify a plan with shapely: limits, feet, margins, transitions, κ")
+    c.add_argument("plan", help="plan file (JSON)")
+    c.add_argument("--params", default=None, help="parameters for the CoP: sim|mc|FILE (default: the plan's)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_check)
+
+    v = s.add_parser("show", help="draw a plan: feet, support polygons, margins, CoPs, stick figures")
+    v.add_argument("plan", help="plan file (JSON)")
+    v.add_argument("--out", required=True, help="figure file (PNG/PDF/SVG)")
+    v.set_defaults(func=cmd_show)
+
+
+def _settings(args):
+    from design.problems import Settings
+
+    if args.postures < 13:
+        raise DataError(
+            "--postures must be at least 13 (25 identifiable parameters, 2 equations per posture)"
+        )
+    if args.starts < 1:
+        raise DataError("--starts must be at least 1")
+    if args.margin < 0 or args.uncertainty < 0 or args.feet_gap < 0:
+        raise DataError("--margin, --feet-gap and --uncertainty must be ≥ 0 (m)")
+    return Settings(
+        problem=args.problem, margin=args.margin, feet_gap=args.feet_gap, uncertainty=args.uncertainty
+    )
+
+
+def cmd_postures(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from design.planner import build_plan, design
+    from robots.plan_format import save_plan
+
+    model = get_model(args.robot)
+    s = _settings(args)
+    if args.postures % args.placements:
+        raise DataError(
+            f"--postures ({args.postures}) must be a multiple of --placements ({args.placements})"
+        )
+    t0 = time.perf_counter()
+    progress = Progress(
+        TextColumn("[bold]starts"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[best]}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=False,
+        disable=args.json,
+    )
+    with progress:
+        task = progress.add_task("starts", total=args.starts, best="best κ —")
+
+        def on_result(k, res, best):
+            progress.update(task, advance=1, best=f"best κ {best.kappa:.1f} (start {k}: {res.kappa:.1f})")
+
+        best, summary = design(
+            model,
+            s,
+            args.postures,
+            args.placements,
+            args.starts,
+            args.seed,
+            backend=args.backend,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            on_result=on_result,
+        )
+    solver = {
+        "backend": args.backend,
+        "best_start": best.stats.get("start"),
+        "starts": summary,
+        "stages": best.stats.get("stages", []),
+        "iterations": best.stats.get("iterations"),
+        "wall_s": time.perf_counter() - t0,
+        "kappa_initial": best.kappa_initial,
+    }
+    plan = build_plan(
+        model,
+        best.postures,
+        s,
+        seed=args.seed,
+        move_s=args.move_s,
+        hold_s=args.hold_s,
+        solver=solver,
+        transitions=not args.no_transitions,
+        extra_settings={
+            "postures": args.postures,
+            "placements": args.placements,
+            "starts": args.starts,
+            "backend": args.backend,
+        },
+    )
+    save_plan(plan, args.out)
+    if args.json:
+        print_json({"out": args.out, "kappa": plan.kappa, "starts": summary, "wall_s": solver["wall_s"]})
+        return 0
+    table = Table(title=f"{args.problem}: {args.postures} postures in {args.placements} placements")
+    for col in ("start", "initial κ", "optimised κ", "left-base κ", "sample (s)", "solve (s)"):
+        table.add_column(col, justify="right")
+    for r in summary:
+        table.add_row(
+            str(r["start"]),
+            f"{r['kappa_initial']:.1f}",
+            f"{r['kappa']:.1f}",
+            f"{r['kappa_left']:.1f}",
+            f"{r['sample_s']:.1f}",
+            f"{r['wall_s']:.1f}",
+        )
+    console.print(table)
+    margins = [p.margin for p in plan.postures]
+    console.print(
+        f"best κ {plan.kappa['right']:.1f} (right base), {plan.kappa['left']:.1f} (left base); "
+        f"min CoP margin {mm(min(margins), 1)} mm; wrote {args.out}"
+    )
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from design.verify import check_plan
+    from robots.plan_format import load_plan
+
+    plan = load_plan(args.plan)
+    model = get_model(plan.robot)
+    report = check_plan(model, plan, args.params)
+    if args.json:
+        print_json(report.to_dict())
+        return 0 if report.ok else 1
+    table = Table(
+        title=f"{args.plan}: CoP from {report.params!r}, required margin {mm(report.required_margin, 1)} mm"
+    )
+    for col in ("posture", "placement", "margin (mm)", "feet gap (mm)", "status"):
+        table.add_column(col, justify="right")
+    for pc, p in zip(report.postures, plan.postures, strict=True):
+        table.add_row(
+            str(pc.index),
+            str(p.placement),
+            mm(pc.margin, 1),
+            mm(pc.feet_gap, 1),
+            "ok" if not pc.issues else "[red]" + "; ".join(pc.issues),
+        )
+    console.print(table)
+    console.print("κ recomputed: " + ", ".join(f"{b} base {k:.1f}" for b, k in report.kappa.items()))
+    console.print(f"transitions checked: {len(plan.transitions)}")
+    if report.ok:
+        console.print("[green]plan OK")
+        return 0
+    for msg in report.problems():
+        console.print(f"[red]FAIL[/red] {msg}")
+    return 1
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from design.plot import plot_plan
+    from robots.plan_format import load_plan
+
+    plan = load_plan(args.plan)
+    model = get_model(plan.robot)
+    plot_plan(model, plan, args.out)
+    console.print(f"wrote {args.out}")
+    return 0
