@@ -10,7 +10,11 @@ import sys
 import time
 
 # Each module defines `run(quick: bool) -> dict` (JSON-serialisable results).
-BENCH_MODULES: list[str] = []
+BENCH_MODULES: list[str] = [
+    "bench.slom",
+    "bench.drivers",
+    "bench.design",
+]
 
 
 def main() -> int:

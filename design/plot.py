@@ -39,14 +39,15 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
         if margin > 0:
             _draw_poly(ax_top, poly.buffer(-margin), color="tab:blue", ls="--", lw=1)
         posts = [p for p in plan.postures if p.placement == pl.index]
-        for p in posts:
-            ax_top.plot(*p.predicted_cop, "o", ms=4)
+        for k, p in enumerate(posts):
+            color = f"C{k % 10}"
+            ax_top.plot(*p.predicted_cop, "o", ms=4, color=color)
             ax_top.annotate(str(p.index), p.predicted_cop, fontsize=7)
             fr = link_frames(model, p.q, plan.params, plan.base)
             pts = _skeleton(model, fr.p, p.q, plan)
             for chain in pts:
-                ax_side.plot(chain[:, 0], chain[:, 2], lw=1)
-                ax_front.plot(chain[:, 1], chain[:, 2], lw=1)
+                ax_side.plot(chain[:, 0], chain[:, 2], lw=1, color=color)
+                ax_front.plot(chain[:, 1], chain[:, 2], lw=1, color=color)
         ax_top.set_aspect("equal")
         ax_top.set_title(f"placement {pl.index}: top view (m)", fontsize=9)
         ax_side.set_title("side (x–z, m)", fontsize=9)

@@ -72,24 +72,23 @@ def _make_greybox(model: RobotModel, s: Settings, placement: np.ndarray, P: int,
     fn = _posture_jac(model, s.params, s.base).map(N)
 
     class DesignBox(ExternalGreyBoxModel):
-        """Inputs: all q, placement poses. Outputs: eq (6N), CoP (2N), surrogate f."""
+        """Inputs: all q, placement poses. Equalities: foot flat at placement (6N). Outputs: CoP (2N).
+        Objective: the κ surrogate (so the NLP is the CasADi one: no extra objective variable)."""
 
         def __init__(self):
             self.x = np.zeros(N * nq + 3 * P)
             self._cache = None
-            rows, cols = [], []
-            for i in range(N):
-                j = placement[i]
-                for r in range(8):
-                    for k in range(nq):
-                        rows.append(8 * i + r)
-                        cols.append(nq * i + k)
-                    for k in range(3):
-                        rows.append(8 * i + r)
-                        cols.append(N * nq + 3 * j + k)
-            rows += [8 * N] * (N * nq)
-            cols += list(range(N * nq))
-            self._rows, self._cols = np.array(rows), np.array(cols)
+
+            def pattern(nr):
+                rows, cols = [], []
+                for i in range(N):
+                    j = placement[i]
+                    for r in range(nr):
+                        rows += [nr * i + r] * (nq + 3)
+                        cols += [nq * i + k for k in range(nq)] + [N * nq + 3 * j + k for k in range(3)]
+                return np.array(rows), np.array(cols)
+
+            self._eq_pat, self._out_pat = pattern(6), pattern(2)
 
         def input_names(self):
             return [f"q{i}_{k}" for i in range(N) for k in range(nq)] + [
@@ -97,10 +96,10 @@ def _make_greybox(model: RobotModel, s: Settings, placement: np.ndarray, P: int,
             ]
 
         def output_names(self):
-            return [f"c{i}_{r}" for i in range(N) for r in range(8)] + ["f"]
+            return [f"cop{i}_{r}" for i in range(N) for r in range(2)]
 
         def equality_constraint_names(self):
-            return []
+            return [f"foot{i}_{r}" for i in range(N) for r in range(6)]
 
         def set_input_values(self, input_values):
             self.x = np.asarray(input_values, dtype=float).copy()
@@ -113,25 +112,47 @@ def _make_greybox(model: RobotModel, s: Settings, placement: np.ndarray, P: int,
                 c, hv, Jq, Jp, Jh = (np.asarray(v) for v in fn(Q, poses))
                 H = hv.T.reshape(N * 2, -1)  # (2N × 25)
                 f, G = surrogate(H, p)
-                Jq = Jq.reshape(8, N, nq)
-                Jp = Jp.reshape(8, N, 3)
+                J = np.concatenate([Jq.reshape(8, N, nq), Jp.reshape(8, N, 3)], axis=2)  # 8 × N × (nq+3)
                 Jh = Jh.reshape(2 * 25, N, nq)
-                g_rows = G.reshape(N, 2 * 25)  # ∂f/∂(row-major rows of posture i)
-                gq = np.einsum("ir,rik->ik", g_rows, Jh).ravel()
-                vals = []
-                for i in range(N):
-                    blk = np.hstack([Jq[:, i, :], Jp[:, i, :]])  # 8 × (nq + 3)
-                    vals.append(blk.ravel())
-                vals.append(gq)
-                self._cache = (np.concatenate([c.T.ravel(), [f]]), np.concatenate(vals))
+                gq = np.einsum("ir,rik->ik", G.reshape(N, 2 * 25), Jh).ravel()
+                grad = np.zeros(N * nq + 3 * P + 2 * N)
+                grad[: N * nq] = gq
+                self._cache = {
+                    "eq": c[:6].T.ravel(),
+                    "cop": c[6:].T.ravel(),
+                    "Jeq": J[:6].transpose(1, 0, 2).ravel(),
+                    "Jcop": J[6:].transpose(1, 0, 2).ravel(),
+                    "f": f,
+                    "grad": grad,
+                }
             return self._cache
 
+        def evaluate_equality_constraints(self):
+            return self._eval()["eq"]
+
+        def evaluate_jacobian_equality_constraints(self):
+            r, c = self._eq_pat
+            return coo_matrix((self._eval()["Jeq"], (r, c)), shape=(6 * N, N * nq + 3 * P))
+
         def evaluate_outputs(self):
-            return self._eval()[0]
+            return self._eval()["cop"]
 
         def evaluate_jacobian_outputs(self):
-            vals = self._eval()[1]
-            return coo_matrix((vals, (self._rows, self._cols)), shape=(8 * N + 1, N * nq + 3 * P))
+            r, c = self._out_pat
+            return coo_matrix((self._eval()["Jcop"], (r, c)), shape=(2 * N, N * nq + 3 * P))
+
+        def has_objective(self):
+            return True
+
+        def evaluate_objective(self):
+            return float(self._eval()["f"])
+
+        def evaluate_grad_objective(self, out=None):
+            g = self._eval()["grad"]
+            if out is not None:
+                np.copyto(out, g)
+                return out
+            return g.copy()
 
     return DesignBox()
 
@@ -152,11 +173,6 @@ def _build_pyomo(model: RobotModel, s: Settings, start: PostureSet, x_q, poses, 
             v.setlb(model.lower[k])
             v.setub(model.upper[k])
             v.set_value(float(x_q[i, k]))
-        for r in range(8):
-            o = out[f"c{i}_{r}"]
-            if r < 6:
-                o.setlb(0.0)
-                o.setub(0.0)
     for j in range(P):
         for k in range(3):
             pv[j, k].setlb(PLACEMENT_BOUNDS[k][0])
@@ -177,6 +193,7 @@ def _build_pyomo(model: RobotModel, s: Settings, start: PostureSet, x_q, poses, 
     def add(expr):
         if not isinstance(expr, bool | np.bool_):  # relations between constant corners are trivially true
             m.cons.add(expr)
+
     for k in range(len(model.coupled_b)):
         for i in range(N):
             m.cons.add(sum(model.coupled_A[k, t] * qv[i, t] for t in range(nq)) <= float(model.coupled_b[k]))
@@ -204,16 +221,15 @@ def _build_pyomo(model: RobotModel, s: Settings, start: PostureSet, x_q, poses, 
                     if kk != i_ext:
                         add(sign * (v[ax] - verts[i_ext][ax]) >= 0)
             for i in idx:
-                m.cons.add(out[f"c{i}_6"] == (verts[ix0][0] + verts[ix1][0]) / 2)
-                m.cons.add(out[f"c{i}_7"] == (verts[iy0][1] + verts[iy1][1]) / 2)
+                m.cons.add(out[f"cop{i}_0"] == (verts[ix0][0] + verts[ix1][0]) / 2)
+                m.cons.add(out[f"cop{i}_1"] == (verts[iy0][1] + verts[iy1][1]) / 2)
         for i in idx:
-            cx, cy = out[f"c{i}_6"], out[f"c{i}_7"]
+            cx, cy = out[f"cop{i}_0"], out[f"cop{i}_1"]
             for k in range(len(hull)):
                 a, b = verts[hull[k]], verts[hull[(k + 1) % len(hull)]]
                 ex, ey = b[0] - a[0], b[1] - a[1]
                 length = pyo.sqrt(ex**2 + ey**2)
                 m.cons.add((ex * (cy - a[1]) - ey * (cx - a[0])) / length >= d)
-    m.obj = pyo.Objective(expr=out["f"])
     return m, qv, pv
 
 

@@ -280,10 +280,10 @@ class Executor:
         t_start = t_end - window
         qs = np.array([q for kind, t, q in store if kind == "q" and t >= t_start])
         per_board: list[list] = [[] for _ in self.boards]
-        for kind, i, samples in (x for x in store if x[0] == "b"):
+        for _, i, samples in (x for x in store if x[0] == "b"):
             per_board[i].extend(samples)
         means, counts = [], []
-        for i, ss in enumerate(per_board):
+        for ss in per_board:
             ts = np.array([s.t for s in ss])
             sel = [s for s in ss if s.t >= t_start]
             if len(ts) < 3 or len(sel) < 2:
@@ -382,10 +382,8 @@ class Executor:
             raise
         finally:
             self.result.board_stats = [b.stats for b in self.boards]
-            self.rec.update_meta(
-                segments=self.rec.meta.get("segments", [])
-                + [{"completed": [r.posture for r in self.result.completed]}],
-                jitter=self.result.jitter(),
-            )
+            segments = self.rec.meta.get("segments") or [{}]
+            segments[-1]["completed"] = [r.posture for r in self.result.completed]
+            self.rec.update_meta(segments=segments, jitter=self.result.jitter())
         self.link.stop()
         return self.result

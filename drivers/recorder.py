@@ -48,7 +48,11 @@ class RunRecorder:
             )
         self.meta_path = self.dir / "run.json"
         self.meta = json.loads(self.meta_path.read_text()) if self.meta_path.exists() and resume else {}
-        self.segment = len(self.meta.get("segments", []))
+        self.meta_path.parent.mkdir(parents=True, exist_ok=True)
+        self.segment = len(self.meta.get("segments", []))  # one segment per start of the run (resume = +1)
+        self.update_meta(
+            segments=self.meta.get("segments", []) + [{"started_unix": time.time(), "completed": []}]
+        )
         self.writer = RecordingWriter(rec_path, model_name, base, joint_names, meta={"source": "poise run"})
         n = len(joint_names)
         self.joints = _open_csv(

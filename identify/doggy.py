@@ -23,7 +23,9 @@ from robots.errors import IdentifiabilityError
 
 SIGMA_ENC = 6.9259e-5  # rad (eq 35)
 SIGMA_GYRO = 1.745e-3  # rad/s (eq 35)
-SIGMA_DYN = np.sqrt(np.concatenate([np.full(3, 1e-12), np.full(3, 1.21e-4), np.full(3, 1e-12), np.full(3, 6.889e-5)]))
+SIGMA_DYN = np.sqrt(
+    np.concatenate([np.full(3, 1e-12), np.full(3, 1.21e-4), np.full(3, 1e-12), np.full(3, 6.889e-5)])
+)
 SIGMA_INITIAL = np.sqrt(np.concatenate([np.full(3, 0.0076), np.full(6, SIGMA_ENC**2)]))
 SIGMA_MEAS = np.array([SIGMA_ENC] * 3 + [SIGMA_GYRO] * 4)  # F_k is 7-D: σ_gyro for the scalar gyro-1 row
 SIGMA_BIAS = np.full(6, SIGMA_GYRO)  # not given in the paper
@@ -53,10 +55,12 @@ def residual_functions(opts: ModelOptions = ModelOptions()) -> dict[str, ca.Func
     f_g2 = doggy.gyro2_prediction(x, b1, b2, R1, R2, w1, opts.debias_gyro1) - w2
     return {
         "initial": ca.Function("initial", [x, th_rel], [ca.vertcat(x[0:3] - th_rel, x[3:6], x[9:12])]),
-        "measurement": ca.Function("measurement", [x, b1, b2, r1, r2, th_m, w1, w2, th0],
-                                   [ca.vertcat(f_motor, f_g1, f_g2)]),
-        "dynamics": ca.Function("dynamics", [x, x1, p, u, T],
-                                [doggy.euler_step(x, u, p, T, opts.friction_on) - x1]),
+        "measurement": ca.Function(
+            "measurement", [x, b1, b2, r1, r2, th_m, w1, w2, th0], [ca.vertcat(f_motor, f_g1, f_g2)]
+        ),
+        "dynamics": ca.Function(
+            "dynamics", [x, x1, p, u, T], [doggy.euler_step(x, u, p, T, opts.friction_on) - x1]
+        ),
         "bias": ca.Function("bias", [b1, b2, w1, w2], [ca.vertcat(b1 - w1, b2 - w2)]),
     }
 
@@ -69,8 +73,12 @@ def initial_states(rec: DoggyRecording) -> np.ndarray:
     return np.hstack([th, v, th, v])
 
 
-def build_problem(rec: DoggyRecording, start: DoggyParams, opts: ModelOptions = ModelOptions(),
-                  states: np.ndarray | None = None) -> slom.Problem:
+def build_problem(
+    rec: DoggyRecording,
+    start: DoggyParams,
+    opts: ModelOptions = ModelOptions(),
+    states: np.ndarray | None = None,
+) -> slom.Problem:
     """Declare variables and the four residual blocks for one recording."""
     validate(rec)
     fns = residual_functions(opts)
@@ -82,15 +90,28 @@ def build_problem(rec: DoggyRecording, start: DoggyParams, opts: ModelOptions = 
     pr.add_variable("bias2", Rn(3), np.asarray(start.bias2), labels=[f"bias2_{c}" for c in "xyz"])
     pr.add_variable("R1", SO3(), SO3.to_flat(start.R_imu1), labels=[f"R1_{c}" for c in "xyz"])
     pr.add_variable("R2", SO3(), SO3.to_flat(start.R_imu2), labels=[f"R2_{c}" for c in "xyz"])
-    pr.add_factor("initial", fns["initial"], [X[0:1]], [(rec.theta[0] - rec.theta0)[None, :]],
-                  sigma=SIGMA_INITIAL)
-    pr.add_factor("measurement", fns["measurement"], [X, "bias1", "bias2", "R1", "R2"],
-                  [rec.theta, rec.gyro1, rec.gyro2, rec.theta0], sigma=SIGMA_MEAS)
-    pr.add_factor("dynamics", fns["dynamics"], [X[0 : n - 1], X[1:n], "phys"], [rec.u[:-1], rec.dt()[:, None]],
-                  sigma=SIGMA_DYN)
+    pr.add_factor(
+        "initial", fns["initial"], [X[0:1]], [(rec.theta[0] - rec.theta0)[None, :]], sigma=SIGMA_INITIAL
+    )
+    pr.add_factor(
+        "measurement",
+        fns["measurement"],
+        [X, "bias1", "bias2", "R1", "R2"],
+        [rec.theta, rec.gyro1, rec.gyro2, rec.theta0],
+        sigma=SIGMA_MEAS,
+    )
+    pr.add_factor(
+        "dynamics",
+        fns["dynamics"],
+        [X[0 : n - 1], X[1:n], "phys"],
+        [rec.u[:-1], rec.dt()[:, None]],
+        sigma=SIGMA_DYN,
+    )
     m = rec.zero_command_samples()
     if opts.bias_block and m > 0:
-        pr.add_factor("bias", fns["bias"], ["bias1", "bias2"], [rec.gyro1[:m], rec.gyro2[:m]], sigma=SIGMA_BIAS)
+        pr.add_factor(
+            "bias", fns["bias"], ["bias1", "bias2"], [rec.gyro1[:m], rec.gyro2[:m]], sigma=SIGMA_BIAS
+        )
     return pr
 
 
@@ -106,9 +127,14 @@ class Calibration:
     bias_window: int
 
 
-def calibrate(rec: DoggyRecording, start: DoggyParams = doggy.TABLE1_INITIAL, opts: ModelOptions = ModelOptions(),
-              solver: slom.Options | None = None, callback: Callable | None = None,
-              allow_unobservable: bool = False) -> Calibration:
+def calibrate(
+    rec: DoggyRecording,
+    start: DoggyParams = doggy.TABLE1_INITIAL,
+    opts: ModelOptions = ModelOptions(),
+    solver: slom.Options | None = None,
+    callback: Callable | None = None,
+    allow_unobservable: bool = False,
+) -> Calibration:
     """Solve the batch problem; raise IdentifiabilityError (naming parameters) if the data cannot fix some."""
     pr = build_problem(rec, start, opts)
     res = slom.solve(pr, solver or slom.Options(), callback)
@@ -119,8 +145,9 @@ def calibrate(rec: DoggyRecording, start: DoggyParams = doggy.TABLE1_INITIAL, op
             f"{', '.join(names)}; add a zero-command window (bias block) or more excitation"
         )
     v = res.values
-    est = DoggyParams.from_vectors(v["phys"][0], v["bias1"][0], v["bias2"][0], SO3.to_matrix(v["R1"][0]),
-                                   SO3.to_matrix(v["R2"][0]))
+    est = DoggyParams.from_vectors(
+        v["phys"][0], v["bias1"][0], v["bias2"][0], SO3.to_matrix(v["R1"][0]), SO3.to_matrix(v["R2"][0])
+    )
     return Calibration(est, start, res.sigmas(), v["x"], res, rec.zero_command_samples())
 
 
@@ -134,26 +161,42 @@ def parameter_rows(cal: Calibration, truth: DoggyParams | None = None) -> list[d
     rows = []
     units = dict(zip(PHYS_NAMES, doggy.PHYS_UNITS, strict=True))
     for i, name in enumerate(PHYS_NAMES):
-        row = {"name": name, "unit": units[name], "initial": float(cal.start.phys()[i]),
-               "estimate": float(cal.estimate.phys()[i]), "sigma": cal.sigma.get(name, float("nan"))}
+        row = {
+            "name": name,
+            "unit": units[name],
+            "initial": float(cal.start.phys()[i]),
+            "estimate": float(cal.estimate.phys()[i]),
+            "sigma": cal.sigma.get(name, float("nan")),
+        }
         if truth is not None:
             row["truth"] = float(truth.phys()[i])
         rows.append(row)
     for key in ("bias1", "bias2"):
         for j, c in enumerate("xyz"):
             lab = f"{key}_{c}"
-            row = {"name": lab, "unit": "deg/s", "initial": float(np.degrees(getattr(cal.start, key)[j])),
-                   "estimate": float(np.degrees(getattr(cal.estimate, key)[j])),
-                   "sigma": float(np.degrees(cal.sigma.get(lab, float("nan"))))}
+            row = {
+                "name": lab,
+                "unit": "deg/s",
+                "initial": float(np.degrees(getattr(cal.start, key)[j])),
+                "estimate": float(np.degrees(getattr(cal.estimate, key)[j])),
+                "sigma": float(np.degrees(cal.sigma.get(lab, float("nan")))),
+            }
             if truth is not None:
                 row["truth"] = float(np.degrees(getattr(truth, key)[j]))
             rows.append(row)
-    for key, attr, nominal in (("R1", "R_imu1", doggy.R_IMU1_NOMINAL), ("R2", "R_imu2", doggy.R_IMU2_NOMINAL)):
+    for key, attr, nominal in (
+        ("R1", "R_imu1", doggy.R_IMU1_NOMINAL),
+        ("R2", "R_imu2", doggy.R_IMU2_NOMINAL),
+    ):
         R = getattr(cal.estimate, attr)
         sig = np.degrees(np.sqrt(sum(cal.sigma.get(f"{key}_{c}", float("nan")) ** 2 for c in "xyz")))
-        row = {"name": f"{key} angle from nominal", "unit": "deg",
-               "initial": rotation_error_deg(getattr(cal.start, attr), nominal),
-               "estimate": rotation_error_deg(R, nominal), "sigma": float(sig)}
+        row = {
+            "name": f"{key} angle from nominal",
+            "unit": "deg",
+            "initial": rotation_error_deg(getattr(cal.start, attr), nominal),
+            "estimate": rotation_error_deg(R, nominal),
+            "sigma": float(sig),
+        }
         if truth is not None:
             row["truth"] = rotation_error_deg(getattr(truth, attr), nominal)
             row["error"] = rotation_error_deg(R, getattr(truth, attr))

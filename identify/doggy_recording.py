@@ -55,12 +55,22 @@ def validate(rec: DoggyRecording, source: str = "recording") -> DoggyRecording:
     n = len(rec.t)
     if n < 3:
         raise DataError(f"{source}: need at least 3 samples, got {n}")
-    for name, arr, cols in (("u", rec.u, 3), ("theta", rec.theta, 3), ("gyro1", rec.gyro1, 3),
-                            ("gyro2", rec.gyro2, 3)):
+    for name, arr, cols in (
+        ("u", rec.u, 3),
+        ("theta", rec.theta, 3),
+        ("gyro1", rec.gyro1, 3),
+        ("gyro2", rec.gyro2, 3),
+    ):
         if arr.shape != (n, cols):
             raise DataError(f"{source}: {name} has shape {arr.shape}, expected ({n}, {cols})")
-    for name, arr in (("t", rec.t), ("u", rec.u), ("theta", rec.theta), ("gyro1", rec.gyro1),
-                      ("gyro2", rec.gyro2), ("theta0", rec.theta0)):
+    for name, arr in (
+        ("t", rec.t),
+        ("u", rec.u),
+        ("theta", rec.theta),
+        ("gyro1", rec.gyro1),
+        ("gyro2", rec.gyro2),
+        ("theta0", rec.theta0),
+    ):
         bad = ~np.isfinite(arr)
         if bad.any():
             row = int(np.argwhere(bad)[0][0])
@@ -68,12 +78,16 @@ def validate(rec: DoggyRecording, source: str = "recording") -> DoggyRecording:
     dt = np.diff(rec.t)
     if np.any(dt <= 0):
         k = int(np.flatnonzero(dt <= 0)[0])
-        raise DataError(f"{source}: time stamps not strictly increasing at sample {k + 1} "
-                        f"(t={rec.t[k]:.6f} s then {rec.t[k + 1]:.6f} s)")
+        raise DataError(
+            f"{source}: time stamps not strictly increasing at sample {k + 1} "
+            f"(t={rec.t[k]:.6f} s then {rec.t[k + 1]:.6f} s)"
+        )
     med = float(np.median(dt))
     if np.any(dt > 20 * med):
         k = int(np.flatnonzero(dt > 20 * med)[0])
-        raise DataError(f"{source}: gap of {dt[k]:.4f} s after sample {k} (median step {med:.5f} s); split the log")
+        raise DataError(
+            f"{source}: gap of {dt[k]:.4f} s after sample {k} (median step {med:.5f} s); split the log"
+        )
     if np.any(np.abs(rec.u) > 1.0):
         raise DataError(f"{source}: PWM duty outside [-1, 1]")
     return rec
@@ -111,7 +125,11 @@ def read_csv(path: str | pathlib.Path) -> DoggyRecording:
         raise DataError(f"{path}: missing column(s) {', '.join(missing)} (need {', '.join(COLUMNS)})")
     body = "\n".join(lines[i + 1 :])
     try:
-        data = np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2) if body.strip() else np.zeros((0, len(header)))
+        data = (
+            np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2)
+            if body.strip()
+            else np.zeros((0, len(header)))
+        )
     except ValueError as exc:
         raise DataError(f"{path}: unreadable number ({exc})") from None
     if data.shape[1] != len(header):

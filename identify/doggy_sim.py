@@ -51,17 +51,23 @@ class ExcitationPlan:
         return sum(s.duration for s in self.segments)
 
     def to_json(self) -> str:
-        return json.dumps({"kp": self.kp, "rate": self.rate, "segments": [asdict(s) for s in self.segments]},
-                          indent=1)
+        return json.dumps(
+            {"kp": self.kp, "rate": self.rate, "segments": [asdict(s) for s in self.segments]}, indent=1
+        )
 
     @staticmethod
     def from_json(text: str) -> ExcitationPlan:
         d = json.loads(text)
-        segs = [Segment(**{k: tuple(v) if isinstance(v, list) else v for k, v in s.items()}) for s in d["segments"]]
+        segs = [
+            Segment(**{k: tuple(v) if isinstance(v, list) else v for k, v in s.items()})
+            for s in d["segments"]
+        ]
         return ExcitationPlan(segs, d["kp"], d["rate"])
 
 
-def make_plan(duration: float, seed: int = 0, zero_time: float = 1.0, slow_fraction: float = 0.45) -> ExcitationPlan:
+def make_plan(
+    duration: float, seed: int = 0, zero_time: float = 1.0, slow_fraction: float = 0.45
+) -> ExcitationPlan:
     """Zero window, slow stage (|u| ≤ 0.15) and fast stage (|u| ≤ 0.9, with a 0.5→4 Hz chirp) filling `duration`."""
     rng = np.random.default_rng(seed)
     zero_time = min(zero_time, 0.2 * duration)
@@ -168,7 +174,9 @@ def _bearing_wobble(states: np.ndarray, dt: np.ndarray, wobble) -> np.ndarray:
     drive = -gain * qdd[:, [1, 2]]  # pitch acceleration rocks about x, roll about y (reaction torques)
     wn = 2 * np.pi * f_n
     b, a = signal.bilinear([1.0, 0.0], [1.0, 2 * zeta * wn, wn**2], fs=1.0 / float(np.median(dt)))
-    out[:, :2] = signal.lfilter(b, a, drive, axis=0)  # transfer s/(s² + 2ζω s + ω²): rate of the rocking angle
+    out[:, :2] = signal.lfilter(
+        b, a, drive, axis=0
+    )  # transfer s/(s² + 2ζω s + ω²): rate of the rocking angle
     return out
 
 

@@ -34,8 +34,13 @@ def motor_velocity(rec: DoggyRecording, half_window: int = 5) -> np.ndarray:
     return (th[i1] - th[i0]) / (t[i1] - t[i0])[:, None]
 
 
-def predict(rec: DoggyRecording, params: DoggyParams, x0: np.ndarray, friction_on: str = "link",
-            debias_gyro1: bool = True) -> dict[str, np.ndarray]:
+def predict(
+    rec: DoggyRecording,
+    params: DoggyParams,
+    x0: np.ndarray,
+    friction_on: str = "link",
+    debias_gyro1: bool = True,
+) -> dict[str, np.ndarray]:
     """Open-loop Euler simulation from x0 under the recorded PWM and per-step T_s; predicted sensor signals."""
     x = ca.SX.sym("x", 12)
     u = ca.SX.sym("u", 3)
@@ -49,17 +54,29 @@ def predict(rec: DoggyRecording, params: DoggyParams, x0: np.ndarray, friction_o
     R1, R2 = params.R_imu1, params.R_imu2
     b1, b2 = np.asarray(params.bias1), np.asarray(params.bias2)
     w1 = (R1 @ np.column_stack([np.zeros(n), np.zeros(n), states[:, 3]]).T).T + b1  # eq 23 solved for ω_IMU1
-    xs, b1s, b2s, R1s, R2s, w1s = (ca.SX.sym(s, k) for s, k in (("x", 12), ("b1", 3), ("b2", 3), ("R1", 9),
-                                                                 ("R2", 9), ("w1", 3)))
-    g2 = ca.Function("g2", [xs, b1s, b2s, R1s, R2s, w1s],
-                     [doggy.gyro2_prediction(xs, b1s, b2s, ca.reshape(R1s, 3, 3), ca.reshape(R2s, 3, 3), w1s,
-                                             debias_gyro1)])
+    xs, b1s, b2s, R1s, R2s, w1s = (
+        ca.SX.sym(s, k) for s, k in (("x", 12), ("b1", 3), ("b2", 3), ("R1", 9), ("R2", 9), ("w1", 3))
+    )
+    g2 = ca.Function(
+        "g2",
+        [xs, b1s, b2s, R1s, R2s, w1s],
+        [
+            doggy.gyro2_prediction(
+                xs, b1s, b2s, ca.reshape(R1s, 3, 3), ca.reshape(R2s, 3, 3), w1s, debias_gyro1
+            )
+        ],
+    )
     w2 = np.asarray(g2.map(n)(states.T, b1, b2, R1.T.reshape(-1), R2.T.reshape(-1), w1.T)).T
     return {"theta": states[:, 6:9] + rec.theta0, "theta_dot": states[:, 9:12], "gyro1": w1, "gyro2": w2}
 
 
-def verify(rec: DoggyRecording, params: DoggyParams, x0: np.ndarray, friction_on: str = "link",
-           debias_gyro1: bool = True) -> Verification:
+def verify(
+    rec: DoggyRecording,
+    params: DoggyParams,
+    x0: np.ndarray,
+    friction_on: str = "link",
+    debias_gyro1: bool = True,
+) -> Verification:
     pred = predict(rec, params, x0, friction_on, debias_gyro1)
     meas = {"theta": rec.theta, "theta_dot": motor_velocity(rec), "gyro1": rec.gyro1, "gyro2": rec.gyro2}
     rmse = {k: [float(v) for v in np.sqrt(np.mean((pred[k] - meas[k]) ** 2, axis=0))] for k in SIGNALS}
@@ -77,7 +94,12 @@ def plot(ver: Verification, out_dir: str | pathlib.Path, windows: int = 1) -> li
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     edges = np.linspace(0, len(ver.t), windows + 1).astype(int)
-    rows = [("theta", "θ / deg"), ("theta_dot", "θ̇ / deg s⁻¹"), ("gyro2", "ω₂ / deg s⁻¹"), ("gyro1", "ω₁ / deg s⁻¹")]
+    rows = [
+        ("theta", "θ / deg"),
+        ("theta_dot", "θ̇ / deg s⁻¹"),
+        ("gyro2", "ω₂ / deg s⁻¹"),
+        ("gyro1", "ω₁ / deg s⁻¹"),
+    ]
     for w in range(windows):
         s = slice(edges[w], edges[w + 1])
         fig, axes = plt.subplots(4, 1, figsize=(10, 9), sharex=True)
@@ -88,7 +110,9 @@ def plot(ver: Verification, out_dir: str | pathlib.Path, windows: int = 1) -> li
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)
         axes[-1].set_xlabel("t / s")
-        axes[0].set_title("measured (solid) vs open-loop prediction (dashed); red/green/blue = axis 1/2/3 or x/y/z")
+        axes[0].set_title(
+            "measured (solid) vs open-loop prediction (dashed); red/green/blue = axis 1/2/3 or x/y/z"
+        )
         fig.tight_layout()
         p = out / f"doggy_verification_{w + 1}.png"
         fig.savefig(p, dpi=110)

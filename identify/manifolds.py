@@ -229,11 +229,15 @@ class Product:
 
     def plus(self, x: np.ndarray, d: np.ndarray) -> np.ndarray:
         a, t = self._slices("ambient_dim"), self._slices("tangent_dim")
-        return np.concatenate([p.plus(x[:, sa], d[:, st]) for p, sa, st in zip(self.parts, a, t, strict=False)], axis=1)
+        return np.concatenate(
+            [p.plus(x[:, sa], d[:, st]) for p, sa, st in zip(self.parts, a, t, strict=False)], axis=1
+        )
 
     def minus(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         a = self._slices("ambient_dim")
-        return np.concatenate([p.minus(y[:, sa], x[:, sa]) for p, sa in zip(self.parts, a, strict=False)], axis=1)
+        return np.concatenate(
+            [p.minus(y[:, sa], x[:, sa]) for p, sa in zip(self.parts, a, strict=False)], axis=1
+        )
 
     def aux(self, x: np.ndarray) -> np.ndarray:
         a = self._slices("ambient_dim")

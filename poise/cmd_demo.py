@@ -13,11 +13,15 @@ from poise.output import console, err_console, print_json
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="design -> run on emulated robot and boards -> identify -> report")
     p.add_argument("--out", default="out/demo", help="directory for the plan, the run and the figure")
-    p.add_argument("--postures", type=int, default=30, help="number of postures (each with its own placement)")
+    p.add_argument(
+        "--postures", type=int, default=30, help="number of postures (each with its own placement)"
+    )
     p.add_argument("--move-s", type=float, default=4.0, help="move duration per posture (robot time, s)")
     p.add_argument("--hold-s", type=float, default=8.0, help="hold duration per posture (robot time, s)")
     p.add_argument("--time-scale", type=float, default=6.0, help="time compression K")
-    p.add_argument("--no-recalibrate", action="store_true", help="skip the per-cell recalibration of the boards")
+    p.add_argument(
+        "--no-recalibrate", action="store_true", help="skip the per-cell recalibration of the boards"
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-noise", action="store_true", help="ideal boards and encoders")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -80,7 +80,9 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
         with Session(args.robot, args.boards, model, config, world_opts, prompt=not args.yes) as s:
             if prepare is not None:
                 prepare(s)
-            ex = Executor(s.link, s.boards, plan, model, config, rec, args.time_scale, s.operator, progress, tare_s)
+            ex = Executor(
+                s.link, s.boards, plan, model, config, rec, args.time_scale, s.operator, progress, tare_s
+            )
             return ex.run(), rec.dir
     finally:
         rec.close()

@@ -29,13 +29,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--seed", type=int, default=0, help="simulation seed")
     d.add_argument("--out", required=True, help="result JSON path")
     d.add_argument("--plot", metavar="DIR", help="write verification figures (PNG) here")
-    d.add_argument("--save-recording", metavar="CSV", help="with --simulate: also write the simulated recording")
+    d.add_argument(
+        "--save-recording", metavar="CSV", help="with --simulate: also write the simulated recording"
+    )
     d.add_argument("--max-iter", type=int, default=60, help="Levenberg–Marquardt iteration limit")
-    d.add_argument("--method", choices=["lm", "gn"], default="lm", help="lm (default) or undamped Gauss–Newton")
+    d.add_argument(
+        "--method", choices=["lm", "gn"], default="lm", help="lm (default) or undamped Gauss–Newton"
+    )
     d.add_argument("--friction-on", choices=["link", "motor"], default="link", help="velocity in eq 12")
-    d.add_argument("--paper-gyro2", action="store_true",
-                   help="feed the raw gyro-1 reading into the gyro-2 prediction (eq 26 as printed)")
-    d.add_argument("--no-bias-block", action="store_true", help="drop F_bias (makes gyro-1 bias unobservable)")
+    d.add_argument(
+        "--paper-gyro2",
+        action="store_true",
+        help="feed the raw gyro-1 reading into the gyro-2 prediction (eq 26 as printed)",
+    )
+    d.add_argument(
+        "--no-bias-block", action="store_true", help="drop F_bias (makes gyro-1 bias unobservable)"
+    )
     d.add_argument("--json", action="store_true", help="print the result JSON to stdout instead of tables")
     d.set_defaults(func=cmd_doggy)
 
@@ -68,8 +77,9 @@ def cmd_doggy(args: argparse.Namespace) -> int:
         source = f"simulated {args.simulate:g} s, seed {args.seed}"
         if args.save_recording:
             write_csv(rec, args.save_recording)
-    opts = dg.ModelOptions(friction_on=args.friction_on, debias_gyro1=not args.paper_gyro2,
-                           bias_block=not args.no_bias_block)
+    opts = dg.ModelOptions(
+        friction_on=args.friction_on, debias_gyro1=not args.paper_gyro2, bias_block=not args.no_bias_block
+    )
     solver = slom.Options(method=args.method, max_iter=args.max_iter)
     t0 = time.perf_counter()
     quiet = args.json
@@ -77,8 +87,10 @@ def cmd_doggy(args: argparse.Namespace) -> int:
 
     def progress(e: slom.IterationLog) -> None:
         if status is not None:
-            status.update(f"iter {e.iteration}: cost {e.cost:.6g}, step {e.step_norm:.3g}, λ {e.lam:.2g}, "
-                          f"{time.perf_counter() - t0:.1f} s")
+            status.update(
+                f"iter {e.iteration}: cost {e.cost:.6g}, step {e.step_norm:.3g}, λ {e.lam:.2g}, "
+                f"{time.perf_counter() - t0:.1f} s"
+            )
 
     if status is not None:
         status.start()
@@ -95,8 +107,12 @@ def cmd_doggy(args: argparse.Namespace) -> int:
         "samples": rec.n,
         "unknowns": 12 * rec.n + 24,
         "bias_window_samples": cal.bias_window,
-        "options": {"friction_on": opts.friction_on, "debias_gyro1": opts.debias_gyro1,
-                    "bias_block": opts.bias_block, "method": args.method},
+        "options": {
+            "friction_on": opts.friction_on,
+            "debias_gyro1": opts.debias_gyro1,
+            "bias_block": opts.bias_block,
+            "method": args.method,
+        },
         "converged": res.converged,
         "reason": res.reason,
         "iterations": res.iterations,
@@ -111,7 +127,9 @@ def cmd_doggy(args: argparse.Namespace) -> int:
         "iteration_log": [vars(e) for e in res.log],
     }
     if args.plot:
-        report["figures"] = [str(p) for p in plot(ver, args.plot, windows=max(1, min(5, int(rec.t[-1] // 10))))]
+        report["figures"] = [
+            str(p) for p in plot(ver, args.plot, windows=max(1, min(5, int(rec.t[-1] // 10))))
+        ]
     report = _clean(report)
     pathlib.Path(args.out).write_text(dumps(report))
     if args.json:
@@ -122,7 +140,9 @@ def cmd_doggy(args: argparse.Namespace) -> int:
 
 
 def _print_tables(rep: dict, simulated: bool) -> None:
-    t = Table(title=f"Doggy calibration — {rep['source']} ({rep['samples']} samples, {rep['unknowns']} unknowns)")
+    t = Table(
+        title=f"Doggy calibration — {rep['source']} ({rep['samples']} samples, {rep['unknowns']} unknowns)"
+    )
     cols = ["parameter", "unit", "initial", "estimate", "1σ"] + (["truth", "|error|/σ"] if simulated else [])
     for c in cols:
         t.add_column(c, justify="left" if c in ("parameter", "unit") else "right")
@@ -132,8 +152,10 @@ def _print_tables(rep: dict, simulated: bool) -> None:
             row += [_fmt(r.get("truth"), 5), _fmt(r.get("error_sigmas"), 2)]
         t.add_row(*row)
     console.print(t)
-    console.print(f"{rep['reason']} after {rep['iterations']} iterations, cost {rep['initial_cost']:.4g} → "
-                  f"{rep['cost']:.4g}, {rep['wall_s']:.1f} s wall")
+    console.print(
+        f"{rep['reason']} after {rep['iterations']} iterations, cost {rep['initial_cost']:.4g} → "
+        f"{rep['cost']:.4g}, {rep['wall_s']:.1f} s wall"
+    )
     r = Table(title="open-loop verification RMSE (from the first estimated state)")
     for c in ("signal", "unit", "axis 1 / x", "axis 2 / y", "axis 3 / z"):
         r.add_column(c, justify="right")

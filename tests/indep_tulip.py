@@ -32,7 +32,7 @@ def leg(q6, left: bool):
     offs = [[0, L["l0y"] if left else 0, 0], [0, 0, -L["l1z"]], [0, 0, 0], [0, ky, -L["l3z"]],
             [0, 0, -L["l4z"]], [0, 0, -L["l5z"]]]  # fmt: skip
     R, p, out = np.eye(3), np.zeros(3), []
-    for ax, off, a in zip(axes, offs, q6):
+    for ax, off, a in zip(axes, offs, q6, strict=True):
         p = p + R @ np.array(off, dtype=float)
         R = R @ rot(ax, a)
         out.append((R, p))
@@ -57,7 +57,7 @@ def com(q):
     links, _, _ = in_right_sole(q)
     rows = [D1[0]] + D1[1:] * 2
     tot, M = np.zeros(3), 0.0
-    for i, ((R, p), (cx, cy, cz, m)) in enumerate(zip(links, rows)):
+    for i, ((R, p), (cx, cy, cz, m)) in enumerate(zip(links, rows, strict=True)):
         c = np.array([cx, cy, cz if i == 0 else -cz])
         tot += m * (p + R @ c)
         M += m

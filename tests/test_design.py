@@ -79,7 +79,7 @@ def test_problem1_small(model, small_free):
     assert res.kappa < 0.7 * res.kappa_initial
     assert res.kappa == pytest.approx(kappa(design_matrix(model, res.postures.q)))
     margins = []
-    for q, j in zip(res.postures.q, res.postures.placement):
+    for q, j in zip(res.postures.q, res.postures.placement, strict=True):
         assert posture_problems(model, q, margin=0.08) == []
         np.testing.assert_allclose(left_pose(model, q), res.postures.poses[j], atol=1e-7)
         margins.append(balance(model, q).margin)
@@ -92,7 +92,7 @@ def test_problem2_small(model):
     start = sample_posture_set(model, 15, 3, np.random.default_rng(2), centred=True)
     res = solve(model, start, s)
     assert res.kappa < res.kappa_initial
-    for q, j in zip(res.postures.q, res.postures.placement):
+    for q, j in zip(res.postures.q, res.postures.placement, strict=True):
         pose = res.postures.poses[j]
         assert pose[1] >= Y_MIN_CENTRED - 1e-9
         pts = geo.all_corners(model, pose)

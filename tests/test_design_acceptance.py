@@ -3,11 +3,11 @@ passes an independent check (tests/indep_tulip.py: own kinematics + shapely) and
 
 import json
 
+import indep_tulip as ind
 import numpy as np
 import pytest
 
 from poise.cli import main
-import indep_tulip as ind
 
 THESIS_KAPPA = 314.7
 

@@ -69,8 +69,12 @@ def test_table1_rotations_are_a_few_degrees_from_nominal():
 
 def test_residual_block_dimensions():
     fns = dg.residual_functions()
-    assert {k: f.size1_out(0) for k, f in fns.items()} == {"initial": 9, "measurement": 7, "dynamics": 12,
-                                                           "bias": 6}
+    assert {k: f.size1_out(0) for k, f in fns.items()} == {
+        "initial": 9,
+        "measurement": 7,
+        "dynamics": 12,
+        "bias": 6,
+    }
     sim = simulate(SimConfig(duration=1.5, seed=3))
     pr = dg.build_problem(sim.recording, doggy.TABLE1_INITIAL)
     counts = {f.name: f.count for f in pr.factors}
@@ -128,8 +132,9 @@ def test_dropping_bias_block_makes_horizontal_gyro1_bias_unobservable():
     opts = dg.ModelOptions(bias_block=False, debias_gyro1=False)  # eq 26 as printed
     with pytest.raises(IdentifiabilityError, match="bias1"):
         dg.calibrate(sim.recording, doggy.TABLE1_INITIAL, opts, slom.Options(max_iter=4))
-    cal = dg.calibrate(sim.recording, doggy.TABLE1_INITIAL, opts, slom.Options(max_iter=4),
-                       allow_unobservable=True)
+    cal = dg.calibrate(
+        sim.recording, doggy.TABLE1_INITIAL, opts, slom.Options(max_iter=4), allow_unobservable=True
+    )
     rank = cal.result.rank
     assert rank.size - rank.rank == 2
     null_names = {k for d in rank.null_directions for k in d}
@@ -153,11 +158,19 @@ def test_gyro2_prediction_is_exact_on_noise_free_model():
     rng = np.random.default_rng(1)
     x = np.concatenate([rng.uniform(-1, 1, 3), rng.normal(size=3), np.zeros(6)])
     wobble = np.array([0.1, -0.2, 0.0])
-    g1, g2 = doggy.numeric()["true_gyros"](x, np.asarray(p.bias1), np.asarray(p.bias2), p.R_imu1, p.R_imu2,
-                                           wobble)
+    g1, g2 = doggy.numeric()["true_gyros"](
+        x, np.asarray(p.bias1), np.asarray(p.bias2), p.R_imu1, p.R_imu2, wobble
+    )
     xs = ca.SX.sym("x", 12)
-    pred = ca.Function("p", [xs], [doggy.gyro2_prediction(xs, ca.DM(p.bias1), ca.DM(p.bias2), ca.DM(p.R_imu1),
-                                                          ca.DM(p.R_imu2), ca.DM(g1))])
+    pred = ca.Function(
+        "p",
+        [xs],
+        [
+            doggy.gyro2_prediction(
+                xs, ca.DM(p.bias1), ca.DM(p.bias2), ca.DM(p.R_imu1), ca.DM(p.R_imu2), ca.DM(g1)
+            )
+        ],
+    )
     np.testing.assert_allclose(np.asarray(pred(x)).ravel(), np.asarray(g2).ravel(), atol=1e-12)
     f1 = ca.Function("g1", [xs], [doggy.gyro1_residual(xs, ca.DM(p.bias1), ca.DM(p.R_imu1), ca.DM(g1))])
     assert abs(float(f1(x))) < 1e-12

@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drivers import framed as F
+from drivers.config import load_config
 from drivers.emulators.framed_controller import FramedControllerEmulator
 from drivers.emulators.plant import JointPlant
 from drivers.link import LinkTimeout, open_link
-from drivers.config import load_config
 
 NAMES = [f"theta{i}" for i in range(1, 13)]
 

@@ -65,9 +65,17 @@ def test_valid_plan_passes_preflight(model, plan, cfg):
     "mutate,expect",
     [
         (lambda p: p.postures[1].q.__setitem__(3, -0.2), "theta4"),  # knee below 0°
-        (lambda p: (p.postures[0].q.__setitem__(0, -0.6), p.postures[0].q.__setitem__(6, 0.6)), "hip-x motors"),
-        (lambda p: (p.transitions.append(Transition(0, 1, np.array([p.postures[0].q, p.postures[1].q]))),
-                    setattr(p.postures[1], "move_s", 0.05)), "rad/s > limit"),
+        (
+            lambda p: (p.postures[0].q.__setitem__(0, -0.6), p.postures[0].q.__setitem__(6, 0.6)),
+            "hip-x motors",
+        ),
+        (
+            lambda p: (
+                p.transitions.append(Transition(0, 1, np.array([p.postures[0].q, p.postures[1].q]))),
+                setattr(p.postures[1], "move_s", 0.05),
+            ),
+            "rad/s > limit",
+        ),
         (lambda p: p.placements[0].__setattr__("left_foot", (0.5, 0.5, 0.0)), "left foot at"),
     ],
 )
@@ -107,7 +115,9 @@ def test_cli_refuses_bad_plan_with_exit_2(model, plan, tmp_path, capsys):
     bad = copy.deepcopy(plan)
     bad.postures[0].q[3] = -0.3
     save_plan(bad, tmp_path / "bad.json")
-    rc = main(["run", str(tmp_path / "bad.json"), "--robot", "sim", "--boards", "sim", "--out", str(tmp_path / "r")])
+    rc = main(
+        ["run", str(tmp_path / "bad.json"), "--robot", "sim", "--boards", "sim", "--out", str(tmp_path / "r")]
+    )
     assert rc == 2
     assert "refused before moving" in capsys.readouterr().err
 
@@ -190,7 +200,10 @@ def test_killed_run_resumes_without_loss_or_duplicates(model, cfg, tmp_path):
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if rec_path.exists() and sum(1 for line in rec_path.read_text().splitlines() if line[:1].isdigit()) >= 2:
+            if (
+                rec_path.exists()
+                and sum(1 for line in rec_path.read_text().splitlines() if line[:1].isdigit()) >= 2
+            ):
                 break
             time.sleep(0.05)
         else:

@@ -53,7 +53,9 @@ def _nonlinear(m):
     """A nonlinear CasADi function of the ambient vector (touching all components) and one data vector."""
     x = ca.SX.sym("x", m.ambient_dim)
     z = ca.SX.sym("z", 2)
-    r = ca.vertcat(ca.sin(x) * z[0], ca.sumsqr(x) * z[1], ca.cos(ca.sum1(x * ca.DM(np.arange(m.ambient_dim)))))
+    r = ca.vertcat(
+        ca.sin(x) * z[0], ca.sumsqr(x) * z[1], ca.cos(ca.sum1(x * ca.DM(np.arange(m.ambient_dim))))
+    )
     return ca.Function("f", [x, z], [r])
 
 

@@ -103,3 +103,20 @@ def test_refuses_to_write_nan(tmp_path):
     with pytest.raises(DataError):
         save_plan(plan, tmp_path / "bad.json")
     assert not (tmp_path / "bad.json").exists()
+
+
+def test_cli_errors_and_show(tmp_path, capsys):
+    from poise.cli import main
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "poise.posture-plan", "version": 1, "robot": "tulip"}')
+    assert main(["plan", "check", str(bad)]) == 2
+    assert "missing field 'base'" in capsys.readouterr().err
+    assert main(["plan", "check", str(tmp_path / "missing.json")]) == 2
+    good = tmp_path / "p.json"
+    save_plan(_plan(), good)
+    fig = tmp_path / "p.png"
+    assert main(["plan", "show", str(good), "--out", str(fig)]) == 0
+    assert fig.stat().st_size > 10_000
+    # The synthetic plan's random postures are not feasible: check must say so with exit 1.
+    assert main(["plan", "check", str(good), "--json"]) == 1

@@ -121,7 +121,9 @@ def test_banded_schur_solution_and_marginals_equal_dense_least_squares():
     z = np.linalg.lstsq(A, b, rcond=None)[0]
     n = (len(z) - 2) // 2
     np.testing.assert_allclose(res.values["x"].ravel(), z[: 2 * n], rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose([res.values["a"][0, 0], res.values["c"][0, 0]], z[2 * n :], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        [res.values["a"][0, 0], res.values["c"][0, 0]], z[2 * n :], rtol=1e-6, atol=1e-9
+    )
     cov = np.linalg.inv(A.T @ A)
     np.testing.assert_allclose(res.covariance, cov[2 * n :, 2 * n :], rtol=1e-5)
     np.testing.assert_allclose(res.state_covariance["x"][200], cov[400:402, 400:402], rtol=1e-5, atol=1e-12)
@@ -136,3 +138,54 @@ def test_levenberg_marquardt_logs_iterations_and_decreases_cost():
     accepted = [e.cost for e in res.log if e.accepted]
     assert all(b <= a + 1e-9 for a, b in zip(accepted, accepted[1:], strict=False))
     assert res.cost < res.initial_cost
+
+
+def split_chain_problem(n=300, seed=6):
+    """The chain with positions and velocities as two eliminated families: exercises the general banded path."""
+    rng = np.random.default_rng(seed)
+    T, a_true = 0.01, -0.4
+    v = np.cumsum(np.full(n, a_true * T)) + rng.normal(size=n) * 0.001
+    y = np.cumsum(v * T) + rng.normal(size=n) * 0.002
+    p = slom.Problem()
+    P = p.add_variable("p", Rn(1), np.zeros((n, 1)), eliminate=True)
+    V = p.add_variable("v", Rn(1), np.zeros((n, 1)), eliminate=True)
+    p.add_variable("a", Rn(1), [0.0])
+    s = [ca.SX.sym(k) for k in ("p", "v", "p1", "v1", "a", "z")]
+    dp = ca.Function("dp", s[0:3], [s[0] + T * s[1] - s[2]])
+    dv = ca.Function("dv", [s[1], s[3], s[4]], [s[1] + T * s[4] - s[3]])
+    meas = ca.Function("meas", [s[0], s[5]], [s[0] - s[5]])
+    prior = ca.Function("prior", [s[1]], [s[1]])
+    p.add_factor("dp", dp, [P[: n - 1], V[: n - 1], P[1:]], sigma=1e-4)
+    p.add_factor("dv", dv, [V[: n - 1], V[1:], "a"], sigma=1e-3)
+    p.add_factor("meas", meas, [P], [y[:, None]], sigma=0.002)
+    p.add_factor("prior", prior, [V[0:1]], sigma=0.01)
+    return p
+
+
+def test_general_banded_path_matches_block_path():
+    split = split_chain_problem()
+    res = slom.solve(split, slom.Options(method="gn", max_iter=3, state_covariance={"v": [150]}))
+    assert res.converged
+    # same problem with (p, v) stacked as one R² family goes through the block-tridiagonal path
+    n = split.variables["p"].count
+    p2 = slom.Problem()
+    X = p2.add_variable("x", Rn(2), np.zeros((n, 2)), eliminate=True)
+    p2.add_variable("a", Rn(1), [0.0])
+    T = 0.01
+    x, x1, a, z = ca.SX.sym("x", 2), ca.SX.sym("x1", 2), ca.SX.sym("a"), ca.SX.sym("z")
+    p2.add_factor(
+        "dyn",
+        ca.Function("d", [x, x1, a], [ca.vertcat(x[0] + T * x[1] - x1[0], x[1] + T * a - x1[1])]),
+        [X[: n - 1], X[1:], "a"],
+        sigma=[1e-4, 1e-3],
+    )
+    y = split.factors[2].data[0]
+    p2.add_factor("meas", ca.Function("m", [x, z], [x[0] - z]), [X], [y], sigma=0.002)
+    p2.add_factor("prior", ca.Function("pr", [x], [x[1]]), [X[0:1]], sigma=0.01)
+    ref = slom.solve(p2, slom.Options(method="gn", max_iter=3, state_covariance={"x": [150]}))
+    np.testing.assert_allclose(res.values["p"][:, 0], ref.values["x"][:, 0], rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(res.values["a"], ref.values["a"], rtol=1e-7)
+    np.testing.assert_allclose(res.covariance, ref.covariance, rtol=1e-6)
+    np.testing.assert_allclose(
+        res.state_covariance["v"][150][0, 0], ref.state_covariance["x"][150][1, 1], rtol=1e-6
+    )

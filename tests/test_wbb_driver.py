@@ -16,6 +16,13 @@ from robots.errors import DeviceError
 LOAD = np.array([3.0, 2.0, 4.0, 1.0])
 
 
+def _opener(emu, path):
+    if path == "socketpair":
+        return emu.connect_socketpair
+    pty = emu.open_pty()
+    return lambda: open_serial_bridge(pty)
+
+
 @pytest.fixture
 def emu_factory():
     made = []
@@ -41,7 +48,7 @@ def _run(board, seconds):
 @pytest.mark.parametrize("path", ["socketpair", "pty"])
 def test_board_reads_calibrated_cells(emu_factory, path):
     emu = emu_factory()
-    opener = emu.connect_socketpair if path == "socketpair" else (lambda p=emu.open_pty(): open_serial_bridge(p))
+    opener = _opener(emu, path)
     board = HidBoard(opener, name=path)
     samples = _run(board, 0.5)
     assert len(samples) > 25
@@ -66,7 +73,7 @@ def test_noise_free_board_gives_true_cop_within_half_mm(emu_factory):
 @pytest.mark.parametrize("path", ["socketpair", "pty"])
 def test_dropped_and_corrupted_reports_are_counted_and_skipped(emu_factory, path):
     emu = emu_factory(faults=Faults(drop=0.1, corrupt=0.2), seed=3)
-    opener = emu.connect_socketpair if path == "socketpair" else (lambda p=emu.open_pty(): open_serial_bridge(p))
+    opener = _opener(emu, path)
     board = HidBoard(opener)
     samples = _run(board, 1.0)
     assert board.stats.bad > 5  # corrupted frames/reports noticed
@@ -141,7 +148,9 @@ class _FakeEvdev:
         self.r, self.w = os.pipe()
         self.events = []
         for vals in frames:
-            for code, v in zip((ecodes.ABS_HAT0X, ecodes.ABS_HAT0Y, ecodes.ABS_HAT1X, ecodes.ABS_HAT1Y), vals):
+            for code, v in zip(  # noqa: B905
+                (ecodes.ABS_HAT0X, ecodes.ABS_HAT0Y, ecodes.ABS_HAT1X, ecodes.ABS_HAT1Y), vals
+            ):
                 self.events.append(SimpleNamespace(type=ecodes.EV_ABS, code=code, value=v))
             self.events.append(SimpleNamespace(type=ecodes.EV_SYN, code=ecodes.SYN_REPORT, value=0))
         os.write(self.w, b"x")

@@ -30,7 +30,9 @@ def test_report_bytes_layout():
     assert P.report_mode(0x32).hex() == "a2120432"
 
 
-@pytest.mark.parametrize("bad", [b"", b"\xa1", b"\xa1\x32\x00", b"\xa1\x3f" + bytes(10), b"\xa2\x32" + bytes(10)])
+@pytest.mark.parametrize(
+    "bad", [b"", b"\xa1", b"\xa1\x32\x00", b"\xa1\x3f" + bytes(10), b"\xa2\x32" + bytes(10)]
+)
 def test_bad_reports_raise(bad):
     with pytest.raises(P.ReportError):
         P.decode(bad)

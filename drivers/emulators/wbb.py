@@ -47,9 +47,9 @@ class BoardImperfections:
 
     @classmethod
     def thesis_like(cls, rng: np.random.Generator, board: int = 0) -> BoardImperfections:
-        """About the thesis's boards: ~1-2 % gain error, -0.75 / -2.45 kg zero-load readings, some noise."""
+        """About the thesis's boards: ~2 % gain error, -0.75 / -2.45 kg zero-load readings, some noise."""
         total = (-0.753, -2.453)[board % 2]
-        return cls(0.03, rng.normal(0.0, 0.01, 4), np.full(4, total / 4) + rng.normal(0, 0.05, 4))
+        return cls(0.03, rng.normal(0.0, 0.02, 4), np.full(4, total / 4) + rng.normal(0, 0.05, 4))
 
 
 class WbbEmulator:
@@ -85,6 +85,7 @@ class WbbEmulator:
         self._lock = threading.Lock()
         self._ptys: list[Pty] = []
         self._disconnected_once = False
+        self.off_s = 1.0  # how long a serial-bridge board stays off after an injected disconnect
         self.load_override: np.ndarray | None = None  # per-cell kg, e.g. a known weight during recalibration
 
     # ------------------------------------------------------------ link endpoints
@@ -187,7 +188,16 @@ class WbbEmulator:
                     n = self.sent_reports
                 if f.disconnect_after is not None and n >= f.disconnect_after and not self._disconnected_once:
                     self._disconnected_once = True
-                    return
+                    if not isinstance(link, _SerialLink):
+                        return  # the Bluetooth link drops; the driver must open a new one
+                    # serial bridge: the board goes off for a while, then answers again from scratch
+                    if f.refuse_reconnect:
+                        self._stop.wait()
+                        return
+                    self._stop.wait(self.off_s)
+                    link.drain()
+                    state.update(mode=None, init=set())
+                    continue
                 u = self.rng.random()
                 if u < f.drop:
                     continue
@@ -253,6 +263,12 @@ class _SerialLink:
             time.sleep(timeout)
             return []
         return self.decoder.feed(data)
+
+    def drain(self) -> None:
+        """Forget whatever the host sent while the board was off."""
+        while self.recv(0.0):
+            pass
+        self.decoder.buf.clear()
 
     def send(self, report: bytes, damage: np.random.Generator | None = None) -> None:
         frame = bytearray(bridge_frame(report))

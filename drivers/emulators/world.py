@@ -63,7 +63,8 @@ class SimWorld:
                 )
             )
         self._board_paths = [
-            b.open_pty() if t == "pty" else None for b, t in zip(self.boards, opts.board_transports)
+            b.open_pty() if t == "pty" else None
+            for b, t in zip(self.boards, opts.board_transports, strict=True)
         ]
 
     def board_openers(self):

@@ -25,7 +25,9 @@ def board_drivers(spec: str, openers=None) -> list[_BoardBase]:
         elif ep.scheme == "serial":
             baud = int(ep.options.get("baud", 115200))
             out.append(
-                HidBoard(lambda p=t: open_serial_bridge(p, baud), i, f"serial:{t}", mode=mode, method=method)
+                HidBoard(
+                    lambda p=t, b=baud: open_serial_bridge(p, b), i, f"serial:{t}", mode=mode, method=method
+                )
             )
         elif ep.scheme == "evdev":
             out.append(EvdevBoard(lambda p=t: open_evdev(p), i, f"evdev:{t}"))

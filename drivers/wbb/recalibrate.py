@@ -14,7 +14,9 @@ from drivers.wbb.protocol import CELLS
 from robots.errors import DeviceError
 
 
-def recalibrate_board(board, put_weight: Callable[[int | None], None], weight_kg: float, seconds: float = 1.0):
+def recalibrate_board(
+    board, put_weight: Callable[[int | None], None], weight_kg: float, seconds: float = 1.0
+):
     """`put_weight(cell)` places the weight over cell index 0..3 (TR, BR, TL, BL), `put_weight(None)` removes
     it. Returns the per-cell gains (already applied to the board's calibration)."""
     loads = []

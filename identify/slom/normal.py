@@ -133,7 +133,7 @@ def make_plan(problem: Problem, layout: Layout) -> Plan:
     grad = []
     info = []
     bw = 0
-    for fi, f in enumerate(problem.factors):
+    for f in problem.factors:
         offs = []
         for r in f.variables:
             o, kind = _offsets(layout, r, f.count)
@@ -155,9 +155,13 @@ def make_plan(problem: Problem, layout: Layout) -> Plan:
     n_e = layout.n_e
     block = _block_mode(problem, layout, info)
     if block:
-        pairs = [_Pair(fi, i, j, "ee" if ki == kj == "e" else ("bb" if ki == kj == "b" else "eb"))
-                 for fi, offs in enumerate(info) for i, (_, ki, _) in enumerate(offs)
-                 for j, (_, kj, _) in enumerate(offs) if j >= i and "fixed" not in (ki, kj)]
+        pairs = [
+            _Pair(fi, i, j, "ee" if ki == kj == "e" else ("bb" if ki == kj == "b" else "eb"))
+            for fi, offs in enumerate(info)
+            for i, (_, ki, _) in enumerate(offs)
+            for j, (_, kj, _) in enumerate(offs)
+            if j >= i and "fixed" not in (ki, kj)
+        ]
         return Plan(layout, bw, pairs, grad, block)
     for fi, offs in enumerate(info):
         K = problem.factors[fi].count
@@ -372,14 +376,16 @@ class Factorization:
 
 
 def scaled(ns: NormalSystem, sc: Scaling):
-    """Return scaled copies (ab, B, C, g_e, g_b) with unit diagonal."""
-    ab = ns.ab / sc.d_e[None, :]
+    """Return scaled copies (ab, B, C, g_e, g_b) with unit diagonal: H_s = D⁻¹HD⁻¹, g_s = D⁻¹g."""
+    inv_e, inv_b = 1.0 / sc.d_e, 1.0 / sc.d_b
+    ab = ns.ab * inv_e[None, :]
     n_e = ab.shape[1]
     for d in range(ab.shape[0]):
-        ab[d, : n_e - d] /= sc.d_e[d:]
-    B = ns.B / sc.d_e[:, None] / sc.d_b[None, :] if ns.B.size else ns.B
-    C = ns.C / np.outer(sc.d_b, sc.d_b)
-    return ab, B, C, ns.g_e / sc.d_e, ns.g_b / sc.d_b
+        ab[d, : n_e - d] *= inv_e[d:]
+    B = ns.B * inv_e[:, None]
+    B *= inv_b[None, :]
+    C = ns.C * np.outer(inv_b, inv_b)
+    return ab, B, C, ns.g_e * inv_e, ns.g_b * inv_b
 
 
 def _tb(cb: np.ndarray, rhs: np.ndarray, trans: str) -> np.ndarray:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from identify.slom import normal
-from identify.slom.evaluate import compile_factor, eval_jacobians, eval_residuals
+from identify.slom.evaluate import compile_factor, eval_jacobians, eval_residuals, jit_available
 from identify.slom.problem import Problem
 
 
@@ -19,13 +19,16 @@ class Options:
 
     method: str = "lm"
     max_iter: int = 100
-    lam0: float = 1e-6
-    lam_down: float = 1 / 3  # smallest factor λ is multiplied by after a very good step (Nielsen: 1/3)
+    lam0: float = 1e-9  # relative to the unit diagonal of the Jacobi-scaled normal matrix
+    lam_down: float = 0.1  # smallest factor λ is multiplied by after a very good step (Nielsen uses 1/3)
     lam_min: float = 0.0
     ftol: float = 1e-10  # stop when the relative cost decrease of an accepted step is below this
     xtol: float = 1e-10  # … or the scaled step norm is below this (relative to the scaled state norm + xtol)
     gtol: float = 1e-10  # … or the scaled gradient's max-norm is below this
     threads: int = 1  # CasADi map threads; serial is fastest on a loaded 2-core machine
+    jit: bool | None = (
+        None  # compile residual blocks to C; None: when a C compiler exists and ≥ 20 000 instances
+    )
     rank_rtol: float = 1e-10  # eigenvalue of the scaled border information below rtol·max → unobservable
     covariance: bool = True
     state_covariance: dict[str, list[int]] = field(default_factory=dict)  # name → element indices
@@ -38,7 +41,8 @@ class IterationLog:
     step_norm: float
     lam: float
     accepted: bool
-    seconds: float
+    seconds: float  # this trial: factorise, solve, evaluate the cost
+    elapsed: float  # since the start of solve()
 
 
 @dataclass
@@ -138,7 +142,10 @@ def solve(
     t_start = time.perf_counter()
     layout = normal.make_layout(problem)
     plan = normal.make_plan(problem, layout)
-    compiled = [compile_factor(problem, f, opt.threads) for f in problem.factors]
+    jit = opt.jit
+    if jit is None:
+        jit = jit_available() and sum(f.count for f in problem.factors) >= 20000
+    compiled = [compile_factor(problem, f, opt.threads, jit and f.count >= 5000) for f in problem.factors]
     values = {n: v.values.copy() for n, v in problem.variables.items()}
 
     def linearize(vals):
@@ -188,8 +195,9 @@ def solve(
             new_cost = cost_at(trial)
             gain = (cost - new_cost) / pred if pred > 0 else -1.0
             accepted = opt.method == "gn" or (np.isfinite(new_cost) and gain > 0)
+            now = time.perf_counter()
             entry = IterationLog(
-                it, new_cost if accepted else cost, step, lam, accepted, time.perf_counter() - t0
+                it, new_cost if accepted else cost, step, lam, accepted, now - t0, now - t_start
             )
             log.append(entry)
             if callback:

@@ -68,12 +68,16 @@ def design_quick(model, n: int, seed: int, move_s: float, hold_s: float, pool: i
         R, p = site_pose(model, q, "sim", other, "right")
         placements.append(Placement(k, (float(p[0]), float(p[1]), math.atan2(R[1, 0], R[0, 0]))))
         cop = com_position(model, q, "sim", "right")[:2]
-        postures.append(Posture(k, k, q, move_s, hold_s, (float(cop[0]), float(cop[1])), balance(model, q).margin))
+        postures.append(
+            Posture(k, k, q, move_s, hold_s, (float(cop[0]), float(cop[1])), balance(model, q).margin)
+        )
     return Plan(model.name, "right", model.joint_names, placements, postures, kappa={"right": kappa(chosen)},
                 seed=seed, settings={"design": "demo quick: greedy kappa over random postures", "variant": "simplified"})  # fmt: skip
 
 
-def recalibrate_sim_boards(session, weight_kg: float = 10.0, seconds: float = 1.0, tare_s: float = 4.0) -> list[np.ndarray]:
+def recalibrate_sim_boards(
+    session, weight_kg: float = 10.0, seconds: float = 1.0, tare_s: float = 4.0
+) -> list[np.ndarray]:
     """Tare, then recalibrate every emulated board with a known weight over each cell (Leach 2014 style)."""
     from drivers.wbb.recalibrate import recalibrate_board
 
@@ -117,7 +121,16 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     prepare = None if args.no_recalibrate else recalibrate_sim_boards
     if prepare:
         log("    boards: tare, then per-cell recalibration with a 10 kg weight over each cell")
-    result, _ = execute(ns, model, plan, config, world_opts=opts, progress=progress, prepare=prepare, tare_s=0.0 if prepare else 4.0)
+    result, _ = execute(
+        ns,
+        model,
+        plan,
+        config,
+        world_opts=opts,
+        progress=progress,
+        prepare=prepare,
+        tare_s=0.0 if prepare else 4.0,
+    )
     timings["run_s"] = time.monotonic() - t0
     j = result.jitter()
     log(
