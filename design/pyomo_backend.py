@@ -43,7 +43,8 @@ def ensure_available() -> None:
     from pyomo.contrib.pynumero.asl import AmplInterface
 
     lib = asl_library()
-    if lib and AmplInterface.libname in (None, lib) or lib and not AmplInterface.available():
+    current = AmplInterface.libname
+    if lib is not None and not (isinstance(current, str) and os.path.exists(current)):
         AmplInterface.libname = lib
     if not AmplInterface.available():
         raise PoiseError("the Pyomo backend needs PyNumero's ASL library: run `make pynumero`")

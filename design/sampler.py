@@ -7,6 +7,7 @@ Gauss–Newton; keep solutions inside the joint limits with the required CoP mar
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -67,7 +68,21 @@ def ik_function(model: RobotModel, params: str = "sim", base: str = "right") -> 
         -ca.sin(t[8]) * Rf[0, 0] + ca.cos(t[8]) * Rf[1, 0],
     )
     r = ca.vertcat(com - t[:3], rot, foot)
-    return ca.Function("ik", [q, t], [r, ca.jacobian(r, q)])
+    return compiled(ca.Function("ik", [q, t], [r, ca.jacobian(r, q)]))
+
+
+def compiled(fn: ca.Function) -> ca.Function:
+    """JIT-compile an SX function with the system C compiler (≈10× faster here); unchanged if that fails.
+
+    Set POISE_NO_JIT=1 to skip compiling (e.g. no compiler available).
+    """
+    if os.environ.get("POISE_NO_JIT"):
+        return fn
+    try:
+        opts = {"jit": True, "compiler": "shell", "jit_options": {"flags": ["-O1"], "verbose": False}}
+        return ca.Function(fn.name(), fn.sx_in(), fn.call(fn.sx_in()), opts)
+    except Exception:  # noqa: BLE001 - any compiler problem: fall back to the interpreted function
+        return fn
 
 
 def solve_ik(

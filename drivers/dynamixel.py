@@ -27,7 +27,7 @@ class DynamixelLink:
         servos: list[ServoMap],
         joint_names: list[str],
         baud: int = 1_000_000,
-        retries: int = 2,
+        retries: int = 4,
     ):
         self.port_name = port
         self.servos = servos

@@ -43,7 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="feed the raw gyro-1 reading into the gyro-2 prediction (eq 26 as printed)",
     )
     d.add_argument(
-        "--no-bias-block", action="store_true", help="drop F_bias (makes gyro-1 bias unobservable)"
+        "--no-bias-block",
+        action="store_true",
+        help="drop F_bias (with --paper-gyro2 the horizontal gyro-1 bias is then unobservable)",
     )
     d.add_argument("--json", action="store_true", help="print the result JSON to stdout instead of tables")
     d.set_defaults(func=cmd_doggy)
