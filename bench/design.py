@@ -50,6 +50,7 @@ def run(quick: bool) -> dict:
                     "sample_s": res.stats["sample_s"],
                     "solve_s": res.wall_s,
                     "wall_s": res.stats["sample_s"] + res.wall_s,
+                    "cpu_s": res.stats.get("cpu_s"),
                     "iterations": res.stats["iterations"],
                 }
             )
@@ -66,6 +67,7 @@ def run(quick: bool) -> dict:
                 max(r["kappa_initial"] for r in rows),
             ],
             "max_wall_s_per_start": max(r["wall_s"] for r in rows),
+            "median_wall_s_per_start": float(np.median([r["wall_s"] for r in rows])),
             "total_wall_s": time.perf_counter() - t0,
             "thesis": THESIS[problem],
             "targets": TARGETS[problem],

@@ -70,12 +70,38 @@ def surrogate(H: np.ndarray, p: float) -> tuple[float, np.ndarray]:
 
 
 class _SurrogateGrad(ca.Callback):
-    """Gradient of the surrogate w.r.t. H (row vector), numeric."""
+    """Jacobian of the surrogate w.r.t. H (row vector) and p (not needed by the NLP: zero), numeric."""
 
-    def __init__(self, shape: tuple[int, int], p: float):
+    def __init__(self, shape: tuple[int, int]):
         ca.Callback.__init__(self)
-        self.shape, self.p = shape, p
+        self.shape = shape
         self.construct("surrogate_grad", {"enable_fd": False})
+
+    def get_n_in(self):
+        return 3
+
+    def get_n_out(self):
+        return 2
+
+    def get_sparsity_in(self, i):
+        return ca.Sparsity.dense(*self.shape) if i == 0 else ca.Sparsity.dense(1, 1)
+
+    def get_sparsity_out(self, i):
+        return ca.Sparsity.dense(1, self.shape[0] * self.shape[1]) if i == 0 else ca.Sparsity.dense(1, 1)
+
+    def eval(self, arg):
+        _, g = surrogate(np.asarray(arg[0]), float(arg[1]))
+        return [ca.DM(g.reshape(1, -1, order="F")), ca.DM(0.0)]
+
+
+class SurrogateKappa(ca.Callback):
+    """CasADi node f_p(H) (inputs H and the sharpness p) with an exact spectral Jacobian, for an MX NLP."""
+
+    def __init__(self, shape: tuple[int, int]):
+        ca.Callback.__init__(self)
+        self.shape = shape
+        self._grad = _SurrogateGrad(shape)
+        self.construct("surrogate_kappa", {"enable_fd": False})
 
     def get_n_in(self):
         return 2
@@ -87,37 +113,10 @@ class _SurrogateGrad(ca.Callback):
         return ca.Sparsity.dense(*self.shape) if i == 0 else ca.Sparsity.dense(1, 1)
 
     def get_sparsity_out(self, i):
-        return ca.Sparsity.dense(1, self.shape[0] * self.shape[1])
-
-    def eval(self, arg):
-        H = np.asarray(arg[0])
-        _, g = surrogate(H, self.p)
-        return [ca.DM(g.reshape(1, -1, order="F"))]
-
-
-class SurrogateKappa(ca.Callback):
-    """CasADi node f_p(H) with an exact (spectral) Jacobian, for use inside an MX NLP."""
-
-    def __init__(self, shape: tuple[int, int], p: float):
-        ca.Callback.__init__(self)
-        self.shape, self.p = shape, p
-        self._grad = _SurrogateGrad(shape, p)
-        self.construct("surrogate_kappa", {"enable_fd": False})
-
-    def get_n_in(self):
-        return 1
-
-    def get_n_out(self):
-        return 1
-
-    def get_sparsity_in(self, i):
-        return ca.Sparsity.dense(*self.shape)
-
-    def get_sparsity_out(self, i):
         return ca.Sparsity.dense(1, 1)
 
     def eval(self, arg):
-        f, _ = surrogate(np.asarray(arg[0]), self.p)
+        f, _ = surrogate(np.asarray(arg[0]), float(arg[1]))
         return [ca.DM(f)]
 
     def has_jacobian(self):
@@ -125,5 +124,7 @@ class SurrogateKappa(ca.Callback):
 
     def get_jacobian(self, name, inames, onames, opts):
         H = ca.MX.sym("H", *self.shape)
+        p = ca.MX.sym("p", 1, 1)
         out = ca.MX.sym("f", 1, 1)
-        return ca.Function(name, [H, out], [self._grad(H, out)], inames, onames, opts)
+        jh, jp = self._grad(H, p, out)
+        return ca.Function(name, [H, p, out], [jh, jp], inames, onames, opts)

@@ -18,7 +18,7 @@ import numpy as np
 
 from design import geometry as geo
 from design.criteria import SurrogateKappa, base_model, design_columns, design_matrix, kappa
-from design.sampler import Y_MIN_CENTRED, PostureSet
+from design.sampler import Y_MIN_CENTRED, PostureSet, compiled
 from robots.kinematics import site_pose_sym
 from robots.stance import other_site
 from robots.tree import RobotModel
@@ -62,7 +62,7 @@ class SolveResult:
 
 
 @lru_cache(maxsize=8)
-def posture_function(model: RobotModel, params: str, base: str) -> ca.Function:
+def posture_function(model: RobotModel, params: str, base: str, jit: bool = False) -> ca.Function:
     """Per posture: equalities (flat + at placement, 6), CoP (2), design rows Hᵢᵀ (25×2), G = R_xy R_xyᵀ (3)."""
     q = ca.SX.sym("q", model.nq)
     pose = ca.SX.sym("pose", 3)
@@ -80,24 +80,32 @@ def posture_function(model: RobotModel, params: str, base: str) -> ca.Function:
     cop = Rxy @ ca.DM(bm.values(params))
     h = Rxy[:, list(design_columns(model, base))].T
     G = Rxy @ Rxy.T
-    return ca.Function("posture", [q, pose], [eq, cop, h, ca.vertcat(G[0, 0], G[0, 1], G[1, 1])])
+    fn = ca.Function("posture", [q, pose], [eq, cop, h, ca.vertcat(G[0, 0], G[0, 1], G[1, 1])])
+    return compiled(fn) if jit else fn
+
+
+@lru_cache(maxsize=8)
+def _mapped_posture(model: RobotModel, params: str, base: str, n: int) -> ca.Function:
+    """The compiled per-posture function mapped over n postures; cached so CasADi reuses its derivatives."""
+    return posture_function(model, params, base, jit=True).map(n)
 
 
 def _structures(model: RobotModel, poses: np.ndarray, base: str) -> list[geo.Structure]:
     return [geo.structure(model, p, base) for p in poses]
 
 
-def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[geo.Structure], p: float):
+def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[geo.Structure]):
     """Assemble the NLP for fixed structures; returns (nlp dict, bounds, unpack info)."""
     N, P, nq = len(placement), len(structs), model.nq
     X = ca.MX.sym("x", N * nq + 5 * P)
     Q = ca.reshape(X[: N * nq], nq, N)
     PL = ca.reshape(X[N * nq :], 5, P)
     poses = ca.horzcat(*[PL[:3, j] for j in placement])
-    eq, cop, h, G = posture_function(model, s.params, s.base).map(N)(Q, poses)
+    eq, cop, h, G = _mapped_posture(model, s.params, s.base, N)(Q, poses)
     Ht = h  # 25 × 2N = Hᵀ
-    cb = SurrogateKappa((Ht.shape[0], Ht.shape[1]), p)  # must outlive the solver
-    f = cb(Ht)
+    sharp = ca.MX.sym("p")
+    cb = SurrogateKappa((Ht.shape[0], Ht.shape[1]))  # must outlive the solver
+    f = cb(Ht, sharp)
     rb, ro = geo.foot_rects(model, s.base)
     g, lbg, ubg = [ca.vec(eq)], [np.zeros(6 * N)], [np.zeros(6 * N)]
     if model.coupled_b.size:
@@ -157,7 +165,7 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
     )
     if s.centred:
         lbx[N * nq + 1 :: 5] = Y_MIN_CENTRED
-    nlp = {"x": X, "f": f, "g": ca.vertcat(*g), "_keep": cb}
+    nlp = {"x": X, "p": sharp, "f": f, "g": ca.vertcat(*g), "_keep": cb}
     return nlp, (
         lbx,
         ubx,
@@ -197,18 +205,23 @@ def solve(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveR
     seps = np.array([geo.separating_line(pose, model, s.base)[:2] for pose in start.poses])
     x = _pack(start, seps)
     k0 = kappa(design_matrix(model, start.q, s.base))
-    stats: dict = {"stages": [], "iterations": 0}
+    stats: dict = {"stages": [], "iterations": 0, "builds": 0}
+    built: dict = {}  # structures -> (solver, bounds, callback): rebuilt only when the structure changes
     for p in s.sharpness:
         for rnd in range(s.max_rounds):
             q, poses, seps = _unpack(x, N, P, nq)
             structs = _structures(model, poses, s.base)
-            nlp, (lbx, ubx, lbg, ubg) = _build(model, s, start.placement, structs, p)
-            opts = {"ipopt": dict(IPOPT_OPTIONS, max_iter=s.max_iter), "print_time": False}
-            keep = nlp.pop("_keep")
-            solver = ca.nlpsol("design", "ipopt", nlp, opts)
-            sol = solver(x0=x, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
+            key = tuple(structs)
+            if key not in built:
+                built.clear()
+                nlp, bounds = _build(model, s, start.placement, structs)
+                opts = {"ipopt": dict(IPOPT_OPTIONS, max_iter=s.max_iter), "print_time": False}
+                keep = nlp.pop("_keep")
+                built[key] = (ca.nlpsol("design", "ipopt", nlp, opts), bounds, keep)
+                stats["builds"] += 1
+            solver, (lbx, ubx, lbg, ubg), _ = built[key]
+            sol = solver(x0=x, p=p, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
             st = solver.stats()
-            del solver, keep
             g = np.asarray(sol["g"]).ravel()
             viol = float(max(np.max(lbg - g, initial=0), np.max(g - ubg, initial=0)))
             x_new = np.asarray(sol["x"]).ravel()
@@ -233,6 +246,7 @@ def solve(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveR
                 log(f"p={p:g} round {rnd}: {st['return_status']}, {st['iter_count']} it, κ={kk:.1f}")
             if _structures(model, posesn, s.base) == structs or not accepted:
                 break
+    built.clear()
     q, poses, _ = _unpack(x, N, P, nq)
     out = PostureSet(q, start.placement.copy(), poses)
     return SolveResult(

@@ -68,7 +68,19 @@ def ik_function(model: RobotModel, params: str = "sim", base: str = "right") -> 
         -ca.sin(t[8]) * Rf[0, 0] + ca.cos(t[8]) * Rf[1, 0],
     )
     r = ca.vertcat(com - t[:3], rot, foot)
-    return compiled(ca.Function("ik", [q, t], [r, ca.jacobian(r, q)]))
+    return ca.Function("ik", [q, t], [r, ca.jacobian(r, q)])
+
+
+@lru_cache(maxsize=1)
+def _jit_dir() -> str:
+    """A private temporary directory per process for generated C and libraries, removed at exit."""
+    import atexit
+    import shutil
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="poise_jit_")
+    atexit.register(shutil.rmtree, d, True)
+    return d
 
 
 def compiled(fn: ca.Function) -> ca.Function:
@@ -79,7 +91,8 @@ def compiled(fn: ca.Function) -> ca.Function:
     if os.environ.get("POISE_NO_JIT"):
         return fn
     try:
-        opts = {"jit": True, "compiler": "shell", "jit_options": {"flags": ["-O1"], "verbose": False}}
+        jit_opts = {"flags": ["-O1"], "verbose": False, "directory": _jit_dir(), "cleanup": True}
+        opts = {"jit": True, "compiler": "shell", "jit_name": f"poise_{fn.name()}", "jit_options": jit_opts}
         return ca.Function(fn.name(), fn.sx_in(), fn.call(fn.sx_in()), opts)
     except Exception:  # noqa: BLE001 - any compiler problem: fall back to the interpreted function
         return fn
@@ -102,9 +115,19 @@ def solve_ik(
     fn = _mapped_ik(model, params, base, K)
     q = np.clip(q, model.lower, model.upper)
 
+    tgt = np.ascontiguousarray(target, dtype=float)  # (K, 9) C order = 9×K column-major
+    buf, run = fn.buffer()
+    buf.set_arg(1, memoryview(tgt))
+
     def ev(qq):
-        r, J = fn(qq.T, target.T)
-        return np.asarray(r).T, np.asarray(J).reshape(nq, K, nq).transpose(1, 0, 2)
+        qc = np.ascontiguousarray(qq, dtype=float)
+        r = np.zeros((K, nq))  # = nq×K column-major
+        J = np.zeros((K, nq, nq))  # = nq×(nq·K) column-major: J[k, col, row]
+        buf.set_arg(0, memoryview(qc))
+        buf.set_res(0, memoryview(r))
+        buf.set_res(1, memoryview(J))
+        run()
+        return r, J.transpose(0, 2, 1).copy()
 
     r, J = ev(q)
     lam = np.full(K, 1e-3)
@@ -129,7 +152,11 @@ def solve_ik(
 
 @lru_cache(maxsize=8)
 def _mapped_ik(model: RobotModel, params: str, base: str, k: int) -> ca.Function:
-    return ik_function(model, params, base).map(k)
+    f = ik_function(model, params, base)
+    q, t = ca.SX.sym("q", model.nq), ca.SX.sym("t", 9)
+    r, J = f(q, t)
+    dense = ca.Function("ik_dense", [q, t], [r, ca.densify(J)])
+    return compiled(dense).map(k)
 
 
 def _neutral(model: RobotModel, rng: np.random.Generator) -> np.ndarray:

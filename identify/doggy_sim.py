@@ -123,6 +123,12 @@ def pwm_program(plan: ExcitationPlan, t: np.ndarray):
     return target, ff, umax
 
 
+def pwm_command(target: np.ndarray, ff: np.ndarray, u_max, theta: np.ndarray, kp: float) -> np.ndarray:
+    """The controller a driver runs each sample: u = clip(kp (target − θ) + sweep, ±u_max) (θ without θ₀)."""
+    u_max = np.asarray(u_max, float)[..., None] if np.ndim(u_max) else u_max
+    return np.clip(kp * (np.asarray(target) - theta) + ff, -u_max, u_max)
+
+
 @dataclass
 class SimConfig:
     duration: float = 60.0  # s

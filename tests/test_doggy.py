@@ -84,6 +84,18 @@ def test_residual_block_dimensions():
     assert unknowns == 12 * n + 24
 
 
+def test_streamed_pwm_reproduces_the_simulated_commands():
+    from identify.doggy_sim import pwm_command, pwm_program
+
+    sim = simulate(SimConfig(duration=3.0, seed=5))
+    rec = sim.recording
+    target, ff, umax = pwm_program(sim.plan, rec.t)
+    u = pwm_command(target, ff, umax, rec.theta - rec.theta0, sim.plan.kp)
+    np.testing.assert_allclose(u, rec.u, atol=1e-9)
+    assert np.abs(rec.u[rec.t < sim.plan.segments[0].duration - 1e-3]).max() == 0.0  # zero-command window
+    assert np.abs(rec.u).max() <= 0.9 + 1e-12
+
+
 def test_simulated_plan_has_the_paper_stages():
     plan = make_plan(60.0, seed=0)
     kinds = [s.kind for s in plan.segments]

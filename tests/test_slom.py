@@ -2,6 +2,7 @@
 
 import casadi as ca
 import numpy as np
+import pytest
 
 from identify import slom
 from identify.manifolds import S2, SO3, Rn, so3_exp, so3_log
@@ -51,10 +52,11 @@ def test_covariance_matches_monte_carlo_spread():
     assert np.all((ratio > 0.5) & (ratio < 1.6)), ratio
 
 
-def test_robust_loss_resists_outliers():
+@pytest.mark.parametrize("loss", [slom.Cauchy(2.0), slom.Huber(1.0)], ids=["cauchy", "huber"])
+def test_robust_loss_resists_outliers(loss):
     rng_plain, rng_robust = np.random.default_rng(3), np.random.default_rng(3)
     p1, R_s, _ = accel_problem(rng_plain, K=120, outliers=0.15)
-    p2, _, _ = accel_problem(rng_robust, K=120, outliers=0.15, loss=slom.Cauchy(2.0))
+    p2, _, _ = accel_problem(rng_robust, K=120, outliers=0.15, loss=loss)
     e_plain = np.linalg.norm(so3_log(R_s.T @ SO3.to_matrix(slom.solve(p1).values["Rs"][0])))
     e_robust = np.linalg.norm(so3_log(R_s.T @ SO3.to_matrix(slom.solve(p2).values["Rs"][0])))
     assert e_robust < 0.3 * e_plain

@@ -12,6 +12,8 @@ from identify.slom import normal
 from identify.slom.evaluate import compile_factor, eval_jacobians, eval_residuals, jit_available
 from identify.slom.problem import Problem
 
+REUSE_MAX_LAMBDA = 1e-12  # damping (relative to the unit scaled diagonal) still treated as 0 for covariances
+
 
 @dataclass
 class Options:
@@ -23,12 +25,10 @@ class Options:
     lam_down: float = 0.1  # smallest factor λ is multiplied by after a very good step (Nielsen uses 1/3)
     lam_min: float = 0.0
     ftol: float = 1e-10  # stop when the relative cost decrease of an accepted step is below this
-    xtol: float = 1e-10  # … or the scaled step norm is below this (relative to the scaled state norm + xtol)
+    xtol: float = 1e-10  # … or the Jacobi-scaled step norm is below this
     gtol: float = 1e-10  # … or the scaled gradient's max-norm is below this
     threads: int = 1  # CasADi map threads; serial is fastest on a loaded 2-core machine
-    jit: bool | None = (
-        None  # compile residual blocks to C; None: when a C compiler exists and ≥ 20 000 instances
-    )
+    jit: bool | None = None  # compile blocks to C; None: if a C compiler exists and ≥ 20 000 instances
     rank_rtol: float = 1e-10  # eigenvalue of the scaled border information below rtol·max → unobservable
     covariance: bool = True
     state_covariance: dict[str, list[int]] = field(default_factory=dict)  # name → element indices
@@ -164,6 +164,7 @@ def solve(
 
     cost, ns = linearize(values)
     initial_cost = cost
+    reuse = None  # (normal system, scaling, factorisation) of the current linearisation
     lam = 0.0 if opt.method == "gn" else opt.lam0
     nu = 2.0
     log: list[IterationLog] = []
@@ -179,7 +180,8 @@ def solve(
             break
         while True:
             try:
-                y_e, y_b, _ = normal.factor_and_solve(ab, B, C, g_e, g_b, lam)
+                y_e, y_b, fact = normal.factor_and_solve(ab, B, C, g_e, g_b, lam)
+                reuse = (ns, sc, fact)
             except np.linalg.LinAlgError:
                 lam = max(lam * nu, 1e-9)
                 nu *= 2
@@ -234,7 +236,7 @@ def solve(
         if abs(old_cost - cost) <= opt.ftol * max(old_cost, 1e-300):
             converged, reason = True, "relative cost decrease below ftol"
             break
-        if step <= opt.xtol * (1.0 + step):
+        if step <= opt.xtol:
             converged, reason = True, "step below xtol"
             break
     return _finish(
@@ -252,6 +254,7 @@ def solve(
         opt,
         t_start,
         ns,
+        reuse,
     )
 
 
@@ -270,6 +273,7 @@ def _finish(
     opt,
     t_start,
     ns=None,
+    reuse=None,
 ) -> SolveResult:
     labels = border_labels(problem, layout)
     stats = residual_stats(problem, compiled, values)
@@ -277,7 +281,7 @@ def _finish(
     if opt.covariance:
         if ns is None:
             ns = _relinearize(problem, plan, compiled, values)
-        cov, rank, state_cov = _covariance(problem, layout, ns, labels, opt)
+        cov, rank, state_cov = _covariance(problem, layout, ns, labels, opt, reuse)
     return SolveResult(
         values,
         cost,
@@ -300,11 +304,13 @@ def _relinearize(problem, plan, compiled, values):
     return normal.assemble(problem, plan, list(rs), [list(j) for j in js])
 
 
-def _covariance(problem: Problem, layout, ns, labels, opt: Options):
+def _covariance(problem: Problem, layout, ns, labels, opt: Options, reuse=None):
     """Marginal covariance of the border block (S⁻¹ on the observable subspace) and chosen states."""
-    sc = normal.jacobi_scaling(ns)
-    ab, B, C, g_e, g_b = normal.scaled(ns, sc)
-    _, _, fact = normal.factor_and_solve(ab, B, C, g_e, g_b, 0.0)
+    if reuse is not None and reuse[0] is ns and reuse[2].lam <= REUSE_MAX_LAMBDA:
+        sc, fact = reuse[1], reuse[2]  # the last trial factorised this very system with negligible damping
+    else:
+        sc = normal.jacobi_scaling(ns)
+        _, _, fact = normal.factor_and_solve(*normal.scaled(ns, sc), 0.0)
     S = 0.5 * (fact.S + fact.S.T)
     n_b = S.shape[0]
     w, V = np.linalg.eigh(S) if n_b else (np.zeros(0), np.zeros((0, 0)))
