@@ -91,8 +91,9 @@ def compiled(fn: ca.Function) -> ca.Function:
     if os.environ.get("POISE_NO_JIT"):
         return fn
     try:
-        jit_opts = {"flags": ["-O1"], "verbose": False, "directory": _jit_dir(), "cleanup": True}
-        opts = {"jit": True, "compiler": "shell", "jit_name": f"poise_{fn.name()}", "jit_options": jit_opts}
+        jit_opts = {"flags": ["-O1"], "verbose": False, "directory": _jit_dir(), "cleanup": False}
+        opts = {"jit": True, "compiler": "shell", "jit_name": f"poise_{fn.name()}", "jit_cleanup": False}
+        opts["jit_options"] = jit_opts  # the directory is removed at exit (_jit_dir)
         return ca.Function(fn.name(), fn.sx_in(), fn.call(fn.sx_in()), opts)
     except Exception:  # noqa: BLE001 - any compiler problem: fall back to the interpreted function
         return fn

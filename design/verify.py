@@ -12,6 +12,7 @@ import numpy as np
 
 from design.criteria import design_matrix, kappa
 from design.geometry import foot_rects, placed_corners
+from design.uncertainty import robust_margin
 from robots.errors import DataError
 from robots.kinematics import site_pose
 from robots.params_io import resolve_params
@@ -98,10 +99,18 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
     params = resolve_params(params or plan.params, model)
     base = plan.base
     required = float(plan.settings.get("required_margin", plan.settings.get("margin", 0.0)))
+    radius = float(plan.settings.get("uncertainty") or 0.0)
     results = []
     for p in plan.postures:
         pose = plan.placement(p.placement).left_foot
         issues, m, gap = posture_issues(model, p.q, params, base, required, pose)
+        if radius > 0 and params.name == plan.params and required > 0:
+            rm = robust_margin(model, p.q, radius, plan.params, base)
+            if rm < required - MARGIN_TOL:
+                issues.append(
+                    f"worst-case CoP margin {rm * 1000:.2f} mm over the ϑ_b ball of {radius * 1000:.1f} mm "
+                    f"< required {required * 1000:.1f} mm"
+                )
         results.append(PostureCheck(p.index, m, gap, issues))
     plan_issues = []
     # Feet polygons of each placement, from the file's poses (the drivers place boards from these).

@@ -44,7 +44,10 @@ def test_acceptance_plan_independent_check(acceptance_plan):
     k = ind.kappa(qs)
     assert k <= THESIS_KAPPA
     assert k == pytest.approx(doc["kappa"]["right"], rel=1e-6)
-    # Transitions: independent check of every waypoint too.
+    # Transitions: one per consecutive pair on a placement; plain joint interpolation would drag the free
+    # foot (reported), the planned waypoints keep it flat and the margin (independent check).
+    assert len(doc["transitions"]) == 40
+    assert max(t["foot_error_interp"] for t in doc["transitions"]) > 0.005
     for t in doc["transitions"]:
         for q in np.array(t["q"]):
             assert ind.check_posture(q, 0.08) == []

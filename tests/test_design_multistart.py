@@ -29,7 +29,7 @@ def test_dask_local_cluster(model, serial):
         best, summary = design(
             model,
             S,
-            15,
+            12,
             3,
             starts=2,
             seed=11,
