@@ -246,7 +246,7 @@ def solve_pyomo(model: RobotModel, start: PostureSet, s: Settings, log=None) -> 
     q, poses = start.q.copy(), start.poses.copy()
     seps = np.array([geo.separating_line(pose, model, s.base)[:2] for pose in poses])
     k0 = kappa(design_matrix(model, q, s.base))
-    stats: dict = {"stages": [], "iterations": 0, "backend": "pyomo+cyipopt"}
+    stats: dict = {"stages": [], "iterations": None, "backend": "pyomo+cyipopt"}
     opts = {k: v for k, v in IPOPT_OPTIONS.items() if k != "print_level"}
     opts["max_iter"] = s.max_iter
     for p in s.sharpness:
@@ -263,9 +263,7 @@ def solve_pyomo(model: RobotModel, start: PostureSet, s: Settings, log=None) -> 
                 poses = np.array([[pyo.value(pv[j, k]) for k in range(3)] for j in range(P)])
                 seps = np.array([[pyo.value(m.phi[j]), pyo.value(m.off[j])] for j in range(P)])
             kk = kappa(design_matrix(model, q, s.base))
-            it = int(getattr(res.solver, "iterations", 0) or 0)
             stats["stages"].append({"p": p, "round": rnd, "status": status, "accepted": ok, "kappa": kk})
-            stats["iterations"] += it
             if log:
                 log(f"[pyomo] p={p:g} round {rnd}: {status}, κ={kk:.1f}")
             if not ok or _structures(model, poses, s.base) == structs:
