@@ -195,6 +195,7 @@ IPOPT_OPTIONS = {
     "bound_relax_factor": 0.0,
     "mu_strategy": "adaptive",
     "print_level": 0,
+    "sb": "yes",  # no banner
 }
 
 

@@ -123,6 +123,7 @@ def _path_solver(model: RobotModel, params: str, base: str, inner: int, margin: 
     opts = {
         "ipopt": {
             "print_level": 0,
+            "sb": "yes",
             "tol": 1e-9,
             "constr_viol_tol": 1e-10,
             "bound_relax_factor": 0.0,

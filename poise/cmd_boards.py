@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _table(boards, samples) -> Table:
     t = Table(title="balance boards (CoP in each board's frame)")
-    for c in ("board", "TR [kg]", "BR [kg]", "TL [kg]", "BL [kg]", "total [kg]", "CoP x [mm]", "CoP y [mm]",
+    for c in ("board", "TR \\[kg]", "BR \\[kg]", "TL \\[kg]", "BL \\[kg]", "total \\[kg]", "CoP x \\[mm]", "CoP y \\[mm]",
               "reports", "bad", "battery"):  # fmt: skip
         t.add_column(c, justify="right")
     cells = cell_positions()

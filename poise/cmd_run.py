@@ -119,11 +119,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     for c in (
         "posture",
         "placement",
-        "CoP x [mm]",
-        "CoP y [mm]",
-        "sd x [mm]",
-        "sd y [mm]",
-        "load [kg]",
+        "CoP x \\[mm]",
+        "CoP y \\[mm]",
+        "sd x \\[mm]",
+        "sd y \\[mm]",
+        "load \\[kg]",
         "samples",
     ):
         t.add_column(c, justify="right")

@@ -8,7 +8,6 @@ The simulated robot's true parameters differ from the design guess (drivers/emul
 from __future__ import annotations
 
 import argparse
-import math
 import pathlib
 import time
 from dataclasses import dataclass
@@ -18,12 +17,9 @@ import numpy as np
 from drivers.config import load_config
 from drivers.emulators.sim_robot import true_parameters
 from drivers.emulators.world import WorldOptions
-from identify.static import StaticCoMEstimator, regressor_xy
-from robots.com_variants import base_model, variant
-from robots.kinematics import com_position, site_pose
-from robots.plan_format import Placement, Plan, Posture, save_plan
+from identify.static import StaticCoMEstimator
+from robots.plan_format import Plan, save_plan
 from robots.recording_format import read_recording
-from robots.stance import balance, other_site, random_double_support
 from robots.tulip import tulip
 
 
@@ -40,39 +36,17 @@ class DemoResult:
     figure: pathlib.Path | None
 
 
-def design_quick(model, n: int, seed: int, move_s: float, hold_s: float, pool: int | None = None) -> Plan:
-    """Quick design: random double-support postures (CoP margin 0.08 m with the guessed parameters), then
-    greedy selection of the n that keep κ of the simplified model's regressor smallest. Each posture gets
-    its own foot placement (the boards are re-placed every posture)."""
-    rng = np.random.default_rng(seed)
-    pool = pool or int(1.4 * n)
-    cand = random_double_support(model, pool, rng, params="sim", base="right", margin=0.08)
-    bm = base_model(model, "right")
-    est = list(variant(model, "right", "simplified").estimated)
-    rows = regressor_xy(bm, cand)[:, est].reshape(pool, 2, len(est))
+def design_plan(model, n: int, placements: int, seed: int, move_s: float, hold_s: float) -> Plan:
+    """The real posture design with quick settings: problem 1 (free CoM, 0.08 m margin), one start,
+    postures in placements of five, closed-chain transitions between the postures of a placement."""
+    from design.planner import build_plan, design
+    from design.problems import Settings
 
-    def kappa(idx):
-        s = np.linalg.svd(rows[idx].reshape(-1, len(est)), compute_uv=False)
-        return float(s[0] / s[-1]) if s[-1] > 1e-12 else np.inf
-
-    chosen = list(range(-(-len(est) // 2) + 1))  # start from enough postures for full rank
-    left = [i for i in range(pool) if i not in chosen]
-    while len(chosen) < n:
-        best = min(left, key=lambda i: kappa(chosen + [i]))
-        chosen.append(best)
-        left.remove(best)
-    other = other_site(model, "right")
-    placements, postures = [], []
-    for k, i in enumerate(chosen):
-        q = cand[i]
-        R, p = site_pose(model, q, "sim", other, "right")
-        placements.append(Placement(k, (float(p[0]), float(p[1]), math.atan2(R[1, 0], R[0, 0]))))
-        cop = com_position(model, q, "sim", "right")[:2]
-        postures.append(
-            Posture(k, k, q, move_s, hold_s, (float(cop[0]), float(cop[1])), balance(model, q).margin)
-        )
-    return Plan(model.name, "right", model.joint_names, placements, postures, kappa={"right": kappa(chosen)},
-                seed=seed, settings={"design": "demo quick: greedy kappa over random postures", "variant": "simplified"})  # fmt: skip
+    s = Settings(problem="free-com", margin=0.08)
+    best, summary = design(model, s, n, placements, starts=1, seed=seed, workers=1)
+    solver = {"backend": "casadi", "starts": summary, "kappa_initial": best.kappa_initial}
+    return build_plan(model, best.postures, s, seed=seed, move_s=move_s, hold_s=hold_s, solver=solver,
+                      extra_settings={"postures": n, "placements": placements, "starts": 1, "design": "demo (quick)"})  # fmt: skip
 
 
 def recalibrate_sim_boards(
@@ -101,12 +75,15 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     model = tulip()
     config = load_config()
     t0 = time.monotonic()
-    log(f"1/3 design: {args.postures} postures (quick settings) ...")
-    plan = design_quick(model, args.postures, args.seed, args.move_s, args.hold_s)
+    log(f"1/3 design: {args.postures} postures in {args.placements} placements, CasADi + IPOPT, one start ...")
+    plan = design_plan(model, args.postures, args.placements, args.seed, args.move_s, args.hold_s)
     plan_path = out / "plan.json"
     save_plan(plan, plan_path)
     timings["design_s"] = time.monotonic() - t0
-    log(f"    kappa (simplified model) = {plan.kappa['right']:.1f}; plan -> {plan_path}")
+    log(
+        f"    κ {plan.solver['kappa_initial']:.1f} -> {plan.kappa['right']:.1f} (25 identifiable parameters); "
+        f"min CoP margin {min(p.margin for p in plan.postures) * 1000:.1f} mm; plan -> {plan_path}"
+    )
 
     t0 = time.monotonic()
     run_dir = out / "run"
