@@ -97,16 +97,20 @@ def _site_in_root(model: RobotModel, site: Site, R, p, lengths, ops):
     return Rs, ps
 
 
-def link_frames(model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str) -> Frames:
-    """Numeric frames for a batch of postures q (B, nq) or one posture (nq,): R (B, L, 3, 3), p (B, L, 3)."""
+def _numeric_root_frames(model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str):
+    """Batched root-frame traversal plus the base site's frame: (single, lengths, ops, R, p, RbT, pb)."""
     q = model.check_q(q)
-    single = q.ndim == 1
     qb = q.reshape(-1, model.nq)
     lengths = model.parameter_set(params).lengths
     ops = _NumpyOps(qb.shape[0])
     R, p = _traverse(model, qb, lengths, ops, lambda j: qb[:, j])
     Rb, pb = _site_in_root(model, model.base_site(base), R, p, lengths, ops)
-    RbT = ops.tr(Rb)
+    return q.ndim == 1, lengths, ops, R, p, ops.tr(Rb), pb
+
+
+def link_frames(model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str) -> Frames:
+    """Numeric frames for a batch of postures q (B, nq) or one posture (nq,): R (B, L, 3, 3), p (B, L, 3)."""
+    single, _, _, R, p, RbT, pb = _numeric_root_frames(model, q, params, base)
     names = [lk.name for lk in model.links]
     Rout = np.stack([RbT @ R[n] for n in names], axis=1)
     pout = np.stack([np.einsum("bij,bj->bi", RbT, p[n] - pb) for n in names], axis=1)
@@ -127,15 +131,8 @@ def link_frames_sym(model: RobotModel, q: ca.SX, params: str | ParameterSet, bas
 
 def site_pose(model: RobotModel, q: np.ndarray, params: str | ParameterSet, site: str, base: str):
     """Rotation (…, 3, 3) and position (…, 3) of a site in the base frame."""
-    q = model.check_q(q)
-    single = q.ndim == 1
-    qb = q.reshape(-1, model.nq)
-    lengths = model.parameter_set(params).lengths
-    ops = _NumpyOps(qb.shape[0])
-    R, p = _traverse(model, qb, lengths, ops, lambda j: qb[:, j])
-    Rb, pb = _site_in_root(model, model.base_site(base), R, p, lengths, ops)
+    single, lengths, ops, R, p, RbT, pb = _numeric_root_frames(model, q, params, base)
     Rs, ps = _site_in_root(model, model.site(site), R, p, lengths, ops)
-    RbT = ops.tr(Rb)
     Rrel = RbT @ Rs
     prel = np.einsum("bij,bj->bi", RbT, ps - pb)
     return (Rrel[0], prel[0]) if single else (Rrel, prel)
