@@ -10,6 +10,7 @@ re-detected afterwards (re-solving from the result while it changes), so margins
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -94,6 +95,11 @@ def _structures(model: RobotModel, poses: np.ndarray, base: str) -> list[geo.Str
     return [geo.structure(model, p, base) for p in poses]
 
 
+def _varies(expr, X: ca.MX) -> bool:
+    """Whether a constraint depends on the variables (constant ones are left out of the NLP)."""
+    return isinstance(expr, ca.MX) and ca.depends_on(expr, X)
+
+
 def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[geo.Structure]):
     """Assemble the NLP for fixed structures; returns (nlp dict, bounds, unpack info)."""
     N, P, nq = len(placement), len(structs), model.nq
@@ -125,10 +131,11 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
             g.append(ca.dot(n, v) - PL[4, j])
             lbg.append([s.feet_gap / 2])
             ubg.append([np.inf])
-        conv = geo.convexity_sym(verts, st.hull)
-        g += conv
-        lbg.append(np.zeros(len(conv)))
-        ubg.append(np.full(len(conv), np.inf))
+        for c in geo.convexity_sym(verts, st.hull):
+            if _varies(c, X):  # turns between three right-foot corners are constant: left out
+                g.append(c)
+                lbg.append([0.0])
+                ubg.append([np.inf])
         normals = geo.edge_normals_sym(verts, st.hull)
         idx = np.flatnonzero(placement == j)
         if s.centred:
@@ -138,8 +145,9 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
             )
             for k, v in enumerate(verts):  # keep the chosen extreme corners extreme
                 for i_ext, ax, sign in ((imin_x, 0, 1), (imax_x, 0, -1), (imin_y, 1, 1), (imax_y, 1, -1)):
-                    if k != i_ext:
-                        g.append(sign * (v[ax] - verts[i_ext][ax]))
+                    c = sign * (v[ax] - verts[i_ext][ax])
+                    if k != i_ext and _varies(c, X):
+                        g.append(c)
                         lbg.append([0.0])
                         ubg.append([np.inf])
             for i in idx:
@@ -199,33 +207,26 @@ IPOPT_OPTIONS = {
 }
 
 
-def solve(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveResult:
-    """Optimise a feasible initial set: continuation over the surrogate sharpness, structure re-detection."""
+Stage = Callable[[list, np.ndarray, float], tuple[np.ndarray, str, int, float]]
+
+
+def continuation(model: RobotModel, start: PostureSet, s: Settings, stage: Stage, log=None) -> SolveResult:
+    """The continuation shared by both backends: per sharpness p, solve with fixed structures, accept the
+    result if feasible (max violation < 1e-6, whatever IPOPT's status), re-detect and repeat if it changed.
+
+    `stage(structs, x0, p)` returns (x, status, iterations, max violation) for the packed variable vector.
+    """
     t0 = time.perf_counter()
     N, P, nq = len(start.q), len(start.poses), model.nq
     seps = np.array([geo.separating_line(pose, model, s.base)[:2] for pose in start.poses])
     x = _pack(start, seps)
     k0 = kappa(design_matrix(model, start.q, s.base))
-    stats: dict = {"stages": [], "iterations": 0, "builds": 0}
-    built: dict = {}  # structures -> (solver, bounds, callback): rebuilt only when the structure changes
+    stats: dict = {"stages": [], "iterations": 0}
     for p in s.sharpness:
         for rnd in range(s.max_rounds):
-            q, poses, seps = _unpack(x, N, P, nq)
+            _, poses, _ = _unpack(x, N, P, nq)
             structs = _structures(model, poses, s.base)
-            key = tuple(structs)
-            if key not in built:
-                built.clear()
-                nlp, bounds = _build(model, s, start.placement, structs)
-                opts = {"ipopt": dict(IPOPT_OPTIONS, max_iter=s.max_iter), "print_time": False}
-                keep = nlp.pop("_keep")
-                built[key] = (ca.nlpsol("design", "ipopt", nlp, opts), bounds, keep)
-                stats["builds"] += 1
-            solver, (lbx, ubx, lbg, ubg), _ = built[key]
-            sol = solver(x0=x, p=p, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
-            st = solver.stats()
-            g = np.asarray(sol["g"]).ravel()
-            viol = float(max(np.max(lbg - g, initial=0), np.max(g - ubg, initial=0)))
-            x_new = np.asarray(sol["x"]).ravel()
+            x_new, status, iters, viol = stage(structs, x, p)
             accepted = viol < 1e-6
             if accepted:
                 x = x_new
@@ -235,26 +236,52 @@ def solve(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveR
                 {
                     "p": p,
                     "round": rnd,
-                    "status": st["return_status"],
-                    "iterations": st["iter_count"],
+                    "status": status,
+                    "iterations": iters,
                     "max_violation": viol,
                     "accepted": accepted,
                     "kappa": kk,
                 }
             )
-            stats["iterations"] += st["iter_count"]
+            stats["iterations"] += iters
             if log:
-                log(f"p={p:g} round {rnd}: {st['return_status']}, {st['iter_count']} it, κ={kk:.1f}")
+                log(f"p={p:g} round {rnd}: {status}, {iters} it, κ={kk:.1f}")
             if _structures(model, posesn, s.base) == structs or not accepted:
                 break
-    built.clear()
     q, poses, _ = _unpack(x, N, P, nq)
-    out = PostureSet(q, start.placement.copy(), poses)
     return SolveResult(
-        out,
+        PostureSet(q, start.placement.copy(), poses),
         k0,
         kappa(design_matrix(model, q, s.base)),
         kappa(design_matrix(model, q, "left")),
         time.perf_counter() - t0,
         stats,
     )
+
+
+def solve(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveResult:
+    """Optimise a feasible initial set with CasADi + IPOPT (continuation and re-detection: `continuation`)."""
+    built: dict = {}  # structures -> (solver, bounds, callback): rebuilt only when the structure changes
+    builds = 0
+
+    def stage(structs, x, p):
+        nonlocal builds
+        key = tuple(structs)
+        if key not in built:
+            built.clear()
+            nlp, bounds = _build(model, s, start.placement, structs)
+            opts = {"ipopt": dict(IPOPT_OPTIONS, max_iter=s.max_iter), "print_time": False}
+            keep = nlp.pop("_keep")
+            built[key] = (ca.nlpsol("design", "ipopt", nlp, opts), bounds, keep)
+            builds += 1
+        solver, (lbx, ubx, lbg, ubg), _ = built[key]
+        sol = solver(x0=x, p=p, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
+        st = solver.stats()
+        g = np.asarray(sol["g"]).ravel()
+        viol = float(max(np.max(lbg - g, initial=0), np.max(g - ubg, initial=0)))
+        return np.asarray(sol["x"]).ravel(), st["return_status"], st["iter_count"], viol
+
+    res = continuation(model, start, s, stage, log)
+    built.clear()
+    res.stats["builds"] = builds
+    return res

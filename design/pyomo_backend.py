@@ -1,16 +1,16 @@
-"""The same posture-design problems written in Pyomo, solved by IPOPT through cyipopt (PyNumero grey box).
+"""The same posture-design NLP written in Pyomo, solved by IPOPT through cyipopt (PyNumero grey box).
 
-The kinematics (foot-flat/at-placement residuals, CoP, design rows) and the κ surrogate enter as one
-ExternalGreyBoxModel whose values and Jacobians come from the CasADi functions of problems.py; the
-placement geometry (separating line, hull margins, bounding-box centre, coupled limit) is plain Pyomo
-algebra. Same variables, bounds, continuation and structure re-detection as the CasADi backend.
+The kinematics (foot-flat/at-placement residuals, CoP, uncertainty quadratic form) are Pyomo algebra
+translated from the CasADi expressions of problems.py (pyomo_algebra.py); only the κ surrogate, which needs
+an SVD, is an ExternalGreyBoxModel (objective only, no extra variables or constraints). So the variables,
+constraints, bounds and IPOPT options are those of the CasADi NLP, and the continuation and structure
+re-detection are the same code (problems.continuation).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 from functools import lru_cache
 
 import casadi as ca
@@ -18,15 +18,18 @@ import numpy as np
 from scipy.sparse import coo_matrix
 
 from design import geometry as geo
-from design.criteria import design_matrix, kappa, surrogate
+from design.criteria import surrogate
 from design.problems import (
     IPOPT_OPTIONS,
     PLACEMENT_BOUNDS,
     Settings,
     SolveResult,
-    _structures,
+    _pack,
+    _unpack,
+    continuation,
     posture_function,
 )
+from design.pyomo_algebra import sx_to_pyomo
 from design.sampler import Y_MIN_CENTRED, PostureSet
 from robots.errors import PoiseError
 from robots.tree import RobotModel
@@ -55,52 +58,47 @@ def ensure_available() -> None:
 
 
 @lru_cache(maxsize=4)
-def _posture_jac(model: RobotModel, params: str, base: str) -> ca.Function:
+def _design_rows(model: RobotModel, params: str, base: str) -> ca.Function:
+    """Per posture: design rows vec(Hᵢᵀ) (x row then y row, 2·25) and their Jacobian w.r.t. q."""
     q = ca.SX.sym("q", model.nq)
     pose = ca.SX.sym("pose", 3)
-    eq, cop, h, _ = posture_function(model, params, base)(q, pose)
-    c = ca.vertcat(eq, cop)
-    hv = ca.vec(h)  # h is 25×2: x row (25) then y row (25)
-    return ca.Function(
-        "posture_jac", [q, pose], [c, hv, ca.jacobian(c, q), ca.jacobian(c, pose), ca.jacobian(hv, q)]
-    )
+    _, _, h, _ = posture_function(model, params, base)(q, pose)
+    hv = ca.vec(h)
+    return ca.Function("design_rows", [q], [hv, ca.jacobian(hv, q)])
 
 
-def _make_greybox(model: RobotModel, s: Settings, placement: np.ndarray, P: int, p: float):
+@lru_cache(maxsize=4)
+def _algebra(model: RobotModel, params: str, base: str) -> ca.Function:
+    """Per posture, the expressions that become Pyomo algebra: equalities (6), CoP (2), G (3)."""
+    q = ca.SX.sym("q", model.nq)
+    pose = ca.SX.sym("pose", 3)
+    eq, cop, _, G = posture_function(model, params, base)(q, pose)
+    return ca.Function("algebra", [q, pose], [eq, cop, G])
+
+
+def _make_greybox(model: RobotModel, s: Settings, N: int):
+    """Objective-only grey box: the κ surrogate f_p of the design matrix, inputs = all joint angles."""
     from pyomo.contrib.pynumero.interfaces.external_grey_box import ExternalGreyBoxModel
 
-    N, nq = len(placement), model.nq
-    fn = _posture_jac(model, s.params, s.base).map(N)
+    nq = model.nq
+    fn = _design_rows(model, s.params, s.base).map(N)
 
-    class DesignBox(ExternalGreyBoxModel):
-        """Inputs: all q, placement poses. Equalities: foot flat at placement (6N). Outputs: CoP (2N).
-        Objective: the κ surrogate (so the NLP is the CasADi one: no extra objective variable)."""
+    class KappaBox(ExternalGreyBoxModel):
+        """Inputs q (N·nq); no equalities, no outputs; objective f_p(H(q)) with its exact gradient."""
 
         def __init__(self):
-            self.x = np.zeros(N * nq + 3 * P)
+            self.x = np.zeros(N * nq)
+            self.p = 4.0
             self._cache = None
 
-            def pattern(nr):
-                rows, cols = [], []
-                for i in range(N):
-                    j = placement[i]
-                    for r in range(nr):
-                        rows += [nr * i + r] * (nq + 3)
-                        cols += [nq * i + k for k in range(nq)] + [N * nq + 3 * j + k for k in range(3)]
-                return np.array(rows), np.array(cols)
-
-            self._eq_pat, self._out_pat = pattern(6), pattern(2)
-
         def input_names(self):
-            return [f"q{i}_{k}" for i in range(N) for k in range(nq)] + [
-                f"pose{j}_{k}" for j in range(P) for k in range(3)
-            ]
+            return [f"q{i}_{k}" for i in range(N) for k in range(nq)]
 
         def output_names(self):
-            return [f"cop{i}_{r}" for i in range(N) for r in range(2)]
+            return []
 
         def equality_constraint_names(self):
-            return [f"foot{i}_{r}" for i in range(N) for r in range(6)]
+            return []
 
         def set_input_values(self, input_values):
             self.x = np.asarray(input_values, dtype=float).copy()
@@ -108,113 +106,123 @@ def _make_greybox(model: RobotModel, s: Settings, placement: np.ndarray, P: int,
 
         def _eval(self):
             if self._cache is None:
-                Q = self.x[: N * nq].reshape(N, nq).T
-                poses = self.x[N * nq :].reshape(P, 3)[placement].T
-                c, hv, Jq, Jp, Jh = (np.asarray(v) for v in fn(Q, poses))
-                H = hv.T.reshape(N * 2, -1)  # (2N × 25)
-                f, G = surrogate(H, p)
-                J = np.concatenate([Jq.reshape(8, N, nq), Jp.reshape(8, N, 3)], axis=2)  # 8 × N × (nq+3)
-                Jh = Jh.reshape(2 * 25, N, nq)
-                gq = np.einsum("ir,rik->ik", G.reshape(N, 2 * 25), Jh).ravel()
-                grad = np.zeros(N * nq + 3 * P + 2 * N)
-                grad[: N * nq] = gq
-                self._cache = {
-                    "eq": c[:6].T.ravel(),
-                    "cop": c[6:].T.ravel(),
-                    "Jeq": J[:6].transpose(1, 0, 2).ravel(),
-                    "Jcop": J[6:].transpose(1, 0, 2).ravel(),
-                    "f": f,
-                    "grad": grad,
-                }
+                hv, Jh = (np.asarray(v) for v in fn(self.x.reshape(N, nq).T))
+                f, G = surrogate(hv.T.reshape(N * 2, -1), self.p)
+                gq = np.einsum("ir,rik->ik", G.reshape(N, -1), Jh.reshape(-1, N, nq)).ravel()
+                self._cache = (float(f), gq)
             return self._cache
 
         def evaluate_equality_constraints(self):
-            return self._eval()["eq"]
+            return np.zeros(0)
 
         def evaluate_jacobian_equality_constraints(self):
-            r, c = self._eq_pat
-            return coo_matrix((self._eval()["Jeq"], (r, c)), shape=(6 * N, N * nq + 3 * P))
+            return coo_matrix((0, N * nq))
 
         def evaluate_outputs(self):
-            return self._eval()["cop"]
+            return np.zeros(0)
 
         def evaluate_jacobian_outputs(self):
-            r, c = self._out_pat
-            return coo_matrix((self._eval()["Jcop"], (r, c)), shape=(2 * N, N * nq + 3 * P))
+            return coo_matrix((0, N * nq))
 
         def has_objective(self):
             return True
 
         def evaluate_objective(self):
-            return float(self._eval()["f"])
+            return self._eval()[0]
 
         def evaluate_grad_objective(self, out=None):
-            g = self._eval()["grad"]
+            g = self._eval()[1]
             if out is not None:
                 np.copyto(out, g)
                 return out
             return g.copy()
 
-    return DesignBox()
+    return KappaBox()
 
 
-def _build_pyomo(model: RobotModel, s: Settings, start: PostureSet, x_q, poses, seps, structs, p: float):
+def build_model(model: RobotModel, s: Settings, start: PostureSet):
+    """The structure-independent part: variables with bounds, objective grey box, kinematic algebra,
+    foot equalities and the coupled limit. Returns the Pyomo model; `set_structures` adds the rest."""
     import pyomo.environ as pyo
     from pyomo.contrib.pynumero.interfaces.external_grey_box import ExternalGreyBoxBlock
 
-    N, P, nq = len(start.placement), len(structs), model.nq
+    N, P, nq = len(start.placement), len(start.poses), model.nq
     m = pyo.ConcreteModel()
-    m.box = ExternalGreyBoxBlock(external_model=_make_greybox(model, s, start.placement, P, p))
-    inp, out = m.box.inputs, m.box.outputs
-    qv = {(i, k): inp[f"q{i}_{k}"] for i in range(N) for k in range(nq)}
-    pv = {(j, k): inp[f"pose{j}_{k}"] for j in range(P) for k in range(3)}
+    m.box = ExternalGreyBoxBlock(external_model=_make_greybox(model, s, N))
+    m.q = [[m.box.inputs[f"q{i}_{k}"] for k in range(nq)] for i in range(N)]
     for i in range(N):
         for k in range(nq):
-            v = qv[i, k]
-            v.setlb(model.lower[k])
-            v.setub(model.upper[k])
-            v.set_value(float(x_q[i, k]))
-    for j in range(P):
-        for k in range(3):
-            pv[j, k].setlb(PLACEMENT_BOUNDS[k][0])
-            pv[j, k].setub(PLACEMENT_BOUNDS[k][1])
-            pv[j, k].set_value(float(poses[j, k]))
-        if s.centred:
-            pv[j, 1].setlb(Y_MIN_CENTRED)
-    # initialise outputs from the model
-    gb = m.box.get_external_model()
-    gb.set_input_values(np.concatenate([np.asarray(x_q).ravel(), np.asarray(poses).ravel()]))
-    vals = gb.evaluate_outputs()
-    for idx, name in enumerate(gb.output_names()):
-        out[name].set_value(float(vals[idx]), skip_validation=True)
-    m.phi = pyo.Var(range(P), initialize=lambda _m, j: float(seps[j, 0]))
-    m.off = pyo.Var(range(P), initialize=lambda _m, j: float(seps[j, 1]))
-    m.cons = pyo.ConstraintList()
+            m.q[i][k].setlb(float(model.lower[k]))
+            m.q[i][k].setub(float(model.upper[k]))
+    bounds = [list(b) for b in PLACEMENT_BOUNDS]
+    if s.centred:
+        bounds[1][0] = Y_MIN_CENTRED
+    m.pose = pyo.Var(range(P), range(3), bounds=lambda _m, j, k: tuple(bounds[k]))
+    m.phi = pyo.Var(range(P))
+    m.off = pyo.Var(range(P))
+    m.e = pyo.Expression(pyo.Any)  # shared subexpressions of the kinematics
+
+    def named(expr):
+        k = len(m.e)
+        m.e[k] = expr
+        return m.e[k]
+
+    fn = _algebra(model, s.params, s.base)
+    m.cop, m.G = [], []
+    m.kin = pyo.ConstraintList()
+    eqs = []
+    for i in range(N):
+        j = int(start.placement[i])
+        eq, cop, G = sx_to_pyomo(fn, [m.q[i], [m.pose[j, k] for k in range(3)]], named)
+        eqs.append(eq)
+        m.cop.append(cop)
+        m.G.append(G)
+    for eq in eqs:  # same order as the CasADi NLP: all equalities, then the coupled limit
+        for e in eq:
+            m.kin.add(e == 0)
+    for i in range(N):
+        for k in range(len(model.coupled_b)):
+            expr = sum(float(model.coupled_A[k, t]) * m.q[i][t] for t in range(nq) if model.coupled_A[k, t])
+            m.kin.add(expr <= float(model.coupled_b[k]))
+    return m
+
+
+def set_structures(m, model: RobotModel, s: Settings, placement: np.ndarray, structs) -> None:
+    """(Re)build the structure-dependent constraints: separating lines, convexity, bounding box, margins."""
+    import pyomo.environ as pyo
+
+    if hasattr(m, "geo"):
+        m.del_component(m.geo)
+    m.geo = pyo.ConstraintList()
 
     def add(expr):
-        if not isinstance(expr, bool | np.bool_):  # relations between constant corners are trivially true
-            m.cons.add(expr)
+        if not isinstance(expr, bool | np.bool_):  # relations between constant corners are left out
+            m.geo.add(expr)
 
-    for k in range(len(model.coupled_b)):
-        for i in range(N):
-            m.cons.add(sum(model.coupled_A[k, t] * qv[i, t] for t in range(nq)) <= float(model.coupled_b[k]))
     rb, ro = geo.foot_rects(model, s.base)
     d = s.required_margin + (1e-7 if s.required_margin > 0 else 0.0)
     for j, st in enumerate(structs):
-        x, y, psi = pv[j, 0], pv[j, 1], pv[j, 2]
+        x, y, psi = m.pose[j, 0], m.pose[j, 1], m.pose[j, 2]
+        c, sn = pyo.cos(psi), pyo.sin(psi)
         verts = [(float(a), float(b)) for a, b in rb] + [
-            (x + pyo.cos(psi) * a - pyo.sin(psi) * b, y + pyo.sin(psi) * a + pyo.cos(psi) * b) for a, b in ro
+            (x + c * a - sn * b, y + sn * a + c * b) for a, b in ro
         ]
         n = (pyo.cos(m.phi[j]), pyo.sin(m.phi[j]))
         for v in verts[:4]:
-            m.cons.add(n[0] * v[0] + n[1] * v[1] - m.off[j] <= -s.feet_gap / 2)
+            m.geo.add(n[0] * v[0] + n[1] * v[1] - m.off[j] <= -s.feet_gap / 2)
         for v in verts[4:]:
-            m.cons.add(n[0] * v[0] + n[1] * v[1] - m.off[j] >= s.feet_gap / 2)
+            m.geo.add(n[0] * v[0] + n[1] * v[1] - m.off[j] >= s.feet_gap / 2)
         hull = st.hull
         for k in range(len(hull)):
-            a, b, c = verts[hull[k - 1]], verts[hull[k]], verts[hull[(k + 1) % len(hull)]]
-            add((b[0] - a[0]) * (c[1] - b[1]) - (b[1] - a[1]) * (c[0] - b[0]) >= 0)
-        idx = np.flatnonzero(start.placement == j)
+            a, b, cc = verts[hull[k - 1]], verts[hull[k]], verts[hull[(k + 1) % len(hull)]]
+            add((b[0] - a[0]) * (cc[1] - b[1]) - (b[1] - a[1]) * (cc[0] - b[0]) >= 0)
+        normals = []
+        for k in range(len(hull)):
+            a, b = verts[hull[k]], verts[hull[(k + 1) % len(hull)]]
+            ex, ey = b[0] - a[0], b[1] - a[1]
+            length = pyo.sqrt(ex**2 + ey**2)
+            normals.append((-ey / length, ex / length))
+        idx = np.flatnonzero(placement == j)
         if s.centred:
             ix0, ix1, iy0, iy1 = st.bbox
             for kk, v in enumerate(verts):
@@ -222,58 +230,76 @@ def _build_pyomo(model: RobotModel, s: Settings, start: PostureSet, x_q, poses, 
                     if kk != i_ext:
                         add(sign * (v[ax] - verts[i_ext][ax]) >= 0)
             for i in idx:
-                m.cons.add(out[f"cop{i}_0"] == (verts[ix0][0] + verts[ix1][0]) / 2)
-                m.cons.add(out[f"cop{i}_1"] == (verts[iy0][1] + verts[iy1][1]) / 2)
+                m.geo.add(m.cop[i][0] - (verts[ix0][0] + verts[ix1][0]) / 2 == 0)
+                m.geo.add(m.cop[i][1] - (verts[iy0][1] + verts[iy1][1]) / 2 == 0)
         for i in idx:
-            cx, cy = out[f"cop{i}_0"], out[f"cop{i}_1"]
-            for k in range(len(hull)):
-                a, b = verts[hull[k]], verts[hull[(k + 1) % len(hull)]]
-                ex, ey = b[0] - a[0], b[1] - a[1]
-                length = pyo.sqrt(ex**2 + ey**2)
-                m.cons.add((ex * (cy - a[1]) - ey * (cx - a[0])) / length >= d)
-    return m, qv, pv
+            cop, G = m.cop[i], m.G[i]
+            for k, ne in enumerate(normals):
+                a = verts[hull[k]]
+                mg = ne[0] * (cop[0] - a[0]) + ne[1] * (cop[1] - a[1])
+                if s.uncertainty > 0:
+                    quad = ne[0] ** 2 * G[0] + 2 * ne[0] * ne[1] * G[1] + ne[1] ** 2 * G[2]
+                    mg = mg - s.uncertainty * pyo.sqrt(quad + 1e-12)
+                m.geo.add(mg >= d)
+
+
+def _violation(m) -> float:
+    """Largest violation of the model's constraints at the current values (as the CasADi path measures)."""
+    import pyomo.environ as pyo
+
+    worst = 0.0
+    for c in m.component_data_objects(pyo.Constraint, active=True):
+        body = pyo.value(c.body)
+        if c.has_lb():
+            worst = max(worst, pyo.value(c.lower) - body)
+        if c.has_ub():
+            worst = max(worst, body - pyo.value(c.upper))
+    return float(worst)
 
 
 def solve_pyomo(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveResult:
-    """Problem 1 or 2 with Pyomo + cyipopt; mirrors design.problems.solve (uncertainty not supported here)."""
+    """Problem 1 or 2 with Pyomo + cyipopt: the CasADi NLP, options and continuation (`continuation`)."""
     import pyomo.environ as pyo
+    from pyomo.contrib.pynumero.algorithms.solvers.cyipopt_solver import _cyipopt_status_enum
 
-    if s.uncertainty > 0:
-        raise PoiseError("--uncertainty is only implemented for the CasADi backend")
     ensure_available()
-    t0 = time.perf_counter()
     N, P, nq = len(start.q), len(start.poses), model.nq
-    q, poses = start.q.copy(), start.poses.copy()
-    seps = np.array([geo.separating_line(pose, model, s.base)[:2] for pose in poses])
-    k0 = kappa(design_matrix(model, q, s.base))
-    stats: dict = {"stages": [], "iterations": None, "backend": "pyomo+cyipopt"}
-    opts = {k: v for k, v in IPOPT_OPTIONS.items() if k != "print_level"}
-    opts["max_iter"] = s.max_iter
-    for p in s.sharpness:
-        for rnd in range(s.max_rounds):
-            structs = _structures(model, poses, s.base)
-            m, qv, pv = _build_pyomo(model, s, start, q, poses, seps, structs, p)
-            solver = pyo.SolverFactory("cyipopt")
-            solver.config.options.update(opts)
-            res = solver.solve(m, tee=False)
-            status = str(res.solver.termination_condition)
-            ok = status in ("optimal", "locallyOptimal") or "acceptable" in str(res.solver.message).lower()
-            if ok:
-                q = np.array([[pyo.value(qv[i, k]) for k in range(nq)] for i in range(N)])
-                poses = np.array([[pyo.value(pv[j, k]) for k in range(3)] for j in range(P)])
-                seps = np.array([[pyo.value(m.phi[j]), pyo.value(m.off[j])] for j in range(P)])
-            kk = kappa(design_matrix(model, q, s.base))
-            stats["stages"].append({"p": p, "round": rnd, "status": status, "accepted": ok, "kappa": kk})
-            if log:
-                log(f"[pyomo] p={p:g} round {rnd}: {status}, κ={kk:.1f}")
-            if not ok or _structures(model, poses, s.base) == structs:
-                break
-    out = PostureSet(q, start.placement.copy(), poses)
-    return SolveResult(
-        out,
-        k0,
-        kappa(design_matrix(model, q, s.base)),
-        kappa(design_matrix(model, q, "left")),
-        time.perf_counter() - t0,
-        stats,
-    )
+    m = build_model(model, s, start)
+    box = m.box.get_external_model()
+    solver = pyo.SolverFactory("cyipopt")
+    solver.config.options.update(dict(IPOPT_OPTIONS, max_iter=s.max_iter))
+    current: list = [None]
+
+    def stage(structs, x, p):
+        if structs != current[0]:
+            set_structures(m, model, s, start.placement, structs)
+            current[0] = structs
+        q, poses, seps = _unpack(x, N, P, nq)
+        for i in range(N):
+            for k in range(nq):
+                m.q[i][k].set_value(float(q[i, k]))
+        for j in range(P):
+            for k in range(3):
+                m.pose[j, k].set_value(float(poses[j, k]))
+            m.phi[j].set_value(float(seps[j, 0]))
+            m.off[j].set_value(float(seps[j, 1]))
+        box.p = float(p)
+        iters = [0]
+
+        def count(*args):
+            iters[0] = int(args[2])
+            return True
+
+        for obj in list(m.component_objects(pyo.Objective)):  # PyNumero leaves a dummy `_obj` behind
+            m.del_component(obj)
+        res = solver.solve(m, tee=False, intermediate_callback=count)
+        msg = res.solver.message
+        status = _cyipopt_status_enum.get(msg if isinstance(msg, bytes) else str(msg).encode(), str(msg))
+        qn = np.array([[pyo.value(v) for v in row] for row in m.q])
+        pn = np.array([[pyo.value(m.pose[j, k]) for k in range(3)] for j in range(P)])
+        sn = np.array([[pyo.value(m.phi[j]), pyo.value(m.off[j])] for j in range(P)])
+        return _pack(PostureSet(qn, start.placement, pn), sn), str(status), iters[0], _violation(m)
+
+    res = continuation(model, start, s, stage, log)
+    res.stats["backend"] = "pyomo+cyipopt"
+    return res
