@@ -8,20 +8,20 @@ from design.criteria import design_matrix, kappa
 from design.multistart import StartSpec, run_starts, settings_dict
 from design.problems import Settings, SolveResult
 from design.sampler import PostureSet
+from design.uncertainty import nominal_cop
 from robots.plan_format import Placement, Plan, Posture
-from robots.stance import balance
 from robots.tree import RobotModel
 
 FORMAT_NOTE = "angles rad, lengths m, durations s; CoP/margins from the design parameters"
 
 
 def robust_margins(model: RobotModel, q: np.ndarray, s: Settings) -> np.ndarray | None:
-    """Worst-case margin over the ϑ_b ball of radius s.uncertainty (closed form), per posture (m)."""
-    if s.uncertainty <= 0:
+    """Worst-case margin over the ϑ_b ball or ellipsoid of the settings (closed form), per posture (m)."""
+    if s.uncertainty <= 0 and s.ellipsoid is None:
         return None
     from design.uncertainty import robust_margin
 
-    return np.array([robust_margin(model, qi, s.uncertainty, s.params, s.base) for qi in q])
+    return np.array([robust_margin(model, qi, s.uncertainty, s.params, s.base, s.ellipsoid) for qi in q])
 
 
 def build_plan(
@@ -45,7 +45,7 @@ def build_plan(
     rob = robust_margins(model, q, s)
     postures = []
     for i, qi in enumerate(q):
-        b = balance(model, qi, s.params, s.base)
+        cop, margin = nominal_cop(model, qi, s.params, s.base, s.ellipsoid)
         postures.append(
             Posture(
                 index=i,
@@ -53,8 +53,8 @@ def build_plan(
                 q=qi,
                 move_s=move_s,
                 hold_s=hold_s,
-                predicted_cop=(float(b.cop[0]), float(b.cop[1])),
-                margin=b.margin,
+                predicted_cop=(float(cop[0]), float(cop[1])),
+                margin=margin,
                 robust_margin=None if rob is None else float(rob[i]),
             )
         )

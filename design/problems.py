@@ -20,6 +20,7 @@ import numpy as np
 from design import geometry as geo
 from design.criteria import SurrogateKappa, base_model, design_columns, design_matrix, kappa
 from design.sampler import Y_MIN_CENTRED, PostureSet, compiled
+from design.uncertainty import CopSpec, Ellipsoid, cop_spec
 from robots.kinematics import site_pose_sym
 from robots.stance import other_site
 from robots.tree import RobotModel
@@ -29,12 +30,14 @@ PLACEMENT_BOUNDS = ((-0.75, 0.75), (-0.1, 0.5), (-np.pi / 2, np.pi / 2))
 
 @dataclass
 class Settings:
-    """What to design: problem, margins (m), uncertainty ball radius in ϑ_b space (m), solver knobs."""
+    """What to design: problem, margins (m), ϑ_b uncertainty (ball radius in m, or an identification's
+    ellipsoid, which also moves the design CoP to its estimate), solver knobs."""
 
     problem: str = "free-com"  # or "centred-com"
     margin: float = 0.08
     feet_gap: float = 0.002
     uncertainty: float = 0.0
+    ellipsoid: Ellipsoid | None = None
     params: str = "sim"
     base: str = "right"
     sharpness: tuple[float, ...] = (4.0, 16.0, 64.0)
@@ -48,6 +51,10 @@ class Settings:
     @property
     def required_margin(self) -> float:
         return 0.0 if self.centred else self.margin
+
+    def cop_spec(self, model: RobotModel) -> CopSpec | None:
+        """The CoP centre and robust-margin term the NLPs use (None: design parameters, no robust term)."""
+        return cop_spec(model, self.base, self.uncertainty, self.ellipsoid)
 
 
 @dataclass
@@ -63,8 +70,12 @@ class SolveResult:
 
 
 @lru_cache(maxsize=8)
-def posture_function(model: RobotModel, params: str, base: str, jit: bool = False) -> ca.Function:
-    """Per posture: equalities (flat + at placement, 6), CoP (2), design rows Hᵢᵀ (25×2), G = R_xy R_xyᵀ (3)."""
+def posture_function(
+    model: RobotModel, params: str, base: str, spec: CopSpec | None = None, jit: bool = False
+) -> ca.Function:
+    """Per posture: equalities (flat + at placement, 6), CoP (2), design rows Hᵢᵀ (25×2), G = R_xy S R_xyᵀ (3).
+
+    CoP and S come from `spec` (default: the parameter set `params`, S = I)."""
     q = ca.SX.sym("q", model.nq)
     pose = ca.SX.sym("pose", 3)
     Rf, pf = site_pose_sym(model, q, params, other_site(model, base), base)
@@ -78,17 +89,18 @@ def posture_function(model: RobotModel, params: str, base: str, jit: bool = Fals
     )
     bm = base_model(model, base)
     Rxy = bm.regressor_sym(q)[0:2, :]
-    cop = Rxy @ ca.DM(bm.values(params))
+    theta = bm.values(params) if spec is None or spec.theta is None else np.array(spec.theta)
+    cop = Rxy @ ca.DM(theta)
     h = Rxy[:, list(design_columns(model, base))].T
-    G = Rxy @ Rxy.T
+    G = Rxy @ Rxy.T if spec is None or spec.shape is None else Rxy @ ca.DM(np.array(spec.shape)) @ Rxy.T
     fn = ca.Function("posture", [q, pose], [eq, cop, h, ca.vertcat(G[0, 0], G[0, 1], G[1, 1])])
     return compiled(fn) if jit else fn
 
 
 @lru_cache(maxsize=8)
-def _mapped_posture(model: RobotModel, params: str, base: str, n: int) -> ca.Function:
+def _mapped_posture(model: RobotModel, params: str, base: str, n: int, spec: CopSpec | None) -> ca.Function:
     """The compiled per-posture function mapped over n postures; cached so CasADi reuses its derivatives."""
-    return posture_function(model, params, base, jit=True).map(n)
+    return posture_function(model, params, base, spec, jit=True).map(n)
 
 
 def _structures(model: RobotModel, poses: np.ndarray, base: str) -> list[geo.Structure]:
@@ -107,7 +119,8 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
     Q = ca.reshape(X[: N * nq], nq, N)
     PL = ca.reshape(X[N * nq :], 5, P)
     poses = ca.horzcat(*[PL[:3, j] for j in placement])
-    eq, cop, h, G = _mapped_posture(model, s.params, s.base, N)(Q, poses)
+    spec = s.cop_spec(model)
+    eq, cop, h, G = _mapped_posture(model, s.params, s.base, N, spec)(Q, poses)
     Ht = h  # 25 × 2N = Hᵀ
     sharp = ca.MX.sym("p")
     cb = SurrogateKappa((Ht.shape[0], Ht.shape[1]))  # must outlive the solver
@@ -158,10 +171,10 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
             for k, ne in enumerate(normals):
                 a = verts[st.hull[k]]
                 m = ca.dot(ne, cop[:, i] - a)
-                if s.uncertainty > 0:
+                if spec is not None and spec.scale > 0:
                     Gi = G[:, i]
                     quad = ne[0] ** 2 * Gi[0] + 2 * ne[0] * ne[1] * Gi[1] + ne[1] ** 2 * Gi[2]
-                    m = m - s.uncertainty * ca.sqrt(quad + 1e-12)
+                    m = m - spec.scale * ca.sqrt(quad + 1e-12)
                 g.append(m)
                 lbg.append([d])
                 ubg.append([np.inf])

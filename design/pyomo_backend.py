@@ -68,11 +68,11 @@ def _design_rows(model: RobotModel, params: str, base: str) -> ca.Function:
 
 
 @lru_cache(maxsize=4)
-def _algebra(model: RobotModel, params: str, base: str) -> ca.Function:
+def _algebra(model: RobotModel, params: str, base: str, spec) -> ca.Function:
     """Per posture, the expressions that become Pyomo algebra: equalities (6), CoP (2), G (3)."""
     q = ca.SX.sym("q", model.nq)
     pose = ca.SX.sym("pose", 3)
-    eq, cop, _, G = posture_function(model, params, base)(q, pose)
+    eq, cop, _, G = posture_function(model, params, base, spec)(q, pose)
     return ca.Function("algebra", [q, pose], [eq, cop, G])
 
 
@@ -167,7 +167,7 @@ def build_model(model: RobotModel, s: Settings, start: PostureSet):
         m.e[k] = expr
         return m.e[k]
 
-    fn = _algebra(model, s.params, s.base)
+    fn = _algebra(model, s.params, s.base, s.cop_spec(model))
     m.cop, m.G = [], []
     m.kin = pyo.ConstraintList()
     eqs = []
@@ -201,6 +201,7 @@ def set_structures(m, model: RobotModel, s: Settings, placement: np.ndarray, str
 
     rb, ro = geo.foot_rects(model, s.base)
     d = s.required_margin + (1e-7 if s.required_margin > 0 else 0.0)
+    spec = s.cop_spec(model)
     for j, st in enumerate(structs):
         x, y, psi = m.pose[j, 0], m.pose[j, 1], m.pose[j, 2]
         c, sn = pyo.cos(psi), pyo.sin(psi)
@@ -237,9 +238,9 @@ def set_structures(m, model: RobotModel, s: Settings, placement: np.ndarray, str
             for k, ne in enumerate(normals):
                 a = verts[hull[k]]
                 mg = ne[0] * (cop[0] - a[0]) + ne[1] * (cop[1] - a[1])
-                if s.uncertainty > 0:
+                if spec is not None and spec.scale > 0:
                     quad = ne[0] ** 2 * G[0] + 2 * ne[0] * ne[1] * G[1] + ne[1] ** 2 * G[2]
-                    mg = mg - s.uncertainty * pyo.sqrt(quad + 1e-12)
+                    mg = mg - spec.scale * pyo.sqrt(quad + 1e-12)
                 m.geo.add(mg >= d)
 
 

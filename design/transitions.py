@@ -15,8 +15,8 @@ import casadi as ca
 import numpy as np
 
 from design.problems import Settings, posture_function
+from design.uncertainty import nominal_cop
 from robots.plan_format import Plan, Transition
-from robots.stance import balance
 from robots.tree import RobotModel
 
 WAYPOINTS = 11
@@ -86,7 +86,7 @@ MAX_EDGES = 8
 
 
 @lru_cache(maxsize=8)
-def _path_solver(model: RobotModel, params: str, base: str, inner: int, margin: float, radius: float):
+def _path_solver(model: RobotModel, params: str, base: str, inner: int, margin: float, spec):
     """IPOPT (exact Hessian) for a shortest closed-chain joint path between two fixed postures.
 
     Parameters: placement pose (3), start q (nq), end q (nq), hull edges as rows (nx, ny, offset) so that
@@ -98,7 +98,7 @@ def _path_solver(model: RobotModel, params: str, base: str, inner: int, margin: 
     pose, qa, qb = P[:3], P[3 : 3 + nq], P[3 + nq : 3 + 2 * nq]
     E = ca.reshape(P[3 + 2 * nq :], 3, MAX_EDGES)
     Q = ca.horzcat(qa, ca.reshape(X, nq, inner), qb)
-    fn = posture_function(model, params, base)
+    fn = posture_function(model, params, base, spec)
     f = 0
     g = []
     for k in range(inner + 1):
@@ -111,9 +111,9 @@ def _path_solver(model: RobotModel, params: str, base: str, inner: int, margin: 
             g.append(ca.DM(model.coupled_A) @ Q[:, k] - ca.DM(model.coupled_b))
         for e in range(MAX_EDGES):
             m = E[0, e] * cop[0] + E[1, e] * cop[1] - E[2, e]
-            if radius > 0:
+            if spec is not None and spec.scale > 0:
                 quad = E[0, e] ** 2 * G[0] + 2 * E[0, e] * E[1, e] * G[1] + E[1, e] ** 2 * G[2]
-                m = m - radius * ca.sqrt(quad + 1e-12)
+                m = m - spec.scale * ca.sqrt(quad + 1e-12)
             g.append(m - margin)
     g = ca.vertcat(*g)
     per = 6 + len(model.coupled_b) + MAX_EDGES
@@ -161,7 +161,7 @@ def make_transitions(
     out = []
     inner = waypoints - 2
     margin = s.required_margin
-    solver, lbg, ubg = _path_solver(model, s.params, s.base, inner, margin, s.uncertainty)
+    solver, lbg, ubg = _path_solver(model, s.params, s.base, inner, margin, s.cop_spec(model))
     for a, b in itertools.pairwise(plan.postures):
         if a.placement != b.placement:
             continue
@@ -179,6 +179,6 @@ def make_transitions(
         ubx = np.tile(model.upper, inner)
         sol = solver(x0=np.concatenate(x0), p=par, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
         wps = np.vstack([a.q, np.asarray(sol["x"]).reshape(inner, model.nq), b.q])
-        margins = [balance(model, qk, s.params, s.base).margin for qk in wps]
+        margins = [nominal_cop(model, qk, s.params, s.base, s.ellipsoid)[1] for qk in wps]
         out.append(Transition(a.index, b.index, wps, err_interp, float(min(margins))))
     return out

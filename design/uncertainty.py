@@ -1,19 +1,107 @@
 """Uncertainty-aware CoP margin: the CoP is linear in ϑ_b, so its worst case over an ellipsoid is closed form.
 
-For a hull edge with inward unit normal n through vertex a, and ϑ_b ∈ {ϑ₀ + L u : ‖u‖ ≤ 1},
-    min_u n·(R_xy(q)(ϑ₀ + L u) − a) = n·(CoP₀ − a) − ‖Lᵀ R_xyᵀ n‖.
-Here L = r·I (a ball of radius r in metres of ϑ_b); the optimiser uses the same expression symbolically.
+For a hull edge with inward unit normal n through vertex a, and ϑ_b ∈ {ϑ₀ + L u : ‖u‖ ≤ 1} (Σ = L Lᵀ),
+    min_u n·(R_xy(q)(ϑ₀ + L u) − a) = n·(CoP₀ − a) − ‖Lᵀ R_xyᵀ n‖ = n·(CoP₀ − a) − √(nᵀ R_xy Σ R_xyᵀ n).
+Either a ball (L = r·I around the design parameter set) or the covariance of a previous identification
+(Σ = K²·cov, centred on its estimate); the optimiser uses the same expression symbolically.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
+from shapely.geometry import Point
 
 from design.criteria import base_model
-from design.geometry import all_corners, hull_indices
+from design.geometry import all_corners, hull_indices, support_polygon
+from robots.errors import DataError
 from robots.kinematics import site_pose
 from robots.stance import other_site
 from robots.tree import RobotModel
+
+
+@dataclass(frozen=True)
+class Ellipsoid:
+    """ϑ_b uncertainty from a static identification result: centre ϑ₀ (m) and covariance (m², n × n)."""
+
+    source: str
+    sigma: float  # the ellipsoid is {ϑ : (ϑ − ϑ₀)ᵀ cov⁻¹ (ϑ − ϑ₀) ≤ sigma²}
+    symbols: tuple[str, ...]
+    theta_m: tuple[float, ...]
+    cov_m2: tuple[tuple[float, ...], ...]
+
+    @property
+    def sigma_matrix(self) -> np.ndarray:
+        """Σ = K²·cov (m²): the shape matrix of the ellipsoid."""
+        return self.sigma**2 * np.array(self.cov_m2)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Ellipsoid:
+        return cls(
+            str(d["source"]),
+            float(d["sigma"]),
+            tuple(d["symbols"]),
+            tuple(float(v) for v in d["theta_m"]),
+            tuple(tuple(float(v) for v in row) for row in d["cov_m2"]),
+        )
+
+
+@dataclass(frozen=True)
+class CopSpec:
+    """What the optimiser's CoP uses (hashable, for cached CasADi functions): centre ϑ₀ (None = the design
+    parameter set) and the robust term scale·√(nᵀ R S Rᵀ n) with S = Σ/scale² (None = identity)."""
+
+    theta: tuple[float, ...] | None = None
+    scale: float = 0.0
+    shape: tuple[tuple[float, ...], ...] | None = None
+
+
+def load_ellipsoid(path: str, model: RobotModel, base: str, sigma: float) -> Ellipsoid:
+    """Read a "poise static result" JSON: ϑ₀ = `value_m`, cov = diag(se)·corr·diag(se), 0 where not estimated."""
+    if not sigma > 0 or not np.isfinite(sigma):
+        raise DataError(f"--uncertainty-sigma must be a positive number, got {sigma}")
+    try:
+        d = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(d, dict) or d.get("format") != "poise static result":
+        raise DataError(f"{path}: not a static identification result (format 'poise static result')")
+    if d.get("robot") != model.name or d.get("base") != base:
+        raise DataError(
+            f"{path}: result is for robot {d.get('robot')!r}, base {d.get('base')!r}; "
+            f"the plan needs {model.name!r}, base {base!r}"
+        )
+    symbols = base_model(model, base).symbols
+    try:
+        params = {p["symbol"]: p for p in d["parameters"]}
+        theta = np.array([float(params[s]["value_m"]) for s in symbols])
+        corr = d["correlation"]
+        est = list(corr["symbols"])
+        R = np.array(corr["matrix"], dtype=float).reshape(len(est), len(est))
+        se = np.array([float(params[s]["se_m"]) for s in est])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{path}: malformed static result (missing or invalid {exc})") from None
+    if not (np.all(np.isfinite(theta)) and np.all(np.isfinite(R)) and np.all(np.isfinite(se))):
+        raise DataError(f"{path}: parameter values, standard errors or correlations are not finite")
+    cov = np.zeros((len(symbols), len(symbols)))
+    idx = [symbols.index(s) for s in est]
+    cov[np.ix_(idx, idx)] = se[:, None] * R * se[None, :]
+    return Ellipsoid(str(path), float(sigma), tuple(symbols), tuple(theta), tuple(tuple(row) for row in cov))
+
+
+def cop_spec(model: RobotModel, base: str, radius: float, ellipsoid: Ellipsoid | None) -> CopSpec | None:
+    """The optimiser's CoP model for a ball of `radius` (m) or an ellipsoid (None: nominal, no robust term)."""
+    if ellipsoid is not None:
+        S = ellipsoid.sigma_matrix
+        scale = float(np.sqrt(np.max(np.diag(S)))) if S.size else 0.0
+        shape = tuple(tuple(row) for row in S / scale**2) if scale > 0 else None
+        return CopSpec(ellipsoid.theta_m, scale, shape)
+    return CopSpec(None, float(radius), None) if radius > 0 else None
 
 
 def left_pose(model: RobotModel, q: np.ndarray, params: str = "sim", base: str = "right") -> np.ndarray:
@@ -22,13 +110,25 @@ def left_pose(model: RobotModel, q: np.ndarray, params: str = "sim", base: str =
     return np.array([p[0], p[1], np.arctan2(R[1, 0], R[0, 0])])
 
 
-def robust_margin(
-    model: RobotModel, q: np.ndarray, radius: float, params: str = "sim", base: str = "right"
-) -> float:
-    """Smallest CoP margin (m) over all ϑ_b within `radius` (m) of the design values."""
+def _theta_and_sigma(model, radius, params, base, ellipsoid):
     bm = base_model(model, base)
-    Rxy = bm.regressor(q)[:2, :]
-    cop = Rxy @ bm.values(params)
+    if ellipsoid is not None:
+        return np.array(ellipsoid.theta_m), ellipsoid.sigma_matrix
+    return bm.values(params), radius**2 * np.eye(bm.n)
+
+
+def robust_margin(
+    model: RobotModel,
+    q: np.ndarray,
+    radius: float,
+    params: str = "sim",
+    base: str = "right",
+    ellipsoid: Ellipsoid | None = None,
+) -> float:
+    """Smallest CoP margin (m) over the ball of `radius` (m) around the design values, or the ellipsoid."""
+    Rxy = base_model(model, base).regressor(q)[:2, :]
+    theta, S = _theta_and_sigma(model, radius, params, base, ellipsoid)
+    cop = Rxy @ theta
     pts = all_corners(model, left_pose(model, q, params, base), base)
     hull = hull_indices(pts)
     out = np.inf
@@ -36,5 +136,16 @@ def robust_margin(
         a, b = pts[hull[k]], pts[hull[(k + 1) % len(hull)]]
         e = (b - a) / np.linalg.norm(b - a)
         n = np.array([-e[1], e[0]])
-        out = min(out, float(n @ (cop - a) - radius * np.linalg.norm(Rxy.T @ n)))
+        w = Rxy.T @ n
+        out = min(out, float(n @ (cop - a) - np.sqrt(max(w @ S @ w, 0.0))))
     return out
+
+
+def nominal_cop(model: RobotModel, q: np.ndarray, params: str, base: str, ellipsoid: Ellipsoid | None):
+    """Predicted CoP (m) and its shapely margin (m): the ellipsoid's centre if given, else the parameter set."""
+    Rxy = base_model(model, base).regressor(q)[:2, :]
+    theta = np.array(ellipsoid.theta_m) if ellipsoid is not None else base_model(model, base).values(params)
+    cop = Rxy @ theta
+    poly = support_polygon(model, left_pose(model, q, params, base), base)
+    d = poly.exterior.distance(Point(cop))
+    return cop, float(d if poly.contains(Point(cop)) else -d)

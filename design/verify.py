@@ -12,7 +12,7 @@ import numpy as np
 
 from design.criteria import design_matrix, kappa
 from design.geometry import foot_rects, placed_corners
-from design.uncertainty import robust_margin
+from design.uncertainty import Ellipsoid, nominal_cop, robust_margin
 from robots.errors import DataError
 from robots.kinematics import site_pose
 from robots.params_io import resolve_params
@@ -73,43 +73,62 @@ def _yaw(R: np.ndarray) -> float:
 
 
 def posture_issues(
-    model: RobotModel, q: np.ndarray, params, base: str, margin: float, pose=None
+    model: RobotModel, q: np.ndarray, params, base: str, margin: float, pose=None, ellipsoid=None
 ) -> tuple[list[str], float, float]:
-    """Issues of one double-support posture (limits, flat, disjoint feet, margin, placement)."""
+    """Issues of one double-support posture (limits, flat, disjoint feet, margin, placement); the CoP from
+    `params`, or from the ellipsoid's centre if given."""
     issues = model.limit_violations(q)
     res = flat_residual(model, q, "sim", base)
     if np.abs(res).max() > FLAT_TOL:
         issues.append(f"left foot not flat (z {res[0] * 1000:.3f} mm, tilt {np.abs(res[1:]).max():.1e} rad)")
     b = balance(model, q, params, base)
+    cop_margin = b.margin if ellipsoid is None else nominal_cop(model, q, params, base, ellipsoid)[1]
     if b.feet_overlap:
         issues.append("feet overlap")
-    if b.margin < margin - MARGIN_TOL:
-        issues.append(f"CoP margin {b.margin * 1000:.2f} mm < required {margin * 1000:.1f} mm")
+    if cop_margin < margin - MARGIN_TOL:
+        issues.append(f"CoP margin {cop_margin * 1000:.2f} mm < required {margin * 1000:.1f} mm")
     if pose is not None:
         R, p = site_pose(model, q, "sim", other_site(model, base), base)
         err = max(abs(p[0] - pose[0]), abs(p[1] - pose[1]), abs(np.angle(np.exp(1j * (_yaw(R) - pose[2])))))
         if err > PLACE_TOL:
             issues.append(f"left foot {err * 1000:.3f} mm/mrad away from its placement")
-    return issues, b.margin, b.feet_gap
+    return issues, cop_margin, b.feet_gap
+
+
+def plan_ellipsoid(plan: Plan) -> Ellipsoid | None:
+    """The identification ellipsoid recorded in a plan's settings, if any (DataError if malformed)."""
+    d = plan.settings.get("ellipsoid")
+    if not d:
+        return None
+    try:
+        return Ellipsoid.from_dict(d)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"plan settings: malformed 'ellipsoid' ({exc})") from None
 
 
 def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1e-4) -> CheckReport:
-    """Verify every posture and transition of a plan; `params` defaults to the plan's design parameters."""
+    """Verify every posture and transition of a plan; `params` defaults to the plan's design parameters
+    (with an identification ellipsoid in the settings: its centre for the CoP and its worst case)."""
     check_compatible(plan, model)
+    params_arg = params
     params = resolve_params(params or plan.params, model)
     base = plan.base
     required = float(plan.settings.get("required_margin", plan.settings.get("margin", 0.0)))
     radius = float(plan.settings.get("uncertainty") or 0.0)
+    ell = plan_ellipsoid(plan)
+    own = params_arg is None or params.name == plan.params  # the design guess, not another parameter set
     results = []
     for p in plan.postures:
         pose = plan.placement(p.placement).left_foot
-        issues, m, gap = posture_issues(model, p.q, params, base, required, pose)
-        if radius > 0 and params.name == plan.params and required > 0:
-            rm = robust_margin(model, p.q, radius, plan.params, base)
+        issues, m, gap = posture_issues(model, p.q, params, base, required, pose, ell if own else None)
+        if (radius > 0 or ell is not None) and own and required > 0:
+            rm = robust_margin(model, p.q, radius, plan.params, base, ell)
+            what = (
+                f"the ϑ_b ball of {radius * 1000:.1f} mm" if ell is None else f"the {ell.sigma:g}σ ellipsoid"
+            )
             if rm < required - MARGIN_TOL:
                 issues.append(
-                    f"worst-case CoP margin {rm * 1000:.2f} mm over the ϑ_b ball of {radius * 1000:.1f} mm "
-                    f"< required {required * 1000:.1f} mm"
+                    f"worst-case CoP margin {rm * 1000:.2f} mm over {what} < required {required * 1000:.1f} mm"
                 )
         results.append(PostureCheck(p.index, m, gap, issues))
     plan_issues = []
@@ -139,7 +158,7 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
             tr_issues.append(f"transition {t.from_index}→{t.to_index}: does not start/end at its postures")
         pose = plan.placement(a.placement).left_foot
         for k, qk in enumerate(t.q[1:-1], start=1):
-            iss, _, _ = posture_issues(model, qk, params, base, required, pose)
+            iss, _, _ = posture_issues(model, qk, params, base, required, pose, ell if own else None)
             if iss:
                 tr_issues.append(f"transition {t.from_index}→{t.to_index} waypoint {k}: {iss[0]}")
                 break

@@ -35,9 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--scheduler", default=None, help="Dask scheduler address: run the starts on that cluster")
     d.add_argument(
         "--uncertainty",
+        default="0",
+        metavar="R|RESULT.json",
+        help="keep the margin for every ϑ_b within this radius (m) of the guess, or over the confidence "
+        "ellipsoid of a static identification result (its estimate becomes the CoP guess); default 0",
+    )
+    d.add_argument(
+        "--uncertainty-sigma",
         type=float,
-        default=0.0,
-        help="keep the margin for every ϑ_b within this radius (m) of the guess (closed form; default 0)",
+        default=3.0,
+        metavar="K",
+        help="ellipsoid size in standard deviations for --uncertainty RESULT.json (default 3)",
     )
     d.add_argument("--move-s", type=float, default=30.0, help="move duration per posture (s)")
     d.add_argument("--hold-s", type=float, default=60.0, help="hold duration per posture (s)")
@@ -58,7 +66,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=cmd_show)
 
 
-def _settings(args):
+def _uncertainty(arg: str, model, sigma: float):
+    """--uncertainty: a radius in m (float) or the path of a static identification result (ellipsoid)."""
+    from design.uncertainty import load_ellipsoid
+
+    try:
+        radius = float(arg)
+    except ValueError:
+        return 0.0, load_ellipsoid(arg, model, "right", sigma)
+    if not radius >= 0 or radius == float("inf"):
+        raise DataError(f"--uncertainty must be a radius ≥ 0 (m) or a result file, got {arg!r}")
+    return radius, None
+
+
+def _settings(args, model):
     from design.problems import Settings
 
     if args.postures < 13:
@@ -67,10 +88,15 @@ def _settings(args):
         )
     if args.starts < 1:
         raise DataError("--starts must be at least 1")
-    if args.margin < 0 or args.uncertainty < 0 or args.feet_gap < 0:
-        raise DataError("--margin, --feet-gap and --uncertainty must be ≥ 0 (m)")
+    if args.margin < 0 or args.feet_gap < 0:
+        raise DataError("--margin and --feet-gap must be ≥ 0 (m)")
+    radius, ellipsoid = _uncertainty(args.uncertainty, model, args.uncertainty_sigma)
     return Settings(
-        problem=args.problem, margin=args.margin, feet_gap=args.feet_gap, uncertainty=args.uncertainty
+        problem=args.problem,
+        margin=args.margin,
+        feet_gap=args.feet_gap,
+        uncertainty=radius,
+        ellipsoid=ellipsoid,
     )
 
 
@@ -81,7 +107,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
     from robots.plan_format import save_plan
 
     model = get_model(args.robot)
-    s = _settings(args)
+    s = _settings(args, model)
     if args.postures % args.placements:
         raise DataError(
             f"--postures ({args.postures}) must be a multiple of --placements ({args.placements})"
