@@ -5,16 +5,16 @@ import pytest
 from design.planner import design
 from design.problems import Settings
 
-S = Settings(problem="free-com", sharpness=(8.0,), max_iter=150)
+S = Settings(problem="free-com", sharpness=(8.0,), max_iter=300)
 
 
 @pytest.fixture(scope="module")
 def serial(model):
-    return design(model, S, 12, 3, starts=2, seed=11, workers=1)
+    return design(model, S, 15, 3, starts=2, seed=11, workers=1)
 
 
 def test_processes_match_serial(model, serial):
-    best, summary = design(model, S, 12, 3, starts=2, seed=11, workers=2)
+    best, summary = design(model, S, 15, 3, starts=2, seed=11, workers=2)
     assert [r["kappa"] for r in summary] == pytest.approx([r["kappa"] for r in serial[1]], rel=1e-9)
     assert best.kappa == min(r["kappa"] for r in summary)
     assert all(r["kappa"] < r["kappa_initial"] for r in summary)
@@ -29,7 +29,7 @@ def test_dask_local_cluster(model, serial):
         best, summary = design(
             model,
             S,
-            12,
+            15,
             3,
             starts=2,
             seed=11,
