@@ -14,7 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="design -> run on emulated robot and boards -> identify -> report")
     p.add_argument("--out", default="out/demo", help="directory for the plan, the run and the figure")
     p.add_argument("--postures", type=int, default=30, help="number of postures (default 30)")
-    p.add_argument("--placements", type=int, default=6, help="foot placements (default 6: five postures each)")
+    p.add_argument(
+        "--placements", type=int, default=6, help="foot placements (default 6: five postures each)"
+    )
     p.add_argument("--move-s", type=float, default=4.0, help="move duration per posture (robot time, s)")
     p.add_argument("--hold-s", type=float, default=8.0, help="hold duration per posture (robot time, s)")
     p.add_argument("--time-scale", type=float, default=6.0, help="time compression K")

@@ -171,7 +171,14 @@ class _FakeEvdev:
 def test_evdev_board_decodes_hid_wiimote_units():
     dev = _FakeEvdev([(300, 200, 400, 100), (310, 190, 400, 100)])
     board = EvdevBoard(lambda: dev)
-    samples = _run(board, 1.5)  # generous: the reader thread may start late on a loaded machine
+    board.start()
+    samples, deadline = [], time.monotonic() + 5.0
+    try:  # drain (not collect: collect() drops what arrived before it was called, and the fake is instant)
+        while len(samples) < 2 and time.monotonic() < deadline:
+            samples += board.drain()
+            time.sleep(0.01)
+    finally:
+        board.close()
     assert len(samples) == 2
     np.testing.assert_allclose(samples[0].kg, [3.0, 2.0, 4.0, 1.0], atol=1e-9)  # 10 g units
     np.testing.assert_allclose(samples[1].kg, [3.1, 1.9, 4.0, 1.0], atol=1e-9)

@@ -75,7 +75,9 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     model = tulip()
     config = load_config()
     t0 = time.monotonic()
-    log(f"1/3 design: {args.postures} postures in {args.placements} placements, CasADi + IPOPT, one start ...")
+    log(
+        f"1/3 design: {args.postures} postures in {args.placements} placements, CasADi + IPOPT, one start ..."
+    )
     plan = design_plan(model, args.postures, args.placements, args.seed, args.move_s, args.hold_s)
     plan_path = out / "plan.json"
     save_plan(plan, plan_path)
