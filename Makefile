@@ -34,7 +34,7 @@ ASL_LIB := $(VENV)/pyomo/lib/libpynumero_ASL.so
 pynumero: $(ASL_LIB)
 
 $(ASL_LIB): $(STAMP)
-	test -f $(ASL_INC)/asl_pfgh.h || { apt-get update && apt-get install -y libamplsolver-dev; }
+	test -f $(ASL_INC)/asl_pfgh.h || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libamplsolver-dev; }
 	rm -rf build/pynumero && mkdir -p build/pynumero $(VENV)/pyomo/lib
 	src=$$($(PY) -c 'import os, pyomo.contrib.pynumero as p; print(os.path.join(os.path.dirname(p.__file__), "src"))'); \
 	lib=$$(ls /usr/lib/*/libamplsolver.so /usr/lib/libamplsolver.so 2>/dev/null | head -n 1); \
