@@ -1,12 +1,13 @@
 """A recording written from the README's format description alone, by separate TUlip kinematics, is identified.
 
-Nothing from `robots/` is used to make the data: the chain (spec §1), Table D.1 and the feet-flat solve are
-written here from the spec, and the CSV is written by hand in degrees and millimetres.
+Nothing from `robots/` is used to make the data: the chain (spec §1) and Table D.1 come from the test-local
+`indep_tulip`, the feet-flat solve is scipy's, and the CSV is written by hand in degrees and millimetres.
 """
 
 import json
 
 import numpy as np
+from indep_tulip import com, in_right_sole
 from scipy.optimize import least_squares
 
 from poise.cli import main
@@ -15,49 +16,10 @@ TABLE_4_1_MM = {"ϑ1": -10.601, "ϑ5": 3.101, "ϑ9": 3.101, "ϑ10": 75.0, "ϑ15"
                 "ϑ20": -261.249, "ϑ21": -12.538, "ϑ23": 43.251, "ϑ24": 14.751, "ϑ25": 0.462}  # fmt: skip
 
 
-def rot(axis, a):
-    c, s = np.cos(a), np.sin(a)
-    if axis == "x":
-        return np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
-    if axis == "y":
-        return np.array([[c, 0, s], [0, 1, 0], [-s, 0, c]])
-    return np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
-
-
-# Table D.1: (cx, cy, cz, mass); leg CoM in its frame is [cx, cy, -cz], torso [cx, cy, +cz].
-TORSO = (-0.02, 0.075, 0.17, 12.0)
-LEG = [(-0.02, 0, 0.091, 0.8), (-0.03, 0, 0, 0.01), (0, 0, 0.16, 2.9), (0, 0, 0.138, 0.8), (0, 0, 0.0065, 0.01),
-       (0.08775, 0, 0.02, 0.8)]  # fmt: skip
-
-
-def leg_frames(q6, hip_y, knee_y):
-    """Frames of the 6 leg links and the sole, in the torso frame."""
-    axes = "zxyyyx"
-    offsets = [[0, hip_y, 0], [0, 0, -0.182], [0, 0, 0], [0, knee_y, -0.32], [0, 0, -0.276], [0, 0, -0.013]]
-    R, p, out = np.eye(3), np.zeros(3), []
-    for ax, off, a in zip(axes, offsets, q6, strict=True):
-        p = p + R @ np.array(off, dtype=float)
-        R = R @ rot(ax, a)
-        out.append((R, p))
-    sole = (R, p + R @ np.array([0, 0, -0.04]))
-    return out, sole
-
-
 def com_and_left_sole(q):
-    right, sole_r = leg_frames(q[:6], 0.0, 0.01)
-    left, sole_l = leg_frames(q[6:], 0.15, -0.01)
-    Rb, pb = sole_r
-    total, mass = np.zeros(3), 0.0
-    cx, cy, cz, m = TORSO
-    total += m * np.array([cx, cy, cz])
-    mass += m
-    for frames in (right, left):
-        for (R, p), (cx, cy, cz, m) in zip(frames, LEG, strict=True):
-            total += m * (p + R @ np.array([cx, cy, -cz]))
-            mass += m
-    com = Rb.T @ (total / mass - pb)
-    Rl, pl = sole_l
-    return com, Rb.T @ Rl, Rb.T @ (pl - pb)
+    """CoM and left sole (R, p) in the right-sole frame, from the test-local kinematics."""
+    _, _, (R, p) = in_right_sole(q)
+    return com(q), R, p
 
 
 def make_postures(n, rng):
