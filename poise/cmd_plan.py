@@ -54,6 +54,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--out", required=True, help="plan file to write (JSON)")
     d.set_defaults(func=cmd_postures)
 
+    a = s.add_parser(
+        "augment", help="add the feasible postures that lower κ most (greedy), each on its own placement"
+    )
+    a.add_argument("plan", help="plan file (JSON)")
+    a.add_argument("--add", type=int, required=True, help="number of postures to add")
+    a.add_argument("--pool", type=int, default=60, help="random verified candidate postures (default 60)")
+    a.add_argument("--seed", type=int, default=1)
+    a.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    a.add_argument("--out", required=True, help="plan file to write (JSON)")
+    a.set_defaults(func=cmd_augment)
+
     c = s.add_parser("check", help="verify a plan with shapely: limits, feet, margins, transitions, κ")
     c.add_argument("plan", help="plan file (JSON)")
     c.add_argument("--params", default=None, help="parameters for the CoP: sim|mc|FILE (default: the plan's)")
@@ -233,4 +244,26 @@ def cmd_show(args: argparse.Namespace) -> int:
     model = get_model(plan.robot)
     plot_plan(model, plan, args.out)
     console.print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_augment(args: argparse.Namespace) -> int:
+    from design.augment import augment_plan
+    from robots.plan_format import load_plan, save_plan
+
+    plan = load_plan(args.plan)
+    model = get_model(plan.robot)
+    plan = load_plan(args.plan, model)
+    with err_console.status(f"sampling {args.pool} verified postures, adding {args.add} greedily"):
+        res = augment_plan(model, plan, args.add, args.pool, args.seed)
+    save_plan(res.plan, args.out)
+    summary = {"out": args.out, "kappa_before": res.kappa_before, "kappa_after_each": res.kappa_after,
+               "kappa": res.plan.kappa, "postures": len(res.plan.postures)}  # fmt: skip
+    if args.json:
+        print_json(summary)
+        return 0
+    console.print(
+        f"κ {res.kappa_before:.1f} → {res.plan.kappa['right']:.1f} with {args.add} added postures "
+        f"(from a pool of {res.pool}); {len(res.plan.postures)} postures; wrote {args.out}"
+    )
     return 0
