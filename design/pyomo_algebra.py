@@ -34,7 +34,7 @@ def _unary(op: int, a):
     }
     fn = table.get(op)
     if fn is None:
-        raise NotImplementedError(f"CasADi operation {op} has no Pyomo translation")
+        raise ValueError(f"CasADi operation {op} has no Pyomo translation")
     return fn(a)
 
 

@@ -7,6 +7,7 @@ dropped link is reopened a few times, after which `check()` raises `DeviceError`
 
 from __future__ import annotations
 
+import abc
 import collections
 import threading
 import time
@@ -39,7 +40,7 @@ class BoardStats:
     battery: int | None = None
 
 
-class _BoardBase:
+class _BoardBase(abc.ABC):
     """Reader thread, sample queue, tare; subclasses implement `_open()` and `_read(timeout)`."""
 
     lost_after_s = 1.0
@@ -161,14 +162,17 @@ class _BoardBase:
         )
         return False
 
-    def _open(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _open(self) -> None:
+        """Connect and initialise the transport (raises DeviceError)."""
 
-    def _read(self, timeout: float) -> bool:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _read(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for reports, `_emit` them; True if any sample was emitted."""
 
-    def _close_transport(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _close_transport(self) -> None:
+        """Release the transport."""
 
 
 class HidBoard(_BoardBase):
