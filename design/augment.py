@@ -7,16 +7,17 @@ designed posture, and is executed with the plan's move/hold durations and a cosi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from design.criteria import design_matrix, kappa
 from design.greedy import greedy_augment
+from design.planner import make_posture, plan_kappa
 from robots.errors import DataError
 from robots.kinematics import site_pose
-from robots.plan_format import Placement, Plan, Posture
-from robots.stance import balance, other_site, random_double_support
+from robots.plan_format import Placement, Plan
+from robots.stance import other_site, random_double_support
 from robots.tree import RobotModel
 
 
@@ -50,24 +51,13 @@ def augment_plan(model: RobotModel, plan: Plan, add: int, pool: int, seed: int) 
         q = cand[i]
         R, p = site_pose(model, q, plan.params, other, plan.base)
         placements.append(Placement(next_pl + k, (float(p[0]), float(p[1]), math.atan2(R[1, 0], R[0, 0]))))
-        b = balance(model, q, plan.params, plan.base)
         postures.append(
-            Posture(next_po + k, next_pl + k, q, move_s, hold_s, (float(b.cop[0]), float(b.cop[1])), b.margin)
+            make_posture(model, next_po + k, next_pl + k, q, move_s, hold_s, plan.params, plan.base)
         )
-    q_all = np.array([p.q for p in postures])
     settings = dict(plan.settings)
     settings["augmented"] = {"added": add, "pool": pool, "seed": seed, "kappa_before": k0}
-    new = Plan(
-        robot=plan.robot,
-        base=plan.base,
-        joint_names=list(plan.joint_names),
-        placements=placements,
-        postures=postures,
-        transitions=list(plan.transitions),
-        kappa={b: kappa(design_matrix(model, q_all, b)) for b in ("right", "left")},
-        solver=dict(plan.solver),
-        seed=plan.seed,
-        settings=settings,
-        params=plan.params,
+    q_all = np.array([p.q for p in postures])
+    new = replace(
+        plan, placements=placements, postures=postures, kappa=plan_kappa(model, q_all), settings=settings
     )
     return AugmentResult(new, k0, res.kappas, pool)

@@ -24,6 +24,20 @@ def robust_margins(model: RobotModel, q: np.ndarray, s: Settings) -> np.ndarray 
     return np.array([robust_margin(model, qi, s.uncertainty, s.params, s.base, s.ellipsoid) for qi in q])
 
 
+def make_posture(
+    model: RobotModel, index: int, placement: int, q: np.ndarray, move_s: float, hold_s: float,
+    params: str, base: str, ellipsoid=None, robust_margin: float | None = None,
+) -> Posture:  # fmt: skip
+    """A plan posture with its predicted CoP and shapely margin (at the ellipsoid's centre when given)."""
+    cop, margin = nominal_cop(model, q, params, base, ellipsoid)
+    return Posture(index, placement, q, move_s, hold_s, (float(cop[0]), float(cop[1])), margin, robust_margin)
+
+
+def plan_kappa(model: RobotModel, q: np.ndarray) -> dict[str, float]:
+    """True κ of the design regressor for both bases."""
+    return {b: kappa(design_matrix(model, q, b)) for b in ("right", "left")}
+
+
 def build_plan(
     model: RobotModel,
     ps: PostureSet,
@@ -43,21 +57,21 @@ def build_plan(
     q = ps.q[order]
     placement = ps.placement[order]
     rob = robust_margins(model, q, s)
-    postures = []
-    for i, qi in enumerate(q):
-        cop, margin = nominal_cop(model, qi, s.params, s.base, s.ellipsoid)
-        postures.append(
-            Posture(
-                index=i,
-                placement=int(placement[i]),
-                q=qi,
-                move_s=move_s,
-                hold_s=hold_s,
-                predicted_cop=(float(cop[0]), float(cop[1])),
-                margin=margin,
-                robust_margin=None if rob is None else float(rob[i]),
-            )
-        )
+    postures = [
+        make_posture(
+            model,
+            i,
+            int(placement[i]),
+            qi,
+            move_s,
+            hold_s,
+            s.params,
+            s.base,
+            s.ellipsoid,
+            None if rob is None else float(rob[i]),
+        )  # fmt: skip
+        for i, qi in enumerate(q)
+    ]
     placements = [Placement(j, tuple(float(v) for v in pose)) for j, pose in enumerate(ps.poses)]
     settings = settings_dict(s)
     settings["required_margin"] = s.required_margin
@@ -68,7 +82,7 @@ def build_plan(
         joint_names=list(model.joint_names),
         placements=placements,
         postures=postures,
-        kappa={b: kappa(design_matrix(model, q, b)) for b in ("right", "left")},
+        kappa=plan_kappa(model, q),
         solver=solver,
         seed=seed,
         settings=settings,

@@ -7,15 +7,10 @@ one joint of a shared `JointPlant` (first-order tracking).
 
 from __future__ import annotations
 
-import os
-import select
-import threading
-import time
-
 from drivers import dxl_protocol as D
 from drivers.config import ServoMap
 from drivers.emulators.plant import JointPlant
-from drivers.transports import Pty
+from drivers.emulators.pty_device import PtyDevice
 
 MODEL_NUMBER = 1020  # XM430-W350
 ADDR_MODEL, ADDR_FW, ADDR_ID, ADDR_BAUD = 0, 6, 7, 8
@@ -23,7 +18,7 @@ ADDR_TORQUE, ADDR_LED, ADDR_GOAL, ADDR_MOVING, ADDR_PRESENT_VEL, ADDR_PRESENT_PO
 TABLE_SIZE = 147
 
 
-class DxlBusEmulator:
+class DxlBusEmulator(PtyDevice):
     def __init__(self, servos: list[ServoMap], plant: JointPlant, drop_every: int = 0) -> None:
         self.servos = {s.id: (k, s) for k, s in enumerate(servos)}
         self.plant = plant
@@ -36,16 +31,7 @@ class DxlBusEmulator:
         self.parser = D.Parser()
         self.drop_every = drop_every  # fault injection: ignore every n-th instruction packet
         self.packets = 0
-        self.pty = Pty()
-        self.path = self.pty.path
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="dxl-bus-emu", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2.0)
-        self.pty.close()
+        self._start("dxl-bus-emu")
 
     # -- control table, with the plant behind the live addresses
     def _refresh(self, sid: int) -> None:
@@ -114,17 +100,9 @@ class DxlBusEmulator:
         return [D.status(pkt.id, D.ERR_INSTRUCTION)]
 
     def _loop(self) -> None:
-        fd = self.pty.master
         while not self._stop.is_set():
-            r, _, _ = select.select([fd], [], [], 0.05)
-            if not r:
-                continue
-            try:
-                data = os.read(fd, 4096)
-            except BlockingIOError:
-                continue
-            except OSError:
-                time.sleep(0.01)  # no client on the slave yet
+            data = self._recv(0.05)
+            if not data:
                 continue
             for pkt in self.parser.feed(data):
                 self.packets += 1
@@ -132,7 +110,4 @@ class DxlBusEmulator:
                     continue
                 reply = b"".join(self._handle(pkt))
                 if reply:
-                    try:
-                        os.write(fd, reply)
-                    except OSError:
-                        pass
+                    self._send(reply)

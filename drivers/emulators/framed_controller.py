@@ -6,18 +6,15 @@ the next setpoint. Duplicate requests (same seq as the last one) get the cached 
 
 from __future__ import annotations
 
-import os
-import select
 import struct
-import threading
 import time
 
 from drivers import framed as F
 from drivers.emulators.plant import JointPlant
-from drivers.transports import Pty
+from drivers.emulators.pty_device import PtyDevice
 
 
-class FramedControllerEmulator:
+class FramedControllerEmulator(PtyDevice):
     def __init__(
         self, plant: JointPlant, watchdog_s: float = 0.25, drop_every: int = 0, corrupt_every: int = 0
     ):
@@ -36,16 +33,7 @@ class FramedControllerEmulator:
         self._last_reply = b""
         self._last_rx = time.monotonic()
         self.watchdog = False
-        self.pty = Pty()
-        self.path = self.pty.path
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="framed-emu", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2.0)
-        self.pty.close()
+        self._start("framed-emu")
 
     def _flags(self) -> int:
         return (F.FLAG_ENABLED if self.plant.torque.all() else 0) | (F.FLAG_WATCHDOG if self.watchdog else 0)
@@ -94,7 +82,6 @@ class FramedControllerEmulator:
         return rep
 
     def _loop(self) -> None:
-        fd = self.pty.master
         replies = 0
         while not self._stop.is_set():
             if (
@@ -105,22 +92,10 @@ class FramedControllerEmulator:
                 self.watchdog = True
                 self.watchdog_trips += 1
                 self._hold()
-            r, _, _ = select.select([fd], [], [], 0.01)
-            if not r:
+            data = self._recv(0.01)
+            if not data:
                 continue
-            try:
-                data = os.read(fd, 4096)
-            except BlockingIOError:
-                continue
-            except OSError:
-                time.sleep(0.01)
-                continue
-            bad_before = self.parser.bad
-            frames = self.parser.feed(data)
-            if self.parser.bad > bad_before:
-                # a damaged request: tell the host to resend (seq unknown -> 0)
-                pass
-            for fr in frames:
+            for fr in self.parser.feed(data):
                 self._last_rx = time.monotonic()
                 self.frames += 1
                 if self.drop_every and self.frames % self.drop_every == 0:
@@ -131,7 +106,4 @@ class FramedControllerEmulator:
                     b = bytearray(rep)
                     b[-3] ^= 0x55
                     rep = bytes(b)
-                try:
-                    os.write(fd, rep)
-                except OSError:
-                    pass
+                self._send(rep)
