@@ -1,7 +1,8 @@
 """Top up a plan greedily: add the feasible postures that lower κ most (thesis §4.5: the rescue of run 4).
 
-Each added posture brings its own foot placement (the boards are re-placed for it), is verified like any
-designed posture, and is executed with the plan's move/hold durations and a cosine velocity profile.
+Each added posture brings its own foot placement (the boards are re-placed for it), passes the posture checks
+of `check_plan` under the plan's rules (for `--uncertainty` plans also the worst-case margin over the plan's
+ϑ_b ball or ellipsoid), and is executed with the plan's move/hold durations and a cosine velocity profile.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ import numpy as np
 from design.criteria import design_matrix, kappa
 from design.greedy import greedy_augment
 from design.planner import make_posture, plan_kappa
+from design.verify import margin_rules, own_posture_issues, plan_robust_margin
 from robots.errors import DataError
 from robots.kinematics import site_pose
 from robots.plan_format import Placement, Plan
 from robots.stance import other_site, random_double_support
 from robots.tree import RobotModel
+
+DRAWS_PER_CANDIDATE = 20  # give up after this many plain double-support draws per wanted candidate
 
 
 @dataclass
@@ -27,20 +31,37 @@ class AugmentResult:
     kappa_before: float
     kappa_after: list[float]  # κ after each added posture
     pool: int
+    draws: int  # double-support postures drawn to fill the pool (more than `pool` for robust plans)
+
+
+def candidate_pool(model: RobotModel, plan: Plan, n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """`n` random double-support postures that `check_plan` accepts under the plan's rules, and the draws used."""
+    required, radius, ell = margin_rules(plan)
+    # Prefilter on the design CoP's margin; with an ellipsoid the checked CoP is its centre, so none.
+    pre = required if ell is None else -np.inf
+    out: list[np.ndarray] = []
+    max_draws = DRAWS_PER_CANDIDATE * max(n, 5)
+    for draws in range(1, max_draws + 1):
+        q = random_double_support(model, 1, rng, params=plan.params, base=plan.base, margin=pre)[0]
+        if not own_posture_issues(model, plan, q)[0]:
+            out.append(q)
+            if len(out) == n:
+                return np.array(out), draws
+    what = "" if radius <= 0 and ell is None else " (worst case over the plan's ϑ_b uncertainty)"
+    raise DataError(
+        f"only {len(out)} of {max_draws} random double-support postures keep the plan's "
+        f"{required * 1000:.1f} mm CoP margin{what}, fewer than --pool {n}; use a smaller --pool"
+    )
 
 
 def augment_plan(model: RobotModel, plan: Plan, add: int, pool: int, seed: int) -> AugmentResult:
-    """A new plan with `add` postures chosen greedily from `pool` random verified double-support postures."""
+    """A new plan with `add` postures chosen greedily from `pool` random postures that pass the plan's check."""
     if add < 1 or pool < add:
         raise DataError("need --add ≥ 1 and --pool ≥ --add")
-    if float(plan.settings.get("uncertainty") or 0.0) > 0 or plan.settings.get("ellipsoid"):
-        raise DataError("augmenting plans designed with --uncertainty is not supported (robust margins)")
-    margin = float(plan.settings.get("required_margin", plan.settings.get("margin", 0.0)))
-    rng = np.random.default_rng(seed)
-    cand = random_double_support(model, pool, rng, params=plan.params, base=plan.base, margin=margin)
-    q0 = plan.q
-    k0 = kappa(design_matrix(model, q0, plan.base))
-    res = greedy_augment(model, q0, cand, add, plan.base)
+    _, _, ell = margin_rules(plan)
+    cand, draws = candidate_pool(model, plan, pool, np.random.default_rng(seed))
+    k0 = kappa(design_matrix(model, plan.q, plan.base))
+    res = greedy_augment(model, plan.q, cand, add, plan.base)
     other = other_site(model, plan.base)
     placements, postures = list(plan.placements), list(plan.postures)
     move_s = postures[-1].move_s if postures else 30.0
@@ -51,13 +72,14 @@ def augment_plan(model: RobotModel, plan: Plan, add: int, pool: int, seed: int) 
         q = cand[i]
         R, p = site_pose(model, q, plan.params, other, plan.base)
         placements.append(Placement(next_pl + k, (float(p[0]), float(p[1]), math.atan2(R[1, 0], R[0, 0]))))
+        rm = plan_robust_margin(model, plan, q)
         postures.append(
-            make_posture(model, next_po + k, next_pl + k, q, move_s, hold_s, plan.params, plan.base)
+            make_posture(model, next_po + k, next_pl + k, q, move_s, hold_s, plan.params, plan.base, ell, rm)
         )
     settings = dict(plan.settings)
-    settings["augmented"] = {"added": add, "pool": pool, "seed": seed, "kappa_before": k0}
+    settings["augmented"] = {"added": add, "pool": pool, "seed": seed, "kappa_before": k0, "draws": draws}
     q_all = np.array([p.q for p in postures])
     new = replace(
         plan, placements=placements, postures=postures, kappa=plan_kappa(model, q_all), settings=settings
     )
-    return AugmentResult(new, k0, res.kappas, pool)
+    return AugmentResult(new, k0, res.kappas, pool, draws)

@@ -7,9 +7,9 @@ gradient stay finite and accurate however ill-conditioned H is — no powers of 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
-import casadi as ca
 import numpy as np
 
 from robots.com_base import BaseModel, derive_base
@@ -69,62 +69,76 @@ def surrogate(H: np.ndarray, p: float) -> tuple[float, np.ndarray]:
     return f, (U * dfds) @ Vt
 
 
-class _SurrogateGrad(ca.Callback):
-    """Jacobian of the surrogate w.r.t. H (row vector) and p (not needed by the NLP: zero), numeric."""
+@dataclass
+class Spectrum:
+    """f_p as a spectral function of M = HᵀH: eigenvectors U, eigenvalues λ = σ² (from the SVD of H, so
+    accurate however ill-conditioned), first derivatives Φ'(λ), Hessian Φ''(λ) and divided differences Γ."""
 
-    def __init__(self, shape: tuple[int, int]):
-        ca.Callback.__init__(self)
-        self.shape = shape
-        self.construct("surrogate_grad", {"enable_fd": False})
+    f: float
+    U: np.ndarray
+    lam: np.ndarray
+    d1: np.ndarray
+    d2: np.ndarray
+    gamma: np.ndarray
 
-    def get_n_in(self):
-        return 3
+    @property
+    def grad(self) -> np.ndarray:
+        """∂f/∂M (symmetric n×n)."""
+        return (self.U * self.d1) @ self.U.T
 
-    def get_n_out(self):
-        return 2
+    def hessian(self) -> np.ndarray:
+        """∂²f/∂vec(M)² (n²×n², column-major vec, symmetric in the two orderings of off-diagonal pairs)."""
+        Qt = _eigen_hessian(self.d2, self.gamma)
+        W = np.kron(self.U.T, self.U.T)
+        return W.T @ Qt @ W
 
-    def get_sparsity_in(self, i):
-        return ca.Sparsity.dense(*self.shape) if i == 0 else ca.Sparsity.dense(1, 1)
-
-    def get_sparsity_out(self, i):
-        return ca.Sparsity.dense(1, self.shape[0] * self.shape[1]) if i == 0 else ca.Sparsity.dense(1, 1)
-
-    def eval(self, arg):
-        _, g = surrogate(np.asarray(arg[0]), float(arg[1]))
-        return [ca.DM(g.reshape(1, -1, order="F")), ca.DM(0.0)]
+    def form(self, E: np.ndarray) -> np.ndarray:
+        """D²f[E_a, E_b] for a stack of symmetric directions E (K×n×n): the K×K Hessian in those directions."""
+        Et = self.U.T @ E @ self.U
+        dg = np.einsum("aii->ai", Et)
+        off = Et.reshape(len(E), -1)
+        return dg @ self.d2 @ dg.T + (off * self.gamma.ravel()) @ off.T
 
 
-class SurrogateKappa(ca.Callback):
-    """CasADi node f_p(H) (inputs H and the sharpness p) with an exact spectral Jacobian, for an MX NLP."""
+def _eigen_hessian(d2: np.ndarray, gamma: np.ndarray) -> np.ndarray:
+    n = len(d2)
+    idx = np.arange(n * n)
+    i, j = idx % n, idx // n
+    Qt = np.zeros((n * n, n * n))
+    off = i != j
+    Qt[idx[off], idx[off]] = gamma[i[off], j[off]] / 2
+    Qt[idx[off], (j + n * i)[off]] = gamma[i[off], j[off]] / 2
+    d = np.arange(n) * (n + 1)
+    Qt[np.ix_(d, d)] = d2
+    return Qt
 
-    def __init__(self, shape: tuple[int, int]):
-        ca.Callback.__init__(self)
-        self.shape = shape
-        self._grad = _SurrogateGrad(shape)
-        self.construct("surrogate_kappa", {"enable_fd": False})
 
-    def get_n_in(self):
-        return 2
+def _power_dd(lam: np.ndarray, w: np.ndarray, m: float) -> np.ndarray:
+    """(λᵢᵐ − λⱼᵐ)/(λᵢ − λⱼ)/S for all pairs, with w = λᵐ⁺¹/S: stable for close and far-apart λ."""
+    big = lam[:, None] >= lam[None, :]
+    pick = big if m > 0 else ~big  # the factor λₖ^(m−1)/S is taken at the end that keeps exp(m·L) ≤ 1
+    ref_l = np.where(pick, lam[:, None], lam[None, :])
+    ref_w = np.where(pick, w[:, None], w[None, :])
+    other = np.where(pick, lam[None, :], lam[:, None])
+    L = np.log(other / ref_l)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(np.abs(L) < 1e-12, m, np.expm1(m * L) / np.expm1(L))
+    return ref_w / ref_l**2 * ratio
 
-    def get_n_out(self):
-        return 1
 
-    def get_sparsity_in(self, i):
-        return ca.Sparsity.dense(*self.shape) if i == 0 else ca.Sparsity.dense(1, 1)
-
-    def get_sparsity_out(self, i):
-        return ca.Sparsity.dense(1, 1)
-
-    def eval(self, arg):
-        f, _ = surrogate(np.asarray(arg[0]), float(arg[1]))
-        return [ca.DM(f)]
-
-    def has_jacobian(self):
-        return True
-
-    def get_jacobian(self, name, inames, onames, opts):
-        H = ca.MX.sym("H", *self.shape)
-        p = ca.MX.sym("p", 1, 1)
-        out = ca.MX.sym("f", 1, 1)
-        jh, jp = self._grad(H, p, out)
-        return ca.Function(name, [H, p, out], [jh, jp], inames, onames, opts)
+def spectrum(Ht: np.ndarray, p: float) -> Spectrum:
+    """f_p and its derivatives w.r.t. M = Ht Htᵀ (Ht = Hᵀ, n×2N), from the SVD of Ht."""
+    U, s, _ = np.linalg.svd(np.asarray(Ht, dtype=float), full_matrices=False)
+    s = np.maximum(s, 1e-300)
+    lam = s**2
+    ll = np.log(lam)
+    A, a = _lse(p * ll)
+    B, b = _lse(-p * ll)
+    f = (A + B) / (2 * p)
+    d1 = (a - b) / (2 * lam)
+    ll2 = np.outer(lam, lam)
+    d2 = p / 2 * ((np.diag(a) - np.outer(a, a)) + (np.diag(b) - np.outer(b, b))) / ll2
+    d2 += np.diag((b - a) / (2 * lam**2))
+    gamma = (_power_dd(lam, a, p - 1) - _power_dd(lam, b, -p - 1)) / 2
+    np.fill_diagonal(gamma, 0.0)  # the diagonal belongs to d2
+    return Spectrum(float(f), U, lam, d1, d2, gamma)

@@ -3,7 +3,8 @@
 Joint-space formulation: decision variables are all joint angles plus, per placement, the left-foot pose
 (x, y, psi) and a separating line (phi, c) that proves the feet disjoint. Foot-flat and foot-at-placement
 are equality constraints. The objective is the smooth log-κ surrogate (criteria.py) with a continuation in
-its sharpness p; the true κ is always reported. Hull and bounding-box structure is fixed per solve and
+its sharpness p; IPOPT gets the exact Hessian of the Lagrangian (objective part: objective.py). The true κ is
+always reported. Hull and bounding-box structure is fixed per solve and
 re-detected afterwards (re-solving from the result while it changes), so margins are exact.
 """
 
@@ -18,8 +19,9 @@ import casadi as ca
 import numpy as np
 
 from design import geometry as geo
-from design.criteria import SurrogateKappa, base_model, design_columns, design_matrix, kappa
-from design.sampler import Y_MIN_CENTRED, PostureSet, compiled
+from design.criteria import base_model, design_columns, design_matrix, kappa
+from design.objective import CasadiObjective
+from design.sampler import Y_MIN_CENTRED, PostureSet
 from design.uncertainty import CopSpec, Ellipsoid, cop_spec
 from robots.kinematics import site_pose_sym
 from robots.stance import other_site
@@ -70,9 +72,7 @@ class SolveResult:
 
 
 @lru_cache(maxsize=8)
-def posture_function(
-    model: RobotModel, params: str, base: str, spec: CopSpec | None = None, jit: bool = False
-) -> ca.Function:
+def posture_function(model: RobotModel, params: str, base: str, spec: CopSpec | None = None) -> ca.Function:
     """Per posture: equalities (flat + at placement, 6), CoP (2), design rows Hᵢᵀ (25×2), G = R_xy S R_xyᵀ (3).
 
     CoP and S come from `spec` (default: the parameter set `params`, S = I)."""
@@ -94,13 +94,15 @@ def posture_function(
     h = Rxy[:, list(design_columns(model, base))].T
     G = Rxy @ Rxy.T if spec is None or spec.shape is None else Rxy @ ca.DM(np.array(spec.shape)) @ Rxy.T
     fn = ca.Function("posture", [q, pose], [eq, cop, h, ca.vertcat(G[0, 0], G[0, 1], G[1, 1])])
-    return compiled(fn) if jit else fn
+    return fn
 
 
 @lru_cache(maxsize=8)
 def _mapped_posture(model: RobotModel, params: str, base: str, n: int, spec: CopSpec | None) -> ca.Function:
-    """The compiled per-posture function mapped over n postures; cached so CasADi reuses its derivatives."""
-    return posture_function(model, params, base, spec, jit=True).map(n)
+    """The per-posture function mapped over n postures; cached so CasADi reuses its derivatives. Not
+    JIT-compiled: the exact Hessian needs second derivatives, and compiling those per structure cost ≈ 8 s
+    a build while interpreted evaluation costs 1–6 ms an iteration (15–50 postures)."""
+    return posture_function(model, params, base, spec).map(n)
 
 
 def _structures(model: RobotModel, poses: np.ndarray, base: str) -> list[geo.Structure]:
@@ -121,10 +123,9 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
     poses = ca.horzcat(*[PL[:3, j] for j in placement])
     spec = s.cop_spec(model)
     eq, cop, h, G = _mapped_posture(model, s.params, s.base, N, spec)(Q, poses)
-    Ht = h  # 25 × 2N = Hᵀ
     sharp = ca.MX.sym("p")
-    cb = SurrogateKappa((Ht.shape[0], Ht.shape[1]))  # must outlive the solver
-    f = cb(Ht, sharp)
+    obj = CasadiObjective(model, s.base, N)  # must outlive the solver
+    f = obj.value(X[: N * nq], sharp)
     rb, ro = geo.foot_rects(model, s.base)
     g, lbg, ubg = [ca.vec(eq)], [np.zeros(6 * N)], [np.zeros(6 * N)]
     if model.coupled_b.size:
@@ -186,7 +187,12 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
     )
     if s.centred:
         lbx[N * nq + 1 :: 5] = Y_MIN_CENTRED
-    nlp = {"x": X, "p": sharp, "f": f, "g": ca.vertcat(*g), "_keep": cb}
+    g = ca.vertcat(*g)
+    lam_f, lam_g = ca.MX.sym("lam_f"), ca.MX.sym("lam_g", g.shape[0])
+    hess = ca.hessian(ca.dot(lam_g, g), X)[0]
+    hess[: N * nq, : N * nq] += lam_f * obj.hessian(X[: N * nq], sharp)
+    hess_lag = ca.Function("nlp_hess_l", [X, sharp, lam_f, lam_g], [ca.triu(hess)])
+    nlp = {"x": X, "p": sharp, "f": f, "g": g, "_keep": (obj, hess_lag)}
     return nlp, (
         lbx,
         ubx,
@@ -207,8 +213,6 @@ def _unpack(x: np.ndarray, N: int, P: int, nq: int) -> tuple[np.ndarray, np.ndar
 
 
 IPOPT_OPTIONS = {
-    "hessian_approximation": "limited-memory",
-    "limited_memory_max_history": 30,
     "tol": 1e-7,
     "acceptable_tol": 1e-5,
     "acceptable_iter": 30,
@@ -285,6 +289,7 @@ def solve(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveR
             nlp, bounds = _build(model, s, start.placement, structs)
             opts = {"ipopt": dict(IPOPT_OPTIONS, max_iter=s.max_iter), "print_time": False}
             keep = nlp.pop("_keep")
+            opts["hess_lag"] = keep[1]
             built[key] = (ca.nlpsol("design", "ipopt", nlp, opts), bounds, keep)
             builds += 1
         solver, (lbx, ubx, lbg, ubg), _ = built[key]

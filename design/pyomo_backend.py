@@ -18,7 +18,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 
 from design import geometry as geo
-from design.criteria import surrogate
+from design.objective import Cached
 from design.problems import (
     IPOPT_OPTIONS,
     PLACEMENT_BOUNDS,
@@ -58,16 +58,6 @@ def ensure_available() -> None:
 
 
 @lru_cache(maxsize=4)
-def _design_rows(model: RobotModel, params: str, base: str) -> ca.Function:
-    """Per posture: design rows vec(Hᵢᵀ) (x row then y row, 2·25) and their Jacobian w.r.t. q."""
-    q = ca.SX.sym("q", model.nq)
-    pose = ca.SX.sym("pose", 3)
-    _, _, h, _ = posture_function(model, params, base)(q, pose)
-    hv = ca.vec(h)
-    return ca.Function("design_rows", [q], [hv, ca.jacobian(hv, q)])
-
-
-@lru_cache(maxsize=4)
 def _algebra(model: RobotModel, params: str, base: str, spec) -> ca.Function:
     """Per posture, the expressions that become Pyomo algebra: equalities (6), CoP (2), G (3)."""
     q = ca.SX.sym("q", model.nq)
@@ -77,19 +67,20 @@ def _algebra(model: RobotModel, params: str, base: str, spec) -> ca.Function:
 
 
 def _make_greybox(model: RobotModel, s: Settings, N: int):
-    """Objective-only grey box: the κ surrogate f_p of the design matrix, inputs = all joint angles."""
+    """Objective-only grey box: the κ surrogate f_p of the design matrix, inputs = all joint angles, with
+    the exact gradient and Hessian of design/objective.py (the same numbers the CasADi backend uses)."""
     from pyomo.contrib.pynumero.interfaces.external_grey_box import ExternalGreyBoxModel
 
     nq = model.nq
-    fn = _design_rows(model, s.params, s.base).map(N)
+    rows, cols = np.tril_indices(N * nq)
 
     class KappaBox(ExternalGreyBoxModel):
-        """Inputs q (N·nq); no equalities, no outputs; objective f_p(H(q)) with its exact gradient."""
+        """Inputs q (N·nq); no equalities, no outputs; objective f_p(H(q))."""
 
         def __init__(self):
             self.x = np.zeros(N * nq)
             self.p = 4.0
-            self._cache = None
+            self.cache = Cached(model, s.base, N)
 
         def input_names(self):
             return [f"q{i}_{k}" for i in range(N) for k in range(nq)]
@@ -102,15 +93,6 @@ def _make_greybox(model: RobotModel, s: Settings, N: int):
 
         def set_input_values(self, input_values):
             self.x = np.asarray(input_values, dtype=float).copy()
-            self._cache = None
-
-        def _eval(self):
-            if self._cache is None:
-                hv, Jh = (np.asarray(v) for v in fn(self.x.reshape(N, nq).T))
-                f, G = surrogate(hv.T.reshape(N * 2, -1), self.p)
-                gq = np.einsum("ir,rik->ik", G.reshape(N, -1), Jh.reshape(-1, N, nq)).ravel()
-                self._cache = (float(f), gq)
-            return self._cache
 
         def evaluate_equality_constraints(self):
             return np.zeros(0)
@@ -128,14 +110,18 @@ def _make_greybox(model: RobotModel, s: Settings, N: int):
             return True
 
         def evaluate_objective(self):
-            return self._eval()[0]
+            return self.cache(self.x, self.p, False).f
 
         def evaluate_grad_objective(self, out=None):
-            g = self._eval()[1]
+            g = self.cache(self.x, self.p, False).grad
             if out is not None:
                 np.copyto(out, g)
                 return out
             return g.copy()
+
+        def evaluate_hessian_objective(self):
+            H = self.cache(self.x, self.p, True).hess
+            return coo_matrix((H[rows, cols], (rows, cols)), shape=H.shape)
 
     return KappaBox()
 

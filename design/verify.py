@@ -12,6 +12,7 @@ import numpy as np
 
 from design.criteria import design_matrix, kappa
 from design.geometry import foot_rects, placed_corners
+from design.replicates import Replicates, find_replicates
 from design.uncertainty import Ellipsoid, nominal_cop, robust_margin
 from robots.errors import DataError
 from robots.kinematics import site_pose
@@ -43,6 +44,7 @@ class CheckReport:
     kappa: dict[str, float]
     params: str
     required_margin: float
+    replicates: Replicates | None = None
 
     @property
     def ok(self) -> bool:
@@ -61,6 +63,7 @@ class CheckReport:
             "kappa": self.kappa,
             "min_margin_m": min((p.margin for p in self.postures), default=None),
             "problems": self.problems(),
+            **(self.replicates.to_dict() if self.replicates else {}),
             "postures": [
                 {"index": p.index, "margin_m": p.margin, "feet_gap_m": p.feet_gap, "issues": p.issues}
                 for p in self.postures
@@ -106,6 +109,44 @@ def plan_ellipsoid(plan: Plan) -> Ellipsoid | None:
         raise DataError(f"plan settings: malformed 'ellipsoid' ({exc})") from None
 
 
+def margin_rules(plan: Plan) -> tuple[float, float, Ellipsoid | None]:
+    """Required margin (m), ϑ_b ball radius (m, 0 = none) and identification ellipsoid of a plan's settings."""
+    s = plan.settings
+    try:
+        required = float(s.get("required_margin", s.get("margin", 0.0)))
+        radius = float(s.get("uncertainty") or 0.0)
+    except (TypeError, ValueError):
+        required = radius = float("nan")
+    if not (np.isfinite(required) and np.isfinite(radius)):
+        raise DataError("plan settings: 'required_margin'/'margin' and 'uncertainty' must be finite numbers")
+    return required, radius, plan_ellipsoid(plan)
+
+
+def plan_robust_margin(model: RobotModel, plan: Plan, q: np.ndarray) -> float | None:
+    """Worst-case CoP margin (m) of a posture over the plan's ϑ_b ball or ellipsoid (None: no uncertainty)."""
+    _, radius, ell = margin_rules(plan)
+    if radius <= 0 and ell is None:
+        return None
+    return robust_margin(model, q, radius, plan.params, plan.base, ell)
+
+
+def own_posture_issues(
+    model: RobotModel, plan: Plan, q: np.ndarray, pose=None, params=None
+) -> tuple[list[str], float, float]:
+    """`posture_issues` under the plan's own rules, as `check_plan` applies them without other parameters:
+    nominal margin (ellipsoid centre if any) and the worst case over the plan's ball/ellipsoid."""
+    required, radius, ell = margin_rules(plan)
+    params = resolve_params(params or plan.params, model)
+    issues, m, gap = posture_issues(model, q, params, plan.base, required, pose, ell)
+    rm = plan_robust_margin(model, plan, q) if required > 0 else None
+    if rm is not None and rm < required - MARGIN_TOL:
+        what = f"the ϑ_b ball of {radius * 1000:.1f} mm" if ell is None else f"the {ell.sigma:g}σ ellipsoid"
+        issues.append(
+            f"worst-case CoP margin {rm * 1000:.2f} mm over {what} < required {required * 1000:.1f} mm"
+        )
+    return issues, m, gap
+
+
 def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1e-4) -> CheckReport:
     """Verify every posture and transition of a plan; `params` defaults to the plan's design parameters
     (with an identification ellipsoid in the settings: its centre for the CoP and its worst case)."""
@@ -113,23 +154,15 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
     params_arg = params
     params = resolve_params(params or plan.params, model)
     base = plan.base
-    required = float(plan.settings.get("required_margin", plan.settings.get("margin", 0.0)))
-    radius = float(plan.settings.get("uncertainty") or 0.0)
-    ell = plan_ellipsoid(plan)
+    required, _, ell = margin_rules(plan)
     own = params_arg is None or params.name == plan.params  # the design guess, not another parameter set
     results = []
     for p in plan.postures:
         pose = plan.placement(p.placement).left_foot
-        issues, m, gap = posture_issues(model, p.q, params, base, required, pose, ell if own else None)
-        if (radius > 0 or ell is not None) and own and required > 0:
-            rm = robust_margin(model, p.q, radius, plan.params, base, ell)
-            what = (
-                f"the ϑ_b ball of {radius * 1000:.1f} mm" if ell is None else f"the {ell.sigma:g}σ ellipsoid"
-            )
-            if rm < required - MARGIN_TOL:
-                issues.append(
-                    f"worst-case CoP margin {rm * 1000:.2f} mm over {what} < required {required * 1000:.1f} mm"
-                )
+        if own:
+            issues, m, gap = own_posture_issues(model, plan, p.q, pose, params)
+        else:
+            issues, m, gap = posture_issues(model, p.q, params, base, required, pose)
         results.append(PostureCheck(p.index, m, gap, issues))
     plan_issues = []
     # Feet polygons of each placement, from the file's poses (the drivers place boards from these).
@@ -162,4 +195,5 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
             if iss:
                 tr_issues.append(f"transition {t.from_index}→{t.to_index} waypoint {k}: {iss[0]}")
                 break
-    return CheckReport(results, tr_issues, plan_issues, ks, params.name, required)
+    reps = find_replicates(plan.postures)
+    return CheckReport(results, tr_issues, plan_issues, ks, params.name, required, reps)

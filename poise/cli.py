@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
-from robots.errors import PoiseError
+# Our matrices are small (≤ 650×650) and parallelism comes from multi-start processes: one BLAS thread
+# each avoids oversubscription (measured: half the CPU time of a 50-posture design). Set before numpy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from robots.errors import PoiseError  # noqa: E402
 
 # Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`.
 COMMAND_MODULES = [

@@ -59,7 +59,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     a.add_argument("plan", help="plan file (JSON)")
     a.add_argument("--add", type=int, required=True, help="number of postures to add")
-    a.add_argument("--pool", type=int, default=60, help="random verified candidate postures (default 60)")
+    a.add_argument(
+        "--pool",
+        type=int,
+        default=60,
+        help="random candidate postures that pass the plan's check, robust margin included (default 60)",
+    )
     a.add_argument("--seed", type=int, default=1)
     a.add_argument("--json", action="store_true", help="print a machine-readable summary")
     a.add_argument("--out", required=True, help="plan file to write (JSON)")
@@ -115,6 +120,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from design.planner import build_plan, design
+    from design.replicates import find_replicates
     from robots.plan_format import save_plan
 
     model = get_model(args.robot)
@@ -178,8 +184,17 @@ def cmd_postures(args: argparse.Namespace) -> int:
         },
     )
     save_plan(plan, args.out)
+    reps = find_replicates(plan.postures)
     if args.json:
-        print_json({"out": args.out, "kappa": plan.kappa, "starts": summary, "wall_s": solver["wall_s"]})
+        print_json(
+            {
+                "out": args.out,
+                "kappa": plan.kappa,
+                "starts": summary,
+                "wall_s": solver["wall_s"],
+                **reps.to_dict(),
+            }
+        )
         return 0
     table = Table(title=f"{args.problem}: {args.postures} postures in {args.placements} placements")
     for col in ("start", "initial κ", "optimised κ", "left-base κ", "sample (s)", "solve (s)"):
@@ -199,6 +214,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
         f"best κ {plan.kappa['right']:.1f} (right base), {plan.kappa['left']:.1f} (left base); "
         f"min CoP margin {mm(min(margins), 1)} mm; wrote {args.out}"
     )
+    console.print(reps.describe())
     return 0
 
 
@@ -215,12 +231,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     table = Table(
         title=f"{args.plan}: CoP from {report.params!r}, required margin {mm(report.required_margin, 1)} mm"
     )
-    for col in ("posture", "placement", "margin (mm)", "feet gap (mm)", "status"):
+    for col in ("posture", "placement", "repeat of", "margin (mm)", "feet gap (mm)", "status"):
         table.add_column(col, justify="right")
+    repeats = report.replicates.repeats
     for pc, p in zip(report.postures, plan.postures, strict=True):
         table.add_row(
             str(pc.index),
             str(p.placement),
+            str(repeats[pc.index][0]) if pc.index in repeats else "",
             mm(pc.margin, 1),
             mm(pc.feet_gap, 1),
             "ok" if not pc.issues else "[red]" + "; ".join(pc.issues),
@@ -228,6 +246,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     console.print(table)
     console.print("κ recomputed: " + ", ".join(f"{b} base {k:.1f}" for b, k in report.kappa.items()))
     console.print(f"transitions checked: {len(plan.transitions)}")
+    console.print(report.replicates.describe())
     if report.ok:
         console.print("[green]plan OK")
         return 0
@@ -257,13 +276,19 @@ def cmd_augment(args: argparse.Namespace) -> int:
     with err_console.status(f"sampling {args.pool} verified postures, adding {args.add} greedily"):
         res = augment_plan(model, plan, args.add, args.pool, args.seed)
     save_plan(res.plan, args.out)
+    added = [{"index": p.index, "margin_m": p.margin, "robust_margin_m": p.robust_margin}
+             for p in res.plan.postures[len(plan.postures):]]  # fmt: skip
     summary = {"out": args.out, "kappa_before": res.kappa_before, "kappa_after_each": res.kappa_after,
-               "kappa": res.plan.kappa, "postures": len(res.plan.postures)}  # fmt: skip
+               "kappa": res.plan.kappa, "postures": len(res.plan.postures), "pool": res.pool,
+               "draws": res.draws, "added": added}  # fmt: skip
     if args.json:
         print_json(summary)
         return 0
+    robust = [a["robust_margin_m"] for a in added if a["robust_margin_m"] is not None]
+    worst = f", worst-case margin ≥ {mm(min(robust), 1)} mm" if robust else ""
     console.print(
         f"κ {res.kappa_before:.1f} → {res.plan.kappa['right']:.1f} with {args.add} added postures "
-        f"(from a pool of {res.pool}); {len(res.plan.postures)} postures; wrote {args.out}"
+        f"(from a pool of {res.pool}, {res.draws} drawn{worst}); {len(res.plan.postures)} postures; "
+        f"wrote {args.out}"
     )
     return 0

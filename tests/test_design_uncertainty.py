@@ -7,11 +7,12 @@ import pytest
 import shapely
 
 from design import geometry as geo
+from design.augment import augment_plan
 from design.criteria import base_model
 from design.planner import build_plan
 from design.problems import Settings, solve
 from design.sampler import sample_posture_set
-from design.uncertainty import left_pose, load_ellipsoid, robust_margin
+from design.uncertainty import left_pose, load_ellipsoid, nominal_cop, robust_margin
 from design.verify import check_plan
 from identify.static import StaticCoMEstimator, fit_to_json
 from identify.synthetic import simulate_static
@@ -69,13 +70,19 @@ def test_load_ellipsoid_rejects_bad_files(model, tmp_path, result_file):
         load_ellipsoid(str(result_file), model, "right", -1.0)
 
 
-def test_plan_keeps_margin_on_the_ellipsoid_boundary(model, result_file, tmp_path):
+@pytest.fixture(scope="module")
+def ellipsoid_plan(model, result_file):
+    """A tiny plan (15 postures in 3 placements) designed over the 3σ ellipsoid of `result_file`."""
     ell = load_ellipsoid(str(result_file), model, "right", 3.0)
     s = Settings(problem="free-com", margin=0.06, ellipsoid=ell, sharpness=(8.0,), max_iter=200)
     start = sample_posture_set(model, 15, 3, np.random.default_rng(4), margin=0.09)
     res = solve(model, start, s)
-    plan = build_plan(model, res.postures, s, seed=4, move_s=30, hold_s=60, solver={}, transitions=False)
-    save_plan(plan, tmp_path / "plan.json")
+    return build_plan(model, res.postures, s, seed=4, move_s=30, hold_s=60, solver={}, transitions=False)
+
+
+def test_plan_keeps_margin_on_the_ellipsoid_boundary(model, result_file, ellipsoid_plan, tmp_path):
+    ell = load_ellipsoid(str(result_file), model, "right", 3.0)
+    save_plan(ellipsoid_plan, tmp_path / "plan.json")
     plan = load_plan(tmp_path / "plan.json", model)
     assert plan.settings["ellipsoid"]["sigma"] == 3.0
     report = check_plan(model, plan)
@@ -91,9 +98,10 @@ def test_plan_keeps_margin_on_the_ellipsoid_boundary(model, result_file, tmp_pat
         xy = np.array(poly.exterior.coords)
         extreme = []  # per hull edge, the boundary vector ϑ₀ − Σ Rᵀn / √(nᵀ R Σ Rᵀ n) that pushes the CoP out
         for a, b in zip(xy[:-1], xy[1:], strict=True):
-            n = np.array([a[1] - b[1], b[0] - a[0]]) / np.linalg.norm(b - a)
-            w = S @ R.T @ n
-            extreme.append(np.array(ell.theta_m) - w / np.sqrt(n @ R @ w))
+            n0 = np.array([a[1] - b[1], b[0] - a[0]]) / np.linalg.norm(b - a)
+            for n in (n0, -n0):  # whichever way the exterior is oriented
+                w = S @ R.T @ n
+                extreme.append(np.array(ell.theta_m) - w / np.sqrt(n @ R @ w))
         cops = np.vstack([thetas, extreme]) @ R.T
         inside = shapely.contains_xy(poly, cops[:, 0], cops[:, 1])
         d = shapely.distance(poly.exterior, shapely.points(cops))
@@ -110,3 +118,17 @@ def test_plan_keeps_margin_on_the_ellipsoid_boundary(model, result_file, tmp_pat
     (tmp_path / "plan_big.json").write_text(json.dumps(d))
     report = check_plan(model, load_plan(tmp_path / "plan_big.json", model))
     assert not report.ok and "ellipsoid" in report.problems()[0]
+
+
+def test_augment_keeps_the_ellipsoid_margin_and_cop(model, result_file, ellipsoid_plan):
+    ell = load_ellipsoid(str(result_file), model, "right", 3.0)
+    res = augment_plan(model, ellipsoid_plan, 2, 6, seed=1)
+    report = check_plan(model, res.plan)
+    assert report.ok, report.problems()
+    assert res.plan.settings["ellipsoid"] == ellipsoid_plan.settings["ellipsoid"]
+    for p in res.plan.postures[15:]:
+        rm = robust_margin(model, p.q, 0.0, ellipsoid=ell)
+        assert rm >= 0.06 - 1e-9 and p.robust_margin == pytest.approx(rm, abs=1e-12)
+        cop, margin = nominal_cop(model, p.q, "sim", "right", ell)  # the CoP at the ellipsoid's centre
+        np.testing.assert_allclose(p.predicted_cop, cop, atol=1e-12)
+        assert p.margin == pytest.approx(margin, abs=1e-12)
