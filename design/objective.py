@@ -8,8 +8,8 @@ M = HᵀH (criteria.Spectrum) chained with the first and second derivatives of t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 import casadi as ca
 import numpy as np
@@ -38,13 +38,31 @@ def _mapped(model: RobotModel, base: str, N: int) -> tuple[ca.Function, ca.Funct
 
 @dataclass
 class ObjectiveValue:
+    """f_p and ∇f at one point; ∇²f is computed on first use from the parts the gradient already needed."""
+
     f: float
     grad: np.ndarray  # (N·nq,)
-    hess: np.ndarray | None  # (N·nq, N·nq), dense symmetric
+    _parts: tuple = field(repr=False)
+
+    @cached_property
+    def hess(self) -> np.ndarray:
+        """(N·nq, N·nq), dense symmetric."""
+        q, h, J, sp, Gh, curv = self._parts
+        N, nq = q.shape
+        n = h.shape[2]
+        dM = np.einsum("nrka,nrl->nakl", J, h, optimize=True)
+        dM = (dM + dM.transpose(0, 1, 3, 2)).reshape(N * nq, n, n)
+        hess = sp.form(dM)
+        gn = 2 * np.einsum("nrka,kl,nrlb->nab", J, sp.grad, J, optimize=True)
+        cv = np.asarray(curv(q.T, Gh.reshape(N, 2 * n).T)).reshape(nq, N, nq).transpose(1, 0, 2)
+        for i in range(N):
+            s = slice(i * nq, (i + 1) * nq)
+            hess[s, s] += gn[i] + 2 * cv[i]
+        return (hess + hess.T) / 2
 
 
-def evaluate(model: RobotModel, base: str, q: np.ndarray, p: float, hessian: bool = True) -> ObjectiveValue:
-    """f_p, ∇f and (optionally) ∇²f w.r.t. the joint angles q (N × nq, postures in rows)."""
+def evaluate(model: RobotModel, base: str, q: np.ndarray, p: float) -> ObjectiveValue:
+    """f_p, ∇f and (lazily, `.hess`) ∇²f w.r.t. the joint angles q (N × nq, postures in rows)."""
     q = np.atleast_2d(np.asarray(q, dtype=float))
     N, nq = q.shape
     rows, curv = _mapped(model, base, N)
@@ -53,20 +71,9 @@ def evaluate(model: RobotModel, base: str, q: np.ndarray, p: float, hessian: boo
     h = hv.T.reshape(N, 2, n)  # posture, x/y, column
     J = Jv.reshape(2 * n, N, nq).transpose(1, 0, 2).reshape(N, 2, n, nq)
     sp = spectrum(h.reshape(2 * N, n).T, p)
-    G = sp.grad
-    Gh = np.einsum("kl,nrl->nrk", G, h, optimize=True)
+    Gh = np.einsum("kl,nrl->nrk", sp.grad, h, optimize=True)
     grad = 2 * np.einsum("nrk,nrka->na", Gh, J, optimize=True).ravel()
-    if not hessian:
-        return ObjectiveValue(sp.f, grad, None)
-    dM = np.einsum("nrka,nrl->nakl", J, h, optimize=True)
-    dM = (dM + dM.transpose(0, 1, 3, 2)).reshape(N * nq, n, n)
-    hess = sp.form(dM)
-    gn = 2 * np.einsum("nrka,kl,nrlb->nab", J, G, J, optimize=True)
-    cv = np.asarray(curv(q.T, Gh.reshape(N, 2 * n).T)).reshape(nq, N, nq).transpose(1, 0, 2)
-    for i in range(N):
-        s = slice(i * nq, (i + 1) * nq)
-        hess[s, s] += gn[i] + 2 * cv[i]
-    return ObjectiveValue(sp.f, grad, (hess + hess.T) / 2)
+    return ObjectiveValue(sp.f, grad, (q, h, J, sp, Gh, curv))
 
 
 class Cached:
@@ -77,11 +84,11 @@ class Cached:
         self.key: tuple | None = None
         self.value: ObjectiveValue | None = None
 
-    def __call__(self, qv: np.ndarray, p: float, hessian: bool) -> ObjectiveValue:
-        qv = np.asarray(qv, dtype=float).ravel()
+    def __call__(self, qv: np.ndarray, p: float) -> ObjectiveValue:
+        qv = np.array(qv, dtype=float).ravel()  # a copy: CasADi reuses its buffers, `.hess` is lazy
         key = (qv.tobytes(), float(p))
-        if self.key != key or (hessian and self.value.hess is None):
-            self.value = evaluate(self.model, self.base, qv.reshape(self.N, -1), p, hessian)
+        if self.key != key:
+            self.value = evaluate(self.model, self.base, qv.reshape(self.N, -1), p)
             self.key = key
         return self.value
 
@@ -113,15 +120,9 @@ class _Node(ca.Callback):
 
     def eval_buffer(self, arg, res):
         """Write straight into CasADi's buffers (a dense n×n DM built from numpy costs ~40 ms at n = 600)."""
-        v = self.cache(
-            np.frombuffer(arg[0], dtype=float),
-            float(np.frombuffer(arg[1], dtype=float)[0]),
-            self.kind == "hess",
-        )
+        v = self.cache(np.frombuffer(arg[0], dtype=float), float(np.frombuffer(arg[1], dtype=float)[0]))
         out = np.frombuffer(res[0], dtype=float)
-        out[:] = {"f": v.f, "grad": v.grad}.get(
-            self.kind, v.hess.ravel(order="F") if v.hess is not None else 0.0
-        )
+        out[:] = v.f if self.kind == "f" else v.grad if self.kind == "grad" else v.hess.ravel(order="F")
         return 0
 
     def has_jacobian(self):

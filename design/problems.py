@@ -19,7 +19,7 @@ import casadi as ca
 import numpy as np
 
 from design import geometry as geo
-from design.criteria import base_model, design_columns, design_matrix, kappa
+from design.criteria import base_model, design_matrix, kappa
 from design.objective import CasadiObjective
 from design.sampler import Y_MIN_CENTRED, PostureSet
 from design.uncertainty import CopSpec, Ellipsoid, cop_spec
@@ -73,7 +73,7 @@ class SolveResult:
 
 @lru_cache(maxsize=8)
 def posture_function(model: RobotModel, params: str, base: str, spec: CopSpec | None = None) -> ca.Function:
-    """Per posture: equalities (flat + at placement, 6), CoP (2), design rows Hᵢᵀ (25×2), G = R_xy S R_xyᵀ (3).
+    """Per posture: equalities (flat + at placement, 6), CoP (2), G = R_xy S R_xyᵀ (3).
 
     CoP and S come from `spec` (default: the parameter set `params`, S = I)."""
     q = ca.SX.sym("q", model.nq)
@@ -91,9 +91,8 @@ def posture_function(model: RobotModel, params: str, base: str, spec: CopSpec | 
     Rxy = bm.regressor_sym(q)[0:2, :]
     theta = bm.values(params) if spec is None or spec.theta is None else np.array(spec.theta)
     cop = Rxy @ ca.DM(theta)
-    h = Rxy[:, list(design_columns(model, base))].T
     G = Rxy @ Rxy.T if spec is None or spec.shape is None else Rxy @ ca.DM(np.array(spec.shape)) @ Rxy.T
-    fn = ca.Function("posture", [q, pose], [eq, cop, h, ca.vertcat(G[0, 0], G[0, 1], G[1, 1])])
+    fn = ca.Function("posture", [q, pose], [eq, cop, ca.vertcat(G[0, 0], G[0, 1], G[1, 1])])
     return fn
 
 
@@ -122,7 +121,7 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
     PL = ca.reshape(X[N * nq :], 5, P)
     poses = ca.horzcat(*[PL[:3, j] for j in placement])
     spec = s.cop_spec(model)
-    eq, cop, h, G = _mapped_posture(model, s.params, s.base, N, spec)(Q, poses)
+    eq, cop, G = _mapped_posture(model, s.params, s.base, N, spec)(Q, poses)
     sharp = ca.MX.sym("p")
     obj = CasadiObjective(model, s.base, N)  # must outlive the solver
     f = obj.value(X[: N * nq], sharp)

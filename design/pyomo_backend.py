@@ -62,7 +62,7 @@ def _algebra(model: RobotModel, params: str, base: str, spec) -> ca.Function:
     """Per posture, the expressions that become Pyomo algebra: equalities (6), CoP (2), G (3)."""
     q = ca.SX.sym("q", model.nq)
     pose = ca.SX.sym("pose", 3)
-    eq, cop, _, G = posture_function(model, params, base, spec)(q, pose)
+    eq, cop, G = posture_function(model, params, base, spec)(q, pose)
     return ca.Function("algebra", [q, pose], [eq, cop, G])
 
 
@@ -110,17 +110,17 @@ def _make_greybox(model: RobotModel, s: Settings, N: int):
             return True
 
         def evaluate_objective(self):
-            return self.cache(self.x, self.p, False).f
+            return self.cache(self.x, self.p).f
 
         def evaluate_grad_objective(self, out=None):
-            g = self.cache(self.x, self.p, False).grad
+            g = self.cache(self.x, self.p).grad
             if out is not None:
                 np.copyto(out, g)
                 return out
             return g.copy()
 
         def evaluate_hessian_objective(self):
-            H = self.cache(self.x, self.p, True).hess
+            H = self.cache(self.x, self.p).hess
             return coo_matrix((H[rows, cols], (rows, cols)), shape=H.shape)
 
     return KappaBox()

@@ -53,7 +53,7 @@ def _constraint_fn(model: RobotModel, params: str, base: str) -> ca.Function:
     q = ca.SX.sym("q", model.nq)
     pose = ca.SX.sym("pose", 3)
     target = ca.SX.sym("cop", 2)
-    eq, cop, _, _ = posture_function(model, params, base)(q, pose)
+    eq, cop, _ = posture_function(model, params, base)(q, pose)
     c = ca.vertcat(eq, cop - target)
     return ca.Function("transition", [q, pose, target], [c, ca.jacobian(c, q)])
 
@@ -105,7 +105,7 @@ def _path_solver(model: RobotModel, params: str, base: str, inner: int, margin: 
         dq = Q[:, k + 1] - Q[:, k]
         f += ca.dot(dq, dq)
     for k in range(1, inner + 1):
-        eq, cop, _, G = fn(Q[:, k], pose)
+        eq, cop, G = fn(Q[:, k], pose)
         g.append(eq)
         if model.coupled_b.size:
             g.append(ca.DM(model.coupled_A) @ Q[:, k] - ca.DM(model.coupled_b))

@@ -62,12 +62,12 @@ def test_objective_gradient_and_hessian_in_joint_angles(model, rng):
     v = evaluate(model, "right", q, p)
     n = q.size
     assert v.hess.shape == (n, n) and np.allclose(v.hess, v.hess.T)
-    grad = lambda x: evaluate(model, "right", x.reshape(q.shape), p, hessian=False).grad  # noqa: E731
+    grad = lambda x: evaluate(model, "right", x.reshape(q.shape), p).grad  # noqa: E731
     h = 1e-6
     for _ in range(3):
         d = rng.normal(size=n)
         fd = (grad(q.ravel() + h * d) - grad(q.ravel() - h * d)) / (2 * h)
         np.testing.assert_allclose(v.hess @ d, fd, atol=1e-5 * np.abs(fd).max())
-    f = lambda x: evaluate(model, "right", x.reshape(q.shape), p, hessian=False).f  # noqa: E731
+    f = lambda x: evaluate(model, "right", x.reshape(q.shape), p).f  # noqa: E731
     d = rng.normal(size=n)
     assert v.grad @ d == pytest.approx((f(q.ravel() + h * d) - f(q.ravel() - h * d)) / (2 * h), rel=1e-6)
