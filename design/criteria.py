@@ -99,6 +99,29 @@ class Spectrum:
         off = Et.reshape(len(E), -1)
         return dg @ self.d2 @ dg.T + (off * self.gamma.ravel()) @ off.T
 
+    def form_rows(self, h: np.ndarray, J: np.ndarray) -> np.ndarray:
+        """`form` for the directions of M = Σᵢ hᵢᵀhᵢ along each variable of each block i: h (N, r, n) are the
+        rows of block i, J (N, r, n, m) their derivatives w.r.t. its m variables, so E = Jᵀh + hᵀJ has rank
+        ≤ 2r. Returns the (N·m)×(N·m) Hessian in 4× fewer flops than forming the directions."""
+        N, r, _, m = J.shape
+        K, n = N * m, self.U.shape[1]  # n: eigenpairs kept (fewer than columns when 2N < columns)
+        hu = h @ self.U  # rows in the eigenbasis
+        Ju = np.einsum("irka,kl->iarl", J, self.U, optimize=True)  # (N, m, r, n)
+        Et = np.einsum("iark,irl->iakl", Ju, hu, optimize=True).reshape(K, n, n)
+        Et += Et.transpose(0, 2, 1)
+        dg = np.einsum("akk->ak", Et)
+        Y = Et * self.gamma  # Γ∘Ẽₐ, symmetric
+        Z = np.matmul(hu.reshape(1, N * r, n), Y).reshape(
+            K, N, r * n
+        )  # Z[a, j, (s, k)] = Σₗ ĥⱼ[s, l] Yₐ[l, k]
+        Jb = np.ascontiguousarray(Ju.reshape(N, m, r * n).transpose(0, 2, 1))
+        out = dg @ self.d2 @ dg.T
+        for j in range(
+            N
+        ):  # D²f[Eₐ, E_b] = 2 Σ Ĵ_b ∘ Zₐⱼ over the block j of b (a loop of GEMMs beats batched matmul)
+            out[:, j * m : (j + 1) * m] += 2 * (Z[:, j, :] @ Jb[j])
+        return out
+
 
 def _eigen_hessian(d2: np.ndarray, gamma: np.ndarray) -> np.ndarray:
     n = len(d2)

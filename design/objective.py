@@ -50,9 +50,7 @@ class ObjectiveValue:
         q, h, J, sp, Gh, curv = self._parts
         N, nq = q.shape
         n = h.shape[2]
-        dM = np.einsum("nrka,nrl->nakl", J, h, optimize=True)
-        dM = (dM + dM.transpose(0, 1, 3, 2)).reshape(N * nq, n, n)
-        hess = sp.form(dM)
+        hess = sp.form_rows(h, J)
         gn = 2 * np.einsum("nrka,kl,nrlb->nab", J, sp.grad, J, optimize=True)
         cv = np.asarray(curv(q.T, Gh.reshape(N, 2 * n).T)).reshape(nq, N, nq).transpose(1, 0, 2)
         for i in range(N):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 from rich.table import Table
@@ -29,6 +30,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--feet-gap", type=float, default=0.002, help="minimum distance between the feet in m")
     d.add_argument("--starts", type=int, default=1, help="random initial sets, optimised in parallel")
+    d.add_argument(
+        "--sharpness",
+        default=None,
+        metavar="P1,P2,...",
+        help="continuation of the κ surrogate’s sharpness p, increasing (default: 8,64 for free-com, 4,16,64 "
+        "for centred-com)",
+    )
     d.add_argument("--workers", type=int, default=None, help="worker processes (default: min(starts, CPUs))")
     d.add_argument("--seed", type=int, default=1)
     d.add_argument("--backend", choices=["casadi", "pyomo"], default="casadi")
@@ -107,13 +115,26 @@ def _settings(args, model):
     if args.margin < 0 or args.feet_gap < 0:
         raise DataError("--margin and --feet-gap must be ≥ 0 (m)")
     radius, ellipsoid = _uncertainty(args.uncertainty, model, args.uncertainty_sigma)
+    extra = {} if args.sharpness is None else {"sharpness": _sharpness(args.sharpness)}
     return Settings(
         problem=args.problem,
         margin=args.margin,
         feet_gap=args.feet_gap,
         uncertainty=radius,
         ellipsoid=ellipsoid,
+        **extra,
     )
+
+
+def _sharpness(text: str) -> tuple[float, ...]:
+    """'8,64' -> (8.0, 64.0): positive, strictly increasing."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise DataError(f"--sharpness must be comma-separated numbers, e.g. 8,64 (got {text!r})") from None
+    if not values or any(not math.isfinite(v) or v <= 0 for v in values) or list(values) != sorted(set(values)):
+        raise DataError(f"--sharpness must be positive and strictly increasing, e.g. 8,64 (got {text!r})")
+    return values
 
 
 def cmd_postures(args: argparse.Namespace) -> int:

@@ -74,3 +74,18 @@ def test_check_command_accepts_and_rejects(acceptance_plan, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert not report["ok"]
     assert any(p.startswith("posture 12:") for p in report["problems"])
+
+
+def test_plan_records_the_continuation_it_used(acceptance_plan):
+    """Reproducibility: the problem's default continuation (8 → 64 for free-com) is written to the plan."""
+    doc = json.loads(acceptance_plan.read_text())
+    assert doc["settings"]["sharpness"] == [8.0, 64.0]
+
+
+@pytest.mark.parametrize("value", ["64,8", "8,x", "0,64", "8,8"])
+def test_bad_sharpness_is_a_clear_error(tmp_path, capsys, value):
+    argv = ["plan", "postures", "tulip", "--postures", "15", "--placements", "3", "--sharpness", value,
+            "--out", str(tmp_path / "p.json")]  # fmt: skip
+    assert main(argv) == 2
+    assert "--sharpness" in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists()

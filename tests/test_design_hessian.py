@@ -71,3 +71,45 @@ def test_objective_gradient_and_hessian_in_joint_angles(model, rng):
     f = lambda x: evaluate(model, "right", x.reshape(q.shape), p).f  # noqa: E731
     d = rng.normal(size=n)
     assert v.grad @ d == pytest.approx((f(q.ravel() + h * d) - f(q.ravel() - h * d)) / (2 * h), rel=1e-6)
+
+
+def test_low_rank_form_equals_the_general_form(model, rng):
+    """`form_rows` exploits E = Jᵀh + hᵀJ (rank ≤ 4); it must give exactly what `form` gives."""
+    q = random_double_support(model, 6, rng)
+    qq, h, J, sp, _, _ = evaluate(model, "right", q, 8.0)._parts
+    dM = np.einsum("nrka,nrl->nakl", J, h)
+    dM = (dM + dM.transpose(0, 1, 3, 2)).reshape(-1, h.shape[2], h.shape[2])
+    ref = sp.form(dM)
+    np.testing.assert_allclose(sp.form_rows(h, J), ref, atol=1e-12 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"problem": "free-com"}, {"problem": "centred-com"}, {"problem": "free-com", "uncertainty": 0.003}],
+    ids=["free-com", "centred-com", "robust"],
+)
+def test_lagrangian_hessian_equals_casadi_ad(model, rng, settings):
+    """The hand-assembled Hessian of the Lagrangian = CasADi's AD Hessian of the same NLP (+ λ_f ∇²f)."""
+    import casadi as ca
+
+    from design import geometry as geo
+    from design.problems import Settings, _build, _pack, _structures
+    from design.sampler import sample_posture_set
+
+    s = Settings(**settings)
+    start = sample_posture_set(model, 6, 2, rng, margin=s.margin, centred=s.centred)
+    nlp, _ = _build(model, s, start.placement, _structures(model, start.poses, s.base))
+    obj, hess_lag = nlp["_keep"]
+    X, g = nlp["x"], nlp["g"]
+    lam = ca.MX.sym("lam", g.shape[0])
+    ad = ca.Function("ad", [X, lam], [ca.hessian(ca.dot(lam, g), X)[0]])
+    seps = np.array([geo.separating_line(pose, model, s.base)[:2] for pose in start.poses])
+    x = _pack(start, seps) + 1e-3 * rng.normal(size=X.shape[0])  # off the feasible set: all terms alive
+    lam_g = rng.normal(size=g.shape[0])
+    ours = np.triu(np.asarray(ca.densify(hess_lag(x, 8.0, 0.0, lam_g))))
+    ref = np.asarray(ad(x, lam_g))
+    np.testing.assert_allclose(ours, np.triu(ref), atol=1e-10 * np.abs(ref).max())
+    nq = 6 * model.nq
+    with_f = np.asarray(ca.densify(hess_lag(x, 8.0, 0.7, lam_g)))
+    f_hess = evaluate(model, "right", x[:nq].reshape(6, -1), 8.0).hess
+    np.testing.assert_allclose(with_f[:nq, :nq] - ours[:nq, :nq], 0.7 * np.triu(f_hess), atol=1e-9)

@@ -31,7 +31,7 @@ def test_same_ipopt_path_from_a_raw_random_start(model, problem, seed):
 
 @pytest.mark.parametrize("problem, seed", [("free-com", 3), ("centred-com", 3)])
 def test_same_kappa_as_casadi_from_a_raw_random_start(model, problem, seed):
-    """The whole design (continuation 4 → 16 → 64, structure re-detection) from a raw random initial set:
+    """The whole design (default continuation, structure re-detection) from a raw random initial set:
     both backends use the exact Hessian and the same objective code, so they reach the same κ."""
     s = Settings(problem=problem)
     init = sample_posture_set(model, 15, 3, np.random.default_rng(seed), centred=s.centred)
