@@ -132,7 +132,11 @@ def _sharpness(text: str) -> tuple[float, ...]:
         values = tuple(float(v) for v in text.split(","))
     except ValueError:
         raise DataError(f"--sharpness must be comma-separated numbers, e.g. 8,64 (got {text!r})") from None
-    if not values or any(not math.isfinite(v) or v <= 0 for v in values) or list(values) != sorted(set(values)):
+    if (
+        not values
+        or any(not math.isfinite(v) or v <= 0 for v in values)
+        or list(values) != sorted(set(values))
+    ):
         raise DataError(f"--sharpness must be positive and strictly increasing, e.g. 8,64 (got {text!r})")
     return values
 
