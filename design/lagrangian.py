@@ -78,9 +78,8 @@ class LagrangianHessian(ca.Callback):
         y_idx = np.array(
             [np.r_[i * nq : (i + 1) * nq, N * nq + 5 * placement[i] + np.arange(3)] for i in range(N)]
         )
-        self.post_r = np.repeat(
-            y_idx, ny, axis=1
-        ).ravel()  # block i, entry (a, b) -> (y_idx[i, a], y_idx[i, b])
+        # block i, entry (a, b) of the per-posture Hessian -> x indices (y_idx[i, a], y_idx[i, b])
+        self.post_r = np.repeat(y_idx, ny, axis=1).ravel()
         self.post_c = np.tile(y_idx, (1, ny)).ravel()
         zi = np.concatenate(
             [2 * np.arange(N)[:, None] + np.arange(2), 2 * N + 3 * np.arange(N)[:, None] + np.arange(3)],

@@ -92,7 +92,7 @@ class Cached:
 
 
 class _Node(ca.Callback):
-    """One of f (1×1), ∇fᵀ (1×n) or ∇²f (n×n) as a CasADi node with inputs (q stacked by posture, p)."""
+    """f (1×1) or ∇fᵀ (1×n) as a CasADi node with inputs (q stacked by posture, p)."""
 
     def __init__(self, name: str, kind: str, cache: Cached, n: int, child: _Node | None = None):
         ca.Callback.__init__(self)
@@ -109,18 +109,16 @@ class _Node(ca.Callback):
         return ca.Sparsity.dense(self.n, 1) if i == 0 else ca.Sparsity.dense(1, 1)
 
     def get_sparsity_out(self, i):
-        return {"f": ca.Sparsity.dense(1, 1), "grad": ca.Sparsity.dense(1, self.n)}.get(
-            self.kind, ca.Sparsity.dense(self.n, self.n)
-        )
+        return ca.Sparsity.dense(1, 1) if self.kind == "f" else ca.Sparsity.dense(1, self.n)
 
     def has_eval_buffer(self):
         return True
 
     def eval_buffer(self, arg, res):
-        """Write straight into CasADi's buffers (a dense n×n DM built from numpy costs ~40 ms at n = 600)."""
+        """Write straight into CasADi's buffers."""
         v = self.cache(np.frombuffer(arg[0], dtype=float), float(np.frombuffer(arg[1], dtype=float)[0]))
         out = np.frombuffer(res[0], dtype=float)
-        out[:] = v.f if self.kind == "f" else v.grad if self.kind == "grad" else v.hess.ravel(order="F")
+        out[:] = v.f if self.kind == "f" else v.grad
         return 0
 
     def has_jacobian(self):
@@ -135,18 +133,14 @@ class _Node(ca.Callback):
 
 
 class CasadiObjective:
-    """f_p(q) for CasADi NLPs: `value(q, p)` is differentiable once (exact gradient); `hessian(q, p)` is the
-    exact ∇²f to put into a custom Hessian of the Lagrangian. Keep the object alive as long as the solver."""
+    """f_p(q) for CasADi NLPs: `value(q, p)` is differentiable once (exact gradient); the Hessian goes into the
+    NLP's custom Hessian of the Lagrangian through `cache` (lagrangian.py). Keep it alive as long as the solver."""
 
     def __init__(self, model: RobotModel, base: str, N: int):
         n = N * model.nq
         self.cache = Cached(model, base, N)
-        self._hess = _Node("kappa_hess", "hess", self.cache, n)
-        self._grad = _Node("kappa_grad", "grad", self.cache, n, self._hess)
+        self._grad = _Node("kappa_grad", "grad", self.cache, n)
         self._f = _Node("kappa", "f", self.cache, n, self._grad)
 
     def value(self, q: ca.MX, p: ca.MX) -> ca.MX:
         return self._f(q, p)
-
-    def hessian(self, q: ca.MX, p: ca.MX) -> ca.MX:
-        return self._hess(q, p)

@@ -56,10 +56,6 @@ def move_time_at_limit(q_from: np.ndarray, q_to: np.ndarray, tr, velocity_limit:
     return (len(tr.q) - 1) * float(np.max(np.abs(np.diff(tr.q, axis=0)))) / velocity_limit
 
 
-def cosine_peak_speed(q0: np.ndarray, q1: np.ndarray, duration: float) -> float:
-    return 2.0 * float(np.max(np.abs(np.asarray(q1) - np.asarray(q0)))) / max(duration, 1e-9)
-
-
 # ------------------------------------------------------------------ pre-flight
 
 
