@@ -92,17 +92,10 @@ class Spectrum:
         W = np.kron(self.U.T, self.U.T)
         return W.T @ Qt @ W
 
-    def form(self, E: np.ndarray) -> np.ndarray:
-        """D²f[E_a, E_b] for a stack of symmetric directions E (K×n×n): the K×K Hessian in those directions."""
-        Et = self.U.T @ E @ self.U
-        dg = np.einsum("aii->ai", Et)
-        off = Et.reshape(len(E), -1)
-        return dg @ self.d2 @ dg.T + (off * self.gamma.ravel()) @ off.T
-
     def form_rows(self, h: np.ndarray, J: np.ndarray) -> np.ndarray:
-        """`form` for the directions of M = Σᵢ hᵢᵀhᵢ along each variable of each block i: h (N, r, n) are the
-        rows of block i, J (N, r, n, m) their derivatives w.r.t. its m variables, so E = Jᵀh + hᵀJ has rank
-        ≤ 2r. Returns the (N·m)×(N·m) Hessian in 4× fewer flops than forming the directions."""
+        """D²f[Eₐ, E_b] for the directions Eₐ = ∂M/∂xₐ of M = Σᵢ hᵢᵀhᵢ along each variable of each block i:
+        h (N, r, n) are the rows of block i, J (N, r, n, m) their derivatives w.r.t. its m variables, so
+        E = Jᵀh + hᵀJ has rank ≤ 2r. Returns the (N·m)×(N·m) Hessian without forming the directions."""
         N, r, _, m = J.shape
         K, n = N * m, self.U.shape[1]  # n: eigenpairs kept (fewer than columns when 2N < columns)
         hu = h @ self.U  # rows in the eigenbasis

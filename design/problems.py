@@ -190,7 +190,8 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
     Q = ca.reshape(X[: N * nq], nq, N)
     PL = ca.reshape(X[N * nq :], 5, P)
     poses = ca.horzcat(*[PL[:3, j] for j in placement])
-    eq, cop, G = _mapped_posture(model, s.params, s.base, N, s.cop_spec(model))(Q, poses)
+    spec = s.cop_spec(model)
+    eq, cop, G = _mapped_posture(model, s.params, s.base, N, spec)(Q, poses)
     sharp = ca.MX.sym("p")
     obj = CasadiObjective(model, s.base, N)  # must outlive the solver
     f = obj.value(X[: N * nq], sharp)
@@ -214,7 +215,7 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
         lbx[N * nq + 1 :: 5] = Y_MIN_CENTRED
     g = ca.vertcat(*g)
     n_linear = N * len(model.coupled_b)
-    posture = posture_function(model, s.params, s.base, s.cop_spec(model))
+    posture = posture_function(model, s.params, s.base, spec)
     hess_lag = LagrangianHessian(posture, geometry, placement, nq, n_linear, obj.cache)
     nlp = {"x": X, "p": sharp, "f": f, "g": g, "_keep": (obj, hess_lag)}
     return nlp, (
