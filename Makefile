@@ -18,7 +18,7 @@ demo: venv pynumero
 	$(VENV)/bin/poise demo
 
 test: venv pynumero
-	$(PY) -m ruff check robots design trajectories identify drivers poise tests bench
+	$(PY) -m ruff check formats robots design trajectories identify drivers poise tests bench
 	$(PY) -m pytest -q
 
 bench: venv pynumero
@@ -45,8 +45,8 @@ $(ASL_LIB): $(STAMP)
 	test -f $(ASL_LIB)
 
 lint: venv
-	$(PY) -m ruff format robots design trajectories identify drivers poise tests bench
-	$(PY) -m ruff check --fix robots design trajectories identify drivers poise tests bench
+	$(PY) -m ruff format formats robots design trajectories identify drivers poise tests bench
+	$(PY) -m ruff check --fix formats robots design trajectories identify drivers poise tests bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info

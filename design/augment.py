@@ -16,9 +16,9 @@ from design.criteria import design_matrix, kappa
 from design.greedy import greedy_augment
 from design.planner import make_posture, plan_kappa
 from design.verify import margin_rules, own_posture_issues, plan_robust_margin
-from robots.errors import DataError
+from formats.errors import DataError
+from formats.plan import Placement, Plan
 from robots.kinematics import site_pose
-from robots.plan_format import Placement, Plan
 from robots.stance import other_site, random_double_support
 from robots.tree import RobotModel
 

@@ -9,7 +9,7 @@ from design.multistart import StartSpec, run_starts, settings_dict
 from design.problems import Settings, SolveResult
 from design.sampler import PostureSet
 from design.uncertainty import nominal_cop
-from robots.plan_format import Placement, Plan, Posture
+from formats.plan import Placement, Plan, Posture
 from robots.tree import RobotModel
 
 FORMAT_NOTE = "angles rad, lengths m, durations s; CoP/margins from the design parameters"

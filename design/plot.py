@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from design.geometry import foot_rects, placed_corners, support_polygon
+from formats.plan import Plan, check_compatible
 from robots.kinematics import link_frames
-from robots.plan_format import Plan, check_compatible
 from robots.tree import RobotModel
 
 

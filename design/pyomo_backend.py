@@ -31,7 +31,7 @@ from design.problems import (
 )
 from design.pyomo_algebra import sx_to_pyomo
 from design.sampler import Y_MIN_CENTRED, PostureSet
-from robots.errors import PoiseError
+from formats.errors import PoiseError
 from robots.tree import RobotModel
 
 

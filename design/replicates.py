@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robots.plan_format import Posture
+from formats.plan import Posture
 
 REPEAT_TOL = 1e-3  # rad, largest joint difference for two postures to count as one
 

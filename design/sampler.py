@@ -17,7 +17,7 @@ import shapely
 from shapely.geometry import Polygon
 
 from design.geometry import all_corners, bbox_centre, foot_rects, placed_corners, support_polygon
-from robots.errors import PoiseError
+from formats.errors import PoiseError
 from robots.kinematics import com_position_sym, link_frames_sym, site_pose_sym
 from robots.stance import other_site, posture_problems
 from robots.tree import RobotModel

@@ -16,7 +16,7 @@ import numpy as np
 
 from design.problems import Settings, posture_function
 from design.uncertainty import nominal_cop
-from robots.plan_format import Plan, Transition
+from formats.plan import Plan, Transition
 from robots.tree import RobotModel
 
 WAYPOINTS = 11

@@ -8,16 +8,15 @@ Either a ball (L = r·I around the design parameter set) or the covariance of a 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from shapely.geometry import Point
 
 from design.criteria import base_model
 from design.geometry import all_corners, hull_indices, support_polygon
-from robots.errors import DataError
+from formats.errors import DataError
+from formats.static_result import load_static_result
 from robots.kinematics import site_pose
 from robots.stance import other_site
 from robots.tree import RobotModel
@@ -63,34 +62,18 @@ def load_ellipsoid(path: str, model: RobotModel, base: str, sigma: float) -> Ell
     """Read a "poise static result" JSON: ϑ₀ = `value_m`, cov = diag(se)·corr·diag(se), 0 where not estimated."""
     if not sigma > 0 or not np.isfinite(sigma):
         raise DataError(f"--uncertainty-sigma must be a positive number, got {sigma}")
-    try:
-        d = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
-    if not isinstance(d, dict) or d.get("format") != "poise static result":
-        raise DataError(f"{path}: not a static identification result (format 'poise static result')")
-    if d.get("robot") != model.name or d.get("base") != base:
+    res = load_static_result(path)
+    if res.robot != model.name or res.base != base:
         raise DataError(
-            f"{path}: result is for robot {d.get('robot')!r}, base {d.get('base')!r}; "
+            f"{path}: result is for robot {res.robot!r}, base {res.base!r}; "
             f"the plan needs {model.name!r}, base {base!r}"
         )
     symbols = base_model(model, base).symbols
-    try:
-        params = {p["symbol"]: p for p in d["parameters"]}
-        theta = np.array([float(params[s]["value_m"]) for s in symbols])
-        corr = d["correlation"]
-        est = list(corr["symbols"])
-        R = np.array(corr["matrix"], dtype=float).reshape(len(est), len(est))
-        se = np.array([float(params[s]["se_m"]) for s in est])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"{path}: malformed static result (missing or invalid {exc})") from None
-    if not (np.all(np.isfinite(theta)) and np.all(np.isfinite(R)) and np.all(np.isfinite(se))):
-        raise DataError(f"{path}: parameter values, standard errors or correlations are not finite")
-    cov = np.zeros((len(symbols), len(symbols)))
-    idx = [symbols.index(s) for s in est]
-    cov[np.ix_(idx, idx)] = se[:, None] * R * se[None, :]
+    missing = [s for s in symbols if s not in res.values]
+    if missing:
+        raise DataError(f"{path}: malformed static result (no value for {', '.join(missing)})")
+    theta = np.array([res.values[s] for s in symbols])
+    cov = res.covariance(symbols)
     return Ellipsoid(str(path), float(sigma), tuple(symbols), tuple(theta), tuple(tuple(row) for row in cov))
 
 

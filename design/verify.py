@@ -14,10 +14,10 @@ from design.criteria import design_matrix, kappa
 from design.geometry import foot_rects, placed_corners
 from design.replicates import Replicates, find_replicates
 from design.uncertainty import Ellipsoid, nominal_cop, robust_margin
-from robots.errors import DataError
+from formats.errors import DataError
+from formats.plan import Plan, check_compatible
 from robots.kinematics import site_pose
 from robots.params_io import resolve_params
-from robots.plan_format import Plan, check_compatible
 from robots.stance import balance, flat_residual, other_site
 from robots.tree import RobotModel
 

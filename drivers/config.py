@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robots.errors import DataError
+from formats.errors import DataError
 
 DEFAULT_CONFIG = pathlib.Path(__file__).with_name("tulip_robot.toml")
 

@@ -13,7 +13,7 @@ from dynamixel_sdk import COMM_SUCCESS, GroupSyncRead, GroupSyncWrite, PacketHan
 
 from drivers.config import ServoMap
 from drivers.link import LinkTimeout
-from robots.errors import DeviceError
+from formats.errors import DeviceError
 
 ADDR_TORQUE_ENABLE = 64
 ADDR_GOAL_POSITION = 116

@@ -19,9 +19,9 @@ from drivers.config import RobotConfig
 from drivers.link import LinkTimeout
 from drivers.recorder import RunRecorder
 from drivers.wbb.geometry import G, board_poses_for, cells_in_base
-from robots.errors import DataError, DeviceError, PoiseError
+from formats.errors import DataError, DeviceError, PoiseError
+from formats.plan import Plan
 from robots.kinematics import site_pose
-from robots.plan_format import Plan
 from robots.stance import foot_corners, other_site, posture_problems, signed_margin
 from robots.tree import RobotModel
 

@@ -17,7 +17,7 @@ import serial
 
 from drivers.link import LinkTimeout
 from drivers.transports import open_serial
-from robots.errors import DeviceError
+from formats.errors import DeviceError
 
 SYNC = b"\xa5\x5a"
 VERSION = 1

@@ -6,7 +6,7 @@ from typing import Protocol
 
 import numpy as np
 
-from robots.errors import DeviceError
+from formats.errors import DeviceError
 
 
 class LinkTimeout(DeviceError):

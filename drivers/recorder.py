@@ -1,7 +1,7 @@
 """Loss-free run recording: raw time-stamped samples plus the per-posture static recording.
 
 RUN_DIR/
-  recording.csv   per-posture averages, the static recording format (robots/recording_format.py)
+  recording.csv   per-posture averages, the static recording format (formats/static_recording.py)
   raw_joints.csv  every control tick: t (unix s), segment, posture, phase, q_cmd (12), q_meas (12), rad
   raw_boards.csv  every board report: t, segment, posture, phase, board, seq, raw (4), kg (4, tared)
   run.json        run metadata (plan, endpoints, segments, tare offsets, counters)
@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from robots.errors import DataError
-from robots.recording_format import RecordingWriter
+from formats.errors import DataError
+from formats.static_recording import RecordingWriter
 
 
 def _open_csv(path: pathlib.Path, header: str):

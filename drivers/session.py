@@ -9,7 +9,7 @@ from drivers.emulators.world import SimWorld, WorldOptions
 from drivers.executor import Operator
 from drivers.link import open_link
 from drivers.wbb.open import board_drivers, start_all
-from robots.errors import DeviceError
+from formats.errors import DeviceError
 from robots.tree import RobotModel
 
 

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl
 
 import serial
 
-from robots.errors import DeviceError
+from formats.errors import DeviceError
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import casadi as ca
 import numpy as np
 
+from formats.doggy_recording import DoggyRecording, validate
+from formats.errors import IdentifiabilityError
 from identify import slom
-from identify.doggy_recording import DoggyRecording, validate
 from identify.manifolds import SO3, Rn, so3_log
 from robots import doggy
 from robots.doggy import PHYS_NAMES, DoggyParams
-from robots.errors import IdentifiabilityError
 
 SIGMA_ENC = 6.9259e-5  # rad (eq 35)
 SIGMA_GYRO = 1.745e-3  # rad/s (eq 35)

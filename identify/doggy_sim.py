@@ -16,7 +16,7 @@ import casadi as ca
 import numpy as np
 from scipy import signal
 
-from identify.doggy_recording import DoggyRecording
+from formats.doggy_recording import DoggyRecording
 from robots import doggy
 from robots.doggy import DoggyParams
 

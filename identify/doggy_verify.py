@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import casadi as ca
 import numpy as np
 
-from identify.doggy_recording import DoggyRecording
+from formats.doggy_recording import DoggyRecording
 from robots import doggy
 from robots.doggy import DoggyParams
 

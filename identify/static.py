@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg as sla
 
+from formats.errors import DataError, IdentifiabilityError
+from formats.static_recording import StaticRecording
+from formats.static_result import result_document
 from robots.com_base import BaseModel, rank_report
 from robots.com_variants import CoMVariant, base_model, variant
-from robots.errors import DataError, IdentifiabilityError
-from robots.recording_format import StaticRecording
 from robots.stance import flat_residual
 from robots.tree import ParameterSet, RobotModel
 
@@ -253,11 +254,7 @@ def fit_to_json(fit: StaticFit, bm: BaseModel, recording: str | None = None) -> 
             entry["reference_m"] = float(fit.reference["theta"][g])
         params.append(entry)
     est_syms = [fit.symbols[g] for g in fit.estimated]
-    out = {
-        "format": "poise static result",
-        "version": 1,
-        "robot": bm.model.name,
-        "base": fit.base,
+    body = {
         "model": fit.model_variant,
         "recording": recording,
         "n_postures": fit.n_postures,
@@ -273,6 +270,7 @@ def fit_to_json(fit: StaticFit, bm: BaseModel, recording: str | None = None) -> 
         "correlation": {"symbols": est_syms, "matrix": fit.corr.tolist()},
         "top_correlations": [{"a": a, "b": b, "rho": r} for a, b, r in fit.top_correlations],
     }
+    out = result_document(bm.model.name, fit.base, body)
     if fit.reference:
         out["reference"] = {
             "name": fit.reference["name"],

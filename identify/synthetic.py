@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from formats.static_recording import StaticRecording
 from robots.kinematics import com_position
-from robots.recording_format import StaticRecording
 from robots.stance import random_double_support
 from robots.tree import ParameterSet, RobotModel
 

@@ -11,7 +11,7 @@ import sys
 # each avoids oversubscription (measured: half the CPU time of a 50-posture design). Set before numpy loads.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from robots.errors import PoiseError  # noqa: E402
+from formats.errors import PoiseError  # noqa: E402
 
 # Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`.
 COMMAND_MODULES = [

@@ -12,8 +12,8 @@ from rich.table import Table
 from drivers.emulators.world import SimWorld, WorldOptions
 from drivers.wbb.geometry import cell_positions
 from drivers.wbb.open import board_drivers, start_all
+from formats.plan import Placement
 from poise.output import console, err_console, print_json
-from robots.plan_format import Placement
 from robots.registry import get_model
 
 

@@ -30,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from formats.errors import DataError
     from poise.workflows.demo import run_demo
-    from robots.errors import DataError
 
     if args.postures < 13 or args.placements < 1 or args.postures % args.placements:
         raise DataError("--postures must be ≥ 13 and a multiple of --placements")

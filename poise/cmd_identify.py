@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 from rich.table import Table
 
+from formats.static_recording import read_recording
 from identify.static import StaticCoMEstimator, fit_to_json
 from poise.output import console, dumps, mm, print_json
 from robots.params_io import resolve_params
-from robots.recording_format import read_recording
 from robots.registry import get_model
 
 

@@ -8,8 +8,8 @@ import time
 
 from rich.table import Table
 
+from formats.errors import DataError
 from poise.output import console, err_console, mm, print_json
-from robots.errors import DataError
 from robots.registry import get_model
 
 
@@ -146,7 +146,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
 
     from design.planner import build_plan, design
     from design.replicates import find_replicates
-    from robots.plan_format import save_plan
+    from formats.plan import save_plan
 
     model = get_model(args.robot)
     s = _settings(args, model)
@@ -245,7 +245,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from design.verify import check_plan
-    from robots.plan_format import load_plan
+    from formats.plan import load_plan
 
     plan = load_plan(args.plan)
     model = get_model(plan.robot)
@@ -282,7 +282,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from design.plot import plot_plan
-    from robots.plan_format import load_plan
+    from formats.plan import load_plan
 
     plan = load_plan(args.plan)
     model = get_model(plan.robot)
@@ -293,7 +293,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_augment(args: argparse.Namespace) -> int:
     from design.augment import augment_plan
-    from robots.plan_format import load_plan, save_plan
+    from formats.plan import load_plan, save_plan
 
     plan = load_plan(args.plan)
     model = get_model(plan.robot)

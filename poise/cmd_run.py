@@ -13,9 +13,9 @@ from drivers.emulators.world import WorldOptions
 from drivers.executor import Executor, Progress, preflight
 from drivers.recorder import RunRecorder
 from drivers.session import Session
+from formats.errors import DataError
+from formats.plan import load_plan
 from poise.output import console, err_console, print_json
-from robots.errors import DataError
-from robots.plan_format import load_plan
 from robots.registry import get_model
 
 

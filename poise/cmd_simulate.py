@@ -6,10 +6,10 @@ import argparse
 
 import numpy as np
 
+from formats.static_recording import write_recording
 from identify.synthetic import simulate_static
 from poise.output import console
 from robots.params_io import perturbed, resolve_params, save_parameter_set
-from robots.recording_format import write_recording
 from robots.registry import get_model
 
 
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_static(args: argparse.Namespace) -> int:
-    from robots.errors import DataError
+    from formats.errors import DataError
 
     if args.postures < 1:
         raise DataError("--postures must be at least 1")

@@ -9,13 +9,13 @@ import time
 
 from rich.table import Table
 
+from formats.doggy_recording import read_csv, write_csv
+from formats.errors import PoiseError
 from identify import doggy as dg
 from identify import slom
-from identify.doggy_recording import read_csv, write_csv
 from identify.doggy_sim import SimConfig, simulate
 from identify.doggy_verify import plot, verify
 from poise.output import console, dumps, err_console, print_json
-from robots.errors import PoiseError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

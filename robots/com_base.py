@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import casadi as ca
 import numpy as np
 
-from robots.errors import DataError
+from formats.errors import DataError
 from robots.kinematics import link_frames, link_frames_sym
 from robots.tree import LinForm, ParameterSet, RobotModel, eval_form
 

@@ -56,7 +56,7 @@ def variant(model: RobotModel, base: str, name: str) -> CoMVariant:
         for g in simplified_vanishing(model, base):
             reason.setdefault(g, "zero in the simplified model")
     elif name != "full":
-        from robots.errors import DataError
+        from formats.errors import DataError
 
         raise DataError(f"unknown CoM model {name!r} (choose full or simplified)")
     est = tuple(g for g in range(bm.n) if g not in reason)

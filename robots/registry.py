@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from robots.errors import DataError
+from formats.errors import DataError
 from robots.tree import RobotModel
 
 

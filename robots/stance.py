@@ -14,7 +14,7 @@ import numpy as np
 import shapely
 from shapely.geometry import MultiPoint, Point, Polygon
 
-from robots.errors import DataError
+from formats.errors import DataError
 from robots.kinematics import com_position, site_pose, site_pose_sym
 from robots.tree import ParameterSet, RobotModel
 

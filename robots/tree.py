@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robots.errors import DataError
+from formats.errors import DataError
+from formats.parameter_set import ParameterSet
 
 # A linear form in named lengths: {"l3y": 1.0, "l3z": -1.0, "": 0.02} ("" is the constant term).
 LinForm = dict[str, float]
@@ -77,31 +78,6 @@ class Site:
     link: str
     offset: tuple[LinForm, LinForm, LinForm]
     rect: tuple[float, float, float, float] | None = None  # xmin, xmax, ymin, ymax
-
-
-@dataclass
-class ParameterSet:
-    """Inertial parameters and link lengths of one robot instance (SI units)."""
-
-    name: str
-    mass: dict[str, float]
-    com: dict[str, tuple[float, float, float]]
-    lengths: dict[str, float]
-    inertia: dict[str, tuple[float, ...]] = field(default_factory=dict)
-    description: str = ""
-
-    @property
-    def total_mass(self) -> float:
-        return float(sum(self.mass.values()))
-
-    def standard_vector(self, links: list[Link]) -> np.ndarray:
-        """Standard CoM parameters [m, m·cx, m·cy, m·cz] per link, in the links' own CoM convention."""
-        out = []
-        for link in links:
-            m = self.mass[link.name]
-            c = self.com[link.name]
-            out += [m, m * c[0], m * c[1], m * c[2]]
-        return np.array(out)
 
 
 @dataclass(eq=False)

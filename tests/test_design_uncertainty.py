@@ -14,11 +14,11 @@ from design.problems import Settings, solve
 from design.sampler import sample_posture_set
 from design.uncertainty import left_pose, load_ellipsoid, nominal_cop, robust_margin
 from design.verify import check_plan
+from formats.errors import DataError
+from formats.plan import load_plan, save_plan
 from identify.static import StaticCoMEstimator, fit_to_json
 from identify.synthetic import simulate_static
-from robots.errors import DataError
 from robots.params_io import perturbed
-from robots.plan_format import load_plan, save_plan
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,13 @@ import casadi as ca
 import numpy as np
 import pytest
 
+from formats.errors import IdentifiabilityError
 from identify import doggy as dg
 from identify import slom
 from identify.doggy_sim import SimConfig, make_plan, simulate
 from identify.doggy_verify import verify
 from identify.manifolds import so3_log
 from robots import doggy
-from robots.errors import IdentifiabilityError
 
 
 def test_mass_matrix_oracles():

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from identify.doggy_recording import COLUMNS, read_csv, write_csv
+from formats.doggy_recording import COLUMNS, read_csv, write_csv
+from formats.errors import DataError
 from identify.doggy_sim import SimConfig, simulate
 from poise.cli import main
-from robots.errors import DataError
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from drivers.dynamixel import DynamixelLink
 from drivers.emulators.dxl_bus import DxlBusEmulator
 from drivers.emulators.plant import JointPlant
 from drivers.link import LinkTimeout
-from robots.errors import DeviceError
+from formats.errors import DeviceError
 
 
 def test_ping_packet_matches_the_emanual_example():

@@ -17,12 +17,12 @@ from drivers.emulators.testplan import random_plan
 from drivers.emulators.wbb import Faults
 from drivers.emulators.world import WorldOptions
 from drivers.executor import cosine_profile, preflight, waypoint_profile
+from formats.errors import DataError, DeviceError
+from formats.plan import Transition, save_plan
+from formats.static_recording import read_recording
 from poise import cmd_run
 from poise.cli import main
-from robots.errors import DataError, DeviceError
 from robots.kinematics import com_position
-from robots.plan_format import Transition, save_plan
-from robots.recording_format import read_recording
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ from design.problems import Settings, solve
 from design.sampler import sample_posture_set
 from design.uncertainty import left_pose, robust_margin
 from design.verify import check_plan
+from formats.errors import DataError
+from formats.plan import Placement, Plan, Posture, load_plan, save_plan
 from poise.cli import main
-from robots.errors import DataError
 from robots.kinematics import site_pose
-from robots.plan_format import Placement, Plan, Posture, load_plan, save_plan
 from robots.stance import balance, random_double_support
 
 

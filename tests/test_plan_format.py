@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from robots.errors import DataError
-from robots.plan_format import FORMAT, VERSION, Placement, Plan, Posture, Transition, load_plan, save_plan
+from formats.errors import DataError
+from formats.plan import FORMAT, VERSION, Placement, Plan, Posture, Transition, load_plan, save_plan
 from robots.tulip import JOINT_NAMES, tulip
 
 

@@ -12,9 +12,9 @@ from design.replicates import find_replicates
 from design.sampler import PostureSet
 from design.uncertainty import left_pose
 from design.verify import check_plan
+from formats.plan import Placement, Plan, Posture, save_plan
 from poise.cli import main
 from robots.kinematics import site_pose_sym
-from robots.plan_format import Placement, Plan, Posture, save_plan
 from robots.stance import balance, random_double_support
 
 

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
+from formats.errors import DataError, IdentifiabilityError
+from formats.static_recording import RecordingWriter, read_recording, write_recording
 from identify.static import StaticCoMEstimator
 from identify.synthetic import simulate_static
 from robots.com_variants import base_model
-from robots.errors import DataError, IdentifiabilityError
 from robots.params_io import perturbed
-from robots.recording_format import RecordingWriter, read_recording, write_recording
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from drivers.emulators.wbb import BoardImperfections, Faults, WbbEmulator
 from drivers.wbb.board import EvdevBoard, HidBoard
 from drivers.wbb.geometry import cell_positions, cop
 from drivers.wbb.transports import open_serial_bridge
-from robots.errors import DeviceError
+from formats.errors import DeviceError
 
 LOAD = np.array([3.0, 2.0, 4.0, 1.0])
 

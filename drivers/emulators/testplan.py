@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
+from formats.plan import Placement, Plan, Posture
 from robots.kinematics import com_position, site_pose
-from robots.plan_format import Placement, Plan, Posture
 from robots.stance import balance, other_site, random_double_support
 from robots.tree import RobotModel
 

@@ -19,7 +19,7 @@ import numpy as np
 from drivers.wbb import protocol as P
 from drivers.wbb.calibration import Calibration
 from drivers.wbb.transports import LinkLost
-from robots.errors import DeviceError
+from formats.errors import DeviceError
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robots.errors import DataError
+from formats.errors import DataError
 
 CELL_SPAN_X = 0.433
 CELL_SPAN_Y = 0.238

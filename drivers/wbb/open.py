@@ -5,7 +5,7 @@ from __future__ import annotations
 from drivers.transports import parse_endpoint
 from drivers.wbb.board import EvdevBoard, HidBoard, _BoardBase, open_evdev
 from drivers.wbb.transports import open_bluetooth, open_serial_bridge
-from robots.errors import DeviceError
+from formats.errors import DeviceError
 
 
 def board_drivers(spec: str, openers=None) -> list[_BoardBase]:

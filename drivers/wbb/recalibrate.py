@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from drivers.wbb.protocol import CELLS
-from robots.errors import DeviceError
+from formats.errors import DeviceError
 
 
 def recalibrate_board(

@@ -12,7 +12,7 @@ import socket
 import serial
 
 from drivers.transports import open_serial
-from robots.errors import DeviceError
+from formats.errors import DeviceError
 
 PSM_CONTROL = 0x11
 PSM_INTERRUPT = 0x13

@@ -10,8 +10,8 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import lapack
 
+from formats.errors import PoiseError
 from identify.slom.problem import Problem
-from robots.errors import PoiseError
 
 MAX_BANDWIDTH = 400
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import casadi as ca
 import numpy as np
 
+from formats.errors import PoiseError
 from identify.slom.loss import Loss
-from robots.errors import PoiseError
 
 
 @dataclass

@@ -17,9 +17,9 @@ import numpy as np
 from drivers.config import load_config
 from drivers.emulators.sim_robot import true_parameters
 from drivers.emulators.world import WorldOptions
+from formats.plan import Plan, save_plan
+from formats.static_recording import read_recording
 from identify.static import StaticCoMEstimator
-from robots.plan_format import Plan, save_plan
-from robots.recording_format import read_recording
 from robots.tulip import tulip
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robots.errors import DataError
+from formats.errors import DataError
 
 MAGIC = "poise static recording"
 VERSION = 1

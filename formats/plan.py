@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from robots.errors import DataError
+from formats.errors import DataError
 
 FORMAT = "poise.posture-plan"
 VERSION = 1

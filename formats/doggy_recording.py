@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robots.errors import DataError
+from formats.errors import DataError
 
 COLUMNS = ["t", "u1", "u2", "u3", "theta1", "theta2", "theta3", "w1x", "w1y", "w1z", "w2x", "w2y", "w2z"]
 UNITS = ["s", "1", "1", "1", "rad", "rad", "rad", "rad/s", "rad/s", "rad/s", "rad/s", "rad/s", "rad/s"]

@@ -1,0 +1,127 @@
+"""Inertial parameter sets: the `ParameterSet` value type and its JSON file format (kg, m, kg·m²)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from formats.errors import DataError
+
+FORMAT = "poise parameter set"
+
+
+@dataclass
+class ParameterSet:
+    """Inertial parameters and named lengths of one robot instance (SI units).
+
+    `com` is in each link's stored CoM convention (see `Link.com_sign`); `inertia` holds, per link, the six
+    entries (ixx, ixy, ixz, iyy, iyz, izz) of the inertia tensor about the link CoM in the link frame.
+    """
+
+    name: str
+    mass: dict[str, float]
+    com: dict[str, tuple[float, float, float]]
+    lengths: dict[str, float]
+    inertia: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def total_mass(self) -> float:
+        return float(sum(self.mass.values()))
+
+    def standard_vector(self, links) -> np.ndarray:
+        """Standard CoM parameters [m, m·cx, m·cy, m·cz] per link, in the links' own CoM convention."""
+        out = []
+        for link in links:
+            m = self.mass[link.name]
+            c = self.com[link.name]
+            out += [m, m * c[0], m * c[1], m * c[2]]
+        return np.array(out)
+
+
+def parameter_set_to_json(ps: ParameterSet) -> dict:
+    doc = {
+        "format": FORMAT,
+        "version": 1,
+        "name": ps.name,
+        "description": ps.description,
+        "units": {"mass": "kg", "length": "m", "inertia": "kg m^2"},
+        "mass": ps.mass,
+        "com": {k: list(v) for k, v in ps.com.items()},
+        "lengths": ps.lengths,
+    }
+    if ps.inertia:
+        doc["inertia"] = {k: list(v) for k, v in ps.inertia.items()}
+    return doc
+
+
+def save_parameter_set(ps: ParameterSet, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(parameter_set_to_json(ps), indent=2))
+
+
+def _finite(values) -> bool:
+    return all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values)
+
+
+def parameter_set_from_json(d, links: list[str], source: str = "parameter set") -> ParameterSet:
+    """Validate a parsed parameter-set document against the model's link names."""
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise DataError(f"{source}: not a poise parameter set file")
+    for key in ("mass", "com", "lengths"):
+        if not isinstance(d.get(key), dict):
+            raise DataError(f"{source}: missing '{key}' table")
+    missing = [n for n in links if n not in d["mass"] or n not in d["com"]]
+    if missing:
+        raise DataError(f"{source}: no mass/CoM for link(s) {', '.join(missing)}")
+    if any(not isinstance(d["com"][n], list) or len(d["com"][n]) != 3 for n in links):
+        raise DataError(f"{source}: every CoM needs 3 components")
+    values = [d["mass"][n] for n in links] + [c for n in links for c in d["com"][n]]
+    if not _finite(values + list(d["lengths"].values())):
+        raise DataError(f"{source}: masses, CoMs and lengths must be finite numbers")
+    negative = [n for n in links if d["mass"][n] < 0]
+    if negative:
+        raise DataError(f"{source}: negative mass for link(s) {', '.join(negative)}")
+    if sum(d["mass"][n] for n in links) <= 0:
+        raise DataError(f"{source}: the total mass must be positive")
+    inertia = {}
+    raw = d.get("inertia", {})
+    if not isinstance(raw, dict):
+        raise DataError(f"{source}: 'inertia' must be a table of 6-vectors")
+    for n, v in raw.items():
+        if n not in links:
+            raise DataError(f"{source}: inertia for unknown link {n!r}")
+        if not isinstance(v, list) or len(v) != 6 or not _finite(v):
+            raise DataError(
+                f"{source}: inertia of {n!r} needs 6 finite numbers (ixx, ixy, ixz, iyy, iyz, izz)"
+            )
+        inertia[n] = tuple(float(x) for x in v)
+    return ParameterSet(
+        name=str(d.get("name", source)),
+        mass={n: float(d["mass"][n]) for n in links},
+        com={n: tuple(float(c) for c in d["com"][n]) for n in links},
+        lengths={k: float(v) for k, v in d["lengths"].items()},
+        inertia=inertia,
+        description=str(d.get("description", "")),
+    )
+
+
+def load_parameter_set(path: str | Path, links: list[str]) -> ParameterSet:
+    """Read a parameter-set file and check it covers every named link (kg, m)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file (expected a poise parameter set in JSON)") from None
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    ps = parameter_set_from_json(d, links, str(path))
+    if "name" not in d:
+        ps.name = Path(path).stem
+    return ps
