@@ -8,20 +8,20 @@ gradient stay finite and accurate however ill-conditioned H is — no powers of 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from robots.com_base import BaseModel, derive_base
+from robots.memo import per_model
 from robots.tree import RobotModel
 
 
-@lru_cache(maxsize=8)
+@per_model
 def base_model(model: RobotModel, base: str) -> BaseModel:
     return derive_base(model, base)
 
 
-@lru_cache(maxsize=8)
+@per_model
 def design_columns(model: RobotModel, base: str) -> tuple[int, ...]:
     """Columns of R_b whose x/y rows are not identically zero in double support (25 of 27 for TUlip)."""
     from robots.stance import random_double_support

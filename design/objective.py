@@ -9,16 +9,17 @@ M = HᵀH (criteria.Spectrum) chained with the first and second derivatives of t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 import casadi as ca
 import numpy as np
 
 from design.criteria import base_model, design_columns, spectrum
+from robots.memo import per_model
 from robots.tree import RobotModel
 
 
-@lru_cache(maxsize=8)
+@per_model
 def _row_functions(model: RobotModel, base: str) -> tuple[ca.Function, ca.Function]:
     """Per posture: (rows hᵣ (x then y, 2·n) with their Jacobian) and (w ↦ ∂²(wᵀh)/∂q²)."""
     q = ca.SX.sym("q", model.nq)
@@ -30,7 +31,7 @@ def _row_functions(model: RobotModel, base: str) -> tuple[ca.Function, ca.Functi
     return rows, curv
 
 
-@lru_cache(maxsize=16)
+@per_model
 def _mapped(model: RobotModel, base: str, N: int) -> tuple[ca.Function, ca.Function]:
     rows, curv = _row_functions(model, base)
     return rows.map(N), curv.map(N)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import casadi as ca
 import numpy as np
@@ -25,6 +24,7 @@ from design.objective import CasadiObjective
 from design.sampler import Y_MIN_CENTRED, PostureSet
 from design.uncertainty import CopSpec, Ellipsoid, cop_spec
 from robots.kinematics import site_pose_sym
+from robots.memo import per_model
 from robots.stance import other_site
 from robots.tree import RobotModel
 
@@ -82,7 +82,7 @@ class SolveResult:
     stats: dict = field(default_factory=dict)
 
 
-@lru_cache(maxsize=8)
+@per_model
 def posture_function(model: RobotModel, params: str, base: str, spec: CopSpec | None = None) -> ca.Function:
     """Per posture: equalities (flat + at placement, 6), CoP (2), G = R_xy S R_xyᵀ (3).
 
@@ -107,7 +107,7 @@ def posture_function(model: RobotModel, params: str, base: str, spec: CopSpec | 
     return fn
 
 
-@lru_cache(maxsize=8)
+@per_model
 def _mapped_posture(model: RobotModel, params: str, base: str, n: int, spec: CopSpec | None) -> ca.Function:
     """The per-posture function mapped over n postures; cached so CasADi reuses its derivatives. Not
     JIT-compiled: the exact Hessian needs second derivatives, and compiling those per structure cost ≈ 8 s

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from functools import lru_cache
 
 import casadi as ca
 import numpy as np
@@ -32,6 +31,7 @@ from design.problems import (
 from design.pyomo_algebra import sx_to_pyomo
 from design.sampler import Y_MIN_CENTRED, PostureSet
 from formats.errors import PoiseError
+from robots.memo import per_model
 from robots.tree import RobotModel
 
 
@@ -57,7 +57,7 @@ def ensure_available() -> None:
         raise PoiseError("the Pyomo backend needs cyipopt (pip install cyipopt-wheels)")
 
 
-@lru_cache(maxsize=4)
+@per_model
 def _algebra(model: RobotModel, params: str, base: str, spec) -> ca.Function:
     """Per posture, the expressions that become Pyomo algebra: equalities (6), CoP (2), G (3)."""
     q = ca.SX.sym("q", model.nq)

@@ -19,6 +19,7 @@ from shapely.geometry import Polygon
 from design.geometry import all_corners, bbox_centre, foot_rects, placed_corners, support_polygon
 from formats.errors import PoiseError
 from robots.kinematics import com_position_sym, link_frames_sym, site_pose_sym
+from robots.memo import per_model
 from robots.stance import other_site, posture_problems
 from robots.tree import RobotModel
 
@@ -49,7 +50,7 @@ def _rpy(roll, pitch, yaw):
     return Rz @ Ry @ Rx
 
 
-@lru_cache(maxsize=4)
+@per_model
 def ik_function(model: RobotModel, params: str = "sim", base: str = "right") -> ca.Function:
     """IK residual r(q; target) and ∂r/∂q; target = [CoM xyz, torso roll pitch yaw, foot x y psi]."""
     q = ca.SX.sym("q", model.nq)
@@ -151,7 +152,7 @@ def solve_ik(
     return q, np.linalg.norm(r, axis=1) < 1e-10
 
 
-@lru_cache(maxsize=8)
+@per_model
 def _mapped_ik(model: RobotModel, params: str, base: str, k: int) -> ca.Function:
     f = ik_function(model, params, base)
     q, t = ca.SX.sym("q", model.nq), ca.SX.sym("t", 9)

@@ -9,7 +9,6 @@ convex, so the whole motion keeps the margin of its end postures.
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
 
 import casadi as ca
 import numpy as np
@@ -17,6 +16,7 @@ import numpy as np
 from design.problems import Settings, posture_function
 from design.uncertainty import nominal_cop
 from formats.plan import Plan, Transition
+from robots.memo import per_model
 from robots.tree import RobotModel
 
 WAYPOINTS = 11
@@ -48,7 +48,7 @@ def order_postures(model: RobotModel, ps) -> np.ndarray:
     return np.array(order, dtype=int)
 
 
-@lru_cache(maxsize=4)
+@per_model
 def _constraint_fn(model: RobotModel, params: str, base: str) -> ca.Function:
     q = ca.SX.sym("q", model.nq)
     pose = ca.SX.sym("pose", 3)
@@ -85,7 +85,7 @@ def foot_error(model: RobotModel, q: np.ndarray, pose, params="sim", base="right
 MAX_EDGES = 8
 
 
-@lru_cache(maxsize=8)
+@per_model
 def _path_solver(model: RobotModel, params: str, base: str, inner: int, margin: float, spec):
     """IPOPT (exact Hessian) for a shortest closed-chain joint path between two fixed postures.
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from robots.com_base import BaseModel, derive_base, rank_report
+from robots.memo import per_model
 from robots.stance import random_double_support
 from robots.tree import RobotModel
 
@@ -23,13 +23,13 @@ class CoMVariant:
     reason: dict[int, str]  # why each fixed parameter is fixed
 
 
-@lru_cache(maxsize=8)
+@per_model
 def base_model(model: RobotModel, base: str) -> BaseModel:
     """Cached `derive_base`."""
     return derive_base(model, base)
 
 
-@lru_cache(maxsize=8)
+@per_model
 def double_support_unidentifiable(model: RobotModel, base: str, postures: int = 24) -> tuple[int, ...]:
     """Columns whose x/y CoP rows vanish or depend on others over random double-support postures."""
     bm = base_model(model, base)

@@ -11,7 +11,7 @@ from typing import Any
 import casadi as ca
 import numpy as np
 
-from robots.tree import ParameterSet, RobotModel, Site, eval_form
+from robots.tree import ParameterSet, RobotModel, Site, eval_form, rpy_matrix
 
 
 class _NumpyOps:
@@ -42,6 +42,12 @@ class _NumpyOps:
     def tr(self, a):
         return np.swapaxes(a, -1, -2)
 
+    def const(self, R):
+        return np.asarray(R, dtype=float)
+
+    def scale(self, v, x):
+        return np.asarray(v, dtype=float)[None, :] * np.asarray(x)[:, None]
+
 
 class _CasadiOps:
     """CasADi primitives on 3×3 / 3×1 symbolic matrices."""
@@ -66,6 +72,12 @@ class _CasadiOps:
     def tr(self, a):
         return a.T
 
+    def const(self, R):
+        return ca.DM(np.asarray(R, dtype=float))
+
+    def scale(self, v, x):
+        return ca.DM(np.asarray(v, dtype=float)) * x
+
 
 @dataclass
 class Frames:
@@ -79,21 +91,39 @@ def _offset(form3, lengths: dict[str, float]) -> np.ndarray:
     return np.array([eval_form(f, lengths) for f in form3])
 
 
+def _joint_value(model: RobotModel, j: int, qcol):
+    """Position of joint j from the coordinates (None for a fixed joint)."""
+    cm = model.coordinate_map(j)
+    if cm is None:
+        return None
+    k, mult, off = cm
+    x = qcol(k)
+    return x if (mult == 1.0 and off == 0.0) else mult * x + off
+
+
 def _traverse(model: RobotModel, q, lengths: dict[str, float], ops, qcol):
-    """Frames of all links in the root frame."""
+    """Frames of all links in the root frame: R_child = R_parent·R_origin·Rot(axis, q), p likewise."""
     R = {model.root: ops.eye()}
     p = {model.root: ops.zeros()}
     for j in model.topo_joints():
         joint = model.joints[j]
         Rp, pp = R[joint.parent], p[joint.parent]
-        p[joint.child] = pp + ops.mv(Rp, _offset(joint.offset, lengths))
-        R[joint.child] = ops.mm(Rp, ops.rot(joint.axis, qcol(j)))
+        pc = pp + ops.mv(Rp, _offset(joint.offset, lengths))
+        Rc = Rp if not any(joint.rpy) else ops.mm(Rp, ops.const(rpy_matrix(joint.rpy)))
+        x = _joint_value(model, j, qcol)
+        axis = np.asarray(joint.axis, dtype=float) / np.linalg.norm(joint.axis)
+        if joint.type in ("revolute", "continuous"):
+            Rc = ops.mm(Rc, ops.rot(axis, x))
+        elif joint.type == "prismatic":
+            pc = pc + ops.mv(Rc, ops.scale(axis, x))
+        p[joint.child], R[joint.child] = pc, Rc
     return R, p
 
 
 def _site_in_root(model: RobotModel, site: Site, R, p, lengths, ops):
-    Rs = R[site.link]
-    ps = p[site.link] + ops.mv(Rs, _offset(site.offset, lengths))
+    Rl = R[site.link]
+    ps = p[site.link] + ops.mv(Rl, _offset(site.offset, lengths))
+    Rs = Rl if not any(site.rpy) else ops.mm(Rl, ops.const(rpy_matrix(site.rpy)))
     return Rs, ps
 
 

@@ -1,25 +1,48 @@
-"""Built-in robot models by name."""
+"""Robot models by name or file: built-in descriptions, a poise robot description (TOML) or a bare URDF."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from pathlib import Path
 
 from formats.errors import DataError
+from robots.description import SUFFIX, load_description
 from robots.tree import RobotModel
+from robots.urdf import load_urdf
+
+DATA = Path(__file__).parent / "data"
+BUILT_IN: dict[str, Path] = {
+    "tulip": DATA / "tulip" / "tulip.poise.toml",
+}
+
+_loaded: dict[tuple[str, float], RobotModel] = {}
 
 
-def _tulip() -> RobotModel:
-    from robots.tulip import tulip
+def _describe(path: Path) -> RobotModel:
+    key = (str(path.resolve()), path.stat().st_mtime)
+    if key not in _loaded:
+        _loaded[key] = load_description(path) if path.name.endswith(SUFFIX) else _bare_urdf(path)
+    return _loaded[key]
 
-    return tulip()
 
-
-MODELS: dict[str, Callable[[], RobotModel]] = {"tulip": _tulip}
+def _bare_urdf(path: Path) -> RobotModel:
+    """A URDF with a description beside it (NAME.poise.toml) uses it; otherwise the URDF alone."""
+    side = path.with_name(path.stem + SUFFIX)
+    return load_description(side) if side.is_file() else load_urdf(path)
 
 
 def get_model(name: str) -> RobotModel:
-    """The built-in model called `name` (e.g. 'tulip')."""
-    try:
-        return MODELS[name.lower()]()
-    except KeyError:
-        raise DataError(f"unknown robot {name!r} (built in: {', '.join(sorted(MODELS))})") from None
+    """A built-in robot ('tulip', …), a robot description file (*.poise.toml) or a URDF file (*.urdf).
+
+    The same name or unchanged file gives the same model object, so derived data cached on it is reused.
+    """
+    key = name.lower()
+    if key in BUILT_IN:
+        return _describe(BUILT_IN[key])
+    path = Path(name)
+    if path.suffix.lower() in (".urdf", ".toml", ".xml") or path.name.endswith(SUFFIX):
+        if not path.is_file():
+            raise DataError(f"{name}: no such robot file")
+        return _describe(path)
+    raise DataError(
+        f"unknown robot {name!r} (built in: {', '.join(sorted(BUILT_IN))}; or a .urdf / {SUFFIX} file)"
+    )

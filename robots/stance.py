@@ -7,7 +7,6 @@ The base sole defines the ground. The other sole is flat when its origin has z =
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import casadi as ca
 import numpy as np
@@ -16,6 +15,7 @@ from shapely.geometry import MultiPoint, Point, Polygon
 
 from formats.errors import DataError
 from robots.kinematics import com_position, site_pose, site_pose_sym
+from robots.memo import per_model
 from robots.tree import ParameterSet, RobotModel
 
 
@@ -27,7 +27,7 @@ def other_site(model: RobotModel, base: str) -> str:
     return others[0]
 
 
-@lru_cache(maxsize=16)
+@per_model
 def _flat_functions(model: RobotModel, params_name: str, base: str) -> ca.Function:
     q = ca.SX.sym("q", model.nq)
     R, p = site_pose_sym(model, q, params_name, other_site(model, base), base)

@@ -59,25 +59,73 @@ class Link:
     com_sign: tuple[int, int, int] = (1, 1, 1)
 
 
+JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")
+
+
+@dataclass(frozen=True)
+class Mimic:
+    """URDF mimic: q = multiplier · q[joint] + offset."""
+
+    joint: str
+    multiplier: float = 1.0
+    offset: float = 0.0
+
+
 @dataclass(frozen=True)
 class Joint:
-    """A revolute joint: child frame = parent frame translated by `offset`, then rotated about `axis` by q."""
+    """A URDF joint: child frame = parent frame · origin (translation `offset`, rotation `rpy`) · motion(q).
+
+    The motion is a rotation about `axis` (revolute, continuous), a translation along it (prismatic) or none
+    (fixed). Limits are those of the coordinate (rad or m, rad/s or m/s, N·m or N).
+    """
 
     name: str
     parent: str
     child: str
-    axis: tuple[float, float, float]
-    offset: tuple[LinForm, LinForm, LinForm]
+    axis: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    offset: tuple[LinForm, LinForm, LinForm] = ({}, {}, {})
+    type: str = "revolute"
+    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    lower: float = -np.inf
+    upper: float = np.inf
+    velocity: float = np.inf
+    effort: float = np.inf
+    mimic: Mimic | None = None
+    damping: float = 0.0  # URDF <dynamics>: viscous damping (N·m·s/rad) and Coulomb friction (N·m)
+    friction: float = 0.0
+
+    @property
+    def moves(self) -> bool:
+        return self.type != "fixed"
+
+    @property
+    def is_coordinate(self) -> bool:
+        """A joint with its own coordinate in q (moving and not a mimic)."""
+        return self.type != "fixed" and self.mimic is None
+
+
+def rpy_matrix(rpy) -> np.ndarray:
+    """URDF fixed-axis roll-pitch-yaw: R = Rz(yaw) · Ry(pitch) · Rx(roll)."""
+    r, p, y = (float(v) for v in rpy)
+    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    return np.array(
+        [
+            [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+            [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+            [-sp, cp * sr, cp * cr],
+        ]
+    )
 
 
 @dataclass(frozen=True)
 class Site:
-    """A frame fixed to a link (e.g. a sole), with an optional contact rectangle in its x-y plane."""
+    """A frame fixed to a link (a sole, a sensor), with an optional contact rectangle in its x-y plane."""
 
     name: str
     link: str
     offset: tuple[LinForm, LinForm, LinForm]
     rect: tuple[float, float, float, float] | None = None  # xmin, xmax, ymin, ymax
+    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 @dataclass(eq=False)
@@ -88,8 +136,8 @@ class RobotModel:
     links: list[Link]
     joints: list[Joint]
     sites: list[Site]
-    lower: np.ndarray
-    upper: np.ndarray
+    lower: np.ndarray | None
+    upper: np.ndarray | None
     params: dict[str, ParameterSet]
     bases: dict[str, str]  # base name -> site name whose frame is the world/base frame
     coupled_A: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
@@ -100,52 +148,115 @@ class RobotModel:
     base_conventions: dict[str, dict] = field(default_factory=dict)
     # Standard parameters assumed zero in the simplified model: (link name, 'cx'|'cy'|'cz').
     simplified_zero: list[tuple[str, str]] = field(default_factory=list)
+    # How the robot stands for static CoP experiments (see `robots.stance_spec`), if it is legged.
+    stance: object | None = None
+    source: str = ""  # the URDF file the model was loaded from, if any
+    warnings: list[str] = field(default_factory=list)  # e.g. inertias that violate the triangle inequality
 
     def __post_init__(self) -> None:
         names = [lk.name for lk in self.links]
         if len(set(names)) != len(names):
             raise DataError("duplicate link names")
+        jnames = [j.name for j in self.joints]
+        if len(set(jnames)) != len(jnames):
+            raise DataError("duplicate joint names")
         self._link_index = {n: i for i, n in enumerate(names)}
         self._parent_joint = {}
         for j, joint in enumerate(self.joints):
+            if joint.type not in JOINT_TYPES:
+                raise DataError(f"joint {joint.name!r}: unknown type {joint.type!r} (one of {JOINT_TYPES})")
             if joint.child in self._parent_joint:
                 raise DataError(f"link {joint.child!r} has two parent joints")
             for ln in (joint.parent, joint.child):
                 if ln not in self._link_index:
                     raise DataError(f"joint {joint.name!r} refers to unknown link {ln!r}")
+            if joint.moves and not np.linalg.norm(joint.axis) > 0:
+                raise DataError(f"joint {joint.name!r} has a zero axis")
             self._parent_joint[joint.child] = j
         roots = [n for n in names if n not in self._parent_joint]
         if len(roots) != 1:
             raise DataError(f"a kinematic tree needs exactly one root link, found {roots}")
         self.root = roots[0]
+        self._topo = self._topological_order()
+        self.coordinates = [j for j, jt in enumerate(self.joints) if jt.is_coordinate]
+        self._coord_of = {self.joints[j].name: k for k, j in enumerate(self.coordinates)}
+        for jt in self.joints:
+            if jt.mimic is not None and jt.mimic.joint not in self._coord_of:
+                raise DataError(f"joint {jt.name!r} mimics {jt.mimic.joint!r}, which is not a moving joint")
+        coord_joints = [self.joints[j] for j in self.coordinates]
+        if self.lower is None:
+            self.lower = np.array([jt.lower for jt in coord_joints], dtype=float)
+        if self.upper is None:
+            self.upper = np.array([jt.upper for jt in coord_joints], dtype=float)
         self.lower = np.asarray(self.lower, dtype=float)
         self.upper = np.asarray(self.upper, dtype=float)
         if self.lower.shape != (self.nq,) or self.upper.shape != (self.nq,):
             raise DataError("joint limit arrays must have one entry per joint")
+        self.velocity_limit = np.array([jt.velocity for jt in coord_joints], dtype=float)
+        self.effort_limit = np.array([jt.effort for jt in coord_joints], dtype=float)
         self.coupled_A = np.asarray(self.coupled_A, dtype=float).reshape(-1, self.nq)
         self.coupled_b = np.asarray(self.coupled_b, dtype=float).reshape(-1)
+        self.memo: dict = {}  # derived data (see robots.memo.per_model)
+
+    def _topological_order(self) -> list[int]:
+        done = {self.root}
+        order: list[int] = []
+        pending = list(range(len(self.joints)))
+        while pending:
+            ready = [j for j in pending if self.joints[j].parent in done]
+            if not ready:
+                raise DataError("joint graph has a cycle")
+            for j in ready:
+                order.append(j)
+                done.add(self.joints[j].child)
+                pending.remove(j)
+        return order
+
+    def coordinate_map(self, j: int) -> tuple[int, float, float] | None:
+        """(coordinate index, multiplier, offset) giving joint j's position, or None for a fixed joint."""
+        jt = self.joints[j]
+        if not jt.moves:
+            return None
+        if jt.mimic is None:
+            return self._coord_of[jt.name], 1.0, 0.0
+        return self._coord_of[jt.mimic.joint], jt.mimic.multiplier, jt.mimic.offset
+
+    def joint_index(self, name: str) -> int:
+        """Index in `joints` of the joint called `name`."""
+        for j, jt in enumerate(self.joints):
+            if jt.name == name:
+                return j
+        raise DataError(f"model {self.name!r} has no joint {name!r}")
 
     @property
     def nq(self) -> int:
-        return len(self.joints)
+        """Number of coordinates (moving joints that are not mimics)."""
+        return len(self.coordinates)
 
     @property
     def joint_names(self) -> list[str]:
-        return [j.name for j in self.joints]
+        """Names of the coordinates, in q order."""
+        return [self.joints[j].name for j in self.coordinates]
 
     def link_index(self, name: str) -> int:
         return self._link_index[name]
 
     def site(self, name: str) -> Site:
+        """The site called `name`; a link name gives a site at the link frame."""
         for s in self.sites:
             if s.name == name:
                 return s
-        raise DataError(f"model {self.name!r} has no site {name!r}")
+        if name in self._link_index:
+            return Site(name, name, ({}, {}, {}))
+        raise DataError(f"model {self.name!r} has no site or link {name!r}")
 
     def base_site(self, base: str) -> Site:
-        if base not in self.bases:
-            raise DataError(f"model {self.name!r} has no base {base!r} (choose from {sorted(self.bases)})")
-        return self.site(self.bases[base])
+        """The frame of a named base (e.g. 'right' → the right sole); a site or link name is its own base."""
+        if base in self.bases:
+            return self.site(self.bases[base])
+        if base in self._link_index or any(s.name == base for s in self.sites):
+            return self.site(base)
+        raise DataError(f"model {self.name!r} has no base {base!r} (choose from {sorted(self.bases)})")
 
     def joint_path(self, link: str) -> list[int]:
         """Indices of the joints from the root down to `link`, root first."""
@@ -158,20 +269,10 @@ class RobotModel:
 
     def topo_joints(self) -> list[int]:
         """Joint indices ordered so that every parent frame is computed before its children."""
-        done = {self.root}
-        order: list[int] = []
-        pending = list(range(self.nq))
-        while pending:
-            progressed = False
-            for j in list(pending):
-                if self.joints[j].parent in done:
-                    order.append(j)
-                    done.add(self.joints[j].child)
-                    pending.remove(j)
-                    progressed = True
-            if not progressed:
-                raise DataError("joint graph has a cycle")
-        return order
+        return list(self._topo)
+
+    def has_link(self, name: str) -> bool:
+        return name in self._link_index
 
     def parameter_set(self, params: str | ParameterSet) -> ParameterSet:
         if isinstance(params, ParameterSet):
@@ -195,6 +296,9 @@ class RobotModel:
         out = []
         for i, name in enumerate(self.joint_names):
             if q[i] < self.lower[i] - tol or q[i] > self.upper[i] + tol:
+                if self.joints[self.coordinates[i]].type == "prismatic":
+                    out.append(f"{name} = {q[i]:.4f} m outside [{self.lower[i]:.4f}, {self.upper[i]:.4f}] m")
+                    continue
                 out.append(
                     f"{name} = {np.degrees(q[i]):.2f} deg outside "
                     f"[{np.degrees(self.lower[i]):.1f}, {np.degrees(self.upper[i]):.1f}] deg"

@@ -7,7 +7,9 @@ import pytest
 
 from formats.errors import DataError
 from formats.plan import FORMAT, VERSION, Placement, Plan, Posture, Transition, load_plan, save_plan
-from robots.tulip import JOINT_NAMES, tulip
+from robots.tulip import tulip
+
+JOINT_NAMES = [f"theta{i}" for i in range(1, 13)]
 
 
 def _plan() -> Plan:

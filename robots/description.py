@@ -1,0 +1,239 @@
+"""Robot descriptions: a URDF plus a small TOML file for what a URDF cannot say.
+
+The TOML ("poise robot description") names the URDF and adds: link labels and stored CoM sign conventions,
+named lengths (joint-origin components that base-parameter formulas should show by name), sites (soles with
+contact rectangles, sensor frames), named bases, coupled joint limits, the simplified CoM model, presentation
+conventions of base parameters, extra parameter sets, a sub-model (root link, locked joints) and, for legged
+robots, the stance used by static design. Every built-in robot is such a description; so is any lab's robot.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from formats.errors import DataError
+from formats.parameter_set import ParameterSet, parameter_set_from_json
+from robots.tree import Link, RobotModel, Site, parse_length, rpy_matrix
+from robots.urdf import URDF_SET, load_urdf, matrix_rpy
+
+FORMAT = "poise robot description"
+SUFFIX = ".poise.toml"
+_AXES = {"x": 0, "y": 1, "z": 2}
+
+
+def _fail(source: str, msg: str) -> DataError:
+    return DataError(f"{source}: {msg}")
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text (UTF-8) file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DataError(f"{path}: not valid TOML ({exc})") from None
+
+
+def _named_lengths(model: RobotModel, spec: dict, source: str) -> tuple[list, dict[str, float]]:
+    """Replace joint-origin components named in [lengths] by symbols; return new joints and length values."""
+    joints = list(model.joints)
+    values: dict[str, float] = {}
+    for name, ref in spec.items():
+        if isinstance(ref, int | float) and not isinstance(ref, bool):
+            values[name] = float(ref)
+            continue
+        if not isinstance(ref, str) or "." not in ref:
+            raise _fail(source, f"lengths.{name}: expected 'JOINT.x|y|z' (optionally '-JOINT.z') or a number")
+        sign = -1.0 if ref.startswith("-") else 1.0
+        jname, _, comp = ref.lstrip("+-").rpartition(".")
+        if comp not in _AXES:
+            raise _fail(source, f"lengths.{name}: component {comp!r} is not x, y or z")
+        j = model.joint_index(jname)
+        k = _AXES[comp]
+        form = joints[j].offset[k]
+        if set(form) - {""}:
+            raise _fail(source, f"lengths.{name}: {ref} is already named")
+        values[name] = sign * form.get("", 0.0)
+        offset = list(joints[j].offset)
+        offset[k] = {name: sign}
+        joints[j] = replace(joints[j], offset=tuple(offset))
+    return joints, values
+
+
+def _site(entry: dict, source: str) -> Site:
+    try:
+        xyz = tuple(parse_length(v) for v in entry.get("xyz", (0, 0, 0)))
+        rect = entry.get("rect")
+        return Site(
+            str(entry["name"]),
+            str(entry["link"]),
+            xyz,  # type: ignore[arg-type]
+            tuple(float(v) for v in rect) if rect is not None else None,  # type: ignore[arg-type]
+            tuple(float(v) for v in entry.get("rpy", (0, 0, 0))),  # type: ignore[arg-type]
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _fail(source, f"malformed [[sites]] entry {entry!r} ({exc})") from None
+
+
+def _coupled(model: RobotModel, entries: list, source: str):
+    names = model.joint_names
+    A = np.zeros((len(entries), len(names)))
+    b = np.zeros(len(entries))
+    labels = []
+    for r, e in enumerate(entries):
+        try:
+            for jn, c in e["coefficients"].items():
+                if jn not in names:
+                    raise _fail(source, f"coupled limit {e.get('label', r)!r}: unknown joint {jn!r}")
+                A[r, names.index(jn)] = float(c)
+            b[r] = math.radians(float(e["upper_deg"])) if "upper_deg" in e else float(e["upper"])
+            labels.append(str(e.get("label", f"coupled limit {r}")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _fail(source, f"malformed [[coupled_limits]] entry ({exc})") from None
+    return A, b, labels
+
+
+def _reduce(model: RobotModel, spec: dict, source: str) -> RobotModel:
+    """A sub-model: the sub-tree below `root`, with `lock` joints turned fixed at the given positions."""
+    root = spec.get("root")
+    lock = {str(k): float(v) for k, v in spec.get("lock", {}).items()}
+    joints = list(model.joints)
+    for jn, val in lock.items():
+        j = model.joint_index(jn)
+        jt = joints[j]
+        if jt.type not in ("revolute", "continuous"):
+            raise _fail(source, f"reduce.lock: joint {jn!r} is {jt.type}; only revolute joints can be locked")
+        axis = np.asarray(jt.axis) / np.linalg.norm(jt.axis)
+        kx = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+        Rq = np.eye(3) + np.sin(val) * kx + (1 - np.cos(val)) * kx @ kx
+        rpy = matrix_rpy(rpy_matrix(jt.rpy) @ Rq)
+        joints[j] = replace(jt, type="fixed", rpy=rpy, mimic=None)
+    keep = None
+    if root is not None:
+        if not model.has_link(root):
+            raise _fail(source, f"reduce.root: no link {root!r}")
+        keep, stack = set(), [root]
+        while stack:
+            n = stack.pop()
+            keep.add(n)
+            stack += [jt.child for jt in joints if jt.parent == n]
+    links = [lk for lk in model.links if keep is None or lk.name in keep]
+    joints = [jt for jt in joints if keep is None or (jt.parent in keep and jt.child in keep)]
+    sites = [s for s in model.sites if keep is None or s.link in keep]
+    names = [lk.name for lk in links]
+    params = {
+        k: ParameterSet(
+            p.name,
+            {n: p.mass[n] for n in names},
+            {n: p.com[n] for n in names},
+            dict(p.lengths),
+            {n: p.inertia[n] for n in names if n in p.inertia},
+            p.description,
+        )
+        for k, p in model.params.items()
+    }
+    return RobotModel(
+        model.name, links, joints, sites, None, None, params, {}, description=model.description,
+        source=model.source, warnings=[w for w in model.warnings if any(f"'{n}'" in w for n in names)],
+    )  # fmt: skip
+
+
+def load_description(path: str | Path) -> RobotModel:
+    """A `RobotModel` from a poise robot description (TOML) and the URDF it names."""
+    path = Path(path)
+    source = str(path)
+    doc = _read_toml(path)
+    if doc.get("format") != FORMAT:
+        raise _fail(source, f"not a {FORMAT!r} file (format = {doc.get('format')!r})")
+    if "urdf" not in doc:
+        raise _fail(source, "missing 'urdf' (path of the robot's URDF, relative to this file)")
+    urdf_path = _urdf_path(str(doc["urdf"]), path)
+    model = load_urdf(urdf_path, name=str(doc.get("name", path.name.removesuffix(SUFFIX))))
+    return apply_description(model, doc, path)
+
+
+def _urdf_path(ref: str, desc_path: Path) -> Path:
+    if ref.startswith(
+        "icub-models:"
+    ):  # a model shipped by the icub-models package, e.g. icub-models:iCubGenova04
+        try:
+            import icub_models
+        except ImportError:
+            raise DataError(f"{desc_path}: needs the 'icub-models' package for {ref!r}") from None
+        return Path(icub_models.get_model_file(ref.split(":", 1)[1]))
+    p = Path(ref)
+    return p if p.is_absolute() else desc_path.parent / p
+
+
+def apply_description(model: RobotModel, doc: dict, path: Path) -> RobotModel:
+    """Add a description's extras to a URDF-loaded model."""
+    source = str(path)
+    if "reduce" in doc:
+        model = _reduce(model, doc["reduce"], source)
+    joints, lengths = _named_lengths(model, doc.get("lengths", {}), source)
+    link_spec = doc.get("links", {})
+    unknown = set(link_spec) - {lk.name for lk in model.links}
+    if unknown:
+        raise _fail(source, f"[links] names unknown link(s) {sorted(unknown)}")
+    links = []
+    for lk in model.links:
+        spec = link_spec.get(lk.name, {})
+        sign = tuple(int(v) for v in spec.get("com_sign", (1, 1, 1)))
+        links.append(Link(lk.name, str(spec.get("label", lk.label)), sign))  # type: ignore[arg-type]
+    sites = list(model.sites) + [_site(e, source) for e in doc.get("sites", [])]
+    set_name = str(doc.get("urdf_set", URDF_SET))
+    urdf_ps = model.params[URDF_SET]
+    signs = {lk.name: np.asarray(lk.com_sign, dtype=float) for lk in links}
+    main = ParameterSet(
+        set_name,
+        dict(urdf_ps.mass),
+        {n: tuple(float(v) for v in np.asarray(c) * signs[n]) for n, c in urdf_ps.com.items()},
+        lengths,
+        dict(urdf_ps.inertia),
+        str(doc.get("urdf_set_description", urdf_ps.description)),
+    )
+    params = {set_name: main}
+    names = [lk.name for lk in links]
+    for key, ref in doc.get("parameter_sets", {}).items():
+        file = Path(ref) if Path(ref).is_absolute() else path.parent / ref
+        try:
+            d = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise _fail(source, f"parameter set {key!r}: cannot read {file} ({exc})") from None
+        ps = parameter_set_from_json(d, names, str(file))
+        ps.lengths = {**lengths, **ps.lengths}
+        params[str(key)] = ps
+    stub = RobotModel(model.name, links, joints, sites, None, None, params, {})
+    A, b, labels = _coupled(stub, doc.get("coupled_limits", []), source)
+    simplified = [tuple(x) for x in doc.get("simplified", {}).get("zero", [])]
+    bases = {str(k): str(v) for k, v in doc.get("bases", {}).items()}
+    out = RobotModel(
+        name=model.name,
+        links=links,
+        joints=joints,
+        sites=sites,
+        lower=None,
+        upper=None,
+        params=params,
+        bases=bases,
+        coupled_A=A,
+        coupled_b=b,
+        coupled_names=labels,
+        description=str(doc.get("description", model.description)),
+        base_conventions=doc.get("base_conventions", {}),
+        simplified_zero=simplified,  # type: ignore[arg-type]
+        stance=doc.get("stance"),
+        source=model.source,
+        warnings=model.warnings,
+    )
+    for site_name in bases.values():
+        out.site(site_name)
+    return out

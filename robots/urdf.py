@@ -1,0 +1,272 @@
+"""URDF import through `yourdfpy` (a maintained, pure-Python URDF parser that keeps every element we need:
+origins with rotation, joint types, axes, limits, mimic, inertials, without loading meshes).
+
+`load_urdf` returns a `RobotModel` whose only parameter set (`urdf`) holds the file's inertials. Links without
+mass that only carry a frame (sensor, skin and DH frames on fixed joints) become sites of their parent link,
+so the dynamics sees the same bodies as Pinocchio and MuJoCo; massive links behind fixed joints (e.g. both
+halves of an arm around an F/T sensor) stay separate bodies.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from formats.errors import DataError
+from formats.parameter_set import ParameterSet
+from robots.tree import Joint, Link, Mimic, RobotModel, Site
+
+URDF_SET = "urdf"
+
+
+def matrix_rpy(R: np.ndarray) -> tuple[float, float, float]:
+    """URDF roll-pitch-yaw of a rotation matrix (inverse of `robots.tree.rpy_matrix`)."""
+    pitch = float(np.arctan2(-R[2, 0], np.hypot(R[0, 0], R[1, 0])))
+    if np.hypot(R[0, 0], R[1, 0]) > 1e-12:
+        roll = float(np.arctan2(R[2, 1], R[2, 2]))
+        yaw = float(np.arctan2(R[1, 0], R[0, 0]))
+    else:  # gimbal lock: put everything in yaw
+        roll = 0.0
+        yaw = float(np.arctan2(-R[0, 1], R[1, 1]))
+    return roll, pitch, yaw
+
+
+def _clean(x: float) -> float:
+    return 0.0 if abs(x) < 1e-15 else float(x)
+
+
+def package_search_path(urdf_path: Path) -> list[Path]:
+    """Where `package://NAME/...` is looked for: $ROS_PACKAGE_PATH, the URDF's ancestors, icub-models' share."""
+    roots = [Path(p) for p in os.environ.get("ROS_PACKAGE_PATH", "").split(os.pathsep) if p]
+    roots += list(urdf_path.resolve().parents)
+    try:
+        import icub_models
+
+        roots.append(Path(icub_models.get_models_path()).parent)
+    except (ImportError, AttributeError, OSError):
+        pass
+    return roots
+
+
+def resolve_package_uri(uri: str, urdf_path: str | Path) -> Path:
+    """File path of a `package://NAME/rel` or `file://` URI or a relative path in a URDF; DataError if missing."""
+    urdf_path = Path(urdf_path)
+    if uri.startswith("file://"):
+        p = Path(uri[len("file://") :])
+        return p if p.is_absolute() else urdf_path.parent / p
+    if not uri.startswith("package://"):
+        return urdf_path.parent / uri
+    rest = uri[len("package://") :]
+    pkg, _, rel = rest.partition("/")
+    for root in package_search_path(urdf_path):
+        for cand in (root / pkg / rel, root / rel if root.name == pkg else None):
+            if cand is not None and cand.exists():
+                return cand
+    raise DataError(f"{urdf_path}: cannot resolve {uri!r} (package {pkg!r} not found; set ROS_PACKAGE_PATH)")
+
+
+@dataclass(frozen=True)
+class UrdfInertial:
+    """One link's inertial element in the link frame: mass, CoM, inertia about the CoM (6 entries)."""
+
+    mass: float
+    com: tuple[float, float, float]
+    inertia: tuple[float, float, float, float, float, float]
+
+
+def _inertial(link) -> UrdfInertial | None:
+    ine = link.inertial
+    if ine is None:
+        return None
+    T = np.asarray(ine.origin) if ine.origin is not None else np.eye(4)
+    mass = float(ine.mass) if ine.mass is not None else 0.0
+    I = np.asarray(ine.inertia, dtype=float) if ine.inertia is not None else np.zeros((3, 3))
+    R = T[:3, :3]
+    Il = R @ I @ R.T  # inertia about the CoM, axes of the link frame
+    six = (Il[0, 0], Il[0, 1], Il[0, 2], Il[1, 1], Il[1, 2], Il[2, 2])
+    return UrdfInertial(mass, tuple(_clean(v) for v in T[:3, 3]), tuple(_clean(v) for v in six))
+
+
+def check_inertial(name: str, ine: UrdfInertial, source: str) -> str | None:
+    """DataError naming the link for a negative mass or a non-positive-definite inertia; a warning (returned)
+    for principal moments that violate the triangle inequality (physically impossible, but CAD exports and
+    thesis tables contain them)."""
+    if not np.isfinite(ine.mass) or ine.mass < 0:
+        raise DataError(f"{source}: link {name!r}: <mass value> must be ≥ 0, got {ine.mass}")
+    if ine.mass == 0:
+        return None
+    ixx, ixy, ixz, iyy, iyz, izz = ine.inertia
+    I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+    if not np.all(np.isfinite(I)):
+        raise DataError(f"{source}: link {name!r}: <inertia> has non-finite entries")
+    ev = np.linalg.eigvalsh(I)
+    tol = 1e-12 * max(1.0, float(np.abs(ev).max()))
+    if ev.min() <= -tol:
+        raise DataError(
+            f"{source}: link {name!r}: <inertia> is not positive definite (eigenvalues {', '.join(f'{e:.3g}' for e in ev)})"
+        )
+    a, b, c = ev
+    if a + b < c - tol:
+        return f"link {name!r}: principal inertias {a:.3g}, {b:.3g}, {c:.3g} kg·m² violate the triangle inequality"
+    return None
+
+
+def _parse(path: Path):
+    import yourdfpy
+    from lxml import etree
+
+    try:
+        return yourdfpy.URDF.load(
+            str(path),
+            build_scene_graph=False,
+            load_meshes=False,
+            build_collision_scene_graph=False,
+            load_collision_meshes=False,
+        )
+    except etree.XMLSyntaxError as exc:
+        raise DataError(f"{path}: not well-formed XML ({exc})") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise DataError(f"{path}: malformed URDF ({exc})") from None
+
+
+def _check_graph(robot, source: str) -> None:
+    links = {lk.name for lk in robot.links}
+    if len(links) != len(robot.links):
+        raise DataError(f"{source}: duplicate <link> names")
+    children: dict[str, str] = {}
+    for jt in robot.joints:
+        if jt.parent not in links:
+            raise DataError(f"{source}: joint {jt.name!r}: parent link {jt.parent!r} does not exist")
+        if jt.child not in links:
+            raise DataError(f"{source}: joint {jt.name!r}: child link {jt.child!r} does not exist")
+        if jt.child in children:
+            raise DataError(
+                f"{source}: link {jt.child!r} is the child of two joints ({children[jt.child]!r}, {jt.name!r})"
+            )
+        children[jt.child] = jt.name
+    parent_of = {jt.child: jt.parent for jt in robot.joints}
+    for start in parent_of:
+        seen, n = set(), start
+        while n in parent_of:
+            if n in seen:
+                raise DataError(f"{source}: the joints form a cycle through link {n!r}")
+            seen.add(n)
+            n = parent_of[n]
+    roots = [n for n in links if n not in parent_of]
+    if len(roots) != 1:
+        raise DataError(f"{source}: a URDF needs exactly one root link, found {sorted(roots)}")
+
+
+def _joint(jt, source: str) -> Joint:
+    T = np.asarray(jt.origin) if jt.origin is not None else np.eye(4)
+    rpy = tuple(_clean(v) for v in matrix_rpy(T[:3, :3]))
+    xyz = tuple(_clean(v) for v in T[:3, 3])
+    jtype = jt.type
+    if jtype not in ("revolute", "continuous", "prismatic", "fixed"):
+        raise DataError(
+            f"{source}: joint {jt.name!r}: type {jtype!r} is not supported (revolute, continuous, prismatic, fixed)"
+        )
+    axis = tuple(float(v) for v in (jt.axis if jt.axis is not None else (1.0, 0.0, 0.0)))
+    if jtype != "fixed" and not np.linalg.norm(axis) > 0:
+        raise DataError(f"{source}: joint {jt.name!r}: <axis> is zero")
+    lim = jt.limit
+    lower, upper, vel, eff = -np.inf, np.inf, np.inf, np.inf
+    if lim is not None:
+        if jtype in ("revolute", "prismatic"):
+            lower = float(lim.lower) if lim.lower is not None else 0.0
+            upper = float(lim.upper) if lim.upper is not None else 0.0
+        vel = float(lim.velocity) if lim.velocity is not None else np.inf
+        eff = float(lim.effort) if lim.effort is not None else np.inf
+    elif jtype in ("revolute", "prismatic"):
+        raise DataError(f"{source}: joint {jt.name!r}: a {jtype} joint needs a <limit>")
+    if lower > upper:
+        raise DataError(f"{source}: joint {jt.name!r}: <limit> lower {lower} > upper {upper}")
+    mimic = None
+    if jt.mimic is not None:
+        mimic = Mimic(jt.mimic.joint, float(jt.mimic.multiplier or 1.0), float(jt.mimic.offset or 0.0))
+    damping = friction = 0.0
+    if jt.dynamics is not None:
+        damping = float(jt.dynamics.damping or 0.0)
+        friction = float(jt.dynamics.friction or 0.0)
+    return Joint(
+        jt.name,
+        jt.parent,
+        jt.child,
+        axis,
+        tuple({"": v} if v else {} for v in xyz),
+        jtype,
+        rpy,
+        lower,
+        upper,
+        vel,
+        eff,
+        mimic,
+        damping,
+        friction,
+    )
+
+
+def load_urdf(path: str | Path, name: str | None = None, keep_massless: bool = False) -> RobotModel:
+    """A `RobotModel` from a URDF file; errors name the offending element."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such URDF file")
+    try:
+        head = path.read_bytes()[:4096]
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text (UTF-8) URDF file") from None
+    urdf = _parse(path)
+    robot = urdf.robot
+    source = str(path)
+    _check_graph(robot, source)
+    inertials = {lk.name: _inertial(lk) for lk in robot.links}
+    warnings = [
+        w for n, ine in inertials.items() if ine is not None and (w := check_inertial(n, ine, source))
+    ]
+    joints = [_joint(jt, source) for jt in robot.joints]
+    by_child = {jt.child: jt for jt in joints}
+    has_children = {jt.parent for jt in joints}
+    # Massless leaves on fixed joints are frames, not bodies.
+    frames = set()
+    if not keep_massless:
+        for lk in robot.links:
+            ine = inertials[lk.name]
+            jt = by_child.get(lk.name)
+            if (
+                jt is not None
+                and jt.type == "fixed"
+                and lk.name not in has_children
+                and (ine is None or ine.mass == 0)
+            ):
+                frames.add(lk.name)
+    sites = [Site(n, by_child[n].parent, by_child[n].offset, None, by_child[n].rpy) for n in sorted(frames)]
+    links = [Link(lk.name, lk.name) for lk in robot.links if lk.name not in frames]
+    joints = [jt for jt in joints if jt.child not in frames]
+    kept = [lk.name for lk in links]
+    zero = UrdfInertial(0.0, (0.0, 0.0, 0.0), (0.0,) * 6)
+    ines = {n: inertials[n] or zero for n in kept}
+    ps = ParameterSet(
+        URDF_SET,
+        {n: ines[n].mass for n in kept},
+        {n: ines[n].com for n in kept},
+        {},
+        {n: ines[n].inertia for n in kept},
+        f"inertial parameters of {path.name}",
+    )
+    return RobotModel(
+        name=name or robot.name or path.stem,
+        links=links,
+        joints=joints,
+        sites=sites,
+        lower=None,
+        upper=None,
+        params={URDF_SET: ps},
+        bases={},
+        description=f"{robot.name} from {path.name}",
+        source=str(path),
+        warnings=warnings,
+    )
