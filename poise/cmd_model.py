@@ -6,29 +6,58 @@ import argparse
 
 from rich.table import Table
 
-from poise.output import console, mm, print_json
+from formats.errors import DataError
+from formats.parameter_set import ParameterSet
+from poise.output import console, err_console, mm, print_json
+from robots.base_params import RegressorSpec, cached_dynamic_base, parse_regressor
 from robots.com_variants import base_model, variant
+from robots.dynamics import standard_parameters
 from robots.params_io import resolve_params
 from robots.registry import get_model
+from robots.tree import RobotModel
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("model", help="inspect robot models")
     s = p.add_subparsers(dest="model_cmd", metavar="SUBCOMMAND")
     s.required = True
-    show = s.add_parser("show", help="base parameters of the CoM model")
-    show.add_argument("robot", help="robot model name, e.g. tulip")
-    show.add_argument("--base", default="right", help="stance foot used as base: right|left (default right)")
-    show.add_argument("--params", default="sim", help="parameter set: sim|mc|FILE (default sim)")
+    show = s.add_parser(
+        "show", help="base parameters of a robot's regressors, with grouping formulas and values"
+    )
+    show.add_argument("robot", help="built-in robot (tulip, icub-right-arm), FILE.poise.toml or FILE.urdf")
+    show.add_argument(
+        "--regressor",
+        default="com",
+        help="com (CoM/CoP model, default) | torque | base-wrench[:fz,mx,my] | ft:FRAME (sub-tree wrench at a sensor)",
+    )
+    show.add_argument(
+        "--base",
+        default=None,
+        help="base: a named base (TUlip: right|left), site or link (default: the robot's)",
+    )
+    show.add_argument(
+        "--params", default=None, help="parameter set: a built-in name or FILE (default: the URDF's)"
+    )
+    show.add_argument(
+        "--simplified", action="store_true", help="dynamic regressors: the described simplified model"
+    )
     show.add_argument("--json", action="store_true", help="machine-readable output (values in metres)")
     show.set_defaults(func=cmd_show)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     model = get_model(args.robot)
-    model.base_site(args.base)
-    ps = resolve_params(args.params, model)
-    bm = base_model(model, args.base)
+    ps = resolve_params(args.params or next(iter(model.params)), model)
+    if model.warnings:
+        more = f" (and {len(model.warnings) - 1} more; --json lists them)" if len(model.warnings) > 1 else ""
+        err_console.print(f"[yellow]warning:[/yellow] {model.warnings[0]}{more}", highlight=False)
+    if args.regressor != "com":
+        spec = parse_regressor(args.regressor, model, args.base)
+        return show_dynamic(model, spec, ps, args.simplified, args.json)
+    base = args.base or default_base(model)
+    model.base_site(base)
+    args.base = base
+    bm = base_model(model, base)
     values = bm.values(ps)
     full = variant(model, args.base, "full")
     simp = variant(model, args.base, "simplified")
@@ -76,4 +105,84 @@ def cmd_show(args: argparse.Namespace) -> int:
         f"M = {ps.total_mass:.3f} kg; {len(full.estimated)} of {bm.n} identifiable from x/y CoP in double support; "
         f"simplified model: {len(simp.estimated)} parameters."
     )
+    return 0
+
+
+def default_base(model: RobotModel) -> str:
+    """The robot's stance base for CoM models (first named base), else its root link."""
+    if isinstance(model.stance, dict) and model.stance.get("base"):
+        return str(model.stance["base"])
+    return next(iter(model.bases)) if model.bases else model.root
+
+
+_UNITS = {"m": "kg", "mcx": "kg·m", "mcy": "kg·m", "mcz": "kg·m"}
+
+
+def _unit(name: str) -> str:
+    return _UNITS.get(name.split("@")[0], "kg·m²")
+
+
+def show_dynamic(
+    model: RobotModel, spec: RegressorSpec, ps: ParameterSet, simplified: bool, as_json: bool
+) -> int:
+    """Numerical base parameters of a dynamic regressor, their grouping formulas and values."""
+    if spec.kind != "torque" and not model.params:
+        raise DataError(f"robot {model.name!r} has no parameter set")
+    db = cached_dynamic_base(model, spec, simplified)
+    values = db.values(standard_parameters(model, ps))
+    rows = [
+        {
+            "symbol": db.symbols[a],
+            "formula": db.formula(a),
+            "value": float(values[a]),
+            "unit": _unit(db.names[db.independent[a]]),
+        }
+        for a in range(db.rank)
+    ]
+    label = {
+        "torque": "joint torques",
+        "base-wrench": "base wrench",
+        "ft": f"sub-tree wrench at {spec.frame}",
+    }[spec.kind]
+    vanishing = [db.names[i] for i in db.vanishing]
+    if as_json:
+        print_json(
+            {
+                "robot": model.name,
+                "regressor": spec.kind,
+                "base": spec.base,
+                "frame": spec.frame,
+                "rows": list(spec.rows) if spec.rows else None,
+                "simplified": simplified,
+                "params": ps.name,
+                "rank": db.rank,
+                "standard_parameters": len(db.names),
+                "assumed_zero": [db.names[i] for i in db.assumed_zero],
+                "not_in_regressor": vanishing,
+                "base_parameters": rows,
+                "warnings": list(model.warnings),
+            }
+        )
+        return 0
+    rows_txt = f" ({', '.join(spec.rows)})" if spec.rows else ""
+    table = Table(
+        title=f"{model.name}: base parameters of the {label}{rows_txt}, base {spec.base}"
+        + (", simplified model" if simplified else "")
+        + f", parameter set '{ps.name}'"
+    )
+    table.add_column("ϑ", no_wrap=True)
+    table.add_column("grouping of standard parameters (name@link)", overflow="fold")
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("unit", no_wrap=True)
+    for r in rows:
+        table.add_row(r["symbol"], r["formula"], f"{r['value']:.6g}", r["unit"])
+    console.print(table)
+    console.print(
+        f"{db.rank} base parameters of {len(db.names)} standard ones"
+        + (f" ({len(db.assumed_zero)} assumed zero)" if db.assumed_zero else "")
+        + (f"; not in this regressor at all: {', '.join(vanishing)}" if len(vanishing) <= 20 else
+           f"; {len(vanishing)} standard parameters do not enter this regressor")
+        + ".",
+        highlight=False,
+    )  # fmt: skip
     return 0

@@ -230,6 +230,7 @@ def apply_description(model: RobotModel, doc: dict, path: Path) -> RobotModel:
         description=str(doc.get("description", model.description)),
         base_conventions=doc.get("base_conventions", {}),
         simplified_zero=simplified,  # type: ignore[arg-type]
+        simplified_dynamic_zero=[str(x) for x in doc.get("simplified", {}).get("dynamic_zero", [])],
         stance=doc.get("stance"),
         source=model.source,
         warnings=model.warnings,

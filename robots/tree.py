@@ -148,6 +148,8 @@ class RobotModel:
     base_conventions: dict[str, dict] = field(default_factory=dict)
     # Standard parameters assumed zero in the simplified model: (link name, 'cx'|'cy'|'cz').
     simplified_zero: list[tuple[str, str]] = field(default_factory=list)
+    # Standard dynamic parameters assumed zero in the simplified dynamic model (glob patterns, 'Ixy@hip_*').
+    simplified_dynamic_zero: list[str] = field(default_factory=list)
     # How the robot stands for static CoP experiments (see `robots.stance_spec`), if it is legged.
     stance: object | None = None
     source: str = ""  # the URDF file the model was loaded from, if any
