@@ -12,6 +12,7 @@ from poise.output import console, err_console, mm, print_json
 from robots.base_params import RegressorSpec, cached_dynamic_base, parse_regressor
 from robots.com_variants import base_model, variant
 from robots.dynamics import standard_parameters
+from robots.motion_class import MOTION_CLASSES
 from robots.params_io import resolve_params
 from robots.registry import get_model
 from robots.tree import RobotModel
@@ -41,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument(
         "--simplified", action="store_true", help="dynamic regressors: the described simplified model"
     )
+    show.add_argument(
+        "--motion",
+        choices=MOTION_CLASSES,
+        default="free",
+        help="dynamic regressors: the motion class the data come from (double-support: both soles flat and still)",
+    )
     show.add_argument("--json", action="store_true", help="machine-readable output (values in metres)")
     show.set_defaults(func=cmd_show)
 
@@ -53,7 +60,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         err_console.print(f"[yellow]warning:[/yellow] {model.warnings[0]}{more}", highlight=False)
     if args.regressor != "com":
         spec = parse_regressor(args.regressor, model, args.base)
-        return show_dynamic(model, spec, ps, args.simplified, args.json)
+        return show_dynamic(model, spec, ps, args.simplified, args.motion, args.json)
     base = args.base or default_base(model)
     model.base_site(base)
     args.base = base
@@ -123,12 +130,12 @@ def _unit(name: str) -> str:
 
 
 def show_dynamic(
-    model: RobotModel, spec: RegressorSpec, ps: ParameterSet, simplified: bool, as_json: bool
+    model: RobotModel, spec: RegressorSpec, ps: ParameterSet, simplified: bool, motion: str, as_json: bool
 ) -> int:
     """Numerical base parameters of a dynamic regressor, their grouping formulas and values."""
-    if spec.kind != "torque" and not model.params:
+    if not model.params:
         raise DataError(f"robot {model.name!r} has no parameter set")
-    db = cached_dynamic_base(model, spec, simplified)
+    db = cached_dynamic_base(model, spec, simplified, motion)
     values = db.values(standard_parameters(model, ps))
     rows = [
         {
@@ -154,6 +161,7 @@ def show_dynamic(
                 "frame": spec.frame,
                 "rows": list(spec.rows) if spec.rows else None,
                 "simplified": simplified,
+                "motion": motion,
                 "params": ps.name,
                 "rank": db.rank,
                 "standard_parameters": len(db.names),
@@ -168,6 +176,7 @@ def show_dynamic(
     table = Table(
         title=f"{model.name}: base parameters of the {label}{rows_txt}, base {spec.base}"
         + (", simplified model" if simplified else "")
+        + (f", {motion} motion" if motion != "free" else "")
         + f", parameter set '{ps.name}'"
     )
     table.add_column("ϑ", no_wrap=True)

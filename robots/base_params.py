@@ -147,11 +147,15 @@ def derive_dynamic_base(
     samples: int = 0,
     seed: int = 0,
     assumed_zero: tuple[int, ...] = (),
+    motion: str = "free",
 ) -> DynamicBase:
-    """Numerical base parameters of a regressor over random states (enough samples by default)."""
+    """Numerical base parameters of a regressor over random states of a motion class (see robots.motion_class)."""
+    from robots.motion_class import sample_states  # noqa: PLC0415 (motion classes build on this module)
+
     names = dyn.standard_names(model)
     n = samples or max(40, 3 * len(names) // max(1, model.nq))
-    q, qd, qdd = random_states(model, n, np.random.default_rng(seed))
+    base = spec.base if spec.kind == "base-wrench" else None
+    q, qd, qdd = sample_states(model, motion, n, np.random.default_rng(seed), base)
     Y = evaluate(model, spec, q, qd, qdd).reshape(-1, len(names))
     keep = [i for i in range(len(names)) if i not in set(assumed_zero)]
     colnorm = np.linalg.norm(Y, axis=0)
@@ -166,7 +170,9 @@ def derive_dynamic_base(
 
 
 @per_model
-def cached_dynamic_base(model: RobotModel, spec: RegressorSpec, simplified: bool = False) -> DynamicBase:
+def cached_dynamic_base(
+    model: RobotModel, spec: RegressorSpec, simplified: bool = False, motion: str = "free"
+) -> DynamicBase:
     """`derive_dynamic_base` with the robot description's simplified model (if asked), cached on the model."""
     zero: tuple[int, ...] = ()
     if simplified:
@@ -176,4 +182,4 @@ def cached_dynamic_base(model: RobotModel, spec: RegressorSpec, simplified: bool
                 f"robot {model.name!r} describes no simplified dynamic model ([simplified] dynamic_zero)"
             )
         zero = tuple(zero_set(model, list(pats)))
-    return derive_dynamic_base(model, spec, assumed_zero=zero)
+    return derive_dynamic_base(model, spec, assumed_zero=zero, motion=motion)

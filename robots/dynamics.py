@@ -241,6 +241,7 @@ class _Pass:
     wrench_cols: list  # per link: 10 (f, n) pairs
     twists: list  # per edge: (axis-part a, moment-part p×a) or None for fixed joints
     rooting: Rooting
+    motion: list  # per link: (w, v, dw, dv) spatial velocity and acceleration in the base frame
 
 
 def _forward(model, R, p, qd, qdd, root: Rooting, ops, gravity, batch):
@@ -282,7 +283,7 @@ def _forward(model, R, p, qd, qdd, root: Rooting, ops, gravity, batch):
         dw[e.dst] = dws + ops.col(sw, xdd) + ops.col(dsw, xd)
         dv[e.dst] = dvs + ops.col(sv, xdd) + ops.col(dsv, xd)
     cols = [_body_regressor(ops, R[i], p[i], w[i], v[i], dw[i], dv[i], batch) for i in range(L)]
-    return _Pass(cols, twists, root)
+    return _Pass(cols, twists, root, list(zip(w, v, dw, dv, strict=True)))
 
 
 def qd_col(qd, k):
@@ -492,6 +493,31 @@ def frame_jacobian(
             J[:, :3, k] += s * np.cross(a, pf - p[child])
             J[:, 3:, k] += s * a
     return J[0] if single else J
+
+
+def frame_acceleration(
+    model: RobotModel,
+    q,
+    qd,
+    qdd,
+    frame: str,
+    base: str | None = None,
+    params: str | ParameterSet | None = None,
+) -> np.ndarray:
+    """Classical acceleration of a frame in the base frame, no gravity: (B, 6) [a of the origin; ω̇].
+
+    With q̈ = 0 this is the bias term J̇q̇ of the frame's Jacobian (constraint of a foot held flat).
+    """
+    base = base or model.root
+    params = params if params is not None else next(iter(model.params.values()))
+    single, ps = _numeric_pass(model, q, qd, qdd, params, base, (0.0, 0.0, 0.0))
+    site = next((jt.child for jt in model.joints if jt.name == frame), frame)
+    w, v, dw, dv = ps.motion[model.link_index(model.site(site).link)]
+    _, pf = site_pose(model, np.atleast_2d(q), params, site, base)
+    vel = v + np.cross(w, pf)
+    acc = dv + np.cross(dw, pf) + np.cross(w, vel)
+    out = np.concatenate([acc, dw], axis=1)
+    return out[0] if single else out
 
 
 # ----------------------------------------------------------------------------------------------- symbolic
