@@ -1,8 +1,7 @@
-"""Design criteria: the true 2-norm condition number and a smooth, numerically safe surrogate of log κ.
+"""Design criteria of static posture design: the design matrix and the spectral calculus of the κ surrogate.
 
-The surrogate works on log singular values (soft-max minus soft-min, log-sum-exp form), so it and its
-gradient stay finite and accurate however ill-conditioned H is — no powers of HᵀH, no inverses.
-    f_p(H) = [LSE(2p·log σ) + LSE(−2p·log σ)] / (2p),   log κ ≤ f_p ≤ log κ + log(n)/p
+κ and the surrogate f_p itself live in `robots.conditioning` (shared with excitation-trajectory design); here
+f_p is treated as a spectral function of M = HᵀH for its exact Hessian.
 """
 
 from __future__ import annotations
@@ -12,8 +11,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from robots.com_base import BaseModel, derive_base
+from robots.conditioning import kappa, lse, surrogate
 from robots.memo import per_model
 from robots.tree import RobotModel
+
+__all__ = [
+    "Spectrum",
+    "base_model",
+    "design_columns",
+    "design_matrix",
+    "kappa",
+    "kappa_of",
+    "spectrum",
+    "surrogate",
+]
 
 
 @per_model
@@ -40,33 +51,8 @@ def design_matrix(model: RobotModel, q: np.ndarray, base: str = "right") -> np.n
     return R[:, :, list(design_columns(model, base))].reshape(-1, len(design_columns(model, base)))
 
 
-def kappa(H: np.ndarray) -> float:
-    """True 2-norm condition number σ_max/σ_min (inf when rank-deficient)."""
-    s = np.linalg.svd(np.asarray(H, dtype=float), compute_uv=False)
-    return float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
-
-
 def kappa_of(model: RobotModel, q: np.ndarray, base: str = "right") -> float:
     return kappa(design_matrix(model, q, base))
-
-
-def _lse(x: np.ndarray) -> tuple[float, np.ndarray]:
-    m = x.max()
-    e = np.exp(x - m)
-    s = e.sum()
-    return float(m + np.log(s)), e / s
-
-
-def surrogate(H: np.ndarray, p: float) -> tuple[float, np.ndarray]:
-    """f_p(H) and its gradient ∂f/∂H (same shape as H); smooth even with repeated singular values."""
-    U, s, Vt = np.linalg.svd(H, full_matrices=False)
-    s = np.maximum(s, 1e-300)
-    ls = np.log(s)
-    a, wp = _lse(2 * p * ls)
-    b, wm = _lse(-2 * p * ls)
-    f = (a + b) / (2 * p)
-    dfds = (wp - wm) / s
-    return f, (U * dfds) @ Vt
 
 
 @dataclass
@@ -146,8 +132,8 @@ def spectrum(Ht: np.ndarray, p: float) -> Spectrum:
     s = np.maximum(s, 1e-300)
     lam = s**2
     ll = np.log(lam)
-    A, a = _lse(p * ll)
-    B, b = _lse(-p * ll)
+    A, a = lse(p * ll)
+    B, b = lse(-p * ll)
     f = (A + B) / (2 * p)
     d1 = (a - b) / (2 * lam)
     ll2 = np.outer(lam, lam)
