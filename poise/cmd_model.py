@@ -55,19 +55,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_show(args: argparse.Namespace) -> int:
     model = get_model(args.robot)
     ps = resolve_params(args.params or next(iter(model.params)), model)
-    if model.warnings:
-        more = f" (and {len(model.warnings) - 1} more; --json lists them)" if len(model.warnings) > 1 else ""
-        err_console.print(f"[yellow]warning:[/yellow] {model.warnings[0]}{more}", highlight=False)
     if args.regressor != "com":
         spec = parse_regressor(args.regressor, model, args.base)
-        return show_dynamic(model, spec, ps, args.simplified, args.motion, args.json)
-    base = args.base or default_base(model)
+        rc = show_dynamic(model, spec, ps, args.simplified, args.motion, args.json)
+    else:
+        rc = show_com(model, ps, args.base, args.json)
+    if model.warnings and not args.json:
+        # After the output, and only when it succeeded: a user error stays one line.
+        more = f" (and {len(model.warnings) - 1} more; --json lists them)" if len(model.warnings) > 1 else ""
+        err_console.print(
+            f"[yellow]warning:[/yellow] {model.warnings[0]}{more}", highlight=False, soft_wrap=True
+        )
+    return rc
+
+
+def show_com(model: RobotModel, ps, base: str | None, as_json: bool) -> int:
+    """The CoM/CoP base parameters table (or JSON) for one base and parameter set."""
+    base = base or default_base(model)
     model.base_site(base)
-    args.base = base
     bm = base_model(model, base)
     values = bm.values(ps)
-    full = variant(model, args.base, "full")
-    simp = variant(model, args.base, "simplified")
+    full = variant(model, base, "full")
+    simp = variant(model, base, "simplified")
     rows = []
     for g, bp in enumerate(bm.params):
         rows.append(
@@ -81,21 +90,20 @@ def cmd_show(args: argparse.Namespace) -> int:
                 "simplified": g in simp.estimated,
             }
         )
-    if args.json:
+    if as_json:
         print_json(
             {
                 "robot": model.name,
-                "base": args.base,
+                "base": base,
                 "params": ps.name,
                 "total_mass_kg": ps.total_mass,
                 "units": {"value": "m"},
                 "base_parameters": rows,
+                "warnings": list(model.warnings),
             }
         )
         return 0
-    table = Table(
-        title=f"{model.name}: CoM base parameters, {args.base}-foot base, parameter set '{ps.name}'"
-    )
+    table = Table(title=f"{model.name}: CoM base parameters, {base}-foot base, parameter set '{ps.name}'")
     table.add_column("ϑ", no_wrap=True)
     table.add_column("grouping (÷ M)", overflow="fold")
     table.add_column("column", no_wrap=True)

@@ -68,6 +68,35 @@ def _named_lengths(model: RobotModel, spec: dict, source: str) -> tuple[list, di
     return joints, values
 
 
+_LIMIT_KEYS = ("lower", "upper", "velocity", "effort", "acceleration")
+
+
+def _joint_limits(joints: list, spec: dict, source: str) -> list:
+    """Override or add joint limits: [joint_limits.NAME] lower, upper (rad or m), velocity, effort, acceleration.
+
+    URDFs often carry placeholder limits (e.g. 50000) and never acceleration limits; the description fixes that.
+    """
+    names = [jt.name for jt in joints]
+    out = list(joints)
+    for name, lim in spec.items():
+        if name not in names:
+            raise _fail(source, f"[joint_limits] names unknown joint {name!r}")
+        if not isinstance(lim, dict) or set(lim) - set(_LIMIT_KEYS):
+            raise _fail(source, f"[joint_limits.{name}]: keys must be among {', '.join(_LIMIT_KEYS)}")
+        vals = {}
+        for k, v in lim.items():
+            if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+                raise _fail(source, f"[joint_limits.{name}] {k} must be a finite number")
+            if k in ("velocity", "effort", "acceleration") and v <= 0:
+                raise _fail(source, f"[joint_limits.{name}] {k} must be positive")
+            vals[k] = float(v)
+        i = names.index(name)
+        out[i] = replace(out[i], **vals)
+        if out[i].lower > out[i].upper:
+            raise _fail(source, f"[joint_limits.{name}]: lower > upper")
+    return out
+
+
 def _site(entry: dict, source: str) -> Site:
     try:
         xyz = tuple(parse_length(v) for v in entry.get("xyz", (0, 0, 0)))
@@ -179,6 +208,7 @@ def apply_description(model: RobotModel, doc: dict, path: Path) -> RobotModel:
     if "reduce" in doc:
         model = _reduce(model, doc["reduce"], source)
     joints, lengths = _named_lengths(model, doc.get("lengths", {}), source)
+    joints = _joint_limits(joints, doc.get("joint_limits", {}), source)
     link_spec = doc.get("links", {})
     unknown = set(link_spec) - {lk.name for lk in model.links}
     if unknown:

@@ -93,6 +93,7 @@ class Joint:
     mimic: Mimic | None = None
     damping: float = 0.0  # URDF <dynamics>: viscous damping (N·m·s/rad) and Coulomb friction (N·m)
     friction: float = 0.0
+    acceleration: float = np.inf  # not in URDF; from the robot description (rad/s² or m/s²)
 
     @property
     def moves(self) -> bool:
@@ -196,6 +197,7 @@ class RobotModel:
             raise DataError("joint limit arrays must have one entry per joint")
         self.velocity_limit = np.array([jt.velocity for jt in coord_joints], dtype=float)
         self.effort_limit = np.array([jt.effort for jt in coord_joints], dtype=float)
+        self.acceleration_limit = np.array([jt.acceleration for jt in coord_joints], dtype=float)
         self.coupled_A = np.asarray(self.coupled_A, dtype=float).reshape(-1, self.nq)
         self.coupled_b = np.asarray(self.coupled_b, dtype=float).reshape(-1)
         self.memo: dict = {}  # derived data (see robots.memo.per_model)
