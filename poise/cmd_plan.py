@@ -14,7 +14,7 @@ from robots.registry import get_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="design and check static posture plans")
+    p = sub.add_parser("plan", help="design, check and draw posture and trajectory plans")
     s = p.add_subparsers(dest="plan_cmd", metavar="SUBCOMMAND")
     s.required = True
 
@@ -77,6 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--json", action="store_true", help="print a machine-readable summary")
     a.add_argument("--out", required=True, help="plan file to write (JSON)")
     a.set_defaults(func=cmd_augment)
+
+    from poise import cmd_plan_trajectory
+
+    cmd_plan_trajectory.register(s)
 
     c = s.add_parser("check", help="verify a plan with shapely: limits, feet, margins, transitions, κ")
     c.add_argument("plan", help="plan file (JSON)")
@@ -246,6 +250,12 @@ def cmd_postures(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from design.verify import check_plan
     from formats.plan import load_plan
+    from formats.trajectory_plan import is_trajectory_plan
+
+    if is_trajectory_plan(args.plan):
+        from poise.cmd_plan_trajectory import cmd_check_trajectory
+
+        return cmd_check_trajectory(args.plan, args.params, args.json)
 
     plan = load_plan(args.plan)
     model = get_model(plan.robot)
@@ -283,6 +293,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from design.plot import plot_plan
     from formats.plan import load_plan
+    from formats.trajectory_plan import is_trajectory_plan
+
+    if is_trajectory_plan(args.plan):
+        from poise.cmd_plan_trajectory import cmd_show_trajectory
+
+        return cmd_show_trajectory(args.plan, args.out)
 
     plan = load_plan(args.plan)
     model = get_model(plan.robot)

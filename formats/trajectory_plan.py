@@ -1,0 +1,133 @@
+"""The trajectory-plan file (JSON): what `poise plan trajectory` writes and the executor streams.
+
+Angles in radians, times in seconds, torques in N·m. Layout (format "poise.trajectory-plan", version 1)::
+
+    {"format": "poise.trajectory-plan", "version": 1,
+     "robot": "ur5", "robot_source": "/path/ur5.urdf" | null, "base": "base_link", "params": "urdf",
+     "joint_names": ["shoulder_pan_joint", ...],
+     "rate_hz": 100,
+     "trajectory": {"kind": "fourier", "period_s": 10, "duration_s": 60,
+                    "q0": [n], "a": [[L] * n], "b": [[L] * n]}
+                 | {"kind": "spline", "times_s": [K], "q": [[n] * K]},
+     "design": {"criterion": "kappa", "scaling": "columns", "kappa": 191.6, "kappa_scaled": 3.1,
+                "base_parameters": ["Izz@link1 + ...", ...], "verification": {...}},
+     "settings": {...}, "seed": 1}
+
+Fourier: q_i(t) = q0_i + Σ_l [a_il/(ωl)·sin(ωlt) − b_il/(ωl)·cos(ωlt)], ω = 2π/period (Swevers). Spline: clamped
+cubic spline through the waypoints (at rest at both ends). Users may write either kind from their own tools.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from formats.errors import DataError
+from formats.plan import _clean, _need, _num
+
+FORMAT = "poise.trajectory-plan"
+VERSION = 1
+
+
+@dataclass
+class TrajectoryPlan:
+    """A designed (or user-written) excitation trajectory for one robot and its design record."""
+
+    robot: str
+    base: str
+    joint_names: list[str]
+    trajectory: dict
+    rate_hz: float = 100.0
+    params: str | None = None
+    robot_source: str | None = None
+    design: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    seed: int | None = None
+
+
+def plan_to_dict(plan: TrajectoryPlan) -> dict:
+    """The JSON document of a trajectory plan."""
+    return _clean(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "robot": plan.robot,
+            "robot_source": plan.robot_source,
+            "base": plan.base,
+            "params": plan.params,
+            "joint_names": list(plan.joint_names),
+            "rate_hz": plan.rate_hz,
+            "trajectory": plan.trajectory,
+            "design": plan.design,
+            "settings": plan.settings,
+            "seed": plan.seed,
+        }
+    )
+
+
+def save_trajectory_plan(plan: TrajectoryPlan, path: str | pathlib.Path) -> None:
+    """Write atomically (temp file, then rename)."""
+    text = json.dumps(plan_to_dict(plan), indent=1)
+    path = pathlib.Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text + "\n")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise DataError(f"{path}: cannot write the plan ({exc.strerror})") from None
+
+
+def trajectory_plan_from_dict(doc: Any, source: str = "trajectory plan") -> TrajectoryPlan:
+    """Validate the document's structure (the trajectory's own contents are checked when it is built)."""
+    fmt = _need(doc, "format", source)
+    if fmt != FORMAT:
+        raise DataError(f"{source}: format {fmt!r} is not {FORMAT!r}")
+    if _need(doc, "version", source) != VERSION:
+        raise DataError(f"{source}: version {doc['version']!r} not supported (this poise reads {VERSION})")
+    names = _need(doc, "joint_names", source)
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise DataError(f"{source}: joint_names must be a non-empty list of strings")
+    traj = _need(doc, "trajectory", source)
+    if not isinstance(traj, dict) or "kind" not in traj:
+        raise DataError(f"{source}: trajectory must be an object with a 'kind'")
+    rate = _num(doc.get("rate_hz", 100.0), f"{source}: rate_hz")
+    if rate <= 0:
+        raise DataError(f"{source}: rate_hz must be positive, got {rate}")
+    for key in ("robot", "base"):
+        if not isinstance(_need(doc, key, source), str):
+            raise DataError(f"{source}: {key} must be a string")
+    return TrajectoryPlan(
+        robot=doc["robot"],
+        base=doc["base"],
+        joint_names=list(names),
+        trajectory=traj,
+        rate_hz=rate,
+        params=doc.get("params"),
+        robot_source=doc.get("robot_source"),
+        design=doc.get("design") or {},
+        settings=doc.get("settings") or {},
+        seed=doc.get("seed"),
+    )
+
+
+def load_trajectory_plan(path: str | pathlib.Path) -> TrajectoryPlan:
+    """Read and structurally validate a trajectory plan file."""
+    path = pathlib.Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    return trajectory_plan_from_dict(doc, str(path))
+
+
+def is_trajectory_plan(path: str | pathlib.Path) -> bool:
+    """True when the file is JSON whose format is a trajectory plan (for commands taking either plan kind)."""
+    try:
+        return json.loads(pathlib.Path(path).read_text()).get("format") == FORMAT
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return False

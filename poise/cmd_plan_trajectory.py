@@ -1,0 +1,205 @@
+"""`poise plan trajectory`: design a persistently exciting trajectory; `plan check|show` for trajectory plans."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.table import Table
+
+from formats.errors import DataError
+from poise.output import console, err_console, print_json
+
+
+def register(s: argparse._SubParsersAction) -> None:
+    t = s.add_parser(
+        "trajectory",
+        help="design an excitation trajectory (Fourier series) minimising κ of the base torque regressor",
+    )
+    t.add_argument("robot", help="robot model name or URDF / .poise.toml file")
+    t.add_argument("--out", required=True, help="trajectory plan file to write (JSON)")
+    t.add_argument("--duration", type=float, default=60.0, help="total duration in s (whole periods)")
+    t.add_argument("--period", type=float, default=10.0, help="period of the Fourier series in s")
+    t.add_argument("--harmonics", type=int, default=5, help="harmonics per joint")
+    t.add_argument("--samples", type=int, default=100, help="grid points per period for κ and torque limits")
+    t.add_argument("--criterion", choices=["kappa", "logdet"], default="kappa")
+    t.add_argument(
+        "--scaling",
+        choices=["columns", "none"],
+        default="columns",
+        help="columns: κ of the column-normalised base regressor (default); none: raw",
+    )
+    t.add_argument("--base", default=None, help="fixed base link (default: the model's root)")
+    t.add_argument(
+        "--params", default=None, help="guessed parameters for torque limits (default: the model's)"
+    )
+    t.add_argument("--position-margin", type=float, default=0.05, help="rad kept from each position limit")
+    t.add_argument("--max-iter", type=int, default=400, help="IPOPT iterations per continuation stage")
+    t.add_argument("--starts", type=int, default=1, help="random starts")
+    t.add_argument("--workers", type=int, default=None, help="worker processes (default: min(starts, CPUs))")
+    t.add_argument("--seed", type=int, default=1)
+    t.add_argument("--rate-hz", type=float, default=100.0, help="streaming rate for the executor")
+    t.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    t.set_defaults(func=cmd_trajectory)
+
+
+def _settings(args: argparse.Namespace):
+    from trajectories.excitation import ExcitationSettings
+
+    for name in ("duration", "period", "position_margin", "rate_hz"):
+        v = getattr(args, name)
+        if not (v == v and abs(v) != float("inf")) or v < 0 or (v == 0 and name != "position_margin"):
+            raise DataError(f"--{name.replace('_', '-')} must be a positive finite number, got {v}")
+    for name in ("harmonics", "samples", "max_iter", "starts"):
+        if getattr(args, name) < 1:
+            raise DataError(f"--{name.replace('_', '-')} must be ≥ 1")
+    if args.seed < 0:
+        raise DataError("--seed must be ≥ 0")
+    s = ExcitationSettings(
+        period=args.period,
+        duration=args.duration,
+        harmonics=args.harmonics,
+        samples=args.samples,
+        criterion=args.criterion,
+        scaling=args.scaling,
+        position_margin=args.position_margin,
+        max_iter=args.max_iter,
+        base=args.base,
+        params=args.params,
+    )
+    s.validate()
+    return s
+
+
+def cmd_trajectory(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from formats.trajectory_plan import save_trajectory_plan
+    from robots.registry import get_model
+    from trajectories.multistart import design_starts
+    from trajectories.plan import make_plan
+
+    model = get_model(args.robot)
+    settings = _settings(args)
+    if args.base and not model.has_link(args.base):
+        raise DataError(f"{model.name!r} has no link {args.base!r}")
+    t0 = time.perf_counter()
+    progress = Progress(
+        TextColumn("[bold]starts"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[best]}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=args.json,
+    )
+    with progress:
+        task = progress.add_task("starts", total=args.starts, best="")
+
+        def on_result(k, r):
+            progress.update(
+                task, advance=1, best=f"start {k}: κ scaled {r.kappa_scaled:.2f}, raw {r.kappa:.1f}"
+            )
+
+        results = design_starts(args.robot, settings, args.seed, args.starts, args.workers, on_result)
+    best = results[0]
+    plan = make_plan(args.robot, model, best, settings, args.seed, args.rate_hz)
+    save_trajectory_plan(plan, args.out)
+    summary = {
+        "robot": model.name,
+        "out": args.out,
+        "kappa": best.kappa,
+        "kappa_scaled": best.kappa_scaled,
+        "logdet_scaled": best.logdet,
+        "scaling": settings.scaling,
+        "base_parameters": len(best.base_symbols),
+        "iterations": best.iterations,
+        "seconds_per_start": [r.seconds for r in results],
+        "seconds": time.perf_counter() - t0,
+        "verification": best.verification,
+    }
+    if args.json:
+        print_json(summary)
+    else:
+        _print_design(summary)
+    if not best.verification.get("ok"):
+        err_console.print(
+            "[red]the best trajectory fails verification: " + "; ".join(best.verification["problems"])
+        )
+        return 1
+    return 0
+
+
+def _print_design(s: dict) -> None:
+    v = s["verification"]
+    table = Table(title=f"{s['robot']}: excitation trajectory → {s['out']}")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_column("unit")
+    rows = [
+        ("κ, column-scaled base regressor", f"{s['kappa_scaled']:.3f}", "—"),
+        ("κ, raw base regressor", f"{s['kappa']:.1f}", "—"),
+        ("base parameters", str(s["base_parameters"]), "—"),
+        ("IPOPT iterations (best start)", str(s["iterations"]), "—"),
+        ("wall time", f"{s['seconds']:.1f}", "s"),
+        ("min position margin", f"{v['min_position_margin_rad']:.3f}", "rad"),
+        ("peak velocity / limit", f"{v['velocity_ratio']:.3f}", "—"),
+        ("peak acceleration / limit", f"{v['acceleration_ratio']:.3f}", "—"),
+        ("peak torque / limit", "—" if v["torque_ratio"] is None else f"{v['torque_ratio']:.3f}", "—"),
+        ("verification grid step", f"{v['dt'] * 1000:.2f}", "ms"),
+    ]
+    for r in rows:
+        table.add_row(*r)
+    console.print(table)
+
+
+def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
+    """`plan check` for a trajectory plan: every limit on a 1 ms grid, κ recomputed."""
+    from formats.trajectory_plan import load_trajectory_plan
+    from trajectories.plan import plan_model, plan_trajectory
+    from trajectories.verify import check_trajectory
+
+    plan = load_trajectory_plan(path)
+    model = plan_model(plan)
+    traj = plan_trajectory(plan)
+    ps = params or plan.params or next(iter(model.params))
+    model.parameter_set(ps)
+    accel = float(plan.settings.get("acceleration_default", 20.0))
+    check = check_trajectory(
+        model, traj, plan.base, ps, 0.001, accel, bool(plan.settings.get("simplified", False))
+    )
+    if as_json:
+        print_json(check.to_dict())
+        return 0 if check.ok else 1
+    table = Table(title=f"{path}: {model.name}, {traj.duration:.1f} s, parameters {ps!r}")
+    table.add_column("check")
+    table.add_column("value", justify="right")
+    table.add_column("unit")
+    table.add_row("grid", f"{check.grid_points} × {check.dt * 1000:.2f}", "ms")
+    table.add_row("min position margin", f"{check.min_position_margin_rad:.4f}", "rad")
+    table.add_row("peak velocity / limit", f"{check.velocity_ratio:.3f}", "—")
+    table.add_row("peak acceleration / limit", f"{check.acceleration_ratio:.3f}", "—")
+    table.add_row(
+        "peak torque / limit", "—" if check.torque_ratio is None else f"{check.torque_ratio:.3f}", "—"
+    )
+    table.add_row("κ raw / column-scaled", f"{check.kappa:.1f} / {check.kappa_scaled:.3f}", "—")
+    console.print(table)
+    if check.ok:
+        console.print("[green]trajectory OK")
+        return 0
+    for msg in check.problems:
+        console.print(f"[red]FAIL[/red] {msg}")
+    return 1
+
+
+def cmd_show_trajectory(path: str, out: str) -> int:
+    """`plan show` for a trajectory plan: joint positions, velocities and torques against their limits."""
+    from formats.trajectory_plan import load_trajectory_plan
+    from trajectories.plan import plan_model, plan_trajectory
+    from trajectories.plot import plot_trajectory
+
+    plan = load_trajectory_plan(path)
+    model = plan_model(plan)
+    plot_trajectory(model, plan_trajectory(plan), plan.base, plan.params or next(iter(model.params)), out)
+    console.print(f"wrote {out}")
+    return 0

@@ -1,0 +1,358 @@
+"""Optimal excitation trajectories for a fixed-base robot: minimise the condition number (or −log det) of the
+stacked base joint-torque regressor over Fourier coefficients, with CasADi + IPOPT.
+
+The regressor is built symbolically (SX) and vectorised over the time grid with `Function.map`; the criterion
+(an SVD) is a CasADi callback whose exact gradient ∂f/∂W is chained to the coefficients by CasADi's AD.
+Position, velocity and acceleration limits are linear in the coefficients; torque limits come from RNEA with the
+guessed parameters. One period is enough: the trajectory repeats, so the stacked regressor over the whole
+duration has the same singular values up to a factor. Everything is re-verified on a 10× finer grid afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import casadi as ca
+import numpy as np
+
+from formats.errors import DataError
+from robots import dynamics as dyn
+from robots.base_params import RegressorSpec, cached_dynamic_base
+from robots.conditioning import (
+    kappa,
+    log_det_information,
+    normalised_columns,
+    normalised_gradient,
+    surrogate,
+)
+from robots.tree import RobotModel
+from trajectories.fourier import FourierTrajectory, basis, rest_constraints
+from trajectories.verify import acceleration_limits, check_trajectory
+
+CRITERIA = ("kappa", "logdet")
+SCALINGS = ("columns", "none")
+
+
+@dataclass(frozen=True)
+class ExcitationSettings:
+    """What to design: durations (s), harmonics, grid, criterion, column scaling and limit margins."""
+
+    period: float = 10.0
+    duration: float = 60.0
+    harmonics: int = 5
+    samples: int = 100  # grid points per period for the criterion and the torque limits
+    dense_factor: int = 4  # position/velocity/acceleration limits (linear, cheap) on a grid this much finer
+    criterion: str = "kappa"
+    scaling: str = "columns"  # columns: κ of the column-normalised regressor (scale-free); none: raw
+    sharpness: tuple[float, ...] = (8.0, 32.0)
+    position_margin: float = 0.05  # rad kept from each position limit
+    # Fractions of the limits used while optimising: IPOPT may stop a hair outside its constraints, and the
+    # verification on the fine grid uses the full limits.
+    velocity_fraction: float = 0.98  # of the joint velocity limits
+    acceleration_fraction: float = 0.98  # of the acceleration limits
+    torque_fraction: float = 0.95  # of the joint effort limits
+    acceleration_default: float = 20.0  # rad/s² where the robot description gives none
+    max_iter: int = 400
+    base: str | None = None  # fixed base link (default: the root)
+    params: str | None = None  # guessed parameters for torque limits (default: the model's first set)
+    simplified: bool = False
+
+    def validate(self) -> None:
+        if self.criterion not in CRITERIA:
+            raise DataError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
+        if self.scaling not in SCALINGS:
+            raise DataError(f"scaling must be one of {SCALINGS}, got {self.scaling!r}")
+        for name in ("period", "duration", "acceleration_default"):
+            v = getattr(self, name)
+            if not (np.isfinite(v) and v > 0):
+                raise DataError(f"{name} must be a positive number, got {v}")
+        for name in ("velocity_fraction", "acceleration_fraction", "torque_fraction"):
+            v = getattr(self, name)
+            if not (np.isfinite(v) and 0 < v <= 1):
+                raise DataError(f"{name} must be in (0, 1], got {v}")
+        ratio = self.duration / self.period
+        if abs(ratio - round(ratio)) > 1e-9:
+            raise DataError(f"duration {self.duration} s must be a whole number of periods ({self.period} s)")
+        if self.dense_factor < 1:
+            raise DataError(f"dense_factor must be ≥ 1, got {self.dense_factor}")
+        if self.harmonics < 1 or self.samples < 2 * self.harmonics + 2:
+            raise DataError("need harmonics ≥ 1 and samples ≥ 2·harmonics + 2 per period")
+
+
+@dataclass
+class ExcitationResult:
+    """The designed trajectory with its true condition numbers and verification on a finer grid."""
+
+    trajectory: FourierTrajectory
+    kappa: float  # raw base regressor
+    kappa_scaled: float  # column-normalised base regressor
+    logdet: float  # log det(WᵀW) of the column-normalised regressor
+    iterations: int
+    seconds: float
+    status: str
+    base_symbols: list[str]
+    base: str = ""
+    params: str = ""
+    verification: dict = field(default_factory=dict)
+    stages: list[dict] = field(default_factory=list)
+
+
+class _Criterion(ca.Callback):
+    """f(W) or ∂f/∂W (row) as a CasADi node; W is the stacked base regressor (vec, column-major)."""
+
+    def __init__(
+        self, name: str, shape: tuple[int, int], settings: ExcitationSettings, grad: _Criterion | None
+    ):
+        ca.Callback.__init__(self)
+        self.shape, self.settings, self.grad_node = shape, settings, grad
+        self.p = settings.sharpness[0]
+        self.construct(name, {"enable_fd": False})
+
+    def get_n_in(self):
+        return 1
+
+    def get_n_out(self):
+        return 1
+
+    def get_sparsity_in(self, i):
+        return ca.Sparsity.dense(self.shape[0] * self.shape[1], 1)
+
+    def get_sparsity_out(self, i):
+        n = self.shape[0] * self.shape[1]
+        return ca.Sparsity.dense(1, 1) if self.grad_node is not None else ca.Sparsity.dense(1, n)
+
+    def eval(self, arg):
+        W = np.asarray(arg[0]).reshape(self.shape, order="F")
+        f, G = criterion_value(W, self.settings, self.p)
+        if self.grad_node is not None:
+            return [ca.DM(f)]
+        return [ca.DM(G.reshape(-1, order="F")).T]
+
+    def has_jacobian(self):
+        return self.grad_node is not None
+
+    def get_jacobian(self, name, inames, onames, opts):
+        w = ca.MX.sym("w", self.sparsity_in(0))
+        out = ca.MX.sym("out", self.sparsity_out(0))
+        return ca.Function(name, [w, out], [self.grad_node(w)], inames, onames, opts)
+
+
+class _GridMap(ca.Callback):
+    """h(q(t_k), q̇(t_k), q̈(t_k)) stacked over the grid, with q = P X etc. linear in x = vec(X): the Jacobian is
+    assembled from per-sample Jacobians of h (small, mapped SX) and the constant bases — no AD through the grid.
+    Rows are ordered by output, then sample (like vec of a K × c matrix)."""
+
+    def __init__(self, name: str, h: ca.Function, bases: tuple[np.ndarray, ...], jac: bool = True):
+        ca.Callback.__init__(self)
+        self.P, self.V, self.A = bases
+        self.K, self.m = self.P.shape
+        self.n = h.size1_in(0)
+        self.c = h.size1_out(0)
+        self.h = h.map(self.K)
+        q, qd, qdd = (ca.SX.sym(nm, self.n) for nm in ("q", "qd", "qdd"))
+        out = h(q, qd, qdd)
+        self.dh = ca.Function("dh", [q, qd, qdd], [ca.jacobian(out, ca.vertcat(q, qd, qdd))]).map(self.K)
+        self.jac_node = _GridMap(name + "_jac", h, bases, jac=False) if jac else None
+        self.is_jac = not jac
+        self.construct(name, {"enable_fd": False})
+
+    def get_n_in(self):
+        return 1 if not self.is_jac else 2
+
+    def get_n_out(self):
+        return 1
+
+    def get_sparsity_in(self, i):
+        return ca.Sparsity.dense(self.m * self.n, 1) if i == 0 else ca.Sparsity.dense(self.K * self.c, 1)
+
+    def get_sparsity_out(self, i):
+        if self.is_jac:
+            return ca.Sparsity.dense(self.K * self.c, self.m * self.n)
+        return ca.Sparsity.dense(self.K * self.c, 1)
+
+    def _states(self, x):
+        X = np.asarray(x).reshape(self.m, self.n, order="F")
+        return (self.P @ X).T, (self.V @ X).T, (self.A @ X).T
+
+    def eval(self, arg):
+        q, qd, qdd = self._states(arg[0])
+        if not self.is_jac:
+            return [ca.DM(np.asarray(self.h(q, qd, qdd)).T.reshape(-1, order="F"))]
+        D = np.asarray(self.dh(q, qd, qdd)).reshape(self.c, self.K, 3 * self.n).transpose(1, 0, 2)  # K, c, 3n
+        Dq, Dv, Da = D[..., : self.n], D[..., self.n : 2 * self.n], D[..., 2 * self.n :]
+        J = (
+            np.einsum("kci,kj->ckij", Dq, self.P)
+            + np.einsum("kci,kj->ckij", Dv, self.V)
+            + np.einsum("kci,kj->ckij", Da, self.A)
+        )
+        return [ca.DM(J.reshape(self.c * self.K, self.n * self.m))]
+
+    def has_jacobian(self):
+        return self.jac_node is not None
+
+    def get_jacobian(self, name, inames, onames, opts):
+        x = ca.MX.sym("x", self.sparsity_in(0))
+        out = ca.MX.sym("out", self.sparsity_out(0))
+        return ca.Function(name, [x, out], [self.jac_node(x, out)], inames, onames, opts)
+
+
+def criterion_value(W: np.ndarray, settings: ExcitationSettings, p: float) -> tuple[float, np.ndarray]:
+    """The criterion and its gradient w.r.t. the raw stacked regressor W."""
+    if settings.scaling == "columns":
+        Wn, d = normalised_columns(W)
+    else:
+        Wn, d = W, None
+    if settings.criterion == "kappa":
+        f, G = surrogate(Wn, p)
+    else:
+        f, G = log_det_information(Wn)
+    return f, (normalised_gradient(Wn, d, G) if d is not None else G)
+
+
+def _limits(model: RobotModel, settings: ExcitationSettings):
+    lo = model.lower + settings.position_margin
+    hi = model.upper - settings.position_margin
+    if np.any(~np.isfinite(lo)) or np.any(~np.isfinite(hi)):
+        lo = np.where(np.isfinite(lo), lo, -np.pi)
+        hi = np.where(np.isfinite(hi), hi, np.pi)
+    if np.any(lo >= hi):
+        bad = [model.joint_names[i] for i in np.flatnonzero(lo >= hi)]
+        raise DataError(f"position margin leaves no range for joint(s) {', '.join(bad)}")
+    vmax = model.velocity_limit * settings.velocity_fraction
+    amax = acceleration_limits(model, settings.acceleration_default) * settings.acceleration_fraction
+    tmax = model.effort_limit * settings.torque_fraction
+    return lo, hi, vmax, amax, tmax
+
+
+def design_problem(model: RobotModel, settings: ExcitationSettings):
+    """The NLP pieces: decision X ((1+2L) × n, vec), W(X) (MX), constraints g(X) with bounds, helpers."""
+    settings.validate()
+    base = settings.base or model.root
+    params = settings.params or next(iter(model.params))
+    db = cached_dynamic_base(model, RegressorSpec("torque", base), settings.simplified)
+    L, n, K = settings.harmonics, model.nq, settings.samples
+    omega = 2 * np.pi / settings.period
+    t = np.arange(K) * settings.period / K
+    P, V, A = basis(t, L, omega)
+    m = 1 + 2 * L
+    x = ca.MX.sym("x", m * n)
+    X = ca.reshape(x, m, n)
+    Q, Qd, Qdd = ca.DM(P) @ X, ca.DM(V) @ X, ca.DM(A) @ X  # K × n
+    ysx = dyn.torque_regressor_function(model, base, params)
+    qs, qds, qdds = (ca.SX.sym(nm, n) for nm in ("q", "qd", "qdd"))
+    Y = ysx(qs, qds, qdds)
+    phi = dyn.standard_parameters(model, params)
+    # per sample: the base-regressor rows and the torques with the guessed parameters, mapped over the grid
+    rows = ca.Function("rows", [qs, qds, qdds], [Y[:, db.independent]]).map(K)
+    r = len(db.independent)
+    W = ca.reshape(rows(Q.T, Qd.T, Qdd.T).T, r, K * n).T  # K·n × r (rows by joint, then sample)
+    tau_node = _GridMap("torques", ca.Function("torque", [qs, qds, qdds], [Y @ ca.DM(phi)]), (P, V, A))
+    tau = tau_node(x)  # K·n torques, by joint then sample
+    lo, hi, vmax, amax, tmax = _limits(model, settings)
+    E = rest_constraints(L)
+    Kd = K * settings.dense_factor
+    Pd, Vd, Ad = (ca.DM(B) for B in basis(np.arange(Kd) * settings.period / Kd, L, omega))
+    g = [ca.vec(ca.DM(E) @ X), ca.vec(Pd @ X), ca.vec(Vd @ X), ca.vec(Ad @ X)]
+    lbg = [np.zeros(2 * n), np.repeat(lo, Kd), np.repeat(-vmax, Kd), np.repeat(-amax, Kd)]
+    ubg = [np.zeros(2 * n), np.repeat(hi, Kd), np.repeat(vmax, Kd), np.repeat(amax, Kd)]
+    if np.all(np.isfinite(tmax)):
+        g.append(tau)
+        lbg.append(np.repeat(-tmax, K))  # rows ordered by joint, then sample (as W's)
+        ubg.append(np.repeat(tmax, K))
+    return {
+        "x": x,
+        "W": W,
+        "g": ca.vertcat(*g),
+        "lbg": np.concatenate(lbg),
+        "ubg": np.concatenate(ubg),
+        "W_fun": ca.Function("W", [x], [W]),
+        "base": db,
+        "limits": (lo, hi, vmax, amax, tmax),
+        "omega": omega,
+        "params": params,
+        "base_link": base,
+        "nodes": [tau_node],  # callbacks must outlive the solver
+    }
+
+
+def random_start(model: RobotModel, settings: ExcitationSettings, rng: np.random.Generator) -> np.ndarray:
+    """Coefficients of a feasible-looking start: mid-range offsets, small random harmonics at rest at t = 0."""
+    lo, hi, vmax, amax, _ = _limits(model, settings)
+    L, n = settings.harmonics, model.nq
+    omega = 2 * np.pi / settings.period
+    amp = np.minimum((hi - lo) / 4, np.minimum(vmax, amax / (omega * L)) / 2)
+    a = rng.uniform(-1, 1, (L, n)) * amp / L
+    b = rng.uniform(-1, 1, (L, n)) * amp / L
+    a -= a.mean(axis=0)  # Σ a = 0
+    ls = np.arange(1, L + 1)[:, None]
+    b -= ls * (ls * b).sum(axis=0) / (ls**2).sum()  # Σ l·b = 0
+    X = np.vstack([(lo + hi)[None, :] / 2, a, b])
+    # the offset q0 is chosen so that the sampled positions are centred in the range
+    P, _, _ = basis(np.linspace(0, settings.period, 50), L, omega)
+    q = P @ X
+    X[0] += (lo + hi) / 2 - (q.max(axis=0) + q.min(axis=0)) / 2
+    return X.reshape(-1, order="F")
+
+
+def optimise(
+    model: RobotModel, settings: ExcitationSettings, start: np.ndarray | None = None, seed: int = 0
+) -> ExcitationResult:
+    """Design one excitation trajectory from `start` (coefficients) or a random start."""
+    t0 = time.perf_counter()
+    prob = design_problem(model, settings)
+    x0 = start if start is not None else random_start(model, settings, np.random.default_rng(seed))
+    Wshape = (settings.samples * model.nq, prob["base"].rank)
+    grad = _Criterion("criterion_grad", Wshape, settings, None)
+    crit = _Criterion("criterion", Wshape, settings, grad)
+    f = crit(ca.vec(prob["W"]))
+    opts = {
+        "ipopt.print_level": 0,
+        "print_time": False,
+        "ipopt.hessian_approximation": "limited-memory",
+        "ipopt.max_iter": settings.max_iter,
+        "ipopt.tol": 1e-6,
+        "ipopt.acceptable_tol": 1e-4,
+        "ipopt.sb": "yes",
+    }
+    solver = ca.nlpsol("excitation", "ipopt", {"x": prob["x"], "f": f, "g": prob["g"]}, opts)
+    x = np.asarray(x0, dtype=float)
+    stages = []
+    iterations = 0
+    status = ""
+    for p in settings.sharpness if settings.criterion == "kappa" else (1.0,):
+        crit.p = grad.p = p
+        sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"])
+        st = solver.stats()
+        x = np.asarray(sol["x"]).ravel()
+        iterations += int(st.get("iter_count", 0))
+        status = str(st.get("return_status", ""))
+        W = np.asarray(prob["W_fun"](x))
+        stages.append({"sharpness": p, "status": status, "iterations": int(st.get("iter_count", 0)),
+                       "kappa_scaled": kappa(normalised_columns(W)[0])})  # fmt: skip
+    m = 1 + 2 * settings.harmonics
+    traj = FourierTrajectory.from_coefficients(
+        x.reshape(m, model.nq, order="F"), settings.period, settings.duration
+    )
+    W = np.asarray(prob["W_fun"](x))
+    Wn, _ = normalised_columns(W)
+    sv = np.linalg.svd(Wn, compute_uv=False)
+    result = ExcitationResult(
+        traj,
+        kappa(W),
+        kappa(Wn),
+        float(2 * np.sum(np.log(sv))),
+        iterations,
+        time.perf_counter() - t0,
+        status,
+        prob["base"].symbols,
+        base=prob["base_link"],
+        params=prob["params"],
+        stages=stages,
+    )
+    dt = min(0.001, settings.period / (settings.samples * 10))
+    check = check_trajectory(
+        model, traj, prob["base_link"], prob["params"], dt, settings.acceleration_default, settings.simplified
+    )
+    result.verification = check.to_dict()
+    return result

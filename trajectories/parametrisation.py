@@ -1,0 +1,33 @@
+"""The common interface of joint trajectories: `sample(t) -> (q, q̇, q̈)`, `duration`, `n`, `to_json()`."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from formats.errors import DataError
+from trajectories.fourier import FourierTrajectory
+from trajectories.spline import SplineTrajectory
+
+
+class Trajectory(Protocol):
+    duration: float
+
+    @property
+    def n(self) -> int: ...
+
+    def sample(self, t) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def to_json(self) -> dict: ...
+
+
+KINDS = {"fourier": FourierTrajectory, "spline": SplineTrajectory}
+
+
+def trajectory_from_json(d: dict) -> Trajectory:
+    """Build a trajectory from its JSON object (`kind`: fourier | spline)."""
+    if not isinstance(d, dict) or d.get("kind") not in KINDS:
+        kind = d.get("kind") if isinstance(d, dict) else type(d).__name__
+        raise DataError(f"trajectory kind {kind!r} unknown (choose from {sorted(KINDS)})")
+    return KINDS[d["kind"]].from_json(d)

@@ -1,0 +1,75 @@
+"""From a designed excitation to a trajectory plan file, and back to a trajectory with its model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from formats.errors import DataError
+from formats.trajectory_plan import TrajectoryPlan
+from robots.registry import BUILT_IN, get_model
+from robots.tree import RobotModel
+from trajectories.excitation import ExcitationResult, ExcitationSettings
+from trajectories.multistart import settings_dict
+from trajectories.parametrisation import Trajectory, trajectory_from_json
+
+
+def robot_reference(robot: str) -> tuple[str | None, str]:
+    """(source path or None for a built-in, display name) for the robot argument a user gave."""
+    if robot.lower() in BUILT_IN:
+        return None, robot.lower()
+    return str(Path(robot).resolve()), robot
+
+
+def make_plan(
+    robot: str,
+    model: RobotModel,
+    result: ExcitationResult,
+    settings: ExcitationSettings,
+    seed: int,
+    rate_hz: float,
+) -> TrajectoryPlan:
+    """The plan file's content for one designed trajectory."""
+    source, _ = robot_reference(robot)
+    return TrajectoryPlan(
+        robot=model.name,
+        robot_source=source,
+        base=result.base,
+        params=result.params,
+        joint_names=list(model.joint_names),
+        trajectory=result.trajectory.to_json(),
+        rate_hz=rate_hz,
+        design={
+            "criterion": settings.criterion,
+            "scaling": settings.scaling,
+            "kappa": result.kappa,
+            "kappa_scaled": result.kappa_scaled,
+            "logdet_scaled": result.logdet,
+            "iterations": result.iterations,
+            "seconds": result.seconds,
+            "status": result.status,
+            "base_parameters": list(result.base_symbols),
+            "verification": result.verification,
+        },
+        settings=settings_dict(settings),
+        seed=seed,
+    )
+
+
+def plan_model(plan: TrajectoryPlan) -> RobotModel:
+    """The robot a plan was made for (its file when not built in), checked against the plan's joints."""
+    model = get_model(plan.robot_source or plan.robot)
+    if list(model.joint_names) != list(plan.joint_names):
+        raise DataError(
+            f"plan joints {plan.joint_names} do not match robot {model.name!r} ({model.joint_names})"
+        )
+    if not model.has_link(plan.base):
+        raise DataError(f"plan base {plan.base!r} is not a link of {model.name!r}")
+    return model
+
+
+def plan_trajectory(plan: TrajectoryPlan) -> Trajectory:
+    """The plan's trajectory object, checked against its joint count."""
+    traj = trajectory_from_json(plan.trajectory)
+    if traj.n != len(plan.joint_names):
+        raise DataError(f"trajectory has {traj.n} joints, plan names {len(plan.joint_names)}")
+    return traj
