@@ -34,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--plot", help="write a CoP residual figure (PNG) here")
     st.set_defaults(func=cmd_static)
 
+    from poise import cmd_dynamic
+
+    cmd_dynamic.register_identify(s)
+
 
 def run_static(args: argparse.Namespace):
     rec = read_recording(args.recording)

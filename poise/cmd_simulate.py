@@ -34,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--out", required=True, help="recording file to write (CSV)")
     st.set_defaults(func=cmd_static)
 
+    from poise import cmd_dynamic
+
+    cmd_dynamic.register_simulate(s)
+
 
 def cmd_static(args: argparse.Namespace) -> int:
     from formats.errors import DataError

@@ -35,15 +35,15 @@ def perturbed(
     mass_rel: float = 0.1,
     com_abs: float = 0.01,
     name: str = "perturbed",
+    inertia_rel: float = 0.0,
 ) -> ParameterSet:
-    """A plausible 'true' robot: masses scaled by up to ±mass_rel, CoMs shifted by up to ±com_abs (m)."""
+    """A plausible 'true' robot: masses scaled by up to ±mass_rel, CoMs shifted by up to ±com_abs (m), and
+    each link's inertia tensor scaled by up to ±inertia_rel (scaling keeps it physically consistent)."""
     mass = {k: v * (1 + rng.uniform(-mass_rel, mass_rel)) for k, v in ps.mass.items()}
     com = {k: tuple(c + rng.uniform(-com_abs, com_abs) for c in v) for k, v in ps.com.items()}
-    return ParameterSet(
-        name,
-        mass,
-        com,
-        dict(ps.lengths),
-        dict(ps.inertia),
-        f"{ps.name} with masses ±{mass_rel:.0%} and CoMs ±{com_abs * 1000:.0f} mm",
-    )
+    inertia = dict(ps.inertia)
+    text = f"{ps.name} with masses ±{mass_rel:.0%} and CoMs ±{com_abs * 1000:.0f} mm"
+    if inertia_rel > 0:
+        inertia = {k: tuple(np.multiply(v, 1 + rng.uniform(-inertia_rel, inertia_rel))) for k, v in inertia.items()}
+        text += f", inertias ±{inertia_rel:.0%}"
+    return ParameterSet(name, mass, com, dict(ps.lengths), inertia, text)

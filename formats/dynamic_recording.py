@@ -1,0 +1,149 @@
+"""The dynamic recording format: time-stamped joint positions with measured joint efforts and/or the contact
+wrench, one CSV row per sample, `#` metadata lines on top.
+
+```
+# poise dynamic recording v1
+# robot: ur5
+# base: base_link
+# angle_unit: rad
+t_s,q:shoulder_pan_joint,...,tau:shoulder_pan_joint,...[,fx_n,fy_n,fz_n,mx_nm,my_nm,mz_nm]
+```
+Times in seconds (strictly increasing), angles in radians (``deg`` accepted when declared), efforts in N·m (N for
+prismatic joints), the wrench in N and N·m in the base frame. Velocities and accelerations are not recorded: the
+estimator differentiates positions with a zero-phase filter. Either the efforts or the wrench may be absent.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from formats.errors import DataError
+
+MAGIC = "poise dynamic recording"
+VERSION = 1
+WRENCH = ["fx_n", "fy_n", "fz_n", "mx_nm", "my_nm", "mz_nm"]
+ANGLE_UNITS = {"rad": 1.0, "deg": math.pi / 180.0}
+
+
+@dataclass
+class DynamicRecording:
+    """Samples in SI units: t (K,), q (K, n), tau (K, n) or None, wrench (K, 6) or None."""
+
+    robot: str
+    base: str
+    joint_names: list[str]
+    t: np.ndarray
+    q: np.ndarray
+    tau: np.ndarray | None = None
+    wrench: np.ndarray | None = None
+    meta: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        K, n = len(self.t), len(self.joint_names)
+        if self.q.shape != (K, n):
+            raise DataError(f"recording: q is {self.q.shape}, expected ({K}, {n})")
+        for name, a, cols in (("tau", self.tau, n), ("wrench", self.wrench, 6)):
+            if a is not None and a.shape != (K, cols):
+                raise DataError(f"recording: {name} is {a.shape}, expected ({K}, {cols})")
+        if self.tau is None and self.wrench is None:
+            raise DataError("recording has neither joint efforts (tau:…) nor a wrench (fx_n…)")
+        for name, a in (("t", self.t), ("q", self.q), ("tau", self.tau), ("wrench", self.wrench)):
+            if a is not None and not np.all(np.isfinite(a)):
+                raise DataError(f"recording: {name} contains NaN or infinite values")
+        if K < 10:
+            raise DataError(f"recording has {K} samples; need at least 10")
+        if np.any(np.diff(self.t) <= 0):
+            raise DataError("recording: time stamps must strictly increase")
+
+    @property
+    def rate_hz(self) -> float:
+        return float((len(self.t) - 1) / (self.t[-1] - self.t[0]))
+
+
+def write_dynamic_recording(rec: DynamicRecording, path: str | Path) -> None:
+    """Write atomically (temp file, then rename), radians and SI units."""
+    cols = ["t_s"] + [f"q:{j}" for j in rec.joint_names]
+    blocks = [rec.t[:, None], rec.q]
+    if rec.tau is not None:
+        cols += [f"tau:{j}" for j in rec.joint_names]
+        blocks.append(rec.tau)
+    if rec.wrench is not None:
+        cols += WRENCH
+        blocks.append(rec.wrench)
+    buf = io.StringIO()
+    buf.write(f"# {MAGIC} v{VERSION}\n# robot: {rec.robot}\n# base: {rec.base}\n# angle_unit: rad\n")
+    for k, v in rec.meta.items():
+        if k not in ("robot", "base", "angle_unit"):
+            buf.write(f"# {k}: {v}\n")
+    buf.write(",".join(cols) + "\n")
+    np.savetxt(buf, np.hstack(blocks), delimiter=",", fmt="%.10g")
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(buf.getvalue())
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise DataError(f"{path}: cannot write the recording ({exc.strerror})") from None
+
+
+def read_dynamic_recording(path: str | Path) -> DynamicRecording:
+    """Read and validate a dynamic recording."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: {exc.strerror}") from None
+    lines = text.splitlines()
+    meta: dict[str, str] = {}
+    i = 0
+    while i < len(lines) and lines[i].startswith("#"):
+        body = lines[i][1:].strip()
+        if ":" in body:
+            k, v = body.split(":", 1)
+            meta[k.strip()] = v.strip()
+        elif body:
+            meta["magic"] = body
+        i += 1
+    if not meta.get("magic", "").startswith(MAGIC):
+        raise DataError(f"{path}: not a poise dynamic recording (first line must be '# {MAGIC} v{VERSION}')")
+    for key in ("robot", "base"):
+        if key not in meta:
+            raise DataError(f"{path}: missing '# {key}: …' line")
+    unit = meta.get("angle_unit", "rad")
+    if unit not in ANGLE_UNITS:
+        raise DataError(f"{path}: angle_unit {unit!r} unknown (rad or deg)")
+    rows = list(csv.reader(lines[i:]))
+    if not rows:
+        raise DataError(f"{path}: no header row")
+    header, body = [c.strip() for c in rows[0]], [r for r in rows[1:] if r]
+    if not header or header[0] != "t_s":
+        raise DataError(f"{path}: first column must be t_s")
+    joints = [c[2:] for c in header if c.startswith("q:")]
+    tau_cols = [c[4:] for c in header if c.startswith("tau:")]
+    if tau_cols and tau_cols != joints:
+        raise DataError(f"{path}: tau columns {tau_cols} do not match q columns {joints}")
+    has_wrench = all(w in header for w in WRENCH)
+    known = 1 + len(joints) + len(tau_cols) + (6 if has_wrench else 0)
+    if known != len(header):
+        extra = [c for c in header if not (c == "t_s" or c.startswith(("q:", "tau:")) or c in WRENCH)]
+        raise DataError(f"{path}: unknown columns {extra or header}")
+    try:
+        data = np.array([[float(x) for x in r] for r in body], dtype=float)
+    except ValueError as exc:
+        raise DataError(f"{path}: non-numeric value ({exc})") from None
+    if data.ndim != 2 or data.shape[1] != len(header):
+        raise DataError(f"{path}: rows must have {len(header)} values")
+    col = {c: k for k, c in enumerate(header)}
+    q = data[:, [col[f"q:{j}"] for j in joints]] * ANGLE_UNITS[unit]
+    tau = data[:, [col[f"tau:{j}"] for j in joints]] if tau_cols else None
+    wrench = data[:, [col[w] for w in WRENCH]] if has_wrench else None
+    return DynamicRecording(meta["robot"], meta["base"], joints, data[:, 0], q, tau, wrench, meta)

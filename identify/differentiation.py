@@ -1,0 +1,36 @@
+"""Zero-phase differentiation of sampled joint positions: Butterworth low-pass run forwards and backwards
+(`sosfiltfilt`), then central differences. Measured efforts go through the same filter so that the regressor and
+the efforts see the same phase and attenuation (parallel filtering)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.signal import butter, sosfiltfilt
+
+from formats.errors import DataError
+
+
+def lowpass(x: np.ndarray, rate_hz: float, cutoff_hz: float, order: int = 4) -> np.ndarray:
+    """Zero-phase Butterworth low-pass of the columns of x (samples along axis 0)."""
+    if not (0 < cutoff_hz < rate_hz / 2):
+        raise DataError(
+            f"cut-off {cutoff_hz} Hz must lie between 0 and half the sample rate ({rate_hz / 2:.1f} Hz)"
+        )
+    sos = butter(order, cutoff_hz, fs=rate_hz, output="sos")
+    if x.shape[0] <= 3 * 2 * len(sos):
+        raise DataError(f"{x.shape[0]} samples are too few to filter")
+    return sosfiltfilt(sos, x, axis=0)
+
+
+def derivatives(
+    t: np.ndarray, q: np.ndarray, cutoff_hz: float, order: int = 4
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Filtered q, q̇, q̈ from positions sampled at (nearly) uniform times t."""
+    dt = np.diff(t)
+    if np.max(np.abs(dt - dt.mean())) > 0.05 * dt.mean():
+        raise DataError("time stamps are not uniform (±5 %); resample the recording first")
+    rate = 1.0 / dt.mean()
+    qf = lowpass(q, rate, cutoff_hz, order)
+    qd = np.gradient(qf, t, axis=0)
+    qdd = np.gradient(qd, t, axis=0)
+    return qf, qd, qdd

@@ -1,0 +1,210 @@
+"""Dynamic identification of base inertial parameters (and joint friction) from a recorded trajectory.
+
+τ = Y_b(q, q̇, q̈) ϑ + F(q̇) f: Y_b the base joint-torque regressor of the model layer, F the optional viscous and
+Coulomb columns per joint (fv·q̇ + fc·sign(q̇)). Positions are differentiated with a zero-phase filter and the
+efforts filtered alike; ordinary or per-joint weighted least squares with the static estimator's statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg as sla
+from scipy.ndimage import minimum_filter1d
+
+from formats.dynamic_recording import DynamicRecording
+from formats.errors import DataError, IdentifiabilityError
+from identify.differentiation import derivatives, lowpass
+from robots import dynamics as dyn
+from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base
+from robots.conditioning import kappa
+from robots.tree import RobotModel
+
+WELL_IDENTIFIED_PCT = 15.0
+
+
+@dataclass
+class DynamicFit:
+    """Estimates with their statistics; efforts in N·m, velocities in rad/s."""
+
+    symbols: list[str]
+    formulas: list[str]
+    values: np.ndarray
+    se: np.ndarray
+    rel_se_pct: np.ndarray
+    sigma: np.ndarray  # residual standard deviation per joint (N·m)
+    cov: np.ndarray
+    corr: np.ndarray
+    top_correlations: list[tuple[str, str, float]]
+    kappa: float
+    rmse: np.ndarray  # per joint, on the fitted (filtered) data
+    samples: int
+    unidentifiable: list[str]  # standard parameters that never enter the regressor
+    weighted: bool
+    reference: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "parameters": [
+                {"symbol": s, "formula": f, "value": float(v), "se": float(e), "rel_se_pct": float(r)}
+                for s, f, v, e, r in zip(
+                    self.symbols, self.formulas, self.values, self.se, self.rel_se_pct, strict=True
+                )
+            ],
+            "sigma_nm": self.sigma.tolist(),
+            "rmse_nm": self.rmse.tolist(),
+            "kappa": self.kappa,
+            "samples": self.samples,
+            "weighted": self.weighted,
+            "unidentifiable": self.unidentifiable,
+            "top_correlations": [list(c) for c in self.top_correlations],
+            "reference": self.reference,
+        }
+
+
+class DynamicEstimator:
+    """Configure, then `fit(recording)`; results in `fit_`, prediction with `predict(recording)`."""
+
+    def __init__(
+        self,
+        model: RobotModel,
+        base: str | None = None,
+        simplified: bool = False,
+        friction: bool = True,
+        cutoff_hz: float = 5.0,
+        weighted: bool = True,
+        decimate: int | None = None,
+        reversal_velocity: float = 0.05,
+    ):
+        self.model, self.base, self.simplified = model, base or model.root, simplified
+        self.friction, self.cutoff_hz, self.weighted, self.decimate = friction, cutoff_hz, weighted, decimate
+        self.reversal_velocity = reversal_velocity  # rad/s
+        if not model.has_link(self.base):
+            raise DataError(f"{model.name!r} has no link {self.base!r}")
+
+    @property
+    def dynamic_base_(self) -> DynamicBase:
+        return cached_dynamic_base(self.model, RegressorSpec("torque", self.base), self.simplified)
+
+    def _check(self, rec: DynamicRecording) -> None:
+        if list(rec.joint_names) != list(self.model.joint_names):
+            raise DataError(
+                f"recording joints {rec.joint_names} do not match {self.model.name!r} ({self.model.joint_names})"
+            )
+        if rec.tau is None:
+            raise DataError("recording has no joint efforts (tau:… columns)")
+
+    def _system(
+        self, rec: DynamicRecording, drop_reversals: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Regressor rows, efforts and each row's joint, filtered and decimated (rows by sample, then joint)."""
+        self._check(rec)
+        q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_hz)
+        db = self.dynamic_base_
+        blocks = [dyn.torque_regressor(self.model, q, qd, qdd, self.base)[..., db.independent]]
+        if self.friction:
+            eye = np.eye(self.model.nq)[None, :, :]
+            blocks += [qd[:, :, None] * eye, np.sign(qd)[:, :, None] * eye]
+        A = np.concatenate(blocks, axis=2)
+        K, n, p = A.shape
+        # parallel filtering: the regressor's columns pass through the same zero-phase filter as the efforts, so
+        # that filt(τ) = filt(Y) ϑ holds exactly (a nonlinear Y of filtered states would not commute with it)
+        A = lowpass(A.reshape(K, n * p), rec.rate_hz, self.cutoff_hz).reshape(K, n, p)
+        tau = lowpass(rec.tau, rec.rate_hz, self.cutoff_hz)
+        edge = max(
+            1, int(np.ceil(5.0 / self.cutoff_hz * rec.rate_hz))
+        )  # filter transients at both ends (5/fc)
+        # keep about 4 samples per cut-off period: filtered neighbours closer than that are strongly correlated
+        step = self.decimate or max(1, int(rec.rate_hz / (4 * self.cutoff_hz)))
+        sl = slice(edge, K - edge, step)
+        A, tau = A[sl], tau[sl]
+        keep = np.ones(tau.shape, dtype=bool)
+        joint = np.broadcast_to(np.arange(n), tau.shape)
+        if self.friction and drop_reversals:
+            # drop a joint's rows around its velocity reversals, where the Coulomb step's timing is uncertain
+            window = int(np.ceil(rec.rate_hz / self.cutoff_hz))
+            slow = minimum_filter1d(np.abs(qd), 2 * window + 1, axis=0) < self.reversal_velocity
+            keep = ~slow[sl]
+        return A[keep], tau[keep], joint[keep]
+
+    def _names(self) -> tuple[list[str], list[str]]:
+        db = self.dynamic_base_
+        syms, forms = list(db.symbols), [db.formula(a) for a in range(db.rank)]
+        if self.friction:
+            for kind, unit in (("fv", "N·m·s/rad"), ("fc", "N·m")):
+                syms += [f"{kind}@{j}" for j in self.model.joint_names]
+                forms += [f"{'viscous' if kind == 'fv' else 'Coulomb'} friction ({unit})"] * self.model.nq
+        return syms, forms
+
+    def fit(self, rec: DynamicRecording) -> DynamicEstimator:
+        A, b, joint = self._system(rec)
+        n = self.model.nq
+        syms, forms = self._names()
+        rank = np.linalg.matrix_rank(A)
+        if rank < A.shape[1]:
+            _, _, piv = sla.qr(A, mode="economic", pivoting=True)
+            missing = [syms[i] for i in piv[rank:]]
+            raise IdentifiabilityError(
+                f"the recording does not excite {A.shape[1] - rank} parameter(s): {', '.join(missing)}"
+            )
+        w = np.ones(n)
+        x = np.linalg.lstsq(A, b, rcond=None)[0]
+        if self.weighted:  # per-joint noise levels from the OLS residuals, then WLS
+            r = b - A @ x
+            w = 1.0 / np.maximum([r[joint == j].std() for j in range(n)], 1e-9)
+            x = np.linalg.lstsq(A * w[joint][:, None], b * w[joint], rcond=None)[0]
+        Wr = w[joint]
+        Aw, bw = A * Wr[:, None], b * Wr
+        res = bw - Aw @ x
+        dof = len(b) - A.shape[1]
+        s2 = float(res @ res) / dof
+        cov = s2 * np.linalg.inv(Aw.T @ Aw)
+        se = np.sqrt(np.diag(cov))
+        corr = cov / np.outer(se, se)
+        iu = np.triu_indices(len(x), 1)
+        order = np.argsort(-np.abs(corr[iu]))[:5]
+        top = [(syms[iu[0][k]], syms[iu[1][k]], float(corr[iu][k])) for k in order]
+        raw = b - A @ x
+        sigma = np.array([raw[joint == j].std() for j in range(n)])
+        rmse = np.array([np.sqrt(np.mean(raw[joint == j] ** 2)) for j in range(n)])
+        db = self.dynamic_base_
+        self.fit_ = DynamicFit(
+            symbols=syms,
+            formulas=forms,
+            values=x,
+            se=se,
+            rel_se_pct=100 * se / np.maximum(np.abs(x), 1e-12),
+            sigma=sigma,
+            cov=cov,
+            corr=corr,
+            top_correlations=top,
+            kappa=kappa(A),
+            rmse=rmse,
+            samples=len(b),
+            unidentifiable=[db.names[i] for i in db.vanishing],
+            weighted=self.weighted,
+        )
+        return self
+
+    def predict(self, rec: DynamicRecording) -> tuple[np.ndarray, np.ndarray]:
+        """(predicted, measured) efforts, both filtered, (K, n) — for validation on another recording."""
+        A, b, _ = self._system(rec, drop_reversals=False)
+        n = self.model.nq
+        return (A @ self.fit_.values).reshape(-1, n), b.reshape(-1, n)
+
+    def reference_values(self, params) -> np.ndarray:
+        """The base parameters of a known parameter set (friction columns excluded)."""
+        return self.dynamic_base_.values(dyn.standard_parameters(self.model, params))
+
+
+def validation_error(pred: np.ndarray, meas: np.ndarray) -> dict:
+    """RMS prediction error per joint, absolute (N·m) and relative to the measured RMS (%)."""
+    rmse = np.sqrt(np.mean((pred - meas) ** 2, axis=0))
+    rms = np.sqrt(np.mean(meas**2, axis=0))
+    total = float(np.linalg.norm(pred - meas) / np.linalg.norm(meas))
+    return {
+        "rmse_nm": rmse.tolist(),
+        "relative_pct": (100 * rmse / rms).tolist(),
+        "total_relative_pct": 100 * total,
+    }

@@ -1,0 +1,200 @@
+"""`poise simulate trajectory` (MuJoCo twin efforts for a trajectory plan) and `poise identify dynamic`."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+from rich.table import Table
+
+from formats.errors import DataError
+from poise.output import console, print_json
+
+
+def _finite(name: str, v: float, positive: bool = False) -> float:
+    if not math.isfinite(v) or v < 0 or (positive and v == 0):
+        raise DataError(
+            f"--{name} must be a {'positive' if positive else 'non-negative'} finite number, got {v}"
+        )
+    return v
+
+
+def register_simulate(s: argparse._SubParsersAction) -> None:
+    t = s.add_parser(
+        "trajectory", help="execute a trajectory plan on the MuJoCo twin: encoders + joint efforts"
+    )
+    t.add_argument("plan", help="trajectory plan (JSON)")
+    t.add_argument("--out", required=True, help="dynamic recording to write (CSV)")
+    t.add_argument("--rate-hz", type=float, default=500.0, help="sample rate (default 500 Hz)")
+    t.add_argument(
+        "--truth",
+        default="perturbed",
+        help="true parameters: a set name|FILE|perturbed (plan's set, masses ±10 %%, CoMs ±1 cm, inertias ±20 %%)",
+    )
+    t.add_argument("--truth-out", help="write the true parameter set (JSON) here")
+    t.add_argument("--viscous", type=float, default=0.3, help="true viscous friction, N·m·s/rad (all joints)")
+    t.add_argument("--coulomb", type=float, default=0.8, help="true Coulomb friction, N·m (all joints)")
+    t.add_argument("--effort-noise", type=float, default=0.2, help="effort noise σ in N·m")
+    t.add_argument("--encoder-ticks", type=int, default=16384, help="encoder ticks per revolution (0: exact)")
+    t.add_argument("--seed", type=int, default=0)
+    t.set_defaults(func=cmd_simulate_trajectory)
+
+
+def register_identify(s: argparse._SubParsersAction) -> None:
+    d = s.add_parser("dynamic", help="base inertial parameters (+ friction) from a trajectory's efforts")
+    d.add_argument("recording", help="dynamic recording (CSV, see README)")
+    d.add_argument("--validate", help="a second recording: predict its efforts (RMS error)")
+    d.add_argument(
+        "--cutoff-hz", type=float, default=5.0, help="zero-phase Butterworth cut-off (default 5 Hz)"
+    )
+    d.add_argument("--no-friction", action="store_true", help="rigid-body parameters only")
+    d.add_argument("--ols", action="store_true", help="ordinary LS (default: per-joint weighted LS)")
+    d.add_argument("--simplified", action="store_true", help="the robot description's simplified model")
+    d.add_argument("--reference", help="compare with a parameter set: name|FILE")
+    d.add_argument("--json", action="store_true", help="print the result as JSON")
+    d.add_argument(
+        "--plot", help="predicted vs measured efforts figure (PNG) of the validation (or fit) data"
+    )
+    d.set_defaults(func=cmd_identify_dynamic)
+
+
+def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
+    from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts
+    from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
+    from formats.trajectory_plan import load_trajectory_plan
+    from robots.params_io import perturbed, resolve_params, save_parameter_set
+    from trajectories.plan import plan_model, plan_trajectory
+    from trajectories.verify import sample_grid
+
+    _finite("rate-hz", args.rate_hz, positive=True)
+    for name in ("viscous", "coulomb", "effort_noise"):
+        _finite(name.replace("_", "-"), getattr(args, name))
+    if args.encoder_ticks < 0 or args.seed < 0:
+        raise DataError("--encoder-ticks and --seed must not be negative")
+    plan = load_trajectory_plan(args.plan)
+    model = plan_model(plan)
+    traj = plan_trajectory(plan)
+    guess = plan.params or next(iter(model.params))
+    if args.truth == "perturbed":
+        rng = np.random.default_rng(args.seed + 1000)
+        truth = perturbed(model.parameter_set(guess), rng, 0.1, 0.01, "perturbed", inertia_rel=0.2)
+    else:
+        truth = resolve_params(args.truth, model)
+    t = sample_grid(traj, 1.0 / args.rate_hz)
+    q, qd, qdd = traj.sample(t)
+    im = ArmImperfections(args.viscous, args.coulomb, args.effort_noise, args.encoder_ticks / (2 * np.pi))
+    with console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
+        qm, tau = arm_efforts(model, truth, q, qd, qdd, im, np.random.default_rng(args.seed))
+    meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}"}
+    if plan.robot_source:
+        meta["robot_source"] = plan.robot_source
+    rec = DynamicRecording(model.name, plan.base, list(model.joint_names), t, qm, tau, meta=meta)
+    write_dynamic_recording(rec, args.out)
+    if args.truth_out:
+        save_parameter_set(truth, args.truth_out)
+    console.print(f"wrote {len(t)} samples ({traj.duration:.1f} s at {args.rate_hz:g} Hz) to {args.out}")
+    return 0
+
+
+def cmd_identify_dynamic(args: argparse.Namespace) -> int:
+    from formats.dynamic_recording import read_dynamic_recording
+    from identify.dynamic import DynamicEstimator, validation_error
+    from robots.params_io import resolve_params
+    from robots.registry import get_model
+
+    _finite("cutoff-hz", args.cutoff_hz, positive=True)
+    rec = read_dynamic_recording(args.recording)
+    model = get_model(rec.meta.get("robot_source") or rec.robot)
+    est = DynamicEstimator(
+        model, rec.base, args.simplified, not args.no_friction, args.cutoff_hz, weighted=not args.ols
+    ).fit(rec)
+    fit = est.fit_
+    nb = est.dynamic_base_.rank
+    if args.reference:
+        ref = est.reference_values(resolve_params(args.reference, model))
+        z = (fit.values[:nb] - ref) / fit.se[:nb]
+        fit.reference = {
+            "name": args.reference,
+            "values": ref.tolist(),
+            "z": z.tolist(),
+            "within_3se": int(np.sum(np.abs(z) <= 3)),
+            "max_abs_z": float(np.max(np.abs(z))),
+        }
+    out = fit.to_dict()
+    pred = meas = None
+    if args.validate:
+        vrec = read_dynamic_recording(args.validate)
+        pred, meas = est.predict(vrec)
+        out["validation"] = validation_error(pred, meas) | {"recording": args.validate}
+    if args.plot:
+        if pred is None:
+            pred, meas = est.predict(rec)
+        _plot(model.joint_names, pred, meas, args.plot)
+    if args.json:
+        print_json(out)
+        return 0
+    table = Table(
+        title=f"{model.name}: dynamic base parameters from {args.recording} ({fit.samples} samples)"
+    )
+    for col in ("parameter", "grouping / meaning", "estimate", "SE", "rel. SE %") + (
+        ("reference", "z") if args.reference else ()
+    ):
+        table.add_column(col, justify="left" if col.startswith(("param", "group")) else "right")
+    for k, (s, f) in enumerate(zip(fit.symbols, fit.formulas, strict=True)):
+        row = [s, f, f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}", f"{fit.rel_se_pct[k]:.1f}"]
+        if args.reference:
+            row += (
+                [f"{fit.reference['values'][k]:.5g}", f"{fit.reference['z'][k]:+.1f}"] if k < nb else ["", ""]
+            )
+        table.add_row(*row)
+    console.print(table)
+    console.print(
+        "units: inertial base parameters in SI combinations (kg, kg·m, kg·m²); friction as labelled"
+    )
+    console.print(
+        f"κ(regressor) = {fit.kappa:.1f}; residual σ per joint [N·m]: "
+        + ", ".join(f"{s:.3f}" for s in fit.sigma)
+    )
+    if fit.unidentifiable:
+        console.print(
+            f"not identifiable from joint efforts ({len(fit.unidentifiable)}): "
+            + ", ".join(fit.unidentifiable)
+        )
+    if args.reference:
+        r = fit.reference
+        console.print(f"within 3 SE of {r['name']!r}: {r['within_3se']}/{nb} (max |z| {r['max_abs_z']:.2f})")
+    if args.validate:
+        v = out["validation"]
+        console.print(
+            f"validation on {args.validate}: RMS error {v['total_relative_pct']:.2f} % of the measured efforts; per joint [N·m]: "
+            + ", ".join(f"{x:.3f}" for x in v["rmse_nm"])
+        )
+    return 0
+
+
+def _plot(joints: list[str], pred: np.ndarray, meas: np.ndarray, out: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(joints)
+    fig, axes = plt.subplots(n, 1, figsize=(10, 1.6 * n + 1), sharex=True)
+    for j, ax in enumerate(np.atleast_1d(axes)):
+        ax.plot(meas[:, j], lw=0.9, label="measured (filtered)")
+        ax.plot(pred[:, j], lw=0.9, ls="--", label="predicted")
+        ax.set_ylabel(f"{joints[j]}\n[N·m]", fontsize=7)
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].legend(fontsize=7, loc="upper right")
+    np.atleast_1d(axes)[-1].set_xlabel("sample (decimated)")
+    fig.tight_layout()
+    try:
+        fig.savefig(out, dpi=110)
+    except (ValueError, OSError) as exc:
+        raise DataError(f"cannot write figure {out}: {exc}") from None
+    finally:
+        plt.close(fig)
+
+
+__all__ = ["register_identify", "register_simulate"]

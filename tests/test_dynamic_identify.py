@@ -1,0 +1,137 @@
+"""Dynamic identification: MuJoCo twin efforts (independent of poise's RNEA) for a designed UR5 trajectory, zero-phase
+differentiation, base parameters + friction by weighted LS, validation on another trajectory, recording format."""
+
+from __future__ import annotations
+
+import json
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts
+from formats.dynamic_recording import DynamicRecording, read_dynamic_recording, write_dynamic_recording
+from formats.errors import DataError, IdentifiabilityError
+from identify.differentiation import derivatives
+from identify.dynamic import DynamicEstimator, validation_error
+from poise.cli import main
+from robots import dynamics as dyn
+from robots.params_io import perturbed
+from robots.registry import get_model
+from trajectories.excitation import ExcitationSettings, optimise
+from trajectories.fourier import FourierTrajectory
+from trajectories.verify import sample_grid
+
+UR5 = (
+    Path(sysconfig.get_paths()["purelib"])
+    / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
+)
+IMPERFECT = ArmImperfections(viscous=0.3, coulomb=0.8, effort_noise=0.2, ticks_per_rad=16384 / (2 * np.pi))
+
+
+@pytest.fixture(scope="module")
+def setup():
+    model = get_model(str(UR5))
+    s = ExcitationSettings(period=5.0, duration=20.0, harmonics=3, samples=24, max_iter=40, sharpness=(8.0,))
+    res = optimise(model, s, seed=2)
+    assert res.verification["ok"]
+    truth = perturbed(model.parameter_set("urdf"), np.random.default_rng(7), 0.1, 0.01, inertia_rel=0.2)
+    return model, res, truth
+
+
+def _record(model, traj, truth, seed, im=IMPERFECT, rate=500.0):
+    t = sample_grid(traj, 1 / rate)
+    q, qd, qdd = traj.sample(t)
+    qm, tau = arm_efforts(model, truth, q, qd, qdd, im, np.random.default_rng(seed))
+    return DynamicRecording(model.name, model.root, list(model.joint_names), t, qm, tau)
+
+
+def test_mujoco_inverse_dynamics_agrees_with_rnea(setup):
+    model, _, truth = setup
+    rng = np.random.default_rng(0)
+    q, qd, qdd = (rng.uniform(-1, 1, (5, model.nq)) for _ in range(3))
+    _, tau = arm_efforts(model, truth, q, qd, qdd)
+    assert np.abs(tau - dyn.rnea(model, q, qd, qdd, truth)).max() < 1e-8
+
+
+def test_zero_phase_derivatives_of_a_sinusoid():
+    t = np.arange(0, 10, 0.002)
+    q = np.sin(2 * np.pi * 0.5 * t)[:, None] + np.random.default_rng(0).normal(0, 1e-4, (t.size, 1))
+    qf, qd, qdd = derivatives(t, q, cutoff_hz=5.0)
+    core = slice(500, -500)
+    w = 2 * np.pi * 0.5
+    assert np.abs(qd[core, 0] - w * np.cos(w * t[core])).max() < 0.01 * w
+    assert np.abs(qdd[core, 0] + w**2 * np.sin(w * t[core])).max() < 0.05 * w**2
+
+
+def test_identification_recovers_truth_and_predicts_another_trajectory(setup):
+    model, res, truth = setup
+    est = DynamicEstimator(model, res.base).fit(_record(model, res.trajectory, truth, seed=1))
+    fit = est.fit_
+    nb = est.dynamic_base_.rank
+    z = (fit.values[:nb] - est.reference_values(truth)) / fit.se[:nb]
+    assert np.mean(np.abs(z) <= 3) >= 0.9, np.round(z, 1)
+    assert np.allclose(fit.values[nb : nb + model.nq], 0.3, rtol=0.1)  # viscous
+    assert np.allclose(fit.values[nb + model.nq :], 0.8, rtol=0.05)  # Coulomb
+    assert "m@world" in fit.unidentifiable
+    X = res.trajectory.coefficients().copy()
+    X[1:] *= -0.7  # another trajectory of the same robot, inside the limits
+    other = FourierTrajectory.from_coefficients(X, res.trajectory.period, res.trajectory.duration)
+    pred, meas = est.predict(_record(model, other, truth, seed=2))
+    assert validation_error(pred, meas)["total_relative_pct"] < 5.0
+
+
+def test_unexcited_parameters_are_named(setup):
+    model, res, truth = setup
+    t = np.arange(0, 4, 0.002)
+    q = np.tile(np.asarray(res.trajectory.sample([0.0])[0]), (t.size, 1))
+    q[:, 0] += 0.3 * np.sin(t)  # only the first joint moves
+    qd = np.zeros_like(q)
+    qd[:, 0] = 0.3 * np.cos(t)
+    qdd = np.zeros_like(q)
+    qdd[:, 0] = -0.3 * np.sin(t)
+    qm, tau = arm_efforts(model, truth, q, qd, qdd)
+    rec = DynamicRecording(model.name, model.root, list(model.joint_names), t, qm, tau)
+    with pytest.raises(IdentifiabilityError, match="does not excite"):
+        DynamicEstimator(model).fit(rec)
+
+
+def test_recording_round_trip_and_bad_files(tmp_path, setup):
+    model, res, truth = setup
+    rec = _record(model, res.trajectory, truth, seed=3, rate=50.0)
+    path = tmp_path / "r.csv"
+    write_dynamic_recording(rec, path)
+    back = read_dynamic_recording(path)
+    assert np.allclose(back.q, rec.q, atol=1e-9) and np.allclose(back.tau, rec.tau, rtol=1e-9, atol=1e-9)
+    text = path.read_text()
+    cases = {
+        "binary": b"\x89PNG\x00\xff",
+        "not ours": "a,b\n1,2\n",
+        "nan": text.replace(text.splitlines()[6].split(",")[1], "nan", 1),
+        "time backwards": text.replace(text.splitlines()[7].split(",")[0] + ",", "0,", 1),
+        "extra column": text.replace("tau:wrist_3_joint", "tau:wrist_3_joint,foo", 1),
+    }
+    for name, bad in cases.items():
+        p = tmp_path / f"{name}.csv"
+        p.write_bytes(bad) if isinstance(bad, bytes) else p.write_text(bad)
+        with pytest.raises(DataError):
+            read_dynamic_recording(p)
+
+
+def test_cli_simulate_and_identify(tmp_path, capsys, setup):
+    model, res, _ = setup
+    plan = tmp_path / "traj.json"
+    argv = ["plan", "trajectory", str(UR5), "--out", str(plan), "--duration", "10", "--period", "5"]
+    assert main(argv + ["--harmonics", "3", "--samples", "24", "--max-iter", "30", "--json"]) == 0
+    rec, truth = tmp_path / "rec.csv", tmp_path / "truth.json"
+    assert main(["simulate", "trajectory", str(plan), "--out", str(rec), "--truth-out", str(truth)]) == 0
+    capsys.readouterr()
+    argv = ["identify", "dynamic", str(rec), "--reference", str(truth), "--validate", str(rec), "--json"]
+    assert main(argv + ["--plot", str(tmp_path / "fit.png")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["reference"]["within_3se"] >= 0.9 * len(out["reference"]["z"])
+    assert out["validation"]["total_relative_pct"] < 5
+    assert (tmp_path / "fit.png").stat().st_size > 10_000
+    assert main(["identify", "dynamic", str(rec), "--cutoff-hz", "nan"]) == 2
+    assert main(["simulate", "trajectory", str(plan), "--out", str(rec), "--rate-hz", "-5"]) == 2
