@@ -131,10 +131,13 @@ def _coupled(model: RobotModel, entries: list, source: str):
 
 
 def _reduce(model: RobotModel, spec: dict, source: str) -> RobotModel:
-    """A sub-model: the sub-tree below `root`, with `lock` joints turned fixed at the given positions."""
+    """A sub-model: the sub-tree below `root` without the sub-trees of `drop` joints, `lock` joints fixed."""
     root = spec.get("root")
     lock = {str(k): float(v) for k, v in spec.get("lock", {}).items()}
     joints = list(model.joints)
+    dropped = set()
+    for jn in spec.get("drop", []):
+        dropped.add(joints[model.joint_index(str(jn))].child)
     for jn, val in lock.items():
         j = model.joint_index(jn)
         jt = joints[j]
@@ -146,14 +149,15 @@ def _reduce(model: RobotModel, spec: dict, source: str) -> RobotModel:
         rpy = matrix_rpy(rpy_matrix(jt.rpy) @ Rq)
         joints[j] = replace(jt, type="fixed", rpy=rpy, mimic=None)
     keep = None
-    if root is not None:
+    if root is not None or dropped:
+        root = root if root is not None else model.root
         if not model.has_link(root):
             raise _fail(source, f"reduce.root: no link {root!r}")
         keep, stack = set(), [root]
         while stack:
             n = stack.pop()
             keep.add(n)
-            stack += [jt.child for jt in joints if jt.parent == n]
+            stack += [jt.child for jt in joints if jt.parent == n and jt.child not in dropped]
     links = [lk for lk in model.links if keep is None or lk.name in keep]
     joints = [jt for jt in joints if keep is None or (jt.parent in keep and jt.child in keep)]
     sites = [s for s in model.sites if keep is None or s.link in keep]

@@ -12,6 +12,7 @@ from robots.urdf import load_urdf
 DATA = Path(__file__).parent / "data"
 BUILT_IN: dict[str, Path] = {
     "tulip": DATA / "tulip" / "tulip.poise.toml",
+    "icub-right-arm": DATA / "icub" / "icub_right_arm.poise.toml",
 }
 
 _loaded: dict[tuple[str, float], RobotModel] = {}

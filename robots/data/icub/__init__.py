@@ -1,0 +1,1 @@
+"""iCub robot descriptions (URDFs from the icub-models package)."""
