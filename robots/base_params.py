@@ -156,6 +156,14 @@ def derive_dynamic_base(
     n = samples or max(40, 3 * len(names) // max(1, model.nq))
     base = spec.base if spec.kind == "base-wrench" else None
     q, qd, qdd = sample_states(model, motion, n, np.random.default_rng(seed), base)
+    return base_from_samples(model, spec, q, qd, qdd, assumed_zero)
+
+
+def base_from_samples(
+    model: RobotModel, spec: RegressorSpec, q, qd, qdd, assumed_zero: tuple[int, ...] = ()
+) -> DynamicBase:
+    """Base parameters of a regressor over given states (e.g. those one experiment design can reach)."""
+    names = dyn.standard_names(model)
     Y = evaluate(model, spec, q, qd, qdd).reshape(-1, len(names))
     keep = [i for i in range(len(names)) if i not in set(assumed_zero)]
     colnorm = np.linalg.norm(Y, axis=0)

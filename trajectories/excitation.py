@@ -32,6 +32,7 @@ from trajectories.verify import acceleration_limits, check_trajectory
 
 CRITERIA = ("kappa", "logdet")
 SCALINGS = ("columns", "none")
+MOTIONS = ("free", "double-support")
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,15 @@ class ExcitationSettings:
     base: str | None = None  # fixed base link (default: the root)
     params: str | None = None  # guessed parameters for torque limits (default: the model's first set)
     simplified: bool = False
+    motion: str = "free"  # free: fixed-base joint torques; double-support: a biped on two boards (Fz, Mx, My)
+    zmp_margin: float = 0.02  # m, double support: ZMP distance inside the support polygon at every sample
+    amplitude: float = 0.1  # rad, double support: harmonic amplitude of the random start
 
     def validate(self) -> None:
+        if self.motion not in MOTIONS:
+            raise DataError(f"motion must be one of {MOTIONS}, got {self.motion!r}")
+        if not (np.isfinite(self.zmp_margin) and self.zmp_margin >= 0):
+            raise DataError(f"zmp_margin must be a non-negative number of metres, got {self.zmp_margin}")
         if self.criterion not in CRITERIA:
             raise DataError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
         if self.scaling not in SCALINGS:
@@ -299,6 +307,10 @@ def optimise(
     model: RobotModel, settings: ExcitationSettings, start: np.ndarray | None = None, seed: int = 0
 ) -> ExcitationResult:
     """Design one excitation trajectory from `start` (coefficients) or a random start."""
+    if settings.motion == "double-support":
+        from trajectories.balance_excitation import optimise_balance
+
+        return optimise_balance(model, settings, seed, settings.zmp_margin, settings.amplitude)
     t0 = time.perf_counter()
     prob = design_problem(model, settings)
     x0 = start if start is not None else random_start(model, settings, np.random.default_rng(seed))

@@ -25,9 +25,15 @@ class Trajectory(Protocol):
 KINDS = {"fourier": FourierTrajectory, "spline": SplineTrajectory}
 
 
-def trajectory_from_json(d: dict) -> Trajectory:
-    """Build a trajectory from its JSON object (`kind`: fourier | spline)."""
+def trajectory_from_json(d: dict, model=None) -> Trajectory:
+    """Build a trajectory from its JSON object (`kind`: fourier | spline | closed-chain, which needs the model)."""
+    if isinstance(d, dict) and d.get("kind") == "closed-chain":
+        from trajectories.closed_chain import ClosedChainTrajectory
+
+        if model is None:
+            raise DataError("a closed-chain trajectory needs its robot model")
+        return ClosedChainTrajectory.from_json(d, model)
     if not isinstance(d, dict) or d.get("kind") not in KINDS:
         kind = d.get("kind") if isinstance(d, dict) else type(d).__name__
-        raise DataError(f"trajectory kind {kind!r} unknown (choose from {sorted(KINDS)})")
+        raise DataError(f"trajectory kind {kind!r} unknown (choose from {sorted(KINDS) + ['closed-chain']})")
     return KINDS[d["kind"]].from_json(d)

@@ -62,14 +62,14 @@ def plan_model(plan: TrajectoryPlan) -> RobotModel:
         raise DataError(
             f"plan joints {plan.joint_names} do not match robot {model.name!r} ({model.joint_names})"
         )
-    if not model.has_link(plan.base):
+    if not (model.has_link(plan.base) or plan.base in model.bases):
         raise DataError(f"plan base {plan.base!r} is not a link of {model.name!r}")
     return model
 
 
-def plan_trajectory(plan: TrajectoryPlan) -> Trajectory:
-    """The plan's trajectory object, checked against its joint count."""
-    traj = trajectory_from_json(plan.trajectory)
+def plan_trajectory(plan: TrajectoryPlan, model: RobotModel | None = None) -> Trajectory:
+    """The plan's trajectory object, checked against its joint count (closed chains need the model)."""
+    traj = trajectory_from_json(plan.trajectory, model)
     if traj.n != len(plan.joint_names):
         raise DataError(f"trajectory has {traj.n} joints, plan names {len(plan.joint_names)}")
     return traj

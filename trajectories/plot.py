@@ -18,8 +18,14 @@ def plot_trajectory(model: RobotModel, traj: Trajectory, base: str, params: str,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from trajectories.closed_chain import ClosedChainTrajectory
+
     t = sample_grid(traj, 0.01)
     q, qd, qdd = traj.sample(t)
+    chain = traj.chain if isinstance(traj, ClosedChainTrajectory) else None
+    if chain is not None:
+        _plot_closed_chain(model, traj, chain, params, t, q, qd, qdd, out)
+        return
     tau = dyn.rnea(model, q, qd, qdd, params, base)
     mid = np.where(np.isfinite(model.lower + model.upper), (model.lower + model.upper) / 2, 0.0)
     half = np.where(np.isfinite(model.upper - model.lower), (model.upper - model.lower) / 2, np.pi)
@@ -39,6 +45,57 @@ def plot_trajectory(model: RobotModel, traj: Trajectory, base: str, params: str,
     axes[0].legend(ncol=min(6, model.nq), fontsize=7, loc="upper right")
     axes[-1].set_xlabel("time [s]")
     fig.suptitle(f"{model.name}: excitation trajectory ({traj.duration:.0f} s)")
+    fig.tight_layout()
+    try:
+        fig.savefig(out, dpi=110)
+    except (ValueError, OSError) as exc:
+        raise DataError(f"cannot write figure {out}: {exc}") from None
+    finally:
+        plt.close(fig)
+
+
+def _plot_closed_chain(model, traj, chain, params, t, q, qd, qdd, out) -> None:
+    """Joint positions and velocities against their limits, and the ZMP path inside the support polygon."""
+    import matplotlib.pyplot as plt
+
+    from trajectories.balance_excitation import support_halfplanes
+
+    w = dyn.base_wrench_regressor(model, q, qd, qdd, chain.base, params) @ dyn.standard_parameters(
+        model, params
+    )
+    zmp = np.stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]], axis=1)
+    _, _, hull = support_halfplanes(model, chain)
+    from robots.stance import foot_corners
+
+    feet = foot_corners(model, chain.nominal, params, chain.base)
+    mid = (model.lower + model.upper) / 2
+    half = (model.upper - model.lower) / 2
+    fig = plt.figure(figsize=(13, 7))
+    ax1 = fig.add_subplot(2, 2, 1)
+    ax2 = fig.add_subplot(2, 2, 3, sharex=ax1)
+    ax3 = fig.add_subplot(1, 2, 2)
+    for j, name in enumerate(model.joint_names):
+        ax1.plot(t, (q[:, j] - mid[j]) / half[j], lw=0.8, label=name)
+        ax2.plot(t, qd[:, j] / model.velocity_limit[j], lw=0.8)
+    for ax, label in ((ax1, "position (±1 = limits)"), (ax2, "velocity / limit")):
+        for sgn in (-1, 1):
+            ax.axhline(sgn, color="k", ls="--", lw=0.7)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    ax1.legend(ncol=4, fontsize=6, loc="upper right")
+    ax2.set_xlabel("time [s]")
+    hx, hy = hull.exterior.xy
+    ax3.fill(np.asarray(hx) * 1000, np.asarray(hy) * 1000, color="0.9", label="support polygon")
+    for c in feet.values():
+        c = np.vstack([c, c[:1]]) * 1000
+        ax3.plot(c[:, 0], c[:, 1], "k-", lw=1)
+    ax3.plot(zmp[:, 0] * 1000, zmp[:, 1] * 1000, lw=0.8, color="C3", label="ZMP (guessed parameters)")
+    ax3.set_aspect("equal")
+    ax3.set_xlabel("x [mm] (base sole frame)")
+    ax3.set_ylabel("y [mm]")
+    ax3.legend(fontsize=7)
+    ax3.grid(alpha=0.3)
+    fig.suptitle(f"{model.name}: double-support excitation ({traj.duration:.0f} s)")
     fig.tight_layout()
     try:
         fig.savefig(out, dpi=110)

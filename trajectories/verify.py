@@ -7,8 +7,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from formats.errors import DataError
 from robots import dynamics as dyn
-from robots.base_params import RegressorSpec, cached_dynamic_base
+from robots.base_params import RegressorSpec, cached_dynamic_base, evaluate
 from robots.conditioning import kappa, normalised_columns
 from robots.tree import RobotModel
 from trajectories.parametrisation import Trajectory
@@ -31,6 +32,8 @@ class TrajectoryCheck:
     kappa: float
     kappa_scaled: float
     problems: list[str] = field(default_factory=list)
+    min_zmp_margin_m: float | None = None  # standing robots: ZMP distance inside the support polygon
+    max_foot_drift_m: float | None = None  # closed chains: the held sole's largest deviation from its pose
 
     @property
     def ok(self) -> bool:
@@ -60,14 +63,21 @@ def check_trajectory(
     dt: float = 0.001,
     acceleration_default: float = DEFAULT_ACCELERATION,
     simplified: bool = False,
+    zmp_margin: float = 0.0,
 ) -> TrajectoryCheck:
-    """Every limit of the description checked at step `dt` (s) over the whole trajectory."""
-    if traj.n != model.nq:
-        from formats.errors import DataError
+    """Every limit of the description checked at step `dt` (s) over the whole trajectory; for a double-support
+    (closed-chain) trajectory also the held sole and the ZMP inside the support polygon (shapely)."""
+    from trajectories.closed_chain import ClosedChainTrajectory
 
+    chain = traj.chain if isinstance(traj, ClosedChainTrajectory) else None
+    if traj.n != model.nq:
         raise DataError(f"trajectory has {traj.n} joints, robot {model.name!r} has {model.nq}")
     t = sample_grid(traj, dt)
-    q, qd, qdd = traj.sample(t)
+    try:
+        q, qd, qdd = traj.sample(t)
+    except DataError as exc:  # a closed chain that cannot close somewhere along the way
+        return TrajectoryCheck(len(t), float(t[1] - t[0]), float("nan"), float("nan"), float("nan"), None,
+                               False, False, float("inf"), float("inf"), [str(exc)])  # fmt: skip
     problems: list[str] = []
     lo = np.where(np.isfinite(model.lower), model.lower, -np.inf)
     hi = np.where(np.isfinite(model.upper), model.upper, np.inf)
@@ -85,7 +95,12 @@ def check_trajectory(
             )
     tmax = model.effort_limit
     tr = None
-    if np.all(np.isfinite(tmax)):
+    zmp_min = drift = None
+    for msg in _coupled(model, q):
+        problems.append(msg)
+    if chain is not None:
+        zmp_min, drift = _balance(model, chain, q, qd, qdd, params, problems, zmp_margin)
+    elif np.all(np.isfinite(tmax)):
         tau = dyn.rnea(model, q, qd, qdd, params, base)
         r = np.abs(tau) / tmax
         tr = float(r.max())
@@ -101,6 +116,8 @@ def check_trajectory(
         problems.append(f"does not end at rest (|q̇| = {v1:.3g} rad/s)")
     W = stacked_base_regressor(model, traj, base, simplified, t[:: max(1, len(t) // 2000)])
     return TrajectoryCheck(
+        min_zmp_margin_m=zmp_min,
+        max_foot_drift_m=drift,
         grid_points=len(t),
         dt=float(t[1] - t[0]),
         min_position_margin_rad=margin,
@@ -115,11 +132,62 @@ def check_trajectory(
     )
 
 
+def regressor_spec(traj: Trajectory, base: str) -> tuple[RegressorSpec, str]:
+    """What a trajectory identifies: joint torques (fixed base) or the boards' Fz, Mx, My (double support)."""
+    from trajectories.closed_chain import ClosedChainTrajectory
+
+    if isinstance(traj, ClosedChainTrajectory):
+        return RegressorSpec("base-wrench", traj.chain.base, None, ("fz", "mx", "my")), "double-support"
+    return RegressorSpec("torque", base), "free"
+
+
 def stacked_base_regressor(
     model: RobotModel, traj: Trajectory, base: str, simplified: bool, t: np.ndarray
 ) -> np.ndarray:
-    """The base joint-torque regressor stacked over times t: (len(t)·n) × rank."""
-    db = cached_dynamic_base(model, RegressorSpec("torque", base), simplified)
+    """The base regressor of what the trajectory identifies, stacked over times t: (len(t)·rows) × rank."""
+    from trajectories.closed_chain import ClosedChainTrajectory
+
+    spec, motion = regressor_spec(traj, base)
+    if isinstance(traj, ClosedChainTrajectory):
+        from trajectories.balance_excitation import chain_base
+
+        db = chain_base(model, traj.chain, simplified)
+    else:
+        db = cached_dynamic_base(model, spec, simplified, motion)
     q, qd, qdd = traj.sample(t)
-    Y = dyn.torque_regressor(model, q, qd, qdd, base)
+    Y = evaluate(model, spec, q, qd, qdd)
     return Y[..., db.independent].reshape(-1, len(db.independent))
+
+
+def _coupled(model: RobotModel, q: np.ndarray) -> list[str]:
+    out = []
+    for k in range(len(model.coupled_b)):
+        v = q @ model.coupled_A[k]
+        if v.max() > model.coupled_b[k] + 1e-9:
+            name = model.coupled_names[k] if k < len(model.coupled_names) else f"coupled limit {k}"
+            out.append(f"{name} exceeded by {v.max() - model.coupled_b[k]:.4g}")
+    return out
+
+
+def _balance(model, chain, q, qd, qdd, params, problems, zmp_margin) -> tuple[float, float]:
+    """Held-sole drift and ZMP margin over the samples (shapely, numpy dynamics); problems appended."""
+    from robots.kinematics import site_pose
+    from robots.stance import signed_margin
+    from trajectories.balance_excitation import support_halfplanes
+
+    _, p = site_pose(model, q, params, chain.other, chain.base)
+    drift = float(np.abs(p - chain.target_p).max())
+    if drift > 1e-6:
+        problems.append(f"the held sole drifts {drift * 1000:.3f} mm from its pose")
+    w = dyn.base_wrench_regressor(model, q, qd, qdd, chain.base, params) @ dyn.standard_parameters(
+        model, params
+    )
+    fz, mx, my = w[:, 2], w[:, 3], w[:, 4]
+    if fz.min() <= 0:
+        problems.append("the feet would leave the ground (Fz ≤ 0)")
+    _, _, hull = support_halfplanes(model, chain)
+    zmp = np.stack([-my / fz, mx / fz], axis=1)
+    marg = float(signed_margin(hull, zmp).min())
+    if marg < zmp_margin - 1e-4:
+        problems.append(f"ZMP margin {marg * 1000:.1f} mm < required {zmp_margin * 1000:.1f} mm")
+    return marg, drift

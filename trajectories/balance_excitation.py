@@ -1,0 +1,393 @@
+"""Balance-constrained excitation of a standing biped in double support (both soles fixed on the boards).
+
+Decision variables: Fourier coefficients of the independent coordinates and, at every grid sample, the dependent
+coordinates with their velocities and accelerations; the foot constraint c(q) = 0, C q̇ = 0 and
+C q̈ + (∂(C q̇)/∂q) q̇ = 0 hold at every sample as equalities, so every sample is an exact double-support state.
+The regressor is the base wrench (Fz, Mx, My) the boards measure in sum; the ZMP (−My/Fz, Mx/Fz) computed with
+the guessed parameters stays inside the support polygon by a margin: one linear inequality in (Fz, Mx, My) per
+polygon edge and sample. All derivatives are exact (CasADi AD through `Function.map` over the grid).
+"""
+
+from __future__ import annotations
+
+import time
+
+import casadi as ca
+import numpy as np
+from shapely.geometry import MultiPoint
+
+from formats.errors import DataError
+from robots import dynamics as dyn
+from robots.base_params import RegressorSpec, base_from_samples, zero_set
+from robots.conditioning import kappa, normalised_columns
+from robots.stance import foot_corners
+from robots.tree import RobotModel
+from trajectories.closed_chain import (
+    ClosedChain,
+    ClosedChainTrajectory,
+    _key,
+    dependent_rates,
+    functions,
+    make_chain,
+    solve_dependent,
+)
+from trajectories.excitation import ExcitationResult, ExcitationSettings, _Criterion
+from trajectories.fourier import FourierTrajectory, basis, rest_constraints
+from trajectories.verify import acceleration_limits
+
+ZMP_ROWS = ("fz", "mx", "my")
+ZMP_BUFFER = 0.005  # m added to the ZMP margin at the grid samples
+COUPLED_BUFFER = 0.01  # rad kept from coupled limits at the grid samples
+BETWEEN_SAMPLES = (
+    0.85  # fraction of the velocity/acceleration limits for dependent coordinates at the samples
+)
+
+
+def zmp_spec(base: str) -> RegressorSpec:
+    return RegressorSpec("base-wrench", base, None, ZMP_ROWS)
+
+
+def support_halfplanes(model: RobotModel, chain: ClosedChain) -> tuple[np.ndarray, np.ndarray, object]:
+    """Support polygon (convex hull of both contact rectangles at the fixed placement) as N p ≤ d, and itself."""
+    corners = foot_corners(model, chain.nominal, chain.params, chain.base)
+    hull = MultiPoint(np.concatenate(list(corners.values()))).convex_hull
+    xy = np.asarray(hull.exterior.coords)[:-1]
+    if hull.exterior.is_ccw is False:
+        xy = xy[::-1]
+    N, d = [], []
+    for k in range(len(xy)):
+        a, b = xy[k], xy[(k + 1) % len(xy)]
+        e = b - a
+        n = np.array([e[1], -e[0]]) / np.linalg.norm(e)  # outward for a counter-clockwise ring
+        N.append(n)
+        d.append(n @ a)
+    return np.array(N), np.array(d), hull
+
+
+def _chain_base(model: RobotModel, chain: ClosedChain, simplified: bool):
+    """Base parameters of (Fz, Mx, My) over states with the other sole held at *this* placement: a fixed foot
+    adds only constant gravity terms, so fewer parameters are identifiable than over all placements."""
+    rng = np.random.default_rng(0)
+    ind = list(chain.independent)
+    n = max(60, 3 * 10 * len(model.links) // 3)
+    for amp in (0.2, 0.1, 0.05):
+        qI = chain.nominal[ind] + rng.uniform(-amp, amp, (n, len(ind)))
+        try:
+            q = solve_dependent(model, chain, qI)
+            break
+        except DataError:
+            continue
+    else:
+        raise DataError("the nominal double-support posture cannot move: no base parameters")
+    qd, qdd = dependent_rates(
+        model, chain, q, rng.standard_normal((n, len(ind))), rng.standard_normal((n, len(ind)))
+    )
+    zero = tuple(zero_set(model, list(model.simplified_dynamic_zero))) if simplified else ()
+    return base_from_samples(model, zmp_spec(chain.base), q, qd, qdd, zero)
+
+
+def chain_base(model: RobotModel, chain: ClosedChain, simplified: bool):
+    """`_chain_base`, cached on the model per placement (and nominal posture) and model variant."""
+    key = ("chain_base", _key(chain), tuple(np.round(chain.nominal, 12)), simplified)
+    if key not in model.memo:
+        model.memo[key] = _chain_base(model, chain, simplified)
+    return model.memo[key]
+
+
+def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str):
+    """S(qI, qD, vI, vD, aI, aD) → (18 constraint residuals, 3 guessed wrench rows, r·3 base-regressor entries)."""
+    n = model.nq
+    ind, dep = list(chain.independent), list(chain.dependent)
+    xs = [
+        ca.SX.sym(nm, len(ix))
+        for nm, ix in zip(("qI", "qD", "vI", "vD", "aI", "aD"), (ind, dep) * 3, strict=True)
+    ]
+
+    def full(a, b):
+        v = [None] * n
+        for i, k in enumerate(ind):
+            v[k] = a[i]
+        for i, k in enumerate(dep):
+            v[k] = b[i]
+        return ca.vertcat(*v)
+
+    q, qd, qdd = full(xs[0], xs[1]), full(xs[2], xs[3]), full(xs[4], xs[5])
+    fc, fb = functions(model, chain)
+    c, C = fc(q)
+    eq = ca.vertcat(c, C @ qd, C @ qdd + fb(q, qd))
+    Wfun = dyn.base_wrench_regressor_function(model, chain.base, guess)
+    W = Wfun(q, qd, qdd)[[2, 3, 4], :]  # fz, mx, my
+    phi = ca.DM(dyn.standard_parameters(model, guess))
+    Wb = W[:, db.independent]
+    opts = {"cse": True}
+    out = ca.vertcat(eq, W @ phi)
+    return (
+        ca.Function("sample_constraints", xs, [out], opts),
+        ca.Function("sample_constraints_jac", xs, [out, ca.jacobian(out, ca.vertcat(*xs))], opts),
+        ca.Function("sample_regressor", xs, [ca.vec(Wb.T)], opts),
+    )
+
+
+class _SampleMap(ca.Callback):
+    """Per-sample outputs (foot constraints, guessed Fz/Mx/My) stacked over the grid, as a function of the design
+    vector [vec(X); vec(Z)], with its sparse Jacobian assembled from per-sample SX Jacobians and the Fourier bases
+    (an order of magnitude faster than differentiating the mapped expression graph)."""
+
+    def __init__(self, name, Fv: ca.Function, F: ca.Function, bases, nI: int, nD: int, jac: bool = True):
+        ca.Callback.__init__(self)
+        self.P, self.V, self.A = bases
+        self.K, self.m = self.P.shape
+        self.nI, self.nD = nI, nD
+        self.F = F.map(self.K)
+        self.Fv = Fv.map(self.K)
+        self.c = F.size1_out(0)
+        self.nx = self.m * nI + 3 * nD * self.K
+        K, c, m = self.K, self.c, self.m
+        rows, cols = [], []
+        for k in range(K):
+            r = np.arange(c * k, c * (k + 1))
+            cf = np.arange(m * nI)
+            cz = m * nI + 3 * nD * k + np.arange(3 * nD)
+            cc = np.concatenate([cf, cz])
+            rows.append(np.repeat(r, cc.size))
+            cols.append(np.tile(cc, c))
+        rows, cols = np.concatenate(rows), np.concatenate(cols)
+        self.sp = ca.Sparsity.triplet(K * c, self.nx, rows.tolist(), cols.tolist())
+        self.perm = np.lexsort((rows, cols))
+        self.is_jac = not jac
+        self.jac_node = _SampleMap(name + "_jac", Fv, F, bases, nI, nD, jac=False) if jac else None
+        self.construct(name, {"enable_fd": False})
+
+    def get_n_in(self):
+        return 1 if not self.is_jac else 2
+
+    def get_n_out(self):
+        return 1
+
+    def get_sparsity_in(self, i):
+        return ca.Sparsity.dense(self.nx, 1) if i == 0 else ca.Sparsity.dense(self.K * self.c, 1)
+
+    def get_sparsity_out(self, i):
+        return self.sp if self.is_jac else ca.Sparsity.dense(self.K * self.c, 1)
+
+    def eval(self, arg):
+        x = np.asarray(arg[0]).ravel()
+        m, nI, nD, K, c = self.m, self.nI, self.nD, self.K, self.c
+        X = x[: m * nI].reshape(m, nI, order="F")
+        Z = x[m * nI :].reshape(3 * nD, K, order="F")
+        ins = ((self.P @ X).T, Z[:nD], (self.V @ X).T, Z[nD : 2 * nD], (self.A @ X).T, Z[2 * nD :])
+        if not self.is_jac:
+            return [ca.DM(np.asarray(self.Fv(*ins)).reshape(-1, order="F"))]
+        _, J = self.F(*ins)
+        J = np.asarray(J).reshape(c, K, 3 * (nI + nD)).transpose(1, 0, 2)  # K, c, inputs
+        o = np.cumsum([0, nI, nD, nI, nD, nI, nD])
+        JqI, JqD, JvI, JvD, JaI, JaD = (J[:, :, o[i] : o[i + 1]] for i in range(6))
+        dX = (
+            np.einsum("kci,kl->kcil", JqI, self.P)
+            + np.einsum("kci,kl->kcil", JvI, self.V)
+            + np.einsum("kci,kl->kcil", JaI, self.A)
+        ).reshape(K, c, nI * m)
+        dZ = np.concatenate([JqD, JvD, JaD], axis=2)
+        vals = np.concatenate([dX, dZ], axis=2).reshape(-1)  # triplet order: sample, row, column
+        return [ca.DM(self.sp, vals[self.perm])]
+
+    def has_jacobian(self):
+        return self.jac_node is not None
+
+    def has_jac_sparsity(self, oind, iind):
+        return self.jac_node is not None
+
+    def get_jac_sparsity(self, oind, iind, symmetric):
+        return self.sp
+
+    def get_jacobian(self, name, inames, onames, opts):
+        x = ca.MX.sym("x", self.sparsity_in(0))
+        out = ca.MX.sym("out", self.sparsity_out(0))
+        return ca.Function(name, [x, out], [self.jac_node(x, out)], inames, onames, opts)
+
+
+def design_balance_problem(
+    model: RobotModel, settings: ExcitationSettings, chain: ClosedChain, zmp_margin: float
+):
+    """The NLP of a double-support excitation: variables, criterion input W(w), constraints and bounds."""
+    settings.validate()
+    guess = settings.params or chain.params
+    db = chain_base(model, chain, settings.simplified)
+    ind, dep = list(chain.independent), list(chain.dependent)
+    nI, nD, L, K = len(ind), len(dep), settings.harmonics, settings.samples
+    m = 1 + 2 * L
+    omega = 2 * np.pi / settings.period
+    P, V, A = (ca.DM(B) for B in basis(np.arange(K) * settings.period / K, L, omega))
+    xF = ca.MX.sym("xF", m * nI)
+    Z = ca.MX.sym("Z", 3 * nD, K)
+    X = ca.reshape(xF, m, nI)
+    qI, vI, aI = (ca.transpose(B @ X) for B in (P, V, A))  # nI × K
+    Sv, Sj, S2 = _per_sample(model, chain, db, guess)
+    args = (qI, Z[:nD, :], vI, Z[nD : 2 * nD, :], aI, Z[2 * nD :, :])
+    wb = S2.map(K)(*args)
+    node = _SampleMap("samples", Sv, Sj, tuple(np.asarray(B) for B in (P, V, A)), nI, nD)
+    out = ca.reshape(node(ca.vertcat(xF, ca.vec(Z))), 21, K)
+    eq, w3 = out[:18, :], out[18:, :]
+    r = db.rank
+    W = ca.transpose(ca.reshape(wb, r, 3 * K))  # 3K × r, rows (fz, mx, my) per sample
+    lo, hi = model.lower + settings.position_margin, model.upper - settings.position_margin
+    vmax = model.velocity_limit * settings.velocity_fraction
+    amax = acceleration_limits(model, settings.acceleration_default) * settings.acceleration_fraction
+    if np.any(lo >= hi):
+        raise DataError("position margin leaves no range for some joint")
+    Kd = K * settings.dense_factor
+    Pd, Vd, Ad = (ca.DM(B) for B in basis(np.arange(Kd) * settings.period / Kd, L, omega))
+    N, d, hull = support_halfplanes(model, chain)
+    # dependent coordinates are bounded at the grid samples only: keep a buffer for the motion between them
+    zmp_opt = zmp_margin + ZMP_BUFFER
+    zmp = ca.mtimes(ca.DM(N), ca.vertcat(-w3[2, :], w3[1, :])) - ca.mtimes(ca.DM(d - zmp_opt), w3[0, :])
+    g = [
+        ca.vec(ca.DM(rest_constraints(L)) @ X),
+        ca.vec(Pd @ X),
+        ca.vec(Vd @ X),
+        ca.vec(Ad @ X),
+        ca.vec(eq),
+        ca.vec(zmp),
+        ca.vec(w3[0, :]),
+    ]
+    lbg = [np.zeros(2 * nI), np.repeat(lo[ind], Kd), np.repeat(-vmax[ind], Kd), np.repeat(-amax[ind], Kd)]
+    ubg = [np.zeros(2 * nI), np.repeat(hi[ind], Kd), np.repeat(vmax[ind], Kd), np.repeat(amax[ind], Kd)]
+    lbg += [np.zeros(18 * K), np.full(len(d) * K, -np.inf), np.zeros(K)]
+    ubg += [np.zeros(18 * K), np.zeros(len(d) * K), np.full(K, np.inf)]
+    if len(model.coupled_b):
+        Acp = ca.DM(model.coupled_A)
+        qfull = ca.MX.zeros(model.nq, K)
+        for i, k in enumerate(ind):
+            qfull[k, :] = qI[i, :]
+        for i, k in enumerate(dep):
+            qfull[k, :] = Z[i, :]
+        g.append(ca.vec(Acp @ qfull))
+        lbg.append(np.full(len(model.coupled_b) * K, -np.inf))
+        ubg.append(np.tile(model.coupled_b - COUPLED_BUFFER, K))
+    # a wider position margin for the dependent coordinates: they are bounded at the samples only, and a leg
+    # that reaches a limit (e.g. a stretched knee) between samples may leave the foot unreachable
+    dlo, dhi = lo[dep] + 2 * settings.position_margin, hi[dep] - 2 * settings.position_margin
+    dlo, dhi = np.minimum(dlo, (lo[dep] + hi[dep]) / 2), np.maximum(dhi, (lo[dep] + hi[dep]) / 2)
+    zlo = np.concatenate([dlo, -vmax[dep] * BETWEEN_SAMPLES, -amax[dep] * BETWEEN_SAMPLES])
+    zhi = np.concatenate([dhi, vmax[dep] * BETWEEN_SAMPLES, amax[dep] * BETWEEN_SAMPLES])
+    x = ca.vertcat(xF, ca.vec(Z))
+    return {
+        "x": x,
+        "W": W,
+        "W_fun": ca.Function("W", [x], [W]),
+        "w3_fun": ca.Function("w3", [x], [w3]),
+        "g": ca.vertcat(*g),
+        "lbg": np.concatenate(lbg),
+        "ubg": np.concatenate(ubg),
+        "lbx": np.concatenate([np.full(m * nI, -np.inf), np.tile(zlo, K)]),
+        "ubx": np.concatenate([np.full(m * nI, np.inf), np.tile(zhi, K)]),
+        "base": db,
+        "hull": hull,
+        "nodes": [node],  # callbacks must outlive the solver
+        "m": m,
+        "params": guess,
+    }
+
+
+def balance_start(
+    model: RobotModel,
+    settings: ExcitationSettings,
+    chain: ClosedChain,
+    rng: np.random.Generator,
+    amplitude: float,
+) -> tuple[np.ndarray, FourierTrajectory]:
+    """Small random harmonics of the independent coordinates around the nominal posture, dependent ones solved."""
+    ind = list(chain.independent)
+    L, nI = settings.harmonics, len(ind)
+    a = rng.uniform(-1, 1, (nI, L)) * amplitude / L
+    b = rng.uniform(-1, 1, (nI, L)) * amplitude / L
+    a -= a.mean(axis=1, keepdims=True)
+    ls = np.arange(1, L + 1)
+    b -= np.outer((b * ls).sum(axis=1), ls) / (ls**2).sum()
+    fi = FourierTrajectory(settings.period, settings.duration, chain.nominal[ind].copy(), a, b)
+    return _variables(model, settings, chain, fi), fi
+
+
+def _variables(model: RobotModel, settings: ExcitationSettings, chain: ClosedChain, fi: FourierTrajectory):
+    K = settings.samples
+    t = np.arange(K) * settings.period / K
+    qI, vI, aI = fi.sample(t)
+    q = solve_dependent(model, chain, qI)
+    qd, qdd = dependent_rates(model, chain, q, vI, aI)
+    dep = list(chain.dependent)
+    Z = np.vstack([q[:, dep].T, qd[:, dep].T, qdd[:, dep].T])
+    return np.concatenate([fi.coefficients().reshape(-1, order="F"), Z.reshape(-1, order="F")])
+
+
+def optimise_balance(
+    model: RobotModel,
+    settings: ExcitationSettings,
+    seed: int = 0,
+    zmp_margin: float = 0.02,
+    amplitude: float = 0.1,
+    chain: ClosedChain | None = None,
+) -> ExcitationResult:
+    """Design one balance-constrained double-support excitation from a random start."""
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    base = settings.base or (model.stance or {}).get("base") or next(iter(model.bases))
+    guess = settings.params or next(iter(model.params))
+    chain = chain or make_chain(model, base, guess, rng)
+    prob = design_balance_problem(model, settings, chain, zmp_margin)
+    x0, _ = balance_start(model, settings, chain, rng, amplitude)
+    Wshape = (3 * settings.samples, prob["base"].rank)
+    grad = _Criterion("criterion_grad", Wshape, settings, None)
+    crit = _Criterion("criterion", Wshape, settings, grad)
+    f = crit(ca.vec(prob["W"]))
+    opts = {
+        "ipopt.print_level": 0,
+        "print_time": False,
+        "ipopt.hessian_approximation": "limited-memory",
+        "ipopt.max_iter": settings.max_iter,
+        "ipopt.tol": 1e-6,
+        "ipopt.acceptable_tol": 1e-4,
+        "ipopt.sb": "yes",
+    }
+    solver = ca.nlpsol("balance_excitation", "ipopt", {"x": prob["x"], "f": f, "g": prob["g"]}, opts)
+    x = x0
+    stages, iterations, status = [], 0, ""
+    for p in settings.sharpness if settings.criterion == "kappa" else (1.0,):
+        crit.p = grad.p = p
+        sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"], lbx=prob["lbx"], ubx=prob["ubx"])
+        st = solver.stats()
+        timing = {k: round(v, 2) for k, v in st.items() if k.startswith("t_wall")}
+        x = np.asarray(sol["x"]).ravel()
+        iterations += int(st.get("iter_count", 0))
+        status = str(st.get("return_status", ""))
+        W = np.asarray(prob["W_fun"](x))
+        stages.append({"sharpness": p, "status": status, "iterations": int(st.get("iter_count", 0)),
+                       "kappa_scaled": kappa(normalised_columns(W)[0]), "kappa": kappa(W), "timing_s": timing})  # fmt: skip
+    m, nI = prob["m"], len(chain.independent)
+    fi = FourierTrajectory.from_coefficients(
+        x[: m * nI].reshape(m, nI, order="F"), settings.period, settings.duration
+    )
+    traj = ClosedChainTrajectory(model, chain, fi)
+    W = np.asarray(prob["W_fun"](x))
+    Wn, _ = normalised_columns(W)
+    sv = np.linalg.svd(Wn, compute_uv=False)
+    result = ExcitationResult(
+        traj,
+        kappa(W),
+        kappa(Wn),
+        float(2 * np.sum(np.log(sv))),
+        iterations,
+        time.perf_counter() - t0,
+        status,
+        prob["base"].symbols,
+        base=chain.base,
+        params=prob["params"],
+        stages=stages,
+    )
+    from trajectories.verify import check_trajectory
+
+    check = check_trajectory(
+        model, traj, chain.base, prob["params"], 0.002, settings.acceleration_default, settings.simplified,
+        zmp_margin=zmp_margin,
+    )  # fmt: skip
+    result.verification = check.to_dict()
+    return result
