@@ -179,7 +179,7 @@ def sample_placement(
     """Left-foot pose (x, y, psi) with disjoint feet: x ∈ [−0.75, 0.75], y ∈ [−0.1, 0.5] m, psi ∈ ±90°."""
     rb, ro = foot_rects(model, base)
     right = Polygon(rb)
-    while True:
+    for _ in range(20_000):  # bounded: an unreachable gap must fail, not hang
         pose = np.array(
             [rng.uniform(-0.75, 0.75), rng.uniform(-0.1, 0.5), rng.uniform(-np.pi / 2, np.pi / 2)]
         )
@@ -188,6 +188,7 @@ def sample_placement(
         left = Polygon(placed_corners(ro, pose))
         if not right.intersects(left) and right.distance(left) >= feet_gap:
             return pose
+    raise PoiseError(f"no foot placement with the feet {feet_gap * 1000:.0f} mm apart (--feet-gap too large)")
 
 
 def sample_posture_set(

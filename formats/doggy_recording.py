@@ -15,9 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from formats.atomic import write_text_atomic
 from formats.errors import DataError
 
 COLUMNS = ["t", "u1", "u2", "u3", "theta1", "theta2", "theta3", "w1x", "w1y", "w1z", "w2x", "w2y", "w2z"]
+# Doggy samples encoders and gyros at 1 kHz; a median step outside this band means the time column is not in
+# seconds (ms or µs stamps, or a sample counter).
+PLAUSIBLE_STEP_S = (1e-5, 0.05)
 UNITS = ["s", "1", "1", "1", "rad", "rad", "rad", "rad/s", "rad/s", "rad/s", "rad/s", "rad/s", "rad/s"]
 
 
@@ -83,6 +87,13 @@ def validate(rec: DoggyRecording, source: str = "recording") -> DoggyRecording:
             f"(t={rec.t[k]:.6f} s then {rec.t[k + 1]:.6f} s)"
         )
     med = float(np.median(dt))
+    lo, hi = PLAUSIBLE_STEP_S
+    if not lo <= med <= hi:
+        guess = "ms" if 0.1 <= med <= 100 else "another unit"
+        raise DataError(
+            f"{source}: median time step {med:.6g} s ({1 / med:.4g} Hz) is implausible for 1 kHz encoders and "
+            f"gyros; are the time stamps in {guess}? column t must be in seconds"
+        )
     if np.any(dt > 20 * med):
         k = int(np.flatnonzero(dt > 20 * med)[0])
         raise DataError(
@@ -102,13 +113,16 @@ def write_csv(rec: DoggyRecording, path: str | pathlib.Path) -> None:
     buf.write("# theta0: " + " ".join(f"{v:.9g}" for v in rec.theta0) + "\n")
     buf.write(",".join(COLUMNS) + "\n")
     np.savetxt(buf, data, delimiter=",", fmt="%.9g")
-    pathlib.Path(path).write_text(buf.getvalue())
+    write_text_atomic(path, buf.getvalue(), "recording")
 
 
 def read_csv(path: str | pathlib.Path) -> DoggyRecording:
     """Read and validate a recording; missing columns, bad numbers or bad time stamps raise DataError."""
     path = pathlib.Path(path)
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file (expected a Doggy recording CSV)") from None
     lines = text.splitlines()
     meta: dict[str, str] = {}
     i = 0

@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from formats.atomic import write_text_atomic
 from formats.errors import DataError
+from formats.units import ANGLE_UNITS, check_angle_unit
 
 MAGIC = "poise dynamic recording"
 VERSION = 1
 WRENCH = ["fx_n", "fy_n", "fz_n", "mx_nm", "my_nm", "mz_nm"]
-ANGLE_UNITS = {"rad": 1.0, "deg": math.pi / 180.0}
 
 
 @dataclass
@@ -83,21 +83,14 @@ def write_dynamic_recording(rec: DynamicRecording, path: str | Path) -> None:
             buf.write(f"# {k}: {v}\n")
     buf.write(",".join(cols) + "\n")
     np.savetxt(buf, np.hstack(blocks), delimiter=",", fmt="%.10g")
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(buf.getvalue())
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise DataError(f"{path}: cannot write the recording ({exc.strerror})") from None
+    write_text_atomic(path, buf.getvalue(), "recording")
 
 
 def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     """Read and validate a dynamic recording."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a text file") from None
     except OSError as exc:
@@ -143,7 +136,9 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     if data.ndim != 2 or data.shape[1] != len(header):
         raise DataError(f"{path}: rows must have {len(header)} values")
     col = {c: k for k, c in enumerate(header)}
-    q = data[:, [col[f"q:{j}"] for j in joints]] * ANGLE_UNITS[unit]
+    raw = data[:, [col[f"q:{j}"] for j in joints]]
+    check_angle_unit(raw, unit, str(path), rad_limit=False)  # continuous joints may wind past 2π
+    q = raw * ANGLE_UNITS[unit]
     tau = data[:, [col[f"tau:{j}"] for j in joints]] if tau_cols else None
     wrench = data[:, [col[w] for w in WRENCH]] if has_wrench else None
     return DynamicRecording(meta["robot"], meta["base"], joints, data[:, 0], q, tau, wrench, meta)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from formats.atomic import write_text_atomic
 from formats.errors import DataError
 
 FORMAT = "poise parameter set"
@@ -60,7 +61,7 @@ def parameter_set_to_json(ps: ParameterSet) -> dict:
 
 
 def save_parameter_set(ps: ParameterSet, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(parameter_set_to_json(ps), indent=2))
+    write_text_atomic(path, json.dumps(parameter_set_to_json(ps), indent=2) + "\n", "parameter set")
 
 
 def _finite(values) -> bool:

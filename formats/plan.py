@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from formats.atomic import write_text_atomic
 from formats.errors import DataError
 
 FORMAT = "poise.posture-plan"
@@ -165,11 +166,7 @@ def plan_to_dict(plan: Plan) -> dict:
 
 def save_plan(plan: Plan, path: str | pathlib.Path) -> None:
     """Validate and write a plan as JSON (atomically: temp file, then rename)."""
-    text = json.dumps(plan_to_dict(plan), indent=1)
-    path = pathlib.Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(plan_to_dict(plan), indent=1) + "\n", "plan")
 
 
 # ---------------------------------------------------------------- reading and validation
@@ -321,9 +318,9 @@ def load_plan(path: str | pathlib.Path, model=None) -> Plan:
     """Read and validate a plan file; with `model`, also check it was made for that robot's joints."""
     path = pathlib.Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file") from None
+        raise DataError(f"{path}: not a text file (expected a posture plan in JSON)") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -19,18 +19,22 @@ import csv
 import io
 import math
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from formats.atomic import write_text_atomic
 from formats.errors import DataError
+from formats.units import ANGLE_UNITS, LENGTH_UNITS, check_angle_unit, check_length_unit
 
 MAGIC = "poise static recording"
 VERSION = 1
 OPTIONAL_COLUMNS = ["cop_sd_x", "cop_sd_y", "force_n", "samples"]
-ANGLE_UNITS = {"rad": 1.0, "deg": math.pi / 180.0}
-LENGTH_UNITS = {"m": 1.0, "mm": 1e-3}
+# Header keys the writer owns: a recording's `meta` never overrides them (it may hold values read from a file
+# in other units, which the written numbers — always rad and m — no longer have).
+RESERVED_META = ("robot", "base", "angle_unit", "length_unit")
 
 
 @dataclass
@@ -64,7 +68,8 @@ def _header(
         "# length_unit: m",
     ]
     for k, v in (extra_meta or {}).items():
-        lines.append(f"# {k}: {v}")
+        if k.lower() not in RESERVED_META:
+            lines.append(f"# {k}: {v}")
     cols = ["posture", "placement", *joint_names, "cop_x", "cop_y", *optional]
     return "\n".join(lines) + "\n" + ",".join(cols) + "\n"
 
@@ -97,10 +102,7 @@ def write_recording(path: str | Path, rec: StaticRecording) -> None:
         if rec.samples is not None:
             extra["samples"] = rec.samples[i]
         buf.write(_row(rec.posture[i], rec.placement[i], rec.q[i], rec.cop[i], extra, optional))
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(buf.getvalue())
-    os.replace(tmp, path)
+    write_text_atomic(path, buf.getvalue(), "recording")
 
 
 class RecordingWriter:
@@ -172,14 +174,20 @@ def _truncate_partial_line(path: Path) -> None:
 
 
 def read_recording(
-    path: str | Path, joint_names: list[str] | None = None, allow_partial_last_line: bool = False
+    path: str | Path,
+    joint_names: list[str] | None = None,
+    allow_partial_last_line: bool = False,
+    bases: Collection[str] | None = None,
 ) -> StaticRecording:
-    """Read and validate a recording; every problem is a `DataError` naming the file, line and column."""
+    """Read and validate a recording; every problem is a `DataError` naming the file, line and column.
+
+    With `joint_names` / `bases` (from the robot model) the joint columns and the base are checked too.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file") from None
+        raise DataError(f"{path}: not a text file (expected a poise static recording)") from None
     if allow_partial_last_line and text and not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
     lines = text.splitlines()
@@ -189,8 +197,11 @@ def read_recording(
         if line.startswith("#"):
             content = line[1:].strip()
             if ":" in content:
-                k, v = content.split(":", 1)
-                meta[k.strip().lower()] = v.strip()
+                k, v = (s.strip() for s in content.split(":", 1))
+                k = k.lower()
+                if k in RESERVED_META and k in meta and meta[k] != v:
+                    raise DataError(f"{path}: conflicting '# {k}:' lines ({meta[k]!r} and {v!r})")
+                meta[k] = v
             elif content.lower().startswith(MAGIC):
                 meta["_magic"] = content
         elif line.strip():
@@ -204,6 +215,10 @@ def read_recording(
     for key in ("robot", "base"):
         if key not in meta:
             raise DataError(f"{path}: missing metadata line '# {key}: …'")
+    if bases is not None and meta["base"] not in bases:
+        raise DataError(
+            f"{path}: base {meta['base']!r} is not a base of the robot (allowed: {', '.join(sorted(bases))})"
+        )
     aunit = meta.get("angle_unit", "rad")
     lunit = meta.get("length_unit", "m")
     if aunit not in ANGLE_UNITS:
@@ -248,16 +263,12 @@ def read_recording(
     if not rows:
         raise DataError(f"{path}: no postures recorded")
     col = lambda c: np.array([r[c] for r in rows])  # noqa: E731
-    q = np.stack([col(j) for j in jnames], axis=1) * ANGLE_UNITS[aunit]
-    if aunit == "rad" and np.abs(q).max() > 2 * math.pi:
-        raise DataError(
-            f"{path}: joint angles up to {np.abs(q).max():.1f} — these look like degrees; set '# angle_unit: deg'"
-        )
-    cop = np.stack([col("cop_x"), col("cop_y")], axis=1) * LENGTH_UNITS[lunit]
-    if lunit == "m" and np.abs(cop).max() > 5.0:
-        raise DataError(
-            f"{path}: CoP values up to {np.abs(cop).max():.0f} — these look like mm; set '# length_unit: mm'"
-        )
+    q = np.stack([col(j) for j in jnames], axis=1)
+    check_angle_unit(q, aunit, str(path))
+    q = q * ANGLE_UNITS[aunit]
+    cop = np.stack([col("cop_x"), col("cop_y")], axis=1)
+    check_length_unit(cop, lunit, str(path))
+    cop = cop * LENGTH_UNITS[lunit]
     posture = col("posture").astype(int)
     if len(set(posture.tolist())) != len(posture):
         dup = sorted({p for p in posture.tolist() if (posture == p).sum() > 1})

@@ -24,6 +24,7 @@ import pathlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from formats.atomic import write_text_atomic
 from formats.errors import DataError
 from formats.plan import _clean, _need, _num
 
@@ -69,15 +70,7 @@ def plan_to_dict(plan: TrajectoryPlan) -> dict:
 
 def save_trajectory_plan(plan: TrajectoryPlan, path: str | pathlib.Path) -> None:
     """Write atomically (temp file, then rename)."""
-    text = json.dumps(plan_to_dict(plan), indent=1)
-    path = pathlib.Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text + "\n")
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise DataError(f"{path}: cannot write the plan ({exc.strerror})") from None
+    write_text_atomic(path, json.dumps(plan_to_dict(plan), indent=1) + "\n", "plan")
 
 
 def trajectory_plan_from_dict(doc: Any, source: str = "trajectory plan") -> TrajectoryPlan:
@@ -117,7 +110,7 @@ def load_trajectory_plan(path: str | pathlib.Path) -> TrajectoryPlan:
     """Read and structurally validate a trajectory plan file."""
     path = pathlib.Path(path)
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a text file") from None
     except json.JSONDecodeError as exc:

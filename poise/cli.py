@@ -12,6 +12,7 @@ import sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from formats.errors import PoiseError  # noqa: E402
+from poise.argtypes import OneLineParser, check_outputs  # noqa: E402
 
 # Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`.
 COMMAND_MODULES = [
@@ -27,7 +28,7 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="poise",
         description="Plan experiments, execute them on hardware, identify robot parameters.",
     )
@@ -40,8 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error, already reported in one line (2)
+        return int(exc.code or 0)
+    try:
+        check_outputs(args)
         return int(args.func(args) or 0)
     except PoiseError as exc:
         print(f"poise: error: {exc}", file=sys.stderr)
@@ -51,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         print(f"poise: error: {exc.strerror}: {exc.filename}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the environment, not a bug: a full disk, a vanished device, ...
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"poise: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
 
 

@@ -13,6 +13,7 @@ from drivers.emulators.world import SimWorld, WorldOptions
 from drivers.wbb.geometry import cell_positions
 from drivers.wbb.open import board_drivers, start_all
 from formats.plan import Placement
+from poise import argtypes as at
 from poise.output import console, err_console, print_json
 from robots.registry import get_model
 
@@ -22,9 +23,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = p.add_subparsers(dest="boards_cmd", metavar="SUBCOMMAND")
     s.required = True
     r = s.add_parser("read", help="live per-cell kg, total and CoP of each board")
-    r.add_argument("--boards", required=True, help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT")
-    r.add_argument("--seconds", type=float, default=5.0, help="how long to read (s)")
-    r.add_argument("--tare", type=float, default=0.0, help="tare over this many seconds first (boards empty)")
+    r.add_argument(
+        "--boards",
+        type=at.boards_endpoint,
+        required=True,
+        help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT",
+    )
+    r.add_argument("--seconds", type=at.positive, default=5.0, help="how long to read (s)")
+    r.add_argument(
+        "--tare", type=at.nonnegative, default=0.0, help="tare over this many seconds first (boards empty)"
+    )
     r.add_argument("--json", action="store_true", help="print mean values as JSON at the end")
     r.set_defaults(func=cmd_read)
 

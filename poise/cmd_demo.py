@@ -7,23 +7,30 @@ import sys
 
 from rich.table import Table
 
+from poise import argtypes as at
 from poise.output import console, err_console, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="design -> run on emulated robot and boards -> identify -> report")
-    p.add_argument("--out", default="out/demo", help="directory for the plan, the run and the figure")
-    p.add_argument("--postures", type=int, default=30, help="number of postures (default 30)")
     p.add_argument(
-        "--placements", type=int, default=6, help="foot placements (default 6: five postures each)"
+        "--out", type=at.out_dir, default="out/demo", help="directory for the plan, the run and the figure"
     )
-    p.add_argument("--move-s", type=float, default=4.0, help="move duration per posture (robot time, s)")
-    p.add_argument("--hold-s", type=float, default=8.0, help="hold duration per posture (robot time, s)")
-    p.add_argument("--time-scale", type=float, default=6.0, help="time compression K")
+    p.add_argument("--postures", type=at.integer(13), default=30, help="number of postures (default 30)")
+    p.add_argument(
+        "--placements", type=at.count, default=6, help="foot placements (default 6: five postures each)"
+    )
+    p.add_argument(
+        "--move-s", type=at.nonnegative, default=4.0, help="move duration per posture (robot time, s)"
+    )
+    p.add_argument(
+        "--hold-s", type=at.positive, default=8.0, help="hold duration per posture (robot time, s)"
+    )
+    p.add_argument("--time-scale", type=at.positive, default=6.0, help="time compression K")
     p.add_argument(
         "--no-recalibrate", action="store_true", help="skip the per-cell recalibration of the boards"
     )
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=at.seed, default=1)
     p.add_argument("--no-noise", action="store_true", help="ideal boards and encoders")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_demo)
@@ -33,8 +40,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from formats.errors import DataError
     from poise.workflows.demo import run_demo
 
-    if args.postures < 13 or args.placements < 1 or args.postures % args.placements:
-        raise DataError("--postures must be ≥ 13 and a multiple of --placements")
+    if args.postures % args.placements:
+        raise DataError("--postures must be a multiple of --placements")
 
     log = (lambda *a: None) if args.json else (lambda msg: err_console.print(msg))
     res = run_demo(args, log=log)

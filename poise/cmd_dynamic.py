@@ -9,6 +9,7 @@ import numpy as np
 from rich.table import Table
 
 from formats.errors import DataError
+from poise import argtypes as at
 from poise.output import console, print_json
 
 
@@ -25,19 +26,26 @@ def register_simulate(s: argparse._SubParsersAction) -> None:
         "trajectory", help="execute a trajectory plan on the MuJoCo twin: encoders + joint efforts"
     )
     t.add_argument("plan", help="trajectory plan (JSON)")
-    t.add_argument("--out", required=True, help="dynamic recording to write (CSV)")
-    t.add_argument("--rate-hz", type=float, default=500.0, help="sample rate (default 500 Hz)")
+    t.add_argument("--out", type=at.out_file, required=True, help="dynamic recording to write (CSV)")
+    at.add_force(t)
+    t.add_argument("--rate-hz", type=at.positive, default=500.0, help="sample rate (default 500 Hz)")
     t.add_argument(
         "--truth",
         default="perturbed",
         help="true parameters: a set name|FILE|perturbed (plan's set, masses ±10 %%, CoMs ±1 cm, inertias ±20 %%)",
     )
-    t.add_argument("--truth-out", help="write the true parameter set (JSON) here")
-    t.add_argument("--viscous", type=float, default=0.3, help="true viscous friction, N·m·s/rad (all joints)")
-    t.add_argument("--coulomb", type=float, default=0.8, help="true Coulomb friction, N·m (all joints)")
-    t.add_argument("--effort-noise", type=float, default=0.2, help="effort noise σ in N·m")
-    t.add_argument("--encoder-ticks", type=int, default=16384, help="encoder ticks per revolution (0: exact)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--truth-out", type=at.out_file, help="write the true parameter set (JSON) here")
+    t.add_argument(
+        "--viscous", type=at.nonnegative, default=0.3, help="true viscous friction, N·m·s/rad (all joints)"
+    )
+    t.add_argument(
+        "--coulomb", type=at.nonnegative, default=0.8, help="true Coulomb friction, N·m (all joints)"
+    )
+    t.add_argument("--effort-noise", type=at.nonnegative, default=0.2, help="effort noise σ in N·m")
+    t.add_argument(
+        "--encoder-ticks", type=at.integer(0), default=16384, help="encoder ticks per revolution (0: exact)"
+    )
+    t.add_argument("--seed", type=at.seed, default=0)
     t.set_defaults(func=cmd_simulate_trajectory)
 
 
@@ -46,7 +54,7 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     d.add_argument("recording", help="dynamic recording (CSV, see README)")
     d.add_argument("--validate", help="a second recording: predict its efforts (RMS error)")
     d.add_argument(
-        "--cutoff-hz", type=float, default=5.0, help="zero-phase Butterworth cut-off (default 5 Hz)"
+        "--cutoff-hz", type=at.positive, default=5.0, help="zero-phase Butterworth cut-off (default 5 Hz)"
     )
     d.add_argument("--no-friction", action="store_true", help="rigid-body parameters only")
     d.add_argument("--ols", action="store_true", help="ordinary LS (default: per-joint weighted LS)")
@@ -54,8 +62,11 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     d.add_argument("--reference", help="compare with a parameter set: name|FILE")
     d.add_argument("--json", action="store_true", help="print the result as JSON")
     d.add_argument(
-        "--plot", help="predicted vs measured efforts figure (PNG) of the validation (or fit) data"
+        "--plot",
+        type=at.image_file,
+        help="predicted vs measured efforts figure (PNG) of the validation (or fit) data",
     )
+    at.add_force(d)
     d.set_defaults(func=cmd_identify_dynamic)
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 from rich.table import Table
 
+from formats.atomic import write_text_atomic
 from formats.static_recording import read_recording
 from identify.static import StaticCoMEstimator, fit_to_json
+from poise import argtypes as at
 from poise.output import console, dumps, mm, print_json
 from robots.params_io import resolve_params
 from robots.registry import get_model
@@ -30,8 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--weighted", action="store_true", help="weighted LS with the recording's CoP standard deviations"
     )
     st.add_argument("--json", action="store_true", help="print the result as JSON (metres)")
-    st.add_argument("--out", help="write the result file (JSON) here")
-    st.add_argument("--plot", help="write a CoP residual figure (PNG) here")
+    st.add_argument("--out", type=at.out_file, help="write the result file (JSON) here")
+    st.add_argument("--plot", type=at.image_file, help="write a CoP residual figure (PNG) here")
+    at.add_force(st)
     st.set_defaults(func=cmd_static)
 
     from poise import cmd_dynamic
@@ -42,8 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_static(args: argparse.Namespace):
     rec = read_recording(args.recording)
     model = get_model(rec.robot)
-    if rec.joint_names != model.joint_names:
-        read_recording(args.recording, joint_names=model.joint_names)  # raises the precise message
+    if rec.joint_names != model.joint_names or rec.base not in model.bases:
+        read_recording(args.recording, model.joint_names, bases=model.bases)  # raises the precise message
     guess = resolve_params(args.guess, model)
     ref = resolve_params(args.reference, model) if args.reference else None
     est = StaticCoMEstimator(model, rec.base, args.model, guess=guess, reference=ref, weighted=args.weighted)
@@ -56,7 +58,7 @@ def cmd_static(args: argparse.Namespace) -> int:
     fit, bm = est.result_, est.base_model_
     result = fit_to_json(fit, bm, recording=str(args.recording))
     if args.out:
-        Path(args.out).write_text(dumps(result) + "\n")
+        write_text_atomic(args.out, dumps(result) + "\n", "result")
     if args.plot:
         from identify.plots import plot_cop_fit
 

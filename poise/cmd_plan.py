@@ -9,6 +9,7 @@ import time
 from rich.table import Table
 
 from formats.errors import DataError
+from poise import argtypes as at
 from poise.output import console, err_console, mm, print_json
 from robots.registry import get_model
 
@@ -23,13 +24,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     d.add_argument("robot", help="robot model name, e.g. tulip")
     d.add_argument("--problem", choices=["free-com", "centred-com"], default="free-com")
-    d.add_argument("--postures", type=int, default=50, help="number of postures (default 50)")
-    d.add_argument("--placements", type=int, default=10, help="number of foot placements (default 10)")
+    d.add_argument("--postures", type=at.count, default=50, help="number of postures (default 50)")
+    d.add_argument("--placements", type=at.count, default=10, help="number of foot placements (default 10)")
     d.add_argument(
-        "--margin", type=float, default=0.08, help="CoP stability margin d_s in m (free-com; default 0.08)"
+        "--margin",
+        type=at.nonnegative,
+        default=0.08,
+        help="CoP stability margin d_s in m (free-com; default 0.08)",
     )
-    d.add_argument("--feet-gap", type=float, default=0.002, help="minimum distance between the feet in m")
-    d.add_argument("--starts", type=int, default=1, help="random initial sets, optimised in parallel")
+    d.add_argument(
+        "--feet-gap", type=at.nonnegative, default=0.002, help="minimum distance between the feet in m"
+    )
+    d.add_argument("--starts", type=at.count, default=1, help="random initial sets, optimised in parallel")
     d.add_argument(
         "--sharpness",
         default=None,
@@ -37,10 +43,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="continuation of the κ surrogate’s sharpness p, increasing (default: 8,64 for free-com, 4,16,64 "
         "for centred-com)",
     )
-    d.add_argument("--workers", type=int, default=None, help="worker processes (default: min(starts, CPUs))")
-    d.add_argument("--seed", type=int, default=1)
+    d.add_argument(
+        "--workers", type=at.count, default=None, help="worker processes (default: min(starts, CPUs))"
+    )
+    d.add_argument("--seed", type=at.seed, default=1)
     d.add_argument("--backend", choices=["casadi", "pyomo"], default="casadi")
-    d.add_argument("--scheduler", default=None, help="Dask scheduler address: run the starts on that cluster")
+    d.add_argument(
+        "--scheduler",
+        type=at.scheduler_address,
+        default=None,
+        help="Dask scheduler address: run the starts on that cluster",
+    )
     d.add_argument(
         "--uncertainty",
         default="0",
@@ -50,32 +63,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     d.add_argument(
         "--uncertainty-sigma",
-        type=float,
+        type=at.positive,
         default=3.0,
         metavar="K",
         help="ellipsoid size in standard deviations for --uncertainty RESULT.json (default 3)",
     )
-    d.add_argument("--move-s", type=float, default=30.0, help="move duration per posture (s)")
-    d.add_argument("--hold-s", type=float, default=60.0, help="hold duration per posture (s)")
+    d.add_argument("--move-s", type=at.nonnegative, default=30.0, help="move duration per posture (s)")
+    d.add_argument("--hold-s", type=at.positive, default=60.0, help="hold duration per posture (s, > 0)")
     d.add_argument("--no-transitions", action="store_true", help="omit closed-chain transitions")
     d.add_argument("--json", action="store_true", help="print a machine-readable summary")
-    d.add_argument("--out", required=True, help="plan file to write (JSON)")
+    d.add_argument("--out", type=at.out_file, required=True, help="plan file to write (JSON)")
+    at.add_force(d)
     d.set_defaults(func=cmd_postures)
 
     a = s.add_parser(
         "augment", help="add the feasible postures that lower κ most (greedy), each on its own placement"
     )
     a.add_argument("plan", help="plan file (JSON)")
-    a.add_argument("--add", type=int, required=True, help="number of postures to add")
+    a.add_argument("--add", type=at.count, required=True, help="number of postures to add")
     a.add_argument(
         "--pool",
-        type=int,
+        type=at.count,
         default=60,
         help="random candidate postures that pass the plan's check, robust margin included (default 60)",
     )
-    a.add_argument("--seed", type=int, default=1)
+    a.add_argument("--seed", type=at.seed, default=1)
     a.add_argument("--json", action="store_true", help="print a machine-readable summary")
-    a.add_argument("--out", required=True, help="plan file to write (JSON)")
+    a.add_argument("--out", type=at.out_file, required=True, help="plan file to write (JSON)")
+    at.add_force(a)
     a.set_defaults(func=cmd_augment)
 
     from poise import cmd_plan_trajectory
@@ -90,7 +105,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     v = s.add_parser("show", help="draw a plan: feet, support polygons, margins, CoPs, stick figures")
     v.add_argument("plan", help="plan file (JSON)")
-    v.add_argument("--out", required=True, help="figure file (PNG/PDF/SVG)")
+    v.add_argument("--out", type=at.image_file, required=True, help="figure file (PNG/PDF/SVG)")
+    at.add_force(v)
     v.set_defaults(func=cmd_show)
 
 
@@ -114,10 +130,6 @@ def _settings(args, model):
         raise DataError(
             "--postures must be at least 13 (25 identifiable parameters, 2 equations per posture)"
         )
-    if args.starts < 1:
-        raise DataError("--starts must be at least 1")
-    if args.margin < 0 or args.feet_gap < 0:
-        raise DataError("--margin and --feet-gap must be ≥ 0 (m)")
     radius, ellipsoid = _uncertainty(args.uncertainty, model, args.uncertainty_sigma)
     extra = {} if args.sharpness is None else {"sharpness": _sharpness(args.sharpness)}
     return Settings(

@@ -8,6 +8,7 @@ import time
 from rich.table import Table
 
 from formats.errors import DataError
+from poise import argtypes as at
 from poise.output import console, err_console, print_json
 
 
@@ -17,11 +18,14 @@ def register(s: argparse._SubParsersAction) -> None:
         help="design an excitation trajectory (Fourier series) minimising κ of the base torque regressor",
     )
     t.add_argument("robot", help="robot model name or URDF / .poise.toml file")
-    t.add_argument("--out", required=True, help="trajectory plan file to write (JSON)")
-    t.add_argument("--duration", type=float, default=60.0, help="total duration in s (whole periods)")
-    t.add_argument("--period", type=float, default=10.0, help="period of the Fourier series in s")
-    t.add_argument("--harmonics", type=int, default=5, help="harmonics per joint")
-    t.add_argument("--samples", type=int, default=100, help="grid points per period for κ and torque limits")
+    t.add_argument("--out", type=at.out_file, required=True, help="trajectory plan file to write (JSON)")
+    at.add_force(t)
+    t.add_argument("--duration", type=at.positive, default=60.0, help="total duration in s (whole periods)")
+    t.add_argument("--period", type=at.positive, default=10.0, help="period of the Fourier series in s")
+    t.add_argument("--harmonics", type=at.count, default=5, help="harmonics per joint")
+    t.add_argument(
+        "--samples", type=at.count, default=100, help="grid points per period for κ and torque limits"
+    )
     t.add_argument("--criterion", choices=["kappa", "logdet"], default="kappa")
     t.add_argument(
         "--scaling",
@@ -33,12 +37,16 @@ def register(s: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--params", default=None, help="guessed parameters for torque limits (default: the model's)"
     )
-    t.add_argument("--position-margin", type=float, default=0.05, help="rad kept from each position limit")
-    t.add_argument("--max-iter", type=int, default=400, help="IPOPT iterations per continuation stage")
-    t.add_argument("--starts", type=int, default=1, help="random starts")
-    t.add_argument("--workers", type=int, default=None, help="worker processes (default: min(starts, CPUs))")
-    t.add_argument("--seed", type=int, default=1)
-    t.add_argument("--rate-hz", type=float, default=100.0, help="streaming rate for the executor")
+    t.add_argument(
+        "--position-margin", type=at.nonnegative, default=0.05, help="rad kept from each position limit"
+    )
+    t.add_argument("--max-iter", type=at.count, default=400, help="IPOPT iterations per continuation stage")
+    t.add_argument("--starts", type=at.count, default=1, help="random starts")
+    t.add_argument(
+        "--workers", type=at.count, default=None, help="worker processes (default: min(starts, CPUs))"
+    )
+    t.add_argument("--seed", type=at.seed, default=1)
+    t.add_argument("--rate-hz", type=at.positive, default=100.0, help="streaming rate for the executor")
     t.add_argument("--json", action="store_true", help="print a machine-readable summary")
     t.set_defaults(func=cmd_trajectory)
 
@@ -81,6 +89,8 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
 
     model = get_model(args.robot)
     settings = _settings(args)
+    if args.params:
+        model.parameter_set(args.params)  # before the progress bar starts: a bad name stays one line
     if args.base and not model.has_link(args.base):
         raise DataError(f"{model.name!r} has no link {args.base!r}")
     t0 = time.perf_counter()

@@ -15,6 +15,7 @@ from drivers.recorder import RunRecorder
 from drivers.session import Session
 from formats.errors import DataError
 from formats.plan import load_plan
+from poise import argtypes as at
 from poise.output import console, err_console, print_json
 from robots.registry import get_model
 
@@ -23,16 +24,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="execute a posture plan on a robot and record the balance boards")
     p.add_argument("plan", help="posture plan (JSON)")
     p.add_argument(
-        "--robot", required=True, help="sim | sim:framed | dxl:PORT[?baud=N] | serial:PORT[?baud=N]"
+        "--robot",
+        type=at.robot_endpoint,
+        required=True,
+        help="sim | sim:framed | dxl:PORT[?baud=N] | serial:PORT[?baud=N]",
     )
-    p.add_argument("--boards", required=True, help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT")
+    p.add_argument(
+        "--boards",
+        type=at.boards_endpoint,
+        required=True,
+        help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT",
+    )
     p.add_argument(
         "--config", help="robot TOML (joint<->servo map, limits, board offsets); default: bundled TUlip"
     )
-    p.add_argument("--out", required=True, help="run directory (recording.csv, raw samples, run.json)")
+    p.add_argument(
+        "--out", type=at.out_dir, required=True, help="run directory (recording.csv, raw samples, run.json)"
+    )
     p.add_argument("--resume", action="store_true", help="continue after the last completed posture in --out")
     p.add_argument(
-        "--time-scale", type=float, default=1.0, help="compress move/hold durations by K (simulation)"
+        "--time-scale", type=at.positive, default=1.0, help="compress move/hold durations by K (simulation)"
     )
     p.add_argument("--yes", action="store_true", help="no operator prompts between placements")
     p.add_argument("--no-noise", action="store_true", help="sim: ideal boards and encoders")

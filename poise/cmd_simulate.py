@@ -8,6 +8,7 @@ import numpy as np
 
 from formats.static_recording import write_recording
 from identify.synthetic import simulate_static
+from poise import argtypes as at
 from poise.output import console
 from robots.params_io import perturbed, resolve_params, save_parameter_set
 from robots.registry import get_model
@@ -19,19 +20,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.required = True
     st = s.add_parser("static", help="random balanced double-support postures + noisy CoPs")
     st.add_argument("robot", help="robot model name, e.g. tulip")
-    st.add_argument("--postures", type=int, default=40, help="number of postures (default 40)")
+    st.add_argument("--postures", type=at.count, default=40, help="number of postures (default 40)")
     st.add_argument(
         "--truth",
         default="perturbed",
         help="true parameters: sim|mc|FILE|perturbed (sim with ±10 %% masses, ±1 cm CoMs; default)",
     )
     st.add_argument(
-        "--noise-mm", type=float, default=4.0, help="CoP noise standard deviation in mm (default 4)"
+        "--noise-mm", type=at.nonnegative, default=4.0, help="CoP noise standard deviation in mm (default 4)"
     )
     st.add_argument("--base", default="right", help="base foot: right|left")
-    st.add_argument("--seed", type=int, default=0)
-    st.add_argument("--truth-out", help="write the true parameter set (JSON) here")
-    st.add_argument("--out", required=True, help="recording file to write (CSV)")
+    st.add_argument("--seed", type=at.seed, default=0)
+    st.add_argument("--truth-out", type=at.out_file, help="write the true parameter set (JSON) here")
+    st.add_argument("--out", type=at.out_file, required=True, help="recording file to write (CSV)")
+    at.add_force(st)
     st.set_defaults(func=cmd_static)
 
     from poise import cmd_dynamic
@@ -40,12 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_static(args: argparse.Namespace) -> int:
-    from formats.errors import DataError
-
-    if args.postures < 1:
-        raise DataError("--postures must be at least 1")
-    if args.noise_mm < 0:
-        raise DataError("--noise-mm must not be negative")
     model = get_model(args.robot)
     model.base_site(args.base)
     if args.truth == "perturbed":

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import argparse
 import math
-import pathlib
 import time
 
 from rich.table import Table
 
+from formats.atomic import write_text_atomic
 from formats.doggy_recording import read_csv, write_csv
-from formats.errors import PoiseError
 from identify import doggy as dg
 from identify import slom
 from identify.doggy_sim import SimConfig, simulate
 from identify.doggy_verify import plot, verify
+from poise import argtypes as at
 from poise.output import console, dumps, err_console, print_json
 
 
@@ -25,14 +25,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = s.add_parser("doggy", help="calibrate the Doggy flexible-joint model from encoders and gyros")
     src = d.add_mutually_exclusive_group(required=True)
     src.add_argument("--data", metavar="REC", help="recording CSV (see docs/doggy.md)")
-    src.add_argument("--simulate", metavar="SECONDS", type=float, help="simulate the experiment from Table 1")
-    d.add_argument("--seed", type=int, default=0, help="simulation seed")
-    d.add_argument("--out", required=True, help="result JSON path")
-    d.add_argument("--plot", metavar="DIR", help="write verification figures (PNG) here")
-    d.add_argument(
-        "--save-recording", metavar="CSV", help="with --simulate: also write the simulated recording"
+    src.add_argument(
+        "--simulate",
+        metavar="SECONDS",
+        type=at.number(1.0, 3600.0, lo_open=True),
+        help="simulate the experiment from Table 1",
     )
-    d.add_argument("--max-iter", type=int, default=60, help="Levenberg–Marquardt iteration limit")
+    d.add_argument("--seed", type=at.seed, default=0, help="simulation seed")
+    d.add_argument("--out", type=at.out_file, required=True, help="result JSON path")
+    at.add_force(d)
+    d.add_argument("--plot", metavar="DIR", type=at.out_dir, help="write verification figures (PNG) here")
+    d.add_argument(
+        "--save-recording",
+        metavar="CSV",
+        type=at.out_file,
+        help="with --simulate: also write the simulated recording",
+    )
+    d.add_argument("--max-iter", type=at.count, default=60, help="Levenberg–Marquardt iteration limit")
     d.add_argument(
         "--method", choices=["lm", "gn"], default="lm", help="lm (default) or undamped Gauss–Newton"
     )
@@ -72,8 +81,6 @@ def cmd_doggy(args: argparse.Namespace) -> int:
         rec = read_csv(args.data)
         source = str(args.data)
     else:
-        if args.simulate <= 1.0:
-            raise PoiseError("--simulate needs more than 1 s (the first second is the bias window)")
         sim = simulate(SimConfig(duration=args.simulate, seed=args.seed))
         rec, truth = sim.recording, sim.params
         source = f"simulated {args.simulate:g} s, seed {args.seed}"
@@ -133,7 +140,7 @@ def cmd_doggy(args: argparse.Namespace) -> int:
             str(p) for p in plot(ver, args.plot, windows=max(1, min(5, int(rec.t[-1] // 10))))
         ]
     report = _clean(report)
-    pathlib.Path(args.out).write_text(dumps(report))
+    write_text_atomic(args.out, dumps(report) + "\n", "result")
     if args.json:
         print_json(report)
         return 0

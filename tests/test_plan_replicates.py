@@ -97,5 +97,5 @@ def test_postures_summary_reports_replicates(model, replicate_plan, tmp_path, mo
         (14, 0),
         (15, 1),
     ]
-    assert main([*argv, "--out", str(tmp_path / "p.json")]) == 0
+    assert main([*argv, "--out", str(tmp_path / "p.json"), "--force"]) == 0
     assert "distinct postures: 15 of 17" in capsys.readouterr().out

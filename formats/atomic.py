@@ -1,0 +1,34 @@
+"""Writing a file so that it is either complete or absent: temp file in the same folder, fsync, rename.
+
+A full disk (ENOSPC) or any other write error removes the temp file, leaves an existing file untouched and
+raises one `DataError` line; a half-written file is never left looking complete.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from formats.errors import DataError
+
+
+def write_text_atomic(path: str | Path, text: str, what: str = "file") -> None:
+    """Write UTF-8 `text` to `path` atomically; DataError naming `what` and the reason if it cannot."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    data = memoryview(text.encode("utf-8"))
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise DataError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None

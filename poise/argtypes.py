@@ -1,0 +1,233 @@
+"""Argument types for the command line: every number, path and endpoint is validated where it is parsed.
+
+argparse calls these on the option's text; an `ArgumentTypeError` becomes one `poise: error:` line and exit 2
+before any work starts. Numbers are always finite (NaN/inf would hang loops or write NaN files); output files
+are checked after parsing by `check_outputs` (an existing file needs --force; its folder must exist).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from formats.errors import DataError
+
+__all__ = [
+    "OneLineParser",
+    "OutputFile",
+    "add_force",
+    "boards_endpoint",
+    "check_outputs",
+    "count",
+    "image_file",
+    "integer",
+    "nonnegative",
+    "number",
+    "out_dir",
+    "out_file",
+    "positive",
+    "robot_endpoint",
+    "scheduler_address",
+    "seed",
+]
+
+
+def _bound_text(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:
+    def show(v: float) -> str:
+        return str(v) if isinstance(v, int) else f"{v:g}"
+
+    parts = []
+    if lo is not None:
+        parts.append(f"{'>' if lo_open else '≥'} {show(lo)}")
+    if hi is not None:
+        parts.append(f"{'<' if hi_open else '≤'} {show(hi)}")
+    return " and ".join(parts)
+
+
+def integer(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    """An integer in [lo, hi] (either bound optional)."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(
+                f"must be an integer {_bound_text(lo, hi, False, False)}, got {text!r}"
+            )
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def number(
+    lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, hi_open: bool = False
+) -> Callable[[str], float]:
+    """A finite float in the interval given by lo/hi (closed unless *_open)."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        bounds = _bound_text(lo, hi, lo_open, hi_open)
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number{' ' + bounds if bounds else ''}, got {text!r}"
+            )
+        below = lo is not None and (v <= lo if lo_open else v < lo)
+        above = hi is not None and (v >= hi if hi_open else v > hi)
+        if below or above:
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text!r}")
+        return v
+
+    parse.__name__ = "number"
+    return parse
+
+
+seed = integer(0, 2**32 - 1)  # numpy's SeedSequence takes non-negative integers
+count = integer(1)
+positive = number(0.0, lo_open=True)
+nonnegative = number(0.0)
+
+
+class OutputFile(str):
+    """A path the command will write; `check_outputs` refuses existing files without --force."""
+
+
+def out_file(text: str) -> OutputFile:
+    """A file to write (JSON, CSV ...): not a directory, in an existing folder (checked by `check_outputs`)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty file name")
+    return OutputFile(text)
+
+
+def _image_suffixes() -> set[str]:
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return {f".{s}" for s in FigureCanvasBase.get_supported_filetypes()}
+
+
+def image_file(text: str) -> OutputFile:
+    """A figure file whose suffix matplotlib can write (png, pdf, svg, ...)."""
+    path = out_file(text)
+    suffixes = _image_suffixes()
+    if Path(path).suffix.lower() not in suffixes:
+        shown = ", ".join(s for s in (".png", ".pdf", ".svg") if s in suffixes)
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: unknown image type {Path(path).suffix or '(no suffix)'!r}; use {shown}"
+        )
+    return path
+
+
+def out_dir(text: str) -> str:
+    """A directory to write into: may exist (commands decide about reuse) but must not be a file."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty directory name")
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, expected a directory")
+    return text
+
+
+def add_force(parser: argparse.ArgumentParser) -> None:
+    """The --force flag every command that writes files carries."""
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """DataError for an output file that exists (without --force), is a directory or has no folder."""
+    for dest, value in vars(args).items():
+        if not isinstance(value, OutputFile):
+            continue
+        path, opt = Path(value), "--" + dest.replace("_", "-")
+        if path.is_dir():
+            raise DataError(f"{opt} {value}: is a directory, expected a file")
+        if not path.parent.is_dir():
+            raise DataError(f"{opt} {value}: folder {str(path.parent)!r} does not exist")
+        if path.exists() and not getattr(args, "force", False):
+            raise DataError(f"{opt} {value}: file exists (use --force to overwrite it)")
+
+
+def _baud(value: str, spec: str) -> None:
+    try:
+        ok = int(value) > 0
+    except ValueError:
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"{spec!r}: baud must be a positive integer, got {value!r}")
+
+
+def _endpoint(text: str, schemes: dict[str, set[str]], usage: str):
+    from drivers.transports import parse_endpoint
+    from formats.errors import DeviceError
+
+    try:
+        ep = parse_endpoint(text)
+    except DeviceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if ep.scheme not in schemes:
+        raise argparse.ArgumentTypeError(f"unknown endpoint {text!r} (use {usage})")
+    unknown = sorted(set(ep.options) - schemes[ep.scheme])
+    if unknown:
+        allowed = ", ".join(sorted(schemes[ep.scheme])) or "none"
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: unknown option(s) {', '.join(unknown)} (allowed: {allowed})"
+        )
+    if "baud" in ep.options:
+        _baud(ep.options["baud"], text)
+    return ep
+
+
+def robot_endpoint(text: str) -> str:
+    """--robot: sim | sim:framed | dxl:PORT[?baud=N] | serial:PORT[?baud=N]."""
+    usage = "sim, sim:framed, dxl:PORT[?baud=N] or serial:PORT[?baud=N]"
+    ep = _endpoint(text, {"sim": set(), "dxl": {"baud"}, "serial": {"baud"}}, usage)
+    if ep.scheme == "sim" and ep.target not in ("", "framed"):
+        raise argparse.ArgumentTypeError(f"unknown endpoint {text!r} (use {usage})")
+    if ep.scheme != "sim" and not ep.target:
+        raise argparse.ArgumentTypeError(f"{text!r}: no port given (use {usage})")
+    return text.strip()
+
+
+def boards_endpoint(text: str) -> str:
+    """--boards: sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT[?baud=N] (+ ?mode=32|34, ?fit=...)."""
+    usage = "sim, bt:ADDR,ADDR, evdev:PATH,PATH or serial:PORT,PORT[?baud=N]"
+    hid = {"mode", "fit"}
+    ep = _endpoint(text, {"sim": set(), "bt": hid, "evdev": set(), "serial": hid | {"baud"}}, usage)
+    if ep.scheme == "sim" and ep.target:
+        raise argparse.ArgumentTypeError(f"unknown endpoint {text!r} (use {usage})")
+    if ep.scheme != "sim" and not [t for t in ep.target.split(",") if t]:
+        raise argparse.ArgumentTypeError(f"{text!r}: no board addresses given")
+    if ep.options.get("mode", "32") not in ("32", "34"):
+        raise argparse.ArgumentTypeError(f"{text!r}: mode must be 32 or 34")
+    if ep.options.get("fit", "piecewise") not in ("piecewise", "linear"):
+        raise argparse.ArgumentTypeError(f"{text!r}: fit must be piecewise or linear")
+    return text.strip()
+
+
+def scheduler_address(text: str) -> str:
+    """--scheduler: a Dask scheduler address, tcp://HOST:PORT (or HOST:PORT); reachability is checked on use."""
+    url = urlsplit(text if "://" in text else f"tcp://{text}")
+    try:
+        port = url.port
+    except ValueError:
+        port = None
+    if url.scheme not in ("tcp", "tls", "ws", "wss", "inproc", "ucx") or not url.hostname or port is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a scheduler address like tcp://HOST:8786")
+    return text
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one `poise: error:` line (exit 2), like every other user error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        import sys
+
+        where = self.prog.removeprefix("poise").strip()
+        sys.stderr.write(f"poise: error: {where + ': ' if where else ''}{message} (see {self.prog} --help)\n")
+        raise SystemExit(2)
