@@ -17,11 +17,15 @@ from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError, IdentifiabilityError
 from identify.differentiation import derivatives, lowpass
 from robots import dynamics as dyn
+from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
 from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base
 from robots.conditioning import kappa
+from robots.motion_class import placement_base
 from robots.tree import RobotModel
 
 WELL_IDENTIFIED_PCT = 15.0
+QUANTITIES = ("torque", "wrench")
+WRENCH_ROWS = ("fz", "mx", "my")  # what two balance boards give in sum: the ZMP model
 
 
 @dataclass
@@ -76,24 +80,44 @@ class DynamicEstimator:
         weighted: bool = True,
         decimate: int | None = None,
         reversal_velocity: float = 0.05,
+        quantity: str = "torque",
     ):
+        if quantity not in QUANTITIES:
+            raise DataError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
         self.model, self.base, self.simplified = model, base or model.root, simplified
-        self.friction, self.cutoff_hz, self.weighted, self.decimate = friction, cutoff_hz, weighted, decimate
+        self.quantity = quantity
+        self.friction = friction and quantity == "torque"
+        self.cutoff_hz, self.weighted, self.decimate = cutoff_hz, weighted, decimate
         self.reversal_velocity = reversal_velocity  # rad/s
-        if not model.has_link(self.base):
+        if quantity == "torque" and not model.has_link(self.base):
             raise DataError(f"{model.name!r} has no link {self.base!r}")
+        if quantity == "wrench":
+            model.base_site(self.base)
+        self._db: DynamicBase | None = None
 
     @property
     def dynamic_base_(self) -> DynamicBase:
-        return cached_dynamic_base(self.model, RegressorSpec("torque", self.base), self.simplified)
+        """Joint torques: the robot's base parameters; board wrench: those motions at the recording's foot
+        placement can identify (one placement identifies fewer than double support in general)."""
+        if self.quantity == "torque":
+            return cached_dynamic_base(self.model, RegressorSpec("torque", self.base), self.simplified)
+        if self._db is None:
+            raise DataError("the wrench base parameters are derived when fitting: call fit() first")
+        return self._db
+
+    def _wrench_base(self, q_ref: np.ndarray) -> DynamicBase:
+        spec = RegressorSpec("base-wrench", self.base, None, WRENCH_ROWS)
+        return placement_base(self.model, spec, q_ref, self.simplified)
 
     def _check(self, rec: DynamicRecording) -> None:
         if list(rec.joint_names) != list(self.model.joint_names):
             raise DataError(
                 f"recording joints {rec.joint_names} do not match {self.model.name!r} ({self.model.joint_names})"
             )
-        if rec.tau is None:
+        if self.quantity == "torque" and rec.tau is None:
             raise DataError("recording has no joint efforts (tau:… columns)")
+        if self.quantity == "wrench" and rec.wrench is None:
+            raise DataError("recording has no board wrench (fx_n … mz_nm columns)")
 
     def _system(
         self, rec: DynamicRecording, drop_reversals: bool = True
@@ -101,8 +125,17 @@ class DynamicEstimator:
         """Regressor rows, efforts and each row's joint, filtered and decimated (rows by sample, then joint)."""
         self._check(rec)
         q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_hz)
+        if self.quantity == "wrench":
+            if self._db is None:
+                self._db = self._wrench_base(q[len(q) // 2])
+            rows = [WRENCH_ROWS_ALL.index(r) for r in WRENCH_ROWS]
+            Y = dyn.base_wrench_regressor(self.model, q, qd, qdd, self.base)[:, rows, :]
+            measured = rec.wrench[:, rows]
+        else:
+            Y = dyn.torque_regressor(self.model, q, qd, qdd, self.base)
+            measured = rec.tau
         db = self.dynamic_base_
-        blocks = [dyn.torque_regressor(self.model, q, qd, qdd, self.base)[..., db.independent]]
+        blocks = [Y[..., db.independent]]
         if self.friction:
             eye = np.eye(self.model.nq)[None, :, :]
             blocks += [qd[:, :, None] * eye, np.sign(qd)[:, :, None] * eye]
@@ -111,7 +144,7 @@ class DynamicEstimator:
         # parallel filtering: the regressor's columns pass through the same zero-phase filter as the efforts, so
         # that filt(τ) = filt(Y) ϑ holds exactly (a nonlinear Y of filtered states would not commute with it)
         A = lowpass(A.reshape(K, n * p), rec.rate_hz, self.cutoff_hz).reshape(K, n, p)
-        tau = lowpass(rec.tau, rec.rate_hz, self.cutoff_hz)
+        tau = lowpass(measured, rec.rate_hz, self.cutoff_hz)
         edge = max(
             1, int(np.ceil(5.0 / self.cutoff_hz * rec.rate_hz))
         )  # filter transients at both ends (5/fc)
@@ -137,9 +170,15 @@ class DynamicEstimator:
                 forms += [f"{'viscous' if kind == 'fv' else 'Coulomb'} friction ({unit})"] * self.model.nq
         return syms, forms
 
+    @property
+    def rows_(self) -> int:
+        """Measured rows per sample: one per joint (torques) or Fz, Mx, My (board wrench)."""
+        return self.model.nq if self.quantity == "torque" else len(WRENCH_ROWS)
+
     def fit(self, rec: DynamicRecording) -> DynamicEstimator:
+        self._db = None
         A, b, joint = self._system(rec)
-        n = self.model.nq
+        n = self.rows_
         syms, forms = self._names()
         rank = np.linalg.matrix_rank(A)
         if rank < A.shape[1]:
@@ -190,7 +229,7 @@ class DynamicEstimator:
     def predict(self, rec: DynamicRecording) -> tuple[np.ndarray, np.ndarray]:
         """(predicted, measured) efforts, both filtered, (K, n) — for validation on another recording."""
         A, b, _ = self._system(rec, drop_reversals=False)
-        n = self.model.nq
+        n = self.rows_
         return (A @ self.fit_.values).reshape(-1, n), b.reshape(-1, n)
 
     def reference_values(self, params) -> np.ndarray:

@@ -43,6 +43,12 @@ def register_simulate(s: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--effort-noise", type=at.nonnegative, default=0.2, help="effort noise σ in N·m")
     t.add_argument(
+        "--force-noise", type=at.nonnegative, default=2.0, help="double support: board force noise σ in N"
+    )
+    t.add_argument(
+        "--moment-noise", type=at.nonnegative, default=0.3, help="double support: board moment noise σ in N·m"
+    )
+    t.add_argument(
         "--encoder-ticks", type=at.integer(0), default=16384, help="encoder ticks per revolution (0: exact)"
     )
     t.add_argument("--seed", type=at.seed, default=0)
@@ -71,10 +77,11 @@ def register_identify(s: argparse._SubParsersAction) -> None:
 
 
 def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
-    from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts
+    from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts, physical_truth, standing_wrench
     from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
     from formats.trajectory_plan import load_trajectory_plan
     from robots.params_io import perturbed, resolve_params, save_parameter_set
+    from trajectories.closed_chain import ClosedChainTrajectory
     from trajectories.plan import plan_model, plan_trajectory
     from trajectories.verify import sample_grid
 
@@ -85,7 +92,7 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
         raise DataError("--encoder-ticks and --seed must not be negative")
     plan = load_trajectory_plan(args.plan)
     model = plan_model(plan)
-    traj = plan_trajectory(plan)
+    traj = plan_trajectory(plan, model)
     guess = plan.params or next(iter(model.params))
     if args.truth == "perturbed":
         rng = np.random.default_rng(args.seed + 1000)
@@ -94,13 +101,24 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
         truth = resolve_params(args.truth, model)
     t = sample_grid(traj, 1.0 / args.rate_hz)
     q, qd, qdd = traj.sample(t)
-    im = ArmImperfections(args.viscous, args.coulomb, args.effort_noise, args.encoder_ticks / (2 * np.pi))
-    with console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
-        qm, tau = arm_efforts(model, truth, q, qd, qdd, im, np.random.default_rng(args.seed))
+    rng = np.random.default_rng(args.seed)
+    wrench = tau = None
+    if isinstance(traj, ClosedChainTrajectory):
+        truth = physical_truth(truth)
+        with console.status(f"MuJoCo inverse dynamics (floating robot, soles held) of {len(t)} samples"):
+            wrench = standing_wrench(
+                model, truth, plan.base, q, qd, qdd, args.force_noise, args.moment_noise, rng
+            )
+        ticks = args.encoder_ticks / (2 * np.pi)
+        qm = np.round(q * ticks) / ticks if ticks > 0 else q
+    else:
+        im = ArmImperfections(args.viscous, args.coulomb, args.effort_noise, args.encoder_ticks / (2 * np.pi))
+        with console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
+            qm, tau = arm_efforts(model, truth, q, qd, qdd, im, rng)
     meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}"}
     if plan.robot_source:
         meta["robot_source"] = plan.robot_source
-    rec = DynamicRecording(model.name, plan.base, list(model.joint_names), t, qm, tau, meta=meta)
+    rec = DynamicRecording(model.name, plan.base, list(model.joint_names), t, qm, tau, wrench, meta=meta)
     write_dynamic_recording(rec, args.out)
     if args.truth_out:
         save_parameter_set(truth, args.truth_out)
@@ -117,8 +135,15 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     _finite("cutoff-hz", args.cutoff_hz, positive=True)
     rec = read_dynamic_recording(args.recording)
     model = get_model(rec.meta.get("robot_source") or rec.robot)
+    quantity = "torque" if rec.tau is not None else "wrench"
     est = DynamicEstimator(
-        model, rec.base, args.simplified, not args.no_friction, args.cutoff_hz, weighted=not args.ols
+        model,
+        rec.base,
+        args.simplified,
+        not args.no_friction,
+        args.cutoff_hz,
+        weighted=not args.ols,
+        quantity=quantity,
     ).fit(rec)
     fit = est.fit_
     nb = est.dynamic_base_.rank

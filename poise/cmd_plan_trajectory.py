@@ -33,7 +33,16 @@ def register(s: argparse._SubParsersAction) -> None:
         default="columns",
         help="columns: κ of the column-normalised base regressor (default); none: raw",
     )
-    t.add_argument("--base", default=None, help="fixed base link (default: the model's root)")
+    t.add_argument("--base", default=None, help="fixed base link, or the stance base in double support")
+    t.add_argument(
+        "--double-support",
+        action="store_true",
+        help="a biped standing on two boards: closed chain, ZMP inside the support polygon, Fz/Mx/My regressor",
+    )
+    t.add_argument(
+        "--zmp-margin", type=float, default=0.02, help="double support: ZMP margin in m (default 0.02)"
+    )
+    t.add_argument("--simplified", action="store_true", help="the robot description's simplified model")
     t.add_argument(
         "--params", default=None, help="guessed parameters for torque limits (default: the model's)"
     )
@@ -54,9 +63,13 @@ def register(s: argparse._SubParsersAction) -> None:
 def _settings(args: argparse.Namespace):
     from trajectories.excitation import ExcitationSettings
 
-    for name in ("duration", "period", "position_margin", "rate_hz"):
+    for name in ("duration", "period", "position_margin", "rate_hz", "zmp_margin"):
         v = getattr(args, name)
-        if not (v == v and abs(v) != float("inf")) or v < 0 or (v == 0 and name != "position_margin"):
+        if (
+            not (v == v and abs(v) != float("inf"))
+            or v < 0
+            or (v == 0 and name not in ("position_margin", "zmp_margin"))
+        ):
             raise DataError(f"--{name.replace('_', '-')} must be a positive finite number, got {v}")
     for name in ("harmonics", "samples", "max_iter", "starts"):
         if getattr(args, name) < 1:
@@ -74,6 +87,9 @@ def _settings(args: argparse.Namespace):
         max_iter=args.max_iter,
         base=args.base,
         params=args.params,
+        simplified=args.simplified,
+        motion="double-support" if args.double_support else "free",
+        zmp_margin=args.zmp_margin,
     )
     s.validate()
     return s
@@ -91,7 +107,14 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.params:
         model.parameter_set(args.params)  # before the progress bar starts: a bad name stays one line
-    if args.base and not model.has_link(args.base):
+    if args.double_support:
+        if args.base:
+            model.base_site(args.base)
+        if len(model.bases) < 2:
+            raise DataError(
+                f"{model.name!r} describes no two soles: --double-support needs a biped description"
+            )
+    elif args.base and not model.has_link(args.base):
         raise DataError(f"{model.name!r} has no link {args.base!r}")
     t0 = time.perf_counter()
     progress = Progress(
@@ -158,6 +181,9 @@ def _print_design(s: dict) -> None:
         ("peak torque / limit", "—" if v["torque_ratio"] is None else f"{v['torque_ratio']:.3f}", "—"),
         ("verification grid step", f"{v['dt'] * 1000:.2f}", "ms"),
     ]
+    if v.get("min_zmp_margin_m") is not None:
+        rows.append(("min ZMP margin (shapely)", f"{v['min_zmp_margin_m'] * 1000:.1f}", "mm"))
+        rows.append(("held sole drift", f"{v['max_foot_drift_m'] * 1000:.2g}", "mm"))
     for r in rows:
         table.add_row(*r)
     console.print(table)
@@ -171,7 +197,7 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
 
     plan = load_trajectory_plan(path)
     model = plan_model(plan)
-    traj = plan_trajectory(plan)
+    traj = plan_trajectory(plan, model)
     ps = params or plan.params or next(iter(model.params))
     model.parameter_set(ps)
     accel = float(plan.settings.get("acceleration_default", 20.0))
@@ -193,6 +219,9 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
         "peak torque / limit", "—" if check.torque_ratio is None else f"{check.torque_ratio:.3f}", "—"
     )
     table.add_row("κ raw / column-scaled", f"{check.kappa:.1f} / {check.kappa_scaled:.3f}", "—")
+    if check.min_zmp_margin_m is not None:
+        table.add_row("min ZMP margin (shapely)", f"{check.min_zmp_margin_m * 1000:.1f}", "mm")
+        table.add_row("held sole drift", f"{check.max_foot_drift_m * 1000:.2g}", "mm")
     console.print(table)
     if check.ok:
         console.print("[green]trajectory OK")
@@ -210,6 +239,8 @@ def cmd_show_trajectory(path: str, out: str) -> int:
 
     plan = load_trajectory_plan(path)
     model = plan_model(plan)
-    plot_trajectory(model, plan_trajectory(plan), plan.base, plan.params or next(iter(model.params)), out)
+    plot_trajectory(
+        model, plan_trajectory(plan, model), plan.base, plan.params or next(iter(model.params)), out
+    )
     console.print(f"wrote {out}")
     return 0

@@ -18,14 +18,14 @@ from shapely.geometry import MultiPoint
 
 from formats.errors import DataError
 from robots import dynamics as dyn
-from robots.base_params import RegressorSpec, base_from_samples, zero_set
+from robots.base_params import RegressorSpec
 from robots.conditioning import kappa, normalised_columns
+from robots.motion_class import placement_base
 from robots.stance import foot_corners
 from robots.tree import RobotModel
 from trajectories.closed_chain import (
     ClosedChain,
     ClosedChainTrajectory,
-    _key,
     dependent_rates,
     functions,
     make_chain,
@@ -64,34 +64,9 @@ def support_halfplanes(model: RobotModel, chain: ClosedChain) -> tuple[np.ndarra
     return np.array(N), np.array(d), hull
 
 
-def _chain_base(model: RobotModel, chain: ClosedChain, simplified: bool):
-    """Base parameters of (Fz, Mx, My) over states with the other sole held at *this* placement: a fixed foot
-    adds only constant gravity terms, so fewer parameters are identifiable than over all placements."""
-    rng = np.random.default_rng(0)
-    ind = list(chain.independent)
-    n = max(60, 3 * 10 * len(model.links) // 3)
-    for amp in (0.2, 0.1, 0.05):
-        qI = chain.nominal[ind] + rng.uniform(-amp, amp, (n, len(ind)))
-        try:
-            q = solve_dependent(model, chain, qI)
-            break
-        except DataError:
-            continue
-    else:
-        raise DataError("the nominal double-support posture cannot move: no base parameters")
-    qd, qdd = dependent_rates(
-        model, chain, q, rng.standard_normal((n, len(ind))), rng.standard_normal((n, len(ind)))
-    )
-    zero = tuple(zero_set(model, list(model.simplified_dynamic_zero))) if simplified else ()
-    return base_from_samples(model, zmp_spec(chain.base), q, qd, qdd, zero)
-
-
 def chain_base(model: RobotModel, chain: ClosedChain, simplified: bool):
-    """`_chain_base`, cached on the model per placement (and nominal posture) and model variant."""
-    key = ("chain_base", _key(chain), tuple(np.round(chain.nominal, 12)), simplified)
-    if key not in model.memo:
-        model.memo[key] = _chain_base(model, chain, simplified)
-    return model.memo[key]
+    """Base parameters of (Fz, Mx, My) with the other sole held at this chain's placement."""
+    return placement_base(model, zmp_spec(chain.base), chain.nominal, simplified)
 
 
 def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str):

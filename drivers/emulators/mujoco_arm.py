@@ -76,3 +76,80 @@ def arm_efforts(
         tau = tau + rng.normal(0, im.effort_noise, tau.shape)
     qm = np.round(q * im.ticks_per_rad) / im.ticks_per_rad if im.ticks_per_rad > 0 else q.copy()
     return qm, tau
+
+
+def _matrix(i6) -> np.ndarray:
+    ixx, ixy, ixz, iyy, iyz, izz = i6
+    return np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]], dtype=float)
+
+
+def physical_truth(ps: ParameterSet) -> ParameterSet:
+    """The parameter set with every inertia made physically realisable (principal moments a + b ≥ c): the two
+    smaller moments are scaled up where needed. MuJoCo, like any physics engine, refuses anything else."""
+    inertia = {}
+    for link, i6 in ps.inertia.items():
+        if len(i6) == 3:
+            i6 = (i6[0], 0.0, 0.0, i6[1], 0.0, i6[2])
+        lam, U = np.linalg.eigh(_matrix(i6))
+        if lam[0] + lam[1] < lam[2] * (1 + 1e-9):
+            lam = lam.copy()
+            f = 1.02 * lam[2] / max(lam[0] + lam[1], 1e-300)
+            lam[:2] *= f
+        M = U @ np.diag(lam) @ U.T
+        inertia[link] = (M[0, 0], M[0, 1], M[0, 2], M[1, 1], M[1, 2], M[2, 2])
+    return ParameterSet(ps.name, dict(ps.mass), dict(ps.com), dict(ps.lengths), inertia, ps.description)
+
+
+def standing_wrench(
+    model: RobotModel,
+    truth: str | ParameterSet,
+    base: str,
+    q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
+    force_noise: float = 0.0,
+    moment_noise: float = 0.0,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """The wrench (fx, fy, fz, mx, my, mz) the ground exerts on a robot standing on `base` (about the base
+    sole's origin, in its frame), by MuJoCo's inverse dynamics of the robot floating at the root link.
+
+    The root's pose, velocity and acceleration follow from the joint motion with the base sole held still."""
+    import mujoco
+
+    from robots import dynamics as dyn
+    from robots.kinematics import link_frames
+
+    rng = rng or np.random.default_rng(0)
+    text = re.sub(r"(<robot\b[^>]*>)", r"\1" + _COMPILER, model_to_urdf(model, truth), count=1)
+    spec = mujoco.MjSpec.from_string(text)
+    spec.worldbody.first_body().add_freejoint()
+    try:
+        m = spec.compile()
+    except ValueError as exc:
+        raise DataError(f"MuJoCo cannot load the robot: {exc}") from None
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, i) for i in range(m.njnt)]
+    adr = np.array([m.jnt_qposadr[names.index(j)] for j in model.joint_names])
+    dof = np.array([m.jnt_dofadr[names.index(j)] for j in model.joint_names])
+    root = model.root
+    fr = link_frames(model, q, truth, base)
+    k = model.link_index(root)
+    R, p = fr.R[:, k], fr.p[:, k]  # root pose in the base-sole frame
+    J = dyn.frame_jacobian(model, q, root, base, truth)  # (B, 6, nq): [v; ω] in the base frame
+    acc = dyn.frame_acceleration(model, q, qd, qdd, root, base, truth)
+    d = mujoco.MjData(m)
+    out = np.empty((len(q), 6))
+    for b in range(len(q)):
+        quat = np.empty(4)
+        mujoco.mju_mat2Quat(quat, R[b].reshape(-1))
+        v = J[b] @ qd[b]
+        d.qpos[:3], d.qpos[3:7], d.qpos[adr] = p[b], quat, q[b]
+        d.qvel[:3], d.qvel[3:6], d.qvel[dof] = v[:3], R[b].T @ v[3:], qd[b]
+        d.qacc[:3], d.qacc[3:6], d.qacc[dof] = acc[b, :3], R[b].T @ acc[b, 3:], qdd[b]
+        mujoco.mj_inverse(m, d)
+        f = d.qfrc_inverse[:3].copy()
+        n = R[b] @ d.qfrc_inverse[3:6] + np.cross(p[b], f)  # local torque about the root → about the sole
+        out[b] = np.concatenate([f, n])
+    if force_noise > 0 or moment_noise > 0:
+        out += rng.normal(0, 1, out.shape) * np.array([force_noise] * 3 + [moment_noise] * 3)
+    return out
