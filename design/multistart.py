@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from design.problems import Settings, SolveResult
+from formats.errors import DeviceError
 
 
 @dataclass
@@ -71,13 +72,25 @@ def run_start(spec: StartSpec) -> tuple[int, SolveResult]:
     return spec.start, res
 
 
+SCHEDULER_TIMEOUT_S = 10  # connecting to --scheduler; an unreachable one fails after this long
+
+
+def connect_scheduler(address: str):
+    """A Dask client of the scheduler at `address`; DeviceError (one line) if it cannot be reached in time."""
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=SCHEDULER_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        raise DeviceError(f"cannot reach the Dask scheduler {address!r}: {exc}") from None
+
+
 def run_starts(specs: list[StartSpec], workers: int | None = None, scheduler: str | None = None) -> Iterator:
     """Yield (start index, SolveResult) as starts finish; processes by default, Dask with `scheduler`."""
     if scheduler:
-        from distributed import Client
         from distributed import as_completed as dask_completed
 
-        with Client(scheduler) as client:
+        with connect_scheduler(scheduler) as client:
             futures = [client.submit(run_start, sp, pure=False) for sp in specs]
             for fut in dask_completed(futures):
                 yield fut.result()

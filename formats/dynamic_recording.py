@@ -129,6 +129,9 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     if known != len(header):
         extra = [c for c in header if not (c == "t_s" or c.startswith(("q:", "tau:")) or c in WRENCH)]
         raise DataError(f"{path}: unknown columns {extra or header}")
+    for k, r in enumerate(body):
+        if len(r) != len(header):
+            raise DataError(f"{path}, line {i + 2 + k}: {len(r)} values for {len(header)} columns")
     try:
         data = np.array([[float(x) for x in r] for r in body], dtype=float)
     except ValueError as exc:

@@ -241,8 +241,7 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
         if pl not in pl_ids:
             raise DataError(f"{w}: placement {pl} is not defined in placements")
         move, hold = _num(_need(p, "move_s", w), f"{w}.move_s"), _num(_need(p, "hold_s", w), f"{w}.hold_s")
-        if move < 0 or hold <= 0:
-            raise DataError(f"{w}: move_s must be ≥ 0 and hold_s > 0 (s)")
+        _check_durations(move, hold, w)
         postures.append(
             Posture(
                 index=_int(_need(p, "index", w), f"{w}.index"),
@@ -297,11 +296,18 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
     return plan
 
 
+def _check_durations(move_s: float, hold_s: float, where: str) -> None:
+    """One rule for reading and writing: a posture is held for some time and reached in non-negative time."""
+    if not (move_s >= 0 and hold_s > 0):
+        raise DataError(f"{where}: move_s must be ≥ 0 and hold_s > 0 (s)")
+
+
 def validate(plan: Plan) -> None:
-    """Structural checks of an in-memory plan (shapes, finiteness, references)."""
+    """Structural checks of an in-memory plan (shapes, finiteness, references, durations)."""
     nq = len(plan.joint_names)
     pl_ids = {p.index for p in plan.placements}
     for p in plan.postures:
+        _check_durations(p.move_s, p.hold_s, f"posture {p.index}")
         q = np.asarray(p.q, dtype=float)
         if q.shape != (nq,):
             raise DataError(f"posture {p.index}: {q.size} joint angles for {nq} joint names")

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, err_console, mm, print_json
+from poise.output import console, err_console, mm, print_json, vanish_on_error
 from robots.registry import get_model
 
 
@@ -181,7 +181,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
         transient=False,
         disable=args.json,
     )
-    with progress:
+    with vanish_on_error(progress):
         task = progress.add_task("starts", total=args.starts, best="best κ —")
 
         def on_result(k, res, best):

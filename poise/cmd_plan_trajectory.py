@@ -40,7 +40,10 @@ def register(s: argparse._SubParsersAction) -> None:
         help="a biped standing on two boards: closed chain, ZMP inside the support polygon, Fz/Mx/My regressor",
     )
     t.add_argument(
-        "--zmp-margin", type=float, default=0.02, help="double support: ZMP margin in m (default 0.02)"
+        "--zmp-margin",
+        type=at.nonnegative,
+        default=0.02,
+        help="double support: ZMP margin in m (default 0.02)",
     )
     t.add_argument("--simplified", action="store_true", help="the robot description's simplified model")
     t.add_argument(

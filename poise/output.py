@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.progress import Progress
 
 # Pipes and CI logs get wide tables instead of folded 80-column ones.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -33,3 +36,19 @@ def print_json(obj: Any) -> None:
 def mm(x: float, digits: int = 3) -> str:
     """A length in m shown in mm."""
     return "—" if x is None or not np.isfinite(x) else f"{x * 1000:.{digits}f}"
+
+
+@contextmanager
+def vanish_on_error(progress: Progress) -> Iterator[Progress]:
+    """Run a progress bar that disappears if the work fails, so the error stays the only line on stderr."""
+    console, quiet = progress.console, progress.console.quiet
+    try:
+        with progress:
+            try:
+                yield progress
+            except BaseException:
+                progress.live.transient = True  # a terminal erases the bar
+                console.quiet = quiet or not console.is_terminal  # a log file gets no final render
+                raise
+    finally:
+        console.quiet = quiet

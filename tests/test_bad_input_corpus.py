@@ -1,0 +1,324 @@
+"""Every subcommand on a corpus of bad inputs: exit 2, exactly one `poise: error:` line, never a traceback.
+
+The corpus covers every subcommand of the real parser (a new command without entries fails the coverage
+test). Inputs are chosen to be refused before any long work starts; `main` runs in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from formats.doggy_recording import DoggyRecording, write_csv
+from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
+from formats.parameter_set import parameter_set_to_json
+from formats.plan import Placement, Plan, Posture, save_plan
+from formats.static_recording import StaticRecording, write_recording
+from poise import argtypes
+from poise.cli import build_parser, main
+from robots.tulip import tulip
+
+KEEP = "precious contents\n"
+
+
+def _leaf_parsers(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
+    """(command words, parser) for every runnable subcommand of the real parser."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield prefix, parser
+        return
+    for name, sp in subs[0].choices.items():
+        yield from _leaf_parsers(sp, (*prefix, name))
+
+
+def _static(q_scale: float = 0.3, base: str = "right") -> StaticRecording:
+    model = tulip()
+    rng = np.random.default_rng(1)
+    m = 16
+    return StaticRecording(
+        "tulip", base, list(model.joint_names), np.arange(m), np.arange(m) // 4,
+        rng.uniform(-q_scale, q_scale, (m, model.nq)), rng.uniform(-0.05, 0.05, (m, 2)),
+    )  # fmt: skip
+
+
+def _plan(nq: int = 12) -> Plan:
+    rng = np.random.default_rng(0)
+    postures = [Posture(i, 0, rng.uniform(-0.2, 0.2, nq), 3.0, 6.0, (0.05, 0.1), 0.09) for i in range(3)]
+    names = [f"theta{i}" for i in range(1, nq + 1)]
+    return Plan("tulip", "right", names, [Placement(0, (0.0, 0.2, 0.0))], postures, settings={"margin": 0.08})
+
+
+def _doggy(n: int = 200, dt: float = 1e-3) -> DoggyRecording:
+    z = np.zeros((n, 3))
+    return DoggyRecording(np.arange(n) * dt, z, z + 0.1, z, z, np.zeros(3))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Bad (and a few good) input files; keys are used as {placeholders} in the corpus."""
+    d = tmp_path_factory.mktemp("corpus")
+    f = {"dir": str(d), "missing_dir": str(d / "no" / "such" / "dir")}
+
+    def put(name, data):
+        path = d / name
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data)
+        f[name.split(".")[0]] = str(path)
+
+    put("binary.dat", bytes(range(256)) * 4)
+    put("latin1.txt", "masse: 3,5 kg für das Bein\n".encode("latin-1"))
+    put("empty.txt", "")
+    put("existing.json", KEEP)
+    put("existing_png.png", KEEP)
+    put("binary_urdf.urdf", b"\x89PNG\r\n\x1a\n\x00\x00garbage")
+    model = tulip()
+    ps = parameter_set_to_json(model.params["sim"])
+    for name, edit in {
+        "nan_params": lambda d: d["mass"].update(torso=float("nan")),
+        "negative_params": lambda d: d["mass"].update(torso=-15.0),
+        "zero_params": lambda d: d["mass"].update({k: 0.0 for k in d["mass"]}),
+        "shape_params": lambda d: d["com"].update(torso=[0.0, 0.1]),
+        "list_params": lambda d: d.update(mass=[1.0, 2.0]),
+    }.items():
+        doc = json.loads(json.dumps(ps))
+        edit(doc)
+        put(f"{name}.json", json.dumps(doc))
+    save_plan(_plan(), d / "good_plan.json")
+    f["good_plan"] = str(d / "good_plan.json")
+    good = json.loads((d / "good_plan.json").read_text())
+    bad = json.loads(json.dumps(good))
+    bad["postures"][0]["q"][0] = float("nan")
+    put("nan_plan.json", json.dumps(bad))
+    bad = json.loads(json.dumps(good))
+    bad["postures"][1]["q"].pop()
+    put("shape_plan.json", json.dumps(bad))
+    bad = json.loads(json.dumps(good))
+    bad["postures"][1]["hold_s"] = 0
+    put("hold0_plan.json", json.dumps(bad))
+    write_recording(d / "good_rec.csv", _static())
+    f["good_rec"] = str(d / "good_rec.csv")
+    write_recording(d / "middle_rec.csv", _static(base="middle"))
+    f["middle_rec"] = str(d / "middle_rec.csv")
+    text = (d / "good_rec.csv").read_text()
+    put("deg_on_rad_rec.csv", text.replace("# angle_unit: rad", "# angle_unit: deg"))
+    put("mm_on_m_rec.csv", text.replace("# length_unit: m", "# length_unit: mm"))
+    lines = text.splitlines()
+    lines[-1] = ",".join(lines[-1].split(",")[:4] + ["nan"] + lines[-1].split(",")[5:])
+    put("nan_rec.csv", "\n".join(lines) + "\n")
+    put("short_rec.csv", "\n".join(lines[:-1] + [",".join(lines[-1].split(",")[:-3])]) + "\n")
+    rng = np.random.default_rng(2)
+    t = np.arange(50) * 0.01
+    dyn = DynamicRecording(
+        "tulip", "right", ["theta1", "theta2"], t, rng.uniform(-1, 1, (50, 2)), np.zeros((50, 2))
+    )
+    write_dynamic_recording(dyn, d / "dyn.csv")
+    f["dyn"] = str(d / "dyn.csv")
+    put("dyn_deg_on_rad.csv", (d / "dyn.csv").read_text().replace("# angle_unit: rad", "# angle_unit: deg"))
+    put("dyn_shape.csv", (d / "dyn.csv").read_text().rstrip("\n").rsplit("\n", 1)[0] + "\n0.9,1,2\n")
+    write_csv(_doggy(), d / "doggy.csv")
+    f["doggy"] = str(d / "doggy.csv")
+    write_csv(_doggy(dt=1.0), d / "doggy_ms.csv")  # time stamps in ms written as if seconds
+    f["doggy_ms"] = str(d / "doggy_ms.csv")
+    put("doggy_nan.csv", (d / "doggy.csv").read_text().replace("\n0.1,", "\nnan,", 1))
+    return f
+
+
+# (command words, extra argv); placeholders {name} refer to `files`.
+CORPUS: list[tuple[str, list[str]]] = [
+    # model show
+    ("model show", ["tulip", "--params", "{binary}"]),
+    ("model show", ["tulip", "--params", "{latin1}"]),
+    ("model show", ["tulip", "--params", "{empty}"]),
+    ("model show", ["tulip", "--params", "{nan_params}"]),
+    ("model show", ["tulip", "--params", "{negative_params}"]),
+    ("model show", ["tulip", "--params", "{zero_params}"]),
+    ("model show", ["tulip", "--params", "{shape_params}"]),
+    ("model show", ["tulip", "--params", "{list_params}"]),
+    ("model show", ["tulip", "--base", "middle"]),
+    ("model show", ["{binary_urdf}"]),
+    ("model show", ["tulip", "--regressor", "ft:nowhere"]),
+    # identify static
+    ("identify static", ["{binary}"]),
+    ("identify static", ["{latin1}"]),
+    ("identify static", ["{empty}"]),
+    ("identify static", ["{middle_rec}"]),
+    ("identify static", ["{deg_on_rad_rec}"]),
+    ("identify static", ["{mm_on_m_rec}"]),
+    ("identify static", ["{nan_rec}"]),
+    ("identify static", ["{short_rec}"]),
+    ("identify static", ["{good_rec}", "--reference", "{binary}"]),
+    ("identify static", ["{good_rec}", "--guess", "{negative_params}"]),
+    ("identify static", ["{good_rec}", "--guess", "{zero_params}"]),
+    ("identify static", ["{good_rec}", "--plot", "{dir}/fit.docx"]),
+    ("identify static", ["{good_rec}", "--out", "{existing}"]),
+    ("identify static", ["{good_rec}", "--out", "{missing_dir}/r.json"]),
+    ("identify static", ["{good_rec}", "--out", "{dir}"]),
+    # identify dynamic
+    ("identify dynamic", ["{binary}"]),
+    ("identify dynamic", ["{latin1}"]),
+    ("identify dynamic", ["{empty}"]),
+    ("identify dynamic", ["{dyn_deg_on_rad}"]),
+    ("identify dynamic", ["{dyn_shape}"]),
+    ("identify dynamic", ["{dyn}", "--cutoff-hz", "nan"]),
+    ("identify dynamic", ["{dyn}", "--cutoff-hz", "0"]),
+    ("identify dynamic", ["{dyn}", "--plot", "{dir}/x.unknown"]),
+    # simulate static
+    ("simulate static", ["tulip", "--truth", "{binary}", "--out", "{dir}/s1.csv"]),
+    ("simulate static", ["tulip", "--truth", "{latin1}", "--out", "{dir}/s1.csv"]),
+    ("simulate static", ["tulip", "--truth", "{negative_params}", "--out", "{dir}/s1.csv"]),
+    ("simulate static", ["tulip", "--truth", "{zero_params}", "--out", "{dir}/s1.csv"]),
+    ("simulate static", ["tulip", "--seed", "-1", "--out", "{dir}/s1.csv"]),
+    ("simulate static", ["tulip", "--noise-mm", "nan", "--out", "{dir}/s1.csv"]),
+    ("simulate static", ["tulip", "--noise-mm", "-1", "--out", "{dir}/s1.csv"]),
+    ("simulate static", ["tulip", "--postures", "0", "--out", "{dir}/s1.csv"]),
+    ("simulate static", ["tulip", "--postures", "2.5", "--out", "{dir}/s1.csv"]),
+    ("simulate static", ["tulip", "--base", "middle", "--out", "{dir}/s1.csv"]),
+    ("simulate static", ["tulip", "--out", "{existing}"]),
+    ("simulate static", ["tulip", "--out", "{dir}/s1.csv", "--truth-out", "{existing}"]),
+    ("simulate static", ["tulip", "--out", "{missing_dir}/s.csv"]),
+    ("simulate static", ["atlas", "--out", "{dir}/s1.csv"]),
+    # simulate trajectory
+    ("simulate trajectory", ["{binary}", "--out", "{dir}/t1.csv"]),
+    ("simulate trajectory", ["{good_plan}", "--out", "{dir}/t1.csv"]),
+    ("simulate trajectory", ["{binary}", "--out", "{dir}/t1.csv", "--rate-hz", "inf"]),
+    ("simulate trajectory", ["{binary}", "--out", "{dir}/t1.csv", "--encoder-ticks", "-1"]),
+    ("simulate trajectory", ["{binary}", "--out", "{existing}"]),
+    # run
+    ("run", ["{binary}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1"]),
+    ("run", ["{nan_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1"]),
+    ("run", ["{hold0_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1"]),
+    ("run", ["{good_plan}", "--robot", "dxl:/dev/null?baud=abc", "--boards", "sim", "--out", "{dir}/run1"]),
+    ("run", ["{good_plan}", "--robot", "serial:/dev/null?baud=0", "--boards", "sim", "--out", "{dir}/run1"]),
+    ("run", ["{good_plan}", "--robot", "bogus:x", "--boards", "sim", "--out", "{dir}/run1"]),
+    ("run", ["{good_plan}", "--robot", "dxl:", "--boards", "sim", "--out", "{dir}/run1"]),
+    ("run", ["{good_plan}", "--robot", "sim", "--boards", "serial:a,b?baud=-3", "--out", "{dir}/run1"]),
+    ("run", ["{good_plan}", "--robot", "sim", "--boards", "bt:?mode=99", "--out", "{dir}/run1"]),
+    ("run", ["{good_plan}", "--robot", "sim", "--boards", "bt:AA,BB?mode=99", "--out", "{dir}/run1"]),
+    ("run", ["{good_plan}", "--robot", "sim", "--boards", "bt:AA,BB?rate=5", "--out", "{dir}/run1"]),
+    (
+        "run",
+        ["{good_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1", "--time-scale", "nan"],
+    ),
+    ("run", ["{good_plan}", "--robot", "sim", "--boards", "sim", "--out", "{existing}"]),
+    # boards read
+    ("boards read", ["--boards", "serial:/dev/null?baud=abc"]),
+    ("boards read", ["--boards", "bt:"]),
+    ("boards read", ["--boards", "usb:1,2"]),
+    ("boards read", ["--boards", "evdev:/dev/a,/dev/b?fit=cubic"]),
+    ("boards read", ["--boards", "sim", "--seconds", "nan"]),
+    ("boards read", ["--boards", "sim", "--seconds", "-1"]),
+    ("boards read", ["--boards", "sim", "--tare", "inf"]),
+    # demo
+    ("demo", ["--postures", "12"]),
+    ("demo", ["--placements", "0"]),
+    ("demo", ["--postures", "14", "--placements", "3"]),
+    ("demo", ["--hold-s", "0"]),
+    ("demo", ["--time-scale", "inf"]),
+    ("demo", ["--seed", "-1"]),
+    ("demo", ["--out", "{existing}"]),
+    # solve doggy
+    ("solve doggy", ["--data", "{binary}", "--out", "{dir}/d1.json"]),
+    ("solve doggy", ["--data", "{latin1}", "--out", "{dir}/d1.json"]),
+    ("solve doggy", ["--data", "{empty}", "--out", "{dir}/d1.json"]),
+    ("solve doggy", ["--data", "{doggy_ms}", "--out", "{dir}/d1.json"]),
+    ("solve doggy", ["--data", "{doggy_nan}", "--out", "{dir}/d1.json"]),
+    ("solve doggy", ["--simulate", "inf", "--out", "{dir}/d1.json"]),
+    ("solve doggy", ["--simulate", "nan", "--out", "{dir}/d1.json"]),
+    ("solve doggy", ["--simulate", "0.5", "--out", "{dir}/d1.json"]),
+    ("solve doggy", ["--simulate", "2", "--seed", "-1", "--out", "{dir}/d1.json"]),
+    ("solve doggy", ["--simulate", "2", "--max-iter", "0", "--out", "{dir}/d1.json"]),
+    ("solve doggy", ["--simulate", "2", "--out", "{existing}"]),
+    ("solve doggy", ["--simulate", "2", "--out", "{dir}/d1.json", "--plot", "{existing}"]),
+    ("solve doggy", ["--data", "{doggy}", "--simulate", "2", "--out", "{dir}/d1.json"]),
+    # plan postures
+    ("plan postures", ["tulip", "--placements", "0", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--margin", "nan", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--margin", "-0.1", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--feet-gap", "inf", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--hold-s", "0", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--move-s", "-1", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--seed", "-1", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--starts", "0", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--postures", "10", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--postures", "14", "--placements", "3", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--scheduler", "no address", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--uncertainty", "{binary}", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--uncertainty", "{latin1}", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--uncertainty", "nan", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--uncertainty-sigma", "0", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--sharpness", "64,8", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--out", "{existing}"]),
+    ("plan postures", ["tulip", "--out", "{missing_dir}/p.json"]),
+    ("plan postures", ["atlas", "--out", "{dir}/p1.json"]),
+    # plan augment
+    ("plan augment", ["{binary}", "--add", "1", "--out", "{dir}/a1.json"]),
+    ("plan augment", ["{nan_plan}", "--add", "1", "--out", "{dir}/a1.json"]),
+    ("plan augment", ["{good_plan}", "--add", "0", "--out", "{dir}/a1.json"]),
+    ("plan augment", ["{good_plan}", "--add", "1", "--pool", "-2", "--out", "{dir}/a1.json"]),
+    ("plan augment", ["{good_plan}", "--add", "1", "--seed", "-1", "--out", "{dir}/a1.json"]),
+    ("plan augment", ["{good_plan}", "--add", "1", "--out", "{existing}"]),
+    # plan trajectory
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--duration", "inf"]),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--period", "nan"]),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--harmonics", "0"]),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--rate-hz", "0"]),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--seed", "-3"]),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--params", "{binary}"]),
+    ("plan trajectory", ["tulip", "--out", "{existing}"]),
+    # plan check
+    ("plan check", ["{binary}"]),
+    ("plan check", ["{latin1}"]),
+    ("plan check", ["{empty}"]),
+    ("plan check", ["{nan_plan}"]),
+    ("plan check", ["{shape_plan}"]),
+    ("plan check", ["{hold0_plan}"]),
+    ("plan check", ["{good_plan}", "--params", "{binary}"]),
+    ("plan check", ["{good_plan}", "--params", "{negative_params}"]),
+    ("plan check", ["{good_plan}", "--params", "{zero_params}"]),
+    # plan show
+    ("plan show", ["{binary}", "--out", "{dir}/f1.png"]),
+    ("plan show", ["{good_plan}", "--out", "{dir}/f1.docx"]),
+    ("plan show", ["{good_plan}", "--out", "{dir}/noext"]),
+    ("plan show", ["{good_plan}", "--out", "{existing_png}"]),
+    ("plan show", ["{good_plan}", "--out", "{existing}"]),
+]
+
+
+def _ids():
+    return [f"{cmd}:{' '.join(a)}" for cmd, a in CORPUS]
+
+
+def test_corpus_covers_every_subcommand():
+    commands = {" ".join(words) for words, _ in _leaf_parsers(build_parser())}
+    assert {cmd for cmd, _ in CORPUS} == commands
+
+
+@pytest.mark.parametrize("cmd, extra", CORPUS, ids=_ids())
+def test_bad_input_is_one_line_exit_2(cmd, extra, files, capsys):
+    argv = cmd.split() + [a.format(**files) for a in extra]
+    rc = main(argv)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2, (argv, err)
+    assert "Traceback" not in err
+    assert len(lines) == 1 and lines[0].startswith("poise: error: "), err
+    for name in ("existing", "existing_png"):  # refused outputs are never touched
+        assert open(files[name]).read() == KEEP
+
+
+def test_numeric_options_are_range_checked_and_outputs_have_force():
+    """New options cannot slip in with a bare int/float (NaN, inf, negatives) or an unguarded output file."""
+    out_types = {argtypes.out_file, argtypes.image_file}
+    for words, parser in _leaf_parsers(build_parser()):
+        dests = {a.dest for a in parser._actions}
+        for a in parser._actions:
+            assert a.type not in (int, float), (
+                f"poise {' '.join(words)} {a.option_strings}: use poise.argtypes"
+            )
+            if a.type in out_types:
+                assert "force" in dests, f"poise {' '.join(words)} writes {a.option_strings} without --force"
