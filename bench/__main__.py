@@ -14,6 +14,7 @@ BENCH_MODULES: list[str] = [
     "bench.slom",
     "bench.drivers",
     "bench.design",
+    "bench.trajectories",
 ]
 
 
