@@ -60,7 +60,9 @@ def load_static_result(path: str | Path) -> StaticResult:
         params = {str(p["symbol"]): p for p in d["parameters"]}
         values = {s: float(p["value_m"]) for s, p in params.items()}
         est = tuple(str(s) for s in d["correlation"]["symbols"])
-        corr = np.array(d["correlation"]["matrix"], dtype=float).reshape(len(est), len(est))
+        corr = np.array(d["correlation"]["matrix"], dtype=float)
+        if corr.shape != (len(est), len(est)):
+            raise ValueError(f"correlation matrix of shape {corr.shape} for {len(est)} symbols")
         se = {s: float(params[s]["se_m"]) for s in est}
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{path}: malformed static result (missing or invalid {exc})") from None

@@ -32,6 +32,7 @@ __all__ = [
     "robot_endpoint",
     "scheduler_address",
     "seed",
+    "text_file",
 ]
 
 
@@ -94,6 +95,18 @@ seed = integer(0, 2**32 - 1)  # numpy's SeedSequence takes non-negative integers
 count = integer(1)
 positive = number(0.0, lo_open=True)
 nonnegative = number(0.0)
+
+
+def text_file(text: str) -> str:
+    """An existing UTF-8 text file to read (configurations): binary or mis-encoded files are refused here."""
+    path = Path(text)
+    try:
+        path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise argparse.ArgumentTypeError(f"{text}: not a UTF-8 text file") from None
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text}: {exc.strerror}") from None
+    return text
 
 
 class OutputFile(str):

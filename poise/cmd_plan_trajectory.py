@@ -9,7 +9,7 @@ from rich.table import Table
 
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, err_console, print_json
+from poise.output import console, err_console, print_json, vanish_on_error
 
 
 def register(s: argparse._SubParsersAction) -> None:
@@ -129,7 +129,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         console=err_console,
         disable=args.json,
     )
-    with progress:
+    with vanish_on_error(progress):
         task = progress.add_task("starts", total=args.starts, best="")
 
         def on_result(k, r):

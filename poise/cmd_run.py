@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT",
     )
     p.add_argument(
-        "--config", help="robot TOML (joint<->servo map, limits, board offsets); default: bundled TUlip"
+        "--config",
+        type=at.text_file,
+        help="robot TOML (joint<->servo map, limits, board offsets); default: bundled TUlip",
     )
     p.add_argument(
         "--out", type=at.out_dir, required=True, help="run directory (recording.csv, raw samples, run.json)"

@@ -75,6 +75,9 @@ def files(tmp_path_factory):
     put("empty.txt", "")
     put("existing.json", KEEP)
     put("existing_png.png", KEEP)
+    result = {"format": "poise static result", "parameters": [{"symbol": "a", "value_m": 1.0, "se_m": 0.1}],
+              "correlation": {"symbols": ["a"], "matrix": [[1, 0], [0, 1]]}}  # fmt: skip
+    put("bad_result.json", json.dumps(result))
     put("binary_urdf.urdf", b"\x89PNG\r\n\x1a\n\x00\x00garbage")
     model = tulip()
     ps = parameter_set_to_json(model.params["sim"])
@@ -205,6 +208,28 @@ CORPUS: list[tuple[str, list[str]]] = [
         ["{good_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1", "--time-scale", "nan"],
     ),
     ("run", ["{good_plan}", "--robot", "sim", "--boards", "sim", "--out", "{existing}"]),
+    (
+        "run",
+        ["{good_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1", "--config", "{binary}"],
+    ),
+    (
+        "run",
+        ["{good_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1", "--config", "{latin1}"],
+    ),
+    (
+        "run",
+        [
+            "{good_plan}",
+            "--robot",
+            "sim",
+            "--boards",
+            "sim",
+            "--out",
+            "{dir}/run1",
+            "--config",
+            "{dir}/no.toml",
+        ],
+    ),
     # boards read
     ("boards read", ["--boards", "serial:/dev/null?baud=abc"]),
     ("boards read", ["--boards", "bt:"]),
@@ -250,6 +275,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan postures", ["tulip", "--uncertainty", "{binary}", "--out", "{dir}/p1.json"]),
     ("plan postures", ["tulip", "--uncertainty", "{latin1}", "--out", "{dir}/p1.json"]),
     ("plan postures", ["tulip", "--uncertainty", "nan", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--uncertainty", "{bad_result}", "--out", "{dir}/p1.json"]),
     ("plan postures", ["tulip", "--uncertainty-sigma", "0", "--out", "{dir}/p1.json"]),
     ("plan postures", ["tulip", "--sharpness", "64,8", "--out", "{dir}/p1.json"]),
     ("plan postures", ["tulip", "--out", "{existing}"]),
