@@ -68,6 +68,15 @@ def _finite(values) -> bool:
     return all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values)
 
 
+def check_masses(mass: dict[str, float], source: str) -> None:
+    """One rule for every parameter set (files, URDFs): no negative link mass, a positive total mass."""
+    negative = [n for n, m in mass.items() if m < 0]
+    if negative:
+        raise DataError(f"{source}: negative mass for link(s) {', '.join(negative)}")
+    if not sum(mass.values()) > 0:
+        raise DataError(f"{source}: the total mass must be positive (all link masses are zero)")
+
+
 def parameter_set_from_json(d, links: list[str], source: str = "parameter set") -> ParameterSet:
     """Validate a parsed parameter-set document against the model's link names."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
@@ -83,11 +92,7 @@ def parameter_set_from_json(d, links: list[str], source: str = "parameter set") 
     values = [d["mass"][n] for n in links] + [c for n in links for c in d["com"][n]]
     if not _finite(values + list(d["lengths"].values())):
         raise DataError(f"{source}: masses, CoMs and lengths must be finite numbers")
-    negative = [n for n in links if d["mass"][n] < 0]
-    if negative:
-        raise DataError(f"{source}: negative mass for link(s) {', '.join(negative)}")
-    if sum(d["mass"][n] for n in links) <= 0:
-        raise DataError(f"{source}: the total mass must be positive")
+    check_masses({n: d["mass"][n] for n in links}, source)
     inertia = {}
     raw = d.get("inertia", {})
     if not isinstance(raw, dict):

@@ -82,7 +82,9 @@ def _row(posture: int, placement: int, q, cop, extra: dict[str, float], optional
 
 
 def write_recording(path: str | Path, rec: StaticRecording) -> None:
-    """Write a whole recording (atomically: temp file, then rename)."""
+    """Write a whole recording (atomically: temp file, then rename); NaN/inf angles or CoPs are refused."""
+    if not (np.all(np.isfinite(rec.q)) and np.all(np.isfinite(rec.cop))):
+        raise DataError(f"{path}: NaN or infinite joint angles or CoPs; refusing to write the recording")
     optional = [
         k
         for k, v in (("cop_sd_x", rec.cop_sd), ("force_n", rec.force), ("samples", rec.samples))

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from formats.errors import DataError
-from formats.parameter_set import ParameterSet
+from formats.parameter_set import ParameterSet, check_masses
 from robots.tree import Joint, Link, Mimic, RobotModel, Site
 
 URDF_SET = "urdf"
@@ -249,6 +249,7 @@ def load_urdf(path: str | Path, name: str | None = None, keep_massless: bool = F
     kept = [lk.name for lk in links]
     zero = UrdfInertial(0.0, (0.0, 0.0, 0.0), (0.0,) * 6)
     ines = {n: inertials[n] or zero for n in kept}
+    check_masses({n: ines[n].mass for n in kept}, source)
     ps = ParameterSet(
         URDF_SET,
         {n: ines[n].mass for n in kept},

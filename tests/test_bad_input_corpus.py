@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import robots.data.tulip
 from formats.doggy_recording import DoggyRecording, write_csv
 from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
 from formats.parameter_set import parameter_set_to_json
@@ -79,6 +82,8 @@ def files(tmp_path_factory):
               "correlation": {"symbols": ["a"], "matrix": [[1, 0], [0, 1]]}}  # fmt: skip
     put("bad_result.json", json.dumps(result))
     put("binary_urdf.urdf", b"\x89PNG\r\n\x1a\n\x00\x00garbage")
+    urdf = (Path(robots.data.tulip.__file__).parent / "tulip.urdf").read_text()
+    put("zero_mass.urdf", re.sub(r'<mass value="[^"]*"', '<mass value="0"', urdf))
     model = tulip()
     ps = parameter_set_to_json(model.params["sim"])
     for name, edit in {
@@ -144,6 +149,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("model show", ["tulip", "--params", "{list_params}"]),
     ("model show", ["tulip", "--base", "middle"]),
     ("model show", ["{binary_urdf}"]),
+    ("model show", ["{zero_mass}", "--regressor", "torque"]),
     ("model show", ["tulip", "--regressor", "ft:nowhere"]),
     # identify static
     ("identify static", ["{binary}"]),

@@ -281,3 +281,11 @@ def test_usage_errors_are_one_line(capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert main(["--help"]) == 0
     assert "COMMAND" in capsys.readouterr().out
+
+
+def test_nan_recordings_are_never_written(model, tmp_path):
+    rec = _recording(model)
+    rec.cop[3, 1] = np.nan
+    with pytest.raises(DataError, match="NaN"):
+        write_recording(tmp_path / "r.csv", rec)
+    assert not list(tmp_path.iterdir())
