@@ -175,3 +175,13 @@ def test_bad_trajectory_plans_are_one_line_errors(tmp_path, capsys, edit, messag
     assert main(["plan", "check", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_icub_arm_design_respects_tendon_couplings():
+    model = get_model("icub-right-arm")
+    assert len(model.coupled_b) == 5
+    s = ExcitationSettings(period=5.0, duration=5.0, harmonics=3, samples=24, max_iter=40, sharpness=(8.0,))
+    res = optimise(model, s, seed=3)
+    q, _, _ = res.trajectory.sample(np.linspace(0, 5, 2001))
+    assert np.all(q @ model.coupled_A.T <= model.coupled_b + 1e-9)
+    assert res.verification["ok"], res.verification["problems"]

@@ -33,6 +33,7 @@ from trajectories.verify import acceleration_limits, check_trajectory
 CRITERIA = ("kappa", "logdet")
 SCALINGS = ("columns", "none")
 MOTIONS = ("free", "double-support")
+COUPLED_MARGIN = 1e-3  # rad (or its combination) kept from coupled limits while optimising
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,10 @@ def design_problem(model: RobotModel, settings: ExcitationSettings):
     g = [ca.vec(ca.DM(E) @ X), ca.vec(Pd @ X), ca.vec(Vd @ X), ca.vec(Ad @ X)]
     lbg = [np.zeros(2 * n), np.repeat(lo, Kd), np.repeat(-vmax, Kd), np.repeat(-amax, Kd)]
     ubg = [np.zeros(2 * n), np.repeat(hi, Kd), np.repeat(vmax, Kd), np.repeat(amax, Kd)]
+    if len(model.coupled_b):  # linear coupled limits (e.g. tendon lengths) on the dense grid
+        g.append(ca.vec(Pd @ X @ ca.DM(model.coupled_A).T))
+        lbg.append(np.full(Kd * len(model.coupled_b), -np.inf))
+        ubg.append(np.repeat(model.coupled_b - COUPLED_MARGIN, Kd))
     if np.all(np.isfinite(tmax)):
         g.append(tau)
         lbg.append(np.repeat(-tmax, K))  # rows ordered by joint, then sample (as W's)
