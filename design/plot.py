@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from design.geometry import foot_rects, placed_corners, support_polygon
+from formats.atomic import write_atomic
 from formats.plan import Plan, check_compatible
 from robots.kinematics import link_frames
 from robots.tree import RobotModel
@@ -60,8 +61,10 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
         f"{plan.robot}: {len(plan.postures)} postures, κ {k.get('right', float('nan')):.1f}", fontsize=11
     )
     fig.tight_layout()
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
+    try:
+        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=90), "figure")
+    finally:
+        plt.close(fig)
 
 
 def _skeleton(model: RobotModel, p: np.ndarray, q: np.ndarray, plan: Plan) -> list[np.ndarray]:

@@ -7,21 +7,21 @@ raises one `DataError` line; a half-written file is never left looking complete.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from formats.errors import DataError
 
 
-def write_text_atomic(path: str | Path, text: str, what: str = "file") -> None:
-    """Write UTF-8 `text` to `path` atomically; DataError naming `what` and the reason if it cannot."""
+def write_atomic(path: str | Path, write: Callable[[Path], None], what: str = "file") -> None:
+    """Let `write(tmp)` create the file under a temporary name (same suffix, same folder), then sync and
+    rename it to `path`; DataError naming `what` and the reason if any step fails."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    data = memoryview(text.encode("utf-8"))
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
         try:
-            while data:
-                data = data[os.write(fd, data) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -32,3 +32,18 @@ def write_text_atomic(path: str | Path, text: str, what: str = "file") -> None:
         except OSError:
             pass
         raise DataError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
+
+
+def write_text_atomic(path: str | Path, text: str, what: str = "file") -> None:
+    """Write UTF-8 `text` to `path` atomically (see `write_atomic`)."""
+
+    def write(tmp: Path) -> None:
+        data = memoryview(text.encode("utf-8"))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
+
+    write_atomic(path, write, what)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pathlib
 from dataclasses import dataclass
+from functools import partial
 
 import casadi as ca
 import numpy as np
 
+from formats.atomic import write_atomic
 from formats.doggy_recording import DoggyRecording
 from robots import doggy
 from robots.doggy import DoggyParams
@@ -115,7 +117,9 @@ def plot(ver: Verification, out_dir: str | pathlib.Path, windows: int = 1) -> li
         )
         fig.tight_layout()
         p = out / f"doggy_verification_{w + 1}.png"
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
+        try:
+            write_atomic(p, partial(fig.savefig, dpi=110), "figure")
+        finally:
+            plt.close(fig)
         paths.append(p)
     return paths

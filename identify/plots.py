@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from formats.atomic import write_atomic  # noqa: E402
+
 
 def plot_cop_fit(
     residuals: np.ndarray,
@@ -36,6 +38,8 @@ def plot_cop_fit(
     fig.suptitle(title or "Measured − predicted CoP")
     fig.tight_layout()
     out = Path(out)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    try:
+        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=120), "figure")
+    finally:
+        plt.close(fig)
     return out

@@ -215,6 +215,8 @@ def _plot(joints: list[str], pred: np.ndarray, meas: np.ndarray, out: str) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from formats.atomic import write_atomic
+
     n = len(joints)
     fig, axes = plt.subplots(n, 1, figsize=(10, 1.6 * n + 1), sharex=True)
     for j, ax in enumerate(np.atleast_1d(axes)):
@@ -226,7 +228,7 @@ def _plot(joints: list[str], pred: np.ndarray, meas: np.ndarray, out: str) -> No
     np.atleast_1d(axes)[-1].set_xlabel("sample (decimated)")
     fig.tight_layout()
     try:
-        fig.savefig(out, dpi=110)
+        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=110), "figure")
     except (ValueError, OSError) as exc:
         raise DataError(f"cannot write figure {out}: {exc}") from None
     finally:

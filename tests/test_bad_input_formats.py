@@ -154,7 +154,7 @@ def full_disk(monkeypatch):
     real = os.write
 
     def write(fd, data):
-        if os.readlink(f"/proc/self/fd/{fd}").endswith(".tmp"):
+        if ".tmp" in os.path.basename(os.readlink(f"/proc/self/fd/{fd}")):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real(fd, data)
 
@@ -289,3 +289,22 @@ def test_nan_recordings_are_never_written(model, tmp_path):
     with pytest.raises(DataError, match="NaN"):
         write_recording(tmp_path / "r.csv", rec)
     assert not list(tmp_path.iterdir())
+
+
+def test_full_disk_while_drawing_a_figure(tmp_path, monkeypatch, capsys):
+    import matplotlib.figure
+
+    def savefig(self, fname, **kw):  # half a PNG reaches the disk, then the disk is full
+        with open(fname, "wb") as fh:
+            fh.write(b"\x89PNG\r\n\x1a\n partial")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    plan, fig = tmp_path / "p.json", tmp_path / "p.png"
+    save_plan(_plan(), plan)
+    fig.write_bytes(b"old figure")
+    assert main(["plan", "show", str(plan), "--out", str(fig), "--force"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "No space left on device" in err[0]
+    assert fig.read_bytes() == b"old figure"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "p.png"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from formats.atomic import write_atomic
 from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.tree import RobotModel
@@ -47,7 +48,7 @@ def plot_trajectory(model: RobotModel, traj: Trajectory, base: str, params: str,
     fig.suptitle(f"{model.name}: excitation trajectory ({traj.duration:.0f} s)")
     fig.tight_layout()
     try:
-        fig.savefig(out, dpi=110)
+        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=110), "figure")
     except (ValueError, OSError) as exc:
         raise DataError(f"cannot write figure {out}: {exc}") from None
     finally:
@@ -98,7 +99,7 @@ def _plot_closed_chain(model, traj, chain, params, t, q, qd, qdd, out) -> None:
     fig.suptitle(f"{model.name}: double-support excitation ({traj.duration:.0f} s)")
     fig.tight_layout()
     try:
-        fig.savefig(out, dpi=110)
+        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=110), "figure")
     except (ValueError, OSError) as exc:
         raise DataError(f"cannot write figure {out}: {exc}") from None
     finally:
