@@ -38,6 +38,8 @@ def parse_regressor(text: str, model: RobotModel, base: str | None = None) -> Re
     """'torque', 'base-wrench[:fz,mx,my]' or 'ft:FRAME' → RegressorSpec (clear error otherwise)."""
     kind, _, arg = text.partition(":")
     if kind == "torque":
+        if arg:
+            raise DataError(f"--regressor torque takes no argument, got {text!r}")
         return RegressorSpec("torque", base or model.root)
     if kind == "base-wrench":
         stance = (model.stance or {}).get("base") if isinstance(model.stance, dict) else None

@@ -151,6 +151,8 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("model show", ["{binary_urdf}"]),
     ("model show", ["{zero_mass}", "--regressor", "torque"]),
     ("model show", ["tulip", "--regressor", "ft:nowhere"]),
+    ("model show", ["tulip", "--regressor", "torque:abc"]),
+    ("model show", ["tulip", "--regressor", "base-wrench:fz,zz"]),
     # identify static
     ("identify static", ["{binary}"]),
     ("identify static", ["{latin1}"]),
