@@ -20,11 +20,24 @@ def register(s: argparse._SubParsersAction) -> None:
     t.add_argument("robot", help="robot model name or URDF / .poise.toml file")
     t.add_argument("--out", type=at.out_file, required=True, help="trajectory plan file to write (JSON)")
     at.add_force(t)
-    t.add_argument("--duration", type=at.positive, default=60.0, help="total duration in s (whole periods)")
-    t.add_argument("--period", type=at.positive, default=10.0, help="period of the Fourier series in s")
-    t.add_argument("--harmonics", type=at.count, default=5, help="harmonics per joint")
     t.add_argument(
-        "--samples", type=at.count, default=100, help="grid points per period for κ and torque limits"
+        "--duration",
+        type=at.number(0.0, 3600.0, lo_open=True),
+        default=60.0,
+        help="total duration in s (whole periods, ≤ 3600)",
+    )
+    t.add_argument(
+        "--period",
+        type=at.number(0.0, 3600.0, lo_open=True),
+        default=10.0,
+        help="period of the Fourier series in s",
+    )
+    t.add_argument("--harmonics", type=at.integer(1, 100), default=5, help="harmonics per joint")
+    t.add_argument(
+        "--samples",
+        type=at.integer(1, 10_000),
+        default=100,
+        help="grid points per period for κ and torque limits",
     )
     t.add_argument("--criterion", choices=["kappa", "logdet"], default="kappa")
     t.add_argument(
@@ -57,8 +70,19 @@ def register(s: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--workers", type=at.count, default=None, help="worker processes (default: min(starts, CPUs))"
     )
+    t.add_argument(
+        "--prior",
+        nargs="+",
+        default=None,
+        help="trajectory plans already executed: design the next experiment to complete their information",
+    )
     t.add_argument("--seed", type=at.seed, default=1)
-    t.add_argument("--rate-hz", type=at.positive, default=100.0, help="streaming rate for the executor")
+    t.add_argument(
+        "--rate-hz",
+        type=at.number(0.0, 10_000.0, lo_open=True),
+        default=100.0,
+        help="streaming rate for the executor",
+    )
     t.add_argument("--json", action="store_true", help="print a machine-readable summary")
     t.set_defaults(func=cmd_trajectory)
 
@@ -137,7 +161,13 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
                 task, advance=1, best=f"start {k}: κ scaled {r.kappa_scaled:.2f}, raw {r.kappa:.1f}"
             )
 
-        results = design_starts(args.robot, settings, args.seed, args.starts, args.workers, on_result)
+        prior = None
+        if args.prior:
+            from formats.trajectory_plan import load_trajectory_plan
+            from trajectories.plan import prior_rows
+
+            prior = prior_rows(model, settings, [load_trajectory_plan(p) for p in args.prior])
+        results = design_starts(args.robot, settings, args.seed, args.starts, args.workers, on_result, prior)
     best = results[0]
     plan = make_plan(args.robot, model, best, settings, args.seed, args.rate_hz)
     save_trajectory_plan(plan, args.out)
@@ -153,6 +183,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         "seconds_per_start": [r.seconds for r in results],
         "seconds": time.perf_counter() - t0,
         "verification": best.verification,
+        "kappa_with_prior_scaled": best.kappa_with_prior_scaled,
     }
     if args.json:
         print_json(summary)
@@ -176,6 +207,11 @@ def _print_design(s: dict) -> None:
         ("κ, column-scaled base regressor", f"{s['kappa_scaled']:.3f}", "—"),
         ("κ, raw base regressor", f"{s['kappa']:.1f}", "—"),
         ("base parameters", str(s["base_parameters"]), "—"),
+        *(
+            [("κ, column-scaled, with the prior experiments", f"{s['kappa_with_prior_scaled']:.3f}", "—")]
+            if s.get("kappa_with_prior_scaled") is not None
+            else []
+        ),
         ("IPOPT iterations (best start)", str(s["iterations"]), "—"),
         ("wall time", f"{s['seconds']:.1f}", "s"),
         ("min position margin", f"{v['min_position_margin_rad']:.3f}", "rad"),

@@ -185,3 +185,17 @@ def test_icub_arm_design_respects_tendon_couplings():
     q, _, _ = res.trajectory.sample(np.linspace(0, 5, 2001))
     assert np.all(q @ model.coupled_A.T <= model.coupled_b + 1e-9)
     assert res.verification["ok"], res.verification["problems"]
+
+
+def test_prior_experiment_is_completed(ur5, tmp_path, capsys):
+    """Designing with a prior plan optimises the stacked information: the pair is better conditioned together
+    than the prior alone, and the design reports the combined κ."""
+    first = tmp_path / "first.json"
+    argv = ["plan", "trajectory", str(UR5), "--duration", "5", "--period", "5", "--harmonics", "2"]
+    argv += ["--samples", "20", "--max-iter", "15", "--json"]
+    assert main(argv + ["--out", str(first)]) == 0
+    k_first = json.loads(capsys.readouterr().out)["kappa_scaled"]
+    second = tmp_path / "second.json"
+    assert main(argv + ["--out", str(second), "--prior", str(first), "--seed", "7"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kappa_with_prior_scaled"] is not None and out["kappa_with_prior_scaled"] < k_first

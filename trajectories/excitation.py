@@ -105,17 +105,29 @@ class ExcitationResult:
     params: str = ""
     verification: dict = field(default_factory=dict)
     stages: list[dict] = field(default_factory=list)
+    kappa_with_prior_scaled: float | None = (
+        None  # κ of [prior; new] (column-scaled), when designed with a prior
+    )
 
 
 class _Criterion(ca.Callback):
-    """f(W) or ∂f/∂W (row) as a CasADi node; W is the stacked base regressor (vec, column-major)."""
+    """f(W) or ∂f/∂W (row) as a CasADi node; W is the stacked base regressor (vec, column-major). With `prior`
+    (rows of the same base regressor from experiments already made), the criterion is that of [prior; w·W]:
+    the next experiment completes the information at hand (w = √periods: W covers one period)."""
 
     def __init__(
-        self, name: str, shape: tuple[int, int], settings: ExcitationSettings, grad: _Criterion | None
+        self,
+        name: str,
+        shape: tuple[int, int],
+        settings: ExcitationSettings,
+        grad: _Criterion | None,
+        prior: np.ndarray | None = None,
     ):
         ca.Callback.__init__(self)
         self.shape, self.settings, self.grad_node = shape, settings, grad
         self.p = settings.sharpness[0]
+        self.prior = prior
+        self.weight = np.sqrt(settings.duration / settings.period)
         self.construct(name, {"enable_fd": False})
 
     def get_n_in(self):
@@ -133,7 +145,11 @@ class _Criterion(ca.Callback):
 
     def eval(self, arg):
         W = np.asarray(arg[0]).reshape(self.shape, order="F")
-        f, G = criterion_value(W, self.settings, self.p)
+        if self.prior is not None:
+            f, G = criterion_value(np.vstack([self.prior, self.weight * W]), self.settings, self.p)
+            G = self.weight * G[self.prior.shape[0] :]
+        else:
+            f, G = criterion_value(W, self.settings, self.p)
         if self.grad_node is not None:
             return [ca.DM(f)]
         return [ca.DM(G.reshape(-1, order="F")).T]
@@ -309,9 +325,14 @@ def random_start(model: RobotModel, settings: ExcitationSettings, rng: np.random
 
 
 def optimise(
-    model: RobotModel, settings: ExcitationSettings, start: np.ndarray | None = None, seed: int = 0
+    model: RobotModel,
+    settings: ExcitationSettings,
+    start: np.ndarray | None = None,
+    seed: int = 0,
+    prior: np.ndarray | None = None,
 ) -> ExcitationResult:
-    """Design one excitation trajectory from `start` (coefficients) or a random start."""
+    """Design one excitation trajectory from `start` (coefficients) or a random start; `prior`: base-regressor
+    rows of experiments already made (sampled every period/samples s), which the new one should complete."""
     if settings.motion == "double-support":
         from trajectories.balance_excitation import optimise_balance
 
@@ -320,8 +341,10 @@ def optimise(
     prob = design_problem(model, settings)
     x0 = start if start is not None else random_start(model, settings, np.random.default_rng(seed))
     Wshape = (settings.samples * model.nq, prob["base"].rank)
-    grad = _Criterion("criterion_grad", Wshape, settings, None)
-    crit = _Criterion("criterion", Wshape, settings, grad)
+    if prior is not None and (prior.ndim != 2 or prior.shape[1] != prob["base"].rank):
+        raise DataError(f"prior regressor has shape {prior.shape}; expected (rows, {prob['base'].rank})")
+    grad = _Criterion("criterion_grad", Wshape, settings, None, prior)
+    crit = _Criterion("criterion", Wshape, settings, grad, prior)
     f = crit(ca.vec(prob["W"]))
     opts = {
         "ipopt.print_level": 0,
@@ -367,6 +390,9 @@ def optimise(
         params=prob["params"],
         stages=stages,
     )
+    if prior is not None:
+        w = np.sqrt(settings.duration / settings.period)
+        result.kappa_with_prior_scaled = kappa(normalised_columns(np.vstack([prior, w * W]))[0])
     dt = min(0.001, settings.period / (settings.samples * 10))
     check = check_trajectory(
         model, traj, prob["base_link"], prob["params"], dt, settings.acceleration_default, settings.simplified

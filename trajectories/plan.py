@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan
 from robots.registry import BUILT_IN, get_model
@@ -73,3 +75,19 @@ def plan_trajectory(plan: TrajectoryPlan, model: RobotModel | None = None) -> Tr
     if traj.n != len(plan.joint_names):
         raise DataError(f"trajectory has {traj.n} joints, plan names {len(plan.joint_names)}")
     return traj
+
+
+def prior_rows(model: RobotModel, settings: ExcitationSettings, plans: list[TrajectoryPlan]) -> np.ndarray:
+    """Base-regressor rows of trajectories already executed (fixed base), sampled at the design's grid step."""
+    from trajectories.verify import sample_grid, stacked_base_regressor
+
+    if settings.motion != "free":
+        raise DataError("a prior experiment is supported for fixed-base designs only")
+    rows = []
+    for p in plans:
+        if p.robot != model.name or list(p.joint_names) != list(model.joint_names):
+            raise DataError(f"prior plan for {p.robot!r} does not fit robot {model.name!r}")
+        traj = plan_trajectory(p, model)
+        t = sample_grid(traj, settings.period / settings.samples)
+        rows.append(stacked_base_regressor(model, traj, settings.base or model.root, settings.simplified, t))
+    return np.vstack(rows)
