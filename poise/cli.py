@@ -51,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     except PoiseError as exc:
         print(f"poise: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError:  # sizes from the input (durations, sample counts) too large for this machine
+        print(
+            "poise: error: not enough memory for this input (check durations, rates and sizes)",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print("poise: interrupted", file=sys.stderr)
         return 130

@@ -28,7 +28,12 @@ def register_simulate(s: argparse._SubParsersAction) -> None:
     t.add_argument("plan", help="trajectory plan (JSON)")
     t.add_argument("--out", type=at.out_file, required=True, help="dynamic recording to write (CSV)")
     at.add_force(t)
-    t.add_argument("--rate-hz", type=at.positive, default=500.0, help="sample rate (default 500 Hz)")
+    t.add_argument(
+        "--rate-hz",
+        type=at.number(0.0, 10_000.0, lo_open=True),
+        default=500.0,
+        help="sample rate (default 500 Hz)",
+    )
     t.add_argument(
         "--truth",
         default="perturbed",
@@ -135,6 +140,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     _finite("cutoff-hz", args.cutoff_hz, positive=True)
     rec = read_dynamic_recording(args.recording)
     model = get_model(rec.meta.get("robot_source") or rec.robot)
+    # Every input is read before the fit: a bad --reference or --validate fails now, not after the work.
+    ref_ps = resolve_params(args.reference, model) if args.reference else None
+    vrec = read_dynamic_recording(args.validate) if args.validate else None
     quantity = "torque" if rec.tau is not None else "wrench"
     est = DynamicEstimator(
         model,
@@ -148,7 +156,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     fit = est.fit_
     nb = est.dynamic_base_.rank
     if args.reference:
-        ref = est.reference_values(resolve_params(args.reference, model))
+        ref = est.reference_values(ref_ps)
         z = (fit.values[:nb] - ref) / fit.se[:nb]
         fit.reference = {
             "name": args.reference,
@@ -159,8 +167,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         }
     out = fit.to_dict()
     pred = meas = None
-    if args.validate:
-        vrec = read_dynamic_recording(args.validate)
+    if vrec is not None:
         pred, meas = est.predict(vrec)
         out["validation"] = validation_error(pred, meas) | {"recording": args.validate}
     if args.plot:

@@ -126,6 +126,12 @@ def files(tmp_path_factory):
     )
     write_dynamic_recording(dyn, d / "dyn.csv")
     f["dyn"] = str(d / "dyn.csv")
+    q12 = rng.uniform(-1, 1, (50, 12))
+    names = [f"theta{i}" for i in range(1, 13)]
+    write_dynamic_recording(
+        DynamicRecording("tulip", "torso", names, t, q12, np.zeros((50, 12))), d / "dyn12.csv"
+    )
+    f["dyn12"] = str(d / "dyn12.csv")
     put("dyn_deg_on_rad.csv", (d / "dyn.csv").read_text().replace("# angle_unit: rad", "# angle_unit: deg"))
     put("dyn_shape.csv", (d / "dyn.csv").read_text().rstrip("\n").rsplit("\n", 1)[0] + "\n0.9,1,2\n")
     write_csv(_doggy(), d / "doggy.csv")
@@ -178,6 +184,8 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("identify dynamic", ["{dyn}", "--cutoff-hz", "nan"]),
     ("identify dynamic", ["{dyn}", "--cutoff-hz", "0"]),
     ("identify dynamic", ["{dyn}", "--plot", "{dir}/x.unknown"]),
+    ("identify dynamic", ["{dyn12}", "--validate", "{binary}"]),
+    ("identify dynamic", ["{dyn12}", "--reference", "{zero_params}"]),
     # simulate static
     ("simulate static", ["tulip", "--truth", "{binary}", "--out", "{dir}/s1.csv"]),
     ("simulate static", ["tulip", "--truth", "{latin1}", "--out", "{dir}/s1.csv"]),
@@ -197,6 +205,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("simulate trajectory", ["{binary}", "--out", "{dir}/t1.csv"]),
     ("simulate trajectory", ["{good_plan}", "--out", "{dir}/t1.csv"]),
     ("simulate trajectory", ["{binary}", "--out", "{dir}/t1.csv", "--rate-hz", "inf"]),
+    ("simulate trajectory", ["{binary}", "--out", "{dir}/t1.csv", "--rate-hz", "1e9"]),
     ("simulate trajectory", ["{binary}", "--out", "{dir}/t1.csv", "--encoder-ticks", "-1"]),
     ("simulate trajectory", ["{binary}", "--out", "{existing}"]),
     # run
@@ -300,6 +309,8 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--duration", "inf"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--period", "nan"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--harmonics", "0"]),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--duration", "1e9"]),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--samples", "100000000"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--rate-hz", "0"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--seed", "-3"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--params", "{binary}"]),
