@@ -70,6 +70,12 @@ def register(s: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--workers", type=at.count, default=None, help="worker processes (default: min(starts, CPUs))"
     )
+    t.add_argument(
+        "--prior",
+        nargs="+",
+        default=None,
+        help="trajectory plans already executed: design the next experiment to complete their information",
+    )
     t.add_argument("--seed", type=at.seed, default=1)
     t.add_argument(
         "--rate-hz",
@@ -155,7 +161,13 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
                 task, advance=1, best=f"start {k}: κ scaled {r.kappa_scaled:.2f}, raw {r.kappa:.1f}"
             )
 
-        results = design_starts(args.robot, settings, args.seed, args.starts, args.workers, on_result)
+        prior = None
+        if args.prior:
+            from formats.trajectory_plan import load_trajectory_plan
+            from trajectories.plan import prior_rows
+
+            prior = prior_rows(model, settings, [load_trajectory_plan(p) for p in args.prior])
+        results = design_starts(args.robot, settings, args.seed, args.starts, args.workers, on_result, prior)
     best = results[0]
     plan = make_plan(args.robot, model, best, settings, args.seed, args.rate_hz)
     save_trajectory_plan(plan, args.out)
@@ -171,6 +183,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         "seconds_per_start": [r.seconds for r in results],
         "seconds": time.perf_counter() - t0,
         "verification": best.verification,
+        "kappa_with_prior_scaled": best.kappa_with_prior_scaled,
     }
     if args.json:
         print_json(summary)
@@ -194,6 +207,11 @@ def _print_design(s: dict) -> None:
         ("κ, column-scaled base regressor", f"{s['kappa_scaled']:.3f}", "—"),
         ("κ, raw base regressor", f"{s['kappa']:.1f}", "—"),
         ("base parameters", str(s["base_parameters"]), "—"),
+        *(
+            [("κ, column-scaled, with the prior experiments", f"{s['kappa_with_prior_scaled']:.3f}", "—")]
+            if s.get("kappa_with_prior_scaled") is not None
+            else []
+        ),
         ("IPOPT iterations (best start)", str(s["iterations"]), "—"),
         ("wall time", f"{s['seconds']:.1f}", "s"),
         ("min position margin", f"{v['min_position_margin_rad']:.3f}", "rad"),
