@@ -23,6 +23,7 @@ __all__ = [
     "check_outputs",
     "count",
     "image_file",
+    "increasing_numbers",
     "integer",
     "nonnegative",
     "number",
@@ -89,6 +90,21 @@ def number(
 
     parse.__name__ = "number"
     return parse
+
+
+def increasing_numbers(text: str) -> tuple[float, ...]:
+    """'8,64' -> (8.0, 64.0): comma-separated, finite, positive, strictly increasing."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, e.g. 8,64 (got {text!r})"
+        ) from None
+    if any(not math.isfinite(v) or v <= 0 for v in values) or list(values) != sorted(set(values)):
+        raise argparse.ArgumentTypeError(
+            f"must be positive and strictly increasing, e.g. 8,64 (got {text!r})"
+        )
+    return values
 
 
 seed = integer(0, 2**32 - 1)  # numpy's SeedSequence takes non-negative integers

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 from rich.table import Table
@@ -38,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--starts", type=at.count, default=1, help="random initial sets, optimised in parallel")
     d.add_argument(
         "--sharpness",
+        type=at.increasing_numbers,
         default=None,
         metavar="P1,P2,...",
         help="continuation of the κ surrogate’s sharpness p, increasing (default: 8,64 for free-com, 4,16,64 "
@@ -131,7 +131,7 @@ def _settings(args, model):
             "--postures must be at least 13 (25 identifiable parameters, 2 equations per posture)"
         )
     radius, ellipsoid = _uncertainty(args.uncertainty, model, args.uncertainty_sigma)
-    extra = {} if args.sharpness is None else {"sharpness": _sharpness(args.sharpness)}
+    extra = {} if args.sharpness is None else {"sharpness": args.sharpness}
     return Settings(
         problem=args.problem,
         margin=args.margin,
@@ -140,21 +140,6 @@ def _settings(args, model):
         ellipsoid=ellipsoid,
         **extra,
     )
-
-
-def _sharpness(text: str) -> tuple[float, ...]:
-    """'8,64' -> (8.0, 64.0): positive, strictly increasing."""
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise DataError(f"--sharpness must be comma-separated numbers, e.g. 8,64 (got {text!r})") from None
-    if (
-        not values
-        or any(not math.isfinite(v) or v <= 0 for v in values)
-        or list(values) != sorted(set(values))
-    ):
-        raise DataError(f"--sharpness must be positive and strictly increasing, e.g. 8,64 (got {text!r})")
-    return values
 
 
 def cmd_postures(args: argparse.Namespace) -> int:

@@ -132,10 +132,17 @@ def files(tmp_path_factory):
         DynamicRecording("tulip", "torso", names, t, q12, np.zeros((50, 12))), d / "dyn12.csv"
     )
     f["dyn12"] = str(d / "dyn12.csv")
+    rows = (d / "dyn.csv").read_text().splitlines()
+    rows[-1] = ",".join([rows[-1].split(",")[0], "nan", *rows[-1].split(",")[2:]])
+    put("dyn_nan.csv", "\n".join(rows) + "\n")
+    result["parameters"][0]["se_m"] = float("nan")
+    result["correlation"]["matrix"] = [[1.0]]
+    put("nan_result.json", json.dumps(result))
     put("dyn_deg_on_rad.csv", (d / "dyn.csv").read_text().replace("# angle_unit: rad", "# angle_unit: deg"))
     put("dyn_shape.csv", (d / "dyn.csv").read_text().rstrip("\n").rsplit("\n", 1)[0] + "\n0.9,1,2\n")
     write_csv(_doggy(), d / "doggy.csv")
     f["doggy"] = str(d / "doggy.csv")
+    put("doggy_short.csv", (d / "doggy.csv").read_text().rstrip("\n") + "\n0.5,0,0\n")
     write_csv(_doggy(dt=1.0), d / "doggy_ms.csv")  # time stamps in ms written as if seconds
     f["doggy_ms"] = str(d / "doggy_ms.csv")
     put("doggy_nan.csv", (d / "doggy.csv").read_text().replace("\n0.1,", "\nnan,", 1))
@@ -181,6 +188,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("identify dynamic", ["{empty}"]),
     ("identify dynamic", ["{dyn_deg_on_rad}"]),
     ("identify dynamic", ["{dyn_shape}"]),
+    ("identify dynamic", ["{dyn_nan}"]),
     ("identify dynamic", ["{dyn}", "--cutoff-hz", "nan"]),
     ("identify dynamic", ["{dyn}", "--cutoff-hz", "0"]),
     ("identify dynamic", ["{dyn}", "--plot", "{dir}/x.unknown"]),
@@ -269,6 +277,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("solve doggy", ["--data", "{empty}", "--out", "{dir}/d1.json"]),
     ("solve doggy", ["--data", "{doggy_ms}", "--out", "{dir}/d1.json"]),
     ("solve doggy", ["--data", "{doggy_nan}", "--out", "{dir}/d1.json"]),
+    ("solve doggy", ["--data", "{doggy_short}", "--out", "{dir}/d1.json"]),
     ("solve doggy", ["--simulate", "inf", "--out", "{dir}/d1.json"]),
     ("solve doggy", ["--simulate", "nan", "--out", "{dir}/d1.json"]),
     ("solve doggy", ["--simulate", "0.5", "--out", "{dir}/d1.json"]),
@@ -293,6 +302,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan postures", ["tulip", "--uncertainty", "{latin1}", "--out", "{dir}/p1.json"]),
     ("plan postures", ["tulip", "--uncertainty", "nan", "--out", "{dir}/p1.json"]),
     ("plan postures", ["tulip", "--uncertainty", "{bad_result}", "--out", "{dir}/p1.json"]),
+    ("plan postures", ["tulip", "--uncertainty", "{nan_result}", "--out", "{dir}/p1.json"]),
     ("plan postures", ["tulip", "--uncertainty-sigma", "0", "--out", "{dir}/p1.json"]),
     ("plan postures", ["tulip", "--sharpness", "64,8", "--out", "{dir}/p1.json"]),
     ("plan postures", ["tulip", "--out", "{existing}"]),
