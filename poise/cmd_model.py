@@ -14,6 +14,7 @@ from robots.com_variants import base_model, variant
 from robots.dynamics import standard_parameters
 from robots.motion_class import MOTION_CLASSES
 from robots.params_io import resolve_params
+from robots.published_base import describe_row, map_to_derived, matching, published_values, units
 from robots.registry import get_model
 from robots.tree import RobotModel
 
@@ -160,6 +161,7 @@ def show_dynamic(
         "ft": f"sub-tree wrench at {spec.frame}",
     }[spec.kind]
     vanishing = [db.names[i] for i in db.vanishing]
+    published = _published(model, spec, simplified, motion, db, ps)
     if as_json:
         print_json(
             {
@@ -176,6 +178,7 @@ def show_dynamic(
                 "assumed_zero": [db.names[i] for i in db.assumed_zero],
                 "not_in_regressor": vanishing,
                 "base_parameters": rows,
+                "published": published,
                 "warnings": list(model.warnings),
             }
         )
@@ -202,4 +205,62 @@ def show_dynamic(
         + ".",
         highlight=False,
     )  # fmt: skip
+    if published:
+        _print_published(published)
     return 0
+
+
+def _published(model: RobotModel, spec: RegressorSpec, simplified: bool, motion: str, db, ps) -> dict | None:
+    """The robot's published numbering of these base parameters (e.g. thesis App. C), values from `ps`, each
+    written over the derived ϑ; None if the description has none for this regressor."""
+    pb = matching(model, spec, simplified) if motion == "free" else None
+    if pb is None:
+        return None
+    bm = map_to_derived(pb, model, db)
+    values = published_values(pb, model, ps)
+    ok = bm.in_span()
+    params = [
+        {
+            "symbol": p.symbol,
+            "formula": p.formula,
+            "value": float(values[a]),
+            "unit": u,
+            "derived": describe_row(bm.A[a], db.symbols) if ok[a] else None,
+            "printed": p.printed if p.correction else None,
+            "correction": p.correction or None,
+        }
+        for a, (p, u) in enumerate(zip(pb.parameters, units(pb, model), strict=True))
+    ]
+    return {
+        "name": pb.name,
+        "source": pb.source,
+        "is_base": bool(ok.all() and bm.rank == db.rank == len(pb.parameters)),
+        "not_base_parameters": [p.symbol for p, good in zip(pb.parameters, ok, strict=True) if not good],
+        "parameters": params,
+    }
+
+
+def _print_published(pub: dict) -> None:
+    table = Table(title=f"the same base in the published numbering: {pub['source']}")
+    table.add_column("ϑ", no_wrap=True)
+    table.add_column("formula (publication's symbols)", overflow="fold")
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("unit", no_wrap=True)
+    table.add_column("= derived", overflow="fold")
+    for r in pub["parameters"]:
+        mark = " *" if r["correction"] else ""
+        table.add_row(
+            r["symbol"] + mark,
+            r["formula"],
+            f"{r['value']:.6g}",
+            r["unit"],
+            r["derived"] or "not a base parameter",
+        )
+    console.print(table)
+    for r in pub["parameters"]:
+        if r["correction"]:
+            console.print(f"* {r['symbol']} corrected: {r['correction']}", highlight=False, soft_wrap=True)
+    if not pub["is_base"]:
+        console.print(
+            f"the published set is not a base of these: {', '.join(pub['not_base_parameters']) or 'rank differs'}"
+        )

@@ -179,6 +179,17 @@ def _reduce(model: RobotModel, spec: dict, source: str) -> RobotModel:
     )  # fmt: skip
 
 
+def _published(spec: dict, path: Path) -> dict[str, Path]:
+    """[published_bases] NAME = FILE (relative to the description): base-parameter formulas of a publication."""
+    out = {}
+    for name, ref in spec.items():
+        file = Path(str(ref)) if Path(str(ref)).is_absolute() else path.parent / str(ref)
+        if not file.is_file():
+            raise _fail(str(path), f"published base {name!r}: no such file {file}")
+        out[str(name)] = file
+    return out
+
+
 def load_description(path: str | Path) -> RobotModel:
     """A `RobotModel` from a poise robot description (TOML) and the URDF it names."""
     path = Path(path)
@@ -266,6 +277,7 @@ def apply_description(model: RobotModel, doc: dict, path: Path) -> RobotModel:
         simplified_zero=simplified,  # type: ignore[arg-type]
         simplified_dynamic_zero=[str(x) for x in doc.get("simplified", {}).get("dynamic_zero", [])],
         stance=doc.get("stance"),
+        published_bases=_published(doc.get("published_bases", {}), path),
         source=model.source,
         warnings=model.warnings,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -153,6 +154,8 @@ class RobotModel:
     simplified_dynamic_zero: list[str] = field(default_factory=list)
     # How the robot stands for static CoP experiments (see `robots.stance_spec`), if it is legged.
     stance: object | None = None
+    # Published base-parameter sets (name -> formula file, see robots.published_base), e.g. a thesis appendix.
+    published_bases: dict[str, Path] = field(default_factory=dict)
     source: str = ""  # the URDF file the model was loaded from, if any
     warnings: list[str] = field(default_factory=list)  # e.g. inertias that violate the triangle inequality
 

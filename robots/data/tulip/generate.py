@@ -97,7 +97,7 @@ def parameter_sets() -> dict[str, ParameterSet]:
     """`sim` (Table D.1, Gazebo model and design guess) and `mc` (Table D.4, TUlipMC controller model)."""
     sim = _param_set(
         "sim",
-        "Table D.1: Gazebo model, the guessed parameters used for design",
+        "Tables D.1, D.3: Gazebo model (masses, CoMs, lengths; inertias about the CoM), the guessed parameters used for design",
         (-0.02, 0.075, 0.17, 12.0),
         (-0.02, 0.0, 0.091, 0.8),
         (-0.03, 0.0, 0.0, 0.01),
