@@ -16,14 +16,9 @@ from design.replicates import Replicates, find_replicates
 from design.uncertainty import Ellipsoid, nominal_cop, robust_margin
 from formats.errors import DataError
 from formats.plan import Plan, check_compatible
-from robots.kinematics import site_pose
 from robots.params_io import resolve_params
-from robots.stance import balance, flat_residual, other_site
+from robots.stance import FLAT_TOL, MARGIN_TOL, PLACE_TOL, check_posture  # noqa: F401 (tolerances re-exported)
 from robots.tree import RobotModel
-
-FLAT_TOL = 1e-6  # m and rad
-PLACE_TOL = 1e-6  # m and rad
-MARGIN_TOL = 1e-9  # m
 
 
 @dataclass
@@ -71,31 +66,15 @@ class CheckReport:
         }
 
 
-def _yaw(R: np.ndarray) -> float:
-    return float(np.arctan2(R[1, 0], R[0, 0]))
-
-
 def posture_issues(
-    model: RobotModel, q: np.ndarray, params, base: str, margin: float, pose=None, ellipsoid=None
-) -> tuple[list[str], float, float]:
-    """Issues of one double-support posture (limits, flat, disjoint feet, margin, placement); the CoP from
-    `params`, or from the ellipsoid's centre if given."""
-    issues = model.limit_violations(q)
-    res = flat_residual(model, q, "sim", base)
-    if np.abs(res).max() > FLAT_TOL:
-        issues.append(f"left foot not flat (z {res[0] * 1000:.3f} mm, tilt {np.abs(res[1:]).max():.1e} rad)")
-    b = balance(model, q, params, base)
-    cop_margin = b.margin if ellipsoid is None else nominal_cop(model, q, params, base, ellipsoid)[1]
-    if b.feet_overlap:
-        issues.append("feet overlap")
-    if cop_margin < margin - MARGIN_TOL:
-        issues.append(f"CoP margin {cop_margin * 1000:.2f} mm < required {margin * 1000:.1f} mm")
-    if pose is not None:
-        R, p = site_pose(model, q, "sim", other_site(model, base), base)
-        err = max(abs(p[0] - pose[0]), abs(p[1] - pose[1]), abs(np.angle(np.exp(1j * (_yaw(R) - pose[2])))))
-        if err > PLACE_TOL:
-            issues.append(f"left foot {err * 1000:.3f} mm/mrad away from its placement")
-    return issues, cop_margin, b.feet_gap
+    model: RobotModel, q: np.ndarray, params, base: str, margin: float, pose=None, ellipsoid=None,
+    geometry=None,
+) -> tuple[list[str], float, float]:  # fmt: skip
+    """Issues of one double-support posture by the shared check (`robots.stance.check_posture`); the CoP
+    from `params`, or from the ellipsoid's centre if given. Returns (issues, CoP margin m, feet gap m)."""
+    cop = None if ellipsoid is None else nominal_cop(model, q, params, base, ellipsoid)[0]
+    st = check_posture(model, q, params, base, margin, pose=pose, cop=cop, geometry=geometry)
+    return st.issues, st.margin, st.feet_gap
 
 
 def plan_ellipsoid(plan: Plan) -> Ellipsoid | None:
@@ -137,7 +116,7 @@ def own_posture_issues(
     nominal margin (ellipsoid centre if any) and the worst case over the plan's ball/ellipsoid."""
     required, radius, ell = margin_rules(plan)
     params = resolve_params(params or plan.params, model)
-    issues, m, gap = posture_issues(model, q, params, plan.base, required, pose, ell)
+    issues, m, gap = posture_issues(model, q, params, plan.base, required, pose, ell, plan.params)
     rm = plan_robust_margin(model, plan, q) if required > 0 else None
     if rm is not None and rm < required - MARGIN_TOL:
         what = f"the ϑ_b ball of {radius * 1000:.1f} mm" if ell is None else f"the {ell.sigma:g}σ ellipsoid"
@@ -162,7 +141,7 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
         if own:
             issues, m, gap = own_posture_issues(model, plan, p.q, pose, params)
         else:
-            issues, m, gap = posture_issues(model, p.q, params, base, required, pose)
+            issues, m, gap = posture_issues(model, p.q, params, base, required, pose, geometry=plan.params)
         results.append(PostureCheck(p.index, m, gap, issues))
     plan_issues = []
     # Feet polygons of each placement, from the file's poses (the drivers place boards from these).
@@ -174,7 +153,7 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
             plan_issues.append(f"placement {pl.index}: feet polygons intersect")
     ks = {}
     try:
-        ks = {b: kappa(design_matrix(model, plan.q, b)) for b in ("right", "left") if b in model.bases}
+        ks = {b: kappa(design_matrix(model, plan.q, b)) for b in model.bases}
     except DataError as exc:
         plan_issues.append(str(exc))
     for b, k in ks.items():
@@ -191,7 +170,9 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
             tr_issues.append(f"transition {t.from_index}→{t.to_index}: does not start/end at its postures")
         pose = plan.placement(a.placement).left_foot
         for k, qk in enumerate(t.q[1:-1], start=1):
-            iss, _, _ = posture_issues(model, qk, params, base, required, pose, ell if own else None)
+            iss, _, _ = posture_issues(
+                model, qk, params, base, required, pose, ell if own else None, plan.params
+            )
             if iss:
                 tr_issues.append(f"transition {t.from_index}→{t.to_index} waypoint {k}: {iss[0]}")
                 break

@@ -16,15 +16,27 @@ from shapely.geometry import MultiPoint, Point, Polygon
 from formats.errors import DataError
 from robots.kinematics import com_position, site_pose, site_pose_sym
 from robots.memo import per_model
+from robots.stance_spec import default_base, design_params, resolve_base  # noqa: F401 (re-exported)
 from robots.tree import ParameterSet, RobotModel
 
+# The tolerances of the one posture check (`check_posture`) that design, `plan check` and the executor share.
+FLAT_TOL = 1e-6  # other sole flat on the ground: |z| (m) and tilt (rad)
+PLACE_TOL = 1e-6  # other sole at its placement: x, y (m) and yaw (rad)
+MARGIN_TOL = 1e-9  # CoP margin below the requirement (m)
+LIMIT_TOL = 1e-9  # joint and coupled limits (rad or m)
 
-def other_site(model: RobotModel, base: str) -> str:
+
+def other_site(model: RobotModel, base: str | None = None) -> str:
     """The contact site of the non-base foot (bipeds: the other sole)."""
-    others = [s.name for s in model.sites if s.rect is not None and s.name != model.bases[base]]
+    base = resolve_base(model, base)
+    others = [s.name for s in model.sites if s.rect is not None and s.name != model.base_site(base).name]
     if len(others) != 1:
         raise DataError(f"model {model.name!r} needs exactly one other contact site for base {base!r}")
     return others[0]
+
+
+def _p(model: RobotModel, params: str | ParameterSet | None) -> str | ParameterSet:
+    return design_params(model) if params is None else params
 
 
 @per_model
@@ -35,21 +47,34 @@ def _flat_functions(model: RobotModel, params_name: str, base: str) -> ca.Functi
     return ca.Function("flat", [q], [c, ca.jacobian(c, q)])
 
 
-def flat_residual(model: RobotModel, q: np.ndarray, params: str = "sim", base: str = "right") -> np.ndarray:
+def flat_residual(
+    model: RobotModel, q: np.ndarray, params: str | ParameterSet | None = None, base: str | None = None
+) -> np.ndarray:
     """[z, R02, R12] of the other sole: zero when it lies flat on the ground (m, –, –)."""
-    R, p = site_pose(model, q, params, other_site(model, base), base)
+    base = resolve_base(model, base)
+    R, p = site_pose(model, q, _p(model, params), other_site(model, base), base)
     return np.stack([p[..., 2], R[..., 0, 2], R[..., 1, 2]], axis=-1)
+
+
+def other_pose(
+    model: RobotModel, q: np.ndarray, params: str | ParameterSet | None = None, base: str | None = None
+) -> np.ndarray:
+    """Pose (x, y, yaw) of the other sole on the ground, in the base sole's frame (m, m, rad)."""
+    base = resolve_base(model, base)
+    R, p = site_pose(model, q, _p(model, params), other_site(model, base), base)
+    return np.stack([p[..., 0], p[..., 1], np.arctan2(R[..., 1, 0], R[..., 0, 0])], axis=-1)
 
 
 def project_flat(
     model: RobotModel,
     q0: np.ndarray,
-    params: str = "sim",
-    base: str = "right",
+    params: str | None = None,
+    base: str | None = None,
     tol: float = 1e-12,
     iters: int = 30,
 ) -> tuple[np.ndarray, bool]:
     """Nearest-step Gauss–Newton projection of q0 onto double support (minimum-norm joint change per step)."""
+    params, base = _p(model, params), resolve_base(model, base)
     fn = _flat_functions(model, params if isinstance(params, str) else params.name, base)
     q = np.array(q0, dtype=float)
     for _ in range(iters):
@@ -62,8 +87,11 @@ def project_flat(
     return q, bool(np.linalg.norm(c) < 1e-9)
 
 
-def foot_corners(model: RobotModel, q: np.ndarray, params: str | ParameterSet = "sim", base: str = "right"):
+def foot_corners(
+    model: RobotModel, q: np.ndarray, params: str | ParameterSet | None = None, base: str | None = None
+) -> dict[str, np.ndarray]:
     """x-y corners of every contact rectangle in the base frame: {site: (…, 4, 2)}."""
+    params, base = _p(model, params), resolve_base(model, base)
     out = {}
     for site in model.sites:
         if site.rect is None:
@@ -88,9 +116,10 @@ class Balance:
 
 
 def balance(
-    model: RobotModel, q: np.ndarray, params: str | ParameterSet = "sim", base: str = "right"
+    model: RobotModel, q: np.ndarray, params: str | ParameterSet | None = None, base: str | None = None
 ) -> Balance:
     """Support polygon (convex hull of all foot corners), CoP margin and feet separation, with shapely."""
+    params, base = _p(model, params), resolve_base(model, base)
     q = model.check_q(q)
     if q.ndim != 1:
         raise DataError("balance() takes one posture")
@@ -114,38 +143,89 @@ def signed_margin(polygon: Polygon, points: np.ndarray) -> np.ndarray:
     return np.where(shapely.contains(polygon, pts), d, -d)
 
 
+@dataclass
+class PostureStatus:
+    """Result of the one posture check: what is wrong (empty = fine), CoP margin and feet gap (m)."""
+
+    issues: list[str]
+    margin: float
+    feet_gap: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues
+
+
+def _wrap(a: float) -> float:
+    return float(np.angle(np.exp(1j * a)))
+
+
+def check_posture(
+    model: RobotModel,
+    q: np.ndarray,
+    params: str | ParameterSet | None = None,
+    base: str | None = None,
+    margin: float = 0.0,
+    *,
+    pose: np.ndarray | tuple[float, float, float] | None = None,
+    cop: np.ndarray | None = None,
+    geometry: str | ParameterSet | None = None,
+) -> PostureStatus:
+    """The one check of a static double-support posture, shared by the planner, `plan check` and the executor.
+
+    Joint and coupled limits, other sole flat on the ground, feet disjoint, CoP margin ≥ `margin` (m) and, with
+    `pose` (x, y, yaw), the other sole at that placement. The CoP is the CoM of `params` unless `cop` (x, y)
+    is given; kinematics use `geometry` (default: `params`). Tolerances: FLAT_TOL, PLACE_TOL, MARGIN_TOL,
+    LIMIT_TOL of this module.
+    """
+    params, base = _p(model, params), resolve_base(model, base)
+    geometry = params if geometry is None else geometry
+    other = other_site(model, base)
+    issues = model.limit_violations(q, LIMIT_TOL)
+    res = flat_residual(model, q, geometry, base)
+    if np.abs(res).max() > FLAT_TOL:
+        issues.append(
+            f"{other} not flat on the ground (z {res[0] * 1000:.3f} mm, tilt {np.abs(res[1:]).max():.1e} rad)"
+        )
+    b = balance(model, q, params, base)
+    m = b.margin if cop is None else float(signed_margin(b.polygon, np.reshape(cop, (1, 2)))[0])
+    if b.feet_overlap:
+        issues.append("feet overlap")
+    if m < margin - MARGIN_TOL:
+        issues.append(f"CoP margin {m * 1000:.2f} mm < required {margin * 1000:.1f} mm")
+    if pose is not None:
+        x, y, yaw = other_pose(model, q, geometry, base)
+        err = max(abs(x - pose[0]), abs(y - pose[1]), abs(_wrap(yaw - pose[2])))
+        if err > PLACE_TOL:
+            issues.append(f"{other} {err * 1000:.3f} mm/mrad away from its placement")
+    return PostureStatus(issues, float(m), b.feet_gap)
+
+
 def posture_problems(
     model: RobotModel,
     q: np.ndarray,
-    params: str | ParameterSet = "sim",
-    base: str = "right",
+    params: str | ParameterSet | None = None,
+    base: str | None = None,
     margin: float = 0.0,
 ) -> list[str]:
-    """Everything wrong with one posture for static double-support measurement (empty list = fine)."""
-    issues = model.limit_violations(q)
-    res = flat_residual(model, q, params, base)
-    if np.abs(res).max() > 1e-6:
-        issues.append(
-            f"other foot not flat on the ground (z {res[0] * 1000:.2f} mm, tilt {np.abs(res[1:]).max():.2e})"
-        )
-    b = balance(model, q, params, base)
-    if b.feet_overlap:
-        issues.append("feet overlap")
-    if b.margin < margin - 1e-9:
-        issues.append(f"CoP margin {b.margin * 1000:.1f} mm < required {margin * 1000:.1f} mm")
-    return issues
+    """Everything wrong with one posture for static double-support measurement (empty list = fine).
+
+    `check_posture` without a placement; `params` and `base` default to the model's design set and base.
+    """
+    return check_posture(model, q, params, base, margin).issues
 
 
 def random_double_support(
     model: RobotModel,
     n: int,
     rng: np.random.Generator,
-    params: str = "sim",
-    base: str = "right",
+    params: str | None = None,
+    base: str | None = None,
     margin: float = 0.0,
     max_tries: int = 200_000,
 ) -> np.ndarray:
     """Random valid double-support postures: uniform joint samples projected onto flat feet, then filtered."""
+    params, base = _p(model, params), resolve_base(model, base)
     out: list[np.ndarray] = []
     tries = 0
     lo, hi = model.lower, model.upper

@@ -1,0 +1,73 @@
+"""One posture check: the sampler/executor (`posture_problems`) and `plan check` agree at each tolerance."""
+
+import numpy as np
+import pytest
+
+from design.verify import check_plan
+from formats.plan import Placement, Plan, Posture
+from robots.stance import (
+    FLAT_TOL,
+    MARGIN_TOL,
+    PLACE_TOL,
+    _flat_functions,
+    balance,
+    check_posture,
+    default_base,
+    other_pose,
+    posture_problems,
+    random_double_support,
+)
+
+
+@pytest.fixture(scope="module")
+def posture(model):
+    return random_double_support(model, 1, np.random.default_rng(11), margin=0.03)[0]
+
+
+def _plan(model, q, required, pose=None):
+    b = balance(model, q)
+    pose = other_pose(model, q) if pose is None else pose
+    placements = [Placement(0, tuple(float(v) for v in pose))]
+    postures = [Posture(0, 0, q, 1.0, 2.0, (float(b.cop[0]), float(b.cop[1])), b.margin)]
+    return Plan(model.name, default_base(model), model.joint_names, placements, postures,
+                settings={"required_margin": required})  # fmt: skip
+
+
+def _plan_ok(model, q, required, pose=None) -> bool:
+    report = check_plan(model, _plan(model, q, required, pose))
+    return not report.postures[0].issues
+
+
+def test_margin_boundary_agrees(model, posture):
+    m = balance(model, posture).margin
+    for required, expect in ((m + 0.5 * MARGIN_TOL, True), (m + 3 * MARGIN_TOL, False), (m - 1e-4, True)):
+        assert (posture_problems(model, posture, margin=required) == []) is expect
+        assert _plan_ok(model, posture, required) is expect
+
+
+def test_flat_boundary_agrees(model, posture):
+    _, J = _flat_functions(model, "sim", default_base(model))(posture)
+    lift = np.linalg.lstsq(np.asarray(J), np.array([1.0, 0.0, 0.0]), rcond=None)[0]  # raises the sole in z
+    for t, expect in ((0.5 * FLAT_TOL, True), (2 * FLAT_TOL, False)):
+        q = posture + t * lift
+        assert (posture_problems(model, q) == []) is expect
+        assert _plan_ok(model, q, 0.0) is expect
+        flagged = [m for m in check_posture(model, q).issues if "not flat" in m]
+        assert bool(flagged) is not expect
+
+
+def test_placement_boundary(model, posture):
+    pose = other_pose(model, posture)
+    assert _plan_ok(model, posture, 0.0, pose + [0.5 * PLACE_TOL, 0, 0])
+    assert not _plan_ok(model, posture, 0.0, pose + [0, 0, 3 * PLACE_TOL])
+    st = check_posture(model, posture, pose=pose + [0, 3 * PLACE_TOL, 0])
+    assert len(st.issues) == 1 and "placement" in st.issues[0]
+
+
+def test_limits_and_defaults(model, posture):
+    base = default_base(model)
+    assert posture_problems(model, posture) == posture_problems(model, posture, "sim", base, 0.0)
+    q = posture.copy()
+    q[0] = model.upper[0] + 1e-6
+    assert any(model.joint_names[0] in m for m in posture_problems(model, q))
+    assert not _plan_ok(model, q, 0.0)
