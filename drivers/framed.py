@@ -46,24 +46,40 @@ def encode(seq: int, kind: int, payload: bytes = b"") -> bytes:
 
 @dataclass(frozen=True)
 class Frame:
+    """A decoded frame; `error` is a NACK reason (NACK_CRC/TYPE/LENGTH) for a damaged or refused one."""
+
     seq: int
     kind: int
     payload: bytes
+    error: int = 0
+
+
+NACK_REASONS = {NACK_CRC: "bad CRC", NACK_TYPE: "unknown type", NACK_LENGTH: "bad length"}
 
 
 class FrameParser:
     """Incremental parser: skips to the next sync on a bad CRC (counted). With `kinds` ({type: payload
     length or None}), a header with an unknown type or a wrong length is skipped at once instead of waiting
-    for its (bogus) length, so one damaged byte cannot stall the stream."""
+    for its (bogus) length, so one damaged byte cannot stall the stream. With `report_bad` (the controller
+    side) every rejected header comes out as a Frame with `error` set, so it can be answered with a NACK."""
 
-    def __init__(self, kinds: dict[int, int | None] | None = None) -> None:
+    def __init__(self, kinds: dict[int, int | None] | None = None, report_bad: bool = False) -> None:
         self.buf = bytearray()
         self.bad = 0
         self.kinds = kinds
+        self.report_bad = report_bad
+
+    def _reject(self, out: list[Frame], reason: int) -> None:
+        self.bad += 1
+        if self.report_bad:
+            out.append(Frame(self.buf[2], self.buf[3], b"", reason))
+
+    def _crc_ok(self, n: int) -> bool:
+        return crc16_ccitt(bytes(self.buf[2 : 5 + n])) == struct.unpack_from("<H", self.buf, 5 + n)[0]
 
     def feed(self, data: bytes) -> list[Frame]:
         self.buf += data
-        out = []
+        out: list[Frame] = []
         buf = self.buf
         while True:
             i = buf.find(SYNC)
@@ -73,21 +89,25 @@ class FrameParser:
             del buf[:i]
             if len(buf) < 5:
                 return out
-            if self.kinds is not None and (
-                buf[3] not in self.kinds or self.kinds[buf[3]] not in (None, buf[4])
-            ):
-                self.bad += 1
+            n = buf[4]
+            if self.kinds is not None and (buf[3] not in self.kinds or self.kinds[buf[3]] not in (None, n)):
+                reason = NACK_TYPE if buf[3] not in self.kinds else NACK_LENGTH
+                if len(buf) >= 7 + n and self._crc_ok(n):
+                    self._reject(out, reason)  # intact frame the controller does not accept
+                    del buf[: 7 + n]
+                    continue
+                # damaged, or not all here yet: decide now, never wait for a length that may be bogus
+                self._reject(out, NACK_CRC if len(buf) >= 7 + n else reason)
                 del buf[:1]
                 continue
-            n = buf[4]
             total = 7 + n
             if len(buf) < total:
                 return out
-            body = bytes(buf[2 : 5 + n])
-            if crc16_ccitt(body) != struct.unpack_from("<H", buf, 5 + n)[0]:
-                self.bad += 1
+            if not self._crc_ok(n):
+                self._reject(out, NACK_CRC)
                 del buf[:1]
                 continue
+            body = bytes(buf[2 : 5 + n])
             del buf[:total]
             out.append(Frame(body[0], body[1], body[3:]))
 
@@ -123,6 +143,7 @@ class FramedLink:
         self.parser = FrameParser({HELLO_ACK: 2, STATE: 4 * self.n + 1, HEARTBEAT_ACK: 4, ACK: 0, NACK: 1})
         self.seq = 0
         self.retransmissions = 0
+        self.nacks = 0
         self.flags = 0
         self._last = np.zeros(self.n)
 
@@ -133,6 +154,7 @@ class FramedLink:
         self.seq = (self.seq + 1) & 0xFF
         frame = encode(self.seq, kind, payload)
         for attempt in range(self.retries + 1):
+            refused = 0
             if attempt:
                 self.retransmissions += 1
                 self.parser.buf.clear()  # drop stale partial replies: resync on the next one
@@ -150,9 +172,17 @@ class FramedLink:
                     if rep.seq != self.seq:
                         continue  # a late reply to an earlier (retransmitted) request
                     if rep.kind == NACK:
+                        self.nacks += 1
+                        refused = rep.payload[0]
                         deadline = 0.0  # resend now
                         break
                     return rep
+        if refused:
+            why = NACK_REASONS.get(refused, f"reason {refused}")
+            raise DeviceError(
+                f"serial:{self.port_name}: controller refused request 0x{kind:02x} ({why}), "
+                f"last of {self.retries + 1} tries"
+            )
         raise LinkTimeout(f"serial:{self.port_name}: no reply to 0x{kind:02x} after {self.retries + 1} tries")
 
     # -- RobotLink

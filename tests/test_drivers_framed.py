@@ -4,6 +4,7 @@ import time
 
 import numpy as np
 import pytest
+import serial
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,6 +13,7 @@ from drivers.config import load_config
 from drivers.emulators.framed_controller import FramedControllerEmulator
 from drivers.emulators.plant import JointPlant
 from drivers.link import LinkTimeout, open_link
+from formats.errors import DeviceError
 
 NAMES = [f"theta{i}" for i in range(1, 13)]
 
@@ -95,3 +97,88 @@ def test_dead_controller_times_out(ctrl):
             link.read()
     finally:
         link.close()
+
+
+def _replies(ser, parser, quiet=0.15):
+    """Every frame the controller sends until it has been quiet for `quiet` s."""
+    out, last = [], time.monotonic()
+    while time.monotonic() - last < quiet:
+        data = ser.read(256)
+        if data:
+            out += parser.feed(data)
+            last = time.monotonic()
+    return out
+
+
+def test_every_damaged_or_unknown_request_gets_exactly_one_nack(ctrl):
+    plant, emu = ctrl
+    ser = serial.serial_for_url(emu.path, timeout=0.01)
+    host = F.FrameParser()
+    try:
+        good = F.encode(7, F.READ)
+        bad_crc = bytearray(F.encode(8, F.SETPOINT, bytes(48)))
+        bad_crc[-2] ^= 0x01
+        cases = [
+            (F.encode(9, 0x42), F.NACK_TYPE),  # intact frame of a type the controller does not know
+            (F.encode(10, F.SETPOINT, bytes(46)), F.NACK_LENGTH),  # 2 bytes short
+            (F.encode(11, F.ENABLE), F.NACK_LENGTH),
+            (bytes(bad_crc), F.NACK_CRC),
+        ]
+        for frame, reason in cases:
+            ser.write(frame)
+            reps = _replies(ser, host)
+            assert [(r.seq, r.kind, r.payload) for r in reps] == [(frame[2], F.NACK, bytes([reason]))]
+        ser.write(good)
+        reps = _replies(ser, host)
+        assert [(r.seq, r.kind) for r in reps] == [(7, F.STATE)]  # the stream is still in sync
+        assert emu.nacks == [reason for _, reason in cases]
+        assert emu.applied_setpoints == 0
+    finally:
+        ser.close()
+
+
+def test_host_resends_on_nack_and_never_applies_twice(ctrl):
+    plant, emu = ctrl
+    link = F.FramedLink(emu.path, NAMES, reply_timeout=5.0)  # a timeout would make this test crawl
+    link.connect()
+    try:
+        emu.corrupt_rx_every = 3
+        base = emu.applied_setpoints
+        for k in range(20):
+            link.command(np.full(12, 0.001 * k))
+        assert link.nacks >= 5 and link.nacks == len(emu.nacks)
+        assert set(emu.nacks) == {F.NACK_CRC}
+        assert emu.applied_setpoints - base == 20
+        assert link.retransmissions == link.nacks
+    finally:
+        link.close()
+
+
+def test_host_reports_a_request_the_controller_keeps_refusing(ctrl):
+    plant, emu = ctrl
+    link = F.FramedLink(emu.path, NAMES, reply_timeout=5.0)
+    link.connect()
+    try:
+        with pytest.raises(DeviceError, match=r"refused request 0x02 \(bad length\)"):
+            link._state(link._request(F.SETPOINT, bytes(44)))  # a controller with 11 joints' worth
+        assert link.nacks == link.retries + 1
+        assert emu.nacks == [F.NACK_LENGTH] * (link.retries + 1)
+    finally:
+        link.close()
+
+
+def test_new_session_hello_is_not_answered_from_the_old_cache(ctrl):
+    plant, emu = ctrl
+    first = F.FramedLink(emu.path, NAMES)
+    first.connect()  # HELLO seq 1, READ seq 2, ENABLE seq 3
+    first.seq = 0  # the next request is seq 1 again
+    q = first.read()
+    assert first.seq == 1
+    first.close()
+    second = F.FramedLink(emu.path, NAMES)
+    second.connect()  # HELLO with seq 1: the controller's last reply was a STATE for seq 1
+    try:
+        assert second.read().shape == (12,)
+        np.testing.assert_allclose(second._last, q, atol=1e-3)
+    finally:
+        second.close()
