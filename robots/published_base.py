@@ -9,7 +9,6 @@ formulas that are no combination of them (a misprint, or a different model).
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 import tomllib
@@ -21,12 +20,12 @@ import numpy as np
 from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import WRENCH_ROWS, DynamicBase, RegressorSpec, parse_regressor
+from robots.expr import evaluate
 from robots.memo import per_model
 from robots.tree import ParameterSet, RobotModel, eval_form
 
 FORMAT = "poise published base"
 _INERTIA = {"xx": (0, 0), "yy": (1, 1), "zz": (2, 2), "xy": (0, 1), "xz": (0, 2), "yz": (1, 2)}
-_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b}
 
 
 @dataclass(frozen=True)
@@ -100,40 +99,6 @@ def published_bases(model: RobotModel) -> dict[str, PublishedBase]:
     return {name: load_published(path, name) for name, path in model.published_bases.items()}
 
 
-def _evaluate(expr: str, env: dict, where: str):
-    """Evaluate + − · / ** (numeric powers) over names in env, for floats and CasADi SX alike."""
-    try:
-        tree = ast.parse(expr, mode="eval")
-    except SyntaxError:
-        raise DataError(f"{where}: cannot parse {expr!r}") from None
-
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-            return ev(node.left) / ev(node.right)
-        if (
-            isinstance(node, ast.BinOp)
-            and isinstance(node.op, ast.Pow)
-            and isinstance(node.right, ast.Constant)
-        ):
-            return ev(node.left) ** node.right.value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-            v = ev(node.operand)
-            return -v if isinstance(node.op, ast.USub) else v
-        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-            return float(node.value)
-        if isinstance(node, ast.Name):
-            if node.id not in env:
-                raise DataError(f"{where}: unknown symbol {node.id!r} in {expr!r}")
-            return env[node.id]
-        raise DataError(f"{where}: unsupported expression {ast.unparse(node)!r} in {expr!r}")
-
-    return ev(tree)
-
-
 def _lengths(pb: PublishedBase, model: RobotModel, ps: ParameterSet) -> dict[str, float]:
     """The parameter set's named lengths plus the published file's own (joint-origin references or numbers)."""
     out = dict(ps.lengths)
@@ -173,9 +138,7 @@ def published_values(pb: PublishedBase, model: RobotModel, params: str | Paramet
     ps = model.parameter_set(params)
     env = {**_symbols(model, ps), **_lengths(pb, model, ps)}
     where = f"published base {pb.name!r}"
-    return np.array(
-        [float(_evaluate(p.printed if printed else p.formula, env, where)) for p in pb.parameters]
-    )
+    return np.array([float(evaluate(p.printed if printed else p.formula, env, where)) for p in pb.parameters])
 
 
 def units(pb: PublishedBase, model: RobotModel) -> list[str]:
@@ -194,7 +157,7 @@ def units(pb: PublishedBase, model: RobotModel) -> list[str]:
             ps = ParameterSet("units", mass, {n: tuple(c * lam) for n, c in com.items()}, {},
                               {n: tuple(i * lam**2) for n, i in inertia.items()})  # fmt: skip
             env = {**_symbols(model, ps), **{k: v * lam for k, v in lengths.items()}}
-            vals.append(float(_evaluate(p.formula, env, f"published base {pb.name!r}")))
+            vals.append(float(evaluate(p.formula, env, f"published base {pb.name!r}")))
         k = round(math.log2(abs(vals[1] / vals[0]))) if vals[0] else 0
         out.append({0: "kg", 1: "kg·m", 2: "kg·m²"}.get(k, f"kg·m^{k}"))
     return out
@@ -305,7 +268,7 @@ def standard16(pb: PublishedBase, model: RobotModel, printed: bool = False) -> n
         text = p.printed if printed else p.formula
         where = f"published base {pb.name!r}, {p.symbol}"
         try:
-            poly = _Poly.of(_evaluate(text, env, where))
+            poly = _Poly.of(evaluate(text, env, where))
         except TypeError as exc:
             raise DataError(f"{where}: {exc} in {text!r}") from None
         for term, coef in poly.terms.items():
