@@ -12,7 +12,36 @@ HEADER = b"\xff\xff\xfd\x00"
 BROADCAST = 0xFE
 INST_PING, INST_READ, INST_WRITE, INST_REBOOT = 0x01, 0x02, 0x03, 0x08
 INST_STATUS, INST_SYNC_READ, INST_SYNC_WRITE = 0x55, 0x82, 0x83
-ERR_INSTRUCTION, ERR_CRC, ERR_DATA_LENGTH, ERR_ACCESS = 0x02, 0x03, 0x05, 0x07
+# status packet error byte (e-Manual): bit 7 alert (see Hardware Error Status), bits 0-6 an error number
+ERR_RESULT_FAIL, ERR_INSTRUCTION, ERR_CRC, ERR_DATA_RANGE = 0x01, 0x02, 0x03, 0x04
+ERR_DATA_LENGTH, ERR_DATA_LIMIT, ERR_ACCESS, ERR_ALERT = 0x05, 0x06, 0x07, 0x80
+ERROR_NAMES = {
+    ERR_RESULT_FAIL: "Result Fail",
+    ERR_INSTRUCTION: "Instruction Error",
+    ERR_CRC: "CRC Error",
+    ERR_DATA_RANGE: "Data Range Error",
+    ERR_DATA_LENGTH: "Data Length Error",
+    ERR_DATA_LIMIT: "Data Limit Error",
+    ERR_ACCESS: "Access Error",
+}
+# Hardware Error Status (address 70 on X-series) bits
+HARDWARE_ERRORS = {
+    0: "input voltage",
+    2: "overheating",
+    3: "motor encoder",
+    4: "electrical shock",
+    5: "overload",
+}
+
+
+def error_name(error: int) -> str:
+    """'Access Error', 'Data Length Error', ... for a status packet's error byte (alert bit ignored)."""
+    num = error & 0x7F
+    return ERROR_NAMES.get(num, f"error {num}")
+
+
+def hardware_error_names(bits: int) -> list[str]:
+    return [name for bit, name in HARDWARE_ERRORS.items() if bits >> bit & 1] or [f"0x{bits:02x}"]
 
 
 def _crc_table() -> list[int]:

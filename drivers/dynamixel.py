@@ -1,7 +1,9 @@
 """Robot link over a Dynamixel Protocol 2.0 bus through the official dynamixel_sdk.
 
 Sync write of goal positions, sync read of present positions, torque enable per servo; joint angles map
-to ticks through the config's joint<->servo table (id, zero offset, direction, ticks per radian).
+to ticks through the config's joint<->servo table (id, zero offset, direction, ticks per radian). Every
+status packet's error byte is checked: an error number raises DeviceError naming the servo, the instruction
+and the error; the alert bit makes the driver read Hardware Error Status and name its bits.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import time
 import numpy as np
 from dynamixel_sdk import COMM_SUCCESS, GroupSyncRead, GroupSyncWrite, PacketHandler, PortHandler
 
+from drivers import dxl_protocol as D
 from drivers.config import ServoMap
 from drivers.link import LinkTimeout
 from formats.errors import DeviceError
@@ -18,6 +21,7 @@ from formats.errors import DeviceError
 ADDR_TORQUE_ENABLE = 64
 ADDR_GOAL_POSITION = 116
 ADDR_PRESENT_POSITION = 132
+ADDR_HARDWARE_ERROR = 70
 
 
 class DynamixelLink:
@@ -48,33 +52,53 @@ class DynamixelLink:
         if not ok or not port.setBaudRate(self.baud):
             raise DeviceError(f"dxl:{self.port_name}: cannot set baud rate {self.baud}")
         self.port = port
+        try:
+            self._ping_all()
+            self._reader = GroupSyncRead(port, self.packet, ADDR_PRESENT_POSITION, 4)
+            for s in self.servos:
+                self._reader.addParam(s.id)
+            self._writer = GroupSyncWrite(port, self.packet, ADDR_GOAL_POSITION, 4)
+            q = self.read()
+            self._send_goal(q)  # goal = where we are, before torque comes on
+            self._torque(True)
+        except DeviceError:
+            self.close()
+            raise
+
+    def _ping_all(self) -> None:
         missing = []
         for s in self.servos:
             for _ in range(self.retries + 1):
-                _, res, _ = self.packet.ping(port, s.id)
+                _, res, err = self.packet.ping(self.port, s.id)
                 if res == COMM_SUCCESS:
+                    self._check(s.id, "PING", err)
                     break
             else:
                 missing.append(s.id)
         if missing:
-            port.closePort()
-            self.port = None
             raise DeviceError(
                 f"dxl:{self.port_name}: servos {missing} do not answer ping at {self.baud} baud"
             )
-        self._reader = GroupSyncRead(port, self.packet, ADDR_PRESENT_POSITION, 4)
-        for s in self.servos:
-            self._reader.addParam(s.id)
-        self._writer = GroupSyncWrite(port, self.packet, ADDR_GOAL_POSITION, 4)
-        q = self.read()
-        self._send_goal(q)  # goal = where we are, before torque comes on
-        self._torque(True)
+
+    def _check(self, sid: int, instruction: str, err: int) -> None:
+        """Raise DeviceError for a status packet's error byte (0 = fine)."""
+        if not err:
+            return
+        problems = [D.error_name(err)] if err & 0x7F else []
+        if err & D.ERR_ALERT:
+            bits, res, _ = self.packet.read1ByteTxRx(self.port, sid, ADDR_HARDWARE_ERROR)
+            what = ", ".join(D.hardware_error_names(bits)) if res == COMM_SUCCESS else "unreadable"
+            problems.append(f"hardware error alert: {what} (the servo turns its torque off; reboot it)")
+        raise DeviceError(
+            f"dxl:{self.port_name}: servo {sid} answered {instruction} with {'; '.join(problems)}"
+        )
 
     def _torque(self, on: bool) -> None:
         for s in self.servos:
             for _ in range(self.retries + 1):
                 res, err = self.packet.write1ByteTxRx(self.port, s.id, ADDR_TORQUE_ENABLE, int(on))
                 if res == COMM_SUCCESS:
+                    self._check(s.id, f"WRITE torque enable = {int(on)} (address {ADDR_TORQUE_ENABLE})", err)
                     break
                 self.comm_errors += 1
             else:
@@ -84,14 +108,9 @@ class DynamixelLink:
 
     def read(self) -> np.ndarray:
         for _ in range(self.retries + 1):
-            res = self._reader.txRxPacket()
+            res, ticks = self._sync_read()
             if res == COMM_SUCCESS:
-                q = np.empty(len(self.servos))
-                for k, s in enumerate(self.servos):
-                    ticks = self._reader.getData(s.id, ADDR_PRESENT_POSITION, 4)
-                    if ticks >= 1 << 31:
-                        ticks -= 1 << 32
-                    q[k] = s.to_rad(ticks)
+                q = np.array([s.to_rad(t) for s, t in zip(self.servos, ticks, strict=True)])
                 self._last = q
                 return q
             self.comm_errors += 1
@@ -99,6 +118,24 @@ class DynamixelLink:
         raise LinkTimeout(
             f"dxl:{self.port_name}: sync read of present positions failed ({self.packet.getTxRxResult(res)})"
         )
+
+    def _sync_read(self) -> tuple[int, list[int]]:
+        """One SYNC READ of present positions through the sdk, keeping each status packet's error byte
+        (GroupSyncRead.rxPacket drops it)."""
+        res = self._reader.txPacket()
+        if res != COMM_SUCCESS:
+            return res, []
+        ticks, errors = [], {}
+        for s in self.servos:
+            data, res, err = self.packet.readRx(self.port, s.id, 4)
+            if res != COMM_SUCCESS:
+                return res, []
+            if err:
+                errors[s.id] = err
+            ticks.append(int.from_bytes(bytes(data), "little", signed=True))
+        for sid, err in errors.items():
+            self._check(sid, f"SYNC READ present position (address {ADDR_PRESENT_POSITION})", err)
+        return COMM_SUCCESS, ticks
 
     def _send_goal(self, q: np.ndarray) -> None:
         self._writer.clearParam()

@@ -4,12 +4,14 @@ import time
 
 import numpy as np
 import pytest
+from dynamixel_sdk import COMM_SUCCESS, PacketHandler, PortHandler
 from hypothesis import given
 from hypothesis import strategies as st
 
 from drivers import dxl_protocol as D
 from drivers.config import load_config
 from drivers.dynamixel import DynamixelLink
+from drivers.emulators.dxl_bus import ADDR_PRESENT_VEL as ADDR_PRESENT
 from drivers.emulators.dxl_bus import DxlBusEmulator
 from drivers.emulators.plant import JointPlant
 from drivers.link import LinkTimeout
@@ -100,5 +102,97 @@ def test_silent_bus_times_out(bus):
     try:
         with pytest.raises(LinkTimeout):
             link.read()
+    finally:
+        link.close()
+
+
+@pytest.fixture
+def sdk(bus):
+    """dynamixel_sdk's own PortHandler/PacketHandler on the emulated bus, for checking the servo's answers."""
+    cfg, plant, emu = bus
+    port = PortHandler(emu.path)
+    assert port.openPort() and port.setBaudRate(cfg.baud)
+    yield cfg, plant, emu, port, PacketHandler(2.0)
+    port.closePort()
+
+
+def test_broadcast_ping_is_answered_by_every_servo(sdk):
+    cfg, plant, emu, port, ph = sdk
+    found, res = ph.broadcastPing(port)
+    assert res == COMM_SUCCESS
+    assert sorted(found) == sorted(s.id for s in cfg.servos)
+    assert all(model == 1020 for model, _fw in found.values())
+
+
+def test_broadcast_write_is_applied_without_status(sdk):
+    cfg, plant, emu, port, ph = sdk
+    assert ph.write1ByteTxOnly(port, D.BROADCAST, 65, 1) == COMM_SUCCESS  # LED on, every servo
+    time.sleep(0.1)
+    assert len(port.readPort(64)) == 0  # no status packet for a broadcast WRITE
+    assert all(emu.tables[s.id][65] == 1 for s in cfg.servos)
+
+
+def test_eeprom_is_writable_only_with_torque_off(sdk):
+    cfg, plant, emu, port, ph = sdk
+    sid = cfg.servos[0].id
+    res, err = ph.write4ByteTxRx(port, sid, 48, 3500)  # Max Position Limit, EEPROM, torque off
+    assert (res, err) == (COMM_SUCCESS, 0)
+    assert ph.read4ByteTxRx(port, sid, 48)[:2] == (3500, COMM_SUCCESS)
+    assert ph.write1ByteTxRx(port, sid, 64, 1) == (COMM_SUCCESS, 0)
+    res, err = ph.write4ByteTxRx(port, sid, 48, 3000)
+    assert (res, err) == (COMM_SUCCESS, D.ERR_ACCESS)
+    assert ph.read4ByteTxRx(port, sid, 48)[0] == 3500  # refused write left it alone
+    assert ph.getRxPacketError(err).startswith("[RxPacketError] Writing or Reading is not available")
+
+
+def test_short_out_of_range_and_read_only_writes_are_refused(sdk):
+    cfg, plant, emu, port, ph = sdk
+    sid = cfg.servos[1].id
+    before = bytes(emu.tables[sid])
+    assert ph.write2ByteTxRx(port, sid, 116, 2000) == (COMM_SUCCESS, D.ERR_DATA_LENGTH)  # 4-byte goal
+    assert ph.write1ByteTxRx(port, sid, 64, 2) == (COMM_SUCCESS, D.ERR_DATA_RANGE)  # torque enable 0/1
+    assert ph.write4ByteTxRx(port, sid, 48, 5000) == (COMM_SUCCESS, D.ERR_DATA_RANGE)  # > 4095
+    assert ph.write4ByteTxRx(port, sid, 132, 0) == (COMM_SUCCESS, D.ERR_ACCESS)  # present position
+    assert ph.write1ByteTxRx(port, sid, 66, 0) == (COMM_SUCCESS, D.ERR_ACCESS)  # reserved address
+    assert bytes(emu.tables[sid])[:ADDR_PRESENT] == before[:ADDR_PRESENT]
+    # goal position must lie within the position limits
+    assert ph.write4ByteTxRx(port, sid, 48, 3000) == (COMM_SUCCESS, 0)
+    assert ph.write1ByteTxRx(port, sid, 64, 1) == (COMM_SUCCESS, 0)
+    assert ph.write4ByteTxRx(port, sid, 116, 3001) == (COMM_SUCCESS, D.ERR_DATA_RANGE)
+    assert ph.write4ByteTxRx(port, sid, 116, 2999) == (COMM_SUCCESS, 0)
+
+
+def _link(cfg, emu, **kw):
+    return DynamixelLink(emu.path, cfg.servos, [s.name for s in cfg.servos], baud=cfg.baud, **kw)
+
+
+def test_refused_torque_enable_is_an_error_naming_servo_instruction_and_error(bus):
+    cfg, plant, emu = bus
+    sid = cfg.servos[2].id
+    emu.fail_writes[(sid, 64)] = D.ERR_ACCESS
+    with pytest.raises(DeviceError, match=rf"servo {sid} answered WRITE torque enable = 1 .*Access Error"):
+        _link(cfg, emu).connect()
+    assert not plant.torque[2]
+
+
+def test_hardware_error_alert_is_reported_with_its_cause(bus):
+    cfg, plant, emu = bus
+    sid = cfg.servos[4].id
+    emu.inject_hardware_error(sid, 0x20)
+    with pytest.raises(DeviceError, match=rf"servo {sid} answered PING with hardware error alert: overload"):
+        _link(cfg, emu).connect()
+
+
+def test_hardware_error_during_streaming_stops_the_link(bus):
+    cfg, plant, emu = bus
+    link = _link(cfg, emu)
+    link.connect()
+    try:
+        link.read()
+        sid = cfg.servos[7].id
+        emu.inject_hardware_error(sid, 0x04 | 0x20)
+        with pytest.raises(DeviceError, match=rf"servo {sid} answered SYNC READ .*overheating, overload"):
+            link.read()
+        assert not plant.torque[7]
     finally:
         link.close()

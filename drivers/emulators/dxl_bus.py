@@ -1,11 +1,17 @@
 """Dynamixel X-series bus emulator on a pty: Protocol 2.0 bytes, so dynamixel_sdk runs unmodified against it.
 
-Serves PING, READ, WRITE, SYNC READ and SYNC WRITE over the control-table addresses poise uses (torque
-enable 64, goal position 116, moving 122, present velocity 128, present position 132); each servo is
-one joint of a shared `JointPlant` (first-order tracking).
+Serves PING (also broadcast: every servo answers, in id order, staggered), READ, WRITE (also broadcast:
+applied, no status), SYNC READ and SYNC WRITE over an XM430-like control table. Writes follow the ROBOTIS
+e-Manual: read-only items and EEPROM items while Torque Enable = 1 -> Access Error; a write that ends inside
+an item -> Data Length Error; a value outside the item's range -> Data Range Error; nothing is written on an
+error. A hardware error (`inject_hardware_error`) turns torque off and sets the alert bit (0x80) in every
+status packet until the bits are cleared. Each servo is one joint of a shared `JointPlant`.
 """
 
 from __future__ import annotations
+
+import time
+from dataclasses import dataclass
 
 from drivers import dxl_protocol as D
 from drivers.config import ServoMap
@@ -14,8 +20,81 @@ from drivers.emulators.pty_device import PtyDevice
 
 MODEL_NUMBER = 1020  # XM430-W350
 ADDR_MODEL, ADDR_FW, ADDR_ID, ADDR_BAUD = 0, 6, 7, 8
+ADDR_OPERATING_MODE, ADDR_MAX_POS, ADDR_MIN_POS = 11, 48, 52
 ADDR_TORQUE, ADDR_LED, ADDR_GOAL, ADDR_MOVING, ADDR_PRESENT_VEL, ADDR_PRESENT_POS = 64, 65, 116, 122, 128, 132
+ADDR_HW_ERROR = 70
+EEPROM_END = 64  # addresses below are EEPROM: writable only while torque is off
 TABLE_SIZE = 147
+STAGGER_S = 0.0005  # gap between the status packets of a broadcast PING
+
+
+@dataclass(frozen=True)
+class Item:
+    size: int
+    writable: bool = True
+    lo: int = 0
+    hi: int | None = None  # None: the full unsigned range of `size` bytes (signed items give lo < 0)
+
+
+# XM430 control table (e-Manual), address -> item; gaps are reserved.
+ITEMS: dict[int, Item] = {
+    0: Item(2, False),  # Model Number
+    2: Item(4, False),  # Model Information
+    6: Item(1, False),  # Firmware Version
+    7: Item(1, True, 0, 252),  # ID
+    8: Item(1, True, 0, 7),  # Baud Rate
+    9: Item(1, True, 0, 254),  # Return Delay Time
+    10: Item(1, True, 0, 13),  # Drive Mode
+    11: Item(1, True, 0, 16),  # Operating Mode
+    12: Item(1, True, 0, 252),  # Secondary ID
+    13: Item(1, True, 1, 2),  # Protocol Type
+    20: Item(4, True, -1_044_479, 1_044_479),  # Homing Offset
+    24: Item(4, True, 0, 1023),  # Moving Threshold
+    31: Item(1, True, 0, 100),  # Temperature Limit
+    32: Item(2, True, 60, 160),  # Max Voltage Limit
+    34: Item(2, True, 60, 160),  # Min Voltage Limit
+    36: Item(2, True, 0, 885),  # PWM Limit
+    38: Item(2, True, 0, 1193),  # Current Limit
+    44: Item(4, True, 0, 1023),  # Velocity Limit
+    48: Item(4, True, 0, 4095),  # Max Position Limit
+    52: Item(4, True, 0, 4095),  # Min Position Limit
+    60: Item(1, True, 0, 3),  # Startup Configuration
+    63: Item(1),  # Shutdown
+    64: Item(1, True, 0, 1),  # Torque Enable
+    65: Item(1, True, 0, 1),  # LED
+    68: Item(1, True, 0, 2),  # Status Return Level
+    69: Item(1, False),  # Registered Instruction
+    70: Item(1, False),  # Hardware Error Status
+    76: Item(2, True, 0, 16383),  # Velocity I Gain
+    78: Item(2, True, 0, 16383),  # Velocity P Gain
+    80: Item(2, True, 0, 16383),  # Position D Gain
+    82: Item(2, True, 0, 16383),  # Position I Gain
+    84: Item(2, True, 0, 16383),  # Position P Gain
+    88: Item(2, True, 0, 16383),  # Feedforward 2nd Gain
+    90: Item(2, True, 0, 16383),  # Feedforward 1st Gain
+    98: Item(1, True, 0, 127),  # Bus Watchdog
+    100: Item(2, True, -885, 885),  # Goal PWM
+    102: Item(2, True, -1193, 1193),  # Goal Current
+    104: Item(4, True, -1023, 1023),  # Goal Velocity
+    108: Item(4, True, 0, 32767),  # Profile Acceleration
+    112: Item(4, True, 0, 32767),  # Profile Velocity
+    116: Item(4, True, 0, 4095),  # Goal Position (position mode: Min..Max Position Limit)
+    120: Item(2, False),  # Realtime Tick
+    122: Item(1, False),  # Moving
+    123: Item(1, False),  # Moving Status
+    124: Item(2, False),  # Present PWM
+    126: Item(2, False),  # Present Current
+    128: Item(4, False),  # Present Velocity
+    132: Item(4, False),  # Present Position
+    136: Item(4, False),  # Velocity Trajectory
+    140: Item(4, False),  # Position Trajectory
+    144: Item(2, False),  # Present Input Voltage
+    146: Item(1, False),  # Present Temperature
+}
+
+
+def _value(item: Item, data: bytes) -> int:
+    return int.from_bytes(data, "little", signed=item.lo < 0)
 
 
 class DxlBusEmulator(PtyDevice):
@@ -28,10 +107,30 @@ class DxlBusEmulator(PtyDevice):
             table[ADDR_FW] = 46
             table[ADDR_ID] = sid
             table[ADDR_BAUD] = 3
+            table[ADDR_OPERATING_MODE] = 3  # position control
+            table[ADDR_MAX_POS : ADDR_MAX_POS + 4] = (4095).to_bytes(4, "little")
+            table[68] = 2  # status return level: answer everything
         self.parser = D.Parser()
         self.drop_every = drop_every  # fault injection: ignore every n-th instruction packet
         self.packets = 0
+        self.errors: list[tuple[int, int]] = []  # (servo id, error) of every status packet with an error
+        self.fail_writes: dict[tuple[int, int], int] = {}  # fault injection: (id, address) -> error number
         self._start("dxl-bus-emu")
+
+    def inject_hardware_error(self, sid: int, bits: int) -> None:
+        """Set Hardware Error Status bits (e.g. 0x20 overload): torque off, alert bit in every status."""
+        k, _ = self.servos[sid]
+        self.tables[sid][ADDR_HW_ERROR] = bits
+        if bits:
+            self.plant.set_torque(k, False)
+            self.tables[sid][ADDR_TORQUE] = 0
+
+    def _status(self, sid: int, err: int = 0, data: bytes = b"") -> bytes:
+        if self.tables[sid][ADDR_HW_ERROR]:
+            err |= 0x80
+        if err:
+            self.errors.append((sid, err))
+        return D.status(sid, err, data)
 
     # -- control table, with the plant behind the live addresses
     def _refresh(self, sid: int) -> None:
@@ -43,19 +142,42 @@ class DxlBusEmulator(PtyDevice):
         moving = abs(self.plant.goal[k] - self.plant.q[k]) * s.ticks_per_rad > 20
         t[ADDR_MOVING] = int(moving and self.plant.torque[k])
 
-    def _write(self, sid: int, addr: int, data: bytes) -> int:
-        if addr + len(data) > TABLE_SIZE or addr < ADDR_TORQUE:
+    def _check_write(self, sid: int, addr: int, data: bytes) -> int:
+        """The error a write would cause (0: none), item by item over the written range."""
+        t = self.tables[sid]
+        a, end = addr, addr + len(data)
+        if not data or addr not in ITEMS:
             return D.ERR_ACCESS
+        while a < end:
+            item = ITEMS.get(a)
+            if item is None:
+                return D.ERR_ACCESS  # reserved address inside the range
+            if a + item.size > end:
+                return D.ERR_DATA_LENGTH  # fewer bytes than the item holds
+            if not item.writable or (a < EEPROM_END and t[ADDR_TORQUE]):
+                return D.ERR_ACCESS
+            v = _value(item, data[a - addr : a - addr + item.size])
+            hi = item.hi if item.hi is not None else (1 << 8 * item.size) - 1
+            if a == ADDR_GOAL:
+                lo = int.from_bytes(t[ADDR_MIN_POS : ADDR_MIN_POS + 4], "little")
+                hi = int.from_bytes(t[ADDR_MAX_POS : ADDR_MAX_POS + 4], "little")
+                if not lo <= v <= hi:
+                    return D.ERR_DATA_RANGE
+            elif not item.lo <= v <= hi:
+                return D.ERR_DATA_RANGE
+            a += item.size
+        return 0
+
+    def _write(self, sid: int, addr: int, data: bytes) -> int:
+        err = self.fail_writes.get((sid, addr)) or self._check_write(sid, addr, data)
+        if err:
+            return err
         k, s = self.servos[sid]
         t = self.tables[sid]
-        if (
-            addr <= ADDR_GOAL < addr + len(data)
-            and self.tables[sid][ADDR_TORQUE] == 0
-            and addr != ADDR_TORQUE
-        ):
-            pass  # goal accepted but ignored while torque is off (as on the real servo it is accepted too)
         t[addr : addr + len(data)] = data
         if addr <= ADDR_TORQUE < addr + len(data):
+            if t[ADDR_TORQUE] and t[ADDR_HW_ERROR]:
+                t[ADDR_TORQUE] = 0  # a servo in hardware error stays off until it is rebooted
             self.plant.set_torque(k, bool(t[ADDR_TORQUE]))
         if addr <= ADDR_GOAL and addr + len(data) >= ADDR_GOAL + 4:
             ticks = int.from_bytes(t[ADDR_GOAL : ADDR_GOAL + 4], "little", signed=True)
@@ -64,10 +186,13 @@ class DxlBusEmulator(PtyDevice):
         return 0
 
     def _read(self, sid: int, addr: int, n: int) -> tuple[int, bytes]:
-        if addr + n > TABLE_SIZE:
+        if addr + n > TABLE_SIZE or n == 0:
             return D.ERR_ACCESS, b""
         self._refresh(sid)
         return 0, bytes(self.tables[sid][addr : addr + n])
+
+    def _ping(self, sid: int) -> bytes:
+        return self._status(sid, 0, MODEL_NUMBER.to_bytes(2, "little") + bytes([self.tables[sid][ADDR_FW]]))
 
     def _handle(self, pkt: D.Packet) -> list[bytes]:
         p = pkt.params
@@ -77,7 +202,7 @@ class DxlBusEmulator(PtyDevice):
             for off in range(4, len(p), n + 1):
                 sid = p[off]
                 if sid in self.servos:
-                    self._write(sid, addr, p[off + 1 : off + 1 + n])
+                    self._write(sid, addr, p[off + 1 : off + 1 + n])  # no status: errors are silent
             return []
         if inst == D.INST_SYNC_READ:
             addr, n = p[0] | p[1] << 8, p[2] | p[3] << 8
@@ -85,19 +210,27 @@ class DxlBusEmulator(PtyDevice):
             for sid in p[4:]:
                 if sid in self.servos:
                     err, data = self._read(sid, addr, n)
-                    out.append(D.status(sid, err, data))
+                    out.append(self._status(sid, err, data if not err else bytes(n)))
             return out
+        if pkt.id == D.BROADCAST:
+            if inst == D.INST_PING:
+                return [self._ping(sid) for sid in sorted(self.servos)]
+            if inst == D.INST_WRITE and len(p) > 2:
+                for sid in self.servos:
+                    self._write(sid, p[0] | p[1] << 8, p[2:])
+            return []  # broadcast instructions other than PING get no status
         if pkt.id not in self.servos:
             return []
         if inst == D.INST_PING:
-            return [D.status(pkt.id, 0, MODEL_NUMBER.to_bytes(2, "little") + bytes([46]))]
-        if inst == D.INST_READ:
+            return [self._ping(pkt.id)]
+        if inst == D.INST_READ and len(p) == 4:
             err, data = self._read(pkt.id, p[0] | p[1] << 8, p[2] | p[3] << 8)
-            return [D.status(pkt.id, err, data)]
-        if inst == D.INST_WRITE:
-            err = self._write(pkt.id, p[0] | p[1] << 8, p[2:])
-            return [D.status(pkt.id, err)]
-        return [D.status(pkt.id, D.ERR_INSTRUCTION)]
+            return [self._status(pkt.id, err, data)]
+        if inst == D.INST_WRITE and len(p) > 2:
+            return [self._status(pkt.id, self._write(pkt.id, p[0] | p[1] << 8, p[2:]))]
+        if inst in (D.INST_READ, D.INST_WRITE):
+            return [self._status(pkt.id, D.ERR_DATA_LENGTH)]
+        return [self._status(pkt.id, D.ERR_INSTRUCTION)]
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -108,6 +241,10 @@ class DxlBusEmulator(PtyDevice):
                 self.packets += 1
                 if self.drop_every and self.packets % self.drop_every == 0:
                     continue
-                reply = b"".join(self._handle(pkt))
-                if reply:
-                    self._send(reply)
+                replies = self._handle(pkt)
+                if pkt.id == D.BROADCAST and pkt.instruction == D.INST_PING:
+                    for rep in replies:  # each servo answers after its own delay, one after another
+                        time.sleep(STAGGER_S)
+                        self._send(rep)
+                elif replies:
+                    self._send(b"".join(replies))
