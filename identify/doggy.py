@@ -19,15 +19,20 @@ from formats.errors import IdentifiabilityError
 from identify import slom
 from identify.manifolds import SO3, Rn, so3_log
 from robots import doggy
-from robots.doggy import PHYS_NAMES, DoggyParams
+from robots.doggy import DoggyParams
 
-SIGMA_ENC = 6.9259e-5  # rad (eq 35)
-SIGMA_GYRO = 1.745e-3  # rad/s (eq 35)
-SIGMA_DYN = np.sqrt(
-    np.concatenate([np.full(3, 1e-12), np.full(3, 1.21e-4), np.full(3, 1e-12), np.full(3, 6.889e-5)])
+# Doggy's facts come from its description (robots/data/doggy): joints, parameters, sensor noise (eq 35) and
+# model uncertainty (eqs 36–37).
+ROBOT = doggy.robot()
+NJ = len(ROBOT.joints)  # joints; the state is (q, q̇, θ, θ̇) ∈ R^(4·NJ)
+PHYS_NAMES = list(ROBOT.phys_names)
+SIGMA_ENC = ROBOT.sigma_encoder  # rad
+SIGMA_GYRO = ROBOT.sigma_gyro  # rad/s
+SIGMA_DYN = np.sqrt(np.asarray(ROBOT.dynamics_variance))
+SIGMA_INITIAL = np.sqrt(
+    np.concatenate([np.full(NJ, ROBOT.initial_angle_variance), np.full(2 * NJ, SIGMA_ENC**2)])
 )
-SIGMA_INITIAL = np.sqrt(np.concatenate([np.full(3, 0.0076), np.full(6, SIGMA_ENC**2)]))
-SIGMA_MEAS = np.array([SIGMA_ENC] * 3 + [SIGMA_GYRO] * 4)  # F_k is 7-D: σ_gyro for the scalar gyro-1 row
+SIGMA_MEAS = np.array([SIGMA_ENC] * NJ + [SIGMA_GYRO] * 4)  # F_k: σ_gyro for the scalar gyro-1 row and gyro 2
 SIGMA_BIAS = np.full(6, SIGMA_GYRO)  # not given in the paper
 
 BORDER_ORDER = ["phys", "bias1", "bias2", "R1", "R2"]
@@ -42,19 +47,22 @@ class ModelOptions:
 
 def residual_functions(opts: ModelOptions = ModelOptions()) -> dict[str, ca.Function]:
     """The four residual blocks as CasADi functions of (variables…, data…); dims 9 / 7 / 12 / 6."""
-    x, x1 = ca.SX.sym("x", 12), ca.SX.sym("x_next", 12)
-    p = ca.SX.sym("phys", 12)
+    x, x1 = ca.SX.sym("x", 4 * NJ), ca.SX.sym("x_next", 4 * NJ)
+    p = ca.SX.sym("phys", len(PHYS_NAMES))
     b1, b2 = ca.SX.sym("bias1", 3), ca.SX.sym("bias2", 3)
     r1, r2 = ca.SX.sym("R1", 9), ca.SX.sym("R2", 9)
     R1, R2 = ca.reshape(r1, 3, 3), ca.reshape(r2, 3, 3)
-    th_m, th0, w1, w2 = (ca.SX.sym(n, 3) for n in ("theta_meas", "theta0", "w1", "w2"))
-    u, T = ca.SX.sym("u", 3), ca.SX.sym("Ts")
-    th_rel = ca.SX.sym("theta_rel", 3)
-    f_motor = th_m - x[6:9] - th0
+    th_m, th0 = (ca.SX.sym(n, NJ) for n in ("theta_meas", "theta0"))
+    w1, w2 = ca.SX.sym("w1", 3), ca.SX.sym("w2", 3)
+    u, T = ca.SX.sym("u", NJ), ca.SX.sym("Ts")
+    th_rel = ca.SX.sym("theta_rel", NJ)
+    f_motor = th_m - x[2 * NJ : 3 * NJ] - th0
     f_g1 = doggy.gyro1_residual(x, b1, R1, w1)
     f_g2 = doggy.gyro2_prediction(x, b1, b2, R1, R2, w1, opts.debias_gyro1) - w2
     return {
-        "initial": ca.Function("initial", [x, th_rel], [ca.vertcat(x[0:3] - th_rel, x[3:6], x[9:12])]),
+        "initial": ca.Function(
+            "initial", [x, th_rel], [ca.vertcat(x[0:NJ] - th_rel, x[NJ : 2 * NJ], x[3 * NJ :])]
+        ),
         "measurement": ca.Function(
             "measurement", [x, b1, b2, r1, r2, th_m, w1, w2, th0], [ca.vertcat(f_motor, f_g1, f_g2)]
         ),
@@ -84,8 +92,8 @@ def build_problem(
     fns = residual_functions(opts)
     n = rec.n
     pr = slom.Problem()
-    X = pr.add_variable("x", Rn(12), initial_states(rec) if states is None else states, eliminate=True)
-    pr.add_variable("phys", Rn(12), start.phys(), labels=list(PHYS_NAMES))
+    X = pr.add_variable("x", Rn(4 * NJ), initial_states(rec) if states is None else states, eliminate=True)
+    pr.add_variable("phys", Rn(len(PHYS_NAMES)), start.phys(), labels=list(PHYS_NAMES))
     pr.add_variable("bias1", Rn(3), np.asarray(start.bias1), labels=[f"bias1_{c}" for c in "xyz"])
     pr.add_variable("bias2", Rn(3), np.asarray(start.bias2), labels=[f"bias2_{c}" for c in "xyz"])
     pr.add_variable("R1", SO3(), SO3.to_flat(start.R_imu1), labels=[f"R1_{c}" for c in "xyz"])
@@ -129,13 +137,15 @@ class Calibration:
 
 def calibrate(
     rec: DoggyRecording,
-    start: DoggyParams = doggy.TABLE1_INITIAL,
+    start: DoggyParams | None = None,
     opts: ModelOptions = ModelOptions(),
     solver: slom.Options | None = None,
     callback: Callable | None = None,
     allow_unobservable: bool = False,
 ) -> Calibration:
-    """Solve the batch problem; raise IdentifiabilityError (naming parameters) if the data cannot fix some."""
+    """Solve the batch problem from `start` (default: the description's Table 1 initial guess); raise
+    IdentifiabilityError (naming parameters) if the data cannot fix some."""
+    start = start or ROBOT.sets["initial"]
     pr = build_problem(rec, start, opts)
     res = slom.solve(pr, solver or slom.Options(), callback)
     if res.rank is not None and res.rank.deficient and not allow_unobservable:
@@ -159,7 +169,7 @@ def rotation_error_deg(R_est: np.ndarray, R_true: np.ndarray) -> float:
 def parameter_rows(cal: Calibration, truth: DoggyParams | None = None) -> list[dict]:
     """Table-1-style rows: name, unit, initial, estimate, 1σ, truth, error in σ (rotations as angles)."""
     rows = []
-    units = dict(zip(PHYS_NAMES, doggy.PHYS_UNITS, strict=True))
+    units = dict(zip(PHYS_NAMES, ROBOT.phys_units, strict=True))
     for i, name in enumerate(PHYS_NAMES):
         row = {
             "name": name,
@@ -185,8 +195,8 @@ def parameter_rows(cal: Calibration, truth: DoggyParams | None = None) -> list[d
                 row["truth"] = float(np.degrees(getattr(truth, key)[j]))
             rows.append(row)
     for key, attr, nominal in (
-        ("R1", "R_imu1", doggy.R_IMU1_NOMINAL),
-        ("R2", "R_imu2", doggy.R_IMU2_NOMINAL),
+        ("R1", "R_imu1", ROBOT.R_imu1_nominal),
+        ("R2", "R_imu2", ROBOT.R_imu2_nominal),
     ):
         R = getattr(cal.estimate, attr)
         sig = np.degrees(np.sqrt(sum(cal.sigma.get(f"{key}_{c}", float("nan")) ** 2 for c in "xyz")))

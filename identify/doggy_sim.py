@@ -20,9 +20,11 @@ from formats.doggy_recording import DoggyRecording
 from robots import doggy
 from robots.doggy import DoggyParams
 
-SIGMA_ENC = 6.9259e-5  # rad
-SIGMA_GYRO = 1.745e-3  # rad/s
-JOINT_RANGE = (1.0, 0.6, 0.6)  # rad, |target| limits per joint for random set-points
+# Doggy's sensors, sampling rate and set-point range come from its description (robots/data/doggy).
+ROBOT = doggy.robot()
+SIGMA_ENC = ROBOT.sigma_encoder  # rad
+SIGMA_GYRO = ROBOT.sigma_gyro  # rad/s
+JOINT_RANGE = ROBOT.setpoint_range  # rad, |target| limits per joint for random set-points
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class ExcitationPlan:
 
     segments: list[Segment]
     kp: float = 3.0  # 1/rad
-    rate: float = 1000.0  # Hz
+    rate: float = ROBOT.rate_hz  # Hz
 
     @property
     def duration(self) -> float:
@@ -132,9 +134,9 @@ def pwm_command(target: np.ndarray, ff: np.ndarray, u_max, theta: np.ndarray, kp
 @dataclass
 class SimConfig:
     duration: float = 60.0  # s
-    rate: float = 1000.0  # Hz
+    rate: float = ROBOT.rate_hz  # Hz
     seed: int = 0
-    params: DoggyParams = field(default_factory=lambda: doggy.TABLE1_IDENTIFIED)
+    params: DoggyParams = field(default_factory=lambda: ROBOT.sets["identified"])
     sigma_enc: float = SIGMA_ENC
     sigma_gyro: float = SIGMA_GYRO
     jitter: float = 2e-5  # s, uniform time-stamp jitter (per-step T_s varies around 1/rate)

@@ -55,7 +55,11 @@ def predict(
     states = np.vstack([x0, X])
     R1, R2 = params.R_imu1, params.R_imu2
     b1, b2 = np.asarray(params.bias1), np.asarray(params.bias2)
-    w1 = (R1 @ np.column_stack([np.zeros(n), np.zeros(n), states[:, 3]]).T).T + b1  # eq 23 solved for ω_IMU1
+    k, axis = doggy.yaw_joint(doggy.robot())
+    nj = len(doggy.robot().joints)
+    w1 = (
+        R1 @ np.outer(states[:, nj + k], axis).T
+    ).T + b1  # eq 23 solved for ω_IMU1: body 1 turns about the yaw axis
     xs, b1s, b2s, R1s, R2s, w1s = (
         ca.SX.sym(s, k) for s, k in (("x", 12), ("b1", 3), ("b2", 3), ("R1", 9), ("R2", 9), ("w1", 3))
     )

@@ -25,6 +25,8 @@ from robots.urdf import URDF_SET, load_urdf, matrix_rpy
 FORMAT = "poise robot description"
 SUFFIX = ".poise.toml"
 _AXES = {"x": 0, "y": 1, "z": 2}
+# Sections kept verbatim on the model for the modules that interpret them (Doggy: robots/doggy.py).
+EXTRA_SECTIONS = ("flexible_joints", "sensors", "experiment")
 
 
 def _fail(source: str, msg: str) -> DataError:
@@ -278,6 +280,7 @@ def apply_description(model: RobotModel, doc: dict, path: Path) -> RobotModel:
         simplified_dynamic_zero=[str(x) for x in doc.get("simplified", {}).get("dynamic_zero", [])],
         stance=doc.get("stance"),
         published_bases=_published(doc.get("published_bases", {}), path),
+        extra={k: doc[k] for k in EXTRA_SECTIONS if k in doc},
         source=model.source,
         warnings=model.warnings,
     )

@@ -13,6 +13,7 @@ DATA = Path(__file__).parent / "data"
 BUILT_IN: dict[str, Path] = {
     "tulip": DATA / "tulip" / "tulip.poise.toml",
     "icub-right-arm": DATA / "icub" / "icub_right_arm.poise.toml",
+    "doggy": DATA / "doggy" / "doggy.poise.toml",
 }
 
 _loaded: dict[tuple[str, float], RobotModel] = {}
