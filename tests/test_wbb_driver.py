@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from evdev import ecodes
 
-from drivers.emulators.wbb import BoardImperfections, Faults, WbbEmulator
+from drivers.emulators.wbb import BoardImperfections, Faults, KernelEvdevBoard, WbbEmulator, kernel_units
+from drivers.wbb import protocol as P
 from drivers.wbb.board import EvdevBoard, HidBoard
 from drivers.wbb.geometry import cell_positions, cop
 from drivers.wbb.transports import open_serial_bridge
@@ -182,3 +183,86 @@ def test_evdev_board_decodes_hid_wiimote_units():
     assert len(samples) == 2
     np.testing.assert_allclose(samples[0].kg, [3.0, 2.0, 4.0, 1.0], atol=1e-9)  # 10 g units
     np.testing.assert_allclose(samples[1].kg, [3.1, 1.9, 4.0, 1.0], atol=1e-9)
+
+
+def _reports(tr, seconds):
+    out, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        data = tr.recv(0.02)
+        if data is not None:
+            out.append(P.decode(data))
+    return out
+
+
+def test_status_report_stops_data_until_the_mode_is_sent_again(emu_factory):
+    emu = emu_factory()
+    tr = emu.connect_socketpair()
+    try:
+        tr.send(P.report_mode(P.IN_BUTTONS_EXT8))
+        assert sum(isinstance(r, P.CellReport) for r in _reports(tr, 0.2)) > 5
+        emu.emit_status()  # unsolicited, as on a battery or extension event
+        got = _reports(tr, 0.3)
+        kinds = [type(r) for r in got]
+        assert kinds.count(P.Status) == 1
+        assert P.CellReport not in kinds[kinds.index(P.Status) :]  # data reporting stopped
+        tr.send(P.report_mode(P.IN_BUTTONS_EXT8))
+        assert sum(isinstance(r, P.CellReport) for r in _reports(tr, 0.2)) > 5
+    finally:
+        tr.close()
+
+
+@pytest.mark.parametrize("path", ["socketpair", "pty"])
+def test_driver_resends_the_mode_after_unsolicited_status_without_reconnecting(emu_factory, path):
+    emu = emu_factory()
+    emu.status_every_s = 0.25
+    board = HidBoard(_opener(emu, path), name=path)
+    samples = _run(board, 1.2)
+    assert emu.status_reports >= 4  # the handshake's, then unsolicited ones
+    assert board.stats.mode_resends >= 3
+    assert board.stats.reconnects == 0
+    assert len(samples) > 90  # ~100 Hz throughout
+    gaps = np.diff([s.t for s in samples])
+    assert gaps.max() < 0.15  # far below the 1 s silence that would trigger a reconnect
+
+
+def _evdev_board(emu_factory, offset_per_cell):
+    emu = emu_factory(imperfections=BoardImperfections(offset_kg=np.full(4, offset_per_cell)))
+    emu.load_override = np.zeros(4)
+    dev = KernelEvdevBoard(emu)
+    return emu, EvdevBoard(lambda: dev, name="kernel")
+
+
+def test_evdev_tare_refuses_a_zero_load_reading_the_kernel_clamped(emu_factory):
+    emu, board = _evdev_board(emu_factory, -2.453 / 4)  # the thesis's second board
+    board.start()
+    try:
+        with pytest.raises(DeviceError, match=r"TR, BR, TL, BL read exactly 0 .*clamps negative"):
+            board.tare(0.3)
+        # the bias such a tare would leave: each cell low by its offset
+        emu.load_override = LOAD.copy()
+        kg = np.mean([s.kg for s in board.collect(0.3)], axis=0)
+        np.testing.assert_allclose(kg, LOAD - 2.453 / 4, atol=0.02)
+    finally:
+        board.close()
+
+
+def test_evdev_tare_of_a_positive_zero_load_reading_is_applied(emu_factory):
+    emu, board = _evdev_board(emu_factory, 0.4)
+    board.start()
+    try:
+        offsets = board.tare(0.3)
+        np.testing.assert_allclose(offsets, 0.4, atol=0.015)
+        emu.load_override = LOAD.copy()
+        kg = np.mean([s.kg for s in board.collect(0.3)], axis=0)
+        np.testing.assert_allclose(kg, LOAD, atol=0.02)
+    finally:
+        board.close()
+
+
+def test_kernel_units_follow_the_factory_points_and_clamp_at_zero():
+    cal = WbbEmulator(lambda: LOAD).cal
+    r = cal.raw.astype(int)
+    np.testing.assert_array_equal(kernel_units(cal, r[0]), 0)
+    np.testing.assert_array_equal(kernel_units(cal, r[1]), 1700)
+    np.testing.assert_array_equal(kernel_units(cal, r[2]), 3400)
+    np.testing.assert_array_equal(kernel_units(cal, r[0] - 50), 0)  # below the 0 kg point

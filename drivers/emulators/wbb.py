@@ -4,6 +4,11 @@ It speaks the same bytes as a real board, over an AF_UNIX SOCK_SEQPACKET socket 
 the L2CAP channels) or over a pty with the serial-bridge framing, so the real driver runs against it.
 The load on each cell comes from a callable (the simulated robot); the emulator adds the board's
 imperfections: per-cell gain error, zero-load offset, white noise, 16-bit quantisation.
+
+Like a real board (and as hid-wiimote assumes), every status report 0x20 - asked for with 0x15 or sent
+unsolicited (`emit_status()`, or every `status_every_s`) - resets the data reporting mode: no data reports
+until the host sends 0x12 again. `KernelEvdevBoard` presents the same board the way the kernel's
+hid-wiimote driver does (evdev axes in 10 g, clamped at 0), for the evdev driver.
 """
 
 from __future__ import annotations
@@ -87,6 +92,9 @@ class WbbEmulator:
         self._disconnected_once = False
         self.off_s = 1.0  # how long a serial-bridge board stays off after an injected disconnect
         self.load_override: np.ndarray | None = None  # per-cell kg, e.g. a known weight during recalibration
+        self.status_every_s: float | None = None  # send an unsolicited status report this often
+        self.status_reports = 0  # status reports sent (asked for or not)
+        self._status_gen = 0
 
     # ------------------------------------------------------------ link endpoints
     def connect_socketpair(self) -> SocketHidTransport:
@@ -123,6 +131,17 @@ class WbbEmulator:
             meas = meas + self.rng.normal(0.0, self.imp.noise_kg, 4)
         return [int(v) for v in np.clip(np.rint(self.cal.raw_for(meas)), 0, 0xFFFF)]
 
+    def emit_status(self) -> None:
+        """Make every open link send one unsolicited status report (as on a battery or extension event)."""
+        with self._lock:
+            self._status_gen += 1
+
+    def _send_status(self, link, state: dict) -> None:
+        link.send(P.encode_status(self.battery, extension=True))
+        state["mode"] = None  # the board drops back to its default reporting: no more data reports
+        with self._lock:
+            self.status_reports += 1
+
     def _serve(self, link) -> None:
         t = threading.Thread(target=self._loop, args=(link,), name=f"wbb-emu-{self.name}", daemon=True)
         self._threads.append(t)
@@ -135,7 +154,7 @@ class WbbEmulator:
             return
         self.requests.append(rid)
         if rid == P.OUT_STATUS_REQUEST:
-            link.send(P.encode_status(self.battery, extension=True))
+            self._send_status(link, state)
         elif rid == P.OUT_REPORT_MODE and len(payload) >= 2:
             if payload[1] in (P.IN_BUTTONS_EXT8, P.IN_BUTTONS_EXT19):
                 state["mode"] = payload[1]
@@ -167,7 +186,8 @@ class WbbEmulator:
         # LEDs and anything else: accepted silently, like the real board
 
     def _loop(self, link) -> None:
-        state = {"mode": None, "next": 0.0, "init": set()}
+        state = {"mode": None, "next": 0.0, "init": set(), "status_gen": self._status_gen}
+        state["next_status"] = time.monotonic() + (self.status_every_s or 0.0)
         period = 1.0 / self.rate_hz
         f = self.faults
         try:
@@ -176,6 +196,13 @@ class WbbEmulator:
                 wait = max(0.0, state["next"] - now) if state["mode"] else 0.05
                 for report in link.recv(min(wait, 0.05)):
                     self._handle(link, state, report)
+                every = self.status_every_s
+                if state["status_gen"] != self._status_gen or (
+                    every and time.monotonic() >= state["next_status"]
+                ):
+                    state["status_gen"] = self._status_gen
+                    state["next_status"] = time.monotonic() + (every or 0.0)
+                    self._send_status(link, state)
                 if not state["mode"] or time.monotonic() < state["next"]:
                     continue
                 state["next"] += period
@@ -284,3 +311,71 @@ class _SerialLink:
 
     def close(self) -> None:
         pass
+
+
+def kernel_units(cal: Calibration, raw: np.ndarray) -> np.ndarray:
+    """What hid-wiimote reports for raw cell counts: 10 g units from the factory 0/17/34 kg points,
+    integer arithmetic, and 0 for anything at or below the 0 kg point (negative loads are clamped)."""
+    r = cal.raw.astype(int)
+    raw = np.asarray(raw, dtype=int)
+    lo = (raw - r[0]) * 1700 // (r[1] - r[0])
+    hi = 1700 + (raw - r[1]) * 1700 // (r[2] - r[1])
+    return np.where(raw <= r[0], 0, np.where(raw < r[1], lo, hi))
+
+
+class KernelEvdevBoard:
+    """The emulated board as the kernel's hid-wiimote presents it through evdev: stands in for an
+    evdev.InputDevice (fileno / read_one / close), streaming ABS_HAT0X/0Y/1X/1Y + SYN_REPORT at the board's
+    rate. Values come from `emu.reading_raw()` through `kernel_units`, so the clamp at 0 is the kernel's."""
+
+    def __init__(self, emu: WbbEmulator) -> None:
+        from evdev import ecodes
+
+        self.emu = emu
+        self.name = "Nintendo Wii Remote Balance Board"
+        self._codes = [ecodes.ABS_HAT0X, ecodes.ABS_HAT0Y, ecodes.ABS_HAT1X, ecodes.ABS_HAT1Y]
+        self._abs, self._syn, self._report = ecodes.EV_ABS, ecodes.EV_SYN, ecodes.SYN_REPORT
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        self._events: list[tuple[int, int, int]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"kernel-evdev-{emu.name}", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        period = 1.0 / self.emu.rate_hz
+        while not self._stop.wait(period):
+            vals = kernel_units(self.emu.cal, np.array(self.emu.reading_raw()))
+            with self._lock:
+                self._events += [(self._abs, c, int(v)) for c, v in zip(self._codes, vals, strict=True)]
+                self._events.append((self._syn, self._report, 0))
+            try:
+                os.write(self._w, b"x")
+            except OSError:
+                return
+
+    def fileno(self) -> int:
+        return self._r
+
+    def read_one(self):
+        from types import SimpleNamespace
+
+        with self._lock:
+            if not self._events:
+                try:
+                    os.read(self._r, 4096)  # nothing queued: clear the wake-up bytes
+                except BlockingIOError:
+                    pass
+                return None
+            t, c, v = self._events.pop(0)
+        return SimpleNamespace(type=t, code=c, value=v)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        for fd in (self._r, self._w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass

@@ -38,6 +38,7 @@ class BoardStats:
     other: int = 0  # well-formed non-data reports seen while streaming (status, acks)
     reconnects: int = 0
     battery: int | None = None
+    mode_resends: int = 0  # data reporting mode re-sent after a status report reset it
 
 
 class _BoardBase(abc.ABC):
@@ -320,7 +321,11 @@ class HidBoard(_BoardBase):
                 return False
             self.stats.other += 1
             if isinstance(rep, P.Status):
+                # A status report (asked for or not) resets the board's data reporting mode, so data stops
+                # until 0x12 is sent again (hid-wiimote does the same in its status handler).
                 self.stats.battery = rep.battery
+                tr.send(P.report_mode(self.mode, continuous=True))
+                self.stats.mode_resends += 1
             return False
         lo, hi = self._plausible
         if any(v < lo[i] or v > hi[i] for i, v in enumerate(raw)):
@@ -346,7 +351,14 @@ class EvdevBoard(_BoardBase):
 
     The kernel applies the factory calibration and reports 10 g units, clamped at zero; we only tare.
     `open_device()` returns an object with `read_one()` / `fileno()` / `close()` (an evdev.InputDevice).
+
+    Because of the clamp, a cell whose unloaded reading is negative reads 0 at tare and its offset cannot be
+    measured: every later reading of that cell would be low by the unknown offset (a board reading
+    -2.45 kg unloaded: about 0.61 kg per cell). `tare()` therefore refuses when a cell reads exactly 0 in
+    more than `max_zero_fraction` of the tare samples.
     """
+
+    max_zero_fraction = 0.1
 
     def __init__(self, open_device: Callable[[], object], index: int = 0, name: str = "evdev") -> None:
         super().__init__(index, name)
@@ -368,6 +380,23 @@ class EvdevBoard(_BoardBase):
             self.calibration = Calibration(
                 np.array([[0] * 4, [1700] * 4, [3400] * 4], float), method="linear"
             )
+
+    def tare(self, seconds: float = 1.0) -> np.ndarray:
+        samples = self.collect(seconds)
+        if not samples:
+            raise DeviceError(f"board {self.name}: no data to tare from")
+        raw = np.array([s.raw for s in samples])
+        zero = (raw == 0).mean(axis=0)
+        clamped = [P.CELLS[i] for i in range(4) if zero[i] > self.max_zero_fraction]
+        if clamped:
+            raise DeviceError(
+                f"board {self.name}: cell(s) {', '.join(clamped)} read exactly 0 with the board empty: the "
+                "kernel's hid-wiimote clamps negative zero-load readings at 0, so the tare cannot measure "
+                "their offset and they would read low by it (up to ~0.6 kg a cell); use the bt: or serial: "
+                "transport, which reads raw counts"
+            )
+        self.calibration.tare(raw)
+        return self.calibration.offset_kg
 
     def _read(self, timeout: float) -> bool:
         import select
