@@ -92,7 +92,9 @@ def cmd_doggy(args: argparse.Namespace) -> int:
     solver = slom.Options(method=args.method, max_iter=args.max_iter)
     t0 = time.perf_counter()
     quiet = args.json
-    status = None if quiet else err_console.status(f"solving {rec.n} samples, {12 * rec.n + 24} unknowns …")
+    status = (
+        None if quiet else err_console.status(f"solving {rec.n} samples, {4 * dg.NJ * rec.n + 24} unknowns …")
+    )
 
     def progress(e: slom.IterationLog) -> None:
         if status is not None:
@@ -104,7 +106,7 @@ def cmd_doggy(args: argparse.Namespace) -> int:
     if status is not None:
         status.start()
     try:
-        cal = dg.calibrate(rec, dg.doggy.TABLE1_INITIAL, opts, solver, progress)
+        cal = dg.calibrate(rec, dg.ROBOT.sets["initial"], opts, solver, progress)
     finally:
         if status is not None:
             status.stop()
@@ -114,7 +116,7 @@ def cmd_doggy(args: argparse.Namespace) -> int:
     report = {
         "source": source,
         "samples": rec.n,
-        "unknowns": 12 * rec.n + 24,
+        "unknowns": 4 * dg.NJ * rec.n + 24,
         "bias_window_samples": cal.bias_window,
         "options": {
             "friction_on": opts.friction_on,
