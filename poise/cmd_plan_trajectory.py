@@ -58,6 +58,17 @@ def register(s: argparse._SubParsersAction) -> None:
         default=0.02,
         help="double support: ZMP margin in m (default 0.02)",
     )
+    t.add_argument(
+        "--collision-margin",
+        type=at.number(0.0, 1.0),
+        default=0.01,
+        help="m of clearance kept between links that can meet (URDF collision geometry; default 0.01)",
+    )
+    t.add_argument(
+        "--no-self-collision",
+        action="store_true",
+        help="do not keep links apart (e.g. no collision geometry)",
+    )
     t.add_argument("--simplified", action="store_true", help="the robot description's simplified model")
     t.add_argument(
         "--params", default=None, help="guessed parameters for torque limits (default: the model's)"
@@ -117,6 +128,8 @@ def _settings(args: argparse.Namespace):
         simplified=args.simplified,
         motion="double-support" if args.double_support else "free",
         zmp_margin=args.zmp_margin,
+        self_collision=not args.no_self_collision,
+        collision_margin=args.collision_margin,
     )
     s.validate()
     return s
@@ -223,6 +236,10 @@ def _print_design(s: dict) -> None:
     if v.get("min_zmp_margin_m") is not None:
         rows.append(("min ZMP margin (shapely)", f"{v['min_zmp_margin_m'] * 1000:.1f}", "mm"))
         rows.append(("held sole drift", f"{v['max_foot_drift_m'] * 1000:.2g}", "mm"))
+    if v.get("min_self_clearance_m") is not None:
+        rows.append(
+            (f"closest links ({v['closest_links']})", f"{v['min_self_clearance_m'] * 1000:.1f}", "mm")
+        )
     for r in rows:
         table.add_row(*r)
     console.print(table)
@@ -239,9 +256,17 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
     traj = plan_trajectory(plan, model)
     ps = params or plan.params or next(iter(model.params))
     model.parameter_set(ps)
-    accel = float(plan.settings.get("acceleration_default", 20.0))
+    st = plan.settings
     check = check_trajectory(
-        model, traj, plan.base, ps, 0.001, accel, bool(plan.settings.get("simplified", False))
+        model,
+        traj,
+        plan.base,
+        ps,
+        0.001,
+        float(st.get("acceleration_default", 20.0)),
+        bool(st.get("simplified", False)),
+        zmp_margin=float(st.get("zmp_margin", 0.0)) if st.get("motion") == "double-support" else 0.0,
+        collision_margin=float(st.get("collision_margin", 0.0)) if st.get("self_collision", True) else None,
     )
     if as_json:
         print_json(check.to_dict())
@@ -261,6 +286,10 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
     if check.min_zmp_margin_m is not None:
         table.add_row("min ZMP margin (shapely)", f"{check.min_zmp_margin_m * 1000:.1f}", "mm")
         table.add_row("held sole drift", f"{check.max_foot_drift_m * 1000:.2g}", "mm")
+    if check.min_self_clearance_m is not None:
+        table.add_row(
+            f"closest links ({check.closest_links})", f"{check.min_self_clearance_m * 1000:.1f}", "mm"
+        )
     console.print(table)
     if check.ok:
         console.print("[green]trajectory OK")

@@ -185,6 +185,7 @@ def test_icub_arm_design_respects_tendon_couplings():
     q, _, _ = res.trajectory.sample(np.linspace(0, 5, 2001))
     assert np.all(q @ model.coupled_A.T <= model.coupled_b + 1e-9)
     assert res.verification["ok"], res.verification["problems"]
+    assert res.verification["min_self_clearance_m"] >= s.collision_margin - 1e-4  # checked on the 1 ms grid
 
 
 def test_prior_experiment_is_completed(ur5, tmp_path, capsys):

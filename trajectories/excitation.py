@@ -19,6 +19,7 @@ import numpy as np
 from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec, cached_dynamic_base
+from robots.collision import clearance_function, near_pairs
 from robots.conditioning import (
     kappa,
     log_det_information,
@@ -34,6 +35,7 @@ CRITERIA = ("kappa", "logdet")
 SCALINGS = ("columns", "none")
 MOTIONS = ("free", "double-support")
 COUPLED_MARGIN = 1e-3  # rad (or its combination) kept from coupled limits while optimising
+COLLISION_BUFFER = 0.01  # m added to the clearance on the criterion grid: links move between its points
 
 
 @dataclass(frozen=True)
@@ -62,12 +64,16 @@ class ExcitationSettings:
     motion: str = "free"  # free: fixed-base joint torques; double-support: a biped on two boards (Fz, Mx, My)
     zmp_margin: float = 0.02  # m, double support: ZMP distance inside the support polygon at every sample
     amplitude: float = 0.1  # rad, double support: harmonic amplitude of the random start
+    self_collision: bool = True  # keep links apart (sphere sets from the URDF's collision geometry), if any
+    collision_margin: float = 0.01  # m of clearance between links that can meet
 
     def validate(self) -> None:
         if self.motion not in MOTIONS:
             raise DataError(f"motion must be one of {MOTIONS}, got {self.motion!r}")
         if not (np.isfinite(self.zmp_margin) and self.zmp_margin >= 0):
             raise DataError(f"zmp_margin must be a non-negative number of metres, got {self.zmp_margin}")
+        if not (np.isfinite(self.collision_margin) and 0 <= self.collision_margin <= 1):
+            raise DataError(f"collision_margin must be in [0, 1] m, got {self.collision_margin}")
         if self.criterion not in CRITERIA:
             raise DataError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
         if self.scaling not in SCALINGS:
@@ -289,6 +295,14 @@ def design_problem(model: RobotModel, settings: ExcitationSettings):
         g.append(tau)
         lbg.append(np.repeat(-tmax, K))  # rows ordered by joint, then sample (as W's)
         ubg.append(np.repeat(tmax, K))
+    nodes = [tau_node]
+    pairs = near_pairs(model, params, settings.collision_margin) if settings.self_collision else None
+    if pairs is not None and pairs.pairs:  # clearances on the criterion grid, verified on the fine grid after
+        h = ca.Function("clearance", [qs, qds, qdds], [clearance_function(model, pairs, params)(qs)])
+        nodes.append(_GridMap("clearance", h, (P, V, A)))
+        g.append(nodes[-1](x))
+        lbg.append(np.full(K * len(pairs.pairs), settings.collision_margin + COLLISION_BUFFER))
+        ubg.append(np.full(K * len(pairs.pairs), np.inf))
     return {
         "x": x,
         "W": W,
@@ -301,7 +315,7 @@ def design_problem(model: RobotModel, settings: ExcitationSettings):
         "omega": omega,
         "params": params,
         "base_link": base,
-        "nodes": [tau_node],  # callbacks must outlive the solver
+        "nodes": nodes,  # callbacks must outlive the solver
     }
 
 
@@ -395,7 +409,14 @@ def optimise(
         result.kappa_with_prior_scaled = kappa(normalised_columns(np.vstack([prior, w * W]))[0])
     dt = min(0.001, settings.period / (settings.samples * 10))
     check = check_trajectory(
-        model, traj, prob["base_link"], prob["params"], dt, settings.acceleration_default, settings.simplified
+        model,
+        traj,
+        prob["base_link"],
+        prob["params"],
+        dt,
+        settings.acceleration_default,
+        settings.simplified,
+        collision_margin=settings.collision_margin if settings.self_collision else None,
     )
     result.verification = check.to_dict()
     return result

@@ -34,6 +34,8 @@ class TrajectoryCheck:
     problems: list[str] = field(default_factory=list)
     min_zmp_margin_m: float | None = None  # standing robots: ZMP distance inside the support polygon
     max_foot_drift_m: float | None = None  # closed chains: the held sole's largest deviation from its pose
+    min_self_clearance_m: float | None = None  # robots with collision geometry: closest approach of two links
+    closest_links: str | None = None  # the pair of links at that approach
 
     @property
     def ok(self) -> bool:
@@ -64,9 +66,11 @@ def check_trajectory(
     acceleration_default: float = DEFAULT_ACCELERATION,
     simplified: bool = False,
     zmp_margin: float = 0.0,
+    collision_margin: float | None = 0.0,
 ) -> TrajectoryCheck:
     """Every limit of the description checked at step `dt` (s) over the whole trajectory; for a double-support
-    (closed-chain) trajectory also the held sole and the ZMP inside the support polygon (shapely)."""
+    (closed-chain) trajectory also the held sole and the ZMP inside the support polygon (shapely); link
+    clearances ≥ `collision_margin` (m) where the URDF has collision geometry (None: not checked)."""
     from trajectories.closed_chain import ClosedChainTrajectory
 
     chain = traj.chain if isinstance(traj, ClosedChainTrajectory) else None
@@ -107,6 +111,9 @@ def check_trajectory(
         if tr > 1 + 1e-6:
             j = int(np.argmax(r.max(axis=0)))
             problems.append(f"joint {model.joint_names[j]} needs {tr:.3f}× its effort limit")
+    clear = closest = None
+    if collision_margin is not None:
+        clear, closest = _self_collision(model, q, params, collision_margin, problems)
     v0, a0 = (np.abs(x[0]).max() for x in (qd, qdd))
     v1 = np.abs(qd[-1]).max()
     starts, ends = bool(v0 < 1e-6), bool(v1 < 1e-6)
@@ -118,6 +125,8 @@ def check_trajectory(
     return TrajectoryCheck(
         min_zmp_margin_m=zmp_min,
         max_foot_drift_m=drift,
+        min_self_clearance_m=clear,
+        closest_links=closest,
         grid_points=len(t),
         dt=float(t[1] - t[0]),
         min_position_margin_rad=margin,
@@ -191,3 +200,19 @@ def _balance(model, chain, q, qd, qdd, params, problems, zmp_margin) -> tuple[fl
     if marg < zmp_margin - 1e-4:
         problems.append(f"ZMP margin {marg * 1000:.1f} mm < required {zmp_margin * 1000:.1f} mm")
     return marg, drift
+
+
+def _self_collision(model, q, params, margin: float, problems: list[str]) -> tuple[float | None, str | None]:
+    """Closest approach of any checked link pair over the samples (exact sphere sets); problems appended."""
+    from robots.collision import NEAR, clearance, collision_pairs
+
+    cp = collision_pairs(model, params)
+    if not cp.pairs:
+        return None, None
+    d = clearance(model, cp, q, params, exact_below=margin + NEAR)
+    k = int(np.argmin(d.min(axis=0)))
+    low = float(d[:, k].min())
+    name = cp.names()[k]
+    if low < margin - 1e-4:
+        problems.append(f"links {name} come {low * 1000:.1f} mm apart (< {margin * 1000:.1f} mm required)")
+    return low, name

@@ -1,0 +1,271 @@
+"""Self-collision geometry: per link, a set of spheres that contains the URDF's collision surface (meshes or
+primitives); the link pairs worth checking; link-to-link clearances, numeric and symbolic (CasADi).
+
+Sphere sets are found by clustering points sampled on the collision surface until every sphere is small
+(SPHERE_RADIUS); each sphere is grown to contain its cluster and the mesh vertices nearest to it, so a positive
+sphere clearance means the surfaces are apart. The clearance of two links is the smallest sphere-to-sphere
+distance; its symbolic form is a soft minimum, which never exceeds the true one, so constraints on it are
+conservative (by at most log(count)/SOFTMIN_SHARPNESS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import casadi as ca
+import numpy as np
+
+from formats.errors import DataError
+from robots.kinematics import link_frames, link_frames_sym
+from robots.memo import per_model
+from robots.tree import RobotModel
+
+SPHERE_RADIUS = 0.03  # m: target radius of the spheres that cover a link
+MAX_SPHERES = 32  # per link
+SURFACE_SAMPLES = 3000  # points sampled on a link's collision surface
+SOFTMIN_SHARPNESS = 2000.0  # 1/m
+
+
+@dataclass(frozen=True)
+class SphereSet:
+    """Spheres (centres (k, 3) m in the link frame, radii (k,) m) that together contain a link's collision surface."""
+
+    link: str
+    centres: tuple[tuple[float, float, float], ...]
+    radii: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class CollisionPairs:
+    """The links' sphere sets and which of them are checked against each other (index pairs into `sets`)."""
+
+    sets: tuple[SphereSet, ...]
+    pairs: tuple[tuple[int, int], ...]
+
+    def names(self) -> list[str]:
+        return [f"{self.sets[i].link}–{self.sets[j].link}" for i, j in self.pairs]
+
+
+def fit_spheres(
+    link: str, surface: np.ndarray, vertices: np.ndarray, target: float = SPHERE_RADIUS
+) -> SphereSet:
+    """Cluster surface points into spheres of radius about `target` (more spheres until they are that small or
+    MAX_SPHERES is reached); every surface point and vertex lies inside some sphere."""
+    from scipy.cluster.vq import kmeans2
+
+    pts = np.vstack([surface, vertices])
+    k = 1
+    while True:
+        if k == 1:
+            centres = pts.mean(axis=0, keepdims=True)
+        else:
+            centres, _ = kmeans2(surface, k, minit="++", seed=np.random.default_rng(0))
+        d = np.linalg.norm(pts[:, None, :] - centres[None], axis=2)
+        owner = d.argmin(axis=1)
+        radii = np.array([d[owner == c, c].max() if np.any(owner == c) else 0.0 for c in range(len(centres))])
+        if radii.max() <= target or k >= MAX_SPHERES:
+            break
+        k = min(2 * k, MAX_SPHERES)
+    used = radii > 0
+    return SphereSet(link, tuple(map(tuple, centres[used].tolist())), tuple(radii[used].tolist()))
+
+
+def _geometry_mesh(geom, origin: np.ndarray, urdf_path: Path):
+    """One URDF collision geometry as a trimesh in its link frame (None for an empty geometry)."""
+    import trimesh
+
+    if geom.mesh is not None:
+        from robots.urdf import resolve_package_uri
+
+        path = resolve_package_uri(geom.mesh.filename, urdf_path)
+        try:
+            mesh = trimesh.load(str(path), force="mesh")
+        except Exception as exc:  # trimesh raises many kinds on unreadable files
+            raise DataError(f"{urdf_path}: collision mesh {path} cannot be read ({exc})") from None
+        if geom.mesh.scale is not None:
+            mesh.apply_scale(np.broadcast_to(np.asarray(geom.mesh.scale, dtype=float), (3,)))
+    elif geom.box is not None:
+        mesh = trimesh.creation.box(extents=geom.box.size)
+    elif geom.cylinder is not None:
+        mesh = trimesh.creation.cylinder(radius=geom.cylinder.radius, height=geom.cylinder.length)
+    elif geom.sphere is not None:
+        mesh = trimesh.creation.icosphere(subdivisions=2, radius=geom.sphere.radius)
+    else:
+        return None
+    mesh.apply_transform(origin)
+    return mesh
+
+
+@per_model
+def link_spheres(model: RobotModel) -> tuple[SphereSet, ...]:
+    """Sphere sets of the links of `model` that have collision elements in its source URDF (none without one)."""
+    if not model.source or not Path(model.source).exists():
+        return ()
+    import trimesh
+    import yourdfpy
+
+    urdf_path = Path(model.source)
+    robot = yourdfpy.URDF.load(str(urdf_path), load_meshes=False, build_scene_graph=False)
+    kept = {lk.name for lk in model.links}
+    out = []
+    for lk in robot.robot.links:
+        if lk.name not in kept or not lk.collisions:
+            continue
+        meshes = [
+            m
+            for col in lk.collisions
+            if (
+                m := _geometry_mesh(
+                    col.geometry, np.eye(4) if col.origin is None else np.asarray(col.origin), urdf_path
+                )
+            )
+            is not None
+        ]
+        if not meshes:
+            continue
+        mesh = trimesh.util.concatenate(meshes)
+        surface, _ = trimesh.sample.sample_surface(mesh, SURFACE_SAMPLES, seed=0)
+        out.append(fit_spheres(lk.name, np.asarray(surface), np.asarray(mesh.vertices)))
+    return tuple(out)
+
+
+def _moving_joints(model: RobotModel, link: str) -> frozenset[str]:
+    """Names of the non-fixed joints between the root and `link`."""
+    by_child = {j.child: j for j in model.joints}
+    out: set[str] = set()
+    while link in by_child:
+        j = by_child[link]
+        if j.type != "fixed":
+            out.add(j.name)
+        link = j.parent
+    return frozenset(out)
+
+
+def _adjacent(model: RobotModel, a: str, b: str) -> bool:
+    """Links joined by one moving joint, possibly through fixed joints on either side (they touch by design)."""
+    by_child = {j.child: j for j in model.joints}
+
+    def rigid(link: str) -> list[str]:
+        chain = [link]
+        while link in by_child and by_child[link].type == "fixed":
+            link = by_child[link].parent
+            chain.append(link)
+        return chain
+
+    ra, rb = rigid(a), rigid(b)
+    ja, jb = by_child.get(ra[-1]), by_child.get(rb[-1])
+    return (ja is not None and ja.parent in rb) or (jb is not None and jb.parent in ra)
+
+
+@per_model
+def collision_pairs(model: RobotModel, params: str | None = None) -> CollisionPairs:
+    """Link pairs checked for self-collision: not adjacent, moving relative to each other, and apart in the
+    model's zero posture (pairs that touch there are parts that touch by construction)."""
+    sets = link_spheres(model)
+    if not sets:
+        return CollisionPairs((), ())
+    cand = []
+    for i in range(len(sets)):
+        for j in range(i + 1, len(sets)):
+            a, b = sets[i].link, sets[j].link
+            if _moving_joints(model, a) == _moving_joints(model, b) or _adjacent(model, a, b):
+                continue
+            cand.append((i, j))
+    if not cand:
+        return CollisionPairs(sets, ())
+    q0 = np.clip(np.zeros(model.nq), model.lower, model.upper)
+    d = clearance(model, CollisionPairs(sets, tuple(cand)), q0[None], params)[0]
+    return CollisionPairs(sets, tuple(p for k, p in enumerate(cand) if d[k] > 0))
+
+
+def _world_centres(frames, index: dict[str, int], s: SphereSet) -> np.ndarray:
+    R, p = frames.R[:, index[s.link]], frames.p[:, index[s.link]]
+    return p[:, None, :] + np.einsum("bij,kj->bki", R, np.asarray(s.centres))
+
+
+def _bounding(s: SphereSet) -> tuple[np.ndarray, float]:
+    c = np.asarray(s.centres)
+    centre = c.mean(axis=0)
+    return centre, float(np.max(np.linalg.norm(c - centre, axis=1) + np.asarray(s.radii)))
+
+
+def clearance(
+    model: RobotModel,
+    cp: CollisionPairs,
+    q: np.ndarray,
+    params: str | None = None,
+    exact_below: float = np.inf,
+) -> np.ndarray:
+    """Sphere-set clearances (m, negative = penetration) for postures q (B, nq): (B, pairs). Where the links'
+    bounding spheres are at least `exact_below` apart, that bounding clearance (a lower bound) is returned."""
+    params = params or next(iter(model.params))
+    q = np.atleast_2d(np.asarray(q, dtype=float))
+    if not cp.pairs:
+        return np.zeros((len(q), 0))
+    frames = link_frames(model, q, params, model.root)
+    index = {lk.name: k for k, lk in enumerate(model.links)}
+    bound = {n: _bounding(cp.sets[n]) for pair in cp.pairs for n in pair}
+    out = np.empty((len(q), len(cp.pairs)))
+    for k, (i, j) in enumerate(cp.pairs):
+        (ci, ri), (cj, rj) = bound[i], bound[j]
+        wi = frames.p[:, index[cp.sets[i].link]] + frames.R[:, index[cp.sets[i].link]] @ ci
+        wj = frames.p[:, index[cp.sets[j].link]] + frames.R[:, index[cp.sets[j].link]] @ cj
+        out[:, k] = np.linalg.norm(wi - wj, axis=1) - ri - rj
+        near = np.flatnonzero(out[:, k] < exact_below)
+        for chunk in np.array_split(near, max(1, len(near) // 2000)):
+            if not len(chunk):
+                continue
+            sub = type(frames)(frames.R[chunk], frames.p[chunk])
+            a = _world_centres(sub, index, cp.sets[i])
+            b = _world_centres(sub, index, cp.sets[j])
+            d = np.linalg.norm(a[:, :, None, :] - b[:, None, :, :], axis=3)
+            d -= np.add.outer(np.asarray(cp.sets[i].radii), np.asarray(cp.sets[j].radii))[None]
+            out[chunk, k] = d.reshape(len(chunk), -1).min(axis=1)
+    return out
+
+
+def clearance_function(model: RobotModel, cp: CollisionPairs, params: str | None = None) -> ca.Function:
+    """q ↦ per-pair smooth lower bounds of the clearance (m) for IPOPT (CasADi SX)."""
+    params = params or next(iter(model.params))
+    q = ca.SX.sym("q", model.nq)
+    frames = link_frames_sym(model, q, params, model.root)
+    index = {lk.name: k for k, lk in enumerate(model.links)}
+    world = {}
+    for n in {n for pair in cp.pairs for n in pair}:
+        s = cp.sets[n]
+        R, p = frames.R[index[s.link]], frames.p[index[s.link]]
+        world[n] = [p + R @ ca.DM(c) for c in s.centres]
+    outs = []
+    k = SOFTMIN_SHARPNESS
+    for i, j in cp.pairs:
+        vals = []
+        for ci, ri in zip(world[i], cp.sets[i].radii, strict=True):
+            for cj, rj in zip(world[j], cp.sets[j].radii, strict=True):
+                d = ci - cj
+                vals.append(ca.sqrt(ca.dot(d, d) + 1e-12) - ri - rj)
+        v = ca.vertcat(*vals)
+        m = ca.mmin(v)  # shift for stability; the soft minimum does not depend on it
+        outs.append(m - ca.log(ca.sum1(ca.exp(-k * (v - m)))) / k)
+    return ca.Function("clearance", [q], [ca.vertcat(*outs) if outs else ca.SX(0, 1)])
+
+
+NEAR = 0.05  # m: pairs that stay this much farther apart than the margin over random postures are not constrained
+
+
+@per_model
+def near_pairs(
+    model: RobotModel, params: str | None = None, margin: float = 0.0, samples: int = 4096
+) -> CollisionPairs:
+    """The checked pairs that come within `margin` + NEAR of each other somewhere in a random sample of postures
+    within the joint and coupled limits: the ones worth a constraint (the verification checks all pairs)."""
+    cp = collision_pairs(model, params)
+    if not cp.pairs:
+        return cp
+    lo = np.where(np.isfinite(model.lower), model.lower, -np.pi)
+    hi = np.where(np.isfinite(model.upper), model.upper, np.pi)
+    q = np.random.default_rng(0).uniform(lo, hi, size=(samples, model.nq))
+    if len(model.coupled_b):
+        q = q[np.all(q @ model.coupled_A.T <= model.coupled_b, axis=1)]
+    d = clearance(model, cp, q, params, exact_below=margin + NEAR)
+    return CollisionPairs(cp.sets, tuple(p for k, p in enumerate(cp.pairs) if d[:, k].min() < margin + NEAR))

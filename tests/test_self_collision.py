@@ -1,0 +1,109 @@
+"""Self-collision: sphere sets around the URDF collision meshes (iCubGenova04 right arm), the checked pairs,
+exact and symbolic clearances, and the trajectory verification that reports links coming too close."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import trimesh
+import yourdfpy
+
+from robots.collision import (
+    clearance,
+    clearance_function,
+    collision_pairs,
+    link_spheres,
+    near_pairs,
+)
+from robots.registry import get_model
+from robots.urdf import resolve_package_uri
+from trajectories.fourier import FourierTrajectory
+from trajectories.verify import check_trajectory
+
+
+@pytest.fixture(scope="module")
+def arm():
+    return get_model("icub-right-arm")
+
+
+def _mesh_vertices(model, link: str) -> np.ndarray:
+    """The link's collision mesh vertices in the link frame, read independently of robots.collision."""
+    robot = yourdfpy.URDF.load(model.source, load_meshes=False, build_scene_graph=False)
+    out = []
+    for col in robot.link_map[link].collisions:
+        mesh = trimesh.load(
+            str(resolve_package_uri(col.geometry.mesh.filename, Path(model.source))), force="mesh"
+        )
+        v = np.asarray(mesh.vertices) * np.asarray(col.geometry.mesh.scale)
+        T = np.asarray(col.origin)
+        out.append(v @ T[:3, :3].T + T[:3, 3])
+    return np.vstack(out)
+
+
+def test_spheres_contain_every_collision_vertex(arm):
+    sets = {s.link: s for s in link_spheres(arm)}
+    assert {"r_hand", "r_forearm", "chest"} <= set(sets)
+    for link in ("r_hand", "r_forearm", "chest"):
+        v = _mesh_vertices(arm, link)
+        c, r = np.asarray(sets[link].centres), np.asarray(sets[link].radii)
+        inside = np.linalg.norm(v[:, None, :] - c[None], axis=2) <= r[None] + 1e-12
+        assert inside.any(axis=1).all(), link
+        assert r.max() <= 0.06  # small spheres: the set follows the shape, not one fat ball
+
+
+def test_checked_pairs_exclude_neighbours_and_rigid_parts(arm):
+    names = collision_pairs(arm).names()
+    assert "chest–r_forearm" in names and "chest–r_hand" in names  # the hand can hit the chest
+    assert (
+        "r_forearm–r_hand" not in names
+    )  # neighbours through the wrist's small links are not both moving apart
+    assert "r_elbow_1–r_forearm" not in names  # joined by one joint
+    assert not any(n.startswith("root_link–torso") or n.startswith("torso_1–chest") for n in names)  # rigid
+    zero = clearance(arm, collision_pairs(arm), np.zeros((1, arm.nq)))
+    assert zero.min() > 0
+
+
+def test_symbolic_clearance_is_a_tight_lower_bound(arm):
+    cp = near_pairs(arm, None, 0.01)
+    assert 0 < len(cp.pairs) <= len(collision_pairs(arm).pairs)
+    q = np.random.default_rng(2).uniform(arm.lower, arm.upper, size=(300, arm.nq))
+    exact = clearance(arm, cp, q)
+    soft = np.asarray(clearance_function(arm, cp).map(len(q))(q.T)).T
+    assert np.all(soft <= exact + 1e-9)
+    assert np.max(exact - soft) < 0.005
+    assert (exact.min(axis=1) < 0).any() and (exact.min(axis=1) > 0).any()  # the sample has both kinds
+
+
+def test_exact_below_only_skips_pairs_that_are_far(arm):
+    cp = collision_pairs(arm)
+    q = np.random.default_rng(3).uniform(arm.lower, arm.upper, size=(200, arm.nq))
+    full = clearance(arm, cp, q)
+    fast = clearance(arm, cp, q, exact_below=0.05)
+    assert np.all(fast <= full + 1e-12)
+    near = full < 0.05
+    assert np.allclose(fast[near], full[near])
+
+
+def test_verification_reports_links_that_meet(arm):
+    cp = collision_pairs(arm)
+    q = np.random.default_rng(5).uniform(arm.lower, arm.upper, size=(4000, arm.nq))
+    q = q[np.all(q @ arm.coupled_A.T <= arm.coupled_b, axis=1)]
+    d = clearance(arm, cp, q)
+    bad = q[np.argmin(d.min(axis=1))]
+    pair = cp.names()[int(np.argmin(d[np.argmin(d.min(axis=1))]))]
+    zeros = np.zeros((arm.nq, 1))
+    still = FourierTrajectory(1.0, 1.0, bad, zeros, zeros)  # standing still in a colliding posture
+    check = check_trajectory(arm, still, arm.root, "urdf", 0.01, collision_margin=0.01)
+    assert check.closest_links == pair and check.min_self_clearance_m < 0
+    assert any("come" in p and pair in p for p in check.problems)
+    unchecked = check_trajectory(arm, still, arm.root, "urdf", 0.01, collision_margin=None)
+    assert unchecked.min_self_clearance_m is None and not any("come" in p for p in unchecked.problems)
+    ok = FourierTrajectory(1.0, 1.0, np.clip(np.zeros(arm.nq), arm.lower, arm.upper), zeros, zeros)
+    assert check_trajectory(arm, ok, arm.root, "urdf", 0.01).min_self_clearance_m > 0
+
+
+def test_robots_without_collision_geometry_are_not_checked():
+    tulip = get_model("tulip")
+    assert link_spheres(tulip) == () and collision_pairs(tulip).pairs == ()
