@@ -13,7 +13,10 @@ import numpy as np
 from robots.com_base import BaseModel, derive_base
 from robots.conditioning import kappa, lse, surrogate
 from robots.memo import per_model
+from robots.stance_spec import resolve_base
 from robots.tree import RobotModel
+
+PROBE_POSTURES = 12  # random double-support postures that reveal the identically-zero columns
 
 __all__ = [
     "Spectrum",
@@ -22,36 +25,60 @@ __all__ = [
     "design_matrix",
     "kappa",
     "kappa_of",
+    "min_postures",
+    "n_identifiable",
     "spectrum",
     "surrogate",
 ]
 
 
+def base_model(model: RobotModel, base: str | None = None) -> BaseModel:
+    """The CoM base-parameter model of a base (default: the robot's stance base)."""
+    return _base_model(model, resolve_base(model, base))
+
+
 @per_model
-def base_model(model: RobotModel, base: str) -> BaseModel:
+def _base_model(model: RobotModel, base: str) -> BaseModel:
     return derive_base(model, base)
 
 
+def design_columns(model: RobotModel, base: str | None = None) -> tuple[int, ...]:
+    """The identifiable columns of static design: columns of R_b whose x/y (CoP) rows are not identically
+    zero in double support. The one place that decides them; every count of parameters derives from it."""
+    return _design_columns(model, resolve_base(model, base))
+
+
 @per_model
-def design_columns(model: RobotModel, base: str) -> tuple[int, ...]:
-    """Columns of R_b whose x/y rows are not identically zero in double support (25 of 27 for TUlip)."""
+def _design_columns(model: RobotModel, base: str) -> tuple[int, ...]:
     from robots.stance import random_double_support
 
     bm = base_model(model, base)
-    q = random_double_support(model, 12, np.random.default_rng(0), base=base)
+    q = random_double_support(model, PROBE_POSTURES, np.random.default_rng(0), base=base)
     H = bm.regressor(q)[:, :2, :].reshape(-1, bm.n)
     norms = np.linalg.norm(H, axis=0)
     return tuple(int(i) for i in np.flatnonzero(norms > 1e-9 * norms.max()))
 
 
-def design_matrix(model: RobotModel, q: np.ndarray, base: str = "right") -> np.ndarray:
-    """H: x/y rows of R_b(q_i) stacked over postures, identifiable columns only (2N × 25)."""
+def n_identifiable(model: RobotModel, base: str | None = None) -> int:
+    """Number of identifiable CoM parameters of static double-support design (`design_columns`)."""
+    return len(design_columns(model, base))
+
+
+def min_postures(model: RobotModel, base: str | None = None) -> int:
+    """Fewest postures whose CoP equations (2 a posture) can determine every identifiable parameter."""
+    return -(-n_identifiable(model, base) // 2)
+
+
+def design_matrix(model: RobotModel, q: np.ndarray, base: str | None = None) -> np.ndarray:
+    """H: x/y rows of R_b(q_i) stacked over postures, identifiable columns only (2N × n_identifiable)."""
+    base = resolve_base(model, base)
     bm = base_model(model, base)
+    cols = list(design_columns(model, base))
     R = bm.regressor(np.atleast_2d(q))[:, :2, :]
-    return R[:, :, list(design_columns(model, base))].reshape(-1, len(design_columns(model, base)))
+    return R[:, :, cols].reshape(-1, len(cols))
 
 
-def kappa_of(model: RobotModel, q: np.ndarray, base: str = "right") -> float:
+def kappa_of(model: RobotModel, q: np.ndarray, base: str | None = None) -> float:
     return kappa(design_matrix(model, q, base))
 
 

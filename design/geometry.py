@@ -14,6 +14,8 @@ import casadi as ca
 import numpy as np
 from shapely.geometry import MultiPoint, Polygon
 
+from robots.stance import other_site
+from robots.stance_spec import resolve_base
 from robots.tree import RobotModel
 
 
@@ -23,10 +25,10 @@ def rect_corners(rect: tuple[float, float, float, float]) -> np.ndarray:
     return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=float)
 
 
-def foot_rects(model: RobotModel, base: str = "right") -> tuple[np.ndarray, np.ndarray]:
+def foot_rects(model: RobotModel, base: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Local corners of the base foot and of the other foot."""
-    base_site = model.base_site(base)
-    other = [s for s in model.sites if s.rect is not None and s.name != base_site.name][0]
+    base_site = model.base_site(resolve_base(model, base))
+    other = model.site(other_site(model, base))
     return rect_corners(base_site.rect), rect_corners(other.rect)
 
 
@@ -44,8 +46,8 @@ def placed_corners_sym(local: np.ndarray, x, y, psi) -> list:
     return [ca.vertcat(x + c * px - s * py, y + s * px + c * py) for px, py in local]
 
 
-def all_corners(model: RobotModel, pose, base: str = "right") -> np.ndarray:
-    """The 8 corners: base foot (0–3), other foot (4–7)."""
+def all_corners(model: RobotModel, pose, base: str | None = None) -> np.ndarray:
+    """The 8 corners: base foot (0–3), other foot (4–7), in the base sole's frame (m)."""
     rb, ro = foot_rects(model, base)
     return np.vstack([rb, placed_corners(ro, pose)])
 
@@ -81,7 +83,7 @@ class Structure:
     bbox: tuple[int, int, int, int]  # argmin x, argmax x, argmin y, argmax y
 
 
-def structure(model: RobotModel, pose, base: str = "right") -> Structure:
+def structure(model: RobotModel, pose, base: str | None = None) -> Structure:
     pts = all_corners(model, pose, base)
     bbox = (
         int(np.argmin(pts[:, 0])),
@@ -92,7 +94,7 @@ def structure(model: RobotModel, pose, base: str = "right") -> Structure:
     return Structure(tuple(hull_indices(pts)), bbox)
 
 
-def support_polygon(model: RobotModel, pose, base: str = "right") -> Polygon:
+def support_polygon(model: RobotModel, pose, base: str | None = None) -> Polygon:
     """Shapely support polygon (convex hull of the 8 corners) for a placement."""
     return MultiPoint(all_corners(model, pose, base)).convex_hull
 
@@ -102,7 +104,7 @@ def bbox_centre(points: np.ndarray) -> np.ndarray:
     return (points.max(axis=0) + points.min(axis=0)) / 2
 
 
-def separating_line(pose, model: RobotModel, base: str = "right") -> tuple[float, float, float]:
+def separating_line(pose, model: RobotModel, base: str | None = None) -> tuple[float, float, float]:
     """Best separating line (phi, c, gap) between the base foot and the placed other foot, by angle scan.
 
     n = (cos phi, sin phi); base corners satisfy n·v ≤ c − gap/2, other corners n·v ≥ c + gap/2.

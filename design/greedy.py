@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from design.criteria import design_matrix, kappa
+from design.criteria import design_matrix, kappa, n_identifiable
 from robots.tree import RobotModel
 
 
@@ -21,18 +21,18 @@ class GreedyResult:
 
 
 def greedy_augment(
-    model: RobotModel, base_q: np.ndarray, pool_q: np.ndarray, count: int, base: str = "right"
+    model: RobotModel, base_q: np.ndarray, pool_q: np.ndarray, count: int, base: str | None = None
 ) -> GreedyResult:
     """Add `count` postures from `pool_q` to `base_q`, each time the one giving the lowest true κ."""
-    rows = design_matrix(model, base_q, base) if len(base_q) else np.zeros((0, 25))
+    rows = design_matrix(model, base_q, base) if len(base_q) else np.zeros((0, n_identifiable(model, base)))
     pool_rows = design_matrix(model, pool_q, base).reshape(len(pool_q), 2, -1)
     chosen: list[int] = []
     kappas: list[float] = []
-    left = list(range(len(pool_q)))
-    for _ in range(min(count, len(left))):
-        scores = [kappa(np.vstack([rows, pool_rows[i]])) for i in left]
+    remaining = list(range(len(pool_q)))
+    for _ in range(min(count, len(remaining))):
+        scores = [kappa(np.vstack([rows, pool_rows[i]])) for i in remaining]
         k = int(np.argmin(scores))
-        i = left.pop(k)
+        i = remaining.pop(k)
         chosen.append(i)
         kappas.append(float(scores[k]))
         rows = np.vstack([rows, pool_rows[i]])

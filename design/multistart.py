@@ -15,11 +15,15 @@ import numpy as np
 
 from design.problems import Settings, SolveResult
 from formats.errors import DeviceError
+from robots.tree import RobotModel
 
 
 @dataclass
 class StartSpec:
-    """Everything one start needs (picklable): robot name, sizes, seed, start index, settings, backend."""
+    """Everything one start needs (picklable): robot, sizes, seed, start index, settings, backend.
+
+    `robot` is a built-in name or the path of a robot description / URDF file: a worker process rebuilds the
+    model from it with `robots.registry.get_model` (models are never pickled)."""
 
     robot: str
     n_postures: int
@@ -35,15 +39,16 @@ def start_rng(seed: int, start: int) -> np.random.Generator:
     return np.random.default_rng([seed, start])
 
 
-def run_start(spec: StartSpec) -> tuple[int, SolveResult]:
-    """Sample a feasible initial set by thesis §3.5.1 and optimise it with the chosen backend."""
+def run_start(spec: StartSpec, model: RobotModel | None = None) -> tuple[int, SolveResult]:
+    """Sample a feasible initial set by thesis §3.5.1 and optimise it with the chosen backend (`model`: the
+    caller's model when it runs in this process, else rebuilt from `spec.robot`)."""
     import time
 
     from design.sampler import sample_posture_set
     from robots.registry import get_model
 
-    model = get_model(spec.robot)
-    s = spec.settings
+    model = model if model is not None else get_model(spec.robot)
+    s = spec.settings.resolved(model)
     t0, c0 = time.perf_counter(), time.process_time()
     init = sample_posture_set(
         model,
@@ -85,8 +90,15 @@ def connect_scheduler(address: str):
         raise DeviceError(f"cannot reach the Dask scheduler {address!r}: {exc}") from None
 
 
-def run_starts(specs: list[StartSpec], workers: int | None = None, scheduler: str | None = None) -> Iterator:
-    """Yield (start index, SolveResult) as starts finish; processes by default, Dask with `scheduler`."""
+def run_starts(
+    specs: list[StartSpec],
+    workers: int | None = None,
+    scheduler: str | None = None,
+    model: RobotModel | None = None,
+) -> Iterator:
+    """Yield (start index, SolveResult) as starts finish; processes by default, Dask with `scheduler`.
+
+    Starts that run in this process use `model` if given; other processes rebuild it from the spec."""
     if scheduler:
         from distributed import as_completed as dask_completed
 
@@ -98,7 +110,7 @@ def run_starts(specs: list[StartSpec], workers: int | None = None, scheduler: st
     workers = workers or min(len(specs), os.cpu_count() or 1)
     if workers <= 1 or len(specs) == 1:
         for sp in specs:
-            yield run_start(sp)
+            yield run_start(sp, model)
         return
     import multiprocessing as mp
 

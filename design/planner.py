@@ -34,8 +34,8 @@ def make_posture(
 
 
 def plan_kappa(model: RobotModel, q: np.ndarray) -> dict[str, float]:
-    """True κ of the design regressor for both bases."""
-    return {b: kappa(design_matrix(model, q, b)) for b in ("right", "left")}
+    """True κ of the design regressor for every named base of the robot."""
+    return {b: kappa(design_matrix(model, q, b)) for b in model.bases}
 
 
 def build_plan(
@@ -49,9 +49,14 @@ def build_plan(
     solver: dict,
     transitions: bool = True,
     extra_settings: dict | None = None,
+    robot_file: str | None = None,
 ) -> Plan:
-    """A plan from an optimised posture set: postures ordered within placements, with transitions."""
+    """A plan from an optimised posture set: postures ordered within placements, with transitions.
+
+    `robot_file`: the description or URDF the model was loaded from, recorded for robots not built in."""
     from design.transitions import make_transitions, order_postures
+
+    s = s.resolved(model)
 
     order = order_postures(model, ps) if transitions else np.arange(len(ps.q))
     q = ps.q[order]
@@ -87,6 +92,7 @@ def build_plan(
         seed=seed,
         settings=settings,
         params=s.params,
+        robot_file=robot_file,
     )
     if transitions:
         plan.transitions = make_transitions(model, plan, s)
@@ -104,18 +110,24 @@ def design(
     scheduler: str | None = None,
     workers: int | None = None,
     on_result=None,
+    robot: str | None = None,
 ) -> tuple[SolveResult, list[dict]]:
-    """Run the starts; return the best result (lowest true κ) and a per-start summary."""
-    specs = [StartSpec(model.name, n_postures, n_placements, seed, k, s, backend) for k in range(starts)]
+    """Run the starts; return the best result (lowest true κ) and a per-start summary.
+
+    `robot` is what worker processes pass to `robots.registry.get_model` to rebuild the model: a built-in
+    name or the path of the description/URDF file it came from (default: the model's name)."""
+    s = s.resolved(model)
+    ref = robot or model.name
+    specs = [StartSpec(ref, n_postures, n_placements, seed, k, s, backend) for k in range(starts)]
     best: SolveResult | None = None
     summary = []
-    for k, res in run_starts(specs, workers, scheduler):
+    for k, res in run_starts(specs, workers, scheduler, model):
         summary.append(
             {
                 "start": k,
                 "kappa_initial": res.kappa_initial,
                 "kappa": res.kappa,
-                "kappa_left": res.kappa_left,
+                "kappa_other": res.kappa_other,
                 "wall_s": res.wall_s,
                 "sample_s": res.stats.get("sample_s"),
                 "iterations": res.stats.get("iterations"),

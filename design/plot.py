@@ -33,9 +33,9 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
     rb, ro = foot_rects(model, plan.base)
     for row, pl in enumerate(plan.placements):
         ax_top, ax_side, ax_front = axes[row]
-        poly = support_polygon(model, pl.left_foot, plan.base)
+        poly = support_polygon(model, pl.other_foot, plan.base)
         _draw_poly(ax_top, Polygon(rb), color="k")
-        _draw_poly(ax_top, Polygon(placed_corners(ro, pl.left_foot)), color="k")
+        _draw_poly(ax_top, Polygon(placed_corners(ro, pl.other_foot)), color="k")
         _draw_poly(ax_top, poly, color="tab:blue", lw=1)
         if margin > 0:
             _draw_poly(ax_top, poly.buffer(-margin), color="tab:blue", ls="--", lw=1)
@@ -58,7 +58,7 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
             ax.axhline(0, color="k", lw=0.5)
     k = plan.kappa
     fig.suptitle(
-        f"{plan.robot}: {len(plan.postures)} postures, κ {k.get('right', float('nan')):.1f}", fontsize=11
+        f"{plan.robot}: {len(plan.postures)} postures, κ {k.get(plan.base, float('nan')):.1f}", fontsize=11
     )
     fig.tight_layout()
     try:
@@ -68,12 +68,14 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
 
 
 def _skeleton(model: RobotModel, p: np.ndarray, q: np.ndarray, plan: Plan) -> list[np.ndarray]:
-    """Two polylines (right leg, left leg) through the link origins, plus the soles."""
+    """One polyline per leg: the link origins on the tree's chain from the root to each sole, then the sole."""
     from robots.kinematics import site_pose
 
     names = [lk.name for lk in model.links]
-    right = [names.index(n) for n in names if n.endswith("_r")]
-    left = [names.index(n) for n in names if n.endswith("_l")]
-    sr = site_pose(model, q, plan.params, model.bases["right"], plan.base)[1]
-    sl = site_pose(model, q, plan.params, model.bases["left"], plan.base)[1]
-    return [np.vstack([p[0], p[right], sr]), np.vstack([p[0], p[left], sl])]
+    root = names.index(model.root)
+    out = []
+    for sole in dict.fromkeys(model.bases.values()):
+        chain = [names.index(model.joints[j].child) for j in model.joint_path(model.site(sole).link)]
+        tip = site_pose(model, q, plan.params, sole, plan.base)[1]
+        out.append(np.vstack([p[root], p[chain], tip]))
+    return out

@@ -1,6 +1,6 @@
 """CasADi NLPs for problems 1 (free CoM, margin d_s) and 2 (CoM at the support-polygon centre), solved by IPOPT.
 
-Joint-space formulation: decision variables are all joint angles plus, per placement, the left-foot pose
+Joint-space formulation: decision variables are all joint angles plus, per placement, the other foot's pose
 (x, y, psi) and a separating line (phi, c) that proves the feet disjoint. Foot-flat and foot-at-placement
 are equality constraints. The objective is the smooth log-κ surrogate (criteria.py) with a continuation in
 its sharpness p; IPOPT gets the exact Hessian of the Lagrangian (lagrangian.py, objective part objective.py).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import casadi as ca
 import numpy as np
@@ -21,14 +21,23 @@ from design import geometry as geo
 from design.criteria import base_model, design_matrix, kappa
 from design.lagrangian import LagrangianHessian
 from design.objective import CasadiObjective
-from design.sampler import Y_MIN_CENTRED, PostureSet
+from design.sampler import PostureSet
 from design.uncertainty import CopSpec, Ellipsoid, cop_spec
 from robots.kinematics import site_pose_sym
 from robots.memo import per_model
 from robots.stance import other_site
+from robots.stance_spec import design_params, other_base, resolve_base, stance_spec
 from robots.tree import RobotModel
 
-PLACEMENT_BOUNDS = ((-0.75, 0.75), (-0.1, 0.5), (-np.pi / 2, np.pi / 2))
+
+def placement_bounds(model: RobotModel, s: Settings) -> list[list[float]]:
+    """Bounds [[lo, hi] for x, y (m), yaw (rad)] of the other foot's placement, from the robot's stance
+    (the centred-CoM problem raises y to the stance's `centred_min_y`)."""
+    spec = stance_spec(model)
+    bounds = [list(b) for b in spec.placement_bounds]
+    if s.centred and spec.centred_min_y is not None:
+        bounds[1][0] = max(bounds[1][0], spec.centred_min_y)
+    return bounds
 
 
 # Continuation of the surrogate's sharpness, measured on 6 starts × 50 postures (bench): on problem 1,
@@ -47,8 +56,8 @@ class Settings:
     feet_gap: float = 0.002
     uncertainty: float = 0.0
     ellipsoid: Ellipsoid | None = None
-    params: str = "sim"
-    base: str = "right"
+    params: str | None = None  # None: the robot's design parameter set (its description's main set)
+    base: str | None = None  # None: the robot's stance base
     sharpness: tuple[float, ...] | None = None  # None: DEFAULT_SHARPNESS of the problem
     max_iter: int = 800
     max_rounds: int = 4
@@ -56,6 +65,16 @@ class Settings:
     def __post_init__(self):
         if self.sharpness is None:
             self.sharpness = DEFAULT_SHARPNESS[self.problem]
+
+    def resolved(self, model: RobotModel) -> Settings:
+        """These settings with the robot's defaults filled in (base, parameter set)."""
+        if self.base is not None and self.params is not None:
+            return self
+        return replace(
+            self,
+            base=resolve_base(model, self.base),
+            params=design_params(model) if self.params is None else self.params,
+        )
 
     @property
     def centred(self) -> bool:
@@ -77,9 +96,14 @@ class SolveResult:
     postures: PostureSet
     kappa_initial: float
     kappa: float
-    kappa_left: float
+    kappa_other: float  # true κ of the result for the robot's other base
     wall_s: float
     stats: dict = field(default_factory=dict)
+
+    @property
+    def kappa_left(self) -> float:
+        """Old name of `kappa_other` (TUlip's other base is the left sole)."""
+        return self.kappa_other
 
 
 @per_model
@@ -127,6 +151,7 @@ def _varies(expr, V: ca.SX) -> bool:
 def _geometry(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[geo.Structure]):
     """Feet separation, hull convexity, centring and margin constraints as one SX function of (CoP 2×N,
     G 3×N, placement variables 5×P), with bounds: small, so its derivatives are cheap to build and run."""
+    s = s.resolved(model)
     N, P = len(placement), len(structs)
     cop, G, PL = ca.SX.sym("cop", 2, N), ca.SX.sym("G", 3, N), ca.SX.sym("pl", 5, P)
     V = ca.vertcat(ca.vec(cop), ca.vec(G), ca.vec(PL))
@@ -146,7 +171,7 @@ def _geometry(model: RobotModel, s: Settings, placement: np.ndarray, structs: li
             lbg.append([s.feet_gap / 2])
             ubg.append([np.inf])
         for c in geo.convexity_sym(verts, st.hull):
-            if _varies(c, V):  # turns between three right-foot corners are constant: left out
+            if _varies(c, V):  # turns between three base-foot corners are constant: left out
                 g.append(c)
                 lbg.append([0.0])
                 ubg.append([np.inf])
@@ -185,6 +210,7 @@ def _geometry(model: RobotModel, s: Settings, placement: np.ndarray, structs: li
 
 def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[geo.Structure]):
     """Assemble the NLP for fixed structures; returns (nlp dict, bounds, unpack info)."""
+    s = s.resolved(model)
     N, P, nq = len(placement), len(structs), model.nq
     X = ca.MX.sym("x", N * nq + 5 * P)
     Q = ca.reshape(X[: N * nq], nq, N)
@@ -205,14 +231,9 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
     g.append(geometry(cop, G, PL))
     lbg += lbgeo
     ubg += ubgeo
-    lbx = np.concatenate(
-        [np.tile(model.lower, N)] + [[b[0] for b in PLACEMENT_BOUNDS] + [-np.inf, -np.inf]] * P
-    )
-    ubx = np.concatenate(
-        [np.tile(model.upper, N)] + [[b[1] for b in PLACEMENT_BOUNDS] + [np.inf, np.inf]] * P
-    )
-    if s.centred:
-        lbx[N * nq + 1 :: 5] = Y_MIN_CENTRED
+    bounds = placement_bounds(model, s)
+    lbx = np.concatenate([np.tile(model.lower, N)] + [[b[0] for b in bounds] + [-np.inf, -np.inf]] * P)
+    ubx = np.concatenate([np.tile(model.upper, N)] + [[b[1] for b in bounds] + [np.inf, np.inf]] * P)
     g = ca.vertcat(*g)
     n_linear = N * len(model.coupled_b)
     posture = posture_function(model, s.params, s.base, spec)
@@ -259,6 +280,7 @@ def continuation(model: RobotModel, start: PostureSet, s: Settings, stage: Stage
     `stage(structs, x0, p)` returns (x, status, iterations, max violation) for the packed variable vector.
     """
     t0 = time.perf_counter()
+    s = s.resolved(model)
     N, P, nq = len(start.q), len(start.poses), model.nq
     seps = np.array([geo.separating_line(pose, model, s.base)[:2] for pose in start.poses])
     x = _pack(start, seps)
@@ -295,7 +317,7 @@ def continuation(model: RobotModel, start: PostureSet, s: Settings, stage: Stage
         PostureSet(q, start.placement.copy(), poses),
         k0,
         kappa(design_matrix(model, q, s.base)),
-        kappa(design_matrix(model, q, "left")),
+        kappa(design_matrix(model, q, other_base(model, s.base))),
         time.perf_counter() - t0,
         stats,
     )
@@ -303,6 +325,7 @@ def continuation(model: RobotModel, start: PostureSet, s: Settings, stage: Stage
 
 def solve(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveResult:
     """Optimise a feasible initial set with CasADi + IPOPT (continuation and re-detection: `continuation`)."""
+    s = s.resolved(model)
     built: dict = {}  # structures -> (solver, bounds, callbacks): rebuilt only when the structure changes
     builds = 0
 

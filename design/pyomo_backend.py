@@ -20,16 +20,16 @@ from design import geometry as geo
 from design.objective import Cached
 from design.problems import (
     IPOPT_OPTIONS,
-    PLACEMENT_BOUNDS,
     Settings,
     SolveResult,
     _pack,
     _unpack,
     continuation,
+    placement_bounds,
     posture_function,
 )
 from design.pyomo_algebra import sx_to_pyomo
-from design.sampler import Y_MIN_CENTRED, PostureSet
+from design.sampler import PostureSet
 from formats.errors import PoiseError
 from robots.memo import per_model
 from robots.tree import RobotModel
@@ -132,6 +132,7 @@ def build_model(model: RobotModel, s: Settings, start: PostureSet):
     import pyomo.environ as pyo
     from pyomo.contrib.pynumero.interfaces.external_grey_box import ExternalGreyBoxBlock
 
+    s = s.resolved(model)
     N, P, nq = len(start.placement), len(start.poses), model.nq
     m = pyo.ConcreteModel()
     m.box = ExternalGreyBoxBlock(external_model=_make_greybox(model, s, N))
@@ -140,9 +141,7 @@ def build_model(model: RobotModel, s: Settings, start: PostureSet):
         for k in range(nq):
             m.q[i][k].setlb(float(model.lower[k]))
             m.q[i][k].setub(float(model.upper[k]))
-    bounds = [list(b) for b in PLACEMENT_BOUNDS]
-    if s.centred:
-        bounds[1][0] = Y_MIN_CENTRED
+    bounds = placement_bounds(model, s)
     m.pose = pyo.Var(range(P), range(3), bounds=lambda _m, j, k: tuple(bounds[k]))
     m.phi = pyo.Var(range(P))
     m.off = pyo.Var(range(P))
@@ -177,6 +176,7 @@ def set_structures(m, model: RobotModel, s: Settings, placement: np.ndarray, str
     """(Re)build the structure-dependent constraints: separating lines, convexity, bounding box, margins."""
     import pyomo.environ as pyo
 
+    s = s.resolved(model)
     if hasattr(m, "geo"):
         m.del_component(m.geo)
     m.geo = pyo.ConstraintList()
@@ -250,6 +250,7 @@ def solve_pyomo(model: RobotModel, start: PostureSet, s: Settings, log=None) -> 
     from pyomo.contrib.pynumero.algorithms.solvers.cyipopt_solver import _cyipopt_status_enum
 
     ensure_available()
+    s = s.resolved(model)
     N, P, nq = len(start.q), len(start.poses), model.nq
     m = build_model(model, s, start)
     box = m.box.get_external_model()

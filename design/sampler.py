@@ -1,8 +1,9 @@
 """Random feasible initial posture sets by the thesis's procedure (§3.5.1), in task space plus IK.
 
-Per placement: draw the left-foot pose (reject intersecting feet), then draw CoM and torso orientation and
-solve the 12×12 inverse kinematics (CoM, torso orientation, flat left foot at the placement) by damped
-Gauss–Newton; keep solutions inside the joint limits with the required CoP margin.
+Per placement: draw the other foot's pose (reject intersecting feet), then draw CoM and torso orientation and
+solve the inverse kinematics (CoM, torso orientation, flat other foot at the placement) by damped Gauss–Newton;
+keep solutions that pass the one posture check (`robots.stance.posture_problems`). The sampling boxes, the
+torso link and the neutral start posture come from the robot's stance (`robots.stance_spec`).
 """
 
 from __future__ import annotations
@@ -21,14 +22,13 @@ from formats.errors import PoiseError
 from robots.kinematics import com_position_sym, link_frames_sym, site_pose_sym
 from robots.memo import per_model
 from robots.stance import other_site, posture_problems
+from robots.stance_spec import design_params, resolve_base, stance_spec
 from robots.tree import RobotModel
-
-Y_MIN_CENTRED = 0.1488  # problem 2: y_s ≥ √(l12h² + l12a²) + l6a (m)
 
 
 @dataclass
 class PostureSet:
-    """Postures with their placements: q (N, nq) rad; placement of each posture; left-foot poses (P, 3)."""
+    """Postures with their placements: q (N, nq) rad; placement of each posture; other-foot poses (P, 3)."""
 
     q: np.ndarray
     placement: np.ndarray
@@ -50,13 +50,18 @@ def _rpy(roll, pitch, yaw):
     return Rz @ Ry @ Rx
 
 
-@per_model
-def ik_function(model: RobotModel, params: str = "sim", base: str = "right") -> ca.Function:
+def ik_function(model: RobotModel, params: str | None = None, base: str | None = None) -> ca.Function:
     """IK residual r(q; target) and ∂r/∂q; target = [CoM xyz, torso roll pitch yaw, foot x y psi]."""
+    return _ik_function(model, params or design_params(model), resolve_base(model, base))
+
+
+@per_model
+def _ik_function(model: RobotModel, params: str, base: str) -> ca.Function:
     q = ca.SX.sym("q", model.nq)
     t = ca.SX.sym("t", 9)
     com = com_position_sym(model, q, params, base)
-    R0 = link_frames_sym(model, q, params, base).R[0]
+    torso = [lk.name for lk in model.links].index(stance_spec(model).torso)
+    R0 = link_frames_sym(model, q, params, base).R[torso]
     E = _rpy(t[3], t[4], t[5]).T @ R0
     rot = ca.vertcat(E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]) / 2
     Rf, pf = site_pose_sym(model, q, params, other_site(model, base), base)
@@ -104,8 +109,8 @@ def solve_ik(
     model: RobotModel,
     target: np.ndarray,
     q0: np.ndarray,
-    params: str = "sim",
-    base: str = "right",
+    params: str | None = None,
+    base: str | None = None,
     iters: int = 40,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Batched damped Gauss–Newton with joint-limit clipping: targets (K, 9), starts (K, nq).
@@ -114,7 +119,7 @@ def solve_ik(
     """
     target, q = np.atleast_2d(target), np.atleast_2d(np.array(q0, dtype=float))
     K, nq = q.shape
-    fn = _mapped_ik(model, params, base, K)
+    fn = _mapped_ik(model, params or design_params(model), resolve_base(model, base), K)
     q = np.clip(q, model.lower, model.upper)
 
     tgt = np.ascontiguousarray(target, dtype=float)  # (K, 9) C order = 9×K column-major
@@ -162,31 +167,30 @@ def _mapped_ik(model: RobotModel, params: str, base: str, k: int) -> ca.Function
 
 
 def _neutral(model: RobotModel, rng: np.random.Generator) -> np.ndarray:
-    q = np.zeros(model.nq)
-    bend = rng.uniform(0.2, 0.8)
-    for hip, knee, ankle in ((2, 3, 4), (8, 9, 10)):
-        q[hip], q[knee], q[ankle] = -bend, 2 * bend, -bend
-    return q
+    """An IK start posture: the stance's neutral posture with a random bend."""
+    spec = stance_spec(model)
+    return spec.neutral_posture(model, rng.uniform(*spec.neutral_bend))
 
 
 def sample_placement(
     model: RobotModel,
     rng: np.random.Generator,
     centred: bool = False,
-    base: str = "right",
+    base: str | None = None,
     feet_gap: float = 0.0,
 ) -> np.ndarray:
-    """Left-foot pose (x, y, psi) with disjoint feet: x ∈ [−0.75, 0.75], y ∈ [−0.1, 0.5] m, psi ∈ ±90°."""
+    """Other-foot pose (x, y, psi) with disjoint feet, uniform in the stance's placement box (centred-CoM
+    problem: y at least the stance's `centred_min_y`)."""
+    spec = stance_spec(model)
+    (x0, x1), (y0, y1), (a0, a1) = spec.placement_bounds
     rb, ro = foot_rects(model, base)
-    right = Polygon(rb)
+    base_foot = Polygon(rb)
     for _ in range(20_000):  # bounded: an unreachable gap must fail, not hang
-        pose = np.array(
-            [rng.uniform(-0.75, 0.75), rng.uniform(-0.1, 0.5), rng.uniform(-np.pi / 2, np.pi / 2)]
-        )
-        if centred and pose[1] < Y_MIN_CENTRED:
+        pose = np.array([rng.uniform(x0, x1), rng.uniform(y0, y1), rng.uniform(a0, a1)])
+        if centred and spec.centred_min_y is not None and pose[1] < spec.centred_min_y:
             continue
-        left = Polygon(placed_corners(ro, pose))
-        if not right.intersects(left) and right.distance(left) >= feet_gap:
+        other = Polygon(placed_corners(ro, pose))
+        if not base_foot.intersects(other) and base_foot.distance(other) >= feet_gap:
             return pose
     raise PoiseError(f"no foot placement with the feet {feet_gap * 1000:.0f} mm apart (--feet-gap too large)")
 
@@ -198,8 +202,8 @@ def sample_posture_set(
     rng: np.random.Generator,
     margin: float = 0.08,
     centred: bool = False,
-    params: str = "sim",
-    base: str = "right",
+    params: str | None = None,
+    base: str | None = None,
     feet_gap: float = 0.002,
     batch_size: int = 32,
     max_batches: int = 20,
@@ -210,6 +214,8 @@ def sample_posture_set(
             f"--postures ({n_postures}) must be a positive multiple of --placements ({n_placements})"
         )
     per = n_postures // n_placements
+    params, base = params or design_params(model), resolve_base(model, base)
+    spec = stance_spec(model)
     qs, pl, poses = [], [], []
     for j in range(n_placements):
         for _attempt in range(10_000):
@@ -234,8 +240,8 @@ def sample_posture_set(
                         inside = shapely.contains_xy(region, cand[:, 0], cand[:, 1])
                         xy = np.vstack([xy, cand[inside]])
                     xy = xy[:batch_size]
-                z = rng.uniform(0.55, 0.75, (batch_size, 1))
-                ang = np.radians(rng.uniform(-30, 30, (batch_size, 3)))
+                z = rng.uniform(*spec.com_z, (batch_size, 1))
+                ang = np.radians(rng.uniform(*spec.torso_angles_deg, (batch_size, 3)))
                 targets = np.hstack([xy, z, ang, np.tile(pose, (batch_size, 1))])
                 q0 = np.array([_neutral(model, rng) for _ in range(batch_size)])
                 q, ok = solve_ik(model, targets, q0, params, base)

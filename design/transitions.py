@@ -1,7 +1,7 @@
 """Transitions between consecutive postures of one placement, and an ordering that keeps them short.
 
 Plain joint-space interpolation moves the free foot (it is a closed chain). Each waypoint here is the
-minimum-norm Gauss–Newton projection of the interpolated angles onto: left foot flat at its placement (6)
+minimum-norm Gauss–Newton projection of the interpolated angles onto: other foot flat at its placement (6)
 and CoP on the straight segment between the two postures' CoPs (2). The CoP region shrunk by the margin is
 convex, so the whole motion keeps the margin of its end postures.
 """
@@ -17,6 +17,7 @@ from design.problems import Settings, posture_function
 from design.uncertainty import nominal_cop
 from formats.plan import Plan, Transition
 from robots.memo import per_model
+from robots.stance_spec import design_params, resolve_base
 from robots.tree import RobotModel
 
 WAYPOINTS = 11
@@ -58,9 +59,12 @@ def _constraint_fn(model: RobotModel, params: str, base: str) -> ca.Function:
     return ca.Function("transition", [q, pose, target], [c, ca.jacobian(c, q)])
 
 
-def project(model, q0, pose, cop, params="sim", base="right", iters: int = 30) -> tuple[np.ndarray, float]:
+def project(
+    model: RobotModel, q0: np.ndarray, pose, cop, params: str | None = None, base: str | None = None,
+    iters: int = 30,
+) -> tuple[np.ndarray, float]:  # fmt: skip
     """Minimum-norm Gauss–Newton onto foot-at-placement + CoP target; returns q and the final residual."""
-    fn = _constraint_fn(model, params, base)
+    fn = _constraint_fn(model, params or design_params(model), resolve_base(model, base))
     q = np.array(q0, dtype=float)
     res = np.inf
     for _ in range(iters):
@@ -73,11 +77,14 @@ def project(model, q0, pose, cop, params="sim", base="right", iters: int = 30) -
     return q, res
 
 
-def foot_error(model: RobotModel, q: np.ndarray, pose, params="sim", base="right") -> float:
+def foot_error(
+    model: RobotModel, q: np.ndarray, pose, params: str | None = None, base: str | None = None
+) -> float:
     """How far (m) the free sole is from lying flat at its placement (position error incl. lift-off)."""
     from robots.kinematics import site_pose
     from robots.stance import other_site
 
+    params, base = params or design_params(model), resolve_base(model, base)
     R, p = site_pose(model, q, params, other_site(model, base), base)
     return float(np.linalg.norm(p - np.array([pose[0], pose[1], 0.0])))
 
@@ -158,6 +165,7 @@ def make_transitions(
     placement, respect all joint limits and keep the required CoP margin; started from the projection of
     plain interpolation. Also records how far plain interpolation would move the free foot (m).
     """
+    s = s.resolved(model)
     out = []
     inner = waypoints - 2
     margin = s.required_margin
@@ -165,7 +173,7 @@ def make_transitions(
     for a, b in itertools.pairwise(plan.postures):
         if a.placement != b.placement:
             continue
-        pose = np.array(plan.placement(a.placement).left_foot)
+        pose = np.array(plan.placement(a.placement).other_foot)
         ts = np.linspace(0.0, 1.0, waypoints)
         interp = [(1 - t) * a.q + t * b.q for t in ts]
         err_interp = max(foot_error(model, qi, pose, s.params, s.base) for qi in interp)

@@ -17,8 +17,8 @@ from design.criteria import base_model
 from design.geometry import all_corners, hull_indices, support_polygon
 from formats.errors import DataError
 from formats.static_result import load_static_result
-from robots.kinematics import site_pose
-from robots.stance import other_site
+from robots.stance import other_pose
+from robots.stance_spec import design_params, resolve_base
 from robots.tree import RobotModel
 
 
@@ -87,10 +87,11 @@ def cop_spec(model: RobotModel, base: str, radius: float, ellipsoid: Ellipsoid |
     return CopSpec(None, float(radius), None) if radius > 0 else None
 
 
-def left_pose(model: RobotModel, q: np.ndarray, params: str = "sim", base: str = "right") -> np.ndarray:
-    """Pose (x, y, psi) of the other sole on the ground (m, m, rad)."""
-    R, p = site_pose(model, q, params, other_site(model, base), base)
-    return np.array([p[0], p[1], np.arctan2(R[1, 0], R[0, 0])])
+def left_pose(
+    model: RobotModel, q: np.ndarray, params: str | None = None, base: str | None = None
+) -> np.ndarray:
+    """Pose (x, y, psi) of the other sole on the ground (m, m, rad): `robots.stance.other_pose` (old name)."""
+    return other_pose(model, q, params, base)
 
 
 def _theta_and_sigma(model, radius, params, base, ellipsoid):
@@ -104,15 +105,16 @@ def robust_margin(
     model: RobotModel,
     q: np.ndarray,
     radius: float,
-    params: str = "sim",
-    base: str = "right",
+    params: str | None = None,
+    base: str | None = None,
     ellipsoid: Ellipsoid | None = None,
 ) -> float:
     """Smallest CoP margin (m) over the ball of `radius` (m) around the design values, or the ellipsoid."""
+    params, base = params or design_params(model), resolve_base(model, base)
     Rxy = base_model(model, base).regressor(q)[:2, :]
     theta, S = _theta_and_sigma(model, radius, params, base, ellipsoid)
     cop = Rxy @ theta
-    pts = all_corners(model, left_pose(model, q, params, base), base)
+    pts = all_corners(model, other_pose(model, q, params, base), base)
     hull = hull_indices(pts)
     out = np.inf
     for k in range(len(hull)):
@@ -129,6 +131,6 @@ def nominal_cop(model: RobotModel, q: np.ndarray, params: str, base: str, ellips
     Rxy = base_model(model, base).regressor(q)[:2, :]
     theta = np.array(ellipsoid.theta_m) if ellipsoid is not None else base_model(model, base).values(params)
     cop = Rxy @ theta
-    poly = support_polygon(model, left_pose(model, q, params, base), base)
+    poly = support_polygon(model, other_pose(model, q, params, base), base)
     d = poly.exterior.distance(Point(cop))
     return cop, float(d if poly.contains(Point(cop)) else -d)

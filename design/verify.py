@@ -137,7 +137,7 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
     own = params_arg is None or params.name == plan.params  # the design guess, not another parameter set
     results = []
     for p in plan.postures:
-        pose = plan.placement(p.placement).left_foot
+        pose = plan.placement(p.placement).other_foot
         if own:
             issues, m, gap = own_posture_issues(model, plan, p.q, pose, params)
         else:
@@ -149,7 +149,7 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
     from shapely.geometry import Polygon
 
     for pl in plan.placements:
-        if Polygon(rb).intersects(Polygon(placed_corners(ro, pl.left_foot))):
+        if Polygon(rb).intersects(Polygon(placed_corners(ro, pl.other_foot))):
             plan_issues.append(f"placement {pl.index}: feet polygons intersect")
     ks = {}
     try:
@@ -168,7 +168,7 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
             continue
         if np.abs(t.q[0] - a.q).max() > 1e-9 or np.abs(t.q[-1] - b_.q).max() > 1e-9:
             tr_issues.append(f"transition {t.from_index}→{t.to_index}: does not start/end at its postures")
-        pose = plan.placement(a.placement).left_foot
+        pose = plan.placement(a.placement).other_foot
         for k, qk in enumerate(t.q[1:-1], start=1):
             iss, _, _ = posture_issues(
                 model, qk, params, base, required, pose, ell if own else None, plan.params

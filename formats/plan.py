@@ -1,23 +1,26 @@
 """The posture-plan file (JSON): what `poise plan postures` writes and the drivers execute.
 
-Lives in robots/ so that drivers/ can read plans without importing design/. Angles in radians, lengths in m,
+Lives in formats/ (the bottom layer) so that drivers/ can read plans without importing design/. Angles in radians, lengths in m,
 durations in s. Postures are executed in list order; the feet (boards) are re-placed between placements.
 
 Layout (format "poise.posture-plan", version 1)::
 
     {"format": "poise.posture-plan", "version": 1,
-     "robot": "tulip", "base": "right", "params": "sim",
+     "robot": "tulip", "robot_file": "/path/tulip.urdf" (optional), "base": "right", "params": "sim",
      "joint_names": ["theta1", ..., "theta12"],
-     "placements": [{"index": 0, "left_foot": [x, y, psi]}, ...],
-     "postures": [{"index": 0, "placement": 0, "q": [12 floats], "move_s": 30, "hold_s": 60,
+     "placements": [{"index": 0, "other_foot": [x, y, psi]}, ...],
+     "postures": [{"index": 0, "placement": 0, "q": [nq floats], "move_s": 30, "hold_s": 60,
                    "predicted_cop": [x, y], "margin": 0.093, "robust_margin": 0.087 | null}, ...],
-     "transitions": [{"from": 0, "to": 1, "q": [[12 floats], ...], "foot_error_interp": 0.004,
+     "transitions": [{"from": 0, "to": 1, "q": [[nq floats], ...], "foot_error_interp": 0.004,
                       "min_margin": 0.081}, ...],          # optional; absent pair -> cosine profile
      "kappa": {"right": 251.3, "left": 240.2},
      "solver": {...}, "seed": 1, "settings": {...}}
 
 A transition's `q` holds waypoints equally spaced in time over the destination posture's `move_s`,
 first = the `from` posture, last = the `to` posture; executors interpolate linearly between them.
+`other_foot` is the pose of the non-base sole relative to the base sole; files written before it was named so
+call it `left_foot` (TUlip's right base) and are still read. `robot_file` names the robot description or URDF
+a plan for a robot that is not built in was designed with, so `plan check` and `plan show` can load it.
 """
 
 from __future__ import annotations
@@ -39,10 +42,19 @@ VERSION = 1
 
 @dataclass
 class Placement:
-    """One foot placement: the left sole's pose on the ground relative to the right sole (m, m, rad)."""
+    """One foot placement: the other sole's pose on the ground relative to the base sole (m, m, rad)."""
 
     index: int
-    left_foot: tuple[float, float, float]
+    other_foot: tuple[float, float, float]
+
+    @property
+    def left_foot(self) -> tuple[float, float, float]:
+        """Old name of `other_foot` (TUlip stands on its right sole)."""
+        return self.other_foot
+
+    @left_foot.setter
+    def left_foot(self, pose: tuple[float, float, float]) -> None:
+        self.other_foot = pose
 
 
 @dataclass
@@ -85,6 +97,7 @@ class Plan:
     seed: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     params: str = "sim"
+    robot_file: str | None = None  # description or URDF of a robot that is not built in
 
     @property
     def q(self) -> np.ndarray:
@@ -129,10 +142,11 @@ def plan_to_dict(plan: Plan) -> dict:
         "format": FORMAT,
         "version": VERSION,
         "robot": plan.robot,
+        **({"robot_file": plan.robot_file} if plan.robot_file else {}),
         "base": plan.base,
         "params": plan.params,
         "joint_names": list(plan.joint_names),
-        "placements": [{"index": p.index, "left_foot": list(p.left_foot)} for p in plan.placements],
+        "placements": [{"index": p.index, "other_foot": list(p.other_foot)} for p in plan.placements],
         "postures": [
             {
                 "index": p.index,
@@ -192,6 +206,12 @@ def _opt_num(x: Any, where: str) -> float | None:
     return None if x is None else _num(x, where)
 
 
+def _opt_str(x: Any, where: str) -> str | None:
+    if x is not None and (not isinstance(x, str) or not x):
+        raise DataError(f"{where}: expected a non-empty string, got {x!r}")
+    return x
+
+
 def _int(x: Any, where: str) -> int:
     if isinstance(x, bool) or not isinstance(x, int):
         raise DataError(f"{where}: expected an integer, got {x!r}")
@@ -226,7 +246,12 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
     placements = []
     for i, p in enumerate(_need(doc, "placements", source)):
         w = f"{source}: placements[{i}]"
-        lf = _vec(_need(p, "left_foot", w), 3, f"{w}.left_foot")
+        key = (
+            "left_foot"
+            if isinstance(p, dict) and "other_foot" not in p and "left_foot" in p
+            else "other_foot"
+        )
+        lf = _vec(_need(p, key, w), 3, f"{w}.{key}")
         placements.append(Placement(_int(_need(p, "index", w), f"{w}.index"), tuple(lf)))
     pl_ids = [p.index for p in placements]
     if len(set(pl_ids)) != len(pl_ids):
@@ -292,6 +317,7 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
         seed=seed,
         settings=doc.get("settings") or {},
         params=str(doc.get("params", "sim")),
+        robot_file=_opt_str(doc.get("robot_file"), f"{source}: robot_file"),
     )
     return plan
 

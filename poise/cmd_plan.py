@@ -4,13 +4,28 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from rich.table import Table
 
 from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, err_console, mm, print_json, vanish_on_error
-from robots.registry import get_model
+from robots.registry import BUILT_IN, get_model
+from robots.stance_spec import default_base, other_base
+from robots.tree import RobotModel
+
+
+def robot_ref(name: str) -> str:
+    """How other processes reload a robot: a built-in name as given, a file as its absolute path."""
+    return name if name.lower() in BUILT_IN else str(Path(name).resolve())
+
+
+def plan_model(plan) -> RobotModel:
+    """The robot a plan was designed for: its `robot_file` if it names one, else the built-in robot."""
+    if plan.robot_file:
+        return get_model(plan.robot_file)
+    return get_model(plan.robot)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = s.add_parser(
         "postures", help="optimal static postures under a balance margin (min κ of the CoP regressor)"
     )
-    d.add_argument("robot", help="robot model name, e.g. tulip")
+    d.add_argument(
+        "robot", help="robot: a built-in name (e.g. tulip), a robot description (*.poise.toml) or a URDF file"
+    )
     d.add_argument("--problem", choices=["free-com", "centred-com"], default="free-com")
     d.add_argument("--postures", type=at.count, default=50, help="number of postures (default 50)")
     d.add_argument("--placements", type=at.count, default=10, help="number of foot placements (default 10)")
@@ -117,18 +134,21 @@ def _uncertainty(arg: str, model, sigma: float):
     try:
         radius = float(arg)
     except ValueError:
-        return 0.0, load_ellipsoid(arg, model, "right", sigma)
+        return 0.0, load_ellipsoid(arg, model, default_base(model), sigma)
     if not radius >= 0 or radius == float("inf"):
         raise DataError(f"--uncertainty must be a radius ≥ 0 (m) or a result file, got {arg!r}")
     return radius, None
 
 
 def _settings(args, model):
+    from design.criteria import min_postures, n_identifiable
     from design.problems import Settings
 
-    if args.postures < 13:
+    need = min_postures(model)
+    if args.postures < need:
         raise DataError(
-            "--postures must be at least 13 (25 identifiable parameters, 2 equations per posture)"
+            f"--postures must be at least {need} for {model.name!r} "
+            f"({n_identifiable(model)} identifiable parameters, 2 equations per posture)"
         )
     radius, ellipsoid = _uncertainty(args.uncertainty, model, args.uncertainty_sigma)
     extra = {} if args.sharpness is None else {"sharpness": args.sharpness}
@@ -150,6 +170,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
     from formats.plan import save_plan
 
     model = get_model(args.robot)
+    ref = robot_ref(args.robot)
     s = _settings(args, model)
     if args.postures % args.placements:
         raise DataError(
@@ -183,6 +204,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
             scheduler=args.scheduler,
             workers=args.workers,
             on_result=on_result,
+            robot=ref,
         )
     solver = {
         "backend": args.backend,
@@ -208,6 +230,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
             "starts": args.starts,
             "backend": args.backend,
         },
+        robot_file=None if ref.lower() in BUILT_IN else ref,
     )
     save_plan(plan, args.out)
     reps = find_replicates(plan.postures)
@@ -223,21 +246,22 @@ def cmd_postures(args: argparse.Namespace) -> int:
         )
         return 0
     table = Table(title=f"{args.problem}: {args.postures} postures in {args.placements} placements")
-    for col in ("start", "initial κ", "optimised κ", "left-base κ", "sample (s)", "solve (s)"):
+    other = other_base(model, plan.base)
+    for col in ("start", "initial κ", "optimised κ", f"{other}-base κ", "sample (s)", "solve (s)"):
         table.add_column(col, justify="right")
     for r in summary:
         table.add_row(
             str(r["start"]),
             f"{r['kappa_initial']:.1f}",
             f"{r['kappa']:.1f}",
-            f"{r['kappa_left']:.1f}",
+            f"{r['kappa_other']:.1f}",
             f"{r['sample_s']:.1f}",
             f"{r['wall_s']:.1f}",
         )
     console.print(table)
     margins = [p.margin for p in plan.postures]
     console.print(
-        f"best κ {plan.kappa['right']:.1f} (right base), {plan.kappa['left']:.1f} (left base); "
+        f"best κ {plan.kappa[plan.base]:.1f} ({plan.base} base), {plan.kappa[other]:.1f} ({other} base); "
         f"min CoP margin {mm(min(margins), 1)} mm; wrote {args.out}"
     )
     console.print(reps.describe())
@@ -255,7 +279,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return cmd_check_trajectory(args.plan, args.params, args.json)
 
     plan = load_plan(args.plan)
-    model = get_model(plan.robot)
+    model = plan_model(plan)
     report = check_plan(model, plan, args.params)
     if args.json:
         print_json(report.to_dict())
@@ -298,7 +322,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         return cmd_show_trajectory(args.plan, args.out)
 
     plan = load_plan(args.plan)
-    model = get_model(plan.robot)
+    model = plan_model(plan)
     plot_plan(model, plan, args.out)
     console.print(f"wrote {args.out}")
     return 0
@@ -309,7 +333,7 @@ def cmd_augment(args: argparse.Namespace) -> int:
     from formats.plan import load_plan, save_plan
 
     plan = load_plan(args.plan)
-    model = get_model(plan.robot)
+    model = plan_model(plan)
     plan = load_plan(args.plan, model)
     with err_console.status(f"sampling {args.pool} verified postures, adding {args.add} greedily"):
         res = augment_plan(model, plan, args.add, args.pool, args.seed)
@@ -325,7 +349,7 @@ def cmd_augment(args: argparse.Namespace) -> int:
     robust = [a["robust_margin_m"] for a in added if a["robust_margin_m"] is not None]
     worst = f", worst-case margin ≥ {mm(min(robust), 1)} mm" if robust else ""
     console.print(
-        f"κ {res.kappa_before:.1f} → {res.plan.kappa['right']:.1f} with {args.add} added postures "
+        f"κ {res.kappa_before:.1f} → {res.plan.kappa[plan.base]:.1f} with {args.add} added postures "
         f"(from a pool of {res.pool}, {res.draws} drawn{worst}); {len(res.plan.postures)} postures; "
         f"wrote {args.out}"
     )

@@ -28,7 +28,7 @@ class StanceSpec:
     ]  # x, y (m), yaw (rad)
     centred_min_y: float | None  # centred-CoM problem: lower bound on the other foot's y (m)
     com_z: tuple[float, float]  # CoM height box of random initial postures (m)
-    torso_angles: tuple[float, float]  # torso roll/pitch/yaw box of random initial postures (rad)
+    torso_angles_deg: tuple[float, float]  # torso roll/pitch/yaw box of random initial postures (deg)
     torso: str  # link whose orientation the initial-posture IK sets
     neutral: dict[str, float]  # joint -> coefficient: neutral posture = bend × coefficient (rad)
     neutral_bend: tuple[float, float]  # range of the random bend of IK start postures (rad)
@@ -59,6 +59,18 @@ def default_base(model: RobotModel) -> str:
 def resolve_base(model: RobotModel, base: str | None) -> str:
     """`base`, or the model's default base when None."""
     return default_base(model) if base is None else base
+
+
+def other_base(model: RobotModel, base: str | None = None) -> str:
+    """The name of the other foot's base (bipeds: the one named base on a different sole)."""
+    base = resolve_base(model, base)
+    site = model.base_site(base).name
+    others = [b for b, s in model.bases.items() if s != site]
+    if len(others) != 1:
+        raise DataError(
+            f"model {model.name!r} needs exactly one other named base than {base!r} (has {sorted(model.bases)})"
+        )
+    return others[0]
 
 
 def design_params(model: RobotModel) -> str:
@@ -124,7 +136,7 @@ def stance_spec(model: RobotModel) -> StanceSpec:
         placement_bounds=bounds,
         centred_min_y=None if cmy is None else float(cmy),
         com_z=_pair(spec, "com_z", (0.5 * h, 0.9 * h)),
-        torso_angles=_pair(spec, "torso_angles_deg", (-math.pi / 6, math.pi / 6), math.pi / 180),
+        torso_angles_deg=_pair(spec, "torso_angles_deg", (-30.0, 30.0)),
         torso=torso,
         neutral={str(k): float(v) for k, v in neutral.items()},
         neutral_bend=_pair(spec, "neutral_bend", (0.0, 0.0)),

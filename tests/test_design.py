@@ -9,9 +9,10 @@ from design import geometry as geo
 from design.criteria import design_matrix, kappa, surrogate
 from design.greedy import greedy_augment
 from design.problems import Settings, solve
-from design.sampler import Y_MIN_CENTRED, sample_posture_set
+from design.sampler import sample_posture_set
 from design.uncertainty import left_pose, robust_margin
 from robots.stance import balance, posture_problems, random_double_support
+from robots.stance_spec import stance_spec
 
 
 def test_surrogate_bounds_and_gradient(rng):
@@ -94,7 +95,7 @@ def test_problem2_small(model):
     assert res.kappa < res.kappa_initial
     for q, j in zip(res.postures.q, res.postures.placement, strict=True):
         pose = res.postures.poses[j]
-        assert pose[1] >= Y_MIN_CENTRED - 1e-9
+        assert pose[1] >= stance_spec(model).centred_min_y - 1e-9
         pts = geo.all_corners(model, pose)
         np.testing.assert_allclose(balance(model, q).cop, geo.bbox_centre(pts), atol=1e-7)
         assert posture_problems(model, q, margin=0.0) == []

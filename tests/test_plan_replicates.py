@@ -87,7 +87,7 @@ def test_postures_summary_reports_replicates(model, replicate_plan, tmp_path, mo
     poses = np.array([pl.left_foot for pl in plan.placements])
     ps = PostureSet(plan.q, np.array([p.placement for p in plan.postures]), poses)
     best = SolveResult(ps, 500.0, plan.kappa["right"], plan.kappa["left"], 1.0, {"start": 0})
-    summary = [{"start": 0, "kappa_initial": 500.0, "kappa": best.kappa, "kappa_left": best.kappa_left,
+    summary = [{"start": 0, "kappa_initial": 500.0, "kappa": best.kappa, "kappa_other": best.kappa_other,
                 "wall_s": 1.0, "sample_s": 0.5, "iterations": 1}]  # fmt: skip
     monkeypatch.setattr(planner, "design", lambda *a, **kw: (best, summary))  # no optimisation here
     argv = ["plan", "postures", "tulip", "--postures", "17", "--placements", "1", "--no-transitions"]

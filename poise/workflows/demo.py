@@ -67,6 +67,7 @@ def recalibrate_sim_boards(
 
 
 def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
+    from design.criteria import n_identifiable
     from poise.cmd_run import execute
 
     timings = {}
@@ -83,7 +84,8 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     save_plan(plan, plan_path)
     timings["design_s"] = time.monotonic() - t0
     log(
-        f"    κ {plan.solver['kappa_initial']:.1f} -> {plan.kappa['right']:.1f} (25 identifiable parameters); "
+        f"    κ {plan.solver['kappa_initial']:.1f} -> {plan.kappa[plan.base]:.1f} "
+        f"({n_identifiable(model, plan.base)} identifiable parameters); "
         f"min CoP margin {min(p.margin for p in plan.postures) * 1000:.1f} mm; plan -> {plan_path}"
     )
 
