@@ -22,6 +22,8 @@ ADDR_TORQUE_ENABLE = 64
 ADDR_GOAL_POSITION = 116
 ADDR_PRESENT_POSITION = 132
 ADDR_HARDWARE_ERROR = 70
+ADDR_OPERATING_MODE, ADDR_MAX_POSITION_LIMIT, ADDR_MIN_POSITION_LIMIT = 11, 48, 52
+POSITION_CONTROL_MODE = 3  # the only mode in which the servo enforces the position limits
 
 
 class DynamixelLink:
@@ -42,6 +44,7 @@ class DynamixelLink:
         self.packet = PacketHandler(2.0)
         self._last = None
         self.comm_errors = 0
+        self.position_limits: dict[int, tuple[int, int]] = {}  # servo id -> (min, max) ticks
 
     def connect(self) -> None:
         port = PortHandler(self.port_name)
@@ -54,6 +57,7 @@ class DynamixelLink:
         self.port = port
         try:
             self._ping_all()
+            self._read_position_limits()
             self._reader = GroupSyncRead(port, self.packet, ADDR_PRESENT_POSITION, 4)
             for s in self.servos:
                 self._reader.addParam(s.id)
@@ -79,6 +83,26 @@ class DynamixelLink:
             raise DeviceError(
                 f"dxl:{self.port_name}: servos {missing} do not answer ping at {self.baud} baud"
             )
+
+    def _read(self, sid: int, addr: int, size: int, what: str) -> int:
+        fn = {1: self.packet.read1ByteTxRx, 4: self.packet.read4ByteTxRx}[size]
+        for _ in range(self.retries + 1):
+            value, res, err = fn(self.port, sid, addr)
+            if res == COMM_SUCCESS:
+                self._check(sid, f"READ {what} (address {addr})", err)
+                return value
+            self.comm_errors += 1
+        raise LinkTimeout(f"dxl:{self.port_name}: servo {sid} did not answer READ {what} (address {addr})")
+
+    def _read_position_limits(self) -> None:
+        """Min/Max Position Limit of servos in position control mode: a goal outside them would be dropped
+        by the servo without a word (sync write has no status), so `_send_goal` refuses it first."""
+        self.position_limits = {}
+        for s in self.servos:
+            if self._read(s.id, ADDR_OPERATING_MODE, 1, "operating mode") == POSITION_CONTROL_MODE:
+                hi = self._read(s.id, ADDR_MAX_POSITION_LIMIT, 4, "max position limit")
+                lo = self._read(s.id, ADDR_MIN_POSITION_LIMIT, 4, "min position limit")
+                self.position_limits[s.id] = (lo, hi)
 
     def _check(self, sid: int, instruction: str, err: int) -> None:
         """Raise DeviceError for a status packet's error byte (0 = fine)."""
@@ -140,7 +164,14 @@ class DynamixelLink:
     def _send_goal(self, q: np.ndarray) -> None:
         self._writer.clearParam()
         for s, v in zip(self.servos, q, strict=True):
-            self._writer.addParam(s.id, (s.to_ticks(float(v)) & 0xFFFFFFFF).to_bytes(4, "little"))
+            ticks = s.to_ticks(float(v))
+            lo, hi = self.position_limits.get(s.id, (-(1 << 31), (1 << 31) - 1))
+            if not lo <= ticks <= hi:
+                raise DeviceError(
+                    f"dxl:{self.port_name}: goal {float(v):.4f} rad for {s.name} is {ticks} ticks, outside "
+                    f"servo {s.id}'s position limits [{lo}, {hi}] (the servo would ignore it silently)"
+                )
+            self._writer.addParam(s.id, (ticks & 0xFFFFFFFF).to_bytes(4, "little"))
         res = self._writer.txPacket()
         if res != COMM_SUCCESS:
             raise DeviceError(f"dxl:{self.port_name}: sync write failed ({self.packet.getTxRxResult(res)})")

@@ -196,3 +196,34 @@ def test_hardware_error_during_streaming_stops_the_link(bus):
         assert not plant.torque[7]
     finally:
         link.close()
+
+
+def test_goal_outside_the_servo_position_limits_is_refused_before_sending(bus):
+    cfg, plant, emu = bus
+    s = cfg.servos[3]
+    hi = s.zero + round(s.ticks_per_rad * np.radians(30))  # max position limit 30° past the zero
+    assert ph_write_limit(emu, s.id, hi)
+    link = _link(cfg, emu)
+    link.connect()
+    try:
+        assert link.position_limits[s.id] == (0, hi)
+        goal = np.zeros(12)
+        goal[3] = np.radians(40) * s.direction  # 40° toward the limit, whatever the servo's direction
+        base = bytes(emu.tables[s.id][116:120])
+        with pytest.raises(
+            DeviceError, match=rf"{s.name} is \d+ ticks, outside servo {s.id}'s position limits"
+        ):
+            link.command(goal)
+        assert bytes(emu.tables[s.id][116:120]) == base  # nothing sent
+    finally:
+        link.close()
+
+
+def ph_write_limit(emu, sid, value):
+    """Set Max Position Limit through the sdk, as a user would (torque is off before connect)."""
+    port = PortHandler(emu.path)
+    try:
+        assert port.openPort() and port.setBaudRate(1_000_000)
+        return PacketHandler(2.0).write4ByteTxRx(port, sid, 48, value) == (COMM_SUCCESS, 0)
+    finally:
+        port.closePort()
