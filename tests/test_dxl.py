@@ -227,3 +227,14 @@ def ph_write_limit(emu, sid, value):
         return PacketHandler(2.0).write4ByteTxRx(port, sid, 48, value) == (COMM_SUCCESS, 0)
     finally:
         port.closePort()
+
+
+@pytest.mark.parametrize("error", sorted(D.ERROR_NAMES))
+def test_every_error_number_is_named(bus, error):
+    cfg, plant, emu = bus
+    sid = cfg.servos[0].id
+    emu.fail_writes[(sid, 64)] = error
+    with pytest.raises(
+        DeviceError, match=rf"servo {sid} answered WRITE torque enable .* {D.ERROR_NAMES[error]}$"
+    ):
+        _link(cfg, emu).connect()
