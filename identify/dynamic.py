@@ -121,8 +121,9 @@ class DynamicEstimator:
 
     def _system(
         self, rec: DynamicRecording, drop_reversals: bool = True
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Regressor rows, efforts and each row's joint, filtered and decimated (rows by sample, then joint)."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Regressor rows, efforts, each row's joint and decimated sample, filtered and decimated (rows by sample,
+        then joint)."""
         self._check(rec)
         q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_hz)
         if self.quantity == "wrench":
@@ -154,12 +155,18 @@ class DynamicEstimator:
         A, tau = A[sl], tau[sl]
         keep = np.ones(tau.shape, dtype=bool)
         joint = np.broadcast_to(np.arange(n), tau.shape)
+        sample = np.broadcast_to(np.arange(len(tau))[:, None], tau.shape)
         if self.friction and drop_reversals:
             # drop a joint's rows around its velocity reversals, where the Coulomb step's timing is uncertain
             window = int(np.ceil(rec.rate_hz / self.cutoff_hz))
             slow = minimum_filter1d(np.abs(qd), 2 * window + 1, axis=0) < self.reversal_velocity
             keep = ~slow[sl]
-        return A[keep], tau[keep], joint[keep]
+        return A[keep], tau[keep], joint[keep], sample[keep]
+
+    def _correlation_lags(self, rate_hz: float) -> int:
+        """Decimated samples spanned by one cut-off period: filtered residuals closer than that are correlated."""
+        step = self.decimate or max(1, int(rate_hz / (4 * self.cutoff_hz)))
+        return max(1, int(np.ceil(rate_hz / (self.cutoff_hz * step))))
 
     def _names(self) -> tuple[list[str], list[str]]:
         db = self.dynamic_base_
@@ -177,7 +184,7 @@ class DynamicEstimator:
 
     def fit(self, rec: DynamicRecording) -> DynamicEstimator:
         self._db = None
-        A, b, joint = self._system(rec)
+        A, b, joint, sample = self._system(rec)
         n = self.rows_
         syms, forms = self._names()
         rank = np.linalg.matrix_rank(A)
@@ -194,16 +201,8 @@ class DynamicEstimator:
             w = 1.0 / np.maximum([r[joint == j].std() for j in range(n)], 1e-9)
             x = np.linalg.lstsq(A * w[joint][:, None], b * w[joint], rcond=None)[0]
         Wr = w[joint]
-        Aw, bw = A * Wr[:, None], b * Wr
-        res = bw - Aw @ x
-        dof = len(b) - A.shape[1]
-        s2 = float(res @ res) / dof
-        cov = s2 * np.linalg.inv(Aw.T @ Aw)
-        se = np.sqrt(np.diag(cov))
-        corr = cov / np.outer(se, se)
-        iu = np.triu_indices(len(x), 1)
-        order = np.argsort(-np.abs(corr[iu]))[:5]
-        top = [(syms[iu[0][k]], syms[iu[1][k]], float(corr[iu][k])) for k in order]
+        lags = self._correlation_lags(rec.rate_hz)
+        cov, se, corr, top = ls_statistics(A * Wr[:, None], b * Wr, x, syms, sample=sample, lags=lags)
         raw = b - A @ x
         sigma = np.array([raw[joint == j].std() for j in range(n)])
         rmse = np.array([np.sqrt(np.mean(raw[joint == j] ** 2)) for j in range(n)])
@@ -228,13 +227,51 @@ class DynamicEstimator:
 
     def predict(self, rec: DynamicRecording) -> tuple[np.ndarray, np.ndarray]:
         """(predicted, measured) efforts, both filtered, (K, n) — for validation on another recording."""
-        A, b, _ = self._system(rec, drop_reversals=False)
+        A, b, _, _ = self._system(rec, drop_reversals=False)
         n = self.rows_
         return (A @ self.fit_.values).reshape(-1, n), b.reshape(-1, n)
 
     def reference_values(self, params) -> np.ndarray:
         """The base parameters of a known parameter set (friction columns excluded)."""
         return self.dynamic_base_.values(dyn.standard_parameters(self.model, params))
+
+
+def ls_statistics(
+    Aw: np.ndarray,
+    bw: np.ndarray,
+    x: np.ndarray,
+    symbols: list[str],
+    top: int = 5,
+    sample: np.ndarray | None = None,
+    lags: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str, float]]]:
+    """Statistics of (weighted) LS estimates x of Aw x ≈ bw: covariance, standard errors, correlations and the
+    `top` most correlated pairs.
+
+    Without `sample`: s²(AwᵀAw)⁻¹, s² the residual variance per degree of freedom (independent rows). With each
+    row's time `sample` index: the Newey–West (Bartlett-weighted, `lags` samples) sandwich, which stays honest when
+    low-pass filtering correlates neighbouring samples' residuals (and rows of one sample with each other)."""
+    res = bw - Aw @ x
+    m, p = Aw.shape
+    dof = m - p
+    H = np.linalg.inv(Aw.T @ Aw)
+    if sample is None:
+        cov = float(res @ res) / dof * H
+    else:
+        idx = np.asarray(sample, dtype=int)  # gaps (dropped rows) keep their place in time
+        G = np.zeros((idx.max() + 1, p))
+        np.add.at(G, idx, Aw * res[:, None])  # score of every sample
+        M = G.T @ G
+        for lag in range(1, lags + 1):
+            C = G[lag:].T @ G[:-lag]
+            M += (1.0 - lag / (lags + 1)) * (C + C.T)
+        cov = m / dof * (H @ M @ H)
+    se = np.sqrt(np.diag(cov))
+    corr = cov / np.outer(se, se)
+    iu = np.triu_indices(len(x), 1)
+    order = np.argsort(-np.abs(corr[iu]))[:top]
+    pairs = [(symbols[iu[0][k]], symbols[iu[1][k]], float(corr[iu][k])) for k in order]
+    return cov, se, corr, pairs
 
 
 def validation_error(pred: np.ndarray, meas: np.ndarray) -> dict:

@@ -14,7 +14,7 @@ from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts
 from formats.dynamic_recording import DynamicRecording, read_dynamic_recording, write_dynamic_recording
 from formats.errors import DataError, IdentifiabilityError
 from identify.differentiation import derivatives
-from identify.dynamic import DynamicEstimator, validation_error
+from identify.dynamic import DynamicEstimator, ls_statistics, validation_error
 from poise.cli import main
 from robots import dynamics as dyn
 from robots.params_io import perturbed
@@ -135,3 +135,24 @@ def test_cli_simulate_and_identify(tmp_path, capsys, setup):
     assert (tmp_path / "fit.png").stat().st_size > 10_000
     assert main(["identify", "dynamic", str(rec), "--cutoff-hz", "nan"]) == 2
     assert main(["simulate", "trajectory", str(plan), "--out", str(rec), "--rate-hz", "-5"]) == 2
+
+
+def test_standard_errors_stay_honest_under_filtered_noise():
+    """Low-pass filtered noise correlates neighbouring rows: the Newey–West SE must match the spread of the
+    estimates over many noise draws, where the white-noise formula underestimates it."""
+    rng = np.random.default_rng(0)
+    t = np.linspace(0.0, 20.0, 2000)
+    A = np.column_stack([np.sin(0.7 * t), np.cos(1.3 * t), np.sin(2.1 * t + 0.4), np.ones_like(t)])
+    kernel = np.ones(8) / np.sqrt(8)  # moving average over 8 rows
+    syms = ["a", "b", "c", "d"]
+    est, se_white, se_hac = [], [], []
+    for _ in range(300):
+        e = np.convolve(rng.normal(0.0, 0.1, t.size + 7), kernel, mode="valid")
+        b = A @ np.array([1.0, -2.0, 0.5, 0.3]) + e
+        x = np.linalg.lstsq(A, b, rcond=None)[0]
+        est.append(x)
+        se_white.append(ls_statistics(A, b, x, syms)[1])
+        se_hac.append(ls_statistics(A, b, x, syms, sample=np.arange(t.size), lags=16)[1])
+    spread = np.std(est, axis=0)
+    assert np.all(spread / np.mean(se_white, axis=0) > 1.8)  # white-noise SE: about sqrt(8) too small
+    assert np.all(np.abs(spread / np.mean(se_hac, axis=0) - 1.0) < 0.2)
