@@ -12,7 +12,7 @@ from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, err_console, mm, print_json, vanish_on_error
 from robots.registry import BUILT_IN, get_model
-from robots.stance_spec import default_base, other_base
+from robots.stance_spec import default_base, other_base, stance_spec
 from robots.tree import RobotModel
 
 
@@ -170,6 +170,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
     from formats.plan import save_plan
 
     model = get_model(args.robot)
+    stance_spec(model)  # a malformed [stance] fails here, not in a worker
     ref = robot_ref(args.robot)
     s = _settings(args, model)
     if args.postures % args.placements:

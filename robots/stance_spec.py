@@ -100,9 +100,18 @@ def _leg_length(model: RobotModel, base: str) -> float:
     return h if h > 0 else 1.0
 
 
-@per_model
 def stance_spec(model: RobotModel) -> StanceSpec:
-    """The [stance] table of a model's description, validated, with leg-length-scaled defaults."""
+    """The [stance] table of a model's description, validated (DataError naming the robot and key), with
+    leg-length-scaled defaults for what it leaves out."""
+    try:
+        return _stance_spec(model)
+    except DataError as exc:
+        msg = str(exc)
+        raise DataError(msg if msg.startswith("model ") else f"model {model.name!r}: {msg}") from None
+
+
+@per_model
+def _stance_spec(model: RobotModel) -> StanceSpec:
     spec = model.stance if isinstance(model.stance, dict) else {}
     base = default_base(model)
     other = spec.get("other")

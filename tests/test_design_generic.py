@@ -120,3 +120,21 @@ def test_second_biped_legs_and_counts(stilt_file, tmp_path, capsys):
     # longer shins: the root stands higher above the base sole than TUlip's at the zero posture
     z0 = site_pose(model, np.zeros(model.nq), "urdf", model.root, "west")[1][2]
     assert z0 == pytest.approx(site_pose(tulip, np.zeros(12), "sim", "torso", "left")[1][2] + 0.054, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('base = "west"', 'base = "north"', "stance base 'north' is not among [bases]"),
+        ("com_z = [0.6, 0.8]", "com_z = [0.8, 0.6]", "com_z must be finite with low ≤ high"),
+        ("neutral = { theta3", "neutral = { knee = 1.0, theta3", "neutral names unknown joint 'knee'"),
+    ],
+)
+def test_malformed_stance_is_one_line(stilt_file, tmp_path, capsys, old, new, message):
+    bad = stilt_file.parent / "bad.poise.toml"
+    bad.write_text(STILT.replace(old, new), encoding="utf-8")
+    out = tmp_path / "p.json"
+    assert main(["plan", "postures", str(bad), *QUICK, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "stilt" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
