@@ -17,6 +17,7 @@ import numpy as np
 
 from formats.errors import DataError
 from formats.parameter_set import ParameterSet, check_masses
+from robots.physical import principal_moments, triangle_gap
 from robots.tree import Joint, Link, Mimic, RobotModel, Site
 
 URDF_SET = "urdf"
@@ -98,18 +99,15 @@ def check_inertial(name: str, ine: UrdfInertial, source: str) -> str | None:
         raise DataError(f"{source}: link {name!r}: <mass value> must be ≥ 0, got {ine.mass}")
     if ine.mass == 0:
         return None
-    ixx, ixy, ixz, iyy, iyz, izz = ine.inertia
-    I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-    if not np.all(np.isfinite(I)):
+    if not np.all(np.isfinite(ine.inertia)):
         raise DataError(f"{source}: link {name!r}: <inertia> has non-finite entries")
-    ev = np.linalg.eigvalsh(I)
-    tol = 1e-12 * max(1.0, float(np.abs(ev).max()))
+    ev, tol = principal_moments(ine.inertia)
     if ev.min() <= -tol:
         raise DataError(
             f"{source}: link {name!r}: <inertia> is not positive definite (eigenvalues {', '.join(f'{e:.3g}' for e in ev)})"
         )
     a, b, c = ev
-    if a + b < c - tol:
+    if triangle_gap(ev, tol):
         return f"link {name!r}: principal inertias {a:.3g}, {b:.3g}, {c:.3g} kg·m² violate the triangle inequality"
     return None
 
