@@ -8,6 +8,7 @@ from rich.table import Table
 
 from formats.errors import DataError
 from formats.parameter_set import ParameterSet
+from poise.cmd_model_export import register as register_export
 from poise.output import console, err_console, mm, print_json
 from robots.base_params import RegressorSpec, cached_dynamic_base, parse_regressor
 from robots.com_variants import base_model, variant
@@ -51,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     show.add_argument("--json", action="store_true", help="machine-readable output (values in metres)")
     show.set_defaults(func=cmd_show)
+    register_export(s)
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -30,7 +30,9 @@ def six(inertia) -> tuple[float, float, float, float, float, float]:
 
 
 def inertia_matrix(inertia) -> np.ndarray:
-    """The symmetric 3×3 tensor of (ixx, ixy, ixz, iyy, iyz, izz)."""
+    """The symmetric 3×3 tensor of (ixx, ixy, ixz, iyy, iyz, izz) (a 3×3 array is returned as it is)."""
+    if np.shape(inertia) == (3, 3):
+        return np.asarray(inertia, dtype=float)
     ixx, ixy, ixz, iyy, iyz, izz = six(inertia)
     return np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
 

@@ -95,6 +95,16 @@ def target_inertials(model: RobotModel, ps: ParameterSet, prior: dict[str, Inert
     return out
 
 
+def changed_links(urdf_path: str | Path, model: RobotModel, ps: ParameterSet) -> list[str]:
+    """The model links whose inertials in `ps` differ from the URDF's (what an export rewrites)."""
+    prior = file_inertials(urdf_path)
+    missing = [lk.name for lk in model.links if lk.name not in prior]
+    if missing:
+        raise DataError(f"{urdf_path}: has no body link(s) {', '.join(missing)} of robot {model.name!r}")
+    target = target_inertials(model, ps, prior)
+    return [lk.name for lk in model.links if target[lk.name] != prior[lk.name]]
+
+
 def urdf_parameter_set(model: RobotModel, values: dict[str, Inertial], name: str) -> ParameterSet:
     """Inertials back in the model's stored conventions (the inverse of `target_inertials`)."""
     ps0 = model.parameter_set(next(iter(model.params)))

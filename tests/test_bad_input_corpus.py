@@ -166,6 +166,13 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("model show", ["tulip", "--regressor", "ft:nowhere"]),
     ("model show", ["tulip", "--regressor", "torque:abc"]),
     ("model show", ["tulip", "--regressor", "base-wrench:fz,zz"]),
+    # model export
+    ("model export", ["tulip", "--params", "{nan_params}", "--out", "{dir}/x1.urdf"]),
+    ("model export", ["tulip", "--params", "{binary}", "--out", "{dir}/x1.urdf"]),
+    ("model export", ["tulip", "--params", "{bad_result}", "--out", "{dir}/x1.urdf"]),
+    ("model export", ["tulip", "--params", "{dir}/none.json", "--out", "{dir}/x1.urdf"]),
+    ("model export", ["tulip", "--params", "{shape_params}", "--out", "{existing}"]),
+    ("model export", ["atlas", "--params", "{nan_params}", "--out", "{dir}/x1.urdf"]),
     # identify static
     ("identify static", ["{binary}"]),
     ("identify static", ["{latin1}"]),

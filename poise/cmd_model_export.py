@@ -1,0 +1,123 @@
+"""`poise model export`: identified inertial parameters written into a copy of the robot's URDF."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.table import Table
+
+from formats.atomic import write_text_atomic
+from formats.errors import DataError
+from poise import argtypes as at
+from poise.output import console, print_json
+from robots.full_set import load_full_set
+from robots.physical import nearest_consistent, violations
+from robots.registry import get_model
+from robots.urdf_export import changed_links, export_urdf
+
+
+def register(s: argparse._SubParsersAction) -> None:
+    e = s.add_parser(
+        "export", help="write identified masses, CoMs and inertias into a copy of the robot's URDF"
+    )
+    e.add_argument(
+        "robot", help="built-in robot (tulip, icub-right-arm, doggy), FILE.poise.toml or FILE.urdf"
+    )
+    e.add_argument(
+        "--params",
+        required=True,
+        help="parameter set (JSON), `poise identify dynamic --json` output or a static result",
+    )
+    e.add_argument("--out", type=at.out_file, required=True, help="URDF to write (never the input)")
+    e.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite --out, and write a physically inconsistent set as it is",
+    )
+    e.add_argument(
+        "--nearest",
+        action="store_true",
+        help="write the nearest physically consistent set instead of an inconsistent one",
+    )
+    e.add_argument("--json", action="store_true", help="print a summary as JSON")
+    e.set_defaults(func=cmd_export)
+
+
+def _urdf_of(model) -> Path:
+    src = Path(model.source) if model.source else None
+    if src is None or src.suffix.lower() not in (".urdf", ".xml") or not src.is_file():
+        raise DataError(f"robot {model.name!r} was not loaded from a URDF file: nothing to export into")
+    return src
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    model = get_model(args.robot)
+    urdf = _urdf_of(model)
+    out = Path(args.out)
+    if out.resolve() == urdf.resolve():
+        raise DataError(f"--out {args.out}: is the input URDF; write the export to another file")
+    fs = load_full_set(args.params, model)
+    ps = fs.params
+    changed = changed_links(urdf, model, ps)
+    prior_mass = {n: m for n, m in model.parameter_set(next(iter(model.params))).mass.items()}
+    bad = violations(ps, changed, prior_mass)
+    near, corrections = nearest_consistent(ps, changed, prior_mass)
+    summary: dict = {"robot": model.name, "urdf": str(urdf), "out": str(out), "params": fs.to_dict()}
+    summary["nearest"] = {
+        "links": [c.to_dict() for c in corrections],
+        "base_error": fs.base_error(near) if fs.base_error and corrections else None,
+    }
+    if bad and args.nearest:
+        ps = near
+    if not args.json and bad:
+        _print_nearest(corrections, summary["nearest"]["base_error"], applied=args.nearest)
+    try:
+        res = export_urdf(urdf, model, ps, force=args.force)
+    except DataError:
+        if args.json:
+            print_json(summary | {"written": False})
+        raise
+    write_text_atomic(out, res.text, "URDF")
+    summary |= {"written": True, "used_nearest": bool(bad and args.nearest)} | res.to_dict()
+    if args.json:
+        print_json(summary)
+        return 0
+    _print_changes(res, model, fs, out)
+    return 0
+
+
+def _print_nearest(corrections, base_error: float | None, applied: bool) -> None:
+    table = Table(title="nearest physically consistent set" + (" (written)" if applied else " (--nearest)"))
+    for col in ("link", "mass \\[kg]", "inertia change ‖ΔI‖ \\[kg·m²]"):
+        table.add_column(col, justify="left" if col == "link" else "right")
+    for c in corrections:
+        mass = f"{c.mass_from:.6g}" if c.mass_to == c.mass_from else f"{c.mass_from:.6g} → {c.mass_to:.6g}"
+        table.add_row(c.link, mass, f"{c.inertia_change:.3g}")
+    console.print(table)
+    if base_error is not None:
+        console.print(
+            f"it moves the identified base parameters by up to {base_error:.3g} (relative to max(1, |ϑ|))"
+        )
+
+
+def _print_changes(res, model, fs, out: Path) -> None:
+    mc = res.max_change
+    console.print(
+        f"wrote {out}: {len(res.changed)} of {len(model.links)} links' inertials rewritten "
+        f"({len(res.edits)} edits; {len(res.inserted)} inserted); largest change: mass {mc['mass_kg']:.4g} kg, "
+        f"CoM {1000 * mc['com_m']:.3g} mm, inertia {mc['inertia_kgm2']:.3g} kg·m²",
+        highlight=False,
+    )
+    if fs.kind != "parameter set":
+        console.print(
+            f"full set from a {fs.kind}: {fs.imposed} base parameters reproduced to {fs.residual:.2g} "
+            f"(closest to the URDF's parameters, ‖δ‖ = {fs.correction_norm:.3g})",
+            highlight=False,
+        )
+    if res.violations:
+        console.print(f"[yellow]written despite:[/yellow] {'; '.join(str(v) for v in res.violations)}")
+    if res.inherited:
+        console.print(
+            f"left as in the input (inconsistent there): {', '.join(v.link for v in res.inherited)}"
+        )
