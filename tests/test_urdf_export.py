@@ -31,7 +31,7 @@ UR5 = (
     Path(sysconfig.get_paths()["purelib"])
     / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
 )
-ROBOTS = ["tulip", "icub-right-arm", str(UR5)]
+ROBOTS = ["tulip", "icub-right-arm", "doggy", str(UR5)]
 
 
 def _main_set(model) -> ParameterSet:
@@ -80,7 +80,7 @@ def _reimport_error(model, ps: ParameterSet, path: Path) -> float:
     return err
 
 
-@pytest.mark.parametrize("robot", ROBOTS, ids=["tulip", "icub-right-arm", "ur5"])
+@pytest.mark.parametrize("robot", ROBOTS, ids=["tulip", "icub-right-arm", "doggy", "ur5"])
 def test_round_trip_unchanged_is_byte_identical(robot, tmp_path):
     model = get_model(robot)
     src = Path(model.source)
@@ -95,7 +95,7 @@ def test_round_trip_unchanged_is_byte_identical(robot, tmp_path):
     assert _changed_lines(text, forced.text) <= _inertial_lines(text)
 
 
-@pytest.mark.parametrize("robot", ROBOTS, ids=["tulip", "icub-right-arm", "ur5"])
+@pytest.mark.parametrize("robot", ROBOTS, ids=["tulip", "icub-right-arm", "doggy", "ur5"])
 def test_perturbed_export_changes_only_inertials(robot, tmp_path):
     model = get_model(robot)
     src = Path(model.source)
