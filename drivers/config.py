@@ -1,11 +1,16 @@
-"""Robot configuration (TOML, read with tomllib): joint<->servo map, executor limits, board offsets."""
+"""Robot configuration (TOML, read with tomllib): joint<->servo map, executor limits, board offsets.
+
+Every field is checked at this boundary (type, finite, range) and unknown keys are refused, so a typo or a
+negative safety setting never reaches the executor; `validate_config` repeats the checks for configurations
+built in code.
+"""
 
 from __future__ import annotations
 
 import math
 import pathlib
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -37,11 +42,28 @@ class ExecutorSettings:
     velocity_limit: float = 1.0  # rad/s, any joint
     settle_tol_deg: float = 0.5  # all joints within this of the target ...
     settle_timeout_s: float = 10.0  # ... within this long after the move (robot time)
+    settle_attempts: int = 2  # settle windows before the run stops (the posture is never held unsettled)
     track_trip_deg: float = 15.0  # tracking error that trips safety (stop and hold)
     average_fraction: float = 0.5  # average the last half of each hold
     link_timeout_s: float = 0.5  # no answer from the robot for this long -> stop
-    min_margin: float = 0.0  # required CoP margin in the balance pre-flight check (m), on top of the plan's
+    min_margin: float = 0.0  # required CoP margin (m) of every setpoint; the plan's own requirement if larger
     min_board_coverage: float = 0.5  # fraction of expected board samples in the averaging window
+
+
+# (low, high, low inclusive, unit) of every executor setting; all must be finite.
+EXECUTOR_RANGES: dict[str, tuple[float, float, bool, str]] = {
+    "rate_hz": (1.0, 1000.0, True, "Hz"),
+    "velocity_limit": (0.0, 10.0, False, "rad/s"),
+    "settle_tol_deg": (0.0, 10.0, False, "deg"),
+    "settle_timeout_s": (0.0, 600.0, False, "s"),
+    "settle_attempts": (1, 10, True, ""),
+    "track_trip_deg": (0.0, 90.0, False, "deg"),
+    "average_fraction": (0.0, 1.0, False, ""),
+    "link_timeout_s": (0.0, 10.0, False, "s"),
+    "min_margin": (0.0, 1.0, True, "m"),
+    "min_board_coverage": (0.0, 1.0, True, ""),
+}
+MAX_BAUD = 10_500_000
 
 
 @dataclass
@@ -62,54 +84,163 @@ class RobotConfig:
         return self.placement_offsets.get(placement, (self.right_board, self.left_board))
 
 
+# ------------------------------------------------------------------ field checks
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool)
+
+
+def _number(v, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
+        raise DataError(f"{where} = {v!r}: must be a number")
+    x = float(v)
+    if not math.isfinite(x):
+        raise DataError(f"{where} = {v!r}: must be a finite number")
+    return x
+
+
+def _integer(v, where: str, lo: int, hi: int) -> int:
+    if not _is_int(v) or not lo <= int(v) <= hi:
+        raise DataError(f"{where} = {v!r}: must be an integer in [{lo}, {hi}]")
+    return int(v)
+
+
+def _setting(name: str, v, where: str) -> float | int:
+    lo, hi, lo_incl, unit = EXECUTOR_RANGES[name]
+    what = f"{where}[executor] {name}"
+    if name == "settle_attempts":
+        return _integer(v, what, int(lo), int(hi))
+    x = _number(v, what)
+    if not ((x >= lo if lo_incl else x > lo) and x <= hi):
+        rng = f"{'[' if lo_incl else '('}{lo:g}, {hi:g}]"
+        raise DataError(f"{what} = {v!r}: must be in {rng}{' ' + unit if unit else ''}")
+    return x
+
+
+def _unknown(d: dict, known, what: str) -> None:
+    extra = sorted(set(d) - set(known))
+    if extra:
+        raise DataError(f"{what}: unknown key(s) {extra} (known: {sorted(known)})")
+
+
+def _table(doc: dict, key: str, where: str) -> dict:
+    v = doc.get(key, {})
+    if not isinstance(v, dict):
+        raise DataError(f"{where}[{key}] must be a table")
+    return v
+
+
 def _pose(v, where: str) -> np.ndarray:
     if not isinstance(v, list) or len(v) != 3:
-        raise DataError(f"{where}: expected [x_m, y_m, psi_deg]")
-    return np.array([float(v[0]), float(v[1]), math.radians(float(v[2]))])
+        raise DataError(f"{where} = {v!r}: expected [x_m, y_m, psi_deg]")
+    x, y, psi = (_number(c, where) for c in v)
+    if abs(x) > 2.0 or abs(y) > 2.0 or abs(psi) > 360.0:
+        raise DataError(f"{where} = {v!r}: |x|, |y| must be <= 2 m and |psi| <= 360 deg")
+    return np.array([x, y, math.radians(psi)])
+
+
+def _servo(j, where: str) -> ServoMap:
+    if not isinstance(j, dict):
+        raise DataError(f"{where} must be a table with name and id")
+    _unknown(j, ("name", "id", "zero", "direction", "ticks_per_rad"), where)
+    for k in ("name", "id"):
+        if k not in j:
+            raise DataError(f"{where}: missing {k}")
+    name = j["name"]
+    if not isinstance(name, str) or not name.strip():
+        raise DataError(f"{where}.name = {name!r}: must be a non-empty string")
+    sid = _integer(j["id"], f"{where}.id", 0, 252)
+    zero = _integer(j.get("zero", 2048), f"{where}.zero", -(2**31), 2**31 - 1)
+    direction = j.get("direction", 1)
+    if not _is_int(direction) or direction not in (1, -1):
+        raise DataError(f"{where}.direction = {direction!r}: must be 1 or -1")
+    tpr = _number(j.get("ticks_per_rad", 4096 / (2 * math.pi)), f"{where}.ticks_per_rad")
+    if tpr == 0 or abs(tpr) > 1e7:
+        raise DataError(f"{where}.ticks_per_rad = {tpr!r}: must be non-zero and at most 1e7 in magnitude")
+    return ServoMap(name, sid, zero, int(direction), tpr)
+
+
+def validate_config(cfg: RobotConfig) -> None:
+    """DataError naming the first field of `cfg` that is out of range (type, finite, range)."""
+    where = f"{cfg.source}: "
+    for f in fields(ExecutorSettings):
+        _setting(f.name, getattr(cfg.executor, f.name), where)
+    _integer(cfg.baud, f"{where}[link] baud", 1, MAX_BAUD)
+    for k, s in enumerate(cfg.servos):
+        _servo(
+            {
+                "name": s.name,
+                "id": s.id,
+                "zero": s.zero,
+                "direction": s.direction,
+                "ticks_per_rad": s.ticks_per_rad,
+            },
+            f"{where}joints[{k}]",
+        )
+    for what, pose in [("boards.right", cfg.right_board), ("boards.left", cfg.left_board)] + [
+        (f"boards.placements[index={i}].{side}", p)
+        for i, pair in cfg.placement_offsets.items()
+        for side, p in zip(("right", "left"), pair, strict=True)
+    ]:
+        a = np.asarray(pose, dtype=float)
+        if a.shape != (3,) or not np.all(np.isfinite(a)):
+            raise DataError(f"{where}{what}: expected three finite numbers")
 
 
 def load_config(path: str | pathlib.Path | None = None) -> RobotConfig:
-    """Read a robot TOML file (defaults: the bundled TUlip-on-Dynamixel file)."""
+    """Read a robot TOML file (defaults: the bundled TUlip-on-Dynamixel file); DataError names a bad field."""
     path = pathlib.Path(path) if path else DEFAULT_CONFIG
     try:
-        doc = tomllib.loads(path.read_text())
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise DataError(f"{path}: not valid TOML ({exc})") from None
-    cfg = RobotConfig(robot=str(doc.get("robot", "tulip")), source=str(path))
-    link = doc.get("link", {})
-    cfg.baud = int(link.get("baud", cfg.baud))
-    for i, j in enumerate(doc.get("joints", [])):
-        try:
-            cfg.servos.append(
-                ServoMap(
-                    str(j["name"]),
-                    int(j["id"]),
-                    int(j.get("zero", 2048)),
-                    int(j.get("direction", 1)),
-                    float(j.get("ticks_per_rad", 4096 / (2 * math.pi))),
-                )
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DataError(f"{path}: joints[{i}] needs name and id ({exc})") from None
-        if cfg.servos[-1].direction not in (1, -1):
-            raise DataError(f"{path}: joints[{i}].direction must be 1 or -1")
-    ids = [s.id for s in cfg.servos]
-    if len(set(ids)) != len(ids):
-        raise DataError(f"{path}: duplicate servo ids {ids}")
-    ex = doc.get("executor", {})
-    known = ExecutorSettings.__dataclass_fields__
-    unknown = set(ex) - set(known)
-    if unknown:
-        raise DataError(f"{path}: unknown [executor] keys {sorted(unknown)}")
-    cfg.executor = ExecutorSettings(**{k: float(v) for k, v in ex.items()})
-    boards = doc.get("boards", {})
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a UTF-8 text file") from None
+    where = f"{path}: "
+    _unknown(doc, ("robot", "link", "executor", "boards", "joints"), f"{path}")
+    robot = doc.get("robot", "tulip")
+    if not isinstance(robot, str) or not robot.strip():
+        raise DataError(f"{where}robot = {robot!r}: must be a non-empty string")
+    cfg = RobotConfig(robot=robot, source=str(path))
+    link = _table(doc, "link", where)
+    _unknown(link, ("baud",), f"{where}[link]")
+    cfg.baud = _integer(link.get("baud", cfg.baud), f"{where}[link] baud", 1, MAX_BAUD)
+    joints = doc.get("joints", [])
+    if not isinstance(joints, list):
+        raise DataError(f"{where}joints must be an array of tables ([[joints]])")
+    cfg.servos = [_servo(j, f"{where}joints[{i}]") for i, j in enumerate(joints)]
+    for what, vals in (
+        ("servo ids", [s.id for s in cfg.servos]),
+        ("joint names", [s.name for s in cfg.servos]),
+    ):
+        if len(set(vals)) != len(vals):
+            raise DataError(f"{where}duplicate {what} {vals}")
+    ex = _table(doc, "executor", where)
+    known = [f.name for f in fields(ExecutorSettings)]
+    _unknown(ex, known, f"{where}[executor]")
+    cfg.executor = ExecutorSettings(**{k: _setting(k, v, where) for k, v in ex.items()})
+    boards = _table(doc, "boards", where)
+    _unknown(boards, ("right", "left", "placements"), f"{where}[boards]")
     if "right" in boards:
-        cfg.right_board = _pose(boards["right"], f"{path}: boards.right")
+        cfg.right_board = _pose(boards["right"], f"{where}boards.right")
     if "left" in boards:
-        cfg.left_board = _pose(boards["left"], f"{path}: boards.left")
-    for k, entry in enumerate(boards.get("placements", [])):
-        w = f"{path}: boards.placements[{k}]"
-        cfg.placement_offsets[int(entry["index"])] = (_pose(entry["right"], w), _pose(entry["left"], w))
+        cfg.left_board = _pose(boards["left"], f"{where}boards.left")
+    entries = boards.get("placements", [])
+    if not isinstance(entries, list):
+        raise DataError(f"{where}boards.placements must be an array of tables")
+    for k, entry in enumerate(entries):
+        w = f"{where}boards.placements[{k}]"
+        if not isinstance(entry, dict):
+            raise DataError(f"{w} must be a table with index, right and left")
+        _unknown(entry, ("index", "right", "left"), w)
+        if not all(key in entry for key in ("index", "right", "left")):
+            raise DataError(f"{w}: needs index, right and left")
+        idx = _integer(entry["index"], f"{w}.index", 0, 1_000_000)
+        if idx in cfg.placement_offsets:
+            raise DataError(f"{w}.index = {idx}: placement listed twice")
+        cfg.placement_offsets[idx] = (_pose(entry["right"], f"{w}.right"), _pose(entry["left"], f"{w}.left"))
+    validate_config(cfg)
     return cfg
 
 

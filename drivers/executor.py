@@ -1,8 +1,10 @@
 """Execute a posture plan: pre-flight safety checks, setpoint streaming, settle/hold, averaging, resume.
 
-Joint-space setpoints at a fixed rate follow the plan's transition waypoints (linear in time) or a cosine
-velocity profile; each posture is held and the last part of the hold (default: last half) is averaged into
-one row of the static recording. Ctrl-C, a link timeout or a safety trip stop streaming and hold.
+Every setpoint of a move on the ground is computed and checked before anything is sent (`drivers.setpoints`:
+the shared posture check on postures, waypoints and the interpolated ticks); moves between placements are
+made with the robot lifted. Each posture must settle (within `settle_attempts` windows) before it is held;
+the last part of the hold (default: last half) is averaged into one row of the static recording. Ctrl-C, a
+link silent for `link_timeout_s`, a posture that does not settle or a safety trip stop streaming and hold.
 """
 
 from __future__ import annotations
@@ -18,11 +20,18 @@ from shapely.geometry import MultiPoint
 from drivers.config import RobotConfig
 from drivers.link import LinkTimeout
 from drivers.recorder import RunRecorder
+from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
+    RunCheck,
+    air_move,
+    check_run,
+    cosine_profile,
+    move_time_at_limit,
+    waypoint_profile,
+)
 from drivers.wbb.geometry import G, board_poses_for, cells_in_base
 from formats.errors import DataError, DeviceError, PoiseError
 from formats.plan import Plan
-from robots.kinematics import site_pose
-from robots.stance import foot_corners, other_site, posture_problems, signed_margin
+from robots.stance import foot_corners, signed_margin
 from robots.tree import RobotModel
 
 
@@ -30,64 +39,12 @@ class SafetyTrip(PoiseError):
     """The run was stopped for safety (tracking error, lost board); completed postures are kept."""
 
 
-# ------------------------------------------------------------------ profiles
-
-
-def cosine_profile(q0: np.ndarray, q1: np.ndarray, tau: float) -> np.ndarray:
-    """Raised-cosine velocity: zero velocity at both ends, peak 2|Δq|/T at mid-move. tau in [0, 1]."""
-    tau = min(max(tau, 0.0), 1.0)
-    s = tau - math.sin(2 * math.pi * tau) / (2 * math.pi)
-    return q0 + (q1 - q0) * s
-
-
-def waypoint_profile(wps: np.ndarray, tau: float) -> np.ndarray:
-    """Waypoints equally spaced in time, linear in between (the plan format's transition convention)."""
-    tau = min(max(tau, 0.0), 1.0)
-    x = tau * (len(wps) - 1)
-    k = min(int(x), len(wps) - 2)
-    return wps[k] + (wps[k + 1] - wps[k]) * (x - k)
-
-
-def move_time_at_limit(q_from: np.ndarray, q_to: np.ndarray, tr, velocity_limit: float) -> float:
-    """Shortest duration that keeps every joint within the velocity limit: a cosine move peaks at twice its
-    mean speed; a waypoint path (equal time per segment) is limited by its longest segment."""
-    if tr is None:
-        return 2.0 * float(np.max(np.abs(np.asarray(q_to) - np.asarray(q_from)))) / velocity_limit
-    return (len(tr.q) - 1) * float(np.max(np.abs(np.diff(tr.q, axis=0)))) / velocity_limit
-
-
 # ------------------------------------------------------------------ pre-flight
 
 
-def preflight(
-    plan: Plan, model: RobotModel, config: RobotConfig, q_start: np.ndarray | None = None
-) -> list[str]:
-    """Everything that makes the plan unsafe to run (empty = fine). Nothing is sent before this passes."""
-    problems: list[str] = []
-    ex = config.executor
-    prev = None
-    other = other_site(model, plan.base)
-    for p in plan.postures:
-        for msg in posture_problems(model, p.q, plan.params, plan.base, margin=ex.min_margin):
-            problems.append(f"posture {p.index}: {msg}")
-        R, pos = site_pose(model, p.q, plan.params, other, plan.base)
-        lf = np.array(plan.placement(p.placement).left_foot)
-        yaw = math.atan2(R[1, 0], R[0, 0])
-        dist = float(np.hypot(*(pos[:2] - lf[:2])))
-        dyaw = abs((yaw - lf[2] + math.pi) % (2 * math.pi) - math.pi)
-        if dist > 0.005 or dyaw > math.radians(1.0):
-            problems.append(
-                f"posture {p.index}: left foot at ({pos[0]:.3f}, {pos[1]:.3f}) m, {math.degrees(yaw):.1f} deg, "
-                f"but placement {p.placement} says ({lf[0]:.3f}, {lf[1]:.3f}) m, {math.degrees(lf[2]):.1f} deg"
-            )
-        if prev is not None:
-            tr = plan.transition(prev.index, p.index)
-            if tr is not None:  # moves along waypoints are stretched to the velocity limit when run
-                for k, w in enumerate(tr.q):
-                    for msg in model.limit_violations(w):
-                        problems.append(f"transition {prev.index}->{p.index} waypoint {k}: {msg}")
-        prev = p
-    return problems
+def preflight(plan: Plan, model: RobotModel, config: RobotConfig, time_scale: float = 1.0) -> list[str]:
+    """Everything that makes the plan or config unsafe to run (empty = fine). Nothing is sent before this passes."""
+    return check_run(plan, model, config, time_scale).problems
 
 
 # ------------------------------------------------------------------ running
@@ -162,9 +119,13 @@ class Executor:
         operator: Operator | None = None,
         progress: Callable[[Progress], None] | None = None,
         tare_s: float = 0.5,
+        checked: RunCheck | None = None,
     ) -> None:
-        if time_scale <= 0:
-            raise DataError("--time-scale must be positive")
+        if not (math.isfinite(time_scale) and time_scale > 0):
+            raise DataError("--time-scale must be a positive finite number")
+        self.checked = checked if checked is not None else check_run(plan, model, config, time_scale)
+        if self.checked.problems:  # never stream a setpoint the pre-flight check has not passed
+            raise DataError(f"plan refused before moving: {self.checked.problems[0]}")
         self.link = link
         self.boards = boards
         self.plan = plan
@@ -180,6 +141,7 @@ class Executor:
         self._latest_kg = [None] * len(boards)
         self._next_tick: float | None = None
         self._last_tick: float | None = None
+        self._last_answer: float | None = None
 
     # -- plan order and resume
     def todo(self) -> list:
@@ -204,10 +166,7 @@ class Executor:
             self.result.late.append(max(0.0, t - self._next_tick))
         self._last_tick = t
         self._next_tick += period
-        try:
-            q_meas = self.link.command(q_cmd)
-        except LinkTimeout as exc:
-            raise DeviceError(f"robot link timed out ({exc}); streaming stopped") from exc
+        q_meas = self._command(q_cmd)
         self.rec.joint_row(t, posture, phase, q_cmd, q_meas)
         for i, b in enumerate(self.boards):
             b.check()
@@ -226,6 +185,24 @@ class Executor:
             )
         return q_meas
 
+    def _command(self, q_cmd: np.ndarray) -> np.ndarray:
+        """Send a setpoint, resending it while the robot is silent for less than `link_timeout_s`."""
+        while True:
+            try:
+                q_meas = self.link.command(q_cmd)
+            except LinkTimeout as exc:
+                now = time.monotonic()
+                if self._last_answer is None:
+                    self._last_answer = now
+                if now - self._last_answer >= self.ex.link_timeout_s:
+                    raise DeviceError(
+                        f"robot link timed out: no answer for {now - self._last_answer:.2f} s "
+                        f"(link_timeout_s = {self.ex.link_timeout_s:g} s; {exc}); streaming stopped"
+                    ) from exc
+                continue
+            self._last_answer = time.monotonic()
+            return q_meas
+
     def _measured_cop(self, cells: np.ndarray):
         if any(k is None for k in self._latest_kg):
             return None, None
@@ -236,29 +213,23 @@ class Executor:
         return f @ cells / total, total
 
     # -- phases
-    def _move(self, q_from, q_to, duration, posture, waypoints=None) -> np.ndarray:
-        dur = duration / self.k
-        t0 = time.monotonic()
-        q = q_from
-        while True:
-            tau = (time.monotonic() - t0) / dur if dur > 0 else 1.0
-            sp = (
-                waypoint_profile(waypoints, tau)
-                if waypoints is not None
-                else cosine_profile(q_from, q_to, tau)
-            )
+    def _move(self, setpoints: np.ndarray, posture: int) -> np.ndarray:
+        """Stream a checked move, one setpoint per tick."""
+        q = None
+        for sp in setpoints:
             q = self._tick(sp, posture, "move", None)
-            if tau >= 1.0:
-                return q
+        return q
 
-    def _settle(self, q_to, posture) -> bool:
+    def _settle(self, q_to, posture) -> tuple[bool, np.ndarray]:
+        """Command the posture until every joint is within settle_tol_deg (True) or settle_timeout_s passes."""
         tol = math.radians(self.ex.settle_tol_deg)
         t0 = time.monotonic()
+        q = q_to
         while time.monotonic() - t0 < self.ex.settle_timeout_s / self.k:
             q = self._tick(q_to, posture, "settle", None)
             if np.max(np.abs(q - q_to)) < tol:
-                return True
-        return False
+                return True, q
+        return False, q
 
     def _hold(self, p, cells, polygon, index, total) -> list:
         store: list = []
@@ -314,6 +285,7 @@ class Executor:
         todo = self.todo()
         total = len(todo)
         q = self.link.read()
+        self._last_answer = time.monotonic()
         try:
             if todo:
                 self.operator.lift(None)
@@ -336,19 +308,28 @@ class Executor:
                 if new_placement and prev is not None:
                     self.progress_cb(Progress(n, total, p.index, p.placement, "lift"))
                     self.operator.lift(p.placement)
-                tr = (
-                    self.plan.transition(prev.index, p.index)
-                    if prev is not None and not new_placement
-                    else None
-                )
-                move_s = max(p.move_s, move_time_at_limit(q, p.q, tr, self.ex.velocity_limit))
-                self.progress_cb(Progress(n, total, p.index, p.placement, "move", 0, move_s))
-                q = self._move(q, p.q, move_s, p.index, tr.q if tr is not None else None)
+                if new_placement:  # lifted off the boards (at the start, or by the operator)
+                    mv = air_move(q, p, self.cfg, self.k)
+                else:  # on the ground: the setpoints the pre-flight check computed and passed
+                    mv = self.checked.moves[p.index]
+                self.progress_cb(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s))
+                q = self._move(mv.setpoints, p.index)
                 if new_placement:
                     self.progress_cb(Progress(n, total, p.index, p.placement, "place"))
                     self.operator.place(self.plan.placement(p.placement), right_off, left_off)
                 self.progress_cb(Progress(n, total, p.index, p.placement, "settle"))
-                self._settle(p.q, p.index)
+                for _ in range(self.ex.settle_attempts):
+                    settled, q_meas = self._settle(p.q, p.index)
+                    if settled:
+                        break
+                else:
+                    err = np.degrees(np.abs(q_meas - p.q))
+                    j = int(np.argmax(err))
+                    raise SafetyTrip(
+                        f"posture {p.index}: did not settle within {self.ex.settle_tol_deg:g} deg in "
+                        f"{self.ex.settle_attempts} x {self.ex.settle_timeout_s:g} s ({self.model.joint_names[j]} "
+                        f"{err[j]:.2f} deg off); run stopped, {len(self.result.completed)} completed posture(s) kept"
+                    )
                 res = None
                 for attempt in range(3):
                     store = self._hold(p, cells, polygon, n, total)
@@ -377,8 +358,6 @@ class Executor:
             raise
         finally:
             self.result.board_stats = [b.stats for b in self.boards]
-            segments = self.rec.meta.get("segments") or [{}]
-            segments[-1]["completed"] = [r.posture for r in self.result.completed]
-            self.rec.update_meta(segments=segments, jitter=self.result.jitter())
+            self.rec.update_meta(jitter=self.result.jitter())
         self.link.stop()
         return self.result

@@ -4,13 +4,17 @@ RUN_DIR/
   recording.csv   per-posture averages, the static recording format (formats/static_recording.py)
   raw_joints.csv  every control tick: t (unix s), segment, posture, phase, q_cmd (12), q_meas (12), rad
   raw_boards.csv  every board report: t, segment, posture, phase, board, seq, raw (4), kg (4, tared)
-  run.json        run metadata (plan, endpoints, segments, tare offsets, counters)
+  run.json        run metadata (plan and its sha256, endpoints, segments with their completed postures,
+                  tare offsets, counters), rewritten atomically after every posture
 Raw files are appended (a resumed run adds a new `segment`), flushed at least every second and fsynced at
-the end of each posture, right before the posture's row is written to recording.csv.
+the end of each posture, right before the posture's row is written to recording.csv. A folder whose
+recording holds no posture yet (a run that failed before its first one) is started afresh, with or without
+--resume; --resume with a different plan (sha256 of its canonical JSON) is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pathlib
@@ -19,7 +23,28 @@ import time
 import numpy as np
 
 from formats.errors import DataError
-from formats.static_recording import RecordingWriter
+from formats.plan import Plan, plan_to_dict
+from formats.static_recording import RecordingWriter, read_recording
+
+RUN_FILES = ("recording.csv", "raw_joints.csv", "raw_boards.csv", "run.json")
+
+
+def plan_sha256(plan: Plan) -> str:
+    """sha256 of the plan's canonical JSON (sorted keys, no whitespace): equal iff the plans are identical."""
+    doc = json.dumps(plan_to_dict(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(doc.encode("ascii")).hexdigest()
+
+
+def _data_lines(path: pathlib.Path) -> int:
+    """Posture rows in a recording file (lines after the column header, comments and blanks skipped)."""
+    if not path.exists():
+        return 0
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a UTF-8 recording; choose another --out") from None
+    rows = [ln for ln in lines if ln.strip() and not ln.startswith("#")]
+    return max(0, len(rows) - 1)
 
 
 def _open_csv(path: pathlib.Path, header: str):
@@ -37,21 +62,47 @@ def _open_csv(path: pathlib.Path, header: str):
 
 class RunRecorder:
     def __init__(
-        self, run_dir: str | pathlib.Path, model_name: str, base: str, joint_names: list[str], resume: bool
+        self,
+        run_dir: str | pathlib.Path,
+        model_name: str,
+        base: str,
+        joint_names: list[str],
+        resume: bool,
+        plan_sha256: str | None = None,
     ):
         self.dir = pathlib.Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         rec_path = self.dir / "recording.csv"
-        if rec_path.exists() and rec_path.stat().st_size > 0 and not resume:
+        self.meta_path = self.dir / "run.json"
+        if (
+            _data_lines(rec_path) == 0
+        ):  # nothing completed yet (or a run that failed before its first posture)
+            for name in RUN_FILES:
+                (self.dir / name).unlink(missing_ok=True)
+        elif not resume:
             raise DataError(
                 f"{self.dir} already holds a recording; pass --resume to continue it or choose another --out"
             )
-        self.meta_path = self.dir / "run.json"
-        self.meta = json.loads(self.meta_path.read_text()) if self.meta_path.exists() and resume else {}
-        self.meta_path.parent.mkdir(parents=True, exist_ok=True)
-        self.segment = len(self.meta.get("segments", []))  # one segment per start of the run (resume = +1)
+        self.meta = self._read_meta() if self.meta_path.exists() else {}
+        if rec_path.exists() and plan_sha256 is not None and self.meta.get("plan_sha256") != plan_sha256:
+            had = self.meta.get("plan_sha256")
+            raise DataError(
+                f"{self.dir} was recorded with a different plan (sha256 {had[:12]}…, this plan {plan_sha256[:12]}…); "
+                "resume with the same plan or choose another --out"
+                if had
+                else f"{self.dir}: run.json has no plan sha256, so it cannot be resumed safely; choose another --out"
+            )
+        segments = self.meta.get("segments", [])
+        if rec_path.exists():  # a kill between a posture's row and run.json: credit the row to its segment
+            listed = {p for seg in segments for p in seg.get("completed", [])}
+            done = read_recording(rec_path, allow_partial_last_line=True).posture
+            missing = [int(p) for p in done if int(p) not in listed]
+            if missing and segments:
+                segments[-1]["completed"] = list(segments[-1].get("completed", [])) + missing
+        self.segment = len(segments)  # one segment per start of the run (resume = +1)
         self.update_meta(
-            segments=self.meta.get("segments", []) + [{"started_unix": time.time(), "completed": []}]
+            **({"plan_sha256": plan_sha256} if plan_sha256 else {}),
+            segments=segments + [{"started_unix": time.time(), "completed": []}],
         )
         self.writer = RecordingWriter(rec_path, model_name, base, joint_names, meta={"source": "poise run"})
         n = len(joint_names)
@@ -70,6 +121,15 @@ class RunRecorder:
         self.n = n
         self._last_flush = time.monotonic()
         self._t_offset = time.time() - time.monotonic()  # monotonic -> unix time
+
+    def _read_meta(self) -> dict:
+        try:
+            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DataError(f"{self.meta_path}: not valid JSON ({exc}); choose another --out") from None
+        if not isinstance(meta, dict) or not isinstance(meta.get("segments", []), list):
+            raise DataError(f"{self.meta_path}: not a run.json of poise run; choose another --out")
+        return meta
 
     @property
     def done(self) -> set[int]:
@@ -114,6 +174,9 @@ class RunRecorder:
         """Persist the raw data first, then the posture's row (flushed and fsynced by RecordingWriter)."""
         self.sync()
         self.writer.append(posture, placement, q, cop, **extra)
+        segments = self.meta["segments"]
+        segments[-1]["completed"] = list(segments[-1]["completed"]) + [int(posture)]
+        self.update_meta(segments=segments)
 
     def close(self) -> None:
         try:

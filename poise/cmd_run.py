@@ -10,9 +10,10 @@ from rich.table import Table
 
 from drivers.config import load_config
 from drivers.emulators.world import WorldOptions
-from drivers.executor import Executor, Progress, preflight
-from drivers.recorder import RunRecorder
+from drivers.executor import Executor, Progress
+from drivers.recorder import RunRecorder, plan_sha256
 from drivers.session import Session
+from drivers.setpoints import check_run
 from formats.errors import DataError
 from formats.plan import load_plan
 from poise import argtypes as at
@@ -81,20 +82,34 @@ class ProgressView:
 
 def execute(args, model, plan, config, world_opts=None, progress=None, prepare=None, tare_s=1.0):
     """Run a plan; returns (RunResult, run dir). Shared by `poise run` and `poise demo`."""
-    problems = preflight(plan, model, config)
+    checked = check_run(plan, model, config, args.time_scale)  # every setpoint, before anything is sent
+    problems = checked.problems
     if problems:
         shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
         raise DataError(f"plan refused before moving ({len(problems)} problem(s)): {shown}")
-    rec = RunRecorder(args.out, model.name, plan.base, model.joint_names, resume=args.resume)
+    rec = RunRecorder(
+        args.out, model.name, plan.base, model.joint_names, resume=args.resume, plan_sha256=plan_sha256(plan)
+    )
     try:
-        rec.update_meta(plan=str(args.plan), robot=args.robot, boards=args.boards, time_scale=args.time_scale)
+        rec.update_meta(plan=str(args.plan), robot=args.robot, boards=args.boards, time_scale=args.time_scale,
+                        required_margin_m=checked.margin)  # fmt: skip
         if world_opts is None:
             world_opts = WorldOptions(noise=not getattr(args, "no_noise", False))
         with Session(args.robot, args.boards, model, config, world_opts, prompt=not args.yes) as s:
             if prepare is not None:
                 prepare(s)
             ex = Executor(
-                s.link, s.boards, plan, model, config, rec, args.time_scale, s.operator, progress, tare_s
+                s.link,
+                s.boards,
+                plan,
+                model,
+                config,
+                rec,
+                args.time_scale,
+                s.operator,
+                progress,
+                tare_s,
+                checked,
             )
             return ex.run(), rec.dir
     finally:

@@ -13,12 +13,12 @@ import pytest
 
 from drivers.config import load_config
 from drivers.emulators.sim_robot import true_parameters
-from drivers.emulators.testplan import random_plan
+from drivers.emulators.testplan import plan_with_transition, random_plan
 from drivers.emulators.wbb import Faults
 from drivers.emulators.world import WorldOptions
 from drivers.executor import cosine_profile, preflight, waypoint_profile
 from formats.errors import DataError, DeviceError
-from formats.plan import Transition, save_plan
+from formats.plan import save_plan
 from formats.static_recording import read_recording
 from poise import cmd_run
 from poise.cli import main
@@ -69,7 +69,7 @@ def test_valid_plan_passes_preflight(model, plan, cfg):
             lambda p: (p.postures[0].q.__setitem__(0, -0.6), p.postures[0].q.__setitem__(6, 0.6)),
             "hip-x motors",
         ),
-        (lambda p: p.placements[0].__setattr__("left_foot", (0.5, 0.5, 0.0)), "left foot at"),
+        (lambda p: p.placements[0].__setattr__("left_foot", (0.5, 0.5, 0.0)), "away from its placement"),
     ],
 )
 def test_unsafe_plan_refused_before_any_setpoint(model, plan, cfg, tmp_path, monkeypatch, mutate, expect):
@@ -99,21 +99,31 @@ def test_cosine_moves_are_stretched_to_the_velocity_limit(model, plan, cfg, tmp_
     assert len(result.completed) == 3
 
 
-def test_waypoint_transitions_are_stretched_to_the_velocity_limit(model, plan, cfg, tmp_path):
-    fast = copy.deepcopy(plan)
-    a, b = fast.postures[0], fast.postures[1]
-    b.q, b.placement, b.move_s = a.q.copy(), a.placement, 0.05  # same placement: out and back along waypoints
-    k = int(np.argmax(model.upper - a.q))
-    out = a.q.copy()
-    out[k] += 0.3
-    path = np.array([a.q, out, a.q])
-    fast.transitions = [t for t in fast.transitions if t.to_index != 1] + [Transition(0, 1, path)]
+def test_waypoint_transitions_are_stretched_to_the_velocity_limit(model, cfg, tmp_path):
+    fast = plan_with_transition(model, seed=2)
+    fast.postures[1].move_s = 0.05  # planned far too fast: stretched so no tick exceeds the velocity limit
     assert preflight(fast, model, cfg) == []
     moves = []
     cmd_run.execute(_args(tmp_path, k=4.0), model, fast, cfg, world_opts=_quiet(),
                     progress=lambda p: p.phase == "move" and p.posture == 1 and moves.append(p.phase_total))  # fmt: skip
-    need = 2 * 0.3 / cfg.executor.velocity_limit
-    assert moves and moves[0] == pytest.approx(need)
+    wps = fast.transitions[0].q
+    need = (len(wps) - 1) * np.abs(np.diff(wps, axis=0)).max() / cfg.executor.velocity_limit
+    assert (
+        moves and need <= moves[0] < need * 1.05
+    )  # projection between waypoints lengthens the path a little
+    joints = np.loadtxt(
+        tmp_path / "run" / "raw_joints.csv", delimiter=",", skiprows=1, usecols=range(4, 4 + 24)
+    )
+    with open(tmp_path / "run" / "raw_joints.csv") as fh:
+        phases = [line.split(",")[3] for line in fh.readlines()[1:]]
+        fh.seek(0)
+        postures = [line.split(",")[2] for line in fh.readlines()[1:]]
+    sel = [i for i, (ph, po) in enumerate(zip(phases, postures, strict=True)) if ph == "move" and po == "1"]
+    q_cmd = joints[sel, :12]
+    dt = moves[0] / len(sel)  # robot time per tick
+    assert np.abs(np.diff(q_cmd, axis=0)).max() / dt <= cfg.executor.velocity_limit * (1 + 1e-4)
+    for w in wps[1:]:  # every later waypoint is commanded exactly (to the file's 6 decimals)
+        assert np.abs(q_cmd - w).max(axis=1).min() < 2e-6
 
 
 def test_balance_check_uses_required_margin(model, plan, cfg):
@@ -235,3 +245,160 @@ def test_killed_run_resumes_without_loss_or_duplicates(model, cfg, tmp_path):
     assert result.skipped == list(after.posture[: len(before)])
     segments = {line.split(",")[1] for line in (out / "raw_joints.csv").read_text().splitlines()[1:] if line}
     assert segments == {"0", "1"}
+    import json
+
+    meta = json.loads((out / "run.json").read_text())  # the killed segment lists what it completed
+    assert meta["segments"][0]["completed"] == list(before.posture)
+    assert meta["segments"][1]["completed"] == list(after.posture[len(before) :])
+
+
+# ------------------------------------------------------------------ issue 11 §1: every setpoint, config, resume
+
+
+def test_every_ground_setpoint_passes_the_posture_check(model, cfg):
+    from drivers.setpoints import check_run
+    from robots.stance import check_posture
+
+    p = plan_with_transition(model, seed=2)
+    checked = check_run(p, model, cfg)
+    assert checked.problems == [] and set(checked.moves) == {1}
+    pose = p.placement(p.postures[1].placement).other_foot
+    for q in checked.moves[1].setpoints:  # the interpolated ticks too, not only the waypoints
+        assert check_posture(model, q, p.params, p.base, checked.margin, pose=pose).issues == []
+
+
+@pytest.mark.parametrize(
+    ("change", "expect"),
+    [
+        ("lift", "not flat"),  # a waypoint with the other foot lifted and tilted
+        ("cop", "CoP margin"),  # a waypoint with its CoP outside the support polygon
+    ],
+)
+def test_unsafe_waypoint_refused(model, cfg, change, expect):
+    from drivers.setpoints import project_to_chain
+    from robots.stance import check_posture, foot_corners
+
+    p = plan_with_transition(model, seed=2)
+    wps = p.transitions[0].q
+    pose = p.placement(p.postures[1].placement).other_foot
+    k = len(wps) // 2
+    if change == "lift":
+        wps[k] = wps[k] + 0.05  # every joint off by 0.05 rad: the other sole leaves the ground
+    else:  # on the chain, but with the CoP pushed 10 mm beyond the hull's extreme x
+        corners = np.concatenate(list(foot_corners(model, wps[k], p.params, p.base).values()))
+        target = np.array([corners[:, 0].max() + 0.01, corners[:, 1].mean()])
+        wps[k] = project_to_chain(model, wps[k][None], pose, target[None], p.params, p.base, iters=60)[0]
+    assert check_posture(model, wps[k], p.params, p.base, 0.0, pose=pose).issues  # plan check would refuse it
+    problems = preflight(p, model, cfg)
+    assert any("move 0->1" in m and expect in m for m in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("line", "value", "expect"),
+    [
+        ("min_margin", "-1", "min_margin"),
+        ("velocity_limit", "-1", "velocity_limit"),
+        ("rate_hz", "nan", "rate_hz"),
+        ("rate_hz", "0", "rate_hz"),
+        ("link_timeout_s", '"soon"', "link_timeout_s"),
+        ("settle_attempts", "0", "settle_attempts"),
+    ],
+)
+def test_unsafe_config_settings_refused(tmp_path, line, value, expect):
+    from drivers.config import DEFAULT_CONFIG
+
+    text = DEFAULT_CONFIG.read_text(encoding="utf-8")
+    lines = [f"{line} = {value}" if ln.split("=")[0].strip() == line else ln for ln in text.splitlines()]
+    assert lines != text.splitlines()
+    bad = tmp_path / "robot.toml"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=expect):
+        load_config(bad)
+
+
+def test_config_typos_and_zero_ticks_per_rad_refused(tmp_path):
+    from drivers.config import DEFAULT_CONFIG
+
+    text = DEFAULT_CONFIG.read_text(encoding="utf-8")
+    for bad_text, expect in (
+        (text.replace("velocity_limit", "velocty_limit", 1), "unknown key"),
+        (text.replace("ticks_per_rad = 651.8986469", "ticks_per_rad = 0", 1), "ticks_per_rad"),
+    ):
+        bad = tmp_path / "robot.toml"
+        bad.write_text(bad_text, encoding="utf-8")
+        with pytest.raises(DataError, match=expect):
+            load_config(bad)
+
+
+def test_config_built_in_code_is_validated_before_moving(model, plan, cfg):
+    cfg.executor.velocity_limit = -1.0
+    with pytest.raises(DataError, match="velocity_limit"):
+        preflight(plan, model, cfg)
+
+
+def test_short_silence_within_link_timeout_is_ridden_out(model, plan, cfg, tmp_path):
+    import threading
+
+    cfg.executor.link_timeout_s = 3.0
+    sessions, fired = [], []
+
+    def progress(p):
+        if p.position == 2 and p.phase == "hold" and not fired:
+            fired.append(True)
+            bus = sessions[0].world.bus
+            bus.drop_every = 1  # silent for 0.6 s: longer than the default 0.5 s, within this config's 3 s
+            threading.Timer(0.6, lambda: setattr(bus, "drop_every", 0)).start()
+
+    result, run_dir = cmd_run.execute(_args(tmp_path), model, plan, cfg, world_opts=_quiet(), progress=progress,
+                                      prepare=sessions.append)  # fmt: skip
+    assert [r.posture for r in result.completed] == [p.index for p in plan.postures]
+
+
+def test_resume_with_another_plan_is_refused(model, plan, cfg, tmp_path):
+    def progress(p):
+        if p.position == 2 and p.phase == "move":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        cmd_run.execute(_args(tmp_path), model, plan, cfg, world_opts=_quiet(), progress=progress)
+    other = copy.deepcopy(plan)
+    other.postures[2].hold_s += 1.0
+    with pytest.raises(DataError, match="different plan"):
+        cmd_run.execute(_args(tmp_path, resume=True), model, other, cfg, world_opts=_quiet())
+    assert len(read_recording(tmp_path / "run" / "recording.csv")) == 1  # nothing lost, nothing mixed in
+
+
+def test_run_failing_before_its_first_posture_leaves_a_usable_folder(model, plan, cfg, tmp_path):
+    def progress(p):
+        if p.phase == "move":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        cmd_run.execute(_args(tmp_path), model, plan, cfg, world_opts=_quiet(), progress=progress)
+    for resume in (False, True):  # the same --out works with or without --resume
+        out = tmp_path / f"copy{resume}"
+        import shutil
+
+        shutil.copytree(tmp_path / "run", out)
+        args = _args(tmp_path, resume=resume)
+        args.out = str(out)
+        result, _ = cmd_run.execute(args, model, plan, cfg, world_opts=_quiet())
+        assert [r.posture for r in result.completed] == [p.index for p in plan.postures]
+
+
+def test_posture_that_does_not_settle_stops_the_run(model, plan, cfg, tmp_path):
+    from drivers.executor import SafetyTrip
+
+    cfg.executor.settle_timeout_s = 0.4
+
+    def progress(p):
+        if p.position == 2 and p.phase == "move":
+            # finer than a servo tick (0.088 deg): the second posture can never settle
+            cfg.executor.settle_tol_deg = 0.01
+
+    with pytest.raises(SafetyTrip, match="did not settle"):
+        cmd_run.execute(_args(tmp_path), model, plan, cfg, world_opts=_quiet(), progress=progress)
+    rec = read_recording(tmp_path / "run" / "recording.csv")
+    assert list(rec.posture) == [plan.postures[0].index]  # never held unsettled; the completed one kept
+    raw = (tmp_path / "run" / "raw_joints.csv").read_text().splitlines()[1:]
+    assert not any(f.split(",")[2] == str(plan.postures[1].index) and f.split(",")[3] == "hold" for f in raw)

@@ -1,0 +1,297 @@
+"""Every setpoint a run commands, computed and checked before anything is sent.
+
+A move is a list of setpoints, one per control tick (tick i of n commands the profile at tau = i/n). On the
+ground (consecutive postures of one placement) the joints follow the plan's transition waypoints (equally
+spaced in time, every waypoint commanded exactly) or a cosine profile; each tick's interpolated angles are
+projected (minimum-norm Gauss–Newton) onto the closed chain: other sole flat at its placement, CoP on the
+straight line between its neighbours' CoPs. Every ground tick and every posture must then pass
+`robots.stance.check_posture`, the check `plan check` applies, and no joint may move faster than the velocity
+limit between ticks. Moves between placements are made with the robot lifted off the boards (limits only).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import casadi as ca
+import numpy as np
+import shapely
+
+from drivers.config import RobotConfig, validate_config
+from formats.errors import DataError
+from formats.plan import Plan, Posture
+from robots.kinematics import com_position, com_position_sym, site_pose_sym
+from robots.memo import per_model
+from robots.stance import (
+    FLAT_TOL,
+    LIMIT_TOL,
+    MARGIN_TOL,
+    PLACE_TOL,
+    check_posture,
+    flat_residual,
+    foot_corners,
+    other_pose,
+    other_site,
+)
+from robots.tree import RobotModel
+
+STEP_RTOL = 1e-6  # a tick may exceed the velocity limit by this relative amount (rounding)
+FULL_CHECKS = 60  # setpoints per move that get the full `check_posture` (besides waypoints)
+
+
+def cosine_profile(q0: np.ndarray, q1: np.ndarray, tau: float) -> np.ndarray:
+    """Raised-cosine velocity: zero velocity at both ends, peak 2|Δq|/T at mid-move. tau in [0, 1]."""
+    tau = min(max(tau, 0.0), 1.0)
+    s = tau - math.sin(2 * math.pi * tau) / (2 * math.pi)
+    return q0 + (q1 - q0) * s
+
+
+def waypoint_profile(wps: np.ndarray, tau: float) -> np.ndarray:
+    """Waypoints equally spaced in time, linear in between (the plan format's transition convention)."""
+    tau = min(max(tau, 0.0), 1.0)
+    x = tau * (len(wps) - 1)
+    k = min(int(x), len(wps) - 2)
+    return wps[k] + (wps[k + 1] - wps[k]) * (x - k)
+
+
+def move_time_at_limit(q_from: np.ndarray, q_to: np.ndarray, tr, velocity_limit: float) -> float:
+    """Shortest duration that keeps every joint within the velocity limit: a cosine move peaks at twice its
+    mean speed; a waypoint path (equal time per segment) is limited by its longest segment."""
+    if tr is None:
+        return 2.0 * float(np.max(np.abs(np.asarray(q_to) - np.asarray(q_from)))) / velocity_limit
+    return (len(tr.q) - 1) * float(np.max(np.abs(np.diff(tr.q, axis=0)))) / velocity_limit
+
+
+@dataclass
+class Move:
+    """The setpoints of one move (one per tick, the last = the destination posture) and its robot-time length."""
+
+    to_posture: int
+    setpoints: np.ndarray  # (n, nq), rad
+    duration_s: float
+    on_ground: bool
+
+
+@dataclass
+class RunCheck:
+    """Pre-flight result: problems (empty = safe to run), the checked ground moves by destination posture."""
+
+    problems: list[str]
+    moves: dict[int, Move] = field(default_factory=dict)
+    margin: float = 0.0  # required CoP margin of every setpoint (m)
+
+
+def plan_required_margin(plan: Plan) -> float:
+    """The CoP margin (m) the plan was designed to keep (settings `required_margin` or `margin`, else 0)."""
+    s = plan.settings or {}
+    v = s.get("required_margin", s.get("margin", 0.0))
+    try:
+        m = float(v if v is not None else 0.0)
+    except (TypeError, ValueError):
+        m = float("nan")
+    if not math.isfinite(m):
+        raise DataError(f"plan settings: required margin {v!r} is not a finite number")
+    return m
+
+
+def ticks(duration_s: float, time_scale: float, rate_hz: float, multiple: int = 1) -> int:
+    """Number of control ticks for a move of `duration_s` robot seconds, a multiple of `multiple` (≥ 1)."""
+    n = max(1, math.ceil(duration_s / time_scale * rate_hz - 1e-9))
+    return multiple * math.ceil(n / multiple)
+
+
+def air_move(q_from: np.ndarray, p: Posture, config: RobotConfig, time_scale: float) -> Move:
+    """A cosine move with the robot lifted off the boards, stretched to the velocity limit."""
+    ex = config.executor
+    d = max(p.move_s, move_time_at_limit(q_from, p.q, None, ex.velocity_limit))
+    n = ticks(d, time_scale, ex.rate_hz)
+    sp = np.array([cosine_profile(np.asarray(q_from, float), p.q, i / n) for i in range(1, n + 1)])
+    sp[-1] = p.q
+    return Move(p.index, sp, d, on_ground=False)
+
+
+@per_model
+def _chain_function(model: RobotModel, params: str, base: str) -> ca.Function:
+    """Residual and Jacobian of: other sole flat at pose (x, y, yaw) (6) and CoM x-y at a target (2)."""
+    q = ca.SX.sym("q", model.nq)
+    pose = ca.SX.sym("pose", 3)
+    target = ca.SX.sym("cop", 2)
+    R, p = site_pose_sym(model, q, params, other_site(model, base), base)
+    com = com_position_sym(model, q, params, base)
+    c = ca.vertcat(
+        p[2],
+        R[0, 2],
+        R[1, 2],
+        p[0] - pose[0],
+        p[1] - pose[1],
+        -ca.sin(pose[2]) * R[0, 0] + ca.cos(pose[2]) * R[1, 0],
+        com[0] - target[0],
+        com[1] - target[1],
+    )
+    return ca.Function("chain", [q, pose, target], [c, ca.jacobian(c, q)])
+
+
+def project_to_chain(model: RobotModel, Q0: np.ndarray, pose, cops: np.ndarray, params: str, base: str,
+                     iters: int = 20) -> np.ndarray:  # fmt: skip
+    """Minimum-norm Gauss–Newton, for each row of Q0 (n, nq) at once, onto: other sole flat at `pose`
+    (x, y, yaw), CoP at the matching row of `cops` (n, 2) (m)."""
+    Q = np.array(Q0, dtype=float, ndmin=2)
+    n = len(Q)
+    if n == 0:
+        return Q
+    fn = _chain_function(model, params, base).map(n)
+    P = np.tile(np.asarray(pose, dtype=float)[:, None], (1, n))
+    T = np.asarray(cops, dtype=float).reshape(n, 2).T
+    lo, hi = np.asarray(model.lower, dtype=float), np.asarray(model.upper, dtype=float)
+    for _ in range(iters):
+        c, J = fn(Q.T, P, T)
+        c = np.asarray(c).T  # (n, 8)
+        if np.abs(c).max() < 1e-12:
+            break
+        J = np.asarray(J).reshape(8, n, model.nq).transpose(1, 0, 2)  # (n, 8, nq)
+        # joints at a limit stay there: the correction is made by the others, so no tick leaves the limits
+        J = J * ~((Q <= lo) | (Q >= hi))[:, None, :]
+        Q = np.clip(Q - np.einsum("nij,nj->ni", np.linalg.pinv(J), c), lo, hi)
+    return Q
+
+
+def _ground_path(model, plan: Plan, pose, wps: np.ndarray, n: int, cosine: bool) -> np.ndarray:
+    """n projected setpoints along the waypoints wps (K, nq), or a cosine profile between its two rows;
+    every waypoint is commanded exactly."""
+    seg = len(wps) - 1
+    cops = com_position(model, wps, plan.params, plan.base)[:, :2]
+    out = np.empty((n, model.nq))
+    targets = np.empty((n, 2))
+    exact = np.zeros(n, dtype=bool)
+    for i in range(1, n + 1):
+        tau = i / n
+        if (i * seg) % n == 0:  # a waypoint (or the destination)
+            out[i - 1], exact[i - 1] = wps[i * seg // n], True
+        elif cosine:
+            out[i - 1] = cosine_profile(wps[0], wps[1], tau)
+            s = tau - math.sin(2 * math.pi * tau) / (2 * math.pi)
+            targets[i - 1] = cops[0] + s * (cops[1] - cops[0])
+        else:
+            x = tau * seg
+            k = min(int(x), seg - 1)
+            out[i - 1] = wps[k] + (wps[k + 1] - wps[k]) * (x - k)
+            targets[i - 1] = cops[k] + (x - k) * (cops[k + 1] - cops[k])
+    free = ~exact
+    out[free] = project_to_chain(model, out[free], pose, targets[free], plan.params, plan.base)
+    return out
+
+
+def _tick_issues(model: RobotModel, plan: Plan, Q: np.ndarray, pose, margin: float) -> list[list[str]]:
+    """The posture check's conditions for every row of Q (n, nq) at once, with the tolerances of
+    `robots.stance`: joint limits, other sole flat at `pose`, CoP margin in each row's support polygon."""
+    params, base = plan.params, plan.base
+    res = np.abs(flat_residual(model, Q, params, base)).max(axis=-1)
+    op = other_pose(model, Q, params, base)
+    yaw = np.angle(np.exp(1j * (op[:, 2] - pose[2])))
+    place = np.maximum(np.abs(op[:, :2] - np.asarray(pose[:2])).max(axis=-1), np.abs(yaw))
+    corners = np.concatenate(list(foot_corners(model, Q, params, base).values()), axis=1)  # (n, 8, 2)
+    k = corners.shape[1]
+    hulls = shapely.convex_hull(
+        shapely.multipoints(corners.reshape(-1, 2), indices=np.repeat(np.arange(len(Q)), k))
+    )
+    pts = shapely.points(com_position(model, Q, params, base)[:, :2])
+    d = shapely.distance(shapely.boundary(hulls), pts)
+    m = np.where(shapely.contains(hulls, pts), d, -d)
+    out = []
+    for i, q in enumerate(Q):
+        issues = model.limit_violations(q, LIMIT_TOL)
+        if res[i] > FLAT_TOL:
+            issues.append(f"other sole not flat on the ground ({res[i] * 1000:.3f} mm/rad)")
+        if place[i] > PLACE_TOL:
+            issues.append(f"other sole {place[i] * 1000:.3f} mm/mrad away from its placement")
+        if m[i] < margin - MARGIN_TOL:
+            issues.append(f"CoP margin {m[i] * 1000:.2f} mm < required {margin * 1000:.1f} mm")
+        out.append(issues)
+    return out
+
+
+def ground_move(
+    model: RobotModel,
+    plan: Plan,
+    a: Posture,
+    b: Posture,
+    config: RobotConfig,
+    time_scale: float,
+    margin: float,
+) -> tuple[Move, list[str]]:
+    """The setpoints from posture a to b on one placement, and what is unsafe about them (empty = none).
+
+    Every setpoint gets the vectorised conditions of the posture check; the waypoints and at least every
+    ceil(n / FULL_CHECKS)-th setpoint (all of them in short moves) get `check_posture` itself."""
+    ex = config.executor
+    tr = plan.transition(a.index, b.index)
+    what = f"move {a.index}->{b.index}"
+    empty = Move(b.index, np.empty((0, model.nq)), 0.0, True)
+    if tr is not None:
+        wps = np.asarray(tr.q, dtype=float)
+        if wps.ndim != 2 or wps.shape[1] != model.nq or len(wps) < 2 or not np.all(np.isfinite(wps)):
+            return empty, [f"{what}: malformed transition waypoints"]
+        if np.abs(wps[0] - a.q).max() > 1e-9 or np.abs(wps[-1] - b.q).max() > 1e-9:
+            return empty, [
+                f"{what}: transition does not start at posture {a.index} and end at posture {b.index}"
+            ]
+    else:
+        wps = np.array([a.q, b.q], dtype=float)
+    pose = np.asarray(plan.placement(b.placement).other_foot, dtype=float)
+    for k, w in enumerate(wps[1:-1], start=1):  # waypoints first: an unsafe one makes the path meaningless
+        issues = check_posture(model, w, plan.params, plan.base, margin, pose=pose).issues
+        if issues:
+            return empty, [f"{what} waypoint {k}: {'; '.join(issues)}"]
+    d = max(b.move_s, move_time_at_limit(a.q, b.q, tr, ex.velocity_limit))
+    seg = len(wps) - 1
+    for _ in range(4):  # projection lengthens the path a little: stretch until no tick is too fast
+        n = ticks(d, time_scale, ex.rate_hz, seg)
+        sp = _ground_path(model, plan, pose, wps, n, tr is None)
+        speed = float(np.abs(np.diff(np.vstack([a.q, sp]), axis=0)).max()) * n / d
+        if speed <= ex.velocity_limit * (1 + STEP_RTOL):
+            break
+        d *= speed / ex.velocity_limit * (1 + 1e-3)
+    move = Move(b.index, sp, d, on_ground=True)
+    problems = []
+    if speed > ex.velocity_limit * (1 + STEP_RTOL):
+        problems.append(
+            f"{what}: setpoints jump ({speed:.2f} rad/s > velocity_limit {ex.velocity_limit:g} rad/s "
+            "after stretching): the path cannot be kept on the ground"
+        )
+    issues = _tick_issues(model, plan, sp, pose, margin)
+    step = max(1, math.ceil(n / FULL_CHECKS))
+    for i in range(1, n):  # the destination (tick n) is checked as a posture
+        if i % step == 0 or (i * seg) % n == 0:
+            st = check_posture(model, sp[i - 1], plan.params, plan.base, margin, pose=pose)
+            issues[i - 1] = st.issues + issues[i - 1]
+    bad = [(i, iss[0]) for i, iss in enumerate(issues[:-1], start=1) if iss]
+    if bad:
+        i, msg = bad[0]
+        near = f"waypoint {i * seg / n:.1f}" if seg > 1 else f"{100 * i / n:.0f}% of the way"
+        more = f"; {len(bad)} setpoints in all" if len(bad) > 1 else ""
+        problems.append(f"{what} setpoint {i}/{n} (at {near}): {msg}{more}")
+    return move, problems
+
+
+def check_run(plan: Plan, model: RobotModel, config: RobotConfig, time_scale: float = 1.0) -> RunCheck:
+    """Everything that makes the plan or config unsafe to run (problems), and the checked ground moves."""
+    validate_config(config)
+    if not (math.isfinite(time_scale) and time_scale > 0):
+        raise DataError(f"time scale {time_scale!r} must be a positive finite number")
+    margin = max(plan_required_margin(plan), config.executor.min_margin)
+    problems: list[str] = []
+    for p in plan.postures:
+        pose = plan.placement(p.placement).other_foot
+        for msg in check_posture(model, p.q, plan.params, plan.base, margin, pose=pose).issues:
+            problems.append(f"posture {p.index}: {msg}")
+    out = RunCheck(problems, {}, margin)
+    if problems:
+        return out  # moves between unsafe postures are not worth checking
+    for a, b in zip(plan.postures[:-1], plan.postures[1:], strict=True):
+        if a.placement != b.placement:
+            continue  # the operator lifts the robot; the move is made in the air
+        move, issues = ground_move(model, plan, a, b, config, time_scale, margin)
+        out.moves[b.index] = move
+        problems += issues
+    return out
