@@ -1,0 +1,154 @@
+"""Synthetic joint-drive experiments for friction and PWM-gain calibration (spec actuation.md §1–2).
+
+Physics, not the estimator run backwards: a rigid drive + link integrated at 1 kHz (semi-implicit Euler) with
+Karnopp stick–slip (the drive sticks until the applied torque exceeds the static level σs±), a gravity load on
+the link and, for the friction experiment, an external agent (PD on a reference) moving the link with the
+motor off. The joint torque sensor reads the torque the drive transmits to the link, averaged over each
+10 ms logging period, plus offset and noise; the encoder is quantised; logging at 100 Hz.
+With the link held in a fixture (procedure B) the drive's flex-spline winds up quasi-statically: the
+transmitted torque tracks K PWM inside a static-friction band (play operator), which gives the hysteresis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from formats.calibration_recording import DriveRecording
+from formats.pwm_plan import PwmPlan, samples
+
+
+@dataclass(frozen=True)
+class DriveTruth:
+    """True drive parameters (SI, joint side). Friction is the self-consistent Stribeck form."""
+
+    inertia: float = 0.06  # drive inertia reflected to the joint ρ² I_m [kg·m²]
+    kc: float = 0.85
+    kv: float = 1.2  # N·m·s/rad
+    sigma_pos: float = 1.27
+    sigma_neg: float = 1.95
+    v_s: float = 0.35  # rad/s; with these values σs⁺ − Kc = Kv v_s (flat at 0⁺)
+    k_pwm: float = 3.5e-3  # N·m per PWM unit
+    pwm_full_scale: float = 32000.0
+    tau_offset: float = 0.15  # joint torque sensor offset [N·m]
+    link_inertia: float = 0.3  # kg·m²
+    link_mgl: float = 15.0  # gravity moment of the link [N·m], θ = 0 hanging down
+
+    def friction(self, w: float) -> float:
+        if w > 0:
+            return -(self.kc + self.kv * w + (self.sigma_pos - self.kc) * math.exp(-w / self.v_s))
+        if w < 0:
+            return self.kc - self.kv * w + (self.sigma_neg - self.kc) * math.exp(w / self.v_s)
+        return 0.0
+
+    def params(self) -> dict[str, float]:
+        return {"Kc": self.kc, "Kv": self.kv, "sigma+": self.sigma_pos, "sigma-": self.sigma_neg}
+
+
+@dataclass(frozen=True)
+class Noise:
+    tau_std: float = 0.02  # N·m
+    encoder_bits: int = 16  # absolute encoder resolution per turn
+    seed: int = 0
+
+
+def _record(t, pwm_pct, q, tau, truth: DriveTruth, noise: Noise, joint: str) -> DriveRecording:
+    rng = np.random.default_rng(noise.seed)
+    lsb = 2 * np.pi / 2**noise.encoder_bits
+    qm = np.round(q / lsb) * lsb
+    taum = tau + truth.tau_offset + rng.normal(0.0, noise.tau_std, len(tau))
+    return DriveRecording(t, pwm_pct, qm, taum, truth.inertia, joint)
+
+
+def _integrate(truth: DriveTruth, u_torque, ext, n_log: int, sub: int, dt: float):
+    """Semi-implicit Euler with Karnopp stick–slip; returns logged q and the period-averaged τ_j."""
+    J = truth.inertia + truth.link_inertia
+    th, w = 0.0, 0.0
+    q_log = np.empty(n_log)
+    tau_log = np.empty(n_log)
+    eps = 1e-6
+    for k in range(n_log):
+        q_log[k] = th
+        acc_tau = 0.0
+        for s in range(sub):
+            i = k * sub + s
+            drive = u_torque[k]
+            load = -truth.link_mgl * math.sin(th) + ext(i * dt, th, w)
+            applied = drive + load
+            if abs(w) < eps:
+                if -truth.sigma_neg <= applied <= truth.sigma_pos:
+                    tf, wd = -applied, 0.0  # stick
+                else:
+                    tf = -truth.sigma_pos if applied > 0 else truth.sigma_neg
+                    wd = (applied + tf) / J
+            else:
+                tf = truth.friction(w)
+                wd = (applied + tf) / J
+            w_new = w + dt * wd
+            if w_new * w < 0.0:
+                w_new = 0.0  # a reversal passes through zero velocity: let the stick test decide
+            # torque the drive transmits to the link: drive body I ω̇ = K PWM + τ_f − τ_j
+            acc_tau += drive + tf - truth.inertia * wd
+            w = w_new
+            th += dt * w
+        tau_log[k] = acc_tau / sub
+    return q_log, tau_log
+
+
+def simulate_free(
+    plan: PwmPlan, truth: DriveTruth = DriveTruth(), noise: Noise = Noise(), joint: str = "joint"
+) -> DriveRecording:
+    """The PWM plan drives the drive and its hanging link (free to move under gravity)."""
+    t, pct = samples(plan)
+    u = truth.k_pwm * pct / 100.0 * truth.pwm_full_scale
+    sub = 10
+    dt = 1.0 / (plan.rate_hz * sub)
+    q, tau = _integrate(truth, u, lambda *_: 0.0, len(t), sub, dt)
+    return _record(t, pct, q, tau, truth, noise, joint)
+
+
+def simulate_external(
+    duration_s: float = 60.0,
+    rate_hz: float = 100.0,
+    truth: DriveTruth = DriveTruth(),
+    noise: Noise = Noise(),
+    amplitude: float = 0.6,
+    frequencies: tuple[float, ...] = (0.1, 0.2, 0.35, 0.5),
+    joint: str = "joint",
+) -> DriveRecording:
+    """Motor off (PWM 0); an external agent moves the link through sines of rising frequency (friction test)."""
+    n = int(round(duration_s * rate_hz)) + 1
+    t = np.arange(n) / rate_hz
+    # whole periods per frequency so the reference velocity stays continuous at the switches
+    cycles = [max(1, round(duration_s / len(frequencies) * f)) for f in frequencies]
+    ends = np.cumsum([c / f for c, f in zip(cycles, frequencies, strict=True)])
+    starts = np.concatenate([[0.0], ends[:-1]])
+    kp, kd = 400.0, 40.0
+
+    def ext(tt: float, th: float, w: float) -> float:
+        k = min(int(np.searchsorted(ends, tt, side="right")), len(frequencies) - 1)
+        f = frequencies[k]
+        ph = 2 * np.pi * f * (tt - starts[k]) if tt < ends[-1] else 0.0
+        amp = amplitude if tt < ends[-1] else 0.0
+        ref, dref = amp * math.sin(ph), amp * 2 * np.pi * f * math.cos(ph)
+        return truth.link_mgl * math.sin(th) + kp * (ref - th) + kd * (dref - w)
+
+    sub = 10
+    q, tau = _integrate(truth, np.zeros(n), ext, n, sub, 1.0 / (rate_hz * sub))
+    return _record(t, np.zeros(n), q, tau, truth, noise, joint)
+
+
+def simulate_fixture(
+    plan: PwmPlan, truth: DriveTruth = DriveTruth(), noise: Noise = Noise(), joint: str = "joint"
+) -> DriveRecording:
+    """Procedure B: the link is held; transmitted torque = K PWM inside the static band [−σs⁺, σs⁻]."""
+    t, pct = samples(plan)
+    drive = truth.k_pwm * pct / 100.0 * truth.pwm_full_scale
+    tau = np.empty_like(drive)
+    prev = 0.0
+    for k, d in enumerate(drive):  # play operator: the flex-spline slips only at the band's edges
+        prev = min(max(prev, d - truth.sigma_pos), d + truth.sigma_neg)
+        tau[k] = prev
+    return _record(t, pct, np.zeros_like(t), tau, truth, noise, joint)

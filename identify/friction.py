@@ -1,0 +1,233 @@
+"""Joint friction identification (spec actuation.md §1): Coulomb + viscous (symmetric, asymmetric) and Stribeck.
+
+Sign convention: τ_f is the friction torque acting on the drive, opposing motion (τ_f < 0 for ω > 0). It is
+measured as y = τ_j + I ω̇ − K_pwm PWM (model 2.32: τ_j = K_pwm PWM − I ω̇ + τ_f), so with the motor off
+y = τ_j + I ω̇. All magnitudes (Kc, Kv, σs±) are positive; units N·m, N·m·s/rad, rad/s.
+
+Stribeck, self-consistent form with a user-chosen velocity scale v_s (the printed eqs. 2.39–2.49 lack one):
+  ω > 0: τ_f = −[Kc + Kv ω + (σs⁺ − Kc) e^{−ω/v_s}],   ω < 0: τ_f = +[Kc − Kv ω + (σs⁻ − Kc) e^{ω/v_s}],
+linear in (Kc, Kv, σs⁺, σs⁻) once v_s is fixed. The optional zero-slope equality σs⁺ − Kc = Kv v_s makes the
+curve flat at 0⁺ (boundary-lubrication plateau); it is imposed exactly (KKT system).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from formats.errors import DataError, IdentifiabilityError
+
+MODELS = ("coulomb-viscous", "asymmetric", "stribeck")
+PARAMS = {
+    "coulomb-viscous": ("Kc", "Kv"),
+    "asymmetric": ("Kc-", "Kv-", "Kc+", "Kv+"),
+    "stribeck": ("Kc", "Kv", "sigma+", "sigma-"),
+}
+UNITS = {"Kc": "N·m", "Kv": "N·m·s/rad", "sigma": "N·m"}
+
+
+def unit_of(name: str) -> str:
+    """Unit of a friction parameter name."""
+    return UNITS["Kv"] if name.startswith("Kv") else "N·m"
+
+
+def friction_torque(model: str, params: dict[str, float], omega: np.ndarray, v_s: float | None = None):
+    """τ_f(ω) of a fitted model (zero at ω = 0)."""
+    X = regressor(model, np.asarray(omega, dtype=float), v_s)
+    return X @ _signed(model, params)
+
+
+def _signed(model: str, params: dict[str, float]) -> np.ndarray:
+    return np.array([params[k] for k in PARAMS[model]])
+
+
+def regressor(model: str, omega: np.ndarray, v_s: float | None = None) -> np.ndarray:
+    """Columns X with τ_f = X θ for θ = the positive magnitudes of PARAMS[model] (signs are in X)."""
+    w = np.asarray(omega, dtype=float)
+    pos, neg = (w > 0).astype(float), (w < 0).astype(float)
+    if model == "coulomb-viscous":
+        return np.column_stack([-np.sign(w), -w])  # Θ = [−Kc, −Kv] of eq. 2.35 with the signs moved into X
+    if model == "asymmetric":
+        # u⁻ = −1 (ω<0), r⁻ = ω (ω<0), u⁺ = 1 (ω>0), r⁺ = ω (ω>0); τ_f = −Kc⁻u⁻ − Kv⁻r⁻ − Kc⁺u⁺ − Kv⁺r⁺
+        return np.column_stack([neg, -w * neg, -pos, -w * pos])
+    if model == "stribeck":
+        if v_s is None or not v_s > 0:
+            raise DataError("the Stribeck model needs a Stribeck velocity v_s > 0")
+        e = np.exp(-np.abs(w) / v_s)
+        return np.column_stack([-np.sign(w) * (1 - e), -w, -pos * e, neg * e])
+    raise DataError(f"unknown friction model {model!r} (choose from {', '.join(MODELS)})")
+
+
+@dataclass
+class FrictionFit:
+    """A fitted friction model: magnitudes, standard errors, conditioning and what was discarded."""
+
+    model: str
+    params: dict[str, float]
+    se: dict[str, float]
+    v_s: float | None
+    zero_slope: bool
+    n_used: int
+    n_rejected: int
+    rms: float  # N·m, residual
+    cond: float  # of XᵀX
+    vs_scan: list[tuple[float, float]] = field(default_factory=list)  # (v_s, rms) when v_s was searched
+
+    def torque(self, omega: np.ndarray) -> np.ndarray:
+        return friction_torque(self.model, self.params, omega, self.v_s)
+
+    def as_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "params": self.params,
+            "se": self.se,
+            "units": {k: unit_of(k) for k in self.params},
+            "v_s_rad_s": self.v_s,
+            "zero_slope": self.zero_slope,
+            "n_used": self.n_used,
+            "n_rejected": self.n_rejected,
+            "rms_Nm": self.rms,
+            "cond_XtX": self.cond,
+        }
+
+
+def select_samples(
+    omega: np.ndarray,
+    omega_dot: np.ndarray,
+    accel_max: float | None,
+    speed_min: float = 0.0,
+    margin: int = 0,
+) -> np.ndarray:
+    """Mask of samples kept: |ω̇| ≤ accel_max (outliers at velocity reversals, where stick–slip and the
+    differentiating filter disagree most) and |ω| > speed_min (sticking: friction undetermined), each rejected
+    stretch widened by `margin` samples on both sides (the filter smears a transition over its neighbours)."""
+    bad = ~(np.isfinite(omega) & np.isfinite(omega_dot))
+    if accel_max is not None:
+        bad |= np.abs(omega_dot) > accel_max
+    bad |= np.abs(omega) <= speed_min
+    if margin > 0:
+        bad = np.convolve(bad.astype(float), np.ones(2 * margin + 1), mode="same") > 0
+    return ~bad
+
+
+def _check(*arrays: np.ndarray) -> int:
+    n = len(arrays[0])
+    for a in arrays:
+        if a.ndim != 1 or len(a) != n:
+            raise DataError("friction data: ω, ω̇, τ_j (and PWM) must be 1-D arrays of equal length")
+        if not np.all(np.isfinite(a)):
+            raise DataError("friction data: non-finite values")
+    return n
+
+
+def _solve(X: np.ndarray, y: np.ndarray, names: tuple[str, ...], C: np.ndarray | None = None):
+    """Least squares, optionally with equality rows C θ = 0; (θ, se, rms, cond)."""
+    n, p = X.shape
+    XtX = X.T @ X
+    cond = float(np.linalg.cond(XtX))
+    if not np.isfinite(cond) or cond > 1e12:
+        dead = [names[k] for k in range(p) if np.allclose(X[:, k], 0)]
+        hint = f" (no data for {', '.join(dead)})" if dead else " (the data do not excite every term)"
+        raise IdentifiabilityError(f"friction regressor is rank deficient, cond(XᵀX) = {cond:.3g}{hint}")
+    if C is None:
+        theta = np.linalg.solve(XtX, X.T @ y)
+        dof = max(n - p, 1)
+        res = y - X @ theta
+        s2 = float(res @ res) / dof
+        cov = s2 * np.linalg.inv(XtX)
+    else:
+        m = C.shape[0]
+        K = np.block([[XtX, C.T], [C, np.zeros((m, m))]])
+        sol = np.linalg.solve(K, np.concatenate([X.T @ y, np.zeros(m)]))
+        theta = sol[:p]
+        res = y - X @ theta
+        s2 = float(res @ res) / max(n - p + m, 1)
+        # covariance on the constraint's null space
+        _, _, Vt = np.linalg.svd(C)
+        N = Vt[m:].T
+        cov = s2 * N @ np.linalg.inv(N.T @ XtX @ N) @ N.T
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    return theta, se, float(np.sqrt(np.mean(res**2))), cond
+
+
+def fit_friction(
+    omega: np.ndarray,
+    omega_dot: np.ndarray,
+    tau_j: np.ndarray,
+    inertia: float,
+    model: str = "stribeck",
+    v_s: float | None = None,
+    zero_slope: bool = False,
+    accel_max: float | None = None,
+    speed_min: float = 0.0,
+    margin: int = 0,
+    pwm: np.ndarray | None = None,
+    pwm_gain: float = 0.0,
+    pwm_offset: float = 0.0,
+) -> FrictionFit:
+    """Fit τ_f from y = τ_j + I ω̇ − (K PWM + τ₀); v_s=None for the Stribeck model searches it (profile RSS)."""
+    omega, omega_dot, tau_j = (np.asarray(a, dtype=float) for a in (omega, omega_dot, tau_j))
+    _check(omega, omega_dot, tau_j, *(() if pwm is None else (np.asarray(pwm, dtype=float),)))
+    if model not in MODELS:
+        raise DataError(f"unknown friction model {model!r} (choose from {', '.join(MODELS)})")
+    if not np.isfinite(inertia) or inertia < 0:
+        raise DataError(f"drive inertia must be finite and ≥ 0, got {inertia}")
+    if zero_slope and model != "stribeck":
+        raise DataError("the zero-slope constraint applies to the Stribeck model only")
+    y = tau_j + inertia * omega_dot
+    if pwm is not None:
+        y = y - pwm_gain * np.asarray(pwm, dtype=float) - pwm_offset
+    keep = select_samples(omega, omega_dot, accel_max, speed_min, margin)
+    if keep.sum() < 10:
+        raise DataError(f"only {int(keep.sum())} samples left after outlier rejection; need ≥ 10")
+    w, yk = omega[keep], y[keep]
+    names = PARAMS[model]
+
+    def one(vs: float | None) -> FrictionFit:
+        X = regressor(model, w, vs)
+        C = np.array([[1.0, vs, -1.0, 0.0]]) if zero_slope else None  # Kc + Kv v_s − σs⁺ = 0
+        theta, se, rms, cond = _solve(X, yk, names, C)
+        return FrictionFit(
+            model,
+            {k: float(v) for k, v in zip(names, theta, strict=True)},
+            {k: float(v) for k, v in zip(names, se, strict=True)},
+            vs,
+            zero_slope,
+            int(keep.sum()),
+            int((~keep).sum()),
+            rms,
+            cond,
+        )
+
+    if model != "stribeck" or v_s is not None:
+        return one(v_s)
+    hi = max(float(np.percentile(np.abs(w), 95)), 1e-6)
+    grid = np.geomspace(hi / 300, hi / 2, 40)
+    fits = []
+    for vs in grid:
+        try:
+            fits.append(one(float(vs)))
+        except IdentifiabilityError:
+            continue
+    if not fits:
+        raise IdentifiabilityError("Stribeck velocity search: no v_s gives a well-conditioned fit")
+    k = int(np.argmin([f.rms for f in fits]))
+    # refine by golden-section on log v_s between the neighbours of the grid minimum
+    lo = np.log(fits[max(k - 1, 0)].v_s)
+    up = np.log(fits[min(k + 1, len(fits) - 1)].v_s)
+    g = (np.sqrt(5) - 1) / 2
+    a, b = up - g * (up - lo), lo + g * (up - lo)
+    fa, fb = one(float(np.exp(a))), one(float(np.exp(b)))
+    for _ in range(30):
+        if fa.rms < fb.rms:
+            up, b, fb = b, a, fa
+            a = up - g * (up - lo)
+            fa = one(float(np.exp(a)))
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (up - lo)
+            fb = one(float(np.exp(b)))
+    best = fa if fa.rms < fb.rms else fb
+    best.vs_scan = [(f.v_s, f.rms) for f in fits]
+    return best

@@ -1,0 +1,107 @@
+"""PWM-to-torque gain (spec actuation.md §2, eqs. 2.50–2.51): τ₀ + K*_pwm PWM after friction compensation.
+
+Moving link: y = τ_j + I ω̇ − τ_f(ω) = τ₀ + K PWM, fitted where the friction model holds (outside sticking
+and velocity reversals). Link in a fixture (procedure B): ω ≈ 0 and the drive's static friction winds the
+flex-spline up, so the torque lags the PWM by a band (hysteresis); the band is modelled as an offset
+−h·sign(dPWM/dt) and samples where the torque sticks at the turning points (|dτ/dt| small while the PWM moves)
+are discarded. K is in N·m per % of PWM full scale (× 100 / full scale for device units).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from formats.errors import DataError, IdentifiabilityError
+from identify.friction import FrictionFit, select_samples
+
+
+@dataclass
+class PwmGainFit:
+    """τ_j = τ₀ + K PWM [− h sign(dPWM/dt)]; K [N·m/%], τ₀ [N·m], h [N·m, half the hysteresis width]."""
+
+    k_pwm: float
+    tau0: float
+    hysteresis: float | None
+    se: dict[str, float]
+    n_used: int
+    rms: float
+    method: str
+
+    def as_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "k_pwm_Nm_per_pct": self.k_pwm,
+            "tau0_Nm": self.tau0,
+            "hysteresis_half_width_Nm": self.hysteresis,
+            "se": self.se,
+            "n_used": self.n_used,
+            "rms_Nm": self.rms,
+        }
+
+
+def _ls(X: np.ndarray, y: np.ndarray, names: list[str]):
+    if X.shape[0] < X.shape[1] + 2:
+        raise DataError(f"only {X.shape[0]} usable samples for the PWM gain")
+    XtX = X.T @ X
+    cond = np.linalg.cond(XtX)
+    if not np.isfinite(cond) or cond > 1e12:
+        raise IdentifiabilityError(
+            f"PWM gain: regressor rank deficient (cond {cond:.3g}); {', '.join(names)} not separable "
+            "— does the PWM vary?"
+        )
+    theta = np.linalg.solve(XtX, X.T @ y)
+    res = y - X @ theta
+    s2 = float(res @ res) / (len(y) - len(theta))
+    se = np.sqrt(np.diag(s2 * np.linalg.inv(XtX)))
+    return theta, dict(zip(names, map(float, se), strict=True)), float(np.sqrt(np.mean(res**2)))
+
+
+def fit_pwm_gain(
+    pwm: np.ndarray,
+    omega: np.ndarray,
+    omega_dot: np.ndarray,
+    tau_j: np.ndarray,
+    inertia: float,
+    friction: FrictionFit | None,
+    accel_max: float | None = 5.0,
+    speed_min: float = 0.05,
+    margin: int = 5,
+) -> PwmGainFit:
+    """Moving-link gain regression after friction compensation (rows [1, PWMᵢ])."""
+    arrays = [np.asarray(a, dtype=float) for a in (pwm, omega, omega_dot, tau_j)]
+    if len({len(a) for a in arrays}) != 1 or not all(np.all(np.isfinite(a)) for a in arrays):
+        raise DataError("PWM gain: PWM, ω, ω̇, τ_j must be finite arrays of equal length")
+    pwm, omega, omega_dot, tau_j = arrays
+    y = tau_j + inertia * omega_dot
+    if friction is not None:
+        y = y - friction.torque(omega)
+        keep = select_samples(omega, omega_dot, accel_max, speed_min, margin)
+    else:
+        keep = np.ones(len(y), bool)
+    X = np.column_stack([np.ones(keep.sum()), pwm[keep]])
+    theta, se, rms = _ls(X, y[keep], ["tau0", "k_pwm"])
+    return PwmGainFit(float(theta[1]), float(theta[0]), None, se, int(keep.sum()), rms, "moving link")
+
+
+def fit_pwm_gain_fixture(
+    t: np.ndarray, pwm: np.ndarray, tau_j: np.ndarray, stick_ratio: float = 0.5
+) -> PwmGainFit:
+    """Procedure B (link held): rows [1, PWM, −sign(dPWM/dt)] over the samples where τ_j follows the PWM."""
+    t, pwm, tau_j = (np.asarray(a, dtype=float) for a in (t, pwm, tau_j))
+    if not (len(t) == len(pwm) == len(tau_j)) or not all(np.all(np.isfinite(a)) for a in (t, pwm, tau_j)):
+        raise DataError("PWM gain: t, PWM, τ_j must be finite arrays of equal length")
+    dp = np.gradient(pwm, t)
+    dtau = np.gradient(tau_j, t)
+    moving = np.abs(dp) > 0.2 * np.median(np.abs(dp[dp != 0])) if np.any(dp != 0) else np.zeros(len(t), bool)
+    if moving.sum() < 10:
+        raise IdentifiabilityError("PWM gain: the PWM hardly varies; K_pwm is not identifiable")
+    # rough slope from the moving samples, then keep only those where τ_j slips along with the PWM
+    k0 = np.median(dtau[moving] / dp[moving])
+    follows = moving & (np.sign(dtau) == np.sign(dp * k0)) & (np.abs(dtau) > stick_ratio * np.abs(k0 * dp))
+    X = np.column_stack([np.ones(follows.sum()), pwm[follows], -np.sign(dp[follows])])
+    theta, se, rms = _ls(X, tau_j[follows], ["tau0", "k_pwm", "hysteresis"])
+    return PwmGainFit(
+        float(theta[1]), float(theta[0]), float(theta[2]), se, int(follows.sum()), rms, "fixture"
+    )
