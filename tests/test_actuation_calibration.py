@@ -109,3 +109,78 @@ def test_pwm_plan_recommended_sweeps_round_trip_and_validation(tmp_path):
         (tmp_path / "b.json").write_text(json.dumps(bad))
         with pytest.raises(DataError, match=msg):
             load_pwm_plan(tmp_path / "b.json")
+
+
+# --- accelerometer calibration (spec §4) --------------------------------------------------------------------
+
+
+def test_ellipsoid_fit_exact_on_noise_free_full_sphere():
+    from identify.accelerometer import fit_ellipsoid
+
+    rng = np.random.default_rng(3)
+    u = rng.normal(size=(60, 3))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    C = np.array([[1.02, 0.01, -0.02], [0.01, 0.97, 0.005], [-0.02, 0.005, 1.01]])
+    o = np.array([0.3, -0.2, 0.5])
+    r = (9.81 * u) @ np.linalg.inv(C).T + o
+    cal = fit_ellipsoid(r)
+    assert np.allclose(cal.offset, o, atol=1e-6) and np.allclose(cal.C, C, atol=1e-6)
+    assert np.allclose(np.linalg.norm(cal.apply(r), axis=1), 9.81, atol=1e-6)
+
+
+def test_tumble_plus_bounded_ellipsoid_cuts_offset_spread_at_least_5x():
+    from identify.accelerometer import calibrate_two_step, fit_ellipsoid, split_recording, tumble_offset
+    from identify.sensor_sim import AccelExperiment, simulate_accelerometer
+
+    free, two = [], []
+    for seed in range(6):
+        rec, (o_true, C_true) = simulate_accelerometer(exp=AccelExperiment(seed=seed))
+        grid, first, second = split_recording(rec.pose, rec.a, rec.tumble)
+        free.append(fit_ellipsoid(grid).vector())
+        two.append(calibrate_two_step(grid, tumble_offset(first, second)).vector())
+    free, two = np.array(free), np.array(two)
+    ratio = free[:, :3].std(axis=0).max() / two[:, :3].std(axis=0).max()
+    assert ratio >= 5, ratio
+    assert np.allclose(two[:, :3].mean(axis=0), o_true, atol=0.03)
+    assert np.allclose(two[:, 3:6].mean(axis=0), np.diag(C_true), atol=0.01)
+
+
+# --- encoder offsets from accelerometers (spec §5) ---------------------------------------------------------
+
+TABLE_3_5_AUTO_DEG = [-0.1, -4.7, 2.5, -4.5, -4.6, 6.0]  # left leg, automatic calibration (thesis Table 3.5)
+
+
+@pytest.fixture(scope="module")
+def arm():
+    from robots.registry import get_model
+
+    return get_model("icub-right-arm")
+
+
+def test_encoder_offsets_recovered_within_0p1_deg_with_bucket_report(arm):
+    from identify.encoder_offsets import default_sensors, fit_with_buckets, prepare
+    from identify.sensor_sim import simulate_offsets
+
+    sensors = default_sensors(arm)
+    assert len(sensors) >= int(np.ceil(arm.nq / 3))
+    truth = np.radians(TABLE_3_5_AUTO_DEG + [1.5])[: arm.nq]
+    q, acc, _ = simulate_offsets(arm, sensors, truth, n=20000, rate_hz=1000, speed_deg_s=4, seed=5)
+    q, acc = prepare(q, acc, 201, 10)
+    fit = fit_with_buckets(arm, q, acc, sensors, n_buckets=5, bucket_size=200)
+    err = np.degrees(fit.offsets - truth)
+    assert np.max(np.abs(err)) < 0.1, err
+    report = fit.as_dict(truth)
+    assert [r["joint"] for r in report["joints"]] == arm.joint_names
+    assert all(abs(r["gap_deg"]) < 0.1 for r in report["joints"])
+    assert all(r["bucket_std_deg"] < 0.3 for r in report["joints"])  # 200-sample buckets are noisier
+    assert not fit.active_bounds
+
+
+def test_encoder_offsets_refuse_unobservable_joints(arm):
+    from identify.encoder_offsets import fit_offsets
+    from identify.sensor_sim import simulate_offsets
+
+    sensors = ["r_arm_ft_sensor"]  # nothing beyond the shoulder: elbow and wrist offsets are invisible
+    q, acc, _ = simulate_offsets(arm, sensors, np.zeros(arm.nq), n=300, seed=1)
+    with pytest.raises(IdentifiabilityError, match="r_elbow"):
+        fit_offsets(arm, q, acc, sensors)

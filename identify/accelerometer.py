@@ -1,0 +1,165 @@
+"""Accelerometer calibration (spec actuation.md §4): a = C (r − o), raw readings r of a static sensor lie on an
+ellipsoid ‖C (r − o)‖ = g.
+
+`fit_ellipsoid`: algebraic quadric fit for a start, then geometric least squares (trust-region reflective) on
+(o, C symmetric: gains gxx gyy gzz and cross-axis gyx gzx gzy, the columns of Tables 3.1–3.4). With readings
+from a limited cap of gravity directions the unconstrained fit is sloppy; `tumble_offset` measures o from pairs
+of orientations rotated by π about a horizontal axis (r₁ + r₂ = 2 o whatever C is), and `calibrate_two_step`
+bounds the ellipsoid's centre to that offset ± 0.01 m/s². SLOM has no bounds, so scipy's bounded solver is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from formats.errors import DataError, IdentifiabilityError
+
+G = 9.81
+PARAM_NAMES = ("ox", "oy", "oz", "gxx", "gyy", "gzz", "gyx", "gzx", "gzy")
+
+
+@dataclass
+class AccelCalibration:
+    """Offset o [m/s²] and symmetric gain matrix C [-]; `a = C (r − o)` maps raw readings to m/s²."""
+
+    offset: np.ndarray
+    C: np.ndarray
+    rms: float  # m/s², ‖a‖ − g over the poses
+    method: str
+
+    def apply(self, r: np.ndarray) -> np.ndarray:
+        return (np.asarray(r) - self.offset) @ self.C.T
+
+    def vector(self) -> np.ndarray:
+        """(ox, oy, oz, gxx, gyy, gzz, gyx, gzx, gzy)."""
+        C = self.C
+        return np.array([*self.offset, C[0, 0], C[1, 1], C[2, 2], C[1, 0], C[2, 0], C[2, 1]])
+
+    def as_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "rms_m_s2": self.rms,
+            **dict(zip(PARAM_NAMES, map(float, self.vector()), strict=True)),
+        }
+
+
+def _C(p: np.ndarray) -> np.ndarray:
+    return np.array([[p[3], p[6], p[7]], [p[6], p[4], p[8]], [p[7], p[8], p[5]]])
+
+
+def _check(r: np.ndarray, need: int = 9) -> np.ndarray:
+    r = np.asarray(r, dtype=float)
+    if r.ndim != 2 or r.shape[1] != 3:
+        raise DataError(f"accelerometer readings must be an (N, 3) array, got shape {r.shape}")
+    if not np.all(np.isfinite(r)):
+        raise DataError("accelerometer readings contain non-finite values")
+    if len(r) < need:
+        raise DataError(f"{len(r)} poses are too few for an ellipsoid fit (need ≥ {need})")
+    return r
+
+
+def algebraic_ellipsoid(r: np.ndarray, g: float = G) -> tuple[np.ndarray, np.ndarray]:
+    """Centre and symmetric C of the quadric through the points (least squares on its 10 coefficients)."""
+    x, y, z = r.T
+    D = np.column_stack(
+        [x * x, y * y, z * z, 2 * x * y, 2 * x * z, 2 * y * z, 2 * x, 2 * y, 2 * z, np.ones(len(r))]
+    )
+    _, s, Vt = np.linalg.svd(D, full_matrices=False)
+    v = Vt[-1]
+    A = np.array([[v[0], v[3], v[4]], [v[3], v[1], v[5]], [v[4], v[5], v[2]]])
+    b = v[6:9]
+    if np.linalg.det(A) < 0:
+        A, b, v = -A, -b, -v
+    try:
+        o = -np.linalg.solve(A, b)
+    except np.linalg.LinAlgError:
+        raise IdentifiabilityError(
+            "the readings do not determine an ellipsoid (degenerate quadric)"
+        ) from None
+    k = o @ A @ o - v[9]
+    M = A / k
+    w, U = np.linalg.eigh(M)
+    if np.any(w <= 0) or not np.isfinite(k):
+        raise IdentifiabilityError("the readings do not determine an ellipsoid (not positive definite)")
+    return o, g * (U * np.sqrt(w)) @ U.T
+
+
+def _refine(r, o0, C0, g, lower=None, upper=None) -> tuple[np.ndarray, np.ndarray, float]:
+    p0 = np.array([*o0, C0[0, 0], C0[1, 1], C0[2, 2], C0[1, 0], C0[2, 0], C0[2, 1]])
+    lb = np.full(9, -np.inf)
+    ub = np.full(9, np.inf)
+    if lower is not None:
+        lb[:3], ub[:3] = lower, upper
+        p0[:3] = np.clip(p0[:3], lower + 1e-12, upper - 1e-12)
+
+    def res(p):
+        return np.linalg.norm((r - p[:3]) @ _C(p).T, axis=1) - g
+
+    sol = least_squares(res, p0, bounds=(lb, ub), method="trf", x_scale="jac")
+    return sol.x[:3], _C(sol.x), float(np.sqrt(np.mean(sol.fun**2)))
+
+
+def sphere_fit(r: np.ndarray, g: float = G) -> tuple[np.ndarray, np.ndarray]:
+    """Centre and C = (g/R) I of the least-squares sphere (linear in o and R² − ‖o‖²)."""
+    A = np.column_stack([2 * r, np.ones(len(r))])
+    sol = np.linalg.lstsq(A, np.sum(r * r, axis=1), rcond=None)[0]
+    o = sol[:3]
+    R = np.sqrt(max(sol[3] + o @ o, 1e-12))
+    return o, (g / R) * np.eye(3)
+
+
+def fit_ellipsoid(r: np.ndarray, g: float = G) -> AccelCalibration:
+    """Unconstrained ellipsoid fit: geometric refinement from the algebraic quadric (when it is an ellipsoid)
+    and from the best sphere; the better of the two."""
+    r = _check(r)
+    starts = [sphere_fit(r, g)]
+    try:
+        starts.append(algebraic_ellipsoid(r, g))
+    except IdentifiabilityError:
+        pass  # a cap of directions often fits a hyperboloid better
+    best = min((_refine(r, o, C, g) for o, C in starts), key=lambda x: x[2])
+    return AccelCalibration(best[0], best[1], best[2], "ellipsoid")
+
+
+def tumble_offset(r_first: np.ndarray, r_second: np.ndarray) -> np.ndarray:
+    """Offset from tumble pairs (rotated by π about a horizontal axis): mean of (r₁ + r₂)/2 over the pairs."""
+    a, b = np.atleast_2d(np.asarray(r_first, float)), np.atleast_2d(np.asarray(r_second, float))
+    if a.shape != b.shape or a.shape[1] != 3 or len(a) == 0:
+        raise DataError("tumble pairs: need matching (K, 3) readings for both orientations")
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        raise DataError("tumble pairs contain non-finite values")
+    return np.mean((a + b) / 2, axis=0)
+
+
+def calibrate_two_step(
+    r: np.ndarray, offset: np.ndarray, bound: float = 0.01, g: float = G
+) -> AccelCalibration:
+    """Ellipsoid fit with the centre bounded to the tumble offset ± bound [m/s²]."""
+    r = _check(r, need=6)
+    offset = np.asarray(offset, float)
+    _, C0 = sphere_fit(r - offset, g)
+    o, C, rms = _refine(r, offset, C0, g, offset - bound, offset + bound)
+    return AccelCalibration(o, C, rms, "tumble + bounded ellipsoid")
+
+
+def pose_means(pose: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Average readings per static pose id: (ids, means (P, 3))."""
+    ids = np.unique(pose)
+    return ids, np.array([a[pose == i].mean(axis=0) for i in ids])
+
+
+def split_recording(pose: np.ndarray, a: np.ndarray, tumble: np.ndarray):
+    """(grid pose means, tumble first (K,3), tumble second (K,3)) from an accelerometer recording's columns."""
+    grid = tumble == 0
+    _, rg = pose_means(pose[grid], a[grid])
+    firsts, seconds = [], []
+    for k in sorted(set(np.abs(tumble[~grid]).tolist())):
+        one, two = tumble == k, tumble == -k
+        if not one.any() or not two.any():
+            raise DataError(f"tumble pair {k} lacks its {'second' if one.any() else 'first'} orientation")
+        firsts.append(a[one].mean(axis=0))
+        seconds.append(a[two].mean(axis=0))
+    return rg, np.array(firsts).reshape(-1, 3), np.array(seconds).reshape(-1, 3)

@@ -1,0 +1,202 @@
+"""Joint encoder offsets from link accelerometers (spec actuation.md §5, thesis §3.2–3.4.3).
+
+The encoder reads q; the true angle is θ = q + δ. A static (slowly moving) accelerometer on a link measures the
+proper acceleration α̂_j(θ) = −ᵂR_{S_j}(θ)ᵀ g. δ minimises Σ_samples Σ_sensors ‖α − α̂(q + δ)‖² by bounded
+trust-region least squares (scipy `trf`, like lsqnonlin), bounds ±20°. Robustness check: the samples are split
+at random into buckets (5 × 200 in the thesis) and the fit repeated per bucket; the spread is reported.
+Any robot: the sensors are sites of the robot description, the base frame is one where gravity is `gravity`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from formats.errors import DataError, IdentifiabilityError
+from robots.dynamics import GRAVITY
+from robots.kinematics import site_pose
+from robots.tree import RobotModel
+
+
+def root_link(model: RobotModel) -> str:
+    """The model's root link (its frame is the world frame of a fixed-base robot)."""
+    return model.links[0].name
+
+
+def default_sensors(model: RobotModel) -> list[str]:
+    """Sites giving ≥ 1 accelerometer per 3 joints along the chain (greedy: deepest link within reach)."""
+    depth = {}
+    for s in model.sites:
+        d = sum(model.joints[j].is_coordinate for j in model.joint_path(s.link))
+        if d > 0:
+            depth.setdefault(s.link, (d, s.name))
+    if not depth:
+        raise DataError(f"model {model.name!r} has no site on a moving link to carry an accelerometer")
+    by_depth = sorted(depth.values())
+    chosen, covered = [], 0
+    nmax = max(d for d, _ in by_depth)
+    while covered < nmax:
+        reach = [x for x in by_depth if covered < x[0] <= covered + 3]
+        if not reach:
+            reach = [x for x in by_depth if x[0] > covered][:1]
+        d, name = reach[-1]
+        chosen.append(name)
+        covered = d
+    return chosen
+
+
+def smooth(acc: np.ndarray, window: int = 51, order: int = 3) -> np.ndarray:
+    """Savitzky–Golay smoothing of accelerations along time (the thesis used a wide window, order 5)."""
+    from scipy.signal import savgol_filter
+
+    if window <= order or window % 2 == 0:
+        raise DataError(f"smoothing window must be odd and > order {order}, got {window}")
+    if len(acc) < window:
+        raise DataError(f"{len(acc)} samples are fewer than the smoothing window {window}")
+    return savgol_filter(acc, window, order, axis=0)
+
+
+def prepare(q: np.ndarray, acc: np.ndarray, window: int = 201, decimate: int = 10):
+    """Smooth the accelerations (Savitzky–Golay) and keep every `decimate`-th sample of q and acc."""
+    if decimate < 1:
+        raise DataError(f"decimation must be ≥ 1, got {decimate}")
+    a = smooth(acc, window) if window > 1 else acc
+    return q[::decimate], a[::decimate]
+
+
+def expected_acc(
+    model: RobotModel, theta: np.ndarray, sensors: list[str], params: str = "urdf", gravity=GRAVITY
+) -> np.ndarray:
+    """Proper accelerations (N, S, 3) of static sensors at true angles θ (N, nq), in each sensor frame."""
+    base = root_link(model)
+    g = np.asarray(gravity, float)
+    out = []
+    for s in sensors:
+        R, _ = site_pose(model, theta, params, s, base)
+        out.append(-np.einsum("nji,j->ni", R, g))
+    return np.stack(out, axis=1)
+
+
+@dataclass
+class OffsetFit:
+    """Offsets δ [rad] (θ = q + δ), residual rms [m/s²], mean angle between measured and predicted [deg]."""
+
+    joints: list[str]
+    offsets: np.ndarray
+    rms: float
+    angle_deg: float
+    active_bounds: list[str]
+    buckets: np.ndarray | None = None  # (B, nq) per-bucket offsets [rad]
+    unidentifiable: list[str] = field(default_factory=list)
+
+    @property
+    def bucket_std(self) -> np.ndarray | None:
+        return None if self.buckets is None else self.buckets.std(axis=0, ddof=1)
+
+    def as_dict(self, truth: np.ndarray | None = None) -> dict:
+        rows = []
+        for k, j in enumerate(self.joints):
+            row = {"joint": j, "offset_deg": float(np.degrees(self.offsets[k]))}
+            if self.buckets is not None:
+                row["bucket_mean_deg"] = float(np.degrees(self.buckets[:, k].mean()))
+                row["bucket_std_deg"] = float(np.degrees(self.bucket_std[k]))
+            if truth is not None:
+                row["true_deg"] = float(np.degrees(truth[k]))
+                row["gap_deg"] = row["offset_deg"] - row["true_deg"]
+            rows.append(row)
+        return {
+            "joints": rows,
+            "rms_m_s2": self.rms,
+            "mean_angle_deg": self.angle_deg,
+            "active_bounds": self.active_bounds,
+            "unidentifiable": self.unidentifiable,
+        }
+
+
+def _check(model: RobotModel, q: np.ndarray, acc: np.ndarray, sensors: list[str]) -> None:
+    if q.ndim != 2 or q.shape[1] != model.nq:
+        raise DataError(f"encoder readings must be (N, {model.nq}) for {model.name}, got {q.shape}")
+    if acc.shape != (len(q), len(sensors), 3):
+        raise DataError(f"accelerations must be (N, {len(sensors)}, 3), got {acc.shape}")
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(acc))):
+        raise DataError("encoder-offset data contain non-finite values")
+    for s in sensors:
+        model.site(s)  # DataError naming the unknown site
+
+
+def _rank_check(J: np.ndarray, names: list[str]) -> None:
+    """IdentifiabilityError naming the joints whose offsets the data cannot see."""
+    s = np.linalg.svd(J, compute_uv=False)
+    if s[-1] >= 1e-6 * s[0]:
+        return
+    col = np.linalg.norm(J, axis=0)
+    unid = [names[k] for k in range(len(names)) if col[k] < 1e-6 * s[0]] or ["a combination of joints"]
+    raise IdentifiabilityError(
+        f"encoder offsets not identifiable from these poses/sensors: {', '.join(unid)} "
+        "(add a sensor beyond those joints or avoid axes aligned with gravity)"
+    )
+
+
+def fit_offsets(
+    model: RobotModel,
+    q: np.ndarray,
+    acc: np.ndarray,
+    sensors: list[str],
+    bound_deg: float = 20.0,
+    tol_deg: float = 0.1,
+    params: str = "urdf",
+    gravity=GRAVITY,
+) -> OffsetFit:
+    """Bounded nonlinear LS for δ; joints the data cannot see (rank-deficient Jacobian) are named."""
+    q, acc = np.asarray(q, float), np.asarray(acc, float)
+    _check(model, q, acc, sensors)
+    b = np.radians(bound_deg)
+
+    def res(d):
+        return (expected_acc(model, q + d, sensors, params, gravity) - acc).ravel()
+
+    names = model.joint_names
+    r0 = res(np.zeros(model.nq))  # rank check before solving: a blind joint makes the solver wander
+    h = 1e-6
+    _rank_check(np.column_stack([(res(h * e) - r0) / h for e in np.eye(model.nq)]), names)
+    sol = least_squares(
+        res, np.zeros(model.nq), bounds=(-b, b), method="trf", x_scale=1.0, xtol=np.radians(tol_deg) * 1e-3
+    )
+    _rank_check(sol.jac, names)
+    pred = expected_acc(model, q + sol.x, sensors, params, gravity)
+    cosang = np.sum(pred * acc, axis=2) / (np.linalg.norm(pred, axis=2) * np.linalg.norm(acc, axis=2))
+    active = [names[k] for k in range(model.nq) if abs(abs(sol.x[k]) - b) < 1e-6]
+    return OffsetFit(
+        list(names),
+        sol.x,
+        float(np.sqrt(np.mean(sol.fun**2))),
+        float(np.degrees(np.mean(np.arccos(np.clip(cosang, -1, 1))))),
+        active,
+    )
+
+
+def fit_with_buckets(
+    model: RobotModel,
+    q: np.ndarray,
+    acc: np.ndarray,
+    sensors: list[str],
+    n_buckets: int = 5,
+    bucket_size: int = 200,
+    seed: int = 0,
+    **kw,
+) -> OffsetFit:
+    """Fit on all samples, then on `n_buckets` random disjoint buckets of `bucket_size` samples (robustness)."""
+    fit = fit_offsets(model, q, acc, sensors, **kw)
+    n = len(q)
+    if n_buckets * bucket_size > n:
+        raise DataError(f"{n} samples cannot fill {n_buckets} buckets of {bucket_size}")
+    perm = np.random.default_rng(seed).permutation(n)
+    fit.buckets = np.array(
+        [
+            fit_offsets(model, q[idx], acc[idx], sensors, **kw).offsets
+            for idx in (perm[k * bucket_size : (k + 1) * bucket_size] for k in range(n_buckets))
+        ]
+    )
+    return fit
