@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg as sla
 
 from formats.errors import DataError
 
@@ -57,11 +58,13 @@ def coefficient_path(W: np.ndarray, P: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def compress(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(R, Qᵀb) of A = QR: every quantity of uncentred PLS1, LS and ridge depends on A and b only through AᵀA,
-    Aᵀb (and b ᵀb), which R and Qᵀb preserve — the same estimates from a square system."""
+    Aᵀb (and bᵀb), which R and Qᵀb preserve — the same estimates from a square system. One triangular
+    factorisation of [A b] gives both (its last column is Qᵀb) without forming Q."""
     if A.shape[0] <= A.shape[1]:
         return A, b
-    Q, R = np.linalg.qr(A)
-    return R, Q.T @ b
+    p = A.shape[1]
+    Rab = sla.qr(np.column_stack([A, b]), mode="r", overwrite_a=True, check_finite=False)[0]
+    return Rab[:p, :p], Rab[:p, p]
 
 
 def folds(n: int, k: int) -> list[np.ndarray]:

@@ -1,0 +1,507 @@
+"""Inertial + friction + motor parameters in one regression (spec icub-pls.md §1, paper eq. 11).
+
+Per sample, the rows of every actuation group's joints (torque balance, N·m) and the six F/T rows (N, N·m):
+```
+joint rows:  Y_τ φ + Y_F(q̇) φ_F + Tᵀ Y_F(q̇_m) φ_Fm − Tᵀ diag(v) k = 0      (coupled groups)
+             Y_τ φ + Y_F(q̇) φ_F                   − diag(v) k     = 0      (own motor: T = 1)
+F/T rows:    Y_FT φ + w_O = w_s
+```
+The groups and Tᵀ come from the robot description (robots.actuation); friction follows the sign convention of
+robots.actuation: [c⁺, c⁻, v⁺, v⁻] with regressor [1⁺, −1⁻, q̇⁺, q̇⁻], all ≥ 0.
+The unknowns are reduced to their identifiable combinations (pivoted QR over random states: e.g. a motor whose
+velocity equals a joint's shares its friction columns). Rows are weighted explicitly — per N, per N·m of
+moment, per N·m of joint torque — or, with weights "auto", by 1/σ of each row's ordinary-LS residuals.
+Velocities come from zero-phase differentiation; measurements pass the same low-pass before decimation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.ndimage import minimum_filter1d
+
+from formats.errors import DataError, IdentifiabilityError
+from formats.ft_pwm_recording import FtPwmRecording
+from identify.differentiation import derivatives, lowpass
+from identify.dynamic import ls_statistics
+from identify.pls import PLSRegression, compress, cv_ols, cv_ridge, ridge
+from robots import dynamics as dyn
+from robots.actuation import FtPwmTruth, Transmission, friction_rows, motor_velocities, transmissions
+from robots.base_params import DynamicBase, RegressorSpec, random_states
+from robots.com_base import numeric_base
+from robots.conditioning import kappa
+from robots.memo import per_model
+from robots.tree import ParameterSet, RobotModel
+
+WRENCH_ROWS = ("fx", "fy", "fz", "mx", "my", "mz")
+FRICTION = ("c+", "c-", "v+", "v-")
+METHODS = ("pls", "ols", "ridge", "iv")
+
+
+@dataclass(frozen=True)
+class RowWeights:
+    """Explicit row weights: per N (force rows), per N·m (moment rows), per N·m (joint-torque/PWM rows)."""
+
+    force: float = 1.0
+    moment: float = 1.0
+    joint: float = 1.0
+
+    def __post_init__(self) -> None:
+        for k in ("force", "moment", "joint"):
+            v = getattr(self, k)
+            if not (np.isfinite(v) and v > 0):
+                raise DataError(f"row weight {k} must be a positive finite number, got {v}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Rows per sample (joint names, then fx … mz) and the unknowns Φ (standard inertial, offset, friction,
+    gains) of the stacked system."""
+
+    rows: tuple[str, ...]
+    names: tuple[str, ...]
+    n_inertial: int
+    groups: tuple[Transmission, ...]
+
+    @property
+    def joint_rows(self) -> int:
+        return len(self.rows) - 6
+
+
+def layout(model: RobotModel, groups: list[Transmission]) -> Layout:
+    rows = tuple(model.joint_names[j] for g in groups for j in g.joints) + WRENCH_ROWS
+    names = list(dyn.standard_names(model))
+    n_in = len(names)
+    names += [f"w_O:{r}" for r in WRENCH_ROWS]
+    for g in groups:
+        names += [f"{f}@{model.joint_names[j]}" for j in g.joints for f in FRICTION]
+        if g.coupled:
+            names += [f"{f}@{m}" for m in g.motors for f in FRICTION]
+    names += [f"k@{m}" for g in groups for m in g.motors]
+    return Layout(rows, tuple(names), n_in, tuple(groups))
+
+
+def stacked_system(
+    model: RobotModel, lay: Layout, sensor: str, q, qd, qdd, pwm: np.ndarray, wrench: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """A (K, rows, unknowns) and b (K, rows) of eq. (11) for states, PWMs (K, motors) and F/T wrenches."""
+    K = len(q)
+    A = np.zeros((K, len(lay.rows), len(lay.names)))
+    b = np.zeros((K, len(lay.rows)))
+    nj, n_in = lay.joint_rows, lay.n_inertial
+    joints = [j for g in lay.groups for j in g.joints]
+    A[:, :nj, :n_in] = dyn.torque_regressor(model, q, qd, qdd)[:, joints, :]
+    A[:, nj:, :n_in] = dyn.subtree_wrench_regressor(model, q, qd, qdd, sensor)
+    A[:, nj:, n_in : n_in + 6] = np.eye(6)
+    if wrench is not None:
+        b[:, nj:] = wrench
+    col, row, mot = n_in + 6, 0, 0
+    gains = []
+    for g in lay.groups:
+        n = len(g.joints)
+        Fj = friction_rows(qd[:, list(g.joints)])  # (K, n, 4)
+        for i in range(n):
+            A[:, row + i, col : col + 4] = Fj[:, i]
+            col += 4
+        Tt = g.transpose
+        if g.coupled:
+            Fm = friction_rows(motor_velocities([g], qd))
+            for k in range(n):
+                A[:, row : row + n, col : col + 4] = Tt[None, :, k, None] * Fm[:, None, k, :]
+                col += 4
+        gains.append((row, n, mot, Tt))
+        row += n
+        mot += n
+    for row, n, mot, Tt in gains:
+        for k in range(n):
+            A[:, row : row + n, col] = -Tt[None, :, k] * pwm[:, mot + k, None]
+            col += 1
+    return A, b
+
+
+@per_model
+def stacked_base(model: RobotModel, sensor: str, groups: tuple[Transmission, ...]) -> DynamicBase:
+    """Identifiable combinations of the stacked unknowns, over random states and PWMs (structural)."""
+    lay = layout(model, list(groups))
+    rng = np.random.default_rng(0)
+    n = max(60, 3 * len(lay.names) // len(lay.rows))
+    q, qd, qdd = random_states(model, n, rng)
+    pwm = rng.standard_normal((n, sum(len(g.motors) for g in groups)))
+    A, _ = stacked_system(model, lay, sensor, q, qd, qdd, pwm)
+    Y = A.reshape(-1, len(lay.names))
+    norm = np.linalg.norm(Y, axis=0)
+    vanish = [i for i in range(len(norm)) if norm[i] <= 1e-10 * norm.max()]
+    live = [i for i in range(len(norm)) if i not in vanish]
+    nb = numeric_base(Y[:, live], [lay.names[i] for i in live])
+    ind = [live[i] for i in nb.independent]
+    dep = [live[i] for i in nb.dependent] + vanish
+    beta = np.hstack([nb.beta, np.zeros((nb.rank, len(vanish)))])
+    order = np.argsort(ind)
+    spec = RegressorSpec("ft", model.root, sensor)
+    return DynamicBase(spec, list(lay.names), [ind[i] for i in order], beta[order], dep, vanish)
+
+
+def true_unknowns(
+    model: RobotModel, lay: Layout, params: str | ParameterSet, extra: FtPwmTruth
+) -> np.ndarray:
+    """Φ of a known robot (standard inertial parameters, offset, friction, gains) in layout order."""
+    parts = [dyn.standard_parameters(model, params), np.asarray(extra.ft_offset, dtype=float)]
+    for fj, fm in zip(extra.joint_friction, extra.motor_friction, strict=True):
+        parts.append(np.asarray(fj).reshape(-1))
+        if fm is not None:
+            parts.append(np.asarray(fm).reshape(-1))
+    parts += [np.asarray(k).reshape(-1) for k in extra.pwm_gain]
+    phi = np.concatenate(parts)
+    if len(phi) != len(lay.names):
+        raise DataError(f"the true parameters have {len(phi)} entries, the layout {len(lay.names)}")
+    return phi
+
+
+@dataclass
+class MethodResult:
+    """One estimator on the weighted system: coefficients, cross-validated PRESS and its tuning value."""
+
+    name: str
+    values: np.ndarray
+    press: float
+    tuning: float | None = None  # ν for PLS, λ for ridge
+
+
+@dataclass
+class FtPwmFit:
+    """Identifiable parameters with standard errors (weighted LS covariance), the PLS ν curve, comparisons."""
+
+    symbols: list[str]
+    formulas: list[str]
+    values: np.ndarray
+    se: np.ndarray
+    method: str
+    n_components: int | None
+    rank: int
+    press: np.ndarray  # PLS PRESS(ν), ν = 1 … (empty when ν was given)
+    q2: np.ndarray
+    comparison: list[MethodResult]
+    row_sigma: dict[str, float]  # residual σ per row (N, N·m)
+    row_weights: dict[str, float]
+    kappa: float
+    samples: int
+    vanishing: list[str]
+    top_correlations: list[tuple[str, str, float]] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.method,
+            "n_components": self.n_components,
+            "rank": self.rank,
+            "parameters": [
+                {"symbol": s, "formula": f, "value": float(v), "se": float(e)}
+                for s, f, v, e in zip(self.symbols, self.formulas, self.values, self.se, strict=True)
+            ],
+            "press": self.press.tolist(),
+            "q2": self.q2.tolist(),
+            "comparison": [
+                {"method": m.name, "press": None if np.isnan(m.press) else m.press, "tuning": m.tuning}
+                for m in self.comparison
+            ],
+            "row_sigma": self.row_sigma,
+            "row_weights": self.row_weights,
+            "kappa": self.kappa,
+            "samples": self.samples,
+            "vanishing": self.vanishing,
+            "top_correlations": [list(c) for c in self.top_correlations],
+        }
+
+
+class FtPwmEstimator:
+    """Configure, `fit(recording)`; results in `fit_`; `predict_wrench(recording)` for validation and T².
+
+    method: 'pls' (ν from `n_components`, or by `cv`-fold cross-validation), 'ols', 'ridge' (λ by CV) or 'iv'
+    (instrumental variables against the noisy PWM, `iv_iterations` passes from OLS); `compare` also runs the
+    others for the comparison. weights: RowWeights or 'auto' (1/σ per row from an ordinary-LS pass).
+    Standard errors are Newey–West over the (filtered, so correlated) samples."""
+
+    def __init__(
+        self,
+        model: RobotModel,
+        sensor: str,
+        groups: list[Transmission] | None = None,
+        method: str = "pls",
+        n_components: int | None = None,
+        cv: int = 5,
+        weights: RowWeights | str = "auto",
+        cutoff_hz: float = 5.0,
+        decimate: int | None = None,
+        reversal_velocity: float = 0.05,
+        iv_iterations: int = 3,
+        compare: bool = True,
+    ):
+        if method not in METHODS:
+            raise DataError(f"method must be one of {METHODS}, got {method!r}")
+        if not (isinstance(weights, RowWeights) or weights == "auto"):
+            raise DataError("weights must be RowWeights(...) or 'auto'")
+        if cv < 2:
+            raise DataError(f"cross-validation needs at least 2 folds, got {cv}")
+        model.site(sensor)
+        self.model, self.sensor = model, sensor
+        self.groups = list(groups) if groups is not None else transmissions(model)
+        self.method, self.n_components, self.cv, self.weights = method, n_components, cv, weights
+        self.cutoff_hz, self.decimate, self.reversal_velocity = cutoff_hz, decimate, reversal_velocity
+        if iv_iterations < 1:
+            raise DataError(f"iv_iterations must be ≥ 1, got {iv_iterations}")
+        self.iv_iterations, self.compare = iv_iterations, compare
+        self.pls_: PLSRegression | None = None
+        self.layout_ = layout(model, self.groups)
+        self.base_ = stacked_base(model, sensor, tuple(self.groups))
+
+    def _check(self, rec: FtPwmRecording) -> None:
+        if list(rec.joint_names) != list(self.model.joint_names):
+            raise DataError(f"recording joints {rec.joint_names} do not match {self.model.name!r}")
+        motors = [m for g in self.groups for m in g.motors]
+        if list(rec.motor_names) != motors:
+            raise DataError(f"recording motors {rec.motor_names} do not match the description's {motors}")
+        if rec.sensor != self.sensor:
+            raise DataError(f"recording sensor {rec.sensor!r} is not {self.sensor!r}")
+
+    def _states(self, rec: FtPwmRecording):
+        q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_hz)
+        edge = max(1, int(np.ceil(5.0 / self.cutoff_hz * rec.rate_hz)))  # filter transients (5/fc)
+        if len(rec.t) <= 2 * edge + 10:
+            raise DataError(f"recording too short: {len(rec.t)} samples at {rec.rate_hz:.0f} Hz")
+        return q, qd, qdd, edge
+
+    def _step(self, rec: FtPwmRecording) -> int:
+        return self.decimate or max(1, int(rec.rate_hz / (4 * self.cutoff_hz)))
+
+    def system(self, rec: FtPwmRecording, drop_reversals: bool = True):
+        """Rows (unweighted) at the decimated samples: A (rows, base params), b, row kind index, sample index."""
+        self._check(rec)
+        q, qd, qdd, edge = self._states(rec)
+        step = self._step(rec)
+        sl = np.arange(edge, len(q) - edge, step)
+        lay, ind = self.layout_, self.base_.independent
+        Kall, R = len(q), len(lay.rows)
+        A = np.empty((Kall, R, len(ind)))
+        b = np.empty((Kall, R))
+        for s in range(0, Kall, chunk := 4000):  # regressor at every sample, in chunks
+            c = slice(s, min(s + chunk, Kall))
+            Ac, b[c] = stacked_system(
+                self.model, lay, self.sensor, q[c], qd[c], qdd[c], rec.pwm[c], rec.wrench[c]
+            )
+            A[c] = Ac[..., ind]
+        # parallel filtering: regressor columns and measurements through the same zero-phase filter, so that
+        # filt(b) = filt(A) Φ holds exactly where the model does (Coulomb steps, q̇² terms are not linear in q)
+        for r in range(R):
+            A[:, r] = lowpass(A[:, r], rec.rate_hz, self.cutoff_hz)
+        b = lowpass(b, rec.rate_hz, self.cutoff_hz)
+        A, b = A[sl], b[sl]
+        K = len(sl)
+        keep = np.ones((K, R), dtype=bool)
+        if drop_reversals:  # joint rows near any of the group's joint or motor velocity reversals
+            window = int(np.ceil(rec.rate_hz / self.cutoff_hz))
+            row = 0
+            for g in self.groups:
+                v = np.hstack([qd[:, list(g.joints)], motor_velocities([g], qd)])
+                slow = (
+                    minimum_filter1d(np.abs(v), 2 * window + 1, axis=0).min(axis=1) < self.reversal_velocity
+                )
+                keep[:, row : row + len(g.joints)] = ~slow[sl, None]
+                row += len(g.joints)
+        kind = np.broadcast_to(np.arange(R), (K, R))
+        sample = np.broadcast_to(np.arange(K)[:, None], (K, R))
+        return A[keep], b[keep], kind[keep], sample[keep]
+
+    def _row_weights(self, A, b, kind) -> np.ndarray:
+        R = len(self.layout_.rows)
+        if isinstance(self.weights, RowWeights):
+            w = np.array(
+                [self.weights.joint] * (R - 6) + [self.weights.force] * 3 + [self.weights.moment] * 3
+            )
+            return w
+        x = np.linalg.lstsq(A, b, rcond=None)[0]
+        r = b - A @ x
+        return 1.0 / np.maximum([r[kind == k].std() for k in range(R)], 1e-12)
+
+    def _gain_columns(self) -> list[list[int]]:
+        """Base-column index of every motor's PWM gain, per group."""
+        pos = {i_std: a for a, i_std in enumerate(self.base_.independent)}
+        out = []
+        for g in self.groups:
+            cols = []
+            for m in g.motors:
+                i_std = self.layout_.names.index(f"k@{m}")
+                if i_std not in pos:
+                    raise IdentifiabilityError(f"the PWM gain of {m} is not identifiable on its own")
+                cols.append(pos[i_std])
+            out.append(cols)
+        return out
+
+    def instruments(self, A: np.ndarray, kind: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """A with each PWM column replaced by the PWM the model x predicts (v̂ = diag(k)⁻¹ T⁻ᵀ (Y φ + friction)):
+        noise-free instruments for the instrumental-variable estimate (IDIM-IV). A noisy PWM sits in the
+        regressor of the homogeneous joint rows; least squares then shrinks the gains and the scale of every
+        parameter the F/T rows do not pin (errors in variables), the IV estimate does not."""
+        Z = A.copy()
+        row = 0
+        for g, cols in zip(self.groups, self._gain_columns(), strict=True):
+            n = len(g.joints)
+            idx = np.flatnonzero((kind >= row) & (kind < row + n)).reshape(
+                -1, n
+            )  # rows of one sample together
+            rest = np.ones(A.shape[1], dtype=bool)
+            rest[cols] = False
+            u = A[idx][..., rest] @ x[rest]  # (samples, n): Y φ + friction = Tᵀ diag(k) v
+            kv = np.linalg.solve(g.transpose, u.T).T
+            v = kv / x[cols]
+            for k, c in enumerate(cols):
+                Z[idx, c] = -g.transpose[None, :, k] * v[:, k, None]
+            row += n
+        return Z
+
+    def fit(self, rec: FtPwmRecording) -> FtPwmEstimator:
+        """Build the weighted stacked system, estimate by the configured method, compare with the others."""
+        A, b, kind, sample = self.system(rec)
+        db = self.base_
+        syms = [f"ϑ{i + 1}" if i_std < self.layout_.n_inertial else self.layout_.names[i_std]
+                for i, i_std in enumerate(db.independent)]  # fmt: skip
+        rank = np.linalg.matrix_rank(compress(A, b)[0])
+        if rank < A.shape[1]:
+            import scipy.linalg as sla
+
+            _, _, piv = sla.qr(A, mode="economic", pivoting=True)
+            missing = [syms[i] for i in piv[rank:]]
+            raise IdentifiabilityError(
+                f"the recording does not excite {A.shape[1] - rank} parameter(s): {', '.join(missing)}"
+            )
+        w = self._row_weights(A, b, kind)
+        Aw, bw = A * w[kind][:, None], b * w[kind]
+        lags = int(np.ceil(rec.rate_hz / self.cutoff_hz / self._step(rec)))  # one cut-off period
+        x_ls = np.linalg.lstsq(Aw, bw, rcond=None)[0]
+        x_iv = x_ls
+        for _ in range(self.iv_iterations):
+            Zw = self.instruments(A, kind, x_iv) * w[kind][:, None]
+            x_iv = np.linalg.solve(Zw.T @ Aw, Zw.T @ bw)
+        comparison = [MethodResult("ols", x_ls, cv_ols(Aw, bw, self.cv, sample), None)]
+        if self.method == "pls" or self.compare:
+            pls = PLSRegression(self.n_components, self.cv).fit(Aw, bw, groups=sample)
+            self.pls_ = pls
+            press = pls.cv_.press[pls.n_components_ - 1] if pls.cv_ is not None else float("nan")
+            comparison.insert(0, MethodResult("pls", pls.coef_, float(press), float(pls.n_components_)))
+        if self.method == "ridge" or self.compare:
+            s = np.linalg.svd(compress(Aw, bw)[0], compute_uv=False)
+            lams = s[0] ** 2 * np.logspace(-14, -1, 27)
+            rpress, lam = cv_ridge(Aw, bw, lams, self.cv, sample)
+            comparison.append(MethodResult("ridge", ridge(Aw, bw, lam), float(rpress.min()), lam))
+        comparison.append(MethodResult("iv", x_iv, float("nan"), float(self.iv_iterations)))
+        chosen = {m.name: m for m in comparison}[self.method]
+        if self.method == "iv":
+            cov, se, _, top = iv_statistics(Aw, Zw, bw, x_iv, syms, sample, lags)
+        else:  # LS statistics (exact for OLS and PLS at full ν; PLS at smaller ν is biased towards zero)
+            cov, se, _, top = ls_statistics(Aw, bw, x_ls, syms, sample=sample, lags=lags)
+        raw = b - A @ chosen.values
+        rows = self.layout_.rows
+        self.fit_ = FtPwmFit(
+            symbols=syms,
+            formulas=[db.formula(a) for a in range(db.rank)],
+            values=chosen.values,
+            se=se,
+            method=self.method,
+            n_components=self.pls_.n_components_ if self.method == "pls" else None,
+            rank=int(rank),
+            press=self.pls_.cv_.press if self.method == "pls" and self.pls_.cv_ is not None else np.zeros(0),
+            q2=self.pls_.cv_.q2 if self.method == "pls" and self.pls_.cv_ is not None else np.zeros(0),
+            comparison=comparison,
+            row_sigma={r: float(raw[kind == k].std()) for k, r in enumerate(rows)},
+            row_weights={r: float(w[k]) for k, r in enumerate(rows)},
+            kappa=kappa(compress(Aw, bw)[0]),
+            samples=int(sample.max() + 1),
+            vanishing=[db.names[i] for i in db.vanishing],
+            top_correlations=top,
+        )
+        self.cov_ = cov
+        return self
+
+    def true_values(self, params: str | ParameterSet, extra: FtPwmTruth) -> np.ndarray:
+        """The identifiable combinations of a known robot (for synthetic tests and CAD comparisons)."""
+        return self.base_.values(true_unknowns(self.model, self.layout_, params, extra))
+
+    def predict_wrench(
+        self, rec: FtPwmRecording, values: np.ndarray | None = None, chunk: int = 4000
+    ) -> tuple[np.ndarray, np.ndarray, slice]:
+        """(predicted, measured) F/T wrench at every sample (raw measurement, states from the zero-phase
+        differentiation), trimmed of the filter's edges; and the slice of samples kept."""
+        self._check(rec)
+        x = self.fit_.values if values is None else values
+        q, qd, qdd, edge = self._states(rec)
+        n_in = self.layout_.n_inertial
+        ind = np.asarray(self.base_.independent)
+        inert, off = ind < n_in, (ind >= n_in) & (ind < n_in + 6)
+        phi = np.zeros(n_in)
+        phi[ind[inert]] = x[inert]
+        offset = np.zeros(6)
+        offset[ind[off] - n_in] = x[off]
+        keep = slice(edge, len(q) - edge)
+        pred = np.empty((len(q), 6))
+        for s in range(0, len(q), chunk):
+            c = slice(s, min(s + chunk, len(q)))
+            pred[c] = dyn.subtree_wrench_regressor(self.model, q[c], qd[c], qdd[c], self.sensor) @ phi
+        return (pred + offset)[keep], rec.wrench[keep], keep
+
+
+def iv_statistics(
+    Aw: np.ndarray,
+    Zw: np.ndarray,
+    bw: np.ndarray,
+    x: np.ndarray,
+    symbols: list[str],
+    sample: np.ndarray,
+    lags: int,
+    top: int = 5,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str, float]]]:
+    """Covariance, SE, correlations and top pairs of the IV estimate x = (ZᵀA)⁻¹Zᵀb: the Newey–West sandwich
+    (ZᵀA)⁻¹ S (AᵀZ)⁻¹ with the scores Z·residual summed per sample (Bartlett weights over `lags` samples)."""
+    res = bw - Aw @ x
+    m, p = Aw.shape
+    H = np.linalg.inv(Zw.T @ Aw)
+    G = np.zeros((int(sample.max()) + 1, p))
+    np.add.at(G, sample, Zw * res[:, None])
+    S = G.T @ G
+    for lag in range(1, lags + 1):
+        C = G[lag:].T @ G[:-lag]
+        S += (1.0 - lag / (lags + 1)) * (C + C.T)
+    cov = m / (m - p) * (H @ S @ H.T)
+    se = np.sqrt(np.diag(cov))
+    corr = cov / np.outer(se, se)
+    iu = np.triu_indices(p, 1)
+    order = np.argsort(-np.abs(corr[iu]))[:top]
+    pairs = [(symbols[iu[0][k]], symbols[iu[1][k]], float(corr[iu][k])) for k in order]
+    return cov, se, corr, pairs
+
+
+def cad_values(est: FtPwmEstimator, params: str | ParameterSet = "urdf") -> np.ndarray:
+    """Base values with a parameter set's inertial part (e.g. the CAD model) and the estimate's other entries:
+    the F/T prediction of the CAD model, offset taken from the fit (CAD cannot know it)."""
+    ind = np.asarray(est.base_.independent)
+    K = est.base_.combination_matrix()
+    n_in = est.layout_.n_inertial
+    phi = np.zeros(len(est.layout_.names))
+    phi[:n_in] = dyn.standard_parameters(est.model, params)
+    cad = K @ phi
+    x = est.fit_.values.copy()
+    inert = ind < n_in
+    x[inert] = cad[inert]
+    return x
+
+
+def table_ii(pred: np.ndarray, meas: np.ndarray) -> dict:
+    """Table II's quantities: mean and std of the force-error norm (N) and of the moment-error norm (N·m),
+    plus per-axis mean/std of the error."""
+    e = meas - pred
+    fn, mn = np.linalg.norm(e[:, :3], axis=1), np.linalg.norm(e[:, 3:], axis=1)
+    return {
+        "force_error_n": {"mean": float(fn.mean()), "std": float(fn.std())},
+        "moment_error_nm": {"mean": float(mn.mean()), "std": float(mn.std())},
+        "per_axis": {
+            r: {"mean": float(e[:, k].mean()), "std": float(e[:, k].std())} for k, r in enumerate(WRENCH_ROWS)
+        },
+    }
