@@ -133,3 +133,22 @@ def simulate_experiment(
         },
     )
     return Experiment(rec, ps, extra)
+
+
+def synthetic_runs(
+    model: RobotModel,
+    groups: list[Transmission],
+    sensor: str,
+    duration: float = 300.0,
+    seed: int = 0,
+    contacts: tuple[float, float] = (1.0, 5.0),
+    noise: FtPwmNoise | None = None,
+) -> tuple[Experiment, Experiment, Experiment]:
+    """The paper's experiment on the twin: identification and validation runs of `duration` (different motions,
+    the same arm) and a third run with injected contacts of `contacts` N for the detector."""
+    truth = default_truth(model, groups, np.random.default_rng(seed))
+    runs = [
+        simulate_experiment(model, groups, sensor, duration, seed=seed + 1 + k, noise=noise, truth=truth, contacts=c)
+        for k, c in enumerate((None, None, contacts))
+    ]  # fmt: skip
+    return runs[0], runs[1], runs[2]

@@ -40,6 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     cmd_dynamic.register_identify(s)
 
+    from poise import cmd_ft_pwm
+
+    cmd_ft_pwm.register_identify(s)
+
 
 def run_static(args: argparse.Namespace):
     rec = read_recording(args.recording)

@@ -143,3 +143,43 @@ def test_recording_round_trip_and_bad_files(runs, tmp_path):
         bad.write_text("\n".join(lines) + "\n")
         with pytest.raises(DataError, match=match):
             read_ft_pwm_recording(bad)
+
+
+def test_cli_simulate_json_and_plot(tmp_path, capsys):
+    import json
+
+    from poise.cli import main
+
+    png = tmp_path / "ft.png"
+    argv = ["identify", "ft-pwm", "--simulate", "--duration", "40", "--method", "iv", "--json"]
+    assert main(argv + ["--plot", str(png), "--save-dir", str(tmp_path / "runs")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["method"] == "iv" and out["rank"] == len(out["parameters"])
+    assert out["truth"]["within_3se"] >= 0.9 * out["rank"]
+    det = out["validation"]["detection"]
+    assert 0 <= det["fpr"] < 0.05 and det["tpr"] > 0.5 and len(det["roc"]["tpr"]) == len(det["roc"]["alpha"])
+    assert {"estimated", "cad"} <= set(out["validation"]["table_ii"])
+    assert png.stat().st_size > 10_000
+    # the saved recordings identify again through the file path
+    runs = tmp_path / "runs"
+    argv = ["identify", "ft-pwm", str(runs / "identification.csv"), "--validate", str(runs / "contacts.csv")]
+    assert main(argv + ["--method", "ols", "--weights", "1,10,10", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["row_weights"]["mx"] == 10.0 and again["validation"]["detection"]["contact_samples"] > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["identify", "ft-pwm"], "recording or --simulate"),
+        (["identify", "ft-pwm", "--simulate", "--weights", "1,2"], "--weights"),
+        (["identify", "ft-pwm", "NOFILE.csv"], "NOFILE"),
+        (["identify", "ft-pwm", "--simulate", "--sensor", "nowhere", "--duration", "5"], "nowhere"),
+    ],
+)
+def test_cli_bad_input_one_line(argv, match, capsys):
+    from poise.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and match in err and "Traceback" not in err
