@@ -152,3 +152,60 @@ def simulate_fixture(
         prev = min(max(prev, d - truth.sigma_pos), d + truth.sigma_neg)
         tau[k] = prev
     return _record(t, pct, np.zeros_like(t), tau, truth, noise, joint)
+
+
+def simulate_coupled(
+    T: np.ndarray,
+    kc: np.ndarray,
+    kv: np.ndarray,
+    motor_inertia: np.ndarray,
+    link_inertia: np.ndarray,
+    duration_s: float = 30.0,
+    rate_hz: float = 100.0,
+    tau_std: float = 0.02,
+    encoder_bits: int = 16,
+    eps: float = 0.01,
+    seed: int = 0,
+):
+    """Coupled joints moved by an external agent (PD on multi-sine references per joint), motors off.
+
+    Integrated in motor coordinates (ω_j = T ω_m) with a linearly implicit Euler step at 1 kHz; motor friction
+    −Kc tanh(ω/ε) − Kv ω. Returns t, q_j (N, n) quantised, τ_j (N, n) = T⁻ᵀ (τ_f − I_m ω̇_m) averaged over each
+    logging period plus noise."""
+    rng = np.random.default_rng(seed)
+    n = T.shape[0]
+    Tinv = np.linalg.inv(T)
+    Im = np.diag(motor_inertia)
+    M = Im + T.T @ link_inertia @ T
+    kp, kd = 60.0 * np.eye(n), 8.0 * np.eye(n)
+    freqs = rng.uniform(0.15, 0.6, (n, 3))
+    amps = rng.uniform(0.1, 0.25, (n, 3))
+    phases = rng.uniform(0, 2 * np.pi, (n, 3))
+    sub, dt = 10, 1.0 / (rate_hz * 10)
+    N = int(round(duration_s * rate_hz)) + 1
+    th_m, w_m = np.zeros(n), np.zeros(n)
+    q_log, tau_log = np.empty((N, n)), np.empty((N, n))
+    for k in range(N):
+        q_log[k] = T @ th_m
+        acc = np.zeros(n)
+        for s in range(sub):
+            tt = (k * sub + s) * dt
+            arg = 2 * np.pi * freqs * tt + phases
+            ref = np.sum(amps * np.sin(arg), axis=1)
+            dref = np.sum(amps * 2 * np.pi * freqs * np.cos(arg), axis=1)
+            q_j, w_j = T @ th_m, T @ w_m
+            tau_ext = kp @ (ref - q_j) + kd @ (dref - w_j)
+            th_ = np.tanh(w_m / eps)
+            tf = -kc * th_ - kv * w_m
+            D = np.diag(kc * (1 - th_**2) / eps + kv) + T.T @ kd @ T
+            F = tf + T.T @ tau_ext
+            dw = np.linalg.solve(M + dt * D, dt * F)
+            wd = dw / dt
+            tf_end = tf - (D - T.T @ kd @ T) @ dw  # friction at the end of the step (linearised)
+            acc += Tinv.T @ (tf_end - motor_inertia * wd)
+            w_m = w_m + dw
+            th_m = th_m + dt * w_m
+        tau_log[k] = acc / sub
+    lsb = 2 * np.pi / 2**encoder_bits
+    t = np.arange(N) / rate_hz
+    return t, np.round(q_log / lsb) * lsb, tau_log + rng.normal(0.0, tau_std, tau_log.shape)

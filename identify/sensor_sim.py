@@ -150,3 +150,52 @@ def simulate_offsets(
     lsb = 2 * np.pi / 2**encoder_bits
     q = np.round((theta - offsets) / lsb) * lsb
     return q, acc, theta
+
+
+def _expm_so3(v: np.ndarray) -> np.ndarray:
+    th = np.linalg.norm(v)
+    if th < 1e-12:
+        return np.eye(3)
+    k = v / th
+    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    return np.eye(3) + np.sin(th) * K + (1 - np.cos(th)) * K @ K
+
+
+def simulate_link(
+    positions: np.ndarray,
+    duration_s: float = 10.0,
+    rate_hz: float = 100.0,
+    acc_noise: float = 0.2,
+    gyro_noise: float = 0.005,
+    seed: int = 0,
+):
+    """A link swinging in 3-D: body rates ω(t) (sums of sines) integrated into R(t) at 10× the log rate, the
+    origin on a smooth path; each accelerometer reads Rᵀ(p̈_i − g) with p̈_i the second difference of its own
+    world position. Returns t, acc (N, S, 3), gyro (N, 3) noisy, true ω̇ (N, 3), true α_L (N, 3)."""
+    rng = np.random.default_rng(seed)
+    up = 10
+    h = 1.0 / (rate_hz * up)
+    n = int(round(duration_s * rate_hz))
+    tt = np.arange(n * up + 2) * h - h
+    f = rng.uniform(0.3, 1.5, (3, 3))
+    a = rng.uniform(0.5, 2.0, (3, 3))
+    ph = rng.uniform(0, 2 * np.pi, (3, 3))
+    w = np.sum(a * np.sin(2 * np.pi * f * tt[:, None, None] + ph), axis=2)
+    wd = np.sum(a * 2 * np.pi * f * np.cos(2 * np.pi * f * tt[:, None, None] + ph), axis=2)
+    R = np.empty((len(tt), 3, 3))
+    R[0] = np.eye(3)
+    for k in range(1, len(tt)):
+        R[k] = R[k - 1] @ _expm_so3(h * (w[k - 1] + w[k]) / 2)
+    p = 0.3 * np.column_stack([np.sin(1.1 * tt), np.sin(0.7 * tt + 1), 0.5 * np.sin(1.9 * tt)])
+    g = np.array([0.0, 0.0, -G])
+    pts = p[:, None, :] + np.einsum("kij,sj->ksi", R, np.asarray(positions, float))
+    pdd = (pts[2:] - 2 * pts[1:-1] + pts[:-2]) / h**2
+    p0dd = (p[2:] - 2 * p[1:-1] + p[:-2]) / h**2
+    Rm = R[1:-1]
+    acc = np.einsum("kji,ksj->ksi", Rm, pdd - g)[::up]
+    alpha = np.einsum("kji,kj->ki", Rm, p0dd - g)[::up]
+    gyro = w[1:-1][::up]
+    t = tt[1:-1][::up]
+    acc_n = acc + rng.normal(0.0, acc_noise, acc.shape)
+    gyro_n = gyro + rng.normal(0.0, gyro_noise, gyro.shape)
+    return t, acc_n, gyro_n, wd[1:-1][::up], alpha

@@ -184,3 +184,75 @@ def test_encoder_offsets_refuse_unobservable_joints(arm):
     q, acc, _ = simulate_offsets(arm, sensors, np.zeros(arm.nq), n=300, seed=1)
     with pytest.raises(IdentifiabilityError, match="r_elbow"):
         fit_offsets(arm, q, acc, sensors)
+
+
+# --- coupled joints (spec §3) ------------------------------------------------------------------------------
+
+
+def test_torso_coupling_matrices_match_the_spec():
+    from identify.coupled import load_coupled
+
+    d = load_coupled()
+    R, r = 0.04, 0.022
+    T_inv_spec = np.array([[R / r, -1, 0], [0, 1, -1], [0, 1, 1]])
+    assert np.allclose(d.T @ T_inv_spec, np.eye(3))
+    assert d.joints == ("torso_yaw", "torso_roll", "torso_pitch")
+
+
+def test_motor_wise_recovers_motor_friction_and_beats_joint_wise():
+    from identify.actuation_sim import simulate_coupled
+    from identify.coupled import compare, load_coupled
+    from identify.differentiation import derivatives, lowpass
+
+    d = load_coupled()
+    kc = np.array([d.reference[m][0] for m in d.motors])
+    kv = np.array([d.reference[m][1] for m in d.motors])
+    Im, Ml = np.full(3, 0.02), np.diag([0.5, 0.8, 0.8])
+
+    def signals(seed):
+        t, q, tau = simulate_coupled(d.T, kc, kv, Im, Ml, duration_s=20.0, seed=seed)
+        _, w, wd = derivatives(t, q, 12.0)
+        return w, wd, lowpass(tau, 100.0, 12.0)
+
+    c = compare(d, *signals(0), Im, validation=signals(1))
+    for i, m in enumerate(d.motors):
+        assert c.motor_fits[m].params["Kc"] == pytest.approx(kc[i], abs=0.02)
+        assert c.motor_fits[m].params["Kv"] == pytest.approx(kv[i], rel=0.03)
+    assert (c.unknowns_motor_wise, c.unknowns_joint_wise) == (6, 18)
+    assert c.rms_joint_wise > 5 * c.rms_motor_wise
+    kv_joint = c.joint_coeffs[:, 1::2]  # composite viscous gains: T⁻ᵀ diag(Kv) T⁻¹ is not diagonal
+    assert np.abs(kv_joint - np.diag(np.diag(kv_joint))).max() > 0.05
+
+
+# --- link acceleration from distributed accelerometers (spec §6) -------------------------------------------
+
+POS = np.array([[0.1, 0, 0], [0, 0.1, 0], [0, 0, 0.1], [-0.05, -0.05, 0.02]])
+
+
+def test_link_acceleration_exact_without_noise_and_rank_checks():
+    from identify.link_acceleration import design, estimate, noise_gain
+    from identify.sensor_sim import simulate_link
+
+    t, acc, gyro, wd, alpha = simulate_link(POS, acc_noise=0.0, gyro_noise=0.0)
+    est = estimate(POS, acc, gyro, t[1] - t[0])
+    assert np.abs(est.omega_dot - wd).max() < 1e-2 * np.abs(wd).max()
+    assert np.abs(est.alpha - alpha).max() < 1e-3
+    with pytest.raises(IdentifiabilityError, match="non-collinear"):
+        design(np.array([[0.1, 0, 0], [0.2, 0, 0], [0.3, 0, 0]]))
+    with pytest.raises(IdentifiabilityError):
+        design(POS[:2])
+    assert noise_gain(3 * POS) < noise_gain(POS) / 2  # wider spacing, less noise amplification
+
+
+def test_tikhonov_variants_reduce_angular_acceleration_error():
+    from identify.link_acceleration import estimate
+    from identify.sensor_sim import simulate_link
+
+    t, acc, gyro, wd, alpha = simulate_link(POS, seed=2)
+    dt = t[1] - t[0]
+    err = {
+        e: np.std(estimate(POS, acc, gyro, dt, e, 0.01).omega_dot - wd)
+        for e in ("pinv", "tikhonov", "gyro-rate")
+    }
+    assert err["tikhonov"] < err["pinv"] / 1.2
+    assert err["gyro-rate"] < err["pinv"] / 1.2
