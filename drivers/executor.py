@@ -34,6 +34,8 @@ from formats.plan import Plan
 from robots.stance import foot_corners, signed_margin
 from robots.tree import RobotModel
 
+TIP_TOL = 0.005  # m: measured CoP this far outside the support polygon = tipping
+
 
 class SafetyTrip(PoiseError):
     """The run was stopped for safety (tracking error, lost board); completed postures are kept."""
@@ -142,6 +144,7 @@ class Executor:
         self._next_tick: float | None = None
         self._last_tick: float | None = None
         self._last_answer: float | None = None
+        self._weight_kg = float(model.parameter_set(plan.params).total_mass)
 
     # -- plan order and resume
     def todo(self) -> list:
@@ -239,10 +242,27 @@ class Executor:
             self._tick(p.q, p.index, "hold", store)
             cop, kg = self._measured_cop(cells)
             margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
+            self._check_standing(p, cop, margin, kg)
             self.progress_cb(
                 Progress(index, total, p.index, p.placement, "hold", el * self.k, p.hold_s, cop, margin, kg)
             )
         return store
+
+    def _check_standing(self, p, cop, margin, kg) -> None:
+        """Trip when the boards say the robot is not standing: the measured CoP leaves the support polygon
+        (tipping over an edge) or the load falls below half the robot's weight (falling, lifted)."""
+        if cop is None:
+            return
+        if margin is not None and margin < -TIP_TOL:
+            raise SafetyTrip(
+                f"posture {p.index}: measured CoP {-margin * 1000:.1f} mm outside the support polygon (tipping); "
+                f"run stopped, {len(self.result.completed)} completed posture(s) kept"
+            )
+        if kg is not None and kg < 0.5 * self._weight_kg:
+            raise SafetyTrip(
+                f"posture {p.index}: boards carry {kg:.1f} kg of the robot's {self._weight_kg:.1f} kg (falling?); "
+                f"run stopped, {len(self.result.completed)} completed posture(s) kept"
+            )
 
     def _average(self, p, store, cells, t_end) -> PostureResult | None:
         window = self.ex.average_fraction * p.hold_s / self.k

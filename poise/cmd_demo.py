@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=at.seed, default=1)
     p.add_argument("--no-noise", action="store_true", help="ideal boards and encoders")
+    p.add_argument("--physics", choices=["kinematic", "mujoco"], default="kinematic",
+                   help="the emulated robot: kinematic (fast) or the MuJoCo physics twin")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_demo)
 

@@ -50,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--yes", action="store_true", help="no operator prompts between placements")
     p.add_argument("--no-noise", action="store_true", help="sim: ideal boards and encoders")
+    p.add_argument("--physics", choices=["kinematic", "mujoco"], default="kinematic",
+                   help="sim: the emulated robot — kinematic (fast) or the MuJoCo physics twin (falls, sway, slip)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
     p.set_defaults(func=cmd_run)
 
@@ -94,7 +96,11 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
         rec.update_meta(plan=str(args.plan), robot=args.robot, boards=args.boards, time_scale=args.time_scale,
                         required_margin_m=checked.margin)  # fmt: skip
         if world_opts is None:
-            world_opts = WorldOptions(noise=not getattr(args, "no_noise", False))
+            world_opts = WorldOptions(
+                noise=not getattr(args, "no_noise", False),
+                physics=getattr(args, "physics", "kinematic"),
+                time_scale=args.time_scale,
+            )
         with Session(args.robot, args.boards, model, config, world_opts, prompt=not args.yes) as s:
             if prepare is not None:
                 prepare(s)
@@ -111,7 +117,12 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
                 tare_s,
                 checked,
             )
-            return ex.run(), rec.dir
+            try:
+                return ex.run(), rec.dir
+            finally:
+                twin = getattr(s.world, "twin", None) if s.world is not None else None
+                if twin is not None:  # what the physics saw (falls, edges, slips), by simulated time
+                    rec.update_meta(twin_events=twin.report())
     finally:
         rec.close()
 

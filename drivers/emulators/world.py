@@ -24,6 +24,16 @@ class WorldOptions:
     placement_error: tuple[float, float] = (0.0, 0.0)
     faults: tuple[Faults, Faults] = field(default_factory=lambda: (Faults(), Faults()))
     seed: int = 0
+    physics: str = (
+        "kinematic"  # "kinematic" (fast, CoP = the true model's CoM) or "mujoco" (the physics twin)
+    )
+    time_scale: float = 1.0  # the twin's simulated time runs this much faster than the wall clock
+    servo_p_gain: float = (
+        6000.0  # the twin's position P gain (Dynamixel units; the X-series default 800 is too soft)
+    )
+    servo_integral_s: float = (
+        0.0  # position I action (integral time, s); 0 = P only (I winds up in closed chains)
+    )
 
 
 class SimWorld:
@@ -33,10 +43,26 @@ class SimWorld:
         self.model = model
         self.config = config
         q0 = np.zeros(model.nq) if q0 is None else np.asarray(q0, float)
-        self.plant = JointPlant(q0, tau=opts.tau, noise_rad=2e-4 if opts.noise else 0.0, seed=opts.seed)
-        self.robot = SimRobot(
-            model, self.plant, true_parameters(model), opts.placement_error, seed=opts.seed + 1
-        )
+        if opts.physics == "mujoco":
+            from drivers.emulators.mujoco_twin import ServoModel, Twin, TwinOptions, TwinRobot
+
+            topts = TwinOptions(
+                time_scale=opts.time_scale,
+                servo=ServoModel(p_gain=opts.servo_p_gain, integral_time_s=opts.servo_integral_s),
+                encoder_noise_rad=2e-4 if opts.noise else 0.0,
+            )
+            self.twin = Twin(model, true_parameters(model), topts, q0=q0, seed=opts.seed)
+            self.plant = self.twin
+            self.twin.start()
+            self.robot = TwinRobot(self.twin, opts.placement_error, seed=opts.seed + 1)
+        elif opts.physics == "kinematic":
+            self.twin = None
+            self.plant = JointPlant(q0, tau=opts.tau, noise_rad=2e-4 if opts.noise else 0.0, seed=opts.seed)
+            self.robot = SimRobot(
+                model, self.plant, true_parameters(model), opts.placement_error, seed=opts.seed + 1
+            )
+        else:
+            raise ValueError(f"unknown physics {opts.physics!r}")
         if opts.bus == "dxl":
             from drivers.emulators.dxl_bus import DxlBusEmulator
 
@@ -84,6 +110,8 @@ class SimWorld:
         self.robot.place(placement.left_foot, right_offset, left_offset)
 
     def close(self) -> None:
+        if self.twin is not None:
+            self.twin.close()
         self.bus.close()
         for b in self.boards:
             b.close()

@@ -98,7 +98,8 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
         "boards on a socket pair and a pty ...")  # fmt: skip
     ns = argparse.Namespace(plan=str(plan_path), robot="sim", boards="sim", out=str(run_dir), resume=False,
                             time_scale=args.time_scale, yes=True)  # fmt: skip
-    opts = WorldOptions(noise=not args.no_noise, seed=args.seed)
+    opts = WorldOptions(noise=not args.no_noise, seed=args.seed, physics=getattr(args, "physics", "kinematic"),
+                        time_scale=args.time_scale)  # fmt: skip
     prepare = None if args.no_recalibrate else recalibrate_sim_boards
     if prepare:
         log("    boards: tare, then per-cell recalibration with a 10 kg weight over each cell")

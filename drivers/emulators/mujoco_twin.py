@@ -1,0 +1,538 @@
+"""MuJoCo physics twin of a legged robot standing on two balance boards, behind the emulated servo bus and boards.
+
+The robot is built from its URDF with the *true* parameters (`MjSpec`), on a free base, with box soles from the
+description's contact rectangles. Each joint has a position servo with the torque limit of the URDF's `effort`,
+proportional gain from the Dynamixel X-series position loop (P gain in e-Manual units), back-EMF damping
+(effort / velocity limit) and rotor inertia; goals and readings are encoder ticks. The boards are mocap bodies
+(rigid top plates) on four load cells: a plate on four equally stiff cells at the corners of a rectangle carries
+the load the contacts put on it with the minimum-norm split, so each cell reads that share of the contact wrench
+MuJoCo computes. Simulated time runs `time_scale` times faster than the wall clock, advanced lazily whenever a
+device is read or written, so the servo and board time constants scale with it.
+
+Events the physics shows and a real bench would (a fall, a sole tipping onto its edge or lifting, the feet
+touching, a sole slipping) are logged with their simulated time in `events`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from drivers.wbb.geometry import CELL_SPAN_X, CELL_SPAN_Y, cell_positions
+from formats.errors import DataError
+from formats.parameter_set import ParameterSet
+from robots.kinematics import _offset
+from robots.physical import inertia_matrix, nearest_consistent
+from robots.stance_spec import default_base
+from robots.tree import RobotModel
+from robots.urdf_write import model_to_urdf
+
+BOARD_SIZE = (0.511, 0.316, 0.053)  # Wii Balance Board top plate (x, y) and height (m)
+SOLE_THICKNESS = 0.004  # m, the box below each contact rectangle
+PWM_LIMIT = 885  # X-series PWM limit (100 %), e-Manual
+TICKS_PER_REV = 4096
+INTEGRAL_LIMIT = math.radians(2.0)  # anti-windup: the I action shifts a servo's target by at most this
+THREAD_CHUNK = 5  # physics steps per locked chunk of the physics thread
+MAX_STEPS_PER_CALL = 100  # physics steps one device call may run (time_scale is then an upper bound)
+
+
+@dataclass(frozen=True)
+class ServoModel:
+    """Position servo of every joint. `p_gain` in Dynamixel units (PWM = P/128 · error ticks, saturating at
+    PWM_LIMIT at the URDF effort): kp = effort / (PWM_LIMIT · 128 / P ticks). `gravity_feedforward` adds the
+    joint torques a standing robot needs (from `feedforward`, set by the caller) to the servo output."""
+
+    p_gain: float = 800.0
+    integral_time_s: float = 0.0  # position I action (Dynamixel Position I Gain ≠ 0); 0 = P only (X default)
+    armature: float = 0.02  # kg·m², rotor inertia seen at the joint
+    coulomb: float = 0.3  # N·m, joint dry friction (frictionloss)
+    damping_from_limits: bool = True  # back-EMF damping = effort / velocity limit
+
+    def kp(self, effort: float) -> float:
+        error_at_full_pwm = PWM_LIMIT * 128.0 / self.p_gain * (2 * math.pi / TICKS_PER_REV)
+        return effort / error_at_full_pwm
+
+
+@dataclass(frozen=True)
+class TwinOptions:
+    time_scale: float = 1.0
+    timestep: float = 0.001  # s (simulated)
+    servo: ServoModel = field(default_factory=ServoModel)
+    friction: float = 0.9  # sole-board friction coefficient
+    encoder_noise_rad: float = 0.0
+
+
+@dataclass
+class TwinEvent:
+    t_sim: float
+    kind: str  # fall, edge, lift, feet-contact, slip
+    detail: str
+
+
+def _quat(R: np.ndarray) -> np.ndarray:
+    import mujoco
+
+    q = np.zeros(4)
+    mujoco.mju_mat2Quat(q, np.asarray(R, dtype=float).ravel())
+    return q
+
+
+def _rpy_matrix(rpy) -> np.ndarray:
+    r, p, y = rpy
+    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
+    return np.array(
+        [
+            [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+            [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+            [-sp, cp * sr, cp * cr],
+        ]
+    )
+
+
+def _limit(values, j: int) -> float:
+    v = float(np.asarray(values, dtype=float)[j]) if values is not None else 0.0
+    return v if math.isfinite(v) else 0.0
+
+
+def physical_truth(model: RobotModel, truth: ParameterSet, eps: float = 1e-7) -> ParameterSet:
+    """The truth with every inertia made physically consistent (nearest set, then eps·I so MuJoCo's strict
+    triangle check passes): only the inertias of links that violate it change; masses and CoMs never do."""
+    names = [lk.name for lk in model.links]
+    ps, _ = nearest_consistent(truth, names, dict(truth.mass))
+    inertia = {}
+    for n, v in ps.inertia.items():
+        I = inertia_matrix(v) + eps * np.eye(3)
+        inertia[n] = tuple(float(I[r, c]) for r, c in ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)))
+    return replace(ps, name=truth.name, inertia=inertia)
+
+
+def build_spec(model: RobotModel, truth: ParameterSet, opts: TwinOptions):
+    """The MuJoCo spec: robot on a free base, box soles, two mocap boards, a hoist, position servos."""
+    import mujoco
+
+    text = model_to_urdf(model, physical_truth(model, truth))
+    text = re.sub(
+        r"(<robot\b[^>]*>)",
+        r'\1<mujoco><compiler discardvisual="true" fusestatic="false" balanceinertia="false"/></mujoco>',
+        text,
+        count=1,
+    )
+    try:
+        spec = mujoco.MjSpec.from_string(text)
+    except ValueError as exc:
+        raise DataError(f"MuJoCo cannot load {model.name!r}: {exc}") from None
+    spec.option.timestep = opts.timestep
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    spec.option.impratio = 10.0  # stiff tangential contact: quasi-static standing without creep
+    spec.option.tolerance = 1e-10
+    spec.option.iterations = 100
+    spec.option.noslip_iterations = 10  # no creep of soft contacts: a standing sole stays where it was put
+    world = spec.worldbody
+    root = spec.body(model.root)
+    root.add_freejoint(name="base")
+    lengths = truth.lengths
+    for site in model.sites:
+        body = spec.body(site.link)
+        R = _rpy_matrix(site.rpy)
+        p = _offset(site.offset, lengths)
+        body.add_site(name=site.name, pos=p, quat=_quat(R))
+        if site.rect is None:
+            continue
+        x0, x1, y0, y1 = site.rect
+        centre = p + R @ np.array([(x0 + x1) / 2, (y0 + y1) / 2, SOLE_THICKNESS / 2])  # bottom face = sole
+        body.add_geom(
+            name=f"{site.name}_box",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[(x1 - x0) / 2, (y1 - y0) / 2, SOLE_THICKNESS / 2],
+            pos=centre,
+            quat=_quat(R),
+            friction=[opts.friction, 0.005, 0.0001],
+            mass=0.0,
+            density=0.0,
+        )
+    for i in range(2):
+        b = world.add_body(name=f"board{i}", mocap=True, pos=[0.0, 3.0 + i, 0.0])
+        b.add_geom(
+            name=f"board{i}_top",
+            type=mujoco.mjtGeom.mjGEOM_BOX,
+            size=[BOARD_SIZE[0] / 2, BOARD_SIZE[1] / 2, BOARD_SIZE[2] / 2],
+            pos=[0.0, 0.0, -BOARD_SIZE[2] / 2],
+            friction=[opts.friction, 0.005, 0.0001],
+        )
+    world.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[5, 5, 0.1], pos=[0, 0, 0])
+    hoist = world.add_body(name="hoist", mocap=True, pos=[0, 0, 1.0])
+    eq = spec.add_equality(
+        type=mujoco.mjtEq.mjEQ_WELD, name1=model.root, name2=hoist.name, objtype=mujoco.mjtObj.mjOBJ_BODY
+    )
+    eq.data[3:11] = [0, 0, 0, 1, 0, 0, 0, 1]  # the root held exactly at the hoist's pose
+    for j, name in enumerate(model.joint_names):
+        effort, vel = _limit(model.effort_limit, j), _limit(model.velocity_limit, j)
+        if not effort > 0:
+            raise DataError(f"{model.name!r}: joint {name!r} has no effort limit; the twin's servos need one")
+        jt = spec.joint(name)
+        jt.armature = opts.servo.armature
+        jt.frictionloss = opts.servo.coulomb
+        if opts.servo.damping_from_limits and vel > 0:
+            jt.damping = [effort / vel, 0.0, 0.0]
+        kp = opts.servo.kp(effort)
+        a = spec.add_actuator(name=f"servo_{name}", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
+        a.gaintype = mujoco.mjtGain.mjGAIN_FIXED
+        a.biastype = mujoco.mjtBias.mjBIAS_AFFINE
+        a.gainprm[0] = kp
+        a.biasprm[1] = -kp
+        a.forcelimited = True
+        a.forcerange = [-effort, effort]
+    return spec
+
+
+class Twin:
+    """The simulated bench. Implements the joint-plant interface the servo emulators drive (`q`, `goal`,
+    `torque`, `step`, `measured`, `set_goal`, `set_torque`) and the board-load interface of the board emulators
+    (`board_load(i)`), with the operator's `lift` / `place`. Thread-safe; simulated time = wall time × scale."""
+
+    def __init__(
+        self,
+        model: RobotModel,
+        truth: ParameterSet,
+        opts: TwinOptions | None = None,
+        q0: np.ndarray | None = None,
+        base: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        import mujoco
+
+        self.mj = mujoco
+        self.opts = opts = opts or TwinOptions()
+        if not (math.isfinite(opts.time_scale) and opts.time_scale > 0):
+            raise DataError(f"time scale {opts.time_scale!r} must be a positive finite number")
+        self.model, self.truth = model, truth
+        self.base_site = model.base_site(base or default_base(model)).name
+        self.m = build_spec(model, truth, opts).compile()
+        self.d = mujoco.MjData(self.m)
+        self.rng = np.random.default_rng(seed)
+        jid = [mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_JOINT, n) for n in model.joint_names]
+        self.qadr = np.array([self.m.jnt_qposadr[j] for j in jid])
+        self.vadr = np.array([self.m.jnt_dofadr[j] for j in jid])
+        self.root = mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_BODY, model.root)
+        self.board_geoms = [
+            mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_GEOM, f"board{i}_top") for i in range(2)
+        ]
+        self.board_mocap = [
+            self.m.body_mocapid[mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_BODY, f"board{i}")]
+            for i in range(2)
+        ]
+        self.hoist = self.m.body_mocapid[mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_BODY, "hoist")]
+        self.soles = [s.name for s in model.sites if s.rect is not None]
+        self.sole_geoms = {
+            s: mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_GEOM, f"{s}_box") for s in self.soles
+        }
+        self.site_ids = {
+            s.name: mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_SITE, s.name) for s in model.sites
+        }
+        self.ticks_per_rad = TICKS_PER_REV / (2 * math.pi)
+        self.torque = np.zeros(model.nq, dtype=bool)
+        self.goal = np.zeros(model.nq) if q0 is None else np.array(q0, dtype=float)
+        self.lock = threading.RLock()
+        self.events: list[TwinEvent] = []
+        self.placed = False
+        self.board_poses: list[np.ndarray] = []
+        self._placed_at: dict[str, np.ndarray] = {}
+        self._t_wall = time.monotonic()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._cache = (-1.0, np.zeros(8))
+        self._kp = self.m.actuator_gainprm[:, 0].copy()
+        self._integral = np.zeros(model.nq)
+        self.d.qpos[self.qadr] = self.goal
+        self._apply()
+        self.lift()
+
+    # ---------------------------------------------------------------- time
+    @property
+    def t_sim(self) -> float:
+        return float(self.d.time)
+
+    def _advance(self) -> None:
+        """Catch simulated time up with the wall clock (only when no physics thread runs it)."""
+        if self._thread is not None:
+            return
+        now = time.monotonic()
+        n = int((now - self._t_wall) * self.opts.time_scale / self.opts.timestep)
+        if n <= 0:
+            return
+        if n > MAX_STEPS_PER_CALL:  # the physics cannot keep up: simulated time runs slower, never jumps
+            n, self._t_wall = MAX_STEPS_PER_CALL, now
+        else:
+            self._t_wall += n * self.opts.timestep / self.opts.time_scale
+        self.run_steps(n)
+
+    def start(self) -> None:
+        """Run the physics in its own thread, paced to wall time × time_scale, in short locked chunks so the
+        device emulators (bus, boards) answer on time."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._t_wall = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="twin-physics", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+            self._thread = None
+
+    def _loop(self) -> None:
+        chunk = THREAD_CHUNK
+        while not self._stop.is_set():
+            behind = (time.monotonic() - self._t_wall) * self.opts.time_scale / self.opts.timestep
+            if behind < chunk:
+                time.sleep(chunk * self.opts.timestep / self.opts.time_scale)
+                continue
+            with self.lock:
+                self.run_steps(chunk)
+            self._t_wall += chunk * self.opts.timestep / self.opts.time_scale
+            lag = time.monotonic() - self._t_wall
+            if lag > 0.1:  # more than 100 ms behind: slow down rather than run a burst
+                self._t_wall += lag
+            time.sleep(0)  # let the device threads in
+
+    def run_steps(self, n: int) -> None:
+        """Advance the physics by n steps (checking for falls and tipping every 10 ms of simulated time)."""
+        chunk = max(1, int(round(0.01 / self.opts.timestep)))
+        with self.lock:
+            while n > 0:
+                k = min(n, chunk)
+                self.mj.mj_step(self.m, self.d, nstep=k)
+                n -= k
+                Ti = self.opts.servo.integral_time_s
+                if Ti > 0:  # integral action on the encoder error, per 10 ms
+                    e = (
+                        self._goal_ticks
+                        - np.round(self.d.qpos[self.qadr] * self.ticks_per_rad) / self.ticks_per_rad
+                    )
+                    self._integral = np.where(
+                        self.torque, self._integral + e * k * self.opts.timestep / Ti, 0.0
+                    )
+                    self._integral = np.clip(self._integral, -INTEGRAL_LIMIT, INTEGRAL_LIMIT)
+                    self.d.ctrl[:] = self._goal_ticks + self._integral
+                if self.placed:
+                    self._watch()
+
+    def settle_sim(self, seconds: float) -> None:
+        """Advance simulated time without waiting for the wall clock (tests, initial placement)."""
+        with self.lock:
+            self.run_steps(int(round(seconds / self.opts.timestep)))
+            self._t_wall = time.monotonic()
+
+    # ---------------------------------------------------------------- plant interface
+    @property
+    def q(self) -> np.ndarray:
+        return self.d.qpos[self.qadr].copy()
+
+    def step(self) -> np.ndarray:
+        with self.lock:
+            self._advance()
+            return self.d.qpos[self.qadr].copy()
+
+    def measured(self) -> np.ndarray:
+        """Encoder readings: the true angle to whole ticks (plus optional noise)."""
+        q = self.step()
+        if self.opts.encoder_noise_rad > 0:
+            q = q + self.rng.normal(0.0, self.opts.encoder_noise_rad, q.shape)
+        return np.round(q * self.ticks_per_rad) / self.ticks_per_rad
+
+    def _apply(self) -> None:
+        self._goal_ticks = (
+            np.round(self.goal * self.ticks_per_rad) / self.ticks_per_rad
+        )  # goals are whole ticks
+        self.d.ctrl[:] = self._goal_ticks + self._integral
+        kp = np.where(self.torque, self._kp, 0.0)  # torque off: no servo force (back-EMF damping stays)
+        self.m.actuator_gainprm[:, 0] = kp
+        self.m.actuator_biasprm[:, 1] = -kp
+
+    def set_goal(self, idx: int, value: float) -> None:
+        with self.lock:
+            self._advance()
+            self.goal[idx] = value
+            self._apply()
+
+    def set_torque(self, idx: int, on: bool) -> None:
+        with self.lock:
+            self._advance()
+            self.torque[idx] = on
+            if on:
+                self.goal[idx] = self.d.qpos[self.qadr[idx]]
+            self._apply()
+
+    # ---------------------------------------------------------------- operator
+    def _root_pose_for(
+        self, site: str, R_des: np.ndarray, p_des: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Root position and quaternion that put `site` at (R_des, p_des), the joints as they are."""
+        mj = self.mj
+        mj.mj_kinematics(self.m, self.d)
+        sid = self.site_ids[site]
+        Rs, ps = self.d.site_xmat[sid].reshape(3, 3), self.d.site_xpos[sid]
+        Rr, pr = self.d.xmat[self.root].reshape(3, 3), self.d.xpos[self.root]
+        R_rel, p_rel = Rs.T @ Rr, Rs.T @ (pr - ps)  # root in the site frame
+        return p_des + R_des @ p_rel, _quat(R_des @ R_rel)
+
+    def _teleport(self, pos: np.ndarray, quat: np.ndarray) -> None:
+        self.d.qpos[0:3], self.d.qpos[3:7] = pos, quat
+        self.d.qvel[:] = 0.0
+        self.d.mocap_pos[self.hoist], self.d.mocap_quat[self.hoist] = pos, quat
+        self.mj.mj_forward(self.m, self.d)
+
+    def lift(self) -> None:
+        """Hang the robot from the hoist, clear of the boards (its joints keep moving under servo control)."""
+        with self.lock:
+            self._advance()
+            pos, quat = self._root_pose_for(self.base_site, np.eye(3), np.array([0.0, 0.0, 0.35]))
+            self._teleport(pos, quat)
+            self.d.eq_active[0] = 1
+            self.placed = False
+            self._integral[:] = 0.0
+            self._cache = (-1.0, np.zeros(8))
+
+    def place(self, board_poses: list[np.ndarray]) -> None:
+        """Boards at their (x, y, yaw) poses in the base frame; the robot set down with its base sole on board
+        0's top at the base frame's origin (the other sole lands where the posture puts it)."""
+        with self.lock:
+            self._advance()
+            for i, (x, y, psi) in enumerate(board_poses):
+                self.d.mocap_pos[self.board_mocap[i]] = [x, y, BOARD_SIZE[2]]
+                self.d.mocap_quat[self.board_mocap[i]] = [math.cos(psi / 2), 0.0, 0.0, math.sin(psi / 2)]
+            self.board_poses = [np.asarray(p, dtype=float) for p in board_poses]
+            pos, quat = self._root_pose_for(
+                self.base_site, np.eye(3), np.array([0.0, 0.0, BOARD_SIZE[2] + 2e-4])
+            )
+            self._teleport(pos, quat)
+            self.d.eq_active[0] = 0
+            self.placed = True
+            self._integral[:] = 0.0
+            self._placed_at = {s: self.d.site_xpos[self.site_ids[s]].copy() for s in self.soles}
+            self._root_z = float(self.d.xpos[self.root][2])
+            self._placed_R = self.d.xmat[self.root].reshape(3, 3).copy()
+            self._active: set[str] = set()
+            self._no_contact: dict[str, float] = {}
+            self._cache = (-1.0, np.zeros(8))
+
+    # ---------------------------------------------------------------- boards
+    def _board_wrench(self, i: int) -> np.ndarray:
+        """Vertical reactions (4,) of board i's cells (N, ≥ 0 when pressed), order TR, BR, TL, BL."""
+        mj, d = self.mj, self.d
+        g = self.board_geoms[i]
+        x, y, psi = self.board_poses[i]
+        c, s = math.cos(psi), math.sin(psi)
+        Rb = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+        o = np.array([x, y, 0.0])  # the cells' plane: the board's feet on the floor
+        F, M = np.zeros(3), np.zeros(3)
+        f6 = np.zeros(6)
+        for k in range(d.ncon):
+            con = d.contact[k]
+            if g not in (con.geom1, con.geom2):
+                continue
+            mj.mj_contactForce(self.m, d, k, f6)
+            f = con.frame.reshape(3, 3).T @ f6[:3]  # on geom2, world frame
+            f = -f if con.geom1 == g else f
+            fb, pb = Rb.T @ f, Rb.T @ (con.pos - o)
+            F += fb
+            M += np.cross(pb, fb)
+        cells = cell_positions(CELL_SPAN_X, CELL_SPAN_Y)
+        A = np.vstack([np.ones(4), cells[:, 1], cells[:, 0]])  # Σ R, Σ y R, Σ x R
+        b = np.array([-F[2], -M[0], M[1]])
+        return A.T @ np.linalg.solve(A @ A.T, b)  # equal cell stiffness: the minimum-norm split
+
+    def cell_loads(self) -> np.ndarray:
+        """Per-cell loads (8,) in kg: board 0's four cells, then board 1's."""
+        with self.lock:
+            self._advance()
+            if self._cache[0] == self.d.time:
+                return self._cache[1]
+            loads = np.zeros(8)
+            if self.placed:
+                loads = np.concatenate([self._board_wrench(i) for i in range(2)]) / 9.80665
+            self._cache = (float(self.d.time), loads)
+            return loads
+
+    def board_load(self, board: int):
+        return lambda: self.cell_loads()[4 * board : 4 * board + 4]
+
+    def com_xy(self) -> np.ndarray:
+        """The twin's own whole-body CoM projection (base frame), from MuJoCo."""
+        with self.lock:
+            self._advance()
+            self.mj.mj_kinematics(self.m, self.d)
+            self.mj.mj_comPos(self.m, self.d)
+            return self.d.subtree_com[self.root][:2].copy()
+
+    # ---------------------------------------------------------------- watching
+    def _event(self, kind: str, detail: str, key: str | None = None) -> None:
+        key = key or kind
+        if key not in self._active:
+            self._active.add(key)
+            self.events.append(TwinEvent(self.t_sim, kind, detail))
+
+    def _watch(self) -> None:
+        d = self.d
+        z = float(d.xpos[self.root][2])
+        R = d.xmat[self.root].reshape(3, 3)
+        tilt = math.degrees(math.acos(min(1.0, max(-1.0, float(np.trace(self._placed_R.T @ R) - 1) / 2))))
+        if self._root_z - z > 0.05 or tilt > 20.0:
+            self._event("fall", f"root {1000 * (self._root_z - z):.0f} mm lower, tilted {tilt:.0f} deg")
+        touching = {s: False for s in self.soles}
+        for k in range(d.ncon):
+            con = d.contact[k]
+            gs = {con.geom1, con.geom2}
+            soles = [s for s, g in self.sole_geoms.items() if g in gs]
+            if len(soles) == 2:
+                self._event("feet-contact", "the soles touch each other")
+            for s in soles:
+                touching[s] = True
+        for s in self.soles:
+            sid = self.site_ids[s]
+            Rz = d.site_xmat[sid].reshape(3, 3)[:, 2]
+            sole_tilt = math.degrees(math.acos(min(1.0, float(Rz[2]))))
+            if sole_tilt > 1.0 and touching[s]:
+                self._event("edge", f"{s} tilted {sole_tilt:.1f} deg: standing on an edge", f"edge:{s}")
+            lifted = float(d.site_xpos[sid][2]) - BOARD_SIZE[2] > 0.002
+            if lifted and not touching[s]:
+                self._event("lift", f"{s} off its board", f"lift:{s}")
+            slip = float(np.linalg.norm(d.site_xpos[sid][:2] - self._placed_at[s][:2]))
+            if slip > 0.002:
+                self._event("slip", f"{s} slid {1000 * slip:.1f} mm", f"slip:{s}")
+
+    def report(self) -> list[dict]:
+        return [{"t_sim_s": e.t_sim, "kind": e.kind, "detail": e.detail} for e in self.events]
+
+
+class TwinRobot:
+    """The operator's view of the twin (same interface as the kinematic `SimRobot`): place on the boards at a
+    plan placement (board poses from the configuration, plus an optional placement error unknown to it), lift."""
+
+    def __init__(self, twin: Twin, placement_error: tuple[float, float] = (0.0, 0.0), seed: int = 0) -> None:
+        self.twin = twin
+        self.placement_error = placement_error
+        self.rng = np.random.default_rng(seed)
+
+    def place(self, other_foot, right_offset, left_offset) -> None:
+        from drivers.wbb.geometry import board_poses_for
+
+        poses = board_poses_for(np.asarray(other_foot), np.asarray(right_offset), np.asarray(left_offset))
+        s_xy, s_psi = self.placement_error
+        if s_xy > 0 or s_psi > 0:
+            poses = [p + np.r_[self.rng.normal(0, s_xy, 2), self.rng.normal(0, s_psi)] for p in poses]
+        self.twin.place(poses)
+
+    def lift(self) -> None:
+        self.twin.lift()
+
+    def board_load(self, board: int):
+        return self.twin.board_load(board)
