@@ -231,3 +231,23 @@ def fit_friction(
     best = fa if fa.rms < fb.rms else fb
     best.vs_scan = [(f.v_s, f.rms) for f in fits]
     return best
+
+
+def friction_from_dict(doc: dict, source: str = "friction result") -> FrictionFit:
+    """A FrictionFit back from `as_dict` output (e.g. `poise calibrate friction --out`); DataError if malformed."""
+    try:
+        model = str(doc["model"])
+        params = {k: float(v) for k, v in doc["params"].items()}
+        vs = doc.get("v_s_rad_s")
+        vs = None if vs is None else float(vs)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(f"{source}: not a friction fit ({exc!r})") from None
+    if model not in MODELS or set(params) != set(PARAMS[model]):
+        raise DataError(
+            f"{source}: model {model!r} with parameters {sorted(params)} is not a known friction model"
+        )
+    if not all(np.isfinite(v) for v in params.values()) or (model == "stribeck" and not (vs and vs > 0)):
+        raise DataError(f"{source}: non-finite parameters or missing Stribeck velocity")
+    return FrictionFit(
+        model, params, {}, vs, bool(doc.get("zero_slope", False)), 0, 0, float("nan"), float("nan")
+    )

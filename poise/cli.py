@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "poise.cmd_demo",
     "poise.cmd_solve",
     "poise.cmd_plan",
+    "poise.cmd_calibrate",
 ]
 
 

@@ -256,3 +256,53 @@ def test_tikhonov_variants_reduce_angular_acceleration_error():
     }
     assert err["tikhonov"] < err["pinv"] / 1.2
     assert err["gyro-rate"] < err["pinv"] / 1.2
+
+
+# --- command line ------------------------------------------------------------------------------------------
+
+
+def _run(argv, capsys):
+    from poise.cli import main
+
+    rc = main(argv)
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return out.out
+
+
+def test_cli_friction_and_pwm_gain_end_to_end_through_files(tmp_path, capsys):
+    fr, rec = tmp_path / "fr.json", tmp_path / "free.csv"
+    argv = ["calibrate", "friction", "--simulate", "--model", "stribeck", "--vs", "0.35", "--zero-slope"]
+    doc = json.loads(_run([*argv, "--out", str(fr), "--plot", str(tmp_path / "f.png"), "--json"], capsys))
+    p = doc["fits"][0]["params"]
+    assert all(p[k] == pytest.approx(v, rel=0.02) for k, v in TRUTH.params().items())
+    assert (tmp_path / "f.png").stat().st_size > 10_000
+    sim = ["calibrate", "pwm-gain", "--simulate", "--link", "free", "--save-recording", str(rec), "--json"]
+    g_sim = json.loads(_run([*sim, "--friction", str(fr)], capsys))
+    g_file = json.loads(
+        _run(["calibrate", "pwm-gain", str(rec), "--link", "free", "--friction", str(fr), "--json"], capsys)
+    )
+    assert g_file["k_pwm_Nm_per_pct"] == pytest.approx(g_sim["k_pwm_Nm_per_pct"], rel=1e-6)
+    assert g_file["k_pwm_Nm_per_pct"] == pytest.approx(K_PCT, rel=0.02)
+    table = _run(["calibrate", "pwm-gain", "--simulate"], capsys)
+    assert "hysteresis" in table and "N·m/%" in table
+    _run(["calibrate", "pwm-plan", "--out", str(tmp_path / "plan.json")], capsys)
+    assert load_pwm_plan(tmp_path / "plan.json") == recommended()
+
+
+def test_cli_accelerometer_and_encoder_offsets(tmp_path, capsys):
+    doc = json.loads(_run(["calibrate", "accelerometer", "--simulate", "--runs", "4", "--json"], capsys))
+    two = doc["methods"]["tumble + bounded ellipsoid"]
+    assert np.allclose(two["mean"][:3], doc["truth"][:3], atol=0.03)
+    assert max(doc["methods"]["ellipsoid"]["std"][:3]) > 5 * max(two["std"][:3])
+    rec = tmp_path / "off.csv"
+    sim = json.loads(
+        _run(["calibrate", "encoder-offsets", "--simulate", "--save-recording", str(rec), "--json"], capsys)
+    )
+    assert all(abs(r["gap_deg"]) < 0.1 for r in sim["joints"])
+    again = json.loads(_run(["calibrate", "encoder-offsets", str(rec), "--json"], capsys))
+    assert [r["offset_deg"] for r in again["joints"]] == pytest.approx(
+        [r["offset_deg"] for r in sim["joints"]], abs=1e-3
+    )
+    table = _run(["calibrate", "encoder-offsets", str(rec)], capsys)
+    assert "buckets std [deg]" in table and "r_elbow" in table

@@ -146,6 +146,8 @@ def files(tmp_path_factory):
     write_csv(_doggy(dt=1.0), d / "doggy_ms.csv")  # time stamps in ms written as if seconds
     f["doggy_ms"] = str(d / "doggy_ms.csv")
     put("doggy_nan.csv", (d / "doggy.csv").read_text().replace("\n0.1,", "\nnan,", 1))
+    rows = "".join(f"{k * 0.01:.2f},0,0,{'nan' if k == 7 else 0}\n" for k in range(60))
+    put("drive_nan.csv", "# inertia: 0.06\nt,pwm,q,tau\n" + rows)
     return f
 
 
@@ -348,6 +350,47 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan show", ["{good_plan}", "--out", "{dir}/noext"]),
     ("plan show", ["{good_plan}", "--out", "{existing_png}"]),
     ("plan show", ["{good_plan}", "--out", "{existing}"]),
+    # calibrate friction
+    ("calibrate friction", ["{binary}"]),
+    ("calibrate friction", ["{latin1}"]),
+    ("calibrate friction", ["{empty}"]),
+    ("calibrate friction", ["{dyn}"]),
+    ("calibrate friction", ["{drive_nan}"]),
+    ("calibrate friction", ["{drive_nan}", "--simulate"]),
+    ("calibrate friction", ["--simulate", "--vs", "0"]),
+    ("calibrate friction", ["--simulate", "--accel-max", "nan"]),
+    ("calibrate friction", ["--simulate", "--out", "{existing}"]),
+    ("calibrate friction", ["--simulate", "--plot", "{dir}/f.docx"]),
+    # calibrate pwm-gain
+    ("calibrate pwm-gain", ["{binary}"]),
+    ("calibrate pwm-gain", ["{dyn}"]),
+    ("calibrate pwm-gain", ["{drive_nan}", "--link", "free"]),
+    ("calibrate pwm-gain", ["--simulate", "--link", "hand"]),
+    ("calibrate pwm-gain", ["--simulate", "--friction", "{binary}"]),
+    ("calibrate pwm-gain", ["--simulate", "--link", "free", "--friction", "{bad_result}"]),
+    ("calibrate pwm-gain", ["--simulate", "--plan", "{good_plan}"]),
+    ("calibrate pwm-gain", ["--simulate", "--out", "{existing}"]),
+    # calibrate pwm-plan
+    ("calibrate pwm-plan", ["--out", "{existing}"]),
+    ("calibrate pwm-plan", ["--out", "{missing_dir}/p.json"]),
+    ("calibrate pwm-plan", ["--out", "{dir}/pp.json", "--link", "hand"]),
+    # calibrate accelerometer
+    ("calibrate accelerometer", ["{binary}"]),
+    ("calibrate accelerometer", ["{empty}"]),
+    ("calibrate accelerometer", ["{dyn}"]),
+    ("calibrate accelerometer", ["{dyn}", "--runs", "3"]),
+    ("calibrate accelerometer", ["--simulate", "--bound", "nan"]),
+    ("calibrate accelerometer", ["--simulate", "--runs", "0"]),
+    ("calibrate accelerometer", ["--simulate", "--plot", "{existing_png}"]),
+    # calibrate encoder-offsets
+    ("calibrate encoder-offsets", ["{binary}"]),
+    ("calibrate encoder-offsets", ["{dyn}"]),
+    ("calibrate encoder-offsets", ["--simulate", "--robot", "atlas"]),
+    ("calibrate encoder-offsets", ["--simulate", "--sensors", "nowhere"]),
+    ("calibrate encoder-offsets", ["--simulate", "--bound-deg", "0"]),
+    ("calibrate encoder-offsets", ["--simulate", "--smooth-window", "4"]),
+    ("calibrate encoder-offsets", ["--simulate", "--decimate", "0"]),
+    ("calibrate encoder-offsets", ["--simulate", "--out", "{existing}"]),
 ]
 
 
