@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import casadi as ca
 import numpy as np
 from scipy.ndimage import minimum_filter1d
 
@@ -25,7 +26,7 @@ from formats.errors import DataError, IdentifiabilityError
 from formats.ft_pwm_recording import FtPwmRecording
 from identify.differentiation import derivatives, lowpass
 from identify.dynamic import ls_statistics
-from identify.pls import PLSRegression, compress, cv_ols, cv_ridge, ridge
+from identify.pls import PLSRegression, compress, cv_ols, cv_ridge, fold_factors, ridge
 from robots import dynamics as dyn
 from robots.actuation import FtPwmTruth, Transmission, friction_rows, motor_velocities, transmissions
 from robots.base_params import DynamicBase, RegressorSpec, random_states
@@ -318,7 +319,7 @@ class FtPwmEstimator:
                 [self.weights.joint] * (R - 6) + [self.weights.force] * 3 + [self.weights.moment] * 3
             )
             return w
-        x = np.linalg.lstsq(A, b, rcond=None)[0]
+        x = np.linalg.lstsq(*compress(A, b), rcond=None)[0]
         r = b - A @ x
         return 1.0 / np.maximum([r[kind == k].std() for k in range(R)], 1e-12)
 
@@ -376,22 +377,24 @@ class FtPwmEstimator:
         w = self._row_weights(A, b, kind)
         Aw, bw = A * w[kind][:, None], b * w[kind]
         lags = int(np.ceil(rec.rate_hz / self.cutoff_hz / self._step(rec)))  # one cut-off period
-        x_ls = np.linalg.lstsq(Aw, bw, rcond=None)[0]
+        Rw, Qbw = compress(Aw, bw)
+        x_ls = np.linalg.lstsq(Rw, Qbw, rcond=None)[0]
         x_iv = x_ls
         for _ in range(self.iv_iterations):
             Zw = self.instruments(A, kind, x_iv) * w[kind][:, None]
             x_iv = np.linalg.solve(Zw.T @ Aw, Zw.T @ bw)
-        comparison = [MethodResult("ols", x_ls, cv_ols(Aw, bw, self.cv, sample), None)]
+        folds = fold_factors(Aw, bw, self.cv, sample)  # one factorisation per block for every method's CV
+        comparison = [MethodResult("ols", x_ls, cv_ols(Aw, bw, factors=folds), None)]
         if self.method == "pls" or self.compare:
-            pls = PLSRegression(self.n_components, self.cv).fit(Aw, bw, groups=sample)
+            pls = PLSRegression(self.n_components, self.cv).fit(Aw, bw, sample, folds)
             self.pls_ = pls
             press = pls.cv_.press[pls.n_components_ - 1] if pls.cv_ is not None else float("nan")
             comparison.insert(0, MethodResult("pls", pls.coef_, float(press), float(pls.n_components_)))
         if self.method == "ridge" or self.compare:
-            s = np.linalg.svd(compress(Aw, bw)[0], compute_uv=False)
+            s = np.linalg.svd(Rw, compute_uv=False)
             lams = s[0] ** 2 * np.logspace(-14, -1, 27)
-            rpress, lam = cv_ridge(Aw, bw, lams, self.cv, sample)
-            comparison.append(MethodResult("ridge", ridge(Aw, bw, lam), float(rpress.min()), lam))
+            rpress, lam = cv_ridge(Aw, bw, lams, factors=folds)
+            comparison.append(MethodResult("ridge", ridge(Rw, Qbw, lam), float(rpress.min()), lam))
         comparison.append(MethodResult("iv", x_iv, float("nan"), float(self.iv_iterations)))
         chosen = {m.name: m for m in comparison}[self.method]
         if self.method == "iv":
@@ -413,7 +416,7 @@ class FtPwmEstimator:
             comparison=comparison,
             row_sigma={r: float(raw[kind == k].std()) for k, r in enumerate(rows)},
             row_weights={r: float(w[k]) for k, r in enumerate(rows)},
-            kappa=kappa(compress(Aw, bw)[0]),
+            kappa=kappa(Rw),
             samples=int(sample.max() + 1),
             vanishing=[db.names[i] for i in db.vanishing],
             top_correlations=top,
@@ -425,14 +428,10 @@ class FtPwmEstimator:
         """The identifiable combinations of a known robot (for synthetic tests and CAD comparisons)."""
         return self.base_.values(true_unknowns(self.model, self.layout_, params, extra))
 
-    def predict_wrench(
-        self, rec: FtPwmRecording, values: np.ndarray | None = None, chunk: int = 4000
-    ) -> tuple[np.ndarray, np.ndarray, slice]:
-        """(predicted, measured) F/T wrench at every sample (raw measurement, states from the zero-phase
-        differentiation), trimmed of the filter's edges; and the slice of samples kept."""
-        self._check(rec)
+    def _wrench_parameters(self, values: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(φ with the base values in the independent slots, w_O): dependent columns are combinations of the
+        independent ones over all rows, F/T rows included, so Y_FT φ reproduces the base prediction."""
         x = self.fit_.values if values is None else values
-        q, qd, qdd, edge = self._states(rec)
         n_in = self.layout_.n_inertial
         ind = np.asarray(self.base_.independent)
         inert, off = ind < n_in, (ind >= n_in) & (ind < n_in + 6)
@@ -440,12 +439,43 @@ class FtPwmEstimator:
         phi[ind[inert]] = x[inert]
         offset = np.zeros(6)
         offset[ind[off] - n_in] = x[off]
-        keep = slice(edge, len(q) - edge)
+        return phi, offset
+
+    def wrench(
+        self,
+        q: np.ndarray,
+        qd: np.ndarray,
+        qdd: np.ndarray,
+        values: np.ndarray | None = None,
+        chunk: int = 4000,
+    ) -> np.ndarray:
+        """The F/T wrench (K, 6) the fitted (or given) parameters predict at states (K, n): Y_FT φ + w_O."""
+        phi, offset = self._wrench_parameters(values)
+        q, qd, qdd = (np.atleast_2d(np.asarray(a, dtype=float)) for a in (q, qd, qdd))
         pred = np.empty((len(q), 6))
         for s in range(0, len(q), chunk):
             c = slice(s, min(s + chunk, len(q)))
             pred[c] = dyn.subtree_wrench_regressor(self.model, q[c], qd[c], qdd[c], self.sensor) @ phi
-        return (pred + offset)[keep], rec.wrench[keep], keep
+        return pred + offset
+
+    def wrench_function(self, values: np.ndarray | None = None) -> ca.Function:
+        """CasADi Function (q, qd, qdd) → predicted wrench (6,): microseconds per sample, for the online T²
+        detector (identify.t2.StreamingT2) fed by the robot's state estimate."""
+        phi, offset = self._wrench_parameters(values)
+        W = dyn.subtree_wrench_regressor_function(self.model, self.sensor)
+        q, qd, qdd = (ca.SX.sym(n, self.model.nq) for n in ("q", "qd", "qdd"))
+        out = W(q, qd, qdd) @ ca.DM(phi) + ca.DM(offset)
+        return ca.Function("ft_wrench", [q, qd, qdd], [out], ["q", "qd", "qdd"], ["wrench"])
+
+    def predict_wrench(
+        self, rec: FtPwmRecording, values: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, slice]:
+        """(predicted, measured) F/T wrench at every sample (raw measurement, states from the zero-phase
+        differentiation), trimmed of the filter's edges; and the slice of samples kept."""
+        self._check(rec)
+        q, qd, qdd, edge = self._states(rec)
+        keep = slice(edge, len(q) - edge)
+        return self.wrench(q[keep], qd[keep], qdd[keep], values), rec.wrench[keep], keep
 
 
 def iv_statistics(

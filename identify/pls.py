@@ -84,6 +84,22 @@ def _split(groups: np.ndarray, k: int) -> list[np.ndarray]:
     return [np.isin(groups, labels[f]) for f in folds(len(labels), k)]
 
 
+Folds = list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def fold_factors(A: np.ndarray, b: np.ndarray, k: int = 5, groups: np.ndarray | None = None) -> Folds:
+    """(test-row mask, R, Qᵀb of the training rows) per fold, from one factorisation per block: the training
+    set's R is that of the other blocks' stacked R (same AᵀA, Aᵀb). Shared by the PLS, OLS and ridge CV."""
+    tests = _split(_groups(len(b), groups), k)
+    blocks = [compress(A[t], b[t]) for t in tests]
+    out = []
+    for i, t in enumerate(tests):
+        R = np.vstack([blocks[j][0] for j in range(len(tests)) if j != i])
+        Qb = np.concatenate([blocks[j][1] for j in range(len(tests)) if j != i])
+        out.append((t, *compress(R, Qb)))
+    return out
+
+
 @dataclass
 class CrossValidation:
     """PRESS and Q² per number of latent variables (index ν−1), the chosen ν."""
@@ -94,13 +110,17 @@ class CrossValidation:
 
 
 def cv_pls(
-    A: np.ndarray, b: np.ndarray, max_components: int, k: int = 5, groups: np.ndarray | None = None
+    A: np.ndarray,
+    b: np.ndarray,
+    max_components: int,
+    k: int = 5,
+    groups: np.ndarray | None = None,
+    factors: Folds | None = None,
 ) -> CrossValidation:
     """K-fold PRESS(ν) for ν = 1 … max_components (contiguous folds of `groups`, default rows)."""
-    g = _groups(len(b), groups)
     press = np.zeros(max_components)
-    for test in _split(g, k):
-        W, P, c = nipals(*compress(A[~test], b[~test]), max_components)
+    for test, R, Qb in factors or fold_factors(A, b, k, groups):
+        W, P, c = nipals(R, Qb, max_components)
         B = np.zeros((A.shape[1], max_components))
         if len(c):  # NIPALS may stop early: the last estimate stands for the larger ν
             path = coefficient_path(W, P, c)
@@ -119,25 +139,29 @@ def ridge(A: np.ndarray, b: np.ndarray, lam: float) -> np.ndarray:
     return Vt.T @ ((s / (s**2 + lam)) * (U.T @ Qb))
 
 
-def cv_ols(A: np.ndarray, b: np.ndarray, k: int = 5, groups: np.ndarray | None = None) -> float:
+def cv_ols(
+    A: np.ndarray, b: np.ndarray, k: int = 5, groups: np.ndarray | None = None, factors: Folds | None = None
+) -> float:
     """K-fold PRESS of least squares."""
-    g = _groups(len(b), groups)
     press = 0.0
-    for test in _split(g, k):
-        x = np.linalg.lstsq(*compress(A[~test], b[~test]), rcond=None)[0]
+    for test, R, Qb in factors or fold_factors(A, b, k, groups):
+        x = np.linalg.lstsq(R, Qb, rcond=None)[0]
         r = b[test] - A[test] @ x
         press += float(r @ r)
     return press
 
 
 def cv_ridge(
-    A: np.ndarray, b: np.ndarray, lams: np.ndarray, k: int = 5, groups: np.ndarray | None = None
+    A: np.ndarray,
+    b: np.ndarray,
+    lams: np.ndarray,
+    k: int = 5,
+    groups: np.ndarray | None = None,
+    factors: Folds | None = None,
 ) -> tuple[np.ndarray, float]:
     """K-fold PRESS over a λ grid; (PRESS per λ, best λ)."""
-    g = _groups(len(b), groups)
     press = np.zeros(len(lams))
-    for test in _split(g, k):
-        R, Qb = compress(A[~test], b[~test])
+    for test, R, Qb in factors or fold_factors(A, b, k, groups):
         U, s, Vt = np.linalg.svd(R, full_matrices=False)
         Ub = U.T @ Qb
         for i, lam in enumerate(lams):
@@ -156,7 +180,11 @@ class PLSRegression:
             raise DataError(f"the number of latent variables must be ≥ 1, got {n_components}")
         self.n_components, self.cv, self.max_components = n_components, cv, max_components
 
-    def fit(self, A: np.ndarray, b: np.ndarray, groups: np.ndarray | None = None) -> PLSRegression:
+    def fit(
+        self, A: np.ndarray, b: np.ndarray, groups: np.ndarray | None = None, factors: Folds | None = None
+    ) -> PLSRegression:
+        """Fit on A (rows × columns), b (rows,); `groups` label rows kept together in CV (`factors`: precomputed
+        fold factorisations of the same A, b)."""
         A, b = np.asarray(A, dtype=float), np.asarray(b, dtype=float)
         if A.ndim != 2 or b.shape != (A.shape[0],):
             raise DataError(f"PLS needs A (rows × columns) and b (rows,), got {A.shape} and {b.shape}")
@@ -167,7 +195,7 @@ class PLSRegression:
         nu = self.n_components
         if nu is None:
             top = min(self.max_components or rank, rank)
-            self.cv_ = cv_pls(A, b, top, self.cv, groups)
+            self.cv_ = cv_pls(A, b, top, self.cv, groups, factors)
             nu = self.cv_.best
         if nu > min(A.shape):
             raise DataError(f"{nu} latent variables requested; the data allow at most {min(A.shape)}")

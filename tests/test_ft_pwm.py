@@ -183,3 +183,24 @@ def test_cli_bad_input_one_line(argv, match, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and match in err and "Traceback" not in err
+
+
+def test_streaming_detector_online(runs):
+    """Sample by sample: predicted wrench from the state, T² update; the same alarms as the batch rule."""
+    from identify.differentiation import derivatives
+    from identify.ft_pwm_report import detector
+    from identify.t2 import StreamingT2
+
+    *_, ident, _, contact, est = runs
+    det = detector(est, ident.recording)
+    rec = contact.recording
+    q, qd, qdd = derivatives(rec.t, rec.q, est.cutoff_hz)
+    stream = StreamingT2(det)
+    f = est.wrench_function()
+    span = range(1000, 2500)
+    alarms = np.array([stream.update(rec.wrench[k] - f(q[k], qd[k], qdd[k]).full().ravel())[1] for k in span])
+    batch = det.predict(rec.wrench[1000:2500] - est.wrench(q[1000:2500], qd[1000:2500], qdd[1000:2500]))
+    assert np.array_equal(alarms, batch)
+    truth = rec.contact[1000:2500]
+    assert truth.any() and (~truth).any()
+    assert alarms[truth].mean() > 0.8 and alarms[~truth].mean() < 0.05
