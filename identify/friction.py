@@ -73,6 +73,7 @@ class FrictionFit:
     rms: float  # N·m, residual
     cond: float  # of XᵀX
     vs_scan: list[tuple[float, float]] = field(default_factory=list)  # (v_s, rms) when v_s was searched
+    tau_s: float | None = None  # fitted constant torque [N·m] when requested (not part of τ_f)
 
     def torque(self, omega: np.ndarray) -> np.ndarray:
         return friction_torque(self.model, self.params, omega, self.v_s)
@@ -89,6 +90,7 @@ class FrictionFit:
             "n_rejected": self.n_rejected,
             "rms_Nm": self.rms,
             "cond_XtX": self.cond,
+            "tau_s_Nm": self.tau_s,
         }
 
 
@@ -162,11 +164,13 @@ def fit_friction(
     accel_max: float | None = None,
     speed_min: float = 0.0,
     margin: int = 0,
+    offset: bool = False,
     pwm: np.ndarray | None = None,
     pwm_gain: float = 0.0,
     pwm_offset: float = 0.0,
 ) -> FrictionFit:
-    """Fit τ_f from y = τ_j + I ω̇ − (K PWM + τ₀); v_s=None for the Stribeck model searches it (profile RSS)."""
+    """Fit τ_f from y = τ_j + I ω̇ − (K PWM + τ₀); v_s=None for the Stribeck model searches it (profile RSS).
+    `offset` adds a constant τ_s (eq. 2.32's static term, e.g. an unzeroed torque sensor) to the regression."""
     omega, omega_dot, tau_j = (np.asarray(a, dtype=float) for a in (omega, omega_dot, tau_j))
     _check(omega, omega_dot, tau_j, *(() if pwm is None else (np.asarray(pwm, dtype=float),)))
     if model not in MODELS:
@@ -184,20 +188,27 @@ def fit_friction(
     w, yk = omega[keep], y[keep]
     names = PARAMS[model]
 
+    cols = names + (("tau_s",) if offset else ())
+
     def one(vs: float | None) -> FrictionFit:
         X = regressor(model, w, vs)
         C = np.array([[1.0, vs, -1.0, 0.0]]) if zero_slope else None  # Kc + Kv v_s − σs⁺ = 0
-        theta, se, rms, cond = _solve(X, yk, names, C)
+        if offset:
+            X = np.column_stack([X, np.ones(len(w))])
+            C = None if C is None else np.column_stack([C, [0.0]])
+        theta, se, rms, cond = _solve(X, yk, cols, C)
+        p = {k: float(v) for k, v in zip(cols, theta, strict=True)}
         return FrictionFit(
             model,
-            {k: float(v) for k, v in zip(names, theta, strict=True)},
-            {k: float(v) for k, v in zip(names, se, strict=True)},
+            {k: p[k] for k in names},
+            {k: float(v) for k, v in zip(cols, se, strict=True)},
             vs,
             zero_slope,
             int(keep.sum()),
             int((~keep).sum()),
             rms,
             cond,
+            tau_s=p.get("tau_s"),
         )
 
     if model != "stribeck" or v_s is not None:

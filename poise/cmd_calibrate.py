@@ -55,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument(
         "--zero-slope", action="store_true", help="Stribeck: impose σs⁺ − Kc = Kv v_s (flat at 0⁺)"
     )
+    f.add_argument("--offset", action="store_true", help="also fit a constant torque τ_s (sensor not zeroed)")
     _drive_opts(f)
     f.set_defaults(func=cmd_friction)
 
@@ -153,7 +154,8 @@ def cmd_friction(args: argparse.Namespace) -> int:
     if args.simulate:
         truth = DriveTruth()
         rec = simulate_external(truth=truth, noise=Noise(seed=args.seed))
-        rec.tau = rec.tau - truth.tau_offset  # a motor-off experiment starts by zeroing the torque sensor
+        if not args.offset:  # a motor-off experiment starts by zeroing the torque sensor
+            rec.tau = rec.tau - truth.tau_offset
         if args.save_recording:
             write_drive(rec, args.save_recording)
         source = f"simulated motor-off experiment, seed {args.seed}"
@@ -175,6 +177,7 @@ def cmd_friction(args: argparse.Namespace) -> int:
                 m,
                 v_s=args.vs if m == "stribeck" else None,
                 zero_slope=args.zero_slope and m == "stribeck",
+                offset=args.offset,
                 **opts,
             )
         )
@@ -202,6 +205,17 @@ def cmd_friction(args: argparse.Namespace) -> int:
                 "—" if tr is None else f"{100 * (v / tr - 1):+.2f} %",
             )
         extra = f"v_s {f.v_s:.3g} rad/s, " if f.v_s else ""
+        if f.tau_s is not None:
+            tr = truth.tau_offset if truth else None
+            t.add_row(
+                f.model,
+                "tau_s",
+                f"{f.tau_s:.4g}",
+                f"{f.se['tau_s']:.2g}",
+                "N·m",
+                "—" if tr is None else f"{tr:.4g}",
+                "",
+            )
         t.add_row(
             f.model,
             "fit",

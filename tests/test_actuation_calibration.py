@@ -306,3 +306,37 @@ def test_cli_accelerometer_and_encoder_offsets(tmp_path, capsys):
     )
     table = _run(["calibrate", "encoder-offsets", str(rec)], capsys)
     assert "buckets std [deg]" in table and "r_elbow" in table
+
+
+def test_friction_with_constant_torque_term_on_an_unzeroed_sensor():
+    sig = drive_signals(simulate_external(truth=TRUTH))
+    fit = fit_friction(
+        sig.omega, sig.omega_dot, sig.tau, TRUTH.inertia, "stribeck", v_s=TRUTH.v_s, accel_max=5.0,
+        speed_min=0.02, margin=5, offset=True,
+    )  # fmt: skip
+    assert fit.tau_s == pytest.approx(TRUTH.tau_offset, abs=0.01)
+    assert all(fit.params[k] == pytest.approx(v, rel=0.02) for k, v in TRUTH.params().items())
+    biased = fit_friction(
+        sig.omega, sig.omega_dot, sig.tau, TRUTH.inertia, "stribeck", v_s=TRUTH.v_s, accel_max=5.0
+    )
+    assert abs(biased.params["sigma+"] / TRUTH.sigma_pos - 1) > 0.05  # the offset leaks into σs± without τ_s
+
+
+def test_drive_recording_reader_refuses_bad_files(tmp_path):
+    from formats.calibration_recording import DriveRecording, read_drive, write_drive
+
+    t = np.arange(100) * 0.01
+    write_drive(DriveRecording(t, np.zeros(100), np.zeros(100), np.zeros(100), 0.06), tmp_path / "ok.csv")
+    assert read_drive(tmp_path / "ok.csv").inertia == 0.06
+    good = (tmp_path / "ok.csv").read_text()
+    cases = {
+        "nan": (good.replace("\n0.5,0,0,0", "\n0.5,0,nan,0"), "non-finite"),
+        "cols": (good.replace("t,pwm,q,tau", "t,pwm,q,torque"), "missing column"),
+        "ms": (good.replace("0.01,0", "10,0"), "increase"),
+        "pct": (good.replace("\n0.5,0,", "\n0.5,250,"), "pwm"),
+        "inertia": (good.replace("# inertia: 0.06", "# inertia: heavy"), "inertia"),
+    }
+    for name, (text, msg) in cases.items():
+        (tmp_path / f"{name}.csv").write_text(text)
+        with pytest.raises(DataError, match=msg):
+            read_drive(tmp_path / f"{name}.csv")
