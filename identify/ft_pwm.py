@@ -379,10 +379,18 @@ class FtPwmEstimator:
         lags = int(np.ceil(rec.rate_hz / self.cutoff_hz / self._step(rec)))  # one cut-off period
         Rw, Qbw = compress(Aw, bw)
         x_ls = np.linalg.lstsq(Rw, Qbw, rcond=None)[0]
-        x_iv = x_ls
-        for _ in range(self.iv_iterations):
-            Zw = self.instruments(A, kind, x_iv) * w[kind][:, None]
-            x_iv = np.linalg.solve(Zw.T @ Aw, Zw.T @ bw)
+        gains = [c for cols in self._gain_columns() for c in cols]
+        bad = [syms[c] for c in gains if not x_ls[c] > 0]
+        if bad and self.method == "iv":
+            raise DataError(
+                f"PWM gain(s) {', '.join(bad)} estimated ≤ 0: check the PWM columns' sign and motors"
+            )
+        x_iv = None
+        if not bad and (self.method == "iv" or self.compare):
+            x_iv = x_ls
+            for _ in range(self.iv_iterations):
+                Zw = self.instruments(A, kind, x_iv) * w[kind][:, None]
+                x_iv = np.linalg.solve(Zw.T @ Aw, Zw.T @ bw)
         folds = fold_factors(Aw, bw, self.cv, sample)  # one factorisation per block for every method's CV
         comparison = [MethodResult("ols", x_ls, cv_ols(Aw, bw, factors=folds), None)]
         if self.method == "pls" or self.compare:
@@ -395,7 +403,8 @@ class FtPwmEstimator:
             lams = s[0] ** 2 * np.logspace(-14, -1, 27)
             rpress, lam = cv_ridge(Aw, bw, lams, factors=folds)
             comparison.append(MethodResult("ridge", ridge(Rw, Qbw, lam), float(rpress.min()), lam))
-        comparison.append(MethodResult("iv", x_iv, float("nan"), float(self.iv_iterations)))
+        if x_iv is not None:  # no CV PRESS: the instruments come from the whole record
+            comparison.append(MethodResult("iv", x_iv, float("nan"), float(self.iv_iterations)))
         chosen = {m.name: m for m in comparison}[self.method]
         if self.method == "iv":
             cov, se, _, top = iv_statistics(Aw, Zw, bw, x_iv, syms, sample, lags)

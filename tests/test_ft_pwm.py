@@ -204,3 +204,26 @@ def test_streaming_detector_online(runs):
     truth = rec.contact[1000:2500]
     assert truth.any() and (~truth).any()
     assert alarms[truth].mean() > 0.8 and alarms[~truth].mean() < 0.05
+
+
+def test_bad_data_named(runs):
+    """A joint that never moves or a motor whose PWM sign is flipped gets a one-line error naming it."""
+    from dataclasses import replace
+
+    from formats.errors import IdentifiabilityError
+
+    model, groups, _, _, val, _, _ = runs
+    rec = val.recording
+    est = FtPwmEstimator(model, SENSOR, groups, method="iv", compare=False)
+    q = rec.q.copy()
+    q[:, model.joint_names.index("r_elbow")] = q[0, model.joint_names.index("r_elbow")]
+    with pytest.raises(IdentifiabilityError, match="does not excite"):
+        est.fit(replace(rec, q=q))
+    pwm = rec.pwm.copy()
+    pwm[:, -1] *= -1
+    with pytest.raises(DataError, match="k@r_elbow_m"):
+        est.fit(replace(rec, pwm=pwm))
+    with pytest.raises(DataError, match="motors"):
+        est.fit(replace(rec, motor_names=rec.motor_names[::-1]))
+    with pytest.raises(DataError, match="NaN"):
+        replace(rec, wrench=np.where(np.arange(6) == 2, np.nan, rec.wrench))
