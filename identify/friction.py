@@ -73,7 +73,12 @@ class FrictionFit:
     rms: float  # N·m, residual
     cond: float  # of XᵀX
     vs_scan: list[tuple[float, float]] = field(default_factory=list)  # (v_s, rms) when v_s was searched
-    tau_s: float | None = None  # fitted constant torque [N·m] when requested (not part of τ_f)
+    extra: dict[str, float] = field(default_factory=dict)  # τ_s [N·m], k_pwm [N·m/%] when fitted jointly
+
+    @property
+    def tau_s(self) -> float | None:
+        """Fitted constant torque (not part of τ_f), if requested."""
+        return self.extra.get("tau_s")
 
     def torque(self, omega: np.ndarray) -> np.ndarray:
         return friction_torque(self.model, self.params, omega, self.v_s)
@@ -91,6 +96,7 @@ class FrictionFit:
             "rms_Nm": self.rms,
             "cond_XtX": self.cond,
             "tau_s_Nm": self.tau_s,
+            "k_pwm_Nm_per_pct": self.extra.get("k_pwm"),
         }
 
 
@@ -166,11 +172,10 @@ def fit_friction(
     margin: int = 0,
     offset: bool = False,
     pwm: np.ndarray | None = None,
-    pwm_gain: float = 0.0,
-    pwm_offset: float = 0.0,
 ) -> FrictionFit:
-    """Fit τ_f from y = τ_j + I ω̇ − (K PWM + τ₀); v_s=None for the Stribeck model searches it (profile RSS).
-    `offset` adds a constant τ_s (eq. 2.32's static term, e.g. an unzeroed torque sensor) to the regression."""
+    """Fit τ_f from y = τ_j + I ω̇ (motor off); v_s=None for the Stribeck model searches it (profile RSS).
+    `offset` adds a constant τ_s (eq. 2.32's static term, e.g. an unzeroed torque sensor); `pwm` [%] adds the
+    PWM column, fitting the whole identification model 2.32, y = K*_pwm PWM + τ_f(ω) + τ_s, in one regression."""
     omega, omega_dot, tau_j = (np.asarray(a, dtype=float) for a in (omega, omega_dot, tau_j))
     _check(omega, omega_dot, tau_j, *(() if pwm is None else (np.asarray(pwm, dtype=float),)))
     if model not in MODELS:
@@ -180,22 +185,22 @@ def fit_friction(
     if zero_slope and model != "stribeck":
         raise DataError("the zero-slope constraint applies to the Stribeck model only")
     y = tau_j + inertia * omega_dot
-    if pwm is not None:
-        y = y - pwm_gain * np.asarray(pwm, dtype=float) - pwm_offset
     keep = select_samples(omega, omega_dot, accel_max, speed_min, margin)
     if keep.sum() < 10:
         raise DataError(f"only {int(keep.sum())} samples left after outlier rejection; need ≥ 10")
     w, yk = omega[keep], y[keep]
     names = PARAMS[model]
-
-    cols = names + (("tau_s",) if offset else ())
+    extra = ([("k_pwm", np.asarray(pwm, dtype=float)[keep])] if pwm is not None else []) + (
+        [("tau_s", np.ones(len(w)))] if offset else []
+    )
+    cols = names + tuple(n for n, _ in extra)
 
     def one(vs: float | None) -> FrictionFit:
         X = regressor(model, w, vs)
         C = np.array([[1.0, vs, -1.0, 0.0]]) if zero_slope else None  # Kc + Kv v_s − σs⁺ = 0
-        if offset:
-            X = np.column_stack([X, np.ones(len(w))])
-            C = None if C is None else np.column_stack([C, [0.0]])
+        if extra:
+            X = np.column_stack([X, *(c for _, c in extra)])
+            C = None if C is None else np.column_stack([C, np.zeros((1, len(extra)))])
         theta, se, rms, cond = _solve(X, yk, cols, C)
         p = {k: float(v) for k, v in zip(cols, theta, strict=True)}
         return FrictionFit(
@@ -208,7 +213,7 @@ def fit_friction(
             int((~keep).sum()),
             rms,
             cond,
-            tau_s=p.get("tau_s"),
+            extra={n: p[n] for n, _ in extra},
         )
 
     if model != "stribeck" or v_s is not None:

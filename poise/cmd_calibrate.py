@@ -56,6 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--zero-slope", action="store_true", help="Stribeck: impose σs⁺ − Kc = Kv v_s (flat at 0⁺)"
     )
     f.add_argument("--offset", action="store_true", help="also fit a constant torque τ_s (sensor not zeroed)")
+    f.add_argument(
+        "--plan",
+        help="with --simulate: drive the free link with a PWM plan (JSON, or 'recommended' / 'sweeps') "
+        "instead of the motor-off run; K*_pwm and τ_s are then fitted with the friction (model 2.32)",
+    )
     _drive_opts(f)
     f.set_defaults(func=cmd_friction)
 
@@ -146,24 +151,33 @@ def _inertia(args, rec) -> float:
 
 
 def cmd_friction(args: argparse.Namespace) -> int:
-    from identify.actuation_sim import DriveTruth, Noise, simulate_external
+    from identify.actuation_sim import DriveTruth, Noise, simulate_external, simulate_free
     from identify.drive_signals import drive_signals
     from identify.friction import MODELS, fit_friction, select_samples, unit_of
 
     truth = None
+    if args.plan and not args.simulate:
+        raise DataError("--plan is for --simulate; a recording already holds its PWM")
     if args.simulate:
         truth = DriveTruth()
-        rec = simulate_external(truth=truth, noise=Noise(seed=args.seed))
-        if not args.offset:  # a motor-off experiment starts by zeroing the torque sensor
-            rec.tau = rec.tau - truth.tau_offset
+        if args.plan:
+            named = {"recommended": recommended, "sweeps": sweeps}
+            plan = named[args.plan](link="free") if args.plan in named else load_pwm_plan(args.plan)
+            rec = simulate_free(plan, truth, Noise(seed=args.seed))
+            source = f"simulated PWM plan {args.plan}, free link, seed {args.seed}"
+        else:
+            rec = simulate_external(truth=truth, noise=Noise(seed=args.seed))
+            if not args.offset:  # a motor-off experiment starts by zeroing the torque sensor
+                rec.tau = rec.tau - truth.tau_offset
+            source = f"simulated motor-off experiment, seed {args.seed}"
         if args.save_recording:
             write_drive(rec, args.save_recording)
-        source = f"simulated motor-off experiment, seed {args.seed}"
     else:
         rec = read_drive(args.recording)
         source = str(args.recording)
     inertia = _inertia(args, rec)
     sig = drive_signals(rec, args.cutoff_hz)
+    with_pwm = bool(np.any(rec.pwm != 0))  # PWM applied: fit model 2.32 (K*_pwm, τ_s) with the friction
     models = MODELS if args.model == "all" else (args.model,)
     opts = dict(accel_max=args.accel_max, speed_min=args.speed_min, margin=args.margin)
     fits = []
@@ -177,7 +191,8 @@ def cmd_friction(args: argparse.Namespace) -> int:
                 m,
                 v_s=args.vs if m == "stribeck" else None,
                 zero_slope=args.zero_slope and m == "stribeck",
-                offset=args.offset,
+                offset=args.offset or with_pwm,
+                pwm=sig.pwm if with_pwm else None,
                 **opts,
             )
         )
@@ -205,16 +220,20 @@ def cmd_friction(args: argparse.Namespace) -> int:
                 "—" if tr is None else f"{100 * (v / tr - 1):+.2f} %",
             )
         extra = f"v_s {f.v_s:.3g} rad/s, " if f.v_s else ""
-        if f.tau_s is not None:
-            tr = truth.tau_offset if truth else None
+        for k, v in f.extra.items():
+            tr = (
+                (truth.tau_offset if k == "tau_s" else truth.k_pwm * truth.pwm_full_scale / 100)
+                if truth
+                else None
+            )
             t.add_row(
                 f.model,
-                "tau_s",
-                f"{f.tau_s:.4g}",
-                f"{f.se['tau_s']:.2g}",
-                "N·m",
+                k,
+                f"{v:.4g}",
+                f"{f.se[k]:.2g}",
+                "N·m" if k == "tau_s" else "N·m/%",
                 "—" if tr is None else f"{tr:.4g}",
-                "",
+                "—" if tr is None else f"{100 * (v / tr - 1):+.2f} %",
             )
         t.add_row(
             f.model,
@@ -230,7 +249,9 @@ def cmd_friction(args: argparse.Namespace) -> int:
         from identify.calibration_plots import plot_friction
 
         kept = select_samples(sig.omega, sig.omega_dot, args.accel_max, args.speed_min, args.margin)
-        plot_friction(sig.omega, sig.tau + inertia * sig.omega_dot, kept, fits, args.plot, source)
+        ref_fit = next((f for f in fits if f.model == "stribeck"), fits[0])
+        y = sig.tau + inertia * sig.omega_dot - ref_fit.extra.get("k_pwm", 0.0) * sig.pwm
+        plot_friction(sig.omega, y - (ref_fit.tau_s or 0.0), kept, fits, args.plot, source)
     return 0
 
 

@@ -340,3 +340,16 @@ def test_drive_recording_reader_refuses_bad_files(tmp_path):
         (tmp_path / f"{name}.csv").write_text(text)
         with pytest.raises(DataError, match=msg):
             read_drive(tmp_path / f"{name}.csv")
+
+
+def test_model_2_32_friction_and_pwm_gain_from_triangle_sweeps_within_2_percent():
+    """Free link driven by the PWM triangle sweeps (4–16 %, 0.1–0.9 Hz): one regression y = K PWM + τ_f + τ_s."""
+    sig = drive_signals(simulate_free(sweeps(link="free"), TRUTH))
+    fit = fit_friction(
+        sig.omega, sig.omega_dot, sig.tau, TRUTH.inertia, "stribeck", v_s=TRUTH.v_s, accel_max=5.0,
+        speed_min=0.02, margin=5, offset=True, pwm=sig.pwm,
+    )  # fmt: skip
+    for k, v in TRUTH.params().items():
+        assert fit.params[k] == pytest.approx(v, rel=0.02), (k, fit.params)
+    assert fit.extra["k_pwm"] == pytest.approx(K_PCT, rel=0.02)
+    assert fit.tau_s == pytest.approx(TRUTH.tau_offset, abs=0.02)

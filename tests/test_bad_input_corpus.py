@@ -361,6 +361,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("calibrate friction", ["--simulate", "--accel-max", "nan"]),
     ("calibrate friction", ["--simulate", "--out", "{existing}"]),
     ("calibrate friction", ["--simulate", "--plot", "{dir}/f.docx"]),
+    ("calibrate friction", ["--simulate", "--plan", "{good_plan}"]),
     # calibrate pwm-gain
     ("calibrate pwm-gain", ["{binary}"]),
     ("calibrate pwm-gain", ["{dyn}"]),
