@@ -227,3 +227,48 @@ def test_bad_data_named(runs):
         est.fit(replace(rec, motor_names=rec.motor_names[::-1]))
     with pytest.raises(DataError, match="NaN"):
         replace(rec, wrench=np.where(np.arange(6) == 2, np.nan, rec.wrench))
+
+
+def test_twin_and_stacked_system_agree_without_noise(runs):
+    """MuJoCo's wrench/torques + the twin's friction, Tᵀ and gains satisfy eq. (11) at the true parameters:
+    the friction sign convention and the coupling are the same on both sides (rows relative to their size)."""
+    from drivers.emulators.mujoco_ft_arm import FtPwmNoise
+    from identify.ft_pwm_sim import simulate_experiment
+
+    model, groups, truth, *_, est = runs
+    ex = simulate_experiment(model, groups, SENSOR, 20.0, seed=5, noise=FtPwmNoise(0, 0, 0), truth=truth)
+    A, b, kind, _ = est.system(ex.recording)
+    x = est.true_values(*truth)
+    r = b - A @ x
+    terms = np.abs(A) @ np.abs(x)  # the size of the terms that cancel in a joint row (b = 0 there)
+    for k, row in enumerate(est.layout_.rows):
+        scale = np.sqrt(np.mean(terms[kind == k] ** 2))
+        assert np.sqrt(np.mean(r[kind == k] ** 2)) < 1e-3 * scale, row
+    # and a wrong friction sign would not: flip the elbow's Coulomb terms
+    x = x.copy()
+    x[est.fit_.symbols.index("c+@r_elbow")] *= -1
+    elbow = est.layout_.rows.index("r_elbow")
+    assert np.sqrt(np.mean((b - A @ x)[kind == elbow] ** 2)) > 0.05
+
+
+def test_actuation_groups_validated():
+    from robots.actuation import motor_velocities, parse_actuation
+
+    model = get_model("icub-right-arm")
+    groups = transmissions(model)
+    shoulder = groups[0]
+    assert shoulder.coupled and shoulder.transpose[0, 1] == -1.625
+    qd = np.zeros((1, model.nq))
+    qd[0, :3] = [0.1, 0.2, 0.3]
+    assert np.allclose(motor_velocities(groups, qd)[0, :3], shoulder.transpose.T @ [0.1, 0.2, 0.3])
+    good = {"joints": ["r_elbow"], "motors": ["m"], "transpose": [[1.0]]}
+    for bad, match in [
+        ({**good, "joints": ["nope"]}, "unknown joint"),
+        ({**good, "transpose": [[0.0]]}, "singular"),
+        ({**good, "transpose": [[1.0, 2.0]]}, "1×1"),
+        ({"joints": ["r_elbow"]}, "needs joints"),
+    ]:
+        with pytest.raises(DataError, match=match):
+            parse_actuation(model, [bad])
+    with pytest.raises(DataError, match="already belong"):
+        parse_actuation(model, [good, good])
