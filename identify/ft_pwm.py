@@ -437,10 +437,9 @@ class FtPwmEstimator:
         """The identifiable combinations of a known robot (for synthetic tests and CAD comparisons)."""
         return self.base_.values(true_unknowns(self.model, self.layout_, params, extra))
 
-    def _wrench_parameters(self, values: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def _wrench_parameters(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(φ with the base values in the independent slots, w_O): dependent columns are combinations of the
         independent ones over all rows, F/T rows included, so Y_FT φ reproduces the base prediction."""
-        x = self.fit_.values if values is None else values
         n_in = self.layout_.n_inertial
         ind = np.asarray(self.base_.independent)
         inert, off = ind < n_in, (ind >= n_in) & (ind < n_in + 6)
@@ -458,19 +457,26 @@ class FtPwmEstimator:
         values: np.ndarray | None = None,
         chunk: int = 4000,
     ) -> np.ndarray:
-        """The F/T wrench (K, 6) the fitted (or given) parameters predict at states (K, n): Y_FT φ + w_O."""
-        phi, offset = self._wrench_parameters(values)
+        """The F/T wrench (K, 6) the fitted (or given) parameters predict at states (K, n): Y_FT φ + w_O.
+        `values` (M, p) gives M predictions (M, K, 6) from one regressor evaluation."""
+        X = self.fit_.values if values is None else np.asarray(values, dtype=float)
+        many = X.ndim == 2
+        parts = [self._wrench_parameters(x) for x in np.atleast_2d(X)]
+        phis = np.array([p[0] for p in parts])
+        offsets = np.array([p[1] for p in parts])
         q, qd, qdd = (np.atleast_2d(np.asarray(a, dtype=float)) for a in (q, qd, qdd))
-        pred = np.empty((len(q), 6))
+        pred = np.empty((len(phis), len(q), 6))
         for s in range(0, len(q), chunk):
             c = slice(s, min(s + chunk, len(q)))
-            pred[c] = dyn.subtree_wrench_regressor(self.model, q[c], qd[c], qdd[c], self.sensor) @ phi
-        return pred + offset
+            Y = dyn.subtree_wrench_regressor(self.model, q[c], qd[c], qdd[c], self.sensor)
+            pred[:, c] = np.einsum("kri,mi->mkr", Y, phis)
+        pred += offsets[:, None, :]
+        return pred if many else pred[0]
 
     def wrench_function(self, values: np.ndarray | None = None) -> ca.Function:
         """CasADi Function (q, qd, qdd) → predicted wrench (6,): microseconds per sample, for the online T²
         detector (identify.t2.StreamingT2) fed by the robot's state estimate."""
-        phi, offset = self._wrench_parameters(values)
+        phi, offset = self._wrench_parameters(self.fit_.values if values is None else values)
         W = dyn.subtree_wrench_regressor_function(self.model, self.sensor)
         q, qd, qdd = (ca.SX.sym(n, self.model.nq) for n in ("q", "qd", "qdd"))
         out = W(q, qd, qdd) @ ca.DM(phi) + ca.DM(offset)
@@ -480,7 +486,8 @@ class FtPwmEstimator:
         self, rec: FtPwmRecording, values: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, slice]:
         """(predicted, measured) F/T wrench at every sample (raw measurement, states from the zero-phase
-        differentiation), trimmed of the filter's edges; and the slice of samples kept."""
+        differentiation), trimmed of the filter's edges; and the slice of samples kept. `values` (M, p): M
+        predictions (M, K, 6)."""
         self._check(rec)
         q, qd, qdd, edge = self._states(rec)
         keep = slice(edge, len(q) - edge)

@@ -41,8 +41,8 @@ class Detection:
 
 @dataclass
 class FtPwmValidation:
-    """Table II (estimated and CAD) on the contact-free validation samples, contact detection; the predicted
-    and measured wrenches, T² and contact flags of every validation sample for plots."""
+    """Table II (estimated, CAD, each compared method) on the contact-free validation samples, contact
+    detection; the predicted and measured wrenches, T² and contact flags of every validation sample for plots."""
 
     estimated: dict
     cad: dict
@@ -51,10 +51,12 @@ class FtPwmValidation:
     measured: np.ndarray = field(repr=False)
     t2: np.ndarray = field(repr=False)
     contact: np.ndarray = field(repr=False)
+    methods: dict = field(default_factory=dict)  # Table II of every compared estimator (PLS, OLS, ridge, IV)
 
     def to_dict(self) -> dict:
         return {
             "table_ii": {"estimated": self.estimated, "cad": self.cad},
+            "methods": self.methods,
             "detection": self.detection.to_dict(),
         }
 
@@ -79,19 +81,21 @@ def validate(
     if not validation:
         raise DataError("validation needs at least one recording")
     det = detector(est, identification, alpha)
-    cad_x = cad_values(est, cad) if cad is not None else None
-    P, M, C, Pc = [], [], [], []
-    for rec in validation:
-        pred, meas, keep = est.predict_wrench(rec)
+    names = [m.name for m in est.fit_.comparison]
+    X = [est.fit_.values] + [m.values for m in est.fit_.comparison]
+    if cad is not None:
+        X.append(cad_values(est, cad))
+    P, M, C = [], [], []
+    for rec in validation:  # one regressor pass per run for every parameter vector
+        pred, meas, keep = est.predict_wrench(rec, np.array(X))
         P.append(pred)
         M.append(meas)
-        C.append(np.zeros(len(pred), bool) if rec.contact is None else rec.contact[keep])
-        if cad_x is not None:
-            Pc.append(est.predict_wrench(rec, cad_x)[0])
-    pred, meas, contact = np.vstack(P), np.vstack(M), np.concatenate(C)
+        C.append(np.zeros(len(meas), bool) if rec.contact is None else rec.contact[keep])
+    preds, meas, contact = np.concatenate(P, axis=1), np.vstack(M), np.concatenate(C)
     free = ~contact
     if not free.any():
         raise DataError("the validation recordings have no contact-free samples")
+    pred = preds[0]
     t2 = det.statistic(meas - pred)
     tpr, fpr = rates(t2, contact, det.threshold_)
     detection = Detection(
@@ -99,5 +103,6 @@ def validate(
         roc(det, t2, contact) if contact.any() else None,
     )  # fmt: skip
     estimated = table_ii(pred[free], meas[free])
-    cad_table = table_ii(np.vstack(Pc)[free], meas[free]) if cad_x is not None else {}
-    return FtPwmValidation(estimated, cad_table, detection, pred, meas, t2, contact)
+    cad_table = table_ii(preds[-1][free], meas[free]) if cad is not None else {}
+    methods = {n: table_ii(preds[1 + i][free], meas[free]) for i, n in enumerate(names)}
+    return FtPwmValidation(estimated, cad_table, detection, pred, meas, t2, contact, methods)

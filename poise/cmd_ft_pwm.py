@@ -114,7 +114,8 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
         rec = read_ft_pwm_recording(args.recording)
         vrecs = [read_ft_pwm_recording(v) for v in args.validate]  # all inputs read before the work
         model = get_model(rec.robot)
-        groups = transmissions(model, args.description)
+        own = rec.robot if rec.robot.endswith(".toml") else None  # a robot given by its description file
+        groups = transmissions(model, args.description or own)
         source = args.recording
     est = FtPwmEstimator(
         model,
@@ -199,6 +200,13 @@ def _print(est, out: dict, source: str) -> None:
             f"{e['moment_error_nm']['std']:.4f} N·m; CAD F {c['force_error_n']['mean']:.3f} / "
             f"{c['force_error_n']['std']:.3f} N, τ {c['moment_error_nm']['mean']:.4f} / "
             f"{c['moment_error_nm']['std']:.4f} N·m"
+        )
+        console.print(
+            "validation error by method (F mean N / τ mean N·m): "
+            + ", ".join(
+                f"{n} {t['force_error_n']['mean']:.3f} / {t['moment_error_nm']['mean']:.4f}"
+                for n, t in v["methods"].items()
+            )
         )
         d = v["detection"]
         tpr = "n/a (no contacts)" if d["tpr"] is None else f"{100 * d['tpr']:.1f} %"

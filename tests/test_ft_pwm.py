@@ -111,6 +111,9 @@ def test_table_ii_and_contact_detection(runs):
     # the estimate predicts the validation wrench better than the CAD parameters (the truth is perturbed CAD)
     assert v.estimated["force_error_n"]["mean"] < v.cad["force_error_n"]["mean"]
     assert v.estimated["moment_error_nm"]["mean"] < v.cad["moment_error_nm"]["mean"]
+    assert set(v.methods) == {"pls", "ols", "ridge", "iv"}
+    assert v.methods["iv"] == v.estimated  # the estimator's own method, from the same prediction pass
+    assert all(t["force_error_n"]["mean"] < v.cad["force_error_n"]["mean"] for t in v.methods.values())
     # contact-free: false alarms at the rate α promises (binomial 99.9 % band, Λ estimated adds a little)
     d = v.detection
     lo, hi = binom.ppf([0.0005, 0.9995], d.free_samples, 0.01) / d.free_samples
