@@ -13,7 +13,8 @@ of tumble pair k, rotated by π about a horizontal axis].
 
 Encoder-offset recording (`encoder-offsets`): comment keys `robot` (built-in name or description path) and
 `sensors` (site names, comma separated); columns `q:<joint>` [rad, encoder readings] for every joint of the
-robot and `<site>:ax, <site>:ay, <site>:az` [m/s², calibrated proper acceleration in the sensor frame].
+robot and `<site>:ax, <site>:ay, <site>:az` [m/s², calibrated proper acceleration in the sensor frame]; an
+optional `t` [s] lets `poise calibrate` check the slow-motion requirement.
 """
 
 from __future__ import annotations
@@ -156,6 +157,7 @@ class OffsetRecording:
     sensors: list[str]
     q: np.ndarray
     acc: np.ndarray
+    t: np.ndarray | None = None  # s, optional (lets the reader check the slow-motion requirement)
 
 
 def read_offsets(path: str | Path, joint_names: list[str] | None = None) -> OffsetRecording:
@@ -171,15 +173,19 @@ def read_offsets(path: str | Path, joint_names: list[str] | None = None) -> Offs
     joints = joint_names or [h[2:] for h in c0 if h.startswith("q:")]
     req = [f"q:{j}" for j in joints] + [f"{s}:{ax}" for s in sensors for ax in ("ax", "ay", "az")]
     _, c = read_table(path, req, "encoder-offset recording")
+    t = c.get("t")
+    if t is not None and (not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0)):
+        raise DataError(f"{src}: column 't' must hold increasing time stamps in seconds")
     q = np.column_stack([c[f"q:{j}"] for j in joints])
     acc = np.stack([np.column_stack([c[f"{s}:{ax}"] for ax in ("ax", "ay", "az")]) for s in sensors], axis=1)
     if np.max(np.abs(q)) > 4 * np.pi:
         raise DataError(f"{src}: joint readings beyond ±4π; write angles in radians")
-    return OffsetRecording(meta["robot"], joints, sensors, q, acc)
+    return OffsetRecording(meta["robot"], joints, sensors, q, acc, t)
 
 
 def write_offsets(rec: OffsetRecording, path: str | Path) -> None:
-    cols = {f"q:{j}": rec.q[:, k] for k, j in enumerate(rec.joints)}
+    cols = {} if rec.t is None else {"t": rec.t}
+    cols.update({f"q:{j}": rec.q[:, k] for k, j in enumerate(rec.joints)})
     for s_i, s in enumerate(rec.sensors):
         for a_i, ax in enumerate(("ax", "ay", "az")):
             cols[f"{s}:{ax}"] = rec.acc[:, s_i, a_i]

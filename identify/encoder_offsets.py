@@ -16,7 +16,7 @@ from scipy.optimize import least_squares
 
 from formats.errors import DataError, IdentifiabilityError
 from robots.dynamics import GRAVITY
-from robots.kinematics import site_pose
+from robots.kinematics import link_frames, site_pose
 from robots.tree import RobotModel
 
 
@@ -113,6 +113,55 @@ class OffsetFit:
             "active_bounds": self.active_bounds,
             "unidentifiable": self.unidentifiable,
         }
+
+
+def speed_limit(distance: float, delta_alpha: float = 0.01) -> float:
+    """Joint speed [rad/s] whose centripetal term ω² d stays below Δα [m/s²] at distance d [m]: √(Δα/d)."""
+    return float(np.sqrt(delta_alpha / max(distance, 1e-9)))
+
+
+def sensor_reach(model: RobotModel, q: np.ndarray, sensors: list[str], params: str = "urdf") -> float:
+    """Largest distance [m] of a sensor from the first moving joint on its chain, over the samples."""
+    base = root_link(model)
+    frames = link_frames(model, q, params, base)
+    names = [lk.name for lk in model.links]
+    d = 0.0
+    for s in sensors:
+        path = [j for j in model.joint_path(model.site(s).link) if model.joints[j].is_coordinate]
+        if not path:
+            continue
+        origin = frames.p[:, names.index(model.joints[path[0]].child)]
+        _, ps = site_pose(model, q, params, s, base)
+        d = max(d, float(np.max(np.linalg.norm(ps - origin, axis=1))))
+    return d
+
+
+@dataclass
+class SpeedCheck:
+    """Fastest joint speed of the recording against the slow-motion limit √(Δα/d) [deg/s]."""
+
+    max_speed_deg_s: float
+    limit_deg_s: float
+    reach_m: float
+    delta_alpha: float
+
+    @property
+    def too_fast(self) -> bool:
+        return self.max_speed_deg_s > self.limit_deg_s
+
+
+def check_speed(
+    model: RobotModel, t: np.ndarray, q: np.ndarray, sensors: list[str], delta_alpha: float = 0.01
+) -> SpeedCheck:
+    """Thesis requirement: the non-gravity accelerations must stay below Δα (≈ 8 deg/s at d = 0.5 m)."""
+    if len(t) < 3 or np.any(np.diff(t) <= 0):
+        raise DataError("encoder-offset recording: time stamps must increase")
+    w = max(1, int(np.searchsorted(t, t[0] + 0.1)))  # 0.1 s baseline: encoder steps would dominate at 1 ms
+    qd = (q[w:] - q[:-w]) / (t[w:] - t[:-w])[:, None]
+    d = sensor_reach(model, q[:: max(1, len(q) // 200)], sensors)
+    return SpeedCheck(
+        float(np.degrees(np.max(np.abs(qd)))), float(np.degrees(speed_limit(d, delta_alpha))), d, delta_alpha
+    )
 
 
 def _check(model: RobotModel, q: np.ndarray, acc: np.ndarray, sensors: list[str]) -> None:

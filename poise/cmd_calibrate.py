@@ -449,7 +449,7 @@ def cmd_accelerometer(args: argparse.Namespace) -> int:
 
 
 def cmd_encoder_offsets(args: argparse.Namespace) -> int:
-    from identify.encoder_offsets import default_sensors, fit_with_buckets, prepare
+    from identify.encoder_offsets import check_speed, default_sensors, fit_with_buckets, prepare
     from identify.sensor_sim import simulate_offsets
     from robots.registry import get_model
 
@@ -466,21 +466,22 @@ def cmd_encoder_offsets(args: argparse.Namespace) -> int:
         q, acc, _ = simulate_offsets(
             model, sensors, truth, n=20000, rate_hz=1000, speed_deg_s=4, seed=args.seed
         )
+        t_rec = np.arange(len(q)) / 1000.0
         if args.save_recording:
             from formats.calibration_recording import OffsetRecording
 
-            write_offsets(
-                OffsetRecording(args.robot, model.joint_names, sensors, q, acc), args.save_recording
-            )
+            rec = OffsetRecording(args.robot, model.joint_names, sensors, q, acc, t_rec)
+            write_offsets(rec, args.save_recording)
         source = f"simulated {args.robot}, seed {args.seed}"
     else:
         rec = read_offsets(args.recording)
         model = get_model(rec.robot)
         rec = read_offsets(args.recording, model.joint_names)
-        sensors, q, acc = rec.sensors, rec.q, rec.acc
+        sensors, q, acc, t_rec = rec.sensors, rec.q, rec.acc, rec.t
         if args.sensors:
             raise DataError("--sensors is for --simulate; a recording names its sensors")
         source = str(args.recording)
+    speed = check_speed(model, t_rec, q, sensors) if t_rec is not None else None
     q, acc = prepare(q, acc, args.smooth_window, args.decimate)
     fit = fit_with_buckets(
         model, q, acc, sensors, args.buckets, args.bucket_size, args.seed, bound_deg=args.bound_deg
@@ -492,6 +493,15 @@ def cmd_encoder_offsets(args: argparse.Namespace) -> int:
         "robot": model.name,
         "sensors": sensors,
         **report,
+        "speed_check": None
+        if speed is None
+        else {
+            "max_speed_deg_s": speed.max_speed_deg_s,
+            "limit_deg_s": speed.limit_deg_s,
+            "reach_m": speed.reach_m,
+            "delta_alpha_m_s2": speed.delta_alpha,
+            "too_fast": speed.too_fast,
+        },
     }
     t = Table(title=f"Encoder offsets θ = q + δ — {source} (Table 3.5 style)")
     for c in (
@@ -516,6 +526,13 @@ def cmd_encoder_offsets(args: argparse.Namespace) -> int:
         f"{len(q)} samples, {len(sensors)} sensors ({', '.join(sensors)}); residual {fit.rms:.3g} m/s², "
         f"mean angle {fit.angle_deg:.3f} deg; {args.buckets} buckets × {args.bucket_size}"
         + (f"; at bound: {', '.join(fit.active_bounds)}" if fit.active_bounds else "")
+        + (
+            ""
+            if speed is None
+            else f"; max joint speed {speed.max_speed_deg_s:.2f} deg/s, limit √(Δα/d) {speed.limit_deg_s:.2f} "
+            f"deg/s (d {speed.reach_m:.2f} m, Δα {speed.delta_alpha} m/s²)"
+            + (" — TOO FAST: non-gravity accelerations bias the offsets" if speed.too_fast else "")
+        )
     )
     _emit(args, result, t)
     if args.plot:

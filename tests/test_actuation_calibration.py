@@ -353,3 +353,16 @@ def test_model_2_32_friction_and_pwm_gain_from_triangle_sweeps_within_2_percent(
         assert fit.params[k] == pytest.approx(v, rel=0.02), (k, fit.params)
     assert fit.extra["k_pwm"] == pytest.approx(K_PCT, rel=0.02)
     assert fit.tau_s == pytest.approx(TRUTH.tau_offset, abs=0.02)
+
+
+def test_slow_motion_requirement_is_checked(arm):
+    from identify.encoder_offsets import check_speed, default_sensors, speed_limit
+    from identify.sensor_sim import simulate_offsets
+
+    assert np.degrees(speed_limit(0.5, 0.01)) == pytest.approx(8.1, abs=0.05)  # the thesis's ≈ 8 deg/s
+    sensors = default_sensors(arm)
+    for speed, fast in ((4.0, False), (20.0, True)):
+        q, _, _ = simulate_offsets(arm, sensors, np.zeros(arm.nq), n=20000, rate_hz=1000, speed_deg_s=speed)
+        chk = check_speed(arm, np.arange(len(q)) / 1000, q, sensors)
+        assert chk.max_speed_deg_s == pytest.approx(speed, rel=0.05)
+        assert chk.too_fast is fast
