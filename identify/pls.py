@@ -197,8 +197,8 @@ class PLSRegression:
             top = min(self.max_components or rank, rank)
             self.cv_ = cv_pls(A, b, top, self.cv, groups, factors)
             nu = self.cv_.best
-        if nu > min(A.shape):
-            raise DataError(f"{nu} latent variables requested; the data allow at most {min(A.shape)}")
+        if nu > rank:
+            raise DataError(f"{nu} latent variables requested; the data have rank {rank} (ν ≤ rank)")
         W, P, c = nipals(Rc, bc, nu)
         self.n_components_ = len(c)
         self.weights_, self.loadings_, self.y_loadings_ = W, P, c

@@ -71,6 +71,8 @@ def test_pls_bad_input():
         PLSRegression(n_components=0)
     with pytest.raises(DataError):
         PLSRegression().fit(np.ones((5, 2)), np.ones(4))
+    with pytest.raises(DataError, match="rank 3"):
+        PLSRegression(n_components=4).fit(*_problem(rows=20, cols=3)[:2])
     with pytest.raises(DataError, match="folds"):
         PLSRegression(cv=50).fit(*_problem(rows=20, cols=3)[:2])
 
