@@ -76,11 +76,12 @@ def validate(
     validation: list[FtPwmRecording],
     alpha: float = 0.99,
     cad: str | ParameterSet | None = "urdf",
+    covariance: str = "diag",
 ) -> FtPwmValidation:
     """Predict the validation runs' wrenches; Table II on their contact-free samples, T² against their contacts."""
     if not validation:
         raise DataError("validation needs at least one recording")
-    det = detector(est, identification, alpha)
+    det = detector(est, identification, alpha, covariance)
     names = [m.name for m in est.fit_.comparison]
     X = [est.fit_.values] + [m.values for m in est.fit_.comparison]
     if cad is not None:

@@ -54,6 +54,12 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         "--alpha", type=at.number(0.0, 1.0, lo_open=True, hi_open=True), default=0.99, help="T² level"
     )
     f.add_argument(
+        "--covariance",
+        choices=["diag", "full"],
+        default="diag",
+        help="T² error covariance: diag (the paper's Λ) or full (correlated axes)",
+    )
+    f.add_argument(
         "--cutoff-hz", type=at.number(0.0, lo_open=True), default=5.0, help="zero-phase low-pass (5 Hz)"
     )
     f.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -129,7 +135,7 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
     )
     with console.status("fitting …") if not args.json else _null():
         est.fit(rec)
-        val = validate(est, rec, vrecs, args.alpha) if vrecs else None
+        val = validate(est, rec, vrecs, args.alpha, covariance=args.covariance) if vrecs else None
     fit = est.fit_
     out = fit.to_dict() | {"robot": model.name, "sensor": rec.sensor, "recording": source}
     if truth is not None:
@@ -185,7 +191,7 @@ def _print(est, out: dict, source: str) -> None:
     if len(fit.q2):
         console.print("Q²(ν): " + " ".join(f"{q:.4f}" for q in fit.q2))
     console.print(
-        "CV PRESS: " + ", ".join(f"{m.name} {m.press:.4g}" for m in fit.comparison if np.isfinite(m.press))
+        "CV PRESS: " + ", ".join(f"{m.name} {m.press:.7g}" for m in fit.comparison if np.isfinite(m.press))
     )
     if truth:
         console.print(

@@ -166,7 +166,7 @@ def test_cli_simulate_json_and_plot(tmp_path, capsys):
     # the saved recordings identify again through the file path
     runs = tmp_path / "runs"
     argv = ["identify", "ft-pwm", str(runs / "identification.csv"), "--validate", str(runs / "contacts.csv")]
-    assert main(argv + ["--method", "ols", "--weights", "1,10,10", "--json"]) == 0
+    assert main(argv + ["--method", "ols", "--weights", "1,10,10", "--covariance", "full", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["row_weights"]["mx"] == 10.0 and again["validation"]["detection"]["contact_samples"] > 0
 
