@@ -2,7 +2,8 @@
 ellipsoid ‖C (r − o)‖ = g.
 
 `fit_ellipsoid`: algebraic quadric fit for a start, then geometric least squares (trust-region reflective) on
-(o, C symmetric: gains gxx gyy gzz and cross-axis gyx gzx gzy, the columns of Tables 3.1–3.4). With readings
+(o, C symmetric: gains gxx gyy gzz and cross-axis gyx gzx gzy, the columns of Tables 3.1–3.4) with the SLOM
+manifold solver on o, eR ∈ SO(3), s (C = eRᵀ g diag(s)⁻¹ eR, the thesis's form). With readings
 from a limited cap of gravity directions the unconstrained fit is sloppy; `tumble_offset` measures o from pairs
 of orientations rotated by π about a horizontal axis (r₁ + r₂ = 2 o whatever C is), and `calibrate_two_step`
 bounds the ellipsoid's centre to that offset ± 0.01 m/s². SLOM has no bounds, so scipy's bounded solver is used.
@@ -111,17 +112,48 @@ def sphere_fit(r: np.ndarray, g: float = G) -> tuple[np.ndarray, np.ndarray]:
     return o, (g / R) * np.eye(3)
 
 
-def fit_ellipsoid(r: np.ndarray, g: float = G) -> AccelCalibration:
+def fit_ellipsoid(r: np.ndarray, g: float = G, solver: str = "slom") -> AccelCalibration:
     """Unconstrained ellipsoid fit: geometric refinement from the algebraic quadric (when it is an ellipsoid)
-    and from the best sphere; the better of the two."""
+    and from the best sphere; the better of the two. `solver` "slom" refines on the manifold parameterisation
+    C = eRᵀ g diag(s)⁻¹ eR (o ∈ R³, eR ∈ SO(3), s ∈ R³) with the SLOM solver; "scipy" on C's 6 entries."""
     r = _check(r)
     starts = [sphere_fit(r, g)]
     try:
         starts.append(algebraic_ellipsoid(r, g))
     except IdentifiabilityError:
         pass  # a cap of directions often fits a hyperboloid better
-    best = min((_refine(r, o, C, g) for o, C in starts), key=lambda x: x[2])
+    if solver not in ("slom", "scipy"):
+        raise DataError(f"unknown ellipsoid solver {solver!r} (slom, scipy)")
+    refine = _refine_slom if solver == "slom" else _refine
+    best = min((refine(r, o, C, g) for o, C in starts), key=lambda x: x[2])
     return AccelCalibration(best[0], best[1], best[2], "ellipsoid")
+
+
+def _refine_slom(r, o0, C0, g) -> tuple[np.ndarray, np.ndarray, float]:
+    """Geometric ellipsoid fit with identify.slom: variables o (R³), eR (SO(3)), s (R³); one factor per pose."""
+    import casadi as ca
+
+    from identify import slom
+    from identify.manifolds import SO3, Rn
+
+    lam, U = np.linalg.eigh(0.5 * (C0 + C0.T))
+    if np.linalg.det(U) < 0:
+        U[:, 0] = -U[:, 0]
+    o, R, sv, x = ca.SX.sym("o", 3), ca.SX.sym("R", 9), ca.SX.sym("s", 3), ca.SX.sym("r", 3)
+    eR = ca.reshape(R, 3, 3)  # column-major, as SO3 stores it
+    a = eR.T @ (g * (eR @ (x - o)) / sv)
+    fn = ca.Function("ellipsoid", [o, R, sv, x], [ca.norm_2(a) - g])
+    pr = slom.Problem()
+    pr.add_variable("o", Rn(3), o0, eliminate=False)
+    pr.add_variable("eR", SO3(), SO3.to_flat(U.T), eliminate=False)
+    pr.add_variable("s", Rn(3), g / np.maximum(lam, 1e-6), eliminate=False)
+    pr.add_factor("reading", fn, [pr.variables["o"], pr.variables["eR"], pr.variables["s"]], [r])
+    res = slom.solve(pr, slom.Options(max_iter=200, covariance=False))
+    eRv = SO3.to_matrix(res.values["eR"][0])
+    C = eRv.T @ np.diag(g / res.values["s"][0]) @ eRv
+    o_hat = res.values["o"][0]
+    rms = float(np.sqrt(np.mean((np.linalg.norm((r - o_hat) @ C.T, axis=1) - g) ** 2)))
+    return o_hat, C, rms
 
 
 def tumble_offset(r_first: np.ndarray, r_second: np.ndarray) -> np.ndarray:

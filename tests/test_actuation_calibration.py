@@ -128,6 +128,18 @@ def test_ellipsoid_fit_exact_on_noise_free_full_sphere():
     assert np.allclose(np.linalg.norm(cal.apply(r), axis=1), 9.81, atol=1e-6)
 
 
+def test_ellipsoid_on_the_manifold_with_slom_matches_the_entrywise_fit():
+    from identify.accelerometer import fit_ellipsoid, split_recording
+    from identify.sensor_sim import AccelExperiment, simulate_accelerometer
+
+    rec, _ = simulate_accelerometer(exp=AccelExperiment(seed=4))
+    grid, _, _ = split_recording(rec.pose, rec.a, rec.tumble)
+    a, b = fit_ellipsoid(grid, solver="slom"), fit_ellipsoid(grid, solver="scipy")
+    assert np.allclose(a.vector(), b.vector(), atol=1e-4)
+    assert a.rms == pytest.approx(b.rms, rel=1e-6)
+    assert np.allclose(a.C, a.C.T) and np.all(np.linalg.eigvalsh(a.C) > 0)
+
+
 def test_tumble_plus_bounded_ellipsoid_cuts_offset_spread_at_least_5x():
     from identify.accelerometer import calibrate_two_step, fit_ellipsoid, split_recording, tumble_offset
     from identify.sensor_sim import AccelExperiment, simulate_accelerometer
