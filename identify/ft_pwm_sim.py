@@ -90,6 +90,7 @@ class Experiment:
     recording: FtPwmRecording
     truth: ParameterSet
     extra: FtPwmTruth
+    contact_force: np.ndarray | None = None  # (K, 3) N, world frame, at `contact_link` (evaluation only)
 
 
 def simulate_experiment(
@@ -132,7 +133,7 @@ def simulate_experiment(
             + (f", contacts {contacts[0]:g}–{contacts[1]:g} N at {link}" if contacts else ""),
         },
     )
-    return Experiment(rec, ps, extra)
+    return Experiment(rec, ps, extra, out.contact_force if F is not None else None)
 
 
 def synthetic_runs(

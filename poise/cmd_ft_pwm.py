@@ -38,6 +38,11 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         "--duration", type=at.number(1.0, 3600.0), default=300.0, help="--simulate run length, s (300)"
     )
     f.add_argument("--seed", type=at.integer(0), default=0, help="--simulate seed (truth and motions)")
+    f.add_argument(
+        "--noise",
+        default="0.3,0.02,0.2",
+        help="--simulate sensor noise σ: FORCE_N,MOMENT_NM,PWM (default 0.3,0.02,0.2)",
+    )
     f.add_argument("--save-dir", type=at.out_dir, help="write the simulated recordings into this folder")
     f.add_argument(
         "--description", type=at.text_file, help="description file with [[actuation]] (default: built-in)"
@@ -84,6 +89,18 @@ def _weights(text: str):
     return RowWeights(force, moment, joint)
 
 
+def _noise(text: str):
+    from drivers.emulators.mujoco_ft_arm import FtPwmNoise
+
+    try:
+        force, moment, pwm = (float(x) for x in text.split(","))
+    except ValueError:
+        raise DataError(f"--noise must be three numbers FORCE_N,MOMENT_NM,PWM, got {text!r}") from None
+    if not all(np.isfinite(v) and v >= 0 for v in (force, moment, pwm)):
+        raise DataError(f"--noise values must be finite and ≥ 0, got {text!r}")
+    return FtPwmNoise(force, moment, pwm)
+
+
 def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
     from formats.ft_pwm_recording import read_ft_pwm_recording, write_ft_pwm_recording
     from identify.ft_pwm import FtPwmEstimator
@@ -105,7 +122,9 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
         groups = transmissions(model, args.description)
         model.site(args.sensor)
         with console.status("simulating on the MuJoCo twin …") if not args.json else _null():
-            runs = synthetic_runs(model, groups, args.sensor, args.duration, args.seed)
+            runs = synthetic_runs(
+                model, groups, args.sensor, args.duration, args.seed, noise=_noise(args.noise)
+            )
         rec, vrecs = runs[0].recording, [r.recording for r in runs[1:]]
         truth = (runs[0].truth, runs[0].extra)
         if args.save_dir:

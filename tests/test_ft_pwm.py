@@ -177,6 +177,7 @@ def test_cli_simulate_json_and_plot(tmp_path, capsys):
         (["identify", "ft-pwm"], "recording or --simulate"),
         (["identify", "ft-pwm", "--simulate", "--weights", "1,2"], "--weights"),
         (["identify", "ft-pwm", "NOFILE.csv"], "NOFILE"),
+        (["identify", "ft-pwm", "--simulate", "--noise", "0.1,-1,0"], "--noise"),
         (["identify", "ft-pwm", "--simulate", "--sensor", "nowhere", "--duration", "5"], "nowhere"),
     ],
 )
