@@ -9,9 +9,11 @@ F/T rows:    Y_FT φ + w_O = w_s
 The groups and Tᵀ come from the robot description (robots.actuation); friction follows the sign convention of
 robots.actuation: [c⁺, c⁻, v⁺, v⁻] with regressor [1⁺, −1⁻, q̇⁺, q̇⁻], all ≥ 0.
 The unknowns are reduced to their identifiable combinations (pivoted QR over random states: e.g. a motor whose
-velocity equals a joint's shares its friction columns). Rows are weighted explicitly — per N, per N·m of
-moment, per N·m of joint torque — or, with weights "auto", by 1/σ of each row's ordinary-LS residuals.
-Velocities come from zero-phase differentiation; measurements pass the same low-pass before decimation.
+velocity equals a joint's shares its friction columns, and the Coulomb pairs of the axes acting on one row share
+a constant). Rows are weighted explicitly — per N, per N·m of moment, per N·m of joint torque — or, with
+weights "auto", by 1/σ of each row's ordinary-LS residuals. Velocities come from zero-phase differentiation;
+regressor columns and measurements pass the same low-pass before decimation. Estimators: uncentred PLS (ν by
+CV), OLS, ridge, and IV against the PWM noise in the joint rows' regressor; Newey–West standard errors.
 """
 
 from __future__ import annotations
