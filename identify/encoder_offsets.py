@@ -95,7 +95,9 @@ class OffsetFit:
     def bucket_std(self) -> np.ndarray | None:
         return None if self.buckets is None else self.buckets.std(axis=0, ddof=1)
 
-    def as_dict(self, truth: np.ndarray | None = None) -> dict:
+    def as_dict(self, truth: np.ndarray | None = None, reference: np.ndarray | None = None) -> dict:
+        """Table 3.5-style rows [deg]: estimate, bucket mean/std, truth and gap (simulated), reference (e.g. a
+        manual calibration) and gap to it."""
         rows = []
         for k, j in enumerate(self.joints):
             row = {"joint": j, "offset_deg": float(np.degrees(self.offsets[k]))}
@@ -105,6 +107,9 @@ class OffsetFit:
             if truth is not None:
                 row["true_deg"] = float(np.degrees(truth[k]))
                 row["gap_deg"] = row["offset_deg"] - row["true_deg"]
+            if reference is not None:
+                row["reference_deg"] = float(np.degrees(reference[k]))
+                row["gap_reference_deg"] = row["offset_deg"] - row["reference_deg"]
             rows.append(row)
         return {
             "joints": rows,

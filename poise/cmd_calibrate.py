@@ -116,7 +116,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--smooth-window", type=at.integer(1), default=201, help="Savitzky–Golay window (odd; 1 = off)"
     )
     e.add_argument("--decimate", type=at.count, default=10, help="keep every n-th sample after smoothing")
+    e.add_argument(
+        "--reference-deg",
+        type=_degrees_list,
+        metavar="D1,D2,…",
+        help="offsets from another calibration (e.g. manual) to compare with, one per joint [deg]",
+    )
     e.set_defaults(func=cmd_encoder_offsets)
+
+
+def _degrees_list(text: str) -> tuple[float, ...]:
+    """'0.1,-4,2.5' -> finite angles in degrees within ±90."""
+    try:
+        vals = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not all(np.isfinite(v) and abs(v) <= 90 for v in vals):
+        raise argparse.ArgumentTypeError(f"angles must be finite and within ±90 deg, got {text!r}")
+    return vals
 
 
 def _drive_opts(p: argparse.ArgumentParser) -> None:
@@ -481,12 +498,17 @@ def cmd_encoder_offsets(args: argparse.Namespace) -> int:
         if args.sensors:
             raise DataError("--sensors is for --simulate; a recording names its sensors")
         source = str(args.recording)
+    reference = None
+    if args.reference_deg is not None:
+        if len(args.reference_deg) != model.nq:
+            raise DataError(f"--reference-deg has {len(args.reference_deg)} values for {model.nq} joints")
+        reference = np.radians(args.reference_deg)
     speed = check_speed(model, t_rec, q, sensors) if t_rec is not None else None
     q, acc = prepare(q, acc, args.smooth_window, args.decimate)
     fit = fit_with_buckets(
         model, q, acc, sensors, args.buckets, args.bucket_size, args.seed, bound_deg=args.bound_deg
     )
-    report = fit.as_dict(truth)
+    report = fit.as_dict(truth, reference)
     result = {
         "format": "poise encoder-offset result",
         "source": source,
@@ -511,6 +533,7 @@ def cmd_encoder_offsets(args: argparse.Namespace) -> int:
         "buckets std \\[deg]",
         "true \\[deg]",
         "gap \\[deg]",
+        *(("reference \\[deg]", "gap to ref. \\[deg]") if reference is not None else ()),
     ):
         t.add_column(c, justify="left" if c == "joint" else "right")
     for r in report["joints"]:
@@ -521,6 +544,11 @@ def cmd_encoder_offsets(args: argparse.Namespace) -> int:
             f"{r['bucket_std_deg']:.3f}",
             f"{r['true_deg']:.3f}" if "true_deg" in r else "—",
             f"{r['gap_deg']:+.3f}" if "gap_deg" in r else "—",
+            *(
+                (f"{r['reference_deg']:.3f}", f"{r['gap_reference_deg']:+.3f}")
+                if reference is not None
+                else ()
+            ),
         )
     t.caption = (
         f"{len(q)} samples, {len(sensors)} sensors ({', '.join(sensors)}); residual {fit.rms:.3g} m/s², "

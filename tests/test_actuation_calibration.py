@@ -312,12 +312,19 @@ def test_cli_accelerometer_and_encoder_offsets(tmp_path, capsys):
         _run(["calibrate", "encoder-offsets", "--simulate", "--save-recording", str(rec), "--json"], capsys)
     )
     assert all(abs(r["gap_deg"]) < 0.1 for r in sim["joints"])
-    again = json.loads(_run(["calibrate", "encoder-offsets", str(rec), "--json"], capsys))
+    manual = ",".join(["1.0"] * len(sim["joints"]))
+    out = tmp_path / "off.json"
+    table = _run(
+        ["calibrate", "encoder-offsets", str(rec), "--reference-deg", manual, "--out", str(out)], capsys
+    )
+    assert "buckets std [deg]" in table and "gap to ref. [deg]" in table and "r_elbow" in table
+    again = json.loads(out.read_text())
     assert [r["offset_deg"] for r in again["joints"]] == pytest.approx(
         [r["offset_deg"] for r in sim["joints"]], abs=1e-3
     )
-    table = _run(["calibrate", "encoder-offsets", str(rec)], capsys)
-    assert "buckets std [deg]" in table and "r_elbow" in table
+    assert again["joints"][0]["gap_reference_deg"] == pytest.approx(again["joints"][0]["offset_deg"] - 1.0)
+    assert again["speed_check"]["too_fast"] is False
+    assert "max joint speed" in table
 
 
 def test_friction_with_constant_torque_term_on_an_unzeroed_sensor():

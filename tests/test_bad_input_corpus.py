@@ -391,6 +391,8 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("calibrate encoder-offsets", ["--simulate", "--bound-deg", "0"]),
     ("calibrate encoder-offsets", ["--simulate", "--smooth-window", "4"]),
     ("calibrate encoder-offsets", ["--simulate", "--decimate", "0"]),
+    ("calibrate encoder-offsets", ["--simulate", "--reference-deg", "1,nan"]),
+    ("calibrate encoder-offsets", ["--simulate", "--reference-deg", "1,2"]),
     ("calibrate encoder-offsets", ["--simulate", "--out", "{existing}"]),
 ]
 
