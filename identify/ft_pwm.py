@@ -26,6 +26,7 @@ from scipy.ndimage import minimum_filter1d
 
 from formats.errors import DataError, IdentifiabilityError
 from formats.ft_pwm_recording import FtPwmRecording
+from identify.adaptive_window import adaptive_states
 from identify.differentiation import derivatives, lowpass
 from identify.dynamic import ls_statistics
 from identify.pls import PLSRegression, compress, cv_ols, cv_ridge, fold_factors, ridge
@@ -222,7 +223,9 @@ class FtPwmEstimator:
     method: 'pls' (ν from `n_components`, or by `cv`-fold cross-validation), 'ols', 'ridge' (λ by CV) or 'iv'
     (instrumental variables against the noisy PWM, `iv_iterations` passes from OLS); `compare` also runs the
     others for the comparison. weights: RowWeights or 'auto' (1/σ per row from an ordinary-LS pass).
-    Standard errors are Newey–West over the (filtered, so correlated) samples."""
+    Standard errors are Newey–West over the (filtered, so correlated) samples. differentiation: 'butterworth'
+    (zero-phase low-pass at `cutoff_hz`, then central differences) or 'adaptive' (the paper's non-causal
+    adaptive windowing, identify.adaptive_window); either way the rows then pass the same low-pass."""
 
     def __init__(
         self,
@@ -238,6 +241,7 @@ class FtPwmEstimator:
         reversal_velocity: float = 0.05,
         iv_iterations: int = 3,
         compare: bool = True,
+        differentiation: str = "butterworth",
     ):
         if method not in METHODS:
             raise DataError(f"method must be one of {METHODS}, got {method!r}")
@@ -253,6 +257,9 @@ class FtPwmEstimator:
         if iv_iterations < 1:
             raise DataError(f"iv_iterations must be ≥ 1, got {iv_iterations}")
         self.iv_iterations, self.compare = iv_iterations, compare
+        if differentiation not in ("butterworth", "adaptive"):
+            raise DataError(f"differentiation must be 'butterworth' or 'adaptive', got {differentiation!r}")
+        self.differentiation = differentiation
         self.pls_: PLSRegression | None = None
         self.layout_ = layout(model, self.groups)
         self.base_ = stacked_base(model, sensor, tuple(self.groups))
@@ -267,7 +274,10 @@ class FtPwmEstimator:
             raise DataError(f"recording sensor {rec.sensor!r} is not {self.sensor!r}")
 
     def _states(self, rec: FtPwmRecording):
-        q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_hz)
+        if self.differentiation == "adaptive":
+            q, qd, qdd = adaptive_states(rec.t, rec.q)
+        else:
+            q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_hz)
         edge = max(1, int(np.ceil(5.0 / self.cutoff_hz * rec.rate_hz)))  # filter transients (5/fc)
         if len(rec.t) <= 2 * edge + 10:
             raise DataError(f"recording too short: {len(rec.t)} samples at {rec.rate_hz:.0f} Hz")

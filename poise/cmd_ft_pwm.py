@@ -67,6 +67,12 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     f.add_argument(
         "--cutoff-hz", type=at.number(0.0, lo_open=True), default=5.0, help="zero-phase low-pass (5 Hz)"
     )
+    f.add_argument(
+        "--differentiation",
+        choices=["butterworth", "adaptive"],
+        default="butterworth",
+        help="velocities/accelerations: zero-phase low-pass or the paper's adaptive windowing",
+    )
     f.add_argument("--json", action="store_true", help="print the result as JSON")
     f.add_argument(
         "--plot", type=at.image_file, help="predicted vs measured wrench and the ROC (PNG/PDF/SVG)"
@@ -151,6 +157,7 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
         cv=args.cv,
         weights=weights,
         cutoff_hz=args.cutoff_hz,
+        differentiation=args.differentiation,
     )
     with console.status("fitting …") if not args.json else _null():
         est.fit(rec)
