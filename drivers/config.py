@@ -41,6 +41,7 @@ class ExecutorSettings:
     rate_hz: float = 100.0  # setpoint streaming rate
     velocity_limit: float = 1.0  # rad/s, any joint
     settle_tol_deg: float = 0.5  # all joints within this of the target ...
+    settle_offset_deg: float = 2.0  # ... or still, within this of the target (a loaded servo's steady offset)
     settle_timeout_s: float = 10.0  # ... within this long after the move (robot time)
     settle_attempts: int = 2  # settle windows before the run stops (the posture is never held unsettled)
     track_trip_deg: float = 15.0  # tracking error that trips safety (stop and hold)
@@ -55,6 +56,7 @@ EXECUTOR_RANGES: dict[str, tuple[float, float, bool, str]] = {
     "rate_hz": (1.0, 1000.0, True, "Hz"),
     "velocity_limit": (0.0, 10.0, False, "rad/s"),
     "settle_tol_deg": (0.0, 10.0, False, "deg"),
+    "settle_offset_deg": (0.0, 15.0, True, "deg"),
     "settle_timeout_s": (0.0, 600.0, False, "s"),
     "settle_attempts": (1, 10, True, ""),
     "track_trip_deg": (0.0, 90.0, False, "deg"),

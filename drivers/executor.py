@@ -34,7 +34,9 @@ from formats.plan import Plan
 from robots.stance import foot_corners, signed_margin
 from robots.tree import RobotModel
 
-TIP_TOL = 0.005  # m: measured CoP this far outside the support polygon = tipping
+SETTLE_STILL_S = 0.3  # s (robot time): a posture is still when no joint moved settle_tol_deg over this long
+TIP_TOL = 0.005  # m: measured CoP this far outside the support polygon ...
+TIP_HOLD_S = 0.5  # s (robot time): ... for this long = tipping
 
 
 class SafetyTrip(PoiseError):
@@ -145,6 +147,7 @@ class Executor:
         self._last_tick: float | None = None
         self._last_answer: float | None = None
         self._weight_kg = float(model.parameter_set(plan.params).total_mass)
+        self._outside_since: float | None = None
 
     # -- plan order and resume
     def todo(self) -> list:
@@ -224,13 +227,21 @@ class Executor:
         return q
 
     def _settle(self, q_to, posture) -> tuple[bool, np.ndarray]:
-        """Command the posture until every joint is within settle_tol_deg (True) or settle_timeout_s passes."""
-        tol = math.radians(self.ex.settle_tol_deg)
+        """Command the posture until it is settled (True) or settle_timeout_s passes. Settled: every joint within
+        settle_tol_deg of the target, or — a position servo under load holds with a steady offset — every joint
+        still (moved < settle_tol_deg over SETTLE_STILL_S) within settle_offset_deg of the target."""
+        tol, offset = math.radians(self.ex.settle_tol_deg), math.radians(self.ex.settle_offset_deg)
         t0 = time.monotonic()
         q = q_to
-        while time.monotonic() - t0 < self.ex.settle_timeout_s / self.k:
+        recent: list[tuple[float, np.ndarray]] = []
+        while (now := time.monotonic()) - t0 < self.ex.settle_timeout_s / self.k:
             q = self._tick(q_to, posture, "settle", None)
-            if np.max(np.abs(q - q_to)) < tol:
+            err = float(np.max(np.abs(q - q_to)))
+            if err < tol:
+                return True, q
+            recent = [(t, x) for t, x in recent if now - t <= SETTLE_STILL_S / self.k] + [(now, q)]
+            still = now - recent[0][0] >= 0.9 * SETTLE_STILL_S / self.k
+            if still and err < offset and np.ptp([x for _, x in recent], axis=0).max() < tol:
                 return True, q
         return False, q
 
@@ -253,14 +264,22 @@ class Executor:
         (tipping over an edge) or the load falls below half the robot's weight (falling, lifted)."""
         if cop is None:
             return
-        if margin is not None and margin < -TIP_TOL:
-            raise SafetyTrip(
-                f"posture {p.index}: measured CoP {-margin * 1000:.1f} mm outside the support polygon (tipping); "
-                f"run stopped, {len(self.result.completed)} completed posture(s) kept"
-            )
         if kg is not None and kg < 0.5 * self._weight_kg:
             raise SafetyTrip(
                 f"posture {p.index}: boards carry {kg:.1f} kg of the robot's {self._weight_kg:.1f} kg (falling?); "
+                f"run stopped, {len(self.result.completed)} completed posture(s) kept"
+            )
+        outside = margin is not None and margin < -TIP_TOL
+        now = time.monotonic()
+        if not outside:
+            self._outside_since = None
+            return
+        if self._outside_since is None:
+            self._outside_since = now
+        # a sway shows the boards' CoP briefly outside (the cells sit below the plate: h·Fx/Fz); tipping lasts
+        if (now - self._outside_since) * self.k >= TIP_HOLD_S:
+            raise SafetyTrip(
+                f"posture {p.index}: measured CoP {-margin * 1000:.1f} mm outside the support polygon (tipping); "
                 f"run stopped, {len(self.result.completed)} completed posture(s) kept"
             )
 
@@ -329,7 +348,11 @@ class Executor:
                     self.progress_cb(Progress(n, total, p.index, p.placement, "lift"))
                     self.operator.lift(p.placement)
                 if new_placement:  # lifted off the boards (at the start, or by the operator)
-                    mv = air_move(q, p, self.cfg, self.k)
+                    mv, issues = air_move(self.model, self.plan, q, p, self.cfg, self.k)
+                    if issues:  # refused before the first setpoint of the move
+                        raise SafetyTrip(
+                            f"{issues[0]}; run stopped, {len(self.result.completed)} completed posture(s) kept"
+                        )
                 else:  # on the ground: the setpoints the pre-flight check computed and passed
                     mv = self.checked.moves[p.index]
                 self.progress_cb(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s))
@@ -346,7 +369,8 @@ class Executor:
                     err = np.degrees(np.abs(q_meas - p.q))
                     j = int(np.argmax(err))
                     raise SafetyTrip(
-                        f"posture {p.index}: did not settle within {self.ex.settle_tol_deg:g} deg in "
+                        f"posture {p.index}: did not settle (within {self.ex.settle_tol_deg:g} deg, or still within "
+                        f"{self.ex.settle_offset_deg:g} deg) in "
                         f"{self.ex.settle_attempts} x {self.ex.settle_timeout_s:g} s ({self.model.joint_names[j]} "
                         f"{err[j]:.2f} deg off); run stopped, {len(self.result.completed)} completed posture(s) kept"
                     )

@@ -241,3 +241,53 @@ def random_double_support(
             continue
         out.append(q)
     return np.array(out)
+
+
+EDGE_STEP = 0.005  # m: spacing of the points sampled along each contact rectangle's edges
+
+
+def _rect_edge_points(rect) -> np.ndarray:
+    """Points (k, 3) along the edges of a contact rectangle, in its site frame."""
+    x0, x1, y0, y1 = rect
+    pts = []
+    for (ax, ay), (bx, by) in (
+        ((x0, y0), (x1, y0)),
+        ((x1, y0), (x1, y1)),
+        ((x1, y1), (x0, y1)),
+        ((x0, y1), (x0, y0)),
+    ):
+        n = max(2, int(np.ceil(np.hypot(bx - ax, by - ay) / EDGE_STEP)) + 1)
+        t = np.linspace(0.0, 1.0, n)[:-1]
+        pts.append(np.column_stack([ax + t * (bx - ax), ay + t * (by - ay), np.zeros_like(t)]))
+    return np.vstack(pts)
+
+
+def contact_clearance(
+    model: RobotModel, q: np.ndarray, params: str | ParameterSet | None = None, base: str | None = None
+) -> np.ndarray:
+    """Smallest 3-D distance (m) between any two contact rectangles (the soles) for postures q (B, nq): the
+    edges of each, sampled every EDGE_STEP, against the other's rectangle (0 when they touch or cross). Used
+    where the feet are off the ground (air moves), where the planar support-polygon checks say nothing."""
+    params, base = _p(model, params), resolve_base(model, base)
+    q = np.atleast_2d(np.asarray(q, dtype=float))
+    sites = [s for s in model.sites if s.rect is not None]
+    frames = {s.name: site_pose(model, q, params, s.name, base) for s in sites}
+    out = np.full(len(q), np.inf)
+    for i, a in enumerate(sites):
+        for b in sites[i + 1 :]:
+            for s, t in ((a, b), (b, a)):
+                Rs, ps = frames[s.name]
+                Rt, pt = frames[t.name]
+                world = ps[:, None, :] + np.einsum("bij,kj->bki", Rs, _rect_edge_points(s.rect))
+                local = np.einsum("bji,bkj->bki", Rt, world - pt[:, None, :])  # in t's site frame
+                x0, x1, y0, y1 = t.rect
+                clamped = np.stack(
+                    [
+                        np.clip(local[..., 0], x0, x1),
+                        np.clip(local[..., 1], y0, y1),
+                        np.zeros(local.shape[:2]),
+                    ],
+                    axis=-1,
+                )
+                out = np.minimum(out, np.linalg.norm(local - clamped, axis=-1).min(axis=1))
+    return out

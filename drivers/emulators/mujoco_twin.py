@@ -37,6 +37,8 @@ SOLE_THICKNESS = 0.004  # m, the box below each contact rectangle
 PWM_LIMIT = 885  # X-series PWM limit (100 %), e-Manual
 TICKS_PER_REV = 4096
 INTEGRAL_LIMIT = math.radians(2.0)  # anti-windup: the I action shifts a servo's target by at most this
+FALL_TILT_DEG = 10.0  # a sole this far from flat, or the root below half its placed height: fallen
+SLIP_REPORT = 0.005  # m a sole may settle sideways under load before it is reported as slipping
 THREAD_CHUNK = 5  # physics steps per locked chunk of the physics thread
 MAX_STEPS_PER_CALL = 100  # physics steps one device call may run (time_scale is then an upper bound)
 
@@ -410,19 +412,30 @@ class Twin:
                 self.d.mocap_pos[self.board_mocap[i]] = [x, y, BOARD_SIZE[2]]
                 self.d.mocap_quat[self.board_mocap[i]] = [math.cos(psi / 2), 0.0, 0.0, math.sin(psi / 2)]
             self.board_poses = [np.asarray(p, dtype=float) for p in board_poses]
-            pos, quat = self._root_pose_for(
-                self.base_site, np.eye(3), np.array([0.0, 0.0, BOARD_SIZE[2] + 2e-4])
-            )
+            pos, quat = self._root_pose_for(self.base_site, np.eye(3), np.array([0.0, 0.0, BOARD_SIZE[2]]))
             self._teleport(pos, quat)
-            self.d.eq_active[0] = 0
+            lowest = min(self._sole_corners_z())
+            pos = pos + np.array([0.0, 0.0, BOARD_SIZE[2] + 1e-3 - lowest])  # lowest sole corner 1 mm up
+            self._teleport(pos, quat)
+            self.d.eq_active[0] = 0  # let go: a 1 mm drop
             self.placed = True
             self._integral[:] = 0.0
             self._placed_at = {s: self.d.site_xpos[self.site_ids[s]].copy() for s in self.soles}
             self._root_z = float(self.d.xpos[self.root][2])
-            self._placed_R = self.d.xmat[self.root].reshape(3, 3).copy()
             self._active: set[str] = set()
-            self._no_contact: dict[str, float] = {}
+            self._landed: set[str] = set()
             self._cache = (-1.0, np.zeros(8))
+
+    def _sole_corners_z(self) -> list[float]:
+        out = []
+        for site in self.model.sites:
+            if site.rect is None:
+                continue
+            sid = self.site_ids[site.name]
+            R, p = self.d.site_xmat[sid].reshape(3, 3), self.d.site_xpos[sid]
+            x0, x1, y0, y1 = site.rect
+            out += [float((p + R @ np.array([x, y, 0.0]))[2]) for x in (x0, x1) for y in (y0, y1)]
+        return out
 
     # ---------------------------------------------------------------- boards
     def _board_wrench(self, i: int) -> np.ndarray:
@@ -483,10 +496,12 @@ class Twin:
     def _watch(self) -> None:
         d = self.d
         z = float(d.xpos[self.root][2])
-        R = d.xmat[self.root].reshape(3, 3)
-        tilt = math.degrees(math.acos(min(1.0, max(-1.0, float(np.trace(self._placed_R.T @ R) - 1) / 2))))
-        if self._root_z - z > 0.05 or tilt > 20.0:
-            self._event("fall", f"root {1000 * (self._root_z - z):.0f} mm lower, tilted {tilt:.0f} deg")
+        soles_tilt = [
+            math.degrees(math.acos(min(1.0, float(d.site_xmat[self.site_ids[s]].reshape(3, 3)[2, 2]))))
+            for s in self.soles
+        ]
+        if z < 0.5 * self._root_z or max(soles_tilt) > FALL_TILT_DEG:
+            self._event("fall", f"root at {1000 * z:.0f} mm, soles tilted {max(soles_tilt):.0f} deg")
         touching = {s: False for s in self.soles}
         for k in range(d.ncon):
             con = d.contact[k]
@@ -502,11 +517,13 @@ class Twin:
             sole_tilt = math.degrees(math.acos(min(1.0, float(Rz[2]))))
             if sole_tilt > 1.0 and touching[s]:
                 self._event("edge", f"{s} tilted {sole_tilt:.1f} deg: standing on an edge", f"edge:{s}")
+            if touching[s]:
+                self._landed.add(s)
             lifted = float(d.site_xpos[sid][2]) - BOARD_SIZE[2] > 0.002
-            if lifted and not touching[s]:
+            if lifted and not touching[s] and s in self._landed:
                 self._event("lift", f"{s} off its board", f"lift:{s}")
             slip = float(np.linalg.norm(d.site_xpos[sid][:2] - self._placed_at[s][:2]))
-            if slip > 0.002:
+            if slip > SLIP_REPORT:
                 self._event("slip", f"{s} slid {1000 * slip:.1f} mm", f"slip:{s}")
 
     def report(self) -> list[dict]:
