@@ -196,6 +196,8 @@ class FtPwmFit:
     def to_dict(self) -> dict:
         return {
             "method": self.method,
+            # SE: the IV sandwich for 'iv'; otherwise least squares' (exact for OLS and PLS at full ν)
+            "se_of": "iv" if self.method == "iv" else "ols (Newey–West)",
             "n_components": self.n_components,
             "rank": self.rank,
             "parameters": [
