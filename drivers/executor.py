@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from shapely.geometry import MultiPoint
@@ -21,20 +21,24 @@ from drivers.config import RobotConfig
 from drivers.link import LinkTimeout
 from drivers.recorder import RunRecorder
 from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
+    Move,
     RunCheck,
     air_move,
     check_run,
     cosine_profile,
+    ground_move,
     move_time_at_limit,
     waypoint_profile,
 )
 from drivers.wbb.geometry import G, board_poses_for, cells_in_base
 from formats.errors import DataError, DeviceError, PoiseError
 from formats.plan import Plan
-from robots.stance import foot_corners, signed_margin
+from robots.stance import foot_corners, other_pose, signed_margin
 from robots.tree import RobotModel
 
 SETTLE_STILL_S = 0.3  # s (robot time): a posture is still when no joint moved settle_tol_deg over this long
+ADAPT_FROM_M, ADAPT_FROM_RAD = 5e-4, np.radians(0.1)  # measured placement this close: the pre-flight move
+ADAPT_LIMIT_M, ADAPT_LIMIT_RAD = 0.02, np.radians(5.0)  # farther than this: stop rather than adapt
 TIP_TOL = 0.005  # m: measured CoP this far outside the support polygon ...
 TIP_HOLD_S = 0.5  # s (robot time): ... for this long = tipping
 
@@ -226,6 +230,31 @@ class Executor:
             q = self._tick(sp, posture, "move", None)
         return q
 
+    def _ground_move(self, prev, p, q_meas: np.ndarray) -> Move:
+        """The pre-flight move to p, or — when the encoders put the other sole away from its planned placement
+        (the robot settled, a sole slid) — the same path adapted to the measured placement and checked again
+        with the same checks before anything is sent."""
+        planned = np.asarray(self.plan.placement(p.placement).other_foot, dtype=float)
+        actual = other_pose(self.model, q_meas, self.plan.params, self.plan.base)
+        dev = np.r_[
+            np.hypot(*(actual[:2] - planned[:2])), abs(np.angle(np.exp(1j * (actual[2] - planned[2]))))
+        ]
+        if dev[0] < ADAPT_FROM_M and dev[1] < ADAPT_FROM_RAD:
+            return self.checked.moves[p.index]
+        if dev[0] > ADAPT_LIMIT_M or dev[1] > ADAPT_LIMIT_RAD:
+            raise SafetyTrip(
+                f"posture {p.index}: the other sole is {dev[0] * 1000:.1f} mm, {np.degrees(dev[1]):.1f} deg from "
+                f"its placement (measured); run stopped, {len(self.result.completed)} completed posture(s) kept"
+            )
+        mv, issues = ground_move(self.model, self.plan, prev, p, self.cfg, self.k, self.checked.margin,
+                                 start=q_meas, pose=actual)  # fmt: skip
+        if issues:
+            raise SafetyTrip(
+                f"{issues[0]} (adapted to the measured placement); run stopped, "
+                f"{len(self.result.completed)} completed posture(s) kept"
+            )
+        return mv
+
     def _settle(self, q_to, posture) -> tuple[bool, np.ndarray]:
         """Command the posture until it is settled (True) or settle_timeout_s passes. Settled: every joint within
         settle_tol_deg of the target, or — a position servo under load holds with a steady offset — every joint
@@ -336,6 +365,7 @@ class Executor:
                 self.rec.update_meta(tare_kg=offsets)
             prev = None
             for n, p in enumerate(todo, start=1):
+                planned_p = None
                 new_placement = prev is None or prev.placement != p.placement
                 right_off, left_off = self.cfg.board_offsets(p.placement)
                 poses = board_poses_for(
@@ -353,8 +383,9 @@ class Executor:
                         raise SafetyTrip(
                             f"{issues[0]}; run stopped, {len(self.result.completed)} completed posture(s) kept"
                         )
-                else:  # on the ground: the setpoints the pre-flight check computed and passed
-                    mv = self.checked.moves[p.index]
+                else:  # on the ground: the checked setpoints, adapted to where the other sole really is
+                    mv = self._ground_move(prev, p, q)
+                    planned_p, p = p, replace(p, q=mv.setpoints[-1])  # settle and hold the adapted posture
                 self.progress_cb(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s))
                 q = self._move(mv.setpoints, p.index)
                 if new_placement:
@@ -395,7 +426,7 @@ class Executor:
                 )
                 self.result.completed.append(res)
                 q = p.q
-                prev = p
+                prev = planned_p if planned_p is not None else p
             self.progress_cb(Progress(total, total, prev.index if prev else -1, -1, "done"))
         except BaseException:
             self.link.stop()

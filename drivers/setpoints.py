@@ -65,6 +65,11 @@ def move_time_at_limit(q_from: np.ndarray, q_to: np.ndarray, tr, velocity_limit:
 
 
 @dataclass
+class _Waypoints:
+    q: np.ndarray
+
+
+@dataclass
 class Move:
     """The setpoints of one move (one per tick, the last = the destination posture) and its robot-time length."""
 
@@ -259,11 +264,16 @@ def ground_move(
     config: RobotConfig,
     time_scale: float,
     margin: float,
+    start: np.ndarray | None = None,
+    pose: np.ndarray | None = None,
 ) -> tuple[Move, list[str]]:
     """The setpoints from posture a to b on one placement, and what is unsafe about them (empty = none).
 
     Every setpoint gets the vectorised conditions of the posture check; the waypoints and at least every
-    ceil(n / FULL_CHECKS)-th setpoint (all of them in short moves) get `check_posture` itself."""
+    ceil(n / FULL_CHECKS)-th setpoint (all of them in short moves) get `check_posture` itself. With `start`
+    (the measured posture) and `pose` (where the other sole really is, from the encoders), the path is
+    adapted: it starts at `start` and the later waypoints and b are projected onto `pose`, keeping their CoPs;
+    the last setpoint is then the adapted b."""
     ex = config.executor
     tr = plan.transition(a.index, b.index)
     what = f"move {a.index}->{b.index}"
@@ -278,17 +288,26 @@ def ground_move(
             ]
     else:
         wps = np.array([a.q, b.q], dtype=float)
-    pose = np.asarray(plan.placement(b.placement).other_foot, dtype=float)
+    planned = np.asarray(plan.placement(b.placement).other_foot, dtype=float)
+    if start is not None or pose is not None:
+        wps = wps.copy()
+        if pose is not None and np.abs(np.asarray(pose) - planned).max() > 0:
+            cops = com_position(model, wps[1:], plan.params, plan.base)[:, :2]
+            wps[1:] = project_to_chain(model, wps[1:], pose, cops, plan.params, plan.base)
+        if start is not None:
+            wps[0] = np.asarray(start, dtype=float)
+    pose = planned if pose is None else np.asarray(pose, dtype=float)
     for k, w in enumerate(wps[1:-1], start=1):  # waypoints first: an unsafe one makes the path meaningless
         issues = check_posture(model, w, plan.params, plan.base, margin, pose=pose).issues
         if issues:
             return empty, [f"{what} waypoint {k}: {'; '.join(issues)}"]
-    d = max(b.move_s, move_time_at_limit(a.q, b.q, tr, ex.velocity_limit))
+    d = max(b.move_s, move_time_at_limit(wps[0], wps[-1], _Waypoints(wps) if tr is not None else None,
+                                         ex.velocity_limit))  # fmt: skip
     seg = len(wps) - 1
     for _ in range(4):  # projection lengthens the path a little: stretch until no tick is too fast
         n = ticks(d, time_scale, ex.rate_hz, seg)
         sp = _ground_path(model, plan, pose, wps, n, tr is None)
-        speed = float(np.abs(np.diff(np.vstack([a.q, sp]), axis=0)).max()) * n / d
+        speed = float(np.abs(np.diff(np.vstack([wps[0], sp]), axis=0)).max()) * n / d
         if speed <= ex.velocity_limit * (1 + STEP_RTOL):
             break
         d *= speed / ex.velocity_limit * (1 + 1e-3)

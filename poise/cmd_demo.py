@@ -52,6 +52,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "plan": str(res.plan_path), "run_dir": str(res.run_dir), "kappa": res.kappa,
             "parameters": res.table, "cop_error_m": {k: {"mean": a, "max": b} for k, (a, b) in res.cop_error.items()},
             "within_2se": res.within_2se, "improvement": res.improvement, "timings_s": res.timings,
+            "executed": res.executed, "planned": res.planned, "stopped": res.stopped, "twin_events": res.twin_events,
         })  # fmt: skip
         return 0
     t = Table(title=f"identification, simplified model, right-foot base (κ = {res.kappa:.1f})")
@@ -67,6 +68,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for k, (a, b) in res.cop_error.items():
         e.add_row(k, f"{a * 1000:.2f}", f"{b * 1000:.2f}")
     console.print(e)
+    if res.stopped:
+        console.print(f"run stopped for safety after {res.executed} of {res.planned} postures: {res.stopped}")
     verdict = "targets met" if res.within_2se and res.improvement >= 5 else "targets missed"
     console.print(
         f"{verdict}: estimates within 2 SE of the truth: {res.within_2se}; CoP error cut {res.improvement:.1f}x "

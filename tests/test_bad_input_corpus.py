@@ -191,6 +191,15 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("identify static", ["{good_rec}", "--out", "{existing}"]),
     ("identify static", ["{good_rec}", "--out", "{missing_dir}/r.json"]),
     ("identify static", ["{good_rec}", "--out", "{dir}"]),
+    # identify ft-pwm
+    ("identify ft-pwm", ["{binary}"]),
+    ("identify ft-pwm", ["{latin1}"]),
+    ("identify ft-pwm", ["{empty}"]),
+    ("identify ft-pwm", ["{dyn}"]),
+    ("identify ft-pwm", []),
+    ("identify ft-pwm", ["--simulate", "--noise", "nan,0.1,0.1"]),
+    ("identify ft-pwm", ["--simulate", "--duration", "-5"]),
+    ("identify ft-pwm", ["--simulate", "--alpha", "1.5"]),
     # identify dynamic
     ("identify dynamic", ["{binary}"]),
     ("identify dynamic", ["{latin1}"]),

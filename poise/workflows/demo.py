@@ -8,6 +8,7 @@ The simulated robot's true parameters differ from the design guess (drivers/emul
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import time
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import numpy as np
 from drivers.config import load_config
 from drivers.emulators.sim_robot import true_parameters
 from drivers.emulators.world import WorldOptions
+from drivers.executor import SafetyTrip
 from formats.plan import Plan, save_plan
 from formats.static_recording import read_recording
 from identify.static import StaticCoMEstimator
@@ -34,6 +36,10 @@ class DemoResult:
     kappa: float
     timings: dict[str, float]
     figure: pathlib.Path | None
+    executed: int = 0  # postures recorded (a safety stop ends the run early; what was completed is kept)
+    planned: int = 0
+    stopped: str | None = None  # why the run stopped early, if it did
+    twin_events: list[dict] | None = None  # what the physics twin saw (--physics mujoco)
 
 
 def design_plan(model, n: int, placements: int, seed: int, move_s: float, hold_s: float) -> Plan:
@@ -103,25 +109,35 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     prepare = None if args.no_recalibrate else recalibrate_sim_boards
     if prepare:
         log("    boards: tare, then per-cell recalibration with a 10 kg weight over each cell")
-    result, _ = execute(
-        ns,
-        model,
-        plan,
-        config,
-        world_opts=opts,
-        progress=progress,
-        prepare=prepare,
-        tare_s=0.0 if prepare else 4.0,
-    )
+    stopped = None
+    try:
+        result, _ = execute(
+            ns,
+            model,
+            plan,
+            config,
+            world_opts=opts,
+            progress=progress,
+            prepare=prepare,
+            tare_s=0.0 if prepare else 4.0,
+        )
+        j = result.jitter()
+        log(f"    {len(result.completed)} postures recorded; "
+            f"setpoints {j['period_mean_ms']:.2f} ± {j['period_std_ms']:.2f} ms")  # fmt: skip
+    except SafetyTrip as exc:  # as on the real bench: the run stops, the completed postures are on disk
+        stopped = str(exc)
+        log(f"    run stopped for safety: {stopped}")
     timings["run_s"] = time.monotonic() - t0
-    j = result.jitter()
-    log(
-        f"    {len(result.completed)} postures recorded; setpoints {j['period_mean_ms']:.2f} ± {j['period_std_ms']:.2f} ms"
-    )
+    meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    events = meta.get("twin_events")
+    if events is not None:
+        kinds = sorted({e["kind"] for e in events})
+        log(f"    physics twin: {len(events)} event(s) {', '.join(kinds) if kinds else ''}")
 
     t0 = time.monotonic()
     log("3/3 identify: simplified model (13 base parameters), right-foot base ...")
     rec = read_recording(run_dir / "recording.csv")
+    log(f"    {len(rec)} of {len(plan.postures)} postures executed")
     truth_ps = true_parameters(model)
     est = StaticCoMEstimator(model, "right", "simplified", guess="sim").fit(rec)
     fit, bm = est.result_, est.base_model_
@@ -149,4 +165,5 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     except Exception as exc:  # plotting is a nicety; never fail the demo on it
         log(f"    (no figure: {exc})")
     timings["identify_s"] = time.monotonic() - t0
-    return DemoResult(plan_path, run_dir, table, errs, ok, improvement, fit.kappa, timings, fig)
+    return DemoResult(plan_path, run_dir, table, errs, ok, improvement, fit.kappa, timings, fig, len(rec),
+                      len(plan.postures), stopped, events)  # fmt: skip
