@@ -412,6 +412,9 @@ class Twin:
                 self.d.mocap_pos[self.board_mocap[i]] = [x, y, BOARD_SIZE[2]]
                 self.d.mocap_quat[self.board_mocap[i]] = [math.cos(psi / 2), 0.0, 0.0, math.sin(psi / 2)]
             self.board_poses = [np.asarray(p, dtype=float) for p in board_poses]
+            # the operator sets the robot down with both soles flat: the legs as commanded, not as they sagged
+            # in the air (the load then deflects them while the soles stay on the boards)
+            self.d.qpos[self.qadr] = np.where(self.torque, self._goal_ticks, self.d.qpos[self.qadr])
             pos, quat = self._root_pose_for(self.base_site, np.eye(3), np.array([0.0, 0.0, BOARD_SIZE[2]]))
             self._teleport(pos, quat)
             lowest = min(self._sole_corners_z())
