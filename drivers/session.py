@@ -49,7 +49,7 @@ class Session:
     def __init__(
         self,
         robot: str,
-        boards: str,
+        boards: str | None,
         model: RobotModel,
         config: RobotConfig,
         world_opts: WorldOptions | None = None,
@@ -74,8 +74,8 @@ class Session:
                 robot = self.world.robot_endpoint
                 drivers = board_drivers("sim", self.world.board_openers())
                 self.operator: Operator = SimOperator(self.world)
-            else:
-                drivers = board_drivers(boards)
+            else:  # no boards: a fixed-base robot (encoders only)
+                drivers = board_drivers(boards) if boards is not None else []
                 self.operator = PromptOperator() if prompt else Operator()
             self.link = open_link(robot, model.joint_names, config)
             self.link.connect()

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,24 +68,82 @@ class DynamicRecording:
         return float((len(self.t) - 1) / (self.t[-1] - self.t[0]))
 
 
+def _header(robot: str, base: str, joint_names: list[str], tau: bool, wrench: bool, meta: dict) -> str:
+    """The metadata lines and the column header (radians, SI units)."""
+    cols = ["t_s"] + [f"q:{j}" for j in joint_names]
+    cols += [f"tau:{j}" for j in joint_names] if tau else []
+    cols += WRENCH if wrench else []
+    head = f"# {MAGIC} v{VERSION}\n# robot: {robot}\n# base: {base}\n# angle_unit: rad\n"
+    for k, v in meta.items():
+        if k not in ("robot", "base", "angle_unit"):
+            head += f"# {k}: {v}\n"
+    return head + ",".join(cols) + "\n"
+
+
 def write_dynamic_recording(rec: DynamicRecording, path: str | Path) -> None:
     """Write atomically (temp file, then rename), radians and SI units."""
-    cols = ["t_s"] + [f"q:{j}" for j in rec.joint_names]
-    blocks = [rec.t[:, None], rec.q]
-    if rec.tau is not None:
-        cols += [f"tau:{j}" for j in rec.joint_names]
-        blocks.append(rec.tau)
-    if rec.wrench is not None:
-        cols += WRENCH
-        blocks.append(rec.wrench)
+    blocks = [rec.t[:, None], rec.q] + [a for a in (rec.tau, rec.wrench) if a is not None]
     buf = io.StringIO()
-    buf.write(f"# {MAGIC} v{VERSION}\n# robot: {rec.robot}\n# base: {rec.base}\n# angle_unit: rad\n")
-    for k, v in rec.meta.items():
-        if k not in ("robot", "base", "angle_unit"):
-            buf.write(f"# {k}: {v}\n")
-    buf.write(",".join(cols) + "\n")
+    buf.write(
+        _header(rec.robot, rec.base, rec.joint_names, rec.tau is not None, rec.wrench is not None, rec.meta)
+    )
     np.savetxt(buf, np.hstack(blocks), delimiter=",", fmt="%.10g")
     write_text_atomic(path, buf.getvalue(), "recording")
+
+
+class DynamicRecordingAppender:
+    """A dynamic recording written while it is recorded: whole lines only, flushed and fsynced at least every
+    `sync_s` seconds and on close, so a killed run leaves a readable file holding what was recorded."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        robot: str,
+        base: str,
+        joint_names: list[str],
+        tau: bool,
+        wrench: bool,
+        meta: dict | None = None,
+        sync_s: float = 0.25,
+    ) -> None:
+        self.n, self.tau, self.wrench, self.sync_s = len(joint_names), tau, wrench, sync_s
+        self.rows = 0
+        self._pending: list[str] = []
+        self._fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - long-lived, closed by close()
+        self._fh.write(_header(robot, base, joint_names, tau, wrench, meta or {}))
+        self.sync()
+
+    def append(
+        self, t: float, q: np.ndarray, tau: np.ndarray | None = None, wrench: np.ndarray | None = None
+    ) -> None:
+        """One sample (s, rad, N·m, N); the columns the file was opened with must all be given."""
+        vals = [np.atleast_1d(float(t)), np.asarray(q, dtype=float).reshape(self.n)]
+        for name, on, a, k in (("tau", self.tau, tau, self.n), ("wrench", self.wrench, wrench, 6)):
+            if on != (a is not None):
+                raise DataError(f"recording row: {name} {'missing' if on else 'not a column of this file'}")
+            if a is not None:
+                vals.append(np.asarray(a, dtype=float).reshape(k))
+        self._pending.append(",".join(f"{v:.10g}" for v in np.concatenate(vals)) + "\n")
+        self.rows += 1
+        if time.monotonic() - self._last_sync >= self.sync_s:
+            self.sync()
+
+    def sync(self) -> None:
+        """Write the pending whole lines, flush and fsync."""
+        if self._pending:
+            self._fh.write("".join(self._pending))
+            self._pending.clear()
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._last_sync = time.monotonic()
+
+    def close(self) -> None:
+        if self._fh.closed:
+            return
+        try:
+            self.sync()
+        finally:
+            self._fh.close()
 
 
 def read_dynamic_recording(path: str | Path) -> DynamicRecording:

@@ -248,26 +248,13 @@ def _print_design(s: dict) -> None:
 def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
     """`plan check` for a trajectory plan: every limit on a 1 ms grid, κ recomputed."""
     from formats.trajectory_plan import load_trajectory_plan
-    from trajectories.plan import plan_model, plan_trajectory
-    from trajectories.verify import check_trajectory
+    from trajectories.plan import check_plan, plan_model, plan_trajectory
 
     plan = load_trajectory_plan(path)
     model = plan_model(plan)
     traj = plan_trajectory(plan, model)
     ps = params or plan.params or next(iter(model.params))
-    model.parameter_set(ps)
-    st = plan.settings
-    check = check_trajectory(
-        model,
-        traj,
-        plan.base,
-        ps,
-        0.001,
-        float(st.get("acceleration_default", 20.0)),
-        bool(st.get("simplified", False)),
-        zmp_margin=float(st.get("zmp_margin", 0.0)) if st.get("motion") == "double-support" else 0.0,
-        collision_margin=float(st.get("collision_margin", 0.0)) if st.get("self_collision", True) else None,
-    )
+    check = check_plan(plan, model, traj, ps, 0.001)
     if as_json:
         print_json(check.to_dict())
         return 0 if check.ok else 1

@@ -22,8 +22,12 @@ from robots.registry import get_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="execute a posture plan on a robot and record the balance boards")
-    p.add_argument("plan", help="posture plan (JSON)")
+    p = sub.add_parser(
+        "run", help="execute a posture or trajectory plan on a robot and record the balance boards"
+    )
+    p.add_argument(
+        "plan", help="posture plan or trajectory plan (JSON; the kind is read from its format field)"
+    )
     p.add_argument(
         "--robot",
         type=at.robot_endpoint,
@@ -33,8 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--boards",
         type=at.boards_endpoint,
-        required=True,
-        help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT",
+        help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT (not used by fixed-base trajectories)",
     )
     p.add_argument(
         "--config",
@@ -128,6 +131,16 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from formats.trajectory_plan import is_trajectory_plan
+
+    if is_trajectory_plan(args.plan):
+        from poise.cmd_run_trajectory import cmd_run_trajectory
+
+        return cmd_run_trajectory(args)
+    if args.boards is None:
+        raise DataError(
+            "a posture plan needs --boards (sim, bt:ADDR,ADDR, evdev:PATH,PATH or serial:PORT,PORT)"
+        )
     config = load_config(args.config)
     model = get_model(config.robot)
     plan = load_plan(args.plan, model)

@@ -77,6 +77,29 @@ def plan_trajectory(plan: TrajectoryPlan, model: RobotModel | None = None) -> Tr
     return traj
 
 
+def check_plan(
+    plan: TrajectoryPlan, model: RobotModel, traj: Trajectory, params: str | None = None, dt: float = 0.001
+):
+    """The checks `plan check` applies to a trajectory plan (limits, balance/ZMP margin in double support,
+    self-collision, with the plan's own settings) on a `dt` grid; `poise run` refuses on the same result."""
+    from trajectories.verify import check_trajectory
+
+    ps = params or plan.params or next(iter(model.params))
+    model.parameter_set(ps)
+    st = plan.settings
+    return check_trajectory(
+        model,
+        traj,
+        plan.base,
+        ps,
+        dt,
+        float(st.get("acceleration_default", 20.0)),
+        bool(st.get("simplified", False)),
+        zmp_margin=float(st.get("zmp_margin", 0.0)) if st.get("motion") == "double-support" else 0.0,
+        collision_margin=float(st.get("collision_margin", 0.0)) if st.get("self_collision", True) else None,
+    )
+
+
 def prior_rows(model: RobotModel, settings: ExcitationSettings, plans: list[TrajectoryPlan]) -> np.ndarray:
     """Base-regressor rows of trajectories already executed (fixed base), sampled at the design's grid step."""
     from trajectories.verify import sample_grid, stacked_base_regressor

@@ -1,0 +1,354 @@
+"""Stream a joint trajectory at the servo rate and record it: the executor's safety, moves and settling, applied
+to an excitation trajectory instead of static postures.
+
+The trajectory is sampled once, before anything is sent, at the ticks t_k = k / rate_hz (and its end); those
+setpoints are the only ones streamed and every one is checked here (joint limits, the run's velocity limit
+between ticks) besides the plan's own checks the caller runs (`trajectories.plan.check_plan`, what `plan check`
+applies). A standing robot (double support) is lifted, the boards tared, moved in the air to the trajectory's
+start (`drivers.setpoints.air_move`), placed on the boards at the trajectory's foot placement, settled, then
+streamed; a fixed-base arm is moved to the start with a cosine profile and streamed. Ctrl-C, a silent link, a
+tracking error above `track_trip_deg` or the boards saying the robot tips or falls stop streaming and hold.
+
+RUN_DIR/
+  recording.csv   standing robots: the dynamic recording (formats/dynamic_recording.py) of the streamed part,
+                  one row per tick: t_s (from the first streamed tick), measured angles, and the boards' wrench
+                  about the base sole (Fz, Mx, My from the 8 cells; fx_n, fy_n, mz_nm are 0: the cells measure
+                  vertical load only)
+  raw_joints.csv  every tick of every phase: t (s, run clock), phase, t_traj (s on the trajectory, empty
+                  outside streaming), q_cmd (n), q_meas (n), rad
+  raw_boards.csv  every board report: t, phase, board, seq, kg (4, tared)
+  run.json        plan, its sha256, endpoints, rate, status (running | completed | stopped: reason), ticks
+All files are appended in whole lines and fsynced at least every 0.25 s, so a killed run keeps what it recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from shapely.geometry import MultiPoint
+
+from drivers.config import RobotConfig
+from drivers.executor import Executor, Operator, Progress, SafetyTrip
+from drivers.setpoints import LIMIT_TOL, STEP_RTOL, RunCheck, air_move, check_run, cosine_profile, ticks
+from drivers.wbb.geometry import G, board_poses_for, cells_in_base
+from formats.dynamic_recording import DynamicRecordingAppender
+from formats.errors import DataError
+from formats.plan import Placement, Plan, Posture
+from robots.stance import foot_corners, other_pose, signed_margin
+from robots.tree import RobotModel
+
+RUN_FILES = ("recording.csv", "raw_joints.csv", "raw_boards.csv", "run.json")
+SYNC_S = 0.25  # s: raw files and the recording are fsynced at least this often
+
+
+@dataclass
+class StreamPlan:
+    """The setpoints to stream: trajectory time of each tick (s) and its joint angles (rad, model order)."""
+
+    t: np.ndarray
+    q: np.ndarray
+    base: str
+    params: str
+    standing: bool  # double support on two boards (else a fixed-base robot, no boards)
+
+    @property
+    def rate_hz(self) -> float:
+        return float((len(self.t) - 1) / self.t[-1]) if len(self.t) > 1 else 0.0
+
+
+@dataclass
+class StreamCheck:
+    """Pre-flight result: problems (empty = safe to stream) and, for a standing robot, the start posture's check."""
+
+    problems: list[str]
+    run_check: RunCheck | None = None
+    start_plan: Plan | None = None
+
+
+@dataclass
+class TrajectoryRunResult:
+    ticks: int = 0  # streamed ticks (rows of the recording)
+    planned: int = 0
+    max_tracking_deg: float = 0.0  # largest |q_meas - q_cmd| over the streamed ticks
+    rms_tracking_deg: float = 0.0
+    tick_periods: list[float] = field(default_factory=list)
+    board_stats: list = field(default_factory=list)
+
+
+def tick_times(duration: float, rate_hz: float) -> np.ndarray:
+    """k / rate_hz for every whole tick inside the trajectory, then its end (a last, shorter step)."""
+    n = max(1, math.ceil(duration * rate_hz - 1e-9))
+    t = np.arange(n + 1) / rate_hz
+    t[-1] = duration
+    return t
+
+
+def start_plan(model: RobotModel, sp: StreamPlan) -> Plan:
+    """A one-posture plan for the trajectory's start (standing robots): the executor's moves and checks use it."""
+    pose = tuple(float(v) for v in other_pose(model, sp.q[0], sp.params, sp.base))
+    posture = Posture(0, 0, sp.q[0].copy(), move_s=0.0, hold_s=0.0, predicted_cop=(0.0, 0.0), margin=0.0)
+    return Plan(
+        model.name, sp.base, list(model.joint_names), [Placement(0, pose)], [posture], params=sp.params
+    )
+
+
+def check_stream(model: RobotModel, config: RobotConfig, sp: StreamPlan) -> StreamCheck:
+    """Every streamed setpoint within the joint limits and the run's velocity limit between ticks; a standing
+    robot's start posture passes the executor's posture check (`drivers.setpoints.check_run`)."""
+    problems: list[str] = []
+    if sp.q.ndim != 2 or sp.q.shape[1] != model.nq or len(sp.q) != len(sp.t) or len(sp.t) < 2:
+        return StreamCheck([f"setpoints {sp.q.shape} do not fit {len(sp.t)} ticks of {model.nq} joints"])
+    if not np.all(np.isfinite(sp.q)):
+        return StreamCheck(["setpoints contain NaN or infinite values"])
+    bad = [(k, v) for k, q in enumerate(sp.q) if (v := model.limit_violations(q, LIMIT_TOL))]
+    if bad:
+        k, v = bad[0]
+        more = f" ({len(bad)} ticks in all)" if len(bad) > 1 else ""
+        problems.append(f"setpoint at t = {sp.t[k]:.3f} s: {v[0]}{more}")
+    speed = np.abs(np.diff(sp.q, axis=0)) / np.diff(sp.t)[:, None]
+    lim = config.executor.velocity_limit
+    if speed.max() > lim * (1 + STEP_RTOL):
+        k, j = np.unravel_index(int(np.argmax(speed)), speed.shape)
+        problems.append(
+            f"joint {model.joint_names[j]} moves {speed[k, j]:.3f} rad/s between ticks at t = {sp.t[k]:.3f} s "
+            f"> velocity_limit {lim:g} rad/s of the robot configuration"
+        )
+    if not sp.standing:
+        return StreamCheck(problems)
+    plan = start_plan(model, sp)
+    rc = check_run(plan, model, config)
+    problems += [f"start {p}" for p in rc.problems]
+    return StreamCheck(problems, rc, plan)
+
+
+def board_wrench(kg: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """The boards' wrench on the robot about the base frame's origin (N, N·m) from the cells' vertical loads
+    (kg, (8,)) at `cells` (8, 2): Fz = Σ f, Mx = Σ y f, My = −Σ x f; Fx, Fy, Mz are not measured (0)."""
+    f = np.asarray(kg, dtype=float) * G
+    return np.array([0.0, 0.0, f.sum(), f @ cells[:, 1], -(f @ cells[:, 0]), 0.0])
+
+
+class _Lines:
+    """An append-only CSV written in whole lines, flushed and fsynced every SYNC_S seconds and on close."""
+
+    def __init__(self, path: pathlib.Path, header: str) -> None:
+        self.fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - long-lived
+        self.pending = [header + "\n"]
+        self.last = 0.0
+
+    def add(self, line: str) -> None:
+        self.pending.append(line + "\n")
+        if time.monotonic() - self.last >= SYNC_S:
+            self.sync()
+
+    def sync(self) -> None:
+        if self.fh.closed:
+            return
+        self.fh.write("".join(self.pending))
+        self.pending.clear()
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.last = time.monotonic()
+
+    def close(self) -> None:
+        if not self.fh.closed:
+            try:
+                self.sync()
+            finally:
+                self.fh.close()
+
+
+class TrajectoryRecorder:
+    """The run directory of a trajectory run (see the module docstring). Refuses a folder holding a run."""
+
+    def __init__(self, run_dir, model: RobotModel, base: str, wrench: bool, meta: dict) -> None:
+        self.dir = pathlib.Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        held = [n for n in RUN_FILES if (self.dir / n).exists()]
+        if held:
+            raise DataError(f"{self.dir} already holds a run ({', '.join(held)}); choose another --out")
+        self.meta_path = self.dir / "run.json"
+        self.meta: dict = {}
+        self.t_traj: float | None = None
+        self._t0 = time.monotonic()
+        names = model.joint_names
+        self.joints = _Lines(
+            self.dir / "raw_joints.csv",
+            ",".join(
+                ["t", "phase", "t_traj"] + [f"q_cmd_{j}" for j in names] + [f"q_meas_{j}" for j in names]
+            ),
+        )
+        self.boards = _Lines(self.dir / "raw_boards.csv", "t,phase,board,seq,kg_tr,kg_br,kg_tl,kg_bl")
+        self.recording = None
+        if wrench:
+            rmeta = {
+                "source": "poise run (trajectory)",
+                "wrench_measured": "fz_n mx_nm my_nm (cells: vertical load)",
+            }
+            self.recording = DynamicRecordingAppender(
+                self.dir / "recording.csv", model.name, base, list(names), tau=False, wrench=True, meta=rmeta
+            )
+        self.update_meta(status="running", **meta)
+
+    def update_meta(self, **kw) -> None:
+        self.meta.update(kw)
+        tmp = self.meta_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.meta, indent=1, default=float))
+        tmp.replace(self.meta_path)
+
+    # the executor's recorder interface
+    def joint_row(self, t: float, posture: int, phase: str, q_cmd: np.ndarray, q_meas: np.ndarray) -> None:
+        tt = "" if self.t_traj is None else f"{self.t_traj:.6f}"
+        vals = [f"{t - self._t0:.5f}", phase, tt] + [f"{v:.6f}" for v in q_cmd] + [f"{v:.6f}" for v in q_meas]
+        self.joints.add(",".join(vals))
+
+    def board_rows(self, samples, posture: int, phase: str) -> None:
+        for s in samples:
+            kg = ",".join(f"{v:.4f}" for v in s.kg)
+            self.boards.add(f"{s.t - self._t0:.5f},{phase},{s.board},{s.seq},{kg}")
+
+    def close(self) -> None:
+        for f in (self.joints, self.boards, self.recording):
+            if f is not None:
+                f.close()
+
+
+class TrajectoryExecutor(Executor):
+    """The posture executor's streaming, settling and safety trips, running one trajectory."""
+
+    def __init__(
+        self,
+        link,
+        boards: list,
+        model: RobotModel,
+        config: RobotConfig,
+        sp: StreamPlan,
+        checked: StreamCheck,
+        recorder: TrajectoryRecorder,
+        operator: Operator | None = None,
+        progress: Callable[[Progress], None] | None = None,
+        tare_s: float = 1.0,
+    ) -> None:
+        if checked.problems:  # never stream a setpoint the pre-flight check has not passed
+            raise DataError(f"trajectory refused before moving: {checked.problems[0]}")
+        plan = checked.start_plan or start_plan_free(model, sp)
+        rc = checked.run_check or RunCheck([], {}, 0.0)
+        super().__init__(link, boards, plan, model, config, recorder, 1.0, operator, progress, tare_s, rc)
+        self.sp = sp
+        self.traj_result = TrajectoryRunResult(planned=len(sp.t))
+
+    def _to_start(self, q: np.ndarray) -> np.ndarray:
+        p = self.plan.postures[0]
+        if self.sp.standing:
+            mv, issues = air_move(self.model, self.plan, q, p, self.cfg, 1.0)
+            if issues:  # refused before the first setpoint of the move
+                raise SafetyTrip(f"{issues[0]}; nothing streamed")
+            return self._move(mv.setpoints, 0)
+        d = max(
+            0.5, 2.0 * float(np.max(np.abs(p.q - q))) / self.ex.velocity_limit
+        )  # cosine: peak 2·mean speed
+        n = ticks(d, 1.0, self.ex.rate_hz)
+        return self._move(np.array([cosine_profile(q, p.q, i / n) for i in range(1, n + 1)]), 0)
+
+    def run(self) -> TrajectoryRunResult:
+        sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
+        q = self.link.read()
+        self._last_answer = time.monotonic()
+        cells = polygon = None
+        try:
+            if sp.standing:
+                self.operator.lift(None)
+                self.progress_cb(Progress(0, len(sp.t), 0, 0, "tare"))
+                self.rec.update_meta(tare_kg=[b.tare(self.tare_s).tolist() for b in self.boards])
+            self.progress_cb(Progress(0, len(sp.t), 0, 0, "move"))
+            q = self._to_start(q)
+            if sp.standing:
+                right_off, left_off = self.cfg.board_offsets(0)
+                placement = self.plan.placement(0)
+                cells = cells_in_base(board_poses_for(np.array(placement.other_foot), right_off, left_off))
+                corners = foot_corners(self.model, p.q, sp.params, sp.base)
+                polygon = MultiPoint(np.concatenate(list(corners.values()))).convex_hull
+                self.progress_cb(Progress(0, len(sp.t), 0, 0, "place"))
+                self.operator.place(placement, right_off, left_off)
+            self.progress_cb(Progress(0, len(sp.t), 0, 0, "settle"))
+            for _ in range(self.ex.settle_attempts):
+                settled, q = self._settle(p.q, 0)
+                if settled:
+                    break
+            else:
+                err = np.degrees(np.abs(q - p.q))
+                j = int(np.argmax(err))
+                raise SafetyTrip(
+                    f"the start posture did not settle ({self.model.joint_names[j]} {err[j]:.2f} deg off); "
+                    "nothing streamed"
+                )
+            self._stream(cells, polygon)
+            self.progress_cb(Progress(len(sp.t), len(sp.t), 0, 0, "done"))
+        except BaseException:
+            self.link.stop()
+            raise
+        finally:
+            res.tick_periods = self.result.tick_periods
+            res.board_stats = [b.stats for b in self.boards]
+        self.link.stop()
+        return res
+
+    def _stream(self, cells, polygon) -> None:
+        sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
+        rec: TrajectoryRecorder = self.rec
+        t0 = None
+        sq = 0.0
+        for k, (tk, qk) in enumerate(zip(sp.t, sp.q, strict=True)):
+            rec.t_traj = float(tk)
+            q_meas = self._tick(qk, 0, "stream", None)
+            t0 = self._last_tick if t0 is None else t0
+            err = np.degrees(np.abs(q_meas - qk))
+            res.max_tracking_deg = max(res.max_tracking_deg, float(err.max()))
+            sq += float(np.mean(err**2))
+            res.ticks = k + 1
+            res.rms_tracking_deg = math.sqrt(sq / res.ticks)
+            if err.max() > self.ex.track_trip_deg:
+                j = int(np.argmax(err))
+                raise SafetyTrip(
+                    f"tracking error {err[j]:.1f} deg ({self.model.joint_names[j]}) > {self.ex.track_trip_deg:g} deg "
+                    f"at t = {tk:.2f} s; {res.ticks} tick(s) recorded"
+                )
+            cop = kg = None
+            if sp.standing:
+                cop, kg = self._measured_cop(cells)
+                margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
+                try:
+                    self._check_standing(p, cop, margin, kg)
+                except SafetyTrip as exc:  # the posture executor's words, said of the trajectory
+                    why = str(exc).split(";")[0].removeprefix("posture 0: ")
+                    raise SafetyTrip(f"{why} at t = {tk:.2f} s; {res.ticks} tick(s) recorded") from None
+                if rec.recording is not None and not any(x is None for x in self._latest_kg):
+                    rec.recording.append(
+                        self._last_tick - t0,
+                        q_meas,
+                        wrench=board_wrench(np.concatenate(self._latest_kg), cells),
+                    )
+            self.progress_cb(
+                Progress(k + 1, len(sp.t), 0, 0, "stream", float(tk), float(sp.t[-1]), cop, None, kg)
+            )
+        rec.t_traj = None
+
+
+def start_plan_free(model: RobotModel, sp: StreamPlan) -> Plan:
+    """A one-posture plan holding the start of a fixed-base trajectory (no placement: nothing is placed)."""
+    posture = Posture(0, 0, sp.q[0].copy(), move_s=0.0, hold_s=0.0, predicted_cop=(0.0, 0.0), margin=0.0)
+    return Plan(
+        model.name,
+        sp.base,
+        list(model.joint_names),
+        [Placement(0, (0.0, 0.0, 0.0))],
+        [posture],
+        params=sp.params,
+    )

@@ -1,0 +1,202 @@
+"""`poise run TRAJECTORY_PLAN.json`: stream an excitation trajectory at the servo rate and record it.
+
+The plan is refused (exit 2, nothing sent, no run directory written) unless it passes the checks `plan check`
+applies (`trajectories.plan.check_plan`) and every streamed setpoint passes the run's checks
+(`drivers.trajectory_run.check_stream`). See `drivers/trajectory_run.py` for the run directory's files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+from rich.live import Live
+from rich.table import Table
+
+from drivers.config import RobotConfig, load_config
+from drivers.emulators.world import WorldOptions
+from drivers.executor import Progress
+from drivers.session import Session
+from drivers.trajectory_run import (
+    StreamPlan,
+    TrajectoryExecutor,
+    TrajectoryRecorder,
+    TrajectoryRunResult,
+    check_stream,
+    tick_times,
+)
+from formats.errors import DataError
+from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_to_dict
+from poise.output import console, err_console, print_json
+
+
+@dataclass
+class TrajectoryRun:
+    """What `poise run` did with a trajectory plan."""
+
+    run_dir: str
+    status: str
+    result: TrajectoryRunResult
+    rate_hz: float
+    duration_s: float
+    seconds: float
+
+
+def prepare(plan: TrajectoryPlan, config: RobotConfig, params: str | None = None):
+    """(model, StreamPlan, problems): the trajectory sampled at the configuration's rate and every check done."""
+    from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.plan import check_plan, plan_model, plan_trajectory
+
+    model = plan_model(plan)
+    if config.robot != model.name:
+        raise DataError(
+            f"the robot configuration is for {config.robot!r}, the plan for {model.name!r} (--config)"
+        )
+    traj = plan_trajectory(plan, model)
+    ps = params or plan.params or next(iter(model.params))
+    check = check_plan(plan, model, traj, ps)
+    standing = isinstance(traj, ClosedChainTrajectory)
+    t = tick_times(traj.duration, config.executor.rate_hz)
+    q = traj.sample(t)[0]
+    sp = StreamPlan(t, q, traj.chain.base if standing else plan.base, ps, standing)
+    problems = list(check.problems) if not check.ok else []
+    if not problems:  # the setpoints of a trajectory that fails its own checks are not worth checking
+        stream = check_stream(model, config, sp)
+        problems += stream.problems
+    else:
+        stream = None
+    return model, sp, problems, stream
+
+
+def run_trajectory(
+    plan_path: str,
+    robot: str,
+    boards: str | None,
+    out: str,
+    config: RobotConfig,
+    world_opts: WorldOptions | None = None,
+    prompt: bool = True,
+    progress=None,
+    tare_s: float = 1.0,
+) -> TrajectoryRun:
+    """Check, then stream and record a trajectory plan; raises DataError (nothing sent) when it is refused."""
+    import hashlib
+    import json
+
+    t_start = time.perf_counter()
+    plan = load_trajectory_plan(plan_path)
+    model, sp, problems, stream = prepare(plan, config)
+    if problems:
+        shown = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
+        raise DataError(f"trajectory refused before moving ({len(problems)} problem(s)): {shown}")
+    if not sp.standing:
+        if robot.startswith("sim"):
+            raise DataError(
+                "the emulated bench (--robot sim) is a robot standing on two boards; "
+                f"run {model.name!r}'s fixed-base trajectory on dxl:PORT"
+            )
+        boards = None  # a fixed-base arm: encoders only
+    elif boards is None:
+        raise DataError("a double-support trajectory needs --boards (sim, bt:…, evdev:…, serial:…)")
+    sha = hashlib.sha256(
+        json.dumps(plan_to_dict(plan), sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    meta = {"plan": str(plan_path), "plan_sha256": sha, "kind": "trajectory", "robot": robot, "boards": boards,
+            "rate_hz": config.executor.rate_hz, "ticks_planned": len(sp.t), "duration_s": float(sp.t[-1]),
+            "standing": sp.standing}  # fmt: skip
+    rec = TrajectoryRecorder(out, model, sp.base, sp.standing, meta)
+    status = "running"
+    result = None
+    try:
+        with Session(robot, boards, model, config, world_opts, prompt=prompt) as s:
+            ex = TrajectoryExecutor(
+                s.link, s.boards, model, config, sp, stream, rec, s.operator, progress, tare_s
+            )
+            try:
+                result = ex.run()
+                status = "completed"
+            except BaseException as exc:
+                status = f"stopped: {type(exc).__name__}: {exc}"
+                raise
+            finally:
+                r = ex.traj_result
+                rec.update_meta(status=status, ticks_streamed=r.ticks, max_tracking_deg=r.max_tracking_deg,
+                                rms_tracking_deg=r.rms_tracking_deg, jitter=ex.result.jitter())  # fmt: skip
+                twin = getattr(s.world, "twin", None) if s.world is not None else None
+                if twin is not None:  # what the physics saw (falls, edges, slips), by simulated time
+                    rec.update_meta(twin_events=twin.report())
+    except BaseException as exc:
+        if status == "running":  # failed before streaming began (device, config)
+            rec.update_meta(status=f"stopped: {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        rec.close()
+    return TrajectoryRun(
+        str(rec.dir), status, result, sp.rate_hz, float(sp.t[-1]), time.perf_counter() - t_start
+    )
+
+
+class _View:
+    def __init__(self, live: Live | None) -> None:
+        self.live, self._last = live, 0.0
+
+    def __call__(self, p: Progress) -> None:
+        now = time.monotonic()
+        if self.live is None or (p.phase in ("stream", "settle", "move") and now - self._last < 0.1):
+            return
+        self._last = now
+        load = f"{p.total_kg:.2f} kg" if p.total_kg is not None else "—"
+        self.live.update(
+            f"trajectory [bold]{p.phase}[/bold] tick {p.position}/{p.total}  t = {p.phase_elapsed:5.2f}/"
+            f"{p.phase_total:.2f} s  load {load}"
+        )
+
+
+def cmd_run_trajectory(args: argparse.Namespace) -> int:
+    if args.resume:
+        raise DataError("--resume applies to posture plans; a trajectory run starts again in a new --out")
+    if args.time_scale != 1.0:
+        raise DataError("--time-scale applies to posture plans; a trajectory is streamed in real time")
+    config = load_config(args.config)
+    opts = None
+    if args.robot.startswith("sim"):
+        opts = WorldOptions(noise=not args.no_noise, physics=args.physics)
+    live = None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
+    try:
+        if live:
+            live.start()
+        run = run_trajectory(
+            args.plan, args.robot, args.boards, args.out, config, opts, not args.yes, _View(live)
+        )
+    finally:
+        if live:
+            live.stop()
+    r = run.result
+    summary = {
+        "run_dir": run.run_dir,
+        "status": run.status,
+        "ticks": r.ticks,
+        "ticks_planned": r.planned,
+        "rate_hz": run.rate_hz,
+        "duration_s": run.duration_s,
+        "max_tracking_deg": r.max_tracking_deg,
+        "rms_tracking_deg": r.rms_tracking_deg,
+        "seconds": run.seconds,
+        "boards": [vars(b) for b in r.board_stats],
+    }
+    if args.json:
+        print_json(summary)
+        return 0
+    t = Table(title=f"trajectory run → {run.run_dir}")
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    t.add_column("unit")
+    t.add_row("ticks streamed / planned", f"{r.ticks} / {r.planned}", "—")
+    t.add_row("streaming rate", f"{run.rate_hz:.1f}", "Hz")
+    t.add_row("trajectory duration", f"{run.duration_s:.2f}", "s")
+    t.add_row("max tracking error", f"{r.max_tracking_deg:.3f}", "deg")
+    t.add_row("RMS tracking error", f"{r.rms_tracking_deg:.3f}", "deg")
+    t.add_row("wall time", f"{run.seconds:.1f}", "s")
+    console.print(t)
+    return 0
