@@ -1,0 +1,184 @@
+"""`poise run TRAJECTORY_PLAN`: a TUlip double-support trajectory streamed on the emulated bench (real Dynamixel
+and board drivers over pty/socket), recorded in the dynamic recording format; refused before anything is sent
+when it breaks a limit; a stopped or killed run keeps what it recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from drivers.config import load_config
+from drivers.emulators.sim_robot import true_parameters
+from drivers.emulators.world import WorldOptions
+from drivers.trajectory_run import RUN_FILES, tick_times
+from formats.dynamic_recording import read_dynamic_recording
+from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, save_trajectory_plan
+from poise import cmd_run_trajectory
+from poise.cli import main
+from robots.kinematics import com_position
+from robots.registry import get_model
+from trajectories.balance_excitation import balance_start
+from trajectories.closed_chain import ClosedChainTrajectory, make_chain
+from trajectories.excitation import ExcitationSettings
+from trajectories.multistart import settings_dict
+from trajectories.plan import check_plan, plan_trajectory
+
+DURATION = 3.0
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def tulip():
+    return get_model("tulip")
+
+
+@pytest.fixture(scope="module")
+def plan_file(tulip, tmp_path_factory):
+    """A small hand-made double-support trajectory in the plan format (random harmonics around a balanced
+    closed-chain posture, as the designer's starts are made), valid under `plan check`'s checks."""
+    s = ExcitationSettings(period=DURATION, duration=DURATION, harmonics=3, samples=32, simplified=True,
+                           motion="double-support", zmp_margin=0.02)  # fmt: skip
+    chain = make_chain(tulip, "right", "sim", np.random.default_rng(3), candidates=20)
+    _, fi = balance_start(tulip, s, chain, np.random.default_rng(4), 0.1)
+    traj = ClosedChainTrajectory(tulip, chain, fi)
+    plan = TrajectoryPlan(tulip.name, "right", list(tulip.joint_names), traj.to_json(), params="sim",
+                          settings=settings_dict(s), seed=1)  # fmt: skip
+    path = tmp_path_factory.mktemp("traj") / "ds.json"
+    save_trajectory_plan(plan, path)
+    return path
+
+
+def _raw(run_dir):
+    with open(run_dir / "raw_joints.csv") as f:
+        header = f.readline().strip().split(",")
+        rows = [line.strip().split(",") for line in f if line.strip()]
+    stream = [r for r in rows if r[1] == "stream"]
+    n = (len(header) - 3) // 2
+    t = np.array([float(r[2]) for r in stream])
+    q = np.array([[float(x) for x in r[3:]] for r in stream])
+    return t, q[:, :n], q[:, n:]
+
+
+def test_trajectory_runs_end_to_end(tulip, plan_file, tmp_path):
+    out = tmp_path / "run"
+    args = ["run", str(plan_file), "--robot", "sim", "--boards", "sim", "--out", str(out), "--yes", "--json"]
+    assert main(args) == 0
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["status"] == "completed" and meta["kind"] == "trajectory"
+    plan = load_trajectory_plan(plan_file)
+    traj = plan_trajectory(plan, tulip)
+    t_tr, q_cmd, q_meas = _raw(out)
+    # every streamed setpoint is the trajectory's sample at its tick, ticks at the configuration's rate
+    rate = load_config(None).executor.rate_hz
+    assert np.allclose(t_tr, tick_times(DURATION, rate), atol=1e-6)
+    assert np.abs(q_cmd - traj.sample(t_tr)[0]).max() < 2e-6
+    # the servos follow (first-order lag of the emulated servo): within 1 deg, well under the 15 deg trip
+    assert np.degrees(np.abs(q_meas - q_cmd)).max() < 1.0
+    rec = read_dynamic_recording(out / "recording.csv")
+    assert rec.robot == "tulip" and rec.base == "right" and rec.tau is None
+    assert len(rec.t) == len(t_tr) == meta["ticks_streamed"]
+    assert np.abs(rec.q - q_meas).max() < 1e-6
+    assert 0.9 / rate < np.median(np.diff(rec.t)) < 1.1 / rate
+    # the boards' wrench: the robot's true weight, and its CoP (−My/Fz, Mx/Fz) at the true CoM (kinematic bench)
+    truth = true_parameters(tulip)
+    fz = rec.wrench[:, 2]
+    assert np.abs(fz / (truth.total_mass * 9.80665) - 1).max() < 0.03
+    cop = np.stack([-rec.wrench[:, 4] / fz, rec.wrench[:, 3] / fz], axis=1)
+    com = com_position(tulip, rec.q, truth, "right")[:, :2]
+    assert np.median(np.linalg.norm(cop - com, axis=1)) < 0.005
+
+
+def test_limit_violation_refused_before_anything_is_sent(tulip, plan_file, tmp_path, monkeypatch, capsys):
+    doc = json.loads(plan_file.read_text())
+    a = doc["trajectory"]["independent"]["a"]
+    a[0][0], a[0][1] = (
+        a[0][0] + 1.0,
+        a[0][1] - 1.0,
+    )  # one joint's first harmonics (still at rest at both ends)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    assert main(["plan", "check", str(bad), "--json"]) == 1  # the checks `plan check` applies ...
+    capsys.readouterr()
+    plan = load_trajectory_plan(bad)
+    problems = check_plan(plan, tulip, plan_trajectory(plan, tulip)).problems
+    assert problems and all("at rest" not in p for p in problems)
+
+    def no_session(*a, **k):
+        raise AssertionError("a session was opened for a refused plan")
+
+    monkeypatch.setattr(cmd_run_trajectory, "Session", no_session)
+    out = tmp_path / "run"
+    args = ["run", str(bad), "--robot", "sim", "--boards", "sim", "--out", str(out), "--yes"]
+    assert main(args) == 2  # ... refuse the run, before any device is opened
+    err = capsys.readouterr().err
+    assert "refused before moving" in err and all(p in err for p in problems[:4])
+    assert not any((out / n).exists() for n in RUN_FILES)
+    # the run's own velocity limit (robot configuration) applies to every tick as well
+    cfg = tmp_path / "slow.toml"
+    from drivers.config import DEFAULT_CONFIG
+
+    cfg.write_text(DEFAULT_CONFIG.read_text().replace("velocity_limit = 1.0", "velocity_limit = 0.02", 1))
+    args = [
+        "run",
+        str(plan_file),
+        "--robot",
+        "sim",
+        "--boards",
+        "sim",
+        "--out",
+        str(out),
+        "--config",
+        str(cfg),
+    ]
+    assert main(args) == 2
+    assert "velocity_limit 0.02" in capsys.readouterr().err
+    assert not any((out / n).exists() for n in RUN_FILES)
+
+
+def test_interrupted_run_keeps_its_rows(plan_file, tmp_path):
+    stop_after = 120
+
+    def progress(p):
+        if p.phase == "stream" and p.position >= stop_after:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        cmd_run_trajectory.run_trajectory(str(plan_file), "sim", "sim", str(out), load_config(None),
+                                          WorldOptions(noise=False), prompt=False, progress=progress)  # fmt: skip
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["status"].startswith("stopped: KeyboardInterrupt") and meta["ticks_streamed"] == stop_after
+    rec = read_dynamic_recording(out / "recording.csv")
+    assert len(rec.t) == stop_after
+    assert len(_raw(out)[0]) == stop_after
+
+
+def test_killed_run_keeps_a_readable_recording(plan_file, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "poise", "run", str(plan_file), "--robot", "sim", "--boards", "sim",
+           "--out", str(out), "--yes", "--json"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen = 0
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            path = out / "recording.csv"
+            lines = path.read_text().splitlines() if path.exists() else []
+            seen = max(0, len([x for x in lines if x and not x.startswith("#")]) - 1)
+            if seen >= 60:
+                break
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert seen >= 60, "the run did not get to streaming"
+    rec = read_dynamic_recording(out / "recording.csv")  # whole lines only: it parses
+    assert len(rec.t) >= seen
+    assert json.loads((out / "run.json").read_text())["status"] == "running"  # killed: no word from it
