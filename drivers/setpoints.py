@@ -37,6 +37,9 @@ from robots.stance import (
 )
 from robots.tree import RobotModel
 
+MAX_PROJECTION_STEP = 0.05  # rad per Gauss–Newton step of the chain projection
+COUPLED_HOLD = 1e-6  # rad: projected ticks keep coupled limits this much inside
+MAX_STRETCH = 3.0  # a ground move stretched beyond this factor has a jump in it: refused
 STEP_RTOL = 1e-6  # a tick may exceed the velocity limit by this relative amount (rounding)
 FULL_CHECKS = 60  # setpoints per move that get the full `check_posture` (besides waypoints)
 
@@ -177,8 +180,23 @@ def _chain_function(model: RobotModel, params: str, base: str) -> ca.Function:
     return ca.Function("chain", [q, pose, target], [c, ca.jacobian(c, q)])
 
 
+def _priority_step(J, c, A, g, active, free) -> np.ndarray:
+    """Gauss–Newton step (n, nq) with task priority: the chain rows (other sole flat at its placement, J[:, :6])
+    and the active coupled limits first, the CoP target (J[:, 6:]) in the freedom left; only free joints move."""
+    n, nq = free.shape
+    f = free[:, None, :]
+    Jh = np.concatenate([J[:, :6], np.broadcast_to(A, (n, *A.shape)) * active[:, :, None]], axis=1) * f
+    rh = np.concatenate([c[:, :6], (g + COUPLED_HOLD / 2) * active], axis=1)
+    Js, rs = J[:, 6:] * f, c[:, 6:]
+    Jh_pinv = np.linalg.pinv(Jh, rcond=1e-6)
+    dq = np.einsum("nij,nj->ni", Jh_pinv, rh)
+    N = np.eye(nq)[None] - np.einsum("nij,njk->nik", Jh_pinv, Jh)
+    JsN = np.einsum("nij,njk->nik", Js, N)
+    return dq + np.einsum("nij,nj->ni", np.linalg.pinv(JsN, rcond=1e-6), rs - np.einsum("nij,nj->ni", Js, dq))
+
+
 def project_to_chain(model: RobotModel, Q0: np.ndarray, pose, cops: np.ndarray, params: str, base: str,
-                     iters: int = 20) -> np.ndarray:  # fmt: skip
+                     iters: int = 30) -> np.ndarray:  # fmt: skip
     """Minimum-norm Gauss–Newton, for each row of Q0 (n, nq) at once, onto: other sole flat at `pose`
     (x, y, yaw), CoP at the matching row of `cops` (n, 2) (m)."""
     Q = np.array(Q0, dtype=float, ndmin=2)
@@ -189,15 +207,27 @@ def project_to_chain(model: RobotModel, Q0: np.ndarray, pose, cops: np.ndarray, 
     P = np.tile(np.asarray(pose, dtype=float)[:, None], (1, n))
     T = np.asarray(cops, dtype=float).reshape(n, 2).T
     lo, hi = np.asarray(model.lower, dtype=float), np.asarray(model.upper, dtype=float)
+    A = np.asarray(model.coupled_A, dtype=float).reshape(-1, model.nq)
+    b = np.asarray(model.coupled_b, dtype=float).reshape(-1)
     for _ in range(iters):
         c, J = fn(Q.T, P, T)
         c = np.asarray(c).T  # (n, 8)
-        if np.abs(c).max() < 1e-12:
+        g = Q @ A.T - b  # coupled limits A q ≤ b: (n, K)
+        if np.abs(c).max() < 1e-12 and (g.size == 0 or g.max() <= 0):
             break
         J = np.asarray(J).reshape(8, n, model.nq).transpose(1, 0, 2)  # (n, 8, nq)
-        # joints at a limit stay there: the correction is made by the others, so no tick leaves the limits
-        J = J * ~((Q <= lo) | (Q >= hi))[:, None, :]
-        Q = np.clip(Q - np.einsum("nij,nj->ni", np.linalg.pinv(J), c), lo, hi)
+        active = g > -COUPLED_HOLD  # a coupled limit reached (or nearly) becomes an equality just inside it
+        free = np.ones_like(Q, dtype=bool)
+        for _ in range(3):  # joints the step would push past a limit stay at it; the others correct
+            dq = _priority_step(J, c, A, g, active, free)
+            Qn = Q - dq
+            out = ((Qn < lo) | (Qn > hi)) & free
+            if not out.any():
+                break
+            free &= ~out
+        big = np.abs(dq).max(axis=1, keepdims=True)
+        dq *= np.minimum(1.0, MAX_PROJECTION_STEP / np.maximum(big, 1e-300))  # Gauss–Newton steps, limited
+        Q = np.clip(Q - dq, lo, hi)
     return Q
 
 
@@ -304,7 +334,10 @@ def ground_move(
     d = max(b.move_s, move_time_at_limit(wps[0], wps[-1], _Waypoints(wps) if tr is not None else None,
                                          ex.velocity_limit))  # fmt: skip
     seg = len(wps) - 1
+    d0 = d
     for _ in range(4):  # projection lengthens the path a little: stretch until no tick is too fast
+        if d > MAX_STRETCH * d0:
+            break  # a jump, not a longer path: refused below
         n = ticks(d, time_scale, ex.rate_hz, seg)
         sp = _ground_path(model, plan, pose, wps, n, tr is None)
         speed = float(np.abs(np.diff(np.vstack([wps[0], sp]), axis=0)).max()) * n / d
