@@ -10,10 +10,12 @@ streamed; a fixed-base arm is moved to the start with a cosine profile and strea
 tracking error above `track_trip_deg` or the boards saying the robot tips or falls stop streaming and hold.
 
 RUN_DIR/
-  recording.csv   standing robots: the dynamic recording (formats/dynamic_recording.py) of the streamed part,
-                  one row per tick: t_s (from the first streamed tick), measured angles, and the boards' wrench
-                  about the base sole (Fz, Mx, My from the 8 cells; fx_n, fy_n, mz_nm are 0: the cells measure
-                  vertical load only)
+  recording.csv   standing robots: the dynamic recording (formats/dynamic_recording.py) of the streamed part on
+                  the uniform tick grid t_s = k / rate_hz from the first streamed tick: measured angles and the
+                  boards' wrench about the base sole (Fz, Mx, My from the 8 cells, latest report of each board
+                  at the tick; fx_n, fy_n, mz_nm are 0: the cells measure vertical load only), each linearly
+                  interpolated between the two ticks measured around it (the ticks' real times jitter by a few
+                  ms; `identify dynamic` needs uniform times)
   raw_joints.csv  every tick of every phase: t (s, run clock), phase, t_traj (s on the trajectory, empty
                   outside streaming), q_cmd (n), q_meas (n), rad
   raw_boards.csv  every board report: t, phase, board, seq, kg (4, tared)
@@ -135,6 +137,31 @@ def board_wrench(kg: np.ndarray, cells: np.ndarray) -> np.ndarray:
     return np.array([0.0, 0.0, f.sum(), f @ cells[:, 1], -(f @ cells[:, 0]), 0.0])
 
 
+class UniformRows:
+    """Samples measured at the ticks' (jittery) times → rows on the uniform grid t0 + k·period, each linearly
+    interpolated between the two measurements around it, emitted as soon as the later one arrives."""
+
+    def __init__(self, period: float, emit: Callable[[float, np.ndarray], None]) -> None:
+        self.period, self.emit = period, emit
+        self.t0: float | None = None
+        self.prev: tuple[float, np.ndarray] | None = None
+        self.k = 0
+
+    def add(self, t: float, x: np.ndarray) -> None:
+        x = np.asarray(x, dtype=float)
+        if self.t0 is None:
+            self.t0 = t
+        while self.t0 + self.k * self.period <= t + 1e-12:
+            tn = self.t0 + self.k * self.period
+            if self.prev is None or t <= self.prev[0]:
+                self.emit(self.k * self.period, x)
+            else:
+                tp, xp = self.prev
+                self.emit(self.k * self.period, xp + (tn - tp) / (t - tp) * (x - xp))
+            self.k += 1
+        self.prev = (t, x)
+
+
 class _Lines:
     """An append-only CSV written in whole lines, flushed and fsynced every SYNC_S seconds and on close."""
 
@@ -168,7 +195,9 @@ class _Lines:
 class TrajectoryRecorder:
     """The run directory of a trajectory run (see the module docstring). Refuses a folder holding a run."""
 
-    def __init__(self, run_dir, model: RobotModel, base: str, wrench: bool, meta: dict) -> None:
+    def __init__(
+        self, run_dir, model: RobotModel, base: str, wrench: bool, meta: dict, period: float
+    ) -> None:
         self.dir = pathlib.Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         held = [n for n in RUN_FILES if (self.dir / n).exists()]
@@ -186,7 +215,7 @@ class TrajectoryRecorder:
             ),
         )
         self.boards = _Lines(self.dir / "raw_boards.csv", "t,phase,board,seq,kg_tr,kg_br,kg_tl,kg_bl")
-        self.recording = None
+        self.recording = self.uniform = None
         if wrench:
             rmeta = {
                 "source": "poise run (trajectory)",
@@ -195,6 +224,8 @@ class TrajectoryRecorder:
             self.recording = DynamicRecordingAppender(
                 self.dir / "recording.csv", model.name, base, list(names), tau=False, wrench=True, meta=rmeta
             )
+            n = len(names)
+            self.uniform = UniformRows(period, lambda t, x: self.recording.append(t, x[:n], wrench=x[n:]))
         self.update_meta(status="running", **meta)
 
     def update_meta(self, **kw) -> None:
@@ -303,12 +334,10 @@ class TrajectoryExecutor(Executor):
     def _stream(self, cells, polygon) -> None:
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
         rec: TrajectoryRecorder = self.rec
-        t0 = None
         sq = 0.0
         for k, (tk, qk) in enumerate(zip(sp.t, sp.q, strict=True)):
             rec.t_traj = float(tk)
             q_meas = self._tick(qk, 0, "stream", None)
-            t0 = self._last_tick if t0 is None else t0
             err = np.degrees(np.abs(q_meas - qk))
             res.max_tracking_deg = max(res.max_tracking_deg, float(err.max()))
             sq += float(np.mean(err**2))
@@ -329,12 +358,9 @@ class TrajectoryExecutor(Executor):
                 except SafetyTrip as exc:  # the posture executor's words, said of the trajectory
                     why = str(exc).split(";")[0].removeprefix("posture 0: ")
                     raise SafetyTrip(f"{why} at t = {tk:.2f} s; {res.ticks} tick(s) recorded") from None
-                if rec.recording is not None and not any(x is None for x in self._latest_kg):
-                    rec.recording.append(
-                        self._last_tick - t0,
-                        q_meas,
-                        wrench=board_wrench(np.concatenate(self._latest_kg), cells),
-                    )
+                if rec.uniform is not None and not any(x is None for x in self._latest_kg):
+                    w = board_wrench(np.concatenate(self._latest_kg), cells)
+                    rec.uniform.add(self._last_tick, np.concatenate([q_meas, w]))
             self.progress_cb(
                 Progress(k + 1, len(sp.t), 0, 0, "stream", float(tk), float(sp.t[-1]), cop, None, kg)
             )

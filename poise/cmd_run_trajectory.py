@@ -105,7 +105,7 @@ def run_trajectory(
     meta = {"plan": str(plan_path), "plan_sha256": sha, "kind": "trajectory", "robot": robot, "boards": boards,
             "rate_hz": config.executor.rate_hz, "ticks_planned": len(sp.t), "duration_s": float(sp.t[-1]),
             "standing": sp.standing}  # fmt: skip
-    rec = TrajectoryRecorder(out, model, sp.base, sp.standing, meta)
+    rec = TrajectoryRecorder(out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz)
     status = "running"
     result = None
     try:
