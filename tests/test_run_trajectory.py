@@ -193,3 +193,46 @@ def test_killed_run_keeps_a_readable_recording(plan_file, tmp_path):
     rec = read_dynamic_recording(out / "recording.csv")  # whole lines only: it parses
     assert len(rec.t) >= seen
     assert json.loads((out / "run.json").read_text())["status"] == "running"  # killed: no word from it
+
+
+def test_fixed_base_arm_streams_encoders_over_dynamixel(tmp_path):
+    """An arm (no boards) on the emulated Dynamixel bus: moved to the start, streamed, encoders recorded."""
+    from drivers.config import DEFAULT_CONFIG, servo_order
+    from drivers.emulators.dxl_bus import DxlBusEmulator
+    from drivers.emulators.plant import JointPlant
+    from trajectories.fourier import FourierTrajectory
+
+    arm = get_model("icub-right-arm")
+    mid = (np.asarray(arm.lower) + np.asarray(arm.upper)) / 2
+    a = np.zeros((arm.nq, 2))
+    a[:, 0], a[:, 1] = 0.15, -0.15  # at rest at both ends (Σ a = 0, b = 0)
+    traj = FourierTrajectory(2.0, 2.0, mid, a, np.zeros((arm.nq, 2)))
+    plan = TrajectoryPlan(
+        arm.name, arm.root, list(arm.joint_names), traj.to_json(), params=next(iter(arm.params))
+    )
+    save_trajectory_plan(plan, tmp_path / "arm.json")
+    head = (
+        DEFAULT_CONFIG.read_text().split("[boards]")[0].replace('robot = "tulip"', 'robot = "icub-right-arm"')
+    )
+    joints = "".join(
+        f'\n[[joints]]\nname = "{n}"\nid = {i + 1}\nzero = 2048\ndirection = 1\nticks_per_rad = 651.8986469\n'
+        for i, n in enumerate(arm.joint_names)
+    )
+    (tmp_path / "arm.toml").write_text(head + joints)
+    cfg = load_config(tmp_path / "arm.toml")
+    plant = JointPlant(np.zeros(arm.nq), tau=0.03)
+    bus = DxlBusEmulator(servo_order(cfg, arm.joint_names), plant)
+    out = tmp_path / "run"
+    try:
+        args = ["run", str(tmp_path / "arm.json"), "--robot", f"dxl:{bus.path}?baud={cfg.baud}",
+                "--config", str(tmp_path / "arm.toml"), "--out", str(out), "--yes", "--json"]  # fmt: skip
+        assert main(args) == 0
+    finally:
+        bus.close()
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["status"] == "completed" and meta["boards"] is None and not meta["standing"]
+    assert not (out / "recording.csv").exists()  # no efforts measured, no wrench: encoders only
+    t_tr, q_cmd, q_meas = _raw(out)
+    assert np.abs(q_cmd - traj.sample(t_tr)[0]).max() < 2e-6
+    assert np.degrees(np.abs(q_meas - q_cmd)).max() < 1.0
+    assert np.abs(plant.goal - q_cmd[-1]).max() < 1e-2  # the last goal the servos got is the trajectory's end
