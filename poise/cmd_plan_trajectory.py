@@ -82,6 +82,12 @@ def register(s: argparse._SubParsersAction) -> None:
         "--workers", type=at.count, default=None, help="worker processes (default: min(starts, CPUs))"
     )
     t.add_argument(
+        "--scheduler",
+        type=at.scheduler_address,
+        default=None,
+        help="Dask scheduler address: run the starts on that cluster (as plan postures)",
+    )
+    t.add_argument(
         "--prior",
         nargs="+",
         default=None,
@@ -180,7 +186,9 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
             from trajectories.plan import prior_rows
 
             prior = prior_rows(model, settings, [load_trajectory_plan(p) for p in args.prior])
-        results = design_starts(args.robot, settings, args.seed, args.starts, args.workers, on_result, prior)
+        results = design_starts(
+            args.robot, settings, args.seed, args.starts, args.workers, on_result, prior, args.scheduler
+        )
     best = results[0]
     plan = make_plan(args.robot, model, best, settings, args.seed, args.rate_hz)
     save_trajectory_plan(plan, args.out)

@@ -1,5 +1,6 @@
-"""Several random starts of the excitation design, in worker processes that rebuild the model from its name or
-file (models are not pickled), best first."""
+"""Several random starts of the excitation design, in worker processes or on a Dask cluster (`scheduler`: the
+workers rebuild the model from its name or file — models are not pickled — so a file must be readable there at
+the same path), best first."""
 
 from __future__ import annotations
 
@@ -24,12 +25,30 @@ def design_starts(
     workers: int | None = None,
     on_result: Callable[[int, ExcitationResult], None] | None = None,
     prior=None,
+    scheduler: str | None = None,
 ) -> list[ExcitationResult]:
-    """Optimise `starts` random starts (seeds seed, seed+1, …); results sorted by the criterion's true value."""
+    """Optimise `starts` random starts (seeds seed, seed+1, …); results sorted by the criterion's true value.
+    With `scheduler` (a Dask scheduler address) the starts run on that cluster, as `plan postures` does."""
     settings.validate()
     workers = max(1, min(starts, workers or os.cpu_count() or 1))
     results: list[ExcitationResult] = []
-    if workers == 1:
+    if scheduler:
+        from distributed import as_completed as dask_completed
+
+        from design.multistart import connect_scheduler
+
+        if os.path.exists(robot):  # a file: the workers open it by its absolute path
+            robot = os.path.abspath(robot)
+        with connect_scheduler(scheduler) as client:
+            futures = {
+                client.submit(_one, robot, settings, seed + k, prior, pure=False): k for k in range(starts)
+            }
+            for fut in dask_completed(list(futures)):
+                r = fut.result()
+                results.append(r)
+                if on_result:
+                    on_result(futures[fut], r)
+    elif workers == 1:
         for k in range(starts):
             r = _one(robot, settings, seed + k, prior)
             results.append(r)
@@ -49,7 +68,8 @@ def design_starts(
     if settings.criterion == "logdet":
         key = lambda r: -r.logdet  # noqa: E731
     feasible = [r for r in results if r.verification.get("ok")]
-    return sorted(feasible, key=key) + sorted([r for r in results if r not in feasible], key=key)
+    infeasible = [r for r in results if not r.verification.get("ok")]  # (results hold arrays: no `in`)
+    return sorted(feasible, key=key) + sorted(infeasible, key=key)
 
 
 def settings_dict(settings: ExcitationSettings) -> dict:
