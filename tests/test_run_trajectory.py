@@ -17,7 +17,8 @@ import pytest
 from drivers.config import load_config
 from drivers.emulators.sim_robot import true_parameters
 from drivers.emulators.world import WorldOptions
-from drivers.trajectory_run import RUN_FILES, tick_times
+from drivers.executor import SafetyTrip
+from drivers.trajectory_run import RUN_FILES, StreamPlan, TrajectoryExecutor, check_stream, tick_times
 from formats.dynamic_recording import read_dynamic_recording
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, save_trajectory_plan
 from identify.differentiation import derivatives
@@ -29,7 +30,7 @@ from trajectories.balance_excitation import balance_start
 from trajectories.closed_chain import ClosedChainTrajectory, make_chain
 from trajectories.excitation import ExcitationSettings
 from trajectories.multistart import settings_dict
-from trajectories.plan import check_plan, plan_trajectory
+from trajectories.plan import plan_trajectory
 
 DURATION = 3.0
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -116,9 +117,7 @@ def test_limit_violation_refused_before_anything_is_sent(tulip, plan_file, tmp_p
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     assert main(["plan", "check", str(bad), "--json"]) == 1  # the checks `plan check` applies ...
-    capsys.readouterr()
-    plan = load_trajectory_plan(bad)
-    problems = check_plan(plan, tulip, plan_trajectory(plan, tulip)).problems
+    problems = json.loads(capsys.readouterr().out)["problems"]
     assert problems and all("at rest" not in p for p in problems)
 
     def no_session(*a, **k):
@@ -131,43 +130,51 @@ def test_limit_violation_refused_before_anything_is_sent(tulip, plan_file, tmp_p
     err = capsys.readouterr().err
     assert "refused before moving" in err and all(p in err for p in problems[:4])
     assert not any((out / n).exists() for n in RUN_FILES)
-    # the run's own velocity limit (robot configuration) applies to every tick as well
-    cfg = tmp_path / "slow.toml"
-    from drivers.config import DEFAULT_CONFIG
-
-    cfg.write_text(DEFAULT_CONFIG.read_text().replace("velocity_limit = 1.0", "velocity_limit = 0.02", 1))
-    args = [
-        "run",
-        str(plan_file),
-        "--robot",
-        "sim",
-        "--boards",
-        "sim",
-        "--out",
-        str(out),
-        "--config",
-        str(cfg),
-    ]
-    assert main(args) == 2
-    assert "velocity_limit 0.02" in capsys.readouterr().err
-    assert not any((out / n).exists() for n in RUN_FILES)
 
 
-def test_interrupted_run_keeps_its_rows(plan_file, tmp_path):
+def test_every_tick_within_the_runs_velocity_limit(tulip, plan_file, tmp_path):
+    from dataclasses import replace
+
+    plan = load_trajectory_plan(plan_file)
+    traj = plan_trajectory(plan, tulip)
+    cfg = load_config(None)
+    t = tick_times(traj.duration, cfg.executor.rate_hz)
+    sp = StreamPlan(t, traj.sample(t)[0], "right", "sim", standing=True)
+    assert check_stream(tulip, cfg, sp).problems == []
+    peak = float(np.abs(np.diff(sp.q, axis=0) / np.diff(t)[:, None]).max())
+    slow = replace(cfg, executor=replace(cfg.executor, velocity_limit=0.9 * peak))
+    problems = check_stream(tulip, slow, sp).problems
+    assert len(problems) == 1 and "velocity_limit" in problems[0]
+    sp.q[7, 2] = tulip.upper[2] + 0.01  # one tick past a joint limit (and a jump)
+    assert any("t = 0.070 s" in p for p in check_stream(tulip, cfg, sp).problems)
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "tracking"])
+def test_stopped_run_keeps_its_rows(plan_file, tmp_path, monkeypatch, stop):
     stop_after = 120
 
     def progress(p):
-        if p.phase == "stream" and p.position >= stop_after:
+        if stop == "ctrl-c" and p.phase == "stream" and p.position >= stop_after:
             raise KeyboardInterrupt
 
+    tick = TrajectoryExecutor._tick
+
+    def slipping(self, q_cmd, posture, phase, store):  # an encoder reading 20 deg off from tick stop_after on
+        q = tick(self, q_cmd, posture, phase, store)
+        if stop == "tracking" and phase == "stream" and self.traj_result.ticks >= stop_after - 1:
+            q = q + np.radians(20.0) * (np.arange(len(q)) == 4)
+        return q
+
+    monkeypatch.setattr(TrajectoryExecutor, "_tick", slipping)
     out = tmp_path / "run"
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt if stop == "ctrl-c" else SafetyTrip):
         cmd_run_trajectory.run_trajectory(str(plan_file), "sim", "sim", str(out), load_config(None),
-                                          WorldOptions(noise=False), prompt=False, progress=progress)  # fmt: skip
+                                          WorldOptions(noise=False), prompt=False, progress=progress, tare_s=0.3)  # fmt: skip
     meta = json.loads((out / "run.json").read_text())
-    assert meta["status"].startswith("stopped: KeyboardInterrupt") and meta["ticks_streamed"] == stop_after
+    why = "KeyboardInterrupt" if stop == "ctrl-c" else "SafetyTrip: tracking error"
+    assert meta["status"].startswith(f"stopped: {why}") and meta["ticks_streamed"] == stop_after
     rec = read_dynamic_recording(out / "recording.csv")
-    assert stop_after - 2 <= len(rec.t) <= stop_after
+    assert stop_after - 3 <= len(rec.t) <= stop_after
     assert len(_raw(out)[0]) == stop_after
 
 
