@@ -19,6 +19,7 @@ from drivers.emulators.world import WorldOptions
 from drivers.executor import Progress
 from drivers.session import Session
 from drivers.trajectory_run import (
+    StreamCheck,
     StreamPlan,
     TrajectoryExecutor,
     TrajectoryRecorder,
@@ -29,6 +30,7 @@ from drivers.trajectory_run import (
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_to_dict
 from poise.output import console, err_console, print_json
+from robots.tree import RobotModel
 
 
 @dataclass
@@ -43,8 +45,11 @@ class TrajectoryRun:
     seconds: float
 
 
-def prepare(plan: TrajectoryPlan, config: RobotConfig, params: str | None = None):
-    """(model, StreamPlan, problems): the trajectory sampled at the configuration's rate and every check done."""
+def prepare(
+    plan: TrajectoryPlan, config: RobotConfig, params: str | None = None
+) -> tuple[RobotModel, StreamPlan | None, list[str], StreamCheck | None]:
+    """(model, setpoints, problems, their check): the plan-check checks first; when they pass, the trajectory
+    sampled at the configuration's rate and every setpoint checked."""
     from trajectories.closed_chain import ClosedChainTrajectory
     from trajectories.plan import check_plan, plan_model, plan_trajectory
 
@@ -56,17 +61,13 @@ def prepare(plan: TrajectoryPlan, config: RobotConfig, params: str | None = None
     traj = plan_trajectory(plan, model)
     ps = params or plan.params or next(iter(model.params))
     check = check_plan(plan, model, traj, ps)
+    if not check.ok:  # the setpoints of a trajectory that fails its own checks are not worth checking
+        return model, None, list(check.problems), None
     standing = isinstance(traj, ClosedChainTrajectory)
     t = tick_times(traj.duration, config.executor.rate_hz)
-    q = traj.sample(t)[0]
-    sp = StreamPlan(t, q, traj.chain.base if standing else plan.base, ps, standing)
-    problems = list(check.problems) if not check.ok else []
-    if not problems:  # the setpoints of a trajectory that fails its own checks are not worth checking
-        stream = check_stream(model, config, sp)
-        problems += stream.problems
-    else:
-        stream = None
-    return model, sp, problems, stream
+    sp = StreamPlan(t, traj.sample(t)[0], traj.chain.base if standing else plan.base, ps, standing)
+    stream = check_stream(model, config, sp)
+    return model, sp, stream.problems, stream
 
 
 def run_trajectory(
