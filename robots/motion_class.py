@@ -69,7 +69,9 @@ def held_sole_states(
     for _ in range(60):
         R, p = site_pose(model, q, params, other, base)
         E = np.einsum("ji,bjk->bik", Rt, R)
-        rot = 0.5 * np.stack([E[:, 2, 1] - E[:, 1, 2], E[:, 0, 2] - E[:, 2, 0], E[:, 1, 0] - E[:, 0, 1]], axis=1)
+        rot = 0.5 * np.stack(
+            [E[:, 2, 1] - E[:, 1, 2], E[:, 0, 2] - E[:, 2, 0], E[:, 1, 0] - E[:, 0, 1]], axis=1
+        )
         c = np.concatenate([p - pt, np.einsum("ij,bj->bi", Rt, rot)], axis=1)
         if np.abs(c).max() < 1e-12:
             break

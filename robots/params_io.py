@@ -44,6 +44,8 @@ def perturbed(
     inertia = dict(ps.inertia)
     text = f"{ps.name} with masses ±{mass_rel:.0%} and CoMs ±{com_abs * 1000:.0f} mm"
     if inertia_rel > 0:
-        inertia = {k: tuple(np.multiply(v, 1 + rng.uniform(-inertia_rel, inertia_rel))) for k, v in inertia.items()}
+        inertia = {
+            k: tuple(np.multiply(v, 1 + rng.uniform(-inertia_rel, inertia_rel))) for k, v in inertia.items()
+        }
         text += f", inertias ±{inertia_rel:.0%}"
     return ParameterSet(name, mass, com, dict(ps.lengths), inertia, text)

@@ -1,0 +1,195 @@
+"""Paths on the closed chain of double support: postures between waypoints projected so that the other sole
+stays flat at its placement (and the coupled limits hold), and the posture check applied to every one of them.
+The executor's ground moves (`drivers.setpoints`) and `plan check` (`design.verify`) share it."""
+
+from __future__ import annotations
+
+import math
+
+import casadi as ca
+import numpy as np
+import shapely
+
+from robots.kinematics import com_position, com_position_sym, site_pose_sym
+from robots.memo import per_model
+from robots.stance import (
+    FLAT_TOL,
+    LIMIT_TOL,
+    MARGIN_TOL,
+    PLACE_TOL,
+    check_posture,
+    flat_residual,
+    foot_corners,
+    other_pose,
+    other_site,
+)
+from robots.tree import RobotModel
+
+MAX_PROJECTION_STEP = 0.05  # rad per Gauss–Newton step of the chain projection
+COUPLED_HOLD = 1e-6  # rad: projected postures keep coupled limits this much inside
+PATH_TICKS = (
+    20  # postures per waypoint segment `plan check` and the planner check (the executor checks its own)
+)
+FULL_CHECKS = 60  # postures per path that get the full `check_posture` (besides waypoints)
+
+
+def cosine_profile(q0: np.ndarray, q1: np.ndarray, tau: float) -> np.ndarray:
+    """Raised-cosine velocity: zero velocity at both ends, peak 2|Δq|/T at mid-move. tau in [0, 1]."""
+    tau = min(max(tau, 0.0), 1.0)
+    s = tau - math.sin(2 * math.pi * tau) / (2 * math.pi)
+    return q0 + (q1 - q0) * s
+
+
+@per_model
+def _chain_function(model: RobotModel, params: str, base: str) -> ca.Function:
+    """Residual and Jacobian of: other sole flat at pose (x, y, yaw) (6) and CoM x-y at a target (2)."""
+    q = ca.SX.sym("q", model.nq)
+    pose = ca.SX.sym("pose", 3)
+    target = ca.SX.sym("cop", 2)
+    R, p = site_pose_sym(model, q, params, other_site(model, base), base)
+    com = com_position_sym(model, q, params, base)
+    c = ca.vertcat(
+        p[2],
+        R[0, 2],
+        R[1, 2],
+        p[0] - pose[0],
+        p[1] - pose[1],
+        -ca.sin(pose[2]) * R[0, 0] + ca.cos(pose[2]) * R[1, 0],
+        com[0] - target[0],
+        com[1] - target[1],
+    )
+    return ca.Function("chain", [q, pose, target], [c, ca.jacobian(c, q)])
+
+
+def _priority_step(J, c, A, g, active, free) -> np.ndarray:
+    """Gauss–Newton step (n, nq) with task priority: the chain rows (other sole flat at its placement, J[:, :6])
+    and the active coupled limits first, the CoP target (J[:, 6:]) in the freedom left; only free joints move."""
+    n, nq = free.shape
+    f = free[:, None, :]
+    Jh = np.concatenate([J[:, :6], np.broadcast_to(A, (n, *A.shape)) * active[:, :, None]], axis=1) * f
+    rh = np.concatenate([c[:, :6], (g + COUPLED_HOLD / 2) * active], axis=1)
+    Js, rs = J[:, 6:] * f, c[:, 6:]
+    Jh_pinv = np.linalg.pinv(Jh, rcond=1e-6)
+    dq = np.einsum("nij,nj->ni", Jh_pinv, rh)
+    N = np.eye(nq)[None] - np.einsum("nij,njk->nik", Jh_pinv, Jh)
+    JsN = np.einsum("nij,njk->nik", Js, N)
+    return dq + np.einsum("nij,nj->ni", np.linalg.pinv(JsN, rcond=1e-6), rs - np.einsum("nij,nj->ni", Js, dq))
+
+
+def project_to_chain(model: RobotModel, Q0: np.ndarray, pose, cops: np.ndarray, params: str, base: str,
+                     iters: int = 30) -> np.ndarray:  # fmt: skip
+    """Minimum-norm Gauss–Newton, for each row of Q0 (n, nq) at once, onto: other sole flat at `pose`
+    (x, y, yaw), CoP at the matching row of `cops` (n, 2) (m)."""
+    Q = np.array(Q0, dtype=float, ndmin=2)
+    n = len(Q)
+    if n == 0:
+        return Q
+    fn = _chain_function(model, params, base).map(n)
+    P = np.tile(np.asarray(pose, dtype=float)[:, None], (1, n))
+    T = np.asarray(cops, dtype=float).reshape(n, 2).T
+    lo, hi = np.asarray(model.lower, dtype=float), np.asarray(model.upper, dtype=float)
+    A = np.asarray(model.coupled_A, dtype=float).reshape(-1, model.nq)
+    b = np.asarray(model.coupled_b, dtype=float).reshape(-1)
+    for _ in range(iters):
+        c, J = fn(Q.T, P, T)
+        c = np.asarray(c).T  # (n, 8)
+        g = Q @ A.T - b  # coupled limits A q ≤ b: (n, K)
+        if np.abs(c).max() < 1e-12 and (g.size == 0 or g.max() <= 0):
+            break
+        J = np.asarray(J).reshape(8, n, model.nq).transpose(1, 0, 2)  # (n, 8, nq)
+        active = g > -COUPLED_HOLD  # a coupled limit reached (or nearly) becomes an equality just inside it
+        free = np.ones_like(Q, dtype=bool)
+        for _ in range(3):  # joints the step would push past a limit stay at it; the others correct
+            dq = _priority_step(J, c, A, g, active, free)
+            Qn = Q - dq
+            out = ((Qn < lo) | (Qn > hi)) & free
+            if not out.any():
+                break
+            free &= ~out
+        big = np.abs(dq).max(axis=1, keepdims=True)
+        dq *= np.minimum(1.0, MAX_PROJECTION_STEP / np.maximum(big, 1e-300))  # Gauss–Newton steps, limited
+        Q = np.clip(Q - dq, lo, hi)
+    return Q
+
+
+def ground_path(
+    model: RobotModel, wps: np.ndarray, n: int, cosine: bool, pose, params: str, base: str
+) -> np.ndarray:
+    """n postures (ticks i/n, i = 1..n) along the waypoints wps (K, nq) — linear between them, or a cosine
+    profile between the two rows when `cosine` — each projected onto the closed chain (other sole flat at
+    `pose`, CoP on the line between the neighbouring waypoints' CoPs); every waypoint itself exactly."""
+    seg = len(wps) - 1
+    cops = com_position(model, wps, params, base)[:, :2]
+    out = np.empty((n, model.nq))
+    targets = np.empty((n, 2))
+    exact = np.zeros(n, dtype=bool)
+    for i in range(1, n + 1):
+        tau = i / n
+        if (i * seg) % n == 0:  # a waypoint (or the destination)
+            out[i - 1], exact[i - 1] = wps[i * seg // n], True
+        elif cosine:
+            out[i - 1] = cosine_profile(wps[0], wps[1], tau)
+            s = tau - math.sin(2 * math.pi * tau) / (2 * math.pi)
+            targets[i - 1] = cops[0] + s * (cops[1] - cops[0])
+        else:
+            x = tau * seg
+            k = min(int(x), seg - 1)
+            out[i - 1] = wps[k] + (wps[k + 1] - wps[k]) * (x - k)
+            targets[i - 1] = cops[k] + (x - k) * (cops[k + 1] - cops[k])
+    free = ~exact
+    out[free] = project_to_chain(model, out[free], pose, targets[free], params, base)
+    return out
+
+
+def _tick_issues(
+    model: RobotModel, Q: np.ndarray, pose, margin: float, params: str, base: str
+) -> list[list[str]]:
+    """The posture check's conditions for every row of Q (n, nq) at once, with the tolerances of
+    `robots.stance`: joint limits, other sole flat at `pose`, CoP margin in each row's support polygon."""
+    res = np.abs(flat_residual(model, Q, params, base)).max(axis=-1)
+    op = other_pose(model, Q, params, base)
+    yaw = np.angle(np.exp(1j * (op[:, 2] - pose[2])))
+    place = np.maximum(np.abs(op[:, :2] - np.asarray(pose[:2])).max(axis=-1), np.abs(yaw))
+    corners = np.concatenate(list(foot_corners(model, Q, params, base).values()), axis=1)  # (n, 8, 2)
+    k = corners.shape[1]
+    hulls = shapely.convex_hull(
+        shapely.multipoints(corners.reshape(-1, 2), indices=np.repeat(np.arange(len(Q)), k))
+    )
+    pts = shapely.points(com_position(model, Q, params, base)[:, :2])
+    d = shapely.distance(shapely.boundary(hulls), pts)
+    m = np.where(shapely.contains(hulls, pts), d, -d)
+    out = []
+    for i, q in enumerate(Q):
+        issues = model.limit_violations(q, LIMIT_TOL)
+        if res[i] > FLAT_TOL:
+            issues.append(f"other sole not flat on the ground ({res[i] * 1000:.3f} mm/rad)")
+        if place[i] > PLACE_TOL:
+            issues.append(f"other sole {place[i] * 1000:.3f} mm/mrad away from its placement")
+        if m[i] < margin - MARGIN_TOL:
+            issues.append(f"CoP margin {m[i] * 1000:.2f} mm < required {margin * 1000:.1f} mm")
+        out.append(issues)
+    return out
+
+
+def path_issues(
+    model: RobotModel, Q: np.ndarray, seg: int, pose, params: str, base: str, margin: float, what: str
+) -> list[str]:
+    """What is unsafe about the path Q (n, nq) (ticks i/n of a path over `seg` waypoint segments; the last row,
+    the destination, is checked as a posture elsewhere): every row gets the vectorised conditions of the posture
+    check, the waypoints and at least every ceil(n / FULL_CHECKS)-th row `check_posture` itself. One line for
+    the first unsafe row, with the count."""
+    n = len(Q)
+    issues = _tick_issues(model, Q, pose, margin, params, base)
+    step = max(1, math.ceil(n / FULL_CHECKS))
+    for i in range(1, n):
+        if i % step == 0 or (i * seg) % n == 0:
+            issues[i - 1] = (
+                check_posture(model, Q[i - 1], params, base, margin, pose=pose).issues + issues[i - 1]
+            )
+    bad = [(i, iss[0]) for i, iss in enumerate(issues[:-1], start=1) if iss]
+    if not bad:
+        return []
+    i, msg = bad[0]
+    near = f"waypoint {i * seg / n:.1f}" if seg > 1 else f"{100 * i / n:.0f}% of the way"
+    more = f"; {len(bad)} setpoints in all" if len(bad) > 1 else ""
+    return [f"{what} setpoint {i}/{n} (at {near}): {msg}{more}"]
