@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from formats.atomic import write_text_atomic
+from formats.commented_csv import read_commented
 from formats.errors import DataError
 from formats.units import ANGLE_UNITS, check_angle_unit
 
@@ -149,23 +150,7 @@ class DynamicRecordingAppender:
 def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     """Read and validate a dynamic recording."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file") from None
-    except OSError as exc:
-        raise DataError(f"{path}: {exc.strerror}") from None
-    lines = text.splitlines()
-    meta: dict[str, str] = {}
-    i = 0
-    while i < len(lines) and lines[i].startswith("#"):
-        body = lines[i][1:].strip()
-        if ":" in body:
-            k, v = body.split(":", 1)
-            meta[k.strip()] = v.strip()
-        elif body:
-            meta["magic"] = body
-        i += 1
+    meta, lines, i = read_commented(path)
     if not meta.get("magic", "").startswith(MAGIC):
         raise DataError(f"{path}: not a poise dynamic recording (first line must be '# {MAGIC} v{VERSION}')")
     for key in ("robot", "base"):

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from formats.atomic import write_text_atomic
+from formats.commented_csv import read_commented
 from formats.errors import DataError
 
 MAGIC = "poise ft-pwm recording"
@@ -88,23 +89,7 @@ def write_ft_pwm_recording(rec: FtPwmRecording, path: str | Path) -> None:
 def read_ft_pwm_recording(path: str | Path) -> FtPwmRecording:
     """Read and validate an F/T + PWM recording (one-line DataError on anything malformed)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file") from None
-    except OSError as exc:
-        raise DataError(f"{path}: {exc.strerror}") from None
-    lines = text.splitlines()
-    meta: dict[str, str] = {}
-    i = 0
-    while i < len(lines) and lines[i].startswith("#"):
-        body = lines[i][1:].strip()
-        if ":" in body:
-            k, v = body.split(":", 1)
-            meta[k.strip()] = v.strip()
-        elif body:
-            meta["magic"] = body
-        i += 1
+    meta, lines, i = read_commented(path)
     if not meta.get("magic", "").startswith(MAGIC):
         raise DataError(f"{path}: not a poise F/T + PWM recording (first line '# {MAGIC} v{VERSION}')")
     for key in ("robot", "sensor"):
