@@ -25,8 +25,21 @@ def _default(o: Any):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def _finite(o: Any) -> Any:
+    """The same structure with numpy values made plain and NaN/±inf as null (strict JSON has no NaN)."""
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, list | tuple):
+        return [_finite(v) for v in o]
+    if isinstance(o, np.ndarray | np.generic):
+        return _finite(o.tolist())
+    if isinstance(o, float) and not np.isfinite(o):
+        return None
+    return o
+
+
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2, default=_default, allow_nan=False)
+    return json.dumps(_finite(obj), indent=2, default=_default, allow_nan=False)
 
 
 def print_json(obj: Any) -> None:
