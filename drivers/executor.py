@@ -366,7 +366,9 @@ class Executor:
             prev = None
             for n, p in enumerate(todo, start=1):
                 planned_p = None
-                new_placement = prev is None or prev.placement != p.placement
+                new_placement = (
+                    prev is None or prev.placement != p.placement or p.index in self.checked.relift
+                )
                 right_off, left_off = self.cfg.board_offsets(p.placement)
                 poses = board_poses_for(
                     np.array(self.plan.placement(p.placement).left_foot), right_off, left_off

@@ -76,6 +76,10 @@ class RunCheck:
     problems: list[str]
     moves: dict[int, Move] = field(default_factory=dict)
     margin: float = 0.0  # required CoP margin of every setpoint (m)
+    relift: set[int] = field(
+        default_factory=set
+    )  # postures reached by lifting the robot instead of on the ground
+    warnings: list[str] = field(default_factory=list)
 
 
 def plan_required_margin(plan: Plan) -> float:
@@ -235,5 +239,14 @@ def check_run(plan: Plan, model: RobotModel, config: RobotConfig, time_scale: fl
             continue
         move, issues = ground_move(model, plan, a, b, config, time_scale, margin)
         out.moves[b.index] = move
+        if issues and len(move.setpoints):  # valid waypoints, but the path between them cannot be followed
+            air = air_move(model, plan, a.q, b, config, time_scale)[1]
+            if not air:  # as an operator would: lift the robot, move in the air, set it down again
+                out.relift.add(b.index)
+                out.warnings.append(
+                    f"{issues[0]} — posture {b.index} is reached with the robot lifted instead"
+                )
+                continue
+            issues += air
         problems += issues
     return out

@@ -92,6 +92,9 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
     if problems:
         shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
         raise DataError(f"plan refused before moving ({len(problems)} problem(s)): {shown}")
+    if not getattr(args, "json", False):
+        for w in checked.warnings:
+            err_console.print(f"[yellow]warning:[/yellow] {w}")
     rec = RunRecorder(
         args.out, model.name, plan.base, model.joint_names, resume=args.resume, plan_sha256=plan_sha256(plan)
     )

@@ -427,3 +427,26 @@ def test_posture_that_does_not_settle_stops_the_run(model, plan, cfg, tmp_path):
     assert list(rec.posture) == [plan.postures[0].index]  # never held unsettled; the completed one kept
     raw = (tmp_path / "run" / "raw_joints.csv").read_text().splitlines()[1:]
     assert not any(f.split(",")[2] == str(plan.postures[1].index) and f.split(",")[3] == "hold" for f in raw)
+
+
+def test_unfollowable_ground_path_is_done_lifted(model, cfg, tmp_path, monkeypatch):
+    """Valid waypoints whose path cannot be kept on the ground: the robot is lifted and set down again, as an
+    operator would, with a warning — not refused, not streamed."""
+    import drivers.setpoints as sp
+
+    p = plan_with_transition(model, seed=2)
+    real = sp.ground_move
+
+    def broken(model_, plan_, a, b, *args, **kw):
+        move, _ = real(model_, plan_, a, b, *args, **kw)
+        return move, [f"move {a.index}->{b.index} setpoint 1/{len(move.setpoints)}: (a jump, for the test)"]
+
+    monkeypatch.setattr(sp, "ground_move", broken)
+    checked = sp.check_run(p, model, cfg)
+    assert checked.problems == [] and checked.relift == {1}
+    assert "lifted instead" in checked.warnings[0]
+    phases = []
+    result, _ = cmd_run.execute(_args(tmp_path, k=4.0), model, p, cfg, world_opts=_quiet(),
+                                progress=lambda pr: phases.append((pr.posture, pr.phase)))  # fmt: skip
+    assert [r.posture for r in result.completed] == [0, 1, 2]
+    assert (1, "lift") in phases and (1, "place") in phases  # set down again on the same placement
