@@ -1,5 +1,8 @@
 """Synthetic joint-drive experiments for friction and PWM-gain calibration (spec actuation.md §1–2).
 
+Friction follows poise's one convention (identify/friction.py): f(ω) is the torque the drive must add to
+overcome it (sign of ω, parameters ≥ 0); the drive body obeys I ω̇ = K PWM − f(ω) − τ_j. Coupled joints use
+robots/actuation.py's ω_m = T ω_j, τ_j = Tᵀ τ_m.
 Physics, not the estimator run backwards: a rigid drive + link integrated at 1 kHz (semi-implicit Euler) with
 Karnopp stick–slip (the drive sticks until the applied torque exceeds the static level σs±), a gravity load on
 the link and, for the friction experiment, an external agent (PD on a reference) moving the link with the
@@ -37,10 +40,11 @@ class DriveTruth:
     link_mgl: float = 15.0  # gravity moment of the link [N·m], θ = 0 hanging down
 
     def friction(self, w: float) -> float:
+        """f(ω): the torque the drive must add to keep moving at ω (sign of ω)."""
         if w > 0:
-            return -(self.kc + self.kv * w + (self.sigma_pos - self.kc) * math.exp(-w / self.v_s))
+            return self.kc + self.kv * w + (self.sigma_pos - self.kc) * math.exp(-w / self.v_s)
         if w < 0:
-            return self.kc - self.kv * w + (self.sigma_neg - self.kc) * math.exp(w / self.v_s)
+            return -(self.kc - self.kv * w + (self.sigma_neg - self.kc) * math.exp(w / self.v_s))
         return 0.0
 
     def params(self) -> dict[str, float]:
@@ -79,18 +83,18 @@ def _integrate(truth: DriveTruth, u_torque, ext, n_log: int, sub: int, dt: float
             applied = drive + load
             if abs(w) < eps:
                 if -truth.sigma_neg <= applied <= truth.sigma_pos:
-                    tf, wd = -applied, 0.0  # stick
+                    f, wd = applied, 0.0  # stick: friction takes all the applied torque
                 else:
-                    tf = -truth.sigma_pos if applied > 0 else truth.sigma_neg
-                    wd = (applied + tf) / J
+                    f = truth.sigma_pos if applied > 0 else -truth.sigma_neg
+                    wd = (applied - f) / J
             else:
-                tf = truth.friction(w)
-                wd = (applied + tf) / J
+                f = truth.friction(w)
+                wd = (applied - f) / J
             w_new = w + dt * wd
             if w_new * w < 0.0:
                 w_new = 0.0  # a reversal passes through zero velocity: let the stick test decide
-            # torque the drive transmits to the link: drive body I ω̇ = K PWM + τ_f − τ_j
-            acc_tau += drive + tf - truth.inertia * wd
+            # torque the drive transmits to the link: drive body I ω̇ = K PWM − f − τ_j
+            acc_tau += drive - f - truth.inertia * wd
             w = w_new
             th += dt * w
         tau_log[k] = acc_tau / sub
@@ -169,14 +173,14 @@ def simulate_coupled(
 ):
     """Coupled joints moved by an external agent (PD on multi-sine references per joint), motors off.
 
-    Integrated in motor coordinates (ω_j = T ω_m) with a linearly implicit Euler step at 1 kHz; motor friction
-    −Kc tanh(ω/ε) − Kv ω. Returns t, q_j (N, n) quantised, τ_j (N, n) = T⁻ᵀ (τ_f − I_m ω̇_m) averaged over each
-    logging period plus noise."""
+    Integrated in motor coordinates (ω_m = T ω_j, τ_j = Tᵀ τ_m) with a linearly implicit Euler step at 1 kHz;
+    motor friction f = Kc tanh(ω_m/ε) + Kv ω_m (the torque a motor must add). Returns t, q_j (N, n) quantised,
+    τ_j (N, n) = Tᵀ (−f − I_m ω̇_m) averaged over each logging period plus noise."""
     rng = np.random.default_rng(seed)
     n = T.shape[0]
-    Tinv = np.linalg.inv(T)
+    Tinv = np.linalg.inv(T)  # ω_j = T⁻¹ ω_m
     Im = np.diag(motor_inertia)
-    M = Im + T.T @ link_inertia @ T
+    M = Im + Tinv.T @ link_inertia @ Tinv
     kp, kd = 60.0 * np.eye(n), 8.0 * np.eye(n)
     freqs = rng.uniform(0.15, 0.6, (n, 3))
     amps = rng.uniform(0.1, 0.25, (n, 3))
@@ -186,23 +190,23 @@ def simulate_coupled(
     th_m, w_m = np.zeros(n), np.zeros(n)
     q_log, tau_log = np.empty((N, n)), np.empty((N, n))
     for k in range(N):
-        q_log[k] = T @ th_m
+        q_log[k] = Tinv @ th_m
         acc = np.zeros(n)
         for s in range(sub):
             tt = (k * sub + s) * dt
             arg = 2 * np.pi * freqs * tt + phases
             ref = np.sum(amps * np.sin(arg), axis=1)
             dref = np.sum(amps * 2 * np.pi * freqs * np.cos(arg), axis=1)
-            q_j, w_j = T @ th_m, T @ w_m
+            q_j, w_j = Tinv @ th_m, Tinv @ w_m
             tau_ext = kp @ (ref - q_j) + kd @ (dref - w_j)
             th_ = np.tanh(w_m / eps)
-            tf = -kc * th_ - kv * w_m
-            D = np.diag(kc * (1 - th_**2) / eps + kv) + T.T @ kd @ T
-            F = tf + T.T @ tau_ext
+            f = kc * th_ + kv * w_m
+            D = np.diag(kc * (1 - th_**2) / eps + kv) + Tinv.T @ kd @ Tinv
+            F = -f + Tinv.T @ tau_ext  # joint torques act on the motors as τ_m = T⁻ᵀ τ_j
             dw = np.linalg.solve(M + dt * D, dt * F)
             wd = dw / dt
-            tf_end = tf - (D - T.T @ kd @ T) @ dw  # friction at the end of the step (linearised)
-            acc += Tinv.T @ (tf_end - motor_inertia * wd)
+            f_end = f + (D - Tinv.T @ kd @ Tinv) @ dw  # friction at the end of the step (linearised)
+            acc += T.T @ (-f_end - motor_inertia * wd)
             w_m = w_m + dw
             th_m = th_m + dt * w_m
         tau_log[k] = acc / sub

@@ -23,7 +23,8 @@ def _save(fig, out: str | Path) -> Path:
 
 
 def plot_friction(omega, y, kept, fits, out: str | Path, title: str = "") -> Path:
-    """Measured friction torque y = τ_j + I ω̇ against ω (kept and rejected samples) with each fitted curve."""
+    """Measured friction f (the torque the drive must add, −(τ_j + I ω̇) with the motor off) against ω (kept and
+    rejected samples) with each fitted curve."""
     fig, ax = plt.subplots(figsize=(8, 5))
     ax.plot(omega[~kept], y[~kept], ".", ms=2, color="0.75", label="rejected (reversals, sticking)")
     ax.plot(omega[kept], y[kept], ".", ms=2, color="C0", alpha=0.5, label="used")
@@ -40,7 +41,7 @@ def plot_friction(omega, y, kept, fits, out: str | Path, title: str = "") -> Pat
     ax.axhline(0, color="k", lw=0.5)
     ax.axvline(0, color="k", lw=0.5)
     ax.set_xlabel("joint velocity ω [rad/s]")
-    ax.set_ylabel("friction torque τ_f [N·m]")
+    ax.set_ylabel("friction f (torque the drive must add) [N·m]")
     ax.set_title(title or "Friction: measured and fitted")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)

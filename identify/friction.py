@@ -1,11 +1,13 @@
 """Joint friction identification (spec actuation.md §1): Coulomb + viscous (symmetric, asymmetric) and Stribeck.
 
-Sign convention: τ_f is the friction torque acting on the drive, opposing motion (τ_f < 0 for ω > 0). It is
-measured as y = τ_j + I ω̇ − K_pwm PWM (model 2.32: τ_j = K_pwm PWM − I ω̇ + τ_f), so with the motor off
-y = τ_j + I ω̇. All magnitudes (Kc, Kv, σs±) are positive; units N·m, N·m·s/rad, rad/s.
+Sign convention (poise's one, shared with robots/actuation.py and the F/T + PWM regression): f(ω) is the torque
+the drive must *add* to overcome friction, so f has the sign of ω (f > 0 for ω > 0) and every parameter
+(Kc, Kv, σs±, the asymmetric c±, v±) is ≥ 0. The drive's model (thesis 2.32) is τ_j = K_pwm PWM − I ω̇ − f(ω)
++ τ_s, measured as y = τ_j + I ω̇ = K_pwm PWM − f(ω) + τ_s; with the motor off, f = −(τ_j + I ω̇). Units N·m,
+N·m·s/rad, rad/s. The asymmetric model is robots.actuation.friction_rows: f = c⁺[ω>0] − c⁻[ω<0] + v⁺ω⁺ + v⁻ω⁻.
 
 Stribeck, self-consistent form with a user-chosen velocity scale v_s (the printed eqs. 2.39–2.49 lack one):
-  ω > 0: τ_f = −[Kc + Kv ω + (σs⁺ − Kc) e^{−ω/v_s}],   ω < 0: τ_f = +[Kc − Kv ω + (σs⁻ − Kc) e^{ω/v_s}],
+  ω > 0: f = Kc + Kv ω + (σs⁺ − Kc) e^{−ω/v_s},   ω < 0: f = −[Kc − Kv ω + (σs⁻ − Kc) e^{ω/v_s}],
 linear in (Kc, Kv, σs⁺, σs⁻) once v_s is fixed. The optional zero-slope equality σs⁺ − Kc = Kv v_s makes the
 curve flat at 0⁺ (boundary-lubrication plateau); it is imposed exactly (KKT system).
 """
@@ -17,11 +19,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from formats.errors import DataError, IdentifiabilityError
+from robots.actuation import friction_rows
 
 MODELS = ("coulomb-viscous", "asymmetric", "stribeck")
 PARAMS = {
     "coulomb-viscous": ("Kc", "Kv"),
-    "asymmetric": ("Kc-", "Kv-", "Kc+", "Kv+"),
+    "asymmetric": ("Kc+", "Kc-", "Kv+", "Kv-"),  # c⁺, c⁻, v⁺, v⁻ of robots.actuation.friction_rows
     "stribeck": ("Kc", "Kv", "sigma+", "sigma-"),
 }
 UNITS = {"Kc": "N·m", "Kv": "N·m·s/rad", "sigma": "N·m"}
@@ -33,7 +36,7 @@ def unit_of(name: str) -> str:
 
 
 def friction_torque(model: str, params: dict[str, float], omega: np.ndarray, v_s: float | None = None):
-    """τ_f(ω) of a fitted model (zero at ω = 0)."""
+    """f(ω), the torque the drive must add, of a fitted model (sign of ω, zero at ω = 0)."""
     X = regressor(model, np.asarray(omega, dtype=float), v_s)
     return X @ _signed(model, params)
 
@@ -43,19 +46,18 @@ def _signed(model: str, params: dict[str, float]) -> np.ndarray:
 
 
 def regressor(model: str, omega: np.ndarray, v_s: float | None = None) -> np.ndarray:
-    """Columns X with τ_f = X θ for θ = the positive magnitudes of PARAMS[model] (signs are in X)."""
+    """Columns X with f(ω) = X θ for θ = the parameters (all ≥ 0) of PARAMS[model]."""
     w = np.asarray(omega, dtype=float)
     pos, neg = (w > 0).astype(float), (w < 0).astype(float)
     if model == "coulomb-viscous":
-        return np.column_stack([-np.sign(w), -w])  # Θ = [−Kc, −Kv] of eq. 2.35 with the signs moved into X
+        return np.column_stack([np.sign(w), w])  # eq. 2.35's Θ = [−Kc, −Kv] with the signs moved into y
     if model == "asymmetric":
-        # u⁻ = −1 (ω<0), r⁻ = ω (ω<0), u⁺ = 1 (ω>0), r⁺ = ω (ω>0); τ_f = −Kc⁻u⁻ − Kv⁻r⁻ − Kc⁺u⁺ − Kv⁺r⁺
-        return np.column_stack([neg, -w * neg, -pos, -w * pos])
+        return friction_rows(w[:, None])[:, 0, :]  # [1⁺, −1⁻, ω⁺, ω⁻]: eqs. 2.37–2.38's u±, r± columns
     if model == "stribeck":
         if v_s is None or not v_s > 0:
             raise DataError("the Stribeck model needs a Stribeck velocity v_s > 0")
         e = np.exp(-np.abs(w) / v_s)
-        return np.column_stack([-np.sign(w) * (1 - e), -w, -pos * e, neg * e])
+        return np.column_stack([np.sign(w) * (1 - e), w, pos * e, -neg * e])
     raise DataError(f"unknown friction model {model!r} (choose from {', '.join(MODELS)})")
 
 
@@ -77,7 +79,7 @@ class FrictionFit:
 
     @property
     def tau_s(self) -> float | None:
-        """Fitted constant torque (not part of τ_f), if requested."""
+        """Fitted constant torque (not part of f), if requested."""
         return self.extra.get("tau_s")
 
     def torque(self, omega: np.ndarray) -> np.ndarray:
@@ -173,9 +175,9 @@ def fit_friction(
     offset: bool = False,
     pwm: np.ndarray | None = None,
 ) -> FrictionFit:
-    """Fit τ_f from y = τ_j + I ω̇ (motor off); v_s=None for the Stribeck model searches it (profile RSS).
+    """Fit f from y = τ_j + I ω̇ = −f(ω) (motor off); v_s=None for the Stribeck model searches it (profile RSS).
     `offset` adds a constant τ_s (eq. 2.32's static term, e.g. an unzeroed torque sensor); `pwm` [%] adds the
-    PWM column, fitting the whole identification model 2.32, y = K*_pwm PWM + τ_f(ω) + τ_s, in one regression."""
+    PWM column, fitting the whole identification model 2.32, y = K*_pwm PWM − f(ω) + τ_s, in one regression."""
     omega, omega_dot, tau_j = (np.asarray(a, dtype=float) for a in (omega, omega_dot, tau_j))
     _check(omega, omega_dot, tau_j, *(() if pwm is None else (np.asarray(pwm, dtype=float),)))
     if model not in MODELS:
@@ -196,7 +198,7 @@ def fit_friction(
     cols = names + tuple(n for n, _ in extra)
 
     def one(vs: float | None) -> FrictionFit:
-        X = regressor(model, w, vs)
+        X = -regressor(model, w, vs)  # y = −f(ω) + …
         C = np.array([[1.0, vs, -1.0, 0.0]]) if zero_slope else None  # Kc + Kv v_s − σs⁺ = 0
         if extra:
             X = np.column_stack([X, *(c for _, c in extra)])

@@ -1,6 +1,7 @@
 """PWM-to-torque gain (spec actuation.md §2, eqs. 2.50–2.51): τ₀ + K*_pwm PWM after friction compensation.
 
-Moving link: y = τ_j + I ω̇ − τ_f(ω) = τ₀ + K PWM, fitted where the friction model holds (outside sticking
+Moving link: y = τ_j + I ω̇ + f(ω) = τ₀ + K PWM (f the torque the drive must add to overcome friction, the
+convention of identify/friction.py and robots/actuation.py), fitted where the friction model holds (outside sticking
 and velocity reversals). Link in a fixture (procedure B): ω ≈ 0 and the drive's static friction winds the
 flex-spline up, so the torque lags the PWM by a band (hysteresis); the band is modelled as an offset
 −h·sign(dPWM/dt) and samples where the torque sticks at the turning points (|dτ/dt| small while the PWM moves)
@@ -69,14 +70,14 @@ def fit_pwm_gain(
     speed_min: float = 0.05,
     margin: int = 5,
 ) -> PwmGainFit:
-    """Moving-link gain regression after friction compensation (rows [1, PWMᵢ])."""
+    """Moving-link gain regression after friction compensation, y = τ_j + I ω̇ + f(ω) on rows [1, PWMᵢ]."""
     arrays = [np.asarray(a, dtype=float) for a in (pwm, omega, omega_dot, tau_j)]
     if len({len(a) for a in arrays}) != 1 or not all(np.all(np.isfinite(a)) for a in arrays):
         raise DataError("PWM gain: PWM, ω, ω̇, τ_j must be finite arrays of equal length")
     pwm, omega, omega_dot, tau_j = arrays
     y = tau_j + inertia * omega_dot
     if friction is not None:
-        y = y - friction.torque(omega)
+        y = y + friction.torque(omega)  # K PWM + τ₀ = τ_j + I ω̇ + f(ω)
         keep = select_samples(omega, omega_dot, accel_max, speed_min, margin)
     else:
         keep = np.ones(len(y), bool)

@@ -221,7 +221,7 @@ def cmd_friction(args: argparse.Namespace) -> int:
         "fits": [f.as_dict() for f in fits],
         "truth": {**ref, "v_s": truth.v_s} if truth else None,
     }
-    t = Table(title=f"Friction — {source} (τ_f opposes ω; magnitudes)")
+    t = Table(title=f"Friction — {source} (f = torque the drive must add, sign of ω; parameters ≥ 0)")
     for c in ("model", "parameter", "value", "± SE", "unit", "true", "error"):
         t.add_column(c, justify="left" if c in ("model", "parameter", "unit") else "right")
     for f in fits:
@@ -267,8 +267,9 @@ def cmd_friction(args: argparse.Namespace) -> int:
 
         kept = select_samples(sig.omega, sig.omega_dot, args.accel_max, args.speed_min, args.margin)
         ref_fit = next((f for f in fits if f.model == "stribeck"), fits[0])
-        y = sig.tau + inertia * sig.omega_dot - ref_fit.extra.get("k_pwm", 0.0) * sig.pwm
-        plot_friction(sig.omega, y - (ref_fit.tau_s or 0.0), kept, fits, args.plot, source)
+        # measured f = K PWM + τ_s − (τ_j + I ω̇)
+        y = ref_fit.extra.get("k_pwm", 0.0) * sig.pwm - sig.tau - inertia * sig.omega_dot
+        plot_friction(sig.omega, y + (ref_fit.tau_s or 0.0), kept, fits, args.plot, source)
     return 0
 
 
@@ -342,7 +343,7 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
             args.accel_max,
             max(args.speed_min, 0.05),
         )
-        pwm, y = sig.pwm, sig.tau + inertia * sig.omega_dot - fric.torque(sig.omega)
+        pwm, y = sig.pwm, sig.tau + inertia * sig.omega_dot + fric.torque(sig.omega)
     k_true = truth.k_pwm * truth.pwm_full_scale / 100 if truth else None
     result = {
         "format": "poise pwm gain result",

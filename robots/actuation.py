@@ -1,7 +1,10 @@
 """Motors and transmissions of a robot, from the `[[actuation]]` groups of its description.
 
-Each group names joints, the motors that drive them and Tᵀ (joint torques τ = Tᵀ τ_motor); power balance gives
-the motor velocities q̇_m = T q̇. An uncoupled joint is a group of one with Tᵀ = [[1]] (or its gear sign).
+poise's one coupling convention (the F/T + PWM paper's): each group names joints, the motors that drive them and
+Tᵀ; motor velocities are q̇_m = T q̇ and joint torques τ = Tᵀ τ_m (power balance), so τ_m = T⁻ᵀ τ and
+q̇ = T⁻¹ q̇_m. (The iCub thesis writes the inverse map, ω_j = T_thesis ω_m: T = T_thesis⁻¹.) An uncoupled joint
+is a group of one with Tᵀ = [[1]] (or its gear sign). identify/coupled.py and the F/T + PWM regression both use
+the Transmission below.
 ```
 [[actuation]]
 label = "shoulder"
@@ -10,8 +13,8 @@ motors = ["m0", "m1", "m2"]
 transpose = [[1.0, -1.625, -1.625], [0.0, 1.625, 1.625], [0.0, 0.0, 1.625]]
 ```
 
-Friction sign convention (poise's F/T + PWM model, spec icub-pls.md §1): f(q̇) is the torque a joint (or motor)
-must be *given* to overcome its friction, f(q̇) = c⁺·[q̇>0] − c⁻·[q̇<0] + v⁺·max(q̇,0) + v⁻·min(q̇,0), with
+Friction sign convention (poise's one convention, spec icub-pls.md §1; identify/friction.py uses the same):
+f(q̇) is the torque a joint (or motor) must be *given* to overcome its friction, f(q̇) = c⁺·[q̇>0] − c⁻·[q̇<0] + v⁺·max(q̇,0) + v⁻·min(q̇,0), with
 c⁺, c⁻, v⁺, v⁻ ≥ 0 for a dissipative joint (f has the sign of q̇); the regressor row is
 [1(q̇>0), −1(q̇<0), max(q̇,0), min(q̇,0)] = [(sgn q̇)⁺, −(sgn q̇)⁻, q̇⁺, −q̇⁻], and f(0) = 0.
 """
@@ -44,15 +47,40 @@ class Transmission:
 
     @property
     def T(self) -> np.ndarray:
+        """T: motor velocities q̇_m = T q̇."""
         return self.transpose.T
 
     @property
     def coupled(self) -> bool:
         return len(self.joints) > 1
 
+    def motor_velocity(self, qd: np.ndarray) -> np.ndarray:
+        """q̇_m = T q̇, row-wise for (K, n) joint velocities (or accelerations) of this group's joints."""
+        return np.asarray(qd, float) @ self.transpose
 
-def parse_actuation(model: RobotModel, entries: list, source: str = "description") -> list[Transmission]:
-    """Validate `[[actuation]]` entries against the model: known, distinct joints; a square invertible Tᵀ."""
+    def joint_velocity(self, qd_m: np.ndarray) -> np.ndarray:
+        """q̇ = T⁻¹ q̇_m, row-wise."""
+        return np.linalg.solve(self.T, np.asarray(qd_m, float).T).T
+
+    def joint_torque(self, tau_m: np.ndarray) -> np.ndarray:
+        """τ = Tᵀ τ_m, row-wise."""
+        return np.asarray(tau_m, float) @ self.T
+
+    def motor_torque(self, tau: np.ndarray) -> np.ndarray:
+        """τ_m = T⁻ᵀ τ, row-wise."""
+        return np.linalg.solve(self.transpose, np.asarray(tau, float).T).T
+
+    def joint_inertia(self, motor_inertia: np.ndarray) -> np.ndarray:
+        """The motors' rotor inertias seen at the joints, Tᵀ diag(I_m) T."""
+        return self.transpose @ np.diag(np.asarray(motor_inertia, float)) @ self.T
+
+
+def parse_actuation(
+    model: RobotModel | list[str], entries: list, source: str = "description"
+) -> list[Transmission]:
+    """Validate `[[actuation]]` entries against the model (or a list of joint names): known, distinct joints;
+    a square invertible Tᵀ. Joint indices refer to the model's coordinates (or to the list)."""
+    names = list(model) if isinstance(model, list) else model.joint_names
     out, seen = [], set()
     if not isinstance(entries, list):
         raise DataError(f"{source}: [[actuation]] must be an array of tables")
@@ -64,7 +92,7 @@ def parse_actuation(model: RobotModel, entries: list, source: str = "description
             Tt = np.array(e["transpose"], dtype=float)
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{where}: needs joints, motors and transpose ({exc})") from None
-        unknown = [j for j in joints if j not in model.joint_names]
+        unknown = [j for j in joints if j not in names]
         if unknown:
             raise DataError(f"{where}: unknown joint(s) {unknown}")
         if seen & set(joints):
@@ -75,7 +103,7 @@ def parse_actuation(model: RobotModel, entries: list, source: str = "description
             raise DataError(f"{where}: transpose must be a finite {n}×{n} matrix for {n} motors")
         if abs(np.linalg.det(Tt)) < 1e-12:
             raise DataError(f"{where}: the transmission matrix is singular")
-        idx = tuple(model.joint_names.index(j) for j in joints)
+        idx = tuple(names.index(j) for j in joints)
         matrix = tuple(tuple(float(v) for v in r) for r in Tt)
         out.append(Transmission(str(e.get("label", f"group {k}")), idx, motors, matrix))
     return out
@@ -105,7 +133,7 @@ def transmissions(model: RobotModel, description: str | Path | None = None) -> l
 
 def motor_velocities(groups: list[Transmission], qd: np.ndarray) -> np.ndarray:
     """q̇_m = T q̇ for every described motor, in group order: (K, n_motors)."""
-    return np.concatenate([qd[:, list(g.joints)] @ g.T.T for g in groups], axis=1)
+    return np.concatenate([g.motor_velocity(qd[:, list(g.joints)]) for g in groups], axis=1)
 
 
 def friction_rows(v: np.ndarray) -> np.ndarray:

@@ -33,12 +33,30 @@ def _fit(sig, **kw):
 def test_stribeck_form_is_continuous_in_magnitude_and_flat_at_zero_plus_with_the_constraint():
     p = TRUTH.params()
     w = np.array([1e-9, -1e-9])
-    tf = friction_torque("stribeck", p, w, TRUTH.v_s)
-    assert tf[0] == pytest.approx(-p["sigma+"], rel=1e-6) and tf[1] == pytest.approx(p["sigma-"], rel=1e-6)
+    f = friction_torque("stribeck", p, w, TRUTH.v_s)  # the torque the drive must add: sign of ω
+    assert f[0] == pytest.approx(p["sigma+"], rel=1e-6) and f[1] == pytest.approx(-p["sigma-"], rel=1e-6)
     h = 1e-6
-    slope = (friction_torque("stribeck", p, np.array([2 * h]), TRUTH.v_s) - tf[0]) / (2 * h)
+    slope = (friction_torque("stribeck", p, np.array([2 * h]), TRUTH.v_s) - f[0]) / (2 * h)
     assert abs(slope[0]) < 1e-3  # TRUTH satisfies σs⁺ − Kc = Kv v_s
-    assert np.allclose(regressor("asymmetric", np.array([0.5, -0.5])), [[0, 0, -1, -0.5], [1, 0.5, 0, 0]])
+    ws = np.linspace(-3, 3, 61)
+    assert np.allclose(friction_torque("stribeck", p, ws, TRUTH.v_s), [TRUTH.friction(x) for x in ws])
+
+
+def test_one_friction_convention_with_the_ft_pwm_model(friction_data):
+    """identify/friction.py's asymmetric model is robots/actuation.py's f(q̇) (parameters ≥ 0, sign of q̇)."""
+    from robots.actuation import friction_torque as f_actuation
+
+    w = np.array([0.5, -0.5, 0.0, 2.0, -3.0])
+    assert np.allclose(regressor("asymmetric", w[:2]), [[1, 0, 0.5, 0], [0, -1, 0, -0.5]])
+    p = {"Kc+": 0.3, "Kc-": 0.5, "Kv+": 1.1, "Kv-": 0.7}
+    phi = np.array([[p["Kc+"], p["Kc-"], p["Kv+"], p["Kv-"]]])
+    assert np.allclose(friction_torque("asymmetric", p, w), f_actuation(w[:, None], phi)[:, 0])
+    assert np.all(np.sign(friction_torque("coulomb-viscous", {"Kc": 0.2, "Kv": 1.0}, w)) == np.sign(w))
+    # the drive's motion under it: a motor-off run measures y = τ_j + I ω̇ = −f(ω)
+    sig = friction_data
+    moving = np.abs(sig.omega) > 0.3
+    y = sig.tau - TRUTH.tau_offset + TRUTH.inertia * sig.omega_dot
+    assert np.mean(np.sign(y[moving]) == -np.sign(sig.omega[moving])) > 0.99
 
 
 def test_stribeck_coulomb_viscous_recovered_within_2_percent(friction_data):
@@ -206,8 +224,18 @@ def test_torso_coupling_matrices_match_the_spec():
 
     d = load_coupled()
     R, r = 0.04, 0.022
+    T_thesis = np.array([[r / R, r / (2 * R), r / (2 * R)], [0, 0.5, 0.5], [0, -0.5, 0.5]])  # ω_j = T_th ω_m
     T_inv_spec = np.array([[R / r, -1, 0], [0, 1, -1], [0, 1, 1]])
-    assert np.allclose(d.T @ T_inv_spec, np.eye(3))
+    assert np.allclose(d.T, T_inv_spec)  # poise: ω_m = T ω_j, so T = T_thesis⁻¹
+    assert np.allclose(d.T @ T_thesis, np.eye(3))
+    w_j = np.array([[0.3, -0.2, 0.5]])
+    tau_m = np.array([[1.0, -0.4, 0.25]])
+    tr = d.transmission
+    # power balance τ_jᵀ ω_j = τ_mᵀ ω_m, and the thesis's τ_j = T_th⁻ᵀ τ_m
+    assert np.sum(tr.joint_torque(tau_m) * w_j) == pytest.approx(np.sum(tau_m * tr.motor_velocity(w_j)))
+    assert np.allclose(tr.joint_torque(tau_m), tau_m @ np.linalg.inv(T_thesis))
+    assert np.allclose(tr.joint_velocity(tr.motor_velocity(w_j)), w_j)
+    assert np.allclose(tr.motor_torque(tr.joint_torque(tau_m)), tau_m)
     assert d.joints == ("torso_yaw", "torso_roll", "torso_pitch")
 
 
@@ -232,7 +260,7 @@ def test_motor_wise_recovers_motor_friction_and_beats_joint_wise():
         assert c.motor_fits[m].params["Kv"] == pytest.approx(kv[i], rel=0.03)
     assert (c.unknowns_motor_wise, c.unknowns_joint_wise) == (6, 18)
     assert c.rms_joint_wise > 5 * c.rms_motor_wise
-    kv_joint = c.joint_coeffs[:, 1::2]  # composite viscous gains: T⁻ᵀ diag(Kv) T⁻¹ is not diagonal
+    kv_joint = c.joint_coeffs[:, 1::2]  # composite viscous gains: Tᵀ diag(Kv) T is not diagonal
     assert np.abs(kv_joint - np.diag(np.diag(kv_joint))).max() > 0.05
 
 
@@ -362,7 +390,7 @@ def test_drive_recording_reader_refuses_bad_files(tmp_path):
 
 
 def test_model_2_32_friction_and_pwm_gain_from_triangle_sweeps_within_2_percent():
-    """Free link driven by the PWM triangle sweeps (4–16 %, 0.1–0.9 Hz): one regression y = K PWM + τ_f + τ_s."""
+    """Free link driven by the PWM triangle sweeps (4–16 %, 0.1–0.9 Hz): one regression y = K PWM − f + τ_s."""
     sig = drive_signals(simulate_free(sweeps(link="free"), TRUTH))
     fit = fit_friction(
         sig.omega, sig.omega_dot, sig.tau, TRUTH.inertia, "stribeck", v_s=TRUTH.v_s, accel_max=5.0,
