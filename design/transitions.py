@@ -3,7 +3,9 @@
 Plain joint-space interpolation moves the free foot (it is a closed chain). Each waypoint here is the
 minimum-norm Gauss–Newton projection of the interpolated angles onto: other foot flat at its placement (6)
 and CoP on the straight segment between the two postures' CoPs (2). The CoP region shrunk by the margin is
-convex, so the whole motion keeps the margin of its end postures.
+convex, so the whole motion keeps the margin of its end postures. A solved path the closed chain cannot
+follow between its waypoints (`robots.chain_path.ground_transition_issues`: a jump, a posture off the chain)
+means the feasible set is split between the two postures; the transition is then marked `lifted`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from design.problems import Settings, posture_function
 from design.uncertainty import nominal_cop
 from formats.plan import Plan, Transition
+from robots.chain_path import ground_transition_issues
 from robots.memo import per_model
 from robots.stance_spec import design_params, resolve_base
 from robots.tree import RobotModel
@@ -187,6 +190,10 @@ def make_transitions(
         ubx = np.tile(model.upper, inner)
         sol = solver(x0=np.concatenate(x0), p=par, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
         wps = np.vstack([a.q, np.asarray(sol["x"]).reshape(inner, model.nq), b.q])
+        what = f"transition {a.index}→{b.index}"
+        lifted = bool(ground_transition_issues(model, wps, pose, s.params, s.base, margin, what))
+        if lifted:  # the chain's feasible set is split between the postures: lift, air move, set down
+            wps = np.array([a.q, b.q])
         margins = [nominal_cop(model, qk, s.params, s.base, s.ellipsoid)[1] for qk in wps]
-        out.append(Transition(a.index, b.index, wps, err_interp, float(min(margins))))
+        out.append(Transition(a.index, b.index, wps, err_interp, float(min(margins)), lifted))
     return out

@@ -16,6 +16,7 @@ from design.replicates import Replicates, find_replicates
 from design.uncertainty import Ellipsoid, nominal_cop, robust_margin
 from formats.errors import DataError
 from formats.plan import Plan, check_compatible
+from robots.chain_path import air_route, ground_transition_issues
 from robots.params_io import resolve_params
 from robots.stance import FLAT_TOL, MARGIN_TOL, PLACE_TOL, check_posture  # noqa: F401 (tolerances re-exported)
 from robots.tree import RobotModel
@@ -169,12 +170,21 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
         if np.abs(t.q[0] - a.q).max() > 1e-9 or np.abs(t.q[-1] - b_.q).max() > 1e-9:
             tr_issues.append(f"transition {t.from_index}→{t.to_index}: does not start/end at its postures")
         pose = plan.placement(a.placement).other_foot
+        what = f"transition {t.from_index}→{t.to_index}"
+        if t.lifted:
+            if air_route(model, a.q, b_.q, plan.params, base, seed=b_.index)[0] is None:
+                tr_issues.append(f"{what} (lifted): no move in the air keeps the soles apart")
+            continue
+        bad = False
         for k, qk in enumerate(t.q[1:-1], start=1):
             iss, _, _ = posture_issues(
                 model, qk, params, base, required, pose, ell if own else None, plan.params
             )
             if iss:
-                tr_issues.append(f"transition {t.from_index}→{t.to_index} waypoint {k}: {iss[0]}")
+                tr_issues.append(f"{what} waypoint {k}: {iss[0]}")
+                bad = True
                 break
+        if not bad:
+            tr_issues += ground_transition_issues(model, t.q, pose, plan.params, base, required, what)
     reps = find_replicates(plan.postures)
     return CheckReport(results, tr_issues, plan_issues, ks, params.name, required, reps)

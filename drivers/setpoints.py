@@ -20,21 +20,19 @@ from drivers.config import RobotConfig, validate_config
 from formats.errors import DataError
 from formats.plan import Plan, Posture
 from robots.chain_path import (  # noqa: F401 (re-exported)
+    AIR_CLEARANCE,
     FULL_CHECKS,
+    MAX_STRETCH,
+    air_route,
     cosine_profile,
     ground_path,
     path_issues,
     project_to_chain,
 )
 from robots.kinematics import com_position
-from robots.stance import (
-    LIMIT_TOL,
-    check_posture,
-    contact_clearance,
-)
+from robots.stance import LIMIT_TOL, check_posture  # noqa: F401 (LIMIT_TOL re-exported)
 from robots.tree import RobotModel
 
-MAX_STRETCH = 3.0  # a ground move stretched beyond this factor has a jump in it: refused
 STEP_RTOL = 1e-6  # a tick may exceed the velocity limit by this relative amount (rounding)
 
 
@@ -101,24 +99,12 @@ def ticks(duration_s: float, time_scale: float, rate_hz: float, multiple: int = 
     return multiple * math.ceil(n / multiple)
 
 
-AIR_CLEARANCE = (
-    0.01  # m: the soles stay this far apart during a move in the air (less only if an end is closer)
-)
-AIR_SAMPLES = 60  # postures checked along each segment of an air move
-VIA_TRIES = 300  # random via postures tried when the straight move would bring the feet together
-
-
 def _cosine_segment(q0: np.ndarray, q1: np.ndarray, min_s: float, config: RobotConfig, time_scale: float):
     d = max(min_s, move_time_at_limit(q0, q1, None, config.executor.velocity_limit))
     n = ticks(d, time_scale, config.executor.rate_hz)
     sp = np.array([cosine_profile(q0, q1, i / n) for i in range(1, n + 1)])
     sp[-1] = q1
     return sp, d
-
-
-def _segment_clear(model: RobotModel, plan: Plan, q0: np.ndarray, q1: np.ndarray, need: float) -> bool:
-    t = np.linspace(0.0, 1.0, AIR_SAMPLES)[:, None]
-    return bool(contact_clearance(model, q0 + t * (q1 - q0), plan.params, plan.base).min() >= need)
 
 
 def air_move(
@@ -128,22 +114,14 @@ def air_move(
     apart (`robots.stance.contact_clearance` ≥ AIR_CLEARANCE): straight in joint space when that is clear, else
     through the first clear via posture of a seeded random search. Problems name what could not be avoided."""
     q0, q1 = np.asarray(q_from, dtype=float), np.asarray(p.q, dtype=float)
-    ends = contact_clearance(model, np.array([q0, q1]), plan.params, plan.base)
-    need = min(AIR_CLEARANCE, float(ends.min())) - 1e-4
-    if _segment_clear(model, plan, q0, q1, need):
+    route, need = air_route(model, q0, q1, plan.params, plan.base, seed=p.index)
+    if route is not None and len(route) == 2:
         sp, d = _cosine_segment(q0, q1, p.move_s, config, time_scale)
         return Move(p.index, sp, d, on_ground=False), []
-    rng = np.random.default_rng(p.index)
-    lo, hi = np.asarray(model.lower, dtype=float), np.asarray(model.upper, dtype=float)
-    for k in range(VIA_TRIES):
-        spread = 0.1 + 0.9 * k / VIA_TRIES  # near the straight path first, anywhere within the limits last
-        via = np.clip(0.5 * (q0 + q1) + spread * rng.uniform(lo - hi, hi - lo) / 2, lo, hi)
-        if model.limit_violations(via, LIMIT_TOL):
-            continue
-        if _segment_clear(model, plan, q0, via, need) and _segment_clear(model, plan, via, q1, need):
-            a, da = _cosine_segment(q0, via, p.move_s / 2, config, time_scale)
-            b, db = _cosine_segment(via, q1, p.move_s / 2, config, time_scale)
-            return Move(p.index, np.vstack([a, b]), da + db, on_ground=False), []
+    if route is not None:
+        a, da = _cosine_segment(q0, route[1], p.move_s / 2, config, time_scale)
+        b, db = _cosine_segment(route[1], q1, p.move_s / 2, config, time_scale)
+        return Move(p.index, np.vstack([a, b]), da + db, on_ground=False), []
     empty = Move(p.index, np.empty((0, model.nq)), 0.0, False)
     return empty, [
         f"move to posture {p.index} (robot lifted): no path found that keeps the soles {1000 * need:.0f} mm apart"
@@ -236,6 +214,13 @@ def check_run(plan: Plan, model: RobotModel, config: RobotConfig, time_scale: fl
     for a, b in zip(plan.postures[:-1], plan.postures[1:], strict=True):
         if a.placement != b.placement:  # the operator lifts the robot; the move is made in the air
             problems += air_move(model, plan, a.q, b, config, time_scale)[1]
+            continue
+        tr = plan.transition(a.index, b.index)
+        if tr is not None and tr.lifted:  # planned: no path on the ground joins the two postures
+            issues = air_move(model, plan, a.q, b, config, time_scale)[1]
+            if not issues:
+                out.relift.add(b.index)
+            problems += issues
             continue
         move, issues = ground_move(model, plan, a, b, config, time_scale, margin)
         out.moves[b.index] = move

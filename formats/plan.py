@@ -12,12 +12,15 @@ Layout (format "poise.posture-plan", version 1)::
      "postures": [{"index": 0, "placement": 0, "q": [nq floats], "move_s": 30, "hold_s": 60,
                    "predicted_cop": [x, y], "margin": 0.093, "robust_margin": 0.087 | null}, ...],
      "transitions": [{"from": 0, "to": 1, "q": [[nq floats], ...], "foot_error_interp": 0.004,
-                      "min_margin": 0.081}, ...],          # optional; absent pair -> cosine profile
+                      "min_margin": 0.081, "lifted": false}, ...],  # optional; absent pair -> cosine profile
      "kappa": {"right": 251.3, "left": 240.2},
      "solver": {...}, "seed": 1, "settings": {...}}
 
 A transition's `q` holds waypoints equally spaced in time over the destination posture's `move_s`,
 first = the `from` posture, last = the `to` posture; executors interpolate linearly between them.
+`lifted: true` (absent = false) marks a pair no path on the ground joins (the closed chain's feasible set is
+split between them): the robot is lifted, moved in the air and set down again on the same placement; its `q`
+is then just the two postures.
 `other_foot` is the pose of the non-base sole relative to the base sole; files written before it was named so
 call it `left_foot` (TUlip's right base) and are still read. `robot_file` names the robot description or URDF
 a plan for a robot that is not built in was designed with, so `plan check` and `plan show` can load it.
@@ -80,6 +83,7 @@ class Transition:
     q: np.ndarray  # (K, nq), K ≥ 2
     foot_error_interp: float | None = None  # max foot-constraint violation of plain joint interpolation (m)
     min_margin: float | None = None  # smallest CoP margin along the motion (m)
+    lifted: bool = False  # no path on the ground joins the postures: lift, move in the air, set down again
 
 
 @dataclass
@@ -167,6 +171,7 @@ def plan_to_dict(plan: Plan) -> dict:
                 "q": np.asarray(t.q, dtype=float).tolist(),
                 "foot_error_interp": t.foot_error_interp,
                 "min_margin": t.min_margin,
+                **({"lifted": True} if t.lifted else {}),
             }
             for t in plan.transitions
         ],
@@ -295,8 +300,13 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
         if not isinstance(wps, list) or len(wps) < 2:
             raise DataError(f"{w}.q: expected at least 2 waypoints")
         q = np.array([_vec(v, nq, f"{w}.q[{k}]") for k, v in enumerate(wps)])
+        lifted = t.get("lifted", False)
+        if not isinstance(lifted, bool):
+            raise DataError(f"{w}.lifted: expected true or false, got {lifted!r}")
         transitions.append(
-            Transition(a, b, q, _opt_num(t.get("foot_error_interp"), w), _opt_num(t.get("min_margin"), w))
+            Transition(
+                a, b, q, _opt_num(t.get("foot_error_interp"), w), _opt_num(t.get("min_margin"), w), lifted
+            )
         )
     kappa = doc.get("kappa") or {}
     if not isinstance(kappa, dict):

@@ -18,6 +18,7 @@ from robots.stance import (
     MARGIN_TOL,
     PLACE_TOL,
     check_posture,
+    contact_clearance,
     flat_residual,
     foot_corners,
     other_pose,
@@ -193,3 +194,73 @@ def path_issues(
     near = f"waypoint {i * seg / n:.1f}" if seg > 1 else f"{100 * i / n:.0f}% of the way"
     more = f"; {len(bad)} setpoints in all" if len(bad) > 1 else ""
     return [f"{what} setpoint {i}/{n} (at {near}): {msg}{more}"]
+
+
+MAX_STRETCH = 3.0  # a segment of waypoints this many times longer than their mean step is a jump
+JUMP_MIN = 0.05  # rad: smaller steps are never jumps
+
+
+def waypoint_jump(wps: np.ndarray) -> str | None:
+    """A segment whose largest joint step exceeds MAX_STRETCH × the mean step (and JUMP_MIN): the path leaves the
+    closed chain's feasible set there (its two ends lie on parts the chain cannot join on the ground)."""
+    steps = np.abs(np.diff(np.asarray(wps, dtype=float), axis=0)).max(axis=1)
+    if len(steps) < 2:
+        return None
+    k = int(steps.argmax())
+    if steps[k] > JUMP_MIN and steps[k] > MAX_STRETCH * steps.mean():
+        return (
+            f"waypoints {k}→{k + 1} jump {math.degrees(steps[k]):.1f}° "
+            f"({steps[k] / steps.mean():.1f}× the mean step)"
+        )
+    return None
+
+
+def ground_transition_issues(
+    model: RobotModel, wps: np.ndarray, pose, params: str, base: str, margin: float, what: str
+) -> list[str]:
+    """What stops a transition's waypoints from being followed on the ground: a jump between two waypoints, or
+    any of PATH_TICKS postures per segment off the chain, outside the limits or the margin (`path_issues`)."""
+    wps = np.asarray(wps, dtype=float)
+    jump = waypoint_jump(wps)
+    if jump:
+        return [f"{what}: {jump}"]
+    seg = len(wps) - 1
+    Q = ground_path(model, wps, PATH_TICKS * seg, seg == 1, pose, params, base)
+    return path_issues(model, Q, seg, pose, params, base, margin, what)
+
+
+AIR_CLEARANCE = (
+    0.01  # m: the soles stay this far apart during a move in the air (less only if an end is closer)
+)
+AIR_SAMPLES = 60  # postures checked along each segment of an air move
+VIA_TRIES = 300  # random via postures tried when the straight move would bring the feet together
+
+
+def _segment_clear(model: RobotModel, q0, q1, need: float, params: str, base: str) -> bool:
+    t = np.linspace(0.0, 1.0, AIR_SAMPLES)[:, None]
+    return bool(contact_clearance(model, q0 + t * (q1 - q0), params, base).min() >= need)
+
+
+def air_route(
+    model: RobotModel, q0: np.ndarray, q1: np.ndarray, params: str, base: str, seed: int
+) -> tuple[np.ndarray | None, float]:
+    """Waypoints [q0, (via,) q1] of a move with the robot lifted that keep the soles `need` apart
+    (`contact_clearance` ≥ AIR_CLEARANCE, less only if an end is closer) along straight joint-space segments:
+    the straight move when clear, else through the first clear via of a seeded random search (None: none)."""
+    q0, q1 = np.asarray(q0, dtype=float), np.asarray(q1, dtype=float)
+    ends = contact_clearance(model, np.array([q0, q1]), params, base)
+    need = min(AIR_CLEARANCE, float(ends.min())) - 1e-4
+    if _segment_clear(model, q0, q1, need, params, base):
+        return np.array([q0, q1]), need
+    rng = np.random.default_rng(seed)
+    lo, hi = np.asarray(model.lower, dtype=float), np.asarray(model.upper, dtype=float)
+    for k in range(VIA_TRIES):
+        spread = 0.1 + 0.9 * k / VIA_TRIES  # near the straight path first, anywhere within the limits last
+        via = np.clip(0.5 * (q0 + q1) + spread * rng.uniform(lo - hi, hi - lo) / 2, lo, hi)
+        if model.limit_violations(via, LIMIT_TOL):
+            continue
+        if _segment_clear(model, q0, via, need, params, base) and _segment_clear(
+            model, via, q1, need, params, base
+        ):
+            return np.array([q0, via, q1]), need
+    return None, need

@@ -5,6 +5,7 @@ All frames are expressed in a chosen base site's frame (e.g. the right sole for 
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,9 +128,31 @@ def _site_in_root(model: RobotModel, site: Site, R, p, lengths, ops):
     return Rs, ps
 
 
+_RECENT: collections.OrderedDict = collections.OrderedDict()  # single postures' traversals, newest last
+_RECENT_SIZE = 16
+
+
 def _numeric_root_frames(model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str):
-    """Batched root-frame traversal plus the base site's frame: (single, lengths, ops, R, p, RbT, pb)."""
+    """Batched root-frame traversal plus the base site's frame: (single, lengths, ops, R, p, RbT, pb).
+
+    The last few single postures are remembered: a posture check asks for the same posture's frames
+    several times (sites, CoM, feet corners). Callers must not modify the returned arrays."""
     q = model.check_q(q)
+    if q.ndim == 1:
+        key = (id(model), params if isinstance(params, str) else id(params), q.tobytes(), base)
+        hit = _RECENT.get(key)
+        if hit is not None and hit[0] is model and (isinstance(params, str) or hit[1] is params):
+            _RECENT.move_to_end(key)
+            return hit[2]
+        out = _root_frames(model, q, params, base)
+        _RECENT[key] = (model, params, out)  # the references keep the ids from being reused
+        if len(_RECENT) > _RECENT_SIZE:
+            _RECENT.popitem(last=False)
+        return out
+    return _root_frames(model, q, params, base)
+
+
+def _root_frames(model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str):
     qb = q.reshape(-1, model.nq)
     lengths = model.parameter_set(params).lengths
     ops = _NumpyOps(qb.shape[0])

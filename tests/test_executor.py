@@ -450,3 +450,25 @@ def test_unfollowable_ground_path_is_done_lifted(model, cfg, tmp_path, monkeypat
                                 progress=lambda pr: phases.append((pr.posture, pr.phase)))  # fmt: skip
     assert [r.posture for r in result.completed] == [0, 1, 2]
     assert (1, "lift") in phases and (1, "place") in phases  # set down again on the same placement
+
+
+def test_planned_lifted_transition_is_done_lifted_without_warning(model, cfg):
+    """A transition the planner marked `lifted` (no ground path joins the postures) is done in the air by plan,
+    and a jump between two waypoints of an unmarked transition is named by the shared ground-path check."""
+    import dataclasses
+
+    import drivers.setpoints as sp
+    from robots.chain_path import ground_transition_issues
+
+    p = plan_with_transition(model, seed=2)
+    tr = p.transitions[0]
+    a, b = p.postures[0], p.postures[1]
+    lifted = dataclasses.replace(tr, q=np.array([a.q, b.q]), lifted=True)
+    checked = sp.check_run(dataclasses.replace(p, transitions=[lifted]), model, cfg)
+    assert checked.problems == [] and checked.warnings == [] and checked.relift == {1}
+    # All the motion in one of four segments: a jump, not a path.
+    jump = np.array([a.q, a.q, a.q, b.q, b.q])
+    pose = p.placement(a.placement).other_foot
+    issues = ground_transition_issues(model, jump, pose, p.params, p.base, 0.0, "t")
+    assert issues and "jump" in issues[0]
+    assert ground_transition_issues(model, tr.q, pose, p.params, p.base, 0.0, "t") == []

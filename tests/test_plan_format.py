@@ -45,7 +45,11 @@ def test_round_trip(tmp_path):
     assert back.joint_names == JOINT_NAMES
     np.testing.assert_array_equal(back.q, plan.q)
     assert back.placement(1).left_foot == (0.1, 0.25, -0.2)
-    assert back.transition(0, 1).q.shape == (2, 12)
+    assert back.transition(0, 1).q.shape == (2, 12) and not back.transition(0, 1).lifted
+    assert "lifted" not in json.loads(path.read_text())["transitions"][0]  # absent = on the ground
+    plan.transitions[0].lifted = True
+    save_plan(plan, path)
+    assert load_plan(path, tulip()).transition(0, 1).lifted
     assert back.kappa == {"right": 250.0, "left": 250.0} and back.seed == 3
     doc = json.loads(path.read_text())
     assert doc["format"] == FORMAT and doc["version"] == VERSION
@@ -62,6 +66,7 @@ def test_round_trip(tmp_path):
         (lambda d: d["postures"][0].update(placement=7), "placement 7 is not defined"),
         (lambda d: d["postures"][0]["q"].__setitem__(3, "x"), "expected a number"),
         (lambda d: d["transitions"][0].update(to=42), "unknown posture 42"),
+        (lambda d: d["transitions"][0].update(lifted="yes"), "transitions[0].lifted: expected true or false"),
     ],
 )
 def test_malformed(tmp_path, edit, message):
