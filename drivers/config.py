@@ -49,6 +49,7 @@ class ExecutorSettings:
     link_timeout_s: float = 0.5  # no answer from the robot for this long -> stop
     min_margin: float = 0.0  # required CoP margin (m) of every setpoint; the plan's own requirement if larger
     min_board_coverage: float = 0.5  # fraction of expected board samples in the averaging window
+    pwm_limit_pct: float = 100.0  # PWM plans: the most a plan may command [% of full scale], pre-flight
 
 
 # (low, high, low inclusive, unit) of every executor setting; all must be finite.
@@ -64,6 +65,7 @@ EXECUTOR_RANGES: dict[str, tuple[float, float, bool, str]] = {
     "link_timeout_s": (0.0, 10.0, False, "s"),
     "min_margin": (0.0, 1.0, True, "m"),
     "min_board_coverage": (0.0, 1.0, True, ""),
+    "pwm_limit_pct": (0.0, 100.0, False, "%"),
 }
 MAX_BAUD = 10_500_000
 

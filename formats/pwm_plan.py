@@ -96,7 +96,7 @@ def _wave(shape: str, phase: np.ndarray) -> np.ndarray:
     if shape == "sine":
         return np.sin(2 * np.pi * phase)
     x = np.mod(phase + 0.25, 1.0)
-    return 4 * np.abs(x - 0.5) - 1.0  # triangle: 0 at phase 0, +1 at 0.25, −1 at 0.75
+    return 1.0 - 4 * np.abs(x - 0.5)  # triangle: 0 at phase 0, +1 at 0.25, −1 at 0.75
 
 
 def samples(plan: PwmPlan) -> tuple[np.ndarray, np.ndarray]:
@@ -123,6 +123,14 @@ def plan_to_json(plan: PwmPlan) -> dict:
 def save_pwm_plan(plan: PwmPlan, path: str | Path) -> None:
     validate(plan)
     write_text_atomic(path, json.dumps(plan_to_json(plan), indent=2) + "\n", "PWM plan")
+
+
+def is_pwm_plan(path: str | Path) -> bool:
+    """True when the file is JSON whose format is a PWM plan (`poise run` reads the plan kind from it)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return False
 
 
 def load_pwm_plan(path: str | Path) -> PwmPlan:

@@ -56,6 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--physics", choices=["kinematic", "mujoco"], default="kinematic",
                    help="sim: the emulated robot — kinematic (fast) or the MuJoCo physics twin (falls, sway, slip)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    p.add_argument("--joint", help="PWM plan: the joint to drive (default: the plan's)")
+    p.add_argument("--limit-margin-deg", type=at.number(0.0, 90.0), default=5.0,
+                   help="PWM plan: stop (PWM 0) when the joint comes this close to a limit [deg]")  # fmt: skip
+    p.add_argument("--drive-inertia", type=at.nonnegative, default=0.0,
+                   help="PWM plan: the servo's rotor inertia at the joint [kg·m²], added to the link's in the recording")  # fmt: skip
     p.set_defaults(func=cmd_run)
 
 
@@ -134,8 +139,13 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from formats.pwm_plan import is_pwm_plan
     from formats.trajectory_plan import is_trajectory_plan
 
+    if is_pwm_plan(args.plan):
+        from poise.cmd_run_pwm import cmd_run_pwm
+
+        return cmd_run_pwm(args)
     if is_trajectory_plan(args.plan):
         from poise.cmd_run_trajectory import cmd_run_trajectory
 

@@ -6,6 +6,11 @@ e-Manual: read-only items and EEPROM items while Torque Enable = 1 -> Access Err
 an item -> Data Length Error; a value outside the item's range -> Data Range Error; nothing is written on an
 error. A hardware error (`inject_hardware_error`) turns torque off and sets the alert bit (0x80) in every
 status packet until the bits are cleared. Each servo is one joint of a shared `JointPlant`.
+
+PWM control mode (Operating Mode 11 = 16, changed only while torque is off): a servo given a physics drive
+(`drives`, drivers/emulators/pwm_drive.py) moves its joint by MuJoCo with the drive's true friction, gravity and
+PWM gain while torque is on, Goal PWM (100) bounded by PWM Limit (36); Present PWM (124), Present Current (126),
+Present Velocity (128, 0.229 rpm units) and Present Position (132, encoder ticks) come from that physics.
 """
 
 from __future__ import annotations
@@ -17,12 +22,18 @@ from drivers import dxl_protocol as D
 from drivers.config import ServoMap
 from drivers.emulators.plant import JointPlant
 from drivers.emulators.pty_device import PtyDevice
+from drivers.emulators.pwm_drive import PwmDrive
 
 MODEL_NUMBER = 1020  # XM430-W350
 ADDR_MODEL, ADDR_FW, ADDR_ID, ADDR_BAUD = 0, 6, 7, 8
 ADDR_OPERATING_MODE, ADDR_MAX_POS, ADDR_MIN_POS = 11, 48, 52
 ADDR_TORQUE, ADDR_LED, ADDR_GOAL, ADDR_MOVING, ADDR_PRESENT_VEL, ADDR_PRESENT_POS = 64, 65, 116, 122, 128, 132
 ADDR_HW_ERROR = 70
+ADDR_PWM_LIMIT, ADDR_GOAL_PWM, ADDR_PRESENT_PWM, ADDR_PRESENT_CURRENT = 36, 100, 124, 126
+ADDR_REALTIME_TICK = 120  # ms, 0 … 32767
+PWM_MODE = 16
+VELOCITY_UNIT = 0.229 * 2 * 3.141592653589793 / 60  # rad/s per Present Velocity unit
+CURRENT_UNIT = 2.69e-3  # A per Present Current unit
 EEPROM_END = 64  # addresses below are EEPROM: writable only while torque is off
 TABLE_SIZE = 147
 STAGGER_S = 0.0005  # gap between the status packets of a broadcast PING
@@ -98,9 +109,16 @@ def _value(item: Item, data: bytes) -> int:
 
 
 class DxlBusEmulator(PtyDevice):
-    def __init__(self, servos: list[ServoMap], plant: JointPlant, drop_every: int = 0) -> None:
+    def __init__(
+        self,
+        servos: list[ServoMap],
+        plant: JointPlant,
+        drop_every: int = 0,
+        drives: dict[int, PwmDrive] | None = None,
+    ) -> None:
         self.servos = {s.id: (k, s) for k, s in enumerate(servos)}
         self.plant = plant
+        self.drives = dict(drives or {})  # servo id -> the physics of its joint in PWM mode
         self.tables = {sid: bytearray(TABLE_SIZE) for sid in self.servos}
         for sid, table in self.tables.items():
             table[ADDR_MODEL : ADDR_MODEL + 2] = MODEL_NUMBER.to_bytes(2, "little")
@@ -109,6 +127,7 @@ class DxlBusEmulator(PtyDevice):
             table[ADDR_BAUD] = 3
             table[ADDR_OPERATING_MODE] = 3  # position control
             table[ADDR_MAX_POS : ADDR_MAX_POS + 4] = (4095).to_bytes(4, "little")
+            table[ADDR_PWM_LIMIT : ADDR_PWM_LIMIT + 2] = (885).to_bytes(2, "little")
             table[68] = 2  # status return level: answer everything
         self.parser = D.Parser()
         self.drop_every = drop_every  # fault injection: ignore every n-th instruction packet
@@ -123,6 +142,8 @@ class DxlBusEmulator(PtyDevice):
         self.tables[sid][ADDR_HW_ERROR] = bits
         if bits:
             self.plant.set_torque(k, False)
+            if sid in self.drives:
+                self.drives[sid].set_torque(False)
             self.tables[sid][ADDR_TORQUE] = 0
 
     def _status(self, sid: int, err: int = 0, data: bytes = b"") -> bytes:
@@ -135,12 +156,39 @@ class DxlBusEmulator(PtyDevice):
     # -- control table, with the plant behind the live addresses
     def _refresh(self, sid: int) -> None:
         k, s = self.servos[sid]
-        q = self.plant.measured()[k]
         t = self.tables[sid]
+        tick = int(time.monotonic() * 1000) % 32768
+        t[ADDR_REALTIME_TICK : ADDR_REALTIME_TICK + 2] = tick.to_bytes(2, "little")
+        if self._pwm_mode(sid):
+            self._refresh_pwm(sid)
+            return
+        q = self.plant.measured()[k]
         t[ADDR_PRESENT_POS : ADDR_PRESENT_POS + 4] = (s.to_ticks(q) & 0xFFFFFFFF).to_bytes(4, "little")
         t[ADDR_TORQUE] = int(self.plant.torque[k])
         moving = abs(self.plant.goal[k] - self.plant.q[k]) * s.ticks_per_rad > 20
         t[ADDR_MOVING] = int(moving and self.plant.torque[k])
+
+    def _pwm_mode(self, sid: int) -> bool:
+        return self.tables[sid][ADDR_OPERATING_MODE] == PWM_MODE and sid in self.drives
+
+    def _refresh_pwm(self, sid: int) -> None:
+        """Present PWM/Current/Velocity/Position of a servo in PWM mode, from its physics (ticks, 0.229 rpm)."""
+        k, s = self.servos[sid]
+        t, drive = self.tables[sid], self.drives[sid]
+        q, w, t_phys = drive.state()
+        tick = int(t_phys * 1000) % 32768  # the sample's time on the servo's ms clock
+        t[ADDR_REALTIME_TICK : ADDR_REALTIME_TICK + 2] = tick.to_bytes(2, "little")
+        with self.plant.lock:
+            self.plant.q[k] = self.plant.goal[k] = q  # the position plant follows the physics
+        pwm = s.direction * drive.pwm if drive.torque else 0  # device units (the drive works joint-side)
+        current = round(drive.drive_torque() / drive.truth.kt / CURRENT_UNIT) * s.direction
+        vel = round(s.direction * w / VELOCITY_UNIT)
+        t[ADDR_PRESENT_PWM : ADDR_PRESENT_PWM + 2] = (pwm & 0xFFFF).to_bytes(2, "little")
+        t[ADDR_PRESENT_CURRENT : ADDR_PRESENT_CURRENT + 2] = (current & 0xFFFF).to_bytes(2, "little")
+        t[ADDR_PRESENT_VEL : ADDR_PRESENT_VEL + 4] = (vel & 0xFFFFFFFF).to_bytes(4, "little")
+        t[ADDR_PRESENT_POS : ADDR_PRESENT_POS + 4] = (s.to_ticks(q) & 0xFFFFFFFF).to_bytes(4, "little")
+        t[ADDR_TORQUE] = int(drive.torque)
+        t[ADDR_MOVING] = int(abs(vel) > 0)
 
     def _check_write(self, sid: int, addr: int, data: bytes) -> int:
         """The error a write would cause (0: none), item by item over the written range."""
@@ -163,6 +211,10 @@ class DxlBusEmulator(PtyDevice):
                 hi = int.from_bytes(t[ADDR_MAX_POS : ADDR_MAX_POS + 4], "little")
                 if not lo <= v <= hi:
                     return D.ERR_DATA_RANGE
+            elif a == ADDR_GOAL_PWM:  # e-Manual: −PWM Limit(36) … PWM Limit(36)
+                lim = int.from_bytes(t[ADDR_PWM_LIMIT : ADDR_PWM_LIMIT + 2], "little")
+                if not -lim <= v <= lim:
+                    return D.ERR_DATA_RANGE
             elif not item.lo <= v <= hi:
                 return D.ERR_DATA_RANGE
             a += item.size
@@ -174,11 +226,29 @@ class DxlBusEmulator(PtyDevice):
             return err
         k, s = self.servos[sid]
         t = self.tables[sid]
+        drive = self.drives.get(sid)
+        was_pwm = self._pwm_mode(sid)
         t[addr : addr + len(data)] = data
+        if drive is not None and addr <= ADDR_OPERATING_MODE < addr + len(data):
+            if self._pwm_mode(sid) and not was_pwm:  # the physics takes the joint over where it is, at rest
+                drive.set_active(True, float(self.plant.step()[k]))
+            elif was_pwm and not self._pwm_mode(sid):
+                q, _, _ = drive.state()
+                drive.set_active(False)
+                with self.plant.lock:
+                    self.plant.q[k] = self.plant.goal[k] = q
+        if drive is not None and addr <= ADDR_GOAL_PWM and addr + len(data) >= ADDR_GOAL_PWM + 2:
+            drive.set_pwm(
+                s.direction * int.from_bytes(t[ADDR_GOAL_PWM : ADDR_GOAL_PWM + 2], "little", signed=True)
+            )
         if addr <= ADDR_TORQUE < addr + len(data):
             if t[ADDR_TORQUE] and t[ADDR_HW_ERROR]:
                 t[ADDR_TORQUE] = 0  # a servo in hardware error stays off until it is rebooted
-            self.plant.set_torque(k, bool(t[ADDR_TORQUE]))
+            if self._pwm_mode(sid):
+                drive.set_torque(bool(t[ADDR_TORQUE]))
+                self.plant.set_torque(k, False)
+            else:
+                self.plant.set_torque(k, bool(t[ADDR_TORQUE]))
         if addr <= ADDR_GOAL and addr + len(data) >= ADDR_GOAL + 4:
             ticks = int.from_bytes(t[ADDR_GOAL : ADDR_GOAL + 4], "little", signed=True)
             if self.plant.torque[k]:

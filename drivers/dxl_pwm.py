@@ -1,0 +1,174 @@
+"""One Dynamixel X-series servo in PWM control mode (Protocol 2.0 through dynamixel_sdk), on a connected
+`DynamixelLink` whose other servos keep holding their positions.
+
+Control table (ROBOTIS e-Manual, X-series): Operating Mode (11) = 16 for PWM control, writable only while
+Torque Enable (64) = 0; PWM Limit (36, 0…885); Goal PWM (100, 2 bytes signed, −PWM Limit … PWM Limit,
+885 = 100 %, 0.113 % per unit); Present PWM (124, 2), Present Current (126, 2, 2.69 mA), Present Velocity
+(128, 4, 0.229 rpm), Present Position (132, 4, ticks) — read in one SYNC READ of the 16 bytes from Realtime
+Tick (120, 2, ms, wraps at 32767), which stamps each sample with the servo's own clock (the host's clock
+jitters with its load; the servo's does not).
+Goal PWM goes out by SYNC WRITE (no status packet: the value is checked against PWM Limit before sending).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from dynamixel_sdk import COMM_SUCCESS, GroupSyncRead, GroupSyncWrite
+
+from drivers.config import ServoMap
+from drivers.dynamixel import ADDR_OPERATING_MODE, ADDR_TORQUE_ENABLE, DynamixelLink
+from drivers.link import LinkTimeout
+from formats.errors import DeviceError
+
+ADDR_PWM_LIMIT, ADDR_GOAL_PWM, ADDR_REALTIME_TICK = 36, 100, 120
+PWM_CONTROL_MODE = 16
+PWM_FULL_SCALE = 885  # Goal PWM units at 100 %
+VELOCITY_UNIT = 0.229 * 2 * math.pi / 60  # rad/s per Present Velocity unit
+CURRENT_UNIT = 2.69e-3  # A per Present Current unit
+STATE_BYTES = 16  # Realtime Tick, Moving, Moving Status, Present PWM, Current, Velocity, Position
+TICK_WRAP = 32768  # Realtime Tick counts 0 … 32767 ms
+
+
+def pct_to_units(pct: float) -> int:
+    """% of full scale → Goal PWM units (885 = 100 %)."""
+    return int(round(pct * PWM_FULL_SCALE / 100.0))
+
+
+def units_to_pct(units: int) -> float:
+    return units * 100.0 / PWM_FULL_SCALE
+
+
+@dataclass(frozen=True)
+class PwmState:
+    """One SYNC READ, joint side: t [s, the servo's Realtime Tick, unwrapped from the first read], q [rad],
+    ω [rad/s] (Present Velocity), PWM [%], current [A]; host [s, monotonic, the middle of the exchange]."""
+
+    t: float
+    q: float
+    qd: float
+    pwm_pct: float
+    current_a: float
+    host: float
+
+
+class PwmChannel:
+    """Switch a servo to PWM mode, stream Goal PWM, read its state, and put it back (Goal PWM 0, torque off,
+    the original operating mode)."""
+
+    def __init__(self, link: DynamixelLink, servo: ServoMap) -> None:
+        if link.port is None:
+            raise DeviceError("PWM channel: the Dynamixel link is not connected")
+        self.link, self.servo = link, servo
+        self.where = f"dxl:{link.port_name}: servo {servo.id} ({servo.name})"
+        self.original_mode = link._read(servo.id, ADDR_OPERATING_MODE, 1, "operating mode")
+        self.pwm_limit = self._read2(ADDR_PWM_LIMIT, "PWM limit")
+        self._writer = GroupSyncWrite(link.port, link.packet, ADDR_GOAL_PWM, 2)
+        self._reader = GroupSyncRead(link.port, link.packet, ADDR_REALTIME_TICK, STATE_BYTES)
+        self._reader.addParam(servo.id)
+        self.active = False
+        self._tick: int | None = None
+        self._ms = 0
+
+    @property
+    def limit_pct(self) -> float:
+        return units_to_pct(self.pwm_limit)
+
+    def _read2(self, addr: int, what: str) -> int:
+        lk = self.link
+        for _ in range(lk.retries + 1):
+            value, res, err = lk.packet.read2ByteTxRx(lk.port, self.servo.id, addr)
+            if res == COMM_SUCCESS:
+                lk._check(self.servo.id, f"READ {what} (address {addr})", err)
+                return int(value)
+            lk.comm_errors += 1
+        raise LinkTimeout(f"{self.where} did not answer READ {what} (address {addr})")
+
+    def _write(self, addr: int, size: int, value: int, what: str) -> None:
+        lk = self.link
+        fn = {1: lk.packet.write1ByteTxRx, 2: lk.packet.write2ByteTxRx}[size]
+        for _ in range(lk.retries + 1):
+            res, err = fn(lk.port, self.servo.id, addr, value & ((1 << 8 * size) - 1))
+            if res == COMM_SUCCESS:
+                lk._check(self.servo.id, f"WRITE {what} = {value} (address {addr})", err)
+                return
+            lk.comm_errors += 1
+        raise LinkTimeout(f"{self.where} did not acknowledge WRITE {what} = {value} (address {addr})")
+
+    def enter(self) -> None:
+        """Torque off → Operating Mode 16 → Goal PWM 0 → torque on."""
+        self._write(ADDR_TORQUE_ENABLE, 1, 0, "torque enable")
+        self.active = True  # from here on `leave` must restore the mode
+        self._write(ADDR_OPERATING_MODE, 1, PWM_CONTROL_MODE, "operating mode")
+        self._write(ADDR_GOAL_PWM, 2, 0, "goal PWM")
+        self._write(ADDR_TORQUE_ENABLE, 1, 1, "torque enable")
+
+    def send(self, pct: float) -> int:
+        """SYNC WRITE Goal PWM for a joint-side PWM [%]; returns the device units sent."""
+        units = self.servo.direction * pct_to_units(pct)
+        if abs(units) > self.pwm_limit:
+            raise DeviceError(
+                f"{self.where}: goal PWM {pct:.2f} % is {units} units, beyond its PWM Limit (36) of "
+                f"{self.pwm_limit} (the servo would drop it silently)"
+            )
+        self._writer.clearParam()
+        self._writer.addParam(self.servo.id, (units & 0xFFFF).to_bytes(2, "little"))
+        res = self._writer.txPacket()
+        if res != COMM_SUCCESS:
+            raise LinkTimeout(
+                f"{self.where}: sync write of goal PWM failed ({self.link.packet.getTxRxResult(res)})"
+            )
+        return units
+
+    def read(self) -> PwmState | None:
+        """One SYNC READ of Present PWM … Present Position (None when the servo did not answer)."""
+        lk = self.link
+        t0 = time.monotonic()
+        if self._reader.txPacket() != COMM_SUCCESS:
+            lk.comm_errors += 1
+            return None
+        data, res, err = lk.packet.readRx(lk.port, self.servo.id, STATE_BYTES)
+        t1 = time.monotonic()
+        if res != COMM_SUCCESS:
+            lk.comm_errors += 1
+            return None
+        lk._check(
+            self.servo.id, f"SYNC READ realtime tick…present position (address {ADDR_REALTIME_TICK})", err
+        )
+        b = bytes(data)
+        tick = int.from_bytes(b[0:2], "little")
+        pwm = int.from_bytes(b[4:6], "little", signed=True)
+        cur = int.from_bytes(b[6:8], "little", signed=True)
+        vel = int.from_bytes(b[8:12], "little", signed=True)
+        pos = int.from_bytes(b[12:16], "little", signed=True)
+        if self._tick is not None:
+            self._ms += (tick - self._tick) % TICK_WRAP
+        self._tick = tick
+        d = self.servo.direction
+        return PwmState(
+            self._ms / 1000.0,
+            self.servo.to_rad(pos),
+            d * vel * VELOCITY_UNIT,
+            d * units_to_pct(pwm),
+            d * cur * CURRENT_UNIT,
+            (t0 + t1) / 2,
+        )
+
+    def leave(self) -> list[str]:
+        """Goal PWM 0, torque off, the original operating mode; every step tried, failures returned."""
+        failed = []
+        if not self.active:
+            return failed
+        for addr, size, value, what in (
+            (ADDR_GOAL_PWM, 2, 0, "goal PWM"),
+            (ADDR_TORQUE_ENABLE, 1, 0, "torque enable"),
+            (ADDR_OPERATING_MODE, 1, self.original_mode, "operating mode"),
+        ):
+            try:
+                self._write(addr, size, value, what)
+            except DeviceError as exc:
+                failed.append(str(exc))
+        self.active = bool(failed)
+        return failed

@@ -1,0 +1,367 @@
+"""Stream a PWM plan (formats/pwm_plan.py) to one joint's Dynamixel servo in PWM control mode and record the
+drive recording `poise calibrate friction|pwm-gain` read (formats/calibration_recording.py).
+
+Pre-flight (nothing opened): the joint is in the robot description and mapped to a servo, the plan's PWM stays
+within the configuration's `pwm_limit_pct`; once the bus is open and before the mode changes: within the
+servo's own PWM Limit (36), and the joint at least `limit_margin` inside its description limits. Then: torque
+off → Operating Mode 16 → Goal PWM 0 → torque on; Goal PWM by SYNC WRITE at the plan's rate, Present
+PWM/Current/Velocity/Position by SYNC READ after each write. Never driven past a joint limit: when the position
+comes within the margin of a limit, Goal PWM 0 and stop. Ctrl-C, a silent servo (link_timeout_s) or a trip keep
+every completed row; the servo is always left with Goal PWM 0, torque off and its original operating mode.
+
+RUN_DIR/
+  recording.csv  drive recording on a uniform grid t_k = k / rate_hz of the servo's own clock (Realtime Tick,
+                 ms; the host's clock jitters with its load), starting half a period after the first read (the
+                 middle of each Goal PWM's interval): `t` [s], `pwm` [% of full scale, the Present PWM in effect
+                 then], `q` [rad, cubic interpolation of the reads around the grid time], `tau` [N·m, the link's
+                 gravity load from the robot description at q: a servo has no torque sensor, so the link's
+                 inertia about the axis goes into `# inertia:` with the drive's], `qd_servo` [rad/s]
+  raw.csv        every tick: t [s, servo clock], host [s, run clock], k, pwm_cmd [%], pwm [% read], current [A],
+                 q [rad], qd [rad/s]
+  run.json       plan, sha256, joint, servo, limits, status (running | completed | stopped: reason), rows
+Both CSVs are appended in whole lines and fsynced at least every 0.25 s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import pathlib
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from drivers.config import RobotConfig, ServoMap, servo_order
+from drivers.dxl_pwm import PwmChannel, PwmState
+from drivers.executor import SafetyTrip
+from drivers.link import LinkTimeout
+from drivers.trajectory_run import _Lines
+from formats.errors import DataError, DeviceError
+from formats.pwm_plan import PwmPlan, plan_to_json, samples
+from robots.dynamics import rnea
+from robots.tree import RobotModel
+
+RUN_FILES = ("recording.csv", "raw.csv", "run.json")
+
+
+@dataclass
+class PwmStream:
+    """What pre-flight accepted: the joint, its servo, the setpoints (t [s], PWM [%]) and the safety margin."""
+
+    joint: str
+    index: int
+    servo: ServoMap
+    t: np.ndarray
+    pct: np.ndarray
+    rate_hz: float
+    margin: float  # rad inside the description's joint limits
+    lower: float
+    upper: float
+
+
+def preflight(
+    plan: PwmPlan, model: RobotModel, config: RobotConfig, joint: str | None, margin_deg: float
+) -> PwmStream:
+    """Everything checkable before a device opens; DataError (one line) for what must not be streamed."""
+    name = joint or plan.joint
+    if name is None:
+        raise DataError("the PWM plan names no joint: give --joint NAME")
+    if joint and plan.joint and joint != plan.joint:
+        raise DataError(f"--joint {joint} differs from the plan's joint {plan.joint!r}")
+    if name not in model.joint_names:
+        raise DataError(
+            f"joint {name!r} is not in {model.name}'s description ({', '.join(model.joint_names)})"
+        )
+    servo = servo_order(config, [name])[0]
+    t, pct = samples(plan)
+    peak = float(np.max(np.abs(pct)))
+    lim = config.executor.pwm_limit_pct
+    if peak > lim + 1e-9:
+        raise DataError(
+            f"PWM plan refused before opening the robot: it reaches {peak:g} % of full scale, above "
+            f"pwm_limit_pct {lim:g} % of {config.source}"
+        )
+    k = model.joint_index(name)
+    lo, hi = float(model.lower[k]), float(model.upper[k])
+    margin = math.radians(margin_deg)
+    if not (np.isfinite(lo) and np.isfinite(hi)) or hi - lo <= 2 * margin:
+        raise DataError(
+            f"joint {name}: limits [{lo:g}, {hi:g}] rad leave no room inside a {margin_deg:g} deg margin"
+        )
+    return PwmStream(name, k, servo, t, pct, plan.rate_hz, margin, lo, hi)
+
+
+@dataclass(frozen=True)
+class LinkLoad:
+    """The link beyond the joint, other joints held: gravity load G(q) = a cos q + b sin q + c [N·m] (exact for
+    a rigid subtree on a revolute axis) and its inertia about the axis [kg·m²], from the robot description."""
+
+    a: float
+    b: float
+    c: float
+    inertia: float
+
+    def gravity(self, q: np.ndarray | float) -> np.ndarray:
+        q = np.asarray(q, dtype=float)
+        return self.a * np.cos(q) + self.b * np.sin(q) + self.c
+
+
+def link_load(model: RobotModel, index: int, q_held: np.ndarray, params: str | None = None) -> LinkLoad:
+    ps = params or next(iter(model.params))
+    n = model.nq
+    angles = np.linspace(-np.pi, np.pi, 9)[:-1]
+    Q = np.tile(np.asarray(q_held, float), (len(angles), 1))
+    Q[:, index] = angles
+    g = rnea(model, Q, np.zeros_like(Q), np.zeros_like(Q), ps)[:, index]
+    A = np.column_stack([np.cos(angles), np.sin(angles), np.ones_like(angles)])
+    coef, *_ = np.linalg.lstsq(A, g, rcond=None)
+    if np.abs(A @ coef - g).max() > 1e-6 * max(1.0, np.abs(g).max()):
+        raise DataError(f"joint {model.joint_names[index]}: the gravity load is not that of a revolute joint")
+    e = np.zeros((1, n))
+    e[0, index] = 1.0
+    q1 = np.asarray(q_held, float)[None]
+    inertia = float(
+        (rnea(model, q1, np.zeros((1, n)), e, ps) - rnea(model, q1, np.zeros((1, n)), np.zeros((1, n)), ps))[
+            0, index
+        ]
+    )
+    return LinkLoad(float(coef[0]), float(coef[1]), float(coef[2]), inertia)
+
+
+class CubicGrid:
+    """Reads at jittery times → values on the grid t0 + k·period by 4-point (cubic) Lagrange interpolation
+    between the two reads around each grid time and their neighbours; emitted as soon as possible."""
+
+    def __init__(self, t0: float, period: float, emit) -> None:
+        self.t0, self.period, self.emit = t0, period, emit
+        self.pts: list[tuple[float, float]] = []
+        self.k = 0
+
+    def _grid(self) -> float:
+        return self.t0 + self.k * self.period
+
+    def add(self, t: float, x: float) -> None:
+        if self.pts and t <= self.pts[-1][0]:
+            return
+        self.pts.append((t, x))
+        self._drain(final=False)
+        del self.pts[: max(0, len(self.pts) - 6)]
+
+    def _drain(self, final: bool) -> None:
+        while True:
+            g = self._grid()
+            ts = [p[0] for p in self.pts]
+            if not ts:
+                return
+            if ts[0] > g:  # before the first read
+                self.k += 1
+                continue
+            i = int(np.searchsorted(ts, g, side="right")) - 1  # ts[i] ≤ g < ts[i + 1]
+            if i + 1 >= len(ts):
+                return
+            lo = max(0, i - 1)
+            hi = lo + 3
+            if hi >= len(ts):
+                if not final:
+                    return
+                hi = len(ts) - 1
+            idx = range(lo, hi + 1)
+            x = sum(
+                self.pts[j][1] * math.prod((g - ts[m]) / (ts[j] - ts[m]) for m in idx if m != j) for j in idx
+            )
+            self.emit(self.k, g, x)
+            self.k += 1
+
+    def flush(self) -> None:
+        self._drain(final=True)
+
+
+class PwmRecorder:
+    """The run directory (module docstring); refuses a folder that holds a run."""
+
+    def __init__(self, run_dir, stream: PwmStream, load: LinkLoad, drive_inertia: float, meta: dict) -> None:
+        self.dir = pathlib.Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        held = [n for n in RUN_FILES if (self.dir / n).exists()]
+        if held:
+            raise DataError(f"{self.dir} already holds a run ({', '.join(held)}); choose another --out")
+        self.meta_path = self.dir / "run.json"
+        self.meta: dict = {}
+        self.load, self.period, self.planned = load, 1.0 / stream.rate_hz, len(stream.t)
+        inertia = load.inertia + drive_inertia
+        head = [
+            "# format: poise drive recording",
+            f"# joint: {stream.joint}",
+            f"# inertia: {inertia:.10g}",
+            f"# inertia_link: {load.inertia:.10g}",
+            f"# inertia_drive: {drive_inertia:.10g}",
+            "# tau: gravity load of the robot description at q (no torque sensor; the link's inertia is in inertia)",
+            "# source: poise run (PWM plan), Dynamixel PWM control mode",
+        ]
+        self.recording = _Lines(self.dir / "recording.csv", "\n".join(head) + "\nt,pwm,q,tau,qd_servo")
+        self.raw = _Lines(self.dir / "raw.csv", "t,host,k,pwm_cmd,pwm,current,q,qd")
+        self.rows = 0
+        self.grid: CubicGrid | None = None
+        self.reads: list[tuple[float, float, float]] = []  # (servo time, Present PWM %, Present Velocity)
+        self._t0 = time.monotonic()
+        self.update_meta(status="running", **meta)
+
+    def update_meta(self, **kw) -> None:
+        self.meta.update(kw)
+        tmp = self.meta_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.meta, indent=1, default=float))
+        tmp.replace(self.meta_path)
+
+    def tick(self, k: int, pct_cmd: float, s: PwmState) -> None:
+        vals = ",".join(f"{v:.6g}" for v in (pct_cmd, s.pwm_pct, s.current_a))
+        self.raw.add(f"{s.t:.3f},{s.host - self._t0:.6f},{k},{vals},{s.q:.8f},{s.qd:.6f}")
+        if self.grid is None:  # half a period after the first read: the middle of each PWM interval
+            self.grid = CubicGrid(s.t + self.period / 2, self.period, self._row)
+        self.reads.append((s.t, s.pwm_pct, s.qd))
+        self.grid.add(s.t, s.q)
+        del self.reads[:-8]
+
+    def _row(self, k: int, g: float, q: float) -> None:
+        if k >= self.planned:
+            return  # after the last write: not part of the plan
+        # the PWM in effect at g: that of the last read at or before it (each read follows its write)
+        pwm = next((p for tr, p, _ in reversed(self.reads) if tr <= g), self.reads[0][1])
+        qd = min(self.reads, key=lambda r: abs(r[0] - g))[2]
+        tau = float(self.load.gravity(q))
+        self.recording.add(f"{k * self.period:.6f},{pwm:.6g},{q:.8f},{tau:.8g},{qd:.6f}")
+        self.rows = k + 1
+
+    def close(self) -> None:
+        if self.grid is not None:
+            self.grid.flush()
+        for f in (self.raw, self.recording):
+            f.close()
+
+
+@dataclass
+class PwmRunResult:
+    status: str
+    ticks: int
+    rows: int
+    planned: int
+    q_range: tuple[float, float]
+    period_mean_ms: float
+    period_std_ms: float
+
+
+def stream_pwm(
+    link,
+    stream: PwmStream,
+    rec: PwmRecorder,
+    link_timeout_s: float,
+    progress=None,
+) -> PwmRunResult:
+    """Switch to PWM mode, stream, record, always restore the servo (module docstring). `link` is connected."""
+    ch = PwmChannel(link, stream.servo)
+    peak = float(np.max(np.abs(stream.pct)))
+    rec.update_meta(servo_pwm_limit_units=ch.pwm_limit, original_operating_mode=ch.original_mode)
+    if peak > ch.limit_pct + 1e-9:
+        raise DataError(
+            f"PWM plan refused before the mode change: it reaches {peak:g} %, above servo {stream.servo.id}'s "
+            f"PWM Limit (36) of {ch.pwm_limit} units = {ch.limit_pct:.1f} %"
+        )
+    q0 = float(link.read()[stream.index])
+    if not stream.lower + stream.margin < q0 < stream.upper - stream.margin:
+        raise DataError(
+            f"joint {stream.joint} at {q0:.3f} rad is within {math.degrees(stream.margin):g} deg of its limits "
+            f"[{stream.lower:g}, {stream.upper:g}] rad; move it inside before streaming"
+        )
+    ticks, times, qs = 0, [], [q0]
+    status = "running"
+    try:
+        ch.enter()
+        t0 = time.monotonic()
+        last_answer = t0
+        for k, (tk, u) in enumerate(zip(stream.t, stream.pct, strict=True)):
+            delay = t0 + tk - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            t_write = time.monotonic()
+            ch.send(float(u))
+            s = None
+            while s is None:
+                s = ch.read()
+                if s is None and time.monotonic() - last_answer > link_timeout_s:
+                    raise LinkTimeout(
+                        f"servo {stream.servo.id} silent for {link_timeout_s:g} s at t = {tk:.2f} s; {rec.rows} row(s) kept"
+                    )
+            last_answer = s.host
+            rec.tick(k, float(u), s)
+            ticks = k + 1
+            times.append(t_write)
+            qs.append(s.q)
+            if not stream.lower + stream.margin < s.q < stream.upper - stream.margin:
+                ch.send(0.0)
+                raise SafetyTrip(
+                    f"joint {stream.joint} at {s.q:.3f} rad came within {math.degrees(stream.margin):g} deg of its "
+                    f"limit [{stream.lower:g}, {stream.upper:g}] rad at t = {tk:.2f} s: PWM 0, stopped; "
+                    f"{ticks} tick(s) recorded"
+                )
+            if progress is not None:
+                progress(k + 1, len(stream.t), float(tk), s)
+        status = "completed"
+    except BaseException as exc:
+        status = f"stopped: {type(exc).__name__}: {exc}"
+        raise
+    finally:
+        failed = ch.leave()
+        rec.close()
+        per = np.diff(times) * 1000 if len(times) > 1 else np.zeros(1)
+        rec.update_meta(status=status, ticks_streamed=ticks, rows=rec.rows, restore_failures=failed,
+                        period_mean_ms=float(per.mean()), period_std_ms=float(per.std()))  # fmt: skip
+        if failed and status == "completed":
+            raise DeviceError(f"the servo was not restored: {failed[0]}")
+    return PwmRunResult(
+        status, ticks, rec.rows, len(stream.t), (min(qs), max(qs)), float(per.mean()), float(per.std())
+    )
+
+
+def plan_sha256(plan: PwmPlan) -> str:
+    return hashlib.sha256(
+        json.dumps(plan_to_json(plan), sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+
+
+def run_pwm(
+    plan: PwmPlan,
+    plan_path: str,
+    model: RobotModel,
+    config: RobotConfig,
+    robot: str,
+    out: str,
+    joint: str | None = None,
+    margin_deg: float = 5.0,
+    drive_inertia: float = 0.0,
+    progress=None,
+) -> tuple[PwmRunResult, PwmStream, LinkLoad, pathlib.Path]:
+    """Pre-flight (DataError, nothing opened), open the bus (`dxl:PORT`), stream and record."""
+    from drivers.link import open_link
+
+    stream = preflight(plan, model, config, joint, margin_deg)
+    if not robot.startswith("dxl:"):
+        raise DataError(f"PWM plans stream to Dynamixel servos: --robot dxl:PORT (or sim), got {robot!r}")
+    link = open_link(robot, model.joint_names, config)
+    link.connect()  # every servo holds where it is (position mode, torque on)
+    try:
+        q_held = link.read()
+        load = link_load(model, stream.index, q_held)
+        meta = {"plan": str(plan_path), "plan_sha256": plan_sha256(plan), "kind": "pwm", "robot": robot,
+                "joint": stream.joint, "servo_id": stream.servo.id, "rate_hz": stream.rate_hz,
+                "ticks_planned": len(stream.t), "duration_s": float(stream.t[-1]),
+                "limit_margin_deg": margin_deg, "joint_limits_rad": [stream.lower, stream.upper],
+                "q_held_rad": q_held.tolist(), "inertia_link": load.inertia, "inertia_drive": drive_inertia}  # fmt: skip
+        rec = PwmRecorder(out, stream, load, drive_inertia, meta)
+        try:
+            result = stream_pwm(link, stream, rec, config.executor.link_timeout_s, progress)
+        finally:
+            rec.close()
+        return result, stream, load, rec.dir
+    finally:
+        link.close()

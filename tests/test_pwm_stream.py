@@ -1,0 +1,168 @@
+"""`poise run PWM_PLAN`: PWM plans streamed through the real Dynamixel driver (dynamixel_sdk, Protocol 2.0) over
+a pty to the emulated bus, whose servo in PWM mode is MuJoCo physics with its own true friction, gravity load and
+PWM gain; `poise calibrate friction|pwm-gain` recover them from the recording. Refusals before anything opens,
+a limit approach that stops with its rows kept, and the servo always put back (Goal PWM 0, torque off, mode)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from drivers.config import load_config, servo_order
+from drivers.emulators.dxl_bus import ADDR_GOAL_PWM, ADDR_OPERATING_MODE, ADDR_TORQUE, DxlBusEmulator
+from drivers.emulators.plant import JointPlant
+from drivers.emulators.pwm_drive import PwmDrive, ServoDriveTruth
+from formats.calibration_recording import read_drive
+from formats.pwm_plan import PwmPlan, Segment, recommended, samples, save_pwm_plan, sweeps
+from poise.cli import main
+from robots.registry import get_model
+
+TRUTH = ServoDriveTruth()
+URDF = """<?xml version="1.0"?>
+<robot name="pwm-bench">
+  <link name="base_link"><inertial><origin xyz="0 0 0" rpy="0 0 0"/><mass value="1.0"/>
+    <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>
+  <link name="arm"><inertial><origin xyz="0 0 -0.2" rpy="0 0 0"/><mass value="0.3"/>
+    <inertia ixx="0.002" ixy="0" ixz="0" iyy="0.002" iyz="0" izz="0.0004"/></inertial></link>
+  <joint name="pivot" type="revolute"><parent link="base_link"/><child link="arm"/>
+    <origin xyz="0 0 0.5" rpy="0 0 0"/><axis xyz="0 1 0"/>
+    <limit lower="-1.6" upper="1.6" velocity="8" effort="3"/></joint>
+</robot>
+"""
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    """A one-joint servo bench (a 0.3 kg arm hanging 0.2 m below the axis) and its robot configuration."""
+    d = tmp_path_factory.mktemp("bench")
+    (d / "bench.urdf").write_text(URDF)
+    (d / "bench.toml").write_text(
+        f'robot = "{d / "bench.urdf"}"\n[link]\nbaud = 1000000\n[executor]\nrate_hz = 100\n'
+        'link_timeout_s = 0.5\npwm_limit_pct = 20\n[[joints]]\nname = "pivot"\nid = 1\n'
+    )
+    return d
+
+
+def _bus(bench):
+    cfg = load_config(bench / "bench.toml")
+    model = get_model(cfg.robot)
+    q0 = np.zeros(1)
+    drive = PwmDrive(model, "pivot", q0, TRUTH)
+    bus = DxlBusEmulator(servo_order(cfg, model.joint_names), JointPlant(q0), drives={1: drive})
+    return bus, cfg
+
+
+def _run(bench, plan_file, out, *extra):
+    bus, cfg = _bus(bench)
+    try:
+        args = ["run", str(plan_file), "--robot", f"dxl:{bus.path}?baud={cfg.baud}", "--config",
+                str(bench / "bench.toml"), "--out", str(out), "--drive-inertia", str(TRUTH.armature),
+                "--json", *extra]  # fmt: skip
+        code = main(args)
+        table = bytes(bus.tables[1])
+    finally:
+        bus.close()
+    return code, table
+
+
+def _restored(table: bytes) -> None:
+    """Goal PWM 0, torque off, position control mode again."""
+    assert table[ADDR_OPERATING_MODE] == 3 and table[ADDR_TORQUE] == 0
+    assert int.from_bytes(table[ADDR_GOAL_PWM : ADDR_GOAL_PWM + 2], "little", signed=True) == 0
+
+
+@pytest.fixture(scope="module")
+def streamed(bench, tmp_path_factory):
+    """The amplitude and frequency sweeps (one period per segment, 29 s) and a short 8 % triangle, streamed."""
+    d = tmp_path_factory.mktemp("runs")
+    sw, tri = d / "sweeps.json", d / "triangle.json"
+    save_pwm_plan(sweeps("pivot", "free", periods=1), sw)
+    save_pwm_plan(PwmPlan((Segment("triangle", 8.0, 0.3, 10.0),), joint="pivot", link="free"), tri)
+    out = {}
+    for name, plan in (("sweeps", sw), ("triangle", tri)):
+        code, table = _run(bench, plan, d / name)
+        assert code == 0
+        _restored(table)
+        out[name] = d / name
+    return out
+
+
+def _friction(rec: str, capsys, *extra) -> dict:
+    assert main(["calibrate", "friction", rec, "--model", "stribeck", "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)["fits"][0]
+
+
+def test_streamed_recording_is_the_plan_on_a_uniform_grid(streamed):
+    rec = read_drive(streamed["sweeps"] / "recording.csv")
+    t_plan, pct = samples(sweeps("pivot", "free", periods=1))
+    assert np.allclose(np.diff(rec.t), 0.01)
+    assert len(rec.t) >= len(t_plan) - 3
+    n = len(rec.t)
+    # each row's PWM is the servo's Present PWM in effect half a period after read k: the plan's value k in
+    # 0.113 % units (or an earlier one when the host was late: what the physics really had)
+    units = rec.pwm * 885 / 100
+    assert np.allclose(units, np.round(units), atol=1e-3) and np.abs(rec.pwm).max() <= 16 + 100 / 885 / 2
+    assert np.corrcoef(rec.pwm, pct[:n])[0, 1] > 0.99
+    assert rec.inertia == pytest.approx(0.3 * 0.2**2 + 0.002 + TRUTH.armature, rel=1e-6)
+    assert rec.tau == pytest.approx(0.3 * 9.81 * 0.2 * np.sin(rec.q), abs=1e-6)  # gravity load at q
+    ticks = rec.q * 4096 / (2 * np.pi)
+    raw = np.loadtxt(streamed["sweeps"] / "raw.csv", delimiter=",", skiprows=1)
+    raw_ticks = raw[:, 6] * 4096 / (2 * np.pi)
+    assert np.allclose(raw_ticks, np.round(raw_ticks), atol=1e-6)  # the encoder's 4096 ticks per turn
+    assert np.ptp(ticks) > 100  # the link really moved (physics, not a replay)
+    vel_units = raw[:, 7] / (0.229 * 2 * np.pi / 60)
+    assert np.allclose(vel_units, np.round(vel_units), atol=1e-4)  # Present Velocity in 0.229 rpm units
+    meta = json.loads((streamed["sweeps"] / "run.json").read_text())
+    assert meta["status"] == "completed" and meta["original_operating_mode"] == 3
+
+
+def test_friction_and_pwm_gain_recovered_within_2_percent_from_streamed_sweeps(streamed, capsys, tmp_path):
+    rec = str(streamed["sweeps"] / "recording.csv")
+    opts = ["--vs", str(TRUTH.v_s), "--cutoff-hz", "6", "--speed-min", "0.05"]
+    fit = _friction(rec, capsys, *opts, "--out", str(tmp_path / "fric.json"))
+    for k, v in TRUTH.params().items():
+        assert fit["params"][k] == pytest.approx(v, rel=0.02), (k, fit["params"])
+    assert fit["k_pwm_Nm_per_pct"] == pytest.approx(TRUTH.k_pwm_pct(), rel=0.02)
+    # the 8 % triangle alone barely leaves the static band; with the sweeps' friction it gives the gain
+    tri = str(streamed["triangle"] / "recording.csv")
+    assert main(["calibrate", "pwm-gain", tri, "--link", "free", "--friction", str(tmp_path / "fric.json"),
+                 "--cutoff-hz", "6", "--json"]) == 0  # fmt: skip
+    gain = json.loads(capsys.readouterr().out)
+    assert gain["k_pwm_Nm_per_pct"] == pytest.approx(TRUTH.k_pwm_pct(), rel=0.02)
+
+
+def test_plan_beyond_the_pwm_limit_is_refused_before_any_device_opens(bench, tmp_path, capsys):
+    plan = tmp_path / "hot.json"
+    save_pwm_plan(PwmPlan((Segment("triangle", 30.0, 0.3, 5.0),), joint="pivot", link="free"), plan)
+    bus, cfg = _bus(bench)
+    try:
+        args = ["run", str(plan), "--robot", f"dxl:{bus.path}", "--config", str(bench / "bench.toml"),
+                "--out", str(tmp_path / "run")]  # fmt: skip
+        assert main(args) == 2
+        assert bus.packets == 0  # nothing was sent
+    finally:
+        bus.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pwm_limit_pct 20" in err[0] and "30 %" in err[0]
+    assert not (tmp_path / "run").exists()
+    bad_joint = tmp_path / "elbow.json"
+    save_pwm_plan(recommended("elbow", "free"), bad_joint)
+    assert main(args[:1] + [str(bad_joint)] + args[2:]) == 2
+    assert "not in pwm-bench's description" in capsys.readouterr().err
+
+
+def test_limit_approach_stops_with_pwm_0_and_keeps_the_rows(bench, tmp_path, capsys):
+    plan = tmp_path / "push.json"
+    save_pwm_plan(PwmPlan((Segment("triangle", 16.0, 0.3, 4.0),), joint="pivot", link="free"), plan)
+    # a 86 deg margin leaves ±0.1 rad of the ±1.6 rad joint: the 16 % push gets there within a second
+    code, table = _run(bench, plan, tmp_path / "run", "--limit-margin-deg", "86")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "came within 86 deg of its limit" in err and "PWM 0, stopped" in err
+    _restored(table)
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["status"].startswith("stopped: SafetyTrip") and meta["ticks_streamed"] < 400
+    rec = read_drive(tmp_path / "run" / "recording.csv")
+    assert len(rec.t) >= meta["ticks_streamed"] - 3 and np.abs(rec.q).max() < 0.1 + 0.02
