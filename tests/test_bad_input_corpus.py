@@ -148,6 +148,12 @@ def files(tmp_path_factory):
     put("doggy_nan.csv", (d / "doggy.csv").read_text().replace("\n0.1,", "\nnan,", 1))
     rows = "".join(f"{k * 0.01:.2f},0,0,{'nan' if k == 7 else 0}\n" for k in range(60))
     put("drive_nan.csv", "# inertia: 0.06\nt,pwm,q,tau\n" + rows)
+    pwm = {"format": "poise pwm plan", "version": 1, "rate_hz": 100.0, "link": "free", "joint": "theta1",
+           "segments": [{"shape": "triangle", "amplitude_pct": 8.0, "frequency_hz": 0.3, "duration_s": 2.0}]}  # fmt: skip
+    put("pwm_plan.json", json.dumps(pwm))
+    put("pwm_elbow.json", json.dumps({**pwm, "joint": "elbow"}))
+    put("pwm_nojoint.json", json.dumps({**pwm, "joint": None}))
+    put("pwm_hot.json", json.dumps({**pwm, "segments": [{**pwm["segments"][0], "amplitude_pct": 120.0}]}))
     return f
 
 
@@ -251,6 +257,15 @@ CORPUS: list[tuple[str, list[str]]] = [
         ["{good_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1", "--time-scale", "nan"],
     ),
     ("run", ["{good_plan}", "--robot", "sim", "--boards", "sim", "--out", "{existing}"]),
+    # run PWM_PLAN: refused before any device opens
+    ("run", ["{pwm_hot}", "--robot", "sim", "--out", "{dir}/run_pwm"]),
+    ("run", ["{pwm_elbow}", "--robot", "sim", "--out", "{dir}/run_pwm"]),
+    ("run", ["{pwm_nojoint}", "--robot", "sim", "--out", "{dir}/run_pwm"]),
+    ("run", ["{pwm_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run_pwm"]),
+    ("run", ["{pwm_plan}", "--robot", "sim", "--out", "{dir}/run_pwm", "--limit-margin-deg", "nan"]),
+    ("run", ["{pwm_plan}", "--robot", "sim", "--out", "{dir}/run_pwm", "--drive-inertia", "-1"]),
+    ("run", ["{pwm_plan}", "--robot", "sim", "--out", "{dir}/run_pwm", "--joint", "theta2"]),
+    ("run", ["{pwm_plan}", "--robot", "serial:/dev/null", "--out", "{dir}/run_pwm"]),
     (
         "run",
         ["{good_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1", "--config", "{binary}"],

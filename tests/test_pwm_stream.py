@@ -166,3 +166,40 @@ def test_limit_approach_stops_with_pwm_0_and_keeps_the_rows(bench, tmp_path, cap
     assert meta["status"].startswith("stopped: SafetyTrip") and meta["ticks_streamed"] < 400
     rec = read_drive(tmp_path / "run" / "recording.csv")
     assert len(rec.t) >= meta["ticks_streamed"] - 3 and np.abs(rec.q).max() < 0.1 + 0.02
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "silent servo"])
+def test_interrupted_stream_keeps_its_rows(bench, tmp_path, stop):
+    from drivers.link import LinkTimeout, open_link
+    from drivers.pwm_run import PwmRecorder, link_load, preflight, stream_pwm
+
+    bus, cfg = _bus(bench)
+    model = get_model(cfg.robot)
+    plan = PwmPlan((Segment("triangle", 12.0, 0.3, 5.0),), joint="pivot", link="free")
+    stream = preflight(plan, model, cfg, None, 5.0)
+
+    def progress(k, n, t, s):
+        if k == 60:
+            if stop == "ctrl-c":
+                raise KeyboardInterrupt
+            bus.drop_every = 1  # from now on the servo answers nothing
+
+    link = open_link(f"dxl:{bus.path}?baud={cfg.baud}", model.joint_names, cfg)
+    try:
+        link.connect()
+        rec = PwmRecorder(tmp_path / "run", stream, link_load(model, 0, link.read()), 0.0, {})
+        with pytest.raises(KeyboardInterrupt if stop == "ctrl-c" else LinkTimeout):
+            stream_pwm(link, stream, rec, cfg.executor.link_timeout_s, progress)
+        table = bytes(bus.tables[1])
+    finally:
+        link.close()
+        bus.close()
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["status"].startswith("stopped") and meta["ticks_streamed"] >= 60
+    rec = read_drive(tmp_path / "run" / "recording.csv")  # whole lines: it parses
+    assert len(rec.t) >= 55
+    if stop == "ctrl-c":
+        _restored(table)
+        assert meta["restore_failures"] == []
+    else:  # nobody to tell: reported, not hidden
+        assert meta["restore_failures"]
