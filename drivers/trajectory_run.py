@@ -12,8 +12,9 @@ tracking error above `track_trip_deg` or the boards saying the robot tips or fal
 RUN_DIR/
   recording.csv   standing robots: the dynamic recording (formats/dynamic_recording.py) of the streamed part on
                   the uniform tick grid t_s = k / rate_hz from the first streamed tick: measured angles and the
-                  boards' wrench about the base sole (Fz, Mx, My from the 8 cells, latest report of each board
-                  at the tick; fx_n, fy_n, mz_nm are 0: the cells measure vertical load only), each linearly
+                  boards' wrench (Fz, Mx, My from the 8 cells, latest report of each board at the tick; fx_n,
+                  fy_n, mz_nm are 0: the cells measure vertical load only; the moments are about the point a
+                  plate height below the base sole, in the cells' plane: metadata moment_z_m), each linearly
                   interpolated between the two ticks measured around it (the ticks' real times jitter by a few
                   ms; `identify dynamic` needs uniform times)
   raw_joints.csv  every tick of every phase: t (s, run clock), phase, t_traj (s on the trajectory, empty
@@ -31,7 +32,7 @@ import os
 import pathlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from shapely.geometry import MultiPoint
@@ -39,7 +40,7 @@ from shapely.geometry import MultiPoint
 from drivers.config import RobotConfig
 from drivers.executor import Executor, Operator, Progress, SafetyTrip
 from drivers.setpoints import LIMIT_TOL, STEP_RTOL, RunCheck, air_move, check_run, cosine_profile, ticks
-from drivers.wbb.geometry import G, board_poses_for, cells_in_base
+from drivers.wbb.geometry import PLATE_HEIGHT, G, board_poses_for, cells_in_base
 from formats.dynamic_recording import DynamicRecordingAppender
 from formats.errors import DataError
 from formats.plan import Placement, Plan, Posture
@@ -48,6 +49,7 @@ from robots.tree import RobotModel
 
 RUN_FILES = ("recording.csv", "raw_joints.csv", "raw_boards.csv", "run.json")
 SYNC_S = 0.25  # s: raw files and the recording are fsynced at least this often
+LANDING_S = 0.5  # s (robot time) a standing robot holds its start posture on the boards before streaming
 
 
 @dataclass
@@ -131,8 +133,9 @@ def check_stream(model: RobotModel, config: RobotConfig, sp: StreamPlan) -> Stre
 
 
 def board_wrench(kg: np.ndarray, cells: np.ndarray) -> np.ndarray:
-    """The boards' wrench on the robot about the base frame's origin (N, N·m) from the cells' vertical loads
-    (kg, (8,)) at `cells` (8, 2): Fz = Σ f, Mx = Σ y f, My = −Σ x f; Fx, Fy, Mz are not measured (0)."""
+    """The boards' wrench on the robot (N, N·m) from the cells' vertical loads (kg, (8,)) at `cells` (8, 2):
+    Fz = Σ f, Mx = Σ y f, My = −Σ x f about the base origin's projection on the cells' plane (a plate height
+    below the sole: the moments include the lever of the horizontal forces); Fx, Fy, Mz are not measured (0)."""
     f = np.asarray(kg, dtype=float) * G
     return np.array([0.0, 0.0, f.sum(), f @ cells[:, 1], -(f @ cells[:, 0]), 0.0])
 
@@ -196,7 +199,14 @@ class TrajectoryRecorder:
     """The run directory of a trajectory run (see the module docstring). Refuses a folder holding a run."""
 
     def __init__(
-        self, run_dir, model: RobotModel, base: str, wrench: bool, meta: dict, period: float
+        self,
+        run_dir,
+        model: RobotModel,
+        base: str,
+        wrench: bool,
+        meta: dict,
+        period: float,
+        time_scale: float = 1.0,
     ) -> None:
         self.dir = pathlib.Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -220,12 +230,18 @@ class TrajectoryRecorder:
             rmeta = {
                 "source": "poise run (trajectory)",
                 "wrench_measured": "fz_n mx_nm my_nm (cells: vertical load)",
+                # the cells' plane lies a plate height below the soles: their moments include h·Fx, h·Fy
+                "moment_z_m": f"{-PLATE_HEIGHT:.6g}",
             }
             self.recording = DynamicRecordingAppender(
                 self.dir / "recording.csv", model.name, base, list(names), tau=False, wrench=True, meta=rmeta
             )
             n = len(names)
-            self.uniform = UniformRows(period, lambda t, x: self.recording.append(t, x[:n], wrench=x[n:]))
+            # ticks come every period / time_scale s of the run clock; the recording is in trajectory time
+            k = time_scale
+            self.uniform = UniformRows(
+                period / k, lambda t, x: self.recording.append(t * k, x[:n], wrench=x[n:])
+            )
         self.update_meta(status="running", **meta)
 
     def update_meta(self, **kw) -> None:
@@ -266,12 +282,17 @@ class TrajectoryExecutor(Executor):
         operator: Operator | None = None,
         progress: Callable[[Progress], None] | None = None,
         tare_s: float = 1.0,
+        time_scale: float = 1.0,
     ) -> None:
         if checked.problems:  # never stream a setpoint the pre-flight check has not passed
             raise DataError(f"trajectory refused before moving: {checked.problems[0]}")
         plan = checked.start_plan or start_plan_free(model, sp)
         rc = checked.run_check or RunCheck([], {}, 0.0)
-        super().__init__(link, boards, plan, model, config, recorder, 1.0, operator, progress, tare_s, rc)
+        super().__init__(
+            link, boards, plan, model, config, recorder, time_scale, operator, progress, tare_s, rc
+        )
+        if time_scale != 1.0:  # a simulated bench whose clock runs time_scale × the wall clock: tick slower
+            self.ex = replace(self.ex, rate_hz=self.ex.rate_hz * time_scale)
         self.sp = sp
         self.traj_result = TrajectoryRunResult(planned=len(sp.t))
 
@@ -320,6 +341,10 @@ class TrajectoryExecutor(Executor):
                     f"the start posture did not settle ({self.model.joint_names[j]} {err[j]:.2f} deg off); "
                     "nothing streamed"
                 )
+            if sp.standing:  # let the landing die out on the boards before the excitation starts
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < LANDING_S / self.k:
+                    self._tick(p.q, 0, "settle", None)
             self._stream(cells, polygon)
             self.progress_cb(Progress(len(sp.t), len(sp.t), 0, 0, "done"))
         except BaseException:

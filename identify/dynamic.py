@@ -18,7 +18,7 @@ from formats.errors import DataError, IdentifiabilityError
 from identify.differentiation import derivatives, lowpass
 from robots import dynamics as dyn
 from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
-from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base
+from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base, evaluate
 from robots.conditioning import kappa
 from robots.motion_class import placement_base
 from robots.tree import RobotModel
@@ -105,8 +105,11 @@ class DynamicEstimator:
             raise DataError("the wrench base parameters are derived when fitting: call fit() first")
         return self._db
 
-    def _wrench_base(self, q_ref: np.ndarray) -> DynamicBase:
-        spec = RegressorSpec("base-wrench", self.base, None, WRENCH_ROWS)
+    def _wrench_spec(self, rec: DynamicRecording) -> RegressorSpec:
+        """Fz, Mx, My with the moments about the point the recording's boards measure them about."""
+        return RegressorSpec("base-wrench", self.base, None, WRENCH_ROWS, moment_reference(rec))
+
+    def _wrench_base(self, spec: RegressorSpec, q_ref: np.ndarray) -> DynamicBase:
         return placement_base(self.model, spec, q_ref, self.simplified)
 
     def _check(self, rec: DynamicRecording) -> None:
@@ -127,10 +130,11 @@ class DynamicEstimator:
         self._check(rec)
         q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_hz)
         if self.quantity == "wrench":
+            spec = self._wrench_spec(rec)
             if self._db is None:
-                self._db = self._wrench_base(q[len(q) // 2])
+                self._db = self._wrench_base(spec, q[len(q) // 2])
             rows = [WRENCH_ROWS_ALL.index(r) for r in WRENCH_ROWS]
-            Y = dyn.base_wrench_regressor(self.model, q, qd, qdd, self.base)[:, rows, :]
+            Y = evaluate(self.model, spec, q, qd, qdd)
             measured = rec.wrench[:, rows]
         else:
             Y = dyn.torque_regressor(self.model, q, qd, qdd, self.base)
@@ -234,6 +238,19 @@ class DynamicEstimator:
     def reference_values(self, params) -> np.ndarray:
         """The base parameters of a known parameter set (friction columns excluded)."""
         return self.dynamic_base_.values(dyn.standard_parameters(self.model, params))
+
+
+def moment_reference(rec: DynamicRecording) -> float:
+    """Height (m, base frame z) of the point the recording's moments are taken about: metadata `moment_z_m`
+    (boards' load cells lie a plate height below the soles), 0 (the base origin) when absent."""
+    text = rec.meta.get("moment_z_m", "0")
+    try:
+        z = float(text)
+    except ValueError:
+        z = float("nan")
+    if not (np.isfinite(z) and abs(z) < 10.0):
+        raise DataError(f"recording metadata moment_z_m must be a height in m, got {text!r}")
+    return z
 
 
 def ls_statistics(

@@ -76,6 +76,13 @@ def register(s: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--position-margin", type=at.nonnegative, default=0.05, help="rad kept from each position limit"
     )
+    t.add_argument(
+        "--velocity-fraction",
+        type=at.number(0.0, 1.0, lo_open=True),
+        default=0.98,
+        help="fraction of the description's joint velocity limits the design may use (e.g. to stay under the "
+        "executor's velocity_limit; default 0.98)",
+    )
     t.add_argument("--max-iter", type=at.count, default=400, help="IPOPT iterations per continuation stage")
     t.add_argument("--starts", type=at.count, default=1, help="random starts")
     t.add_argument(
@@ -128,6 +135,7 @@ def _settings(args: argparse.Namespace):
         criterion=args.criterion,
         scaling=args.scaling,
         position_margin=args.position_margin,
+        velocity_fraction=args.velocity_fraction,
         max_iter=args.max_iter,
         base=args.base,
         params=args.params,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.live import Live
 from rich.table import Table
@@ -80,8 +80,11 @@ def run_trajectory(
     prompt: bool = True,
     progress=None,
     tare_s: float = 1.0,
+    time_scale: float = 1.0,
 ) -> TrajectoryRun:
-    """Check, then stream and record a trajectory plan; raises DataError (nothing sent) when it is refused."""
+    """Check, then stream and record a trajectory plan; raises DataError (nothing sent) when it is refused.
+    `time_scale` K: the emulated bench's clock runs K × the wall clock (K < 1: slow motion, so a loaded
+    computer keeps the physics twin and the ticks on time); the trajectory and its recording keep their times."""
     import hashlib
     import json
 
@@ -106,13 +109,22 @@ def run_trajectory(
     meta = {"plan": str(plan_path), "plan_sha256": sha, "kind": "trajectory", "robot": robot, "boards": boards,
             "rate_hz": config.executor.rate_hz, "ticks_planned": len(sp.t), "duration_s": float(sp.t[-1]),
             "standing": sp.standing}  # fmt: skip
-    rec = TrajectoryRecorder(out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz)
+    if time_scale != 1.0:
+        if world_opts is None or not robot.startswith("sim"):
+            raise DataError(
+                "--time-scale applies to the emulated bench (--robot sim): real servos keep real time"
+            )
+        world_opts = replace(world_opts, time_scale=time_scale)
+        meta["time_scale"] = time_scale
+    rec = TrajectoryRecorder(
+        out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale
+    )
     status = "running"
     result = None
     try:
         with Session(robot, boards, model, config, world_opts, prompt=prompt) as s:
             ex = TrajectoryExecutor(
-                s.link, s.boards, model, config, sp, stream, rec, s.operator, progress, tare_s
+                s.link, s.boards, model, config, sp, stream, rec, s.operator, progress, tare_s, time_scale
             )
             try:
                 result = ex.run()
@@ -127,6 +139,7 @@ def run_trajectory(
                 twin = getattr(s.world, "twin", None) if s.world is not None else None
                 if twin is not None:  # what the physics saw (falls, edges, slips), by simulated time
                     rec.update_meta(twin_events=twin.report())
+                    _save_truth(twin, rec.dir / "truth.json")
     except BaseException as exc:
         if status == "running":  # failed before streaming began (device, config)
             rec.update_meta(status=f"stopped: {type(exc).__name__}: {exc}")
@@ -136,6 +149,15 @@ def run_trajectory(
     return TrajectoryRun(
         str(rec.dir), status, result, sp.rate_hz, float(sp.t[-1]), time.perf_counter() - t_start
     )
+
+
+def _save_truth(twin, path) -> None:
+    """The physics twin's true parameter set, as MuJoCo simulates it (inertias made realisable): what
+    `identify dynamic --reference RUN_DIR/truth.json` compares the estimates with."""
+    from drivers.emulators.mujoco_twin import physical_truth
+    from formats.parameter_set import save_parameter_set
+
+    save_parameter_set(physical_truth(twin.model, twin.truth), path)
 
 
 class _View:
@@ -157,8 +179,6 @@ class _View:
 def cmd_run_trajectory(args: argparse.Namespace) -> int:
     if args.resume:
         raise DataError("--resume applies to posture plans; a trajectory run starts again in a new --out")
-    if args.time_scale != 1.0:
-        raise DataError("--time-scale applies to posture plans; a trajectory is streamed in real time")
     config = load_config(args.config)
     opts = None
     if args.robot.startswith("sim"):
@@ -168,8 +188,9 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
         if live:
             live.start()
         run = run_trajectory(
-            args.plan, args.robot, args.boards, args.out, config, opts, not args.yes, _View(live)
-        )
+            args.plan, args.robot, args.boards, args.out, config, opts, not args.yes, _View(live),
+            time_scale=args.time_scale,
+        )  # fmt: skip
     finally:
         if live:
             live.stop()

@@ -32,6 +32,9 @@ class RegressorSpec:
     base: str
     frame: str | None = None
     rows: tuple[str, ...] | None = None  # wrench rows to keep, e.g. ("fz", "mx", "my") for the ZMP model
+    # base-wrench: moments about the point this far along the base frame's z axis (m), e.g. the load cells'
+    # plane a plate height below the sole: n' = n − (0, 0, z) × f, so Mx' = Mx + z·Fy, My' = My − z·Fx
+    moment_z: float = 0.0
 
 
 def parse_regressor(text: str, model: RobotModel, base: str | None = None) -> RegressorSpec:
@@ -73,12 +76,22 @@ def evaluate(model: RobotModel, spec: RegressorSpec, q, qd, qdd) -> np.ndarray:
         W = dyn.base_wrench_regressor(
             model, np.atleast_2d(q), np.atleast_2d(qd), np.atleast_2d(qdd), spec.base
         )
+        if spec.moment_z:
+            W = moments_about(W, spec.moment_z)
         if spec.rows:
             W = W[:, [WRENCH_ROWS.index(r) for r in spec.rows], :]
         return W
     return dyn.subtree_wrench_regressor(
         model, np.atleast_2d(q), np.atleast_2d(qd), np.atleast_2d(qdd), spec.frame, spec.base
     )
+
+
+def moments_about(W: np.ndarray, z: float) -> np.ndarray:
+    """Wrench rows (…, 6, p) about the base origin → the same wrench about the point (0, 0, z) of the base frame."""
+    out = np.array(W, dtype=float, copy=True)
+    out[..., 3, :] += z * W[..., 1, :]
+    out[..., 4, :] -= z * W[..., 0, :]
+    return out
 
 
 def zero_set(model: RobotModel, patterns: list[str]) -> list[int]:
