@@ -1,8 +1,8 @@
 """Stream a PWM plan (formats/pwm_plan.py) to one joint's Dynamixel servo in PWM control mode and record the
 drive recording `poise calibrate friction|pwm-gain` read (formats/calibration_recording.py).
 
-Pre-flight (nothing opened): the joint is in the robot description and mapped to a servo, the plan's PWM stays
-within the configuration's `pwm_limit_pct`; once the bus is open and before the mode changes: within the
+Pre-flight (nothing opened): a free-link plan (a servo has no torque sensor for the fixture experiment), the
+joint in the robot description and mapped to a servo, the plan's PWM within the configuration's `pwm_limit_pct`; once the bus is open and before the mode changes: within the
 servo's own PWM Limit (36), and the joint at least `limit_margin` inside its description limits. Then: torque
 off → Operating Mode 16 → Goal PWM 0 → torque on; Goal PWM by SYNC WRITE at the plan's rate, Present
 PWM/Current/Velocity/Position by SYNC READ after each write. Never driven past a joint limit: when the position
@@ -73,6 +73,11 @@ def preflight(
     if name not in model.joint_names:
         raise DataError(
             f"joint {name!r} is not in {model.name}'s description ({', '.join(model.joint_names)})"
+        )
+    if plan.link != "free":
+        raise DataError(
+            f"the PWM plan holds the link in a {plan.link!r}: that experiment needs a joint torque sensor, which "
+            "a Dynamixel servo lacks; stream a plan with link 'free' (calibrate pwm-plan --link free)"
         )
     servo = servo_order(config, [name])[0]
     t, pct = samples(plan)

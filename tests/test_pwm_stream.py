@@ -75,11 +75,11 @@ def _restored(table: bytes) -> None:
 
 @pytest.fixture(scope="module")
 def streamed(bench, tmp_path_factory):
-    """The amplitude and frequency sweeps (one period per segment, 29 s) and a short 8 % triangle, streamed."""
+    """The amplitude and frequency sweeps (one period per segment, 29 s) and an 8 % triangle (2 periods), streamed."""
     d = tmp_path_factory.mktemp("runs")
     sw, tri = d / "sweeps.json", d / "triangle.json"
     save_pwm_plan(sweeps("pivot", "free", periods=1), sw)
-    save_pwm_plan(PwmPlan((Segment("triangle", 8.0, 0.3, 10.0),), joint="pivot", link="free"), tri)
+    save_pwm_plan(PwmPlan((Segment("triangle", 8.0, 0.3, 20 / 3),), joint="pivot", link="free"), tri)
     out = {}
     for name, plan in (("sweeps", sw), ("triangle", tri)):
         code, table = _run(bench, plan, d / name)
@@ -151,6 +151,11 @@ def test_plan_beyond_the_pwm_limit_is_refused_before_any_device_opens(bench, tmp
     save_pwm_plan(recommended("elbow", "free"), bad_joint)
     assert main(args[:1] + [str(bad_joint)] + args[2:]) == 2
     assert "not in pwm-bench's description" in capsys.readouterr().err
+    fixture = tmp_path / "fixture.json"
+    save_pwm_plan(recommended("pivot", "fixture"), fixture)
+    assert main(args[:1] + [str(fixture)] + args[2:]) == 2
+    assert "needs a joint torque sensor" in capsys.readouterr().err
+    assert bus.packets == 0
 
 
 def test_limit_approach_stops_with_pwm_0_and_keeps_the_rows(bench, tmp_path, capsys):
