@@ -82,6 +82,9 @@ class PostureResult:
     force_n: float
     samples: int
     holds: int
+    report: dict = field(
+        default_factory=dict
+    )  # how it went: tracking, settle time, slip, margin (units in keys)
 
 
 @dataclass
@@ -152,6 +155,8 @@ class Executor:
         self._last_answer: float | None = None
         self._weight_kg = float(model.parameter_set(plan.params).total_mass)
         self._outside_since: float | None = None
+        self._worst: dict[str, float] = {}  # largest tracking error (deg) per phase of the current posture
+        self._min_margin = math.inf  # smallest measured CoP margin (m) during the current posture's holds
 
     # -- plan order and resume
     def todo(self) -> list:
@@ -189,6 +194,7 @@ class Executor:
         if store is not None:
             store.append(("q", t, q_meas))
         err = np.degrees(np.max(np.abs(q_meas - q_cmd)))
+        self._worst[phase] = max(self._worst.get(phase, 0.0), float(err))
         if phase in ("settle", "hold") and err > self.ex.track_trip_deg:
             raise SafetyTrip(
                 f"posture {posture}: tracking error {err:.1f} deg > {self.ex.track_trip_deg} deg"
@@ -282,6 +288,8 @@ class Executor:
             self._tick(p.q, p.index, "hold", store)
             cop, kg = self._measured_cop(cells)
             margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
+            if margin is not None:
+                self._min_margin = min(self._min_margin, margin)
             self._check_standing(p, cop, margin, kg)
             self.progress_cb(
                 Progress(index, total, p.index, p.placement, "hold", el * self.k, p.hold_s, cop, margin, kg)
@@ -311,6 +319,23 @@ class Executor:
                 f"posture {p.index}: measured CoP {-margin * 1000:.1f} mm outside the support polygon (tipping); "
                 f"run stopped, {len(self.result.completed)} completed posture(s) kept"
             )
+
+    def _posture_report(self, p, res: PostureResult, settle_s: float) -> dict:
+        """How the posture went, from the encoders and boards only (what real hardware reports): largest
+        tracking error while moving and holding, settle time, the other sole's slip from its planned placement
+        (forward kinematics of the held angles), smallest measured CoP margin during the hold."""
+        planned = np.asarray(self.plan.placement(p.placement).other_foot, dtype=float)
+        actual = other_pose(self.model, res.q, self.plan.params, self.plan.base)
+        yaw = float(np.angle(np.exp(1j * (actual[2] - planned[2]))))
+        return {
+            "posture": int(p.index),
+            "move_tracking_max_deg": self._worst.get("move", 0.0),
+            "hold_tracking_max_deg": self._worst.get("hold", 0.0),
+            "settle_s": float(settle_s),
+            "slip_mm": float(1000 * np.hypot(*(actual[:2] - planned[:2]))),
+            "slip_deg": float(np.degrees(abs(yaw))),
+            "min_margin_mm": float(1000 * self._min_margin) if math.isfinite(self._min_margin) else None,
+        }
 
     def _average(self, p, store, cells, t_end) -> PostureResult | None:
         window = self.ex.average_fraction * p.hold_s / self.k
@@ -388,12 +413,14 @@ class Executor:
                 else:  # on the ground: the checked setpoints, adapted to where the other sole really is
                     mv = self._ground_move(prev, p, q)
                     planned_p, p = p, replace(p, q=mv.setpoints[-1])  # settle and hold the adapted posture
+                self._worst, self._min_margin = {}, math.inf
                 self.progress_cb(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s))
                 q = self._move(mv.setpoints, p.index)
                 if new_placement:
                     self.progress_cb(Progress(n, total, p.index, p.placement, "place"))
                     self.operator.place(self.plan.placement(p.placement), right_off, left_off)
                 self.progress_cb(Progress(n, total, p.index, p.placement, "settle"))
+                t_settle = time.monotonic()
                 for _ in range(self.ex.settle_attempts):
                     settled, q_meas = self._settle(p.q, p.index)
                     if settled:
@@ -407,6 +434,7 @@ class Executor:
                         f"{self.ex.settle_attempts} x {self.ex.settle_timeout_s:g} s ({self.model.joint_names[j]} "
                         f"{err[j]:.2f} deg off); run stopped, {len(self.result.completed)} completed posture(s) kept"
                     )
+                settle_s = (time.monotonic() - t_settle) * self.k
                 res = None
                 for attempt in range(3):
                     store = self._hold(p, cells, polygon, n, total)
@@ -416,6 +444,7 @@ class Executor:
                         break
                 if res is None:
                     raise SafetyTrip(f"posture {p.index}: board data missing in three holds; stopping")
+                res.report = self._posture_report(p, res, settle_s)
                 self.rec.posture_done(
                     res.posture,
                     res.placement,
@@ -427,6 +456,7 @@ class Executor:
                     samples=res.samples,
                 )
                 self.result.completed.append(res)
+                self.rec.update_meta(report=list(self.rec.meta.get("report", [])) + [res.report])
                 q = p.q
                 prev = planned_p if planned_p is not None else p
             self.progress_cb(Progress(total, total, prev.index if prev else -1, -1, "done"))

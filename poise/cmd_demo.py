@@ -26,14 +26,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--hold-s", type=at.positive, default=8.0, help="hold duration per posture (robot time, s)"
     )
-    p.add_argument("--time-scale", type=at.positive, default=6.0, help="time compression K")
+    p.add_argument("--time-scale", type=at.positive, default=None,
+                   help="time compression K (default 4 on the physics twin, 6 on the kinematic robot)")  # fmt: skip
     p.add_argument(
         "--no-recalibrate", action="store_true", help="skip the per-cell recalibration of the boards"
     )
     p.add_argument("--seed", type=at.seed, default=1)
     p.add_argument("--no-noise", action="store_true", help="ideal boards and encoders")
-    p.add_argument("--physics", choices=["kinematic", "mujoco"], default="kinematic",
-                   help="the emulated robot: kinematic (fast) or the MuJoCo physics twin")  # fmt: skip
+    p.add_argument("--physics", choices=["kinematic", "mujoco"], default="mujoco",
+                   help="the emulated robot: the MuJoCo physics twin (default) or kinematic (fast)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_demo)
 
@@ -44,6 +45,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     if args.postures % args.placements:
         raise DataError("--postures must be a multiple of --placements")
+    if args.time_scale is None:
+        args.time_scale = 4.0 if args.physics == "mujoco" else 6.0
 
     log = (lambda *a: None) if args.json else (lambda msg: err_console.print(msg))
     res = run_demo(args, log=log)
@@ -51,9 +54,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print_json({
             "plan": str(res.plan_path), "run_dir": str(res.run_dir), "kappa": res.kappa,
             "parameters": res.table, "cop_error_m": {k: {"mean": a, "max": b} for k, (a, b) in res.cop_error.items()},
-            "within_2se": res.within_2se, "improvement": res.improvement, "timings_s": res.timings,
+            "physics": res.physics, "within_se": res.within_se, "se_bound": 3 if res.physics == "mujoco" else 2,
+            "improvement": res.improvement, "targets_met": res.targets_met, "timings_s": res.timings,
             "executed": res.executed, "planned": res.planned, "stopped": res.stopped, "twin_events": res.twin_events,
+            "twin_timing": res.twin_timing, "execution": res.execution,
         })  # fmt: skip
+        return 0
+    if not res.table:
+        console.print(f"run stopped for safety before the first posture: {res.stopped}")
         return 0
     t = Table(title=f"identification, simplified model, right-foot base (κ = {res.kappa:.1f})")
     for c in ("ϑ", "true \\[mm]", "guess \\[mm]", "estimate \\[mm]", "SE \\[mm]", "|est−true|/SE"):
@@ -68,13 +76,35 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for k, (a, b) in res.cop_error.items():
         e.add_row(k, f"{a * 1000:.2f}", f"{b * 1000:.2f}")
     console.print(e)
+    if res.execution:
+        x = res.execution
+        margins = [r["min_margin_mm"] for r in x if r["min_margin_mm"] is not None]
+        console.print(
+            f"execution: {res.executed} of {res.planned} postures; tracking max "
+            f"{max(r['move_tracking_max_deg'] for r in x):.2f} deg moving, "
+            f"{max(r['hold_tracking_max_deg'] for r in x):.2f} deg holding; settle ≤ {max(r['settle_s'] for r in x):.1f} s; "
+            f"other sole slip ≤ {max(r['slip_mm'] for r in x):.1f} mm; min measured CoP margin "
+            + (f"{min(margins):.1f} mm" if margins else "—")
+            + f" (per posture: {res.run_dir}/run.json, 'report')"
+        )
     if res.stopped:
         console.print(f"run stopped for safety after {res.executed} of {res.planned} postures: {res.stopped}")
-    verdict = "targets met" if res.within_2se and res.improvement >= 5 else "targets missed"
+    verdict = "targets met" if res.targets_met else "targets missed"
+    if res.physics == "mujoco":
+        est, true = res.cop_error["estimated"][0], res.cop_error["true"][0]
+        target = (f"estimates within 3 SE of the twin's truth: {res.within_se}; CoP error {est * 1000:.2f} mm with "
+                  f"the estimates vs {true * 1000:.2f} mm with the true parameters (target ≤ 1.1x), "
+                  f"{res.improvement:.1f}x better than the guess")  # fmt: skip
+    else:
+        target = (f"estimates within 2 SE of the truth: {res.within_se}; CoP error cut {res.improvement:.1f}x "
+                  "versus the guess (target ≥ 5x)")  # fmt: skip
+    if res.twin_timing and res.twin_timing.get("behind_sim_s", 0) > 0.5:
+        tt = res.twin_timing
+        console.print(f"[yellow]note:[/yellow] the physics ran at {tt['achieved_scale']:.1f}x instead of "
+                      f"{tt['time_scale']:g}x (machine too busy): lower --time-scale for a faithful run")  # fmt: skip
     console.print(
-        f"{verdict}: estimates within 2 SE of the truth: {res.within_2se}; CoP error cut {res.improvement:.1f}x "
-        f"versus the guess (target ≥ 5x). Figure: {res.figure}. Times: "
+        f"{verdict}: {target}. Figure: {res.figure}. Times: "
         + ", ".join(f"{k} {v:.1f}" for k, v in res.timings.items())
     )
     sys.stdout.flush()
-    return 0
+    return 0  # the verdict is printed (and in --json); `make demo` fails only on errors

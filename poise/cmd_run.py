@@ -53,8 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--yes", action="store_true", help="no operator prompts between placements")
     p.add_argument("--no-noise", action="store_true", help="sim: ideal boards and encoders")
-    p.add_argument("--physics", choices=["kinematic", "mujoco"], default="kinematic",
-                   help="sim: the emulated robot — kinematic (fast) or the MuJoCo physics twin (falls, sway, slip)")  # fmt: skip
+    p.add_argument("--physics", choices=["kinematic", "mujoco"], default="mujoco",
+                   help="sim: the emulated robot — the MuJoCo physics twin (default: falls, sway, slip) or kinematic (fast)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
     p.add_argument("--joint", help="PWM plan: the joint to drive (default: the plan's)")
     p.add_argument("--limit-margin-deg", type=at.number(0.0, 90.0), default=5.0,
@@ -133,7 +133,7 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
             finally:
                 twin = getattr(s.world, "twin", None) if s.world is not None else None
                 if twin is not None:  # what the physics saw (falls, edges, slips), by simulated time
-                    rec.update_meta(twin_events=twin.report())
+                    rec.update_meta(twin_events=twin.report(), twin_timing=twin.timing())
     finally:
         rec.close()
 
@@ -173,7 +173,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         "boards": [vars(b) for b in result.board_stats],
         "postures": [
             {"posture": r.posture, "placement": r.placement, "cop_mm": (r.cop * 1000).tolist(),
-             "cop_sd_mm": (r.cop_sd * 1000).tolist(), "force_n": r.force_n, "samples": r.samples, "holds": r.holds}
+             "cop_sd_mm": (r.cop_sd * 1000).tolist(), "force_n": r.force_n, "samples": r.samples, "holds": r.holds,
+             **{k: v for k, v in r.report.items() if k != "posture"}}
             for r in result.completed
         ],
     }  # fmt: skip
@@ -196,6 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         t.add_row(str(r.posture), str(r.placement), f"{r.cop[0] * 1000:.2f}", f"{r.cop[1] * 1000:.2f}",
                   f"{r.cop_sd[0] * 1000:.2f}", f"{r.cop_sd[1] * 1000:.2f}", f"{r.force_n / 9.80665:.2f}", str(r.samples))  # fmt: skip
     console.print(t)
+    console.print(execution_table(result.completed))
     j = result.jitter()
     console.print(
         f"{len(result.completed)} posture(s) recorded, {len(result.skipped)} already done; setpoints "
@@ -205,3 +207,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def execution_table(completed) -> Table:
+    """How each posture went, from encoders and boards: tracking, settle time, sole slip, measured margin."""
+    t = Table(title="execution (encoders and boards)")
+    for c in ("posture", "move track max \\[deg]", "hold track max \\[deg]", "settle \\[s]", "slip \\[mm]",
+              "slip \\[deg]", "min CoP margin \\[mm]"):  # fmt: skip
+        t.add_column(c, justify="right")
+    for r in completed:
+        x = r.report
+        if not x:
+            continue
+        m = x["min_margin_mm"]
+        t.add_row(str(r.posture), f"{x['move_tracking_max_deg']:.2f}", f"{x['hold_tracking_max_deg']:.2f}",
+                  f"{x['settle_s']:.2f}", f"{x['slip_mm']:.2f}", f"{x['slip_deg']:.2f}",
+                  "—" if m is None else f"{m:.1f}")  # fmt: skip
+    return t

@@ -238,7 +238,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(model, cfg, tmp_path):
     save_plan(plan, tmp_path / "plan.json")
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "poise", "run", str(tmp_path / "plan.json"), "--robot", "sim", "--boards", "sim",
-           "--out", str(out), "--time-scale", "2", "--yes", "--json", "--no-noise"]  # fmt: skip
+           "--out", str(out), "--time-scale", "2", "--yes", "--json", "--no-noise", "--physics", "kinematic"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     rec_path = out / "recording.csv"
     try:

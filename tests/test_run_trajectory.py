@@ -76,7 +76,8 @@ def _raw_times(run_dir):
 
 def test_trajectory_runs_end_to_end(tulip, plan_file, tmp_path):
     out = tmp_path / "run"
-    args = ["run", str(plan_file), "--robot", "sim", "--boards", "sim", "--out", str(out), "--yes", "--json"]
+    args = ["run", str(plan_file), "--robot", "sim", "--boards", "sim", "--out", str(out), "--yes", "--json",
+            "--physics", "kinematic"]  # fmt: skip
     assert main(args) == 0
     meta = json.loads((out / "run.json").read_text())
     assert meta["status"] == "completed" and meta["kind"] == "trajectory"
@@ -181,7 +182,7 @@ def test_stopped_run_keeps_its_rows(plan_file, tmp_path, monkeypatch, stop):
 def test_killed_run_keeps_a_readable_recording(plan_file, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "poise", "run", str(plan_file), "--robot", "sim", "--boards", "sim",
-           "--out", str(out), "--yes", "--json"]  # fmt: skip
+           "--out", str(out), "--yes", "--json", "--physics", "kinematic"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen = 0
     try:

@@ -251,6 +251,10 @@ class Twin:
         self._cache = (-1.0, np.zeros(8))
         self._kp = self.m.actuator_gainprm[:, 0].copy()
         self._integral = np.zeros(model.nq)
+        self.lost_s = (
+            0.0  # simulated seconds the physics could not run in time (machine too slow for the scale)
+        )
+        self._wall0 = time.monotonic()
         self.d.qpos[self.qadr] = self.goal
         self._apply()
         self.lift()
@@ -269,6 +273,7 @@ class Twin:
         if n <= 0:
             return
         if n > MAX_STEPS_PER_CALL:  # the physics cannot keep up: simulated time runs slower, never jumps
+            self.lost_s += (now - self._t_wall) * self.opts.time_scale - n * self.opts.timestep
             n, self._t_wall = MAX_STEPS_PER_CALL, now
         else:
             self._t_wall += n * self.opts.timestep / self.opts.time_scale
@@ -303,6 +308,7 @@ class Twin:
             lag = time.monotonic() - self._t_wall
             if lag > 0.1:  # more than 100 ms behind: slow down rather than run a burst
                 self._t_wall += lag
+                self.lost_s += lag * self.opts.time_scale
             time.sleep(0)  # let the device threads in
 
     def run_steps(self, n: int) -> None:
@@ -531,6 +537,18 @@ class Twin:
 
     def report(self) -> list[dict]:
         return [{"t_sim_s": e.t_sim, "kind": e.kind, "detail": e.detail} for e in self.events]
+
+    def timing(self) -> dict:
+        """How well simulated time kept to wall time × time_scale: a slow machine runs the physics slower than
+        asked, and the drivers' setpoints (paced by the wall clock) then arrive too fast for the simulated robot."""
+        wall = time.monotonic() - self._wall0
+        return {
+            "time_scale": self.opts.time_scale,
+            "wall_s": wall,
+            "sim_s": self.t_sim,
+            "behind_sim_s": self.lost_s,
+            "achieved_scale": self.t_sim / wall if wall > 0 else None,
+        }
 
 
 class TwinRobot:

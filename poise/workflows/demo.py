@@ -31,7 +31,7 @@ class DemoResult:
     run_dir: pathlib.Path
     table: list[dict]
     cop_error: dict[str, tuple[float, float]]  # name -> (mean, max) m
-    within_2se: bool
+    within_se: bool  # every estimate within 2 SE of the truth (kinematic robot) or 3 SE (physics twin)
     improvement: float
     kappa: float
     timings: dict[str, float]
@@ -40,6 +40,20 @@ class DemoResult:
     planned: int = 0
     stopped: str | None = None  # why the run stopped early, if it did
     twin_events: list[dict] | None = None  # what the physics twin saw (--physics mujoco)
+    twin_timing: dict | None = None  # simulated time against wall time × --time-scale
+    execution: list[dict] | None = None  # per posture: tracking, settle time, sole slip, measured margin
+    physics: str = "kinematic"
+
+    @property
+    def targets_met(self) -> bool:
+        """Kinematic robot (the model is exact, the noise white): within 2 SE and the CoP error cut ≥ 5×.
+        Physics twin (slips, sag, sway the model does not have): within 3 SE and the estimated parameters
+        predicting the CoP within 10 % of what the twin's true parameters do."""
+        if not self.table:
+            return False
+        if self.physics == "mujoco":
+            return self.within_se and self.cop_error["estimated"][0] <= 1.1 * self.cop_error["true"][0]
+        return self.within_se and self.improvement >= 5
 
 
 def design_plan(model, n: int, placements: int, seed: int, move_s: float, hold_s: float) -> Plan:
@@ -104,8 +118,9 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
         "boards on a socket pair and a pty ...")  # fmt: skip
     ns = argparse.Namespace(plan=str(plan_path), robot="sim", boards="sim", out=str(run_dir), resume=False,
                             time_scale=args.time_scale, yes=True)  # fmt: skip
-    opts = WorldOptions(noise=not args.no_noise, seed=args.seed, physics=getattr(args, "physics", "kinematic"),
-                        time_scale=args.time_scale)  # fmt: skip
+    physics = getattr(args, "physics", "kinematic")
+    twin = physics == "mujoco"
+    opts = WorldOptions(noise=not args.no_noise, seed=args.seed, physics=physics, time_scale=args.time_scale)
     prepare = None if args.no_recalibrate else recalibrate_sim_boards
     if prepare:
         log("    boards: tare, then per-cell recalibration with a 10 kg weight over each cell")
@@ -136,6 +151,11 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
 
     t0 = time.monotonic()
     log("3/3 identify: simplified model (13 base parameters), right-foot base ...")
+    if not meta["segments"][-1]["completed"]:  # stopped before the first posture: nothing to identify
+        log("    no posture was completed: nothing to identify")
+        return DemoResult(plan_path, run_dir, [], {}, False, 0.0, float("nan"), timings, None, 0,
+                          len(plan.postures), stopped, events, meta.get("twin_timing"), meta.get("report", []),
+                          physics)  # fmt: skip
     rec = read_recording(run_dir / "recording.csv")
     log(f"    {len(rec)} of {len(plan.postures)} postures executed")
     truth_ps = true_parameters(model)
@@ -146,7 +166,7 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     table, ok = [], True
     for g in fit.estimated:
         z = abs(fit.theta[g] - truth[g]) / fit.se[g]
-        ok &= bool(z <= 2.0)
+        ok &= bool(z <= (3.0 if twin else 2.0))
         table.append({"symbol": bm.symbols[g], "true_m": truth[g], "guess_m": guess[g], "estimate_m": fit.theta[g],
                       "se_m": fit.se[g], "z": z})  # fmt: skip
     errs = {}
@@ -166,4 +186,5 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
         log(f"    (no figure: {exc})")
     timings["identify_s"] = time.monotonic() - t0
     return DemoResult(plan_path, run_dir, table, errs, ok, improvement, fit.kappa, timings, fig, len(rec),
-                      len(plan.postures), stopped, events)  # fmt: skip
+                      len(plan.postures), stopped, events, meta.get("twin_timing"), meta.get("report", []),
+                      physics)  # fmt: skip
