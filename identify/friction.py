@@ -75,7 +75,7 @@ class FrictionFit:
     rms: float  # N·m, residual
     cond: float  # of XᵀX
     vs_scan: list[tuple[float, float]] = field(default_factory=list)  # (v_s, rms) when v_s was searched
-    extra: dict[str, float] = field(default_factory=dict)  # τ_s [N·m], k_pwm [N·m/%] when fitted jointly
+    extra: dict[str, float] = field(default_factory=dict)  # τ_s [N·m], k_pwm [N·m/%], inertia_extra [kg·m²]
 
     @property
     def tau_s(self) -> float | None:
@@ -99,6 +99,7 @@ class FrictionFit:
             "cond_XtX": self.cond,
             "tau_s_Nm": self.tau_s,
             "k_pwm_Nm_per_pct": self.extra.get("k_pwm"),
+            "inertia_extra_kg_m2": self.extra.get("inertia_extra"),
         }
 
 
@@ -174,10 +175,12 @@ def fit_friction(
     margin: int = 0,
     offset: bool = False,
     pwm: np.ndarray | None = None,
+    fit_inertia: bool = False,
 ) -> FrictionFit:
     """Fit f from y = τ_j + I ω̇ = −f(ω) (motor off); v_s=None for the Stribeck model searches it (profile RSS).
     `offset` adds a constant τ_s (eq. 2.32's static term, e.g. an unzeroed torque sensor); `pwm` [%] adds the
-    PWM column, fitting the whole identification model 2.32, y = K*_pwm PWM − f(ω) + τ_s, in one regression."""
+    PWM column, fitting the whole identification model 2.32, y = K*_pwm PWM − f(ω) + τ_s, in one regression;
+    `fit_inertia` adds a column −ω̇ for the inertia the given one lacks (ΔI, e.g. a servo's unknown rotor)."""
     omega, omega_dot, tau_j = (np.asarray(a, dtype=float) for a in (omega, omega_dot, tau_j))
     _check(omega, omega_dot, tau_j, *(() if pwm is None else (np.asarray(pwm, dtype=float),)))
     if model not in MODELS:
@@ -192,8 +195,10 @@ def fit_friction(
         raise DataError(f"only {int(keep.sum())} samples left after outlier rejection; need ≥ 10")
     w, yk = omega[keep], y[keep]
     names = PARAMS[model]
-    extra = ([("k_pwm", np.asarray(pwm, dtype=float)[keep])] if pwm is not None else []) + (
-        [("tau_s", np.ones(len(w)))] if offset else []
+    extra = (
+        ([("k_pwm", np.asarray(pwm, dtype=float)[keep])] if pwm is not None else [])
+        + ([("tau_s", np.ones(len(w)))] if offset else [])
+        + ([("inertia_extra", -omega_dot[keep])] if fit_inertia else [])
     )
     cols = names + tuple(n for n, _ in extra)
 

@@ -57,6 +57,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     f.add_argument("--offset", action="store_true", help="also fit a constant torque τ_s (sensor not zeroed)")
     f.add_argument(
+        "--fit-inertia",
+        action="store_true",
+        help="also fit the inertia the recording's lacks, ΔI [kg·m²] (e.g. a servo's unknown rotor inertia)",
+    )
+    f.add_argument(
         "--plan",
         help="with --simulate: drive the free link with a PWM plan (JSON, or 'recommended' / 'sweeps') "
         "instead of the motor-off run; K*_pwm and τ_s are then fitted with the friction (model 2.32)",
@@ -210,6 +215,7 @@ def cmd_friction(args: argparse.Namespace) -> int:
                 zero_slope=args.zero_slope and m == "stribeck",
                 offset=args.offset or with_pwm,
                 pwm=sig.pwm if with_pwm else None,
+                fit_inertia=args.fit_inertia,
                 **opts,
             )
         )
@@ -238,17 +244,17 @@ def cmd_friction(args: argparse.Namespace) -> int:
             )
         extra = f"v_s {f.v_s:.3g} rad/s, " if f.v_s else ""
         for k, v in f.extra.items():
-            tr = (
-                (truth.tau_offset if k == "tau_s" else truth.k_pwm * truth.pwm_full_scale / 100)
-                if truth
-                else None
-            )
+            tr = None
+            if truth and k == "tau_s":
+                tr = truth.tau_offset
+            elif truth and k == "k_pwm":
+                tr = truth.k_pwm * truth.pwm_full_scale / 100
             t.add_row(
                 f.model,
                 k,
                 f"{v:.4g}",
                 f"{f.se[k]:.2g}",
-                "N·m" if k == "tau_s" else "N·m/%",
+                {"tau_s": "N·m", "k_pwm": "N·m/%", "inertia_extra": "kg·m²"}[k],
                 "—" if tr is None else f"{tr:.4g}",
                 "—" if tr is None else f"{100 * (v / tr - 1):+.2f} %",
             )
@@ -268,7 +274,8 @@ def cmd_friction(args: argparse.Namespace) -> int:
         kept = select_samples(sig.omega, sig.omega_dot, args.accel_max, args.speed_min, args.margin)
         ref_fit = next((f for f in fits if f.model == "stribeck"), fits[0])
         # measured f = K PWM + τ_s − (τ_j + I ω̇)
-        y = ref_fit.extra.get("k_pwm", 0.0) * sig.pwm - sig.tau - inertia * sig.omega_dot
+        inertia_all = inertia + ref_fit.extra.get("inertia_extra", 0.0)
+        y = ref_fit.extra.get("k_pwm", 0.0) * sig.pwm - sig.tau - inertia_all * sig.omega_dot
         plot_friction(sig.omega, y + (ref_fit.tau_s or 0.0), kept, fits, args.plot, source)
     return 0
 
@@ -284,7 +291,7 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
 
     if args.plan and not args.simulate:
         raise DataError("--plan is for --simulate; a recording already holds its PWM")
-    truth, fric = None, None
+    truth, fric, inertia_extra = None, None, 0.0
     if args.friction:
         try:
             doc = json.loads(Path(args.friction).read_text(encoding="utf-8"))
@@ -294,7 +301,14 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
         if not fits:
             raise DataError(f"{args.friction}: not a friction result (no 'fits')")
         by_model = {f.get("model"): f for f in fits if isinstance(f, dict)}
-        fric = friction_from_dict(by_model.get("stribeck", fits[0]), args.friction)
+        chosen = by_model.get("stribeck", fits[0])
+        fric = friction_from_dict(chosen, args.friction)
+        try:  # the inertia the friction fit found missing (--fit-inertia) is missing here too
+            inertia_extra = float(chosen.get("inertia_extra_kg_m2") or 0.0)
+        except (TypeError, ValueError):
+            inertia_extra = float("nan")
+        if not np.isfinite(inertia_extra):
+            raise DataError(f"{args.friction}: inertia_extra_kg_m2 is not a finite number")
     if args.simulate:
         truth = DriveTruth()
         plan = load_pwm_plan(args.plan) if args.plan else recommended(link=args.link)
@@ -331,7 +345,7 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
         fit = fit_pwm_gain_fixture(rec.t, rec.pwm, rec.tau)
         pwm, y = rec.pwm, rec.tau
     else:
-        inertia = _inertia(args, rec)
+        inertia = _inertia(args, rec) + inertia_extra
         sig = drive_signals(rec, args.cutoff_hz)
         fit = fit_pwm_gain(
             sig.pwm,

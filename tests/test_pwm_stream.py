@@ -133,6 +133,19 @@ def test_friction_and_pwm_gain_recovered_within_2_percent_from_streamed_sweeps(s
     assert gain["k_pwm_Nm_per_pct"] == pytest.approx(TRUTH.k_pwm_pct(), rel=0.02)
 
 
+def test_unknown_rotor_inertia_is_fitted(streamed, capsys, tmp_path):
+    """A servo's rotor inertia is rarely known: given the link's inertia only, --fit-inertia finds the rest."""
+    rec = read_drive(streamed["sweeps"] / "recording.csv")
+    link_only = str(rec.inertia - TRUTH.armature)
+    opts = ["--vs", str(TRUTH.v_s), "--cutoff-hz", "6", "--speed-min", "0.05", "--inertia", link_only]
+    wrong = _friction(str(streamed["sweeps"] / "recording.csv"), capsys, *opts)
+    fit = _friction(str(streamed["sweeps"] / "recording.csv"), capsys, *opts, "--fit-inertia")
+    assert fit["inertia_extra_kg_m2"] == pytest.approx(TRUTH.armature, rel=0.15)
+    err = lambda f: max(abs(f["params"][k] / v - 1) for k, v in TRUTH.params().items())  # noqa: E731
+    assert err(fit) < 0.03 and err(fit) < err(wrong) / 3
+    assert fit["k_pwm_Nm_per_pct"] == pytest.approx(TRUTH.k_pwm_pct(), rel=0.02)
+
+
 def test_plan_beyond_the_pwm_limit_is_refused_before_any_device_opens(bench, tmp_path, capsys):
     plan = tmp_path / "hot.json"
     save_pwm_plan(PwmPlan((Segment("triangle", 30.0, 0.3, 5.0),), joint="pivot", link="free"), plan)
