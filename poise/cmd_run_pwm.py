@@ -6,15 +6,34 @@ opened) when the plan exceeds the configuration's pwm_limit_pct or its joint is 
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
+from rich.live import Live
 from rich.table import Table
 
 from drivers.config import load_config, servo_order
 from drivers.pwm_run import preflight, run_pwm
 from formats.pwm_plan import load_pwm_plan
-from poise.output import console, print_json
+from poise.output import console, err_console, print_json
 from robots.registry import get_model
+
+
+class _View:
+    """One live line while streaming: tick, plan time, PWM, joint angle and velocity."""
+
+    def __init__(self, live: Live | None) -> None:
+        self.live, self._last = live, 0.0
+
+    def __call__(self, k: int, n: int, t: float, s) -> None:
+        now = time.monotonic()
+        if self.live is None or (now - self._last < 0.1 and k < n):
+            return
+        self._last = now
+        self.live.update(
+            f"PWM plan tick {k}/{n}  t = {t:6.2f} s  PWM {s.pwm_pct:+6.2f} %  q {s.q:+.3f} rad  "
+            f"ω {s.qd:+.3f} rad/s"
+        )
 
 
 def cmd_run_pwm(args: argparse.Namespace) -> int:
@@ -44,9 +63,27 @@ def cmd_run_pwm(args: argparse.Namespace) -> int:
             servos = servo_order(config, model.joint_names)
             bus = DxlBusEmulator(servos, JointPlant(q0), drives={stream.servo.id: drive})
             robot = f"dxl:{bus.path}?baud={config.baud}"
-        result, stream, load, run_dir = run_pwm(
-            plan, args.plan, model, config, robot, args.out, args.joint, margin, args.drive_inertia
+        live = (
+            None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
         )
+        if live:
+            live.start()
+        try:
+            result, stream, load, run_dir = run_pwm(
+                plan,
+                args.plan,
+                model,
+                config,
+                robot,
+                args.out,
+                args.joint,
+                margin,
+                args.drive_inertia,
+                _View(live),
+            )
+        finally:
+            if live:
+                live.stop()
     finally:
         if bus is not None:
             bus.close()
