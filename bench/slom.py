@@ -39,8 +39,9 @@ def _peak_mb() -> float:
 def _setup(n: int):
     from identify import doggy as dg
     from identify.doggy_sim import SimConfig, simulate
+    from trajectories.doggy_excitation import make_plan
 
-    sim = simulate(SimConfig(duration=n / 1000.0, seed=0))
+    sim = simulate(SimConfig(duration=n / 1000.0, seed=0), make_plan(n / 1000.0, 0))
     return sim, dg.build_problem(sim.recording, dg.doggy.TABLE1_INITIAL)
 
 

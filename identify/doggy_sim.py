@@ -1,21 +1,19 @@
-"""Simulated Doggy calibration experiment and the excitation plan (PWM programme) behind it.
+"""Simulated Doggy calibration experiment: the excitation plan (`formats.doggy_plan`, designed by
+`trajectories.doggy_excitation`, written by `poise plan doggy`) run on the model.
 
-The plan mirrors §5 of the paper: a zero-command window (bias window, M samples), a slow stage (|u| ≤ 0.15,
-P-controller to random targets, for friction), and a fast stage (|u| ≤ 0.90, random targets plus a chirp, for
-springs and dampers). The plan is plain data (JSON) so a driver can stream it; `pwm_program` turns it into
-per-sample controller set-points. Simulation integrates the model with the same explicit Euler step as the
+`pwm_program` turns the plan into per-sample controller set-points. Simulation integrates the model with the same explicit Euler step as the
 estimator (one closed-loop `mapaccum`), then samples encoders and gyros at 1 kHz with the paper's noise.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import casadi as ca
 import numpy as np
 from scipy import signal
 
+from formats.doggy_plan import ExcitationPlan, pwm_command, pwm_program  # noqa: F401 (pwm_command re-exported)
 from formats.doggy_recording import DoggyRecording
 from robots import doggy
 from robots.doggy import DoggyParams
@@ -24,111 +22,6 @@ from robots.doggy import DoggyParams
 ROBOT = doggy.robot()
 SIGMA_ENC = ROBOT.sigma_encoder  # rad
 SIGMA_GYRO = ROBOT.sigma_gyro  # rad/s
-JOINT_RANGE = ROBOT.setpoint_range  # rad, |target| limits per joint for random set-points
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One plan step: "zero" (u = 0), "goto" (P-control to `target`, |u| ≤ u_max) or "chirp" (goto + sweep)."""
-
-    kind: str
-    duration: float  # s
-    u_max: float = 0.0
-    target: tuple[float, float, float] = (0.0, 0.0, 0.0)  # rad, motor angles
-    f0: float = 0.0  # Hz, chirp start frequency
-    f1: float = 0.0  # Hz, chirp end frequency
-    amplitude: tuple[float, float, float] = (0.0, 0.0, 0.0)  # PWM duty of the sweep per joint
-
-
-@dataclass
-class ExcitationPlan:
-    """A PWM programme: segments run in order under a P-controller u = clip(kp (target − θ) + sweep)."""
-
-    segments: list[Segment]
-    kp: float = 3.0  # 1/rad
-    rate: float = ROBOT.rate_hz  # Hz
-
-    @property
-    def duration(self) -> float:
-        return sum(s.duration for s in self.segments)
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {"kp": self.kp, "rate": self.rate, "segments": [asdict(s) for s in self.segments]}, indent=1
-        )
-
-    @staticmethod
-    def from_json(text: str) -> ExcitationPlan:
-        d = json.loads(text)
-        segs = [
-            Segment(**{k: tuple(v) if isinstance(v, list) else v for k, v in s.items()})
-            for s in d["segments"]
-        ]
-        return ExcitationPlan(segs, d["kp"], d["rate"])
-
-
-def make_plan(
-    duration: float, seed: int = 0, zero_time: float = 1.0, slow_fraction: float = 0.45
-) -> ExcitationPlan:
-    """Zero window, slow stage (|u| ≤ 0.15) and fast stage (|u| ≤ 0.9, with a 0.5→4 Hz chirp) filling `duration`."""
-    rng = np.random.default_rng(seed)
-    zero_time = min(zero_time, 0.2 * duration)
-    segs = [Segment("zero", zero_time)]
-    rest = duration - zero_time
-    slow_end = zero_time + slow_fraction * rest
-    t = zero_time
-    lim = np.array(JOINT_RANGE)
-
-    def target():
-        return tuple(float(v) for v in rng.uniform(-lim, lim))
-
-    while t < slow_end - 1e-9:
-        d = min(float(rng.uniform(1.5, 3.0)), slow_end - t)
-        segs.append(Segment("goto", d, 0.15, target()))
-        t += d
-    chirp_at = t + 0.4 * (duration - t)
-    chirp_done = False
-    while t < duration - 1e-9:
-        if not chirp_done and t >= chirp_at:
-            d = min(3.0, duration - t)
-            segs.append(Segment("chirp", d, 0.9, (0.0, 0.0, 0.0), 0.5, 4.0, (0.5, 0.5, 0.5)))
-            chirp_done = True
-        else:
-            d = min(float(rng.uniform(0.6, 1.5)), duration - t)
-            segs.append(Segment("goto", d, 0.9, target()))
-        t += d
-    return ExcitationPlan(segs)
-
-
-def pwm_program(plan: ExcitationPlan, t: np.ndarray):
-    """Per-sample controller set-points: target (N,3), feed-forward sweep (N,3), saturation u_max (N,)."""
-    n = len(t)
-    target = np.zeros((n, 3))
-    ff = np.zeros((n, 3))
-    umax = np.zeros(n)
-    t0 = 0.0
-    rel = t - t[0]
-    for s in plan.segments:
-        m = (rel >= t0 - 1e-12) & (rel < t0 + s.duration - 1e-12)
-        tau = rel[m] - t0
-        if s.kind != "zero":
-            target[m] = s.target
-            umax[m] = s.u_max
-        if s.kind == "chirp":
-            phase = 2 * np.pi * (s.f0 * tau + 0.5 * (s.f1 - s.f0) * tau**2 / s.duration)
-            ff[m] = np.outer(np.sin(phase), s.amplitude)
-            ff[m] *= np.array([1.0, -1.0, 1.0])  # joints 2 and 3 in anti-phase: excites the head coupling
-        t0 += s.duration
-    tail = rel >= t0 - 1e-12
-    if np.any(tail) and plan.segments and plan.segments[-1].kind != "zero":
-        target[tail], umax[tail] = plan.segments[-1].target, plan.segments[-1].u_max
-    return target, ff, umax
-
-
-def pwm_command(target: np.ndarray, ff: np.ndarray, u_max, theta: np.ndarray, kp: float) -> np.ndarray:
-    """The controller a driver runs each sample: u = clip(kp (target − θ) + sweep, ±u_max) (θ without θ₀)."""
-    u_max = np.asarray(u_max, float)[..., None] if np.ndim(u_max) else u_max
-    return np.clip(kp * (np.asarray(target) - theta) + ff, -u_max, u_max)
 
 
 @dataclass
@@ -188,11 +81,10 @@ def _bearing_wobble(states: np.ndarray, dt: np.ndarray, wobble) -> np.ndarray:
     return out
 
 
-def simulate(cfg: SimConfig | None = None, plan: ExcitationPlan | None = None) -> Simulation:
-    """Run the calibration experiment in simulation and return the recording plus the true states."""
-    cfg = cfg or SimConfig()
+def simulate(cfg: SimConfig, plan: ExcitationPlan) -> Simulation:
+    """Run the calibration experiment (plan from `trajectories.doggy_excitation.make_plan` or a plan file) in
+    simulation and return the recording plus the true states."""
     rng = np.random.default_rng(cfg.seed)
-    plan = plan or make_plan(cfg.duration, cfg.seed, cfg.zero_time)
     n = int(round(cfg.duration * cfg.rate))
     T = 1.0 / cfg.rate
     t = np.arange(n) * T + rng.uniform(-cfg.jitter, cfg.jitter, n) * (cfg.jitter > 0)

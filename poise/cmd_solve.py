@@ -9,13 +9,16 @@ import time
 from rich.table import Table
 
 from formats.atomic import write_text_atomic
+from formats.doggy_plan import load_doggy_plan
 from formats.doggy_recording import read_csv, write_csv
+from formats.errors import DataError
 from identify import doggy as dg
 from identify import slom
 from identify.doggy_sim import SimConfig, simulate
 from identify.doggy_verify import plot, verify
 from poise import argtypes as at
 from poise.output import console, dumps, err_console, print_json
+from trajectories.doggy_excitation import make_plan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="simulate the experiment from Table 1",
     )
     d.add_argument("--seed", type=at.seed, default=0, help="simulation seed")
+    d.add_argument(
+        "--plan", type=at.text_file, help="with --simulate: run this excitation plan (poise plan doggy)"
+    )
     d.add_argument("--out", type=at.out_file, required=True, help="result JSON path")
     at.add_force(d)
     d.add_argument("--plot", metavar="DIR", type=at.out_dir, help="write verification figures (PNG) here")
@@ -81,7 +87,13 @@ def cmd_doggy(args: argparse.Namespace) -> int:
         rec = read_csv(args.data)
         source = str(args.data)
     else:
-        sim = simulate(SimConfig(duration=args.simulate, seed=args.seed))
+        if args.plan:
+            plan = load_doggy_plan(args.plan)
+            if abs(plan.duration - args.simulate) > 1e-9:
+                raise DataError(f"--plan lasts {plan.duration:g} s, --simulate asks for {args.simulate:g} s")
+        else:
+            plan = make_plan(args.simulate, args.seed)
+        sim = simulate(SimConfig(duration=args.simulate, seed=args.seed, rate=plan.rate), plan)
         rec, truth = sim.recording, sim.params
         source = f"simulated {args.simulate:g} s, seed {args.seed}"
         if args.save_recording:

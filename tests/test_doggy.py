@@ -7,10 +7,11 @@ import pytest
 from formats.errors import IdentifiabilityError
 from identify import doggy as dg
 from identify import slom
-from identify.doggy_sim import SimConfig, make_plan, simulate
+from identify.doggy_sim import SimConfig, simulate
 from identify.doggy_verify import verify
 from identify.manifolds import so3_log
 from robots import doggy
+from trajectories.doggy_excitation import make_plan
 
 
 def test_mass_matrix_oracles():
@@ -75,7 +76,7 @@ def test_residual_block_dimensions():
         "dynamics": 12,
         "bias": 6,
     }
-    sim = simulate(SimConfig(duration=1.5, seed=3))
+    sim = simulate(SimConfig(duration=1.5, seed=3), make_plan(1.5, 3))
     pr = dg.build_problem(sim.recording, doggy.TABLE1_INITIAL)
     counts = {f.name: f.count for f in pr.factors}
     n, m = sim.recording.n, sim.recording.zero_command_samples()
@@ -85,9 +86,9 @@ def test_residual_block_dimensions():
 
 
 def test_streamed_pwm_reproduces_the_simulated_commands():
-    from identify.doggy_sim import pwm_command, pwm_program
+    from formats.doggy_plan import pwm_command, pwm_program
 
-    sim = simulate(SimConfig(duration=3.0, seed=5))
+    sim = simulate(SimConfig(duration=3.0, seed=5), make_plan(3.0, 5))
     rec = sim.recording
     target, ff, umax = pwm_program(sim.plan, rec.t)
     u = pwm_command(target, ff, umax, rec.theta - rec.theta0, sim.plan.kp)
@@ -107,7 +108,7 @@ def test_simulated_plan_has_the_paper_stages():
 
 @pytest.fixture(scope="module")
 def short_solve():
-    sim = simulate(SimConfig(duration=4.0, seed=11))
+    sim = simulate(SimConfig(duration=4.0, seed=11), make_plan(4.0, 11))
     cal = dg.calibrate(sim.recording, doggy.TABLE1_INITIAL, solver=slom.Options(max_iter=40))
     return sim, cal
 
@@ -140,7 +141,7 @@ def test_open_loop_verification_tracks_velocities(short_solve):
 
 
 def test_dropping_bias_block_makes_horizontal_gyro1_bias_unobservable():
-    sim = simulate(SimConfig(duration=1.5, seed=2))
+    sim = simulate(SimConfig(duration=1.5, seed=2), make_plan(1.5, 2))
     opts = dg.ModelOptions(bias_block=False, debias_gyro1=False)  # eq 26 as printed
     with pytest.raises(IdentifiabilityError, match="bias1"):
         dg.calibrate(sim.recording, doggy.TABLE1_INITIAL, opts, slom.Options(max_iter=4))
@@ -159,7 +160,7 @@ def test_dropping_bias_block_makes_horizontal_gyro1_bias_unobservable():
 
 
 def test_bias_block_restores_full_rank():
-    sim = simulate(SimConfig(duration=1.5, seed=2))
+    sim = simulate(SimConfig(duration=1.5, seed=2), make_plan(1.5, 2))
     opts = dg.ModelOptions(debias_gyro1=False)
     cal = dg.calibrate(sim.recording, doggy.TABLE1_INITIAL, opts, slom.Options(max_iter=4))
     assert not cal.result.rank.deficient

@@ -9,7 +9,6 @@ import pytest
 
 from formats.errors import DataError
 from identify import doggy as dg
-from identify import doggy_sim
 from robots import doggy
 from robots import dynamics as dyn
 from robots.registry import get_model
@@ -75,7 +74,9 @@ def test_loaded_constants_equal_the_previously_typed_ones():
     assert np.array_equal(doggy.R_IMU1_NOMINAL, R1) and np.array_equal(doggy.R_IMU2_NOMINAL, P.T)
     assert (rb.sigma_encoder, rb.sigma_gyro, rb.rate_hz) == (6.9259e-5, 1.745e-3, 1000.0)
     assert (
-        dg.SIGMA_ENC == 6.9259e-5 and dg.SIGMA_GYRO == 1.745e-3 and doggy_sim.JOINT_RANGE == (1.0, 0.6, 0.6)
+        dg.SIGMA_ENC == 6.9259e-5
+        and dg.SIGMA_GYRO == 1.745e-3
+        and tuple(rb.setpoint_range) == (1.0, 0.6, 0.6)
     )
     var = np.concatenate([np.full(3, 1e-12), np.full(3, 1.21e-4), np.full(3, 1e-12), np.full(3, 6.889e-5)])
     assert np.array_equal(dg.SIGMA_DYN, np.sqrt(var))

@@ -7,11 +7,12 @@ from formats.doggy_recording import COLUMNS, read_csv, write_csv
 from formats.errors import DataError
 from identify.doggy_sim import SimConfig, simulate
 from poise.cli import main
+from trajectories.doggy_excitation import make_plan
 
 
 @pytest.fixture(scope="module")
 def rec():
-    r = simulate(SimConfig(duration=0.5, seed=1, theta0=(0.1, -0.2, 0.3))).recording
+    r = simulate(SimConfig(duration=0.5, seed=1, theta0=(0.1, -0.2, 0.3)), make_plan(0.5, 1)).recording
     return r
 
 
@@ -92,7 +93,7 @@ def test_cli_reports_malformed_recording_without_traceback(rec, tmp_path, capsys
 
 
 def test_cli_solves_a_recording(rec, tmp_path):
-    sim = simulate(SimConfig(duration=2.0, seed=4))
+    sim = simulate(SimConfig(duration=2.0, seed=4), make_plan(2.0, 4))
     path = tmp_path / "rec.csv"
     write_csv(sim.recording, path)
     out = tmp_path / "r.json"
