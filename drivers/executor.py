@@ -41,6 +41,7 @@ ADAPT_FROM_M, ADAPT_FROM_RAD = 5e-4, np.radians(0.1)  # measured placement this 
 ADAPT_LIMIT_M, ADAPT_LIMIT_RAD = 0.02, np.radians(5.0)  # farther than this: stop rather than adapt
 TIP_TOL = 0.005  # m: measured CoP this far outside the support polygon ...
 TIP_HOLD_S = 0.5  # s (robot time): ... for this long = tipping
+FALL_HOLD_S = 0.3  # s (robot time): boards carrying < half the weight this long = falling (a late report is not)
 
 
 class SafetyTrip(PoiseError):
@@ -155,6 +156,7 @@ class Executor:
         self._last_answer: float | None = None
         self._weight_kg = float(model.parameter_set(plan.params).total_mass)
         self._outside_since: float | None = None
+        self._light_since: float | None = None
         self._worst: dict[str, float] = {}  # largest tracking error (deg) per phase of the current posture
         self._min_margin = math.inf  # smallest measured CoP margin (m) during the current posture's holds
 
@@ -299,15 +301,18 @@ class Executor:
     def _check_standing(self, p, cop, margin, kg) -> None:
         """Trip when the boards say the robot is not standing: the measured CoP leaves the support polygon
         (tipping over an edge) or the load falls below half the robot's weight (falling, lifted)."""
-        if cop is None:
-            return
-        if kg is not None and kg < 0.5 * self._weight_kg:
+        now = time.monotonic()
+        light = kg is not None and kg < 0.5 * self._weight_kg  # (an empty board set gives no CoP but a load)
+        if not light:
+            self._light_since = None
+        elif self._light_since is None:
+            self._light_since = now
+        if light and (now - self._light_since) * self.k >= FALL_HOLD_S:
             raise SafetyTrip(
                 f"posture {p.index}: boards carry {kg:.1f} kg of the robot's {self._weight_kg:.1f} kg (falling?); "
                 f"run stopped, {len(self.result.completed)} completed posture(s) kept"
             )
-        outside = margin is not None and margin < -TIP_TOL
-        now = time.monotonic()
+        outside = cop is not None and margin is not None and margin < -TIP_TOL
         if not outside:
             self._outside_since = None
             return

@@ -472,3 +472,33 @@ def test_planned_lifted_transition_is_done_lifted_without_warning(model, cfg):
     issues = ground_transition_issues(model, jump, pose, p.params, p.base, 0.0, "t")
     assert issues and "jump" in issues[0]
     assert ground_transition_issues(model, tr.q, pose, p.params, p.base, 0.0, "t") == []
+
+
+def test_standing_checks_trip_on_lasting_falls_and_tips_not_on_late_reports(monkeypatch):
+    """Falling (boards carry < half the weight, also when they carry nothing at all) and tipping (CoP > 5 mm
+    outside) stop the run only when they last: a board report arriving late is not a fall."""
+    import drivers.executor as exe
+    from drivers.executor import FALL_HOLD_S, TIP_HOLD_S, Executor, RunResult, SafetyTrip
+
+    clock = [100.0]
+    monkeypatch.setattr(exe.time, "monotonic", lambda: clock[0])
+    ex = Executor.__new__(Executor)
+    ex.k, ex._weight_kg, ex.result = 2.0, 22.6, RunResult()
+    ex._light_since = ex._outside_since = None
+    p = argparse.Namespace(index=3)
+    cop = np.zeros(2)
+
+    def check(cop_, margin, kg, dt):
+        clock[0] += dt / ex.k  # dt in robot seconds
+        ex._check_standing(p, cop_, margin, kg)
+
+    check(cop, 0.05, 11.0, 0.0)
+    check(cop, 0.05, 22.5, 0.9 * FALL_HOLD_S)  # the late board caught up: not a fall
+    check(cop, 0.05, 11.0, 0.1)
+    with pytest.raises(SafetyTrip, match="posture 3: boards carry 0.1 kg .*falling"):
+        check(None, None, 0.1, 1.01 * FALL_HOLD_S)  # nothing on the boards at all: no CoP, still a fall
+    ex._light_since = None
+    check(cop, -0.01, 22.6, 0.0)
+    check(cop, -0.01, 22.6, 0.5 * TIP_HOLD_S)
+    with pytest.raises(SafetyTrip, match="10.0 mm outside the support polygon \\(tipping\\)"):
+        check(cop, -0.01, 22.6, 0.51 * TIP_HOLD_S)
