@@ -13,7 +13,8 @@ RUN_DIR/
   recording.csv  drive recording on a uniform grid t_k = k / rate_hz of the servo's own clock (Realtime Tick,
                  ms; the host's clock jitters with its load), starting half a period after the first read (the
                  middle of each Goal PWM's interval): `t` [s], `pwm` [% of full scale, the Present PWM in effect
-                 then], `q` [rad, cubic interpolation of the reads around the grid time], `tau` [N·m, the link's
+                 then], `q` [rad, cubic interpolation of the reads around the grid time], `gap_ms` [ms between
+                 those two reads: `calibrate` leaves rows in gaps over 2.5 periods out], `tau` [N·m, the link's
                  gravity load from the robot description at q: a servo has no torque sensor, so the link's
                  inertia about the axis goes into `# inertia:` with the drive's], `qd_servo` [rad/s]
   raw.csv        every tick: t [s, servo clock], host [s, run clock], k, pwm_cmd [%], pwm [% read], current [A],
@@ -176,7 +177,7 @@ class CubicGrid:
             x = sum(
                 self.pts[j][1] * math.prod((g - ts[m]) / (ts[j] - ts[m]) for m in idx if m != j) for j in idx
             )
-            self.emit(self.k, g, x)
+            self.emit(self.k, g, x, ts[i + 1] - ts[i])
             self.k += 1
 
     def flush(self) -> None:
@@ -205,7 +206,7 @@ class PwmRecorder:
             "# tau: gravity load of the robot description at q (no torque sensor; the link's inertia is in inertia)",
             "# source: poise run (PWM plan), Dynamixel PWM control mode",
         ]
-        self.recording = _Lines(self.dir / "recording.csv", "\n".join(head) + "\nt,pwm,q,tau,qd_servo")
+        self.recording = _Lines(self.dir / "recording.csv", "\n".join(head) + "\nt,pwm,q,tau,qd_servo,gap_ms")
         self.raw = _Lines(self.dir / "raw.csv", "t,host,k,pwm_cmd,pwm,current,q,qd")
         self.rows = 0
         self.grid: CubicGrid | None = None
@@ -228,14 +229,14 @@ class PwmRecorder:
         self.grid.add(s.t, s.q)
         del self.reads[:-8]
 
-    def _row(self, k: int, g: float, q: float) -> None:
+    def _row(self, k: int, g: float, q: float, gap: float) -> None:
         if k >= self.planned:
             return  # after the last write: not part of the plan
         # the PWM in effect at g: that of the last read at or before it (each read follows its write)
         pwm = next((p for tr, p, _ in reversed(self.reads) if tr <= g), self.reads[0][1])
         qd = min(self.reads, key=lambda r: abs(r[0] - g))[2]
         tau = float(self.load.gravity(q))
-        self.recording.add(f"{k * self.period:.6f},{pwm:.6g},{q:.8f},{tau:.8g},{qd:.6f}")
+        self.recording.add(f"{k * self.period:.6f},{pwm:.6g},{q:.8f},{tau:.8g},{qd:.6f},{1000 * gap:.0f}")
         self.rows = k + 1
 
     def close(self) -> None:

@@ -4,8 +4,9 @@ All three are numeric CSVs with a header row (order free, extra columns ignored)
 comment lines. SI units, radians.
 
 Drive recording (`friction`, `pwm-gain`): `t` [s], `pwm` [% of full scale], `q` [rad, joint encoder],
-`tau` [N·m, joint torque applied to the child link]. Comment keys: `inertia` [kg·m², drive inertia
-reflected to the joint] (optional), `joint`.
+`tau` [N·m, joint torque applied to the child link]; optional `gap_ms` [ms, the interval between the two
+measurements a resampled row was interpolated in: rows inside a long gap are left out of the fits]. Comment
+keys: `inertia` [kg·m², drive inertia reflected to the joint] (optional), `joint`.
 
 Accelerometer recording (`accelerometer`): `pose` [integer id; rows of one static pose are averaged],
 `ax, ay, az` [m/s², raw readings], `tumble` [0 for the orientation grid; +k and −k for the two orientations
@@ -90,6 +91,13 @@ class DriveRecording:
     tau: np.ndarray
     inertia: float | None = None
     joint: str = "joint"
+    gap_ms: np.ndarray | None = None  # optional: measurement gap around each (resampled) row
+
+    def gaps(self, factor: float = 2.5) -> np.ndarray | None:
+        """Rows interpolated across more than `factor` sample periods (None without a gap_ms column)."""
+        if self.gap_ms is None:
+            return None
+        return self.gap_ms > factor * 1000.0 * float(np.median(np.diff(self.t)))
 
 
 def read_drive(path: str | Path) -> DriveRecording:
@@ -112,14 +120,20 @@ def read_drive(path: str | Path) -> DriveRecording:
             raise DataError(f"{src}: inertia {meta['inertia']!r} is not a number") from None
         if not (np.isfinite(inertia) and inertia >= 0):
             raise DataError(f"{src}: inertia must be finite and ≥ 0")
-    return DriveRecording(c["t"], c["pwm"], c["q"], c["tau"], inertia, meta.get("joint", "joint"))
+    gap = c.get("gap_ms")
+    if gap is not None and not (np.all(np.isfinite(gap)) and np.all(gap >= 0)):
+        raise DataError(f"{src}: column 'gap_ms' must hold finite non-negative milliseconds")
+    return DriveRecording(c["t"], c["pwm"], c["q"], c["tau"], inertia, meta.get("joint", "joint"), gap)
 
 
 def write_drive(rec: DriveRecording, path: str | Path) -> None:
     meta = {"format": "poise drive recording", "joint": rec.joint}
     if rec.inertia is not None:
         meta["inertia"] = f"{rec.inertia:.10g}"
-    write_table(path, meta, {"t": rec.t, "pwm": rec.pwm, "q": rec.q, "tau": rec.tau}, "drive recording")
+    cols = {"t": rec.t, "pwm": rec.pwm, "q": rec.q, "tau": rec.tau}
+    if rec.gap_ms is not None:
+        cols["gap_ms"] = rec.gap_ms
+    write_table(path, meta, cols, "drive recording")
 
 
 @dataclass

@@ -109,11 +109,15 @@ def select_samples(
     accel_max: float | None,
     speed_min: float = 0.0,
     margin: int = 0,
+    exclude: np.ndarray | None = None,
 ) -> np.ndarray:
     """Mask of samples kept: |ω̇| ≤ accel_max (outliers at velocity reversals, where stick–slip and the
-    differentiating filter disagree most) and |ω| > speed_min (sticking: friction undetermined), each rejected
-    stretch widened by `margin` samples on both sides (the filter smears a transition over its neighbours)."""
+    differentiating filter disagree most) and |ω| > speed_min (sticking: friction undetermined), not in
+    `exclude` (e.g. rows a recorder interpolated across a gap), each rejected stretch widened by `margin`
+    samples on both sides (the filter smears a transition over its neighbours)."""
     bad = ~(np.isfinite(omega) & np.isfinite(omega_dot))
+    if exclude is not None:
+        bad |= np.asarray(exclude, dtype=bool)
     if accel_max is not None:
         bad |= np.abs(omega_dot) > accel_max
     bad |= np.abs(omega) <= speed_min
@@ -176,6 +180,7 @@ def fit_friction(
     offset: bool = False,
     pwm: np.ndarray | None = None,
     fit_inertia: bool = False,
+    exclude: np.ndarray | None = None,
 ) -> FrictionFit:
     """Fit f from y = τ_j + I ω̇ = −f(ω) (motor off); v_s=None for the Stribeck model searches it (profile RSS).
     `offset` adds a constant τ_s (eq. 2.32's static term, e.g. an unzeroed torque sensor); `pwm` [%] adds the
@@ -190,7 +195,7 @@ def fit_friction(
     if zero_slope and model != "stribeck":
         raise DataError("the zero-slope constraint applies to the Stribeck model only")
     y = tau_j + inertia * omega_dot
-    keep = select_samples(omega, omega_dot, accel_max, speed_min, margin)
+    keep = select_samples(omega, omega_dot, accel_max, speed_min, margin, exclude)
     if keep.sum() < 10:
         raise DataError(f"only {int(keep.sum())} samples left after outlier rejection; need ≥ 10")
     w, yk = omega[keep], y[keep]

@@ -69,6 +69,7 @@ def fit_pwm_gain(
     accel_max: float | None = 5.0,
     speed_min: float = 0.05,
     margin: int = 5,
+    exclude: np.ndarray | None = None,
 ) -> PwmGainFit:
     """Moving-link gain regression after friction compensation, y = τ_j + I ω̇ + f(ω) on rows [1, PWMᵢ]."""
     arrays = [np.asarray(a, dtype=float) for a in (pwm, omega, omega_dot, tau_j)]
@@ -78,7 +79,7 @@ def fit_pwm_gain(
     y = tau_j + inertia * omega_dot
     if friction is not None:
         y = y + friction.torque(omega)  # K PWM + τ₀ = τ_j + I ω̇ + f(ω)
-        keep = select_samples(omega, omega_dot, accel_max, speed_min, margin)
+        keep = select_samples(omega, omega_dot, accel_max, speed_min, margin, exclude)
     else:
         keep = np.ones(len(y), bool)
     X = np.column_stack([np.ones(keep.sum()), pwm[keep]])

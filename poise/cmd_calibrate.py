@@ -216,6 +216,7 @@ def cmd_friction(args: argparse.Namespace) -> int:
                 offset=args.offset or with_pwm,
                 pwm=sig.pwm if with_pwm else None,
                 fit_inertia=args.fit_inertia,
+                exclude=rec.gaps(),
                 **opts,
             )
         )
@@ -271,7 +272,9 @@ def cmd_friction(args: argparse.Namespace) -> int:
     if args.plot:
         from identify.calibration_plots import plot_friction
 
-        kept = select_samples(sig.omega, sig.omega_dot, args.accel_max, args.speed_min, args.margin)
+        kept = select_samples(
+            sig.omega, sig.omega_dot, args.accel_max, args.speed_min, args.margin, rec.gaps()
+        )
         ref_fit = next((f for f in fits if f.model == "stribeck"), fits[0])
         # measured f = K PWM + τ_s − (τ_j + I ω̇)
         inertia_all = inertia + ref_fit.extra.get("inertia_extra", 0.0)
@@ -356,6 +359,7 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
             fric,
             args.accel_max,
             max(args.speed_min, 0.05),
+            exclude=rec.gaps(),
         )
         pwm, y = sig.pwm, sig.tau + inertia * sig.omega_dot + fric.torque(sig.omega)
     k_true = truth.k_pwm * truth.pwm_full_scale / 100 if truth else None

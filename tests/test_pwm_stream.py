@@ -120,7 +120,7 @@ def test_streamed_recording_is_the_plan_on_a_uniform_grid(streamed):
 
 def test_friction_and_pwm_gain_recovered_within_2_percent_from_streamed_sweeps(streamed, capsys, tmp_path):
     rec = str(streamed["sweeps"] / "recording.csv")
-    opts = ["--vs", str(TRUTH.v_s), "--cutoff-hz", "6", "--speed-min", "0.05"]
+    opts = ["--vs", str(TRUTH.v_s), "--cutoff-hz", "6", "--speed-min", "0.05", "--margin", "10"]
     fit = _friction(rec, capsys, *opts, "--out", str(tmp_path / "fric.json"))
     for k, v in TRUTH.params().items():
         assert fit["params"][k] == pytest.approx(v, rel=0.02), (k, fit["params"])
@@ -137,7 +137,18 @@ def test_unknown_rotor_inertia_is_fitted(streamed, capsys, tmp_path):
     """A servo's rotor inertia is rarely known: given the link's inertia only, --fit-inertia finds the rest."""
     rec = read_drive(streamed["sweeps"] / "recording.csv")
     link_only = str(rec.inertia - TRUTH.armature)
-    opts = ["--vs", str(TRUTH.v_s), "--cutoff-hz", "6", "--speed-min", "0.05", "--inertia", link_only]
+    opts = [
+        "--vs",
+        str(TRUTH.v_s),
+        "--cutoff-hz",
+        "6",
+        "--speed-min",
+        "0.05",
+        "--margin",
+        "10",
+        "--inertia",
+        link_only,
+    ]
     wrong = _friction(str(streamed["sweeps"] / "recording.csv"), capsys, *opts)
     fit = _friction(str(streamed["sweeps"] / "recording.csv"), capsys, *opts, "--fit-inertia")
     assert fit["inertia_extra_kg_m2"] == pytest.approx(TRUTH.armature, rel=0.15)
