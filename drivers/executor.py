@@ -41,7 +41,9 @@ ADAPT_FROM_M, ADAPT_FROM_RAD = 5e-4, np.radians(0.1)  # measured placement this 
 ADAPT_LIMIT_M, ADAPT_LIMIT_RAD = 0.02, np.radians(5.0)  # farther than this: stop rather than adapt
 TIP_TOL = 0.005  # m: measured CoP this far outside the support polygon ...
 TIP_HOLD_S = 0.5  # s (robot time): ... for this long = tipping
-FALL_HOLD_S = 0.3  # s (robot time): boards carrying < half the weight this long = falling (a late report is not)
+FALL_HOLD_S = (
+    0.3  # s (robot time): boards carrying < half the weight this long = falling (a late report is not)
+)
 
 
 class SafetyTrip(PoiseError):
@@ -340,6 +342,7 @@ class Executor:
             "slip_mm": float(1000 * np.hypot(*(actual[:2] - planned[:2]))),
             "slip_deg": float(np.degrees(abs(yaw))),
             "min_margin_mm": float(1000 * self._min_margin) if math.isfinite(self._min_margin) else None,
+            "board_kg": list(getattr(self, "_board_kg", [])),  # a sole carrying little lifts or slides easily
         }
 
     def _average(self, p, store, cells, t_end) -> PostureResult | None:
@@ -361,6 +364,7 @@ class Executor:
             means.append(np.mean([s.kg for s in sel], axis=0))
             counts.append(len(sel))
         f = np.concatenate(means)
+        self._board_kg = [float(m.sum()) for m in means]
         total = float(f.sum())
         if total < 0.5 or len(qs) == 0:
             return None

