@@ -61,7 +61,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         })  # fmt: skip
         return 0
     if not res.table:
-        console.print(f"run stopped for safety before the first posture: {res.stopped}")
+        console.print(
+            f"{res.executed} of {res.planned} postures executed, too few to identify; stopped: {res.stopped}"
+        )
         return 0
     t = Table(title=f"identification, simplified model, right-foot base (κ = {res.kappa:.1f})")
     for c in ("ϑ", "true \\[mm]", "guess \\[mm]", "estimate \\[mm]", "SE \\[mm]", "|est−true|/SE"):

@@ -19,6 +19,7 @@ from drivers.config import load_config
 from drivers.emulators.sim_robot import true_parameters
 from drivers.emulators.world import WorldOptions
 from drivers.executor import SafetyTrip
+from formats.errors import PoiseError
 from formats.plan import Plan, save_plan
 from formats.static_recording import read_recording
 from identify.static import StaticCoMEstimator
@@ -159,7 +160,13 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     rec = read_recording(run_dir / "recording.csv")
     log(f"    {len(rec)} of {len(plan.postures)} postures executed")
     truth_ps = true_parameters(model)
-    est = StaticCoMEstimator(model, "right", "simplified", guess="sim").fit(rec)
+    try:
+        est = StaticCoMEstimator(model, "right", "simplified", guess="sim").fit(rec)
+    except PoiseError as exc:  # too few postures completed to identify (the run stopped early)
+        log(f"    cannot identify from {len(rec)} posture(s): {exc}")
+        return DemoResult(plan_path, run_dir, [], {}, False, 0.0, float("nan"), timings, None, len(rec),
+                          len(plan.postures), stopped, events, meta.get("twin_timing"), meta.get("report", []),
+                          physics)  # fmt: skip
     fit, bm = est.result_, est.base_model_
     truth = bm.values(truth_ps)
     guess = bm.values("sim")
