@@ -366,7 +366,7 @@ class FtPwmEstimator:
             rest = np.ones(A.shape[1], dtype=bool)
             rest[cols] = False
             u = A[idx][..., rest] @ x[rest]  # (samples, n): Y φ + friction = Tᵀ diag(k) v
-            kv = np.linalg.solve(g.transpose, u.T).T
+            kv = g.motor_torque(u)  # Tᵀ (k v) = u
             v = kv / x[cols]
             for k, c in enumerate(cols):
                 Z[idx, c] = -g.transpose[None, :, k] * v[:, k, None]

@@ -127,7 +127,7 @@ def simulate_ft_pwm(
     for g, fj, fm, kg in zip(groups, extra.joint_friction, extra.motor_friction, extra.pwm_gain, strict=True):
         j = list(g.joints)
         tau_j = tau[:, j] + friction_torque(qd[:, j], fj)  # what the transmission must deliver
-        tau_m = np.linalg.solve(g.transpose, tau_j.T).T  # τ_j = Tᵀ τ_m
+        tau_m = g.motor_torque(tau_j)  # τ_j = Tᵀ τ_m
         if fm is not None:
             tau_m = tau_m + friction_torque(motor_velocities([g], qd), fm)
         pwm.append(tau_m / kg)
