@@ -61,6 +61,7 @@ class Settings:
     sharpness: tuple[float, ...] | None = None  # None: DEFAULT_SHARPNESS of the problem
     max_iter: int = 800
     max_rounds: int = 4
+    load_share: float = 0.0  # each sole's share of the weight by the lever rule ≥ this (0: no constraint)
 
     def __post_init__(self):
         if self.sharpness is None:
@@ -193,6 +194,16 @@ def _geometry(model: RobotModel, s: Settings, placement: np.ndarray, structs: li
                 g.append(cop[:, i] - centre)
                 lbg.append(np.zeros(2))
                 ubg.append(np.zeros(2))
+        if (
+            s.load_share > 0
+        ):  # lever rule along the soles' centres: s = 0 all on the base sole, 1 all on the other
+            cb = ca.DM(rb.mean(axis=0))
+            co = (verts[4] + verts[5] + verts[6] + verts[7]) / 4
+            axis = co - cb
+            for i in idx:
+                g.append(ca.dot(cop[:, i] - cb, axis) / ca.dot(axis, axis))
+                lbg.append([s.load_share])
+                ubg.append([1.0 - s.load_share])
         for i in idx:
             for k, ne in enumerate(normals):
                 a = verts[st.hull[k]]

@@ -18,7 +18,7 @@ from formats.errors import DataError
 from formats.plan import Plan, check_compatible
 from robots.chain_path import air_route, ground_transition_issues
 from robots.params_io import resolve_params
-from robots.stance import FLAT_TOL, MARGIN_TOL, PLACE_TOL, check_posture  # noqa: F401 (tolerances re-exported)
+from robots.stance import FLAT_TOL, MARGIN_TOL, PLACE_TOL, check_posture, lever_share  # noqa: F401 (tolerances re-exported)
 from robots.tree import RobotModel
 
 
@@ -65,6 +65,9 @@ class CheckReport:
                 for p in self.postures
             ],
         }
+
+
+SHARE_TOL = 1e-6  # lever-rule share tolerance (the NLP's constraint is met to IPOPT's tolerance)
 
 
 def posture_issues(
@@ -118,6 +121,14 @@ def own_posture_issues(
     required, radius, ell = margin_rules(plan)
     params = resolve_params(params or plan.params, model)
     issues, m, gap = posture_issues(model, q, params, plan.base, required, pose, ell, plan.params)
+    share = float((plan.settings or {}).get("load_share") or 0.0)
+    if share > 0 and pose is not None:
+        cop = nominal_cop(model, q, params, plan.base, ell)[0]
+        s = lever_share(model, cop, pose, plan.base)
+        if not (share - SHARE_TOL <= s <= 1 - share + SHARE_TOL):
+            issues.append(
+                f"load share {s:.3f} (lever rule, 0 = base sole) outside [{share:g}, {1 - share:g}]"
+            )
     rm = plan_robust_margin(model, plan, q) if required > 0 else None
     if rm is not None and rm < required - MARGIN_TOL:
         what = f"the ϑ_b ball of {radius * 1000:.1f} mm" if ell is None else f"the {ell.sigma:g}σ ellipsoid"

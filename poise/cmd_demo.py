@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-noise", action="store_true", help="ideal boards and encoders")
     p.add_argument("--physics", choices=["kinematic", "mujoco"], default="mujoco",
                    help="the emulated robot: the MuJoCo physics twin (default) or kinematic (fast)")  # fmt: skip
+    p.add_argument("--load-share", type=at.number(0.0, 0.5, hi_open=True), default=0.25,
+                   help="design: each sole carries at least this share of the weight (lever rule; default 0.25, "
+                        "0 = off: then the lightly loaded sole lifts and slides on the twin)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_demo)
 

@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument(
         "--feet-gap", type=at.nonnegative, default=0.002, help="minimum distance between the feet in m"
     )
+    d.add_argument("--load-share", type=at.number(0.0, 0.5, hi_open=True), default=0.0,
+                   help="each sole carries at least this share of the weight by the lever rule (0 = off; 0.25 keeps "
+                        "a lightly loaded sole from lifting or sliding on a robot with stiff position servos)")  # fmt: skip
     d.add_argument("--starts", type=at.count, default=1, help="random initial sets, optimised in parallel")
     d.add_argument(
         "--sharpness",
@@ -157,6 +160,7 @@ def _settings(args, model):
         problem=args.problem,
         margin=args.margin,
         feet_gap=args.feet_gap,
+        load_share=args.load_share,
         uncertainty=radius,
         ellipsoid=ellipsoid,
         **extra,

@@ -156,6 +156,26 @@ class PostureStatus:
         return not self.issues
 
 
+def lever_share(model: RobotModel, cop: np.ndarray, pose, base: str | None = None) -> float:
+    """Where the CoP lies between the soles' centres, by the lever rule: 0 = all the weight on the base sole,
+    1 = all on the other sole (placed at `pose`). A sole carrying little lifts or slides under the internal
+    forces of stiff position-controlled legs; the design can keep this within [f, 1 − f]."""
+    base = resolve_base(model, base)
+    x0, x1, y0, y1 = model.base_site(base).rect
+    cb = np.array([(x0 + x1) / 2, (y0 + y1) / 2])
+    ox0, ox1, oy0, oy1 = model.site(other_site(model, base)).rect
+    local = np.array([(ox0 + ox1) / 2, (oy0 + oy1) / 2])
+    x, y, psi = pose
+    co = np.array(
+        [
+            x + np.cos(psi) * local[0] - np.sin(psi) * local[1],
+            y + np.sin(psi) * local[0] + np.cos(psi) * local[1],
+        ]
+    )
+    axis = co - cb
+    return float(np.dot(np.asarray(cop, dtype=float)[:2] - cb, axis) / np.dot(axis, axis))
+
+
 def _wrap(a: float) -> float:
     return float(np.angle(np.exp(1j * a)))
 

@@ -136,3 +136,39 @@ def test_greedy_picks_the_best_addition(model, rng):
     first = [kappa(design_matrix(model, np.vstack([base, pool[i]]))) for i in range(6)]
     assert res.chosen[0] == int(np.argmin(first))
     assert res.kappas[1] == pytest.approx(kappa(design_matrix(model, np.vstack([base, pool[res.chosen]]))))
+
+
+def test_load_share_keeps_both_soles_loaded_and_plan_check_verifies_it(tmp_path, capsys):
+    """--load-share f: every posture's CoP lies between the soles' centres with lever-rule share in [f, 1 − f]
+    (a lightly loaded sole lifts or slides under stiff position servos: measured on the physics twin); plan
+    check verifies it from the plan's settings and names a posture that breaks it."""
+    import json
+
+    from formats.plan import load_plan
+    from poise.cli import main
+    from robots.kinematics import com_position
+    from robots.stance import lever_share
+    from robots.tulip import tulip
+
+    out = tmp_path / "p.json"
+    argv = ["plan", "postures", "tulip", "--postures", "15", "--placements", "3", "--load-share", "0.3",
+            "--seed", "2", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    model = tulip()
+    plan = load_plan(out, model)
+    assert plan.settings["load_share"] == 0.3
+    shares = [
+        lever_share(
+            model, com_position(model, p.q, "sim", "right")[:2], plan.placement(p.placement).other_foot
+        )
+        for p in plan.postures
+    ]
+    assert min(shares) >= 0.3 - 1e-6 and max(shares) <= 0.7 + 1e-6
+    assert main(["plan", "check", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    doc["settings"]["load_share"] = 0.49  # stricter than designed: some posture must now fail
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["plan", "check", str(bad)]) == 1
+    assert "load share" in capsys.readouterr().out

@@ -57,13 +57,15 @@ class DemoResult:
         return self.within_se and self.improvement >= 5
 
 
-def design_plan(model, n: int, placements: int, seed: int, move_s: float, hold_s: float) -> Plan:
-    """The real posture design with quick settings: problem 1 (free CoM, 0.08 m margin), one start,
-    postures in placements of five, closed-chain transitions between the postures of a placement."""
+def design_plan(
+    model, n: int, placements: int, seed: int, move_s: float, hold_s: float, load_share: float = 0.0
+) -> Plan:
+    """The real posture design with quick settings: problem 1 (free CoM, 0.08 m margin, each sole carrying at
+    least `load_share` of the weight), one start, placements of five, closed-chain transitions."""
     from design.planner import build_plan, design
     from design.problems import Settings
 
-    s = Settings(problem="free-com", margin=0.08)
+    s = Settings(problem="free-com", margin=0.08, load_share=load_share)
     best, summary = design(model, s, n, placements, starts=1, seed=seed, workers=1)
     solver = {"backend": "casadi", "starts": summary, "kappa_initial": best.kappa_initial}
     return build_plan(model, best.postures, s, seed=seed, move_s=move_s, hold_s=hold_s, solver=solver,
@@ -100,7 +102,8 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     log(
         f"1/3 design: {args.postures} postures in {args.placements} placements, CasADi + IPOPT, one start ..."
     )
-    plan = design_plan(model, args.postures, args.placements, args.seed, args.move_s, args.hold_s)
+    plan = design_plan(model, args.postures, args.placements, args.seed, args.move_s, args.hold_s,
+                       getattr(args, "load_share", 0.25))  # fmt: skip
     plan_path = out / "plan.json"
     save_plan(plan, plan_path)
     timings["design_s"] = time.monotonic() - t0
