@@ -219,6 +219,14 @@ def set_structures(m, model: RobotModel, s: Settings, placement: np.ndarray, str
             for i in idx:
                 m.geo.add(m.cop[i][0] - (verts[ix0][0] + verts[ix1][0]) / 2 == 0)
                 m.geo.add(m.cop[i][1] - (verts[iy0][1] + verts[iy1][1]) / 2 == 0)
+        if s.load_share > 0:  # lever rule along the soles' centres (as the CasADi NLP)
+            cb = rb.mean(axis=0)
+            co = [sum(v[t] for v in verts[4:]) / 4 for t in (0, 1)]
+            ax, ay = co[0] - cb[0], co[1] - cb[1]
+            for i in idx:
+                share = ((m.cop[i][0] - cb[0]) * ax + (m.cop[i][1] - cb[1]) * ay) / (ax**2 + ay**2)
+                m.geo.add(share >= s.load_share)
+                m.geo.add(share <= 1.0 - s.load_share)
         for i in idx:
             cop, G = m.cop[i], m.G[i]
             for k, ne in enumerate(normals):

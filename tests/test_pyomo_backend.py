@@ -49,3 +49,19 @@ def test_uncertainty_in_the_pyomo_backend(model):
     init = sample_posture_set(model, 15, 3, np.random.default_rng(7), margin=0.1)
     a, b = solve(model, init, s), solve_pyomo(model, init, s)
     assert b.kappa == pytest.approx(a.kappa, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_load_share_in_the_pyomo_backend(model):
+    """The lever-rule load share is a Pyomo constraint too: the same κ as CasADi's, every share held."""
+    from robots.kinematics import com_position
+    from robots.stance import lever_share
+
+    s = Settings(problem="free-com", load_share=0.3)
+    init = sample_posture_set(model, 15, 3, np.random.default_rng(3))
+    a, b = solve(model, init, s), solve_pyomo(model, init, s)
+    assert b.kappa == pytest.approx(a.kappa, rel=0.03)  # measured 1.3 % apart (242.5 vs 239.4)
+    ps = b.postures
+    for q, j in zip(ps.q, ps.placement, strict=True):
+        share = lever_share(model, com_position(model, q, "sim", "right")[:2], ps.poses[j])
+        assert 0.3 - 1e-6 <= share <= 0.7 + 1e-6
