@@ -12,7 +12,7 @@ tracking error above `track_trip_deg` or the boards saying the robot tips or fal
 RUN_DIR/
   recording.csv   standing robots: the dynamic recording (formats/dynamic_recording.py) of the streamed part on
                   the uniform tick grid t_s = k / rate_hz from the first streamed tick: measured angles and the
-                  boards' wrench (Fz, Mx, My from the 8 cells, latest report of each board at the tick; fx_n,
+                  boards' wrench (Fz, Mx, My from the 8 cells, each board's mean report over the tick; fx_n,
                   fy_n, mz_nm are 0: the cells measure vertical load only; the moments are about the point a
                   plate height below the base sole, in the cells' plane: metadata moment_z_m), each linearly
                   interpolated between the two ticks measured around it (the ticks' real times jitter by a few
@@ -216,6 +216,9 @@ class TrajectoryRecorder:
         self.meta_path = self.dir / "run.json"
         self.meta: dict = {}
         self.t_traj: float | None = None
+        self._since_tick: dict[
+            int, list
+        ] = {}  # board index → [sum of reports (kg), count] since the last tick
         self._t0 = time.monotonic()
         names = model.joint_names
         self.joints = _Lines(
@@ -260,6 +263,19 @@ class TrajectoryRecorder:
         for s in samples:
             kg = ",".join(f"{v:.4f}" for v in s.kg)
             self.boards.add(f"{s.t - self._t0:.5f},{phase},{s.board},{s.seq},{kg}")
+            acc = self._since_tick.setdefault(s.board, [np.zeros(4), 0])
+            acc[0] = acc[0] + s.kg
+            acc[1] += 1
+
+    def board_means(self, latest: list) -> list:
+        """Each board's mean report since the previous call (its latest report when none came): a tick's load
+        over the whole tick, so force steps at the tick rate average out instead of aliasing."""
+        out = []
+        for i, kg in enumerate(latest):
+            total, n = self._since_tick.get(i, (None, 0))
+            out.append(total / n if n else kg)
+        self._since_tick = {}
+        return out
 
     def close(self) -> None:
         for f in (self.joints, self.boards, self.recording):
@@ -359,6 +375,7 @@ class TrajectoryExecutor(Executor):
     def _stream(self, cells, polygon) -> None:
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
         rec: TrajectoryRecorder = self.rec
+        rec.board_means(self._latest_kg)  # the first tick's mean starts now, not with the robot in the air
         sq = 0.0
         for k, (tk, qk) in enumerate(zip(sp.t, sp.q, strict=True)):
             rec.t_traj = float(tk)
@@ -384,7 +401,7 @@ class TrajectoryExecutor(Executor):
                     why = str(exc).split(";")[0].removeprefix("posture 0: ")
                     raise SafetyTrip(f"{why} at t = {tk:.2f} s; {res.ticks} tick(s) recorded") from None
                 if rec.uniform is not None and not any(x is None for x in self._latest_kg):
-                    w = board_wrench(np.concatenate(self._latest_kg), cells)
+                    w = board_wrench(np.concatenate(rec.board_means(self._latest_kg)), cells)
                     rec.uniform.add(self._last_tick, np.concatenate([q_meas, w]))
             self.progress_cb(
                 Progress(k + 1, len(sp.t), 0, 0, "stream", float(tk), float(sp.t[-1]), cop, None, kg)

@@ -19,7 +19,7 @@ from identify.differentiation import derivatives, lowpass
 from robots import dynamics as dyn
 from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
 from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base, evaluate
-from robots.conditioning import kappa
+from robots.conditioning import kappa, normalised_columns
 from robots.motion_class import placement_base
 from robots.tree import RobotModel
 
@@ -47,6 +47,8 @@ class DynamicFit:
     unidentifiable: list[str]  # standard parameters that never enter the regressor
     weighted: bool
     reference: dict = field(default_factory=dict)
+    kappa_scaled: float = float("nan")  # κ of the column-normalised regressor of the estimated parameters
+    fixed: dict[str, str] = field(default_factory=dict)  # base parameters held at their prior value, and why
 
     def to_dict(self) -> dict:
         return {
@@ -59,6 +61,8 @@ class DynamicFit:
             "sigma_nm": self.sigma.tolist(),
             "rmse_nm": self.rmse.tolist(),
             "kappa": self.kappa,
+            "kappa_scaled": self.kappa_scaled,
+            "fixed": self.fixed,
             "samples": self.samples,
             "weighted": self.weighted,
             "unidentifiable": self.unidentifiable,
@@ -81,7 +85,12 @@ class DynamicEstimator:
         decimate: int | None = None,
         reversal_velocity: float = 0.05,
         quantity: str = "torque",
+        essential_pct: float | None = None,
+        prior=None,
     ):
+        """`essential_pct`: keep only the base parameters this recording determines to that relative SE (%):
+        the worst determined one is fixed at its value in `prior` (a parameter set; default the model's
+        first) and the rest refitted, until every estimate qualifies — the others are named in `fit_.fixed`."""
         if quantity not in QUANTITIES:
             raise DataError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
         self.model, self.base, self.simplified = model, base or model.root, simplified
@@ -89,6 +98,10 @@ class DynamicEstimator:
         self.friction = friction and quantity == "torque"
         self.cutoff_hz, self.weighted, self.decimate = cutoff_hz, weighted, decimate
         self.reversal_velocity = reversal_velocity  # rad/s
+        if essential_pct is not None and not (np.isfinite(essential_pct) and essential_pct > 0):
+            raise DataError(f"essential_pct must be a positive percentage, got {essential_pct}")
+        self.essential_pct = essential_pct
+        self.prior = prior if prior is not None else next(iter(model.params))
         if quantity == "torque" and not model.has_link(self.base):
             raise DataError(f"{model.name!r} has no link {self.base!r}")
         if quantity == "wrench":
@@ -198,19 +211,39 @@ class DynamicEstimator:
             raise IdentifiabilityError(
                 f"the recording does not excite {A.shape[1] - rank} parameter(s): {', '.join(missing)}"
             )
-        w = np.ones(n)
-        x = np.linalg.lstsq(A, b, rcond=None)[0]
-        if self.weighted:  # per-joint noise levels from the OLS residuals, then WLS
-            r = b - A @ x
-            w = 1.0 / np.maximum([r[joint == j].std() for j in range(n)], 1e-9)
-            x = np.linalg.lstsq(A * w[joint][:, None], b * w[joint], rcond=None)[0]
-        Wr = w[joint]
         lags = self._correlation_lags(rec.rate_hz)
-        cov, se, corr, top = ls_statistics(A * Wr[:, None], b * Wr, x, syms, sample=sample, lags=lags)
+        db = self.dynamic_base_
+        p = A.shape[1]
+        x = np.zeros(p)
+        free, fixed = np.arange(p), {}
+        prior = np.zeros(p)
+        if self.essential_pct is not None:
+            prior[: db.rank] = self.reference_values(self.prior)
+        while True:  # essential parameters: fix the worst determined one at its prior value, refit
+            xf, cov_f, se_f, w = self._ls(A[:, free], b - A @ np.where(np.isin(np.arange(p), free), 0, prior),
+                                          joint, sample, lags)  # fmt: skip
+            rel = 100 * se_f / np.maximum(np.abs(xf), 1e-12)
+            k = int(np.argmax(np.where(free < db.rank, rel, -np.inf)))
+            if self.essential_pct is None or free[k] >= db.rank or rel[k] <= self.essential_pct:
+                break
+            fixed[syms[free[k]]] = (
+                f"rel. SE {rel[k]:.0f} % > {self.essential_pct:g} %: not determined by this motion; "
+                f"fixed at {getattr(self.prior, 'name', self.prior)!s}"
+            )
+            free = np.delete(free, k)
+        x = prior.copy()
+        x[free] = xf
+        se = np.full(p, np.nan)
+        se[free] = se_f
+        cov = np.full((p, p), np.nan)
+        cov[np.ix_(free, free)] = cov_f
+        sd = np.sqrt(np.diag(cov_f))
+        corr = np.full((p, p), np.nan)
+        corr[np.ix_(free, free)] = cov_f / np.outer(sd, sd)
+        top = _top_pairs(corr[np.ix_(free, free)], [syms[i] for i in free])
         raw = b - A @ x
         sigma = np.array([raw[joint == j].std() for j in range(n)])
         rmse = np.array([np.sqrt(np.mean(raw[joint == j] ** 2)) for j in range(n)])
-        db = self.dynamic_base_
         self.fit_ = DynamicFit(
             symbols=syms,
             formulas=forms,
@@ -221,13 +254,28 @@ class DynamicEstimator:
             cov=cov,
             corr=corr,
             top_correlations=top,
-            kappa=kappa(A),
+            kappa=kappa(A[:, free]),
             rmse=rmse,
             samples=len(b),
             unidentifiable=[db.names[i] for i in db.vanishing],
             weighted=self.weighted,
+            kappa_scaled=kappa(normalised_columns(A[:, free])[0]),
+            fixed=fixed,
         )
         return self
+
+    def _ls(self, A, b, joint, sample, lags) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """OLS, or per-row-kind WLS with weights from the OLS residuals; Newey–West covariance; (x, cov, se, w)."""
+        n = self.rows_
+        w = np.ones(n)
+        x = np.linalg.lstsq(A, b, rcond=None)[0]
+        if self.weighted:  # per-joint noise levels from the OLS residuals, then WLS
+            r = b - A @ x
+            w = 1.0 / np.maximum([r[joint == j].std() for j in range(n)], 1e-9)
+            x = np.linalg.lstsq(A * w[joint][:, None], b * w[joint], rcond=None)[0]
+        Wr = w[joint]
+        cov, se, _, _ = ls_statistics(A * Wr[:, None], b * Wr, x, [""] * len(x), sample=sample, lags=lags)
+        return x, cov, se, w
 
     def predict(self, rec: DynamicRecording) -> tuple[np.ndarray, np.ndarray]:
         """(predicted, measured) efforts, both filtered, (K, n) — for validation on another recording."""
@@ -285,10 +333,14 @@ def ls_statistics(
         cov = m / dof * (H @ M @ H)
     se = np.sqrt(np.diag(cov))
     corr = cov / np.outer(se, se)
-    iu = np.triu_indices(len(x), 1)
+    return cov, se, corr, _top_pairs(corr, symbols, top)
+
+
+def _top_pairs(corr: np.ndarray, symbols: list[str], top: int = 5) -> list[tuple[str, str, float]]:
+    """The `top` most correlated pairs of estimates."""
+    iu = np.triu_indices(len(symbols), 1)
     order = np.argsort(-np.abs(corr[iu]))[:top]
-    pairs = [(symbols[iu[0][k]], symbols[iu[1][k]], float(corr[iu][k])) for k in order]
-    return cov, se, corr, pairs
+    return [(symbols[iu[0][k]], symbols[iu[1][k]], float(corr[iu][k])) for k in order]
 
 
 def validation_error(pred: np.ndarray, meas: np.ndarray) -> dict:

@@ -71,6 +71,14 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     d.add_argument("--ols", action="store_true", help="ordinary LS (default: per-joint weighted LS)")
     d.add_argument("--simplified", action="store_true", help="the robot description's simplified model")
     d.add_argument("--reference", help="compare with a parameter set: name|FILE")
+    d.add_argument(
+        "--essential",
+        type=at.positive,
+        metavar="PCT",
+        help="estimate only the base parameters the recording determines to PCT %% relative SE; the others are "
+        "held at their --prior value and named (e.g. 15)",
+    )
+    d.add_argument("--prior", help="parameter set (name|FILE) for --essential (default: the model's first)")
     d.add_argument("--json", action="store_true", help="print the result as JSON")
     d.add_argument(
         "--plot",
@@ -142,6 +150,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     model = get_model(rec.meta.get("robot_source") or rec.robot)
     # Every input is read before the fit: a bad --reference or --validate fails now, not after the work.
     ref_ps = resolve_params(args.reference, model) if args.reference else None
+    prior = resolve_params(args.prior, model) if args.prior else None
+    if args.essential is not None:
+        _finite("essential", args.essential, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
     quantity = "torque" if rec.tau is not None else "wrench"
     est = DynamicEstimator(
@@ -152,18 +163,22 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         args.cutoff_hz,
         weighted=not args.ols,
         quantity=quantity,
+        essential_pct=args.essential,
+        prior=prior,
     ).fit(rec)
     fit = est.fit_
     nb = est.dynamic_base_.rank
     if args.reference:
         ref = est.reference_values(ref_ps)
-        z = (fit.values[:nb] - ref) / fit.se[:nb]
+        z = (fit.values[:nb] - ref) / fit.se[:nb]  # NaN for parameters held at a prior value
+        done = np.isfinite(z)
         fit.reference = {
             "name": args.reference,
             "values": ref.tolist(),
-            "z": z.tolist(),
-            "within_3se": int(np.sum(np.abs(z) <= 3)),
-            "max_abs_z": float(np.max(np.abs(z))),
+            "z": [float(v) if np.isfinite(v) else None for v in z],
+            "estimated": int(done.sum()),
+            "within_3se": int(np.sum(np.abs(z[done]) <= 3)),
+            "max_abs_z": float(np.max(np.abs(z[done]))) if done.any() else None,
         }
     out = fit.to_dict()
     pred = meas = None
@@ -188,25 +203,31 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         row = [s, f, f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}", f"{fit.rel_se_pct[k]:.1f}"]
         if args.reference:
             row += (
-                [f"{fit.reference['values'][k]:.5g}", f"{fit.reference['z'][k]:+.1f}"] if k < nb else ["", ""]
+                [f"{fit.reference['values'][k]:.5g}", _z_text(fit.reference["z"][k])] if k < nb else ["", ""]
             )
         table.add_row(*row)
     console.print(table)
     console.print(
         "units: inertial base parameters in SI combinations (kg, kg·m, kg·m²); friction as labelled"
     )
+    what = "joint" if quantity == "torque" else "row (Fz N, Mx/My N·m)"
     console.print(
-        f"κ(regressor) = {fit.kappa:.1f}; residual σ per joint [N·m]: "
+        f"κ(regressor) = {fit.kappa:.1f} raw, {fit.kappa_scaled:.1f} column-scaled; residual σ per {what}: "
         + ", ".join(f"{s:.3f}" for s in fit.sigma)
     )
     if fit.unidentifiable:
+        source = "joint efforts" if quantity == "torque" else "the boards' wrench at this placement"
         console.print(
-            f"not identifiable from joint efforts ({len(fit.unidentifiable)}): "
-            + ", ".join(fit.unidentifiable)
+            f"not identifiable from {source} ({len(fit.unidentifiable)}): " + ", ".join(fit.unidentifiable)
         )
+    for sym, why in fit.fixed.items():
+        console.print(f"{sym} not estimated: {why}")
     if args.reference:
         r = fit.reference
-        console.print(f"within 3 SE of {r['name']!r}: {r['within_3se']}/{nb} (max |z| {r['max_abs_z']:.2f})")
+        mz = f"{r['max_abs_z']:.2f}" if r["max_abs_z"] is not None else "—"
+        console.print(
+            f"within 3 SE of {r['name']!r}: {r['within_3se']}/{r['estimated']} estimated (max |z| {mz})"
+        )
     if args.validate:
         v = out["validation"]
         console.print(
@@ -214,6 +235,10 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             + ", ".join(f"{x:.3f}" for x in v["rmse_nm"])
         )
     return 0
+
+
+def _z_text(z: float | None) -> str:
+    return f"{z:+.1f}" if z is not None else "fixed"
 
 
 def _plot(joints: list[str], pred: np.ndarray, meas: np.ndarray, out: str) -> None:

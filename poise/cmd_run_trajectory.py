@@ -182,7 +182,8 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     opts = None
     if args.robot.startswith("sim"):
-        opts = WorldOptions(noise=not args.no_noise, physics=args.physics)
+        # a dynamic recording: the twin's boards average over each report (no aliasing of the servo steps)
+        opts = WorldOptions(noise=not args.no_noise, physics=args.physics, board_averaging=True)
     live = None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
     try:
         if live:

@@ -67,6 +67,10 @@ class TwinOptions:
     servo: ServoModel = field(default_factory=ServoModel)
     friction: float = 0.9  # sole-board friction coefficient
     encoder_noise_rad: float = 0.0
+    # each board report carries the mean load since that board's previous report (an integrating converter),
+    # not the load at one instant: the servos' force steps at the tick rate then do not alias into the band
+    # a dynamic identification uses. Costs a contact-force evaluation per physics step while standing.
+    board_averaging: bool = False
 
 
 @dataclass
@@ -225,6 +229,7 @@ class Twin:
         self.board_geoms = [
             mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_GEOM, f"board{i}_top") for i in range(2)
         ]
+        self.board_bodies = [int(self.m.geom_bodyid[g]) for g in self.board_geoms]
         self.board_mocap = [
             self.m.body_mocapid[mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_BODY, f"board{i}")]
             for i in range(2)
@@ -249,6 +254,7 @@ class Twin:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._cache = (-1.0, np.zeros(8))
+        self._ext_sum, self._ext_n = np.zeros((2, 6)), np.zeros(2, dtype=int)
         self._kp = self.m.actuator_gainprm[:, 0].copy()
         self._integral = np.zeros(model.nq)
         self.lost_s = (
@@ -317,7 +323,14 @@ class Twin:
         with self.lock:
             while n > 0:
                 k = min(n, chunk)
-                self.mj.mj_step(self.m, self.d, nstep=k)
+                if self.placed and self.opts.board_averaging:
+                    for _ in range(k):
+                        self.mj.mj_step(self.m, self.d)
+                        self.mj.mj_rnePostConstraint(self.m, self.d)
+                        self._ext_sum += self.d.cfrc_ext[self.board_bodies]
+                        self._ext_n += 1
+                else:
+                    self.mj.mj_step(self.m, self.d, nstep=k)
                 n -= k
                 Ti = self.opts.servo.integral_time_s
                 if Ti > 0:  # integral action on the encoder error, per 10 ms
@@ -434,6 +447,7 @@ class Twin:
             self._active: set[str] = set()
             self._landed: set[str] = set()
             self._cache = (-1.0, np.zeros(8))
+            self._ext_sum[:], self._ext_n[:] = 0.0, 0
 
     def _sole_corners_z(self) -> list[float]:
         out = []
@@ -447,26 +461,20 @@ class Twin:
         return out
 
     # ---------------------------------------------------------------- boards
-    def _board_wrench(self, i: int) -> np.ndarray:
-        """Vertical reactions (4,) of board i's cells (N, ≥ 0 when pressed), order TR, BR, TL, BL."""
-        mj, d = self.mj, self.d
-        g = self.board_geoms[i]
+    def _board_wrench(self, i: int, ext: np.ndarray | None = None) -> np.ndarray:
+        """Vertical reactions (4,) of board i's cells (N, ≥ 0 when pressed), order TR, BR, TL, BL, from the
+        contact wrench on its plate: `ext` = MuJoCo's cfrc_ext of the plate body (torque about its centre of
+        mass, force; world frame), the present one by default."""
+        d, body = self.d, self.board_bodies[i]
+        if ext is None:
+            self.mj.mj_rnePostConstraint(self.m, d)
+            ext = d.cfrc_ext[body]
         x, y, psi = self.board_poses[i]
         c, s = math.cos(psi), math.sin(psi)
         Rb = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
         o = np.array([x, y, 0.0])  # the cells' plane: the board's feet on the floor
-        F, M = np.zeros(3), np.zeros(3)
-        f6 = np.zeros(6)
-        for k in range(d.ncon):
-            con = d.contact[k]
-            if g not in (con.geom1, con.geom2):
-                continue
-            mj.mj_contactForce(self.m, d, k, f6)
-            f = con.frame.reshape(3, 3).T @ f6[:3]  # on geom2, world frame
-            f = -f if con.geom1 == g else f
-            fb, pb = Rb.T @ f, Rb.T @ (con.pos - o)
-            F += fb
-            M += np.cross(pb, fb)
+        F = Rb.T @ ext[3:]
+        M = Rb.T @ (ext[:3] + np.cross(d.subtree_com[body] - o, ext[3:]))
         cells = cell_positions(CELL_SPAN_X, CELL_SPAN_Y)
         A = np.vstack([np.ones(4), cells[:, 1], cells[:, 0]])  # Σ R, Σ y R, Σ x R
         b = np.array([-F[2], -M[0], M[1]])
@@ -485,7 +493,19 @@ class Twin:
             return loads
 
     def board_load(self, board: int):
-        return lambda: self.cell_loads()[4 * board : 4 * board + 4]
+        if not self.opts.board_averaging:
+            return lambda: self.cell_loads()[4 * board : 4 * board + 4]
+        return lambda: self._mean_load(board)
+
+    def _mean_load(self, board: int) -> np.ndarray:
+        """Board `board`'s four cells (kg) averaged since its previous report (the instant's when no step ran)."""
+        with self.lock:
+            self._advance()
+            if not self.placed or self._ext_n[board] == 0:
+                return self.cell_loads()[4 * board : 4 * board + 4]
+            mean = self._ext_sum[board] / self._ext_n[board]  # the cells are linear in the plate's wrench
+            self._ext_sum[board], self._ext_n[board] = 0.0, 0
+            return self._board_wrench(board, mean) / 9.80665
 
     def com_xy(self) -> np.ndarray:
         """The twin's own whole-body CoM projection (base frame), from MuJoCo."""

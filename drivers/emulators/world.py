@@ -31,6 +31,7 @@ class WorldOptions:
     servo_p_gain: float = (
         6000.0  # the twin's position P gain (Dynamixel units; the X-series default 800 is too soft)
     )
+    board_averaging: bool = False  # twin: each board report is the mean load since the previous one
     servo_integral_s: float = (
         0.0  # position I action (integral time, s); 0 = P only (I winds up in closed chains)
     )
@@ -50,6 +51,7 @@ class SimWorld:
                 time_scale=opts.time_scale,
                 servo=ServoModel(p_gain=opts.servo_p_gain, integral_time_s=opts.servo_integral_s),
                 encoder_noise_rad=2e-4 if opts.noise else 0.0,
+                board_averaging=opts.board_averaging,
             )
             self.twin = Twin(model, true_parameters(model), topts, q0=q0, seed=opts.seed)
             self.plant = self.twin
