@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=at.out_dir, default="out/demo", help="directory for the plan, the run and the figure"
     )
-    p.add_argument("--postures", type=at.integer(13), default=30, help="number of postures (default 30)")
+    p.add_argument("--postures", type=at.integer(13), default=None,
+                   help="number of postures (default 18 on the physics twin, 30 on the kinematic robot)")  # fmt: skip
     p.add_argument(
         "--placements", type=at.count, default=6, help="foot placements (default 6: five postures each)"
     )
@@ -27,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hold-s", type=at.positive, default=8.0, help="hold duration per posture (robot time, s)"
     )
     p.add_argument("--time-scale", type=at.positive, default=None,
-                   help="time compression K (default 4 on the physics twin, 6 on the kinematic robot)")  # fmt: skip
+                   help="time compression K (default 3 on the physics twin — its physics must keep up with K × the "
+                        "wall clock on 2 busy cores — and 6 on the kinematic robot)")  # fmt: skip
     p.add_argument(
         "--no-recalibrate", action="store_true", help="skip the per-cell recalibration of the boards"
     )
@@ -46,10 +48,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from formats.errors import DataError
     from poise.workflows.demo import run_demo
 
+    twin = args.physics == "mujoco"
+    if args.postures is None:
+        args.postures = 18 if twin else 30
+    if args.time_scale is None:
+        args.time_scale = 3.0 if twin else 6.0
     if args.postures % args.placements:
         raise DataError("--postures must be a multiple of --placements")
-    if args.time_scale is None:
-        args.time_scale = 4.0 if args.physics == "mujoco" else 6.0
 
     log = (lambda *a: None) if args.json else (lambda msg: err_console.print(msg))
     res = run_demo(args, log=log)
