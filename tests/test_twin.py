@@ -78,3 +78,100 @@ def test_plan_runs_through_the_real_drivers_on_the_twin(model, plan, tmp_path):
         rec.q, two.q, atol=np.radians(1.0)
     )  # stiff servos: within a degree of the plan
     assert sessions[0].world.twin.events == []
+
+
+def _toward_edge(model, plan, index: int, inside: float) -> tuple[np.ndarray, float]:
+    """Posture `index` moved along its closed chain until its true CoP is `inside` m from the nearest edge of
+    the support polygon; returns the posture and the achieved true margin (m)."""
+    from shapely.geometry import MultiPoint, Point
+    from shapely.ops import nearest_points
+
+    from robots.chain_path import project_to_chain
+    from robots.kinematics import com_position
+    from robots.stance import foot_corners
+
+    truth = true_parameters(model)
+    p = plan.postures[index]
+    pose = plan.placement(p.placement).other_foot
+    poly = MultiPoint(np.concatenate(list(foot_corners(model, p.q, "sim", "right").values()))).convex_hull
+    q = p.q.copy()
+    for _ in range(4):
+        c = com_position(model, q, truth, "right")[:2]
+        e = np.array(nearest_points(poly.exterior, Point(c))[0].coords[0])
+        inward = (c - e) / np.linalg.norm(c - e) * (1 if poly.contains(Point(c)) else -1)
+        shift = e + inside * inward - c
+        target = com_position(model, q, "sim", "right")[:2] + shift
+        q = project_to_chain(model, q[None], pose, target[None], "sim", "right")[0]
+    c = Point(com_position(model, q, truth, "right")[:2])
+    return q, poly.exterior.distance(c) * (1 if poly.contains(c) else -1)
+
+
+def test_posture_near_the_polygon_edge_falls_where_poise_margin_stands(model, plan):
+    """Thesis failure mode: P-only servos sag under load (no gravity compensation), so a posture whose true CoP
+    is 50 mm inside the support polygon tips over on the twin; the same posture at poise's 80 mm design margin
+    stands."""
+    pose = plan.placement(plan.postures[0].placement).other_foot
+    cfg = load_config()
+    falls = {}
+    for inside in (0.05, 0.08):
+        q, m = _toward_edge(model, plan, 0, inside)
+        assert m == pytest.approx(inside, abs=1e-3)
+        tw = Twin(model, true_parameters(model), TwinOptions(servo=ServoModel(p_gain=6000)))
+        for k in range(model.nq):
+            tw.set_torque(k, True)
+            tw.set_goal(k, q[k])
+        tw.settle_sim(1.0)
+        tw.place(board_poses_for(np.array(pose), cfg.right_board, cfg.left_board))
+        tw.settle_sim(4.0)
+        falls[inside] = {e.kind for e in tw.events}
+    assert "fall" in falls[0.05]
+    assert falls[0.08] == set()
+
+
+def test_plain_joint_interpolation_drags_a_foot_and_is_detected(model, tmp_path):
+    """Thesis failure mode: plain joint-space interpolation between two double-support postures moves the
+    other sole (a closed chain). On the twin it drags or lifts that sole; the shared per-tick path check that
+    plan check and the executor run flags those setpoints, and passes the planned closed-chain transition."""
+    from formats.plan import load_plan
+    from poise.cli import main
+    from robots.chain_path import ground_path, path_issues
+
+    out = tmp_path / "p.json"
+    argv = ["plan", "postures", "tulip", "--postures", "15", "--placements", "3", "--load-share", "0.25",
+            "--seed", "1", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    plan = load_plan(out, model)
+    tr = max((t for t in plan.transitions if not t.lifted), key=lambda t: t.foot_error_interp)
+    assert tr.foot_error_interp > 0.01  # plain interpolation would move the other sole > 10 mm
+    by = {p.index: p for p in plan.postures}
+    a, b = by[tr.from_index], by[tr.to_index]
+    pose = plan.placement(a.placement).other_foot
+    n = 200
+    plain = np.array([a.q + (b.q - a.q) * (0.5 - 0.5 * np.cos(np.pi * i / n)) for i in range(1, n + 1)])
+    issues = path_issues(model, plain, 1, pose, plan.params, plan.base, 0.0, "plain")
+    assert issues and ("other sole" in issues[0])
+    planned = ground_path(model, tr.q, 20 * (len(tr.q) - 1), False, pose, plan.params, plan.base)
+    assert path_issues(model, planned, len(tr.q) - 1, pose, plan.params, plan.base, 0.0, "planned") == []
+    cfg = load_config()
+    tw = Twin(model, true_parameters(model), TwinOptions(servo=ServoModel(p_gain=6000)))
+    for k in range(model.nq):
+        tw.set_torque(k, True)
+        tw.set_goal(k, a.q[k])
+    tw.settle_sim(1.0)
+    tw.place(board_poses_for(np.array(pose), cfg.right_board, cfg.left_board))
+    tw.settle_sim(2.0)
+    from robots.stance import other_site
+
+    other = other_site(model, plan.base)
+    start = tw.d.site_xpos[tw.site_ids[other]].copy()
+    for q in plain:  # 4 s of plain interpolation, a setpoint every 20 ms
+        for k in range(model.nq):
+            tw.set_goal(k, q[k])
+        tw.settle_sim(0.02)
+    tw.settle_sim(1.0)
+    moved = float(np.linalg.norm(tw.d.site_xpos[tw.site_ids[other]] - start))
+    kinds = {e.kind for e in tw.events}
+    print(
+        f"plain interpolation: foot error {tr.foot_error_interp * 1000:.1f} mm, sole moved {moved * 1000:.1f} mm, {kinds}"
+    )
+    assert moved > 0.005 or kinds & {"lift", "slip", "edge", "fall"}  # dragged, lifted or tipped
