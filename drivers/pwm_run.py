@@ -38,7 +38,7 @@ from drivers.config import RobotConfig, ServoMap, servo_order
 from drivers.dxl_pwm import PwmChannel, PwmState
 from drivers.executor import SafetyTrip
 from drivers.link import LinkTimeout
-from drivers.trajectory_run import _Lines
+from drivers.run_files import SyncedLines, new_run_dir
 from formats.errors import DataError, DeviceError
 from formats.pwm_plan import PwmPlan, plan_to_json, samples
 from robots.dynamics import rnea
@@ -188,11 +188,7 @@ class PwmRecorder:
     """The run directory (module docstring); refuses a folder that holds a run."""
 
     def __init__(self, run_dir, stream: PwmStream, load: LinkLoad, drive_inertia: float, meta: dict) -> None:
-        self.dir = pathlib.Path(run_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        held = [n for n in RUN_FILES if (self.dir / n).exists()]
-        if held:
-            raise DataError(f"{self.dir} already holds a run ({', '.join(held)}); choose another --out")
+        self.dir = new_run_dir(run_dir, RUN_FILES)
         self.meta_path = self.dir / "run.json"
         self.meta: dict = {}
         self.load, self.period, self.planned = load, 1.0 / stream.rate_hz, len(stream.t)
@@ -206,8 +202,10 @@ class PwmRecorder:
             "# tau: gravity load of the robot description at q (no torque sensor; the link's inertia is in inertia)",
             "# source: poise run (PWM plan), Dynamixel PWM control mode",
         ]
-        self.recording = _Lines(self.dir / "recording.csv", "\n".join(head) + "\nt,pwm,q,tau,qd_servo,gap_ms")
-        self.raw = _Lines(self.dir / "raw.csv", "t,host,k,pwm_cmd,pwm,current,q,qd")
+        self.recording = SyncedLines(
+            self.dir / "recording.csv", "\n".join(head) + "\nt,pwm,q,tau,qd_servo,gap_ms"
+        )
+        self.raw = SyncedLines(self.dir / "raw.csv", "t,host,k,pwm_cmd,pwm,current,q,qd")
         self.rows = 0
         self.grid: CubicGrid | None = None
         self.reads: list[tuple[float, float, float]] = []  # (servo time, Present PWM %, Present Velocity)

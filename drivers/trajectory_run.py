@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import pathlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -39,6 +37,7 @@ from shapely.geometry import MultiPoint
 
 from drivers.config import RobotConfig
 from drivers.executor import Executor, Operator, Progress, SafetyTrip
+from drivers.run_files import SyncedLines, new_run_dir
 from drivers.setpoints import LIMIT_TOL, STEP_RTOL, RunCheck, air_move, check_run, cosine_profile, ticks
 from drivers.wbb.geometry import PLATE_HEIGHT, G, board_poses_for, cells_in_base
 from formats.dynamic_recording import DynamicRecordingAppender
@@ -48,7 +47,6 @@ from robots.stance import foot_corners, other_pose, signed_margin
 from robots.tree import RobotModel
 
 RUN_FILES = ("recording.csv", "raw_joints.csv", "raw_boards.csv", "run.json")
-SYNC_S = 0.25  # s: raw files and the recording are fsynced at least this often
 LANDING_S = 0.5  # s (robot time) a standing robot holds its start posture on the boards before streaming
 
 
@@ -165,36 +163,6 @@ class UniformRows:
         self.prev = (t, x)
 
 
-class _Lines:
-    """An append-only CSV written in whole lines, flushed and fsynced every SYNC_S seconds and on close."""
-
-    def __init__(self, path: pathlib.Path, header: str) -> None:
-        self.fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - long-lived
-        self.pending = [header + "\n"]
-        self.last = 0.0
-
-    def add(self, line: str) -> None:
-        self.pending.append(line + "\n")
-        if time.monotonic() - self.last >= SYNC_S:
-            self.sync()
-
-    def sync(self) -> None:
-        if self.fh.closed:
-            return
-        self.fh.write("".join(self.pending))
-        self.pending.clear()
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
-        self.last = time.monotonic()
-
-    def close(self) -> None:
-        if not self.fh.closed:
-            try:
-                self.sync()
-            finally:
-                self.fh.close()
-
-
 class TrajectoryRecorder:
     """The run directory of a trajectory run (see the module docstring). Refuses a folder holding a run."""
 
@@ -208,11 +176,7 @@ class TrajectoryRecorder:
         period: float,
         time_scale: float = 1.0,
     ) -> None:
-        self.dir = pathlib.Path(run_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        held = [n for n in RUN_FILES if (self.dir / n).exists()]
-        if held:
-            raise DataError(f"{self.dir} already holds a run ({', '.join(held)}); choose another --out")
+        self.dir = new_run_dir(run_dir, RUN_FILES)
         self.meta_path = self.dir / "run.json"
         self.meta: dict = {}
         self.t_traj: float | None = None
@@ -221,13 +185,13 @@ class TrajectoryRecorder:
         ] = {}  # board index → [sum of reports (kg), count] since the last tick
         self._t0 = time.monotonic()
         names = model.joint_names
-        self.joints = _Lines(
+        self.joints = SyncedLines(
             self.dir / "raw_joints.csv",
             ",".join(
                 ["t", "phase", "t_traj"] + [f"q_cmd_{j}" for j in names] + [f"q_meas_{j}" for j in names]
             ),
         )
-        self.boards = _Lines(self.dir / "raw_boards.csv", "t,phase,board,seq,kg_tr,kg_br,kg_tl,kg_bl")
+        self.boards = SyncedLines(self.dir / "raw_boards.csv", "t,phase,board,seq,kg_tr,kg_br,kg_tl,kg_bl")
         self.recording = self.uniform = None
         if wrench:
             rmeta = {
