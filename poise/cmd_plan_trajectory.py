@@ -59,6 +59,13 @@ def register(s: argparse._SubParsersAction) -> None:
         help="double support: ZMP margin in m (default 0.02)",
     )
     t.add_argument(
+        "--load-share",
+        type=at.number(0.0, 0.5, hi_open=True),
+        default=0.0,
+        help="double support: each sole's lever-rule share of the load stays ≥ this at every sample (a nearly "
+        "unloaded sole rocks or slides under stiff legs; e.g. 0.25)",
+    )
+    t.add_argument(
         "--collision-margin",
         type=at.number(0.0, 1.0),
         default=0.01,
@@ -142,6 +149,7 @@ def _settings(args: argparse.Namespace):
         simplified=args.simplified,
         motion="double-support" if args.double_support else "free",
         zmp_margin=args.zmp_margin,
+        load_share=args.load_share,
         self_collision=not args.no_self_collision,
         collision_margin=args.collision_margin,
     )

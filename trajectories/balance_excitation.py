@@ -21,7 +21,7 @@ from robots import dynamics as dyn
 from robots.base_params import RegressorSpec
 from robots.conditioning import kappa, normalised_columns
 from robots.motion_class import placement_base
-from robots.stance import foot_corners
+from robots.stance import foot_corners, lever_share, other_pose
 from robots.tree import RobotModel
 from trajectories.closed_chain import (
     ClosedChain,
@@ -37,6 +37,7 @@ from trajectories.verify import acceleration_limits
 
 ZMP_ROWS = ("fz", "mx", "my")
 ZMP_BUFFER = 0.005  # m added to the ZMP margin at the grid samples
+SHARE_BUFFER = 0.02  # added to the load-share bound at the grid samples
 COUPLED_BUFFER = 0.01  # rad kept from coupled limits at the grid samples
 BETWEEN_SAMPLES = (
     0.85  # fraction of the velocity/acceleration limits for dependent coordinates at the samples
@@ -62,6 +63,17 @@ def support_halfplanes(model: RobotModel, chain: ClosedChain) -> tuple[np.ndarra
         N.append(n)
         d.append(n @ a)
     return np.array(N), np.array(d), hull
+
+
+def share_coefficients(model: RobotModel, chain: ClosedChain) -> tuple[float, float, float]:
+    """(s0, gx, gy) with the other sole's lever-rule share of the load (`robots.stance.lever_share`, linear in
+    the CoP) = s0 + gx·x + gy·y at this chain's placement: Fz·share = s0·Fz − gx·My + gy·Mx is linear in the
+    wrench, so a share bound is one linear inequality per sample, like the ZMP's polygon edges."""
+    pose = other_pose(model, chain.nominal, chain.params, chain.base)
+    s0 = lever_share(model, np.zeros(2), pose, chain.base)
+    gx = lever_share(model, np.array([1.0, 0.0]), pose, chain.base) - s0
+    gy = lever_share(model, np.array([0.0, 1.0]), pose, chain.base) - s0
+    return s0, gx, gy
 
 
 def chain_base(model: RobotModel, chain: ClosedChain, simplified: bool):
@@ -229,6 +241,13 @@ def design_balance_problem(
     ubg = [np.zeros(2 * nI), np.repeat(hi[ind], Kd), np.repeat(vmax[ind], Kd), np.repeat(amax[ind], Kd)]
     lbg += [np.zeros(18 * K), np.full(len(d) * K, -np.inf), np.zeros(K)]
     ubg += [np.zeros(18 * K), np.zeros(len(d) * K), np.full(K, np.inf)]
+    if settings.load_share > 0:  # neither sole nearly unloaded: a light sole rocks on an edge or slides
+        s0, gx, gy = share_coefficients(model, chain)
+        share = s0 * w3[0, :] - gx * w3[2, :] + gy * w3[1, :]  # Fz · the other sole's share
+        f = settings.load_share + SHARE_BUFFER
+        g += [ca.vec(share - f * w3[0, :]), ca.vec((1 - f) * w3[0, :] - share)]
+        lbg += [np.zeros(K), np.zeros(K)]
+        ubg += [np.full(K, np.inf), np.full(K, np.inf)]
     if len(model.coupled_b):
         Acp = ca.DM(model.coupled_A)
         qfull = ca.MX.zeros(model.nq, K)
@@ -362,7 +381,7 @@ def optimise_balance(
 
     check = check_trajectory(
         model, traj, chain.base, prob["params"], 0.002, settings.acceleration_default, settings.simplified,
-        zmp_margin=zmp_margin,
+        zmp_margin=zmp_margin, load_share=settings.load_share,
     )  # fmt: skip
     result.verification = check.to_dict()
     return result

@@ -63,6 +63,7 @@ class ExcitationSettings:
     simplified: bool = False
     motion: str = "free"  # free: fixed-base joint torques; double-support: a biped on two boards (Fz, Mx, My)
     zmp_margin: float = 0.02  # m, double support: ZMP distance inside the support polygon at every sample
+    load_share: float = 0.0  # double support: each sole's lever-rule share of the load ≥ this at every sample
     amplitude: float = 0.1  # rad, double support: harmonic amplitude of the random start
     self_collision: bool = True  # keep links apart (sphere sets from the URDF's collision geometry), if any
     collision_margin: float = 0.01  # m of clearance between links that can meet
@@ -72,6 +73,8 @@ class ExcitationSettings:
             raise DataError(f"motion must be one of {MOTIONS}, got {self.motion!r}")
         if not (np.isfinite(self.zmp_margin) and self.zmp_margin >= 0):
             raise DataError(f"zmp_margin must be a non-negative number of metres, got {self.zmp_margin}")
+        if not (np.isfinite(self.load_share) and 0 <= self.load_share < 0.5):
+            raise DataError(f"load_share must be in [0, 0.5), got {self.load_share}")
         if not (np.isfinite(self.collision_margin) and 0 <= self.collision_margin <= 1):
             raise DataError(f"collision_margin must be in [0, 1] m, got {self.collision_margin}")
         if self.criterion not in CRITERIA:

@@ -97,6 +97,7 @@ def check_plan(
         bool(st.get("simplified", False)),
         zmp_margin=float(st.get("zmp_margin", 0.0)) if st.get("motion") == "double-support" else 0.0,
         collision_margin=float(st.get("collision_margin", 0.0)) if st.get("self_collision", True) else None,
+        load_share=float(st.get("load_share", 0.0)) if st.get("motion") == "double-support" else 0.0,
     )
 
 

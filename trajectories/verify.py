@@ -34,6 +34,7 @@ class TrajectoryCheck:
     problems: list[str] = field(default_factory=list)
     min_zmp_margin_m: float | None = None  # standing robots: ZMP distance inside the support polygon
     max_foot_drift_m: float | None = None  # closed chains: the held sole's largest deviation from its pose
+    load_share_range: tuple[float, float] | None = None  # double support: the other sole's lever-rule share
     min_self_clearance_m: float | None = None  # robots with collision geometry: closest approach of two links
     closest_links: str | None = None  # the pair of links at that approach
 
@@ -67,6 +68,7 @@ def check_trajectory(
     simplified: bool = False,
     zmp_margin: float = 0.0,
     collision_margin: float | None = 0.0,
+    load_share: float = 0.0,
 ) -> TrajectoryCheck:
     """Every limit of the description checked at step `dt` (s) over the whole trajectory; for a double-support
     (closed-chain) trajectory also the held sole and the ZMP inside the support polygon (shapely); link
@@ -103,7 +105,7 @@ def check_trajectory(
     for msg in _coupled(model, q):
         problems.append(msg)
     if chain is not None:
-        zmp_min, drift = _balance(model, chain, q, qd, qdd, params, problems, zmp_margin)
+        zmp_min, drift, share = _balance(model, chain, q, qd, qdd, params, problems, zmp_margin, load_share)
     elif np.all(np.isfinite(tmax)):
         tau = dyn.rnea(model, q, qd, qdd, params, base)
         r = np.abs(tau) / tmax
@@ -125,6 +127,7 @@ def check_trajectory(
     return TrajectoryCheck(
         min_zmp_margin_m=zmp_min,
         max_foot_drift_m=drift,
+        load_share_range=share if chain is not None else None,
         min_self_clearance_m=clear,
         closest_links=closest,
         grid_points=len(t),
@@ -178,11 +181,12 @@ def _coupled(model: RobotModel, q: np.ndarray) -> list[str]:
     return out
 
 
-def _balance(model, chain, q, qd, qdd, params, problems, zmp_margin) -> tuple[float, float]:
-    """Held-sole drift and ZMP margin over the samples (shapely, numpy dynamics); problems appended."""
+def _balance(model, chain, q, qd, qdd, params, problems, zmp_margin, load_share=0.0):
+    """Held-sole drift, ZMP margin (shapely, numpy dynamics) and the other sole's lever-rule share of the
+    load (min, max) over the samples; problems appended."""
     from robots.kinematics import site_pose
     from robots.stance import signed_margin
-    from trajectories.balance_excitation import support_halfplanes
+    from trajectories.balance_excitation import share_coefficients, support_halfplanes
 
     _, p = site_pose(model, q, params, chain.other, chain.base)
     drift = float(np.abs(p - chain.target_p).max())
@@ -199,7 +203,12 @@ def _balance(model, chain, q, qd, qdd, params, problems, zmp_margin) -> tuple[fl
     marg = float(signed_margin(hull, zmp).min())
     if marg < zmp_margin - 1e-4:
         problems.append(f"ZMP margin {marg * 1000:.1f} mm < required {zmp_margin * 1000:.1f} mm")
-    return marg, drift
+    s0, gx, gy = share_coefficients(model, chain)
+    share = s0 + zmp @ np.array([gx, gy])
+    lo, hi = float(share.min()), float(share.max())
+    if load_share > 0 and (lo < load_share - 1e-3 or hi > 1 - load_share + 1e-3):
+        problems.append(f"a sole's load share {min(lo, 1 - hi):.3f} < required {load_share:.3f}")
+    return marg, drift, (lo, hi)
 
 
 def _self_collision(model, q, params, margin: float, problems: list[str]) -> tuple[float | None, str | None]:
