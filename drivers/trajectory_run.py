@@ -12,9 +12,10 @@ tracking error above `track_trip_deg` or the boards saying the robot tips or fal
 RUN_DIR/
   recording.csv   standing robots: the dynamic recording (formats/dynamic_recording.py) of the streamed part on
                   the uniform tick grid t_s = k / rate_hz from the first streamed tick: measured angles and the
-                  boards' wrench (Fz, Mx, My from the 8 cells, each board's mean report over the tick; fx_n,
-                  fy_n, mz_nm are 0: the cells measure vertical load only; the moments are about the point a
-                  plate height below the base sole, in the cells' plane: metadata moment_z_m), each linearly
+                  boards' wrench (Fz, Mx, My from the 8 cells, each board's mean report over the ticks
+                  before and after; fx_n, fy_n, mz_nm are 0: the cells measure vertical load only; the moments
+                  are about the point a plate height below the base sole, in the cells' plane: metadata
+                  moment_z_m), each linearly
                   interpolated between the two ticks measured around it (the ticks' real times jitter by a few
                   ms; `identify dynamic` needs uniform times)
   raw_joints.csv  every tick of every phase: t (s, run clock), phase, t_traj (s on the trajectory, empty
@@ -340,6 +341,7 @@ class TrajectoryExecutor(Executor):
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
         rec: TrajectoryRecorder = self.rec
         rec.board_means(self._latest_kg)  # the first tick's mean starts now, not with the robot in the air
+        held = None  # (tick time, angles, the boards' mean over the interval that ended at it)
         sq = 0.0
         for k, (tk, qk) in enumerate(zip(sp.t, sp.q, strict=True)):
             rec.t_traj = float(tk)
@@ -365,8 +367,12 @@ class TrajectoryExecutor(Executor):
                     why = str(exc).split(";")[0].removeprefix("posture 0: ")
                     raise SafetyTrip(f"{why} at t = {tk:.2f} s; {res.ticks} tick(s) recorded") from None
                 if rec.uniform is not None and not any(x is None for x in self._latest_kg):
+                    # a mean over (t_k−1, t_k] belongs to the interval's middle: the wrench at t_k is the mean of
+                    # the intervals before and after it, so the row of tick k is written at tick k + 1
                     w = board_wrench(np.concatenate(rec.board_means(self._latest_kg)), cells)
-                    rec.uniform.add(self._last_tick, np.concatenate([q_meas, w]))
+                    if held is not None:
+                        rec.uniform.add(held[0], np.concatenate([held[1], (held[2] + w) / 2]))
+                    held = (self._last_tick, q_meas, w)
             self.progress_cb(
                 Progress(k + 1, len(sp.t), 0, 0, "stream", float(tk), float(sp.t[-1]), cop, None, kg)
             )
