@@ -19,6 +19,7 @@ from shapely.geometry import MultiPoint
 
 from drivers.config import RobotConfig
 from drivers.link import LinkTimeout
+from drivers.realtime import steady_gc
 from drivers.recorder import RunRecorder
 from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
     Move,
@@ -383,6 +384,7 @@ class Executor:
         return PostureResult(p.index, p.placement, qs.mean(axis=0), cop, sd, total * G, int(min(counts)), 1)
 
     # -- the run
+    @steady_gc()
     def run(self) -> RunResult:
         todo = self.todo()
         total = len(todo)

@@ -38,6 +38,7 @@ from drivers.config import RobotConfig, ServoMap, servo_order
 from drivers.dxl_pwm import PwmChannel, PwmState
 from drivers.executor import SafetyTrip
 from drivers.link import LinkTimeout
+from drivers.realtime import steady_gc
 from drivers.run_files import SyncedLines, new_run_dir
 from formats.errors import DataError, DeviceError
 from formats.pwm_plan import PwmPlan, plan_to_json, samples
@@ -255,6 +256,7 @@ class PwmRunResult:
     period_std_ms: float
 
 
+@steady_gc()
 def stream_pwm(
     link,
     stream: PwmStream,

@@ -38,6 +38,7 @@ from shapely.geometry import MultiPoint
 
 from drivers.config import RobotConfig
 from drivers.executor import Executor, Operator, Progress, SafetyTrip
+from drivers.realtime import steady_gc
 from drivers.run_files import SyncedLines, new_run_dir
 from drivers.setpoints import LIMIT_TOL, STEP_RTOL, RunCheck, air_move, check_run, cosine_profile, ticks
 from drivers.wbb.geometry import PLATE_HEIGHT, G, board_poses_for, cells_in_base
@@ -290,6 +291,7 @@ class TrajectoryExecutor(Executor):
         n = ticks(d, 1.0, self.ex.rate_hz)
         return self._move(np.array([cosine_profile(q, p.q, i / n) for i in range(1, n + 1)]), 0)
 
+    @steady_gc()
     def run(self) -> TrajectoryRunResult:
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
         q = self.link.read()

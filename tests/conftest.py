@@ -1,3 +1,4 @@
+import gc
 import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the CLI does (poise/cli.py); before numpy loads
@@ -16,3 +17,16 @@ def model():
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261121)
+
+
+_module = [None]
+
+
+def pytest_runtest_setup(item):
+    """Freeze what earlier test modules left alive (one process holds many CasADi/MuJoCo/Pyomo models): a full
+    collection over it stalls every thread for 100–200 ms, and the emulated devices answering the drivers run as
+    threads here, unlike real hardware."""
+    if item.module is not _module[0]:
+        _module[0] = item.module
+        gc.collect()
+        gc.freeze()
