@@ -39,7 +39,7 @@ from drivers.dxl_pwm import PwmChannel, PwmState
 from drivers.executor import SafetyTrip
 from drivers.link import LinkTimeout
 from drivers.realtime import steady_gc
-from drivers.run_files import SyncedLines, new_run_dir
+from drivers.run_files import SyncedLines, new_run_dir, write_run_meta
 from formats.errors import DataError, DeviceError
 from formats.pwm_plan import PwmPlan, plan_to_json, samples
 from robots.dynamics import rnea
@@ -215,9 +215,7 @@ class PwmRecorder:
 
     def update_meta(self, **kw) -> None:
         self.meta.update(kw)
-        tmp = self.meta_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.meta, indent=1, default=float))
-        tmp.replace(self.meta_path)
+        write_run_meta(self.meta_path, self.meta)
 
     def tick(self, k: int, pct_cmd: float, s: PwmState) -> None:
         vals = ",".join(f"{v:.6g}" for v in (pct_cmd, s.pwm_pct, s.current_a))

@@ -3,6 +3,7 @@ files written in whole lines and fsynced at least every SYNC_S seconds (a killed
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import time
@@ -51,3 +52,10 @@ class SyncedLines:
                 self.sync()
             finally:
                 self.fh.close()
+
+
+def write_run_meta(path: pathlib.Path, meta: dict) -> None:
+    """Replace run.json in one rename (a reader never sees half a file)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(meta, indent=1, default=float))
+    tmp.replace(path)

@@ -27,7 +27,6 @@ All files are appended in whole lines and fsynced at least every 0.25 s, so a ki
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -39,7 +38,7 @@ from shapely.geometry import MultiPoint
 from drivers.config import RobotConfig
 from drivers.executor import Executor, Operator, Progress, SafetyTrip
 from drivers.realtime import steady_gc
-from drivers.run_files import SyncedLines, new_run_dir
+from drivers.run_files import SyncedLines, new_run_dir, write_run_meta
 from drivers.setpoints import LIMIT_TOL, STEP_RTOL, RunCheck, air_move, check_run, cosine_profile, ticks
 from drivers.wbb.geometry import PLATE_HEIGHT, G, board_poses_for, cells_in_base
 from formats.dynamic_recording import DynamicRecordingAppender
@@ -215,9 +214,7 @@ class TrajectoryRecorder:
 
     def update_meta(self, **kw) -> None:
         self.meta.update(kw)
-        tmp = self.meta_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.meta, indent=1, default=float))
-        tmp.replace(self.meta_path)
+        write_run_meta(self.meta_path, self.meta)
 
     # the executor's recorder interface
     def joint_row(self, t: float, posture: int, phase: str, q_cmd: np.ndarray, q_meas: np.ndarray) -> None:

@@ -10,12 +10,11 @@ import time
 
 import numpy as np
 from rich.live import Live
-from rich.table import Table
 
 from drivers.config import load_config, servo_order
 from drivers.pwm_run import preflight, run_pwm
 from formats.pwm_plan import load_pwm_plan
-from poise.output import console, err_console, print_json
+from poise.output import console, err_console, print_json, quantity_table
 from robots.registry import get_model
 
 
@@ -105,15 +104,14 @@ def cmd_run_pwm(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
         return 0
-    t = Table(title=f"PWM run → {run_dir}/recording.csv")
-    t.add_column("quantity")
-    t.add_column("value", justify="right")
-    t.add_column("unit")
-    t.add_row("joint (servo id)", f"{stream.joint} ({stream.servo.id})", "—")
-    t.add_row("ticks streamed / planned", f"{result.ticks} / {result.planned}", "—")
-    t.add_row("recording rows", str(result.rows), "—")
-    t.add_row("period mean ± std", f"{result.period_mean_ms:.2f} ± {result.period_std_ms:.2f}", "ms")
-    t.add_row("joint range", f"{result.q_range[0]:.3f} … {result.q_range[1]:.3f}", "rad")
-    t.add_row("inertia: link + drive", f"{load.inertia:.4g} + {args.drive_inertia:.4g}", "kg·m²")
+    rows = [
+        ("joint (servo id)", f"{stream.joint} ({stream.servo.id})", "—"),
+        ("ticks streamed / planned", f"{result.ticks} / {result.planned}", "—"),
+        ("recording rows", str(result.rows), "—"),
+        ("period mean ± std", f"{result.period_mean_ms:.2f} ± {result.period_std_ms:.2f}", "ms"),
+        ("joint range", f"{result.q_range[0]:.3f} … {result.q_range[1]:.3f}", "rad"),
+        ("inertia: link + drive", f"{load.inertia:.4g} + {args.drive_inertia:.4g}", "kg·m²"),
+    ]
+    t = quantity_table(f"PWM run → {run_dir}/recording.csv", rows)
     console.print(t)
     return 0

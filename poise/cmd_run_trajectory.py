@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, replace
 
 from rich.live import Live
-from rich.table import Table
 
 from drivers.config import RobotConfig, load_config
 from drivers.emulators.world import WorldOptions
@@ -29,7 +28,7 @@ from drivers.trajectory_run import (
 )
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_to_dict
-from poise.output import console, err_console, print_json
+from poise.output import console, err_console, print_json, quantity_table
 from robots.tree import RobotModel
 
 
@@ -211,15 +210,14 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
         return 0
-    t = Table(title=f"trajectory run → {run.run_dir}")
-    t.add_column("quantity")
-    t.add_column("value", justify="right")
-    t.add_column("unit")
-    t.add_row("ticks streamed / planned", f"{r.ticks} / {r.planned}", "—")
-    t.add_row("streaming rate", f"{run.rate_hz:.1f}", "Hz")
-    t.add_row("trajectory duration", f"{run.duration_s:.2f}", "s")
-    t.add_row("max tracking error", f"{r.max_tracking_deg:.3f}", "deg")
-    t.add_row("RMS tracking error", f"{r.rms_tracking_deg:.3f}", "deg")
-    t.add_row("wall time", f"{run.seconds:.1f}", "s")
+    rows = [
+        ("ticks streamed / planned", f"{r.ticks} / {r.planned}", "—"),
+        ("streaming rate", f"{run.rate_hz:.1f}", "Hz"),
+        ("trajectory duration", f"{run.duration_s:.2f}", "s"),
+        ("max tracking error", f"{r.max_tracking_deg:.3f}", "deg"),
+        ("RMS tracking error", f"{r.rms_tracking_deg:.3f}", "deg"),
+        ("wall time", f"{run.seconds:.1f}", "s"),
+    ]
+    t = quantity_table(f"trajectory run → {run.run_dir}", rows)
     console.print(t)
     return 0

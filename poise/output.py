@@ -65,3 +65,16 @@ def vanish_on_error(progress: Progress) -> Iterator[Progress]:
                 raise
     finally:
         console.quiet = quiet
+
+
+def quantity_table(title: str, rows: list[tuple[str, str, str]]):
+    """A rich table of (quantity, value, unit) rows: the summary every run and plan command prints."""
+    from rich.table import Table
+
+    t = Table(title=title)
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    t.add_column("unit")
+    for row in rows:
+        t.add_row(*row)
+    return t

@@ -124,10 +124,16 @@ def test_cli_simulate_and_identify(tmp_path, capsys, setup):
     plan = tmp_path / "traj.json"
     argv = ["plan", "trajectory", str(UR5), "--out", str(plan), "--duration", "10", "--period", "5"]
     assert main(argv + ["--harmonics", "3", "--samples", "24", "--max-iter", "30", "--json"]) == 0
-    rec, truth = tmp_path / "rec.csv", tmp_path / "truth.json"
+    other = tmp_path / "other.json"  # validation on a second, differently excited trajectory
+    argv[argv.index(str(plan))] = str(other)
+    assert (
+        main(argv + ["--harmonics", "3", "--samples", "24", "--max-iter", "3", "--seed", "2", "--json"]) == 0
+    )
+    rec, truth, rec_o = tmp_path / "rec.csv", tmp_path / "truth.json", tmp_path / "rec_o.csv"
     assert main(["simulate", "trajectory", str(plan), "--out", str(rec), "--truth-out", str(truth)]) == 0
+    assert main(["simulate", "trajectory", str(other), "--out", str(rec_o), "--truth", str(truth)]) == 0
     capsys.readouterr()
-    argv = ["identify", "dynamic", str(rec), "--reference", str(truth), "--validate", str(rec), "--json"]
+    argv = ["identify", "dynamic", str(rec), "--reference", str(truth), "--validate", str(rec_o), "--json"]
     assert main(argv + ["--plot", str(tmp_path / "fit.png")]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["reference"]["within_3se"] >= 0.9 * len(out["reference"]["z"])
