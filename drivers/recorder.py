@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from drivers.run_files import write_run_meta
 from formats.errors import DataError
 from formats.plan import Plan, plan_to_dict
 from formats.static_recording import RecordingWriter, read_recording
@@ -137,9 +138,7 @@ class RunRecorder:
 
     def update_meta(self, **kw) -> None:
         self.meta.update(kw)
-        tmp = self.meta_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.meta, indent=1, default=float))
-        tmp.replace(self.meta_path)
+        write_run_meta(self.meta_path, self.meta)
 
     def joint_row(self, t: float, posture: int, phase: str, q_cmd: np.ndarray, q_meas: np.ndarray) -> None:
         vals = [f"{t + self._t_offset:.4f}", str(self.segment), str(posture), phase]

@@ -9,6 +9,7 @@ import pathlib
 import time
 from collections.abc import Iterable
 
+from formats.atomic import write_text_atomic
 from formats.errors import DataError
 
 SYNC_S = 0.25  # s: raw files and recordings are fsynced at least this often
@@ -55,7 +56,5 @@ class SyncedLines:
 
 
 def write_run_meta(path: pathlib.Path, meta: dict) -> None:
-    """Replace run.json in one rename (a reader never sees half a file)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(meta, indent=1, default=float))
-    tmp.replace(path)
+    """Replace run.json whole (formats.atomic: a reader or a kill never sees half a file)."""
+    write_text_atomic(path, json.dumps(meta, indent=1, default=float), "run metadata")

@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from rich.table import Table
-
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, err_console, print_json, vanish_on_error
+from poise.output import console, err_console, print_json, quantity_table, vanish_on_error
 
 
 def register(s: argparse._SubParsersAction) -> None:
@@ -236,10 +234,6 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
 
 def _print_design(s: dict) -> None:
     v = s["verification"]
-    table = Table(title=f"{s['robot']}: excitation trajectory → {s['out']}")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
-    table.add_column("unit")
     rows = [
         ("κ, column-scaled base regressor", f"{s['kappa_scaled']:.3f}", "—"),
         ("κ, raw base regressor", f"{s['kappa']:.1f}", "—"),
@@ -264,9 +258,7 @@ def _print_design(s: dict) -> None:
         rows.append(
             (f"closest links ({v['closest_links']})", f"{v['min_self_clearance_m'] * 1000:.1f}", "mm")
         )
-    for r in rows:
-        table.add_row(*r)
-    console.print(table)
+    console.print(quantity_table(f"{s['robot']}: excitation trajectory → {s['out']}", rows))
 
 
 def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
@@ -282,25 +274,22 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
     if as_json:
         print_json(check.to_dict())
         return 0 if check.ok else 1
-    table = Table(title=f"{path}: {model.name}, {traj.duration:.1f} s, parameters {ps!r}")
-    table.add_column("check")
-    table.add_column("value", justify="right")
-    table.add_column("unit")
-    table.add_row("grid", f"{check.grid_points} × {check.dt * 1000:.2f}", "ms")
-    table.add_row("min position margin", f"{check.min_position_margin_rad:.4f}", "rad")
-    table.add_row("peak velocity / limit", f"{check.velocity_ratio:.3f}", "—")
-    table.add_row("peak acceleration / limit", f"{check.acceleration_ratio:.3f}", "—")
-    table.add_row(
-        "peak torque / limit", "—" if check.torque_ratio is None else f"{check.torque_ratio:.3f}", "—"
-    )
-    table.add_row("κ raw / column-scaled", f"{check.kappa:.1f} / {check.kappa_scaled:.3f}", "—")
+    rows = [
+        ("grid", f"{check.grid_points} × {check.dt * 1000:.2f}", "ms"),
+        ("min position margin", f"{check.min_position_margin_rad:.4f}", "rad"),
+        ("peak velocity / limit", f"{check.velocity_ratio:.3f}", "—"),
+        ("peak acceleration / limit", f"{check.acceleration_ratio:.3f}", "—"),
+        ("peak torque / limit", "—" if check.torque_ratio is None else f"{check.torque_ratio:.3f}", "—"),
+        ("κ raw / column-scaled", f"{check.kappa:.1f} / {check.kappa_scaled:.3f}", "—"),
+    ]
     if check.min_zmp_margin_m is not None:
-        table.add_row("min ZMP margin (shapely)", f"{check.min_zmp_margin_m * 1000:.1f}", "mm")
-        table.add_row("held sole drift", f"{check.max_foot_drift_m * 1000:.2g}", "mm")
+        rows.append(("min ZMP margin (shapely)", f"{check.min_zmp_margin_m * 1000:.1f}", "mm"))
+        rows.append(("held sole drift", f"{check.max_foot_drift_m * 1000:.2g}", "mm"))
     if check.min_self_clearance_m is not None:
-        table.add_row(
-            f"closest links ({check.closest_links})", f"{check.min_self_clearance_m * 1000:.1f}", "mm"
+        rows.append(
+            (f"closest links ({check.closest_links})", f"{check.min_self_clearance_m * 1000:.1f}", "mm")
         )
+    table = quantity_table(f"{path}: {model.name}, {traj.duration:.1f} s, parameters {ps!r}", rows, "check")
     console.print(table)
     if check.ok:
         console.print("[green]trajectory OK")

@@ -137,7 +137,7 @@ def run_trajectory(
                                 rms_tracking_deg=r.rms_tracking_deg, jitter=ex.result.jitter())  # fmt: skip
                 twin = getattr(s.world, "twin", None) if s.world is not None else None
                 if twin is not None:  # what the physics saw (falls, edges, slips), by simulated time
-                    rec.update_meta(twin_events=twin.report())
+                    rec.update_meta(twin_events=twin.report(), twin_timing=twin.timing())
                     _save_truth(twin, rec.dir / "truth.json")
     except BaseException as exc:
         if status == "running":  # failed before streaming began (device, config)

@@ -67,12 +67,12 @@ def vanish_on_error(progress: Progress) -> Iterator[Progress]:
         console.quiet = quiet
 
 
-def quantity_table(title: str, rows: list[tuple[str, str, str]]):
+def quantity_table(title: str, rows: list[tuple[str, str, str]], first: str = "quantity"):
     """A rich table of (quantity, value, unit) rows: the summary every run and plan command prints."""
     from rich.table import Table
 
     t = Table(title=title)
-    t.add_column("quantity")
+    t.add_column(first)
     t.add_column("value", justify="right")
     t.add_column("unit")
     for row in rows:

@@ -117,10 +117,12 @@ def test_identification_against_the_twins_truth(tulip, run_dir):
     assert set(fit.fixed) == {fit.symbols[i] for i in np.flatnonzero(~estimated)}
     assert all("rel. SE" in why for why in fit.fixed.values())
     assert np.all(fit.rel_se_pct[:nb][estimated] < WELL)
-    # the total mass (the base parameter summing every link's mass) within 3 SE of the twin's
+    # the total mass (the base parameter summing every link's mass) within 1.5 % of the twin's. Not "within 3 SE":
+    # the residuals are mostly the twin's systematic misfit (sole creep, servo steps), which the SE does not bound:
+    # runs measured |z| 0.06, 0.55 and, once in CI, 3.8 (0.9 % off) — the xfail below is that criterion
     total = next(k for k, f in enumerate(fit.formulas[:nb]) if f.count("m@") == len(tulip.links))
-    assert estimated[total] and abs(z[total]) <= 3 and fit.rel_se_pct[total] < WELL
-    assert fit.values[total] == pytest.approx(truth.total_mass, rel=0.02)
+    assert estimated[total] and fit.rel_se_pct[total] < 1.0
+    assert fit.values[total] == pytest.approx(truth.total_mass, rel=0.015)
 
 
 @pytest.mark.xfail(
