@@ -250,6 +250,62 @@ def clearance_function(model: RobotModel, cp: CollisionPairs, params: str | None
     return ca.Function("clearance", [q], [ca.vertcat(*outs) if outs else ca.SX(0, 1)])
 
 
+@per_model
+def _frames_with_jacobians(model: RobotModel, links: tuple[str, ...], params: str) -> ca.Function:
+    """q ↦ (each link's p and column-major vec R stacked, their Jacobian w.r.t. q): 12 rows per link."""
+    q = ca.SX.sym("q", model.nq)
+    frames = link_frames_sym(model, q, params, model.root)
+    index = {lk.name: k for k, lk in enumerate(model.links)}
+    out = ca.vertcat(*[ca.vertcat(frames.p[index[n]], ca.vec(frames.R[index[n]])) for n in links])
+    return ca.Function("frames", [q], [out, ca.jacobian(out, q)])
+
+
+def soft_clearance(
+    model: RobotModel, cp: CollisionPairs, q: np.ndarray, params: str | None = None, jacobian: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """`clearance_function`'s soft minima for postures q (K, nq) and their Jacobians: (K, pairs), (K, pairs, nq)
+    (None without `jacobian`).
+
+    Only the link frames go through CasADi; the sphere distances, soft minimum and chain rule (through its
+    softmax weights) are vectorised numpy — the SX graph of every sphere pair made the optimiser 3× slower."""
+    params = params or next(iter(model.params))
+    q = np.atleast_2d(np.asarray(q, dtype=float))
+    K, n = q.shape
+    used = sorted({i for pair in cp.pairs for i in pair})
+    links = tuple(dict.fromkeys(cp.sets[i].link for i in used))
+    f = _frames_with_jacobians(model, links, params)
+    vals, jac = f.map(K)(q.T)
+    vals = np.asarray(vals).T.reshape(K, len(links), 12)
+    jac = np.asarray(jac).reshape(len(links), 12, K, n).transpose(2, 0, 1, 3)  # K, link, 12, n
+    centres, dcentres = {}, {}
+    for i in used:
+        li = links.index(cp.sets[i].link)
+        p, R = vals[:, li, :3], vals[:, li, 3:].reshape(K, 3, 3).transpose(0, 2, 1)
+        dp, dR = jac[:, li, :3], jac[:, li, 3:].reshape(K, 3, 3, n).transpose(0, 2, 1, 3)
+        c = np.asarray(cp.sets[i].centres)
+        centres[i] = p[:, None, :] + np.einsum("krc,sc->ksr", R, c)
+        if jacobian:
+            dcentres[i] = dp[:, None] + np.einsum("krci,sc->ksri", dR, c)
+    values = np.empty((K, len(cp.pairs)))
+    jacobians = np.empty((K, len(cp.pairs), n)) if jacobian else None
+    k = SOFTMIN_SHARPNESS
+    for a, (i, j) in enumerate(cp.pairs):
+        diff = centres[i][:, :, None, :] - centres[j][:, None, :, :]  # K, Si, Sj, 3
+        norm = np.sqrt(np.einsum("kstr,kstr->kst", diff, diff) + 1e-12)
+        v = norm - np.add.outer(np.asarray(cp.sets[i].radii), np.asarray(cp.sets[j].radii))[None]
+        m = v.min(axis=(1, 2), keepdims=True)
+        e = np.exp(-k * (v - m))
+        total = e.sum(axis=(1, 2))
+        values[:, a] = m[:, 0, 0] - np.log(total) / k
+        if jacobians is None:
+            continue
+        wu = (e / total[:, None, None] / norm)[..., None] * diff  # softmax weight × unit vector
+        jacobians[:, a] = np.einsum("ksr,ksri->ki", wu.sum(axis=2), dcentres[i]) - np.einsum(
+            "ktr,ktri->ki", wu.sum(axis=1), dcentres[j]
+        )
+    return values, jacobians
+
+
 NEAR = 0.05  # m: pairs that stay this much farther apart than the margin over random postures are not constrained
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import casadi as ca
 import numpy as np
 import pytest
 import trimesh
@@ -16,6 +17,7 @@ from robots.collision import (
     collision_pairs,
     link_spheres,
     near_pairs,
+    soft_clearance,
 )
 from robots.registry import get_model
 from robots.urdf import resolve_package_uri
@@ -74,6 +76,26 @@ def test_symbolic_clearance_is_a_tight_lower_bound(arm):
     assert np.all(soft <= exact + 1e-9)
     assert np.max(exact - soft) < 0.005
     assert (exact.min(axis=1) < 0).any() and (exact.min(axis=1) > 0).any()  # the sample has both kinds
+
+
+def test_numeric_soft_clearance_equals_the_symbolic_one_and_its_derivative(arm):
+    """What the optimiser evaluates (numpy, chain rule through the softmax weights) against CasADi's SX graph of
+    every sphere pair and its AD Jacobian, at random postures."""
+    cp = near_pairs(arm, None, 0.01)
+    q = np.random.default_rng(4).uniform(arm.lower, arm.upper, size=(40, arm.nq))
+    qs = ca.SX.sym("q", arm.nq)
+    h = clearance_function(arm, cp)(qs)
+    v, J = ca.Function("vj", [qs], [h, ca.jacobian(h, qs)]).map(len(q))(q.T)
+    v = np.asarray(v).T
+    J = np.asarray(J).reshape(len(cp.pairs), len(q), arm.nq).transpose(1, 0, 2)
+    values, jac = soft_clearance(arm, cp, q)
+    assert values.shape == v.shape and jac.shape == J.shape
+    assert np.abs(values - v).max() < 1e-12 and np.abs(jac - J).max() < 1e-10 * np.abs(J).max()
+    # and a finite difference of the numeric values, independently of CasADi's AD
+    dq = np.zeros(arm.nq)
+    dq[2] = 1e-7
+    fd = (soft_clearance(arm, cp, q + dq)[0] - soft_clearance(arm, cp, q - dq)[0]) / 2e-7
+    assert np.abs(fd - jac[:, :, 2]).max() < 1e-5
 
 
 def test_exact_below_only_skips_pairs_that_are_far(arm):

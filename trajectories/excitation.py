@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 
 import casadi as ca
 import numpy as np
+from scipy import sparse
 
 from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec, cached_dynamic_base
-from robots.collision import clearance_function, near_pairs
+from robots.collision import near_pairs, soft_clearance
 from robots.conditioning import (
     kappa,
     log_det_information,
@@ -172,24 +173,30 @@ class _Criterion(ca.Callback):
         return ca.Function(name, [w, out], [self.grad_node(w)], inames, onames, opts)
 
 
-class _GridMap(ca.Callback):
-    """h(q(t_k), q̇(t_k), q̈(t_k)) stacked over the grid, with q = P X etc. linear in x = vec(X): the Jacobian is
-    assembled from per-sample Jacobians of h (small, mapped SX) and the constant bases — no AD through the grid.
-    Rows are ordered by output, then sample (like vec of a K × c matrix)."""
+class _GridCallback(ca.Callback):
+    """c outputs at each of K grid samples of the trajectory x = vec(X) (q = P X, q̇ = V X, q̈ = A X), stacked by
+    output, then sample (like vec of a K × c matrix), with an exact Jacobian node assembled from per-sample
+    Jacobians and the constant bases — no AD through the grid. Subclasses give `_values` and `_partials`."""
 
-    def __init__(self, name: str, h: ca.Function, bases: tuple[np.ndarray, ...], jac: bool = True):
+    def __init__(self, name: str, bases: tuple[np.ndarray, ...], n: int, c: int, jac: bool = True):
         ca.Callback.__init__(self)
         self.P, self.V, self.A = bases
         self.K, self.m = self.P.shape
-        self.n = h.size1_in(0)
-        self.c = h.size1_out(0)
-        self.h = h.map(self.K)
-        q, qd, qdd = (ca.SX.sym(nm, self.n) for nm in ("q", "qd", "qdd"))
-        out = h(q, qd, qdd)
-        self.dh = ca.Function("dh", [q, qd, qdd], [ca.jacobian(out, ca.vertcat(q, qd, qdd))]).map(self.K)
-        self.jac_node = _GridMap(name + "_jac", h, bases, jac=False) if jac else None
+        self.n, self.c = n, c
         self.is_jac = not jac
+        self.jac_node = self._jacobian_node(name + "_jac") if jac else None
         self.construct(name, {"enable_fd": False})
+
+    def _jacobian_node(self, name: str) -> _GridCallback:
+        raise NotImplementedError
+
+    def _values(self, q, qd, qdd) -> np.ndarray:
+        """(c, K) outputs."""
+        raise NotImplementedError
+
+    def _partials(self, q, qd, qdd) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(∂h/∂s (K, c, n), basis of s) for each state s the outputs depend on."""
+        raise NotImplementedError
 
     def get_n_in(self):
         return 1 if not self.is_jac else 2
@@ -209,18 +216,24 @@ class _GridMap(ca.Callback):
         X = np.asarray(x).reshape(self.m, self.n, order="F")
         return (self.P @ X).T, (self.V @ X).T, (self.A @ X).T
 
-    def eval(self, arg):
-        q, qd, qdd = self._states(arg[0])
+    def has_eval_buffer(self):
+        return True
+
+    def eval_buffer(self, arg, res):
+        """Writes straight into CasADi's memory (column-major): converting a dense Jacobian to a DM cost more
+        than computing it."""
+        states = self._states(np.frombuffer(arg[0], dtype=np.float64))
+        out = np.frombuffer(res[0], dtype=np.float64)
         if not self.is_jac:
-            return [ca.DM(np.asarray(self.h(q, qd, qdd)).T.reshape(-1, order="F"))]
-        D = np.asarray(self.dh(q, qd, qdd)).reshape(self.c, self.K, 3 * self.n).transpose(1, 0, 2)  # K, c, 3n
-        Dq, Dv, Da = D[..., : self.n], D[..., self.n : 2 * self.n], D[..., 2 * self.n :]
-        J = (
-            np.einsum("kci,kj->ckij", Dq, self.P)
-            + np.einsum("kci,kj->ckij", Dv, self.V)
-            + np.einsum("kci,kj->ckij", Da, self.A)
-        )
-        return [ca.DM(J.reshape(self.c * self.K, self.n * self.m))]
+            out[:] = np.asarray(self._values(*states)).reshape(-1)  # (c, K) rows: by output, then sample
+            return 0
+        J = out.reshape(self.n, self.m, self.c, self.K)  # column (joint, coefficient), row (output, sample)
+        for i, (D, B) in enumerate(self._partials(*states)):
+            if i == 0:
+                np.einsum("kci,kj->ijck", D, B, out=J)
+            else:
+                J += np.einsum("kci,kj->ijck", D, B)
+        return 0
 
     def has_jacobian(self):
         return self.jac_node is not None
@@ -229,6 +242,59 @@ class _GridMap(ca.Callback):
         x = ca.MX.sym("x", self.sparsity_in(0))
         out = ca.MX.sym("out", self.sparsity_out(0))
         return ca.Function(name, [x, out], [self.jac_node(x, out)], inames, onames, opts)
+
+
+class _GridMap(_GridCallback):
+    """h(q, q̇, q̈) (a small SX function) mapped over the grid, its per-sample Jacobian mapped too."""
+
+    def __init__(self, name: str, h: ca.Function, bases: tuple[np.ndarray, ...], jac: bool = True):
+        self.hfun = h
+        K, n = bases[0].shape[0], h.size1_in(0)
+        self.h = h.map(K)
+        q, qd, qdd = (ca.SX.sym(nm, n) for nm in ("q", "qd", "qdd"))
+        self.dh = ca.Function("dh", [q, qd, qdd], [ca.jacobian(h(q, qd, qdd), ca.vertcat(q, qd, qdd))]).map(K)
+        super().__init__(name, bases, n, h.size1_out(0), jac)
+
+    def _jacobian_node(self, name: str) -> _GridCallback:
+        return _GridMap(name, self.hfun, (self.P, self.V, self.A), jac=False)
+
+    def _values(self, q, qd, qdd) -> np.ndarray:
+        return np.asarray(self.h(q, qd, qdd))
+
+    def _partials(self, q, qd, qdd) -> list[tuple[np.ndarray, np.ndarray]]:
+        D = np.asarray(self.dh(q, qd, qdd)).reshape(self.c, self.K, 3 * self.n).transpose(1, 0, 2)  # K, c, 3n
+        n = self.n
+        return [(D[..., :n], self.P), (D[..., n : 2 * n], self.V), (D[..., 2 * n :], self.A)]
+
+
+class _ClearanceGrid(_GridCallback):
+    """The links' soft clearances at every grid sample, evaluated with numpy (robots.collision.soft_clearance):
+    CasADi's SX graph of every sphere pair made each IPOPT iteration ~3× slower."""
+
+    def __init__(self, name, model: RobotModel, pairs, params: str, bases, jac: bool = True, last=None):
+        self.model, self.pairs, self.params = model, pairs, params
+        self.last = last if last is not None else {}  # shared with the Jacobian node: q bytes → (values, J)
+        super().__init__(name, bases, model.nq, len(pairs.pairs), jac)
+
+    def _jacobian_node(self, name: str) -> _GridCallback:
+        bases = (self.P, self.V, self.A)
+        return _ClearanceGrid(name, self.model, self.pairs, self.params, bases, jac=False, last=self.last)
+
+    def _evaluate(self, q: np.ndarray, jacobian: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """soft_clearance at q (n, K), reused while IPOPT asks for values and Jacobian at one point."""
+        key = q.tobytes()
+        hit = self.last.get(key)
+        if hit is None or (jacobian and hit[1] is None):
+            hit = soft_clearance(self.model, self.pairs, q.T, self.params, jacobian=jacobian)
+            self.last.clear()
+            self.last[key] = hit
+        return hit
+
+    def _values(self, q, qd, qdd) -> np.ndarray:
+        return self._evaluate(q, False)[0].T
+
+    def _partials(self, q, qd, qdd) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [(self._evaluate(q, True)[1], self.P)]
 
 
 def criterion_value(W: np.ndarray, settings: ExcitationSettings, p: float) -> tuple[float, np.ndarray]:
@@ -286,14 +352,20 @@ def design_problem(model: RobotModel, settings: ExcitationSettings):
     lo, hi, vmax, amax, tmax = _limits(model, settings)
     E = rest_constraints(L)
     Kd = K * settings.dense_factor
-    Pd, Vd, Ad = (ca.DM(B) for B in basis(np.arange(Kd) * settings.period / Kd, L, omega))
-    g = [ca.vec(ca.DM(E) @ X), ca.vec(Pd @ X), ca.vec(Vd @ X), ca.vec(Ad @ X)]
+    Pd, Vd, Ad = basis(np.arange(Kd) * settings.period / Kd, L, omega)
+    # linear in x = vec(X): vec(B X) = (I ⊗ B) x, vec(Pd X Aᵀ) = (A ⊗ Pd) x — one constant sparse matrix, so
+    # IPOPT's constraint Jacobian does not re-derive it through the MX graph every iteration (150 ms on the iCub)
+    eye = sparse.identity(n)
+    blocks = [sparse.kron(eye, B) for B in (E, Pd, Vd, Ad)]
     lbg = [np.zeros(2 * n), np.repeat(lo, Kd), np.repeat(-vmax, Kd), np.repeat(-amax, Kd)]
     ubg = [np.zeros(2 * n), np.repeat(hi, Kd), np.repeat(vmax, Kd), np.repeat(amax, Kd)]
     if len(model.coupled_b):  # linear coupled limits (e.g. tendon lengths) on the dense grid
-        g.append(ca.vec(Pd @ X @ ca.DM(model.coupled_A).T))
+        blocks.append(sparse.kron(model.coupled_A, Pd))
         lbg.append(np.full(Kd * len(model.coupled_b), -np.inf))
         ubg.append(np.repeat(model.coupled_b - COUPLED_MARGIN, Kd))
+    G = sparse.vstack(blocks).tocsc()
+    G.eliminate_zeros()
+    g = [ca.mtimes(ca.DM(G), x)]
     if np.all(np.isfinite(tmax)):
         g.append(tau)
         lbg.append(np.repeat(-tmax, K))  # rows ordered by joint, then sample (as W's)
@@ -301,8 +373,7 @@ def design_problem(model: RobotModel, settings: ExcitationSettings):
     nodes = [tau_node]
     pairs = near_pairs(model, params, settings.collision_margin) if settings.self_collision else None
     if pairs is not None and pairs.pairs:  # clearances on the criterion grid, verified on the fine grid after
-        h = ca.Function("clearance", [qs, qds, qdds], [clearance_function(model, pairs, params)(qs)])
-        nodes.append(_GridMap("clearance", h, (P, V, A)))
+        nodes.append(_ClearanceGrid("clearance", model, pairs, params, (P, V, A)))
         g.append(nodes[-1](x))
         lbg.append(np.full(K * len(pairs.pairs), settings.collision_margin + COLLISION_BUFFER))
         ubg.append(np.full(K * len(pairs.pairs), np.inf))
