@@ -88,7 +88,12 @@ def register(s: argparse._SubParsersAction) -> None:
         help="fraction of the description's joint velocity limits the design may use (e.g. to stay under the "
         "executor's velocity_limit; default 0.98)",
     )
-    t.add_argument("--max-iter", type=at.count, default=400, help="IPOPT iterations per continuation stage")
+    t.add_argument(
+        "--max-iter",
+        type=at.count,
+        default=400,
+        help="IPOPT iterations of the last continuation stage (the earlier, warm-start stages get half)",
+    )
     t.add_argument("--starts", type=at.count, default=1, help="random starts")
     t.add_argument(
         "--workers", type=at.count, default=None, help="worker processes (default: min(starts, CPUs))"

@@ -443,13 +443,23 @@ def optimise(
         "ipopt.acceptable_tol": 1e-4,
         "ipopt.sb": "yes",
     }
-    solver = ca.nlpsol("excitation", "ipopt", {"x": prob["x"], "f": f, "g": prob["g"]}, opts)
+    nlp = {"x": prob["x"], "f": f, "g": prob["g"]}
+    # the blunter surrogates only warm-start the last: half the iterations and a loose tolerance (on the iCub
+    # arm: 400 → 269–300 iterations, 146–158 → 89 s, the same κ)
+    warm = {
+        **opts,
+        "ipopt.max_iter": max(1, settings.max_iter // 2),
+        "ipopt.tol": 1e-3,
+        "ipopt.acceptable_tol": 1e-2,
+    }
     x = np.asarray(x0, dtype=float)
     stages = []
     iterations = 0
     status = ""
-    for p in settings.sharpness if settings.criterion == "kappa" else (1.0,):
+    ps = settings.sharpness if settings.criterion == "kappa" else (1.0,)
+    for k, p in enumerate(ps):
         crit.p = grad.p = p
+        solver = ca.nlpsol("excitation", "ipopt", nlp, opts if k == len(ps) - 1 else warm)
         sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"])
         st = solver.stats()
         x = np.asarray(sol["x"]).ravel()
