@@ -1,10 +1,10 @@
 """Self-collision geometry: per link, a set of spheres that contains the URDF's collision surface (meshes or
-primitives); the link pairs worth checking; link-to-link clearances, numeric and symbolic (CasADi).
+primitives); the link pairs worth checking; link-to-link clearances, exact and smooth (with Jacobian).
 
 Sphere sets are found by clustering points sampled on the collision surface until every sphere is small
 (SPHERE_RADIUS); each sphere is grown to contain its cluster and the mesh vertices nearest to it, so a positive
 sphere clearance means the surfaces are apart. The clearance of two links is the smallest sphere-to-sphere
-distance; its symbolic form is a soft minimum, which never exceeds the true one, so constraints on it are
+distance; its smooth form is a soft minimum, which never exceeds the true one, so constraints on it are
 conservative (by at most log(count)/SOFTMIN_SHARPNESS).
 """
 
@@ -225,56 +225,32 @@ def clearance(
     return out
 
 
-def clearance_function(model: RobotModel, cp: CollisionPairs, params: str | None = None) -> ca.Function:
-    """q ↦ per-pair smooth lower bounds of the clearance (m) for IPOPT (CasADi SX)."""
-    params = params or next(iter(model.params))
-    q = ca.SX.sym("q", model.nq)
-    frames = link_frames_sym(model, q, params, model.root)
-    index = {lk.name: k for k, lk in enumerate(model.links)}
-    world = {}
-    for n in {n for pair in cp.pairs for n in pair}:
-        s = cp.sets[n]
-        R, p = frames.R[index[s.link]], frames.p[index[s.link]]
-        world[n] = [p + R @ ca.DM(c) for c in s.centres]
-    outs = []
-    k = SOFTMIN_SHARPNESS
-    for i, j in cp.pairs:
-        vals = []
-        for ci, ri in zip(world[i], cp.sets[i].radii, strict=True):
-            for cj, rj in zip(world[j], cp.sets[j].radii, strict=True):
-                d = ci - cj
-                vals.append(ca.sqrt(ca.dot(d, d) + 1e-12) - ri - rj)
-        v = ca.vertcat(*vals)
-        m = ca.mmin(v)  # shift for stability; the soft minimum does not depend on it
-        outs.append(m - ca.log(ca.sum1(ca.exp(-k * (v - m)))) / k)
-    return ca.Function("clearance", [q], [ca.vertcat(*outs) if outs else ca.SX(0, 1)])
-
-
 @per_model
-def _frames_with_jacobians(model: RobotModel, links: tuple[str, ...], params: str) -> ca.Function:
-    """q ↦ (each link's p and column-major vec R stacked, their Jacobian w.r.t. q): 12 rows per link."""
+def _frames_with_jacobians(model: RobotModel, links: tuple[str, ...], params: str, K: int) -> ca.Function:
+    """q (nq, K) ↦ (each link's p and column-major vec R stacked, their Jacobian w.r.t. q): 12 rows per link,
+    mapped over K postures."""
     q = ca.SX.sym("q", model.nq)
     frames = link_frames_sym(model, q, params, model.root)
     index = {lk.name: k for k, lk in enumerate(model.links)}
     out = ca.vertcat(*[ca.vertcat(frames.p[index[n]], ca.vec(frames.R[index[n]])) for n in links])
-    return ca.Function("frames", [q], [out, ca.jacobian(out, q)])
+    return ca.Function("frames", [q], [out, ca.jacobian(out, q)]).map(K)
 
 
 def soft_clearance(
     model: RobotModel, cp: CollisionPairs, q: np.ndarray, params: str | None = None, jacobian: bool = True
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """`clearance_function`'s soft minima for postures q (K, nq) and their Jacobians: (K, pairs), (K, pairs, nq)
-    (None without `jacobian`).
+    """Per pair, a smooth lower bound of the clearance (m) for postures q (K, nq) — the soft minimum of its sphere
+    distances, −log Σ exp(−k d)/k with k = SOFTMIN_SHARPNESS — and its Jacobian: (K, pairs), (K, pairs, nq)
+    (None without `jacobian`). What the trajectory optimiser constrains.
 
     Only the link frames go through CasADi; the sphere distances, soft minimum and chain rule (through its
-    softmax weights) are vectorised numpy — the SX graph of every sphere pair made the optimiser 3× slower."""
+    softmax weights) are vectorised numpy — an SX graph of every sphere pair made the optimiser 3× slower."""
     params = params or next(iter(model.params))
     q = np.atleast_2d(np.asarray(q, dtype=float))
     K, n = q.shape
     used = sorted({i for pair in cp.pairs for i in pair})
     links = tuple(dict.fromkeys(cp.sets[i].link for i in used))
-    f = _frames_with_jacobians(model, links, params)
-    vals, jac = f.map(K)(q.T)
+    vals, jac = _frames_with_jacobians(model, links, params, K)(q.T)
     vals = np.asarray(vals).T.reshape(K, len(links), 12)
     jac = np.asarray(jac).reshape(len(links), 12, K, n).transpose(2, 0, 1, 3)  # K, link, 12, n
     centres, dcentres = {}, {}

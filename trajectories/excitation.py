@@ -11,6 +11,7 @@ duration has the same singular values up to a factor. Everything is re-verified 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import casadi as ca
@@ -173,30 +174,29 @@ class _Criterion(ca.Callback):
         return ca.Function(name, [w, out], [self.grad_node(w)], inames, onames, opts)
 
 
+Values = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+Partials = Callable[[np.ndarray, np.ndarray, np.ndarray], list[tuple[np.ndarray, np.ndarray]]]
+
+
 class _GridCallback(ca.Callback):
     """c outputs at each of K grid samples of the trajectory x = vec(X) (q = P X, q̇ = V X, q̈ = A X), stacked by
     output, then sample (like vec of a K × c matrix), with an exact Jacobian node assembled from per-sample
-    Jacobians and the constant bases — no AD through the grid. Subclasses give `_values` and `_partials`."""
+    Jacobians and the constant bases — no AD through the grid. `values(q, q̇, q̈)` (states (n, K)) gives the
+    (c, K) outputs, `partials` a list of (∂h/∂s (K, c, n), basis of s) for each state s they depend on."""
 
-    def __init__(self, name: str, bases: tuple[np.ndarray, ...], n: int, c: int, jac: bool = True):
+    def __init__(
+        self, name: str, bases, n: int, c: int, values: Values, partials: Partials, jac: bool = True
+    ):
         ca.Callback.__init__(self)
         self.P, self.V, self.A = bases
         self.K, self.m = self.P.shape
         self.n, self.c = n, c
+        self.values, self.partials = values, partials
         self.is_jac = not jac
-        self.jac_node = self._jacobian_node(name + "_jac") if jac else None
+        self.jac_node = (
+            _GridCallback(name + "_jac", bases, n, c, values, partials, jac=False) if jac else None
+        )
         self.construct(name, {"enable_fd": False})
-
-    def _jacobian_node(self, name: str) -> _GridCallback:
-        raise NotImplementedError
-
-    def _values(self, q, qd, qdd) -> np.ndarray:
-        """(c, K) outputs."""
-        raise NotImplementedError
-
-    def _partials(self, q, qd, qdd) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(∂h/∂s (K, c, n), basis of s) for each state s the outputs depend on."""
-        raise NotImplementedError
 
     def get_n_in(self):
         return 1 if not self.is_jac else 2
@@ -225,14 +225,10 @@ class _GridCallback(ca.Callback):
         states = self._states(np.frombuffer(arg[0], dtype=np.float64))
         out = np.frombuffer(res[0], dtype=np.float64)
         if not self.is_jac:
-            out[:] = np.asarray(self._values(*states)).reshape(-1)  # (c, K) rows: by output, then sample
+            out[:] = np.asarray(self.values(*states)).reshape(-1)  # (c, K) rows: by output, then sample
             return 0
         J = out.reshape(self.n, self.m, self.c, self.K)  # column (joint, coefficient), row (output, sample)
-        for i, (D, B) in enumerate(self._partials(*states)):
-            if i == 0:
-                np.einsum("kci,kj->ijck", D, B, out=J)
-            else:
-                J += np.einsum("kci,kj->ijck", D, B)
+        J[...] = sum(np.einsum("kci,kj->ijck", D, B) for D, B in self.partials(*states))
         return 0
 
     def has_jacobian(self):
@@ -244,57 +240,45 @@ class _GridCallback(ca.Callback):
         return ca.Function(name, [x, out], [self.jac_node(x, out)], inames, onames, opts)
 
 
-class _GridMap(_GridCallback):
-    """h(q, q̇, q̈) (a small SX function) mapped over the grid, its per-sample Jacobian mapped too."""
+def _mapped_grid(name: str, h: ca.Function, bases) -> _GridCallback:
+    """h(q, q̇, q̈) (a small SX function) and its per-sample Jacobian, both mapped over the grid."""
+    P, V, A = bases
+    K, n = P.shape[0], h.size1_in(0)
+    c = h.size1_out(0)
+    hmap = h.map(K)
+    q, qd, qdd = (ca.SX.sym(nm, n) for nm in ("q", "qd", "qdd"))
+    dh = ca.Function("dh", [q, qd, qdd], [ca.jacobian(h(q, qd, qdd), ca.vertcat(q, qd, qdd))]).map(K)
 
-    def __init__(self, name: str, h: ca.Function, bases: tuple[np.ndarray, ...], jac: bool = True):
-        self.hfun = h
-        K, n = bases[0].shape[0], h.size1_in(0)
-        self.h = h.map(K)
-        q, qd, qdd = (ca.SX.sym(nm, n) for nm in ("q", "qd", "qdd"))
-        self.dh = ca.Function("dh", [q, qd, qdd], [ca.jacobian(h(q, qd, qdd), ca.vertcat(q, qd, qdd))]).map(K)
-        super().__init__(name, bases, n, h.size1_out(0), jac)
+    def partials(q, qd, qdd):
+        D = np.asarray(dh(q, qd, qdd)).reshape(c, K, 3 * n).transpose(1, 0, 2)  # K, c, 3n
+        return [(D[..., :n], P), (D[..., n : 2 * n], V), (D[..., 2 * n :], A)]
 
-    def _jacobian_node(self, name: str) -> _GridCallback:
-        return _GridMap(name, self.hfun, (self.P, self.V, self.A), jac=False)
-
-    def _values(self, q, qd, qdd) -> np.ndarray:
-        return np.asarray(self.h(q, qd, qdd))
-
-    def _partials(self, q, qd, qdd) -> list[tuple[np.ndarray, np.ndarray]]:
-        D = np.asarray(self.dh(q, qd, qdd)).reshape(self.c, self.K, 3 * self.n).transpose(1, 0, 2)  # K, c, 3n
-        n = self.n
-        return [(D[..., :n], self.P), (D[..., n : 2 * n], self.V), (D[..., 2 * n :], self.A)]
+    return _GridCallback(name, bases, n, c, lambda q, qd, qdd: np.asarray(hmap(q, qd, qdd)), partials)
 
 
-class _ClearanceGrid(_GridCallback):
+def _clearance_grid(name: str, model: RobotModel, pairs, params: str, bases) -> _GridCallback:
     """The links' soft clearances at every grid sample, evaluated with numpy (robots.collision.soft_clearance):
-    CasADi's SX graph of every sphere pair made each IPOPT iteration ~3× slower."""
+    CasADi's SX graph of every sphere pair made each IPOPT iteration ~3× slower. Values and Jacobian at one
+    point come from one evaluation (IPOPT asks for both)."""
+    last: dict[bytes, tuple] = {}
 
-    def __init__(self, name, model: RobotModel, pairs, params: str, bases, jac: bool = True, last=None):
-        self.model, self.pairs, self.params = model, pairs, params
-        self.last = last if last is not None else {}  # shared with the Jacobian node: q bytes → (values, J)
-        super().__init__(name, bases, model.nq, len(pairs.pairs), jac)
-
-    def _jacobian_node(self, name: str) -> _GridCallback:
-        bases = (self.P, self.V, self.A)
-        return _ClearanceGrid(name, self.model, self.pairs, self.params, bases, jac=False, last=self.last)
-
-    def _evaluate(self, q: np.ndarray, jacobian: bool) -> tuple[np.ndarray, np.ndarray | None]:
-        """soft_clearance at q (n, K), reused while IPOPT asks for values and Jacobian at one point."""
+    def evaluate(q: np.ndarray, jacobian: bool):
         key = q.tobytes()
-        hit = self.last.get(key)
+        hit = last.get(key)
         if hit is None or (jacobian and hit[1] is None):
-            hit = soft_clearance(self.model, self.pairs, q.T, self.params, jacobian=jacobian)
-            self.last.clear()
-            self.last[key] = hit
+            hit = soft_clearance(model, pairs, q.T, params, jacobian=jacobian)
+            last.clear()
+            last[key] = hit
         return hit
 
-    def _values(self, q, qd, qdd) -> np.ndarray:
-        return self._evaluate(q, False)[0].T
-
-    def _partials(self, q, qd, qdd) -> list[tuple[np.ndarray, np.ndarray]]:
-        return [(self._evaluate(q, True)[1], self.P)]
+    return _GridCallback(
+        name,
+        bases,
+        model.nq,
+        len(pairs.pairs),
+        lambda q, qd, qdd: evaluate(q, False)[0].T,
+        lambda q, qd, qdd: [(evaluate(q, True)[1], bases[0])],
+    )
 
 
 def criterion_value(W: np.ndarray, settings: ExcitationSettings, p: float) -> tuple[float, np.ndarray]:
@@ -347,7 +331,7 @@ def design_problem(model: RobotModel, settings: ExcitationSettings):
     rows = ca.Function("rows", [qs, qds, qdds], [Y[:, db.independent]]).map(K)
     r = len(db.independent)
     W = ca.reshape(rows(Q.T, Qd.T, Qdd.T).T, r, K * n).T  # K·n × r (rows by joint, then sample)
-    tau_node = _GridMap("torques", ca.Function("torque", [qs, qds, qdds], [Y @ ca.DM(phi)]), (P, V, A))
+    tau_node = _mapped_grid("torques", ca.Function("torque", [qs, qds, qdds], [Y @ ca.DM(phi)]), (P, V, A))
     tau = tau_node(x)  # K·n torques, by joint then sample
     lo, hi, vmax, amax, tmax = _limits(model, settings)
     E = rest_constraints(L)
@@ -373,7 +357,7 @@ def design_problem(model: RobotModel, settings: ExcitationSettings):
     nodes = [tau_node]
     pairs = near_pairs(model, params, settings.collision_margin) if settings.self_collision else None
     if pairs is not None and pairs.pairs:  # clearances on the criterion grid, verified on the fine grid after
-        nodes.append(_ClearanceGrid("clearance", model, pairs, params, (P, V, A)))
+        nodes.append(_clearance_grid("clearance", model, pairs, params, (P, V, A)))
         g.append(nodes[-1](x))
         lbg.append(np.full(K * len(pairs.pairs), settings.collision_margin + COLLISION_BUFFER))
         ubg.append(np.full(K * len(pairs.pairs), np.inf))
