@@ -15,6 +15,7 @@ BENCH_MODULES: list[str] = [
     "bench.drivers",
     "bench.design",
     "bench.trajectories",
+    "bench.gravity",
 ]
 
 

@@ -50,6 +50,10 @@ class ExecutorSettings:
     min_margin: float = 0.0  # required CoP margin (m) of every setpoint; the plan's own requirement if larger
     min_board_coverage: float = 0.5  # fraction of expected board samples in the averaging window
     pwm_limit_pct: float = 100.0  # PWM plans: the most a plan may command [% of full scale], pre-flight
+    # gravity-compensation feed-forward (drivers.gravity): on the ground each goal is offset by τ_ff / kp, kp from
+    # the servos' Position P Gain (register 84, Dynamixel units; must equal what the servos are set to)
+    gravity_compensation: bool = False
+    position_p_gain: float = 800.0  # X-series factory default
 
 
 # (low, high, low inclusive, unit) of every executor setting; all must be finite.
@@ -66,7 +70,9 @@ EXECUTOR_RANGES: dict[str, tuple[float, float, bool, str]] = {
     "min_margin": (0.0, 1.0, True, "m"),
     "min_board_coverage": (0.0, 1.0, True, ""),
     "pwm_limit_pct": (0.0, 100.0, False, "%"),
+    "position_p_gain": (0.0, 16383.0, False, ""),
 }
+BOOL_SETTINGS = ("gravity_compensation",)
 MAX_BAUD = 10_500_000
 
 
@@ -110,9 +116,13 @@ def _integer(v, where: str, lo: int, hi: int) -> int:
     return int(v)
 
 
-def _setting(name: str, v, where: str) -> float | int:
-    lo, hi, lo_incl, unit = EXECUTOR_RANGES[name]
+def _setting(name: str, v, where: str) -> float | int | bool:
     what = f"{where}[executor] {name}"
+    if name in BOOL_SETTINGS:
+        if not isinstance(v, bool):
+            raise DataError(f"{what} = {v!r}: must be true or false")
+        return v
+    lo, hi, lo_incl, unit = EXECUTOR_RANGES[name]
     if name == "settle_attempts":
         return _integer(v, what, int(lo), int(hi))
     x = _number(v, what)

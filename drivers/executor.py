@@ -5,6 +5,13 @@ the shared posture check on postures, waypoints and the interpolated ticks); mov
 made with the robot lifted. Each posture must settle (within `settle_attempts` windows) before it is held;
 the last part of the hold (default: last half) is averaged into one row of the static recording. Ctrl-C, a
 link silent for `link_timeout_s`, a posture that does not settle or a safety trip stop streaming and hold.
+Ticks, settles, holds and timestamps run on the bench clock (`drivers.clock`; the emulated twin's own time).
+
+With `[executor] gravity_compensation`, every goal sent while the robot stands (settle, hold, and each setpoint of
+a move on the ground) is offset by the gravity feed-forward of `drivers.gravity` (Δq = τ_ff / kp), so the
+position servos hold the commanded posture instead of sagging into internal moments that rock a sole. Tracking
+errors, the recording and every check still refer to the commanded posture, never to the offset goal. Moves in
+the air get no offset (no ground wrench; the operator sets the robot down in the commanded posture).
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from shapely.geometry import MultiPoint
 
+from drivers.clock import HOST_CLOCK, Clock
 from drivers.config import RobotConfig
+from drivers.gravity import goal_offsets
 from drivers.link import LinkTimeout
 from drivers.realtime import steady_gc
 from drivers.recorder import RunRecorder
@@ -42,6 +51,10 @@ ADAPT_FROM_M, ADAPT_FROM_RAD = 5e-4, np.radians(0.1)  # measured placement this 
 ADAPT_LIMIT_M, ADAPT_LIMIT_RAD = 0.02, np.radians(5.0)  # farther than this: stop rather than adapt
 TIP_TOL = 0.005  # m: measured CoP this far outside the support polygon ...
 TIP_HOLD_S = 0.5  # s (robot time): ... for this long = tipping
+# s (robot time): after the robot is set down, the gravity feed-forward is ramped in over this long — a step in
+# every goal at once jolts the soles (measured on the twin: 0.8-1.6 mm slide at once, ≤ 0.4 mm over 0.1-0.2 s;
+# slower ramps let the legs sag onto a sole's edge first)
+FEEDFORWARD_RAMP_S = 0.2
 FALL_HOLD_S = (
     0.3  # s (robot time): boards carrying < half the weight this long = falling (a late report is not)
 )
@@ -135,6 +148,7 @@ class Executor:
         progress: Callable[[Progress], None] | None = None,
         tare_s: float = 0.5,
         checked: RunCheck | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if not (math.isfinite(time_scale) and time_scale > 0):
             raise DataError("--time-scale must be a positive finite number")
@@ -148,6 +162,10 @@ class Executor:
         self.cfg = config
         self.ex = config.executor
         self.rec = recorder
+        # every wait, hold, settle, tick and timestamp runs on the bench clock (the host's on real hardware);
+        # only the silent-link watchdog (`_command`) keeps the host clock
+        self.clock = clock if clock is not None else HOST_CLOCK
+        recorder.use_clock(self.clock)
         self.k = time_scale
         self.operator = operator or Operator()
         self.progress_cb = progress or (lambda p: None)
@@ -162,6 +180,15 @@ class Executor:
         self._light_since: float | None = None
         self._worst: dict[str, float] = {}  # largest tracking error (deg) per phase of the current posture
         self._min_margin = math.inf  # smallest measured CoP margin (m) during the current posture's holds
+        self.gravity_compensation = bool(self.ex.gravity_compensation)
+        if self.gravity_compensation and plan.postures:  # fail before moving: needs effort limits and servos
+            self._offsets(plan.postures[0].q)
+
+    def _offsets(self, q: np.ndarray) -> np.ndarray:
+        """Goal offsets (rad) for postures q (…, nq) standing on the ground: the gravity feed-forward, or zero."""
+        if not self.gravity_compensation:
+            return np.zeros_like(np.asarray(q, dtype=float))
+        return goal_offsets(self.model, self.cfg, q, self.plan.params, self.plan.base)
 
     # -- plan order and resume
     def todo(self) -> list:
@@ -172,21 +199,28 @@ class Executor:
         return postures[last + 1 :]
 
     # -- streaming primitives
-    def _tick(self, q_cmd: np.ndarray, posture: int, phase: str, store: list | None) -> np.ndarray:
+    def _tick(
+        self,
+        q_cmd: np.ndarray,
+        posture: int,
+        phase: str,
+        store: list | None,
+        offset: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """One control tick: send q_cmd (+ `offset`, the gravity feed-forward) at the streaming rate, record q_cmd
+        and the encoders, drain the boards, and trip on the tracking error |encoders − q_cmd|."""
         period = 1.0 / self.ex.rate_hz
-        now = time.monotonic()
+        now = self.clock.now()
         if self._next_tick is None or now - self._next_tick > 0.25:  # first tick, or resuming after a pause
             self._next_tick = now
-        wait = self._next_tick - now
-        if wait > 0:
-            time.sleep(wait)
-        t = time.monotonic()
+        self.clock.sleep_until(self._next_tick)
+        t = self.clock.now()
         if self._last_tick is not None and t - self._last_tick < 0.25:
             self.result.tick_periods.append(t - self._last_tick)
             self.result.late.append(max(0.0, t - self._next_tick))
         self._last_tick = t
         self._next_tick += period
-        q_meas = self._command(q_cmd)
+        q_meas = self._command(q_cmd if offset is None else q_cmd + offset)
         self.rec.joint_row(t, posture, phase, q_cmd, q_meas)
         for i, b in enumerate(self.boards):
             b.check()
@@ -234,11 +268,12 @@ class Executor:
         return f @ cells / total, total
 
     # -- phases
-    def _move(self, setpoints: np.ndarray, posture: int) -> np.ndarray:
-        """Stream a checked move, one setpoint per tick."""
+    def _move(self, setpoints: np.ndarray, posture: int, on_ground: bool) -> np.ndarray:
+        """Stream a checked move, one setpoint per tick (on the ground, each with its gravity feed-forward)."""
         q = None
-        for sp in setpoints:
-            q = self._tick(sp, posture, "move", None)
+        offsets = self._offsets(setpoints) if on_ground and len(setpoints) else [None] * len(setpoints)
+        for sp, off in zip(setpoints, offsets, strict=True):
+            q = self._tick(sp, posture, "move", None, off)
         return q
 
     def _ground_move(self, prev, p, q_meas: np.ndarray) -> Move:
@@ -266,16 +301,22 @@ class Executor:
             )
         return mv
 
-    def _settle(self, q_to, posture) -> tuple[bool, np.ndarray]:
+    def _settle(self, q_to, posture, ramp: bool = False) -> tuple[bool, np.ndarray]:
         """Command the posture until it is settled (True) or settle_timeout_s passes. Settled: every joint within
         settle_tol_deg of the target, or — a position servo under load holds with a steady offset — every joint
-        still (moved < settle_tol_deg over SETTLE_STILL_S) within settle_offset_deg of the target."""
+        still (moved < settle_tol_deg over SETTLE_STILL_S) within settle_offset_deg of the target. With `ramp`
+        (just set down) the gravity feed-forward grows over FEEDFORWARD_RAMP_S and nothing settles before."""
         tol, offset = math.radians(self.ex.settle_tol_deg), math.radians(self.ex.settle_offset_deg)
-        t0 = time.monotonic()
+        t0 = self.clock.now()
         q = q_to
         recent: list[tuple[float, np.ndarray]] = []
-        while (now := time.monotonic()) - t0 < self.ex.settle_timeout_s / self.k:
-            q = self._tick(q_to, posture, "settle", None)
+        feedforward = self._offsets(q_to)
+        ramp = ramp and self.gravity_compensation
+        while (now := self.clock.now()) - t0 < self.ex.settle_timeout_s / self.k:
+            share = min(1.0, (now - t0) * self.k / FEEDFORWARD_RAMP_S) if ramp else 1.0
+            q = self._tick(q_to, posture, "settle", None, share * feedforward)
+            if share < 1.0:
+                continue
             err = float(np.max(np.abs(q - q_to)))
             if err < tol:
                 return True, q
@@ -288,9 +329,10 @@ class Executor:
     def _hold(self, p, cells, polygon, index, total) -> list:
         store: list = []
         dur = p.hold_s / self.k
-        t0 = time.monotonic()
-        while (el := time.monotonic() - t0) < dur:
-            self._tick(p.q, p.index, "hold", store)
+        t0 = self.clock.now()
+        offset = self._offsets(p.q)
+        while (el := self.clock.now() - t0) < dur:
+            self._tick(p.q, p.index, "hold", store, offset)
             cop, kg = self._measured_cop(cells)
             margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
             if margin is not None:
@@ -304,7 +346,7 @@ class Executor:
     def _check_standing(self, p, cop, margin, kg) -> None:
         """Trip when the boards say the robot is not standing: the measured CoP leaves the support polygon
         (tipping over an edge) or the load falls below half the robot's weight (falling, lifted)."""
-        now = time.monotonic()
+        now = self.clock.now()
         light = kg is not None and kg < 0.5 * self._weight_kg  # (an empty board set gives no CoP but a load)
         if not light:
             self._light_since = None
@@ -390,6 +432,8 @@ class Executor:
         total = len(todo)
         q = self.link.read()
         self._last_answer = time.monotonic()
+        self.rec.update_meta(gravity_compensation=self.gravity_compensation,
+                             position_p_gain=float(self.ex.position_p_gain))  # fmt: skip
         try:
             if todo:
                 self.operator.lift(None)
@@ -426,14 +470,14 @@ class Executor:
                     planned_p, p = p, replace(p, q=mv.setpoints[-1])  # settle and hold the adapted posture
                 self._worst, self._min_margin = {}, math.inf
                 self.progress_cb(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s))
-                q = self._move(mv.setpoints, p.index)
+                q = self._move(mv.setpoints, p.index, on_ground=not new_placement)
                 if new_placement:
                     self.progress_cb(Progress(n, total, p.index, p.placement, "place"))
                     self.operator.place(self.plan.placement(p.placement), right_off, left_off)
                 self.progress_cb(Progress(n, total, p.index, p.placement, "settle"))
-                t_settle = time.monotonic()
-                for _ in range(self.ex.settle_attempts):
-                    settled, q_meas = self._settle(p.q, p.index)
+                t_settle = self.clock.now()
+                for attempt in range(self.ex.settle_attempts):
+                    settled, q_meas = self._settle(p.q, p.index, ramp=new_placement and attempt == 0)
                     if settled:
                         break
                 else:
@@ -445,11 +489,11 @@ class Executor:
                         f"{self.ex.settle_attempts} x {self.ex.settle_timeout_s:g} s ({self.model.joint_names[j]} "
                         f"{err[j]:.2f} deg off); run stopped, {len(self.result.completed)} completed posture(s) kept"
                     )
-                settle_s = (time.monotonic() - t_settle) * self.k
+                settle_s = (self.clock.now() - t_settle) * self.k
                 res = None
                 for attempt in range(3):
                     store = self._hold(p, cells, polygon, n, total)
-                    res = self._average(p, store, cells, time.monotonic())
+                    res = self._average(p, store, cells, self.clock.now())
                     if res is not None:
                         res.holds = attempt + 1
                         break

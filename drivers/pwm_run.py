@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from drivers.clock import HOST_CLOCK, Clock
 from drivers.config import RobotConfig, ServoMap, servo_order
 from drivers.dxl_pwm import PwmChannel, PwmState
 from drivers.executor import SafetyTrip
@@ -261,8 +262,10 @@ def stream_pwm(
     rec: PwmRecorder,
     link_timeout_s: float,
     progress=None,
+    clock: Clock = HOST_CLOCK,
 ) -> PwmRunResult:
-    """Switch to PWM mode, stream, record, always restore the servo (module docstring). `link` is connected."""
+    """Switch to PWM mode, stream, record, always restore the servo (module docstring). `link` is connected;
+    the writes are scheduled on `clock` (the bench clock), the silent-servo watchdog runs on the host's."""
     ch = PwmChannel(link, stream.servo)
     peak = float(np.max(np.abs(stream.pct)))
     rec.update_meta(servo_pwm_limit_units=ch.pwm_limit, original_operating_mode=ch.original_mode)
@@ -281,13 +284,11 @@ def stream_pwm(
     status = "running"
     try:
         ch.enter()
-        t0 = time.monotonic()
-        last_answer = t0
+        t0 = clock.now()
+        last_answer = time.monotonic()
         for k, (tk, u) in enumerate(zip(stream.t, stream.pct, strict=True)):
-            delay = t0 + tk - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            t_write = time.monotonic()
+            clock.sleep_until(t0 + tk)
+            t_write = clock.now()
             ch.send(float(u))
             s = None
             while s is None:

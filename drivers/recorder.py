@@ -2,7 +2,7 @@
 
 RUN_DIR/
   recording.csv   per-posture averages, the static recording format (formats/static_recording.py)
-  raw_joints.csv  every control tick: t (unix s), segment, posture, phase, q_cmd (12), q_meas (12), rad
+  raw_joints.csv  every control tick: t (unix s: the run's start plus the bench clock since), segment, posture, phase, q_cmd (12), q_meas (12), rad
   raw_boards.csv  every board report: t, segment, posture, phase, board, seq, raw (4), kg (4, tared)
   run.json        run metadata (plan and its sha256, endpoints, segments with their completed postures,
                   tare offsets, counters), rewritten atomically after every posture
@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from drivers.clock import Clock
 from drivers.run_files import write_run_meta
 from formats.errors import DataError
 from formats.plan import Plan, plan_to_dict
@@ -121,7 +122,11 @@ class RunRecorder:
         )
         self.n = n
         self._last_flush = time.monotonic()
-        self._t_offset = time.time() - time.monotonic()  # monotonic -> unix time
+        self._t_offset = time.time() - time.monotonic()  # monotonic -> unix time (until `use_clock`)
+
+    def use_clock(self, clock: Clock) -> None:
+        """Stamp rows given on `clock` (the bench clock the executor and boards run by) as unix times from now."""
+        self._t_offset = time.time() - clock.now()
 
     def _read_meta(self) -> dict:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from drivers.clock import HOST_CLOCK, Clock
 from drivers.config import RobotConfig
 from drivers.emulators.world import SimWorld, WorldOptions
 from drivers.executor import Operator
@@ -44,7 +45,8 @@ class PromptOperator(Operator):
 
 
 class Session:
-    """Context manager: connected link, started boards, operator; closes everything on exit."""
+    """Context manager: connected link, started boards, operator; closes everything on exit. `clock` is the
+    bench clock the drivers pace and stamp by: the host's, or the emulated bench's (`SimWorld.clock`)."""
 
     def __init__(
         self,
@@ -65,6 +67,7 @@ class Session:
         self.world = None
         self.link = None
         self.boards = []
+        self.clock: Clock = HOST_CLOCK
         try:
             if sim_robot:
                 opts = world_opts or WorldOptions()
@@ -72,7 +75,8 @@ class Session:
                     opts.bus = "framed"
                 self.world = SimWorld(model, config, opts, q0=q0)
                 robot = self.world.robot_endpoint
-                drivers = board_drivers("sim", self.world.board_openers())
+                self.clock = self.world.clock
+                drivers = board_drivers("sim", self.world.board_openers(), clock=self.clock)
                 self.operator: Operator = SimOperator(self.world)
             else:  # no boards: a fixed-base robot (encoders only)
                 drivers = board_drivers(boards) if boards is not None else []

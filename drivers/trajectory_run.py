@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from shapely.geometry import MultiPoint
 
+from drivers.clock import Clock
 from drivers.config import RobotConfig
 from drivers.executor import Executor, Operator, Progress, SafetyTrip
 from drivers.realtime import steady_gc
@@ -216,6 +217,10 @@ class TrajectoryRecorder:
         self.meta.update(kw)
         write_run_meta(self.meta_path, self.meta)
 
+    def use_clock(self, clock: Clock) -> None:
+        """Rows come stamped on `clock` (the bench clock): the run clock starts now on it."""
+        self._t0 = clock.now()
+
     # the executor's recorder interface
     def joint_row(self, t: float, posture: int, phase: str, q_cmd: np.ndarray, q_meas: np.ndarray) -> None:
         tt = "" if self.t_traj is None else f"{self.t_traj:.6f}"
@@ -262,13 +267,14 @@ class TrajectoryExecutor(Executor):
         progress: Callable[[Progress], None] | None = None,
         tare_s: float = 1.0,
         time_scale: float = 1.0,
+        clock: Clock | None = None,
     ) -> None:
         if checked.problems:  # never stream a setpoint the pre-flight check has not passed
             raise DataError(f"trajectory refused before moving: {checked.problems[0]}")
         plan = checked.start_plan or start_plan_free(model, sp)
         rc = checked.run_check or RunCheck([], {}, 0.0)
         super().__init__(
-            link, boards, plan, model, config, recorder, time_scale, operator, progress, tare_s, rc
+            link, boards, plan, model, config, recorder, time_scale, operator, progress, tare_s, rc, clock
         )
         if time_scale != 1.0:  # a simulated bench whose clock runs time_scale × the wall clock: tick slower
             self.ex = replace(self.ex, rate_hz=self.ex.rate_hz * time_scale)
@@ -281,12 +287,14 @@ class TrajectoryExecutor(Executor):
             mv, issues = air_move(self.model, self.plan, q, p, self.cfg, 1.0)
             if issues:  # refused before the first setpoint of the move
                 raise SafetyTrip(f"{issues[0]}; nothing streamed")
-            return self._move(mv.setpoints, 0)
+            return self._move(mv.setpoints, 0, on_ground=False)  # in the air: no feed-forward
         d = max(
             0.5, 2.0 * float(np.max(np.abs(p.q - q))) / self.ex.velocity_limit
         )  # cosine: peak 2·mean speed
         n = ticks(d, 1.0, self.ex.rate_hz)
-        return self._move(np.array([cosine_profile(q, p.q, i / n) for i in range(1, n + 1)]), 0)
+        return self._move(
+            np.array([cosine_profile(q, p.q, i / n) for i in range(1, n + 1)]), 0, on_ground=False
+        )
 
     @steady_gc()
     def run(self) -> TrajectoryRunResult:
@@ -322,8 +330,8 @@ class TrajectoryExecutor(Executor):
                     "nothing streamed"
                 )
             if sp.standing:  # let the landing die out on the boards before the excitation starts
-                t0 = time.monotonic()
-                while time.monotonic() - t0 < LANDING_S / self.k:
+                t0 = self.clock.now()
+                while self.clock.now() - t0 < LANDING_S / self.k:
                     self._tick(p.q, 0, "settle", None)
             self._stream(cells, polygon)
             self.progress_cb(Progress(len(sp.t), len(sp.t), 0, 0, "done"))

@@ -11,6 +11,7 @@ t_s,q:shoulder_pan_joint,...,tau:shoulder_pan_joint,...[,fx_n,fy_n,fz_n,mx_nm,my
 Times in seconds (strictly increasing), angles in radians (``deg`` accepted when declared), efforts in N·m (N for
 prismatic joints), the wrench in N and N·m in the base frame. Velocities and accelerations are not recorded: the
 estimator differentiates positions with a zero-phase filter. Either the efforts or the wrench may be absent.
+Optional metadata `motion_band_hz` (the motion's highest frequency) sets `identify dynamic`'s default cut-off.
 """
 
 from __future__ import annotations

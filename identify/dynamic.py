@@ -24,6 +24,20 @@ from robots.motion_class import placement_base
 from robots.tree import RobotModel
 
 WELL_IDENTIFIED_PCT = 15.0
+DEFAULT_CUTOFF_HZ = 5.0  # when the recording does not declare its motion's band
+# cut-off / the motion's highest frequency: a 4th-order zero-phase filter passes that band within 2e-5
+CUTOFF_PER_BAND = 4.0
+MAX_EDGE_FRACTION = 0.1  # the 5/f_c s dropped at each end may take at most this share of the recording
+# rad/s: below it (at 5 Hz) a joint's rows near a velocity reversal are dropped from the fit. It scales with the
+# velocity noise of a quantised encoder, ∝ f_c^1.5: a fixed value would drop most of a slow motion at a low cut-off.
+REVERSAL_VELOCITY_AT_DEFAULT = 0.05
+
+
+def reversal_velocity_for(cutoff_hz: float) -> float:
+    """Velocity (rad/s) under which the Coulomb column's sign is not trusted when fitting, at this cut-off."""
+    return REVERSAL_VELOCITY_AT_DEFAULT * (cutoff_hz / DEFAULT_CUTOFF_HZ) ** 1.5
+
+
 QUANTITIES = ("torque", "wrench")
 WRENCH_ROWS = ("fz", "mx", "my")  # what two balance boards give in sum: the ZMP model
 
@@ -80,24 +94,28 @@ class DynamicEstimator:
         base: str | None = None,
         simplified: bool = False,
         friction: bool = True,
-        cutoff_hz: float = 5.0,
+        cutoff_hz: float = DEFAULT_CUTOFF_HZ,
         weighted: bool = True,
         decimate: int | None = None,
-        reversal_velocity: float = 0.05,
+        reversal_velocity: float | None = None,
         quantity: str = "torque",
         essential_pct: float | None = None,
         prior=None,
     ):
-        """`essential_pct`: keep only the base parameters this recording determines to that relative SE (%):
-        the worst determined one is fixed at its value in `prior` (a parameter set; default the model's
-        first) and the rest refitted, until every estimate qualifies — the others are named in `fit_.fixed`."""
+        """`reversal_velocity` (rad/s): a joint's rows within a cut-off period of a slower sample are dropped
+        from the fit (default `reversal_velocity_for(cutoff_hz)`). `essential_pct`: keep only the base
+        parameters this recording determines to that relative SE (%): the worst determined one is fixed at its
+        value in `prior` (a parameter set; default the model's first) and the rest refitted, until every
+        estimate qualifies — the others are named in `fit_.fixed`."""
         if quantity not in QUANTITIES:
             raise DataError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
         self.model, self.base, self.simplified = model, base or model.root, simplified
         self.quantity = quantity
         self.friction = friction and quantity == "torque"
         self.cutoff_hz, self.weighted, self.decimate = cutoff_hz, weighted, decimate
-        self.reversal_velocity = reversal_velocity  # rad/s
+        self.reversal_velocity = (  # rad/s
+            reversal_velocity if reversal_velocity is not None else reversal_velocity_for(cutoff_hz)
+        )
         if essential_pct is not None and not (np.isfinite(essential_pct) and essential_pct > 0):
             raise DataError(f"essential_pct must be a positive percentage, got {essential_pct}")
         self.essential_pct = essential_pct
@@ -145,7 +163,10 @@ class DynamicEstimator:
         if self.quantity == "wrench":
             spec = self._wrench_spec(rec)
             if self._db is None:
-                self._db = self._wrench_base(spec, q[len(q) // 2])
+                if rec.meta.get("motion") == "single-support":  # the other sole moves freely: every motion
+                    self._db = cached_dynamic_base(self.model, spec, self.simplified, "free")
+                else:
+                    self._db = self._wrench_base(spec, q[len(q) // 2])
             rows = [WRENCH_ROWS_ALL.index(r) for r in WRENCH_ROWS]
             Y = evaluate(self.model, spec, q, qd, qdd)
             measured = rec.wrench[:, rows]
@@ -286,6 +307,34 @@ class DynamicEstimator:
     def reference_values(self, params) -> np.ndarray:
         """The base parameters of a known parameter set (friction columns excluded)."""
         return self.dynamic_base_.values(dyn.standard_parameters(self.model, params))
+
+
+def default_cutoff(rec: DynamicRecording) -> float:
+    """Butterworth cut-off (Hz) for a recording: CUTOFF_PER_BAND × its metadata `motion_band_hz` (the planned
+    motion's highest frequency), raised (up to DEFAULT_CUTOFF_HZ) where needed so the filter's end transients
+    (5/f_c s each) stay within MAX_EDGE_FRACTION of the recording; DEFAULT_CUTOFF_HZ when no band is declared.
+
+    Why not always 5 Hz: velocity noise from quantised encoders grows as f_c^1.5 and decides the sign of the
+    Coulomb column wherever a joint creeps (a Fourier trajectory rests at every period), so a cut-off far above
+    a slow motion's band costs accuracy for nothing."""
+    text = rec.meta.get("motion_band_hz")
+    if text is None:
+        return DEFAULT_CUTOFF_HZ
+    try:
+        band = float(text)
+    except ValueError:
+        band = float("nan")
+    if not (np.isfinite(band) and band > 0):
+        raise DataError(f"recording metadata motion_band_hz must be a positive frequency in Hz, got {text!r}")
+    duration = float(rec.t[-1] - rec.t[0])
+    edge_bound = 5.0 / (MAX_EDGE_FRACTION * duration) if duration > 0 else DEFAULT_CUTOFF_HZ
+    fc = max(CUTOFF_PER_BAND * band, min(edge_bound, DEFAULT_CUTOFF_HZ))
+    if fc >= rec.rate_hz / 2:
+        raise DataError(
+            f"motion_band_hz {band:g} needs a cut-off of {fc:.3g} Hz, above half the sample rate "
+            f"({rec.rate_hz / 2:.3g} Hz): record faster or give --cutoff-hz"
+        )
+    return fc
 
 
 def moment_reference(rec: DynamicRecording) -> float:

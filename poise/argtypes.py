@@ -107,6 +107,20 @@ def increasing_numbers(text: str) -> tuple[float, ...]:
     return values
 
 
+def pair_of_nonnegative(text: str) -> tuple[float, float]:
+    """'5,2' -> (5.0, 2.0): two comma-separated finite numbers ≥ 0."""
+    parts = text.split(",")
+    try:
+        values = tuple(float(v) for v in parts)
+    except ValueError:
+        values = ()
+    if len(values) != 2 or any(not math.isfinite(v) or v < 0 for v in values):
+        raise argparse.ArgumentTypeError(
+            f"expected two numbers ≥ 0 separated by a comma, e.g. 5,2 (got {text!r})"
+        )
+    return values[0], values[1]
+
+
 seed = integer(0, 2**32 - 1)  # numpy's SeedSequence takes non-negative integers
 count = integer(1)
 positive = number(0.0, lo_open=True)
@@ -161,6 +175,21 @@ def out_dir(text: str) -> str:
     if Path(text).exists() and not Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a file, expected a directory")
     return text
+
+
+def add_twin_truth(parser: argparse.ArgumentParser, scope: str) -> None:
+    """--truth: the emulated robot's true parameters (drivers.emulators.sim_robot.twin_truth)."""
+    parser.add_argument("--truth", default=None,
+                        help=f"{scope}the emulated robot's true parameters — a published estimate of the robot "
+                             "description (tulip: thesis = Table 4.6), a parameter set or JSON file (default: the "
+                             "simulated robot's)")  # fmt: skip
+
+
+def add_gravity_comp(parser: argparse.ArgumentParser, scope: str = "") -> None:
+    """--gravity-comp: the executor's gravity-compensation feed-forward (drivers.gravity)."""
+    parser.add_argument("--gravity-comp", action="store_true",
+                        help=f"{scope}gravity-compensation feed-forward while standing: each goal offset by τ_ff / kp "
+                             "(as [executor] gravity_compensation = true; kp from position_p_gain)")  # fmt: skip
 
 
 def add_force(parser: argparse.ArgumentParser) -> None:

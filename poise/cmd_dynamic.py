@@ -65,7 +65,9 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     d.add_argument("recording", help="dynamic recording (CSV, see README)")
     d.add_argument("--validate", help="a second recording: predict its efforts (RMS error)")
     d.add_argument(
-        "--cutoff-hz", type=at.positive, default=5.0, help="zero-phase Butterworth cut-off (default 5 Hz)"
+        "--cutoff-hz",
+        type=at.positive,
+        help="zero-phase Butterworth cut-off (default: 4× the recording's motion_band_hz, 5 Hz if undeclared)",
     )
     d.add_argument("--no-friction", action="store_true", help="rigid-body parameters only")
     d.add_argument("--ols", action="store_true", help="ordinary LS (default: per-joint weighted LS)")
@@ -95,7 +97,9 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     from formats.trajectory_plan import load_trajectory_plan
     from robots.params_io import perturbed, resolve_params, save_parameter_set
     from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.fourier import FourierTrajectory
     from trajectories.plan import plan_model, plan_trajectory
+    from trajectories.single_support import SingleSupportTrajectory
     from trajectories.verify import sample_grid
 
     _finite("rate-hz", args.rate_hz, positive=True)
@@ -116,7 +120,8 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     q, qd, qdd = traj.sample(t)
     rng = np.random.default_rng(args.seed)
     wrench = tau = None
-    if isinstance(traj, ClosedChainTrajectory):
+    single = isinstance(traj, SingleSupportTrajectory)
+    if single or isinstance(traj, ClosedChainTrajectory):
         truth = physical_truth(truth)
         with console.status(f"MuJoCo inverse dynamics (floating robot, soles held) of {len(t)} samples"):
             wrench = standing_wrench(
@@ -129,6 +134,11 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
         with console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
             qm, tau = arm_efforts(model, truth, q, qd, qdd, im, rng)
     meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}"}
+    if single:
+        meta["motion"] = "single-support"  # the estimator's base parameters: the other sole moves freely
+    fourier = traj.motion if single else traj
+    if isinstance(fourier, FourierTrajectory):  # the identification's default cut-off follows it
+        meta["motion_band_hz"] = f"{fourier.highest_frequency:.6g}"
     if plan.robot_source:
         meta["robot_source"] = plan.robot_source
     rec = DynamicRecording(model.name, plan.base, list(model.joint_names), t, qm, tau, wrench, meta=meta)
@@ -141,12 +151,14 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
 
 def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     from formats.dynamic_recording import read_dynamic_recording
-    from identify.dynamic import DynamicEstimator, validation_error
+    from identify.dynamic import DynamicEstimator, default_cutoff, validation_error
     from robots.params_io import resolve_params
     from robots.registry import get_model
 
-    _finite("cutoff-hz", args.cutoff_hz, positive=True)
+    if args.cutoff_hz is not None:
+        _finite("cutoff-hz", args.cutoff_hz, positive=True)
     rec = read_dynamic_recording(args.recording)
+    cutoff = args.cutoff_hz if args.cutoff_hz is not None else default_cutoff(rec)
     model = get_model(rec.meta.get("robot_source") or rec.robot)
     # Every input is read before the fit: a bad --reference or --validate fails now, not after the work.
     ref_ps = resolve_params(args.reference, model) if args.reference else None
@@ -160,7 +172,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         rec.base,
         args.simplified,
         not args.no_friction,
-        args.cutoff_hz,
+        cutoff,
         weighted=not args.ols,
         quantity=quantity,
         essential_pct=args.essential,
@@ -180,7 +192,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             "within_3se": int(np.sum(np.abs(z[done]) <= 3)),
             "max_abs_z": float(np.max(np.abs(z[done]))) if done.any() else None,
         }
-    out = fit.to_dict()
+    out = fit.to_dict() | {"cutoff_hz": cutoff}
     pred = meas = None
     if vrec is not None:
         pred, meas = est.predict(vrec)
@@ -207,6 +219,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             )
         table.add_row(*row)
     console.print(table)
+    console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz")
     console.print(
         "units: inertial base parameters in SI combinations (kg, kg·m, kg·m²); friction as labelled"
     )
@@ -216,7 +229,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         + ", ".join(f"{s:.3f}" for s in fit.sigma)
     )
     if fit.unidentifiable:
-        source = "joint efforts" if quantity == "torque" else "the boards' wrench at this placement"
+        single = rec.meta.get("motion") == "single-support"
+        source = ("joint efforts" if quantity == "torque" else
+                  "the stance board's wrench" if single else "the boards' wrench at this placement")  # fmt: skip
         console.print(
             f"not identifiable from {source} ({len(fit.unidentifiable)}): " + ", ".join(fit.unidentifiable)
         )
@@ -231,8 +246,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.validate:
         v = out["validation"]
         console.print(
-            f"validation on {args.validate}: RMS error {v['total_relative_pct']:.2f} % of the measured efforts; per joint [N·m]: "
-            + ", ".join(f"{x:.3f}" for x in v["rmse_nm"])
+            f"validation on {args.validate}: RMS error {v['total_relative_pct']:.2f} % of the measured efforts; "
+            "per joint N·m (% of its RMS): "
+            + ", ".join(f"{x:.3f} ({r:.1f} %)" for x, r in zip(v["rmse_nm"], v["relative_pct"], strict=True))
         )
     return 0
 

@@ -121,6 +121,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = s.add_parser("check", help="verify a plan with shapely: limits, feet, margins, transitions, κ")
     c.add_argument("plan", help="plan file (JSON)")
     c.add_argument("--params", default=None, help="parameters for the CoP: sim|mc|FILE (default: the plan's)")
+    c.add_argument("--twin", action="store_true",
+                   help="posture plans: also stand every posture on the MuJoCo physics twin (simulated time) and "
+                        "report falls, soles on an edge, lifting, slipping")  # fmt: skip
+    at.add_twin_truth(c, "--twin: ")
+    c.add_argument("--placement-error", type=at.pair_of_nonnegative, default=(0.0, 0.0), metavar="MM,DEG",
+                   help="--twin: σ of the boards' placement error, mm and degrees (default 0,0)")  # fmt: skip
+    c.add_argument("--config", type=at.text_file,
+                   help="--twin: robot TOML (board offsets, servo gain; default: bundled)")  # fmt: skip
+    at.add_gravity_comp(c, "--twin: ")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_check)
 
@@ -287,9 +296,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     model = plan_model(plan)
     report = check_plan(model, plan, args.params)
+    twin = _stand_on_twin(args, model, plan) if args.twin else None
+    twin_ok = twin is None or all(r.stands for r in twin)
     if args.json:
-        print_json(report.to_dict())
-        return 0 if report.ok else 1
+        out = report.to_dict()
+        if twin is not None:
+            out["twin"] = [r.summary() for r in twin]
+        print_json(out)
+        return 0 if report.ok and twin_ok else 1
     table = Table(
         title=f"{args.plan}: CoP from {report.params!r}, required margin {mm(report.required_margin, 1)} mm"
     )
@@ -309,12 +323,45 @@ def cmd_check(args: argparse.Namespace) -> int:
     console.print("κ recomputed: " + ", ".join(f"{b} base {k:.1f}" for b, k in report.kappa.items()))
     console.print(f"transitions checked: {len(plan.transitions)}")
     console.print(report.replicates.describe())
-    if report.ok:
+    if twin is not None:
+        _print_twin(twin, args)
+    if report.ok and twin_ok:
         console.print("[green]plan OK")
         return 0
     for msg in report.problems():
         console.print(f"[red]FAIL[/red] {msg}")
     return 1
+
+
+def _stand_on_twin(args: argparse.Namespace, model, plan):
+    """`plan check --twin`: every posture stood on the physics twin (drivers/emulators/standing.py)."""
+    import math
+
+    from rich.progress import Progress
+
+    from drivers.config import load_config
+    from drivers.emulators.sim_robot import twin_truth
+    from drivers.emulators.standing import stand_each
+
+    truth = twin_truth(model, args.truth)
+    config = load_config(args.config)
+    mm_, deg = args.placement_error
+    with Progress(console=err_console, disable=args.json, transient=True) as bar:
+        task = bar.add_task("standing each posture on the physics twin", total=len(plan.postures))
+        return stand_each(model, plan, config, truth, args.gravity_comp, (mm_ / 1000, math.radians(deg)),
+                          progress=lambda _: bar.advance(task))  # fmt: skip
+
+
+def _print_twin(results, args: argparse.Namespace) -> None:
+    table = Table(title=f"physics twin (truth {args.truth or 'simulated robot'}): each posture stood for 4 s")
+    for col in ("posture", "events", "base tilt (deg)", "slide (mm)", "hold error (deg)", "CoP − CoM (mm)",
+                "status"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for r in results:
+        table.add_row(str(r.posture), ", ".join(r.kinds) or "—", f"{r.base_tilt_deg:.2f}", f"{r.slide_mm:.1f}",
+                      f"{r.hold_error_deg:.2f}", f"{r.cop_vs_com_mm:.1f}", "stands" if r.stands else "[red]fails")  # fmt: skip
+    console.print(table)
+    console.print(f"{sum(r.stands for r in results)}/{len(results)} postures stand on the twin")
 
 
 def cmd_show(args: argparse.Namespace) -> int:

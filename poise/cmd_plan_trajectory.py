@@ -44,17 +44,31 @@ def register(s: argparse._SubParsersAction) -> None:
         default="columns",
         help="columns: κ of the column-normalised base regressor (default); none: raw",
     )
-    t.add_argument("--base", default=None, help="fixed base link, or the stance base in double support")
+    t.add_argument(
+        "--base", default=None, help="fixed base link, or the stance base (sole) of a standing robot"
+    )
     t.add_argument(
         "--double-support",
         action="store_true",
         help="a biped standing on two boards: closed chain, ZMP inside the support polygon, Fz/Mx/My regressor",
     )
     t.add_argument(
+        "--single-support",
+        action="store_true",
+        help="a biped standing on its base sole (one board), the other sole lifted: ZMP inside the stance sole, "
+        "Fz/Mx/My regressor",
+    )
+    t.add_argument(
+        "--lift",
+        type=at.number(0.0, 1.0),
+        default=0.02,
+        help="single support: the lifted sole's corners stay this far above the ground [m] (default 0.02)",
+    )
+    t.add_argument(
         "--zmp-margin",
         type=at.nonnegative,
         default=0.02,
-        help="double support: ZMP margin in m (default 0.02)",
+        help="double/single support: ZMP margin inside the support polygon in m (default 0.02)",
     )
     t.add_argument(
         "--load-share",
@@ -121,6 +135,12 @@ def register(s: argparse._SubParsersAction) -> None:
     t.set_defaults(func=cmd_trajectory)
 
 
+def _motion(args: argparse.Namespace) -> str:
+    if args.double_support and args.single_support:
+        raise DataError("choose one of --double-support and --single-support")
+    return "double-support" if args.double_support else "single-support" if args.single_support else "free"
+
+
 def _settings(args: argparse.Namespace):
     from trajectories.excitation import ExcitationSettings
 
@@ -150,7 +170,8 @@ def _settings(args: argparse.Namespace):
         base=args.base,
         params=args.params,
         simplified=args.simplified,
-        motion="double-support" if args.double_support else "free",
+        motion=_motion(args),
+        lift=args.lift,
         zmp_margin=args.zmp_margin,
         load_share=args.load_share,
         self_collision=not args.no_self_collision,
@@ -172,13 +193,12 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.params:
         model.parameter_set(args.params)  # before the progress bar starts: a bad name stays one line
-    if args.double_support:
+    if args.double_support or args.single_support:
         if args.base:
             model.base_site(args.base)
         if len(model.bases) < 2:
-            raise DataError(
-                f"{model.name!r} describes no two soles: --double-support needs a biped description"
-            )
+            flag = "--double-support" if args.double_support else "--single-support"
+            raise DataError(f"{model.name!r} describes no two soles: {flag} needs a biped description")
     elif args.base and not model.has_link(args.base):
         raise DataError(f"{model.name!r} has no link {args.base!r}")
     t0 = time.perf_counter()
@@ -258,7 +278,10 @@ def _print_design(s: dict) -> None:
     ]
     if v.get("min_zmp_margin_m") is not None:
         rows.append(("min ZMP margin (shapely)", f"{v['min_zmp_margin_m'] * 1000:.1f}", "mm"))
+    if v.get("max_foot_drift_m") is not None:
         rows.append(("held sole drift", f"{v['max_foot_drift_m'] * 1000:.2g}", "mm"))
+    if v.get("min_sole_lift_m") is not None:
+        rows.append(("lifted sole's lowest corner", f"{v['min_sole_lift_m'] * 1000:.1f}", "mm"))
     if v.get("min_self_clearance_m") is not None:
         rows.append(
             (f"closest links ({v['closest_links']})", f"{v['min_self_clearance_m'] * 1000:.1f}", "mm")
@@ -289,7 +312,10 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
     ]
     if check.min_zmp_margin_m is not None:
         rows.append(("min ZMP margin (shapely)", f"{check.min_zmp_margin_m * 1000:.1f}", "mm"))
+    if check.max_foot_drift_m is not None:
         rows.append(("held sole drift", f"{check.max_foot_drift_m * 1000:.2g}", "mm"))
+    if check.min_sole_lift_m is not None:
+        rows.append(("lifted sole's lowest corner", f"{check.min_sole_lift_m * 1000:.1f}", "mm"))
     if check.min_self_clearance_m is not None:
         rows.append(
             (f"closest links ({check.closest_links})", f"{check.min_self_clearance_m * 1000:.1f}", "mm")

@@ -55,6 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-noise", action="store_true", help="sim: ideal boards and encoders")
     p.add_argument("--physics", choices=["kinematic", "mujoco"], default="mujoco",
                    help="sim: the emulated robot — the MuJoCo physics twin (default: falls, sway, slip) or kinematic (fast)")  # fmt: skip
+    p.add_argument("--clamp-soles", action="store_true",
+                   help="sim, physics twin: soles strapped flat to the boards once standing — the fixture of a "
+                        "double-support dynamic experiment, whose model holds both feet fixed")  # fmt: skip
+    at.add_twin_truth(p, "sim: ")
+    at.add_gravity_comp(p)
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
     p.add_argument("--joint", help="PWM plan: the joint to drive (default: the plan's)")
     p.add_argument("--limit-margin-deg", type=at.number(0.0, 90.0), default=5.0,
@@ -111,6 +116,9 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
                 noise=not getattr(args, "no_noise", False),
                 physics=getattr(args, "physics", "kinematic"),
                 time_scale=args.time_scale,
+                clamp_soles=getattr(args, "clamp_soles", False),
+                truth=getattr(args, "truth", None),
+                servo_p_gain=config.executor.position_p_gain,  # the twin's servos run the configured gain
             )
         with Session(args.robot, args.boards, model, config, world_opts, prompt=not args.yes) as s:
             if prepare is not None:
@@ -127,6 +135,7 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
                 progress,
                 tare_s,
                 checked,
+                s.clock,
             )
             try:
                 return ex.run(), rec.dir
@@ -142,6 +151,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from formats.pwm_plan import is_pwm_plan
     from formats.trajectory_plan import is_trajectory_plan
 
+    if getattr(args, "clamp_soles", False) and not (
+        args.robot.startswith("sim") and args.physics == "mujoco"
+    ):
+        raise DataError("--clamp-soles straps the physics twin's soles (--robot sim --physics mujoco); on a real "
+                        "bench strap the feet by hand")  # fmt: skip
+    if getattr(args, "truth", None) is not None and not args.robot.startswith("sim"):
+        raise DataError("--truth sets the emulated robot's parameters (--robot sim)")
     if is_pwm_plan(args.plan):
         from poise.cmd_run_pwm import cmd_run_pwm
 
@@ -155,6 +171,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             "a posture plan needs --boards (sim, bt:ADDR,ADDR, evdev:PATH,PATH or serial:PORT,PORT)"
         )
     config = load_config(args.config)
+    if getattr(args, "gravity_comp", False):
+        config.executor.gravity_compensation = True
     model = get_model(config.robot)
     plan = load_plan(args.plan, model)
     live = None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)

@@ -58,6 +58,11 @@ def prepare(
             f"the robot configuration is for {config.robot!r}, the plan for {model.name!r} (--config)"
         )
     traj = plan_trajectory(plan, model)
+    if traj.to_json().get("kind") == "single-support":
+        raise DataError(
+            "streaming a single-support trajectory is not supported yet (the executor places a standing robot "
+            "in double support); `poise simulate trajectory` gives its data from MuJoCo's inverse dynamics"
+        )
     ps = params or plan.params or next(iter(model.params))
     check = check_plan(plan, model, traj, ps)
     if not check.ok:  # the setpoints of a trajectory that fails its own checks are not worth checking
@@ -115,6 +120,8 @@ def run_trajectory(
             )
         world_opts = replace(world_opts, time_scale=time_scale)
         meta["time_scale"] = time_scale
+    if world_opts is not None and world_opts.clamp_soles:
+        meta["soles"] = "clamped to the boards (twin)"
     rec = TrajectoryRecorder(
         out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale
     )
@@ -123,7 +130,18 @@ def run_trajectory(
     try:
         with Session(robot, boards, model, config, world_opts, prompt=prompt) as s:
             ex = TrajectoryExecutor(
-                s.link, s.boards, model, config, sp, stream, rec, s.operator, progress, tare_s, time_scale
+                s.link,
+                s.boards,
+                model,
+                config,
+                sp,
+                stream,
+                rec,
+                s.operator,
+                progress,
+                tare_s,
+                time_scale,
+                s.clock,
             )
             try:
                 result = ex.run()
@@ -182,7 +200,13 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
     opts = None
     if args.robot.startswith("sim"):
         # a dynamic recording: the twin's boards average over each report (no aliasing of the servo steps)
-        opts = WorldOptions(noise=not args.no_noise, physics=args.physics, board_averaging=True)
+        opts = WorldOptions(
+            noise=not args.no_noise,
+            physics=args.physics,
+            board_averaging=True,
+            clamp_soles=args.clamp_soles,
+            truth=args.truth,
+        )
     live = None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
     try:
         if live:

@@ -181,13 +181,14 @@ def _reduce(model: RobotModel, spec: dict, source: str) -> RobotModel:
     )  # fmt: skip
 
 
-def _published(spec: dict, path: Path) -> dict[str, Path]:
-    """[published_bases] NAME = FILE (relative to the description): base-parameter formulas of a publication."""
+def _published(spec: dict, path: Path, what: str = "published base") -> dict[str, Path]:
+    """[published_bases] / [published_estimates] NAME = FILE (relative to the description): a publication's
+    base-parameter formulas, or its estimates of the CoM base parameters (robots/realise.py)."""
     out = {}
     for name, ref in spec.items():
         file = Path(str(ref)) if Path(str(ref)).is_absolute() else path.parent / str(ref)
         if not file.is_file():
-            raise _fail(str(path), f"published base {name!r}: no such file {file}")
+            raise _fail(str(path), f"{what} {name!r}: no such file {file}")
         out[str(name)] = file
     return out
 
@@ -280,6 +281,7 @@ def apply_description(model: RobotModel, doc: dict, path: Path) -> RobotModel:
         simplified_dynamic_zero=[str(x) for x in doc.get("simplified", {}).get("dynamic_zero", [])],
         stance=doc.get("stance"),
         published_bases=_published(doc.get("published_bases", {}), path),
+        published_estimates=_published(doc.get("published_estimates", {}), path, "published estimates"),
         extra={k: doc[k] for k in EXTRA_SECTIONS if k in doc},
         source=model.source,
         warnings=model.warnings,

@@ -156,6 +156,8 @@ class RobotModel:
     stance: object | None = None
     # Published base-parameter sets (name -> formula file, see robots.published_base), e.g. a thesis appendix.
     published_bases: dict[str, Path] = field(default_factory=dict)
+    # Published CoM base-parameter estimates (name -> file, see robots.realise), e.g. a thesis's from real data.
+    published_estimates: dict[str, Path] = field(default_factory=dict)
     # Robot-specific description sections other modules model (e.g. Doggy's flexible joints and sensors).
     extra: dict[str, dict] = field(default_factory=dict)
     source: str = ""  # the URDF file the model was loaded from, if any

@@ -19,6 +19,22 @@ def rng():
     return np.random.default_rng(20261121)
 
 
+@pytest.fixture(scope="module")
+def plan(model):
+    """Three random double-support postures (short moves and holds) — the executor tests' plan."""
+    from drivers.emulators.testplan import random_plan
+
+    return random_plan(model, 3, seed=4, move_s=1.0, hold_s=2.0)
+
+
+@pytest.fixture
+def cfg():
+    """The bundled TUlip bench configuration (fresh: tests may change it)."""
+    from drivers.config import load_config
+
+    return load_config()
+
+
 _module = [None]
 
 

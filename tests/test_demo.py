@@ -41,7 +41,7 @@ def test_demo_pipeline_on_the_physics_twin(tmp_path, capsys):
         "--hold-s",
         "6",
         "--time-scale",
-        "3",
+        "6",  # the drivers follow the twin's simulated time (bench clock): a slower machine only takes longer
         "--json",
     ]
     assert main(argv) == 0

@@ -14,7 +14,14 @@ from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts
 from formats.dynamic_recording import DynamicRecording, read_dynamic_recording, write_dynamic_recording
 from formats.errors import DataError, IdentifiabilityError
 from identify.differentiation import derivatives
-from identify.dynamic import DynamicEstimator, ls_statistics, validation_error
+from identify.dynamic import (
+    CUTOFF_PER_BAND,
+    DEFAULT_CUTOFF_HZ,
+    DynamicEstimator,
+    default_cutoff,
+    ls_statistics,
+    validation_error,
+)
 from poise.cli import main
 from robots import dynamics as dyn
 from robots.params_io import perturbed
@@ -63,6 +70,36 @@ def test_zero_phase_derivatives_of_a_sinusoid():
     w = 2 * np.pi * 0.5
     assert np.abs(qd[core, 0] - w * np.cos(w * t[core])).max() < 0.01 * w
     assert np.abs(qdd[core, 0] + w**2 * np.sin(w * t[core])).max() < 0.05 * w**2
+
+
+def _still(seconds: float, meta: dict[str, str], rate: float = 500.0) -> DynamicRecording:
+    """A recording of `seconds` at `rate` Hz carrying `meta` (contents irrelevant to the cut-off)."""
+    t = np.arange(0.0, seconds + 0.5 / rate, 1.0 / rate)
+    z = np.zeros((t.size, 1))
+    return DynamicRecording("r", "b", ["j"], t, z, z, meta=meta)
+
+
+def test_default_cutoff_follows_the_declared_motion_band():
+    assert default_cutoff(_still(60.0, {})) == DEFAULT_CUTOFF_HZ  # no band declared: the fixed default
+    assert default_cutoff(_still(60.0, {"motion_band_hz": "0.5"})) == pytest.approx(CUTOFF_PER_BAND * 0.5)
+    assert default_cutoff(_still(60.0, {"motion_band_hz": "3"})) == pytest.approx(CUTOFF_PER_BAND * 3)
+    # a short recording: the filter's end transients (5/f_c s each) would eat it, so the cut-off rises
+    short = default_cutoff(_still(20.0, {"motion_band_hz": "0.3"}))
+    assert CUTOFF_PER_BAND * 0.3 < short <= DEFAULT_CUTOFF_HZ
+    assert 2 * 5.0 / short <= 0.2 * 20.0 + 1e-9
+    for bad in ("0", "-1", "nan", "fast"):
+        with pytest.raises(DataError, match="motion_band_hz"):
+            default_cutoff(_still(60.0, {"motion_band_hz": bad}))
+    with pytest.raises(DataError, match="half the sample rate"):
+        default_cutoff(_still(10.0, {"motion_band_hz": "40"}, rate=200.0))
+
+
+def test_reversal_threshold_follows_the_velocity_noise_of_the_cutoff(setup):
+    model = setup[0]
+    assert DynamicEstimator(model).reversal_velocity == pytest.approx(0.05)  # unchanged at the 5 Hz default
+    slow = DynamicEstimator(model, cutoff_hz=DEFAULT_CUTOFF_HZ / 4).reversal_velocity
+    assert slow == pytest.approx(0.05 / 8)  # velocity noise of a quantised encoder ∝ f_c^1.5
+    assert DynamicEstimator(model, cutoff_hz=2.0, reversal_velocity=0.1).reversal_velocity == 0.1
 
 
 def test_identification_recovers_truth_and_predicts_another_trajectory(setup):

@@ -25,16 +25,6 @@ from poise.cli import main
 from robots.kinematics import com_position
 
 
-@pytest.fixture(scope="module")
-def plan(model):
-    return random_plan(model, 3, seed=4, move_s=1.0, hold_s=2.0)
-
-
-@pytest.fixture
-def cfg():
-    return load_config()
-
-
 def _args(tmp_path, plan_path="plan.json", resume=False, k=2.0):
     return argparse.Namespace(plan=plan_path, robot="sim", boards="sim", out=str(tmp_path / "run"), resume=resume,
                               time_scale=k, yes=True, no_noise=True)  # fmt: skip
@@ -164,6 +154,16 @@ def test_cli_refuses_bad_plan_with_exit_2(model, plan, tmp_path, capsys):
     )
     assert rc == 2
     assert "refused before moving" in capsys.readouterr().err
+
+
+def test_clamp_soles_is_refused_off_the_physics_twin(model, plan, tmp_path, capsys):
+    save_plan(plan, tmp_path / "p.json")
+    for robot, physics in (("sim", "kinematic"), ("dxl:/dev/null", "mujoco")):
+        rc = main(["run", str(tmp_path / "p.json"), "--robot", robot, "--boards", "sim", "--physics", physics,
+                   "--clamp-soles", "--out", str(tmp_path / "r")])  # fmt: skip
+        assert rc == 2
+        assert "--clamp-soles straps the physics twin" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_run_records_every_posture_accurately(model, plan, cfg, tmp_path):
@@ -342,6 +342,9 @@ def test_unsafe_waypoint_refused(model, cfg, change, expect):
         ("rate_hz", "0", "rate_hz"),
         ("link_timeout_s", '"soon"', "link_timeout_s"),
         ("settle_attempts", "0", "settle_attempts"),
+        ("gravity_compensation", "1", "gravity_compensation"),
+        ("position_p_gain", "0", "position_p_gain"),
+        ("position_p_gain", "20000", "position_p_gain"),
     ],
 )
 def test_unsafe_config_settings_refused(tmp_path, line, value, expect):
@@ -490,15 +493,14 @@ def test_planned_lifted_transition_is_done_lifted_without_warning(model, cfg):
     assert ground_transition_issues(model, tr.q, pose, p.params, p.base, 0.0, "t") == []
 
 
-def test_standing_checks_trip_on_lasting_falls_and_tips_not_on_late_reports(monkeypatch):
+def test_standing_checks_trip_on_lasting_falls_and_tips_not_on_late_reports():
     """Falling (boards carry < half the weight, also when they carry nothing at all) and tipping (CoP > 5 mm
     outside) stop the run only when they last: a board report arriving late is not a fall."""
-    import drivers.executor as exe
     from drivers.executor import FALL_HOLD_S, TIP_HOLD_S, Executor, RunResult, SafetyTrip
 
     clock = [100.0]
-    monkeypatch.setattr(exe.time, "monotonic", lambda: clock[0])
     ex = Executor.__new__(Executor)
+    ex.clock = argparse.Namespace(now=lambda: clock[0])  # the bench clock, stepped by hand
     ex.k, ex._weight_kg, ex.result = 2.0, 22.6, RunResult()
     ex._light_since = ex._outside_since = None
     p = argparse.Namespace(index=3)

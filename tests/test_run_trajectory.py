@@ -170,8 +170,10 @@ def test_stopped_run_keeps_its_rows(plan_file, tmp_path, monkeypatch, stop):
 
     tick = TrajectoryExecutor._tick
 
-    def slipping(self, q_cmd, posture, phase, store):  # an encoder reading 20 deg off from tick stop_after on
-        q = tick(self, q_cmd, posture, phase, store)
+    def slipping(
+        self, q_cmd, posture, phase, store, offset=None
+    ):  # an encoder 20 deg off from tick stop_after
+        q = tick(self, q_cmd, posture, phase, store, offset)
         if stop == "tracking" and phase == "stream" and self.traj_result.ticks >= stop_after - 1:
             q = q + np.radians(20.0) * (np.arange(len(q)) == 4)
         return q

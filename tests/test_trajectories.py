@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sysconfig
+from dataclasses import replace
 from pathlib import Path
 
 import casadi as ca
@@ -121,6 +122,19 @@ def test_design_lowers_kappa_and_passes_independent_verification(ur5):
     )
     W = stacked_base_regressor(ur5, res.trajectory, res.base, False, t)
     assert np.linalg.matrix_rank(W) == W.shape[1] == len(res.base_symbols)
+
+
+def test_torque_limits_join_the_problem_only_when_they_bind(ur5):
+    """Torque rows (dense, rarely binding) are left out; a result exceeding them is solved again with them."""
+    loose = optimise(ur5, QUICK, seed=1)
+    assert not any(st.get("torque_rows") for st in loose.stages)
+    assert loose.stages[-1]["torque_ratio"] <= 1.0
+    tight = replace(QUICK, torque_fraction=0.3)  # below what the loose design needs
+    assert loose.verification["torque_ratio"] > 0.3
+    res = optimise(ur5, tight, seed=1)
+    assert res.stages[-1].get("torque_rows") and res.stages[-1]["torque_ratio"] <= 1.0 + 1e-3
+    # on the 1 ms grid, of the full limits: bounded at the design grid's samples, a little more between them
+    assert res.verification["torque_ratio"] <= 0.3 * 1.05 < loose.verification["torque_ratio"]
 
 
 def test_settings_are_validated():

@@ -175,3 +175,56 @@ def test_plain_joint_interpolation_drags_a_foot_and_is_detected(model, tmp_path)
         f"plain interpolation: foot error {tr.foot_error_interp * 1000:.1f} mm, sole moved {moved * 1000:.1f} mm, {kinds}"
     )
     assert moved > 0.005 or kinds & {"lift", "slip", "edge", "fall"}  # dragged, lifted or tipped
+
+
+def _sway(model, plan, clamp: bool) -> tuple[Twin, list]:
+    """Posture 0 standing, then 2 s of hip/knee sway at 0.5 Hz; returns the twin and the boards' poses."""
+    cfg = load_config()
+    tw = Twin(model, true_parameters(model), TwinOptions(servo=ServoModel(p_gain=6000), clamp_soles=clamp))
+    q0 = plan.postures[0].q
+    for k in range(model.nq):
+        tw.set_torque(k, True)
+        tw.set_goal(k, q0[k])
+    tw.settle_sim(1.0)
+    poses = board_poses_for(np.array(plan.placement(plan.postures[0].placement).other_foot), cfg.right_board,
+                            cfg.left_board)  # fmt: skip
+    tw.place(poses)
+    tw.settle_sim(2.0)
+    for i in range(200):
+        for k in range(0, model.nq, 3):
+            tw.set_goal(k, q0[k] + 0.05 * np.sin(np.pi * i * 0.01))
+        tw.settle_sim(0.01)
+    for k in range(model.nq):
+        tw.set_goal(k, q0[k])
+    tw.settle_sim(2.0)  # at rest again
+    return tw, poses
+
+
+def _sole_state(tw: Twin) -> tuple[float, float]:
+    """Largest sole tilt (deg) and slide from where it was set down (mm)."""
+    tilt = max(np.degrees(np.arccos(min(1.0, tw.d.site_xmat[tw.site_ids[s]][8]))) for s in tw.soles)
+    slide = max(np.linalg.norm(tw.d.site_xpos[tw.site_ids[s]][:2] - tw._placed_at[s][:2]) for s in tw.soles)
+    return float(tilt), 1000 * float(slide)
+
+
+def test_clamped_soles_stay_flat_and_fixed_while_free_ones_rock(model, plan):
+    """--clamp-soles: the straps of a double-support dynamic experiment hold both soles flat where they stand, so
+    the model's fixed-feet assumption holds; the boards still weigh everything (the straps' pull included); the
+    free-standing soles rock and creep under the same sway; lifting the robot releases the straps."""
+    free, _ = _sway(model, plan, clamp=False)
+    clamped, poses = _sway(model, plan, clamp=True)
+    tilt_free, slide_free = _sole_state(free)
+    tilt, slide = _sole_state(clamped)
+    print(
+        f"free: tilt {tilt_free:.3f} deg, slide {slide_free:.2f} mm; clamped: {tilt:.3f} deg, {slide:.2f} mm"
+    )
+    assert tilt < 0.05 and slide < 0.3
+    assert tilt_free > 2 * tilt and slide_free > 2 * slide
+    assert clamped.events == []
+    c = cop(clamped.cell_loads(), cells_in_base(poses))
+    assert np.linalg.norm(c.cop - clamped.com_xy()) < 0.5e-3
+    assert c.total_kg == pytest.approx(true_parameters(model).total_mass, rel=1e-3)
+    straps = list(clamped.straps.values())
+    assert clamped.d.eq_active[straps].sum() == len(clamped.soles)  # each sole to the board under it
+    clamped.lift()
+    assert clamped.d.eq_active[straps].sum() == 0

@@ -48,21 +48,21 @@ def zmp_spec(base: str) -> RegressorSpec:
     return RegressorSpec("base-wrench", base, None, ZMP_ROWS)
 
 
+def halfplanes(poly) -> tuple[np.ndarray, np.ndarray]:
+    """A convex polygon (shapely) as N p ≤ d, one outward unit normal per edge."""
+    xy = np.asarray(poly.exterior.coords)[:-1]
+    if not poly.exterior.is_ccw:
+        xy = xy[::-1]
+    e = np.roll(xy, -1, axis=0) - xy
+    N = np.stack([e[:, 1], -e[:, 0]], axis=1) / np.linalg.norm(e, axis=1)[:, None]  # outward (ccw ring)
+    return N, np.einsum("ij,ij->i", N, xy)
+
+
 def support_halfplanes(model: RobotModel, chain: ClosedChain) -> tuple[np.ndarray, np.ndarray, object]:
     """Support polygon (convex hull of both contact rectangles at the fixed placement) as N p ≤ d, and itself."""
     corners = foot_corners(model, chain.nominal, chain.params, chain.base)
     hull = MultiPoint(np.concatenate(list(corners.values()))).convex_hull
-    xy = np.asarray(hull.exterior.coords)[:-1]
-    if hull.exterior.is_ccw is False:
-        xy = xy[::-1]
-    N, d = [], []
-    for k in range(len(xy)):
-        a, b = xy[k], xy[(k + 1) % len(xy)]
-        e = b - a
-        n = np.array([e[1], -e[0]]) / np.linalg.norm(e)  # outward for a counter-clockwise ring
-        N.append(n)
-        d.append(n @ a)
-    return np.array(N), np.array(d), hull
+    return (*halfplanes(hull), hull)
 
 
 def share_coefficients(model: RobotModel, chain: ClosedChain) -> tuple[float, float, float]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import casadi as ca
 import numpy as np
@@ -35,7 +35,7 @@ from trajectories.verify import acceleration_limits, check_trajectory
 
 CRITERIA = ("kappa", "logdet")
 SCALINGS = ("columns", "none")
-MOTIONS = ("free", "double-support")
+MOTIONS = ("free", "double-support", "single-support")
 COUPLED_MARGIN = 1e-3  # rad (or its combination) kept from coupled limits while optimising
 COLLISION_BUFFER = 0.01  # m added to the clearance on the criterion grid: links move between its points
 
@@ -66,7 +66,8 @@ class ExcitationSettings:
     motion: str = "free"  # free: fixed-base joint torques; double-support: a biped on two boards (Fz, Mx, My)
     zmp_margin: float = 0.02  # m, double support: ZMP distance inside the support polygon at every sample
     load_share: float = 0.0  # double support: each sole's lever-rule share of the load ≥ this at every sample
-    amplitude: float = 0.1  # rad, double support: harmonic amplitude of the random start
+    amplitude: float = 0.1  # rad, standing: harmonic amplitude of the random start
+    lift: float = 0.02  # m, single support: the other sole's corners at least this far above the ground
     self_collision: bool = True  # keep links apart (sphere sets from the URDF's collision geometry), if any
     collision_margin: float = 0.01  # m of clearance between links that can meet
 
@@ -75,6 +76,8 @@ class ExcitationSettings:
             raise DataError(f"motion must be one of {MOTIONS}, got {self.motion!r}")
         if not (np.isfinite(self.zmp_margin) and self.zmp_margin >= 0):
             raise DataError(f"zmp_margin must be a non-negative number of metres, got {self.zmp_margin}")
+        if not (np.isfinite(self.lift) and 0 <= self.lift <= 1):
+            raise DataError(f"lift must be in [0, 1] m, got {self.lift}")
         if not (np.isfinite(self.load_share) and 0 <= self.load_share < 0.5):
             raise DataError(f"load_share must be in [0, 0.5), got {self.load_share}")
         if not (np.isfinite(self.collision_margin) and 0 <= self.collision_margin <= 1):
@@ -309,8 +312,66 @@ def _limits(model: RobotModel, settings: ExcitationSettings):
     return lo, hi, vmax, amax, tmax
 
 
-def design_problem(model: RobotModel, settings: ExcitationSettings):
-    """The NLP pieces: decision X ((1+2L) × n, vec), W(X) (MX), constraints g(X) with bounds, helpers."""
+def linear_limit_rows(
+    model: RobotModel, settings: ExcitationSettings
+) -> tuple[sparse.csc_matrix, list, list]:
+    """Rest at both ends, position/velocity/acceleration and coupled limits on the dense grid: rows G x with
+    bounds, x = vec(X) of every joint's Fourier coefficients. Linear in x — vec(B X) = (I ⊗ B) x — so one
+    constant sparse matrix (IPOPT then need not re-derive it through the MX graph: 150 ms on the iCub)."""
+    lo, hi, vmax, amax, _ = _limits(model, settings)
+    L, n, omega = settings.harmonics, model.nq, 2 * np.pi / settings.period
+    Kd = settings.samples * settings.dense_factor
+    Pd, Vd, Ad = basis(np.arange(Kd) * settings.period / Kd, L, omega)
+    eye = sparse.identity(n)
+    blocks = [sparse.kron(eye, B) for B in (rest_constraints(L), Pd, Vd, Ad)]
+    lbg = [np.zeros(2 * n), np.repeat(lo, Kd), np.repeat(-vmax, Kd), np.repeat(-amax, Kd)]
+    ubg = [np.zeros(2 * n), np.repeat(hi, Kd), np.repeat(vmax, Kd), np.repeat(amax, Kd)]
+    if len(model.coupled_b):  # linear coupled limits (e.g. tendon lengths) on the dense grid
+        blocks.append(sparse.kron(model.coupled_A, Pd))
+        lbg.append(np.full(Kd * len(model.coupled_b), -np.inf))
+        ubg.append(np.repeat(model.coupled_b - COUPLED_MARGIN, Kd))
+    G = sparse.vstack(blocks).tocsc()
+    G.eliminate_zeros()
+    return G, lbg, ubg
+
+
+def clearance_rows(model: RobotModel, settings: ExcitationSettings, params: str, bases, x, g: list, lbg: list,
+                   ubg: list) -> list:  # fmt: skip
+    """Appends the links' soft clearances ≥ margin + buffer on the design grid to (g, lbg, ubg), when the robot
+    has link pairs that can meet (verified exactly on the fine grid afterwards); returns the callback nodes."""
+    pairs = near_pairs(model, params, settings.collision_margin) if settings.self_collision else None
+    if pairs is None or not pairs.pairs:
+        return []
+    node = _clearance_grid("clearance", model, pairs, params, bases)
+    K = bases[0].shape[0]
+    g.append(node(x))
+    lbg.append(np.full(K * len(pairs.pairs), settings.collision_margin + COLLISION_BUFFER))
+    ubg.append(np.full(K * len(pairs.pairs), np.inf))
+    return [node]
+
+
+def fourier_problem(x, W, tau, g, lbg, ubg, db, limits, params, base, nodes, **extra) -> dict:
+    """The NLP pieces of a design over every joint's Fourier coefficients x, as `solve_lazy_torques` takes them."""
+    return {
+        "x": x,
+        "W": W,
+        "g": ca.vertcat(*g),
+        "lbg": np.concatenate(lbg),
+        "ubg": np.concatenate(ubg),
+        "W_fun": ca.Function("W", [x], [W]),
+        "tau_fun": ca.Function("tau", [x], [tau]),
+        "base": db,
+        "limits": limits,
+        "params": params,
+        "base_link": base,
+        "nodes": nodes,
+        **extra,
+    }  # fmt: skip  (callbacks in `nodes` must outlive the solver)
+
+
+def design_problem(model: RobotModel, settings: ExcitationSettings, torque_rows: bool = True):
+    """The NLP pieces: decision X ((1+2L) × n, vec), W(X) (MX), constraints g(X) with bounds, helpers.
+    `torque_rows` False leaves the torque limits out of g (`tau_fun` still evaluates them): see `optimise`."""
     settings.validate()
     base = settings.base or model.root
     params = settings.params or next(iter(model.params))
@@ -334,47 +395,16 @@ def design_problem(model: RobotModel, settings: ExcitationSettings):
     tau_node = _mapped_grid("torques", ca.Function("torque", [qs, qds, qdds], [Y @ ca.DM(phi)]), (P, V, A))
     tau = tau_node(x)  # K·n torques, by joint then sample
     lo, hi, vmax, amax, tmax = _limits(model, settings)
-    E = rest_constraints(L)
-    Kd = K * settings.dense_factor
-    Pd, Vd, Ad = basis(np.arange(Kd) * settings.period / Kd, L, omega)
-    # linear in x = vec(X): vec(B X) = (I ⊗ B) x, vec(Pd X Aᵀ) = (A ⊗ Pd) x — one constant sparse matrix, so
-    # IPOPT's constraint Jacobian does not re-derive it through the MX graph every iteration (150 ms on the iCub)
-    eye = sparse.identity(n)
-    blocks = [sparse.kron(eye, B) for B in (E, Pd, Vd, Ad)]
-    lbg = [np.zeros(2 * n), np.repeat(lo, Kd), np.repeat(-vmax, Kd), np.repeat(-amax, Kd)]
-    ubg = [np.zeros(2 * n), np.repeat(hi, Kd), np.repeat(vmax, Kd), np.repeat(amax, Kd)]
-    if len(model.coupled_b):  # linear coupled limits (e.g. tendon lengths) on the dense grid
-        blocks.append(sparse.kron(model.coupled_A, Pd))
-        lbg.append(np.full(Kd * len(model.coupled_b), -np.inf))
-        ubg.append(np.repeat(model.coupled_b - COUPLED_MARGIN, Kd))
-    G = sparse.vstack(blocks).tocsc()
-    G.eliminate_zeros()
+    G, lbg, ubg = linear_limit_rows(model, settings)
     g = [ca.mtimes(ca.DM(G), x)]
-    if np.all(np.isfinite(tmax)):
+    if torque_rows and np.all(np.isfinite(tmax)):
         g.append(tau)
         lbg.append(np.repeat(-tmax, K))  # rows ordered by joint, then sample (as W's)
         ubg.append(np.repeat(tmax, K))
-    nodes = [tau_node]
-    pairs = near_pairs(model, params, settings.collision_margin) if settings.self_collision else None
-    if pairs is not None and pairs.pairs:  # clearances on the criterion grid, verified on the fine grid after
-        nodes.append(_clearance_grid("clearance", model, pairs, params, (P, V, A)))
-        g.append(nodes[-1](x))
-        lbg.append(np.full(K * len(pairs.pairs), settings.collision_margin + COLLISION_BUFFER))
-        ubg.append(np.full(K * len(pairs.pairs), np.inf))
-    return {
-        "x": x,
-        "W": W,
-        "g": ca.vertcat(*g),
-        "lbg": np.concatenate(lbg),
-        "ubg": np.concatenate(ubg),
-        "W_fun": ca.Function("W", [x], [W]),
-        "base": db,
-        "limits": (lo, hi, vmax, amax, tmax),
-        "omega": omega,
-        "params": params,
-        "base_link": base,
-        "nodes": nodes,  # callbacks must outlive the solver
-    }
+    nodes = [tau_node] + clearance_rows(model, settings, params, (P, V, A), x, g, lbg, ubg)
+    return fourier_problem(
+        x, W, tau, g, lbg, ubg, db, (lo, hi, vmax, amax, tmax), params, base, nodes, omega=omega
+    )
 
 
 def random_start(model: RobotModel, settings: ExcitationSettings, rng: np.random.Generator) -> np.ndarray:
@@ -396,25 +426,18 @@ def random_start(model: RobotModel, settings: ExcitationSettings, rng: np.random
     return X.reshape(-1, order="F")
 
 
-def optimise(
-    model: RobotModel,
-    settings: ExcitationSettings,
-    start: np.ndarray | None = None,
-    seed: int = 0,
-    prior: np.ndarray | None = None,
-) -> ExcitationResult:
-    """Design one excitation trajectory from `start` (coefficients) or a random start; `prior`: base-regressor
-    rows of experiments already made (sampled every period/samples s), which the new one should complete."""
-    if settings.motion == "double-support":
-        from trajectories.balance_excitation import optimise_balance
+def _torque_ratio(prob: dict, x: np.ndarray) -> float:
+    """Largest |τ| / (fraction of the effort limit) on the criterion grid, with the guessed parameters."""
+    tmax = prob["limits"][4]
+    tau = np.asarray(prob["tau_fun"](x)).reshape(len(tmax), -1)  # by joint, then sample
+    return float(np.max(np.abs(tau) / tmax[:, None]))
 
-        return optimise_balance(model, settings, seed, settings.zmp_margin, settings.amplitude)
-    t0 = time.perf_counter()
-    prob = design_problem(model, settings)
-    x0 = start if start is not None else random_start(model, settings, np.random.default_rng(seed))
-    Wshape = (settings.samples * model.nq, prob["base"].rank)
-    if prior is not None and (prior.ndim != 2 or prior.shape[1] != prob["base"].rank):
-        raise DataError(f"prior regressor has shape {prior.shape}; expected (rows, {prob['base'].rank})")
+
+def _solve_stages(
+    prob: dict, settings: ExcitationSettings, prior: np.ndarray | None, x: np.ndarray
+) -> tuple[np.ndarray, int, str, list[dict]]:
+    """IPOPT through the criterion's continuation (blunt surrogates warm-start the sharp one) from x."""
+    Wshape = prob["W_fun"].size_out(0)  # (samples · joints, base parameters)
     grad = _Criterion("criterion_grad", Wshape, settings, None, prior)
     crit = _Criterion("criterion", Wshape, settings, grad, prior)
     f = crit(ca.vec(prob["W"]))
@@ -436,10 +459,8 @@ def optimise(
         "ipopt.tol": 1e-3,
         "ipopt.acceptable_tol": 1e-2,
     }
-    x = np.asarray(x0, dtype=float)
-    stages = []
-    iterations = 0
-    status = ""
+    stages: list[dict] = []
+    iterations, status = 0, ""
     ps = settings.sharpness if settings.criterion == "kappa" else (1.0,)
     for k, p in enumerate(ps):
         crit.p = grad.p = p
@@ -450,8 +471,59 @@ def optimise(
         iterations += int(st.get("iter_count", 0))
         status = str(st.get("return_status", ""))
         W = np.asarray(prob["W_fun"](x))
+        timing = {k[7:]: round(v, 2) for k, v in st.items() if k.startswith("t_wall_") and v >= 0.05}
         stages.append({"sharpness": p, "status": status, "iterations": int(st.get("iter_count", 0)),
-                       "kappa_scaled": kappa(normalised_columns(W)[0])})  # fmt: skip
+                       "kappa_scaled": kappa(normalised_columns(W)[0]), "timing_s": timing})  # fmt: skip
+    return x, iterations, status, stages
+
+
+def solve_lazy_torques(
+    build: Callable[[bool], dict],
+    settings: ExcitationSettings,
+    x0: np.ndarray,
+    prior: np.ndarray | None = None,
+) -> tuple[dict, np.ndarray, int, str, list[dict]]:
+    """Solve the problem `build(torque_rows)` makes. Torque limits are dense rows (samples × joints, every
+    coefficient) that rarely bind: left out, the result checked against them on the same grid, and the last
+    stage solved again with them only if one is exceeded. Returns (problem, x, iterations, status, stages)."""
+    prob = build(False)
+    if prior is not None and (prior.ndim != 2 or prior.shape[1] != prob["base"].rank):
+        raise DataError(f"prior regressor has shape {prior.shape}; expected (rows, {prob['base'].rank})")
+    x, iterations, status, stages = _solve_stages(prob, settings, prior, x0)
+    ratio = _torque_ratio(prob, x) if np.all(np.isfinite(prob["limits"][4])) else None
+    if ratio is not None and ratio > 1.0:
+        prob = build(True)
+        last = replace(settings, sharpness=settings.sharpness[-1:])
+        x, extra, status, again = _solve_stages(prob, last, prior, x)
+        iterations += extra
+        stages += [{**st, "torque_rows": True} for st in again]
+        ratio = _torque_ratio(prob, x)
+    stages[-1]["torque_ratio"] = ratio
+    return prob, x, iterations, status, stages
+
+
+def optimise(
+    model: RobotModel,
+    settings: ExcitationSettings,
+    start: np.ndarray | None = None,
+    seed: int = 0,
+    prior: np.ndarray | None = None,
+) -> ExcitationResult:
+    """Design one excitation trajectory from `start` (coefficients) or a random start; `prior`: base-regressor
+    rows of experiments already made (sampled every period/samples s), which the new one should complete."""
+    if settings.motion == "double-support":
+        from trajectories.balance_excitation import optimise_balance
+
+        return optimise_balance(model, settings, seed, settings.zmp_margin, settings.amplitude)
+    if settings.motion == "single-support":
+        from trajectories.single_support import optimise_single_support
+
+        return optimise_single_support(model, settings, seed, settings.lift)
+    t0 = time.perf_counter()
+    x0 = start if start is not None else random_start(model, settings, np.random.default_rng(seed))
+    prob, x, iterations, status, stages = solve_lazy_torques(
+        lambda rows: design_problem(model, settings, torque_rows=rows), settings, np.asarray(x0, float), prior
+    )
     m = 1 + 2 * settings.harmonics
     traj = FourierTrajectory.from_coefficients(
         x.reshape(m, model.nq, order="F"), settings.period, settings.duration

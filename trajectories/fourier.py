@@ -53,6 +53,11 @@ class FourierTrajectory:
     def omega(self) -> float:
         return 2 * np.pi / self.period
 
+    @property
+    def highest_frequency(self) -> float:
+        """Hz of the top harmonic: the motion has no content above it (what a differentiating filter must pass)."""
+        return self.harmonics / self.period
+
     def coefficients(self) -> np.ndarray:
         """X ((1 + 2L) × n): rows q0, a_1..a_L, b_1..b_L — what `basis` multiplies."""
         return np.vstack([self.q0[None, :], self.a.T, self.b.T])

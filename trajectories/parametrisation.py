@@ -26,14 +26,19 @@ KINDS = {"fourier": FourierTrajectory, "spline": SplineTrajectory}
 
 
 def trajectory_from_json(d: dict, model=None) -> Trajectory:
-    """Build a trajectory from its JSON object (`kind`: fourier | spline | closed-chain, which needs the model)."""
+    """Build a trajectory from its JSON object (`kind`: fourier | spline | single-support | closed-chain, which needs the model)."""
     if isinstance(d, dict) and d.get("kind") == "closed-chain":
         from trajectories.closed_chain import ClosedChainTrajectory
 
         if model is None:
             raise DataError("a closed-chain trajectory needs its robot model")
         return ClosedChainTrajectory.from_json(d, model)
+    if isinstance(d, dict) and d.get("kind") == "single-support":
+        from trajectories.single_support import SingleSupportTrajectory
+
+        return SingleSupportTrajectory.from_json(d)
     if not isinstance(d, dict) or d.get("kind") not in KINDS:
         kind = d.get("kind") if isinstance(d, dict) else type(d).__name__
-        raise DataError(f"trajectory kind {kind!r} unknown (choose from {sorted(KINDS) + ['closed-chain']})")
+        known = sorted(KINDS) + ["closed-chain", "single-support"]
+        raise DataError(f"trajectory kind {kind!r} unknown (choose from {known})")
     return KINDS[d["kind"]].from_json(d)

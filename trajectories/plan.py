@@ -57,6 +57,9 @@ def make_plan(
     )
 
 
+STANDING = ("double-support", "single-support")  # motions whose ZMP the plan keeps inside the soles
+
+
 def plan_model(plan: TrajectoryPlan) -> RobotModel:
     """The robot a plan was made for (its file when not built in), checked against the plan's joints."""
     model = get_model(plan.robot_source or plan.robot)
@@ -80,7 +83,7 @@ def plan_trajectory(plan: TrajectoryPlan, model: RobotModel | None = None) -> Tr
 def check_plan(
     plan: TrajectoryPlan, model: RobotModel, traj: Trajectory, params: str | None = None, dt: float = 0.001
 ):
-    """The checks `plan check` applies to a trajectory plan (limits, balance/ZMP margin in double support,
+    """The checks `plan check` applies to a trajectory plan (limits, balance/ZMP margin when standing,
     self-collision, with the plan's own settings) on a `dt` grid; `poise run` refuses on the same result."""
     from trajectories.verify import check_trajectory
 
@@ -95,7 +98,7 @@ def check_plan(
         dt,
         float(st.get("acceleration_default", 20.0)),
         bool(st.get("simplified", False)),
-        zmp_margin=float(st.get("zmp_margin", 0.0)) if st.get("motion") == "double-support" else 0.0,
+        zmp_margin=float(st.get("zmp_margin", 0.0)) if st.get("motion") in STANDING else 0.0,
         collision_margin=float(st.get("collision_margin", 0.0)) if st.get("self_collision", True) else None,
         load_share=float(st.get("load_share", 0.0)) if st.get("motion") == "double-support" else 0.0,
     )

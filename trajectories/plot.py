@@ -19,13 +19,22 @@ def plot_trajectory(model: RobotModel, traj: Trajectory, base: str, params: str,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from trajectories.balance_excitation import support_halfplanes
     from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.single_support import SingleSupportTrajectory, stance_polygon
 
     t = sample_grid(traj, 0.01)
     q, qd, qdd = traj.sample(t)
-    chain = traj.chain if isinstance(traj, ClosedChainTrajectory) else None
-    if chain is not None:
-        _plot_closed_chain(model, traj, chain, params, t, q, qd, qdd, out)
+    if isinstance(traj, ClosedChainTrajectory):
+        from robots.stance import foot_corners
+
+        feet = list(foot_corners(model, traj.chain.nominal, params, traj.chain.base).values())
+        hull = support_halfplanes(model, traj.chain)[2]
+        _plot_standing(model, traj, traj.chain.base, hull, feet, "double", params, t, q, qd, qdd, out)
+        return
+    if isinstance(traj, SingleSupportTrajectory):
+        poly = stance_polygon(model, traj.base)
+        _plot_standing(model, traj, traj.base, poly, [], "single", params, t, q, qd, qdd, out)
         return
     tau = dyn.rnea(model, q, qd, qdd, params, base)
     mid = np.where(np.isfinite(model.lower + model.upper), (model.lower + model.upper) / 2, 0.0)
@@ -55,20 +64,12 @@ def plot_trajectory(model: RobotModel, traj: Trajectory, base: str, params: str,
         plt.close(fig)
 
 
-def _plot_closed_chain(model, traj, chain, params, t, q, qd, qdd, out) -> None:
+def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd, out) -> None:
     """Joint positions and velocities against their limits, and the ZMP path inside the support polygon."""
     import matplotlib.pyplot as plt
 
-    from trajectories.balance_excitation import support_halfplanes
-
-    w = dyn.base_wrench_regressor(model, q, qd, qdd, chain.base, params) @ dyn.standard_parameters(
-        model, params
-    )
+    w = dyn.base_wrench_regressor(model, q, qd, qdd, base, params) @ dyn.standard_parameters(model, params)
     zmp = np.stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]], axis=1)
-    _, _, hull = support_halfplanes(model, chain)
-    from robots.stance import foot_corners
-
-    feet = foot_corners(model, chain.nominal, params, chain.base)
     mid = (model.lower + model.upper) / 2
     half = (model.upper - model.lower) / 2
     fig = plt.figure(figsize=(13, 7))
@@ -87,7 +88,7 @@ def _plot_closed_chain(model, traj, chain, params, t, q, qd, qdd, out) -> None:
     ax2.set_xlabel("time [s]")
     hx, hy = hull.exterior.xy
     ax3.fill(np.asarray(hx) * 1000, np.asarray(hy) * 1000, color="0.9", label="support polygon")
-    for c in feet.values():
+    for c in feet:
         c = np.vstack([c, c[:1]]) * 1000
         ax3.plot(c[:, 0], c[:, 1], "k-", lw=1)
     ax3.plot(zmp[:, 0] * 1000, zmp[:, 1] * 1000, lw=0.8, color="C3", label="ZMP (guessed parameters)")
@@ -96,7 +97,7 @@ def _plot_closed_chain(model, traj, chain, params, t, q, qd, qdd, out) -> None:
     ax3.set_ylabel("y [mm]")
     ax3.legend(fontsize=7)
     ax3.grid(alpha=0.3)
-    fig.suptitle(f"{model.name}: double-support excitation ({traj.duration:.0f} s)")
+    fig.suptitle(f"{model.name}: {support}-support excitation ({traj.duration:.0f} s)")
     fig.tight_layout()
     try:
         write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=110), "figure")

@@ -35,6 +35,7 @@ class TrajectoryCheck:
     min_zmp_margin_m: float | None = None  # standing robots: ZMP distance inside the support polygon
     max_foot_drift_m: float | None = None  # closed chains: the held sole's largest deviation from its pose
     load_share_range: tuple[float, float] | None = None  # double support: the other sole's lever-rule share
+    min_sole_lift_m: float | None = None  # single support: the lifted sole's lowest corner above the ground
     min_self_clearance_m: float | None = None  # robots with collision geometry: closest approach of two links
     closest_links: str | None = None  # the pair of links at that approach
 
@@ -74,8 +75,10 @@ def check_trajectory(
     (closed-chain) trajectory also the held sole and the ZMP inside the support polygon (shapely); link
     clearances ≥ `collision_margin` (m) where the URDF has collision geometry (None: not checked)."""
     from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.single_support import SingleSupportTrajectory
 
     chain = traj.chain if isinstance(traj, ClosedChainTrajectory) else None
+    single = traj if isinstance(traj, SingleSupportTrajectory) else None
     if traj.n != model.nq:
         raise DataError(f"trajectory has {traj.n} joints, robot {model.name!r} has {model.nq}")
     t = sample_grid(traj, dt)
@@ -104,15 +107,15 @@ def check_trajectory(
     zmp_min = drift = None
     for msg in _coupled(model, q):
         problems.append(msg)
+    lift = None
     if chain is not None:
         zmp_min, drift, share = _balance(model, chain, q, qd, qdd, params, problems, zmp_margin, load_share)
-    elif np.all(np.isfinite(tmax)):
-        tau = dyn.rnea(model, q, qd, qdd, params, base)
-        r = np.abs(tau) / tmax
-        tr = float(r.max())
-        if tr > 1 + 1e-6:
-            j = int(np.argmax(r.max(axis=0)))
-            problems.append(f"joint {model.joint_names[j]} needs {tr:.3f}× its effort limit")
+    else:
+        if single is not None:
+            zmp_min, lift = _single_support(model, single, q, qd, qdd, params, problems, zmp_margin)
+            base = single.base
+        if np.all(np.isfinite(tmax)):
+            tr = _torques(model, q, qd, qdd, params, base, tmax, problems)
     clear = closest = None
     if collision_margin is not None:
         clear, closest = _self_collision(model, q, params, collision_margin, problems)
@@ -127,6 +130,7 @@ def check_trajectory(
     return TrajectoryCheck(
         min_zmp_margin_m=zmp_min,
         max_foot_drift_m=drift,
+        min_sole_lift_m=lift,
         load_share_range=share if chain is not None else None,
         min_self_clearance_m=clear,
         closest_links=closest,
@@ -144,12 +148,54 @@ def check_trajectory(
     )
 
 
+def _torques(model, q, qd, qdd, params, base, tmax, problems) -> float:
+    """Largest joint torque / effort limit (inverse dynamics, `base` fixed); problems appended."""
+    r = np.abs(dyn.rnea(model, q, qd, qdd, params, base)) / tmax
+    tr = float(r.max())
+    if tr > 1 + 1e-6:
+        j = int(np.argmax(r.max(axis=0)))
+        problems.append(f"joint {model.joint_names[j]} needs {tr:.3f}× its effort limit")
+    return tr
+
+
+def _single_support(model, traj, q, qd, qdd, params, problems, zmp_margin) -> tuple[float, float]:
+    """ZMP margin inside the stance sole (shapely, numpy dynamics) and the lifted sole's lowest corner above
+    the ground (m) over the samples; problems appended."""
+    from robots.kinematics import site_pose
+    from robots.stance import signed_margin
+    from trajectories.single_support import stance_polygon
+
+    w = dyn.base_wrench_regressor(model, q, qd, qdd, traj.base, params) @ dyn.standard_parameters(
+        model, params
+    )
+    fz, mx, my = w[:, 2], w[:, 3], w[:, 4]
+    if fz.min() <= 0:
+        problems.append("the stance sole would leave the ground (Fz ≤ 0)")
+    zmp = np.stack([-my / fz, mx / fz], axis=1)
+    marg = float(signed_margin(stance_polygon(model, traj.base), zmp).min())
+    if marg < zmp_margin - 1e-4:
+        problems.append(f"ZMP margin {marg * 1000:.1f} mm < required {zmp_margin * 1000:.1f} mm")
+    site = model.site(traj.other)
+    x0, x1, y0, y1 = site.rect
+    R, p = site_pose(model, q, params, traj.other, traj.base)
+    corners = np.array([[x0, y0, 0], [x1, y0, 0], [x1, y1, 0], [x0, y1, 0]], dtype=float)
+    lift = float((np.einsum("bij,kj->bki", R, corners)[..., 2] + p[:, None, 2]).min())
+    if lift < traj.lift - 1e-4:
+        problems.append(
+            f"the lifted sole comes {lift * 1000:.1f} mm above the ground (< {traj.lift * 1000:.1f} mm)"
+        )
+    return marg, lift
+
+
 def regressor_spec(traj: Trajectory, base: str) -> tuple[RegressorSpec, str]:
-    """What a trajectory identifies: joint torques (fixed base) or the boards' Fz, Mx, My (double support)."""
+    """What a trajectory identifies: joint torques (fixed base) or the boards' Fz, Mx, My (standing)."""
     from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.single_support import SingleSupportTrajectory
 
     if isinstance(traj, ClosedChainTrajectory):
         return RegressorSpec("base-wrench", traj.chain.base, None, ("fz", "mx", "my")), "double-support"
+    if isinstance(traj, SingleSupportTrajectory):
+        return RegressorSpec("base-wrench", traj.base, None, ("fz", "mx", "my")), "free"
     return RegressorSpec("torque", base), "free"
 
 

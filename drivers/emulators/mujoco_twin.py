@@ -6,8 +6,10 @@ proportional gain from the Dynamixel X-series position loop (P gain in e-Manual 
 (effort / velocity limit) and rotor inertia; goals and readings are encoder ticks. The boards are mocap bodies
 (rigid top plates) on four load cells: a plate on four equally stiff cells at the corners of a rectangle carries
 the load the contacts put on it with the minimum-norm split, so each cell reads that share of the contact wrench
-MuJoCo computes. Simulated time runs `time_scale` times faster than the wall clock, advanced lazily whenever a
-device is read or written, so the servo and board time constants scale with it.
+MuJoCo computes. Simulated time runs `time_scale` times faster than the wall clock (in a physics thread, or
+lazily whenever a device is read or written), so the servo and board time constants scale with it. A machine too
+slow for the scale runs the physics slower than asked; the drivers then follow it through `TwinClock`
+(drivers/emulators/twin_clock.py), the bench clock that reads simulated time.
 
 Events the physics shows and a real bench would (a fall, a sole tipping onto its edge or lifting, the feet
 touching, a sole slipping) are logged with their simulated time in `events`.
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from drivers.wbb.geometry import CELL_SPAN_X, CELL_SPAN_Y, cell_positions
-from formats.errors import DataError
+from formats.errors import DataError, DeviceError
 from formats.parameter_set import ParameterSet
 from robots.kinematics import _offset
 from robots.physical import inertia_matrix, nearest_consistent
@@ -46,8 +48,8 @@ MAX_STEPS_PER_CALL = 100  # physics steps one device call may run (time_scale is
 @dataclass(frozen=True)
 class ServoModel:
     """Position servo of every joint. `p_gain` in Dynamixel units (PWM = P/128 · error ticks, saturating at
-    PWM_LIMIT at the URDF effort): kp = effort / (PWM_LIMIT · 128 / P ticks). `gravity_feedforward` adds the
-    joint torques a standing robot needs (from `feedforward`, set by the caller) to the servo output."""
+    PWM_LIMIT at the URDF effort): kp = effort / (PWM_LIMIT · 128 / P ticks). No torque input: a gravity
+    feed-forward reaches it, as on a real servo, as a goal offset τ / kp (`drivers.gravity`, the executor)."""
 
     p_gain: float = 800.0
     integral_time_s: float = 0.0  # position I action (Dynamixel Position I Gain ≠ 0); 0 = P only (X default)
@@ -71,6 +73,19 @@ class TwinOptions:
     # not the load at one instant: the servos' force steps at the tick rate then do not alias into the band
     # a dynamic identification uses. Costs a contact-force evaluation per physics step while standing.
     board_averaging: bool = False
+    # soles strapped to the boards once the robot stands (a dynamic double-support experiment's fixture: the
+    # model's "both feet fixed on the boards" made true); welds as stiff as the 1 ms step allows
+    clamp_soles: bool = False
+    # at most this many physics steps per wall-clock second in the physics thread (None: as fast as the scale
+    # asks): emulates a machine too slow for `time_scale`, so tests can show the drivers keep to simulated time
+    max_steps_per_s: float | None = None
+
+
+CLAMP_SOLREF = (
+    0.002,
+    1.0,
+)  # s, damping ratio: the stiffest stable weld at a 1 ms step (time constant ≥ 2 dt)
+CLAMP_AFTER_S = 0.3  # simulated s the robot stands free before the straps are tightened
 
 
 @dataclass
@@ -177,6 +192,18 @@ def build_spec(model: RobotModel, truth: ParameterSet, opts: TwinOptions):
         type=mujoco.mjtEq.mjEQ_WELD, name1=model.root, name2=hoist.name, objtype=mujoco.mjtObj.mjOBJ_BODY
     )
     eq.data[3:11] = [0, 0, 0, 1, 0, 0, 0, 1]  # the root held exactly at the hoist's pose
+    for (
+        site
+    ) in model.sites:  # straps: inactive until `Twin.clamp` tightens them at the pose the sole rests in
+        if site.rect is None:
+            continue
+        for i in range(2):
+            strap = spec.add_equality(
+                type=mujoco.mjtEq.mjEQ_WELD, name=f"strap_{site.name}_{i}", name1=site.link, name2=f"board{i}",
+                objtype=mujoco.mjtObj.mjOBJ_BODY,
+            )  # fmt: skip
+            strap.active = False
+            strap.solref = list(CLAMP_SOLREF)
     for j, name in enumerate(model.joint_names):
         effort, vel = _limit(model.effort_limit, j), _limit(model.velocity_limit, j)
         if not effort > 0:
@@ -217,6 +244,9 @@ class Twin:
         self.opts = opts = opts or TwinOptions()
         if not (math.isfinite(opts.time_scale) and opts.time_scale > 0):
             raise DataError(f"time scale {opts.time_scale!r} must be a positive finite number")
+        cap = opts.max_steps_per_s
+        if cap is not None and not (math.isfinite(cap) and cap > 0):
+            raise DataError(f"max_steps_per_s {cap!r} must be a positive finite number (or None: no cap)")
         self.model, self.truth = model, truth
         self.base_site = model.base_site(base or default_base(model)).name
         self.m = build_spec(model, truth, opts).compile()
@@ -261,6 +291,15 @@ class Twin:
             0.0  # simulated seconds the physics could not run in time (machine too slow for the scale)
         )
         self._wall0 = time.monotonic()
+        self.straps = {
+            (s, i): mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_EQUALITY, f"strap_{s}_{i}")
+            for s in self.soles
+            for i in range(2)
+        }
+        self._clamp_at: float | None = None
+        # notified after every run of physics steps: TwinClock waits on it
+        self._stepped = threading.Condition()
+        self.clocked = False  # set by TwinClock: the drivers pace themselves by simulated time
         self.d.qpos[self.qadr] = self.goal
         self._apply()
         self.lift()
@@ -303,11 +342,18 @@ class Twin:
 
     def _loop(self) -> None:
         chunk = THREAD_CHUNK
+        cap = self.opts.max_steps_per_s
+        next_allowed = time.monotonic()  # the step cap's schedule (max_steps_per_s)
         while not self._stop.is_set():
             behind = (time.monotonic() - self._t_wall) * self.opts.time_scale / self.opts.timestep
             if behind < chunk:
                 time.sleep(chunk * self.opts.timestep / self.opts.time_scale)
                 continue
+            if cap is not None:
+                wait = next_allowed - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                next_allowed = max(next_allowed, time.monotonic() - 0.1) + chunk / cap
             with self.lock:
                 self.run_steps(chunk)
             self._t_wall += chunk * self.opts.timestep / self.opts.time_scale
@@ -345,6 +391,30 @@ class Twin:
                     self.d.ctrl[:] = self._goal_ticks + self._integral
                 if self.placed:
                     self._watch()
+                    if self._clamp_at is not None and self.d.time >= self._clamp_at:
+                        self._clamp()
+        with self._stepped:
+            self._stepped.notify_all()
+
+    def wait_until(self, t_sim: float, poll_s: float = 0.05) -> None:
+        """Block until simulated time reaches `t_sim` (s). With the physics thread running this waits for it;
+        without, the physics is run here. Raises DeviceError if the physics thread has stopped."""
+        if self._thread is None:
+            with self.lock:
+                n = math.ceil((t_sim - self.d.time) / self.opts.timestep - 1e-9)
+                if n > 0:
+                    self.run_steps(n)
+                    self._t_wall = time.monotonic()
+            return
+        with self._stepped:
+            while self.d.time < t_sim - 1e-9:
+                thread = self._thread
+                if thread is None or not thread.is_alive():
+                    raise DeviceError(
+                        f"the physics twin stopped at t = {self.d.time:.3f} s (simulated) while the drivers "
+                        f"waited for t = {t_sim:.3f} s"
+                    )
+                self._stepped.wait(poll_s)
 
     def settle_sim(self, seconds: float) -> None:
         """Advance simulated time without waiting for the wall clock (tests, initial placement)."""
@@ -418,6 +488,8 @@ class Twin:
             pos, quat = self._root_pose_for(self.base_site, np.eye(3), np.array([0.0, 0.0, 0.35]))
             self._teleport(pos, quat)
             self.d.eq_active[0] = 1
+            self.d.eq_active[list(self.straps.values())] = 0
+            self._clamp_at = None
             self.placed = False
             self._integral[:] = 0.0
             self._cache = (-1.0, np.zeros(8))
@@ -448,6 +520,37 @@ class Twin:
             self._landed: set[str] = set()
             self._cache = (-1.0, np.zeros(8))
             self._ext_sum[:], self._ext_n[:] = 0.0, 0
+            self._clamp_at = self.d.time + CLAMP_AFTER_S if self.opts.clamp_soles else None
+
+    def _clamp(self) -> None:
+        """Strap every sole resting on a board to it, flat on its top where it stands (its x, y and heading):
+        the welds (see build_spec) are stiffer than the contact, so the sole no longer rocks or sinks."""
+        self._clamp_at = None
+        mj, m, d = self.mj, self.m, self.d
+        mj.mj_kinematics(m, d)
+        for s in self.soles:
+            sid = self.site_ids[s]
+            if float(d.site_xpos[sid][2]) - BOARD_SIZE[2] > 0.002:
+                continue  # a lifted sole is not strapped
+            xy = d.site_xpos[sid][:2]
+            board = min(range(2), key=lambda i: float(np.linalg.norm(xy - self.board_poses[i][:2])))
+            eq = self.straps[(s, board)]
+            Rs = d.site_xmat[sid].reshape(3, 3)
+            yaw = math.atan2(Rs[1, 0], Rs[0, 0])
+            R_site = _rpy_matrix((0.0, 0.0, yaw))
+            p_site = np.array([xy[0], xy[1], BOARD_SIZE[2]])  # the sole's face on the plate's top
+            R_local = np.empty(9)
+            mj.mju_quat2Mat(R_local, m.site_quat[sid])
+            R_local = R_local.reshape(3, 3)
+            R1 = R_site @ R_local.T  # the foot body flat, where it stands
+            p1 = p_site - R1 @ m.site_pos[sid]
+            b2 = int(m.eq_obj2id[eq])
+            R2, p2 = d.xmat[b2].reshape(3, 3), d.xpos[b2]
+            m.eq_data[eq, 0:3] = 0.0
+            m.eq_data[eq, 3:6] = R1.T @ (p2 - p1)  # the board in the strapped foot's frame
+            m.eq_data[eq, 6:10] = _quat(R1.T @ R2)
+            m.eq_data[eq, 10] = 1.0
+            d.eq_active[eq] = 1
 
     def _sole_corners_z(self) -> list[float]:
         out = []
@@ -559,15 +662,19 @@ class Twin:
         return [{"t_sim_s": e.t_sim, "kind": e.kind, "detail": e.detail} for e in self.events]
 
     def timing(self) -> dict:
-        """How well simulated time kept to wall time × time_scale: a slow machine runs the physics slower than
-        asked, and the drivers' setpoints (paced by the wall clock) then arrive too fast for the simulated robot."""
+        """How well simulated time kept to wall time × time_scale. A slow machine runs the physics slower than
+        asked (`lost_sim_s`, `achieved_scale` < `time_scale`: the run took longer). Drivers on the twin's clock
+        (`drivers_clock` "twin") follow it, so their setpoints are never ahead of the physics (`behind_sim_s` 0);
+        drivers on the host clock run ahead of it by everything the physics lost."""
         wall = time.monotonic() - self._wall0
         return {
             "time_scale": self.opts.time_scale,
             "wall_s": wall,
             "sim_s": self.t_sim,
-            "behind_sim_s": self.lost_s,
             "achieved_scale": self.t_sim / wall if wall > 0 else None,
+            "lost_sim_s": self.lost_s,
+            "drivers_clock": "twin" if self.clocked else "host",
+            "behind_sim_s": 0.0 if self.clocked else self.lost_s,
         }
 
 

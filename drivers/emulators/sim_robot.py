@@ -47,6 +47,22 @@ def true_parameters(model: RobotModel, guess: str = "sim") -> ParameterSet:
     return replace(base, name="true", mass=mass, com=com, description="simulated robot's true parameters")
 
 
+def twin_truth(model: RobotModel, spec: str | None = None) -> ParameterSet:
+    """The emulated robot's true parameters: None → `true_parameters`; the name of one of the description's
+    published estimates (e.g. `thesis`) → the physical robot behind them (robots/realise.py, from the first
+    parameter set, CoMs moved ≤ 10 cm); else a parameter set name or JSON file (robots.params_io)."""
+    if spec is None:
+        return true_parameters(model)
+    if spec in model.published_estimates:
+        from robots.realise import load_published, realise
+
+        prior = model.parameter_set(next(iter(model.params)))
+        return realise(model, load_published(model.published_estimates[spec]), prior, 0.1, name=spec)[0]
+    from robots.params_io import resolve_params
+
+    return resolve_params(spec, model)
+
+
 def distribute(total_kg: float, com_xy: np.ndarray, cells_xy: np.ndarray) -> np.ndarray:
     """Cell loads (n,) summing to total_kg whose CoP is com_xy, closest to an even split."""
     n = len(cells_xy)

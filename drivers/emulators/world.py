@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from drivers.clock import HOST_CLOCK, Clock
 from drivers.config import RobotConfig, servo_order
 from drivers.emulators.plant import JointPlant
-from drivers.emulators.sim_robot import SimRobot, true_parameters
+from drivers.emulators.sim_robot import SimRobot, twin_truth
 from drivers.emulators.wbb import BoardImperfections, Faults, WbbEmulator
 from robots.tree import RobotModel
 
@@ -32,9 +33,18 @@ class WorldOptions:
         6000.0  # the twin's position P gain (Dynamixel units; the X-series default 800 is too soft)
     )
     board_averaging: bool = False  # twin: each board report is the mean load since the previous one
+    clamp_soles: bool = False  # twin: soles strapped flat to the boards once standing (dynamic experiments)
+    truth: str | None = (
+        None  # the robot's true parameters (sim_robot.twin_truth): default, published, set, file
+    )
     servo_integral_s: float = (
         0.0  # position I action (integral time, s); 0 = P only (I winds up in closed chains)
     )
+    # the clock the drivers pace and stamp by: "twin" = the physics twin's simulated time / time_scale (they
+    # keep step with the physics on a slow machine), "host" = the wall clock (real-hardware timing; the
+    # setpoints run ahead of a physics that cannot keep up). The kinematic robot always runs on the host clock.
+    clock: str = "twin"
+    twin_max_steps_per_s: float | None = None  # cap on the twin's physics steps per wall second (tests)
 
 
 class SimWorld:
@@ -44,6 +54,9 @@ class SimWorld:
         self.model = model
         self.config = config
         q0 = np.zeros(model.nq) if q0 is None else np.asarray(q0, float)
+        if opts.clock not in ("twin", "host"):
+            raise ValueError(f"unknown bench clock {opts.clock!r} (twin or host)")
+        self.clock: Clock = HOST_CLOCK  # what the drivers of this bench pace and stamp by
         if opts.physics == "mujoco":
             from drivers.emulators.mujoco_twin import ServoModel, Twin, TwinOptions, TwinRobot
 
@@ -52,16 +65,22 @@ class SimWorld:
                 servo=ServoModel(p_gain=opts.servo_p_gain, integral_time_s=opts.servo_integral_s),
                 encoder_noise_rad=2e-4 if opts.noise else 0.0,
                 board_averaging=opts.board_averaging,
+                clamp_soles=opts.clamp_soles,
+                max_steps_per_s=opts.twin_max_steps_per_s,
             )
-            self.twin = Twin(model, true_parameters(model), topts, q0=q0, seed=opts.seed)
+            self.twin = Twin(model, twin_truth(model, opts.truth), topts, q0=q0, seed=opts.seed)
             self.plant = self.twin
+            if opts.clock == "twin":
+                from drivers.emulators.twin_clock import TwinClock
+
+                self.clock = TwinClock(self.twin)
             self.twin.start()
             self.robot = TwinRobot(self.twin, opts.placement_error, seed=opts.seed + 1)
         elif opts.physics == "kinematic":
             self.twin = None
             self.plant = JointPlant(q0, tau=opts.tau, noise_rad=2e-4 if opts.noise else 0.0, seed=opts.seed)
             self.robot = SimRobot(
-                model, self.plant, true_parameters(model), opts.placement_error, seed=opts.seed + 1
+                model, self.plant, twin_truth(model, opts.truth), opts.placement_error, seed=opts.seed + 1
             )
         else:
             raise ValueError(f"unknown physics {opts.physics!r}")

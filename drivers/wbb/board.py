@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from drivers.clock import HOST_CLOCK, Clock
 from drivers.wbb import protocol as P
 from drivers.wbb.calibration import Calibration
 from drivers.wbb.transports import LinkLost
@@ -24,7 +25,7 @@ from formats.errors import DeviceError
 
 @dataclass(frozen=True)
 class BoardSample:
-    t: float  # host monotonic time of receipt, s
+    t: float  # time of receipt on the driver's clock (the host's monotonic clock, or the emulated bench's), s
     board: int  # board index (0 = under the right foot)
     seq: int  # per-board sample counter, continuous across reconnects
     raw: tuple[int, int, int, int]  # TR, BR, TL, BL as sent by the board (evdev: 10 g units)
@@ -42,15 +43,17 @@ class BoardStats:
 
 
 class _BoardBase(abc.ABC):
-    """Reader thread, sample queue, tare; subclasses implement `_open()` and `_read(timeout)`."""
+    """Reader thread, sample queue, tare; subclasses implement `_open()` and `_read(timeout)`. Samples are
+    stamped, and `collect` / `tare` timed, on `clock` (the bench clock); the lost-link watchdog on the host's."""
 
     lost_after_s = 1.0
     reconnect_attempts = 3
     reconnect_delay_s = 0.2
 
-    def __init__(self, index: int, name: str) -> None:
+    def __init__(self, index: int, name: str, clock: Clock | None = None) -> None:
         self.index = index
         self.name = name
+        self.clock = clock if clock is not None else HOST_CLOCK
         self.stats = BoardStats()
         self.calibration: Calibration | None = None
         self._queue: collections.deque[BoardSample] = collections.deque()
@@ -102,11 +105,11 @@ class _BoardBase(abc.ABC):
     def collect(self, seconds: float) -> list[BoardSample]:
         """Block for `seconds` and return every sample received meanwhile."""
         self.drain()
-        end = time.monotonic() + seconds
+        end = self.clock.now() + seconds
         out: list[BoardSample] = []
-        while time.monotonic() < end:
+        while (now := self.clock.now()) < end:
             self.check()
-            time.sleep(min(0.02, max(0.0, end - time.monotonic())))
+            self.clock.sleep_until(min(end, now + 0.02))
             out.extend(self.drain())
         return out
 
@@ -121,7 +124,7 @@ class _BoardBase(abc.ABC):
     # -- reader thread
     def _emit(self, raw: tuple[int, int, int, int]) -> None:
         kg = self.calibration.kg(np.asarray(raw, dtype=float))
-        s = BoardSample(time.monotonic(), self.index, self._seq, raw, kg)
+        s = BoardSample(self.clock.now(), self.index, self._seq, raw, kg)
         self._seq += 1
         self.stats.reports += 1
         self._queue.append(s)
@@ -190,8 +193,9 @@ class HidBoard(_BoardBase):
         mode: int = P.IN_BUTTONS_EXT8,
         method: str = "piecewise",
         request_timeout: float = 0.5,
+        clock: Clock | None = None,
     ) -> None:
-        super().__init__(index, name)
+        super().__init__(index, name, clock)
         self.open_transport = open_transport
         self.mode = mode
         self.method = method

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from drivers.clock import Clock
 from drivers.transports import parse_endpoint
 from drivers.wbb.board import EvdevBoard, HidBoard, _BoardBase, open_evdev
 from drivers.wbb.transports import open_bluetooth, open_serial_bridge
 from formats.errors import DeviceError
 
 
-def board_drivers(spec: str, openers=None) -> list[_BoardBase]:
-    """Unstarted drivers, board 0 first (under the right foot). `openers` (sim) overrides the transports."""
+def board_drivers(spec: str, openers=None, clock: Clock | None = None) -> list[_BoardBase]:
+    """Unstarted drivers, board 0 first (under the right foot). `openers` (sim) overrides the transports;
+    `clock` (sim) is the emulated bench's clock the samples are stamped by (default: the host's)."""
     if openers is not None:
-        return [HidBoard(op, index=i, name=f"sim{i}") for i, op in enumerate(openers)]
+        return [HidBoard(op, index=i, name=f"sim{i}", clock=clock) for i, op in enumerate(openers)]
     ep = parse_endpoint(spec)
     targets = [t for t in ep.target.split(",") if t]
     if not targets:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from drivers.config import load_config
-from drivers.emulators.sim_robot import true_parameters
+from drivers.emulators.sim_robot import twin_truth
 from drivers.emulators.world import WorldOptions
 from drivers.executor import SafetyTrip
 from formats.errors import PoiseError
@@ -58,14 +58,16 @@ class DemoResult:
 
 
 def design_plan(
-    model, n: int, placements: int, seed: int, move_s: float, hold_s: float, load_share: float = 0.0
-) -> Plan:
+    model, n: int, placements: int, seed: int, move_s: float, hold_s: float, load_share: float = 0.0,
+    params: str | None = None, problem: str = "free-com",
+) -> Plan:  # fmt: skip
     """The real posture design with quick settings: problem 1 (free CoM, 0.08 m margin, each sole carrying at
-    least `load_share` of the weight), one start, placements of five, closed-chain transitions."""
+    least `load_share` of the weight), one start, placements of five, closed-chain transitions; `params`: the
+    model the design believes (default the description's), `problem` 2 = the thesis's CoM at the centre."""
     from design.planner import build_plan, design
     from design.problems import Settings
 
-    s = Settings(problem="free-com", margin=0.08, load_share=load_share)
+    s = Settings(problem=problem, margin=0.08, load_share=load_share, params=params)
     best, summary = design(model, s, n, placements, starts=1, seed=seed, workers=1)
     solver = {"backend": "casadi", "starts": summary, "kappa_initial": best.kappa_initial}
     return build_plan(model, best.postures, s, seed=seed, move_s=move_s, hold_s=hold_s, solver=solver,
@@ -98,12 +100,21 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     out.mkdir(parents=True, exist_ok=True)
     model = tulip()
     config = load_config()
+    if getattr(args, "gravity_comp", False):
+        config.executor.gravity_compensation = True
     t0 = time.monotonic()
     log(
         f"1/3 design: {args.postures} postures in {args.placements} placements, CasADi + IPOPT, one start ..."
     )
+    thesis = getattr(args, "thesis_conditions", False)
+    if thesis:
+        log(
+            "    thesis-like conditions: designed with TUlipMC (Table D.4) for the CoM at the polygon centre, no "
+            "load share; the robot is the thesis's Table 4.6 estimate; boards placed 5 mm / 2° off; P-only servos"
+        )
     plan = design_plan(model, args.postures, args.placements, args.seed, args.move_s, args.hold_s,
-                       getattr(args, "load_share", 0.25))  # fmt: skip
+                       0.0 if thesis else getattr(args, "load_share", 0.25), "mc" if thesis else None,
+                       "centred-com" if thesis else "free-com")  # fmt: skip
     plan_path = out / "plan.json"
     save_plan(plan, plan_path)
     timings["design_s"] = time.monotonic() - t0
@@ -124,7 +135,9 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
                             time_scale=args.time_scale, yes=True)  # fmt: skip
     physics = getattr(args, "physics", "kinematic")
     twin = physics == "mujoco"
-    opts = WorldOptions(noise=not args.no_noise, seed=args.seed, physics=physics, time_scale=args.time_scale)
+    truth_spec = getattr(args, "truth", None)
+    opts = WorldOptions(noise=not args.no_noise, seed=args.seed, physics=physics, time_scale=args.time_scale,
+                        truth=truth_spec, servo_p_gain=config.executor.position_p_gain)  # fmt: skip
     prepare = None if args.no_recalibrate else recalibrate_sim_boards
     if prepare:
         log("    boards: tare, then per-cell recalibration with a 10 kg weight over each cell")
@@ -162,7 +175,7 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
                           physics)  # fmt: skip
     rec = read_recording(run_dir / "recording.csv")
     log(f"    {len(rec)} of {len(plan.postures)} postures executed")
-    truth_ps = true_parameters(model)
+    truth_ps = twin_truth(model, truth_spec)
     try:
         est = StaticCoMEstimator(model, "right", "simplified", guess="sim").fit(rec)
     except PoiseError as exc:  # too few postures completed to identify (the run stopped early)

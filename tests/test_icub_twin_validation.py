@@ -1,0 +1,82 @@
+"""Issue 13's iCub acceptance, identification part: base parameters + friction identified from the MuJoCo twin's
+efforts on one designed right-arm excitation predict a second, independently designed trajectory's efforts within
+5 % RMS — every joint included, the wrists too.
+
+Cheaper designs than the acceptance's (100 and 40 IPOPT iterations, 40 samples/period instead of 200 and 60) keep
+this under ~2.5 min on 2 cores. The twin's imperfections are `poise simulate trajectory`'s defaults: viscous
+0.3 N·m·s/rad and Coulomb 0.8 N·m friction, 0.2 N·m effort noise, 16384-tick encoders."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from formats.dynamic_recording import read_dynamic_recording
+from formats.trajectory_plan import load_trajectory_plan
+from identify.dynamic import CUTOFF_PER_BAND, DEFAULT_CUTOFF_HZ
+from poise.cli import main
+
+pytestmark = pytest.mark.slow
+
+LIMIT_PCT = 5.0  # issue 13: validation RMS error / RMS of the measured efforts, all joints together
+JOINT_LIMIT_PCT = 10.0  # no joint may hide behind the others' larger efforts
+DESIGN = ["--period", "10", "--harmonics", "5", "--samples", "40"]
+ESTIMATION = ["--duration", "60", "--max-iter", "100", "--seed", "1"]
+VALIDATION = ["--duration", "30", "--max-iter", "40", "--seed", "2"]  # another seed: a different motion
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory):
+    d = tmp_path_factory.mktemp("icub")
+    paths = {}
+    for name, how in (("estimation", ESTIMATION), ("validation", VALIDATION)):
+        plan = d / f"{name}.json"
+        argv = ["plan", "trajectory", "icub-right-arm", *DESIGN, *how, "--out", str(plan), "--json"]
+        assert main(argv) == 0
+        paths[name] = plan
+    truth = d / "truth.json"
+    est, val = d / "estimation.csv", d / "validation.csv"
+    assert main(["simulate", "trajectory", str(paths["estimation"]), "--out", str(est), "--truth-out", str(truth),
+                 "--seed", "5"]) == 0  # fmt: skip
+    assert main(["simulate", "trajectory", str(paths["validation"]), "--out", str(val), "--truth", str(truth),
+                 "--seed", "6"]) == 0  # fmt: skip
+    return paths, est, val, truth
+
+
+def _identify(capsys, est, val, truth, *extra: str) -> dict:
+    capsys.readouterr()
+    argv = ["identify", "dynamic", str(est), "--validate", str(val), "--reference", str(truth), "--json"]
+    assert main(argv + list(extra)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_designs_are_verified_and_different(recordings):
+    paths, _, _, _ = recordings
+    plans = [load_trajectory_plan(p) for p in paths.values()]
+    assert all(p.design["verification"]["ok"] for p in plans)
+    assert plans[0].trajectory["a"] != plans[1].trajectory["a"]
+
+
+def test_identified_model_predicts_another_design_within_5_percent(recordings, capsys):
+    paths, est, val, truth = recordings
+    out = _identify(capsys, est, val, truth)
+    plan = load_trajectory_plan(paths["estimation"])
+    band = plan.settings["harmonics"] / plan.settings["period"]
+    assert float(read_dynamic_recording(est).meta["motion_band_hz"]) == pytest.approx(band)
+    assert out["cutoff_hz"] == pytest.approx(CUTOFF_PER_BAND * band)  # 60 s: no end-transient correction
+    v = out["validation"]
+    assert v["total_relative_pct"] < LIMIT_PCT, v
+    assert max(v["relative_pct"]) < JOINT_LIMIT_PCT, v["relative_pct"]
+    ref = out["reference"]
+    assert ref["within_3se"] >= 0.9 * ref["estimated"], ref
+
+
+def test_the_old_fixed_cutoff_validates_worse(recordings, capsys):
+    """The cause of the wrist's 17–19 % at 5 Hz: quantised-encoder velocity noise (∝ f_c^1.5) flips the Coulomb
+    column's sign where a joint creeps through a period's rest; a cut-off matched to the 0.5 Hz motion avoids it."""
+    _, est, val, truth = recordings
+    matched = _identify(capsys, est, val, truth)["validation"]
+    fixed = _identify(capsys, est, val, truth, "--cutoff-hz", str(DEFAULT_CUTOFF_HZ))["validation"]
+    assert fixed["total_relative_pct"] > matched["total_relative_pct"]
+    assert max(fixed["relative_pct"]) > max(matched["relative_pct"])

@@ -1,0 +1,122 @@
+"""Balance-constrained excitation of TUlip standing on one sole: exact Jacobians of the wrench and lifted-sole
+rows, the ZMP kept inside the stance sole and the other sole off the ground (checked independently with MuJoCo's
+inverse dynamics and shapely), κ far below the thesis's, the plan through plan check / show / simulate / identify,
+and exact identification of the base parameters every single-support motion can excite."""
+
+from __future__ import annotations
+
+import json
+
+import casadi as ca
+import numpy as np
+import pytest
+from shapely.geometry import Point, Polygon
+
+from drivers.emulators.mujoco_arm import physical_truth, standing_wrench
+from formats.trajectory_plan import load_trajectory_plan
+from poise.cli import main
+from robots import dynamics as dyn
+from robots.base_params import cached_dynamic_base, random_states
+from robots.kinematics import site_pose
+from robots.params_io import resolve_params
+from robots.registry import get_model
+from trajectories.balance_excitation import zmp_spec
+from trajectories.excitation import ExcitationSettings, random_start
+from trajectories.plan import plan_trajectory
+from trajectories.single_support import SingleSupportTrajectory, design_single_support_problem
+from trajectories.verify import sample_grid
+
+pytestmark = pytest.mark.slow
+
+THESIS_KAPPA = 74_131.0  # the thesis's gait data, 44 simplified ZMP base parameters
+MARGIN, LIFT = 0.02, 0.02
+ARGS = ["--single-support", "--simplified", "--duration", "10", "--period", "10", "--harmonics", "3",
+        "--samples", "32", "--max-iter", "60", "--velocity-fraction", "0.3", "--seed", "3"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tulip():
+    return get_model("tulip")
+
+
+@pytest.fixture(scope="module")
+def plan_path(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ss") / "ss.json"
+    assert main(["plan", "trajectory", "tulip", *ARGS, "--zmp-margin", str(MARGIN), "--lift", str(LIFT),
+                 "--out", str(out), "--json"]) == 0  # fmt: skip
+    return out
+
+
+def test_wrench_and_lift_rows_have_exact_jacobians(tulip):
+    s = ExcitationSettings(period=10.0, duration=10.0, harmonics=2, samples=12, simplified=True,
+                           motion="single-support", zmp_margin=MARGIN)  # fmt: skip
+    prob = design_single_support_problem(tulip, s, LIFT)
+    x0 = random_start(tulip, s, np.random.default_rng(2))
+    G = ca.Function("G", [prob["x"]], [prob["g"], ca.jacobian(prob["g"], prob["x"])])
+    _, J = (np.asarray(v) for v in G(x0))
+    for k in np.random.default_rng(4).choice(x0.size, 4, replace=False):
+        e = np.zeros_like(x0)
+        e[k] = 1e-6
+        fd = (np.asarray(G(x0 + e)[0]) - np.asarray(G(x0 - e)[0]))[:, 0] / 2e-6
+        assert np.abs(fd - J[:, k]).max() <= 1e-5 * max(1.0, np.abs(J[:, k]).max())
+
+
+def test_design_stands_on_one_sole_and_is_well_conditioned(tulip, plan_path, capsys):
+    plan = load_trajectory_plan(plan_path)
+    traj = plan_trajectory(plan, tulip)
+    assert isinstance(traj, SingleSupportTrajectory) and traj.base == "right"
+    assert plan.design["kappa_scaled"] <= THESIS_KAPPA / 100
+    # independent check: MuJoCo's inverse dynamics of the floating robot, shapely's polygon of the stance sole
+    t = sample_grid(traj, 0.005)
+    q, qd, qdd = traj.sample(t)
+    w = standing_wrench(tulip, physical_truth(tulip.parameter_set(plan.params)), "right", q, qd, qdd)
+    x0, x1, y0, y1 = tulip.base_site("right").rect
+    sole = Polygon([(x0, y0), (x1, y0), (x1, y1), (x0, y1)])
+    zmp = np.stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]], axis=1)
+    assert all(sole.contains(Point(z)) for z in zmp)
+    assert min(sole.exterior.distance(Point(z)) for z in zmp) >= MARGIN - 1e-3
+    site = tulip.site(traj.other)
+    R, p = site_pose(tulip, q, plan.params, traj.other, "right")
+    corners = np.array([[x, y, 0.0] for x in site.rect[:2] for y in site.rect[2:]])
+    assert (np.einsum("bij,kj->bki", R, corners)[..., 2] + p[:, None, 2]).min() >= LIFT - 1e-4
+    assert main(["plan", "check", str(plan_path), "--json"]) == 0
+    check = json.loads(capsys.readouterr().out)
+    assert (
+        check["ok"] and check["min_sole_lift_m"] >= LIFT - 1e-4 and check["min_zmp_margin_m"] >= MARGIN - 1e-4
+    )
+
+
+def test_plan_show_simulate_and_identify(tulip, plan_path, tmp_path, capsys):
+    assert main(["plan", "show", str(plan_path), "--out", str(tmp_path / "ss.png")]) == 0
+    assert (tmp_path / "ss.png").stat().st_size > 10_000
+    rec, truth = tmp_path / "rec.csv", tmp_path / "truth.json"
+    assert main(["simulate", "trajectory", str(plan_path), "--out", str(rec), "--truth", "perturbed",
+                 "--truth-out", str(truth), "--seed", "5"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["identify", "dynamic", str(rec), "--simplified", "--reference", str(truth), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # the total mass (the parameter summing every link's mass) to 0.1 %; every base parameter of the
+    # single-support class estimated (none held at the prior)
+    total = next(p for p in out["parameters"] if p["formula"].count("m@") == len(tulip.links))
+    assert total["rel_se_pct"] < 0.1
+    assert total["value"] == pytest.approx(resolve_params(str(truth), tulip).total_mass, rel=1e-3)
+    db = cached_dynamic_base(tulip, zmp_spec("right"), True, "free")
+    assert len(out["parameters"]) == db.rank and not out["fixed"]
+    assert out["reference"]["estimated"] == db.rank
+    assert (
+        main(["run", str(plan_path), "--robot", "sim", "--boards", "sim", "--out", str(tmp_path / "r")]) == 2
+    )
+    assert "single-support trajectory is not supported yet" in capsys.readouterr().err
+
+
+def test_exact_states_identify_the_single_support_parameters_exactly(tulip):
+    """MuJoCo's ground wrench of random single-support states (any joint motion, base sole held) is the base
+    regressor times the free-motion base parameters: least squares recovers them to rounding."""
+    truth = physical_truth(tulip.parameter_set("sim"))
+    q, qd, qdd = random_states(tulip, 120, np.random.default_rng(6))
+    w = standing_wrench(tulip, truth, "right", q, qd, qdd)[:, [2, 3, 4]]
+    db = cached_dynamic_base(tulip, zmp_spec("right"), False, "free")
+    Y = dyn.base_wrench_regressor(tulip, q, qd, qdd, "right")[:, [2, 3, 4], :][..., db.independent]
+    x = np.linalg.lstsq(Y.reshape(-1, db.rank), w.reshape(-1), rcond=None)[0]
+    ref = db.values(dyn.standard_parameters(tulip, truth))
+    assert np.abs(x - ref).max() < 1e-6 * max(1.0, np.abs(ref).max())
