@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import sys
 
 from rich.table import Table
@@ -37,18 +39,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-noise", action="store_true", help="ideal boards and encoders")
     p.add_argument("--physics", choices=["kinematic", "mujoco"], default="mujoco",
                    help="the emulated robot: the MuJoCo physics twin (default) or kinematic (fast)")  # fmt: skip
-    p.add_argument("--load-share", type=at.number(0.0, 0.5, hi_open=True), default=0.25,
+    p.add_argument("--load-share", type=at.number(0.0, 0.5, hi_open=True), default=None,
                    help="design: each sole carries at least this share of the weight (lever rule; default 0.25, "
                         "0 = off: then the lightly loaded sole lifts and slides on the twin)")  # fmt: skip
+    p.add_argument("--uncertainty", type=at.nonnegative, default=None, metavar="R",
+                   help="design: keep the margin for every ϑ_b within R m of the guess (robust design; default 0)")  # fmt: skip
     at.add_twin_truth(p, "")
+    p.add_argument("--placement-error", type=at.pair_of_nonnegative, default=None, metavar="MM,DEG",
+                   help="σ of the boards' placement error unknown to the configuration (default 0,0)")  # fmt: skip
     at.add_gravity_comp(p)
+    p.add_argument("--thesis-conditions", action="store_true",
+                   help="the thesis's bench: problem 1 designed with TUlipMC (Table D.4), no load share, the robot "
+                        "as Table 4.6, boards off by σ 5 mm / 2°, no gravity feed-forward (options above override)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from formats.errors import DataError
-    from poise.workflows.demo import run_demo
+    from poise.workflows.demo import demo_conditions, run_demo
 
     twin = args.physics == "mujoco"
     if args.postures is None:
@@ -57,6 +66,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         args.time_scale = 3.0 if twin else 6.0
     if args.postures % args.placements:
         raise DataError("--postures must be a multiple of --placements")
+    mm_, deg = args.placement_error if args.placement_error is not None else (None, None)
+    args.conditions = demo_conditions(
+        args.thesis_conditions, args.load_share, args.uncertainty, args.truth,
+        None if mm_ is None else (mm_ / 1000, math.radians(deg)), args.gravity_comp,
+    )  # fmt: skip
 
     log = (lambda *a: None) if args.json else (lambda msg: err_console.print(msg))
     res = run_demo(args, log=log)
@@ -67,9 +81,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "physics": res.physics, "within_se": res.within_se, "se_bound": 3 if res.physics == "mujoco" else 2,
             "improvement": res.improvement, "targets_met": res.targets_met, "timings_s": res.timings,
             "executed": res.executed, "planned": res.planned, "stopped": res.stopped, "twin_events": res.twin_events,
-            "twin_timing": res.twin_timing, "execution": res.execution,
+            "twin_timing": res.twin_timing, "execution": res.execution, "standing": res.standing,
+            "standing_count": None if res.standing is None else sum(r["stands"] for r in res.standing),
+            "conditions": dataclasses.asdict(res.conditions) if res.conditions else None,
         })  # fmt: skip
         return 0
+    if res.standing is not None:
+        bad = [r for r in res.standing if not r["stands"]]
+        console.print(
+            f"standing alone on the twin: {len(res.standing) - len(bad)} of {len(res.standing)} postures"
+            + "".join(f"\n  posture {r['posture']}: {'; '.join(r['events'][:2])}" for r in bad)
+        )
     if not res.table:
         console.print(
             f"{res.executed} of {res.planned} postures executed, too few to identify; stopped: {res.stopped}"

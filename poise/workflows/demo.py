@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import pathlib
 import time
 from dataclasses import dataclass
@@ -24,6 +25,50 @@ from formats.plan import Plan, save_plan
 from formats.static_recording import read_recording
 from identify.static import StaticCoMEstimator
 from robots.tulip import tulip
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What the demo designs with and what it runs on (lengths m, angles rad)."""
+
+    problem: str = "free-com"
+    load_share: float = 0.25
+    params: str | None = None  # the model the design believes (None: the description's guess)
+    uncertainty: float = 0.0  # robust design: the margin held for every ϑ_b within this radius of the guess
+    truth: str | None = None  # the emulated robot's true parameters (sim_robot.twin_truth)
+    placement_error: tuple[float, float] = (0.0, 0.0)  # σ of the boards' placement, unknown to the config
+    gravity_comp: bool = False
+
+    def describe(self) -> str:
+        mm_, deg = 1000 * self.placement_error[0], math.degrees(self.placement_error[1])
+        return (f"design {self.problem}, load share {self.load_share:g}, believing {self.params or 'the guess'}"
+                f"{f', robust to ϑ_b ± {self.uncertainty * 1000:g} mm' if self.uncertainty else ''}; robot "
+                f"{self.truth or 'simulated'}; boards off by σ {mm_:g} mm / {deg:g}°; gravity feed-forward "
+                f"{'on' if self.gravity_comp else 'off'}")  # fmt: skip
+
+
+THESIS = Conditions(problem="free-com", load_share=0.0, params="mc", truth="thesis",
+                    placement_error=(0.005, math.radians(2.0)))  # fmt: skip
+"""The thesis's bench (§3.5, §4): problem 1 (free CoM, 0.08 m margin) designed with TUlipMC (Table D.4), no load
+share, P-only servos without gravity compensation, the robot as the thesis estimated it (Table 4.6), boards
+placed by hand a few mm and degrees off."""
+
+
+def demo_conditions(
+    thesis: bool, load_share: float | None, uncertainty: float | None, truth: str | None,
+    placement_error: tuple[float, float] | None, gravity_comp: bool,
+) -> Conditions:  # fmt: skip
+    """The demo's conditions: poise's (default) or the thesis's, each setting overridable."""
+    base = THESIS if thesis else Conditions()
+    return Conditions(
+        problem=base.problem,
+        load_share=base.load_share if load_share is None else load_share,
+        params=base.params,
+        uncertainty=base.uncertainty if uncertainty is None else uncertainty,
+        truth=base.truth if truth is None else truth,
+        placement_error=base.placement_error if placement_error is None else placement_error,
+        gravity_comp=base.gravity_comp or gravity_comp,
+    )
 
 
 @dataclass
@@ -44,6 +89,8 @@ class DemoResult:
     twin_timing: dict | None = None  # simulated time against wall time × --time-scale
     execution: list[dict] | None = None  # per posture: tracking, settle time, sole slip, measured margin
     physics: str = "kinematic"
+    standing: list[dict] | None = None  # physics twin: each posture stood alone (plan check --twin)
+    conditions: Conditions | None = None
 
     @property
     def targets_met(self) -> bool:
@@ -59,15 +106,15 @@ class DemoResult:
 
 def design_plan(
     model, n: int, placements: int, seed: int, move_s: float, hold_s: float, load_share: float = 0.0,
-    params: str | None = None, problem: str = "free-com",
+    params: str | None = None, problem: str = "free-com", uncertainty: float = 0.0,
 ) -> Plan:  # fmt: skip
     """The real posture design with quick settings: problem 1 (free CoM, 0.08 m margin, each sole carrying at
-    least `load_share` of the weight), one start, placements of five, closed-chain transitions; `params`: the
-    model the design believes (default the description's), `problem` 2 = the thesis's CoM at the centre."""
+    least `load_share` of the weight, held for every ϑ_b within `uncertainty` of the guess), one start,
+    closed-chain transitions; `params`: the model the design believes (default the description's)."""
     from design.planner import build_plan, design
     from design.problems import Settings
 
-    s = Settings(problem=problem, margin=0.08, load_share=load_share, params=params)
+    s = Settings(problem=problem, margin=0.08, load_share=load_share, params=params, uncertainty=uncertainty)
     best, summary = design(model, s, n, placements, starts=1, seed=seed, workers=1)
     solver = {"backend": "casadi", "starts": summary, "kappa_initial": best.kappa_initial}
     return build_plan(model, best.postures, s, seed=seed, move_s=move_s, hold_s=hold_s, solver=solver,
@@ -91,6 +138,21 @@ def recalibrate_sim_boards(
     return gains
 
 
+def stand_alone(model, plan: Plan, config, cond: Conditions, seed: int, log=print) -> list[dict]:
+    """Every posture stood on its own on the physics twin in simulated time (as `plan check --twin`): what the
+    thesis counted as executable — no fall, no sole on an edge, lifted or slid, feet apart."""
+    from drivers.emulators.standing import stand_each
+
+    t0 = time.monotonic()
+    res = stand_each(model, plan, config, twin_truth(model, cond.truth), cond.gravity_comp, cond.placement_error,
+                     seed)  # fmt: skip
+    bad = [r for r in res if not r.stands]
+    kinds = sorted({k for r in bad for k in r.kinds})
+    log(f"    standing alone on the twin: {len(res) - len(bad)} of {len(res)} postures "
+        f"{'(' + ', '.join(kinds) + ')' if kinds else ''} [{time.monotonic() - t0:.0f} s]")  # fmt: skip
+    return [r.summary() for r in res]
+
+
 def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     from design.criteria import n_identifiable
     from poise.cmd_run import execute
@@ -100,21 +162,16 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     out.mkdir(parents=True, exist_ok=True)
     model = tulip()
     config = load_config()
-    if getattr(args, "gravity_comp", False):
+    cond = args.conditions if getattr(args, "conditions", None) is not None else Conditions()
+    if cond.gravity_comp:
         config.executor.gravity_compensation = True
     t0 = time.monotonic()
     log(
         f"1/3 design: {args.postures} postures in {args.placements} placements, CasADi + IPOPT, one start ..."
     )
-    thesis = getattr(args, "thesis_conditions", False)
-    if thesis:
-        log(
-            "    thesis-like conditions: designed with TUlipMC (Table D.4) for the CoM at the polygon centre, no "
-            "load share; the robot is the thesis's Table 4.6 estimate; boards placed 5 mm / 2° off; P-only servos"
-        )
+    log(f"    conditions: {cond.describe()}")
     plan = design_plan(model, args.postures, args.placements, args.seed, args.move_s, args.hold_s,
-                       0.0 if thesis else getattr(args, "load_share", 0.25), "mc" if thesis else None,
-                       "centred-com" if thesis else "free-com")  # fmt: skip
+                       cond.load_share, cond.params, cond.problem, cond.uncertainty)  # fmt: skip
     plan_path = out / "plan.json"
     save_plan(plan, plan_path)
     timings["design_s"] = time.monotonic() - t0
@@ -135,9 +192,13 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
                             time_scale=args.time_scale, yes=True)  # fmt: skip
     physics = getattr(args, "physics", "kinematic")
     twin = physics == "mujoco"
-    truth_spec = getattr(args, "truth", None)
+    truth_spec = cond.truth
+    standing = None
+    if twin:
+        standing = stand_alone(model, plan, config, cond, args.seed, log)
     opts = WorldOptions(noise=not args.no_noise, seed=args.seed, physics=physics, time_scale=args.time_scale,
-                        truth=truth_spec, servo_p_gain=config.executor.position_p_gain)  # fmt: skip
+                        truth=truth_spec, servo_p_gain=config.executor.position_p_gain,
+                        placement_error=cond.placement_error)  # fmt: skip
     prepare = None if args.no_recalibrate else recalibrate_sim_boards
     if prepare:
         log("    boards: tare, then per-cell recalibration with a 10 kg weight over each cell")
@@ -172,7 +233,7 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
         log("    no posture was completed: nothing to identify")
         return DemoResult(plan_path, run_dir, [], {}, False, 0.0, float("nan"), timings, None, 0,
                           len(plan.postures), stopped, events, meta.get("twin_timing"), meta.get("report", []),
-                          physics)  # fmt: skip
+                          physics, standing, cond)  # fmt: skip
     rec = read_recording(run_dir / "recording.csv")
     log(f"    {len(rec)} of {len(plan.postures)} postures executed")
     truth_ps = twin_truth(model, truth_spec)
@@ -182,7 +243,7 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
         log(f"    cannot identify from {len(rec)} posture(s): {exc}")
         return DemoResult(plan_path, run_dir, [], {}, False, 0.0, float("nan"), timings, None, len(rec),
                           len(plan.postures), stopped, events, meta.get("twin_timing"), meta.get("report", []),
-                          physics)  # fmt: skip
+                          physics, standing, cond)  # fmt: skip
     fit, bm = est.result_, est.base_model_
     truth = bm.values(truth_ps)
     guess = bm.values("sim")
@@ -210,4 +271,4 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     timings["identify_s"] = time.monotonic() - t0
     return DemoResult(plan_path, run_dir, table, errs, ok, improvement, fit.kappa, timings, fig, len(rec),
                       len(plan.postures), stopped, events, meta.get("twin_timing"), meta.get("report", []),
-                      physics)  # fmt: skip
+                      physics, standing, cond)  # fmt: skip
