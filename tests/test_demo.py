@@ -50,6 +50,7 @@ def test_demo_pipeline_on_the_physics_twin(tmp_path, capsys):
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["physics"] == "mujoco" and out["se_bound"] == 3 and out["planned"] == 18
+    assert out["standing_count"] == 18  # each posture stood alone on the twin first (deterministic: sim time)
     report = out["execution"]
     assert [r["posture"] for r in report] == list(range(out["executed"]))
     assert all(r["min_margin_mm"] is not None and r["hold_tracking_max_deg"] < 5 for r in report)
