@@ -51,9 +51,10 @@ class ExecutorSettings:
     min_board_coverage: float = 0.5  # fraction of expected board samples in the averaging window
     pwm_limit_pct: float = 100.0  # PWM plans: the most a plan may command [% of full scale], pre-flight
     # gravity-compensation feed-forward (drivers.gravity): on the ground each goal is offset by τ_ff / kp, kp from
-    # the servos' Position P Gain (register 84, Dynamixel units; must equal what the servos are set to)
+    # the servos' Position P Gain (register 84, Dynamixel units), which a Dynamixel link writes to every servo on
+    # connect (drivers.dynamixel)
     gravity_compensation: bool = False
-    position_p_gain: float = 800.0  # X-series factory default
+    position_p_gain: float = 800.0  # X-series factory default; a whole number in (0, 16383]
 
 
 # (low, high, low inclusive, unit) of every executor setting; all must be finite.
@@ -129,6 +130,8 @@ def _setting(name: str, v, where: str) -> float | int | bool:
     if not ((x >= lo if lo_incl else x > lo) and x <= hi):
         rng = f"{'[' if lo_incl else '('}{lo:g}, {hi:g}]"
         raise DataError(f"{what} = {v!r}: must be in {rng}{' ' + unit if unit else ''}")
+    if name == "position_p_gain" and not x.is_integer():
+        raise DataError(f"{what} = {v!r}: must be a whole number (the servos' register 84 holds an integer)")
     return x
 
 

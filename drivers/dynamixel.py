@@ -4,10 +4,16 @@ Sync write of goal positions, sync read of present positions, torque enable per 
 to ticks through the config's joint<->servo table (id, zero offset, direction, ticks per radian). Every
 status packet's error byte is checked: an error number raises DeviceError naming the servo, the instruction
 and the error; the alert bit makes the driver read Hardware Error Status and name its bits.
+
+Position P Gain (XM430 control table, RAM, address 84, 2 bytes, 0 … 16383, factory default 800): with
+`position_p_gain` the link writes it to every servo on connect, before torque comes on, and reads it back; the
+servos' Position D Gain (80) and I Gain (82) are left as they are. `read_position_gains` reads all three from
+every servo (what a run records: the gains the servos actually ran).
 """
 
 from __future__ import annotations
 
+import numbers
 import time
 
 import numpy as np
@@ -23,6 +29,7 @@ ADDR_GOAL_POSITION = 116
 ADDR_PRESENT_POSITION = 132
 ADDR_HARDWARE_ERROR = 70
 ADDR_OPERATING_MODE, ADDR_MAX_POSITION_LIMIT, ADDR_MIN_POSITION_LIMIT = 11, 48, 52
+ADDR_POSITION_D_GAIN, ADDR_POSITION_I_GAIN, ADDR_POSITION_P_GAIN = 80, 82, 84  # 2 bytes each, RAM
 POSITION_CONTROL_MODE = 3  # the only mode in which the servo enforces the position limits
 
 
@@ -34,7 +41,19 @@ class DynamixelLink:
         joint_names: list[str],
         baud: int = 1_000_000,
         retries: int = 4,
+        position_p_gain: float | None = None,
     ):
+        """`position_p_gain`: the Position P Gain (register 84) to write to every servo on connect; None leaves
+        the servos' own. The servo judges its range (an XM430 answers Data Range Error above 16383)."""
+        if position_p_gain is not None:
+            ok = isinstance(position_p_gain, numbers.Real) and not isinstance(position_p_gain, bool)
+            if not (ok and float(position_p_gain).is_integer() and 0 <= position_p_gain <= 0xFFFF):
+                raise DeviceError(
+                    f"dxl:{port}: Position P Gain {position_p_gain!r} must be a whole number (register "
+                    f"{ADDR_POSITION_P_GAIN} holds 2 bytes; an XM430 takes 0 … 16383)"
+                )
+            position_p_gain = int(position_p_gain)
+        self.position_p_gain = position_p_gain
         self.port_name = port
         self.servos = servos
         self.joint_names = list(joint_names)
@@ -58,6 +77,8 @@ class DynamixelLink:
         try:
             self._ping_all()
             self._read_position_limits()
+            if self.position_p_gain is not None:  # before torque on: the servos hold with the gain asked for
+                self._write_position_p_gain(self.position_p_gain)
             self._reader = GroupSyncRead(port, self.packet, ADDR_PRESENT_POSITION, 4)
             for s in self.servos:
                 self._reader.addParam(s.id)
@@ -85,7 +106,7 @@ class DynamixelLink:
             )
 
     def _read(self, sid: int, addr: int, size: int, what: str) -> int:
-        fn = {1: self.packet.read1ByteTxRx, 4: self.packet.read4ByteTxRx}[size]
+        fn = {1: self.packet.read1ByteTxRx, 2: self.packet.read2ByteTxRx, 4: self.packet.read4ByteTxRx}[size]
         for _ in range(self.retries + 1):
             value, res, err = fn(self.port, sid, addr)
             if res == COMM_SUCCESS:
@@ -93,6 +114,45 @@ class DynamixelLink:
                 return value
             self.comm_errors += 1
         raise LinkTimeout(f"dxl:{self.port_name}: servo {sid} did not answer READ {what} (address {addr})")
+
+    def _write(self, sid: int, addr: int, size: int, value: int, what: str) -> None:
+        """WRITE one item, retried while the servo is silent; its status error byte is checked."""
+        ph = self.packet
+        fn = {1: ph.write1ByteTxRx, 2: ph.write2ByteTxRx, 4: ph.write4ByteTxRx}[size]
+        instruction = f"WRITE {what} = {value} (address {addr})"
+        for _ in range(self.retries + 1):
+            res, err = fn(self.port, sid, addr, value)
+            if res == COMM_SUCCESS:
+                self._check(sid, instruction, err)
+                return
+            self.comm_errors += 1
+        raise LinkTimeout(f"dxl:{self.port_name}: servo {sid} did not acknowledge {instruction}")
+
+    def _write_position_p_gain(self, gain: int) -> None:
+        """Position P Gain to every servo (D and I untouched), then read back: a servo holding anything else
+        (a write lost without an error, another model's table) is an error before torque comes on."""
+        for s in self.servos:
+            self._write(s.id, ADDR_POSITION_P_GAIN, 2, gain, "Position P Gain")
+        for s in self.servos:
+            got = self._read(s.id, ADDR_POSITION_P_GAIN, 2, "Position P Gain")
+            if got != gain:
+                raise DeviceError(
+                    f"dxl:{self.port_name}: servo {s.id} ({s.name}) holds Position P Gain {got} after "
+                    f"{gain} was written (address {ADDR_POSITION_P_GAIN})"
+                )
+
+    def read_position_gains(self) -> dict[str, dict[str, int]]:
+        """The position-loop gains present on each servo (Dynamixel units), by joint name:
+        {"p": Position P Gain (84), "i": Position I Gain (82), "d": Position D Gain (80)}."""
+        out = {}
+        for s in self.servos:
+            out[s.name] = {
+                k: self._read(s.id, addr, 2, f"Position {k.upper()} Gain")
+                for k, addr in (
+                    ("p", ADDR_POSITION_P_GAIN), ("i", ADDR_POSITION_I_GAIN), ("d", ADDR_POSITION_D_GAIN)
+                )
+            }  # fmt: skip
+        return out
 
     def _read_position_limits(self) -> None:
         """Min/Max Position Limit of servos in position control mode: a goal outside them would be dropped
@@ -119,16 +179,7 @@ class DynamixelLink:
 
     def _torque(self, on: bool) -> None:
         for s in self.servos:
-            for _ in range(self.retries + 1):
-                res, err = self.packet.write1ByteTxRx(self.port, s.id, ADDR_TORQUE_ENABLE, int(on))
-                if res == COMM_SUCCESS:
-                    self._check(s.id, f"WRITE torque enable = {int(on)} (address {ADDR_TORQUE_ENABLE})", err)
-                    break
-                self.comm_errors += 1
-            else:
-                raise LinkTimeout(
-                    f"dxl:{self.port_name}: servo {s.id} did not acknowledge torque {'on' if on else 'off'}"
-                )
+            self._write(s.id, ADDR_TORQUE_ENABLE, 1, int(on), "torque enable")
 
     def read(self) -> np.ndarray:
         for _ in range(self.retries + 1):

@@ -27,7 +27,7 @@ from shapely.geometry import MultiPoint
 from drivers.clock import HOST_CLOCK, Clock
 from drivers.config import RobotConfig
 from drivers.gravity import goal_offsets
-from drivers.link import LinkTimeout
+from drivers.link import LinkTimeout, gain_meta
 from drivers.realtime import steady_gc
 from drivers.recorder import RunRecorder
 from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
@@ -432,8 +432,12 @@ class Executor:
         total = len(todo)
         q = self.link.read()
         self._last_answer = time.monotonic()
-        self.rec.update_meta(gravity_compensation=self.gravity_compensation,
-                             position_p_gain=float(self.ex.position_p_gain))  # fmt: skip
+        # the servos' position-loop gains as they report them (the configured P gain is written on connect)
+        self.rec.update_meta(
+            gravity_compensation=self.gravity_compensation,
+            position_p_gain_configured=float(self.ex.position_p_gain),
+            **gain_meta(self.link),
+        )
         try:
             if todo:
                 self.operator.lift(None)

@@ -123,7 +123,11 @@ def unpack_state(payload: bytes, n: int) -> tuple[np.ndarray, int]:
 
 
 class FramedLink:
-    """Host side: request/reply with retransmission; a heartbeat keeps the controller's watchdog fed."""
+    """Host side: request/reply with retransmission; a heartbeat keeps the controller's watchdog fed.
+
+    The protocol has no servo gains: the controller's position gain is its own (its firmware's), so this link
+    neither writes `[executor] position_p_gain` nor reads one back (no `read_position_gains`; a run on it
+    records null gains, and gravity compensation assumes the configured value matches the controller)."""
 
     def __init__(
         self,

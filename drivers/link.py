@@ -36,7 +36,9 @@ class RobotLink(Protocol):
 
 
 def open_link(endpoint: str, joint_names: list[str], config) -> RobotLink:
-    """'dxl:PORT[?baud=...]' or 'serial:PORT[?baud=...]' -> an unconnected link."""
+    """'dxl:PORT[?baud=...]' or 'serial:PORT[?baud=...]' -> an unconnected link. A Dynamixel link writes the
+    configuration's `[executor] position_p_gain` to every servo's Position P Gain on connect (the framed
+    protocol has no such register: its controller's gain is its own)."""
     from drivers.transports import parse_endpoint
 
     ep = parse_endpoint(endpoint)
@@ -45,10 +47,25 @@ def open_link(endpoint: str, joint_names: list[str], config) -> RobotLink:
         from drivers.dynamixel import DynamixelLink
 
         baud = int(ep.options.get("baud", config.baud))
-        return DynamixelLink(ep.target, servo_order(config, joint_names), joint_names, baud=baud)
+        return DynamixelLink(
+            ep.target, servo_order(config, joint_names), joint_names, baud=baud,
+            position_p_gain=config.executor.position_p_gain,
+        )  # fmt: skip
     if ep.scheme == "serial":
         from drivers.framed import FramedLink
 
         baud = int(ep.options.get("baud", 1_000_000))
         return FramedLink(ep.target, joint_names, baud=baud)
     raise DeviceError(f"unknown robot endpoint {endpoint!r} (use sim, dxl:PORT[?baud=N] or serial:PORT)")
+
+
+def gain_meta(link) -> dict:
+    """What a run records about the servos' position loops, read from the servos themselves: `servo_gains`
+    (joint -> {"p", "i", "d"}, Dynamixel units) and `position_p_gain` (the P gain they all hold, or null when
+    they differ). A link that cannot read them (the framed protocol) records nulls."""
+    read = getattr(link, "read_position_gains", None)
+    if read is None:
+        return {"position_p_gain": None, "servo_gains": None}
+    gains = read()
+    ps = {g["p"] for g in gains.values()}
+    return {"position_p_gain": ps.pop() if len(ps) == 1 else None, "servo_gains": gains}

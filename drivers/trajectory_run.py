@@ -38,6 +38,7 @@ from shapely.geometry import MultiPoint
 from drivers.clock import Clock
 from drivers.config import RobotConfig
 from drivers.executor import Executor, Operator, Progress, SafetyTrip
+from drivers.link import gain_meta
 from drivers.realtime import steady_gc
 from drivers.run_files import SyncedLines, new_run_dir, write_run_meta
 from drivers.setpoints import LIMIT_TOL, STEP_RTOL, RunCheck, air_move, check_run, cosine_profile, ticks
@@ -301,6 +302,8 @@ class TrajectoryExecutor(Executor):
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
         q = self.link.read()
         self._last_answer = time.monotonic()
+        self.rec.update_meta(position_p_gain_configured=float(self.cfg.executor.position_p_gain),
+                             **gain_meta(self.link))  # fmt: skip
         cells = polygon = None
         try:
             if sp.standing:

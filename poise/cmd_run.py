@@ -118,8 +118,7 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
                 time_scale=args.time_scale,
                 clamp_soles=getattr(args, "clamp_soles", False),
                 truth=getattr(args, "truth", None),
-                servo_p_gain=config.executor.position_p_gain,  # the twin's servos run the configured gain
-            )
+            )  # the twin's servos hold the gain the link writes to them ([executor] position_p_gain)
         with Session(args.robot, args.boards, model, config, world_opts, prompt=not args.yes) as s:
             if prepare is not None:
                 prepare(s)

@@ -238,3 +238,79 @@ def test_every_error_number_is_named(bus, error):
         DeviceError, match=rf"servo {sid} answered WRITE torque enable .* {D.ERROR_NAMES[error]}$"
     ):
         _link(cfg, emu).connect()
+
+
+def _sdk_read2(emu, sid, addr, baud=1_000_000):
+    """A 2-byte item read through dynamixel_sdk on its own port (no link open)."""
+    port = PortHandler(emu.path)
+    try:
+        assert port.openPort() and port.setBaudRate(baud)
+        value, res, err = PacketHandler(2.0).read2ByteTxRx(port, sid, addr)
+        assert (res, err) == (COMM_SUCCESS, 0)
+        return value
+    finally:
+        port.closePort()
+
+
+def test_position_p_gain_is_written_on_connect_and_the_servos_hold_it(bus):
+    cfg, plant, emu = bus
+    servos = cfg.servos
+    assert {_sdk_read2(emu, s.id, 84) for s in servos} == {800}  # XM430 factory value at power-on
+    port = PortHandler(emu.path)  # a servo with its own D and I gains set
+    assert port.openPort() and port.setBaudRate(cfg.baud)
+    ph = PacketHandler(2.0)
+    assert ph.write2ByteTxRx(port, servos[5].id, 80, 30) == (COMM_SUCCESS, 0)
+    assert ph.write2ByteTxRx(port, servos[5].id, 82, 7) == (COMM_SUCCESS, 0)
+    port.closePort()
+    link = _link(cfg, emu, position_p_gain=6000)
+    link.connect()
+    try:
+        gains = link.read_position_gains()
+    finally:
+        link.close()
+    assert [gains[s.name]["p"] for s in servos] == [6000] * len(servos)
+    assert gains[servos[5].name] == {"p": 6000, "i": 7, "d": 30}  # D and I left as they were
+    assert gains[servos[0].name] == {"p": 6000, "i": 0, "d": 0}
+    assert [_sdk_read2(emu, s.id, 84) for s in servos] == [6000] * len(servos)  # the servos' own tables
+    assert (_sdk_read2(emu, servos[5].id, 80), _sdk_read2(emu, servos[5].id, 82)) == (30, 7)
+    np.testing.assert_array_equal(plant.p_gain, 6000)  # the bus told its plant
+
+
+def test_link_without_a_gain_leaves_the_servos_gain_alone(bus):
+    cfg, plant, emu = bus
+    link = _link(cfg, emu)
+    link.connect()
+    try:
+        assert {g["p"] for g in link.read_position_gains().values()} == {800}
+    finally:
+        link.close()
+
+
+def test_out_of_range_p_gain_is_refused_by_the_servo_before_torque_on(bus):
+    cfg, plant, emu = bus
+    sid = cfg.servos[0].id
+    with pytest.raises(
+        DeviceError,
+        match=rf"servo {sid} answered WRITE Position P Gain = 20000 \(address 84\) with Data Range",
+    ):
+        _link(cfg, emu, position_p_gain=20000).connect()
+    assert not plant.torque.any()  # the gain goes first: no servo was switched on
+    assert int.from_bytes(emu.tables[sid][84:86], "little") == 800  # nothing written on an error
+
+
+@pytest.mark.parametrize("gain", [-1, 6000.5, float("nan"), 70000, True])
+def test_p_gain_that_cannot_be_a_register_value_is_refused_before_opening(bus, gain):
+    cfg, plant, emu = bus
+    with pytest.raises(DeviceError, match="Position P Gain .* must be a whole number"):
+        _link(cfg, emu, position_p_gain=gain)
+    assert emu.packets == 0
+
+
+def test_p_gain_the_servo_does_not_keep_is_an_error(bus, monkeypatch):
+    cfg, plant, emu = bus
+    write = emu._write
+    monkeypatch.setattr(emu, "_write", lambda sid, addr, data: 0 if addr == 84 else write(sid, addr, data))
+    s = cfg.servos[0]
+    with pytest.raises(DeviceError, match=rf"servo {s.id} \({s.name}\) holds Position P Gain 800 after 6000"):
+        _link(cfg, emu, position_p_gain=6000).connect()
+    assert not plant.torque.any()

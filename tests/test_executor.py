@@ -345,6 +345,7 @@ def test_unsafe_waypoint_refused(model, cfg, change, expect):
         ("gravity_compensation", "1", "gravity_compensation"),
         ("position_p_gain", "0", "position_p_gain"),
         ("position_p_gain", "20000", "position_p_gain"),
+        ("position_p_gain", "6000.5", "position_p_gain .*whole number"),
     ],
 )
 def test_unsafe_config_settings_refused(tmp_path, line, value, expect):
@@ -427,6 +428,34 @@ def test_run_failing_before_its_first_posture_leaves_a_usable_folder(model, plan
         args.out = str(out)
         result, _ = cmd_run.execute(args, model, plan, cfg, world_opts=_quiet())
         assert [r.posture for r in result.completed] == [p.index for p in plan.postures]
+
+
+@pytest.mark.parametrize("robot", ["sim", "sim:framed"])
+def test_run_records_the_gains_the_servos_report(model, plan, cfg, tmp_path, robot):
+    """The configured Position P Gain goes to the servos on connect; run.json records what they read back (the
+    framed protocol has no gain register: nulls)."""
+    import json
+
+    cfg.executor.position_p_gain = 2500.0
+    sessions = []
+
+    def progress(p):
+        raise KeyboardInterrupt  # the gains are recorded before the first progress report (tare)
+
+    args = _args(tmp_path)
+    args.robot = robot
+    with pytest.raises(KeyboardInterrupt):
+        cmd_run.execute(
+            args, model, plan, cfg, world_opts=_quiet(), progress=progress, prepare=sessions.append
+        )
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["position_p_gain_configured"] == 2500
+    if robot == "sim:framed":
+        assert meta["position_p_gain"] is None and meta["servo_gains"] is None
+        return
+    assert meta["position_p_gain"] == 2500
+    assert meta["servo_gains"] == {n: {"p": 2500, "i": 0, "d": 0} for n in model.joint_names}
+    np.testing.assert_array_equal(sessions[0].world.plant.p_gain, 2500)  # the emulated servos' plant got it
 
 
 def test_posture_that_does_not_settle_stops_the_run(model, plan, cfg, tmp_path):

@@ -252,6 +252,8 @@ def test_fixed_base_arm_streams_encoders_over_dynamixel(tmp_path):
         bus.close()
     meta = json.loads((out / "run.json").read_text())
     assert meta["status"] == "completed" and meta["boards"] is None and not meta["standing"]
+    assert meta["position_p_gain"] == cfg.executor.position_p_gain == 6000  # written on connect, read back
+    assert plant.p_gain.tolist() == [6000] * arm.nq
     assert not (out / "recording.csv").exists()  # no efforts measured, no wrench: encoders only
     t_tr, q_cmd, q_meas = _raw(out)
     assert np.abs(q_cmd - traj.sample(t_tr)[0]).max() < 2e-6

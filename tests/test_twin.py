@@ -2,6 +2,7 @@
 failure modes (soft P-only servos, joint torque limits) show up as falls, and the real drivers run a plan on it."""
 
 import argparse
+import json
 
 import numpy as np
 import pytest
@@ -57,6 +58,60 @@ def test_joint_torque_limit_makes_a_deep_posture_fall(model, plan):
     assert np.abs(tw.d.actuator_force).max() == pytest.approx(model.effort_limit.max(), rel=1e-6)
 
 
+def test_twin_servos_hold_with_the_gain_written_to_their_register(model, plan):
+    """The bus emulator passes each write of Position P Gain (register 84) to the twin: the same loaded posture,
+    the register written to 800 (factory) or 6000 by the real driver, sags ~7.5 times more at 800."""
+    from drivers.config import servo_order
+    from drivers.dynamixel import DynamixelLink
+    from drivers.emulators.dxl_bus import DxlBusEmulator
+    from drivers.emulators.standing import FROZEN_CLOCK
+
+    cfg = load_config()
+    servos = servo_order(cfg, model.joint_names)
+    p = plan.postures[1]
+    poses = board_poses_for(np.array(plan.placement(p.placement).other_foot), cfg.right_board, cfg.left_board)
+    err = {}
+    for gain in (800, 6000):
+        opts = TwinOptions(servo=ServoModel(p_gain=3000), time_scale=FROZEN_CLOCK)  # time runs by settle_sim
+        tw = Twin(model, true_parameters(model), opts)
+        bus = DxlBusEmulator(servos, tw)
+        try:
+            np.testing.assert_array_equal(tw.p_gain, 800)  # the servos power on at the factory gain
+            link = DynamixelLink(bus.path, servos, model.joint_names, baud=cfg.baud, position_p_gain=gain)
+            link.connect()
+            try:
+                link.command(p.q)
+                tw.settle_sim(1.0)
+                tw.place(poses)
+                tw.settle_sim(2.0)
+                q = link.read()
+            finally:
+                link.close()
+        finally:
+            bus.close()
+            tw.close()
+        np.testing.assert_array_equal(tw.p_gain, gain)
+        assert "fall" not in {e.kind for e in tw.events}
+        err[gain] = float(np.degrees(np.abs(q - p.q).max()))
+    assert err[6000] < 1.0
+    assert err[800] > 4 * err[6000], err
+
+
+def test_bench_servos_power_on_at_the_factory_gain_unless_the_controller_has_no_gain_register(model):
+    """Emulated Dynamixel servos start at P = 800 until the link writes register 84; the framed protocol has no
+    gain register, so its emulated controller runs the configured gain as its own."""
+    from drivers.emulators.world import SimWorld
+
+    cfg = load_config()
+    for bus, expect in (("dxl", 800), ("framed", cfg.executor.position_p_gain)):
+        world = SimWorld(model, cfg, WorldOptions(noise=False, physics="mujoco", bus=bus))
+        try:
+            np.testing.assert_array_equal(world.twin.p_gain, expect)
+        finally:
+            world.close()
+    assert cfg.executor.position_p_gain == 6000
+
+
 def test_plan_runs_through_the_real_drivers_on_the_twin(model, plan, tmp_path):
     two = random_plan(model, 2, seed=4, move_s=1.0, hold_s=4.0)
     sessions, seen = [], {}
@@ -78,6 +133,9 @@ def test_plan_runs_through_the_real_drivers_on_the_twin(model, plan, tmp_path):
         rec.q, two.q, atol=np.radians(1.0)
     )  # stiff servos: within a degree of the plan
     assert sessions[0].world.twin.events == []
+    np.testing.assert_array_equal(sessions[0].world.twin.p_gain, 6000)  # the configured gain, over the bus
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["position_p_gain"] == 6000 and meta["position_p_gain_configured"] == 6000
 
 
 def _toward_edge(model, plan, index: int, inside: float) -> tuple[np.ndarray, float]:

@@ -7,6 +7,10 @@ an item -> Data Length Error; a value outside the item's range -> Data Range Err
 error. A hardware error (`inject_hardware_error`) turns torque off and sets the alert bit (0x80) in every
 status packet until the bits are cleared. Each servo is one joint of a shared `JointPlant`.
 
+Position D/I/P Gain (80/82/84, RAM, 0 … 16383) power on at the XM430 factory values 0/0/800; every write of
+Position P Gain is passed to the plant (`set_p_gain`), so the physics twin's servo of that joint holds with the
+gain the bus received (the kinematic plant takes note and ignores it). D and I stay table values only.
+
 PWM control mode (Operating Mode 11 = 16, changed only while torque is off): a servo given a physics drive
 (`drives`, drivers/emulators/pwm_drive.py) moves its joint by MuJoCo with the drive's true friction, gravity and
 PWM gain while torque is on, Goal PWM (100) bounded by PWM Limit (36); Present PWM (124), Present Current (126),
@@ -31,6 +35,8 @@ ADDR_TORQUE, ADDR_LED, ADDR_GOAL, ADDR_MOVING, ADDR_PRESENT_VEL, ADDR_PRESENT_PO
 ADDR_HW_ERROR = 70
 ADDR_PWM_LIMIT, ADDR_GOAL_PWM, ADDR_PRESENT_PWM, ADDR_PRESENT_CURRENT = 36, 100, 124, 126
 ADDR_REALTIME_TICK = 120  # ms, 0 … 32767
+ADDR_POSITION_P_GAIN = 84
+P_GAIN_FACTORY = 800  # XM430 Position P Gain at power-on (D and I: 0)
 PWM_MODE = 16
 VELOCITY_UNIT = 0.229 * 2 * 3.141592653589793 / 60  # rad/s per Present Velocity unit
 CURRENT_UNIT = 2.69e-3  # A per Present Current unit
@@ -129,6 +135,8 @@ class DxlBusEmulator(PtyDevice):
             table[ADDR_MAX_POS : ADDR_MAX_POS + 4] = (4095).to_bytes(4, "little")
             table[ADDR_PWM_LIMIT : ADDR_PWM_LIMIT + 2] = (885).to_bytes(2, "little")
             table[68] = 2  # status return level: answer everything
+            table[ADDR_POSITION_P_GAIN : ADDR_POSITION_P_GAIN + 2] = P_GAIN_FACTORY.to_bytes(2, "little")
+            plant.set_p_gain(self.servos[sid][0], P_GAIN_FACTORY)  # the physics starts as the servo powers on
         self.parser = D.Parser()
         self.drop_every = drop_every  # fault injection: ignore every n-th instruction packet
         self.packets = 0
@@ -240,6 +248,10 @@ class DxlBusEmulator(PtyDevice):
         if drive is not None and addr <= ADDR_GOAL_PWM and addr + len(data) >= ADDR_GOAL_PWM + 2:
             drive.set_pwm(
                 s.direction * int.from_bytes(t[ADDR_GOAL_PWM : ADDR_GOAL_PWM + 2], "little", signed=True)
+            )
+        if addr <= ADDR_POSITION_P_GAIN and addr + len(data) >= ADDR_POSITION_P_GAIN + 2:
+            self.plant.set_p_gain(
+                k, int.from_bytes(t[ADDR_POSITION_P_GAIN : ADDR_POSITION_P_GAIN + 2], "little")
             )
         if addr <= ADDR_TORQUE < addr + len(data):
             if t[ADDR_TORQUE] and t[ADDR_HW_ERROR]:

@@ -57,9 +57,10 @@ class ServoModel:
     coulomb: float = 0.3  # N·m, joint dry friction (frictionloss)
     damping_from_limits: bool = True  # back-EMF damping = effort / velocity limit
 
-    def kp(self, effort: float) -> float:
-        error_at_full_pwm = PWM_LIMIT * 128.0 / self.p_gain * (2 * math.pi / TICKS_PER_REV)
-        return effort / error_at_full_pwm
+    def kp(self, effort: float, p_gain: float | None = None) -> float:
+        """N·m/rad at `p_gain` (default this model's): linear in the gain, 0 at P = 0."""
+        p = self.p_gain if p_gain is None else p_gain
+        return effort * p / (PWM_LIMIT * 128.0 * (2 * math.pi / TICKS_PER_REV))
 
 
 @dataclass(frozen=True)
@@ -226,8 +227,10 @@ def build_spec(model: RobotModel, truth: ParameterSet, opts: TwinOptions):
 
 class Twin:
     """The simulated bench. Implements the joint-plant interface the servo emulators drive (`q`, `goal`,
-    `torque`, `step`, `measured`, `set_goal`, `set_torque`) and the board-load interface of the board emulators
-    (`board_load(i)`), with the operator's `lift` / `place`. Thread-safe; simulated time = wall time × scale."""
+    `torque`, `step`, `measured`, `set_goal`, `set_torque`, `set_p_gain`) and the board-load interface of the
+    board emulators (`board_load(i)`), with the operator's `lift` / `place`. Each joint's servo starts with
+    `opts.servo.p_gain`; the bus emulator sets it per joint as its servo's Position P Gain register is written.
+    Thread-safe; simulated time = wall time × scale."""
 
     def __init__(
         self,
@@ -286,6 +289,8 @@ class Twin:
         self._cache = (-1.0, np.zeros(8))
         self._ext_sum, self._ext_n = np.zeros((2, 6)), np.zeros(2, dtype=int)
         self._kp = self.m.actuator_gainprm[:, 0].copy()
+        self._effort = np.array([_limit(model.effort_limit, j) for j in range(model.nq)])
+        self.p_gain = np.full(model.nq, float(opts.servo.p_gain))  # each servo's Position P Gain now
         self._integral = np.zeros(model.nq)
         self.lost_s = (
             0.0  # simulated seconds the physics could not run in time (machine too slow for the scale)
@@ -460,6 +465,14 @@ class Twin:
             self.torque[idx] = on
             if on:
                 self.goal[idx] = self.d.qpos[self.qadr[idx]]
+            self._apply()
+
+    def set_p_gain(self, idx: int, gain: float) -> None:
+        """Joint `idx`'s servo now holds with Position P Gain `gain` (Dynamixel units): its stiffness follows."""
+        with self.lock:
+            self._advance()
+            self.p_gain[idx] = float(gain)
+            self._kp[idx] = self.opts.servo.kp(float(self._effort[idx]), float(gain))
             self._apply()
 
     # ---------------------------------------------------------------- operator

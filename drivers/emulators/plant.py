@@ -17,6 +17,7 @@ class JointPlant:
         self.q = np.array(q0, dtype=float)
         self.goal = self.q.copy()
         self.torque = np.zeros(len(self.q), dtype=bool)
+        self.p_gain = np.full(len(self.q), 800.0)  # Position P Gain the bus received: noted, not modelled
         self.tau = tau
         self.max_speed = max_speed
         self.noise_rad = noise_rad
@@ -53,3 +54,8 @@ class JointPlant:
             self.torque[idx] = on
             if on:
                 self.goal[idx] = self.q[idx]
+
+    def set_p_gain(self, idx: int, gain: float) -> None:
+        """A servo's Position P Gain (Dynamixel units): kept for inspection; the first-order lag ignores it."""
+        with self.lock:
+            self.p_gain[idx] = gain

@@ -29,9 +29,6 @@ class WorldOptions:
         "kinematic"  # "kinematic" (fast, CoP = the true model's CoM) or "mujoco" (the physics twin)
     )
     time_scale: float = 1.0  # the twin's simulated time runs this much faster than the wall clock
-    servo_p_gain: float = (
-        6000.0  # the twin's position P gain (Dynamixel units; the X-series default 800 is too soft)
-    )
     board_averaging: bool = False  # twin: each board report is the mean load since the previous one
     clamp_soles: bool = False  # twin: soles strapped flat to the boards once standing (dynamic experiments)
     truth: str | None = (
@@ -60,9 +57,13 @@ class SimWorld:
         if opts.physics == "mujoco":
             from drivers.emulators.mujoco_twin import ServoModel, Twin, TwinOptions, TwinRobot
 
+            # the servos' Position P Gain: an emulated Dynamixel servo powers on at the factory value and holds
+            # what the link writes to its register 84 (the bus passes it to the twin); the framed protocol has
+            # no gain register, so its emulated controller runs the configured gain, as its firmware would
+            p_gain = float(config.executor.position_p_gain) if opts.bus == "framed" else ServoModel().p_gain
             topts = TwinOptions(
                 time_scale=opts.time_scale,
-                servo=ServoModel(p_gain=opts.servo_p_gain, integral_time_s=opts.servo_integral_s),
+                servo=ServoModel(p_gain=p_gain, integral_time_s=opts.servo_integral_s),
                 encoder_noise_rad=2e-4 if opts.noise else 0.0,
                 board_averaging=opts.board_averaging,
                 clamp_soles=opts.clamp_soles,

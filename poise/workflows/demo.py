@@ -197,8 +197,7 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     if twin:
         standing = stand_alone(model, plan, config, cond, args.seed, log)
     opts = WorldOptions(noise=not args.no_noise, seed=args.seed, physics=physics, time_scale=args.time_scale,
-                        truth=truth_spec, servo_p_gain=config.executor.position_p_gain,
-                        placement_error=cond.placement_error)  # fmt: skip
+                        truth=truth_spec, placement_error=cond.placement_error)  # fmt: skip
     prepare = None if args.no_recalibrate else recalibrate_sim_boards
     if prepare:
         log("    boards: tare, then per-cell recalibration with a 10 kg weight over each cell")
