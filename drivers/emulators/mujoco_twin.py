@@ -288,6 +288,7 @@ class Twin:
         self._stop = threading.Event()
         self._cache = (-1.0, np.zeros(8))
         self._ext_sum, self._ext_n = np.zeros((2, 6)), np.zeros(2, dtype=int)
+        self._ext_last: list[np.ndarray | None] = [None, None]  # each board's last reported mean plate wrench
         self._kp = self.m.actuator_gainprm[:, 0].copy()
         self._effort = np.array([_limit(model.effort_limit, j) for j in range(model.nq)])
         self.p_gain = np.full(model.nq, float(opts.servo.p_gain))  # each servo's Position P Gain now
@@ -533,6 +534,7 @@ class Twin:
             self._landed: set[str] = set()
             self._cache = (-1.0, np.zeros(8))
             self._ext_sum[:], self._ext_n[:] = 0.0, 0
+            self._ext_last = [None, None]
             self._clamp_at = self.d.time + CLAMP_AFTER_S if self.opts.clamp_soles else None
 
     def _clamp(self) -> None:
@@ -614,13 +616,23 @@ class Twin:
         return lambda: self._mean_load(board)
 
     def _mean_load(self, board: int) -> np.ndarray:
-        """Board `board`'s four cells (kg) averaged since its previous report (the instant's when no step ran)."""
+        """Board `board`'s four cells (kg) averaged since its previous report. When no physics step ran since
+        then (the physics thread steps in chunks, the boards report between them), the previous report's mean
+        again: the converter's latest completed conversion. Not the instant's load: that is sampled at the end of
+        a chunk, in step with the servos' goal writes, where their tick-rate force steps peak — several N of
+        motion-dependent bias that no low-pass removes. The instant's only before the first mean after placing."""
         with self.lock:
             self._advance()
-            if not self.placed or self._ext_n[board] == 0:
+            if not self.placed:
                 return self.cell_loads()[4 * board : 4 * board + 4]
+            if self._ext_n[board] == 0:
+                last = self._ext_last[board]
+                if last is None:
+                    return self.cell_loads()[4 * board : 4 * board + 4]
+                return self._board_wrench(board, last) / 9.80665
             mean = self._ext_sum[board] / self._ext_n[board]  # the cells are linear in the plate's wrench
             self._ext_sum[board], self._ext_n[board] = 0.0, 0
+            self._ext_last[board] = mean
             return self._board_wrench(board, mean) / 9.80665
 
     def com_xy(self) -> np.ndarray:
