@@ -126,18 +126,23 @@ def test_identification_against_the_twins_truth(tulip, run_dir):
 
 
 @pytest.mark.xfail(
-    reason="issue 13's full criterion is not met on the twin: MuJoCo's soft contacts let the base sole creep and "
-    "tilt (the fixed-sole model misses ~1 N·m) and the servos' tick steps shake it: |z| up to ~8 on the 37 base "
-    "parameters; see README, double support on the physics twin",
+    reason="issue 13's full criterion is met in some runs only: max |z| 2.6, ≤ 3, ≤ 3, 3.2, 4.9 over five runs of "
+    "this test (37 parameters: even exact SEs exceed 3 once in ~10 runs); the twin's remaining misfit is above "
+    "0.5 Hz (servo force steps, sole rocking); see README, double support on the physics twin",
     strict=False,
 )
-def test_every_determined_parameter_within_3_se_of_the_truth(tulip, run_dir):
+def test_every_base_parameter_within_3_se_of_the_truth(tulip, run_dir):
+    """All 37 base parameters estimated together (none held at a prior: a prior that is not the truth biases the
+    others) from the boards' wrench low-passed at 2 Hz — the motion's band is 0.3 Hz, the servos' 100 Hz force
+    steps and the soles' rocking lie above — are each within 3 SE of the twin's truth.
+    (Most are poorly determined by this short 10 s test design: see the relative SEs in the README.)"""
     rec = read_dynamic_recording(run_dir / "recording.csv")
     truth = resolve_params(str(run_dir / "truth.json"), tulip)
-    est = DynamicEstimator(tulip, "right", True, False, quantity="wrench", essential_pct=WELL).fit(rec)
+    est = DynamicEstimator(tulip, "right", True, False, quantity="wrench", cutoff_hz=2.0).fit(rec)
     nb = est.dynamic_base_.rank
     z = (est.fit_.values[:nb] - est.reference_values(truth)) / est.fit_.se[:nb]
-    assert np.all(np.abs(z[np.isfinite(z)]) <= 3), np.round(z, 1)
+    assert np.all(np.isfinite(z)) and len(z) == 37
+    assert np.all(np.abs(z) <= 3), np.round(z, 1)
 
 
 def test_moments_about_the_cells_plane_match_mujoco(tulip):
