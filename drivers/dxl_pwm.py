@@ -77,25 +77,10 @@ class PwmChannel:
         return units_to_pct(self.pwm_limit)
 
     def _read2(self, addr: int, what: str) -> int:
-        lk = self.link
-        for _ in range(lk.retries + 1):
-            value, res, err = lk.packet.read2ByteTxRx(lk.port, self.servo.id, addr)
-            if res == COMM_SUCCESS:
-                lk._check(self.servo.id, f"READ {what} (address {addr})", err)
-                return int(value)
-            lk.comm_errors += 1
-        raise LinkTimeout(f"{self.where} did not answer READ {what} (address {addr})")
+        return self.link._read(self.servo.id, addr, 2, what)
 
     def _write(self, addr: int, size: int, value: int, what: str) -> None:
-        lk = self.link
-        fn = {1: lk.packet.write1ByteTxRx, 2: lk.packet.write2ByteTxRx}[size]
-        for _ in range(lk.retries + 1):
-            res, err = fn(lk.port, self.servo.id, addr, value & ((1 << 8 * size) - 1))
-            if res == COMM_SUCCESS:
-                lk._check(self.servo.id, f"WRITE {what} = {value} (address {addr})", err)
-                return
-            lk.comm_errors += 1
-        raise LinkTimeout(f"{self.where} did not acknowledge WRITE {what} = {value} (address {addr})")
+        self.link._write(self.servo.id, addr, size, value, what)
 
     def enter(self) -> None:
         """Torque off → Operating Mode 16 → Goal PWM 0 → torque on."""

@@ -121,7 +121,7 @@ class DynamixelLink:
         fn = {1: ph.write1ByteTxRx, 2: ph.write2ByteTxRx, 4: ph.write4ByteTxRx}[size]
         instruction = f"WRITE {what} = {value} (address {addr})"
         for _ in range(self.retries + 1):
-            res, err = fn(self.port, sid, addr, value)
+            res, err = fn(self.port, sid, addr, value & ((1 << 8 * size) - 1))  # two's complement
             if res == COMM_SUCCESS:
                 self._check(sid, instruction, err)
                 return

@@ -49,9 +49,7 @@ def test_poise_robust_design_with_feedforward_stands_every_posture_on_the_thesis
     model = tulip()
     cond = Conditions(uncertainty=0.005, truth=THESIS.truth, placement_error=THESIS.placement_error,
                       gravity_comp=True)  # fmt: skip
-    plan = design_plan(
-        model, 10, 2, 1, 2.0, 4.0, cond.load_share, cond.params, cond.problem, cond.uncertainty
-    )
+    plan = design_plan(model, 10, 2, 1, 2.0, 4.0, cond)
     lines: list[str] = []
     standing = stand_alone(model, plan, load_config(), cond, seed=1, log=lines.append)
     assert len(standing) == 10

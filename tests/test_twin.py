@@ -22,9 +22,10 @@ def plan(model):
     return random_plan(model, 3, seed=4, move_s=1.0, hold_s=4.0)
 
 
-def _stand(model, plan, index, servo, seconds=4.0):
+def _stand(model, plan, index, servo, seconds=4.0, **options):
+    """Posture `index` reached in the air, set on the boards, `seconds` of simulated time; `options`: TwinOptions."""
     cfg = load_config()
-    tw = Twin(model, true_parameters(model), TwinOptions(servo=servo))
+    tw = Twin(model, true_parameters(model), TwinOptions(servo=servo, **options))
     p = plan.postures[index]
     for k in range(model.nq):
         tw.set_torque(k, True)
@@ -295,19 +296,13 @@ def test_averaging_boards_repeat_their_last_mean_when_no_physics_step_ran(model,
     Fz by ~4 N rms at low frequency (issue 13)."""
     from drivers.emulators.standing import FROZEN_CLOCK
 
-    opts = TwinOptions(servo=ServoModel(p_gain=6000), time_scale=FROZEN_CLOCK, board_averaging=True)
-    tw = Twin(model, true_parameters(model), opts)  # simulated time runs only by settle_sim
-    p, cfg = plan.postures[0], load_config()
-    for k in range(model.nq):
-        tw.set_torque(k, True)
-        tw.set_goal(k, p.q[k])
-    tw.settle_sim(1.0)
-    poses = board_poses_for(np.array(plan.placement(p.placement).other_foot), cfg.right_board, cfg.left_board)
-    tw.place(poses)
-    tw.settle_sim(0.5)
+    # simulated time runs only by settle_sim
+    tw, _ = _stand(
+        model, plan, 0, ServoModel(p_gain=6000), 0.5, time_scale=FROZEN_CLOCK, board_averaging=True
+    )
     tw.board_load(0)(), tw.board_load(1)()  # empty the averages
     for k in range(model.nq):
-        tw.set_goal(k, p.q[k] + 0.01)  # a goal step: a force transient on the plates
+        tw.set_goal(k, plan.postures[0].q[k] + 0.01)  # a goal step: a force transient on the plates
     tw.settle_sim(0.005)
     means = [tw.board_load(i)() for i in range(2)]
     instant = tw.cell_loads()

@@ -623,17 +623,12 @@ class Twin:
         motion-dependent bias that no low-pass removes. The instant's only before the first mean after placing."""
         with self.lock:
             self._advance()
-            if not self.placed:
+            if self.placed and self._ext_n[board] > 0:  # the cells are linear in the plate's wrench
+                self._ext_last[board] = self._ext_sum[board] / self._ext_n[board]
+                self._ext_sum[board], self._ext_n[board] = 0.0, 0
+            if not self.placed or self._ext_last[board] is None:
                 return self.cell_loads()[4 * board : 4 * board + 4]
-            if self._ext_n[board] == 0:
-                last = self._ext_last[board]
-                if last is None:
-                    return self.cell_loads()[4 * board : 4 * board + 4]
-                return self._board_wrench(board, last) / 9.80665
-            mean = self._ext_sum[board] / self._ext_n[board]  # the cells are linear in the plate's wrench
-            self._ext_sum[board], self._ext_n[board] = 0.0, 0
-            self._ext_last[board] = mean
-            return self._board_wrench(board, mean) / 9.80665
+            return self._board_wrench(board, self._ext_last[board]) / 9.80665
 
     def com_xy(self) -> np.ndarray:
         """The twin's own whole-body CoM projection (base frame), from MuJoCo."""

@@ -12,7 +12,7 @@ import json
 import math
 import pathlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -47,8 +47,7 @@ class Conditions:
                 f"{'on' if self.gravity_comp else 'off'}")  # fmt: skip
 
 
-THESIS = Conditions(problem="free-com", load_share=0.0, params="mc", truth="thesis",
-                    placement_error=(0.005, math.radians(2.0)))  # fmt: skip
+THESIS = Conditions(load_share=0.0, params="mc", truth="thesis", placement_error=(0.005, math.radians(2.0)))
 """The thesis's bench (§3.5, §4): problem 1 (free CoM, 0.08 m margin) designed with TUlipMC (Table D.4), no load
 share, P-only servos without gravity compensation, the robot as the thesis estimated it (Table 4.6), boards
 placed by hand a few mm and degrees off."""
@@ -58,17 +57,16 @@ def demo_conditions(
     thesis: bool, load_share: float | None, uncertainty: float | None, truth: str | None,
     placement_error: tuple[float, float] | None, gravity_comp: bool,
 ) -> Conditions:  # fmt: skip
-    """The demo's conditions: poise's (default) or the thesis's, each setting overridable."""
+    """The demo's conditions: poise's (default) or the thesis's, each setting given (not None) overriding."""
     base = THESIS if thesis else Conditions()
-    return Conditions(
-        problem=base.problem,
-        load_share=base.load_share if load_share is None else load_share,
-        params=base.params,
-        uncertainty=base.uncertainty if uncertainty is None else uncertainty,
-        truth=base.truth if truth is None else truth,
-        placement_error=base.placement_error if placement_error is None else placement_error,
-        gravity_comp=base.gravity_comp or gravity_comp,
-    )
+    given = {
+        "load_share": load_share,
+        "uncertainty": uncertainty,
+        "truth": truth,
+        "placement_error": placement_error,
+    }
+    return replace(base, **{k: v for k, v in given.items() if v is not None},
+                   gravity_comp=base.gravity_comp or gravity_comp)  # fmt: skip
 
 
 @dataclass
@@ -105,16 +103,16 @@ class DemoResult:
 
 
 def design_plan(
-    model, n: int, placements: int, seed: int, move_s: float, hold_s: float, load_share: float = 0.0,
-    params: str | None = None, problem: str = "free-com", uncertainty: float = 0.0,
-) -> Plan:  # fmt: skip
-    """The real posture design with quick settings: problem 1 (free CoM, 0.08 m margin, each sole carrying at
-    least `load_share` of the weight, held for every ϑ_b within `uncertainty` of the guess), one start,
-    closed-chain transitions; `params`: the model the design believes (default the description's)."""
+    model, n: int, placements: int, seed: int, move_s: float, hold_s: float, cond: Conditions
+) -> Plan:
+    """The real posture design with quick settings for `cond`: its problem (0.08 m margin, each sole carrying at
+    least its load share, held for every ϑ_b within its uncertainty of the guess, believing its parameter set),
+    one start, closed-chain transitions."""
     from design.planner import build_plan, design
     from design.problems import Settings
 
-    s = Settings(problem=problem, margin=0.08, load_share=load_share, params=params, uncertainty=uncertainty)
+    s = Settings(problem=cond.problem, margin=0.08, load_share=cond.load_share, params=cond.params,
+                 uncertainty=cond.uncertainty)  # fmt: skip
     best, summary = design(model, s, n, placements, starts=1, seed=seed, workers=1)
     solver = {"backend": "casadi", "starts": summary, "kappa_initial": best.kappa_initial}
     return build_plan(model, best.postures, s, seed=seed, move_s=move_s, hold_s=hold_s, solver=solver,
@@ -170,8 +168,7 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
         f"1/3 design: {args.postures} postures in {args.placements} placements, CasADi + IPOPT, one start ..."
     )
     log(f"    conditions: {cond.describe()}")
-    plan = design_plan(model, args.postures, args.placements, args.seed, args.move_s, args.hold_s,
-                       cond.load_share, cond.params, cond.problem, cond.uncertainty)  # fmt: skip
+    plan = design_plan(model, args.postures, args.placements, args.seed, args.move_s, args.hold_s, cond)
     plan_path = out / "plan.json"
     save_plan(plan, plan_path)
     timings["design_s"] = time.monotonic() - t0
