@@ -185,11 +185,16 @@ def add_twin_truth(parser: argparse.ArgumentParser, scope: str) -> None:
                              "simulated robot's)")  # fmt: skip
 
 
-def add_gravity_comp(parser: argparse.ArgumentParser, scope: str = "") -> None:
-    """--gravity-comp: the executor's gravity-compensation feed-forward (drivers.gravity)."""
-    parser.add_argument("--gravity-comp", action="store_true",
-                        help=f"{scope}gravity-compensation feed-forward while standing: each goal offset by τ_ff / kp "
-                             "(as [executor] gravity_compensation = true; kp from position_p_gain)")  # fmt: skip
+def add_gravity_comp(parser: argparse.ArgumentParser, scope: str = "", default: str = "") -> None:
+    """--gravity-comp: the executor's gravity-compensation feed-forward (drivers.gravity). With `default` (what
+    happens when neither is given) also --no-gravity-comp, and None when neither is given."""
+    text = (f"{scope}gravity-compensation feed-forward while standing: each goal offset by τ_ff / kp (as "
+            "[executor] gravity_compensation = true; kp from position_p_gain)")  # fmt: skip
+    if default:
+        parser.add_argument("--gravity-comp", action=argparse.BooleanOptionalAction, default=None,
+                            help=f"{text}; default {default}")  # fmt: skip
+    else:
+        parser.add_argument("--gravity-comp", action="store_true", help=text)
 
 
 def add_force(parser: argparse.ArgumentParser) -> None:

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     at.add_twin_truth(p, "")
     p.add_argument("--placement-error", type=at.pair_of_nonnegative, default=None, metavar="MM,DEG",
                    help="σ of the boards' placement error unknown to the configuration (default 0,0)")  # fmt: skip
-    at.add_gravity_comp(p)
+    at.add_gravity_comp(p, default="on with the physics twin (its servos sag under load), off on the kinematic robot and with --thesis-conditions")
     p.add_argument("--thesis-conditions", action="store_true",
                    help="the thesis's bench: problem 1 designed with TUlipMC (Table D.4), no load share, the robot "
                         "as Table 4.6, boards off by σ 5 mm / 2°, no gravity feed-forward (options above override)")  # fmt: skip
@@ -69,7 +69,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     mm_, deg = args.placement_error if args.placement_error is not None else (None, None)
     args.conditions = demo_conditions(
         args.thesis_conditions, args.load_share, args.uncertainty, args.truth,
-        None if mm_ is None else (mm_ / 1000, math.radians(deg)), args.gravity_comp,
+        None if mm_ is None else (mm_ / 1000, math.radians(deg)), args.gravity_comp, twin,
     )  # fmt: skip
 
     log = (lambda *a: None) if args.json else (lambda msg: err_console.print(msg))

@@ -8,10 +8,20 @@ import pytest
 
 from drivers.config import load_config
 from poise.cli import main
-from poise.workflows.demo import THESIS, Conditions, design_plan, stand_alone
+from poise.workflows.demo import THESIS, Conditions, demo_conditions, design_plan, stand_alone
 from robots.tulip import tulip
 
 FAILURES = {"fall", "edge", "lift", "slip", "feet-contact"}
+
+
+def test_poise_stands_with_the_feedforward_on_the_twin_only_unless_told():
+    none = (None, None, None, None)
+    assert demo_conditions(False, *none, None, twin=True).gravity_comp  # P-only servos sag: poise compensates
+    assert not demo_conditions(False, *none, None, twin=False).gravity_comp  # a kinematic robot does not sag
+    assert not demo_conditions(True, *none, None, twin=True).gravity_comp  # the thesis's bench had none
+    assert demo_conditions(True, *none, True, twin=True).gravity_comp
+    assert not demo_conditions(False, *none, False, twin=True).gravity_comp
+    assert demo_conditions(True, 0.1, *none[1:], None).load_share == 0.1
 
 
 @pytest.mark.slow

@@ -59,6 +59,27 @@ def test_joint_torque_limit_makes_a_deep_posture_fall(model, plan):
     assert np.abs(tw.d.actuator_force).max() == pytest.approx(model.effort_limit.max(), rel=1e-6)
 
 
+@pytest.mark.parametrize("deadband", [True, False])
+def test_servo_p_action_has_the_firmwares_half_tick_deadband(model, deadband):
+    """X-series firmware: PWM = P · (goal ticks − present ticks) / 128 — no force while the encoder reads the
+    goal tick (within ½ tick), kp·error from one tick off; without the deadband, kp·error at any error."""
+    tw = Twin(model, true_parameters(model), TwinOptions(servo=ServoModel(p_gain=800, deadband=deadband)))
+    j = 0
+    tw.set_torque(j, True)
+    tick = 1.0 / tw.ticks_per_rad
+    goal = 300 * tick  # a whole tick: the goal the firmware holds
+    tw.set_goal(j, goal)
+    kp = tw._kp[j]
+    for frac in (0.3, -0.4, 0.7, 1.6):
+        tw.d.qpos[tw.qadr[j]] = goal + frac * tick
+        tw.d.qvel[:] = 0.0
+        tw.run_steps(1)
+        force = tw.d.actuator_force[j]
+        ticks_off = np.sign(frac) * min(max(2 * abs(frac) - 1, 0.0), abs(frac)) if deadband else frac
+        assert force == pytest.approx(-kp * ticks_off * tick, abs=1e-3 * kp * tick), frac
+    tw.close()
+
+
 def test_twin_servos_hold_with_the_gain_written_to_their_register(model, plan):
     """The bus emulator passes each write of Position P Gain (register 84) to the twin: the same loaded posture,
     the register written to 800 (factory) or 6000 by the real driver, sags ~7.5 times more at 800."""

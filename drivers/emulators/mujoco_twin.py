@@ -56,6 +56,11 @@ class ServoModel:
     armature: float = 0.02  # kg·m², rotor inertia seen at the joint
     coulomb: float = 0.3  # N·m, joint dry friction (frictionloss)
     damping_from_limits: bool = True  # back-EMF damping = effort / velocity limit
+    # the firmware's P action sees whole encoder ticks: no force while the present position reads the goal tick
+    # (a ±½-tick deadband), kp·error from one tick off, rising continuously in between — the mean of its
+    # staircase, which in the simulation chatters at the step rate where the real motor's inductance and gears
+    # smooth it. False: kp·error at any error (cheaper)
+    deadband: bool = True
 
     def kp(self, effort: float, p_gain: float | None = None) -> float:
         """N·m/rad at `p_gain` (default this model's): linear in the gain, 0 at P = 0."""
@@ -375,12 +380,16 @@ class Twin:
         with self.lock:
             while n > 0:
                 k = min(n, chunk)
-                if self.placed and self.opts.board_averaging:
+                averaging = self.placed and self.opts.board_averaging
+                if averaging or self.opts.servo.deadband:
                     for _ in range(k):
+                        if self.opts.servo.deadband:
+                            self._tick_error()
                         self.mj.mj_step(self.m, self.d)
-                        self.mj.mj_rnePostConstraint(self.m, self.d)
-                        self._ext_sum += self.d.cfrc_ext[self.board_bodies]
-                        self._ext_n += 1
+                        if averaging:
+                            self.mj.mj_rnePostConstraint(self.m, self.d)
+                            self._ext_sum += self.d.cfrc_ext[self.board_bodies]
+                            self._ext_n += 1
                 else:
                     self.mj.mj_step(self.m, self.d, nstep=k)
                 n -= k
@@ -395,6 +404,8 @@ class Twin:
                     )
                     self._integral = np.clip(self._integral, -INTEGRAL_LIMIT, INTEGRAL_LIMIT)
                     self.d.ctrl[:] = self._goal_ticks + self._integral
+                    if self.opts.servo.deadband:
+                        self._tick_error()
                 if self.placed:
                     self._watch()
                     if self._clamp_at is not None and self.d.time >= self._clamp_at:
@@ -444,6 +455,15 @@ class Twin:
         if self.opts.encoder_noise_rad > 0:
             q = q + self.rng.normal(0.0, self.opts.encoder_noise_rad, q.shape)
         return np.round(q * self.ticks_per_rad) / self.ticks_per_rad
+
+    def _tick_error(self) -> None:
+        """Servo targets such that the affine actuator's kp·(target − q) is kp times the deadband's error: 0
+        within ½ tick of the goal, 2|e| − ½ ticks… up to |e| at one tick, e beyond (e in ticks, sign kept)."""
+        q = self.d.qpos[self.qadr]
+        e = (self._goal_ticks - q) * self.ticks_per_rad
+        a = np.abs(e)
+        seen = np.sign(e) * np.clip(2.0 * a - 1.0, 0.0, a)
+        self.d.ctrl[:] = q + seen / self.ticks_per_rad + self._integral
 
     def _apply(self) -> None:
         self._goal_ticks = (

@@ -55,18 +55,20 @@ placed by hand a few mm and degrees off."""
 
 def demo_conditions(
     thesis: bool, load_share: float | None, uncertainty: float | None, truth: str | None,
-    placement_error: tuple[float, float] | None, gravity_comp: bool,
+    placement_error: tuple[float, float] | None, gravity_comp: bool | None, twin: bool = True,
 ) -> Conditions:  # fmt: skip
-    """The demo's conditions: poise's (default) or the thesis's, each setting given (not None) overriding."""
-    base = THESIS if thesis else Conditions()
+    """The demo's conditions: poise's (default) or the thesis's, each setting given (not None) overriding.
+    Poise stands with the gravity feed-forward on the physics twin (P-only servos sag under load); the
+    kinematic robot does not sag, so there it would only shift the postures."""
+    base = THESIS if thesis else replace(Conditions(), gravity_comp=twin)
     given = {
         "load_share": load_share,
         "uncertainty": uncertainty,
         "truth": truth,
         "placement_error": placement_error,
+        "gravity_comp": gravity_comp,
     }
-    return replace(base, **{k: v for k, v in given.items() if v is not None},
-                   gravity_comp=base.gravity_comp or gravity_comp)  # fmt: skip
+    return replace(base, **{k: v for k, v in given.items() if v is not None})
 
 
 @dataclass
