@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     at.add_twin_truth(p, "")
     p.add_argument("--placement-error", type=at.pair_of_nonnegative, default=None, metavar="MM,DEG",
                    help="σ of the boards' placement error unknown to the configuration (default 0,0)")  # fmt: skip
-    at.add_gravity_comp(p, default="on with the physics twin (its servos sag under load), off on the kinematic robot and with --thesis-conditions")
+    at.add_gravity_comp(p, default="on with the physics twin (its servos sag under load), off on the kinematic "
+                                   "robot and with --thesis-conditions")  # fmt: skip
     p.add_argument("--thesis-conditions", action="store_true",
                    help="the thesis's bench: problem 1 designed with TUlipMC (Table D.4), no load share, the robot "
                         "as Table 4.6, boards off by σ 5 mm / 2°, no gravity feed-forward (options above override)")  # fmt: skip
