@@ -181,6 +181,7 @@ class Executor:
         self._worst: dict[str, float] = {}  # largest tracking error (deg) per phase of the current posture
         self._min_margin = math.inf  # smallest measured CoP margin (m) during the current posture's holds
         self.gravity_compensation = bool(self.ex.gravity_compensation)
+        self._p_gains: np.ndarray | None = None  # the servos' Position P Gains as read back in run()
         if self.gravity_compensation and plan.postures:  # fail before moving: needs effort limits and servos
             self._offsets(plan.postures[0].q)
 
@@ -188,7 +189,7 @@ class Executor:
         """Goal offsets (rad) for postures q (…, nq) standing on the ground: the gravity feed-forward, or zero."""
         if not self.gravity_compensation:
             return np.zeros_like(np.asarray(q, dtype=float))
-        return goal_offsets(self.model, self.cfg, q, self.plan.params, self.plan.base)
+        return goal_offsets(self.model, self.cfg, q, self.plan.params, self.plan.base, self._p_gains)
 
     # -- plan order and resume
     def todo(self) -> list:
@@ -432,11 +433,17 @@ class Executor:
         total = len(todo)
         q = self.link.read()
         self._last_answer = time.monotonic()
-        # the servos' position-loop gains as they report them (the configured P gain is written on connect)
+        # the servos' position-loop gains as they report them (the configured P gain is written on connect);
+        # the feed-forward's stiffness follows them (a link that cannot read them: the configured gain)
+        gains = gain_meta(self.link)
+        if gains["servo_gains"] is not None:
+            self._p_gains = np.array(
+                [gains["servo_gains"][n]["p"] for n in self.model.joint_names], dtype=float
+            )
         self.rec.update_meta(
             gravity_compensation=self.gravity_compensation,
             position_p_gain_configured=float(self.ex.position_p_gain),
-            **gain_meta(self.link),
+            **gains,
         )
         try:
             if todo:

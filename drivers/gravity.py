@@ -46,11 +46,22 @@ PWM_FULL_SCALE = 885  # X-series PWM limit register at 100 %
 G = 9.81  # m/s², as robots.dynamics.GRAVITY
 
 
-def servo_stiffness(model: RobotModel, config: RobotConfig) -> np.ndarray:
-    """kp (N·m/rad) of each joint's position servo: effort limit over the error that saturates the PWM."""
-    gain = float(config.executor.position_p_gain)
-    if not (math.isfinite(gain) and gain > 0):
-        raise DataError(f"{config.source}: [executor] position_p_gain = {gain!r} must be positive")
+def servo_stiffness(model: RobotModel, config: RobotConfig, p_gains: np.ndarray | None = None) -> np.ndarray:
+    """kp (N·m/rad) of each joint's position servo: effort limit over the error that saturates the PWM.
+    `p_gains`: each joint's Position P Gain as its servo reports it (default: `[executor] position_p_gain`)."""
+    if p_gains is None:
+        gain = np.full(model.nq, float(config.executor.position_p_gain))
+        if not (math.isfinite(gain[0]) and gain[0] > 0):
+            raise DataError(f"{config.source}: [executor] position_p_gain = {gain[0]!r} must be positive")
+    else:
+        gain = np.asarray(p_gains, dtype=float)
+        if gain.shape != (model.nq,):
+            raise DataError(f"{gain.size} Position P Gains for {model.nq} joints")
+        bad = [n for n, g in zip(model.joint_names, gain, strict=True) if not (math.isfinite(g) and g > 0)]
+        if bad:
+            raise DataError(
+                f"gravity compensation needs a positive Position P Gain on every servo: {', '.join(bad)}"
+            )
     effort = np.asarray(model.effort_limit, dtype=float) if model.effort_limit is not None else None
     if effort is None or effort.shape != (model.nq,) or not np.all(np.isfinite(effort) & (effort > 0)):
         raise DataError(
@@ -115,10 +126,11 @@ def feedforward_torques(
 
 
 def goal_offsets(
-    model: RobotModel, config: RobotConfig, q: np.ndarray, params: str | ParameterSet, base: str | None = None
-) -> np.ndarray:
+    model: RobotModel, config: RobotConfig, q: np.ndarray, params: str | ParameterSet, base: str | None = None,
+    p_gains: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
     """Δq = τ_ff / kp (rad), τ_ff clipped to the effort limit (beyond it the servo saturates anyway): added to
-    the goal, the position servo produces τ_ff when the joint is at q."""
+    the goal, the position servo produces τ_ff when the joint is at q. kp from `p_gains` (as `servo_stiffness`)."""
     tau = feedforward_torques(model, q, params, base)
     effort = np.asarray(model.effort_limit, dtype=float)
-    return np.clip(tau, -effort, effort) / servo_stiffness(model, config)
+    return np.clip(tau, -effort, effort) / servo_stiffness(model, config, p_gains)

@@ -96,6 +96,22 @@ def test_servo_stiffness_follows_the_configured_p_gain(model, cfg):
         servo_stiffness(model, cfg)
 
 
+def test_servo_stiffness_from_the_gains_the_servos_report(model, cfg):
+    """Per-servo Position P Gains as read back (the executor's source when the link can read them) win over the
+    configured one; a servo reporting no gain is named."""
+    gains = np.full(model.nq, 6000.0)
+    gains[2] = 1500.0
+    kp = servo_stiffness(model, cfg, gains)
+    cfg.executor.position_p_gain = 6000.0
+    ref = servo_stiffness(model, cfg)
+    np.testing.assert_allclose(kp / ref, np.where(np.arange(model.nq) == 2, 0.25, 1.0))
+    gains[5] = 0.0
+    with pytest.raises(DataError, match=model.joint_names[5]):
+        servo_stiffness(model, cfg, gains)
+    with pytest.raises(DataError, match="3 Position P Gains for"):
+        servo_stiffness(model, cfg, gains[:3] + 1)
+
+
 # Postures 0, 2 and 8 of `poise plan postures tulip --postures 18 --placements 3 --load-share 0.25 --seed 1`
 # (each sole carries >= 25 % of the weight): without the feed-forward the twin rocks the base sole 0.3-0.56 deg.
 DESIGNED = [
