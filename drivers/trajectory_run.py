@@ -6,8 +6,10 @@ setpoints are the only ones streamed and every one is checked here (joint limits
 between ticks) besides the plan's own checks the caller runs (`trajectories.plan.check_plan`, what `plan check`
 applies). A standing robot (double support) is lifted, the boards tared, moved in the air to the trajectory's
 start (`drivers.setpoints.air_move`), placed on the boards at the trajectory's foot placement, settled, then
-streamed; a fixed-base arm is moved to the start with a cosine profile and streamed. Ctrl-C, a silent link, a
-tracking error above `track_trip_deg` or the boards saying the robot tips or falls stop streaming and hold.
+streamed; a single-support trajectory is set down on its base sole alone, the other sole in the air
+(`drivers.single_support_stream`); a fixed-base arm is moved to the start with a cosine profile and streamed.
+Ctrl-C, a silent link, a tracking error above `track_trip_deg` or the boards saying the robot tips or falls (or,
+in single support, that the lifted sole touched down) stop streaming and hold.
 
 RUN_DIR/
   recording.csv   standing robots: the dynamic recording (formats/dynamic_recording.py) of the streamed part on
@@ -42,6 +44,14 @@ from drivers.link import gain_meta
 from drivers.realtime import steady_gc
 from drivers.run_files import SyncedLines, new_run_dir, write_run_meta
 from drivers.setpoints import LIMIT_TOL, STEP_RTOL, RunCheck, air_move, check_run, cosine_profile, ticks
+from drivers.single_support_stream import (
+    TOUCH_HOLD_S,
+    TOUCH_SHARE,
+    SingleSupport,
+    base_sole_polygon,
+    feedforward_offsets,
+    single_support_problems,
+)
 from drivers.wbb.geometry import PLATE_HEIGHT, G, board_poses_for, cells_in_base
 from formats.dynamic_recording import DynamicRecordingAppender
 from formats.errors import DataError
@@ -61,7 +71,8 @@ class StreamPlan:
     q: np.ndarray
     base: str
     params: str
-    standing: bool  # double support on two boards (else a fixed-base robot, no boards)
+    standing: bool  # on two boards (else a fixed-base robot, no boards)
+    single: SingleSupport | None = None  # standing on the base sole alone (else double support)
 
     @property
     def rate_hz(self) -> float:
@@ -128,6 +139,10 @@ def check_stream(model: RobotModel, config: RobotConfig, sp: StreamPlan) -> Stre
     if not sp.standing:
         return StreamCheck(problems)
     plan = start_plan(model, sp)
+    if sp.single is not None:  # set down on one sole: the double-support posture check does not apply
+        problems += single_support_problems(model, config, sp.t, sp.q, sp.single, sp.base, sp.params)
+        margin = max(sp.single.margin, float(config.executor.min_margin))
+        return StreamCheck(problems, RunCheck([], {}, margin), plan)
     rc = check_run(plan, model, config)
     problems += [f"start {p}" for p in rc.problems]
     return StreamCheck(problems, rc, plan)
@@ -178,6 +193,7 @@ class TrajectoryRecorder:
         meta: dict,
         period: float,
         time_scale: float = 1.0,
+        motion: str | None = None,
     ) -> None:
         self.dir = new_run_dir(run_dir, RUN_FILES)
         self.meta_path = self.dir / "run.json"
@@ -203,6 +219,8 @@ class TrajectoryRecorder:
                 # the cells' plane lies a plate height below the soles: their moments include h·Fx, h·Fy
                 "moment_z_m": f"{-PLATE_HEIGHT:.6g}",
             }
+            if motion is not None:  # single-support: `identify dynamic` takes the free-motion base parameters
+                rmeta["motion"] = motion
             self.recording = DynamicRecordingAppender(
                 self.dir / "recording.csv", model.name, base, list(names), tau=False, wrench=True, meta=rmeta
             )
@@ -281,6 +299,18 @@ class TrajectoryExecutor(Executor):
             self.ex = replace(self.ex, rate_hz=self.ex.rate_hz * time_scale)
         self.sp = sp
         self.traj_result = TrajectoryRunResult(planned=len(sp.t))
+        self._touch_since: float | None = None
+        self._ff = None  # single support: each streamed tick's inverse-dynamics goal offset
+        if sp.single is not None:
+            self.gravity_compensation = True
+            args = (sp.q, sp.single.qd, sp.single.qdd, sp.base, sp.params)
+            self._ff = feedforward_offsets(model, config, *args)
+
+    def _offsets(self, q: np.ndarray) -> np.ndarray:
+        if self.sp.single is None:
+            return super()._offsets(q)
+        z = np.zeros_like(np.asarray(q, dtype=float))  # held still on one sole: gravity only
+        return feedforward_offsets(self.model, self.cfg, q, z, z, self.sp.base, self.sp.params)
 
     def _to_start(self, q: np.ndarray) -> np.ndarray:
         p = self.plan.postures[0]
@@ -316,8 +346,7 @@ class TrajectoryExecutor(Executor):
                 right_off, left_off = self.cfg.board_offsets(0)
                 placement = self.plan.placement(0)
                 cells = cells_in_base(board_poses_for(np.array(placement.other_foot), right_off, left_off))
-                corners = foot_corners(self.model, p.q, sp.params, sp.base)
-                polygon = MultiPoint(np.concatenate(list(corners.values()))).convex_hull
+                polygon = self._support_polygon(p.q)
                 self.progress_cb(Progress(0, len(sp.t), 0, 0, "place"))
                 self.operator.place(placement, right_off, left_off)
             self.progress_cb(Progress(0, len(sp.t), 0, 0, "settle"))
@@ -334,8 +363,9 @@ class TrajectoryExecutor(Executor):
                 )
             if sp.standing:  # let the landing die out on the boards before the excitation starts
                 t0 = self.clock.now()
+                off = self._offsets(p.q) if sp.single is not None else None
                 while self.clock.now() - t0 < LANDING_S / self.k:
-                    self._tick(p.q, 0, "settle", None)
+                    self._tick(p.q, 0, "settle", None, off)
             self._stream(cells, polygon)
             self.progress_cb(Progress(len(sp.t), len(sp.t), 0, 0, "done"))
         except BaseException:
@@ -347,6 +377,30 @@ class TrajectoryExecutor(Executor):
         self.link.stop()
         return res
 
+    def _support_polygon(self, q: np.ndarray):
+        """The soles the robot stands on: the base sole alone (single support) or the hull of both."""
+        if self.sp.single is not None:
+            return base_sole_polygon(self.model, self.sp.base)
+        corners = foot_corners(self.model, q, self.sp.params, self.sp.base)
+        return MultiPoint(np.concatenate(list(corners.values()))).convex_hull
+
+    def _check_free_sole(self, tk: float) -> None:
+        """Single support: trip when the free sole's board (board 1) carries TOUCH_SHARE of the weight for
+        TOUCH_HOLD_S — the lifted sole touched down."""
+        kg = self._latest_kg[1] if len(self._latest_kg) > 1 else None
+        if self.sp.single is None or kg is None:
+            return
+        now, load = self.clock.now(), float(np.sum(kg))
+        if load < TOUCH_SHARE * self._weight_kg:
+            self._touch_since = None
+            return
+        self._touch_since = now if self._touch_since is None else self._touch_since
+        if (now - self._touch_since) * self.k >= TOUCH_HOLD_S:
+            raise SafetyTrip(
+                f"the lifted {self.sp.single.other} sole touched down (its board carries {load:.1f} kg) at "
+                f"t = {tk:.2f} s; {self.traj_result.ticks} tick(s) recorded"
+            )
+
     def _stream(self, cells, polygon) -> None:
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
         rec: TrajectoryRecorder = self.rec
@@ -355,7 +409,7 @@ class TrajectoryExecutor(Executor):
         sq = 0.0
         for k, (tk, qk) in enumerate(zip(sp.t, sp.q, strict=True)):
             rec.t_traj = float(tk)
-            q_meas = self._tick(qk, 0, "stream", None)
+            q_meas = self._tick(qk, 0, "stream", None, None if self._ff is None else self._ff[k])
             err = np.degrees(np.abs(q_meas - qk))
             res.max_tracking_deg = max(res.max_tracking_deg, float(err.max()))
             sq += float(np.mean(err**2))
@@ -376,6 +430,7 @@ class TrajectoryExecutor(Executor):
                 except SafetyTrip as exc:  # the posture executor's words, said of the trajectory
                     why = str(exc).split(";")[0].removeprefix("posture 0: ")
                     raise SafetyTrip(f"{why} at t = {tk:.2f} s; {res.ticks} tick(s) recorded") from None
+                self._check_free_sole(float(tk))
                 if rec.uniform is not None and not any(x is None for x in self._latest_kg):
                     # a mean over (t_k−1, t_k] belongs to the interval's middle: the wrench at t_k is the mean of
                     # the intervals before and after it, so the row of tick k is written at tick k + 1

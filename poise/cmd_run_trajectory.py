@@ -17,6 +17,7 @@ from drivers.config import RobotConfig, load_config
 from drivers.emulators.world import WorldOptions
 from drivers.executor import Progress
 from drivers.session import Session
+from drivers.single_support_stream import SingleSupport
 from drivers.trajectory_run import (
     StreamCheck,
     StreamPlan,
@@ -51,6 +52,7 @@ def prepare(
     sampled at the configuration's rate and every setpoint checked."""
     from trajectories.closed_chain import ClosedChainTrajectory
     from trajectories.plan import check_plan, plan_model, plan_trajectory
+    from trajectories.single_support import SingleSupportTrajectory
 
     model = plan_model(plan)
     if config.robot != model.name:
@@ -58,18 +60,19 @@ def prepare(
             f"the robot configuration is for {config.robot!r}, the plan for {model.name!r} (--config)"
         )
     traj = plan_trajectory(plan, model)
-    if traj.to_json().get("kind") == "single-support":
-        raise DataError(
-            "streaming a single-support trajectory is not supported yet (the executor places a standing robot "
-            "in double support); `poise simulate trajectory` gives its data from MuJoCo's inverse dynamics"
-        )
     ps = params or plan.params or next(iter(model.params))
     check = check_plan(plan, model, traj, ps)
     if not check.ok:  # the setpoints of a trajectory that fails its own checks are not worth checking
         return model, None, list(check.problems), None
-    standing = isinstance(traj, ClosedChainTrajectory)
+    single = isinstance(traj, SingleSupportTrajectory)
+    standing = single or isinstance(traj, ClosedChainTrajectory)
     t = tick_times(traj.duration, config.executor.rate_hz)
-    sp = StreamPlan(t, traj.sample(t)[0], traj.chain.base if standing else plan.base, ps, standing)
+    q, qd, qdd = traj.sample(t)
+    base = traj.base if single else traj.chain.base if standing else plan.base
+    sp = StreamPlan(t, q, base, ps, standing)
+    if single:
+        margin = float(plan.settings.get("zmp_margin", 0.0))
+        sp.single = SingleSupport(traj.other, traj.lift, margin, qd, qdd)
     stream = check_stream(model, config, sp)
     return model, sp, stream.problems, stream
 
@@ -98,6 +101,7 @@ def run_trajectory(
     if problems:
         shown = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
         raise DataError(f"trajectory refused before moving ({len(problems)} problem(s)): {shown}")
+    motion = "single-support" if sp.single is not None else "double-support" if sp.standing else "fixed-base"
     if not sp.standing:
         if robot.startswith("sim"):
             raise DataError(
@@ -106,13 +110,13 @@ def run_trajectory(
             )
         boards = None  # a fixed-base arm: encoders only
     elif boards is None:
-        raise DataError("a double-support trajectory needs --boards (sim, bt:…, evdev:…, serial:…)")
+        raise DataError(f"a {motion} trajectory needs --boards (sim, bt:…, evdev:…, serial:…)")
     sha = hashlib.sha256(
         json.dumps(plan_to_dict(plan), sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
     meta = {"plan": str(plan_path), "plan_sha256": sha, "kind": "trajectory", "robot": robot, "boards": boards,
             "rate_hz": config.executor.rate_hz, "ticks_planned": len(sp.t), "duration_s": float(sp.t[-1]),
-            "standing": sp.standing}  # fmt: skip
+            "standing": sp.standing, "motion": motion}  # fmt: skip
     if time_scale != 1.0:
         if world_opts is None or not robot.startswith("sim"):
             raise DataError(
@@ -122,9 +126,8 @@ def run_trajectory(
         meta["time_scale"] = time_scale
     if world_opts is not None and world_opts.clamp_soles:
         meta["soles"] = "clamped to the boards (twin)"
-    rec = TrajectoryRecorder(
-        out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale
-    )
+    rec = TrajectoryRecorder(out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale,
+                             motion="single-support" if sp.single is not None else None)  # fmt: skip
     status = "running"
     result = None
     try:

@@ -12,7 +12,7 @@ slow for the scale runs the physics slower than asked; the drivers then follow i
 (drivers/emulators/twin_clock.py), the bench clock that reads simulated time.
 
 Events the physics shows and a real bench would (a fall, a sole tipping onto its edge or lifting, the feet
-touching, a sole slipping) are logged with their simulated time in `events`.
+touching, a sole slipping on its board, a sole set down in the air touching down) are logged with their simulated time in `events`.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ CLAMP_AFTER_S = 0.3  # simulated s the robot stands free before the straps are t
 @dataclass
 class TwinEvent:
     t_sim: float
-    kind: str  # fall, edge, lift, feet-contact, slip
+    kind: str  # fall, edge, lift, feet-contact, slip, touch-down
     detail: str
 
 
@@ -552,6 +552,8 @@ class Twin:
             self._root_z = float(self.d.xpos[self.root][2])
             self._active: set[str] = set()
             self._landed: set[str] = set()
+            # a sole set down in the air (single support) must stay there: touching down is an event
+            self._placed_lifted = {s for s in self.soles if self._sole_lift(s) > 0.002}
             self._cache = (-1.0, np.zeros(8))
             self._ext_sum[:], self._ext_n[:] = 0.0, 0
             self._ext_last = [None, None]
@@ -586,6 +588,15 @@ class Twin:
             m.eq_data[eq, 6:10] = _quat(R1.T @ R2)
             m.eq_data[eq, 10] = 1.0
             d.eq_active[eq] = 1
+
+    def _sole_lift(self, site: str) -> float:
+        """Height (m) of a sole's lowest corner above the boards' tops."""
+        sid = self.site_ids[site]
+        R, p = self.d.site_xmat[sid].reshape(3, 3), self.d.site_xpos[sid]
+        x0, x1, y0, y1 = self.model.site(site).rect
+        return (
+            min(float((p + R @ np.array([x, y, 0.0]))[2]) for x in (x0, x1) for y in (y0, y1)) - BOARD_SIZE[2]
+        )
 
     def _sole_corners_z(self) -> list[float]:
         out = []
@@ -671,6 +682,7 @@ class Twin:
         soles_tilt = [
             math.degrees(math.acos(min(1.0, float(d.site_xmat[self.site_ids[s]].reshape(3, 3)[2, 2]))))
             for s in self.soles
+            if s not in self._placed_lifted  # a sole set down in the air may point anywhere
         ]
         if z < 0.5 * self._root_z or max(soles_tilt) > FALL_TILT_DEG:
             self._event("fall", f"root at {1000 * z:.0f} mm, soles tilted {max(soles_tilt):.0f} deg")
@@ -691,11 +703,13 @@ class Twin:
                 self._event("edge", f"{s} tilted {sole_tilt:.1f} deg: standing on an edge", f"edge:{s}")
             if touching[s]:
                 self._landed.add(s)
+                if s in self._placed_lifted:
+                    self._event("touch-down", f"{s} (set down lifted) touched down", f"touch-down:{s}")
             lifted = float(d.site_xpos[sid][2]) - BOARD_SIZE[2] > 0.002
             if lifted and not touching[s] and s in self._landed:
                 self._event("lift", f"{s} off its board", f"lift:{s}")
             slip = float(np.linalg.norm(d.site_xpos[sid][:2] - self._placed_at[s][:2]))
-            if slip > SLIP_REPORT:
+            if slip > SLIP_REPORT and touching[s]:  # a sole in the air moves freely
                 self._event("slip", f"{s} slid {1000 * slip:.1f} mm", f"slip:{s}")
 
     def report(self) -> list[dict]:

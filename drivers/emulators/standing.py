@@ -19,7 +19,14 @@ from formats.plan import Plan
 from robots.kinematics import com_position
 from robots.tree import ParameterSet, RobotModel
 
-FAILURES = ("fall", "edge", "lift", "slip", "feet-contact")  # what a bench operator would call not standing
+FAILURES = (
+    "fall",
+    "edge",
+    "lift",
+    "slip",
+    "feet-contact",
+    "touch-down",
+)  # what a bench operator would call not standing
 AIR_S = 1.0  # simulated s the servos reach the posture in the air
 LANDING_S = 0.01  # simulated s on the boards before the feed-forward is applied (place → first settle tick)
 FROZEN_CLOCK = (

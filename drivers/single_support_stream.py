@@ -1,0 +1,139 @@
+"""Streaming a single-support trajectory: the robot stands on its base sole, the other sole in the air.
+
+The start sequence is the double-support one with the free sole kept off the ground: the robot, lifted, is moved
+in the air to the trajectory's start posture (at rest by design: q̇ = q̈ = 0 at t = 0, so its ZMP is its CoM),
+then set down on its base sole on the base board, the free sole above the other board (where its pose on the
+ground would be), settled and streamed. Before anything is sent, every streamed tick (not only the plan's
+1 ms grid) must keep the ZMP of the design parameters inside the base sole by the plan's margin (or the
+configuration's `min_margin`, whichever is larger), the base sole loaded (Fz > 0) and the free sole's lowest
+corner at least the design's lift above the ground. While streaming the boards must show the robot standing
+(the executor's tip and fall trips, about the base sole alone) and the free sole's board unloaded: carrying
+more than TOUCH_SHARE of the robot's weight for TOUCH_HOLD_S means the free sole touched down, and the run stops.
+
+Standing on one leg, every goal sent on the boards is offset by the inverse-dynamics feed-forward Δq = τ / kp
+(`feedforward_offsets`; the servo stiffness of `drivers.gravity`): with the base sole held and nothing touching
+the free sole, τ = ID(q, q̇, q̈) are the joint torques exactly (no load split to assume, unlike double support).
+Without it the stance leg's P-only servos sag under the whole robot: measured on the twin (P gain 6000), the
+ZMP of a start posture 48 mm inside the toe moved onto the toe and the robot tipped over within 1 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from shapely.geometry import Polygon
+
+from drivers.config import RobotConfig
+from drivers.gravity import servo_stiffness
+from robots import dynamics as dyn
+from robots.kinematics import site_pose
+from robots.stance import signed_margin
+from robots.tree import RobotModel
+
+LIFT_TOL = 1e-4  # m the free sole may come below the design's lift at a tick (the design's own tolerance)
+REST_TOL = 1e-6  # rad/s, rad/s²: the start is at rest
+TOUCH_SHARE = 0.1  # the free sole's board carrying this share of the weight ...
+TOUCH_HOLD_S = 0.1  # ... for this long (robot time): the free sole touched down
+
+
+@dataclass
+class SingleSupport:
+    """What streaming on one sole needs besides the angles: the free sole, the design's clearance of its
+    lowest corner (m), the required ZMP margin (m) and the velocities and accelerations at the ticks."""
+
+    other: str
+    lift: float
+    margin: float
+    qd: np.ndarray
+    qdd: np.ndarray
+
+
+@dataclass
+class TickBalance:
+    """Each streamed tick's ZMP margin inside the base sole (m), vertical force (N) and free-sole lift (m)."""
+
+    margin: np.ndarray
+    fz: np.ndarray
+    lift: np.ndarray
+
+
+def base_sole_polygon(model: RobotModel, base: str) -> Polygon:
+    """The base sole's contact rectangle in the base frame (the robot description's site rectangle)."""
+    from trajectories.single_support import stance_polygon
+
+    return stance_polygon(model, base)
+
+
+def tick_balance(model: RobotModel, q: np.ndarray, ss: SingleSupport, base: str, params: str) -> TickBalance:
+    """ZMP (inverse dynamics of the design parameters, base sole held) and free-sole lift at every tick."""
+    w = dyn.base_wrench_regressor(model, q, ss.qd, ss.qdd, base, params) @ dyn.standard_parameters(
+        model, params
+    )
+    fz, mx, my = w[:, 2], w[:, 3], w[:, 4]
+    safe = np.where(fz > 0, fz, np.nan)
+    zmp = np.stack([-my / safe, mx / safe], axis=1)
+    margin = np.full(len(q), -np.inf)
+    ok = np.isfinite(zmp).all(axis=1)
+    margin[ok] = signed_margin(base_sole_polygon(model, base), zmp[ok])
+    x0, x1, y0, y1 = model.site(ss.other).rect
+    corners = np.array([[x0, y0, 0], [x1, y0, 0], [x1, y1, 0], [x0, y1, 0]], dtype=float)
+    R, p = site_pose(model, q, params, ss.other, base)
+    lift = (np.einsum("bij,kj->bki", R, corners)[..., 2] + p[:, None, 2]).min(axis=1)
+    return TickBalance(margin, fz, lift)
+
+
+def single_support_problems(
+    model: RobotModel,
+    config: RobotConfig,
+    t: np.ndarray,
+    q: np.ndarray,
+    ss: SingleSupport,
+    base: str,
+    params: str,
+) -> list[str]:
+    """Why streaming these ticks on one sole is unsafe (empty: it is not); see the module docstring."""
+    problems: list[str] = []
+    rest = max(float(np.abs(ss.qd[0]).max()), float(np.abs(ss.qdd[0]).max()))
+    if rest > REST_TOL:
+        problems.append(
+            f"the start is not at rest (|q̇|, |q̈| up to {rest:.3g}): the robot would be set down moving"
+        )
+    bal = tick_balance(model, q, ss, base, params)
+    need = max(ss.margin, float(config.executor.min_margin))
+    if np.any(bal.fz <= 0):
+        k = int(np.argmax(bal.fz <= 0))
+        problems.append(
+            f"setpoint at t = {t[k]:.3f} s: the base sole would leave the ground (Fz {bal.fz[k]:.1f} N)"
+        )
+    elif bal.margin.min() < need - 1e-9:
+        k = int(np.argmin(bal.margin))
+        where = "at the start" if k == 0 else f"at t = {t[k]:.3f} s"
+        problems.append(
+            f"setpoint {where}: ZMP {bal.margin[k] * 1000:.1f} mm inside the {base} sole < required "
+            f"{need * 1000:.1f} mm"
+        )
+    if bal.lift.min() < ss.lift - LIFT_TOL:
+        k = int(np.argmin(bal.lift))
+        problems.append(
+            f"setpoint at t = {t[k]:.3f} s: the {ss.other} sole is {bal.lift[k] * 1000:.1f} mm above the ground "
+            f"(< the design's lift {ss.lift * 1000:.1f} mm)"
+        )
+    return problems
+
+
+def feedforward_offsets(
+    model: RobotModel,
+    config: RobotConfig,
+    q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
+    base: str,
+    params: str,
+) -> np.ndarray:
+    """Goal offsets Δq = τ / kp (rad, q's shape) with τ the inverse dynamics of the design parameters, base sole
+    held, clipped to the effort limits (beyond them the servo saturates anyway)."""
+    tau = dyn.rnea(model, np.atleast_2d(q), np.atleast_2d(qd), np.atleast_2d(qdd), params, base)
+    effort = np.asarray(model.effort_limit, dtype=float)
+    out = np.clip(tau, -effort, effort) / servo_stiffness(model, config)
+    return out.reshape(np.shape(q))

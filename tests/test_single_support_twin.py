@@ -1,0 +1,105 @@
+"""Issue 13's single-support option end to end on the MuJoCo physics twin: a short single-support excitation
+designed by the planner, streamed through the real servo and board drivers (`poise run --physics mujoco`) with the
+robot set down on its right sole and the left sole in the air, and identified from the boards' wrench with
+`identify dynamic` against the twin's saved truth; and the pre-flight refusal of a plan whose ticks would stand
+too close to the sole's edge for the configuration."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from shapely.geometry import Point, Polygon
+
+from formats.dynamic_recording import read_dynamic_recording
+from poise.cli import main
+from robots.params_io import resolve_params
+from robots.registry import get_model
+
+pytestmark = pytest.mark.slow
+
+MARGIN, LIFT = 0.03, 0.02
+# cheap settings: 6 s, 3 harmonics (2 leave the 44 single-support base parameters rank deficient)
+ARGS = ["--single-support", "--simplified", "--duration", "6", "--period", "6", "--harmonics", "3",
+        "--samples", "24", "--max-iter", "40", "--velocity-fraction", "0.3", "--seed", "3",
+        "--zmp-margin", str(MARGIN), "--lift", str(LIFT)]  # fmt: skip
+NOT_STANDING = {"fall", "edge", "lift", "slip", "feet-contact", "touch-down"}
+CONFIG = Path(__file__).resolve().parents[1] / "drivers" / "tulip_robot.toml"
+
+
+@pytest.fixture(scope="module")
+def tulip():
+    return get_model("tulip")
+
+
+@pytest.fixture(scope="module")
+def plan_path(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ss") / "ss.json"
+    assert main(["plan", "trajectory", "tulip", *ARGS, "--out", str(out), "--json"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_dir(plan_path, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "run"
+    args = ["run", str(plan_path), "--robot", "sim", "--boards", "sim", "--physics", "mujoco",
+            "--time-scale", "0.5", "--no-noise", "--out", str(out), "--yes", "--json"]  # fmt: skip
+    assert main(args) == 0
+    return out
+
+
+def test_the_twin_streams_it_on_one_sole(tulip, run_dir):
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["status"] == "completed" and meta["ticks_streamed"] == meta["ticks_planned"]
+    assert meta["motion"] == "single-support"
+    kinds = {e["kind"] for e in meta["twin_events"]}
+    assert not kinds & NOT_STANDING, meta["twin_events"]
+    # the free sole's board (board 1) carries nothing while streaming: the left sole never touched down
+    with open(run_dir / "raw_boards.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r["phase"] == "stream"]
+    kg = {b: [sum(float(r[k]) for k in ("kg_tr", "kg_br", "kg_tl", "kg_bl")) for r in rows if r["board"] == b]
+          for b in ("0", "1")}  # fmt: skip
+    weight = resolve_params(str(run_dir / "truth.json"), tulip).total_mass
+    assert len(kg["1"]) > 100 and max(abs(v) for v in kg["1"]) < 0.01 * weight
+    assert min(kg["0"]) > 0.8 * weight
+    # the boards' ZMP stays inside the right sole's rectangle (moments about the cells' plane)
+    rec = read_dynamic_recording(run_dir / "recording.csv")
+    assert rec.meta["motion"] == "single-support" and float(rec.meta["moment_z_m"]) < 0
+    fz, mx, my = rec.wrench[:, 2], rec.wrench[:, 3], rec.wrench[:, 4]
+    x0, x1, y0, y1 = tulip.base_site("right").rect
+    sole = Polygon([(x0, y0), (x1, y0), (x1, y1), (x0, y1)])
+    assert all(sole.contains(Point(-m_y / f, m_x / f)) for f, m_x, m_y in zip(fz, mx, my, strict=True))
+    assert rec.t[-1] == pytest.approx(6.0, abs=0.05)
+
+
+def test_identification_recovers_the_total_mass(tulip, run_dir, capsys):
+    capsys.readouterr()
+    args = ["identify", "dynamic", str(run_dir / "recording.csv"), "--simplified", "--no-friction",
+            "--reference", str(run_dir / "truth.json"), "--json"]  # fmt: skip
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    # every single-support base parameter estimated (the free-motion base: the other sole moves freely)
+    assert out["reference"]["estimated"] == len(out["parameters"]) == 44
+    total = next(k for k, p in enumerate(out["parameters"]) if p["formula"].count("m@") == len(tulip.links))
+    truth = resolve_params(str(run_dir / "truth.json"), tulip).total_mass
+    assert out["reference"]["values"][total] == pytest.approx(truth)
+    assert abs(out["reference"]["z"][total]) <= 3, out["parameters"][total]
+    assert out["parameters"][total]["rel_se_pct"] < 1.0
+
+
+def test_a_tick_too_close_to_the_sole_edge_is_refused_before_moving(plan_path, tmp_path, capsys):
+    """The configuration's min_margin above what the design keeps: refused (exit 2), nothing written."""
+    config = tmp_path / "robot.toml"
+    text = CONFIG.read_text()
+    assert "min_margin = 0.0 " in text
+    config.write_text(text.replace("min_margin = 0.0 ", "min_margin = 0.08 "))
+    capsys.readouterr()
+    out = tmp_path / "r"
+    args = ["run", str(plan_path), "--robot", "sim", "--boards", "sim", "--config", str(config),
+            "--out", str(out), "--yes"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "refused before moving" in err and "inside the right sole < required 80.0 mm" in err, err
+    assert "Traceback" not in err and not out.exists()
