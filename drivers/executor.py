@@ -185,6 +185,16 @@ class Executor:
         if self.gravity_compensation and plan.postures:  # fail before moving: needs effort limits and servos
             self._offsets(plan.postures[0].q)
 
+    def _read_gains(self) -> dict:
+        """The servos' position-loop gains as they report them (`gain_meta`; the configured P gain is written on
+        connect): the feed-forward's stiffness follows them (a link that cannot read them: the configured gain)."""
+        gains = gain_meta(self.link)
+        if gains["servo_gains"] is not None:
+            self._p_gains = np.array(
+                [gains["servo_gains"][n]["p"] for n in self.model.joint_names], dtype=float
+            )
+        return gains
+
     def _offsets(self, q: np.ndarray) -> np.ndarray:
         """Goal offsets (rad) for postures q (…, nq) standing on the ground: the gravity feed-forward, or zero."""
         if not self.gravity_compensation:
@@ -433,17 +443,10 @@ class Executor:
         total = len(todo)
         q = self.link.read()
         self._last_answer = time.monotonic()
-        # the servos' position-loop gains as they report them (the configured P gain is written on connect);
-        # the feed-forward's stiffness follows them (a link that cannot read them: the configured gain)
-        gains = gain_meta(self.link)
-        if gains["servo_gains"] is not None:
-            self._p_gains = np.array(
-                [gains["servo_gains"][n]["p"] for n in self.model.joint_names], dtype=float
-            )
         self.rec.update_meta(
             gravity_compensation=self.gravity_compensation,
             position_p_gain_configured=float(self.ex.position_p_gain),
-            **gains,
+            **self._read_gains(),
         )
         try:
             if todo:

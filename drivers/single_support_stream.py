@@ -130,10 +130,11 @@ def feedforward_offsets(
     qdd: np.ndarray,
     base: str,
     params: str,
+    p_gains: np.ndarray | None = None,
 ) -> np.ndarray:
     """Goal offsets Δq = τ / kp (rad, q's shape) with τ the inverse dynamics of the design parameters, base sole
-    held, clipped to the effort limits (beyond them the servo saturates anyway)."""
+    held, clipped to the effort limits (beyond them the servo saturates anyway); kp as `servo_stiffness`."""
     tau = dyn.rnea(model, np.atleast_2d(q), np.atleast_2d(qd), np.atleast_2d(qdd), params, base)
     effort = np.asarray(model.effort_limit, dtype=float)
-    out = np.clip(tau, -effort, effort) / servo_stiffness(model, config)
+    out = np.clip(tau, -effort, effort) / servo_stiffness(model, config, p_gains)
     return out.reshape(np.shape(q))

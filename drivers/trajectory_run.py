@@ -40,7 +40,6 @@ from shapely.geometry import MultiPoint
 from drivers.clock import Clock
 from drivers.config import RobotConfig
 from drivers.executor import Executor, Operator, Progress, SafetyTrip
-from drivers.link import gain_meta
 from drivers.realtime import steady_gc
 from drivers.run_files import SyncedLines, new_run_dir, write_run_meta
 from drivers.setpoints import LIMIT_TOL, STEP_RTOL, RunCheck, air_move, check_run, cosine_profile, ticks
@@ -292,6 +291,7 @@ class TrajectoryExecutor(Executor):
             raise DataError(f"trajectory refused before moving: {checked.problems[0]}")
         plan = checked.start_plan or start_plan_free(model, sp)
         rc = checked.run_check or RunCheck([], {}, 0.0)
+        self.sp = sp  # before the executor's own setup: its feed-forward check calls `_offsets`
         super().__init__(
             link, boards, plan, model, config, recorder, time_scale, operator, progress, tare_s, rc, clock
         )
@@ -300,17 +300,28 @@ class TrajectoryExecutor(Executor):
         self.sp = sp
         self.traj_result = TrajectoryRunResult(planned=len(sp.t))
         self._touch_since: float | None = None
-        self._ff = None  # single support: each streamed tick's inverse-dynamics goal offset
         if sp.single is not None:
             self.gravity_compensation = True
-            args = (sp.q, sp.single.qd, sp.single.qdd, sp.base, sp.params)
-            self._ff = feedforward_offsets(model, config, *args)
+        self.gravity_compensation = self.gravity_compensation and sp.standing
+        self._ff = (
+            self._stream_offsets()
+        )  # computed here to fail before moving; again with the gains read back
+
+    def _stream_offsets(self) -> np.ndarray | None:
+        """Each streamed tick's goal offset: single support, the inverse dynamics on the base sole; double
+        support with `[executor] gravity_compensation`, the gravity feed-forward at the tick's posture (the
+        lever-rule load split of `drivers.gravity`; the motion is slow against the servos' bandwidth)."""
+        sp = self.sp
+        if sp.single is not None:
+            args = (sp.q, sp.single.qd, sp.single.qdd, sp.base, sp.params, self._p_gains)
+            return feedforward_offsets(self.model, self.cfg, *args)
+        return super()._offsets(sp.q) if self.gravity_compensation else None
 
     def _offsets(self, q: np.ndarray) -> np.ndarray:
         if self.sp.single is None:
             return super()._offsets(q)
         z = np.zeros_like(np.asarray(q, dtype=float))  # held still on one sole: gravity only
-        return feedforward_offsets(self.model, self.cfg, q, z, z, self.sp.base, self.sp.params)
+        return feedforward_offsets(self.model, self.cfg, q, z, z, self.sp.base, self.sp.params, self._p_gains)
 
     def _to_start(self, q: np.ndarray) -> np.ndarray:
         p = self.plan.postures[0]
@@ -333,7 +344,8 @@ class TrajectoryExecutor(Executor):
         q = self.link.read()
         self._last_answer = time.monotonic()
         self.rec.update_meta(position_p_gain_configured=float(self.cfg.executor.position_p_gain),
-                             **gain_meta(self.link))  # fmt: skip
+                             gravity_compensation=self.gravity_compensation, **self._read_gains())  # fmt: skip
+        self._ff = self._stream_offsets()
         cells = polygon = None
         try:
             if sp.standing:
@@ -363,7 +375,7 @@ class TrajectoryExecutor(Executor):
                 )
             if sp.standing:  # let the landing die out on the boards before the excitation starts
                 t0 = self.clock.now()
-                off = self._offsets(p.q) if sp.single is not None else None
+                off = self._offsets(p.q) if self.gravity_compensation else None
                 while self.clock.now() - t0 < LANDING_S / self.k:
                     self._tick(p.q, 0, "settle", None, off)
             self._stream(cells, polygon)

@@ -95,6 +95,14 @@ class ProgressView:
         self.live.update(t)
 
 
+def run_config(args: argparse.Namespace):
+    """The robot configuration of a run: the file's (`--config`), with `--gravity-comp` turning the feed-forward on."""
+    config = load_config(args.config)
+    if getattr(args, "gravity_comp", False):
+        config.executor.gravity_compensation = True
+    return config
+
+
 def execute(args, model, plan, config, world_opts=None, progress=None, prepare=None, tare_s=1.0):
     """Run a plan; returns (RunResult, run dir). Shared by `poise run` and `poise demo`."""
     checked = check_run(plan, model, config, args.time_scale)  # every setpoint, before anything is sent
@@ -169,9 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise DataError(
             "a posture plan needs --boards (sim, bt:ADDR,ADDR, evdev:PATH,PATH or serial:PORT,PORT)"
         )
-    config = load_config(args.config)
-    if getattr(args, "gravity_comp", False):
-        config.executor.gravity_compensation = True
+    config = run_config(args)
     model = get_model(config.robot)
     plan = load_plan(args.plan, model)
     live = None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from rich.live import Live
 
-from drivers.config import RobotConfig, load_config
+from drivers.config import RobotConfig
 from drivers.emulators.world import WorldOptions
 from drivers.executor import Progress
 from drivers.session import Session
@@ -29,6 +29,7 @@ from drivers.trajectory_run import (
 )
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_to_dict
+from poise.cmd_run import run_config
 from poise.output import console, err_console, print_json, quantity_table
 from robots.tree import RobotModel
 
@@ -199,7 +200,7 @@ class _View:
 def cmd_run_trajectory(args: argparse.Namespace) -> int:
     if args.resume:
         raise DataError("--resume applies to posture plans; a trajectory run starts again in a new --out")
-    config = load_config(args.config)
+    config = run_config(args)
     opts = None
     if args.robot.startswith("sim"):
         # a dynamic recording: the twin's boards average over each report (no aliasing of the servo steps)

@@ -118,6 +118,27 @@ def test_trajectory_runs_end_to_end(tulip, plan_file, tmp_path):
     assert np.median(np.linalg.norm(cop - com, axis=1)) < 0.005
 
 
+@pytest.mark.parametrize("on", [False, True])
+def test_double_support_streams_the_gravity_feedforward_when_enabled(tulip, plan_file, tmp_path, on):
+    """`--gravity-comp`: every streamed goal is the setpoint plus the feed-forward at its posture (the kinematic
+    servos follow their goals, so the encoders show the offsets); off, the setpoints alone."""
+    from drivers.gravity import goal_offsets
+
+    out = tmp_path / "run"
+    args = ["run", str(plan_file), "--robot", "sim", "--boards", "sim", "--out", str(out), "--yes", "--json",
+            "--physics", "kinematic"] + (["--gravity-comp"] if on else [])  # fmt: skip
+    assert main(args) == 0
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["status"] == "completed" and meta["gravity_compensation"] is on
+    _, q_cmd, q_meas = _raw(out)
+    plan = load_trajectory_plan(plan_file)
+    offsets = goal_offsets(tulip, load_config(None), q_cmd, plan.params, plan.base)
+    assert np.degrees(np.abs(offsets).max()) > 0.3  # large enough to tell apart
+    shift = np.degrees((q_meas - q_cmd).mean(axis=0))  # the servos' lag averages out over the motion
+    expected = np.degrees(offsets.mean(axis=0)) if on else np.zeros(tulip.nq)
+    assert np.abs(shift - expected).max() < 0.1, (shift, expected)
+
+
 def test_limit_violation_refused_before_anything_is_sent(tulip, plan_file, tmp_path, monkeypatch, capsys):
     doc = json.loads(plan_file.read_text())
     a = doc["trajectory"]["independent"]["a"]
