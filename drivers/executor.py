@@ -130,8 +130,8 @@ class Operator:
     def lift(self, placement: int | None) -> None:
         pass
 
-    def place(self, placement, right_offset, left_offset) -> None:
-        pass
+    def place(self, placement, right_offset, left_offset, lifted: bool = False) -> None:
+        """Set the robot down for `placement`; `lifted`: on its base sole alone, the other sole in the air."""
 
 
 class Executor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 from drivers.clock import HOST_CLOCK, Clock
@@ -10,7 +11,9 @@ from drivers.emulators.world import SimWorld, WorldOptions
 from drivers.executor import Operator
 from drivers.link import open_link
 from drivers.wbb.open import board_drivers, start_all
-from formats.errors import DeviceError
+from formats.errors import DataError, DeviceError
+from robots.stance import other_site
+from robots.stance_spec import default_base
 from robots.tree import RobotModel
 
 
@@ -23,25 +26,44 @@ class SimOperator(Operator):
     def lift(self, placement) -> None:
         self.world.robot.lift()
 
-    def place(self, placement, right_offset, left_offset) -> None:
-        self.world.on_placement(placement, right_offset, left_offset)
+    def place(self, placement, right_offset, left_offset, lifted: bool = False) -> None:
+        self.world.on_placement(placement, right_offset, left_offset)  # the posture keeps a lifted sole up
+
+
+def sole_names(model: RobotModel) -> tuple[str, str]:
+    """(base, other) contact sites of a standing robot, for the operator's prompts; generic words otherwise."""
+    try:
+        base = default_base(model)
+        return model.base_site(base).name, other_site(model, base)
+    except (DataError, KeyError, ValueError):
+        return ("the base sole", "the other sole")
 
 
 class PromptOperator(Operator):
-    """Asks the person at the robot to lift / place it (Enter to continue)."""
+    """Asks the person at the robot to lift / place it (Enter to continue); `soles`: (base, other) site names."""
 
-    def __init__(self, ask=input, out=sys.stderr) -> None:
-        self.ask, self.out = ask, out
+    def __init__(
+        self, soles: tuple[str, str] = ("the base sole", "the other sole"), ask=input, out=sys.stderr
+    ) -> None:
+        self.soles, self.ask, self.out = soles, ask, out
 
     def lift(self, placement) -> None:
         self.ask("Lift the robot off the boards (on its stand), then press Enter ")
 
-    def place(self, placement, right_offset, left_offset) -> None:
-        x, y, psi = placement.left_foot
-        self.ask(
-            f"Placement {placement.index}: left foot at x={x * 1000:.0f} mm, y={y * 1000:.0f} mm, "
-            f"yaw={psi * 57.2958:.1f} deg from the right foot. Place the robot on the boards, then press Enter "
-        )
+    def place(self, placement, right_offset, left_offset, lifted: bool = False) -> None:
+        x, y, psi = placement.other_foot
+        base, other = self.soles
+        where = f"x={x * 1000:.0f} mm, y={y * 1000:.0f} mm, yaw={math.degrees(psi):.1f} deg from {base}"
+        if lifted:
+            self.ask(
+                f"Placement {placement.index}: stand the robot on {base} alone, on the first board, {other} kept in "
+                f"the air above {where}; then press Enter "
+            )
+        else:
+            self.ask(
+                f"Placement {placement.index}: {other} at {where}. Place the robot on the boards, then press "
+                "Enter "
+            )
 
 
 class Session:
@@ -80,7 +102,7 @@ class Session:
                 self.operator: Operator = SimOperator(self.world)
             else:  # no boards: a fixed-base robot (encoders only)
                 drivers = board_drivers(boards) if boards is not None else []
-                self.operator = PromptOperator() if prompt else Operator()
+                self.operator = PromptOperator(sole_names(model)) if prompt else Operator()
             self.link = open_link(robot, model.joint_names, config)
             self.link.connect()
             self.boards = start_all(drivers)

@@ -360,7 +360,7 @@ class TrajectoryExecutor(Executor):
                 cells = cells_in_base(board_poses_for(np.array(placement.other_foot), right_off, left_off))
                 polygon = self._support_polygon(p.q)
                 self.progress_cb(Progress(0, len(sp.t), 0, 0, "place"))
-                self.operator.place(placement, right_off, left_off)
+                self.operator.place(placement, right_off, left_off, lifted=sp.single is not None)
             self.progress_cb(Progress(0, len(sp.t), 0, 0, "settle"))
             for _ in range(self.ex.settle_attempts):
                 settled, q = self._settle(p.q, 0)

@@ -549,3 +549,19 @@ def test_standing_checks_trip_on_lasting_falls_and_tips_not_on_late_reports():
     check(cop, -0.01, 22.6, 0.5 * TIP_HOLD_S)
     with pytest.raises(SafetyTrip, match="10.0 mm outside the support polygon \\(tipping\\)"):
         check(cop, -0.01, 22.6, 0.51 * TIP_HOLD_S)
+
+
+def test_operator_prompts_name_the_robots_soles_and_a_lifted_start():
+    """The person at a real bench is told which contact site goes where, from the robot description; a single-
+    support start asks for the robot on its base sole alone."""
+    from drivers.session import PromptOperator, sole_names
+    from formats.plan import Placement
+    from robots.registry import get_model
+
+    asked: list[str] = []
+    op = PromptOperator(sole_names(get_model("tulip")), ask=asked.append)
+    op.place(Placement(2, (0.01, 0.13, 0.05)), None, None)
+    op.place(Placement(0, (0.0, 0.13, 0.0)), None, None, lifted=True)
+    assert "sole_l at x=10 mm, y=130 mm, yaw=2.9 deg from sole_r" in asked[0] and "on the boards" in asked[0]
+    assert "on sole_r alone" in asked[1] and "sole_l kept in the air" in asked[1]
+    assert sole_names(get_model("icub-right-arm")) == ("the base sole", "the other sole")  # no soles: generic
