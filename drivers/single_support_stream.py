@@ -27,11 +27,13 @@ from shapely.geometry import Polygon
 from drivers.config import RobotConfig
 from drivers.gravity import servo_stiffness
 from robots import dynamics as dyn
-from robots.kinematics import site_pose
-from robots.stance import signed_margin
+from robots.one_sole import one_sole, sole_polygon
 from robots.tree import RobotModel
 
-LIFT_TOL = 1e-4  # m the free sole may come below the design's lift at a tick (the design's own tolerance)
+LIFT_TOL = (
+    1e-4  # m the free sole may pass the design's lift or ceiling at a tick (the design's own tolerance)
+)
+TILT_TOL = 1e-4  # rad, the same for its tilt
 REST_TOL = 1e-6  # rad/s, rad/s²: the start is at rest
 TOUCH_SHARE = 0.1  # the free sole's board carrying this share of the weight ...
 TOUCH_HOLD_S = 0.1  # ... for this long (robot time): the free sole touched down
@@ -39,48 +41,22 @@ TOUCH_HOLD_S = 0.1  # ... for this long (robot time): the free sole touched down
 
 @dataclass
 class SingleSupport:
-    """What streaming on one sole needs besides the angles: the free sole, the design's clearance of its
-    lowest corner (m), the required ZMP margin (m) and the velocities and accelerations at the ticks."""
+    """What streaming on one sole needs besides the angles: the free sole, the design's band for its corners
+    (lift … max_lift m above the ground; None: no ceiling) and bound on its tilt (rad; None: any), the required
+    ZMP margin (m) and the velocities and accelerations at the ticks."""
 
     other: str
     lift: float
     margin: float
     qd: np.ndarray
     qdd: np.ndarray
-
-
-@dataclass
-class TickBalance:
-    """Each streamed tick's ZMP margin inside the base sole (m), vertical force (N) and free-sole lift (m)."""
-
-    margin: np.ndarray
-    fz: np.ndarray
-    lift: np.ndarray
+    max_lift: float | None = None
+    max_tilt: float | None = None
 
 
 def base_sole_polygon(model: RobotModel, base: str) -> Polygon:
     """The base sole's contact rectangle in the base frame (the robot description's site rectangle)."""
-    from trajectories.single_support import stance_polygon
-
-    return stance_polygon(model, base)
-
-
-def tick_balance(model: RobotModel, q: np.ndarray, ss: SingleSupport, base: str, params: str) -> TickBalance:
-    """ZMP (inverse dynamics of the design parameters, base sole held) and free-sole lift at every tick."""
-    w = dyn.base_wrench_regressor(model, q, ss.qd, ss.qdd, base, params) @ dyn.standard_parameters(
-        model, params
-    )
-    fz, mx, my = w[:, 2], w[:, 3], w[:, 4]
-    safe = np.where(fz > 0, fz, np.nan)
-    zmp = np.stack([-my / safe, mx / safe], axis=1)
-    margin = np.full(len(q), -np.inf)
-    ok = np.isfinite(zmp).all(axis=1)
-    margin[ok] = signed_margin(base_sole_polygon(model, base), zmp[ok])
-    x0, x1, y0, y1 = model.site(ss.other).rect
-    corners = np.array([[x0, y0, 0], [x1, y0, 0], [x1, y1, 0], [x0, y1, 0]], dtype=float)
-    R, p = site_pose(model, q, params, ss.other, base)
-    lift = (np.einsum("bij,kj->bki", R, corners)[..., 2] + p[:, None, 2]).min(axis=1)
-    return TickBalance(margin, fz, lift)
+    return sole_polygon(model, base)
 
 
 def single_support_problems(
@@ -99,7 +75,7 @@ def single_support_problems(
         problems.append(
             f"the start is not at rest (|q̇|, |q̈| up to {rest:.3g}): the robot would be set down moving"
         )
-    bal = tick_balance(model, q, ss, base, params)
+    bal = one_sole(model, q, ss.qd, ss.qdd, base, ss.other, params)
     need = max(ss.margin, float(config.executor.min_margin))
     if np.any(bal.fz <= 0):
         k = int(np.argmax(bal.fz <= 0))
@@ -113,11 +89,23 @@ def single_support_problems(
             f"setpoint {where}: ZMP {bal.margin[k] * 1000:.1f} mm inside the {base} sole < required "
             f"{need * 1000:.1f} mm"
         )
-    if bal.lift.min() < ss.lift - LIFT_TOL:
-        k = int(np.argmin(bal.lift))
+    if bal.lowest.min() < ss.lift - LIFT_TOL:
+        k = int(np.argmin(bal.lowest))
         problems.append(
-            f"setpoint at t = {t[k]:.3f} s: the {ss.other} sole is {bal.lift[k] * 1000:.1f} mm above the ground "
-            f"(< the design's lift {ss.lift * 1000:.1f} mm)"
+            f"setpoint at t = {t[k]:.3f} s: the {ss.other} sole is {bal.lowest[k] * 1000:.1f} mm above the "
+            f"ground (< the design's lift {ss.lift * 1000:.1f} mm)"
+        )
+    if ss.max_lift is not None and bal.highest.max() > ss.max_lift + LIFT_TOL:
+        k = int(np.argmax(bal.highest))
+        problems.append(
+            f"setpoint at t = {t[k]:.3f} s: the {ss.other} sole rises {bal.highest[k] * 1000:.0f} mm above the "
+            f"ground (> the design's ceiling {ss.max_lift * 1000:.0f} mm)"
+        )
+    if ss.max_tilt is not None and bal.tilt.max() > ss.max_tilt + TILT_TOL:
+        k = int(np.argmax(bal.tilt))
+        problems.append(
+            f"setpoint at t = {t[k]:.3f} s: the {ss.other} sole tilts {np.degrees(bal.tilt[k]):.1f}° (> the "
+            f"design's {np.degrees(ss.max_tilt):.1f}°)"
         )
     return problems
 

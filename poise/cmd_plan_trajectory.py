@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 from formats.errors import DataError
@@ -64,6 +65,10 @@ def register(s: argparse._SubParsersAction) -> None:
         default=0.02,
         help="single support: the lifted sole's corners stay this far above the ground [m] (default 0.02)",
     )
+    t.add_argument("--max-lift", type=at.positive, default=0.25,
+                   help="single support: ... and at most this far [m] (default 0.25)")  # fmt: skip
+    t.add_argument("--max-sole-tilt", type=at.number(0.0, 180.0, lo_open=True), default=30.0,
+                   help="single support: the lifted sole's plane within this of the ground's [deg] (default 30)")  # fmt: skip
     t.add_argument(
         "--zmp-margin",
         type=at.nonnegative,
@@ -172,6 +177,8 @@ def _settings(args: argparse.Namespace):
         simplified=args.simplified,
         motion=_motion(args),
         lift=args.lift,
+        max_lift=args.max_lift,
+        max_sole_tilt=math.radians(args.max_sole_tilt),
         zmp_margin=args.zmp_margin,
         load_share=args.load_share,
         self_collision=not args.no_self_collision,
@@ -276,17 +283,27 @@ def _print_design(s: dict) -> None:
         ("peak torque / limit", "—" if v["torque_ratio"] is None else f"{v['torque_ratio']:.3f}", "—"),
         ("verification grid step", f"{v['dt'] * 1000:.2f}", "ms"),
     ]
-    if v.get("min_zmp_margin_m") is not None:
-        rows.append(("min ZMP margin (shapely)", f"{v['min_zmp_margin_m'] * 1000:.1f}", "mm"))
-    if v.get("max_foot_drift_m") is not None:
-        rows.append(("held sole drift", f"{v['max_foot_drift_m'] * 1000:.2g}", "mm"))
-    if v.get("min_sole_lift_m") is not None:
-        rows.append(("lifted sole's lowest corner", f"{v['min_sole_lift_m'] * 1000:.1f}", "mm"))
+    rows += _standing_rows(v)
+    console.print(quantity_table(f"{s['robot']}: excitation trajectory → {s['out']}", rows))
+
+
+def _standing_rows(v: dict) -> list[tuple[str, str, str]]:
+    """Table rows of a verification's (`TrajectoryCheck.to_dict`) balance, lifted-sole and clearance figures."""
+    rows = []
+    for key, label, scale, fmt, unit in (
+        ("min_zmp_margin_m", "min ZMP margin (shapely)", 1000, ".1f", "mm"),
+        ("max_foot_drift_m", "held sole drift", 1000, ".2g", "mm"),
+        ("min_sole_lift_m", "lifted sole's lowest corner", 1000, ".1f", "mm"),
+        ("max_sole_height_m", "lifted sole's highest corner", 1000, ".0f", "mm"),
+        ("max_sole_tilt_rad", "lifted sole's largest tilt", 180 / math.pi, ".1f", "deg"),
+    ):
+        if v.get(key) is not None:
+            rows.append((label, format(v[key] * scale, fmt), unit))
     if v.get("min_self_clearance_m") is not None:
         rows.append(
             (f"closest links ({v['closest_links']})", f"{v['min_self_clearance_m'] * 1000:.1f}", "mm")
         )
-    console.print(quantity_table(f"{s['robot']}: excitation trajectory → {s['out']}", rows))
+    return rows
 
 
 def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
@@ -310,16 +327,7 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
         ("peak torque / limit", "—" if check.torque_ratio is None else f"{check.torque_ratio:.3f}", "—"),
         ("κ raw / column-scaled", f"{check.kappa:.1f} / {check.kappa_scaled:.3f}", "—"),
     ]
-    if check.min_zmp_margin_m is not None:
-        rows.append(("min ZMP margin (shapely)", f"{check.min_zmp_margin_m * 1000:.1f}", "mm"))
-    if check.max_foot_drift_m is not None:
-        rows.append(("held sole drift", f"{check.max_foot_drift_m * 1000:.2g}", "mm"))
-    if check.min_sole_lift_m is not None:
-        rows.append(("lifted sole's lowest corner", f"{check.min_sole_lift_m * 1000:.1f}", "mm"))
-    if check.min_self_clearance_m is not None:
-        rows.append(
-            (f"closest links ({check.closest_links})", f"{check.min_self_clearance_m * 1000:.1f}", "mm")
-        )
+    rows += _standing_rows(check.to_dict())
     table = quantity_table(f"{path}: {model.name}, {traj.duration:.1f} s, parameters {ps!r}", rows, "check")
     console.print(table)
     if check.ok:

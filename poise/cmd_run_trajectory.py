@@ -73,7 +73,7 @@ def prepare(
     sp = StreamPlan(t, q, base, ps, standing)
     if single:
         margin = float(plan.settings.get("zmp_margin", 0.0))
-        sp.single = SingleSupport(traj.other, traj.lift, margin, qd, qdd)
+        sp.single = SingleSupport(traj.other, traj.lift, margin, qd, qdd, traj.max_lift, traj.max_tilt)
     stream = check_stream(model, config, sp)
     return model, sp, stream.problems, stream
 

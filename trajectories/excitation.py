@@ -10,6 +10,7 @@ duration has the same singular values up to a factor. Everything is re-verified 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -68,6 +69,9 @@ class ExcitationSettings:
     load_share: float = 0.0  # double support: each sole's lever-rule share of the load ≥ this at every sample
     amplitude: float = 0.1  # rad, standing: harmonic amplitude of the random start
     lift: float = 0.02  # m, single support: the other sole's corners at least this far above the ground
+    max_lift: float | None = 0.25  # m, single support: ... and at most this far (None: no ceiling)
+    max_sole_tilt: float | None = math.radians(30.0)  # rad, single support: the lifted sole's plane within
+    # this of the ground's (None: any; a sole swung upside down is no experiment a person stands next to)
     self_collision: bool = True  # keep links apart (sphere sets from the URDF's collision geometry), if any
     collision_margin: float = 0.01  # m of clearance between links that can meet
 
@@ -78,6 +82,13 @@ class ExcitationSettings:
             raise DataError(f"zmp_margin must be a non-negative number of metres, got {self.zmp_margin}")
         if not (np.isfinite(self.lift) and 0 <= self.lift <= 1):
             raise DataError(f"lift must be in [0, 1] m, got {self.lift}")
+        if self.max_lift is not None and not (np.isfinite(self.max_lift) and self.max_lift > 2 * self.lift):
+            raise DataError(f"max_lift must be a height in m above twice the lift ({2 * self.lift:g} m), "
+                            f"got {self.max_lift}")  # fmt: skip
+        if self.max_sole_tilt is not None and not (
+            np.isfinite(self.max_sole_tilt) and 0 < self.max_sole_tilt <= math.pi
+        ):
+            raise DataError(f"max_sole_tilt must be in (0, π] rad, got {self.max_sole_tilt}")
         if not (np.isfinite(self.load_share) and 0 <= self.load_share < 0.5):
             raise DataError(f"load_share must be in [0, 0.5), got {self.load_share}")
         if not (np.isfinite(self.collision_margin) and 0 <= self.collision_margin <= 1):
@@ -518,7 +529,7 @@ def optimise(
     if settings.motion == "single-support":
         from trajectories.single_support import optimise_single_support
 
-        return optimise_single_support(model, settings, seed, settings.lift)
+        return optimise_single_support(model, settings, seed)
     t0 = time.perf_counter()
     x0 = start if start is not None else random_start(model, settings, np.random.default_rng(seed))
     prob, x, iterations, status, stages = solve_lazy_torques(

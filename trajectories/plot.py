@@ -19,9 +19,10 @@ def plot_trajectory(model: RobotModel, traj: Trajectory, base: str, params: str,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from robots.one_sole import sole_polygon
     from trajectories.balance_excitation import support_halfplanes
     from trajectories.closed_chain import ClosedChainTrajectory
-    from trajectories.single_support import SingleSupportTrajectory, stance_polygon
+    from trajectories.single_support import SingleSupportTrajectory
 
     t = sample_grid(traj, 0.01)
     q, qd, qdd = traj.sample(t)
@@ -33,7 +34,7 @@ def plot_trajectory(model: RobotModel, traj: Trajectory, base: str, params: str,
         _plot_standing(model, traj, traj.chain.base, hull, feet, "double", params, t, q, qd, qdd, out)
         return
     if isinstance(traj, SingleSupportTrajectory):
-        poly = stance_polygon(model, traj.base)
+        poly = sole_polygon(model, traj.base)
         _plot_standing(model, traj, traj.base, poly, [], "single", params, t, q, qd, qdd, out)
         return
     tau = dyn.rnea(model, q, qd, qdd, params, base)

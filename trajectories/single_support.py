@@ -10,15 +10,17 @@ grid (`excitation._mapped_grid`), the limits one constant sparse matrix (`excita
 
 from __future__ import annotations
 
+import math
+
 import casadi as ca
 import numpy as np
 from scipy import sparse
-from shapely.geometry import Polygon
 
 from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import cached_dynamic_base
 from robots.kinematics import site_pose_sym
+from robots.one_sole import sole_corners, sole_polygon
 from robots.stance import other_site
 from robots.stance_spec import resolve_base
 from robots.tree import RobotModel
@@ -33,14 +35,24 @@ from trajectories.excitation import (
 )
 from trajectories.fourier import FourierTrajectory, basis
 
-LIFT_BUFFER = 0.005  # m added to the lift at the grid samples: the sole moves between them
+LIFT_BUFFER = (
+    0.005  # m added to the lift (taken from the ceiling) at the grid samples: the sole moves between
+)
+TILT_BUFFER = math.radians(2.0)  # taken from the tilt bound at the grid samples, for the same reason
 
 
 class SingleSupportTrajectory:
-    """A Fourier trajectory of every joint, executed standing on the `base` sole with the `other` sole lifted."""
+    """A Fourier trajectory of every joint, executed standing on the `base` sole with the `other` sole lifted:
+    its corners `lift` to `max_lift` m above the ground, its plane within `max_tilt` rad of the ground's (None:
+    unbounded)."""
 
-    def __init__(self, motion: FourierTrajectory, base: str, other: str, lift: float) -> None:
+    def __init__(
+        self, motion: FourierTrajectory, base: str, other: str, lift: float, max_lift: float | None = None,
+        max_tilt: float | None = None,
+    ) -> None:  # fmt: skip
         self.motion, self.base, self.other, self.lift = motion, base, other, float(lift)
+        self.max_lift = None if max_lift is None else float(max_lift)
+        self.max_tilt = None if max_tilt is None else float(max_tilt)
         self.duration = motion.duration
 
     @property
@@ -52,6 +64,7 @@ class SingleSupportTrajectory:
 
     def to_json(self) -> dict:
         return {"kind": "single-support", "base": self.base, "other_site": self.other, "lift_m": self.lift,
+                "max_lift_m": self.max_lift, "max_tilt_rad": self.max_tilt,
                 "motion": self.motion.to_json()}  # fmt: skip
 
     @classmethod
@@ -60,32 +73,35 @@ class SingleSupportTrajectory:
             lift = float(d["lift_m"])
             if not (np.isfinite(lift) and lift >= 0):
                 raise ValueError(f"lift_m {lift!r} must be ≥ 0")
-            return cls(FourierTrajectory.from_json(d["motion"]), str(d["base"]), str(d["other_site"]), lift)
+            bounds = [d.get(k) for k in ("max_lift_m", "max_tilt_rad")]  # absent in older plans: unbounded
+            for k, v in zip(("max_lift_m", "max_tilt_rad"), bounds, strict=True):
+                if v is not None and not (np.isfinite(float(v)) and float(v) > 0):
+                    raise ValueError(f"{k} {v!r} must be a positive number or null")
+            return cls(FourierTrajectory.from_json(d["motion"]), str(d["base"]), str(d["other_site"]), lift,
+                       *bounds)  # fmt: skip
         except KeyError as exc:
             raise DataError(f"malformed single-support trajectory (missing {exc})") from None
         except (TypeError, ValueError) as exc:
             raise DataError(f"malformed single-support trajectory ({exc})") from None
 
 
-def stance_polygon(model: RobotModel, base: str) -> Polygon:
-    """The base sole's contact rectangle in the base frame (the sole's own frame: it does not move)."""
-    site = model.base_site(base)
-    if site.rect is None:
-        raise DataError(f"{model.name!r}: base {base!r} has no contact rectangle to stand on")
-    x0, x1, y0, y1 = site.rect
-    return Polygon([(x0, y0), (x1, y0), (x1, y1), (x0, y1)])
-
-
-def sole_heights_function(model: RobotModel, base: str, other: str, params: str) -> ca.Function:
-    """(q, q̇, q̈) → heights (4) of the other sole's corners above the base sole's plane."""
+def lifted_sole_function(model: RobotModel, base: str, other: str, params: str) -> ca.Function:
+    """(q, q̇, q̈) → heights (4) of the other sole's corners above the base sole's plane, then the cosine of
+    its tilt from that plane (1)."""
     q, qd, qdd = (ca.SX.sym(nm, model.nq) for nm in ("q", "qd", "qdd"))
     R, p = site_pose_sym(model, q, params, other, base)
-    site = model.site(other)
-    if site.rect is None:
-        raise DataError(f"{model.name!r}: the other sole {other!r} has no contact rectangle")
-    x0, x1, y0, y1 = site.rect
-    z = [(p + R @ ca.DM([x, y, 0.0]))[2] for x, y in ((x0, y0), (x1, y0), (x1, y1), (x0, y1))]
-    return ca.Function("sole_heights", [q, qd, qdd], [ca.vertcat(*z)])
+    z = [(p + R @ ca.DM(c))[2] for c in sole_corners(model, other)]
+    return ca.Function("lifted_sole", [q, qd, qdd], [ca.vertcat(*z, R[2, 2])])
+
+
+def _lifted_bounds(settings: ExcitationSettings, lift: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of `lifted_sole_function` at n samples (corner heights by corner, then the tilt's cosines)."""
+    top = np.inf if settings.max_lift is None else settings.max_lift - LIFT_BUFFER
+    cos_tilt = (
+        -1.0 if settings.max_sole_tilt is None else np.cos(max(settings.max_sole_tilt - TILT_BUFFER, 0.0))
+    )
+    return (np.r_[np.full(4 * n, lift + LIFT_BUFFER), np.full(n, cos_tilt)],
+            np.r_[np.full(4 * n, top), np.full(n, np.inf)])  # fmt: skip
 
 
 def design_single_support_problem(
@@ -115,8 +131,8 @@ def design_single_support_problem(
     w3 = w_node(x)  # fz at every sample, then mx, then my
     Y = dyn.torque_regressor_function(model, base, params)(qs, qds, qdds)
     tau_node = _mapped_grid("torques", ca.Function("torque", [qs, qds, qdds], [Y @ phi]), bases)
-    h_node = _mapped_grid("sole_heights", sole_heights_function(model, base, other, params), bases)
-    poly = stance_polygon(model, base)
+    h_node = _mapped_grid("lifted_sole", lifted_sole_function(model, base, other, params), bases)
+    poly = sole_polygon(model, base)
     N, d = halfplanes(poly)
     margin = settings.zmp_margin + ZMP_BUFFER
     if poly.exterior.distance(poly.centroid) <= margin:
@@ -130,8 +146,9 @@ def design_single_support_problem(
     _, _, _, _, tmax = _limits(model, settings)
     G, lbg, ubg = linear_limit_rows(model, settings)
     g = [ca.mtimes(ca.DM(G), x), ca.mtimes(ca.DM(Z), w3), w3[:K], h_node(x)]
-    lbg += [np.full(Z.shape[0], -np.inf), np.zeros(K), np.full(4 * K, lift + LIFT_BUFFER)]
-    ubg += [np.zeros(Z.shape[0]), np.full(K, np.inf), np.full(4 * K, np.inf)]
+    lo_h, hi_h = _lifted_bounds(settings, lift, K)
+    lbg += [np.full(Z.shape[0], -np.inf), np.zeros(K), lo_h]
+    ubg += [np.zeros(Z.shape[0]), np.full(K, np.inf), hi_h]
     tau = tau_node(x)
     if torque_rows and np.all(np.isfinite(tmax)):
         g.append(tau)
@@ -142,32 +159,32 @@ def design_single_support_problem(
                            other=other, polygon=poly)  # fmt: skip
 
 
-def nominal_posture(model: RobotModel, base: str, params: str, lift: float, margin: float) -> np.ndarray:
-    """The posture nearest mid-range that stands still on the base sole: CoM ≥ `margin` inside it, the other
-    sole's corners ≥ 2·`lift` above the ground (room for the excitation around it)."""
+def nominal_posture(model: RobotModel, base: str, params: str, settings: ExcitationSettings) -> np.ndarray:
+    """The posture nearest mid-range that stands still on the base sole: CoM ≥ the margin inside it, the other
+    sole's corners ≥ 2·lift above the ground (room for the excitation around it) and within the settings'
+    ceiling and tilt."""
     q = ca.SX.sym("q", model.nq)
     z = ca.SX.zeros(model.nq)
     w = dyn.base_wrench_regressor_function(model, base, params)(q, z, z)[[2, 3, 4], :] @ ca.DM(
         dyn.standard_parameters(model, params)
     )
-    N, d = halfplanes(stance_polygon(model, base))
-    heights = sole_heights_function(model, base, other_site(model, base), params)(q, z, z)
+    N, d = halfplanes(sole_polygon(model, base))
+    margin = settings.zmp_margin + ZMP_BUFFER
+    lifted = lifted_sole_function(model, base, other_site(model, base), params)(q, z, z)
+    lo_h, hi_h = _lifted_bounds(settings, 2 * settings.lift, 1)
     lo, hi = model.lower, model.upper
     mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, 0.0)
-    g = ca.vertcat(ca.DM(N) @ ca.vertcat(-w[2], w[1]) - ca.DM(d - margin) * w[0], heights)
+    g = ca.vertcat(ca.DM(N) @ ca.vertcat(-w[2], w[1]) - ca.DM(d - margin) * w[0], lifted)
     solver = ca.nlpsol("single_support_nominal", "ipopt", {"x": q, "f": ca.sumsqr(q - mid), "g": g},
                        {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes"})  # fmt: skip
     sol = solver(x0=mid, lbx=np.where(np.isfinite(lo), lo, -np.pi), ubx=np.where(np.isfinite(hi), hi, np.pi),
-                 lbg=np.r_[np.full(len(d), -np.inf), np.full(4, 2 * lift)],
-                 ubg=np.r_[np.zeros(len(d)), np.full(4, np.inf)])  # fmt: skip
+                 lbg=np.r_[np.full(len(d), -np.inf), lo_h], ubg=np.r_[np.zeros(len(d)), hi_h])  # fmt: skip
     if not solver.stats()["success"]:
         raise DataError(f"{model.name!r} finds no posture standing on {base!r} with the other sole lifted")
     return np.asarray(sol["x"]).ravel()
 
 
-def optimise_single_support(
-    model: RobotModel, settings: ExcitationSettings, seed: int = 0, lift: float = 0.02
-):
+def optimise_single_support(model: RobotModel, settings: ExcitationSettings, seed: int = 0):
     """Design one single-support excitation from small random harmonics around the nominal posture."""
     import time
 
@@ -179,7 +196,8 @@ def optimise_single_support(
     base = resolve_base(model, settings.base)
     params = settings.params or next(iter(model.params))
     lo, hi, _, _, _ = _limits(model, settings)
-    q0 = np.clip(nominal_posture(model, base, params, lift, settings.zmp_margin + ZMP_BUFFER), lo, hi)
+    lift = settings.lift
+    q0 = np.clip(nominal_posture(model, base, params, settings), lo, hi)
     L, n = settings.harmonics, model.nq
     a = rng.uniform(-1, 1, (n, L)) * settings.amplitude / L
     b = rng.uniform(-1, 1, (n, L)) * settings.amplitude / L
@@ -195,7 +213,9 @@ def optimise_single_support(
     motion = FourierTrajectory.from_coefficients(
         x.reshape(m, n, order="F"), settings.period, settings.duration
     )
-    traj = SingleSupportTrajectory(motion, base, prob["other"], lift)
+    traj = SingleSupportTrajectory(
+        motion, base, prob["other"], lift, settings.max_lift, settings.max_sole_tilt
+    )
     from robots.conditioning import kappa, normalised_columns
 
     W = np.asarray(prob["W_fun"](x))

@@ -36,6 +36,8 @@ class TrajectoryCheck:
     max_foot_drift_m: float | None = None  # closed chains: the held sole's largest deviation from its pose
     load_share_range: tuple[float, float] | None = None  # double support: the other sole's lever-rule share
     min_sole_lift_m: float | None = None  # single support: the lifted sole's lowest corner above the ground
+    max_sole_height_m: float | None = None  # ... its highest corner above the ground
+    max_sole_tilt_rad: float | None = None  # ... its plane's largest tilt from the ground's
     min_self_clearance_m: float | None = None  # robots with collision geometry: closest approach of two links
     closest_links: str | None = None  # the pair of links at that approach
 
@@ -107,12 +109,12 @@ def check_trajectory(
     zmp_min = drift = None
     for msg in _coupled(model, q):
         problems.append(msg)
-    lift = None
+    lifted = None
     if chain is not None:
         zmp_min, drift, share = _balance(model, chain, q, qd, qdd, params, problems, zmp_margin, load_share)
     else:
         if single is not None:
-            zmp_min, lift = _single_support(model, single, q, qd, qdd, params, problems, zmp_margin)
+            zmp_min, lifted = _single_support(model, single, q, qd, qdd, params, problems, zmp_margin)
             base = single.base
         if np.all(np.isfinite(tmax)):
             tr = _torques(model, q, qd, qdd, params, base, tmax, problems)
@@ -130,7 +132,9 @@ def check_trajectory(
     return TrajectoryCheck(
         min_zmp_margin_m=zmp_min,
         max_foot_drift_m=drift,
-        min_sole_lift_m=lift,
+        min_sole_lift_m=None if lifted is None else lifted[0],
+        max_sole_height_m=None if lifted is None else lifted[1],
+        max_sole_tilt_rad=None if lifted is None else lifted[2],
         load_share_range=share if chain is not None else None,
         min_self_clearance_m=clear,
         closest_links=closest,
@@ -158,33 +162,29 @@ def _torques(model, q, qd, qdd, params, base, tmax, problems) -> float:
     return tr
 
 
-def _single_support(model, traj, q, qd, qdd, params, problems, zmp_margin) -> tuple[float, float]:
-    """ZMP margin inside the stance sole (shapely, numpy dynamics) and the lifted sole's lowest corner above
-    the ground (m) over the samples; problems appended."""
-    from robots.kinematics import site_pose
-    from robots.stance import signed_margin
-    from trajectories.single_support import stance_polygon
+def _single_support(model, traj, q, qd, qdd, params, problems, zmp_margin) -> tuple[float, tuple[float, ...]]:
+    """ZMP margin inside the stance sole and the lifted sole's lowest and highest corner above the ground (m)
+    and largest tilt (rad) over the samples (`robots.one_sole`); problems appended."""
+    from robots.one_sole import one_sole
 
-    w = dyn.base_wrench_regressor(model, q, qd, qdd, traj.base, params) @ dyn.standard_parameters(
-        model, params
-    )
-    fz, mx, my = w[:, 2], w[:, 3], w[:, 4]
-    if fz.min() <= 0:
+    s = one_sole(model, q, qd, qdd, traj.base, traj.other, params)
+    if s.fz.min() <= 0:
         problems.append("the stance sole would leave the ground (Fz ≤ 0)")
-    zmp = np.stack([-my / fz, mx / fz], axis=1)
-    marg = float(signed_margin(stance_polygon(model, traj.base), zmp).min())
+    marg = float(s.margin.min())
     if marg < zmp_margin - 1e-4:
         problems.append(f"ZMP margin {marg * 1000:.1f} mm < required {zmp_margin * 1000:.1f} mm")
-    site = model.site(traj.other)
-    x0, x1, y0, y1 = site.rect
-    R, p = site_pose(model, q, params, traj.other, traj.base)
-    corners = np.array([[x0, y0, 0], [x1, y0, 0], [x1, y1, 0], [x0, y1, 0]], dtype=float)
-    lift = float((np.einsum("bij,kj->bki", R, corners)[..., 2] + p[:, None, 2]).min())
-    if lift < traj.lift - 1e-4:
+    low, high, tilt = float(s.lowest.min()), float(s.highest.max()), float(s.tilt.max())
+    if low < traj.lift - 1e-4:
         problems.append(
-            f"the lifted sole comes {lift * 1000:.1f} mm above the ground (< {traj.lift * 1000:.1f} mm)"
+            f"the lifted sole comes {low * 1000:.1f} mm above the ground (< {traj.lift * 1000:.1f} mm)"
         )
-    return marg, lift
+    if traj.max_lift is not None and high > traj.max_lift + 1e-4:
+        problems.append(
+            f"the lifted sole rises {high * 1000:.0f} mm above the ground (> {traj.max_lift * 1000:.0f} mm)"
+        )
+    if traj.max_tilt is not None and tilt > traj.max_tilt + 1e-4:
+        problems.append(f"the lifted sole tilts {np.degrees(tilt):.1f}° (> {np.degrees(traj.max_tilt):.1f}°)")
+    return marg, (low, high, tilt)
 
 
 def regressor_spec(traj: Trajectory, base: str) -> tuple[RegressorSpec, str]:

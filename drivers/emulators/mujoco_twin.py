@@ -280,6 +280,7 @@ class Twin:
         self.site_ids = {
             s.name: mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_SITE, s.name) for s in model.sites
         }
+        self._own_boards()
         self.ticks_per_rad = TICKS_PER_REV / (2 * math.pi)
         self.torque = np.zeros(model.nq, dtype=bool)
         self.goal = np.zeros(model.nq) if q0 is None else np.array(q0, dtype=float)
@@ -314,6 +315,19 @@ class Twin:
         self.d.qpos[self.qadr] = self.goal
         self._apply()
         self.lift()
+
+    def _own_boards(self) -> None:
+        """Each sole meets the floor, the other sole and its own board's plate only (the base sole board 0, the
+        other board 1). Real boards cannot overlap; the twin's plates, placed from the configuration, do where
+        the feet are closer than a board is wide, and a sole over both plates would split its load between
+        them — the executor's per-board checks read each board as its own sole's."""
+        floor, bit = 1, [2, 4]
+        for i, g in enumerate(self.board_geoms):
+            self.m.geom_contype[g] = self.m.geom_conaffinity[g] = bit[i]
+        others = [s for s in self.soles if s != self.base_site]
+        for i, s in enumerate([self.base_site, *others][:2]):
+            g = self.sole_geoms[s]
+            self.m.geom_contype[g] = self.m.geom_conaffinity[g] = floor | bit[i]
 
     # ---------------------------------------------------------------- time
     @property

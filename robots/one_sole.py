@@ -1,0 +1,70 @@
+"""Standing on one sole: the balance and the lifted sole's place, evaluated on a batch of states.
+
+One implementation shared by the single-support design's verification (`trajectories.verify`) and the drivers'
+pre-flight check of every streamed tick (`drivers.single_support_stream`): the ZMP of the inverse dynamics with
+the base sole held, its margin inside the base sole's rectangle, and where the lifted sole's corners are (lowest
+and highest above the ground) and how far its plane is tilted from the ground's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from shapely.geometry import Polygon
+
+from formats.errors import DataError
+from robots import dynamics as dyn
+from robots.kinematics import site_pose
+from robots.stance import signed_margin
+from robots.tree import RobotModel
+
+
+def sole_polygon(model: RobotModel, base: str) -> Polygon:
+    """The base sole's contact rectangle in the base frame (the sole's own frame: it does not move)."""
+    site = model.base_site(base)
+    if site.rect is None:
+        raise DataError(f"{model.name!r}: base {base!r} has no contact rectangle to stand on")
+    x0, x1, y0, y1 = site.rect
+    return Polygon([(x0, y0), (x1, y0), (x1, y1), (x0, y1)])
+
+
+def sole_corners(model: RobotModel, site: str) -> np.ndarray:
+    """The four corners (4, 3) of a contact site's rectangle in the site frame."""
+    rect = model.site(site).rect
+    if rect is None:
+        raise DataError(f"{model.name!r}: the other sole {site!r} has no contact rectangle")
+    x0, x1, y0, y1 = rect
+    return np.array([[x0, y0, 0], [x1, y0, 0], [x1, y1, 0], [x0, y1, 0]], dtype=float)
+
+
+@dataclass
+class OneSole:
+    """Per state (K,): ZMP margin inside the base sole (m; −inf where Fz ≤ 0), vertical force Fz (N), the lifted
+    sole's lowest and highest corner above the ground (m) and its tilt from the ground's plane (rad)."""
+
+    margin: np.ndarray
+    fz: np.ndarray
+    lowest: np.ndarray
+    highest: np.ndarray
+    tilt: np.ndarray
+
+
+def one_sole(
+    model: RobotModel, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, base: str, other: str, params
+) -> OneSole:
+    """Balance and lifted-sole place of states (K, nq) standing on `base` with `other` in the air (design
+    parameters `params`: the ZMP is what the model predicts)."""
+    q, qd, qdd = (np.atleast_2d(np.asarray(a, dtype=float)) for a in (q, qd, qdd))
+    w = dyn.base_wrench_regressor(model, q, qd, qdd, base, params) @ dyn.standard_parameters(model, params)
+    fz, mx, my = w[:, 2], w[:, 3], w[:, 4]
+    safe = np.where(fz > 0, fz, np.nan)
+    zmp = np.stack([-my / safe, mx / safe], axis=1)
+    margin = np.full(len(q), -np.inf)
+    ok = np.isfinite(zmp).all(axis=1)
+    if ok.any():
+        margin[ok] = signed_margin(sole_polygon(model, base), zmp[ok])
+    R, p = site_pose(model, q, params, other, base)
+    z = np.einsum("bij,kj->bki", R, sole_corners(model, other))[..., 2] + p[:, None, 2]
+    tilt = np.arccos(np.clip(R[:, 2, 2], -1.0, 1.0))
+    return OneSole(margin, fz, z.min(axis=1), z.max(axis=1), tilt)
