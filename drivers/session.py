@@ -27,7 +27,7 @@ class SimOperator(Operator):
         self.world.robot.lift()
 
     def place(self, placement, right_offset, left_offset, lifted: bool = False) -> None:
-        self.world.on_placement(placement, right_offset, left_offset)  # the posture keeps a lifted sole up
+        self.world.on_placement(placement, right_offset, left_offset, lifted)
 
 
 def sole_names(model: RobotModel) -> tuple[str, str]:

@@ -542,9 +542,10 @@ class Twin:
             self._integral[:] = 0.0
             self._cache = (-1.0, np.zeros(8))
 
-    def place(self, board_poses: list[np.ndarray]) -> None:
+    def place(self, board_poses: list[np.ndarray], lifted: bool = False) -> None:
         """Boards at their (x, y, yaw) poses in the base frame; the robot set down with its base sole on board
-        0's top at the base frame's origin (the other sole lands where the posture puts it)."""
+        0's top at the base frame's origin (the other sole lands where the posture puts it). `lifted`: a
+        single-support start — the other sole is meant to stay in the air, and touching down is an event."""
         with self.lock:
             self._advance()
             for i, (x, y, psi) in enumerate(board_poses):
@@ -567,7 +568,7 @@ class Twin:
             self._active: set[str] = set()
             self._landed: set[str] = set()
             # a sole set down in the air (single support) must stay there: touching down is an event
-            self._placed_lifted = {s for s in self.soles if self._sole_lift(s) > 0.002}
+            self._placed_lifted = {s for s in self.soles if s != self.base_site} if lifted else set()
             self._cache = (-1.0, np.zeros(8))
             self._ext_sum[:], self._ext_n[:] = 0.0, 0
             self._ext_last = [None, None]
@@ -602,15 +603,6 @@ class Twin:
             m.eq_data[eq, 6:10] = _quat(R1.T @ R2)
             m.eq_data[eq, 10] = 1.0
             d.eq_active[eq] = 1
-
-    def _sole_lift(self, site: str) -> float:
-        """Height (m) of a sole's lowest corner above the boards' tops."""
-        sid = self.site_ids[site]
-        R, p = self.d.site_xmat[sid].reshape(3, 3), self.d.site_xpos[sid]
-        x0, x1, y0, y1 = self.model.site(site).rect
-        return (
-            min(float((p + R @ np.array([x, y, 0.0]))[2]) for x in (x0, x1) for y in (y0, y1)) - BOARD_SIZE[2]
-        )
 
     def _sole_corners_z(self) -> list[float]:
         out = []
@@ -755,14 +747,14 @@ class TwinRobot:
         self.placement_error = placement_error
         self.rng = np.random.default_rng(seed)
 
-    def place(self, other_foot, right_offset, left_offset) -> None:
+    def place(self, other_foot, right_offset, left_offset, lifted: bool = False) -> None:
         from drivers.wbb.geometry import board_poses_for
 
         poses = board_poses_for(np.asarray(other_foot), np.asarray(right_offset), np.asarray(left_offset))
         s_xy, s_psi = self.placement_error
         if s_xy > 0 or s_psi > 0:
             poses = [p + np.r_[self.rng.normal(0, s_xy, 2), self.rng.normal(0, s_psi)] for p in poses]
-        self.twin.place(poses)
+        self.twin.place(poses, lifted)
 
     def lift(self) -> None:
         self.twin.lift()

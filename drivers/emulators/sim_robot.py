@@ -95,8 +95,9 @@ class SimRobot:
         self._cache = (-1.0, np.zeros(8))
         self._lock = threading.Lock()
 
-    def place(self, left_foot, right_offset, left_offset) -> None:
-        """Stand the robot on the boards for a placement (plan's left-foot pose, boards' offsets)."""
+    def place(self, left_foot, right_offset, left_offset, lifted: bool = False) -> None:
+        """Stand the robot on the boards for a placement (plan's left-foot pose, boards' offsets); `lifted` (a
+        single-support start) changes nothing here: the loads follow the model's CoM either way."""
         poses = board_poses_for(np.asarray(left_foot), np.asarray(right_offset), np.asarray(left_offset))
         s_xy, s_psi = self.placement_error
         if s_xy > 0 or s_psi > 0:

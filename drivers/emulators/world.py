@@ -127,9 +127,9 @@ class SimWorld:
                 out.append(lambda p=path: open_serial_bridge(p))
         return out
 
-    def on_placement(self, placement, right_offset, left_offset) -> None:
-        """The operator lifts the robot and re-places it on the boards."""
-        self.robot.place(placement.left_foot, right_offset, left_offset)
+    def on_placement(self, placement, right_offset, left_offset, lifted: bool = False) -> None:
+        """The operator lifts the robot and re-places it on the boards (`lifted`: on its base sole alone)."""
+        self.robot.place(placement.other_foot, right_offset, left_offset, lifted)
 
     def close(self) -> None:
         if self.twin is not None:
