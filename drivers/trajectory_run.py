@@ -62,6 +62,7 @@ class StreamPlan:
     base: str
     params: str
     standing: bool  # double support on two boards (else a fixed-base robot, no boards)
+    band_hz: float | None = None  # the motion's highest frequency: recording metadata motion_band_hz
 
     @property
     def rate_hz(self) -> float:
@@ -178,6 +179,7 @@ class TrajectoryRecorder:
         meta: dict,
         period: float,
         time_scale: float = 1.0,
+        band_hz: float | None = None,
     ) -> None:
         self.dir = new_run_dir(run_dir, RUN_FILES)
         self.meta_path = self.dir / "run.json"
@@ -203,6 +205,8 @@ class TrajectoryRecorder:
                 # the cells' plane lies a plate height below the soles: their moments include h·Fx, h·Fy
                 "moment_z_m": f"{-PLATE_HEIGHT:.6g}",
             }
+            if band_hz is not None:  # `identify dynamic`'s default cut-off follows the motion's band
+                rmeta["motion_band_hz"] = f"{band_hz:.6g}"
             self.recording = DynamicRecordingAppender(
                 self.dir / "recording.csv", model.name, base, list(names), tau=False, wrench=True, meta=rmeta
             )

@@ -97,7 +97,7 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     from formats.trajectory_plan import load_trajectory_plan
     from robots.params_io import perturbed, resolve_params, save_parameter_set
     from trajectories.closed_chain import ClosedChainTrajectory
-    from trajectories.fourier import FourierTrajectory
+    from trajectories.parametrisation import motion_band_hz
     from trajectories.plan import plan_model, plan_trajectory
     from trajectories.single_support import SingleSupportTrajectory
     from trajectories.verify import sample_grid
@@ -136,9 +136,9 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}"}
     if single:
         meta["motion"] = "single-support"  # the estimator's base parameters: the other sole moves freely
-    fourier = traj.motion if single else traj
-    if isinstance(fourier, FourierTrajectory):  # the identification's default cut-off follows it
-        meta["motion_band_hz"] = f"{fourier.highest_frequency:.6g}"
+    band = motion_band_hz(traj)
+    if band is not None:  # the identification's default cut-off follows it
+        meta["motion_band_hz"] = f"{band:.6g}"
     if plan.robot_source:
         meta["robot_source"] = plan.robot_source
     rec = DynamicRecording(model.name, plan.base, list(model.joint_names), t, qm, tau, wrench, meta=meta)

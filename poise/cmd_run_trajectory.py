@@ -50,6 +50,7 @@ def prepare(
     """(model, setpoints, problems, their check): the plan-check checks first; when they pass, the trajectory
     sampled at the configuration's rate and every setpoint checked."""
     from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.parametrisation import motion_band_hz
     from trajectories.plan import check_plan, plan_model, plan_trajectory
 
     model = plan_model(plan)
@@ -69,7 +70,8 @@ def prepare(
         return model, None, list(check.problems), None
     standing = isinstance(traj, ClosedChainTrajectory)
     t = tick_times(traj.duration, config.executor.rate_hz)
-    sp = StreamPlan(t, traj.sample(t)[0], traj.chain.base if standing else plan.base, ps, standing)
+    base = traj.chain.base if standing else plan.base
+    sp = StreamPlan(t, traj.sample(t)[0], base, ps, standing, motion_band_hz(traj))
     stream = check_stream(model, config, sp)
     return model, sp, stream.problems, stream
 
@@ -123,7 +125,7 @@ def run_trajectory(
     if world_opts is not None and world_opts.clamp_soles:
         meta["soles"] = "clamped to the boards (twin)"
     rec = TrajectoryRecorder(
-        out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale
+        out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale, sp.band_hz
     )
     status = "running"
     result = None
