@@ -78,6 +78,16 @@ class DynamicFit:
     reference: dict = field(default_factory=dict)
     kappa_scaled: float = float("nan")  # κ of the column-normalised regressor of the estimated parameters
     fixed: dict[str, str] = field(default_factory=dict)  # base parameters held at their prior value, and why
+    inertial: int = 0  # the first `inertial` estimates are base inertial parameters (the rest friction)
+
+    def determined(self, pct: float = WELL_IDENTIFIED_PCT) -> tuple[list[str], list[str]]:
+        """The estimated base inertial parameters this motion determines to `pct` % relative SE, and those it does
+        not (held-at-prior ones are in neither): what a user may rely on, named."""
+        good, poor = [], []
+        for k in range(self.inertial):
+            if np.isfinite(self.se[k]):
+                (good if self.rel_se_pct[k] < pct else poor).append(self.symbols[k])
+        return good, poor
 
     def to_dict(self) -> dict:
         return {
@@ -301,6 +311,7 @@ class DynamicEstimator:
             weighted=self.weighted,
             kappa_scaled=kappa(normalised_columns(A[:, free])[0]),
             fixed=fixed,
+            inertial=db.rank,
         )
         return self
 

@@ -205,7 +205,16 @@ def test_cli_simulate_and_identify(tmp_path, capsys, setup):
     assert out["reference"]["within_3se"] >= 0.9 * len(out["reference"]["z"])
     assert out["validation"]["total_relative_pct"] < 5
     assert (tmp_path / "fit.png").stat().st_size > 10_000
+    # what the recording determines to --well % relative SE, and what it does not: every inertial estimate, named
+    inertial = [p for p in out["parameters"] if not p["symbol"].startswith(("fv@", "fc@"))]
+    assert out["well_pct"] == 15.0 and out["determined"]
+    assert sorted(out["determined"] + out["not_determined"]) == sorted(p["symbol"] for p in inertial)
+    assert all((p["rel_se_pct"] < 15.0) == (p["symbol"] in out["determined"]) for p in inertial)
+    capsys.readouterr()
+    assert main(["identify", "dynamic", str(rec), "--well", "1e-9", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["determined"] == []
     assert main(["identify", "dynamic", str(rec), "--cutoff-hz", "nan"]) == 2
+    assert main(["identify", "dynamic", str(rec), "--well", "0"]) == 2
     assert main(["simulate", "trajectory", str(plan), "--out", str(rec), "--rate-hz", "-5"]) == 2
 
 
