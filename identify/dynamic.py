@@ -38,8 +38,8 @@ EDGE_PERIODS = 2.0
 MAX_EDGE_FRACTION = 0.1
 # the residuals' spectrum is estimated flat within bands split at these fractions of the cut-off. Chosen by a
 # Monte-Carlo (tests/test_dynamic_standard_errors.py) over white to AR(1) noise of up to 1 s correlation time: on a
-# 10 s TUlip design at 2 Hz, mean z² 0.88–1.17 at a 0.35 split (0.5: 1.03–1.59; 0.25: 0.44–0.71, SEs too large);
-# on a 20 s design at 1.2 Hz 0.97–1.2 for any split
+# 10 s TUlip design at 2 Hz, mean z² 0.87–1.17 at a 0.35 split (0.5: 1.03–1.59; 0.25: 0.44–0.71, SEs too large);
+# on a 20 s design at 1.2 Hz 0.95–1.10 (0.91–1.2 for the other splits)
 SPECTRUM_SPLITS = (0.35,)
 # decimation: 4 f_c exceeds the Nyquist rate 2 f_c of the filtered signals, so nothing is lost
 SAMPLES_PER_CUTOFF_PERIOD = 4

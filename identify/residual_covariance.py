@@ -59,14 +59,27 @@ def banded_covariance(
     edges = [0.0] + [s * cutoff_hz for s in splits] + [rate_hz / 2]
     lags = np.abs(np.arange(S)[:, None] - np.arange(S)[None, :])
     T = band_autocovariances(np.arange(S) * dt, cutoff_hz, rate_hz, edges)[:, lags]  # (bands, S, S)
-    present = _per_kind(np.ones(m), sample, row, n, S)  # (n, S)
     Q, Rq = np.linalg.qr(Aw)  # Aw = Q Rq: cov = Rq⁻¹ QᵀΣQ Rq⁻ᵀ stays positive for an ill-conditioned Aw
     U = _per_kind(Q, sample, row, n, S)  # the orthonormal basis of the columns, per kind
-    R = _per_kind(res, sample, row, n, S)
+    present = _per_kind(np.ones(m), sample, row, n, S)
+    levels = _band_levels(T, U, present, _per_kind(res, sample, row, n, S))
+    meat = np.zeros((p, p))  # QᵀΣQ
+    for Tb, P in zip(T, levels, strict=True):
+        meat += np.einsum("jk,jsp,ksq->pq", P, U, np.einsum("st,ktp->ksp", Tb, U))
+    Ri = solve_triangular(Rq, np.eye(p))
+    cov = Ri @ meat @ Ri.T
+    if not np.all(np.isfinite(cov)):
+        raise IdentifiabilityError("the estimates' covariance is not finite: the regressor is rank deficient")
+    return cov
+
+
+def _band_levels(T: np.ndarray, U: np.ndarray, present: np.ndarray, R: np.ndarray) -> list[np.ndarray]:
+    """Each band's (kinds × kinds) noise levels, unbiased from the residuals R (kinds, samples) — E[rᵀB_a r] =
+    Σ_c φ_c tr(B_a M B_c M), B_a = T_b on the rows of kinds j, k — then positive semi-definite."""
+    n = U.shape[0]
     pairs = [(j, k) for j in range(n) for k in range(j, n)]
     basis = [(b, j, k) for b in range(len(T)) for j, k in pairs]
-    # B_a U, as rows per kind; Uᵀ B_a U; rᵀ B_a r
-    C, V, s = [], [], []
+    C, V, s = [], [], []  # B_a U as rows per kind, Uᵀ B_a U, rᵀ B_a r
     for b, j, k in basis:
         c = np.zeros_like(U)
         c[j] += present[j][:, None] * (T[b] @ U[k])
@@ -75,26 +88,22 @@ def banded_covariance(
         C.append(c)
         V.append(np.einsum("ksp,ksq->pq", U, c))
         s.append(R[j] @ T[b] @ R[k] * (1 if j == k else 2))
-    L = len(basis)
-    G = np.empty((L, L))
+    G = np.empty((len(basis), len(basis)))  # tr(B_a M B_c M), M = I − U Uᵀ
     for a, (b, j, k) in enumerate(basis):
-        for c_, (b2, j2, k2) in enumerate(basis[: a + 1]):
-            bb = 0.0
-            if (j, k) == (j2, k2):
-                bb = (1 if j == k else 2) * float(np.sum(np.outer(present[j], present[k]) * T[b] * T[b2]))
-            G[a, c_] = G[c_, a] = bb - 2 * float(np.sum(C[a] * C[c_])) + float(np.sum(V[a] * V[c_]))
+        for c, (b2, j2, k2) in enumerate(basis[: a + 1]):
+            same = (j, k) == (j2, k2)
+            bb = (
+                (1 if j == k else 2) * float(np.sum(np.outer(present[j], present[k]) * T[b] * T[b2]))
+                if same
+                else 0.0
+            )
+            G[a, c] = G[c, a] = bb - 2 * float(np.sum(C[a] * C[c])) + float(np.sum(V[a] * V[c]))
     phi = np.linalg.lstsq(G, np.array(s), rcond=1e-12)[0]
-    meat = np.zeros((p, p))  # QᵀΣQ
+    levels = []
     for b in range(len(T)):
         P = np.zeros((n, n))
         for (j, k), v in zip(pairs, phi[b * len(pairs) : (b + 1) * len(pairs)], strict=True):
             P[j, k] = P[k, j] = v
-        w, Q = np.linalg.eigh(P)
-        P = (Q * np.maximum(w, 0.0)) @ Q.T  # a spectrum's levels cannot be negative
-        TU = np.einsum("st,ktp->ksp", T[b], U)
-        meat += np.einsum("jk,jsp,ksq->pq", P, U, TU)
-    Ri = solve_triangular(Rq, np.eye(p))
-    cov = Ri @ meat @ Ri.T
-    if not np.all(np.isfinite(cov)):
-        raise IdentifiabilityError("the estimates' covariance is not finite: the regressor is rank deficient")
-    return cov
+        w, E = np.linalg.eigh(P)
+        levels.append((E * np.maximum(w, 0.0)) @ E.T)  # a spectrum's levels cannot be negative
+    return levels
