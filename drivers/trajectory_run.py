@@ -71,6 +71,7 @@ class StreamPlan:
     base: str
     params: str
     standing: bool  # on two boards (else a fixed-base robot, no boards)
+    band_hz: float | None = None  # the motion's highest frequency: recording metadata motion_band_hz
     single: SingleSupport | None = None  # standing on the base sole alone (else double support)
 
     @property
@@ -193,6 +194,7 @@ class TrajectoryRecorder:
         period: float,
         time_scale: float = 1.0,
         motion: str | None = None,
+        band_hz: float | None = None,
     ) -> None:
         self.dir = new_run_dir(run_dir, RUN_FILES)
         self.meta_path = self.dir / "run.json"
@@ -220,6 +222,8 @@ class TrajectoryRecorder:
             }
             if motion is not None:  # single-support: `identify dynamic` takes the free-motion base parameters
                 rmeta["motion"] = motion
+            if band_hz is not None:  # `identify dynamic`'s default cut-off follows the motion's band
+                rmeta["motion_band_hz"] = f"{band_hz:.6g}"
             self.recording = DynamicRecordingAppender(
                 self.dir / "recording.csv", model.name, base, list(names), tau=False, wrench=True, meta=rmeta
             )

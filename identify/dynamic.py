@@ -2,7 +2,8 @@
 
 τ = Y_b(q, q̇, q̈) ϑ + F(q̇) f: Y_b the base joint-torque regressor of the model layer, F the optional viscous and
 Coulomb columns per joint (fv·q̇ + fc·sign(q̇)). Positions are differentiated with a zero-phase filter and the
-efforts filtered alike; ordinary or per-joint weighted least squares with the static estimator's statistics.
+efforts filtered alike; ordinary or per-joint weighted least squares, standard errors from the residuals' banded
+spectrum (identify/residual_covariance.py: filtered noise is correlated in time and across a sample's rows).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from scipy.ndimage import minimum_filter1d
 from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError, IdentifiabilityError
 from identify.differentiation import derivatives, lowpass
+from identify.residual_covariance import banded_covariance
 from robots import dynamics as dyn
 from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
 from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base, evaluate
@@ -27,7 +29,20 @@ WELL_IDENTIFIED_PCT = 15.0
 DEFAULT_CUTOFF_HZ = 5.0  # when the recording does not declare its motion's band
 # cut-off / the motion's highest frequency: a 4th-order zero-phase filter passes that band within 2e-5
 CUTOFF_PER_BAND = 4.0
-MAX_EDGE_FRACTION = 0.1  # the 5/f_c s dropped at each end may take at most this share of the recording
+# cut-off periods dropped at each end: the zero-phase filter's odd-extension transient. Measured: a recording cut
+# mid-motion has its filtered q̈ within 0.7 % of the true at 1.5/f_c and 0.15 % at 2/f_c at either end; on the TUlip
+# double-support design (at rest at both ends) the filtered wrench rows' end error meets the interior's filtering
+# error within 1/f_c
+EDGE_PERIODS = 2.0
+# the EDGE_PERIODS/f_c s dropped at each end may take at most this share of the recording (default_cutoff)
+MAX_EDGE_FRACTION = 0.1
+# the residuals' spectrum is estimated flat within bands split at these fractions of the cut-off. Chosen by a
+# Monte-Carlo (tests/test_dynamic_standard_errors.py) over white to AR(1) noise of up to 1 s correlation time: on a
+# 10 s TUlip design at 2 Hz, mean z² 0.87–1.17 at a 0.35 split (0.5: 1.03–1.59; 0.25: 0.44–0.71, SEs too large);
+# on a 20 s design at 1.2 Hz 0.95–1.10 (0.91–1.2 for the other splits)
+SPECTRUM_SPLITS = (0.35,)
+# decimation: 4 f_c exceeds the Nyquist rate 2 f_c of the filtered signals, so nothing is lost
+SAMPLES_PER_CUTOFF_PERIOD = 4
 # rad/s: below it (at 5 Hz) a joint's rows near a velocity reversal are dropped from the fit. It scales with the
 # velocity noise of a quantised encoder, ∝ f_c^1.5: a fixed value would drop most of a slow motion at a low cut-off.
 REVERSAL_VELOCITY_AT_DEFAULT = 0.05
@@ -63,6 +78,16 @@ class DynamicFit:
     reference: dict = field(default_factory=dict)
     kappa_scaled: float = float("nan")  # κ of the column-normalised regressor of the estimated parameters
     fixed: dict[str, str] = field(default_factory=dict)  # base parameters held at their prior value, and why
+    inertial: int = 0  # the first `inertial` estimates are base inertial parameters (the rest friction)
+
+    def determined(self, pct: float = WELL_IDENTIFIED_PCT) -> tuple[list[str], list[str]]:
+        """The estimated base inertial parameters this motion determines to `pct` % relative SE, and those it does
+        not (held-at-prior ones are in neither): what a user may rely on, named."""
+        good, poor = [], []
+        for k in range(self.inertial):
+            if np.isfinite(self.se[k]):
+                (good if self.rel_se_pct[k] < pct else poor).append(self.symbols[k])
+        return good, poor
 
     def to_dict(self) -> dict:
         return {
@@ -183,13 +208,8 @@ class DynamicEstimator:
         # parallel filtering: the regressor's columns pass through the same zero-phase filter as the efforts, so
         # that filt(τ) = filt(Y) ϑ holds exactly (a nonlinear Y of filtered states would not commute with it)
         A = lowpass(A.reshape(K, n * p), rec.rate_hz, self.cutoff_hz).reshape(K, n, p)
-        tau = lowpass(measured, rec.rate_hz, self.cutoff_hz)
-        edge = max(
-            1, int(np.ceil(5.0 / self.cutoff_hz * rec.rate_hz))
-        )  # filter transients at both ends (5/fc)
-        # keep about 4 samples per cut-off period: filtered neighbours closer than that are strongly correlated
-        step = self.decimate or max(1, int(rec.rate_hz / (4 * self.cutoff_hz)))
-        sl = slice(edge, K - edge, step)
+        tau = lowpass(measured, rec.rate_hz, self.cutoff_hz)  # the caller slices both alike
+        sl = self._kept(K, rec.rate_hz)
         A, tau = A[sl], tau[sl]
         keep = np.ones(tau.shape, dtype=bool)
         joint = np.broadcast_to(np.arange(n), tau.shape)
@@ -201,10 +221,19 @@ class DynamicEstimator:
             keep = ~slow[sl]
         return A[keep], tau[keep], joint[keep], sample[keep]
 
-    def _correlation_lags(self, rate_hz: float) -> int:
-        """Decimated samples spanned by one cut-off period: filtered residuals closer than that are correlated."""
-        step = self.decimate or max(1, int(rate_hz / (4 * self.cutoff_hz)))
-        return max(1, int(np.ceil(rate_hz / (self.cutoff_hz * step))))
+    def _step(self, rate_hz: float) -> int:
+        """Decimation: SAMPLES_PER_CUTOFF_PERIOD filtered samples per cut-off period (or `decimate`)."""
+        return self.decimate or max(1, int(rate_hz / (SAMPLES_PER_CUTOFF_PERIOD * self.cutoff_hz)))
+
+    def _kept(self, samples: int, rate_hz: float) -> slice:
+        """The filtered samples fitted: EDGE_PERIODS cut-off periods dropped at each end (the filter's transients),
+        then decimated."""
+        edge = max(1, int(np.ceil(EDGE_PERIODS / self.cutoff_hz * rate_hz)))
+        return slice(edge, samples - edge, self._step(rate_hz))
+
+    def filtered_rows(self, measured: np.ndarray, rate_hz: float) -> np.ndarray:
+        """Measured efforts (K, rows) as `fit` uses them: zero-phase filtered, ends dropped, decimated."""
+        return lowpass(measured, rate_hz, self.cutoff_hz)[self._kept(len(measured), rate_hz)]
 
     def _names(self) -> tuple[list[str], list[str]]:
         db = self.dynamic_base_
@@ -225,6 +254,7 @@ class DynamicEstimator:
         A, b, joint, sample = self._system(rec)
         n = self.rows_
         syms, forms = self._names()
+        self._check_length(rec, A.shape)
         rank = np.linalg.matrix_rank(A)
         if rank < A.shape[1]:
             _, _, piv = sla.qr(A, mode="economic", pivoting=True)
@@ -232,7 +262,6 @@ class DynamicEstimator:
             raise IdentifiabilityError(
                 f"the recording does not excite {A.shape[1] - rank} parameter(s): {', '.join(missing)}"
             )
-        lags = self._correlation_lags(rec.rate_hz)
         db = self.dynamic_base_
         p = A.shape[1]
         x = np.zeros(p)
@@ -242,7 +271,7 @@ class DynamicEstimator:
             prior[: db.rank] = self.reference_values(self.prior)
         while True:  # essential parameters: fix the worst determined one at its prior value, refit
             xf, cov_f, se_f, w = self._ls(A[:, free], b - A @ np.where(np.isin(np.arange(p), free), 0, prior),
-                                          joint, sample, lags)  # fmt: skip
+                                          joint, sample, rec.rate_hz)  # fmt: skip
             rel = 100 * se_f / np.maximum(np.abs(xf), 1e-12)
             k = int(np.argmax(np.where(free < db.rank, rel, -np.inf)))
             if self.essential_pct is None or free[k] >= db.rank or rel[k] <= self.essential_pct:
@@ -282,11 +311,28 @@ class DynamicEstimator:
             weighted=self.weighted,
             kappa_scaled=kappa(normalised_columns(A[:, free])[0]),
             fixed=fixed,
+            inertial=db.rank,
         )
         return self
 
-    def _ls(self, A, b, joint, sample, lags) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """OLS, or per-row-kind WLS with weights from the OLS residuals; Newey–West covariance; (x, cov, se, w)."""
+    def _check_length(self, rec: DynamicRecording, shape: tuple[int, int]) -> None:
+        """A recording too short for its cut-off leaves fewer rows than parameters: say so, with the numbers."""
+        rows, p = shape
+        if rows > p:
+            return
+        edge = EDGE_PERIODS / self.cutoff_hz
+        raise DataError(
+            f"the recording ({rec.t[-1] - rec.t[0]:.3g} s) is too short for a {self.cutoff_hz:.3g} Hz cut-off: "
+            f"after dropping {edge:.3g} s at each end (the filter's transients) and keeping "
+            f"{SAMPLES_PER_CUTOFF_PERIOD} samples per cut-off period it leaves {rows} rows for {p} parameters; "
+            "record longer or raise --cutoff-hz"
+        )
+
+    def _ls(
+        self, A, b, joint, sample, rate_hz: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """OLS, or per-row-kind WLS with weights from the OLS residuals; the covariance from the residuals' banded
+        spectrum (`identify.residual_covariance`: correlated in time and across a sample's rows); (x, cov, se, w)."""
         n = self.rows_
         w = np.ones(n)
         x = np.linalg.lstsq(A, b, rcond=None)[0]
@@ -295,8 +341,12 @@ class DynamicEstimator:
             w = 1.0 / np.maximum([r[joint == j].std() for j in range(n)], 1e-9)
             x = np.linalg.lstsq(A * w[joint][:, None], b * w[joint], rcond=None)[0]
         Wr = w[joint]
-        cov, se, _, _ = ls_statistics(A * Wr[:, None], b * Wr, x, [""] * len(x), sample=sample, lags=lags)
-        return x, cov, se, w
+        Aw = A * Wr[:, None]
+        dt = self._step(rate_hz) / rate_hz
+        cov = banded_covariance(
+            Aw, (b - A @ x) * Wr, sample, joint, dt, self.cutoff_hz, rate_hz, SPECTRUM_SPLITS
+        )
+        return x, cov, np.sqrt(np.diag(cov)), w
 
     def predict(self, rec: DynamicRecording) -> tuple[np.ndarray, np.ndarray]:
         """(predicted, measured) efforts, both filtered, (K, n) — for validation on another recording."""
@@ -312,7 +362,7 @@ class DynamicEstimator:
 def default_cutoff(rec: DynamicRecording) -> float:
     """Butterworth cut-off (Hz) for a recording: CUTOFF_PER_BAND × its metadata `motion_band_hz` (the planned
     motion's highest frequency), raised (up to DEFAULT_CUTOFF_HZ) where needed so the filter's end transients
-    (5/f_c s each) stay within MAX_EDGE_FRACTION of the recording; DEFAULT_CUTOFF_HZ when no band is declared.
+    (EDGE_PERIODS/f_c s each) stay within MAX_EDGE_FRACTION of the recording; DEFAULT_CUTOFF_HZ when no band is declared.
 
     Why not always 5 Hz: velocity noise from quantised encoders grows as f_c^1.5 and decides the sign of the
     Coulomb column wherever a joint creeps (a Fourier trajectory rests at every period), so a cut-off far above
@@ -327,7 +377,7 @@ def default_cutoff(rec: DynamicRecording) -> float:
     if not (np.isfinite(band) and band > 0):
         raise DataError(f"recording metadata motion_band_hz must be a positive frequency in Hz, got {text!r}")
     duration = float(rec.t[-1] - rec.t[0])
-    edge_bound = 5.0 / (MAX_EDGE_FRACTION * duration) if duration > 0 else DEFAULT_CUTOFF_HZ
+    edge_bound = EDGE_PERIODS / (MAX_EDGE_FRACTION * duration) if duration > 0 else DEFAULT_CUTOFF_HZ
     fc = max(CUTOFF_PER_BAND * band, min(edge_bound, DEFAULT_CUTOFF_HZ))
     if fc >= rec.rate_hz / 2:
         raise DataError(

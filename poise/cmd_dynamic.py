@@ -81,6 +81,14 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         "held at their --prior value and named (e.g. 15)",
     )
     d.add_argument("--prior", help="parameter set (name|FILE) for --essential (default: the model's first)")
+    d.add_argument(
+        "--well",
+        type=at.positive,
+        metavar="PCT",
+        default=15.0,
+        help="name the base parameters this recording determines to PCT %% relative SE and those it does not "
+        "(default 15; all stay estimated)",
+    )
     d.add_argument("--json", action="store_true", help="print the result as JSON")
     d.add_argument(
         "--plot",
@@ -97,7 +105,7 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     from formats.trajectory_plan import load_trajectory_plan
     from robots.params_io import perturbed, resolve_params, save_parameter_set
     from trajectories.closed_chain import ClosedChainTrajectory
-    from trajectories.fourier import FourierTrajectory
+    from trajectories.parametrisation import motion_band_hz
     from trajectories.plan import plan_model, plan_trajectory
     from trajectories.single_support import SingleSupportTrajectory
     from trajectories.verify import sample_grid
@@ -136,9 +144,9 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}"}
     if single:
         meta["motion"] = "single-support"  # the estimator's base parameters: the other sole moves freely
-    fourier = traj.motion if single else traj
-    if isinstance(fourier, FourierTrajectory):  # the identification's default cut-off follows it
-        meta["motion_band_hz"] = f"{fourier.highest_frequency:.6g}"
+    band = motion_band_hz(traj)
+    if band is not None:  # the identification's default cut-off follows it
+        meta["motion_band_hz"] = f"{band:.6g}"
     if plan.robot_source:
         meta["robot_source"] = plan.robot_source
     rec = DynamicRecording(model.name, plan.base, list(model.joint_names), t, qm, tau, wrench, meta=meta)
@@ -165,6 +173,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     prior = resolve_params(args.prior, model) if args.prior else None
     if args.essential is not None:
         _finite("essential", args.essential, positive=True)
+    _finite("well", args.well, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
     quantity = "torque" if rec.tau is not None else "wrench"
     est = DynamicEstimator(
@@ -192,7 +201,13 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             "within_3se": int(np.sum(np.abs(z[done]) <= 3)),
             "max_abs_z": float(np.max(np.abs(z[done]))) if done.any() else None,
         }
-    out = fit.to_dict() | {"cutoff_hz": cutoff}
+    good, poor = fit.determined(args.well)
+    out = fit.to_dict() | {
+        "cutoff_hz": cutoff,
+        "well_pct": args.well,
+        "determined": good,
+        "not_determined": poor,
+    }
     pred = meas = None
     if vrec is not None:
         pred, meas = est.predict(vrec)
@@ -237,6 +252,15 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         )
     for sym, why in fit.fixed.items():
         console.print(f"{sym} not estimated: {why}")
+    console.print(
+        f"determined to < {args.well:g} % relative SE by this recording ({len(good)} of {len(good) + len(poor)} "
+        "estimated base parameters): " + (", ".join(good) or "none")
+    )
+    if poor:
+        console.print(
+            f"not determined to {args.well:g} % by this motion ({len(poor)}; estimated all the same, their SEs in "
+            "the table): " + ", ".join(poor)
+        )
     if args.reference:
         r = fit.reference
         mz = f"{r['max_abs_z']:.2f}" if r["max_abs_z"] is not None else "—"

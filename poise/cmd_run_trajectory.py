@@ -52,6 +52,7 @@ def prepare(
     """(model, setpoints, problems, their check): the plan-check checks first; when they pass, the trajectory
     sampled at the configuration's rate and every setpoint checked."""
     from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.parametrisation import motion_band_hz
     from trajectories.plan import check_plan, plan_model, plan_trajectory
     from trajectories.single_support import SingleSupportTrajectory
 
@@ -70,7 +71,7 @@ def prepare(
     t = tick_times(traj.duration, config.executor.rate_hz)
     q, qd, qdd = traj.sample(t)
     base = traj.base if single else traj.chain.base if standing else plan.base
-    sp = StreamPlan(t, q, base, ps, standing)
+    sp = StreamPlan(t, q, base, ps, standing, motion_band_hz(traj))
     if single:
         margin = float(plan.settings.get("zmp_margin", 0.0))
         sp.single = SingleSupport(traj.other, traj.lift, margin, qd, qdd, traj.max_lift, traj.max_tilt)
@@ -128,7 +129,7 @@ def run_trajectory(
     if world_opts is not None and world_opts.clamp_soles:
         meta["soles"] = "clamped to the boards (twin)"
     rec = TrajectoryRecorder(out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale,
-                             motion="single-support" if sp.single is not None else None)  # fmt: skip
+                             motion="single-support" if sp.single is not None else None, band_hz=sp.band_hz)  # fmt: skip
     status = "running"
     result = None
     try:

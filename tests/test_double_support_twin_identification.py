@@ -125,23 +125,43 @@ def test_identification_against_the_twins_truth(tulip, run_dir):
     assert fit.values[total] == pytest.approx(truth.total_mass, rel=0.015)
 
 
+def _identify(run_dir, capsys) -> dict:
+    """`identify dynamic` of the run at its default cut-off, all base parameters estimated: its JSON."""
+    capsys.readouterr()
+    argv = ["identify", "dynamic", str(run_dir / "recording.csv"), "--simplified", "--no-friction",
+            "--reference", str(run_dir / "truth.json"), "--json"]  # fmt: skip
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_identify_names_what_this_motion_determines(tulip, run_dir, capsys):
+    """The recording declares the plan's 0.3 Hz band; with 2/f_c dropped at each end of 10 s the default cut-off
+    is 2 Hz. All 37 base parameters are estimated (none held at a prior: a prior that is not the truth biases
+    the others), and the output names those this motion determines to 15 % relative SE — measured over six runs:
+    the total mass (0.03–0.08 %), ϑ22, the upper body's vertical first moment (8.5–15 %), once a leg's Iyy combination
+    (14.6 %) — and the 34–35 others it does not."""
+    out = _identify(run_dir, capsys)
+    assert out["cutoff_hz"] == pytest.approx(2.0, rel=0.01)
+    assert out["reference"]["estimated"] == 37 and not out["fixed"]
+    params = out["parameters"][:37]
+    total = next(p["symbol"] for p in params if p["formula"].count("m@") == len(tulip.links))
+    assert total in out["determined"] and out["well_pct"] == WELL
+    assert sorted(out["determined"] + out["not_determined"]) == sorted(p["symbol"] for p in params)
+    assert all((p["rel_se_pct"] < WELL) == (p["symbol"] in out["determined"]) for p in params)
+
+
 @pytest.mark.xfail(
-    reason="issue 13's full criterion is met in some runs only: max |z| 2.6, ≤ 3, ≤ 3, 3.2, 4.9 over five runs of "
-    "this test (37 parameters: even exact SEs exceed 3 once in ~10 runs); the twin's remaining misfit is above "
-    "0.5 Hz (servo force steps, sole rocking); see README, double support on the physics twin",
+    reason="issue 13's full criterion is met in some runs only: at the default 2 Hz, max |z| 1.99, 3.02, 3.80, "
+    "4.29, 6.41, 3.20 over six runs (37, 36, 36, 34, 33, 36 of 37 within 3 SE; mean z² 0.50–5.3) with standard errors a "
+    "Monte-Carlo finds calibrated (tests/test_dynamic_standard_errors.py): the rest is the twin's systematic misfit "
+    "in the motion's band, which no SE from residuals can show; see README, double support on the physics twin",
     strict=False,
 )
-def test_every_base_parameter_within_3_se_of_the_truth(tulip, run_dir):
-    """All 37 base parameters estimated together (none held at a prior: a prior that is not the truth biases the
-    others) from the boards' wrench low-passed at 2 Hz — the motion's band is 0.3 Hz, the servos' 100 Hz force
-    steps and the soles' rocking lie above — are each within 3 SE of the twin's truth.
-    (Most are poorly determined by this short 10 s test design: see the relative SEs in the README.)"""
-    rec = read_dynamic_recording(run_dir / "recording.csv")
-    truth = resolve_params(str(run_dir / "truth.json"), tulip)
-    est = DynamicEstimator(tulip, "right", True, False, quantity="wrench", cutoff_hz=2.0).fit(rec)
-    nb = est.dynamic_base_.rank
-    z = (est.fit_.values[:nb] - est.reference_values(truth)) / est.fit_.se[:nb]
-    assert np.all(np.isfinite(z)) and len(z) == 37
+def test_every_base_parameter_within_3_se_of_the_truth(run_dir, capsys):
+    """Each of the 37 base parameters, estimated together at the default cut-off, within 3 SE of the twin's
+    truth. (Even exact SEs exceed 3 for one of 37 in ~10 % of runs.)"""
+    z = np.array(_identify(run_dir, capsys)["reference"]["z"], dtype=float)
+    assert len(z) == 37 and np.all(np.isfinite(z))
     assert np.all(np.abs(z) <= 3), np.round(z, 1)
 
 

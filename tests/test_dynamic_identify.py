@@ -17,6 +17,8 @@ from identify.differentiation import derivatives
 from identify.dynamic import (
     CUTOFF_PER_BAND,
     DEFAULT_CUTOFF_HZ,
+    EDGE_PERIODS,
+    MAX_EDGE_FRACTION,
     DynamicEstimator,
     default_cutoff,
     ls_statistics,
@@ -83,10 +85,10 @@ def test_default_cutoff_follows_the_declared_motion_band():
     assert default_cutoff(_still(60.0, {})) == DEFAULT_CUTOFF_HZ  # no band declared: the fixed default
     assert default_cutoff(_still(60.0, {"motion_band_hz": "0.5"})) == pytest.approx(CUTOFF_PER_BAND * 0.5)
     assert default_cutoff(_still(60.0, {"motion_band_hz": "3"})) == pytest.approx(CUTOFF_PER_BAND * 3)
-    # a short recording: the filter's end transients (5/f_c s each) would eat it, so the cut-off rises
-    short = default_cutoff(_still(20.0, {"motion_band_hz": "0.3"}))
+    # a short recording: the filter's end transients (EDGE_PERIODS/f_c s each) would eat it, so the cut-off rises
+    short = default_cutoff(_still(10.0, {"motion_band_hz": "0.3"}))
     assert CUTOFF_PER_BAND * 0.3 < short <= DEFAULT_CUTOFF_HZ
-    assert 2 * 5.0 / short <= 0.2 * 20.0 + 1e-9
+    assert 2 * EDGE_PERIODS / short <= 2 * MAX_EDGE_FRACTION * 10.0 + 1e-9
     for bad in ("0", "-1", "nan", "fast"):
         with pytest.raises(DataError, match="motion_band_hz"):
             default_cutoff(_still(60.0, {"motion_band_hz": bad}))
@@ -134,6 +136,33 @@ def test_unexcited_parameters_are_named(setup):
         DynamicEstimator(model).fit(rec)
 
 
+def test_end_transients_are_gone_after_the_dropped_periods():
+    """EDGE_PERIODS: a recording cut mid-motion (odd extension at its ends) has its filtered acceleration off by
+    tens of % near the ends, within 0.2 % of its amplitude after EDGE_PERIODS cut-off periods (either end)."""
+    fc, w = 1.0, 2 * np.pi * 0.25
+    t = np.arange(0.0, 19.37, 0.01)
+    _, _, qdd = derivatives(t, np.sin(w * t + 0.3)[:, None], fc)
+    err = np.abs(qdd[:, 0] + w**2 * np.sin(w * t + 0.3)) / w**2
+    k = int(EDGE_PERIODS / fc / 0.01)
+    assert err[: int(0.5 / fc / 0.01)].max() > 0.1  # why anything is dropped
+    assert err[k:-k].max() < 0.002 and err[:k].max() > 0.002  # and why not less
+
+
+def test_recording_too_short_for_its_cutoff_is_refused_with_its_numbers(setup):
+    """Rows left after the ends are dropped and the rest decimated, against the parameters: named, not a
+    rank-deficiency or an IndexError; a longer recording at that cut-off is fitted."""
+    model, res, truth = setup
+    rec = _record(model, res.trajectory, truth, seed=3)
+    n = int(5.0 * rec.rate_hz)
+    short = DynamicRecording(
+        model.name, model.root, list(model.joint_names), rec.t[:n], rec.q[:n], rec.tau[:n]
+    )
+    with pytest.raises(DataError, match=r"too short for a 1 Hz cut-off.* leaves \d+ rows for \d+ parameters"):
+        DynamicEstimator(model, cutoff_hz=1.0).fit(short)
+    fit = DynamicEstimator(model, cutoff_hz=1.0).fit(rec).fit_  # 20 s: 16 s of rows kept
+    assert fit.samples > len(fit.symbols) and np.all(np.isfinite(fit.se))  # κ 2e9 here: SEs still finite
+
+
 def test_recording_round_trip_and_bad_files(tmp_path, setup):
     model, res, truth = setup
     rec = _record(model, res.trajectory, truth, seed=3, rate=50.0)
@@ -176,7 +205,16 @@ def test_cli_simulate_and_identify(tmp_path, capsys, setup):
     assert out["reference"]["within_3se"] >= 0.9 * len(out["reference"]["z"])
     assert out["validation"]["total_relative_pct"] < 5
     assert (tmp_path / "fit.png").stat().st_size > 10_000
+    # what the recording determines to --well % relative SE, and what it does not: every inertial estimate, named
+    inertial = [p for p in out["parameters"] if not p["symbol"].startswith(("fv@", "fc@"))]
+    assert out["well_pct"] == 15.0 and out["determined"]
+    assert sorted(out["determined"] + out["not_determined"]) == sorted(p["symbol"] for p in inertial)
+    assert all((p["rel_se_pct"] < 15.0) == (p["symbol"] in out["determined"]) for p in inertial)
+    capsys.readouterr()
+    assert main(["identify", "dynamic", str(rec), "--well", "1e-9", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["determined"] == []
     assert main(["identify", "dynamic", str(rec), "--cutoff-hz", "nan"]) == 2
+    assert main(["identify", "dynamic", str(rec), "--well", "0"]) == 2
     assert main(["simulate", "trajectory", str(plan), "--out", str(rec), "--rate-hz", "-5"]) == 2
 
 

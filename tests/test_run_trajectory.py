@@ -101,6 +101,9 @@ def test_trajectory_runs_end_to_end(tulip, plan_file, tmp_path):
     assert np.degrees(np.abs(q_meas - q_cmd)).max() < 1.0
     rec = read_dynamic_recording(out / "recording.csv")
     assert rec.robot == "tulip" and rec.base == "right" and rec.tau is None
+    # the plan's band (its top harmonic), which `identify dynamic`'s default cut-off follows
+    assert float(rec.meta["motion_band_hz"]) == pytest.approx(traj.independent.highest_frequency)
+    assert float(rec.meta["motion_band_hz"]) == pytest.approx(3 / DURATION)
     # rows on the uniform tick grid (what `identify dynamic` needs), the measured angles interpolated to it
     assert len(t_tr) == meta["ticks_streamed"] and len(rec.t) > 0.9 * len(t_tr)
     assert abs(len(rec.t) - _spanned_rows(out)) <= 1

@@ -42,3 +42,12 @@ def trajectory_from_json(d: dict, model=None) -> Trajectory:
         known = sorted(KINDS) + ["closed-chain", "single-support"]
         raise DataError(f"trajectory kind {kind!r} unknown (choose from {known})")
     return KINDS[d["kind"]].from_json(d)
+
+
+def motion_band_hz(traj: Trajectory) -> float | None:
+    """Highest frequency (Hz) of a Fourier-parametrised motion — a closed chain's independent coordinates, a
+    single support's moving joints — or None (splines have no band): recordings declare it so that the
+    identification's default cut-off follows the motion."""
+    for attr in ("independent", "motion"):  # closed chain, single support
+        traj = getattr(traj, attr, traj)
+    return traj.highest_frequency if isinstance(traj, FourierTrajectory) else None
