@@ -102,7 +102,9 @@ def test_a_sole_above_its_ceiling_is_refused_by_plan_check_and_run(plan_path, tm
     bad.write_text(json.dumps(doc))
     assert main(["plan", "check", str(bad)]) == 1
     assert "the lifted sole rises" in capsys.readouterr().out
-    code = main(["run", str(bad), "--robot", "sim", "--boards", "sim", "--out", str(tmp_path / "run"), "--yes"])
+    code = main(
+        ["run", str(bad), "--robot", "sim", "--boards", "sim", "--out", str(tmp_path / "run"), "--yes"]
+    )
     assert code == 2 and not (tmp_path / "run").exists()
     assert "rises" in capsys.readouterr().err
 
