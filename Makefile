@@ -19,7 +19,7 @@ demo: venv pynumero
 
 test: venv pynumero
 	$(PY) -m ruff check formats robots design trajectories identify drivers poise tests bench
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15
 
 bench: venv pynumero
 	mkdir -p bench/results

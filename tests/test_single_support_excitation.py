@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 THESIS_KAPPA = 74_131.0  # the thesis's gait data, 44 simplified ZMP base parameters
 MARGIN, LIFT = 0.02, 0.02
 ARGS = ["--single-support", "--simplified", "--duration", "10", "--period", "10", "--harmonics", "3",
-        "--samples", "32", "--max-iter", "200", "--velocity-fraction", "0.3", "--seed", "3"]  # fmt: skip
+        "--samples", "24", "--max-iter", "200", "--velocity-fraction", "0.3", "--seed", "3"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
