@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# two pytest workers on two cores, each with single-threaded BLAS/OpenMP: no oversubscription, and results that
+# do not depend on how the threads were scheduled (an optimiser started from bit-different numbers may end
+# in another local minimum)
+TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 .PHONY: demo test bench lint venv clean pynumero
 
@@ -19,7 +23,7 @@ demo: venv pynumero
 
 test: venv pynumero
 	$(PY) -m ruff check formats robots design trajectories identify drivers poise tests bench
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15
+	$(TEST_ENV) $(PY) -m pytest -q -n 2 --dist loadfile --durations=15
 
 bench: venv pynumero
 	mkdir -p bench/results
