@@ -119,7 +119,7 @@ class DynamicEstimator:
         base: str | None = None,
         simplified: bool = False,
         friction: bool = True,
-        cutoff_hz: float = DEFAULT_CUTOFF_HZ,
+        cutoff_hz: float | None = None,
         weighted: bool = True,
         decimate: int | None = None,
         reversal_velocity: float | None = None,
@@ -127,8 +127,10 @@ class DynamicEstimator:
         essential_pct: float | None = None,
         prior=None,
     ):
-        """`reversal_velocity` (rad/s): a joint's rows within a cut-off period of a slower sample are dropped
-        from the fit (default `reversal_velocity_for(cutoff_hz)`). `essential_pct`: keep only the base
+        """`cutoff_hz`: the zero-phase filter's cut-off (default: the fitted recording's, `default_cutoff` —
+        4× its declared motion band — as `identify dynamic` uses; `cutoff_` after fitting).
+        `reversal_velocity` (rad/s): a joint's rows within a cut-off period of a slower sample are dropped
+        from the fit (default `reversal_velocity_for(cutoff_)`). `essential_pct`: keep only the base
         parameters this recording determines to that relative SE (%): the worst determined one is fixed at its
         value in `prior` (a parameter set; default the model's first) and the rest refitted, until every
         estimate qualifies — the others are named in `fit_.fixed`."""
@@ -137,10 +139,11 @@ class DynamicEstimator:
         self.model, self.base, self.simplified = model, base or model.root, simplified
         self.quantity = quantity
         self.friction = friction and quantity == "torque"
+        if cutoff_hz is not None and not (np.isfinite(cutoff_hz) and cutoff_hz > 0):
+            raise DataError(f"cutoff_hz must be a positive frequency in Hz, got {cutoff_hz}")
         self.cutoff_hz, self.weighted, self.decimate = cutoff_hz, weighted, decimate
-        self.reversal_velocity = (  # rad/s
-            reversal_velocity if reversal_velocity is not None else reversal_velocity_for(cutoff_hz)
-        )
+        self._reversal = reversal_velocity
+        self._cutoff = cutoff_hz  # the cut-off in use: set from the recording by fit() when not configured
         if essential_pct is not None and not (np.isfinite(essential_pct) and essential_pct > 0):
             raise DataError(f"essential_pct must be a positive percentage, got {essential_pct}")
         self.essential_pct = essential_pct
@@ -150,6 +153,18 @@ class DynamicEstimator:
         if quantity == "wrench":
             model.base_site(self.base)
         self._db: DynamicBase | None = None
+
+    @property
+    def cutoff_(self) -> float:
+        """The cut-off (Hz) in use: the configured one, else the fitted recording's."""
+        if self._cutoff is None:
+            raise DataError("the cut-off follows the recording: call fit() first (or give cutoff_hz)")
+        return self._cutoff
+
+    @property
+    def reversal_velocity(self) -> float:
+        """rad/s below which a joint's rows around a velocity reversal are dropped."""
+        return self._reversal if self._reversal is not None else reversal_velocity_for(self.cutoff_)
 
     @property
     def dynamic_base_(self) -> DynamicBase:
@@ -184,7 +199,7 @@ class DynamicEstimator:
         """Regressor rows, efforts, each row's joint and decimated sample, filtered and decimated (rows by sample,
         then joint)."""
         self._check(rec)
-        q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_hz)
+        q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_)
         if self.quantity == "wrench":
             spec = self._wrench_spec(rec)
             if self._db is None:
@@ -207,8 +222,8 @@ class DynamicEstimator:
         K, n, p = A.shape
         # parallel filtering: the regressor's columns pass through the same zero-phase filter as the efforts, so
         # that filt(τ) = filt(Y) ϑ holds exactly (a nonlinear Y of filtered states would not commute with it)
-        A = lowpass(A.reshape(K, n * p), rec.rate_hz, self.cutoff_hz).reshape(K, n, p)
-        tau = lowpass(measured, rec.rate_hz, self.cutoff_hz)  # the caller slices both alike
+        A = lowpass(A.reshape(K, n * p), rec.rate_hz, self.cutoff_).reshape(K, n, p)
+        tau = lowpass(measured, rec.rate_hz, self.cutoff_)  # the caller slices both alike
         sl = self._kept(K, rec.rate_hz)
         A, tau = A[sl], tau[sl]
         keep = np.ones(tau.shape, dtype=bool)
@@ -216,24 +231,24 @@ class DynamicEstimator:
         sample = np.broadcast_to(np.arange(len(tau))[:, None], tau.shape)
         if self.friction and drop_reversals:
             # drop a joint's rows around its velocity reversals, where the Coulomb step's timing is uncertain
-            window = int(np.ceil(rec.rate_hz / self.cutoff_hz))
+            window = int(np.ceil(rec.rate_hz / self.cutoff_))
             slow = minimum_filter1d(np.abs(qd), 2 * window + 1, axis=0) < self.reversal_velocity
             keep = ~slow[sl]
         return A[keep], tau[keep], joint[keep], sample[keep]
 
     def _step(self, rate_hz: float) -> int:
         """Decimation: SAMPLES_PER_CUTOFF_PERIOD filtered samples per cut-off period (or `decimate`)."""
-        return self.decimate or max(1, int(rate_hz / (SAMPLES_PER_CUTOFF_PERIOD * self.cutoff_hz)))
+        return self.decimate or max(1, int(rate_hz / (SAMPLES_PER_CUTOFF_PERIOD * self.cutoff_)))
 
     def _kept(self, samples: int, rate_hz: float) -> slice:
         """The filtered samples fitted: EDGE_PERIODS cut-off periods dropped at each end (the filter's transients),
         then decimated."""
-        edge = max(1, int(np.ceil(EDGE_PERIODS / self.cutoff_hz * rate_hz)))
+        edge = max(1, int(np.ceil(EDGE_PERIODS / self.cutoff_ * rate_hz)))
         return slice(edge, samples - edge, self._step(rate_hz))
 
     def filtered_rows(self, measured: np.ndarray, rate_hz: float) -> np.ndarray:
         """Measured efforts (K, rows) as `fit` uses them: zero-phase filtered, ends dropped, decimated."""
-        return lowpass(measured, rate_hz, self.cutoff_hz)[self._kept(len(measured), rate_hz)]
+        return lowpass(measured, rate_hz, self.cutoff_)[self._kept(len(measured), rate_hz)]
 
     def _names(self) -> tuple[list[str], list[str]]:
         db = self.dynamic_base_
@@ -251,6 +266,7 @@ class DynamicEstimator:
 
     def fit(self, rec: DynamicRecording) -> DynamicEstimator:
         self._db = None
+        self._cutoff = self.cutoff_hz if self.cutoff_hz is not None else default_cutoff(rec)
         A, b, joint, sample = self._system(rec)
         n = self.rows_
         syms, forms = self._names()
@@ -320,9 +336,9 @@ class DynamicEstimator:
         rows, p = shape
         if rows > p:
             return
-        edge = EDGE_PERIODS / self.cutoff_hz
+        edge = EDGE_PERIODS / self.cutoff_
         raise DataError(
-            f"the recording ({rec.t[-1] - rec.t[0]:.3g} s) is too short for a {self.cutoff_hz:.3g} Hz cut-off: "
+            f"the recording ({rec.t[-1] - rec.t[0]:.3g} s) is too short for a {self.cutoff_:.3g} Hz cut-off: "
             f"after dropping {edge:.3g} s at each end (the filter's transients) and keeping "
             f"{SAMPLES_PER_CUTOFF_PERIOD} samples per cut-off period it leaves {rows} rows for {p} parameters; "
             "record longer or raise --cutoff-hz"
@@ -344,7 +360,7 @@ class DynamicEstimator:
         Aw = A * Wr[:, None]
         dt = self._step(rate_hz) / rate_hz
         cov = banded_covariance(
-            Aw, (b - A @ x) * Wr, sample, joint, dt, self.cutoff_hz, rate_hz, SPECTRUM_SPLITS
+            Aw, (b - A @ x) * Wr, sample, joint, dt, self.cutoff_, rate_hz, SPECTRUM_SPLITS
         )
         return x, cov, np.sqrt(np.diag(cov)), w
 

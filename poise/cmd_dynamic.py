@@ -159,14 +159,13 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
 
 def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     from formats.dynamic_recording import read_dynamic_recording
-    from identify.dynamic import DynamicEstimator, default_cutoff, validation_error
+    from identify.dynamic import DynamicEstimator, validation_error
     from robots.params_io import resolve_params
     from robots.registry import get_model
 
     if args.cutoff_hz is not None:
         _finite("cutoff-hz", args.cutoff_hz, positive=True)
     rec = read_dynamic_recording(args.recording)
-    cutoff = args.cutoff_hz if args.cutoff_hz is not None else default_cutoff(rec)
     model = get_model(rec.meta.get("robot_source") or rec.robot)
     # Every input is read before the fit: a bad --reference or --validate fails now, not after the work.
     ref_ps = resolve_params(args.reference, model) if args.reference else None
@@ -181,13 +180,13 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         rec.base,
         args.simplified,
         not args.no_friction,
-        cutoff,
+        args.cutoff_hz,  # None: the recording's band sets it (est.cutoff_)
         weighted=not args.ols,
         quantity=quantity,
         essential_pct=args.essential,
         prior=prior,
     ).fit(rec)
-    fit = est.fit_
+    fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
     if args.reference:
         ref = est.reference_values(ref_ps)

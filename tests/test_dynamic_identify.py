@@ -22,6 +22,7 @@ from identify.dynamic import (
     DynamicEstimator,
     default_cutoff,
     ls_statistics,
+    reversal_velocity_for,
     validation_error,
 )
 from poise.cli import main
@@ -98,10 +99,29 @@ def test_default_cutoff_follows_the_declared_motion_band():
 
 def test_reversal_threshold_follows_the_velocity_noise_of_the_cutoff(setup):
     model = setup[0]
-    assert DynamicEstimator(model).reversal_velocity == pytest.approx(0.05)  # unchanged at the 5 Hz default
+    at_default = DynamicEstimator(model, cutoff_hz=DEFAULT_CUTOFF_HZ).reversal_velocity
+    assert at_default == pytest.approx(0.05)  # unchanged at the 5 Hz default
     slow = DynamicEstimator(model, cutoff_hz=DEFAULT_CUTOFF_HZ / 4).reversal_velocity
     assert slow == pytest.approx(0.05 / 8)  # velocity noise of a quantised encoder ∝ f_c^1.5
     assert DynamicEstimator(model, cutoff_hz=2.0, reversal_velocity=0.1).reversal_velocity == 0.1
+
+
+def test_the_estimators_cutoff_follows_the_recording_unless_configured(setup):
+    """As `identify dynamic`: unconfigured, the cut-off is the fitted recording's (`default_cutoff`: 4× its
+    declared band, 5 Hz undeclared) and the reversal threshold follows it; a configured one is kept."""
+    model, res, truth = setup
+    rec = _record(model, res.trajectory, truth, seed=1)
+    est = DynamicEstimator(model, res.base)
+    with pytest.raises(DataError, match="call fit"):
+        _ = est.cutoff_
+    assert est.fit(rec).cutoff_ == DEFAULT_CUTOFF_HZ  # no band declared
+    rec.meta["motion_band_hz"] = "0.8"
+    est.fit(rec)
+    assert est.cutoff_ == pytest.approx(default_cutoff(rec)) and est.cutoff_ < DEFAULT_CUTOFF_HZ
+    assert est.reversal_velocity == pytest.approx(reversal_velocity_for(est.cutoff_))
+    assert DynamicEstimator(model, res.base, cutoff_hz=3.0).fit(rec).cutoff_ == 3.0
+    with pytest.raises(DataError, match="cutoff_hz"):
+        DynamicEstimator(model, cutoff_hz=-1.0)
 
 
 def test_identification_recovers_truth_and_predicts_another_trajectory(setup):
