@@ -131,6 +131,13 @@ def goal_offsets(
 ) -> np.ndarray:  # fmt: skip
     """Δq = τ_ff / kp (rad), τ_ff clipped to the effort limit (beyond it the servo saturates anyway): added to
     the goal, the position servo produces τ_ff when the joint is at q. kp from `p_gains` (as `servo_stiffness`)."""
-    tau = feedforward_torques(model, q, params, base)
+    return torque_offsets(model, config, feedforward_torques(model, q, params, base), p_gains)
+
+
+def torque_offsets(
+    model: RobotModel, config: RobotConfig, tau: np.ndarray, p_gains: np.ndarray | None = None
+) -> np.ndarray:
+    """Goal offsets Δq = τ / kp (rad) that make the position servos produce torques τ (…, nq), clipped to the
+    effort limits (beyond them a servo saturates anyway); kp as `servo_stiffness`."""
     effort = np.asarray(model.effort_limit, dtype=float)
     return np.clip(tau, -effort, effort) / servo_stiffness(model, config, p_gains)

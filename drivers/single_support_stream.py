@@ -22,12 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from shapely.geometry import Polygon
 
 from drivers.config import RobotConfig
-from drivers.gravity import servo_stiffness
+from drivers.gravity import torque_offsets
 from robots import dynamics as dyn
-from robots.one_sole import one_sole, sole_polygon
+from robots.one_sole import one_sole
 from robots.tree import RobotModel
 
 LIFT_TOL = (
@@ -52,11 +51,6 @@ class SingleSupport:
     qdd: np.ndarray
     max_lift: float | None = None
     max_tilt: float | None = None
-
-
-def base_sole_polygon(model: RobotModel, base: str) -> Polygon:
-    """The base sole's contact rectangle in the base frame (the robot description's site rectangle)."""
-    return sole_polygon(model, base)
 
 
 def single_support_problems(
@@ -123,6 +117,4 @@ def feedforward_offsets(
     """Goal offsets Δq = τ / kp (rad, q's shape) with τ the inverse dynamics of the design parameters, base sole
     held, clipped to the effort limits (beyond them the servo saturates anyway); kp as `servo_stiffness`."""
     tau = dyn.rnea(model, np.atleast_2d(q), np.atleast_2d(qd), np.atleast_2d(qdd), params, base)
-    effort = np.asarray(model.effort_limit, dtype=float)
-    out = np.clip(tau, -effort, effort) / servo_stiffness(model, config, p_gains)
-    return out.reshape(np.shape(q))
+    return torque_offsets(model, config, tau, p_gains).reshape(np.shape(q))

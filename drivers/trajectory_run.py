@@ -47,7 +47,6 @@ from drivers.single_support_stream import (
     TOUCH_HOLD_S,
     TOUCH_SHARE,
     SingleSupport,
-    base_sole_polygon,
     feedforward_offsets,
     single_support_problems,
 )
@@ -55,6 +54,7 @@ from drivers.wbb.geometry import PLATE_HEIGHT, G, board_poses_for, cells_in_base
 from formats.dynamic_recording import DynamicRecordingAppender
 from formats.errors import DataError
 from formats.plan import Placement, Plan, Posture
+from robots.one_sole import sole_polygon
 from robots.stance import foot_corners, other_pose, signed_margin
 from robots.tree import RobotModel
 
@@ -301,7 +301,6 @@ class TrajectoryExecutor(Executor):
         )
         if time_scale != 1.0:  # a simulated bench whose clock runs time_scale × the wall clock: tick slower
             self.ex = replace(self.ex, rate_hz=self.ex.rate_hz * time_scale)
-        self.sp = sp
         self.traj_result = TrajectoryRunResult(planned=len(sp.t))
         self._touch_since: float | None = None
         if sp.single is not None:
@@ -349,7 +348,8 @@ class TrajectoryExecutor(Executor):
         self._last_answer = time.monotonic()
         self.rec.update_meta(position_p_gain_configured=float(self.cfg.executor.position_p_gain),
                              gravity_compensation=self.gravity_compensation, **self._read_gains())  # fmt: skip
-        self._ff = self._stream_offsets()
+        if self._p_gains is not None:  # the servos reported their gains: the offsets' stiffness follows them
+            self._ff = self._stream_offsets()
         cells = polygon = None
         try:
             if sp.standing:
@@ -396,7 +396,7 @@ class TrajectoryExecutor(Executor):
     def _support_polygon(self, q: np.ndarray):
         """The soles the robot stands on: the base sole alone (single support) or the hull of both."""
         if self.sp.single is not None:
-            return base_sole_polygon(self.model, self.sp.base)
+            return sole_polygon(self.model, self.sp.base)
         corners = foot_corners(self.model, q, self.sp.params, self.sp.base)
         return MultiPoint(np.concatenate(list(corners.values()))).convex_hull
 

@@ -172,7 +172,6 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     prior = resolve_params(args.prior, model) if args.prior else None
     if args.essential is not None:
         _finite("essential", args.essential, positive=True)
-    _finite("well", args.well, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
     quantity = "torque" if rec.tau is not None else "wrench"
     est = DynamicEstimator(

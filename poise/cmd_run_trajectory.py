@@ -129,7 +129,7 @@ def run_trajectory(
     if world_opts is not None and world_opts.clamp_soles:
         meta["soles"] = "clamped to the boards (twin)"
     rec = TrajectoryRecorder(out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale,
-                             motion="single-support" if sp.single is not None else None, band_hz=sp.band_hz)  # fmt: skip
+                             motion=motion if sp.single is not None else None, band_hz=sp.band_hz)  # fmt: skip
     status = "running"
     result = None
     try:

@@ -6,12 +6,20 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the CLI does (poise/cli
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from robots.tulip import tulip  # noqa: E402
+from robots.tulip import tulip as build_tulip  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tulip():
+    """The built-in TUlip (`get_model` returns one object per name: what its memo caches is shared)."""
+    from robots.registry import get_model
+
+    return get_model("tulip")
 
 
 @pytest.fixture(scope="session")
 def model():
-    return tulip()
+    return build_tulip()
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from robots import dynamics as dyn
 from robots.base_params import RegressorSpec
 from robots.kinematics import site_pose
 from robots.motion_class import held_sole_states, placement_base
-from robots.registry import get_model
 from trajectories.balance_excitation import balance_start, chain_base, design_balance_problem
 from trajectories.closed_chain import ClosedChainTrajectory, make_chain
 from trajectories.excitation import ExcitationSettings, optimise
@@ -23,11 +22,6 @@ QUICK = ExcitationSettings(
     period=8.0, duration=8.0, harmonics=4, samples=32, max_iter=60, sharpness=(8.0,), simplified=True,
     motion="double-support", zmp_margin=0.02,
 )  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def tulip():
-    return get_model("tulip")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ from identify.dynamic import DynamicEstimator
 from poise.cli import main
 from robots.kinematics import site_pose
 from robots.params_io import resolve_params
-from robots.registry import get_model
 from trajectories.balance_excitation import optimise_balance
 from trajectories.excitation import ExcitationSettings
 from trajectories.plan import make_plan, plan_trajectory
@@ -35,11 +34,6 @@ SETTINGS = ExcitationSettings(
     motion="double-support", zmp_margin=MARGIN, load_share=SHARE, velocity_fraction=0.3,  # executor: 1 rad/s
 )  # fmt: skip
 WELL = 15.0  # % relative SE
-
-
-@pytest.fixture(scope="module")
-def tulip():
-    return get_model("tulip")
 
 
 @pytest.fixture(scope="module")

@@ -37,11 +37,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def tulip():
-    return get_model("tulip")
-
-
-@pytest.fixture(scope="module")
 def plan_file(tulip, tmp_path_factory):
     """A small hand-made double-support trajectory in the plan format (random harmonics around a balanced
     closed-chain posture, as the designer's starts are made), valid under `plan check`'s checks."""

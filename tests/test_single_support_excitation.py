@@ -19,7 +19,6 @@ from robots import dynamics as dyn
 from robots.base_params import cached_dynamic_base, random_states
 from robots.kinematics import site_pose
 from robots.params_io import resolve_params
-from robots.registry import get_model
 from trajectories.balance_excitation import zmp_spec
 from trajectories.excitation import ExcitationSettings, random_start
 from trajectories.plan import plan_trajectory
@@ -32,11 +31,6 @@ THESIS_KAPPA = 74_131.0  # the thesis's gait data, 44 simplified ZMP base parame
 MARGIN, LIFT = 0.02, 0.02
 ARGS = ["--single-support", "--simplified", "--duration", "10", "--period", "10", "--harmonics", "3",
         "--samples", "24", "--max-iter", "200", "--velocity-fraction", "0.3", "--seed", "3"]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def tulip():
-    return get_model("tulip")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from shapely.geometry import Point, Polygon
 from formats.dynamic_recording import read_dynamic_recording
 from poise.cli import main
 from robots.params_io import resolve_params
-from robots.registry import get_model
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +26,6 @@ ARGS = ["--single-support", "--simplified", "--duration", "6", "--period", "6", 
         "--zmp-margin", str(MARGIN), "--lift", str(LIFT)]  # fmt: skip
 NOT_STANDING = {"fall", "edge", "lift", "slip", "feet-contact", "touch-down"}
 CONFIG = Path(__file__).resolve().parents[1] / "drivers" / "tulip_robot.toml"
-
-
-@pytest.fixture(scope="module")
-def tulip():
-    return get_model("tulip")
 
 
 @pytest.fixture(scope="module")

@@ -417,9 +417,10 @@ class Twin:
                         self.torque, self._integral + e * k * self.opts.timestep / Ti, 0.0
                     )
                     self._integral = np.clip(self._integral, -INTEGRAL_LIMIT, INTEGRAL_LIMIT)
-                    self.d.ctrl[:] = self._goal_ticks + self._integral
                     if self.opts.servo.deadband:
                         self._tick_error()
+                    else:
+                        self.d.ctrl[:] = self._goal_ticks + self._integral
                 if self.placed:
                     self._watch()
                     if self._clamp_at is not None and self.d.time >= self._clamp_at:
