@@ -79,6 +79,8 @@ class DynamicFit:
     kappa_scaled: float = float("nan")  # κ of the column-normalised regressor of the estimated parameters
     fixed: dict[str, str] = field(default_factory=dict)  # base parameters held at their prior value, and why
     inertial: int = 0  # the first `inertial` estimates are base inertial parameters (the rest friction)
+    fitted_s: float = float("nan")  # recording time the fitted rows span (ends dropped)
+    edges_s: float = 0.0  # recording time dropped at the two ends together (the filter's transients)
 
     def determined(self, pct: float = WELL_IDENTIFIED_PCT) -> tuple[list[str], list[str]]:
         """The estimated base inertial parameters this motion determines to `pct` % relative SE, and those it does
@@ -88,6 +90,12 @@ class DynamicFit:
             if np.isfinite(self.se[k]):
                 (good if self.rel_se_pct[k] < pct else poor).append(self.symbols[k])
         return good, poor
+
+    def needed_s(self, pct: float = WELL_IDENTIFIED_PCT) -> np.ndarray:
+        """Recording length (s, ends included) at which each estimate's relative SE would reach `pct` % if this
+        motion were repeated: SE ∝ 1/√(fitted time) for a periodic motion under stationary noise, at this
+        cut-off. A systematic model error does not shrink so: this is what noise alone allows."""
+        return self.fitted_s * (self.rel_se_pct / pct) ** 2 + self.edges_s
 
     def to_dict(self) -> dict:
         return {
@@ -103,6 +111,7 @@ class DynamicFit:
             "kappa_scaled": self.kappa_scaled,
             "fixed": self.fixed,
             "samples": self.samples,
+            "fitted_s": self.fitted_s,
             "weighted": self.weighted,
             "unidentifiable": self.unidentifiable,
             "top_correlations": [list(c) for c in self.top_correlations],
@@ -307,6 +316,8 @@ class DynamicEstimator:
         corr = np.full((p, p), np.nan)
         corr[np.ix_(free, free)] = cov_f / np.outer(sd, sd)
         top = _top_pairs(corr[np.ix_(free, free)], [syms[i] for i in free])
+        kept = self._kept(len(rec.t), rec.rate_hz)
+        fitted_s = len(range(len(rec.t))[kept]) * kept.step / rec.rate_hz
         raw = b - A @ x
         sigma = np.array([raw[joint == j].std() for j in range(n)])
         rmse = np.array([np.sqrt(np.mean(raw[joint == j] ** 2)) for j in range(n)])
@@ -328,6 +339,8 @@ class DynamicEstimator:
             kappa_scaled=kappa(normalised_columns(A[:, free])[0]),
             fixed=fixed,
             inertial=db.rank,
+            fitted_s=fitted_s,
+            edges_s=2 * kept.start / rec.rate_hz,
         )
         return self
 

@@ -89,6 +89,14 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         help="name the base parameters this recording determines to PCT %% relative SE and those it does not "
         "(default 15; all stay estimated)",
     )
+    d.add_argument(
+        "--practical-s",
+        type=at.positive,
+        metavar="S",
+        default=600.0,
+        help="name the base parameters that even S s of this motion repeated would not determine to --well %% "
+        "(noise alone, SE ∝ 1/√duration; default 600)",
+    )
     d.add_argument("--json", action="store_true", help="print the result as JSON")
     d.add_argument(
         "--plot",
@@ -200,11 +208,16 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             "max_abs_z": float(np.max(np.abs(z[done]))) if done.any() else None,
         }
     good, poor = fit.determined(args.well)
+    needed = dict(zip(fit.symbols[:nb], fit.needed_s(args.well)[:nb], strict=True))
+    beyond = [s for s in poor if needed[s] > args.practical_s]
     out = fit.to_dict() | {
         "cutoff_hz": cutoff,
         "well_pct": args.well,
         "determined": good,
         "not_determined": poor,
+        "needed_s": {s: float(needed[s]) for s in poor},
+        "practical_s": args.practical_s,
+        "beyond_practical": beyond,
     }
     pred = meas = None
     if vrec is not None:
@@ -258,6 +271,14 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         console.print(
             f"not determined to {args.well:g} % by this motion ({len(poor)}; estimated all the same, their SEs in "
             "the table): " + ", ".join(poor)
+        )
+        within = [s for s in poor if s not in beyond]
+        console.print(
+            f"this motion repeated (noise alone, at this cut-off) would determine {len(within)} of them within "
+            f"{args.practical_s:g} s: "
+            + (", ".join(f"{s} ({needed[s]:.0f} s)" for s in within) or "none")
+            + f"; not {len(beyond)}: "
+            + (", ".join(beyond) or "none")
         )
     if args.reference:
         r = fit.reference
