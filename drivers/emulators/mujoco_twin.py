@@ -36,6 +36,14 @@ from robots.urdf_write import model_to_urdf
 
 BOARD_SIZE = (0.511, 0.316, 0.053)  # Wii Balance Board top plate (x, y) and height (m)
 SOLE_THICKNESS = 0.004  # m, the box below each contact rectangle
+# the soles stand on a pad at each corner of their rectangle (spheres whose bottoms are the sole's plane): a box
+# on a box makes 4–8 contacts whose number flips as the load shifts, and the solver's force split jumps with it,
+# while four pads keep four contacts. 5 ms (the box's default: 20 ms) makes the sole's rocking stiffness 16×
+# higher: the base sole's tilt at rest drops from 0.09° to 0.013° (mean over the demo's plan), and the CoM the
+# model computes from the planned sole pose misses the boards' CoP by 0.44 mm instead of 1.1 mm
+PAD_RADIUS = 0.003  # m
+PAD_SOLREF = (0.005, 1.0)  # s, damping ratio (≥ 2 physics steps)
+PADS = tuple(f"pad{k}" for k in range(4))
 PWM_LIMIT = 885  # X-series PWM limit (100 %), e-Manual
 TICKS_PER_REV = 4096
 INTEGRAL_LIMIT = math.radians(2.0)  # anti-windup: the I action shifts a servo's target by at most this
@@ -182,7 +190,19 @@ def build_spec(model: RobotModel, truth: ParameterSet, opts: TwinOptions):
             friction=[opts.friction, 0.005, 0.0001],
             mass=0.0,
             density=0.0,
-        )
+        )  # meets only the other sole's box (`Twin._own_boards`): the feet touching
+        for k, (x, y) in enumerate(((x0, y0), (x0, y1), (x1, y0), (x1, y1))):
+            body.add_geom(
+                name=f"{site.name}_pad{k}",
+                type=mujoco.mjtGeom.mjGEOM_SPHERE,
+                size=[PAD_RADIUS, 0.0, 0.0],
+                pos=p + R @ np.array([x, y, PAD_RADIUS]),
+                friction=[opts.friction, 0.005, 0.0001],
+                solref=list(PAD_SOLREF),
+                priority=1,  # its contacts take its solref and friction, whatever they meet
+                mass=0.0,
+                density=0.0,
+            )
     for i in range(2):
         b = world.add_body(name=f"board{i}", mocap=True, pos=[0.0, 3.0 + i, 0.0])
         b.add_geom(
@@ -274,8 +294,9 @@ class Twin:
         ]
         self.hoist = self.m.body_mocapid[mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_BODY, "hoist")]
         self.soles = [s.name for s in model.sites if s.rect is not None]
-        self.sole_geoms = {
-            s: mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_GEOM, f"{s}_box") for s in self.soles
+        self.sole_geoms = {  # each sole's box, then its four pads
+            s: [mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_GEOM, f"{s}_{g}") for g in ("box", *PADS)]
+            for s in self.soles
         }
         self.site_ids = {
             s.name: mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_SITE, s.name) for s in model.sites
@@ -317,17 +338,18 @@ class Twin:
         self.lift()
 
     def _own_boards(self) -> None:
-        """Each sole meets the floor, the other sole and its own board's plate only (the base sole board 0, the
-        other board 1). Real boards cannot overlap; the twin's plates, placed from the configuration, do where
-        the feet are closer than a board is wide, and a sole over both plates would split its load between
-        them — the executor's per-board checks read each board as its own sole's."""
-        floor, bit = 1, [2, 4]
+        """Each sole's pads meet the floor and its own board's plate only (the base sole board 0, the other board
+        1), its box only the other sole's box. Real boards cannot overlap; the twin's plates, placed from the
+        configuration, do where the feet are closer than a board is wide, and a sole over both plates would split
+        its load between them — the executor's per-board checks read each board as its own sole's."""
+        floor, bit, feet = 1, [2, 4], 8
         for i, g in enumerate(self.board_geoms):
             self.m.geom_contype[g] = self.m.geom_conaffinity[g] = bit[i]
         others = [s for s in self.soles if s != self.base_site]
         for i, s in enumerate([self.base_site, *others][:2]):
-            g = self.sole_geoms[s]
-            self.m.geom_contype[g] = self.m.geom_conaffinity[g] = floor | bit[i]
+            box, *pads = self.sole_geoms[s]
+            self.m.geom_contype[box] = self.m.geom_conaffinity[box] = feet
+            self.m.geom_contype[pads] = self.m.geom_conaffinity[pads] = floor | bit[i]
 
     # ---------------------------------------------------------------- time
     @property
@@ -697,7 +719,7 @@ class Twin:
         for k in range(d.ncon):
             con = d.contact[k]
             gs = {con.geom1, con.geom2}
-            soles = [s for s, g in self.sole_geoms.items() if g in gs]
+            soles = [s for s, g in self.sole_geoms.items() if gs.intersection(g)]
             if len(soles) == 2:
                 self._event("feet-contact", "the soles touch each other")
             for s in soles:
