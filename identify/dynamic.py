@@ -92,9 +92,8 @@ class DynamicFit:
         return good, poor
 
     def needed_s(self, pct: float = WELL_IDENTIFIED_PCT) -> np.ndarray:
-        """Recording length (s, ends included) at which each estimate's relative SE would reach `pct` % if this
-        motion were repeated: SE ∝ 1/√(fitted time) for a periodic motion under stationary noise, at this
-        cut-off. A systematic model error does not shrink so: this is what noise alone allows."""
+        """Recording length (s, ends included) at which each relative SE would reach `pct` % were this motion
+        repeated (SE ∝ 1/√fitted time under stationary noise, this cut-off): noise alone, no systematic error."""
         return self.fitted_s * (self.rel_se_pct / pct) ** 2 + self.edges_s
 
     def to_dict(self) -> dict:
