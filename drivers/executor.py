@@ -111,6 +111,8 @@ class RunResult:
     tick_periods: list[float] = field(default_factory=list)
     late: list[float] = field(default_factory=list)
     board_stats: list = field(default_factory=list)
+    # when each phase began (robot-time s on the bench clock): what a bench's event log is attributed by
+    timeline: list[dict] = field(default_factory=list)
 
     def jitter(self) -> dict:
         p = np.array(self.tick_periods) if self.tick_periods else np.zeros(1)
@@ -169,6 +171,7 @@ class Executor:
         self.k = time_scale
         self.operator = operator or Operator()
         self.progress_cb = progress or (lambda p: None)
+        self._on_ground = False  # the present move is a transition on the boards (not in the air)
         self.tare_s = tare_s
         self.result = RunResult()
         self._latest_kg = [None] * len(boards)
@@ -349,7 +352,7 @@ class Executor:
             if margin is not None:
                 self._min_margin = min(self._min_margin, margin)
             self._check_standing(p, cop, margin, kg)
-            self.progress_cb(
+            self._progress(
                 Progress(index, total, p.index, p.placement, "hold", el * self.k, p.hold_s, cop, margin, kg)
             )
         return store
@@ -380,6 +383,18 @@ class Executor:
                 f"posture {p.index}: measured CoP {-margin * 1000:.1f} mm outside the support polygon (tipping); "
                 f"run stopped, {len(self.result.completed)} completed posture(s) kept"
             )
+
+    def _progress(self, pr: Progress) -> None:
+        """Report progress; log when a phase begins (robot time), where the ground moves are the transitions."""
+        key = (pr.posture, pr.phase)
+        last = self.result.timeline[-1] if self.result.timeline else None
+        if last is None or (last["posture"], last["phase"]) != key:
+            phase = "transition" if pr.phase == "move" and self._on_ground else pr.phase
+            self.result.timeline.append(
+                {"t_s": self.clock.now() * self.k, "posture": int(pr.posture), "placement": int(pr.placement),
+                 "phase": phase}
+            )  # fmt: skip
+        self.progress_cb(pr)
 
     def _posture_report(self, p, res: PostureResult, settle_s: float) -> dict:
         """How the posture went, from the encoders and boards only (what real hardware reports): largest
@@ -451,7 +466,7 @@ class Executor:
         try:
             if todo:
                 self.operator.lift(None)
-                self.progress_cb(Progress(0, total, todo[0].index, todo[0].placement, "tare"))
+                self._progress(Progress(0, total, todo[0].index, todo[0].placement, "tare"))
                 if self.tare_s > 0:
                     offsets = [b.tare(self.tare_s).tolist() for b in self.boards]
                 else:  # tared just before (e.g. with a recalibration)
@@ -471,7 +486,7 @@ class Executor:
                 corners = foot_corners(self.model, p.q, self.plan.params, self.plan.base)
                 polygon = MultiPoint(np.concatenate(list(corners.values()))).convex_hull
                 if new_placement and prev is not None:
-                    self.progress_cb(Progress(n, total, p.index, p.placement, "lift"))
+                    self._progress(Progress(n, total, p.index, p.placement, "lift"))
                     self.operator.lift(p.placement)
                 if new_placement:  # lifted off the boards (at the start, or by the operator)
                     mv, issues = air_move(self.model, self.plan, q, p, self.cfg, self.k)
@@ -483,12 +498,13 @@ class Executor:
                     mv = self._ground_move(prev, p, q)
                     planned_p, p = p, replace(p, q=mv.setpoints[-1])  # settle and hold the adapted posture
                 self._worst, self._min_margin = {}, math.inf
-                self.progress_cb(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s))
+                self._on_ground = not new_placement
+                self._progress(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s))
                 q = self._move(mv.setpoints, p.index, on_ground=not new_placement)
                 if new_placement:
-                    self.progress_cb(Progress(n, total, p.index, p.placement, "place"))
+                    self._progress(Progress(n, total, p.index, p.placement, "place"))
                     self.operator.place(self.plan.placement(p.placement), right_off, left_off)
-                self.progress_cb(Progress(n, total, p.index, p.placement, "settle"))
+                self._progress(Progress(n, total, p.index, p.placement, "settle"))
                 t_settle = self.clock.now()
                 for attempt in range(self.ex.settle_attempts):
                     settled, q_meas = self._settle(p.q, p.index, ramp=new_placement and attempt == 0)
@@ -528,12 +544,12 @@ class Executor:
                 self.rec.update_meta(report=list(self.rec.meta.get("report", [])) + [res.report])
                 q = p.q
                 prev = planned_p if planned_p is not None else p
-            self.progress_cb(Progress(total, total, prev.index if prev else -1, -1, "done"))
+            self._progress(Progress(total, total, prev.index if prev else -1, -1, "done"))
         except BaseException:
             self.link.stop()
             raise
         finally:
             self.result.board_stats = [b.stats for b in self.boards]
-            self.rec.update_meta(jitter=self.result.jitter())
+            self.rec.update_meta(jitter=self.result.jitter(), timeline=self.result.timeline)
         self.link.stop()
         return self.result

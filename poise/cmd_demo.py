@@ -122,6 +122,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
             + (f"{min(margins):.1f} mm" if margins else "—")
             + f" (per posture: {res.run_dir}/run.json, 'report')"
         )
+        seen = [e for e in res.twin_events or [] if "phase" in e]
+        if seen:
+            console.print(
+                "the twin saw: "
+                + "; ".join(
+                    f"{e['kind']} in posture {e['posture']}'s {e['phase']} ({e['detail']})" for e in seen
+                )
+            )
     if res.stopped:
         console.print(f"run stopped for safety after {res.executed} of {res.planned} postures: {res.stopped}")
     verdict = "targets met" if res.targets_met else "targets missed"
