@@ -67,9 +67,9 @@ class SafetyTrip(PoiseError):
 # ------------------------------------------------------------------ pre-flight
 
 
-def preflight(plan: Plan, model: RobotModel, config: RobotConfig, time_scale: float = 1.0) -> list[str]:
+def preflight(plan: Plan, model: RobotModel, config: RobotConfig) -> list[str]:
     """Everything that makes the plan or config unsafe to run (empty = fine). Nothing is sent before this passes."""
-    return check_run(plan, model, config, time_scale).problems
+    return check_run(plan, model, config).problems
 
 
 # ------------------------------------------------------------------ running
@@ -115,10 +115,12 @@ class RunResult:
     timeline: list[dict] = field(default_factory=list)
 
     def jitter(self) -> dict:
+        """Tick lateness over every tick; the period over the ticks at `rate_hz` of the bench clock (settles and
+        holds — moves tick at the robot's rate, K× faster on a compressed bench)."""
         p = np.array(self.tick_periods) if self.tick_periods else np.zeros(1)
         late = np.array(self.late) if self.late else np.zeros(1)
         return {
-            "ticks": len(self.tick_periods),
+            "ticks": len(self.late),
             "period_mean_ms": float(p.mean() * 1e3),
             "period_std_ms": float(p.std() * 1e3),
             "late_p99_ms": float(np.percentile(late, 99) * 1e3),
@@ -154,7 +156,7 @@ class Executor:
     ) -> None:
         if not (math.isfinite(time_scale) and time_scale > 0):
             raise DataError("--time-scale must be a positive finite number")
-        self.checked = checked if checked is not None else check_run(plan, model, config, time_scale)
+        self.checked = checked if checked is not None else check_run(plan, model, config)
         if self.checked.problems:  # never stream a setpoint the pre-flight check has not passed
             raise DataError(f"plan refused before moving: {self.checked.problems[0]}")
         self.link = link
@@ -177,6 +179,7 @@ class Executor:
         self._latest_kg = [None] * len(boards)
         self._next_tick: float | None = None
         self._last_tick: float | None = None
+        self._last_period = 0.0
         self._last_answer: float | None = None
         self._weight_kg = float(model.parameter_set(plan.params).total_mass)
         self._outside_since: float | None = None
@@ -223,16 +226,20 @@ class Executor:
     ) -> np.ndarray:
         """One control tick: send q_cmd (+ `offset`, the gravity feed-forward) at the streaming rate, record q_cmd
         and the encoders, drain the boards, and trip on the tracking error |encoders − q_cmd|."""
-        period = 1.0 / self.ex.rate_hz
+        # moves stream at the robot's rate (setpoints.ticks): k× faster on a k× compressed bench
+        period = 1.0 / (self.ex.rate_hz * (self.k if phase == "move" else 1.0))
         now = self.clock.now()
         if self._next_tick is None or now - self._next_tick > 0.25:  # first tick, or resuming after a pause
             self._next_tick = now
         self.clock.sleep_until(self._next_tick)
         t = self.clock.now()
         if self._last_tick is not None and t - self._last_tick < 0.25:
-            self.result.tick_periods.append(t - self._last_tick)
+            if (
+                phase != "move" and self._last_period == 1.0 / self.ex.rate_hz
+            ):  # the jitter of the rate_hz stream
+                self.result.tick_periods.append(t - self._last_tick)
             self.result.late.append(max(0.0, t - self._next_tick))
-        self._last_tick = t
+        self._last_tick, self._last_period = t, period
         self._next_tick += period
         q_meas = self._command(q_cmd if offset is None else q_cmd + offset)
         self.rec.joint_row(t, posture, phase, q_cmd, q_meas)
@@ -306,7 +313,7 @@ class Executor:
                 f"posture {p.index}: the other sole is {dev[0] * 1000:.1f} mm, {np.degrees(dev[1]):.1f} deg from "
                 f"its placement (measured); run stopped, {len(self.result.completed)} completed posture(s) kept"
             )
-        mv, issues = ground_move(self.model, self.plan, prev, p, self.cfg, self.k, self.checked.margin,
+        mv, issues = ground_move(self.model, self.plan, prev, p, self.cfg, self.checked.margin,
                                  start=q_meas, pose=actual)  # fmt: skip
         if issues:
             raise SafetyTrip(
@@ -489,7 +496,7 @@ class Executor:
                     self._progress(Progress(n, total, p.index, p.placement, "lift"))
                     self.operator.lift(p.placement)
                 if new_placement:  # lifted off the boards (at the start, or by the operator)
-                    mv, issues = air_move(self.model, self.plan, q, p, self.cfg, self.k)
+                    mv, issues = air_move(self.model, self.plan, q, p, self.cfg)
                     if issues:  # refused before the first setpoint of the move
                         raise SafetyTrip(
                             f"{issues[0]}; run stopped, {len(self.result.completed)} completed posture(s) kept"

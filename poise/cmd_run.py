@@ -106,7 +106,7 @@ def run_config(args: argparse.Namespace):
 
 def execute(args, model, plan, config, world_opts=None, progress=None, prepare=None, tare_s=1.0):
     """Run a plan; returns (RunResult, run dir). Shared by `poise run` and `poise demo`."""
-    checked = check_run(plan, model, config, args.time_scale)  # every setpoint, before anything is sent
+    checked = check_run(plan, model, config)  # every setpoint, before anything is sent
     problems = checked.problems
     if problems:
         shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")

@@ -45,7 +45,7 @@ def test_thesis_conditions_reproduce_the_thesis_failures(tmp_path, capsys):
     # clock); the first placement's set-down is where the thesis robot first rocks
     timeline = json.loads((tmp_path / "run" / "run.json").read_text())["timeline"]
     assert timeline[0]["phase"] == "tare" and all(
-        a["t_s"] <= b["t_s"] for a, b in zip(timeline, timeline[1:])
+        a["t_s"] <= b["t_s"] for a, b in zip(timeline, timeline[1:], strict=False)
     )
     for e in out["twin_events"]:
         span = [x for x in timeline if x["t_s"] <= e["t_sim_s"]][-1]

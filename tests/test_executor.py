@@ -105,7 +105,7 @@ def test_air_move_goes_round_the_other_foot(model, cfg):
     q0 = np.zeros(model.nq)
     straight = np.linspace(0, 1, 50)[:, None] * q_to
     assert contact_clearance(model, straight, p.params, p.base).min() < 1e-3  # the soles would cross
-    move, problems = air_move(model, p, q0, target, cfg, 1.0)
+    move, problems = air_move(model, p, q0, target, cfg)
     assert problems == []
     need = min(AIR_CLEARANCE, contact_clearance(model, np.array([q0, q_to]), p.params, p.base).min()) - 1e-4
     assert contact_clearance(model, move.setpoints, p.params, p.base).min() >= need
