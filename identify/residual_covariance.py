@@ -23,6 +23,7 @@ from formats.errors import IdentifiabilityError
 
 MIN_FFT = 2**16  # frequency points of the bands' autocovariance quadrature, at least
 OVERSAMPLE = 8  # ... and enough that its periodic images lie beyond OVERSAMPLE × the longest lag
+TOEPLITZ_BLOCK = 64  # columns transformed at once
 
 
 def band_autocovariances(
@@ -54,7 +55,10 @@ def _toeplitz(c: np.ndarray, X: np.ndarray) -> np.ndarray:
     L = next_fast_len(2 * S - 1, real=True)
     kernel = rfft(np.concatenate([c, np.zeros(L - 2 * S + 1), c[:0:-1]]))
     flat = np.moveaxis(X, 1, 0).reshape(S, -1)
-    out = irfft(kernel[:, None] * rfft(flat, L, axis=0), L, axis=0)[:S]
+    out = np.empty_like(flat)
+    for i in range(0, flat.shape[1], TOEPLITZ_BLOCK):  # columns in blocks: the transforms' memory stays small
+        cols = slice(i, i + TOEPLITZ_BLOCK)
+        out[:, cols] = irfft(kernel[:, None] * rfft(flat[:, cols], L, axis=0), L, axis=0)[:S]
     return np.moveaxis(out.reshape((S, n) + X.shape[2:]), 0, 1)
 
 
