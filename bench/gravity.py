@@ -134,7 +134,7 @@ def measure_moves(plan_path: pathlib.Path, destinations: list[int]) -> list[dict
 
     model, cfg = tulip(), load_config()
     plan = load_plan(plan_path, model)
-    checked = check_run(plan, model, cfg, 1.0)
+    checked = check_run(plan, model, cfg)
     return [ground_move(model, plan, cfg, checked.moves[d], mode) for d in destinations
             for mode in ("none", "settle", "tick")]  # fmt: skip
 

@@ -67,9 +67,9 @@ class SafetyTrip(PoiseError):
 # ------------------------------------------------------------------ pre-flight
 
 
-def preflight(plan: Plan, model: RobotModel, config: RobotConfig, time_scale: float = 1.0) -> list[str]:
+def preflight(plan: Plan, model: RobotModel, config: RobotConfig) -> list[str]:
     """Everything that makes the plan or config unsafe to run (empty = fine). Nothing is sent before this passes."""
-    return check_run(plan, model, config, time_scale).problems
+    return check_run(plan, model, config).problems
 
 
 # ------------------------------------------------------------------ running
@@ -111,12 +111,16 @@ class RunResult:
     tick_periods: list[float] = field(default_factory=list)
     late: list[float] = field(default_factory=list)
     board_stats: list = field(default_factory=list)
+    # when each phase began (robot-time s on the bench clock): what a bench's event log is attributed by
+    timeline: list[dict] = field(default_factory=list)
 
     def jitter(self) -> dict:
+        """Tick lateness over every tick; the period over the ticks at `rate_hz` of the bench clock (settles and
+        holds — moves tick at the robot's rate, K× faster on a compressed bench)."""
         p = np.array(self.tick_periods) if self.tick_periods else np.zeros(1)
         late = np.array(self.late) if self.late else np.zeros(1)
         return {
-            "ticks": len(self.tick_periods),
+            "ticks": len(self.late),
             "period_mean_ms": float(p.mean() * 1e3),
             "period_std_ms": float(p.std() * 1e3),
             "late_p99_ms": float(np.percentile(late, 99) * 1e3),
@@ -152,7 +156,7 @@ class Executor:
     ) -> None:
         if not (math.isfinite(time_scale) and time_scale > 0):
             raise DataError("--time-scale must be a positive finite number")
-        self.checked = checked if checked is not None else check_run(plan, model, config, time_scale)
+        self.checked = checked if checked is not None else check_run(plan, model, config)
         if self.checked.problems:  # never stream a setpoint the pre-flight check has not passed
             raise DataError(f"plan refused before moving: {self.checked.problems[0]}")
         self.link = link
@@ -169,11 +173,13 @@ class Executor:
         self.k = time_scale
         self.operator = operator or Operator()
         self.progress_cb = progress or (lambda p: None)
+        self._on_ground = False  # the present move is a transition on the boards (not in the air)
         self.tare_s = tare_s
         self.result = RunResult()
         self._latest_kg = [None] * len(boards)
         self._next_tick: float | None = None
         self._last_tick: float | None = None
+        self._last_period = 0.0
         self._last_answer: float | None = None
         self._weight_kg = float(model.parameter_set(plan.params).total_mass)
         self._outside_since: float | None = None
@@ -220,16 +226,20 @@ class Executor:
     ) -> np.ndarray:
         """One control tick: send q_cmd (+ `offset`, the gravity feed-forward) at the streaming rate, record q_cmd
         and the encoders, drain the boards, and trip on the tracking error |encoders − q_cmd|."""
-        period = 1.0 / self.ex.rate_hz
+        # moves stream at the robot's rate (setpoints.ticks): k× faster on a k× compressed bench
+        period = 1.0 / (self.ex.rate_hz * (self.k if phase == "move" else 1.0))
         now = self.clock.now()
         if self._next_tick is None or now - self._next_tick > 0.25:  # first tick, or resuming after a pause
             self._next_tick = now
         self.clock.sleep_until(self._next_tick)
         t = self.clock.now()
         if self._last_tick is not None and t - self._last_tick < 0.25:
-            self.result.tick_periods.append(t - self._last_tick)
+            if (
+                phase != "move" and self._last_period == 1.0 / self.ex.rate_hz
+            ):  # the jitter of the rate_hz stream
+                self.result.tick_periods.append(t - self._last_tick)
             self.result.late.append(max(0.0, t - self._next_tick))
-        self._last_tick = t
+        self._last_tick, self._last_period = t, period
         self._next_tick += period
         q_meas = self._command(q_cmd if offset is None else q_cmd + offset)
         self.rec.joint_row(t, posture, phase, q_cmd, q_meas)
@@ -303,7 +313,7 @@ class Executor:
                 f"posture {p.index}: the other sole is {dev[0] * 1000:.1f} mm, {np.degrees(dev[1]):.1f} deg from "
                 f"its placement (measured); run stopped, {len(self.result.completed)} completed posture(s) kept"
             )
-        mv, issues = ground_move(self.model, self.plan, prev, p, self.cfg, self.k, self.checked.margin,
+        mv, issues = ground_move(self.model, self.plan, prev, p, self.cfg, self.checked.margin,
                                  start=q_meas, pose=actual)  # fmt: skip
         if issues:
             raise SafetyTrip(
@@ -349,7 +359,7 @@ class Executor:
             if margin is not None:
                 self._min_margin = min(self._min_margin, margin)
             self._check_standing(p, cop, margin, kg)
-            self.progress_cb(
+            self._progress(
                 Progress(index, total, p.index, p.placement, "hold", el * self.k, p.hold_s, cop, margin, kg)
             )
         return store
@@ -380,6 +390,18 @@ class Executor:
                 f"posture {p.index}: measured CoP {-margin * 1000:.1f} mm outside the support polygon (tipping); "
                 f"run stopped, {len(self.result.completed)} completed posture(s) kept"
             )
+
+    def _progress(self, pr: Progress) -> None:
+        """Report progress; log when a phase begins (robot time), where the ground moves are the transitions."""
+        key = (pr.posture, pr.phase)
+        last = self.result.timeline[-1] if self.result.timeline else None
+        if last is None or (last["posture"], last["phase"]) != key:
+            phase = "transition" if pr.phase == "move" and self._on_ground else pr.phase
+            self.result.timeline.append(
+                {"t_s": self.clock.now() * self.k, "posture": int(pr.posture), "placement": int(pr.placement),
+                 "phase": phase}
+            )  # fmt: skip
+        self.progress_cb(pr)
 
     def _posture_report(self, p, res: PostureResult, settle_s: float) -> dict:
         """How the posture went, from the encoders and boards only (what real hardware reports): largest
@@ -451,7 +473,7 @@ class Executor:
         try:
             if todo:
                 self.operator.lift(None)
-                self.progress_cb(Progress(0, total, todo[0].index, todo[0].placement, "tare"))
+                self._progress(Progress(0, total, todo[0].index, todo[0].placement, "tare"))
                 if self.tare_s > 0:
                     offsets = [b.tare(self.tare_s).tolist() for b in self.boards]
                 else:  # tared just before (e.g. with a recalibration)
@@ -471,10 +493,10 @@ class Executor:
                 corners = foot_corners(self.model, p.q, self.plan.params, self.plan.base)
                 polygon = MultiPoint(np.concatenate(list(corners.values()))).convex_hull
                 if new_placement and prev is not None:
-                    self.progress_cb(Progress(n, total, p.index, p.placement, "lift"))
+                    self._progress(Progress(n, total, p.index, p.placement, "lift"))
                     self.operator.lift(p.placement)
                 if new_placement:  # lifted off the boards (at the start, or by the operator)
-                    mv, issues = air_move(self.model, self.plan, q, p, self.cfg, self.k)
+                    mv, issues = air_move(self.model, self.plan, q, p, self.cfg)
                     if issues:  # refused before the first setpoint of the move
                         raise SafetyTrip(
                             f"{issues[0]}; run stopped, {len(self.result.completed)} completed posture(s) kept"
@@ -483,12 +505,13 @@ class Executor:
                     mv = self._ground_move(prev, p, q)
                     planned_p, p = p, replace(p, q=mv.setpoints[-1])  # settle and hold the adapted posture
                 self._worst, self._min_margin = {}, math.inf
-                self.progress_cb(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s))
+                self._on_ground = not new_placement
+                self._progress(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s))
                 q = self._move(mv.setpoints, p.index, on_ground=not new_placement)
                 if new_placement:
-                    self.progress_cb(Progress(n, total, p.index, p.placement, "place"))
+                    self._progress(Progress(n, total, p.index, p.placement, "place"))
                     self.operator.place(self.plan.placement(p.placement), right_off, left_off)
-                self.progress_cb(Progress(n, total, p.index, p.placement, "settle"))
+                self._progress(Progress(n, total, p.index, p.placement, "settle"))
                 t_settle = self.clock.now()
                 for attempt in range(self.ex.settle_attempts):
                     settled, q_meas = self._settle(p.q, p.index, ramp=new_placement and attempt == 0)
@@ -528,12 +551,12 @@ class Executor:
                 self.rec.update_meta(report=list(self.rec.meta.get("report", [])) + [res.report])
                 q = p.q
                 prev = planned_p if planned_p is not None else p
-            self.progress_cb(Progress(total, total, prev.index if prev else -1, -1, "done"))
+            self._progress(Progress(total, total, prev.index if prev else -1, -1, "done"))
         except BaseException:
             self.link.stop()
             raise
         finally:
             self.result.board_stats = [b.stats for b in self.boards]
-            self.rec.update_meta(jitter=self.result.jitter())
+            self.rec.update_meta(jitter=self.result.jitter(), timeline=self.result.timeline)
         self.link.stop()
         return self.result

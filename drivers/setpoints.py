@@ -93,22 +93,24 @@ def plan_required_margin(plan: Plan) -> float:
     return m
 
 
-def ticks(duration_s: float, time_scale: float, rate_hz: float, multiple: int = 1) -> int:
-    """Number of control ticks for a move of `duration_s` robot seconds, a multiple of `multiple` (≥ 1)."""
-    n = max(1, math.ceil(duration_s / time_scale * rate_hz - 1e-9))
+def ticks(duration_s: float, rate_hz: float, multiple: int = 1) -> int:
+    """Number of control ticks for a move of `duration_s` robot seconds, a multiple of `multiple` (≥ 1): the rate
+    is the robot's, so an emulated bench's time compression (`--time-scale`) streams the same setpoints faster
+    instead of fewer, coarser ones (at 6× the robot saw a step every 60 ms, and its soles slid up to 17 mm)."""
+    n = max(1, math.ceil(duration_s * rate_hz - 1e-9))
     return multiple * math.ceil(n / multiple)
 
 
-def _cosine_segment(q0: np.ndarray, q1: np.ndarray, min_s: float, config: RobotConfig, time_scale: float):
+def _cosine_segment(q0: np.ndarray, q1: np.ndarray, min_s: float, config: RobotConfig):
     d = max(min_s, move_time_at_limit(q0, q1, None, config.executor.velocity_limit))
-    n = ticks(d, time_scale, config.executor.rate_hz)
+    n = ticks(d, config.executor.rate_hz)
     sp = np.array([cosine_profile(q0, q1, i / n) for i in range(1, n + 1)])
     sp[-1] = q1
     return sp, d
 
 
 def air_move(
-    model: RobotModel, plan: Plan, q_from: np.ndarray, p: Posture, config: RobotConfig, time_scale: float
+    model: RobotModel, plan: Plan, q_from: np.ndarray, p: Posture, config: RobotConfig
 ) -> tuple[Move, list[str]]:
     """A cosine move with the robot lifted off the boards, stretched to the velocity limit, that keeps the soles
     apart (`robots.stance.contact_clearance` ≥ AIR_CLEARANCE): straight in joint space when that is clear, else
@@ -116,11 +118,11 @@ def air_move(
     q0, q1 = np.asarray(q_from, dtype=float), np.asarray(p.q, dtype=float)
     route, need = air_route(model, q0, q1, plan.params, plan.base, seed=p.index)
     if route is not None and len(route) == 2:
-        sp, d = _cosine_segment(q0, q1, p.move_s, config, time_scale)
+        sp, d = _cosine_segment(q0, q1, p.move_s, config)
         return Move(p.index, sp, d, on_ground=False), []
     if route is not None:
-        a, da = _cosine_segment(q0, route[1], p.move_s / 2, config, time_scale)
-        b, db = _cosine_segment(route[1], q1, p.move_s / 2, config, time_scale)
+        a, da = _cosine_segment(q0, route[1], p.move_s / 2, config)
+        b, db = _cosine_segment(route[1], q1, p.move_s / 2, config)
         return Move(p.index, np.vstack([a, b]), da + db, on_ground=False), []
     empty = Move(p.index, np.empty((0, model.nq)), 0.0, False)
     return empty, [
@@ -134,7 +136,6 @@ def ground_move(
     a: Posture,
     b: Posture,
     config: RobotConfig,
-    time_scale: float,
     margin: float,
     start: np.ndarray | None = None,
     pose: np.ndarray | None = None,
@@ -180,7 +181,7 @@ def ground_move(
     for _ in range(4):  # projection lengthens the path a little: stretch until no tick is too fast
         if d > MAX_STRETCH * d0:
             break  # a jump, not a longer path: refused below
-        n = ticks(d, time_scale, ex.rate_hz, seg)
+        n = ticks(d, ex.rate_hz, seg)
         sp = ground_path(model, wps, n, tr is None, pose, plan.params, plan.base)
         speed = float(np.abs(np.diff(np.vstack([wps[0], sp]), axis=0)).max()) * n / d
         if speed <= ex.velocity_limit * (1 + STEP_RTOL):
@@ -197,11 +198,9 @@ def ground_move(
     return move, problems
 
 
-def check_run(plan: Plan, model: RobotModel, config: RobotConfig, time_scale: float = 1.0) -> RunCheck:
+def check_run(plan: Plan, model: RobotModel, config: RobotConfig) -> RunCheck:
     """Everything that makes the plan or config unsafe to run (problems), and the checked ground moves."""
     validate_config(config)
-    if not (math.isfinite(time_scale) and time_scale > 0):
-        raise DataError(f"time scale {time_scale!r} must be a positive finite number")
     margin = max(plan_required_margin(plan), config.executor.min_margin)
     problems: list[str] = []
     for p in plan.postures:
@@ -213,19 +212,19 @@ def check_run(plan: Plan, model: RobotModel, config: RobotConfig, time_scale: fl
         return out  # moves between unsafe postures are not worth checking
     for a, b in zip(plan.postures[:-1], plan.postures[1:], strict=True):
         if a.placement != b.placement:  # the operator lifts the robot; the move is made in the air
-            problems += air_move(model, plan, a.q, b, config, time_scale)[1]
+            problems += air_move(model, plan, a.q, b, config)[1]
             continue
         tr = plan.transition(a.index, b.index)
         if tr is not None and tr.lifted:  # planned: no path on the ground joins the two postures
-            issues = air_move(model, plan, a.q, b, config, time_scale)[1]
+            issues = air_move(model, plan, a.q, b, config)[1]
             if not issues:
                 out.relift.add(b.index)
             problems += issues
             continue
-        move, issues = ground_move(model, plan, a, b, config, time_scale, margin)
+        move, issues = ground_move(model, plan, a, b, config, margin)
         out.moves[b.index] = move
         if issues and len(move.setpoints):  # valid waypoints, but the path between them cannot be followed
-            air = air_move(model, plan, a.q, b, config, time_scale)[1]
+            air = air_move(model, plan, a.q, b, config)[1]
             if not air:  # as an operator would: lift the robot, move in the air, set it down again
                 out.relift.add(b.index)
                 out.warnings.append(

@@ -329,14 +329,14 @@ class TrajectoryExecutor(Executor):
     def _to_start(self, q: np.ndarray) -> np.ndarray:
         p = self.plan.postures[0]
         if self.sp.standing:
-            mv, issues = air_move(self.model, self.plan, q, p, self.cfg, 1.0)
+            mv, issues = air_move(self.model, self.plan, q, p, self.cfg)
             if issues:  # refused before the first setpoint of the move
                 raise SafetyTrip(f"{issues[0]}; nothing streamed")
             return self._move(mv.setpoints, 0, on_ground=False)  # in the air: no feed-forward
         d = max(
             0.5, 2.0 * float(np.max(np.abs(p.q - q))) / self.ex.velocity_limit
         )  # cosine: peak 2·mean speed
-        n = ticks(d, 1.0, self.ex.rate_hz)
+        n = ticks(d, self.ex.rate_hz)
         return self._move(
             np.array([cosine_profile(q, p.q, i / n) for i in range(1, n + 1)]), 0, on_ground=False
         )

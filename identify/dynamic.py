@@ -314,7 +314,7 @@ class DynamicEstimator:
         sd = np.sqrt(np.diag(cov_f))
         corr = np.full((p, p), np.nan)
         corr[np.ix_(free, free)] = cov_f / np.outer(sd, sd)
-        top = _top_pairs(corr[np.ix_(free, free)], [syms[i] for i in free])
+        top = top_pairs(corr[np.ix_(free, free)], [syms[i] for i in free])
         kept = self._kept(len(rec.t), rec.rate_hz)
         fitted_s = len(range(len(rec.t))[kept]) * kept.step / rec.rate_hz
         raw = b - A @ x
@@ -460,10 +460,10 @@ def ls_statistics(
         cov = m / dof * (H @ M @ H)
     se = np.sqrt(np.diag(cov))
     corr = cov / np.outer(se, se)
-    return cov, se, corr, _top_pairs(corr, symbols, top)
+    return cov, se, corr, top_pairs(corr, symbols, top)
 
 
-def _top_pairs(corr: np.ndarray, symbols: list[str], top: int = 5) -> list[tuple[str, str, float]]:
+def top_pairs(corr: np.ndarray, symbols: list[str], top: int = 5) -> list[tuple[str, str, float]]:
     """The `top` most correlated pairs of estimates."""
     iu = np.triu_indices(len(symbols), 1)
     order = np.argsort(-np.abs(corr[iu]))[:top]

@@ -13,7 +13,9 @@ velocity equals a joint's shares its friction columns, and the Coulomb pairs of 
 a constant). Rows are weighted explicitly — per N, per N·m of moment, per N·m of joint torque — or, with
 weights "auto", by 1/σ of each row's ordinary-LS residuals. Velocities come from zero-phase differentiation;
 regressor columns and measurements pass the same low-pass before decimation. Estimators: uncentred PLS (ν by
-CV), OLS, ridge, and IV against the PWM noise in the joint rows' regressor; Newey–West standard errors.
+CV), OLS, ridge, and IV against the PWM noise in the joint rows' regressor. Standard errors from the filtered
+noise's banded spectrum (identify.residual_covariance, levels from the LS residuals; the IV's as a sandwich with the
+same Σ): residual Newey–West overclaimed (Monte-Carlo, tests/test_ft_pwm_standard_errors.py).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from formats.errors import DataError, IdentifiabilityError
 from formats.ft_pwm_recording import FtPwmRecording
 from identify.adaptive_window import adaptive_states
 from identify.differentiation import derivatives, lowpass
-from identify.dynamic import ls_statistics
+from identify.dynamic import SPECTRUM_SPLITS, top_pairs
 from identify.pls import PLSRegression, compress, cv_ols, cv_ridge, fold_factors, ridge
+from identify.residual_covariance import banded_covariance
 from robots import dynamics as dyn
 from robots.actuation import FtPwmTruth, Transmission, friction_rows, motor_velocities, transmissions
 from robots.base_params import DynamicBase, RegressorSpec, random_states
@@ -100,28 +103,33 @@ def stacked_system(
     A[:, nj:, n_in : n_in + 6] = np.eye(6)
     if wrench is not None:
         b[:, nj:] = wrench
-    col, row, mot = n_in + 6, 0, 0
-    gains = []
+    col, row = n_in + 6, 0
     for g in lay.groups:
         n = len(g.joints)
         Fj = friction_rows(qd[:, list(g.joints)])  # (K, n, 4)
         for i in range(n):
             A[:, row + i, col : col + 4] = Fj[:, i]
             col += 4
-        Tt = g.transpose
         if g.coupled:
             Fm = friction_rows(motor_velocities([g], qd))
             for k in range(n):
-                A[:, row : row + n, col : col + 4] = Tt[None, :, k, None] * Fm[:, None, k, :]
+                A[:, row : row + n, col : col + 4] = g.transpose[None, :, k, None] * Fm[:, None, k, :]
                 col += 4
-        gains.append((row, n, mot, Tt))
         row += n
-        mot += n
-    for row, n, mot, Tt in gains:
-        for k in range(n):
-            A[:, row : row + n, col] = -Tt[None, :, k] * pwm[:, mot + k, None]
-            col += 1
+    A[:, :, col:] = pwm_columns(lay, pwm)
     return A, b
+
+
+def pwm_columns(lay: Layout, pwm: np.ndarray) -> np.ndarray:
+    """(K, rows, motors): the gain columns −Tᵀ diag(v) of eq. (11) for PWMs v (K, motors), zero in the F/T rows
+    (linear in v: a PWM's noise enters the regressor through them)."""
+    out = np.zeros((len(pwm), len(lay.rows), pwm.shape[1]))
+    row = 0
+    for g in lay.groups:
+        n = len(g.joints)
+        out[:, row : row + n, row : row + n] = -g.transpose[None] * pwm[:, None, row : row + n]
+        row += n
+    return out
 
 
 @per_model
@@ -197,7 +205,7 @@ class FtPwmFit:
         return {
             "method": self.method,
             # SE: the IV sandwich for 'iv'; otherwise least squares' (exact for OLS and PLS at full ν)
-            "se_of": "iv" if self.method == "iv" else "ols (Newey–West)",
+            "se_of": "iv (banded spectrum)" if self.method == "iv" else "ols (banded spectrum)",
             "n_components": self.n_components,
             "rank": self.rank,
             "parameters": [
@@ -225,7 +233,7 @@ class FtPwmEstimator:
     method: 'pls' (ν from `n_components`, or by `cv`-fold cross-validation), 'ols', 'ridge' (λ by CV) or 'iv'
     (instrumental variables against the noisy PWM, `iv_iterations` passes from OLS); `compare` also runs the
     others for the comparison. weights: RowWeights or 'auto' (1/σ per row from an ordinary-LS pass).
-    Standard errors are Newey–West over the (filtered, so correlated) samples. differentiation: 'butterworth'
+    Standard errors model the filtered (so correlated) noise's spectrum flat in bands. differentiation: 'butterworth'
     (zero-phase low-pass at `cutoff_hz`, then central differences) or 'adaptive' (the paper's non-causal
     adaptive windowing, identify.adaptive_window); either way the rows then pass the same low-pass."""
 
@@ -280,20 +288,28 @@ class FtPwmEstimator:
             q, qd, qdd = adaptive_states(rec.t, rec.q)
         else:
             q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_hz)
-        edge = max(1, int(np.ceil(5.0 / self.cutoff_hz * rec.rate_hz)))  # filter transients (5/fc)
+        edge = self._edge(rec.rate_hz)
         if len(rec.t) <= 2 * edge + 10:
             raise DataError(f"recording too short: {len(rec.t)} samples at {rec.rate_hz:.0f} Hz")
         return q, qd, qdd, edge
 
-    def _step(self, rec: FtPwmRecording) -> int:
-        return self.decimate or max(1, int(rec.rate_hz / (4 * self.cutoff_hz)))
+    def _edge(self, rate_hz: float) -> int:
+        """Samples dropped at each end: the filter's transients (5/f_c)."""
+        return max(1, int(np.ceil(5.0 / self.cutoff_hz * rate_hz)))
+
+    def _step(self, rate_hz: float) -> int:
+        return self.decimate or max(1, int(rate_hz / (4 * self.cutoff_hz)))
+
+    def filtered_rows(self, signals: np.ndarray, rate_hz: float) -> np.ndarray:
+        """Measured signals (K, …) as `system` uses them: zero-phase low-passed, ends dropped, decimated."""
+        edge = self._edge(rate_hz)
+        return lowpass(signals, rate_hz, self.cutoff_hz)[edge : len(signals) - edge : self._step(rate_hz)]
 
     def system(self, rec: FtPwmRecording, drop_reversals: bool = True):
         """Rows (unweighted) at the decimated samples: A (rows, base params), b, row kind index, sample index."""
         self._check(rec)
         q, qd, qdd, edge = self._states(rec)
-        step = self._step(rec)
-        sl = np.arange(edge, len(q) - edge, step)
+        sl = np.arange(edge, len(q) - edge, self._step(rec.rate_hz))
         lay, ind = self.layout_, self.base_.independent
         Kall, R = len(q), len(lay.rows)
         A = np.empty((Kall, R, len(ind)))
@@ -308,8 +324,7 @@ class FtPwmEstimator:
         # filt(b) = filt(A) Φ holds exactly where the model does (Coulomb steps, q̇² terms are not linear in q)
         for r in range(R):
             A[:, r] = lowpass(A[:, r], rec.rate_hz, self.cutoff_hz)
-        b = lowpass(b, rec.rate_hz, self.cutoff_hz)
-        A, b = A[sl], b[sl]
+        A, b = A[sl], self.filtered_rows(b, rec.rate_hz)
         K = len(sl)
         keep = np.ones((K, R), dtype=bool)
         if drop_reversals:  # joint rows near any of the group's joint or motor velocity reversals
@@ -375,7 +390,12 @@ class FtPwmEstimator:
 
     def fit(self, rec: FtPwmRecording) -> FtPwmEstimator:
         """Build the weighted stacked system, estimate by the configured method, compare with the others."""
-        A, b, kind, sample = self.system(rec)
+        return self.fit_system(*self.system(rec), rec.rate_hz)
+
+    def fit_system(
+        self, A: np.ndarray, b: np.ndarray, kind: np.ndarray, sample: np.ndarray, rate_hz: float
+    ) -> FtPwmEstimator:
+        """`fit` on the rows `system` made of a recording at `rate_hz` (a Monte-Carlo reuses one regressor)."""
         db = self.base_
         syms = [f"ϑ{i + 1}" if i_std < self.layout_.n_inertial else self.layout_.names[i_std]
                 for i, i_std in enumerate(db.independent)]  # fmt: skip
@@ -390,7 +410,6 @@ class FtPwmEstimator:
             )
         w = self._row_weights(A, b, kind)
         Aw, bw = A * w[kind][:, None], b * w[kind]
-        lags = int(np.ceil(rec.rate_hz / self.cutoff_hz / self._step(rec)))  # one cut-off period
         Rw, Qbw = compress(Aw, bw)
         x_ls = np.linalg.lstsq(Rw, Qbw, rcond=None)[0]
         gains = [c for cols in self._gain_columns() for c in cols]
@@ -420,10 +439,13 @@ class FtPwmEstimator:
         if x_iv is not None:  # no CV PRESS: the instruments come from the whole record
             comparison.append(MethodResult("iv", x_iv, float("nan"), float(self.iv_iterations)))
         chosen = {m.name: m for m in comparison}[self.method]
-        if self.method == "iv":
-            cov, se, _, top = iv_statistics(Aw, Zw, bw, x_iv, syms, sample, lags)
-        else:  # LS statistics (exact for OLS and PLS at full ν; PLS at smaller ν is biased towards zero)
-            cov, se, _, top = ls_statistics(Aw, bw, x_ls, syms, sample=sample, lags=lags)
+        # the IV sandwich for 'iv', else LS's (exact for OLS and PLS at full ν; PLS at smaller ν is biased to zero);
+        # the noise's banded spectrum from the LS residuals either way
+        dt = self._step(rate_hz) / rate_hz
+        cov = banded_covariance(Aw, bw - Aw @ x_ls, sample, kind, dt, self.cutoff_hz, rate_hz, SPECTRUM_SPLITS,
+                                instruments=Zw if self.method == "iv" else None)  # fmt: skip
+        se = np.sqrt(np.diag(cov))
+        top = top_pairs(cov / np.outer(se, se), syms)
         raw = b - A @ chosen.values
         rows = self.layout_.rows
         self.fit_ = FtPwmFit(
@@ -506,36 +528,6 @@ class FtPwmEstimator:
         q, qd, qdd, edge = self._states(rec)
         keep = slice(edge, len(q) - edge)
         return self.wrench(q[keep], qd[keep], qdd[keep], values), rec.wrench[keep], keep
-
-
-def iv_statistics(
-    Aw: np.ndarray,
-    Zw: np.ndarray,
-    bw: np.ndarray,
-    x: np.ndarray,
-    symbols: list[str],
-    sample: np.ndarray,
-    lags: int,
-    top: int = 5,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[str, str, float]]]:
-    """Covariance, SE, correlations and top pairs of the IV estimate x = (ZᵀA)⁻¹Zᵀb: the Newey–West sandwich
-    (ZᵀA)⁻¹ S (AᵀZ)⁻¹ with the scores Z·residual summed per sample (Bartlett weights over `lags` samples)."""
-    res = bw - Aw @ x
-    m, p = Aw.shape
-    H = np.linalg.inv(Zw.T @ Aw)
-    G = np.zeros((int(sample.max()) + 1, p))
-    np.add.at(G, sample, Zw * res[:, None])
-    S = G.T @ G
-    for lag in range(1, lags + 1):
-        C = G[lag:].T @ G[:-lag]
-        S += (1.0 - lag / (lags + 1)) * (C + C.T)
-    cov = m / (m - p) * (H @ S @ H.T)
-    se = np.sqrt(np.diag(cov))
-    corr = cov / np.outer(se, se)
-    iu = np.triu_indices(p, 1)
-    order = np.argsort(-np.abs(corr[iu]))[:top]
-    pairs = [(symbols[iu[0][k]], symbols[iu[1][k]], float(corr[iu][k])) for k in order]
-    return cov, se, corr, pairs
 
 
 def cad_values(est: FtPwmEstimator, params: str | ParameterSet = "urdf") -> np.ndarray:

@@ -95,8 +95,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     if not res.table:
         console.print(
-            f"{res.executed} of {res.planned} postures executed, too few to identify; stopped: {res.stopped}"
+            f"{res.executed} of {res.planned} postures executed, not identified (why: above); stopped: {res.stopped}"
         )
+        _print_twin_events(res.twin_events)
         return 0
     t = Table(title=f"identification, simplified model, right-foot base (κ = {res.kappa:.1f})")
     for c in ("ϑ", "true \\[mm]", "guess \\[mm]", "estimate \\[mm]", "SE \\[mm]", "|est−true|/SE"):
@@ -122,6 +123,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             + (f"{min(margins):.1f} mm" if margins else "—")
             + f" (per posture: {res.run_dir}/run.json, 'report')"
         )
+        _print_twin_events(res.twin_events)
     if res.stopped:
         console.print(f"run stopped for safety after {res.executed} of {res.planned} postures: {res.stopped}")
     verdict = "targets met" if res.targets_met else "targets missed"
@@ -146,3 +148,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     sys.stdout.flush()
     return 0  # the verdict is printed (and in --json); `make demo` fails only on errors
+
+
+def _print_twin_events(events: list[dict] | None) -> None:
+    """What the physics twin saw during the run, by posture and phase."""
+    seen = [e for e in events or [] if "phase" in e]
+    if seen:
+        console.print(
+            "the twin saw: "
+            + "; ".join(f"{e['kind']} in posture {e['posture']}'s {e['phase']} ({e['detail']})" for e in seen)
+        )

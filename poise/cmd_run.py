@@ -12,6 +12,7 @@ from drivers.config import load_config
 from drivers.emulators.world import WorldOptions
 from drivers.executor import Executor, Progress
 from drivers.recorder import RunRecorder, plan_sha256
+from drivers.run_events import attribute, per_posture
 from drivers.session import Session
 from drivers.setpoints import check_run
 from formats.errors import DataError
@@ -105,7 +106,7 @@ def run_config(args: argparse.Namespace):
 
 def execute(args, model, plan, config, world_opts=None, progress=None, prepare=None, tare_s=1.0):
     """Run a plan; returns (RunResult, run dir). Shared by `poise run` and `poise demo`."""
-    checked = check_run(plan, model, config, args.time_scale)  # every setpoint, before anything is sent
+    checked = check_run(plan, model, config)  # every setpoint, before anything is sent
     problems = checked.problems
     if problems:
         shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
@@ -149,9 +150,24 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
             finally:
                 twin = getattr(s.world, "twin", None) if s.world is not None else None
                 if twin is not None:  # what the physics saw (falls, edges, slips), by simulated time
-                    rec.update_meta(twin_events=twin.report(), twin_timing=twin.timing())
+                    _save_twin_events(rec, twin, ex.result)
     finally:
         rec.close()
+
+
+def _save_twin_events(rec: RunRecorder, twin, result) -> None:
+    """The twin's events in run.json, each with the posture and phase it happened in when the drivers ran on
+    the twin's clock (robot time = simulated time), and in each completed posture's report: those of the move
+    that reached it ("transition") and those while it settled and was held ("posture")."""
+    events = twin.report()
+    if twin.clocked:
+        events = attribute(events, result.timeline)
+        grouped = per_posture(events)
+        done = {r.posture for r in result.completed}
+        for entry in rec.meta.get("report", []):
+            if entry["posture"] in done:
+                entry["twin_events"] = grouped.get(entry["posture"], {"transition": [], "posture": []})
+    rec.update_meta(twin_events=events, twin_timing=twin.timing(), report=rec.meta.get("report", []))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -232,11 +248,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kinds(events: dict | None) -> str:
+    """'edge, slip / —': the kinds of the twin's events in a posture's transition and hold."""
+    if not events:
+        return "—"
+    return " / ".join(
+        ", ".join(sorted({e.split(":")[0] for e in events[g]})) or "—" for g in ("transition", "posture")
+    )
+
+
 def execution_table(completed) -> Table:
-    """How each posture went, from encoders and boards: tracking, settle time, sole slip, measured margin."""
+    """How each posture went, from encoders and boards: tracking, settle time, sole slip, measured margin; on the
+    physics twin also what it saw during the transition to the posture and while holding it."""
     t = Table(title="execution (encoders and boards)")
+    twin = any("twin_events" in r.report for r in completed)
     for c in ("posture", "move track max \\[deg]", "hold track max \\[deg]", "settle \\[s]", "slip \\[mm]",
-              "slip \\[deg]", "min CoP margin \\[mm]", "boards \\[kg]"):  # fmt: skip
+              "slip \\[deg]", "min CoP margin \\[mm]", "boards \\[kg]") + (("twin: transition / posture",) if twin else ()):  # fmt: skip
         t.add_column(c, justify="right")
     for r in completed:
         x = r.report
@@ -245,5 +272,6 @@ def execution_table(completed) -> Table:
         m = x["min_margin_mm"]
         t.add_row(str(r.posture), f"{x['move_tracking_max_deg']:.2f}", f"{x['hold_tracking_max_deg']:.2f}",
                   f"{x['settle_s']:.2f}", f"{x['slip_mm']:.2f}", f"{x['slip_deg']:.2f}",
-                  "—" if m is None else f"{m:.1f}", " / ".join(f"{k:.1f}" for k in x.get("board_kg", [])))  # fmt: skip
+                  "—" if m is None else f"{m:.1f}", " / ".join(f"{k:.1f}" for k in x.get("board_kg", [])),
+                  *((_kinds(x.get("twin_events")),) if twin else ()))  # fmt: skip
     return t

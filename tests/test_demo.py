@@ -33,8 +33,8 @@ def test_demo_pipeline_on_the_physics_twin(tmp_path, capsys):
     sole lifts and slides under the stiff legs' internal forces, then the robot tips) must stop like a safety
     trip with every completed posture kept and identified; a complete run must report every posture, give every
     estimate within 3 SE of the twin's truth (issue 12) and predict the boards' CoP at least as well as the true
-    parameters. Measured with the sole pads, max |z| 1.71 (this seed and scale), 2.30 (time scale 3), and 1.80,
-    2.98 (seeds 2, 3); before them 1.95, 2.18, 3.12 and earlier 2.7–4.4."""
+    parameters. Measured (sole pads, moves at the robot's rate) max |z| 2.65 and 1.91 (this seed and scale), 1.82
+    (make demo), 1.65 and 4.16 (seeds 2, 3: README, the physics twin's demo)."""
     argv = [
         "demo",
         "--out",

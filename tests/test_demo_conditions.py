@@ -41,6 +41,16 @@ def test_thesis_conditions_reproduce_the_thesis_failures(tmp_path, capsys):
     failed = [r for r in standing if not r["stands"]]
     assert len(failed) >= 3, standing  # measured 5 of 15 stand; the run fell at posture 10
     assert all({e.split(":")[0] for e in r["events"]} & FAILURES for r in failed)
+    # the twin's events attributed to postures and phases by the executor's timeline (drivers on the twin's
+    # clock); the first placement's set-down is where the thesis robot first rocks
+    timeline = json.loads((tmp_path / "run" / "run.json").read_text())["timeline"]
+    assert timeline[0]["phase"] == "tare" and all(
+        a["t_s"] <= b["t_s"] for a, b in zip(timeline, timeline[1:], strict=False)
+    )
+    for e in out["twin_events"]:
+        span = [x for x in timeline if x["t_s"] <= e["t_sim_s"]][-1]
+        assert (e["posture"], e["phase"]) == (span["posture"], span["phase"])
+    assert all(set(r["twin_events"]) == {"transition", "posture"} for r in out["execution"])
     if out["stopped"] is not None:  # the run met a failure: stopped, completed postures on disk
         assert out["executed"] < out["planned"]
         assert {e["kind"] for e in out["twin_events"]} & FAILURES

@@ -105,7 +105,7 @@ def test_air_move_goes_round_the_other_foot(model, cfg):
     q0 = np.zeros(model.nq)
     straight = np.linspace(0, 1, 50)[:, None] * q_to
     assert contact_clearance(model, straight, p.params, p.base).min() < 1e-3  # the soles would cross
-    move, problems = air_move(model, p, q0, target, cfg, 1.0)
+    move, problems = air_move(model, p, q0, target, cfg)
     assert problems == []
     need = min(AIR_CLEARANCE, contact_clearance(model, np.array([q0, q_to]), p.params, p.base).min()) - 1e-4
     assert contact_clearance(model, move.setpoints, p.params, p.base).min() >= need
@@ -565,3 +565,42 @@ def test_operator_prompts_name_the_robots_soles_and_a_lifted_start():
     assert "sole_l at x=10 mm, y=130 mm, yaw=2.9 deg from sole_r" in asked[0] and "on the boards" in asked[0]
     assert "on sole_r alone" in asked[1] and "sole_l kept in the air" in asked[1]
     assert sole_names(get_model("icub-right-arm")) == ("the base sole", "the other sole")  # no soles: generic
+
+
+def test_twin_events_are_attributed_to_the_phase_they_happened_in():
+    """An event belongs to the phase that began last at or before it (robot time); a ground move is the
+    transition to its posture, a set-down or air move too; settling and holding are the posture's own."""
+    from drivers.run_events import attribute, per_posture
+
+    timeline = [
+        {"t_s": 0.0, "posture": 0, "placement": 0, "phase": "tare"},
+        {"t_s": 1.0, "posture": 0, "placement": 0, "phase": "move"},
+        {"t_s": 3.0, "posture": 0, "placement": 0, "phase": "place"},
+        {"t_s": 3.0, "posture": 0, "placement": 0, "phase": "settle"},
+        {"t_s": 4.0, "posture": 0, "placement": 0, "phase": "hold"},
+        {"t_s": 9.0, "posture": 1, "placement": 0, "phase": "transition"},
+        {"t_s": 11.0, "posture": 1, "placement": 0, "phase": "settle"},
+    ]
+    events = [
+        {"t_sim_s": t, "kind": k, "detail": d}
+        for t, k, d in (
+            (3.0, "edge", "a"),
+            (5.0, "slip", "b"),
+            (9.0, "lift", "c"),
+            (10.9, "feet-contact", "d"),
+        )
+    ]
+    out = attribute(events, timeline)
+    assert [(e["posture"], e["phase"]) for e in out] == [
+        (0, "settle"),
+        (0, "hold"),
+        (1, "transition"),
+        (1, "transition"),
+    ]
+    assert attribute([{"t_sim_s": -0.5, "kind": "fall", "detail": ""}], timeline) == [
+        {"t_sim_s": -0.5, "kind": "fall", "detail": ""}
+    ]
+    assert per_posture(out) == {
+        0: {"transition": [], "posture": ["edge: a", "slip: b"]},
+        1: {"transition": ["lift: c", "feet-contact: d"], "posture": []},
+    }
