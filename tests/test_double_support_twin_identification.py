@@ -153,7 +153,7 @@ def test_identify_names_what_this_motion_determines(tulip, run_dir, capsys):
     "within 3 SE; mean z² 0.33–2.6) with standard errors a Monte-Carlo finds calibrated "
     "(tests/test_dynamic_standard_errors.py): the rest is the twin's systematic misfit in the motion's band, which "
     "no SE from residuals can show. More periods of the same motion do not help — the SEs shrink as 1/√periods, "
-    "the misfit does not: 3 periods (30 s) met it in 2 of 5 runs, 6 periods in neither of 2, and with the soles "
+    "the misfit does not: 3 periods (30 s) met it in 3 of 6 runs, 6 periods in neither of 2, and with the soles "
     "strapped (--clamp-soles) 3 of 7 runs; see README, double support on the physics twin",
     strict=False,
 )
