@@ -6,6 +6,7 @@ of their planned simulated time."""
 import argparse
 import csv
 import json
+import time
 
 import numpy as np
 import pytest
@@ -119,6 +120,32 @@ def test_twin_clock_reads_and_waits_on_simulated_time(model):
     sleep_for(clock, 0.05)  # 0.05 clock seconds = 0.1 simulated s
     assert tw.t_sim - 2.0 * t0 == pytest.approx(0.1, abs=1.5e-3)
     assert clock.now() - t0 == pytest.approx(0.05, abs=1e-3)
+
+
+def test_physics_waits_for_late_drivers_on_its_clock_then_runs_free(model):
+    """Lockstep: drivers on the twin's clock that have not come back for their next tick hold the physics
+    DRIVER_LEAD_S past the time they last waited for (a late setpoint never meets a robot that moved on);
+    drivers that wait on something else for over FREE_AFTER_S let it run free again."""
+    from drivers.emulators import mujoco_twin as mt
+
+    tw = Twin(model, true_parameters(model), TwinOptions(time_scale=1.0))
+    clock = TwinClock(tw)
+    tw.start()
+    try:
+        t = clock.now() + 0.02
+        clock.sleep_until(t)  # the drivers' tick at t; then they are "busy"
+        time.sleep(0.5 * mt.FREE_AFTER_S)
+        held = tw.t_sim
+        assert t <= held <= t + mt.DRIVER_LEAD_S + 0.006  # one physics chunk past the lead at most
+        assert tw.timing()["held_for_drivers_wall_s"] > 0.3 * mt.FREE_AFTER_S
+        time.sleep(mt.FREE_AFTER_S + 0.1)
+        assert tw.t_sim > held + 0.1  # free again: ~0.2 simulated s at 1×
+        t2 = clock.now() + 0.01
+        clock.sleep_until(t2)  # back on the clock: held again near their time
+        time.sleep(0.1)
+        assert t2 <= tw.t_sim <= t2 + mt.DRIVER_LEAD_S + 0.006
+    finally:
+        tw.close()
 
 
 def test_twin_stopped_while_waited_for_fails_clearly(model):

@@ -51,6 +51,14 @@ FALL_TILT_DEG = 10.0  # a sole this far from flat, or the root below half its pl
 SLIP_REPORT = 0.005  # m a sole may settle sideways under load before it is reported as slipping
 THREAD_CHUNK = 5  # physics steps per locked chunk of the physics thread
 MAX_STEPS_PER_CALL = 100  # physics steps one device call may run (time_scale is then an upper bound)
+# drivers on the twin's clock: the physics runs at most this far (simulated s) past the time they last waited for,
+# so a driver late with its tick (a loaded machine) holds the robot instead of letting it move on without the
+# setpoint (measured before: up to 164 ms late at --time-scale 0.5 under load, the residuals doubled) — the
+# lockstep of a simulator's use_sim_time. One robot-rate tick (100 Hz)
+DRIVER_LEAD_S = 0.01
+# ... unless they have not waited for this long (wall s): then they wait on something else (a host-clock timeout,
+# an operator) and the physics runs free until they wait for it again
+FREE_AFTER_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -333,6 +341,9 @@ class Twin:
         # notified after every run of physics steps: TwinClock waits on it
         self._stepped = threading.Condition()
         self.clocked = False  # set by TwinClock: the drivers pace themselves by simulated time
+        self._driver_t: float | None = None  # the latest simulated time the drivers waited for (wait_until)
+        self._driver_wall = 0.0  # when they asked (monotonic s)
+        self.held_s = 0.0  # wall s the physics waited for late drivers
         self.d.qpos[self.qadr] = self.goal
         self._apply()
         self.lift()
@@ -392,6 +403,8 @@ class Twin:
         cap = self.opts.max_steps_per_s
         next_allowed = time.monotonic()  # the step cap's schedule (max_steps_per_s)
         while not self._stop.is_set():
+            if self._hold_for_drivers():
+                continue
             behind = (time.monotonic() - self._t_wall) * self.opts.time_scale / self.opts.timestep
             if behind < chunk:
                 time.sleep(chunk * self.opts.timestep / self.opts.time_scale)
@@ -409,6 +422,20 @@ class Twin:
                 self._t_wall += lag
                 self.lost_s += lag * self.opts.time_scale
             time.sleep(0)  # let the device threads in
+
+    def _hold_for_drivers(self) -> bool:
+        """Wait (briefly) when drivers on the twin's clock are more than DRIVER_LEAD_S behind the physics and
+        asked for a time within FREE_AFTER_S: True when the physics waited (pacing restarts from now)."""
+        t = self._driver_t
+        if not self.clocked or t is None or self.d.time < t + DRIVER_LEAD_S:
+            return False
+        if time.monotonic() - self._driver_wall > FREE_AFTER_S:
+            return False
+        t0 = time.monotonic()
+        time.sleep(0.0002)
+        self.held_s += time.monotonic() - t0
+        self._t_wall = time.monotonic()  # no burst to catch up afterwards
+        return True
 
     def run_steps(self, n: int) -> None:
         """Advance the physics by n steps (checking for falls and tipping every 10 ms of simulated time)."""
@@ -460,6 +487,8 @@ class Twin:
                     self.run_steps(n)
                     self._t_wall = time.monotonic()
             return
+        self._driver_t = t_sim if self._driver_t is None else max(self._driver_t, t_sim)
+        self._driver_wall = time.monotonic()
         with self._stepped:
             while self.d.time < t_sim - 1e-9:
                 thread = self._thread
@@ -757,6 +786,7 @@ class Twin:
             "achieved_scale": self.t_sim / wall if wall > 0 else None,
             "lost_sim_s": self.lost_s,
             "drivers_clock": "twin" if self.clocked else "host",
+            "held_for_drivers_wall_s": self.held_s,
             "behind_sim_s": 0.0 if self.clocked else self.lost_s,
         }
 
