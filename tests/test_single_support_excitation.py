@@ -10,6 +10,7 @@ import json
 import casadi as ca
 import numpy as np
 import pytest
+from conftest import poise_in_fresh_process
 from shapely.geometry import Point, Polygon
 
 from drivers.emulators.mujoco_arm import physical_truth, standing_wrench
@@ -36,8 +37,8 @@ ARGS = ["--single-support", "--simplified", "--duration", "10", "--period", "10"
 @pytest.fixture(scope="module")
 def plan_path(tmp_path_factory):
     out = tmp_path_factory.mktemp("ss") / "ss.json"
-    assert main(["plan", "trajectory", "tulip", *ARGS, "--zmp-margin", str(MARGIN), "--lift", str(LIFT),
-                 "--out", str(out), "--json"]) == 0  # fmt: skip
+    poise_in_fresh_process("plan", "trajectory", "tulip", *ARGS, "--zmp-margin", str(MARGIN), "--lift", str(LIFT),
+                           "--out", str(out), "--json")  # fmt: skip
     return out
 
 

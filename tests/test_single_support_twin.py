@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import poise_in_fresh_process
 from shapely.geometry import Point, Polygon
 
 from formats.dynamic_recording import read_dynamic_recording
@@ -31,7 +32,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "drivers" / "tulip_robot.toml"
 @pytest.fixture(scope="module")
 def plan_path(tmp_path_factory):
     out = tmp_path_factory.mktemp("ss") / "ss.json"
-    assert main(["plan", "trajectory", "tulip", *ARGS, "--out", str(out), "--json"]) == 0
+    poise_in_fresh_process("plan", "trajectory", "tulip", *ARGS, "--out", str(out), "--json")
     return out
 
 
