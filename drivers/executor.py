@@ -139,6 +139,11 @@ class Operator:
 
 
 class Executor:
+    # phases whose setpoints are at the robot's rate (`setpoints.ticks`): they tick K× faster on a K× compressed
+    # bench; the others at `rate_hz` of the bench clock
+    ROBOT_RATE_PHASES: tuple[str, ...] = ("move",)
+    JITTER_PHASES: tuple[str, ...] = ("settle", "hold")  # the steady stream whose period `jitter` reports
+
     def __init__(
         self,
         link,
@@ -173,13 +178,12 @@ class Executor:
         self.k = time_scale
         self.operator = operator or Operator()
         self.progress_cb = progress or (lambda p: None)
-        self._on_ground = False  # the present move is a transition on the boards (not in the air)
         self.tare_s = tare_s
         self.result = RunResult()
         self._latest_kg = [None] * len(boards)
         self._next_tick: float | None = None
         self._last_tick: float | None = None
-        self._last_period = 0.0
+        self._last_phase = ""
         self._last_answer: float | None = None
         self._weight_kg = float(model.parameter_set(plan.params).total_mass)
         self._outside_since: float | None = None
@@ -226,20 +230,17 @@ class Executor:
     ) -> np.ndarray:
         """One control tick: send q_cmd (+ `offset`, the gravity feed-forward) at the streaming rate, record q_cmd
         and the encoders, drain the boards, and trip on the tracking error |encoders − q_cmd|."""
-        # moves stream at the robot's rate (setpoints.ticks): k× faster on a k× compressed bench
-        period = 1.0 / (self.ex.rate_hz * (self.k if phase == "move" else 1.0))
+        period = 1.0 / (self.ex.rate_hz * (self.k if phase in self.ROBOT_RATE_PHASES else 1.0))
         now = self.clock.now()
         if self._next_tick is None or now - self._next_tick > 0.25:  # first tick, or resuming after a pause
             self._next_tick = now
         self.clock.sleep_until(self._next_tick)
         t = self.clock.now()
         if self._last_tick is not None and t - self._last_tick < 0.25:
-            if (
-                phase != "move" and self._last_period == 1.0 / self.ex.rate_hz
-            ):  # the jitter of the rate_hz stream
+            if phase in self.JITTER_PHASES and self._last_phase in self.JITTER_PHASES:
                 self.result.tick_periods.append(t - self._last_tick)
             self.result.late.append(max(0.0, t - self._next_tick))
-        self._last_tick, self._last_period = t, period
+        self._last_tick, self._last_phase = t, phase
         self._next_tick += period
         q_meas = self._command(q_cmd if offset is None else q_cmd + offset)
         self.rec.joint_row(t, posture, phase, q_cmd, q_meas)
@@ -391,12 +392,12 @@ class Executor:
                 f"run stopped, {len(self.result.completed)} completed posture(s) kept"
             )
 
-    def _progress(self, pr: Progress) -> None:
-        """Report progress; log when a phase begins (robot time), where the ground moves are the transitions."""
-        key = (pr.posture, pr.phase)
+    def _progress(self, pr: Progress, phase: str | None = None) -> None:
+        """Report progress; log when a phase begins (robot time) — `phase` names it where it differs from the
+        progress phase (a move on the ground: "transition")."""
+        phase = phase or pr.phase
         last = self.result.timeline[-1] if self.result.timeline else None
-        if last is None or (last["posture"], last["phase"]) != key:
-            phase = "transition" if pr.phase == "move" and self._on_ground else pr.phase
+        if last is None or (last["posture"], last["phase"]) != (pr.posture, phase):
             self.result.timeline.append(
                 {"t_s": self.clock.now() * self.k, "posture": int(pr.posture), "placement": int(pr.placement),
                  "phase": phase}
@@ -505,8 +506,8 @@ class Executor:
                     mv = self._ground_move(prev, p, q)
                     planned_p, p = p, replace(p, q=mv.setpoints[-1])  # settle and hold the adapted posture
                 self._worst, self._min_margin = {}, math.inf
-                self._on_ground = not new_placement
-                self._progress(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s))
+                self._progress(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s),
+                               "move" if new_placement else "transition")  # fmt: skip
                 q = self._move(mv.setpoints, p.index, on_ground=not new_placement)
                 if new_placement:
                     self._progress(Progress(n, total, p.index, p.placement, "place"))

@@ -5,18 +5,6 @@ from __future__ import annotations
 
 import bisect
 
-# what the robot was doing in each executor phase, for people
-DOING = {
-    "tare": "lifted, taring the boards",
-    "lift": "lifted off the boards",
-    "move": "moving in the air",
-    "place": "set down on the boards",
-    "transition": "transition on the boards",
-    "settle": "settling",
-    "hold": "holding",
-    "done": "after the last posture",
-}
-
 
 def attribute(events: list[dict], timeline: list[dict]) -> list[dict]:
     """Each event (`t_sim_s`: robot time on the bench clock the timeline was written by) with the posture,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from shapely.geometry import MultiPoint
@@ -276,6 +276,10 @@ class TrajectoryRecorder:
 class TrajectoryExecutor(Executor):
     """The posture executor's streaming, settling and safety trips, running one trajectory."""
 
+    # every tick at the robot's rate, as the trajectory is sampled
+    ROBOT_RATE_PHASES = ("move", "settle", "stream")
+    JITTER_PHASES = ("stream",)
+
     def __init__(
         self,
         link,
@@ -299,8 +303,6 @@ class TrajectoryExecutor(Executor):
         super().__init__(
             link, boards, plan, model, config, recorder, time_scale, operator, progress, tare_s, rc, clock
         )
-        if time_scale != 1.0:  # a simulated bench whose clock runs time_scale × the wall clock: tick slower
-            self.ex = replace(self.ex, rate_hz=self.ex.rate_hz * time_scale)
         self.traj_result = TrajectoryRunResult(planned=len(sp.t))
         self._touch_since: float | None = None
         if sp.single is not None:
