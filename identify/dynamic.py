@@ -272,6 +272,18 @@ class DynamicEstimator:
         """Measured rows per sample: one per joint (torques) or Fz, Mx, My (board wrench)."""
         return self.model.nq if self.quantity == "torque" else len(WRENCH_ROWS)
 
+    def prepare(
+        self, rec: DynamicRecording, drop_reversals: bool = True, reuse_base: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows `fit` would fit for this recording — regressor (rows, parameters), each row's kind (joint or
+        wrench row) and its decimated sample — with the cut-off and base parameters set from it (`reuse_base`:
+        keep those of the last fit, whose numbering follows its recording); the efforts' values do not matter."""
+        if not reuse_base:
+            self._db = None
+        self._cutoff = self.cutoff_hz if self.cutoff_hz is not None else default_cutoff(rec)
+        A, _, joint, sample = self._system(rec, drop_reversals)
+        return A, joint, sample
+
     def fit(self, rec: DynamicRecording) -> DynamicEstimator:
         self._db = None
         self._cutoff = self.cutoff_hz if self.cutoff_hz is not None else default_cutoff(rec)

@@ -1,0 +1,179 @@
+"""What a planned motion will determine, before it is run: each base parameter's standard error under a stated
+noise level, relative to the model's guessed value, and the recording length each would need.
+
+The rows are those `identify dynamic` fits (the estimator's own filter, end trimming and decimation); the noise is
+white sensor noise of σ per recorded sample and row kind (joint effort, or Fz/Mx/My), which the filter correlates
+between the fitted rows exactly as it does in a fit. It covers noise alone — a model error does not average out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from formats.dynamic_recording import DynamicRecording
+from formats.errors import DataError
+from identify.differentiation import lowpass
+from identify.dynamic import WELL_IDENTIFIED_PCT, DynamicEstimator
+from robots import dynamics as dyn
+from robots.conditioning import kappa, normalised_columns
+
+PRACTICAL_S = 600.0  # s: a recording length an operator will sit through (identify dynamic's --practical-s)
+
+
+@dataclass
+class DynamicForecast:
+    """Forecast standard errors of the base inertial parameters (friction columns, if any, after them)."""
+
+    symbols: list[str]
+    formulas: list[str]
+    guess: np.ndarray  # the base parameters' values with the model's guessed parameters (nan for friction)
+    se: np.ndarray  # at the planned length with `noise`
+    isolated_se: np.ndarray  # were every other parameter known: what correlation costs is se / isolated_se
+    noise: np.ndarray  # σ of white noise per recorded sample, per row kind
+    rows: list[str]
+    cutoff_hz: float
+    duration_s: float
+    fitted_s: float
+    edges_s: float
+    kappa_scaled: float
+    inertial: int
+
+    @property
+    def rel_se_pct(self) -> np.ndarray:
+        """100 · SE / |guessed value| (inf where the guess is zero, nan for friction)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return 100.0 * self.se / np.abs(self.guess)
+
+    def needed_s(self, pct: float = WELL_IDENTIFIED_PCT) -> np.ndarray:
+        """Length (s, ends included) at which this motion, repeated, reaches `pct` % relative SE (SE ∝ 1/√time)."""
+        return self.fitted_s * (self.rel_se_pct / pct) ** 2 + self.edges_s
+
+    def determined(
+        self, pct: float = WELL_IDENTIFIED_PCT, practical_s: float = PRACTICAL_S
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Base inertial parameters this plan determines to `pct` % as planned; those it would if repeated up to
+        `practical_s` s; and those beyond that (the motion class at this noise cannot determine them)."""
+        need = self.needed_s(pct)
+        now, longer, beyond = [], [], []
+        for k in range(self.inertial):
+            if self.rel_se_pct[k] < pct:
+                now.append(self.symbols[k])
+            elif need[k] <= practical_s:
+                longer.append(self.symbols[k])
+            else:
+                beyond.append(self.symbols[k])
+        return now, longer, beyond
+
+    def to_dict(self, pct: float = WELL_IDENTIFIED_PCT, practical_s: float = PRACTICAL_S) -> dict:
+        now, longer, beyond = self.determined(pct, practical_s)
+        need = self.needed_s(pct)
+
+        def num(v: float) -> float | None:
+            return float(v) if np.isfinite(v) else None
+
+        return {
+            "noise": dict(zip(self.rows, self.noise.tolist(), strict=True)),
+            "cutoff_hz": self.cutoff_hz,
+            "duration_s": self.duration_s,
+            "kappa_scaled": self.kappa_scaled,
+            "well_pct": pct,
+            "practical_s": practical_s,
+            "determined": now,
+            "determined_if_repeated": longer,
+            "beyond_practical": beyond,
+            "parameters": [
+                {
+                    "symbol": s,
+                    "formula": f,
+                    "guess": num(g),
+                    "se": float(e),
+                    "isolated_se": float(i),
+                    "rel_se_pct": num(r),
+                    "needed_s": num(n),
+                }
+                for s, f, g, e, i, r, n in zip(
+                    self.symbols,
+                    self.formulas,
+                    self.guess,
+                    self.se,
+                    self.isolated_se,
+                    self.rel_se_pct,
+                    need,
+                    strict=True,
+                )
+            ],  # fmt: skip
+        }
+
+
+def forecast_dynamic(
+    estimator: DynamicEstimator,
+    t: np.ndarray,
+    q: np.ndarray,
+    noise: np.ndarray | list[float],
+    params=None,
+    meta: dict[str, str] | None = None,
+    reuse_base: bool = False,
+) -> DynamicForecast:
+    """Forecast for joint angles q (K, n) sampled at times t as they would be recorded (`meta`: the recording
+    metadata `identify dynamic` reads — motion_band_hz, moment_z_m, motion). `noise`: σ of white noise on each
+    recorded sample per row kind (one per joint, or Fz, Mx, My; a single value for all); `params`: the guessed
+    parameter set (default the model's first); `reuse_base`: in the base parameters of the estimator's last fit
+    (a standing robot's are chosen at the recording's middle posture, so two recordings may number them apart)."""
+    model = estimator.model
+    rows = list(model.joint_names) if estimator.quantity == "torque" else ["fz", "mx", "my"]
+    sig = np.asarray(noise, dtype=float).ravel()
+    if sig.size == 1:
+        sig = np.full(len(rows), sig[0])
+    if sig.shape != (len(rows),) or not np.all(np.isfinite(sig) & (sig > 0)):
+        raise DataError(f"noise must be {len(rows)} positive σ ({', '.join(rows)}) or one, got {list(noise)}")
+    t = np.asarray(t, dtype=float)
+    q = np.asarray(q, dtype=float)
+    zeros = np.zeros((len(t), model.nq if estimator.quantity == "torque" else 6))
+    rec = DynamicRecording(
+        robot=model.name, base=estimator.base, joint_names=list(model.joint_names), t=t, q=q,
+        tau=zeros if estimator.quantity == "torque" else None,
+        wrench=zeros if estimator.quantity == "wrench" else None, meta=dict(meta or {}),
+    )  # fmt: skip
+    A, kind, sample = estimator.prepare(rec, reuse_base=reuse_base)
+    if np.linalg.matrix_rank(A) < A.shape[1]:
+        raise DataError("the planned motion does not excite every base parameter (rank-deficient regressor)")
+    step = estimator._step(rec.rate_hz)
+    lag = np.abs(sample[:, None] - sample[None, :])
+    R = filtered_autocorrelation(rec.rate_hz, estimator.cutoff_, step, int(lag.max()))[lag]
+    noise_cov = R * np.where(kind[:, None] == kind[None, :], sig[kind][:, None] * sig[kind][None, :], 0.0)
+    w = 1.0 / sig[kind]  # the estimator's weights on noise-only residuals, up to a common factor
+    Aw = A * w[:, None]
+    S = Aw.T @ (noise_cov * np.outer(w, w)) @ Aw
+    G = Aw.T @ Aw
+    H = np.linalg.inv(G)
+    se = np.sqrt(np.diag(H @ S @ H))
+    isolated = np.sqrt(np.diag(S)) / np.diag(G)  # one parameter fitted alone, the others known
+    db = estimator.dynamic_base_
+    syms, forms = estimator._names()
+    guess = np.full(A.shape[1], np.nan)
+    prior = params if params is not None else next(iter(model.params))
+    guess[: db.rank] = db.values(dyn.standard_parameters(model, prior))
+    kept = estimator._kept(len(t), rec.rate_hz)
+    fitted = len(range(len(t))[kept]) * kept.step / rec.rate_hz
+    return DynamicForecast(
+        symbols=syms, formulas=forms, guess=guess, se=se, isolated_se=isolated, noise=sig, rows=rows,
+        cutoff_hz=estimator.cutoff_, duration_s=float(t[-1] - t[0]), fitted_s=fitted,
+        edges_s=2 * kept.start / rec.rate_hz, kappa_scaled=kappa(normalised_columns(A)[0]), inertial=db.rank,
+    )  # fmt: skip
+
+
+def filtered_autocorrelation(rate_hz: float, cutoff_hz: float, step: int, lags: int) -> np.ndarray:
+    """Autocorrelation of unit white noise after the estimator's zero-phase filter, at 0…lags decimated samples
+    (`step` recorded samples apart)."""
+    half = max(int(np.ceil(20 * rate_hz / cutoff_hz)), 2 * step)
+    impulse = np.zeros((2 * half + 1, 1))
+    impulse[half] = 1.0
+    h = lowpass(impulse, rate_hz, cutoff_hz)[:, 0]
+    r = np.correlate(h, h, mode="full")[len(h) - 1 :]
+    out = np.zeros(lags + 1)
+    k = np.arange(lags + 1) * step
+    inside = k < len(r)
+    out[inside] = r[k[inside]]
+    return out
