@@ -8,6 +8,7 @@ spectrum (identify/residual_covariance.py: filtered noise is correlated in time 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +27,13 @@ from robots.motion_class import placement_base
 from robots.tree import RobotModel
 
 WELL_IDENTIFIED_PCT = 15.0
+# recordings fitted together: their decimated samples are numbered on one axis this many cut-off periods apart, where
+# the filtered noise's autocovariance (the banded model's lowest band reaches 0.35 f_c) has decayed to ~1 %
+RECORDING_GAP_PERIODS = 50
+RATE_RTOL = 0.005  # their sample rates may differ by this much
+# ... and in double support their other sole's pose (base sole frame) by at most this much from the first's
+PLACEMENT_TOL_M = 0.002
+PLACEMENT_TOL_DEG = 0.5
 DEFAULT_CUTOFF_HZ = 5.0  # when the recording does not declare its motion's band
 # cut-off / the motion's highest frequency: a 4th-order zero-phase filter passes that band within 2e-5
 CUTOFF_PER_BAND = 4.0
@@ -284,13 +292,19 @@ class DynamicEstimator:
         A, _, joint, sample = self._system(rec, drop_reversals)
         return A, joint, sample
 
-    def fit(self, rec: DynamicRecording) -> DynamicEstimator:
+    def fit(self, rec: DynamicRecording | Sequence[DynamicRecording]) -> DynamicEstimator:
+        """Fit one recording, or several of the same robot (and, for board wrenches, the same foot placement)
+        together: each filtered and trimmed on its own, their rows stacked, their noise taken independent."""
+        recs = [rec] if isinstance(rec, DynamicRecording) else list(rec)
+        if not recs:
+            raise DataError("no recording to fit")
+        rate = common_rate(recs)
         self._db = None
-        self._cutoff = self.cutoff_hz if self.cutoff_hz is not None else default_cutoff(rec)
-        A, b, joint, sample = self._system(rec)
+        self._cutoff = self.cutoff_hz if self.cutoff_hz is not None else max(default_cutoff(r) for r in recs)
+        A, b, joint, sample = self._stacked(recs)
         n = self.rows_
         syms, forms = self._names()
-        self._check_length(rec, A.shape)
+        self._check_length(recs, A.shape)
         rank = np.linalg.matrix_rank(A)
         if rank < A.shape[1]:
             _, _, piv = sla.qr(A, mode="economic", pivoting=True)
@@ -307,7 +321,7 @@ class DynamicEstimator:
             prior[: db.rank] = self.reference_values(self.prior)
         while True:  # essential parameters: fix the worst determined one at its prior value, refit
             xf, cov_f, se_f, w = self._ls(A[:, free], b - A @ np.where(np.isin(np.arange(p), free), 0, prior),
-                                          joint, sample, rec.rate_hz)  # fmt: skip
+                                          joint, sample, rate)  # fmt: skip
             rel = 100 * se_f / np.maximum(np.abs(xf), 1e-12)
             k = int(np.argmax(np.where(free < db.rank, rel, -np.inf)))
             if self.essential_pct is None or free[k] >= db.rank or rel[k] <= self.essential_pct:
@@ -327,8 +341,8 @@ class DynamicEstimator:
         corr = np.full((p, p), np.nan)
         corr[np.ix_(free, free)] = cov_f / np.outer(sd, sd)
         top = top_pairs(corr[np.ix_(free, free)], [syms[i] for i in free])
-        kept = self._kept(len(rec.t), rec.rate_hz)
-        fitted_s = len(range(len(rec.t))[kept]) * kept.step / rec.rate_hz
+        spans = [self._kept(len(r.t), r.rate_hz) for r in recs]
+        fitted_s = sum(len(range(len(r.t))[k]) * k.step / r.rate_hz for r, k in zip(recs, spans, strict=True))
         raw = b - A @ x
         sigma = np.array([raw[joint == j].std() for j in range(n)])
         rmse = np.array([np.sqrt(np.mean(raw[joint == j] ** 2)) for j in range(n)])
@@ -351,18 +365,69 @@ class DynamicEstimator:
             fixed=fixed,
             inertial=db.rank,
             fitted_s=fitted_s,
-            edges_s=2 * kept.start / rec.rate_hz,
+            edges_s=sum(2 * k.start / r.rate_hz for r, k in zip(recs, spans, strict=True)),
         )
         return self
 
-    def _check_length(self, rec: DynamicRecording, shape: tuple[int, int]) -> None:
-        """A recording too short for its cut-off leaves fewer rows than parameters: say so, with the numbers."""
+    def _stacked(self, recs: list[DynamicRecording]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of every recording (base parameters from the first), their decimated samples numbered on
+        one axis with RECORDING_GAP_PERIODS cut-off periods between recordings: the banded noise model then
+        sees no correlation between them."""
+        parts, offset = [], 0
+        gap = int(RECORDING_GAP_PERIODS * SAMPLES_PER_CUTOFF_PERIOD)
+        for k, r in enumerate(recs):
+            if k:
+                self._same_experiment(recs[0], r, k)
+            A, b, joint, sample = self._system(r)
+            parts.append((A, b, joint, sample + offset))
+            offset += (int(sample.max()) + 1 if len(sample) else 0) + gap
+        if len(parts) == 1:
+            return parts[0]
+        return tuple(np.concatenate([part[i] for part in parts]) for i in range(4))  # type: ignore[return-value]
+
+    def _same_experiment(self, first: DynamicRecording, other: DynamicRecording, k: int) -> None:
+        """A recording fitted with the first must share its robot, base, motion kind and (board wrench in double
+        support) foot placement: the base parameters are the first's."""
+        self._check(other)
+        if (other.robot, other.base) != (first.robot, first.base):
+            raise DataError(f"recording {k + 1} is of {other.robot!r} on {other.base!r}, the first of "
+                            f"{first.robot!r} on {first.base!r}")  # fmt: skip
+        if self.quantity != "wrench":
+            return
+        if other.meta.get("motion") != first.meta.get("motion"):
+            raise DataError(f"recording {k + 1} is a {other.meta.get('motion') or 'double-support'} motion, the "
+                            f"first a {first.meta.get('motion') or 'double-support'} one: fit them apart")  # fmt: skip
+        if first.meta.get("motion") == "single-support":
+            return
+        (R0, p0), (R1, p1) = (self._placement(r) for r in (first, other))
+        shift = float(np.linalg.norm(p1 - p0))
+        turn = float(np.degrees(np.arccos(np.clip((np.trace(R0.T @ R1) - 1) / 2, -1.0, 1.0))))
+        if shift > PLACEMENT_TOL_M or turn > PLACEMENT_TOL_DEG:
+            raise DataError(
+                f"recording {k + 1}'s other sole stands {shift * 1000:.1f} mm / {turn:.2f}° from the first's "
+                f"(at most {PLACEMENT_TOL_M * 1000:g} mm / {PLACEMENT_TOL_DEG:g}°): another foot placement "
+                "identifies other base parameters — fit the recordings apart"
+            )
+
+    def _placement(self, rec: DynamicRecording) -> tuple[np.ndarray, np.ndarray]:
+        """The other sole's pose in the base sole's frame at the recording's middle sample."""
+        from robots.kinematics import site_pose
+        from robots.stance import other_site
+
+        q = rec.q[len(rec.q) // 2]
+        params = next(iter(self.model.params))
+        return site_pose(self.model, q, params, other_site(self.model, self.base), self.base)
+
+    def _check_length(self, recs: list[DynamicRecording], shape: tuple[int, int]) -> None:
+        """Recordings too short for their cut-off leave fewer rows than parameters: say so, with the numbers."""
         rows, p = shape
         if rows > p:
             return
         edge = EDGE_PERIODS / self.cutoff_
+        what = "the recording" if len(recs) == 1 else f"the {len(recs)} recordings"
+        total = sum(float(r.t[-1] - r.t[0]) for r in recs)
         raise DataError(
-            f"the recording ({rec.t[-1] - rec.t[0]:.3g} s) is too short for a {self.cutoff_:.3g} Hz cut-off: "
+            f"{what} ({total:.3g} s) too short for a {self.cutoff_:.3g} Hz cut-off: "
             f"after dropping {edge:.3g} s at each end (the filter's transients) and keeping "
             f"{SAMPLES_PER_CUTOFF_PERIOD} samples per cut-off period it leaves {rows} rows for {p} parameters; "
             "record longer or raise --cutoff-hz"
@@ -397,6 +462,19 @@ class DynamicEstimator:
     def reference_values(self, params) -> np.ndarray:
         """The base parameters of a known parameter set (friction columns excluded)."""
         return self.dynamic_base_.values(dyn.standard_parameters(self.model, params))
+
+
+def common_rate(recs: list[DynamicRecording]) -> float:
+    """The sample rate (Hz) recordings fitted together share (within RATE_RTOL): the noise model's lags are
+    counted in samples."""
+    rates = [r.rate_hz for r in recs]
+    if max(rates) > min(rates) * (1 + RATE_RTOL):
+        raise DataError(
+            "recordings fitted together need one sample rate; got "
+            + ", ".join(f"{x:.4g}" for x in rates)
+            + " Hz — resample them first"
+        )
+    return rates[0]
 
 
 def default_cutoff(rec: DynamicRecording) -> float:

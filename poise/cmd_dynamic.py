@@ -62,7 +62,11 @@ def register_simulate(s: argparse._SubParsersAction) -> None:
 
 def register_identify(s: argparse._SubParsersAction) -> None:
     d = s.add_parser("dynamic", help="base inertial parameters (+ friction) from a trajectory's efforts")
-    d.add_argument("recording", help="dynamic recording (CSV, see README)")
+    d.add_argument(
+        "recording", nargs="+",
+        help="dynamic recording(s) (CSV, see README); several are fitted together (same robot, rate and, on boards, "
+        "foot placement)",
+    )  # fmt: skip
     d.add_argument("--validate", help="a second recording: predict its efforts (RMS error)")
     d.add_argument(
         "--cutoff-hz",
@@ -173,7 +177,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
 
     if args.cutoff_hz is not None:
         _finite("cutoff-hz", args.cutoff_hz, positive=True)
-    rec = read_dynamic_recording(args.recording)
+    recs = [read_dynamic_recording(path) for path in args.recording]
+    rec = recs[0]
     model = get_model(rec.meta.get("robot_source") or rec.robot)
     # Every input is read before the fit: a bad --reference or --validate fails now, not after the work.
     ref_ps = resolve_params(args.reference, model) if args.reference else None
@@ -182,6 +187,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         _finite("essential", args.essential, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
     quantity = "torque" if rec.tau is not None else "wrench"
+    source = args.recording[0] if len(recs) == 1 else f"{len(recs)} recordings"
     est = DynamicEstimator(
         model,
         rec.base,
@@ -192,7 +198,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         quantity=quantity,
         essential_pct=args.essential,
         prior=prior,
-    ).fit(rec)
+    ).fit(recs)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
     if args.reference:
@@ -230,9 +236,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
         return 0
-    table = Table(
-        title=f"{model.name}: dynamic base parameters from {args.recording} ({fit.samples} samples)"
-    )
+    table = Table(title=f"{model.name}: dynamic base parameters from {source} ({fit.samples} samples)")
     for col in ("parameter", "grouping / meaning", "estimate", "SE", "rel. SE %") + (
         ("reference", "z") if args.reference else ()
     ):
@@ -264,7 +268,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     for sym, why in fit.fixed.items():
         console.print(f"{sym} not estimated: {why}")
     console.print(
-        f"determined to < {args.well:g} % relative SE by this recording ({len(good)} of {len(good) + len(poor)} "
+        f"determined to < {args.well:g} % relative SE by {'this recording' if len(recs) == 1 else 'these recordings'}"
+        f" ({len(good)} of {len(good) + len(poor)} "
         "estimated base parameters): " + (", ".join(good) or "none")
     )
     if poor:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from formats.dynamic_recording import DynamicRecording
+from formats.errors import DataError
 from formats.trajectory_plan import load_trajectory_plan
 from identify.dynamic import DynamicEstimator
 from identify.forecast import filtered_autocorrelation, forecast_dynamic
@@ -105,3 +106,23 @@ def test_plan_forecast_command(capsys):
     assert main(["plan", "forecast", str(PLAN), "--noise", "2", "0.3", "0.3"]) == 0
     text = capsys.readouterr().out
     assert "determined to 15 %" in text and "rel. SE [%]" in text
+
+
+def test_board_recordings_fitted_together_share_one_foot_placement(recording):
+    """Two recordings on the boards at one placement are fitted together (base parameters of the first); at
+    another placement — here the joints moved 0.05 rad, the other sole with them — they are refused by name."""
+    tulip, t, q = recording
+    rng = np.random.default_rng(2)
+
+    def rec(angles):
+        wrench = np.zeros((t.size, 6))
+        wrench[:, 2:5] = rng.normal(size=(t.size, 3)) * SIGMA
+        return DynamicRecording(
+            "tulip", "right", list(tulip.joint_names), t, angles, wrench=wrench, meta=META
+        )
+
+    single = _estimator(tulip).fit(rec(q)).fit_
+    both = _estimator(tulip).fit([rec(q), rec(q)]).fit_
+    assert both.symbols == single.symbols and both.fitted_s == pytest.approx(2 * single.fitted_s)
+    with pytest.raises(DataError, match="another foot placement"):
+        _estimator(tulip).fit([rec(q), rec(q + 0.05)])
