@@ -197,7 +197,7 @@ class DynamicEstimator:
         return RegressorSpec("base-wrench", self.base, None, WRENCH_ROWS, moment_reference(rec))
 
     def _wrench_base(self, spec: RegressorSpec, q_ref: np.ndarray) -> DynamicBase:
-        return placement_base(self.model, spec, q_ref, self.simplified)
+        return placement_base(self.model, spec, q_ref, self.simplified, ordered=True)
 
     def _check(self, rec: DynamicRecording) -> None:
         if list(rec.joint_names) != list(self.model.joint_names):

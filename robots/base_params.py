@@ -16,7 +16,7 @@ import numpy as np
 
 from formats.errors import DataError
 from robots import dynamics as dyn
-from robots.com_base import numeric_base
+from robots.com_base import numeric_base, ordered_base
 from robots.memo import per_model
 from robots.tree import RobotModel
 
@@ -175,16 +175,24 @@ def derive_dynamic_base(
 
 
 def base_from_samples(
-    model: RobotModel, spec: RegressorSpec, q, qd, qdd, assumed_zero: tuple[int, ...] = ()
+    model: RobotModel,
+    spec: RegressorSpec,
+    q,
+    qd,
+    qdd,
+    assumed_zero: tuple[int, ...] = (),
+    ordered: bool = False,
 ) -> DynamicBase:
-    """Base parameters of a regressor over given states (e.g. those one experiment design can reach)."""
+    """Base parameters of a regressor over given states (e.g. those one experiment design can reach).
+    `ordered`: independent columns chosen in standard-parameter order (`com_base.ordered_base`), so that nearby
+    state sets give the same base parameters; else by pivoted QR."""
     names = dyn.standard_names(model)
     Y = evaluate(model, spec, q, qd, qdd).reshape(-1, len(names))
     keep = [i for i in range(len(names)) if i not in set(assumed_zero)]
     colnorm = np.linalg.norm(Y, axis=0)
     vanish = [i for i in keep if colnorm[i] <= 1e-10 * max(colnorm.max(), 1e-300)]
     live = [i for i in keep if i not in vanish]
-    nb = numeric_base(Y[:, live], [names[i] for i in live])
+    nb = (ordered_base if ordered else numeric_base)(Y[:, live], [names[i] for i in live])
     ind = [live[i] for i in nb.independent]
     dep = [live[i] for i in nb.dependent] + vanish
     beta = np.hstack([nb.beta, np.zeros((nb.rank, len(vanish)))])

@@ -292,6 +292,10 @@ class NumericBase:
     names: list[str]
 
 
+# a normalised column whose part orthogonal to the columns before it is smaller than this depends on them
+ORDERED_TOL = 1e-7
+
+
 def numeric_base(Y: np.ndarray, names: list[str], tol: float = 1e-9) -> NumericBase:
     """Numeric base parameters from a regressor stacked over random configurations (rows × standard params)."""
     import scipy.linalg as sla
@@ -304,6 +308,31 @@ def numeric_base(Y: np.ndarray, names: list[str], tol: float = 1e-9) -> NumericB
     beta = np.linalg.solve(R[:rank, :rank], R[:rank, rank:])
     beta[np.abs(beta) < 1e-12] = 0.0
     return NumericBase(list(ind), list(dep), beta, rank, [names[i] for i in ind])
+
+
+def ordered_base(Y: np.ndarray, names: list[str], tol: float = 1e-9) -> NumericBase:
+    """Numeric base parameters whose independent columns are the first ones, in the given column order, that are
+    independent of those before them (rank as `numeric_base` finds it). Pivoting by column norm breaks the ties of
+    a symmetric robot's left and right columns by the samples' noise, so two nearby sample sets number the base
+    parameters apart; this order does not."""
+    Y = np.asarray(Y).reshape(-1, Y.shape[-1])
+    rank = numeric_base(Y, names, tol).rank
+    norms = np.linalg.norm(Y, axis=0)
+    Q = np.zeros((Y.shape[0], 0))
+    ind: list[int] = []
+    for j in np.flatnonzero(norms > tol * max(norms.max(initial=0.0), 1e-300)):
+        v = Y[:, j] / norms[j]
+        for _ in range(2):  # Gram–Schmidt twice: orthogonal to working precision
+            v = v - Q @ (Q.T @ v)
+        if np.linalg.norm(v) > ORDERED_TOL:
+            Q = np.hstack([Q, (v / np.linalg.norm(v))[:, None]])
+            ind.append(int(j))
+    if len(ind) != rank:  # the two rank decisions disagree on a borderline column: pivoting decides
+        return numeric_base(Y, names, tol)
+    dep = [j for j in range(Y.shape[1]) if j not in set(ind)]
+    beta = np.linalg.lstsq(Y[:, ind], Y[:, dep], rcond=None)[0]
+    beta[np.abs(beta) < 1e-12] = 0.0
+    return NumericBase(ind, dep, beta, rank, [names[i] for i in ind])
 
 
 def rank_report(H: np.ndarray, symbols: list[str], tol: float = 1e-8) -> tuple[int, list[int]]:

@@ -92,19 +92,22 @@ def held_sole_states(
     return q, qd, qdd
 
 
-def placement_base(model: RobotModel, spec, q_ref: np.ndarray, simplified: bool = False):
+def placement_base(
+    model: RobotModel, spec, q_ref: np.ndarray, simplified: bool = False, ordered: bool = False
+):
     """Base parameters of a regressor over motions with the other sole held where it is at q_ref: a fixed foot
     only adds constant gravity terms, so one placement identifies fewer parameters than double support at large.
-    Cached on the model per placement."""
+    `ordered`: independent columns in standard-parameter order, so recordings at one placement number them alike
+    whatever their postures (`base_params.base_from_samples`). Cached on the model per placement."""
     from robots.base_params import base_from_samples, zero_set
     from robots.kinematics import site_pose
 
     params = next(iter(model.params))
     R, p = site_pose(model, np.asarray(q_ref, dtype=float), params, other_site(model, spec.base), spec.base)
-    key = ("placement_base", spec, tuple(np.round(p, 6)), tuple(np.round(R.ravel(), 6)), simplified)
+    key = ("placement_base", spec, tuple(np.round(p, 6)), tuple(np.round(R.ravel(), 6)), simplified, ordered)
     if key not in model.memo:
         n = max(60, 10 * len(model.links) // 2)
         q, qd, qdd = held_sole_states(model, spec.base, q_ref, n, np.random.default_rng(0), params=params)
         zero = tuple(zero_set(model, list(model.simplified_dynamic_zero))) if simplified else ()
-        model.memo[key] = base_from_samples(model, spec, q, qd, qdd, zero)
+        model.memo[key] = base_from_samples(model, spec, q, qd, qdd, zero, ordered)
     return model.memo[key]

@@ -65,6 +65,27 @@ def test_placement_base_is_what_one_placement_identifies(tulip, chain):
     assert np.linalg.matrix_rank(Y[:, keep], tol=1e-9 * np.abs(Y).max()) == db.rank
 
 
+def test_ordered_placement_base_numbers_parameters_alike_at_any_posture(tulip, chain):
+    """Identification's base (`ordered=True`): two postures of one placement (a trajectory's middle samples)
+    give the same base parameters, and they are a base: the dependent columns are the independent ones × β.
+    Pivoting by column norm breaks the left/right ties by the samples (recordings of one plan on the twin
+    shared only 30–36 of 37 independent columns before)."""
+    spec = RegressorSpec("base-wrench", "right", None, ("fz", "mx", "my"))
+    _, fi = balance_start(tulip, QUICK, chain, np.random.default_rng(5), 0.15)
+    q = ClosedChainTrajectory(tulip, chain, fi).sample(np.array([2.0, 3.0, 5.0]))[0]
+    bases = [placement_base(tulip, spec, qr, True, ordered=True) for qr in q]
+    assert all(b.independent == bases[0].independent for b in bases)
+    assert bases[0].independent == sorted(bases[0].independent)
+    assert bases[0].rank == placement_base(tulip, spec, q[0], True).rank
+    qs, qd, qdd = held_sole_states(tulip, "right", q[1], 40, np.random.default_rng(8))
+    Y = dyn.base_wrench_regressor(tulip, qs, qd, qdd, "right")[:, [2, 3, 4], :].reshape(
+        -1, 10 * len(tulip.links)
+    )
+    b = bases[0]
+    Y[:, b.assumed_zero] = 0.0
+    assert np.abs(Y[:, b.dependent] - Y[:, b.independent] @ b.beta).max() < 1e-8 * np.abs(Y).max()
+
+
 def test_design_keeps_zmp_inside_and_lowers_kappa(tulip, chain):
     x0, fi = balance_start(tulip, QUICK, chain, np.random.default_rng(4), 0.1)
     start = ClosedChainTrajectory(tulip, chain, fi)

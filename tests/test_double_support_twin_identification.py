@@ -155,9 +155,11 @@ def test_identify_names_what_this_motion_determines(tulip, run_dir, capsys):
     """The recording declares the plan's 0.3 Hz band; with 2/f_c dropped at each end of 10 s the default cut-off
     is 2 Hz. All 37 base parameters are estimated (none held at a prior: a prior that is not the truth biases
     the others), and the output names those this motion determines to 15 % relative SE — measured over seven runs
-    with the soles on their corner pads: the total mass (0.05–0.16 %), in four runs also ϑ22, the upper body's
-    vertical first moment (7.7–12.1 %; 16.5–22.3 % in the others) — and the 35–36 others it does not, with the
-    length this motion repeated would need for each (noise alone) and those beyond 600 s."""
+    with the soles on their corner pads, each numbering its base parameters by pivoting: the total mass
+    (0.05–0.16 %), in four runs also a combination with the upper body's vertical first moment (7.7–12.1 %;
+    16.5–22.3 % in the others); in the standard-order numbering since, ten stored runs of three designs determined
+    only ϑ1, the total mass — and the others it does not, with the length this motion repeated would need for
+    each (noise alone) and those beyond 600 s."""
     out = _identify(run_dir, capsys)
     assert out["cutoff_hz"] == pytest.approx(2.0, rel=0.01)
     assert out["reference"]["estimated"] == 37 and not out["fixed"]
