@@ -40,6 +40,11 @@ def register(s: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--criterion", choices=["kappa", "logdet"], default="kappa")
     t.add_argument(
+        "--max-kappa", type=at.number(1.0, 1e12, lo_open=True), metavar="K",
+        help="keep κ of the column-scaled base regressor ≤ K on the design grid (e.g. with --criterion logdet "
+        "--scaling none: D-optimal information with a conditioning bound)",
+    )  # fmt: skip
+    t.add_argument(
         "--scaling",
         choices=["columns", "none"],
         default="columns",
@@ -190,6 +195,7 @@ def _settings(args: argparse.Namespace):
         samples=args.samples,
         criterion=args.criterion,
         scaling=args.scaling,
+        max_kappa=args.max_kappa,
         position_margin=args.position_margin,
         velocity_fraction=args.velocity_fraction,
         max_iter=args.max_iter,

@@ -292,8 +292,9 @@ class NumericBase:
     names: list[str]
 
 
-# a normalised column whose part orthogonal to the columns before it is smaller than this depends on them
-ORDERED_TOL = 1e-7
+# a normalised column whose part orthogonal to the columns before it is smaller than this depends on them (on
+# TUlip independent columns kept ≥ 3e-2 of their norm; dependent ones left 1e-15, once 2e-7 — rounding in a small column)
+ORDERED_TOL = 1e-4
 
 
 def numeric_base(Y: np.ndarray, names: list[str], tol: float = 1e-9) -> NumericBase:

@@ -173,12 +173,13 @@ def test_identify_names_what_this_motion_determines(tulip, run_dir, capsys):
 
 
 @pytest.mark.xfail(
-    reason="issue 13's full criterion is met in some runs only: at the default 2 Hz, with the soles on their "
-    "corner pads, max |z| 2.39, 1.57, 3.79, 2.83, 3.86, 1.24, 2.54 over seven runs (37, 37, 33, 37, 36, 37, 37 of 37 "
-    "within 3 SE; mean z² 0.33–2.6) with standard errors a Monte-Carlo finds calibrated "
+    reason="issue 13's full criterion is met in most runs only: at the default 2 Hz, with the soles on their "
+    "corner pads and the drivers in lockstep with the twin, max |z| 1.13, 4.36, 2.79, 1.77, 2.12, 1.62 over six runs "
+    "(37, 35, 37, 37, 37, 37 of 37 within 3 SE; mean z² 0.37–2.7; 9 of 10 runs at scales 0.25–2 kept 37/37) with "
+    "standard errors a Monte-Carlo finds calibrated "
     "(tests/test_dynamic_standard_errors.py): the rest is the twin's systematic misfit in the motion's band, which "
     "no SE from residuals can show. More periods of the same motion do not help — the SEs shrink as 1/√periods, "
-    "the misfit does not: 3 periods (30 s) met it in 3 of 6 runs, 6 periods in neither of 2, and with the soles "
+    "the misfit does not: 3 periods (30 s) met it in 3 of 6 runs, 6 periods in none of 4, and with the soles "
     "strapped (--clamp-soles) 3 of 7 runs; see README, double support on the physics twin",
     strict=False,
 )

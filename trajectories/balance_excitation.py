@@ -31,7 +31,7 @@ from trajectories.closed_chain import (
     make_chain,
     solve_dependent,
 )
-from trajectories.excitation import ExcitationResult, ExcitationSettings, _Criterion
+from trajectories.excitation import ExcitationResult, ExcitationSettings, _Criterion, criterion_stages
 from trajectories.fourier import FourierTrajectory, basis, rest_constraints
 from trajectories.verify import acceleration_limits
 
@@ -345,7 +345,8 @@ def optimise_balance(
     solver = ca.nlpsol("balance_excitation", "ipopt", {"x": prob["x"], "f": f, "g": prob["g"]}, opts)
     x = x0
     stages, iterations, status = [], 0, ""
-    for p in settings.sharpness if settings.criterion == "kappa" else (1.0,):
+    for stage, p in criterion_stages(settings):
+        crit.settings = grad.settings = stage
         crit.p = grad.p = p
         sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"], lbx=prob["lbx"], ubx=prob["ubx"])
         st = solver.stats()
@@ -354,7 +355,8 @@ def optimise_balance(
         iterations += int(st.get("iter_count", 0))
         status = str(st.get("return_status", ""))
         W = np.asarray(prob["W_fun"](x))
-        stages.append({"sharpness": p, "status": status, "iterations": int(st.get("iter_count", 0)),
+        stages.append({"criterion": stage.criterion, "sharpness": p, "status": status,
+                       "iterations": int(st.get("iter_count", 0)),
                        "kappa_scaled": kappa(normalised_columns(W)[0]), "kappa": kappa(W), "timing_s": timing})  # fmt: skip
     m, nI = prob["m"], len(chain.independent)
     fi = FourierTrajectory.from_coefficients(
