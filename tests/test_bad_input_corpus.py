@@ -98,6 +98,7 @@ def files(tmp_path_factory):
         put(f"{name}.json", json.dumps(doc))
     save_plan(_plan(), d / "good_plan.json")
     f["good_plan"] = str(d / "good_plan.json")
+    f["traj_plan"] = str(Path(__file__).parent / "data" / "tulip_double_support_10s.json")
     good = json.loads((d / "good_plan.json").read_text())
     bad = json.loads(json.dumps(good))
     bad["postures"][0]["q"][0] = float("nan")
@@ -214,6 +215,8 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("identify dynamic", ["{dyn_shape}"]),
     ("identify dynamic", ["{dyn_nan}"]),
     ("identify dynamic", ["{dyn}", "--cutoff-hz", "nan"]),
+    ("identify dynamic", ["{dyn}", "{dyn12}"]),
+    ("identify dynamic", ["{dyn}", "{binary}"]),
     ("identify dynamic", ["{dyn}", "--cutoff-hz", "0"]),
     ("identify dynamic", ["{dyn}", "--plot", "{dir}/x.unknown"]),
     ("identify dynamic", ["{dyn12}", "--validate", "{binary}"]),
@@ -356,7 +359,16 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan augment", ["{good_plan}", "--add", "1", "--pool", "-2", "--out", "{dir}/a1.json"]),
     ("plan augment", ["{good_plan}", "--add", "1", "--seed", "-1", "--out", "{dir}/a1.json"]),
     ("plan augment", ["{good_plan}", "--add", "1", "--out", "{existing}"]),
+    # plan forecast
+    ("plan forecast", ["{binary}", "--noise", "1"]),
+    ("plan forecast", ["{good_plan}", "--noise", "1"]),
+    ("plan forecast", ["{traj_plan}", "--noise", "1", "2"]),
+    ("plan forecast", ["{traj_plan}", "--noise", "nan"]),
+    ("plan forecast", ["{traj_plan}", "--noise", "1", "--well", "0"]),
+    ("plan forecast", ["{traj_plan}", "--noise", "1", "--rate-hz", "0"]),
+    ("plan forecast", ["{traj_plan}", "--noise", "1", "--params", "{binary}"]),
     # plan trajectory
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--max-kappa", "1"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--duration", "inf"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--period", "nan"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--harmonics", "0"]),
