@@ -16,6 +16,7 @@ import casadi as ca
 import numpy as np
 from scipy.sparse import coo_matrix
 
+from design import fpenv
 from design import geometry as geo
 from design.objective import Cached
 from design.problems import (
@@ -288,7 +289,8 @@ def solve_pyomo(model: RobotModel, start: PostureSet, s: Settings, log=None) -> 
 
         for obj in list(m.component_objects(pyo.Objective)):  # PyNumero leaves a dummy `_obj` behind
             m.del_component(obj)
-        res = solver.solve(m, tee=False, intermediate_callback=count)
+        with fpenv.kept():  # AMPL's library, reading the model, sets the x87 precision to 53 bits for good
+            res = solver.solve(m, tee=False, intermediate_callback=count)
         msg = res.solver.message
         status = _cyipopt_status_enum.get(msg if isinstance(msg, bytes) else str(msg).encode(), str(msg))
         qn = np.array([[pyo.value(v) for v in row] for row in m.q])

@@ -25,7 +25,8 @@ def model():
 def poise_in_fresh_process(*argv: str) -> None:
     """`poise ARGV` in a new interpreter, as a user runs it. Designs made in a pytest-xdist worker that had run
     other files' tests twice landed in another local minimum than in fresh processes (a single-support start:
-    κ 24 719 instead of 160; a multistart's start 0: 210.0 instead of 187.2); the cause is not found."""
+    κ 24 719 instead of 160; a multistart's start 0: 210.0 instead of 187.2): the Pyomo backend's tests had
+    left the x87 precision at 53 bits (AMPL's library; now restored, design/fpenv.py)."""
     import subprocess
     import sys
     from pathlib import Path
