@@ -68,3 +68,15 @@ def pytest_runtest_setup(item):
         _module[0] = item.module
         gc.collect()
         gc.freeze()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _floating_point_environment_kept():
+    """No test module may leave the x87/SSE control words changed: a native library that did (AMPL's, through
+    PyNumero) made every later design in the process end elsewhere (design/fpenv.py)."""
+    from design import fpenv
+
+    before = fpenv.controls()
+    yield
+    after = fpenv.controls()
+    assert after == before, f"the floating-point control words changed from {before} to {after}"
