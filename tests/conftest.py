@@ -1,5 +1,6 @@
 import gc
 import os
+from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the CLI does (poise/cli.py); before numpy loads
 
@@ -80,3 +81,19 @@ def _floating_point_environment_kept():
     yield
     after = fpenv.controls()
     assert after == before, f"the floating-point control words changed from {before} to {after}"
+
+
+TEST_DESIGN = Path(__file__).parent / "data" / "tulip_double_support_10s.json"
+
+
+def sampled_test_design(rate_hz: float):
+    """The stored TUlip double-support design (the twin test's SETTINGS, seed 3) sampled as the boards record it:
+    (model, t, q) at `rate_hz` over its whole duration."""
+    from formats.trajectory_plan import load_trajectory_plan
+    from robots.registry import get_model
+    from trajectories.plan import plan_trajectory
+
+    tulip = get_model("tulip")
+    traj = plan_trajectory(load_trajectory_plan(TEST_DESIGN), tulip)
+    t = np.arange(int(round(traj.duration * rate_hz)) + 1) / rate_hz
+    return tulip, t, traj.sample(t)[0]

@@ -6,19 +6,14 @@ Over many draws z = (ϑ̂ − ϑ) / SE must behave like N(0, 1): mean z² ≈ 1,
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from conftest import sampled_test_design
 from scipy.signal import lfilter
 
 from formats.dynamic_recording import DynamicRecording
-from formats.trajectory_plan import load_trajectory_plan
 from identify.dynamic import DynamicEstimator, ls_statistics
-from robots.registry import get_model
-from trajectories.plan import plan_trajectory
 
-PLAN = Path(__file__).parent / "data" / "tulip_double_support_10s.json"
 RATE = 100.0  # Hz, the boards' recording rate on the twin
 CUTOFF = 2.0  # Hz
 SIGMA = np.array([0.5, 0.05, 0.05])  # N, N·m, N·m before the filter
@@ -29,12 +24,8 @@ DRAWS = 120
 @pytest.fixture(scope="module")
 def system():
     """(estimator, A, row kind, sample index, ϑ, raw samples) for the design's states at the cut-off."""
-    tulip = get_model("tulip")
-    traj = plan_trajectory(load_trajectory_plan(PLAN), tulip)
-    t = np.arange(int(round(traj.duration * RATE)) + 1) / RATE
-    rec = DynamicRecording(
-        "tulip", "right", list(tulip.joint_names), t, traj.sample(t)[0], wrench=np.zeros((t.size, 6))
-    )
+    tulip, t, q = sampled_test_design(RATE)
+    rec = DynamicRecording("tulip", "right", list(tulip.joint_names), t, q, wrench=np.zeros((t.size, 6)))
     est = DynamicEstimator(tulip, "right", True, False, cutoff_hz=CUTOFF, quantity="wrench")
     A, _, row, sample = est._system(rec)
     theta = np.random.default_rng(0).normal(size=A.shape[1])

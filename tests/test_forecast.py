@@ -5,21 +5,17 @@ of the TUlip double-support design (tests/data/tulip_double_support_10s.json).""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TEST_DESIGN, sampled_test_design
 
 from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError
-from formats.trajectory_plan import load_trajectory_plan
 from identify.dynamic import DynamicEstimator
 from identify.forecast import filtered_autocorrelation, forecast_dynamic
 from poise.cli import main
-from robots.registry import get_model
-from trajectories.plan import plan_trajectory
 
-PLAN = Path(__file__).parent / "data" / "tulip_double_support_10s.json"
 RATE = 100.0  # Hz
 SIGMA = np.array([2.0, 0.3, 0.3])  # N, N·m, N·m per recorded sample
 META = {"motion_band_hz": "0.3", "moment_z_m": "-0.053"}
@@ -28,11 +24,7 @@ DRAWS = 150
 
 @pytest.fixture(scope="module")
 def recording():
-    tulip = get_model("tulip")
-    traj = plan_trajectory(load_trajectory_plan(PLAN), tulip)
-    t = np.arange(int(round(traj.duration * RATE)) + 1) / RATE
-    q = traj.sample(t)[0]
-    return tulip, t, q
+    return sampled_test_design(RATE)
 
 
 def _estimator(tulip):
@@ -92,7 +84,7 @@ def test_forecast_scales_with_noise_and_names_what_it_cannot_determine(recording
 
 
 def test_plan_forecast_command(capsys):
-    assert main(["plan", "forecast", str(PLAN), "--noise", "2", "0.3", "0.3", "--json"]) == 0
+    assert main(["plan", "forecast", str(TEST_DESIGN), "--noise", "2", "0.3", "0.3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["noise"] == {"fz": 2.0, "mx": 0.3, "my": 0.3}
     assert out["cutoff_hz"] == pytest.approx(2.0, rel=0.01)
@@ -101,9 +93,9 @@ def test_plan_forecast_command(capsys):
     named = out["determined"] + out["determined_if_repeated"] + out["beyond_practical"]
     assert sorted(named) == sorted(p["symbol"] for p in params)
     assert all((p["rel_se_pct"] < 15) == (p["symbol"] in out["determined"]) for p in params)
-    assert main(["plan", "forecast", str(PLAN), "--noise", "2", "0.3"]) == 2
+    assert main(["plan", "forecast", str(TEST_DESIGN), "--noise", "2", "0.3"]) == 2
     assert "noise must be 3 positive σ (fz, mx, my) or one" in capsys.readouterr().err
-    assert main(["plan", "forecast", str(PLAN), "--noise", "2", "0.3", "0.3"]) == 0
+    assert main(["plan", "forecast", str(TEST_DESIGN), "--noise", "2", "0.3", "0.3"]) == 0
     text = capsys.readouterr().out
     assert "determined to 15 %" in text and "rel. SE [%]" in text
 
