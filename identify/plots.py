@@ -1,4 +1,4 @@
-"""Figures for static identification: CoP residuals per posture (as the thesis's Fig. 4.13)."""
+"""Figures for identification: CoP residuals per posture (as the thesis's Fig. 4.13); a plan's forecast relative SEs."""
 
 from __future__ import annotations
 
@@ -36,6 +36,43 @@ def plot_cop_fit(
     axes[0].legend(loc="upper right")
     axes[1].set_xlabel("posture (vertical lines: new foot placement)")
     fig.suptitle(title or "Measured − predicted CoP")
+    fig.tight_layout()
+    out = Path(out)
+    try:
+        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=120), "figure")
+    finally:
+        plt.close(fig)
+    return out
+
+
+def plot_forecast(
+    symbols: list[str],
+    rel_se_pct: np.ndarray,
+    needed_s: np.ndarray,
+    duration_s: float,
+    well_pct: float,
+    practical_s: float,
+    out: str | Path,
+    title: str = "",
+) -> Path:
+    """Forecast relative SE per base parameter (log scale) against the `well_pct` line, coloured by verdict:
+    determined as planned, determined if the motion is repeated up to `practical_s`, beyond."""
+    rel = np.asarray(rel_se_pct, dtype=float)
+    need = np.asarray(needed_s, dtype=float)
+    colour = np.where(rel < well_pct, "tab:green", np.where(need <= practical_s, "tab:orange", "tab:red"))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.28 * len(symbols) + 2), 4.2))
+    x = np.arange(len(symbols))
+    ax.bar(x, np.where(np.isfinite(rel), rel, np.nan), color=colour)
+    ax.axhline(well_pct, color="k", lw=1.0, ls="--")
+    ax.set_yscale("log")
+    ax.set_xticks(x, symbols, rotation=90, fontsize=7)
+    ax.set_ylabel("forecast relative SE [%]")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("tab:green", "tab:orange", "tab:red")]
+    labels = [f"< {well_pct:g} % in {duration_s:.0f} s", f"< {well_pct:g} % if repeated ≤ {practical_s:g} s",
+              f"beyond {practical_s:g} s"]  # fmt: skip
+    ax.legend(handles, labels, fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3, axis="y")
+    ax.set_title(title or "What the plan will determine (noise alone)", fontsize=9)
     fig.tight_layout()
     out = Path(out)
     try:

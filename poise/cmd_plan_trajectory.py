@@ -163,6 +163,8 @@ def register(s: argparse._SubParsersAction) -> None:
     f.add_argument("--params", help="guessed parameter set (default: the plan's)")
     f.add_argument("--no-friction", action="store_true", help="arms: rigid-body parameters only")
     f.add_argument("--json", action="store_true", help="print the forecast as JSON")
+    f.add_argument("--plot", type=at.image_file, help="bar chart of the forecast relative SEs (PNG)")
+    at.add_force(f)
     f.set_defaults(func=cmd_forecast_trajectory)
 
 
@@ -418,6 +420,12 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
                            quantity="wrench" if standing else "torque")  # fmt: skip
     fc = forecast_dynamic(est, t, q, args.noise, params, meta)
     out = fc.to_dict(args.well, args.practical_s)
+    if args.plot:
+        from identify.plots import plot_forecast
+
+        nb = fc.inertial
+        plot_forecast(fc.symbols[:nb], fc.rel_se_pct[:nb], fc.needed_s(args.well)[:nb], fc.duration_s, args.well,
+                      args.practical_s, args.plot, f"{args.plan}: noise {' / '.join(f'{v:g}' for v in fc.noise)}")  # fmt: skip
     if args.json:
         print_json(out)
         return 0

@@ -367,6 +367,8 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan forecast", ["{traj_plan}", "--noise", "1", "--well", "0"]),
     ("plan forecast", ["{traj_plan}", "--noise", "1", "--rate-hz", "0"]),
     ("plan forecast", ["{traj_plan}", "--noise", "1", "--params", "{binary}"]),
+    ("plan forecast", ["{traj_plan}", "--noise", "1", "--plot", "{existing_png}"]),
+    ("plan forecast", ["{traj_plan}", "--noise", "1", "--plot", "{dir}/x.unknown"]),
     # plan trajectory
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--max-kappa", "1"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--duration", "inf"]),

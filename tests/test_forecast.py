@@ -100,6 +100,15 @@ def test_plan_forecast_command(capsys):
     assert "determined to 15 %" in text and "rel. SE [%]" in text
 
 
+def test_plan_forecast_plot(tmp_path, capsys):
+    png = tmp_path / "forecast.png"
+    argv = ["plan", "forecast", str(TEST_DESIGN), "--noise", "2", "0.3", "0.3", "--plot", str(png)]
+    assert main(argv) == 0 and png.stat().st_size > 10_000
+    assert main(argv) == 2  # an existing figure is kept without --force
+    assert "--force" in capsys.readouterr().err
+    assert main(argv + ["--force"]) == 0
+
+
 def test_board_recordings_fitted_together_share_one_foot_placement(recording):
     """Two recordings on the boards at one placement are fitted together (base parameters of the first); at
     another placement — here the joints moved 0.05 rad, the other sole with them — they are refused by name."""
