@@ -34,6 +34,7 @@ RATE_RTOL = 0.005  # their sample rates may differ by this much
 # ... and in double support their other sole's pose (base sole frame) by at most this much from the first's
 PLACEMENT_TOL_M = 0.002
 PLACEMENT_TOL_DEG = 0.5
+MAX_DRIFT_DEGREE = 3  # base-sole creep polynomial (per recording and axis)
 DEFAULT_CUTOFF_HZ = 5.0  # when the recording does not declare its motion's band
 # cut-off / the motion's highest frequency: a 4th-order zero-phase filter passes that band within 2e-5
 CUTOFF_PER_BAND = 4.0
@@ -142,6 +143,7 @@ class DynamicEstimator:
         quantity: str = "torque",
         essential_pct: float | None = None,
         prior=None,
+        drift: int = 0,
     ):
         """`cutoff_hz`: the zero-phase filter's cut-off (default: the fitted recording's, `default_cutoff` —
         4× its declared motion band — as `identify dynamic` uses; `cutoff_` after fitting).
@@ -149,7 +151,9 @@ class DynamicEstimator:
         from the fit (default `reversal_velocity_for(cutoff_)`). `essential_pct`: keep only the base
         parameters this recording determines to that relative SE (%): the worst determined one is fixed at its
         value in `prior` (a parameter set; default the model's first) and the rest refitted, until every
-        estimate qualifies — the others are named in `fit_.fixed`."""
+        estimate qualifies — the others are named in `fit_.fixed`. `drift` (board wrench): the base sole may
+        creep on its board — a displacement (δx, δy) polynomial of this degree in each recording's time, zero mean,
+        adds Fz·δy to Mx and −Fz·δx to My — fitted alongside (`dx1`, `dy1`, … in m, per recording)."""
         if quantity not in QUANTITIES:
             raise DataError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
         self.model, self.base, self.simplified = model, base or model.root, simplified
@@ -168,7 +172,13 @@ class DynamicEstimator:
             raise DataError(f"{model.name!r} has no link {self.base!r}")
         if quantity == "wrench":
             model.base_site(self.base)
+        if not (isinstance(drift, int) and 0 <= drift <= MAX_DRIFT_DEGREE):
+            raise DataError(f"drift must be a polynomial degree 0…{MAX_DRIFT_DEGREE}, got {drift!r}")
+        if drift and quantity != "wrench":
+            raise DataError("drift models a sole creeping on its board: it needs the board wrench")
+        self.drift = drift
         self._db: DynamicBase | None = None
+        self._recordings = 1  # how many recordings the last fit stacked (their drift columns are their own)
 
     @property
     def cutoff_(self) -> float:
@@ -242,6 +252,15 @@ class DynamicEstimator:
         tau = lowpass(measured, rec.rate_hz, self.cutoff_)  # the caller slices both alike
         sl = self._kept(K, rec.rate_hz)
         A, tau = A[sl], tau[sl]
+        if (
+            self.drift
+        ):  # the base sole displaced by (δx, δy)(s): Mx += Fz·δy, My −= Fz·δx, s ∈ [−1, 1] over the fit
+            s = np.linspace(-1.0, 1.0, len(tau))
+            P = np.stack([s**k for k in range(1, self.drift + 1)], axis=1) * tau[:, :1]
+            D = np.zeros((len(tau), n, 2 * self.drift))
+            D[:, WRENCH_ROWS.index("mx"), self.drift :] = P
+            D[:, WRENCH_ROWS.index("my"), : self.drift] = -P
+            A = np.concatenate([A, D], axis=2)
         keep = np.ones(tau.shape, dtype=bool)
         joint = np.broadcast_to(np.arange(n), tau.shape)
         sample = np.broadcast_to(np.arange(len(tau))[:, None], tau.shape)
@@ -273,6 +292,12 @@ class DynamicEstimator:
             for kind, unit in (("fv", "N·m·s/rad"), ("fc", "N·m")):
                 syms += [f"{kind}@{j}" for j in self.model.joint_names]
                 forms += [f"{'viscous' if kind == 'fv' else 'Coulomb'} friction ({unit})"] * self.model.nq
+        for r in range(self._recordings if self.drift else 0):
+            tag = f"@{r + 1}" if self._recordings > 1 else ""
+            for axis in "xy":
+                syms += [f"d{axis}{k}{tag}" for k in range(1, self.drift + 1)]
+                forms += [f"base sole creep in {axis}, coefficient of s^{k} (m; s from −1 to 1 over recording "
+                          f"{r + 1})" for k in range(1, self.drift + 1)]  # fmt: skip
         return syms, forms
 
     @property
@@ -288,6 +313,7 @@ class DynamicEstimator:
         keep those of the last fit, whose numbering follows its recording); the efforts' values do not matter."""
         if not reuse_base:
             self._db = None
+        self._recordings = 1
         self._cutoff = self.cutoff_hz if self.cutoff_hz is not None else default_cutoff(rec)
         A, _, joint, sample = self._system(rec, drop_reversals)
         return A, joint, sample
@@ -375,6 +401,7 @@ class DynamicEstimator:
         sees no correlation between them."""
         parts, offset = [], 0
         gap = int(RECORDING_GAP_PERIODS * SAMPLES_PER_CUTOFF_PERIOD)
+        self._recordings = len(recs)
         for k, r in enumerate(recs):
             if k:
                 self._same_experiment(recs[0], r, k)
@@ -383,6 +410,14 @@ class DynamicEstimator:
             offset += (int(sample.max()) + 1 if len(sample) else 0) + gap
         if len(parts) == 1:
             return parts[0]
+        if self.drift:  # each recording's sole creeps its own way: its drift columns in a block of their own
+            nd = 2 * self.drift
+            blocks = []
+            for k, (A, *rest) in enumerate(parts):
+                own = np.zeros((len(A), nd * len(parts)))
+                own[:, k * nd : (k + 1) * nd] = A[:, -nd:]
+                blocks.append((np.hstack([A[:, :-nd], own]), *rest))
+            parts = blocks
         return tuple(np.concatenate([part[i] for part in parts]) for i in range(4))  # type: ignore[return-value]
 
     def _same_experiment(self, first: DynamicRecording, other: DynamicRecording, k: int) -> None:
@@ -457,7 +492,10 @@ class DynamicEstimator:
         """(predicted, measured) efforts, both filtered, (K, n) — for validation on another recording."""
         A, b, _, _ = self._system(rec, drop_reversals=False)
         n = self.rows_
-        return (A @ self.fit_.values).reshape(-1, n), b.reshape(-1, n)
+        x = self.fit_.values[: A.shape[1]].copy()
+        if self.drift:  # another recording's sole creeps its own way: the model alone predicts it
+            x[A.shape[1] - 2 * self.drift :] = 0.0
+        return (A @ x).reshape(-1, n), b.reshape(-1, n)
 
     def reference_values(self, params) -> np.ndarray:
         """The base parameters of a known parameter set (friction columns excluded)."""

@@ -86,6 +86,11 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--prior", help="parameter set (name|FILE) for --essential (default: the model's first)")
     d.add_argument(
+        "--drift", type=at.integer(0, 3), default=0, metavar="DEGREE",
+        help="board wrench: the base sole may creep on its board — fit its displacement as a polynomial of this "
+        "degree in each recording's time (dx1, dy1, … in m; e.g. 1 for recordings of a minute)",
+    )  # fmt: skip
+    d.add_argument(
         "--well",
         type=at.positive,
         metavar="PCT",
@@ -198,6 +203,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         quantity=quantity,
         essential_pct=args.essential,
         prior=prior,
+        drift=args.drift,
     ).fit(recs)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank

@@ -216,6 +216,8 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("identify dynamic", ["{dyn_nan}"]),
     ("identify dynamic", ["{dyn}", "--cutoff-hz", "nan"]),
     ("identify dynamic", ["{dyn}", "{dyn12}"]),
+    ("identify dynamic", ["{dyn}", "--drift", "1"]),
+    ("identify dynamic", ["{dyn}", "--drift", "9"]),
     ("identify dynamic", ["{dyn}", "{binary}"]),
     ("identify dynamic", ["{dyn}", "--cutoff-hz", "0"]),
     ("identify dynamic", ["{dyn}", "--plot", "{dir}/x.unknown"]),
