@@ -77,8 +77,12 @@ def test_throttled_twin_holds_and_settles_last_their_planned_simulated_time(mode
     for h in holds:
         span = h["t_sim"][-1] - h["t_sim"][0]
         assert abs(span - HOLD_S) < 2 * tick_sim, (h["posture"], span)
-        # the executor's own elapsed time (robot seconds, read before each tick, so one tick behind) is the twin's
-        np.testing.assert_allclose(np.diff(h["elapsed"])[1:], np.diff(h["t_sim"])[:-1], atol=1e-6)
+        # the executor's own elapsed time (robot seconds, read before each tick, so one tick behind) is the twin's.
+        # The test reads the twin's time from another thread than the physics', which may take one more 1 ms step
+        # in between (seen once in a loaded full run: 0.043 against 0.042 s and 0.037 against 0.038 s, net zero)
+        step = TwinOptions().timestep
+        np.testing.assert_allclose(np.diff(h["elapsed"])[1:], np.diff(h["t_sim"])[:-1], atol=step + 1e-6)
+        assert abs((h["elapsed"][-1] - h["elapsed"][1]) - (h["t_sim"][-2] - h["t_sim"][0])) <= step + 1e-6
     # the settle time reported per posture is the twin's simulated time from the settle's start to the hold
     for rep in meta["report"]:
         t0, t1 = settles[rep["posture"]]
