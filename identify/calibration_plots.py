@@ -10,16 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from formats.atomic import write_atomic  # noqa: E402
-
-
-def _save(fig, out: str | Path) -> Path:
-    out = Path(out)
-    try:
-        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=120), "figure")
-    finally:
-        plt.close(fig)
-    return out
+from identify.plots import save_figure as _save  # noqa: E402
 
 
 def plot_friction(omega, y, kept, fits, out: str | Path, title: str = "") -> Path:
