@@ -43,7 +43,7 @@ from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
 from drivers.wbb.geometry import G, board_poses_for, cells_in_base
 from formats.errors import DataError, DeviceError, PoiseError
 from formats.plan import Plan
-from robots.stance import foot_corners, other_pose, signed_margin
+from robots.stance import foot_corners, other_pose, placement_deviation, signed_margin
 from robots.tree import RobotModel
 
 SETTLE_STILL_S = 0.3  # s (robot time): a posture is still when no joint moved settle_tol_deg over this long
@@ -304,9 +304,7 @@ class Executor:
         with the same checks before anything is sent."""
         planned = np.asarray(self.plan.placement(p.placement).other_foot, dtype=float)
         actual = other_pose(self.model, q_meas, self.plan.params, self.plan.base)
-        dev = np.r_[
-            np.hypot(*(actual[:2] - planned[:2])), abs(np.angle(np.exp(1j * (actual[2] - planned[2]))))
-        ]
+        dev = np.r_[placement_deviation(planned, actual)]
         if dev[0] < ADAPT_FROM_M and dev[1] < ADAPT_FROM_RAD:
             return self.checked.moves[p.index]
         if dev[0] > ADAPT_LIMIT_M or dev[1] > ADAPT_LIMIT_RAD:

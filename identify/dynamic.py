@@ -24,6 +24,7 @@ from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
 from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base, evaluate
 from robots.conditioning import kappa, normalised_columns
 from robots.motion_class import placement_base
+from robots.stance import other_pose, placement_deviation
 from robots.tree import RobotModel
 
 WELL_IDENTIFIED_PCT = 15.0
@@ -252,9 +253,8 @@ class DynamicEstimator:
         tau = lowpass(measured, rec.rate_hz, self.cutoff_)  # the caller slices both alike
         sl = self._kept(K, rec.rate_hz)
         A, tau = A[sl], tau[sl]
-        if (
-            self.drift
-        ):  # the base sole displaced by (δx, δy)(s): Mx += Fz·δy, My −= Fz·δx, s ∈ [−1, 1] over the fit
+        if self.drift:
+            # the base sole displaced by (δx, δy)(s): Mx += Fz·δy, My −= Fz·δx, s ∈ [−1, 1] over the fit
             s = np.linspace(-1.0, 1.0, len(tau))
             P = np.stack([s**k for k in range(1, self.drift + 1)], axis=1) * tau[:, :1]
             D = np.zeros((len(tau), n, 2 * self.drift))
@@ -314,9 +314,19 @@ class DynamicEstimator:
         if not reuse_base:
             self._db = None
         self._recordings = 1
-        self._cutoff = self.cutoff_hz if self.cutoff_hz is not None else default_cutoff(rec)
+        self._set_cutoff([rec])
         A, _, joint, sample = self._system(rec, drop_reversals)
         return A, joint, sample
+
+    def _set_cutoff(self, recs: list[DynamicRecording]) -> None:
+        """The configured cut-off, else the largest of the recordings' defaults (`default_cutoff`)."""
+        self._cutoff = self.cutoff_hz if self.cutoff_hz is not None else max(default_cutoff(r) for r in recs)
+
+    def fitted_span(self, recs: list[DynamicRecording]) -> tuple[float, float]:
+        """(recording time the fitted rows span, time dropped at the ends) in s, summed over the recordings."""
+        spans = [(self._kept(len(r.t), r.rate_hz), r) for r in recs]
+        fitted = sum(len(range(len(r.t))[k]) * k.step / r.rate_hz for k, r in spans)
+        return fitted, sum(2 * k.start / r.rate_hz for k, r in spans)
 
     def fit(self, rec: DynamicRecording | Sequence[DynamicRecording]) -> DynamicEstimator:
         """Fit one recording, or several of the same robot (and, for board wrenches, the same foot placement)
@@ -326,7 +336,7 @@ class DynamicEstimator:
             raise DataError("no recording to fit")
         rate = common_rate(recs)
         self._db = None
-        self._cutoff = self.cutoff_hz if self.cutoff_hz is not None else max(default_cutoff(r) for r in recs)
+        self._set_cutoff(recs)
         A, b, joint, sample = self._stacked(recs)
         n = self.rows_
         syms, forms = self._names()
@@ -367,8 +377,7 @@ class DynamicEstimator:
         corr = np.full((p, p), np.nan)
         corr[np.ix_(free, free)] = cov_f / np.outer(sd, sd)
         top = top_pairs(corr[np.ix_(free, free)], [syms[i] for i in free])
-        spans = [self._kept(len(r.t), r.rate_hz) for r in recs]
-        fitted_s = sum(len(range(len(r.t))[k]) * k.step / r.rate_hz for r, k in zip(recs, spans, strict=True))
+        fitted_s, edges_s = self.fitted_span(recs)
         raw = b - A @ x
         sigma = np.array([raw[joint == j].std() for j in range(n)])
         rmse = np.array([np.sqrt(np.mean(raw[joint == j] ** 2)) for j in range(n)])
@@ -391,7 +400,7 @@ class DynamicEstimator:
             fixed=fixed,
             inertial=db.rank,
             fitted_s=fitted_s,
-            edges_s=sum(2 * k.start / r.rate_hz for r, k in zip(recs, spans, strict=True)),
+            edges_s=edges_s,
         )
         return self
 
@@ -434,9 +443,8 @@ class DynamicEstimator:
                             f"first a {first.meta.get('motion') or 'double-support'} one: fit them apart")  # fmt: skip
         if first.meta.get("motion") == "single-support":
             return
-        (R0, p0), (R1, p1) = (self._placement(r) for r in (first, other))
-        shift = float(np.linalg.norm(p1 - p0))
-        turn = float(np.degrees(np.arccos(np.clip((np.trace(R0.T @ R1) - 1) / 2, -1.0, 1.0))))
+        shift, turn = placement_deviation(*(self._placement(r) for r in (first, other)))
+        turn = float(np.degrees(turn))
         if shift > PLACEMENT_TOL_M or turn > PLACEMENT_TOL_DEG:
             raise DataError(
                 f"recording {k + 1}'s other sole stands {shift * 1000:.1f} mm / {turn:.2f}° from the first's "
@@ -444,14 +452,9 @@ class DynamicEstimator:
                 "identifies other base parameters — fit the recordings apart"
             )
 
-    def _placement(self, rec: DynamicRecording) -> tuple[np.ndarray, np.ndarray]:
-        """The other sole's pose in the base sole's frame at the recording's middle sample."""
-        from robots.kinematics import site_pose
-        from robots.stance import other_site
-
-        q = rec.q[len(rec.q) // 2]
-        params = next(iter(self.model.params))
-        return site_pose(self.model, q, params, other_site(self.model, self.base), self.base)
+    def _placement(self, rec: DynamicRecording) -> np.ndarray:
+        """The other sole's placement (x, y, yaw) on the ground in the base sole's frame, at the middle sample."""
+        return other_pose(self.model, rec.q[len(rec.q) // 2], next(iter(self.model.params)), self.base)
 
     def _check_length(self, recs: list[DynamicRecording], shape: tuple[int, int]) -> None:
         """Recordings too short for their cut-off leave fewer rows than parameters: say so, with the numbers."""

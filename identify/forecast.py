@@ -155,12 +155,11 @@ def forecast_dynamic(
     guess = np.full(A.shape[1], np.nan)
     prior = params if params is not None else next(iter(model.params))
     guess[: db.rank] = db.values(dyn.standard_parameters(model, prior))
-    kept = estimator._kept(len(t), rec.rate_hz)
-    fitted = len(range(len(t))[kept]) * kept.step / rec.rate_hz
+    fitted, edges = estimator.fitted_span([rec])
     return DynamicForecast(
         symbols=syms, formulas=forms, guess=guess, se=se, isolated_se=isolated, noise=sig, rows=rows,
         cutoff_hz=estimator.cutoff_, duration_s=float(t[-1] - t[0]), fitted_s=fitted,
-        edges_s=2 * kept.start / rec.rate_hz, kappa_scaled=kappa(normalised_columns(A)[0]), inertial=db.rank,
+        edges_s=edges, kappa_scaled=kappa(normalised_columns(A)[0]), inertial=db.rank,
     )  # fmt: skip
 
 

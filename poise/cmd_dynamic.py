@@ -121,10 +121,7 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
     from formats.trajectory_plan import load_trajectory_plan
     from robots.params_io import perturbed, resolve_params, save_parameter_set
-    from trajectories.closed_chain import ClosedChainTrajectory
-    from trajectories.parametrisation import motion_band_hz
-    from trajectories.plan import plan_model, plan_trajectory
-    from trajectories.single_support import SingleSupportTrajectory
+    from trajectories.plan import plan_model, plan_recording, plan_trajectory
     from trajectories.verify import sample_grid
 
     _finite("rate-hz", args.rate_hz, positive=True)
@@ -145,8 +142,8 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     q, qd, qdd = traj.sample(t)
     rng = np.random.default_rng(args.seed)
     wrench = tau = None
-    single = isinstance(traj, SingleSupportTrajectory)
-    if single or isinstance(traj, ClosedChainTrajectory):
+    how = plan_recording(plan, traj)
+    if how.standing:
         truth = physical_truth(truth)
         with console.status(f"MuJoCo inverse dynamics (floating robot, soles held) of {len(t)} samples"):
             wrench = standing_wrench(
@@ -158,12 +155,7 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
         im = ArmImperfections(args.viscous, args.coulomb, args.effort_noise, args.encoder_ticks / (2 * np.pi))
         with console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
             qm, tau = arm_efforts(model, truth, q, qd, qdd, im, rng)
-    meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}"}
-    if single:
-        meta["motion"] = "single-support"  # the estimator's base parameters: the other sole moves freely
-    band = motion_band_hz(traj)
-    if band is not None:  # the identification's default cut-off follows it
-        meta["motion_band_hz"] = f"{band:.6g}"
+    meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}", **how.meta}
     if plan.robot_source:
         meta["robot_source"] = plan.robot_source
     rec = DynamicRecording(model.name, plan.base, list(model.joint_names), t, qm, tau, wrench, meta=meta)
@@ -257,7 +249,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz")
     console.print(
-        "units: inertial base parameters in SI combinations (kg, kg·m, kg·m²); friction as labelled"
+        "units: inertial base parameters in SI combinations (kg, kg·m, kg·m²); friction and sole creep as labelled"
     )
     what = "joint" if quantity == "torque" else "row (Fz N, Mx/My N·m)"
     console.print(
@@ -266,10 +258,10 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     )
     if fit.unidentifiable:
         single = rec.meta.get("motion") == "single-support"
-        source = ("joint efforts" if quantity == "torque" else
-                  "the stance board's wrench" if single else "the boards' wrench at this placement")  # fmt: skip
+        measured = ("joint efforts" if quantity == "torque" else
+                    "the stance board's wrench" if single else "the boards' wrench at this placement")  # fmt: skip
         console.print(
-            f"not identifiable from {source} ({len(fit.unidentifiable)}): " + ", ".join(fit.unidentifiable)
+            f"not identifiable from {measured} ({len(fit.unidentifiable)}): " + ", ".join(fit.unidentifiable)
         )
     for sym, why in fit.fixed.items():
         console.print(f"{sym} not estimated: {why}")

@@ -391,32 +391,23 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     from identify.dynamic import DynamicEstimator
     from identify.forecast import forecast_dynamic
     from robots.params_io import resolve_params
-    from trajectories.closed_chain import ClosedChainTrajectory
-    from trajectories.parametrisation import motion_band_hz
-    from trajectories.plan import plan_model, plan_trajectory
-    from trajectories.single_support import SingleSupportTrajectory
+    from trajectories.plan import plan_model, plan_recording, plan_trajectory
     from trajectories.verify import sample_grid
 
     plan = load_trajectory_plan(args.plan)
     model = plan_model(plan)
     traj = plan_trajectory(plan, model)
     params = resolve_params(args.params or plan.params or next(iter(model.params)), model)
-    single = isinstance(traj, SingleSupportTrajectory)
-    standing = single or isinstance(traj, ClosedChainTrajectory)
-    base = traj.base if single else traj.chain.base if standing else plan.base
+    how = plan_recording(plan, traj)
+    standing = how.standing
     rate = args.rate_hz or plan.rate_hz
     t = sample_grid(traj, 1.0 / rate)
     q, _, _ = traj.sample(t)
-    meta = {}
-    band = motion_band_hz(traj)
-    if band is not None:
-        meta["motion_band_hz"] = f"{band:.6g}"
+    meta = dict(how.meta)
     if standing:  # as `poise run` records it: moments about the boards' cells
         meta["moment_z_m"] = f"{-PLATE_HEIGHT:.6g}"
-    if single:
-        meta["motion"] = "single-support"
     simplified = bool(plan.settings.get("simplified", False))
-    est = DynamicEstimator(model, base, simplified, not args.no_friction and not standing,
+    est = DynamicEstimator(model, how.base, simplified, not args.no_friction and not standing,
                            quantity="wrench" if standing else "torque")  # fmt: skip
     fc = forecast_dynamic(est, t, q, args.noise, params, meta)
     out = fc.to_dict(args.well, args.practical_s)

@@ -51,10 +51,8 @@ def prepare(
 ) -> tuple[RobotModel, StreamPlan | None, list[str], StreamCheck | None]:
     """(model, setpoints, problems, their check): the plan-check checks first; when they pass, the trajectory
     sampled at the configuration's rate and every setpoint checked."""
-    from trajectories.closed_chain import ClosedChainTrajectory
     from trajectories.parametrisation import motion_band_hz
-    from trajectories.plan import check_plan, plan_model, plan_trajectory
-    from trajectories.single_support import SingleSupportTrajectory
+    from trajectories.plan import check_plan, plan_model, plan_recording, plan_trajectory
 
     model = plan_model(plan)
     if config.robot != model.name:
@@ -66,13 +64,11 @@ def prepare(
     check = check_plan(plan, model, traj, ps)
     if not check.ok:  # the setpoints of a trajectory that fails its own checks are not worth checking
         return model, None, list(check.problems), None
-    single = isinstance(traj, SingleSupportTrajectory)
-    standing = single or isinstance(traj, ClosedChainTrajectory)
+    how = plan_recording(plan, traj)
     t = tick_times(traj.duration, config.executor.rate_hz)
     q, qd, qdd = traj.sample(t)
-    base = traj.base if single else traj.chain.base if standing else plan.base
-    sp = StreamPlan(t, q, base, ps, standing, motion_band_hz(traj))
-    if single:
+    sp = StreamPlan(t, q, how.base, ps, how.standing, motion_band_hz(traj))
+    if how.single:
         margin = float(plan.settings.get("zmp_margin", 0.0))
         sp.single = SingleSupport(traj.other, traj.lift, margin, qd, qdd, traj.max_lift, traj.max_tilt)
     stream = check_stream(model, config, sp)

@@ -65,6 +65,12 @@ def other_pose(
     return np.stack([p[..., 0], p[..., 1], np.arctan2(R[..., 1, 0], R[..., 0, 0])], axis=-1)
 
 
+def placement_deviation(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """How far placement b (x, y, yaw) lies from a: distance on the ground (m) and the yaw between them (rad)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return float(np.hypot(*(b[:2] - a[:2]))), float(abs(np.angle(np.exp(1j * (b[2] - a[2])))))
+
+
 def project_flat(
     model: RobotModel,
     q0: np.ndarray,

@@ -30,7 +30,6 @@ def poise_in_fresh_process(*argv: str) -> None:
     left the x87 precision at 53 bits (AMPL's library; now restored, design/fpenv.py)."""
     import subprocess
     import sys
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-m", "poise", *argv], capture_output=True, text=True, cwd=root, check=True,

@@ -77,9 +77,8 @@ class ExcitationSettings:
     max_lift: float | None = 0.25  # m, single support: ... and at most this far (None: no ceiling)
     max_sole_tilt: float | None = math.radians(30.0)  # rad, single support: the lifted sole's plane within
     # this of the ground's (None: any; a sole swung upside down is no experiment a person stands next to)
-    max_kappa: float | None = (
-        None  # κ of the column-scaled base regressor kept ≤ this (a penalty; any criterion)
-    )
+    # κ of the column-scaled base regressor kept ≤ this (a penalty on any criterion; None: unbounded)
+    max_kappa: float | None = None
     self_collision: bool = True  # keep links apart (sphere sets from the URDF's collision geometry), if any
     collision_margin: float = 0.01  # m of clearance between links that can meet
 
@@ -319,7 +318,7 @@ def criterion_value(W: np.ndarray, settings: ExcitationSettings, p: float) -> tu
     if (
         settings.max_kappa is not None
     ):  # the squared excess of log κ (surrogate, column-scaled) over the bound
-        Wk, dk = normalised_columns(W)
+        Wk, dk = (Wn, d) if d is not None else normalised_columns(W)
         fk, Gk = surrogate(Wk, KAPPA_BOUND_SHARPNESS)
         excess = fk - float(np.log(settings.max_kappa))
         if excess > 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +71,35 @@ def plan_model(plan: TrajectoryPlan) -> RobotModel:
     if not (model.has_link(plan.base) or plan.base in model.bases):
         raise DataError(f"plan base {plan.base!r} is not a link of {model.name!r}")
     return model
+
+
+@dataclass(frozen=True)
+class Recording:
+    """How a plan's motion is recorded and identified: the base (a standing robot's stance sole), whether it
+    stands (board wrench) and on one sole, and the recording metadata `identify dynamic` reads from it."""
+
+    base: str
+    standing: bool
+    single: bool
+    meta: dict[str, str]
+
+
+def plan_recording(plan: TrajectoryPlan, traj: Trajectory) -> Recording:
+    """The `Recording` of a plan's trajectory: what `poise run`, `simulate trajectory` and `plan forecast` share."""
+    from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.parametrisation import motion_band_hz
+    from trajectories.single_support import SingleSupportTrajectory
+
+    single = isinstance(traj, SingleSupportTrajectory)
+    standing = single or isinstance(traj, ClosedChainTrajectory)
+    base = traj.base if single else traj.chain.base if standing else plan.base
+    meta = {}
+    band = motion_band_hz(traj)
+    if band is not None:  # the identification's default cut-off follows it
+        meta["motion_band_hz"] = f"{band:.6g}"
+    if single:  # the estimator's base parameters: the other sole moves freely
+        meta["motion"] = "single-support"
+    return Recording(base, standing, single, meta)
 
 
 def plan_trajectory(plan: TrajectoryPlan, model: RobotModel | None = None) -> Trajectory:
