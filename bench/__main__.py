@@ -16,6 +16,7 @@ BENCH_MODULES: list[str] = [
     "bench.design",
     "bench.trajectories",
     "bench.gravity",
+    "bench.twin_misfit",
 ]
 
 

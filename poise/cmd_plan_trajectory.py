@@ -287,7 +287,9 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         _print_design(summary)
     if not best.verification.get("ok"):
         err_console.print(
-            "[red]the best trajectory fails verification: " + "; ".join(best.verification["problems"])
+            "[red]the best trajectory fails verification: "
+            + "; ".join(best.verification["problems"])
+            + f"[/red]\n{args.out} is written for `poise plan show`; `poise run` refuses it"
         )
         return 1
     return 0

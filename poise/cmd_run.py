@@ -59,6 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clamp-soles", action="store_true",
                    help="sim, physics twin: soles strapped flat to the boards once standing — the fixture of a "
                         "double-support dynamic experiment, whose model holds both feet fixed")  # fmt: skip
+    p.add_argument("--twin-trace", action="store_true",
+                   help="sim, physics twin, trajectory plan: also save every physics step while standing (CoM, "
+                        "the plates' wrench, joint angles) to RUN/twin_trace.npz, for bench/twin_misfit.py")  # fmt: skip
     at.add_twin_truth(p, "sim: ")
     at.add_gravity_comp(p)
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
@@ -179,6 +182,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     ):
         raise DataError("--clamp-soles straps the physics twin's soles (--robot sim --physics mujoco); on a real "
                         "bench strap the feet by hand")  # fmt: skip
+    if getattr(args, "twin_trace", False) and not (
+        args.robot.startswith("sim") and args.physics == "mujoco" and is_trajectory_plan(args.plan)
+    ):
+        raise DataError(
+            "--twin-trace records the physics twin (--robot sim --physics mujoco) during a trajectory plan"
+        )
     if getattr(args, "truth", None) is not None and not args.robot.startswith("sim"):
         raise DataError("--truth sets the emulated robot's parameters (--robot sim)")
     if is_pwm_plan(args.plan):

@@ -158,6 +158,8 @@ def run_trajectory(
                 if twin is not None:  # what the physics saw (falls, edges, slips), by simulated time
                     rec.update_meta(twin_events=twin.report(), twin_timing=twin.timing())
                     _save_truth(twin, rec.dir / "truth.json")
+                    if twin.opts.trace:
+                        _save_trace(twin, rec.dir / "twin_trace.npz")
     except BaseException as exc:
         if status == "running":  # failed before streaming began (device, config)
             rec.update_meta(status=f"stopped: {type(exc).__name__}: {exc}")
@@ -176,6 +178,18 @@ def _save_truth(twin, path) -> None:
     from formats.parameter_set import save_parameter_set
 
     save_parameter_set(physical_truth(twin.model, twin.truth), path)
+
+
+def _save_trace(twin, path) -> None:
+    """The twin's per-step trace (`Twin.trace_arrays`), written whole or not at all."""
+    import os
+
+    import numpy as np
+
+    tmp = path.with_name(path.name + ".part")
+    with open(tmp, "wb") as f:
+        np.savez(f, **twin.trace_arrays())
+    os.replace(tmp, path)
 
 
 class _View:
@@ -207,6 +221,7 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             board_averaging=True,
             clamp_soles=args.clamp_soles,
             truth=args.truth,
+            twin_trace=getattr(args, "twin_trace", False),
         )
     live = None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
     try:

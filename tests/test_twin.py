@@ -338,3 +338,28 @@ def test_averaging_boards_repeat_their_last_mean_when_no_physics_step_ran(model,
     np.testing.assert_array_equal(np.concatenate(again), np.concatenate(means))
     # the instant's load differs: it is not what is reported
     assert np.abs(np.concatenate(means) - instant).max() > 1e-3
+
+
+def test_trace_records_the_plates_wrench_that_newton_asks_for(model, plan):
+    """The per-step trace (`TwinOptions.trace`, what `poise run --twin-trace` saves for bench/twin_misfit.py): the
+    plates' vertical force is the robot's weight plus M z̈ of its own CoM through a goal step's transient, and at
+    rest their moments about the floor origin are those of the weight at the CoM."""
+    from scipy.signal import butter, sosfiltfilt
+
+    tw, _ = _stand(model, plan, 0, ServoModel(p_gain=6000), 0.5, trace=True)
+    for k in range(model.nq):
+        tw.set_goal(k, plan.postures[0].q[k] + 0.02)  # a goal step: the CoM moves, the plates' load swings
+    tw.settle_sim(4.0)  # the P-only servos let the robot sway for a few seconds
+    tr = tw.trace_arrays()
+    assert tr["q"].shape == (len(tr["t"]), model.nq) and np.all(np.diff(tr["t"]) > 0)
+    M, g = true_parameters(model).total_mass, 9.80665
+    sos = butter(4, 20.0, fs=1000.0, output="sos")
+    cz = sosfiltfilt(sos, tr["com"][:, 2])
+    zdd = np.gradient(np.gradient(cz, tr["t"]), tr["t"])
+    fz = sosfiltfilt(sos, tr["force"][:, 2])
+    inner = slice(100, -100)
+    swing = np.ptp(fz[inner])
+    assert swing > 1.0  # the step did move the load
+    assert np.abs(fz - M * (g + zdd))[inner].max() < 0.02 * swing
+    c = tr["com"][-1]
+    np.testing.assert_allclose(tr["moment"][-1, :2], [M * g * c[1], -M * g * c[0]], rtol=2e-3)  # 0.1 N·m

@@ -98,6 +98,10 @@ class TwinOptions:
     # soles strapped to the boards once the robot stands (a dynamic double-support experiment's fixture: the
     # model's "both feet fixed on the boards" made true); welds as stiff as the 1 ms step allows
     clamp_soles: bool = False
+    # record every physics step while standing (`Twin.trace_arrays`): time, whole-body CoM, the plates' wrench on
+    # the robot about the floor origin and the joint angles — the physics itself, to tell a model's misfit from
+    # the boards' sampling (`bench/twin_misfit.py`)
+    trace: bool = False
     # at most this many physics steps per wall-clock second in the physics thread (None: as fast as the scale
     # asks): emulates a machine too slow for `time_scale`, so tests can show the drivers keep to simulated time
     max_steps_per_s: float | None = None
@@ -324,6 +328,7 @@ class Twin:
         self._cache = (-1.0, np.zeros(8))
         self._ext_sum, self._ext_n = np.zeros((2, 6)), np.zeros(2, dtype=int)
         self._ext_last: list[np.ndarray | None] = [None, None]  # each board's last reported mean plate wrench
+        self.trace: list[np.ndarray] = []  # per physics step while standing, when opts.trace
         self._kp = self.m.actuator_gainprm[:, 0].copy()
         self._effort = np.array([_limit(model.effort_limit, j) for j in range(model.nq)])
         self.p_gain = np.full(model.nq, float(opts.servo.p_gain))  # each servo's Position P Gain now
@@ -444,15 +449,19 @@ class Twin:
             while n > 0:
                 k = min(n, chunk)
                 averaging = self.placed and self.opts.board_averaging
-                if averaging or self.opts.servo.deadband:
+                tracing = self.placed and self.opts.trace
+                if averaging or tracing or self.opts.servo.deadband:
                     for _ in range(k):
                         if self.opts.servo.deadband:
                             self._tick_error()
                         self.mj.mj_step(self.m, self.d)
-                        if averaging:
+                        if averaging or tracing:
                             self.mj.mj_rnePostConstraint(self.m, self.d)
+                        if averaging:
                             self._ext_sum += self.d.cfrc_ext[self.board_bodies]
                             self._ext_n += 1
+                        if tracing:
+                            self._trace_step()
                 else:
                     self.mj.mj_step(self.m, self.d, nstep=k)
                 n -= k
@@ -718,6 +727,24 @@ class Twin:
             if not self.placed or self._ext_last[board] is None:
                 return self.cell_loads()[4 * board : 4 * board + 4]
             return self._board_wrench(board, self._ext_last[board]) / 9.80665
+
+    def _trace_step(self) -> None:
+        """One row of the trace, from the step just taken (positions and contact forces of its forward pass)."""
+        d = self.d
+        ext = d.cfrc_ext[self.board_bodies]  # on each plate: torque about its subtree CoM, force (world)
+        force = -ext[:, 3:].sum(axis=0)  # the plates' force on the robot
+        moment = -(ext[:, :3] + np.cross(d.subtree_com[self.board_bodies], ext[:, 3:])).sum(axis=0)
+        self.trace.append(
+            np.concatenate([[d.time], d.subtree_com[self.root], force, moment, d.qpos[self.qadr]])
+        )
+
+    def trace_arrays(self) -> dict[str, np.ndarray]:
+        """The trace (`TwinOptions.trace`) as arrays: t (s, simulated), com (K, 3) m, force (K, 3) N and moment
+        (K, 3) N·m of the plates on the robot about the floor origin (world frame: the base frame of the
+        placement), q (K, n) rad."""
+        with self.lock:
+            a = np.array(self.trace).reshape(-1, 10 + self.model.nq)
+        return {"t": a[:, 0], "com": a[:, 1:4], "force": a[:, 4:7], "moment": a[:, 7:10], "q": a[:, 10:]}
 
     def com_xy(self) -> np.ndarray:
         """The twin's own whole-body CoM projection (base frame), from MuJoCo."""

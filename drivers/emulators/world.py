@@ -31,6 +31,7 @@ class WorldOptions:
     time_scale: float = 1.0  # the twin's simulated time runs this much faster than the wall clock
     board_averaging: bool = False  # twin: each board report is the mean load since the previous one
     clamp_soles: bool = False  # twin: soles strapped flat to the boards once standing (dynamic experiments)
+    twin_trace: bool = False  # twin: record every physics step while standing (TwinOptions.trace)
     truth: str | None = (
         None  # the robot's true parameters (sim_robot.twin_truth): default, published, set, file
     )
@@ -67,6 +68,7 @@ class SimWorld:
                 encoder_noise_rad=2e-4 if opts.noise else 0.0,
                 board_averaging=opts.board_averaging,
                 clamp_soles=opts.clamp_soles,
+                trace=opts.twin_trace,
                 max_steps_per_s=opts.twin_max_steps_per_s,
             )
             self.twin = Twin(model, twin_truth(model, opts.truth), topts, q0=q0, seed=opts.seed)

@@ -1,0 +1,150 @@
+"""Where a double-support identification's misfit on the physics twin comes from (issue 13).
+
+A run made with `poise run … --physics mujoco --twin-trace` keeps every physics step while standing: the
+whole-body CoM, the plates' wrench on the robot and the joint angles. Against it, in the identification's band
+(its cut-off, the recording's default):
+  - physics: the plates' Fz against M (g + z̈_com) of the twin's own CoM (Newton; 0 up to the filter's ends);
+  - model: the rigid fixed-sole model with the twin's true parameters against the plates' wrench, at the twin's
+    exact joint angles, and the part of it the base sole's motion on its pads explains (M g times the shift of the
+    twin's CoM from where the model puts it, sole held where it stood);
+  - measurement: the recorded wrench (board reports through the drivers and the recorder) against the plates';
+  - the identification from the recording and from the trace, each against the truth (within 3 SE).
+
+`python -m bench.twin_misfit RUN [--json]`; `make bench` runs the test's 10 s design on the twin first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import tempfile
+
+import numpy as np
+
+PLAN = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "tulip_double_support_10s.json"
+G = 9.80665
+
+
+def _offset(t_rec: np.ndarray, q_rec: np.ndarray, t: np.ndarray, q: np.ndarray) -> float:
+    """Simulated time of the recording's t = 0: where the twin's joint angles match the recorded ones best."""
+
+    def err(o: float) -> float:
+        qi = np.stack([np.interp(t_rec + o, t, q[:, j]) for j in range(q.shape[1])], axis=1)
+        return float(np.mean((qi - q_rec) ** 2))
+
+    lo, hi = t[0], t[-1] - t_rec[-1]
+    grid = np.arange(lo, hi, 0.01)
+    best = grid[int(np.argmin([err(o) for o in grid]))]
+    fine = np.arange(best - 0.01, best + 0.01, 0.0005)
+    return float(fine[int(np.argmin([err(o) for o in fine]))])
+
+
+def _z(est, truth) -> dict:
+    fit, nb = est.fit_, est.dynamic_base_.rank
+    z = (fit.values[:nb] - est.reference_values(truth)) / fit.se[:nb]
+    return {"within_3se": int(np.sum(np.abs(z) < 3)), "parameters": nb, "max_abs_z": float(np.abs(z).max()),
+            "mean_z2": float(np.mean(z**2)), "sigma": [float(s) for s in fit.sigma]}  # fmt: skip
+
+
+def analyse(run: str | pathlib.Path) -> dict:
+    from formats.dynamic_recording import DynamicRecording, read_dynamic_recording
+    from identify.differentiation import lowpass
+    from identify.dynamic import DynamicEstimator
+    from robots.kinematics import com_position
+    from robots.params_io import resolve_params
+    from robots.registry import get_model
+
+    run = pathlib.Path(run)
+    rec = read_dynamic_recording(run / "recording.csv")
+    model = get_model(rec.robot)
+    truth = resolve_params(str(run / "truth.json"), model)
+    tr = dict(np.load(run / "twin_trace.npz"))
+    t, keep = np.unique(tr["t"], return_index=True)
+    com, force, moment, q = (tr[k][keep] for k in ("com", "force", "moment", "q"))
+    off = _offset(rec.t, rec.q, t, q)
+    est = DynamicEstimator(model, rec.base, True, False, quantity="wrench").fit(rec)
+    fc, nb = est.cutoff_, est.dynamic_base_.rank
+    M = truth.total_mass
+    # the trace on a uniform 1 kHz grid spanning the recording
+    tg = np.arange(off, off + rec.t[-1], 0.001)
+    qg = np.stack([np.interp(tg, t, q[:, j]) for j in range(q.shape[1])], axis=1)
+    wg = np.zeros((len(tg), 6))
+    wg[:, 2] = np.interp(tg, t, force[:, 2])
+    wg[:, 3], wg[:, 4] = (np.interp(tg, t, moment[:, k]) for k in (0, 1))
+    cg = np.stack([np.interp(tg, t, com[:, k]) for k in range(3)], axis=1)
+    ideal = DynamicRecording(robot=rec.robot, base=rec.base, joint_names=list(rec.joint_names), t=tg - tg[0], q=qg,
+                             tau=None, wrench=wg, meta=dict(rec.meta))  # fmt: skip
+    ideal_est = DynamicEstimator(model, rec.base, True, False, cutoff_hz=fc, quantity="wrench").fit(ideal)
+    A, _, _ = ideal_est.prepare(ideal, reuse_base=True)
+    y = ideal_est.filtered_rows(wg[:, [2, 3, 4]], 1000.0)
+    model_misfit = y - (A[:, :nb] @ ideal_est.reference_values(truth)).reshape(y.shape)
+    sl = ideal_est._kept(len(tg), 1000.0)
+    cz = lowpass(cg[:, 2:], 1000.0, fc)[:, 0]
+    newton = lowpass(wg[:, 2:3], 1000.0, fc)[sl, 0] - M * (G + np.gradient(np.gradient(cz, tg), tg))[sl]
+    shift = lowpass(cg - com_position(model, qg, truth, rec.base), 1000.0, fc)[sl]
+    shift_m = np.stack([M * G * shift[:, 1], -M * G * shift[:, 0]], axis=1)
+    # the recording against the plates, both filtered alike, at the recording's fitted times
+    plates = lowpass(wg[:, [2, 3, 4]], 1000.0, fc)
+    at = np.stack([np.interp(rec.t + off, tg, plates[:, k]) for k in range(3)], axis=1)
+    meas = lowpass(rec.wrench[:, [2, 3, 4]], rec.rate_hz, fc) - at
+    meas = meas[est._kept(len(rec.t), rec.rate_hz)]
+
+    def rms(x):
+        return [float(v) for v in np.sqrt(np.mean((x - x.mean(axis=0)) ** 2, axis=0))]
+
+    return {
+        "run": str(run), "cutoff_hz": fc, "offset_s": off, "rows": ["fz_n", "mx_nm", "my_nm"],
+        "newton_fz_rms_n": rms(newton[:, None])[0],
+        "model_vs_plates_rms": rms(model_misfit), "model_vs_plates_mean": [float(v) for v in model_misfit.mean(0)],
+        "sole_motion_moment_rms_nm": rms(shift_m),
+        "recorded_vs_plates_rms": rms(meas), "recorded_vs_plates_mean": [float(v) for v in meas.mean(0)],
+        "fit_recording": _z(est, truth), "fit_plates": _z(ideal_est, truth),
+    }  # fmt: skip
+
+
+def _print(r: dict) -> None:
+    f = "{:.3f} / {:.3f} / {:.3f}".format
+    print(f"{r['run']}: cut-off {r['cutoff_hz']:.2f} Hz, recording t = 0 at simulated {r['offset_s']:.3f} s")
+    print(f"  physics, plates' Fz − M(g + z̈_com):          {r['newton_fz_rms_n']:.4f} N rms")
+    print(f"  model(truth) − plates, Fz N / Mx / My N·m rms: {f(*r['model_vs_plates_rms'])}")
+    print(f"    of it the base sole's motion (M g ΔCoM):     Mx {r['sole_motion_moment_rms_nm'][0]:.3f}, "
+          f"My {r['sole_motion_moment_rms_nm'][1]:.3f} N·m rms")  # fmt: skip
+    print(f"  recorded − plates, Fz N / Mx / My N·m rms:     {f(*r['recorded_vs_plates_rms'])}")
+    for k in ("fit_recording", "fit_plates"):
+        z = r[k]
+        print(f"  {k}: {z['within_3se']}/{z['parameters']} within 3 SE, max |z| {z['max_abs_z']:.2f}, "
+              f"mean z² {z['mean_z2']:.2f}, σ {' / '.join(f'{s:.3f}' for s in z['sigma'])}")  # fmt: skip
+
+
+def run(quick: bool = False) -> dict:
+    """`make bench`: the test's 10 s double-support design on the twin (scale 0.5), traced, then analysed."""
+    from poise.cli import main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / "run"
+        args = ["run", str(PLAN), "--robot", "sim", "--boards", "sim", "--physics", "mujoco", "--time-scale",
+                "0.5", "--no-noise", "--out", str(out), "--yes", "--json", "--twin-trace"]  # fmt: skip
+        if main(args) != 0:
+            raise RuntimeError("the twin run failed")
+        result = analyse(out)
+    _print(result)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.twin_misfit", description=__doc__.splitlines()[0])
+    p.add_argument("run", help="a run directory of `poise run … --physics mujoco --twin-trace`")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    r = analyse(a.run)
+    if a.json:
+        print(json.dumps(r, indent=2))
+    else:
+        _print(r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
