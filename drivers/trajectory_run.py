@@ -14,8 +14,8 @@ in single support, that the lifted sole touched down) stop streaming and hold.
 RUN_DIR/
   recording.csv   standing robots: the dynamic recording (formats/dynamic_recording.py) of the streamed part on
                   the uniform tick grid t_s = k / rate_hz from the first streamed tick: measured angles and the
-                  boards' wrench (Fz, Mx, My from the 8 cells, each board's mean report over the ticks
-                  before and after; fx_n, fy_n, mz_nm are 0: the cells measure vertical load only; the moments
+                  boards' wrench (Fz, Mx, My from the 8 cells, each board's load averaged over the tick period
+                  centred on the tick, its reports placed in time by drivers.board_timeline; fx_n, fy_n, mz_nm are 0: the cells measure vertical load only; the moments
                   are about the point a plate height below the base sole, in the cells' plane: metadata
                   moment_z_m), each linearly
                   interpolated between the two ticks measured around it (the ticks' real times jitter by a few
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from shapely.geometry import MultiPoint
 
+from drivers.board_timeline import BoardTimeline
 from drivers.clock import Clock
 from drivers.config import RobotConfig
 from drivers.executor import Executor, Operator, Progress, SafetyTrip
@@ -200,9 +201,7 @@ class TrajectoryRecorder:
         self.meta_path = self.dir / "run.json"
         self.meta: dict = {}
         self.t_traj: float | None = None
-        self._since_tick: dict[
-            int, list
-        ] = {}  # board index → [sum of reports (kg), count] since the last tick
+        self._timelines: dict[int, BoardTimeline] = {}  # board index → its reports placed in time (streaming)
         self._t0 = time.monotonic()
         names = model.joint_names
         self.joints = SyncedLines(
@@ -253,19 +252,20 @@ class TrajectoryRecorder:
         for s in samples:
             kg = ",".join(f"{v:.4f}" for v in s.kg)
             self.boards.add(f"{s.t - self._t0:.5f},{phase},{s.board},{s.seq},{kg}")
-            acc = self._since_tick.setdefault(s.board, [np.zeros(4), 0])
-            acc[0] = acc[0] + s.kg
-            acc[1] += 1
+            if phase == "stream":
+                self._timelines.setdefault(s.board, BoardTimeline()).add(s.t, s.seq, s.kg)
 
-    def board_means(self, latest: list) -> list:
-        """Each board's mean report since the previous call (its latest report when none came): a tick's load
-        over the whole tick, so force steps at the tick rate average out instead of aliasing."""
-        out = []
-        for i, kg in enumerate(latest):
-            total, n = self._since_tick.get(i, (None, 0))
-            out.append(total / n if n else kg)
-        self._since_tick = {}
-        return out
+    def boards_cover(self, boards: int) -> float:
+        """Run-clock time up to which every board's conversions have arrived (−inf before all can be placed)."""
+        if len(self._timelines) < boards:
+            return -np.inf
+        return min(tl.covered_until() for tl in self._timelines.values())
+
+    def board_loads(self, boards: int, a: float, b: float) -> list | None:
+        """Each board's time-weighted mean load (cells, kg) over the run-clock interval (a, b] (None until every
+        board's reports can be placed in time: `drivers.board_timeline`)."""
+        out = [self._timelines[i].mean(a, b) if i in self._timelines else None for i in range(boards)]
+        return None if any(x is None for x in out) else out
 
     def close(self) -> None:
         for f in (self.joints, self.boards, self.recording):
@@ -422,43 +422,54 @@ class TrajectoryExecutor(Executor):
     def _stream(self, cells, polygon) -> None:
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
         rec: TrajectoryRecorder = self.rec
-        rec.board_means(self._latest_kg)  # the first tick's mean starts now, not with the robot in the air
-        held = None  # (tick time, angles, the boards' mean over the interval that ended at it)
+        pending: list[tuple[float, np.ndarray]] = []  # ticks (time, angles) waiting for the boards' reports
+        half = None if rec.uniform is None else rec.uniform.period / 2
+        nb = len(self.boards)
+
+        def write(until: float) -> None:
+            # a tick's row: its angles and the boards' mean load over the tick period centred on it
+            while pending and pending[0][0] + half <= until:
+                tk_run, q_tick = pending.pop(0)
+                kg = rec.board_loads(nb, tk_run - half, tk_run + half)
+                if kg is None:
+                    continue
+                rec.uniform.add(tk_run, np.concatenate([q_tick, board_wrench(np.concatenate(kg), cells)]))
+
         sq = 0.0
-        for k, (tk, qk) in enumerate(zip(sp.t, sp.q, strict=True)):
-            rec.t_traj = float(tk)
-            q_meas = self._tick(qk, 0, "stream", None, None if self._ff is None else self._ff[k])
-            err = np.degrees(np.abs(q_meas - qk))
-            res.max_tracking_deg = max(res.max_tracking_deg, float(err.max()))
-            sq += float(np.mean(err**2))
-            res.ticks = k + 1
-            res.rms_tracking_deg = math.sqrt(sq / res.ticks)
-            if err.max() > self.ex.track_trip_deg:
-                j = int(np.argmax(err))
-                raise SafetyTrip(
-                    f"tracking error {err[j]:.1f} deg ({self.model.joint_names[j]}) > {self.ex.track_trip_deg:g} deg "
-                    f"at t = {tk:.2f} s; {res.ticks} tick(s) recorded"
+        try:
+            for k, (tk, qk) in enumerate(zip(sp.t, sp.q, strict=True)):
+                rec.t_traj = float(tk)
+                q_meas = self._tick(qk, 0, "stream", None, None if self._ff is None else self._ff[k])
+                err = np.degrees(np.abs(q_meas - qk))
+                res.max_tracking_deg = max(res.max_tracking_deg, float(err.max()))
+                sq += float(np.mean(err**2))
+                res.ticks = k + 1
+                res.rms_tracking_deg = math.sqrt(sq / res.ticks)
+                if err.max() > self.ex.track_trip_deg:
+                    j = int(np.argmax(err))
+                    raise SafetyTrip(
+                        f"tracking error {err[j]:.1f} deg ({self.model.joint_names[j]}) > {self.ex.track_trip_deg:g} deg "
+                        f"at t = {tk:.2f} s; {res.ticks} tick(s) recorded"
+                    )
+                cop = kg = None
+                if sp.standing:
+                    cop, kg = self._measured_cop(cells)
+                    margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
+                    try:
+                        self._check_standing(p, cop, margin, kg)
+                    except SafetyTrip as exc:  # the posture executor's words, said of the trajectory
+                        why = str(exc).split(";")[0].removeprefix("posture 0: ")
+                        raise SafetyTrip(f"{why} at t = {tk:.2f} s; {res.ticks} tick(s) recorded") from None
+                    self._check_free_sole(float(tk))
+                    if rec.uniform is not None:
+                        pending.append((self._last_tick, q_meas))
+                        write(rec.boards_cover(nb))
+                self.progress_cb(
+                    Progress(k + 1, len(sp.t), 0, 0, "stream", float(tk), float(sp.t[-1]), cop, None, kg)
                 )
-            cop = kg = None
-            if sp.standing:
-                cop, kg = self._measured_cop(cells)
-                margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
-                try:
-                    self._check_standing(p, cop, margin, kg)
-                except SafetyTrip as exc:  # the posture executor's words, said of the trajectory
-                    why = str(exc).split(";")[0].removeprefix("posture 0: ")
-                    raise SafetyTrip(f"{why} at t = {tk:.2f} s; {res.ticks} tick(s) recorded") from None
-                self._check_free_sole(float(tk))
-                if rec.uniform is not None and not any(x is None for x in self._latest_kg):
-                    # a mean over (t_k−1, t_k] belongs to the interval's middle: the wrench at t_k is the mean of
-                    # the intervals before and after it, so the row of tick k is written at tick k + 1
-                    w = board_wrench(np.concatenate(rec.board_means(self._latest_kg)), cells)
-                    if held is not None:
-                        rec.uniform.add(held[0], np.concatenate([held[1], (held[2] + w) / 2]))
-                    held = (self._last_tick, q_meas, w)
-            self.progress_cb(
-                Progress(k + 1, len(sp.t), 0, 0, "stream", float(tk), float(sp.t[-1]), cop, None, kg)
-            )
+        finally:
+            if rec.uniform is not None:  # the last ticks (also of a stopped run): the latest reports held on
+                write(np.inf)
         rec.t_traj = None
 
 

@@ -219,6 +219,7 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             noise=not args.no_noise,
             physics=args.physics,
             board_averaging=True,
+            board_conversions=True,
             clamp_soles=args.clamp_soles,
             truth=args.truth,
             twin_trace=getattr(args, "twin_trace", False),

@@ -182,8 +182,9 @@ def test_run_records_every_posture_accurately(model, plan, cfg, tmp_path):
     for line in boards[1:]:
         f = line.split(",")
         seqs.setdefault(f[4], []).append(int(f[5]))
-    for s in seqs.values():  # every report the driver decoded is in the raw file, once
-        assert s == list(range(s[0], s[0] + len(s)))
+    for b, s in seqs.items():  # every report the driver decoded is in the raw file, once; the count skips
+        # only the reports that arrived damaged (a loaded machine's serial bridge may cut a frame)
+        assert all(np.diff(s) >= 1) and (s[-1] - s[0] + 1) - len(s) <= result.board_stats[int(b)].bad
     j = result.jitter()
     assert j["period_mean_ms"] == pytest.approx(10.0, rel=0.5)  # 100 Hz (late ticks on a loaded machine)
     # Execution report, from encoders and boards only, per posture (run.json and the printed table).

@@ -363,3 +363,23 @@ def test_trace_records_the_plates_wrench_that_newton_asks_for(model, plan):
     assert np.abs(fz - M * (g + zdd))[inner].max() < 0.02 * swing
     c = tr["com"][-1]
     np.testing.assert_allclose(tr["moment"][-1, :2], [M * g * c[1], -M * g * c[0]], rtol=2e-3)  # 0.1 N·m
+
+
+def test_board_conversions_are_the_plates_load_over_fixed_windows_of_simulated_time(model, plan):
+    """`board_conversion_s` (what `poise run` uses for trajectories): each board reports once per window of its
+    own clock, the simulated time, with the plates' mean load over that window — through a goal step's force
+    transient, where the load changes within a window — whenever the emulator asks."""
+    conv_s = 0.0125
+    tw, _ = _stand(model, plan, 0, ServoModel(p_gain=6000), 0.3, trace=True, board_averaging=True,
+                   board_conversion_s=conv_s)  # fmt: skip
+    for k in range(model.nq):
+        tw.set_goal(k, plan.postures[0].q[k] + 0.02)
+    tw.settle_sim(0.2)
+    conv = [np.array(tw.board_conversions(i)()) for i in range(2)]
+    assert len(conv[0]) == len(conv[1]) >= 35 and tw.board_conversions(0)() == []  # each reported once
+    tr = tw.trace_arrays()
+    window = np.floor(tr["t"] / conv_s + 1e-9)
+    means = [tr["force"][window == w, 2].mean() for w in np.unique(window)[: len(conv[0])]]
+    reported = (conv[0].sum(axis=1) + conv[1].sum(axis=1)) * 9.80665
+    np.testing.assert_allclose(reported, means, atol=1e-6)
+    assert np.ptp(means) > 1.0  # the step did change the load between windows

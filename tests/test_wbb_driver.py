@@ -81,6 +81,8 @@ def test_dropped_and_corrupted_reports_are_counted_and_skipped(emu_factory, path
     assert len(samples) < emu.sent_reports
     kg = np.array([s.kg for s in samples])
     assert np.abs(kg - LOAD).max() < 0.02  # no garbage got through
+    seqs = np.array([s.seq for s in samples])  # the damaged ones keep their places in the count
+    assert np.all(np.diff(seqs) >= 1) and seqs[-1] - seqs[0] + 1 > len(samples)
 
 
 def test_board_disconnecting_reconnects_and_keeps_counting(emu_factory):

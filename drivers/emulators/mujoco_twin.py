@@ -49,6 +49,7 @@ TICKS_PER_REV = 4096
 INTEGRAL_LIMIT = math.radians(2.0)  # anti-windup: the I action shifts a servo's target by at most this
 FALL_TILT_DEG = 10.0  # a sole this far from flat, or the root below half its placed height: fallen
 SLIP_REPORT = 0.005  # m a sole may settle sideways under load before it is reported as slipping
+MAX_QUEUED_CONVERSIONS = 1000  # a board's conversions kept for its reports
 THREAD_CHUNK = 5  # physics steps per locked chunk of the physics thread
 MAX_STEPS_PER_CALL = 100  # physics steps one device call may run (time_scale is then an upper bound)
 # drivers on the twin's clock: the physics runs at most this far (simulated s) past the time they last waited for,
@@ -95,6 +96,10 @@ class TwinOptions:
     # not the load at one instant: the servos' force steps at the tick rate then do not alias into the band
     # a dynamic identification uses. Costs a contact-force evaluation per physics step while standing.
     board_averaging: bool = False
+    # with board_averaging: the boards convert over fixed windows of this many simulated seconds (their own clock,
+    # as a real board's converter runs) and report each conversion once (`Twin.board_conversions`), instead of
+    # the mean since whenever the emulator last asked
+    board_conversion_s: float | None = None
     # soles strapped to the boards once the robot stands (a dynamic double-support experiment's fixture: the
     # model's "both feet fixed on the boards" made true); welds as stiff as the 1 ms step allows
     clamp_soles: bool = False
@@ -328,6 +333,8 @@ class Twin:
         self._cache = (-1.0, np.zeros(8))
         self._ext_sum, self._ext_n = np.zeros((2, 6)), np.zeros(2, dtype=int)
         self._ext_last: list[np.ndarray | None] = [None, None]  # each board's last reported mean plate wrench
+        self._window: int | None = None  # the conversion window the sums belong to (board_conversion_s)
+        self._conversions: list[list[np.ndarray]] = [[], []]  # completed conversions not yet reported
         self.trace: list[np.ndarray] = []  # per physics step while standing, when opts.trace
         self._kp = self.m.actuator_gainprm[:, 0].copy()
         self._effort = np.array([_limit(model.effort_limit, j) for j in range(model.nq)])
@@ -458,12 +465,18 @@ class Twin:
                         if averaging or tracing:
                             self.mj.mj_rnePostConstraint(self.m, self.d)
                         if averaging:
+                            if self.opts.board_conversion_s:
+                                self._convert()
                             self._ext_sum += self.d.cfrc_ext[self.board_bodies]
                             self._ext_n += 1
                         if tracing:
                             self._trace_step()
                 else:
                     self.mj.mj_step(self.m, self.d, nstep=k)
+                if (
+                    self.opts.board_conversion_s and not averaging
+                ):  # lifted: the boards go on converting, empty
+                    self._idle_conversions()
                 n -= k
                 Ti = self.opts.servo.integral_time_s
                 if Ti > 0:  # integral action on the encoder error, per 10 ms
@@ -633,6 +646,7 @@ class Twin:
             self._cache = (-1.0, np.zeros(8))
             self._ext_sum[:], self._ext_n[:] = 0.0, 0
             self._ext_last = [None, None]
+            self._window, self._conversions = None, [[], []]
             self._clamp_at = self.d.time + CLAMP_AFTER_S if self.opts.clamp_soles else None
 
     def _clamp(self) -> None:
@@ -713,6 +727,46 @@ class Twin:
             return lambda: self.cell_loads()[4 * board : 4 * board + 4]
         return lambda: self._mean_load(board)
 
+    def _convert(self) -> None:
+        """Before a physics step's wrench joins the boards' sums: a window of `board_conversion_s` that has ended
+        becomes each board's next conversion (queued for its reports) and the sums start again."""
+        window = math.floor(self.d.time / self.opts.board_conversion_s + 1e-9)
+        if self._window is not None and window != self._window and self._ext_n[0] > 0:
+            means = self._ext_sum / self._ext_n[:, None]
+            for i in range(2):
+                self._ext_last[i] = means[i]
+                self._queue(i, self._board_wrench(i, means[i]) / 9.80665)
+            self._ext_sum[:], self._ext_n[:] = 0.0, 0
+        self._window = window
+
+    def _queue(self, board: int, cells_kg: np.ndarray) -> None:
+        q = self._conversions[board]
+        q.append(cells_kg)
+        if len(q) > MAX_QUEUED_CONVERSIONS:  # nobody reads this board: keep the latest
+            del q[: len(q) - MAX_QUEUED_CONVERSIONS]
+
+    def _idle_conversions(self) -> None:
+        """Conversions of empty boards for the windows that ended while nothing stood on them."""
+        window = math.floor(self.d.time / self.opts.board_conversion_s + 1e-9)
+        if self._window is not None:
+            for _ in range(min(window - self._window, 1000)):
+                for i in range(2):
+                    self._queue(i, np.zeros(4))
+        self._window = window
+        self._ext_sum[:], self._ext_n[:] = 0.0, 0
+
+    def board_conversions(self, board: int):
+        """With `board_conversion_s`: a callable returning the conversions (each the four cells in kg) board
+        `board` completed since it was last called, oldest first — one report each."""
+
+        def pending() -> list[np.ndarray]:
+            with self.lock:
+                self._advance()
+                out, self._conversions[board] = self._conversions[board], []
+            return out
+
+        return pending
+
     def _mean_load(self, board: int) -> np.ndarray:
         """Board `board`'s four cells (kg) averaged since its previous report. When no physics step ran since
         then (the physics thread steps in chunks, the boards report between them), the previous report's mean
@@ -721,7 +775,8 @@ class Twin:
         motion-dependent bias that no low-pass removes. The instant's only before the first mean after placing."""
         with self.lock:
             self._advance()
-            if self.placed and self._ext_n[board] > 0:  # the cells are linear in the plate's wrench
+            if self.placed and self._ext_n[board] > 0 and not self.opts.board_conversion_s:
+                # the cells are linear in the plate's wrench
                 self._ext_last[board] = self._ext_sum[board] / self._ext_n[board]
                 self._ext_sum[board], self._ext_n[board] = 0.0, 0
             if not self.placed or self._ext_last[board] is None:

@@ -29,6 +29,7 @@ from drivers.wbb.calibration import Calibration
 from drivers.wbb.transports import BridgeDecoder, SocketHidTransport, bridge_frame
 
 # a plausible factory block (raw counts at 0 / 17 / 34 kg; ~100 counts per kg, slightly non-linear)
+CONVERSION_POLL_S = 0.002  # s: how often a board fed by a converter looks for new conversions
 DEFAULT_CAL = np.array(
     [[4880, 17260, 2800, 1620], [6592, 18975, 4530, 3344], [8318, 20705, 6277, 5081]], dtype=float
 )
@@ -71,8 +72,13 @@ class WbbEmulator:
         faults: Faults | None = None,
         seed: int = 0,
         name: str = "emu",
+        conversions: Callable[[], list[np.ndarray]] | None = None,
     ) -> None:
+        """`conversions`: the board's converter, when the load source runs one on its own clock (the physics
+        twin's simulated time): returns the conversions (cells, kg) completed since it was last called, and each
+        becomes one report, sent as soon as it is seen — `rate_hz` then only bounds how long that takes."""
         self.load_kg = load_kg
+        self.conversions = conversions
         self.rate_hz = rate_hz
         self.imp = imperfections or BoardImperfections()
         self.cal = Calibration(calibration)
@@ -122,10 +128,13 @@ class WbbEmulator:
             p.close()
 
     # ------------------------------------------------------------ board behaviour
-    def reading_raw(self) -> list[int]:
-        """One report's raw values for the current load."""
+    def reading_raw(self, load_kg: np.ndarray | None = None) -> list[int]:
+        """One report's raw values for the current load (or for `load_kg`, per cell)."""
         over = self.load_override
-        load = np.asarray(self.load_kg() if over is None else over, dtype=float)
+        if over is not None:
+            load = np.asarray(over, dtype=float)
+        else:
+            load = np.asarray(self.load_kg() if load_kg is None else load_kg, dtype=float)
         meas = load * (1.0 + self.imp.gain_error) + self.imp.offset_kg
         if self.imp.noise_kg > 0:
             meas = meas + self.rng.normal(0.0, self.imp.noise_kg, 4)
@@ -189,7 +198,6 @@ class WbbEmulator:
         state = {"mode": None, "next": 0.0, "init": set(), "status_gen": self._status_gen}
         state["next_status"] = time.monotonic() + (self.status_every_s or 0.0)
         period = 1.0 / self.rate_hz
-        f = self.faults
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
@@ -203,36 +211,53 @@ class WbbEmulator:
                     state["status_gen"] = self._status_gen
                     state["next_status"] = time.monotonic() + (every or 0.0)
                     self._send_status(link, state)
-                if not state["mode"] or time.monotonic() < state["next"]:
+                if self.conversions is not None:  # one report per conversion of the source's converter
+                    pending = self.conversions()  # before a reporting mode is set: converted, never sent
+                    state["next"] = time.monotonic() + CONVERSION_POLL_S
+                    if not pending or not state["mode"]:
+                        continue
+                    raws = [self.reading_raw(c) for c in pending]
+                elif not state["mode"] or time.monotonic() < state["next"]:
                     continue
-                state["next"] += period
-                if state["next"] < time.monotonic() - 5 * period:  # fell behind: don't burst
-                    state["next"] = time.monotonic() + period
-                raw = self.reading_raw()
-                report = P.encode_cells(raw, state["mode"], battery=self.battery)
-                with self._lock:
-                    self.sent_reports += 1
-                    n = self.sent_reports
-                if f.disconnect_after is not None and n >= f.disconnect_after and not self._disconnected_once:
-                    self._disconnected_once = True
-                    if not isinstance(link, _SerialLink):
-                        return  # the Bluetooth link drops; the driver must open a new one
-                    # serial bridge: the board goes off for a while, then answers again from scratch
-                    if f.refuse_reconnect:
-                        self._stop.wait()
+                else:
+                    state["next"] += period
+                    if state["next"] < time.monotonic() - 5 * period:  # fell behind: don't burst
+                        state["next"] = time.monotonic() + period
+                    raws = [self.reading_raw()]
+                for raw in raws:
+                    if not state["mode"]:  # the serial bridge went off and back: the driver asks again
+                        break
+                    if self._send_report(link, state, raw):
                         return
-                    self._stop.wait(self.off_s)
-                    link.drain()
-                    state.update(mode=None, init=set())
-                    continue
-                u = self.rng.random()
-                if u < f.drop:
-                    continue
-                link.send(report, damage=self.rng if u < f.drop + f.corrupt else None)
         except OSError:
             pass
         finally:
             link.close()
+
+    def _send_report(self, link, state: dict, raw: list[int]) -> bool:
+        """One data report, through the configured faults; True when the link went away (stop serving it)."""
+        f = self.faults
+        report = P.encode_cells(raw, state["mode"], battery=self.battery)
+        with self._lock:
+            self.sent_reports += 1
+            n = self.sent_reports
+        if f.disconnect_after is not None and n >= f.disconnect_after and not self._disconnected_once:
+            self._disconnected_once = True
+            if not isinstance(link, _SerialLink):
+                return True  # the Bluetooth link drops; the driver must open a new one
+            # serial bridge: the board goes off for a while, then answers again from scratch
+            if f.refuse_reconnect:
+                self._stop.wait()
+                return True
+            self._stop.wait(self.off_s)
+            link.drain()
+            state.update(mode=None, init=set())
+            return False
+        u = self.rng.random()
+        if u < f.drop:
+            return False
+        link.send(report, damage=self.rng if u < f.drop + f.corrupt else None)
+        return False
 
 
 class _PacketLink:

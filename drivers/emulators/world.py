@@ -30,6 +30,9 @@ class WorldOptions:
     )
     time_scale: float = 1.0  # the twin's simulated time runs this much faster than the wall clock
     board_averaging: bool = False  # twin: each board report is the mean load since the previous one
+    # twin, with board_averaging: the boards convert over fixed windows of simulated time at board_rate_hz and
+    # report each conversion once (TwinOptions.board_conversion_s)
+    board_conversions: bool = False
     clamp_soles: bool = False  # twin: soles strapped flat to the boards once standing (dynamic experiments)
     twin_trace: bool = False  # twin: record every physics step while standing (TwinOptions.trace)
     truth: str | None = (
@@ -67,6 +70,7 @@ class SimWorld:
                 servo=ServoModel(p_gain=p_gain, integral_time_s=opts.servo_integral_s),
                 encoder_noise_rad=2e-4 if opts.noise else 0.0,
                 board_averaging=opts.board_averaging,
+                board_conversion_s=1.0 / opts.board_rate_hz if opts.board_conversions else None,
                 clamp_soles=opts.clamp_soles,
                 trace=opts.twin_trace,
                 max_steps_per_s=opts.twin_max_steps_per_s,
@@ -110,6 +114,9 @@ class SimWorld:
                     faults=opts.faults[i],
                     seed=opts.seed + 10 + i,
                     name=f"board{i}",
+                    conversions=self.twin.board_conversions(i)
+                    if self.twin is not None and opts.board_conversions
+                    else None,
                 )
             )
         self._board_paths = [

@@ -27,7 +27,8 @@ from formats.errors import DeviceError
 class BoardSample:
     t: float  # time of receipt on the driver's clock (the host's monotonic clock, or the emulated bench's), s
     board: int  # board index (0 = under the right foot)
-    seq: int  # per-board sample counter, continuous across reconnects
+    seq: int  # per-board report counter, continuous across reconnects; it counts the reports that arrived
+    # damaged too, so a gap is a conversion the board sent that did not arrive (`drivers.board_timeline`)
     raw: tuple[int, int, int, int]  # TR, BR, TL, BL as sent by the board (evdev: 10 g units)
     kg: np.ndarray  # (4,) calibrated and tared
 
@@ -312,6 +313,9 @@ class HidBoard(_BoardBase):
         tb = getattr(tr, "bad_frames", 0)  # serial bridge: frames that failed the CRC/length checks
         if tb > self._tr_bad:
             self.stats.bad += tb - self._tr_bad
+            self._seq += (
+                tb - self._tr_bad
+            )  # reports all the same: the counter numbers the board's conversions
             self._tr_bad = tb
         if data is None:
             return False
@@ -322,6 +326,7 @@ class HidBoard(_BoardBase):
                 rep = P.decode(data)
             except P.ReportError:
                 self.stats.bad += 1
+                self._seq += 1
                 return False
             self.stats.other += 1
             if isinstance(rep, P.Status):
@@ -334,6 +339,7 @@ class HidBoard(_BoardBase):
         lo, hi = self._plausible
         if any(v < lo[i] or v > hi[i] for i, v in enumerate(raw)):
             self.stats.bad += 1
+            self._seq += 1
             return False
         if len(data) == 23:
             self.stats.battery = data[14]
