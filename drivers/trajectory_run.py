@@ -15,14 +15,14 @@ RUN_DIR/
   recording.csv   standing robots: the dynamic recording (formats/dynamic_recording.py) of the streamed part on
                   the uniform tick grid t_s = k / rate_hz from the first streamed tick: measured angles and the
                   boards' wrench (Fz, Mx, My from the 8 cells, each board's load averaged over the tick period
-                  centred on the tick, its reports placed in time by drivers.board_timeline; fx_n, fy_n, mz_nm are 0: the cells measure vertical load only; the moments
-                  are about the point a plate height below the base sole, in the cells' plane: metadata
-                  moment_z_m), each linearly
-                  interpolated between the two ticks measured around it (the ticks' real times jitter by a few
-                  ms; `identify dynamic` needs uniform times)
+                  centred on the tick, its reports placed in time by drivers.board_timeline; fx_n, fy_n, mz_nm
+                  are 0: the cells measure vertical load only; the moments are about the point a plate height
+                  below the base sole, in the cells' plane: metadata moment_z_m), each linearly interpolated
+                  between the two ticks measured around it (the ticks' real times jitter by a few ms;
+                  `identify dynamic` needs uniform times)
   raw_joints.csv  every tick of every phase: t (s, run clock), phase, t_traj (s on the trajectory, empty
                   outside streaming), q_cmd (n), q_meas (n), rad
-  raw_boards.csv  every board report: t, phase, board, seq, kg (4, tared)
+  raw_boards.csv  every board report: t (arrival), phase, board, seq (damaged reports counted too), kg (4, tared)
   run.json        plan, its sha256, endpoints, rate, status (running | completed | stopped: reason), ticks
 All files are appended in whole lines and fsynced at least every 0.25 s, so a killed run keeps what it recorded.
 """
