@@ -70,12 +70,13 @@ def _raw_times(run_dir):
 
 
 def _spanned_rows(run_dir) -> int:
-    """Grid rows t0 + k / rate within the wall-clock span of the streamed ticks whose rows are written (all but the
-    last: a tick's row waits for the next tick's board mean). A late first tick or a loaded machine stretches or
-    squeezes that span, so the count comes from the raw tick times, not from the number of ticks."""
+    """Grid rows t0 + k / rate within the wall-clock span of the streamed ticks, every one of which has its row
+    (a tick's row waits for the boards' reports around it; the last ones are written when streaming ends or
+    stops). A late first tick or a loaded machine stretches or squeezes that span, so the count comes from the raw
+    tick times, not from the number of ticks."""
     t_raw = _raw_times(run_dir)
     period = 1.0 / load_config(None).executor.rate_hz
-    return int(np.floor((t_raw[-2] - t_raw[0]) / period + 1e-6)) + 1
+    return int(np.floor((t_raw[-1] - t_raw[0]) / period + 1e-6)) + 1
 
 
 def test_trajectory_runs_end_to_end(tulip, plan_file, tmp_path):
