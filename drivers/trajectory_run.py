@@ -202,6 +202,10 @@ class TrajectoryRecorder:
         self.meta: dict = {}
         self.t_traj: float | None = None
         self._timelines: dict[int, BoardTimeline] = {}  # board index → its reports placed in time (streaming)
+        self._pending: list[
+            tuple[float, np.ndarray]
+        ] = []  # streamed ticks (time, angles) waiting for the boards
+        self._cells: np.ndarray | None = None
         self._t0 = time.monotonic()
         names = model.joint_names
         self.joints = SyncedLines(
@@ -255,19 +259,35 @@ class TrajectoryRecorder:
             if phase == "stream":
                 self._timelines.setdefault(s.board, BoardTimeline()).add(s.t, s.seq, s.kg)
 
-    def boards_cover(self, boards: int) -> float:
-        """Run-clock time up to which every board's conversions have arrived (−inf before all can be placed)."""
-        if len(self._timelines) < boards:
-            return -np.inf
-        return min(tl.covered_until() for tl in self._timelines.values())
+    def stream_tick(self, t: float, q: np.ndarray, cells: np.ndarray) -> None:
+        """A streamed tick of a standing robot (run-clock time, measured angles; the boards' cells at `cells`, four
+        rows per board): its recording row — the angles and the boards' wrench, their load averaged over the tick
+        period centred on the tick — is written once every board's reports cover that period (`close` writes the
+        rest with the latest reports held on)."""
+        self._cells = cells
+        self._pending.append((t, q))
+        boards = len(cells) // 4
+        covered = -np.inf
+        if len(self._timelines) >= boards:
+            covered = min(tl.covered_until() for tl in self._timelines.values())
+        self._write_rows(covered)
 
-    def board_loads(self, boards: int, a: float, b: float) -> list | None:
-        """Each board's time-weighted mean load (cells, kg) over the run-clock interval (a, b] (None until every
-        board's reports can be placed in time: `drivers.board_timeline`)."""
-        out = [self._timelines[i].mean(a, b) if i in self._timelines else None for i in range(boards)]
-        return None if any(x is None for x in out) else out
+    def _write_rows(self, until: float) -> None:
+        half = self.uniform.period / 2
+        boards = len(self._cells) // 4
+        while self._pending and self._pending[0][0] + half <= until:
+            t, q = self._pending.pop(0)
+            kg = [
+                self._timelines[i].mean(t - half, t + half) if i in self._timelines else None
+                for i in range(boards)
+            ]
+            if any(x is None for x in kg):  # a board's reports cannot be placed in time yet
+                continue
+            self.uniform.add(t, np.concatenate([q, board_wrench(np.concatenate(kg), self._cells)]))
 
     def close(self) -> None:
+        if self._pending:  # the last ticks (also of a stopped run)
+            self._write_rows(np.inf)
         for f in (self.joints, self.boards, self.recording):
             if f is not None:
                 f.close()
@@ -422,54 +442,36 @@ class TrajectoryExecutor(Executor):
     def _stream(self, cells, polygon) -> None:
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
         rec: TrajectoryRecorder = self.rec
-        pending: list[tuple[float, np.ndarray]] = []  # ticks (time, angles) waiting for the boards' reports
-        half = None if rec.uniform is None else rec.uniform.period / 2
-        nb = len(self.boards)
-
-        def write(until: float) -> None:
-            # a tick's row: its angles and the boards' mean load over the tick period centred on it
-            while pending and pending[0][0] + half <= until:
-                tk_run, q_tick = pending.pop(0)
-                kg = rec.board_loads(nb, tk_run - half, tk_run + half)
-                if kg is None:
-                    continue
-                rec.uniform.add(tk_run, np.concatenate([q_tick, board_wrench(np.concatenate(kg), cells)]))
-
         sq = 0.0
-        try:
-            for k, (tk, qk) in enumerate(zip(sp.t, sp.q, strict=True)):
-                rec.t_traj = float(tk)
-                q_meas = self._tick(qk, 0, "stream", None, None if self._ff is None else self._ff[k])
-                err = np.degrees(np.abs(q_meas - qk))
-                res.max_tracking_deg = max(res.max_tracking_deg, float(err.max()))
-                sq += float(np.mean(err**2))
-                res.ticks = k + 1
-                res.rms_tracking_deg = math.sqrt(sq / res.ticks)
-                if err.max() > self.ex.track_trip_deg:
-                    j = int(np.argmax(err))
-                    raise SafetyTrip(
-                        f"tracking error {err[j]:.1f} deg ({self.model.joint_names[j]}) > {self.ex.track_trip_deg:g} deg "
-                        f"at t = {tk:.2f} s; {res.ticks} tick(s) recorded"
-                    )
-                cop = kg = None
-                if sp.standing:
-                    cop, kg = self._measured_cop(cells)
-                    margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
-                    try:
-                        self._check_standing(p, cop, margin, kg)
-                    except SafetyTrip as exc:  # the posture executor's words, said of the trajectory
-                        why = str(exc).split(";")[0].removeprefix("posture 0: ")
-                        raise SafetyTrip(f"{why} at t = {tk:.2f} s; {res.ticks} tick(s) recorded") from None
-                    self._check_free_sole(float(tk))
-                    if rec.uniform is not None:
-                        pending.append((self._last_tick, q_meas))
-                        write(rec.boards_cover(nb))
-                self.progress_cb(
-                    Progress(k + 1, len(sp.t), 0, 0, "stream", float(tk), float(sp.t[-1]), cop, None, kg)
+        for k, (tk, qk) in enumerate(zip(sp.t, sp.q, strict=True)):
+            rec.t_traj = float(tk)
+            q_meas = self._tick(qk, 0, "stream", None, None if self._ff is None else self._ff[k])
+            err = np.degrees(np.abs(q_meas - qk))
+            res.max_tracking_deg = max(res.max_tracking_deg, float(err.max()))
+            sq += float(np.mean(err**2))
+            res.ticks = k + 1
+            res.rms_tracking_deg = math.sqrt(sq / res.ticks)
+            if err.max() > self.ex.track_trip_deg:
+                j = int(np.argmax(err))
+                raise SafetyTrip(
+                    f"tracking error {err[j]:.1f} deg ({self.model.joint_names[j]}) > {self.ex.track_trip_deg:g} deg "
+                    f"at t = {tk:.2f} s; {res.ticks} tick(s) recorded"
                 )
-        finally:
-            if rec.uniform is not None:  # the last ticks (also of a stopped run): the latest reports held on
-                write(np.inf)
+            cop = kg = None
+            if sp.standing:
+                cop, kg = self._measured_cop(cells)
+                margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
+                try:
+                    self._check_standing(p, cop, margin, kg)
+                except SafetyTrip as exc:  # the posture executor's words, said of the trajectory
+                    why = str(exc).split(";")[0].removeprefix("posture 0: ")
+                    raise SafetyTrip(f"{why} at t = {tk:.2f} s; {res.ticks} tick(s) recorded") from None
+                self._check_free_sole(float(tk))
+                if rec.uniform is not None:
+                    rec.stream_tick(self._last_tick, q_meas, cells)
+            self.progress_cb(
+                Progress(k + 1, len(sp.t), 0, 0, "stream", float(tk), float(sp.t[-1]), cop, None, kg)
+            )
         rec.t_traj = None
 
 

@@ -214,12 +214,11 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
     config = run_config(args)
     opts = None
     if args.robot.startswith("sim"):
-        # a dynamic recording: the twin's boards average over each report (no aliasing of the servo steps)
+        # a dynamic recording: the twin's boards convert over fixed windows (no aliasing of the servo steps)
         opts = WorldOptions(
             noise=not args.no_noise,
             physics=args.physics,
             board_averaging=True,
-            board_conversions=True,
             clamp_soles=args.clamp_soles,
             truth=args.truth,
             twin_trace=getattr(args, "twin_trace", False),

@@ -328,7 +328,7 @@ def test_averaging_boards_repeat_their_last_mean_when_no_physics_step_ran(model,
     tw, _ = _stand(
         model, plan, 0, ServoModel(p_gain=6000), 0.5, time_scale=FROZEN_CLOCK, board_averaging=True
     )
-    tw.board_load(0)(), tw.board_load(1)()  # empty the averages
+    tw.board_load(0)(), tw.board_load(1)()  # reports before the step
     for k in range(model.nq):
         tw.set_goal(k, plan.postures[0].q[k] + 0.01)  # a goal step: a force transient on the plates
     tw.settle_sim(0.005)

@@ -92,14 +92,12 @@ class TwinOptions:
     servo: ServoModel = field(default_factory=ServoModel)
     friction: float = 0.9  # sole-board friction coefficient
     encoder_noise_rad: float = 0.0
-    # each board report carries the mean load since that board's previous report (an integrating converter),
-    # not the load at one instant: the servos' force steps at the tick rate then do not alias into the band
-    # a dynamic identification uses. Costs a contact-force evaluation per physics step while standing.
+    # the boards integrate their load over fixed windows of `board_conversion_s` simulated seconds (their own
+    # clock, as a real board's converter runs), each window one conversion, reported once (`Twin.board_conversions`)
+    # — not the load at one instant: the servos' force steps at the tick rate then do not alias into the band a
+    # dynamic identification uses. Costs a contact-force evaluation per physics step while standing.
     board_averaging: bool = False
-    # with board_averaging: the boards convert over fixed windows of this many simulated seconds (their own clock,
-    # as a real board's converter runs) and report each conversion once (`Twin.board_conversions`), instead of
-    # the mean since whenever the emulator last asked
-    board_conversion_s: float | None = None
+    board_conversion_s: float = 0.0125
     # soles strapped to the boards once the robot stands (a dynamic double-support experiment's fixture: the
     # model's "both feet fixed on the boards" made true); welds as stiff as the 1 ms step allows
     clamp_soles: bool = False
@@ -465,17 +463,14 @@ class Twin:
                         if averaging or tracing:
                             self.mj.mj_rnePostConstraint(self.m, self.d)
                         if averaging:
-                            if self.opts.board_conversion_s:
-                                self._convert()
+                            self._convert()
                             self._ext_sum += self.d.cfrc_ext[self.board_bodies]
                             self._ext_n += 1
                         if tracing:
                             self._trace_step()
                 else:
                     self.mj.mj_step(self.m, self.d, nstep=k)
-                if (
-                    self.opts.board_conversion_s and not averaging
-                ):  # lifted: the boards go on converting, empty
+                if self.opts.board_averaging and not averaging:  # lifted: the boards go on converting, empty
                     self._idle_conversions()
                 n -= k
                 Ti = self.opts.servo.integral_time_s
@@ -727,10 +722,14 @@ class Twin:
             return lambda: self.cell_loads()[4 * board : 4 * board + 4]
         return lambda: self._mean_load(board)
 
+    def _conversion_window(self) -> int:
+        """The index of the boards' conversion window the present simulated time lies in."""
+        return math.floor(self.d.time / self.opts.board_conversion_s + 1e-9)
+
     def _convert(self) -> None:
         """Before a physics step's wrench joins the boards' sums: a window of `board_conversion_s` that has ended
         becomes each board's next conversion (queued for its reports) and the sums start again."""
-        window = math.floor(self.d.time / self.opts.board_conversion_s + 1e-9)
+        window = self._conversion_window()
         if self._window is not None and window != self._window and self._ext_n[0] > 0:
             means = self._ext_sum / self._ext_n[:, None]
             for i in range(2):
@@ -747,17 +746,17 @@ class Twin:
 
     def _idle_conversions(self) -> None:
         """Conversions of empty boards for the windows that ended while nothing stood on them."""
-        window = math.floor(self.d.time / self.opts.board_conversion_s + 1e-9)
+        window = self._conversion_window()
         if self._window is not None:
-            for _ in range(min(window - self._window, 1000)):
+            for _ in range(min(window - self._window, MAX_QUEUED_CONVERSIONS)):
                 for i in range(2):
                     self._queue(i, np.zeros(4))
         self._window = window
         self._ext_sum[:], self._ext_n[:] = 0.0, 0
 
     def board_conversions(self, board: int):
-        """With `board_conversion_s`: a callable returning the conversions (each the four cells in kg) board
-        `board` completed since it was last called, oldest first — one report each."""
+        """With `board_averaging`: a callable returning the conversions (each the four cells in kg) board `board`
+        completed since it was last called, oldest first — one report each."""
 
         def pending() -> list[np.ndarray]:
             with self.lock:
@@ -768,17 +767,12 @@ class Twin:
         return pending
 
     def _mean_load(self, board: int) -> np.ndarray:
-        """Board `board`'s four cells (kg) averaged since its previous report. When no physics step ran since
-        then (the physics thread steps in chunks, the boards report between them), the previous report's mean
-        again: the converter's latest completed conversion. Not the instant's load: that is sampled at the end of
-        a chunk, in step with the servos' goal writes, where their tick-rate force steps peak — several N of
-        motion-dependent bias that no low-pass removes. The instant's only before the first mean after placing."""
+        """Board `board`'s four cells (kg): its latest completed conversion, however often it is asked. Not the
+        instant's load: that is sampled at the end of a physics chunk, in step with the servos' goal writes, where
+        their tick-rate force steps peak — several N of motion-dependent bias that no low-pass removes. The
+        instant's only before the first conversion after placing."""
         with self.lock:
             self._advance()
-            if self.placed and self._ext_n[board] > 0 and not self.opts.board_conversion_s:
-                # the cells are linear in the plate's wrench
-                self._ext_last[board] = self._ext_sum[board] / self._ext_n[board]
-                self._ext_sum[board], self._ext_n[board] = 0.0, 0
             if not self.placed or self._ext_last[board] is None:
                 return self.cell_loads()[4 * board : 4 * board + 4]
             return self._board_wrench(board, self._ext_last[board]) / 9.80665

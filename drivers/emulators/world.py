@@ -29,10 +29,9 @@ class WorldOptions:
         "kinematic"  # "kinematic" (fast, CoP = the true model's CoM) or "mujoco" (the physics twin)
     )
     time_scale: float = 1.0  # the twin's simulated time runs this much faster than the wall clock
-    board_averaging: bool = False  # twin: each board report is the mean load since the previous one
-    # twin, with board_averaging: the boards convert over fixed windows of simulated time at board_rate_hz and
-    # report each conversion once (TwinOptions.board_conversion_s)
-    board_conversions: bool = False
+    # twin: the boards convert over fixed windows of simulated time at board_rate_hz, each report one conversion
+    # (TwinOptions.board_averaging), instead of the load at the instant the emulator asks on the wall clock
+    board_averaging: bool = False
     clamp_soles: bool = False  # twin: soles strapped flat to the boards once standing (dynamic experiments)
     twin_trace: bool = False  # twin: record every physics step while standing (TwinOptions.trace)
     truth: str | None = (
@@ -70,7 +69,7 @@ class SimWorld:
                 servo=ServoModel(p_gain=p_gain, integral_time_s=opts.servo_integral_s),
                 encoder_noise_rad=2e-4 if opts.noise else 0.0,
                 board_averaging=opts.board_averaging,
-                board_conversion_s=1.0 / opts.board_rate_hz if opts.board_conversions else None,
+                board_conversion_s=1.0 / opts.board_rate_hz,
                 clamp_soles=opts.clamp_soles,
                 trace=opts.twin_trace,
                 max_steps_per_s=opts.twin_max_steps_per_s,
@@ -115,7 +114,7 @@ class SimWorld:
                     seed=opts.seed + 10 + i,
                     name=f"board{i}",
                     conversions=self.twin.board_conversions(i)
-                    if self.twin is not None and opts.board_conversions
+                    if self.twin is not None and opts.board_averaging
                     else None,
                 )
             )

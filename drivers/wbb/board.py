@@ -313,9 +313,8 @@ class HidBoard(_BoardBase):
         tb = getattr(tr, "bad_frames", 0)  # serial bridge: frames that failed the CRC/length checks
         if tb > self._tr_bad:
             self.stats.bad += tb - self._tr_bad
-            self._seq += (
-                tb - self._tr_bad
-            )  # reports all the same: the counter numbers the board's conversions
+            # reports all the same: the counter numbers the board's conversions
+            self._seq += tb - self._tr_bad
             self._tr_bad = tb
         if data is None:
             return False
