@@ -8,6 +8,8 @@ whole-body CoM, the plates' wrench on the robot and the joint angles. Against it
     exact joint angles, and the part of it the base sole's motion on its pads explains (M g times the shift of the
     twin's CoM from where the model puts it, sole held where it stood);
   - measurement: the recorded wrench (board reports through the drivers and the recorder) against the plates';
+  - where the model's misfit lies in frequency (power shares: the motion's band, up to half the cut-off, above)
+    and how late the plates are against the angles (the delay of the angles that fits the plates best);
   - the identification from the recording and from the trace, each against the truth (within 3 SE).
 
 `python -m bench.twin_misfit RUN [--json]`; `make bench` runs the test's 10 s design on the twin first.
@@ -27,6 +29,7 @@ import numpy as np
 
 PLAN = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "tulip_double_support_10s.json"
 G = 9.80665
+LAG_SPAN_MS = 5  # the plates' lag is searched over ±this, in 1 ms steps
 
 
 def _offset(t_rec: np.ndarray, q_rec: np.ndarray, t: np.ndarray, q: np.ndarray) -> float:
@@ -41,6 +44,26 @@ def _offset(t_rec: np.ndarray, q_rec: np.ndarray, t: np.ndarray, q: np.ndarray) 
     best = grid[int(np.argmin([err(o) for o in grid]))]
     fine = np.arange(best - 0.01, best + 0.01, 0.0005)
     return float(fine[int(np.argmin([err(o) for o in fine]))])
+
+
+def _band_shares(x: np.ndarray, dt: float, band_hz: float, cutoff_hz: float) -> list[list[float]]:
+    """Per column of x (sampled every dt s): its power's shares up to the motion's band (+10 %), from there to
+    half the cut-off, and above."""
+    f = np.fft.rfftfreq(len(x), dt)
+    power = np.abs(np.fft.rfft(x - x.mean(axis=0), axis=0)) ** 2
+    edges = [1.1 * band_hz, cutoff_hz / 2]
+    bins = [f <= edges[0], (f > edges[0]) & (f <= edges[1]), f > edges[1]]
+    total = np.maximum(power.sum(axis=0), 1e-300)
+    return [[float(power[b, k].sum() / total[k]) for b in bins] for k in range(x.shape[1])]
+
+
+def _parabola_min(x: np.ndarray, y: list[float]) -> float:
+    """The minimum of a sampled curve, refined by a parabola through the lowest sample and its neighbours."""
+    k = int(np.clip(np.argmin(y), 1, len(y) - 2))
+    a, b, c = y[k - 1], y[k], y[k + 1]
+    den = a - 2 * b + c
+    step = float(x[1] - x[0])
+    return float(x[k] + (0.5 * step * (a - c) / den if den > 0 else 0.0))
 
 
 def _z(est, truth) -> dict:
@@ -71,18 +94,37 @@ def analyse(run: str | pathlib.Path) -> dict:
     M = truth.total_mass
     # the trace on a uniform 1 kHz grid spanning the recording
     tg = np.arange(off, off + rec.t[-1], 0.001)
-    qg = np.stack([np.interp(tg, t, q[:, j]) for j in range(q.shape[1])], axis=1)
+
+    def angles(delay: float) -> np.ndarray:
+        return np.stack([np.interp(tg - delay, t, q[:, j]) for j in range(q.shape[1])], axis=1)
+
+    qg = angles(0.0)
     wg = np.zeros((len(tg), 6))
     wg[:, 2] = np.interp(tg, t, force[:, 2])
     wg[:, 3], wg[:, 4] = (np.interp(tg, t, moment[:, k]) for k in (0, 1))
     cg = np.stack([np.interp(tg, t, com[:, k]) for k in range(3)], axis=1)
-    ideal = DynamicRecording(robot=rec.robot, base=rec.base, joint_names=list(rec.joint_names), t=tg - tg[0], q=qg,
-                             tau=None, wrench=wg, meta=dict(rec.meta))  # fmt: skip
+
+    def ideal_recording(qa: np.ndarray) -> DynamicRecording:
+        return DynamicRecording(robot=rec.robot, base=rec.base, joint_names=list(rec.joint_names), t=tg - tg[0],
+                                q=qa, tau=None, wrench=wg, meta=dict(rec.meta))  # fmt: skip
+
+    ideal = ideal_recording(qg)
     ideal_est = DynamicEstimator(model, rec.base, True, False, cutoff_hz=fc, quantity="wrench").fit(ideal)
-    A, _, _ = ideal_est.prepare(ideal, reuse_base=True)
     y = ideal_est.filtered_rows(wg[:, [2, 3, 4]], 1000.0)
-    model_misfit = y - (A[:, :nb] @ ideal_est.reference_values(truth)).reshape(y.shape)
+    ref = ideal_est.reference_values(truth)
+
+    def misfit(qa: np.ndarray) -> np.ndarray:
+        A, _, _ = ideal_est.prepare(ideal_recording(qa), reuse_base=True)
+        return y - (A[:, :nb] @ ref).reshape(y.shape)
+
+    model_misfit = misfit(qg)
     sl = ideal_est._kept(len(tg), 1000.0)
+    band = float(rec.meta.get("motion_band_hz", fc / 4))
+    shares = _band_shares(model_misfit, sl.step / 1000.0, band, fc)
+    scale = model_misfit.std(axis=0)
+    lags = np.arange(-LAG_SPAN_MS, LAG_SPAN_MS + 1)
+    cost = [float(np.sum((misfit(angles(1e-3 * d)) / scale).var(axis=0))) for d in lags]
+    lag_ms, lag_rms = _parabola_min(lags, cost), misfit(angles(1e-3 * _parabola_min(lags, cost))).std(axis=0)
     cz = lowpass(cg[:, 2:], 1000.0, fc)[:, 0]
     newton = lowpass(wg[:, 2:3], 1000.0, fc)[sl, 0] - M * (G + np.gradient(np.gradient(cz, tg), tg))[sl]
     shift = lowpass(cg - com_position(model, qg, truth, rec.base), 1000.0, fc)[sl]
@@ -101,6 +143,8 @@ def analyse(run: str | pathlib.Path) -> dict:
         "newton_fz_rms_n": rms(newton[:, None])[0],
         "model_vs_plates_rms": rms(model_misfit), "model_vs_plates_mean": [float(v) for v in model_misfit.mean(0)],
         "sole_motion_moment_rms_nm": rms(shift_m),
+        "model_vs_plates_power_share": {"bands_hz": [band, fc / 2], "rows": shares},
+        "plates_lag_ms": lag_ms, "model_vs_plates_rms_at_lag": [float(v) for v in lag_rms],
         "recorded_vs_plates_rms": rms(meas), "recorded_vs_plates_mean": [float(v) for v in meas.mean(0)],
         "fit_recording": _z(est, truth), "fit_plates": _z(ideal_est, truth),
     }  # fmt: skip
@@ -113,6 +157,12 @@ def _print(r: dict) -> None:
     print(f"  model(truth) − plates, Fz N / Mx / My N·m rms: {f(*r['model_vs_plates_rms'])}")
     print(f"    of it the base sole's motion (M g ΔCoM):     Mx {r['sole_motion_moment_rms_nm'][0]:.3f}, "
           f"My {r['sole_motion_moment_rms_nm'][1]:.3f} N·m rms")  # fmt: skip
+    lo, mid = r["model_vs_plates_power_share"]["bands_hz"]
+    rows = zip(("Fz", "Mx", "My"), r["model_vs_plates_power_share"]["rows"], strict=True)
+    shares = " ".join(f"{n} {a:.0%}/{b:.0%}/{c:.0%}" for n, (a, b, c) in rows)
+    print(f"    its power ≤ {1.1 * lo:.2g} Hz / to {mid:.2g} Hz / above: {shares}")
+    print(f"    the plates lag the angles by {r['plates_lag_ms']:.1f} ms; the angles delayed so: "
+          f"{f(*r['model_vs_plates_rms_at_lag'])}")  # fmt: skip
     print(f"  recorded − plates, Fz N / Mx / My N·m rms:     {f(*r['recorded_vs_plates_rms'])}")
     for k in ("fit_recording", "fit_plates"):
         z = r[k]
