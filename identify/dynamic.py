@@ -35,6 +35,8 @@ RATE_RTOL = 0.005  # their sample rates may differ by this much
 # ... and in double support their other sole's pose (base sole frame) by at most this much from the first's
 PLACEMENT_TOL_M = 0.002
 PLACEMENT_TOL_DEG = 0.5
+# the planned angles serve as instruments only for the recording of their plan: tracking errors of a few mrad
+INSTRUMENT_TOL_RAD = 0.1
 MAX_DRIFT_DEGREE = 3  # base-sole creep polynomial (per recording and axis)
 DEFAULT_CUTOFF_HZ = 5.0  # when the recording does not declare its motion's band
 # cut-off / the motion's highest frequency: a 4th-order zero-phase filter passes that band within 2e-5
@@ -91,6 +93,7 @@ class DynamicFit:
     inertial: int = 0  # the first `inertial` estimates are base inertial parameters (the rest friction)
     fitted_s: float = float("nan")  # recording time the fitted rows span (ends dropped)
     edges_s: float = 0.0  # recording time dropped at the two ends together (the filter's transients)
+    instruments: bool = False  # IV estimate: the planned angles' regressor as instruments (IDIM-IV)
 
     def determined(self, pct: float = WELL_IDENTIFIED_PCT) -> tuple[list[str], list[str]]:
         """The estimated base inertial parameters this motion determines to `pct` % relative SE, and those it does
@@ -122,6 +125,7 @@ class DynamicFit:
             "samples": self.samples,
             "fitted_s": self.fitted_s,
             "weighted": self.weighted,
+            "estimator": "iv" if self.instruments else ("wls" if self.weighted else "ols"),
             "unidentifiable": self.unidentifiable,
             "top_correlations": [list(c) for c in self.top_correlations],
             "reference": self.reference,
@@ -221,12 +225,14 @@ class DynamicEstimator:
             raise DataError("recording has no board wrench (fx_n … mz_nm columns)")
 
     def _system(
-        self, rec: DynamicRecording, drop_reversals: bool = True
+        self, rec: DynamicRecording, drop_reversals: bool = True, angles: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Regressor rows, efforts, each row's joint and decimated sample, filtered and decimated (rows by sample,
-        then joint)."""
+        then joint). `angles`: the regressor's rows from these joint angles (e.g. the planned ones, instruments)
+        instead of the recorded ones, on the same rows."""
         self._check(rec)
-        q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_)
+        q, qd, qdd = derivatives(rec.t, rec.q if angles is None else angles, self.cutoff_)
+        measured_qd = qd if angles is None else derivatives(rec.t, rec.q, self.cutoff_)[1]
         if self.quantity == "wrench":
             spec = self._wrench_spec(rec)
             if self._db is None:
@@ -267,7 +273,7 @@ class DynamicEstimator:
         if self.friction and drop_reversals:
             # drop a joint's rows around its velocity reversals, where the Coulomb step's timing is uncertain
             window = int(np.ceil(rec.rate_hz / self.cutoff_))
-            slow = minimum_filter1d(np.abs(qd), 2 * window + 1, axis=0) < self.reversal_velocity
+            slow = minimum_filter1d(np.abs(measured_qd), 2 * window + 1, axis=0) < self.reversal_velocity
             keep = ~slow[sl]
         return A[keep], tau[keep], joint[keep], sample[keep]
 
@@ -328,16 +334,24 @@ class DynamicEstimator:
         fitted = sum(len(range(len(r.t))[k]) * k.step / r.rate_hz for k, r in spans)
         return fitted, sum(2 * k.start / r.rate_hz for k, r in spans)
 
-    def fit(self, rec: DynamicRecording | Sequence[DynamicRecording]) -> DynamicEstimator:
+    def fit(
+        self,
+        rec: DynamicRecording | Sequence[DynamicRecording],
+        instruments: np.ndarray | Sequence[np.ndarray] | None = None,
+    ) -> DynamicEstimator:
         """Fit one recording, or several of the same robot (and, for board wrenches, the same foot placement)
-        together: each filtered and trimmed on its own, their rows stacked, their noise taken independent."""
+        together: each filtered and trimmed on its own, their rows stacked, their noise taken independent.
+        `instruments`: each recording's planned joint angles at its samples (K, nq) — the instrumental-variable
+        estimate (IDIM-IV) with their regressor as instruments: the encoders' noise, differentiated twice, sits in
+        the regressor and biases least squares (errors in variables); noise-free instruments do not."""
         recs = [rec] if isinstance(rec, DynamicRecording) else list(rec)
         if not recs:
             raise DataError("no recording to fit")
+        planned = self._instrument_angles(recs, instruments)
         rate = common_rate(recs)
         self._db = None
         self._set_cutoff(recs)
-        A, b, joint, sample = self._stacked(recs)
+        A, b, joint, sample, Z = self._stacked(recs, planned)
         n = self.rows_
         syms, forms = self._names()
         self._check_length(recs, A.shape)
@@ -357,7 +371,7 @@ class DynamicEstimator:
             prior[: db.rank] = self.reference_values(self.prior)
         while True:  # essential parameters: fix the worst determined one at its prior value, refit
             xf, cov_f, se_f, w = self._ls(A[:, free], b - A @ np.where(np.isin(np.arange(p), free), 0, prior),
-                                          joint, sample, rate)  # fmt: skip
+                                          joint, sample, rate, None if Z is None else Z[:, free])  # fmt: skip
             rel = 100 * se_f / np.maximum(np.abs(xf), 1e-12)
             k = int(np.argmax(np.where(free < db.rank, rel, -np.inf)))
             if self.essential_pct is None or free[k] >= db.rank or rel[k] <= self.essential_pct:
@@ -401,13 +415,46 @@ class DynamicEstimator:
             inertial=db.rank,
             fitted_s=fitted_s,
             edges_s=edges_s,
+            instruments=Z is not None,
         )
         return self
 
-    def _stacked(self, recs: list[DynamicRecording]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _instrument_angles(
+        self, recs: list[DynamicRecording], instruments: np.ndarray | Sequence[np.ndarray] | None
+    ) -> list[np.ndarray] | None:
+        """The instruments' joint angles, one array per recording, checked against the recordings' shapes."""
+        if instruments is None:
+            return None
+        planned = [instruments] if isinstance(instruments, np.ndarray) else list(instruments)
+        if len(planned) != len(recs):
+            raise DataError(
+                f"{len(planned)} sets of planned angles for {len(recs)} recordings: give one each"
+            )
+        out = []
+        for k, (r, qp) in enumerate(zip(recs, planned, strict=True)):
+            qp = np.asarray(qp, dtype=float)
+            if qp.shape != r.q.shape:
+                raise DataError(
+                    f"planned angles {qp.shape} for recording {k + 1} of {r.q.shape} (samples, joints)"
+                )
+            if not np.all(np.isfinite(qp)):
+                raise DataError(f"the planned angles for recording {k + 1} are not all finite")
+            off = np.sqrt(np.mean((qp - r.q) ** 2, axis=0))
+            if off.max() > INSTRUMENT_TOL_RAD:
+                j = int(np.argmax(off))
+                raise DataError(
+                    f"the planned angles stray {off[j]:.3g} rad rms from recording {k + 1}'s at joint "
+                    f"{r.joint_names[j]} (at most {INSTRUMENT_TOL_RAD:g}): not the plan this recording executed?"
+                )
+            out.append(qp)
+        return out
+
+    def _stacked(
+        self, recs: list[DynamicRecording], planned: list[np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """The rows of every recording (base parameters from the first), their decimated samples numbered on
         one axis with RECORDING_GAP_PERIODS cut-off periods between recordings: the banded noise model then
-        sees no correlation between them."""
+        sees no correlation between them; with `planned` angles, the instruments' rows alike (else None)."""
         parts, offset = [], 0
         gap = int(RECORDING_GAP_PERIODS * SAMPLES_PER_CUTOFF_PERIOD)
         self._recordings = len(recs)
@@ -415,19 +462,20 @@ class DynamicEstimator:
             if k:
                 self._same_experiment(recs[0], r, k)
             A, b, joint, sample = self._system(r)
-            parts.append((A, b, joint, sample + offset))
+            Z = A if planned is None else self._system(r, angles=planned[k])[0]
+            parts.append((A, Z, b, joint, sample + offset))
             offset += (int(sample.max()) + 1 if len(sample) else 0) + gap
-        if len(parts) == 1:
-            return parts[0]
-        if self.drift:  # each recording's sole creeps its own way: its drift columns in a block of their own
+        if len(parts) > 1 and self.drift:  # each recording's sole creeps its own way: its drift columns apart
             nd = 2 * self.drift
-            blocks = []
-            for k, (A, *rest) in enumerate(parts):
-                own = np.zeros((len(A), nd * len(parts)))
-                own[:, k * nd : (k + 1) * nd] = A[:, -nd:]
-                blocks.append((np.hstack([A[:, :-nd], own]), *rest))
-            parts = blocks
-        return tuple(np.concatenate([part[i] for part in parts]) for i in range(4))  # type: ignore[return-value]
+
+            def own(M: np.ndarray, k: int) -> np.ndarray:
+                cols = np.zeros((len(M), nd * len(parts)))
+                cols[:, k * nd : (k + 1) * nd] = M[:, -nd:]
+                return np.hstack([M[:, :-nd], cols])
+
+            parts = [(own(A, k), own(Z, k), *rest) for k, (A, Z, *rest) in enumerate(parts)]
+        A, Z, b, joint, sample = (np.concatenate([part[i] for part in parts]) for i in range(5))
+        return A, b, joint, sample, (None if planned is None else Z)
 
     def _same_experiment(self, first: DynamicRecording, other: DynamicRecording, k: int) -> None:
         """A recording fitted with the first must share its robot, base, motion kind and (board wrench in double
@@ -472,10 +520,11 @@ class DynamicEstimator:
         )
 
     def _ls(
-        self, A, b, joint, sample, rate_hz: float
+        self, A, b, joint, sample, rate_hz: float, Z: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """OLS, or per-row-kind WLS with weights from the OLS residuals; the covariance from the residuals' banded
-        spectrum (`identify.residual_covariance`: correlated in time and across a sample's rows); (x, cov, se, w)."""
+        """OLS, or per-row-kind WLS with weights from the OLS residuals; with instruments' rows Z, the IV estimate
+        (ZᵀWA)⁻¹ZᵀWb at those weights. The covariance from the (W)LS residuals' banded spectrum
+        (`identify.residual_covariance`: correlated in time and across a sample's rows); (x, cov, se, w)."""
         n = self.rows_
         w = np.ones(n)
         x = np.linalg.lstsq(A, b, rcond=None)[0]
@@ -485,10 +534,13 @@ class DynamicEstimator:
             x = np.linalg.lstsq(A * w[joint][:, None], b * w[joint], rcond=None)[0]
         Wr = w[joint]
         Aw = A * Wr[:, None]
+        Zw = None if Z is None else Z * Wr[:, None]
         dt = self._step(rate_hz) / rate_hz
         cov = banded_covariance(
-            Aw, (b - A @ x) * Wr, sample, joint, dt, self.cutoff_, rate_hz, SPECTRUM_SPLITS
+            Aw, (b - A @ x) * Wr, sample, joint, dt, self.cutoff_, rate_hz, SPECTRUM_SPLITS, instruments=Zw
         )
+        if Zw is not None:
+            x = np.linalg.solve(Zw.T @ Aw, Zw.T @ (b * Wr))
         return x, cov, np.sqrt(np.diag(cov)), w
 
     def predict(self, rec: DynamicRecording) -> tuple[np.ndarray, np.ndarray]:

@@ -75,6 +75,12 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--no-friction", action="store_true", help="rigid-body parameters only")
     d.add_argument("--ols", action="store_true", help="ordinary LS (default: per-joint weighted LS)")
+    d.add_argument(
+        "--instruments", nargs="+", metavar="PLAN",
+        help="the trajectory plan(s) the recordings executed (one for all, or one each): the instrumental-variable "
+        "estimate with the planned angles' regressor as instruments (IDIM-IV), unbiased by the encoders' "
+        "noise in the regressor",
+    )  # fmt: skip
     d.add_argument("--simplified", action="store_true", help="the robot description's simplified model")
     d.add_argument("--reference", help="compare with a parameter set: name|FILE")
     d.add_argument(
@@ -183,6 +189,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.essential is not None:
         _finite("essential", args.essential, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
+    planned = _planned_angles(args.instruments, recs, model) if args.instruments else None
     quantity = "torque" if rec.tau is not None else "wrench"
     source = args.recording[0] if len(recs) == 1 else f"{len(recs)} recordings"
     est = DynamicEstimator(
@@ -196,7 +203,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         essential_pct=args.essential,
         prior=prior,
         drift=args.drift,
-    ).fit(recs)
+    ).fit(recs, instruments=planned)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
     if args.reference:
@@ -248,6 +255,12 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         table.add_row(*row)
     console.print(table)
     console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz")
+    if planned is not None:
+        console.print(
+            "instrumental-variable estimate: the planned angles of "
+            + ", ".join(args.instruments)
+            + " as instruments"
+        )
     console.print(
         "units: inertial base parameters in SI combinations (kg, kg·m, kg·m²); friction and sole creep as labelled"
     )
@@ -297,6 +310,33 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             + ", ".join(f"{x:.3f} ({r:.1f} %)" for x, r in zip(v["rmse_nm"], v["relative_pct"], strict=True))
         )
     return 0
+
+
+def _planned_angles(plans: list[str], recs: list, model) -> list[np.ndarray]:
+    """Each recording's planned joint angles at its samples (one plan for all recordings, or one each)."""
+    from formats.trajectory_plan import load_trajectory_plan
+    from trajectories.plan import plan_trajectory
+
+    if len(plans) not in (1, len(recs)):
+        raise DataError(
+            f"--instruments: {len(plans)} plans for {len(recs)} recordings (give one, or one each)"
+        )
+    out = []
+    for k, rec in enumerate(recs):
+        path = plans[min(k, len(plans) - 1)]
+        plan = load_trajectory_plan(path)
+        if list(plan.joint_names) != list(rec.joint_names):
+            raise DataError(f"--instruments {path}: its joints {plan.joint_names} are not the recording's "
+                            f"{list(rec.joint_names)}")  # fmt: skip
+        traj = plan_trajectory(plan, model)
+        tick = float(np.median(np.diff(rec.t)))
+        if rec.t[0] < -tick or rec.t[-1] > traj.duration + tick:
+            raise DataError(
+                f"--instruments {path}: recording {k + 1} spans {rec.t[0]:.3f}–{rec.t[-1]:.3f} s, the plan "
+                f"0–{traj.duration:.3f} s: its times must be the plan's (as `poise run` records them)"
+            )
+        out.append(traj.sample(np.clip(rec.t, 0.0, traj.duration))[0])
+    return out
 
 
 def _z_text(z: float | None) -> str:

@@ -223,6 +223,10 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("identify dynamic", ["{dyn}", "--plot", "{dir}/x.unknown"]),
     ("identify dynamic", ["{dyn12}", "--validate", "{binary}"]),
     ("identify dynamic", ["{dyn12}", "--reference", "{zero_params}"]),
+    ("identify dynamic", ["{dyn12}", "--instruments", "{binary}"]),
+    ("identify dynamic", ["{dyn12}", "--instruments", "{traj_plan}"]),
+    ("identify dynamic", ["{dyn12}", "--instruments", "{traj_plan}", "{traj_plan}"]),
+    ("identify dynamic", ["{dyn}", "--instruments", "{traj_plan}"]),
     # simulate static
     ("simulate static", ["tulip", "--truth", "{binary}", "--out", "{dir}/s1.csv"]),
     ("simulate static", ["tulip", "--truth", "{latin1}", "--out", "{dir}/s1.csv"]),
