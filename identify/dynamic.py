@@ -362,6 +362,11 @@ class DynamicEstimator:
             raise IdentifiabilityError(
                 f"the recording does not excite {A.shape[1] - rank} parameter(s): {', '.join(missing)}"
             )
+        if Z is not None and np.linalg.matrix_rank(Z) < rank:
+            raise IdentifiabilityError(
+                f"the planned angles excite {np.linalg.matrix_rank(Z)} of the {rank} parameters the recording "
+                "does: their regressor cannot serve as instruments"
+            )
         db = self.dynamic_base_
         p = A.shape[1]
         x = np.zeros(p)

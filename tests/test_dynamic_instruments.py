@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from formats.dynamic_recording import read_dynamic_recording, write_dynamic_recording
-from formats.errors import DataError
+from formats.errors import DataError, IdentifiabilityError
 from formats.trajectory_plan import load_trajectory_plan
 from identify.dynamic import DynamicEstimator
 from poise.cli import main
@@ -91,3 +91,13 @@ def test_wrong_instruments_are_refused_with_the_reason(recordings, tulip, capsys
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "must be the plan's" in err and "Traceback" not in err
+
+
+def test_instruments_that_do_not_excite_are_refused(recordings, tulip):
+    rec = read_dynamic_recording(recordings[0][0])
+    mean = rec.q.mean(axis=0, keepdims=True)
+    rec.q = mean + 0.05 * (rec.q - mean)  # a small motion (still exciting), planned as its mean posture held
+    still = np.repeat(mean, len(rec.t), axis=0)
+    est = DynamicEstimator(tulip, "right", True, False, quantity="wrench")
+    with pytest.raises(IdentifiabilityError, match="cannot serve as instruments"):
+        est.fit(rec, instruments=still)
