@@ -10,7 +10,8 @@ streamed. A single-support trajectory (`drivers.single_support_stream`) starts t
 boards in the standing posture of its weight shift (`trajectories.weight_shift`), then streams the shift (the free
 sole's share of the gravity feed-forward ramped to 0), holds until the free sole's board carries less than
 TOUCH_SHARE of the load (else stops), lifts the free sole to the trajectory's start on the base sole alone and
-streams the trajectory; it ends there, at rest on one sole. With `start="set-down"` it is instead set down on its
+streams the trajectory; a plan that ends where it starts is then put back on both soles by the same ticks played
+backwards (else the run ends at rest on one sole). With `start="set-down"` it is instead set down on its
 base sole alone, the other sole in the air (a hoist or a second person). A fixed-base arm is moved to the start
 with a cosine profile and streamed.
 Ctrl-C, a silent link, a tracking error above `track_trip_deg` or the boards saying the robot tips or falls (or,
@@ -38,7 +39,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 from shapely.geometry import MultiPoint
@@ -66,12 +66,11 @@ from robots.kinematics import com_position
 from robots.one_sole import sole_polygon
 from robots.stance import foot_corners, lever_share, other_pose, signed_margin
 from robots.tree import RobotModel
-
-if TYPE_CHECKING:
-    from trajectories.weight_shift import WeightShift
+from trajectories.weight_shift import WeightShift, part_slice, reverse
 
 RUN_FILES = ("recording.csv", "raw_joints.csv", "raw_boards.csv", "run.json")
 LANDING_S = 0.5  # s (robot time) a standing robot holds its start posture on the boards before streaming
+END_TOL = 1e-6  # rad: a plan ending this close to its start is put back on both soles by its weight shift
 UNLOAD_S = 0.5  # s (robot time) held after a weight shift; the free board's share: over its second half
 
 
@@ -321,7 +320,7 @@ class TrajectoryExecutor(Executor):
     """The posture executor's streaming, settling and safety trips, running one trajectory."""
 
     # every tick at the robot's rate, as the trajectory is sampled
-    ROBOT_RATE_PHASES = ("move", "settle", "stream", "shift", "unload", "lift")
+    ROBOT_RATE_PHASES = ("move", "settle", "stream", "shift", "unload", "lift", "lower")
     JITTER_PHASES = ("stream",)
 
     def __init__(
@@ -338,17 +337,17 @@ class TrajectoryExecutor(Executor):
         tare_s: float = 1.0,
         time_scale: float = 1.0,
         clock: Clock | None = None,
-        release: Callable[[str], None] | None = None,
+        expect_sole: Callable[[str, bool], None] | None = None,
     ) -> None:
-        """`release(site)`: told when the free sole of a weight-shift start is lifted off its board on purpose
-        (the physics twin, which otherwise reports a sole leaving its board)."""
+        """`expect_sole(site, lifted)`: told when the free sole of a weight-shift start is lifted off its board
+        on purpose and when it is put back down (the physics twin, which reports soles leaving or touching)."""
         if checked.problems:  # never stream a setpoint the pre-flight check has not passed
             raise DataError(f"trajectory refused before moving: {checked.problems[0]}")
         plan = checked.start_plan or start_plan_free(model, sp)
         rc = checked.run_check or RunCheck([], {}, 0.0)
         self.sp = sp  # before the executor's own setup: its feed-forward check calls `_offsets`
         self._both_soles = sp.lead_in is not None  # a weight-shift start stands on both soles until the lift
-        self.release = release
+        self.expect_sole = expect_sole or (lambda site, lifted: None)
         super().__init__(
             link, boards, plan, model, config, recorder, time_scale, operator, progress, tare_s, rc, clock
         )
@@ -434,11 +433,16 @@ class TrajectoryExecutor(Executor):
                 off = self._offsets(p.q) if self.gravity_compensation else None
                 while self.clock.now() - t0 < LANDING_S / self.k:
                     self._tick(p.q, 0, "settle", None, off)
+            hull = polygon
             if (
                 sp.lead_in is not None
             ):  # from both soles onto the base sole, the free sole lifted to the start
-                polygon = self._weight_shift(cells, polygon)
+                polygon = self._weight_shift(cells, hull)
             self._stream(cells, polygon)
+            if (
+                sp.lead_in is not None
+            ):  # the free sole back down and the weight shared again, or at rest on one
+                self._weight_shift_back(cells, polygon, hull)
             self.progress_cb(Progress(len(sp.t), len(sp.t), 0, 0, "done"))
         except BaseException:
             self.link.stop()
@@ -501,8 +505,7 @@ class TrajectoryExecutor(Executor):
                 f"after the weight shift the {ws.other} sole's board still carries {share:.0%} of the load "
                 f"(≥ {TOUCH_SHARE:.0%}): not lifted; nothing streamed"
             )
-        if self.release is not None:
-            self.release(ws.other)
+        self.expect_sole(ws.other, True)
         self._both_soles = False
         polygon = self._support_polygon(ws.lift.q[0])
         lf = ws.lift
@@ -515,6 +518,33 @@ class TrajectoryExecutor(Executor):
             self._tick(sp.q[0], 0, "settle", None, off0)
             self._standing_check(cells, polygon, 0.0, "at the start")
         return polygon
+
+    def _weight_shift_back(self, cells, polygon, hull) -> None:
+        """When the plan ends where it starts (a periodic design): the weight-shift start played backwards — the
+        free sole lowered to straight above its ground pose, put down, and the weight shifted back onto both
+        soles, held standing; else the run ends at rest on the base sole. run.json says which."""
+        ws, sp = self.sp.lead_in, self.sp
+        if np.abs(sp.q[-1] - sp.q[0]).max() > END_TOL:
+            self.rec.update_meta(weight_shift=self.rec.meta["weight_shift"] | {"end": "at rest on one sole"})
+            return
+        air = reverse(part_slice(ws.lift, ws.raise_ticks - 1))
+        down = reverse(part_slice(ws.lift, 0, ws.raise_ticks))
+        ff = [feedforward_offsets(self.model, self.cfg, p.q, p.qd, p.qdd, sp.base, sp.params, self._p_gains)
+              for p in (air, down)]  # fmt: skip
+        self._stream_part("lower", air.t, air.q, ff[0], cells, polygon)
+        self.expect_sole(ws.other, False)
+        self._both_soles = True  # the free sole may touch its board from here on
+        self._stream_part("lower", down.t, down.q, ff[1], cells, polygon)
+        back = reverse(ws.shift)
+        lever = float(np.clip(self._lever_share(ws.stand), 0.0, 1.0))
+        off = goal_offsets(self.model, self.cfg, back.q, sp.params, sp.base, self._p_gains,
+                           lever * (1.0 - ws.progress[::-1]))  # fmt: skip
+        self._stream_part("shift", back.t, back.q, off, cells, hull)
+        t0 = self.clock.now()
+        while self.clock.now() - t0 < LANDING_S / self.k:
+            self._tick(ws.stand, 0, "settle", None, off[-1])
+            self._standing_check(cells, hull, float(back.t[-1]), "standing")
+        self.rec.update_meta(weight_shift=self.rec.meta["weight_shift"] | {"end": "standing on both soles"})
 
     def _lever_share(self, q: np.ndarray) -> float:
         """The free sole's lever-rule share of the weight at posture q (the double-support feed-forward's)."""
@@ -532,7 +562,7 @@ class TrajectoryExecutor(Executor):
                 j = int(np.argmax(err))
                 raise SafetyTrip(
                     f"tracking error {err[j]:.1f} deg ({self.model.joint_names[j]}) > {self.ex.track_trip_deg:g} "
-                    f"deg {phase}ing at t = {tk:.2f} s; nothing streamed"
+                    f"deg {phase}ing at t = {tk:.2f} s; {self._streamed()}"
                 )
             self._standing_check(cells, polygon, float(tk), f"{phase}ing")
 
@@ -546,7 +576,12 @@ class TrajectoryExecutor(Executor):
             self._check_free_sole(tk)
         except SafetyTrip as exc:
             why = str(exc).split(";")[0].removeprefix("posture 0: ")
-            raise SafetyTrip(f"{why} {when} at t = {tk:.2f} s; nothing streamed") from None
+            raise SafetyTrip(f"{why} {when} at t = {tk:.2f} s; {self._streamed()}") from None
+
+    def _streamed(self) -> str:
+        """What a trip before or after streaming the trajectory leaves recorded."""
+        n = self.traj_result.ticks
+        return "nothing streamed" if n == 0 else f"{n} tick(s) recorded"
 
     def _stream(self, cells, polygon) -> None:
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]

@@ -166,7 +166,7 @@ def run_trajectory(
                 tare_s,
                 time_scale,
                 s.clock,
-                release=twin.release if twin is not None else None,
+                expect_sole=twin.expect_sole if twin is not None else None,
             )
             try:
                 result = ex.run()

@@ -1,7 +1,8 @@
 """Issue 13's single-support option end to end on the MuJoCo physics twin: a short single-support excitation
 designed by the planner, streamed through the real servo and board drivers (`poise run --physics mujoco`) after
 the robot, set down on both boards, shifted its weight onto its right sole and lifted the left one (as on real
-hardware: `trajectories.weight_shift`), and identified from the boards' wrench with `identify dynamic` against the
+hardware: `trajectories.weight_shift`; the left sole put back down and the weight shifted back afterwards), and
+identified from the boards' wrench with `identify dynamic` against the
 twin's saved truth; and the pre-flight refusal of a plan whose ticks would stand too close to the sole's edge for
 the configuration."""
 
@@ -93,7 +94,24 @@ def test_the_run_starts_on_both_boards_and_shifts_the_weight(tulip, run_dir):
     assert np.mean(kg["unload", "1"][len(kg["unload", "1"]) // 2 :]) < 0.1 * weight
     phases = [r["phase"] for r in csv.DictReader((run_dir / "raw_joints.csv").read_text().splitlines())]
     order = [p for k, p in enumerate(phases) if k == 0 or p != phases[k - 1]]
-    assert order == ["move", "settle", "shift", "unload", "lift", "settle", "stream"], order
+    # the plan ends where it starts: played backwards, the start puts the left sole back down and stands on both
+    assert order == [
+        "move",
+        "settle",
+        "shift",
+        "unload",
+        "lift",
+        "settle",
+        "stream",
+        "lower",
+        "shift",
+        "settle",
+    ], order
+    assert ws["end"] == "standing on both soles"
+    last = [
+        sum(float(r[k]) for k in ("kg_tr", "kg_br", "kg_tl", "kg_bl")) for r in rows if r["board"] == "1"
+    ][-1]
+    assert last > 0.3 * weight
 
 
 def test_identification_recovers_the_total_mass(tulip, run_dir, capsys):

@@ -15,7 +15,7 @@ from robots.stance import flat_residual, other_pose, signed_margin
 from trajectories.excitation import ExcitationSettings
 from trajectories.single_support import nominal_posture
 from trajectories.verify import double_support_balance
-from trajectories.weight_shift import SPEED_SHARE, check_weight_shift, plan_weight_shift
+from trajectories.weight_shift import SPEED_SHARE, check_weight_shift, part_slice, plan_weight_shift, reverse
 
 MARGIN, LIFT, RATE, VLIM = 0.03, 0.02, 100.0, 1.0
 
@@ -89,3 +89,21 @@ def test_a_margin_no_shifted_posture_keeps_is_refused_in_one_line(tulip, start):
     msg = str(exc.value)
     assert msg.startswith("no weight shift onto the right sole: ") and "\n" not in msg
     assert "puts the CoM 85 mm inside the right sole" in msg, msg
+
+
+def test_played_backwards_it_puts_the_sole_down_and_passes_the_same_checks(tulip, shift):
+    """The run's end (a plan ending where it starts): the lift and the shift reversed, the same ZMP at every tick."""
+    for part in (shift.shift, shift.lift):
+        back = reverse(part)
+        assert np.allclose(back.q[0], part.q[-1]) and np.allclose(back.q[-1], part.q[0])
+        assert np.abs(back.qd[[0, -1]]).max() < 1e-9 and np.allclose(back.t, part.t)
+    lf, back = shift.lift, reverse(shift.lift)
+    a = one_sole(tulip, lf.q, lf.qd, lf.qdd, "right", shift.other, "sim")
+    b = one_sole(tulip, back.q, back.qd, back.qdd, "right", shift.other, "sim")
+    assert np.allclose(a.margin[::-1], b.margin) and np.allclose(a.lowest[::-1], b.lowest)
+    s = reverse(shift.shift)
+    problems: list[str] = []
+    double_support_balance(tulip, shift.chain, s.q, s.qd, s.qdd, "sim", problems, MARGIN)
+    assert problems == []
+    up = part_slice(lf, 0, shift.raise_ticks)  # the straight-up part: what is put down last, flat
+    assert np.abs(flat_residual(tulip, up.q, "sim", "right")[:, 1:]).max() < 1e-8

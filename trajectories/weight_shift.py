@@ -7,11 +7,13 @@ support — the free sole held at its ground pose (a closed chain, `trajectories
 rest, the ZMP) lies inside the base sole by the required margin — then (c) lifts the free sole, first straight up
 by the plan's lift with the stance side still, then in joint space to the plan's start posture, on the base sole
 alone. Each part is quasi-static: a quintic profile (zero velocity and acceleration at both ends) timed so that no
-joint exceeds a fraction of its velocity limit (the description's, capped by the executor's), sampled at the
-executor's rate. Every tick is verified with the checks the planner and `plan check` use: the double-support part
+joint exceeds a fraction of its velocity limit (the description's, capped by the executor's), slowed down where
+the checks need it, sampled at the executor's rate. Every tick is verified with the checks the planner and `plan check` use: the double-support part
 with `trajectories.verify.double_support_balance` (held sole, ZMP in the support polygon), the lift with
 `robots.one_sole` as `drivers.single_support_stream` does (ZMP inside the base sole by the margin, Fz > 0, the free
-sole's corners above the ground, within the plan's ceiling and tilt).
+sole's corners above the ground, within the plan's ceiling and tilt). Played backwards (`reverse`), the same
+ticks put the free sole back down and shift the weight back: the same postures with q̈ unchanged and q̇ negated,
+so the same ZMP and the same checks.
 """
 
 from __future__ import annotations
@@ -40,19 +42,11 @@ from trajectories.verify import double_support_balance
 
 SPEED_SHARE = 0.25  # of each joint's velocity limit (the description's, capped by the executor's)
 MIN_PART_S = 1.0  # s: no part of the transition faster than this (quasi-static)
-STRETCH = (
-    1.0,
-    1.25,
-    1.6,
-    2.0,
-    2.5,
-    3.2,
-    4.0,
-)  # slower and slower until every tick passes (the ZMP's dynamic part ∝ 1/T²)
-SHIFT_BUFFER = (
-    0.02  # m added to the margin where the shift ends (room for the lift's dynamics: a faster lift) ...
-)
-# ... or, where the sole is too small for that, ZMP_BUFFER
+# a part slower and slower until every tick passes (the ZMP's dynamic part ∝ 1/T²)
+STRETCH = (1.0, 1.25, 1.6, 2.0, 2.5, 3.2, 4.0)
+# m added to the margin where the shift ends (room for the lift's dynamics: a faster lift), or, where the sole is
+# too small for that, ZMP_BUFFER
+SHIFT_BUFFER = 0.02
 STAND_SHARE = 0.5  # the free sole's lever-rule share of the weight standing before the shift
 LIFT_TOL = 1e-4  # m the free sole may dip below the ground or pass the plan's ceiling (as the stream's check)
 TILT_TOL = 1e-4  # rad, the same for its tilt
@@ -83,6 +77,7 @@ class WeightShift:
     progress: np.ndarray
     lift: Part
     chain: ClosedChain
+    raise_ticks: int = 0  # the lift's first ticks: the free sole straight up (then to the start in the air)
     double_margin_m: float = math.nan
     single_margin_m: float = math.nan
     lift_end_m: float = math.nan
@@ -111,8 +106,8 @@ def quintic(tau: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _timing(model: RobotModel, dq_ds: np.ndarray, speed: tuple[float, float, float]) -> np.ndarray:
     """Tick times of a part whose path has slopes dq/ds (S, nq) over s ∈ [0, 1]: the quintic's peak speed (1.875
-    × the slope) within SPEED_SHARE of the velocity limits, at least MIN_PART_S, whole ticks at rate_hz; `speed`:
-    (the executor's velocity limit in rad/s, its rate in Hz) and stretched by a factor."""
+    × the slope) within SPEED_SHARE of the velocity limits, at least MIN_PART_S, times a stretch, in whole ticks;
+    `speed`: (the executor's velocity limit in rad/s, its rate in Hz, the stretch)."""
     velocity_limit, rate_hz, stretch = speed
     vmax = SPEED_SHARE * np.minimum(np.asarray(model.velocity_limit, dtype=float), velocity_limit)
     d = stretch * max(MIN_PART_S, 1.875 * float((np.abs(dq_ds) / vmax).max()))
@@ -256,6 +251,17 @@ def _joint_part(model, q0, q1, speed) -> Part:
     return Part(t, q0 + sig[:, None] * dq, (dsig / T)[:, None] * dq, (ddsig / T**2)[:, None] * dq)
 
 
+def reverse(part: Part) -> Part:
+    """The part played backwards: the same postures and, at rest at both ends, the same ZMP (q̈ keeps its sign)."""
+    return Part(part.t[-1] - part.t[::-1], part.q[::-1], -part.qd[::-1], part.qdd[::-1])
+
+
+def part_slice(part: Part, start: int, stop: int | None = None) -> Part:
+    """Ticks start … stop of a part, their times from the first."""
+    t = part.t[start:stop]
+    return Part(t - t[0], part.q[start:stop], part.qd[start:stop], part.qdd[start:stop])
+
+
 def _join(a: Part, b: Part) -> Part:
     """b after a (b's first tick, a's last, dropped)."""
     return Part(np.r_[a.t, a.t[-1] + b.t[1:]], np.vstack([a.q, b.q[1:]]), np.vstack([a.qd, b.qd[1:]]),
@@ -299,26 +305,26 @@ def plan_weight_shift(
             f"{why}: no posture with the {other} sole on the ground puts the CoM "
             f"{(margin + ZMP_BUFFER) * 1000:.0f} mm inside the {base} sole"
         )
-    dbl = _slowest_needed(
+    speeds = (velocity_limit, rate_hz)
+    sgl = (base, other, params, margin, max_lift, max_tilt)
+    (shift, progress), problems = _slowest_needed(
         lambda sp: _shift_part(model, chain, stand, shifted, sp),
         lambda pt: _double(model, chain, pt[0], params, margin),
-        velocity_limit,
-        rate_hz,
+        *speeds,
     )
-    (shift, progress), problems = dbl
-    up = _raise_part(model, chain, shifted, lift, (velocity_limit, rate_hz, 1.0))
-    if up is None:
-        raise DataError(f"{why}: the {other} sole cannot be lifted straight up {lift * 1000:.0f} mm")
-    sgl = (base, other, params, margin, max_lift, max_tilt)
     if not problems:
-        up, problems = _slowest_needed(lambda sp: _raise_part(model, chain, shifted, lift, sp),
-                                       lambda pt: _single(model, pt, *sgl), velocity_limit, rate_hz)  # fmt: skip
+        up, problems = _slowest_needed(
+            lambda sp: _raise_part(model, chain, shifted, lift, sp),
+            lambda pt: _single(model, pt, *sgl),
+            *speeds,
+        )
     if not problems:
-        to_start, problems = _slowest_needed(lambda sp: _joint_part(model, up.q[-1], start, sp),
-                                             lambda pt: _single(model, pt, *sgl), velocity_limit, rate_hz)  # fmt: skip
+        to_start, problems = _slowest_needed(
+            lambda sp: _joint_part(model, up.q[-1], start, sp), lambda pt: _single(model, pt, *sgl), *speeds
+        )
     if problems:
         raise DataError(f"{why}: {problems[0]}")
-    ws = WeightShift(base, other, stand, pose, shift, progress, _join(up, to_start), chain)
+    ws = WeightShift(base, other, stand, pose, shift, progress, _join(up, to_start), chain, len(up.t))
     check_weight_shift(model, ws, params, margin, max_lift, max_tilt)
     return ws
 
@@ -345,7 +351,7 @@ def _single(model: RobotModel, part: Part | None, base: str, other: str, params:
     """The single-support check of every tick (`robots.one_sole`, as `drivers.single_support_stream`), the free
     sole's corners above the ground (it leaves it) and within the plan's ceiling and tilt."""
     if part is None:
-        return ["lifting, the free sole cannot follow its path"]
+        return [f"the {other} sole cannot be lifted straight up from the ground"]
     bal = one_sole(model, part.q, part.qd, part.qdd, base, other, params)
     problems = []
     if np.any(bal.fz <= 0):

@@ -645,11 +645,16 @@ class Twin:
             self._window, self._conversions = None, [[], []]
             self._clamp_at = self.d.time + CLAMP_AFTER_S if self.opts.clamp_soles else None
 
-    def release(self, sole: str) -> None:
-        """The executor lifts `sole` off its board on purpose (a weight-shift start): its leaving the board is no
-        `lift` event; once in the air it counts as set down lifted (touching down again is a `touch-down`)."""
+    def expect_sole(self, sole: str, lifted: bool) -> None:
+        """The executor lifts `sole` off its board on purpose (`lifted`; a weight-shift start) — its leaving the
+        board is no `lift` event and, once in the air, it counts as set down lifted (touching down is a
+        `touch-down`) — or puts it back down (it may touch its board again)."""
         with self.lock:
-            self._releasing.add(sole)
+            if lifted:
+                self._releasing.add(sole)
+            else:
+                self._releasing.discard(sole)
+                self._placed_lifted.discard(sole)
 
     def _clamp(self) -> None:
         """Strap every sole resting on a board to it, flat on its top where it stands (its x, y and heading):
