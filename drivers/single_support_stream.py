@@ -1,14 +1,17 @@
 """Streaming a single-support trajectory: the robot stands on its base sole, the other sole in the air.
 
-The start sequence is the double-support one with the free sole kept off the ground: the robot, lifted, is moved
-in the air to the trajectory's start posture (at rest by design: q̇ = q̈ = 0 at t = 0, so its ZMP is its CoM),
-then set down on its base sole on the base board, the free sole above the other board (where its pose on the
-ground would be), settled and streamed. Before anything is sent, every streamed tick (not only the plan's
-1 ms grid) must keep the ZMP of the design parameters inside the base sole by the plan's margin (or the
-configuration's `min_margin`, whichever is larger), the base sole loaded (Fz > 0) and the free sole's lowest
-corner at least the design's lift above the ground. While streaming the boards must show the robot standing
-(the executor's tip and fall trips, about the base sole alone) and the free sole's board unloaded: carrying
-more than TOUCH_SHARE of the robot's weight for TOUCH_HOLD_S means the free sole touched down, and the run stops.
+The run starts as on real hardware (`drivers.trajectory_run`): the robot is set down on both boards, shifts its
+weight onto the base sole and lifts the free sole to the trajectory's start posture (at rest by design: q̇ = q̈ = 0
+at t = 0, so its ZMP is its CoM; `trajectories.weight_shift`, every tick checked like the trajectory's), the free
+sole above the other board (where its pose on the ground is), and afterwards, when the plan ends where it starts,
+puts it back down and shifts back onto both soles (the same ticks backwards); or, with `poise run --start
+set-down`, it is lifted, moved in the air to the start posture and set down on its base sole alone. Before
+anything is sent, every streamed tick (not only the plan's 1 ms grid) must keep the ZMP of the design parameters
+inside the base sole by the plan's margin (or the configuration's `min_margin`, whichever is larger), the base
+sole loaded (Fz > 0) and the free sole's lowest corner at least the design's lift above the ground. While
+streaming the boards must show the robot standing (the executor's tip and fall trips, about the base sole alone)
+and the free sole's board unloaded: carrying more than TOUCH_SHARE of the robot's weight for TOUCH_HOLD_S means
+the free sole touched down, and the run stops.
 
 Standing on one leg, every goal sent on the boards is offset by the inverse-dynamics feed-forward Δq = τ / kp
 (`feedforward_offsets`; the servo stiffness of `drivers.gravity`): with the base sole held and nothing touching

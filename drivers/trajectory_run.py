@@ -6,8 +6,14 @@ setpoints are the only ones streamed and every one is checked here (joint limits
 between ticks) besides the plan's own checks the caller runs (`trajectories.plan.check_plan`, what `plan check`
 applies). A standing robot (double support) is lifted, the boards tared, moved in the air to the trajectory's
 start (`drivers.setpoints.air_move`), placed on the boards at the trajectory's foot placement, settled, then
-streamed; a single-support trajectory is set down on its base sole alone, the other sole in the air
-(`drivers.single_support_stream`); a fixed-base arm is moved to the start with a cosine profile and streamed.
+streamed. A single-support trajectory (`drivers.single_support_stream`) starts the same way, standing on both
+boards in the standing posture of its weight shift (`trajectories.weight_shift`), then streams the shift (the free
+sole's share of the gravity feed-forward ramped to 0), holds until the free sole's board carries less than
+TOUCH_SHARE of the load (else stops), lifts the free sole to the trajectory's start on the base sole alone and
+streams the trajectory; a plan that ends where it starts is then put back on both soles by the same ticks played
+backwards (else the run ends at rest on one sole). With `start="set-down"` it is instead set down on its
+base sole alone, the other sole in the air (a hoist or a second person). A fixed-base arm is moved to the start
+with a cosine profile and streamed.
 Ctrl-C, a silent link, a tracking error above `track_trip_deg` or the boards saying the robot tips or falls (or,
 in single support, that the lifted sole touched down) stop streaming and hold.
 
@@ -41,6 +47,7 @@ from drivers.board_timeline import BoardTimeline
 from drivers.clock import Clock
 from drivers.config import RobotConfig
 from drivers.executor import Executor, Operator, Progress, SafetyTrip
+from drivers.gravity import goal_offsets
 from drivers.realtime import steady_gc
 from drivers.run_files import SyncedLines, new_run_dir, write_run_meta
 from drivers.setpoints import LIMIT_TOL, STEP_RTOL, RunCheck, air_move, check_run, cosine_profile, ticks
@@ -55,12 +62,16 @@ from drivers.wbb.geometry import PLATE_HEIGHT, G, board_poses_for, cells_in_base
 from formats.dynamic_recording import DynamicRecordingAppender
 from formats.errors import DataError
 from formats.plan import Placement, Plan, Posture
+from robots.kinematics import com_position
 from robots.one_sole import sole_polygon
-from robots.stance import foot_corners, other_pose, signed_margin
+from robots.stance import foot_corners, lever_share, other_pose, signed_margin
 from robots.tree import RobotModel
+from trajectories.weight_shift import WeightShift, part_slice, reverse
 
 RUN_FILES = ("recording.csv", "raw_joints.csv", "raw_boards.csv", "run.json")
 LANDING_S = 0.5  # s (robot time) a standing robot holds its start posture on the boards before streaming
+END_TOL = 1e-6  # rad: a plan ending this close to its start is put back on both soles by its weight shift
+UNLOAD_S = 0.5  # s (robot time) held after a weight shift; the free board's share: over its second half
 
 
 @dataclass
@@ -74,6 +85,7 @@ class StreamPlan:
     standing: bool  # on two boards (else a fixed-base robot, no boards)
     band_hz: float | None = None  # the motion's highest frequency: recording metadata motion_band_hz
     single: SingleSupport | None = None  # standing on the base sole alone (else double support)
+    lead_in: WeightShift | None = None  # single support started by a weight shift from double support
 
     @property
     def rate_hz(self) -> float:
@@ -108,9 +120,11 @@ def tick_times(duration: float, rate_hz: float) -> np.ndarray:
 
 
 def start_plan(model: RobotModel, sp: StreamPlan) -> Plan:
-    """A one-posture plan for the trajectory's start (standing robots): the executor's moves and checks use it."""
-    pose = tuple(float(v) for v in other_pose(model, sp.q[0], sp.params, sp.base))
-    posture = Posture(0, 0, sp.q[0].copy(), move_s=0.0, hold_s=0.0, predicted_cop=(0.0, 0.0), margin=0.0)
+    """A one-posture plan for the trajectory's start (standing robots): the executor's moves and checks use it.
+    A weight-shift start stands on both soles first: its standing posture."""
+    q0 = sp.q[0] if sp.lead_in is None else sp.lead_in.stand
+    pose = tuple(float(v) for v in other_pose(model, q0, sp.params, sp.base))
+    posture = Posture(0, 0, q0.copy(), move_s=0.0, hold_s=0.0, predicted_cop=(0.0, 0.0), margin=0.0)
     return Plan(
         model.name, sp.base, list(model.joint_names), [Placement(0, pose)], [posture], params=sp.params
     )
@@ -119,34 +133,43 @@ def start_plan(model: RobotModel, sp: StreamPlan) -> Plan:
 def check_stream(model: RobotModel, config: RobotConfig, sp: StreamPlan) -> StreamCheck:
     """Every streamed setpoint within the joint limits and the run's velocity limit between ticks; a standing
     robot's start posture passes the executor's posture check (`drivers.setpoints.check_run`)."""
-    problems: list[str] = []
     if sp.q.ndim != 2 or sp.q.shape[1] != model.nq or len(sp.q) != len(sp.t) or len(sp.t) < 2:
         return StreamCheck([f"setpoints {sp.q.shape} do not fit {len(sp.t)} ticks of {model.nq} joints"])
     if not np.all(np.isfinite(sp.q)):
         return StreamCheck(["setpoints contain NaN or infinite values"])
-    bad = [(k, v) for k, q in enumerate(sp.q) if (v := model.limit_violations(q, LIMIT_TOL))]
+    problems = tick_problems(model, config, sp.t, sp.q)
+    if not sp.standing:
+        return StreamCheck(problems)
+    plan = start_plan(model, sp)
+    if sp.single is not None:  # on one sole: the double-support posture check does not apply
+        problems += single_support_problems(model, config, sp.t, sp.q, sp.single, sp.base, sp.params)
+        margin = max(sp.single.margin, float(config.executor.min_margin))
+        if sp.lead_in is None:  # set down on one sole
+            return StreamCheck(problems, RunCheck([], {}, margin), plan)
+        for what, part in (("shifting", sp.lead_in.shift), ("lifting", sp.lead_in.lift)):
+            problems += [f"{what}, {p}" for p in tick_problems(model, config, part.t, part.q)]
+    rc = check_run(plan, model, config)  # standing on both soles at the start
+    problems += [f"start {p}" for p in rc.problems]
+    return StreamCheck(problems, rc, plan)
+
+
+def tick_problems(model: RobotModel, config: RobotConfig, t: np.ndarray, q: np.ndarray) -> list[str]:
+    """Setpoints (ticks at times t) outside the joint limits or faster than the run's velocity limit."""
+    problems: list[str] = []
+    bad = [(k, v) for k, qk in enumerate(q) if (v := model.limit_violations(qk, LIMIT_TOL))]
     if bad:
         k, v = bad[0]
         more = f" ({len(bad)} ticks in all)" if len(bad) > 1 else ""
-        problems.append(f"setpoint at t = {sp.t[k]:.3f} s: {v[0]}{more}")
-    speed = np.abs(np.diff(sp.q, axis=0)) / np.diff(sp.t)[:, None]
+        problems.append(f"setpoint at t = {t[k]:.3f} s: {v[0]}{more}")
+    speed = np.abs(np.diff(q, axis=0)) / np.diff(t)[:, None]
     lim = config.executor.velocity_limit
     if speed.max() > lim * (1 + STEP_RTOL):
         k, j = np.unravel_index(int(np.argmax(speed)), speed.shape)
         problems.append(
-            f"joint {model.joint_names[j]} moves {speed[k, j]:.3f} rad/s between ticks at t = {sp.t[k]:.3f} s "
+            f"joint {model.joint_names[j]} moves {speed[k, j]:.3f} rad/s between ticks at t = {t[k]:.3f} s "
             f"> velocity_limit {lim:g} rad/s of the robot configuration"
         )
-    if not sp.standing:
-        return StreamCheck(problems)
-    plan = start_plan(model, sp)
-    if sp.single is not None:  # set down on one sole: the double-support posture check does not apply
-        problems += single_support_problems(model, config, sp.t, sp.q, sp.single, sp.base, sp.params)
-        margin = max(sp.single.margin, float(config.executor.min_margin))
-        return StreamCheck(problems, RunCheck([], {}, margin), plan)
-    rc = check_run(plan, model, config)
-    problems += [f"start {p}" for p in rc.problems]
-    return StreamCheck(problems, rc, plan)
+    return problems
 
 
 def board_wrench(kg: np.ndarray, cells: np.ndarray) -> np.ndarray:
@@ -297,7 +320,7 @@ class TrajectoryExecutor(Executor):
     """The posture executor's streaming, settling and safety trips, running one trajectory."""
 
     # every tick at the robot's rate, as the trajectory is sampled
-    ROBOT_RATE_PHASES = ("move", "settle", "stream")
+    ROBOT_RATE_PHASES = ("move", "settle", "stream", "shift", "unload", "lift", "lower")
     JITTER_PHASES = ("stream",)
 
     def __init__(
@@ -314,12 +337,17 @@ class TrajectoryExecutor(Executor):
         tare_s: float = 1.0,
         time_scale: float = 1.0,
         clock: Clock | None = None,
+        expect_sole: Callable[[str, bool], None] | None = None,
     ) -> None:
+        """`expect_sole(site, lifted)`: told when the free sole of a weight-shift start is lifted off its board
+        on purpose and when it is put back down (the physics twin, which reports soles leaving or touching)."""
         if checked.problems:  # never stream a setpoint the pre-flight check has not passed
             raise DataError(f"trajectory refused before moving: {checked.problems[0]}")
         plan = checked.start_plan or start_plan_free(model, sp)
         rc = checked.run_check or RunCheck([], {}, 0.0)
         self.sp = sp  # before the executor's own setup: its feed-forward check calls `_offsets`
+        self._both_soles = sp.lead_in is not None  # a weight-shift start stands on both soles until the lift
+        self.expect_sole = expect_sole or (lambda site, lifted: None)
         super().__init__(
             link, boards, plan, model, config, recorder, time_scale, operator, progress, tare_s, rc, clock
         )
@@ -343,7 +371,7 @@ class TrajectoryExecutor(Executor):
         return super()._offsets(sp.q) if self.gravity_compensation else None
 
     def _offsets(self, q: np.ndarray) -> np.ndarray:
-        if self.sp.single is None:
+        if self.sp.single is None or self._both_soles:
             return super()._offsets(q)
         z = np.zeros_like(np.asarray(q, dtype=float))  # held still on one sole: gravity only
         return feedforward_offsets(self.model, self.cfg, q, z, z, self.sp.base, self.sp.params, self._p_gains)
@@ -386,7 +414,8 @@ class TrajectoryExecutor(Executor):
                 cells = cells_in_base(board_poses_for(np.array(placement.other_foot), right_off, left_off))
                 polygon = self._support_polygon(p.q)
                 self.progress_cb(Progress(0, len(sp.t), 0, 0, "place"))
-                self.operator.place(placement, right_off, left_off, lifted=sp.single is not None)
+                set_down_lifted = sp.single is not None and sp.lead_in is None
+                self.operator.place(placement, right_off, left_off, lifted=set_down_lifted)
             self.progress_cb(Progress(0, len(sp.t), 0, 0, "settle"))
             for _ in range(self.ex.settle_attempts):
                 settled, q = self._settle(p.q, 0)
@@ -404,7 +433,16 @@ class TrajectoryExecutor(Executor):
                 off = self._offsets(p.q) if self.gravity_compensation else None
                 while self.clock.now() - t0 < LANDING_S / self.k:
                     self._tick(p.q, 0, "settle", None, off)
+            hull = polygon
+            if (
+                sp.lead_in is not None
+            ):  # from both soles onto the base sole, the free sole lifted to the start
+                polygon = self._weight_shift(cells, hull)
             self._stream(cells, polygon)
+            if (
+                sp.lead_in is not None
+            ):  # the free sole back down and the weight shared again, or at rest on one
+                self._weight_shift_back(cells, polygon, hull)
             self.progress_cb(Progress(len(sp.t), len(sp.t), 0, 0, "done"))
         except BaseException:
             self.link.stop()
@@ -417,7 +455,7 @@ class TrajectoryExecutor(Executor):
 
     def _support_polygon(self, q: np.ndarray):
         """The soles the robot stands on: the base sole alone (single support) or the hull of both."""
-        if self.sp.single is not None:
+        if self.sp.single is not None and not self._both_soles:
             return sole_polygon(self.model, self.sp.base)
         corners = foot_corners(self.model, q, self.sp.params, self.sp.base)
         return MultiPoint(np.concatenate(list(corners.values()))).convex_hull
@@ -426,7 +464,7 @@ class TrajectoryExecutor(Executor):
         """Single support: trip when the free sole's board (board 1) carries TOUCH_SHARE of the weight for
         TOUCH_HOLD_S — the lifted sole touched down."""
         kg = self._latest_kg[1] if len(self._latest_kg) > 1 else None
-        if self.sp.single is None or kg is None:
+        if self.sp.single is None or self._both_soles or kg is None:
             return
         now, load = self.clock.now(), float(np.sum(kg))
         if load < TOUCH_SHARE * self._weight_kg:
@@ -438,6 +476,112 @@ class TrajectoryExecutor(Executor):
                 f"the lifted {self.sp.single.other} sole touched down (its board carries {load:.1f} kg) at "
                 f"t = {tk:.2f} s; {self.traj_result.ticks} tick(s) recorded"
             )
+
+    def _weight_shift(self, cells, hull):
+        """Stream the weight shift (double support: the free sole's feed-forward share of the weight falls to 0),
+        hold until the free sole's board has unloaded (< TOUCH_SHARE of the measured load, else stop), lift the
+        free sole to the plan's start (single support) and hold it there; returns the base sole's polygon."""
+        ws, sp = self.sp.lead_in, self.sp
+        self.rec.update_meta(weight_shift=ws.summary())
+        lever = float(np.clip(self._lever_share(ws.stand), 0.0, 1.0))
+        shares = lever * (1.0 - ws.progress)
+        off = goal_offsets(self.model, self.cfg, ws.shift.q, sp.params, sp.base, self._p_gains, shares)
+        self._stream_part("shift", ws.shift.t, ws.shift.q, off, cells, hull)
+        loads: list[np.ndarray] = []
+        t0 = self.clock.now()
+        while self.clock.now() - t0 < UNLOAD_S / self.k:
+            self._tick(ws.shift.q[-1], 0, "unload", None, off[-1])
+            self._standing_check(cells, hull, float(ws.shift.t[-1]), "shifting")
+            if all(k is not None for k in self._latest_kg) and self.clock.now() - t0 >= UNLOAD_S / (
+                2 * self.k
+            ):
+                loads.append(np.array([float(np.sum(k)) for k in self._latest_kg]))
+        kg = np.mean(loads, axis=0) if loads else np.full(2, np.nan)
+        share = float(kg[1] / kg.sum()) if loads and kg.sum() > 0 else math.nan
+        self.rec.update_meta(weight_shift=ws.summary() | {"free_board_kg_at_lift": float(kg[1]),
+                                                          "free_board_share_at_lift": share})  # fmt: skip
+        if not share < TOUCH_SHARE:
+            raise SafetyTrip(
+                f"after the weight shift the {ws.other} sole's board still carries {share:.0%} of the load "
+                f"(≥ {TOUCH_SHARE:.0%}): not lifted; nothing streamed"
+            )
+        self.expect_sole(ws.other, True)
+        self._both_soles = False
+        polygon = self._support_polygon(ws.lift.q[0])
+        lf = ws.lift
+        off = feedforward_offsets(
+            self.model, self.cfg, lf.q, lf.qd, lf.qdd, sp.base, sp.params, self._p_gains
+        )
+        self._stream_part("lift", lf.t, lf.q, off, cells, polygon)
+        t0, off0 = self.clock.now(), self._offsets(sp.q[0])
+        while self.clock.now() - t0 < LANDING_S / self.k:  # at rest on one sole before the excitation
+            self._tick(sp.q[0], 0, "settle", None, off0)
+            self._standing_check(cells, polygon, 0.0, "at the start")
+        return polygon
+
+    def _weight_shift_back(self, cells, polygon, hull) -> None:
+        """When the plan ends where it starts (a periodic design): the weight-shift start played backwards — the
+        free sole lowered to straight above its ground pose, put down, and the weight shifted back onto both
+        soles, held standing; else the run ends at rest on the base sole. run.json says which."""
+        ws, sp = self.sp.lead_in, self.sp
+        if np.abs(sp.q[-1] - sp.q[0]).max() > END_TOL:
+            self.rec.update_meta(weight_shift=self.rec.meta["weight_shift"] | {"end": "at rest on one sole"})
+            return
+        air = reverse(part_slice(ws.lift, ws.raise_ticks - 1))
+        down = reverse(part_slice(ws.lift, 0, ws.raise_ticks))
+        ff = [feedforward_offsets(self.model, self.cfg, p.q, p.qd, p.qdd, sp.base, sp.params, self._p_gains)
+              for p in (air, down)]  # fmt: skip
+        self._stream_part("lower", air.t, air.q, ff[0], cells, polygon)
+        self.expect_sole(ws.other, False)
+        self._both_soles = True  # the free sole may touch its board from here on
+        self._stream_part("lower", down.t, down.q, ff[1], cells, polygon)
+        back = reverse(ws.shift)
+        lever = float(np.clip(self._lever_share(ws.stand), 0.0, 1.0))
+        off = goal_offsets(self.model, self.cfg, back.q, sp.params, sp.base, self._p_gains,
+                           lever * (1.0 - ws.progress[::-1]))  # fmt: skip
+        self._stream_part("shift", back.t, back.q, off, cells, hull)
+        t0 = self.clock.now()
+        while self.clock.now() - t0 < LANDING_S / self.k:
+            self._tick(ws.stand, 0, "settle", None, off[-1])
+            self._standing_check(cells, hull, float(back.t[-1]), "standing")
+        self.rec.update_meta(weight_shift=self.rec.meta["weight_shift"] | {"end": "standing on both soles"})
+
+    def _lever_share(self, q: np.ndarray) -> float:
+        """The free sole's lever-rule share of the weight at posture q (the double-support feed-forward's)."""
+        com = com_position(self.model, q, self.sp.params, self.sp.base)[:2]
+        return lever_share(self.model, com, self.sp.lead_in.pose, self.sp.base)
+
+    def _stream_part(self, phase: str, t: np.ndarray, q: np.ndarray, off: np.ndarray, cells, polygon) -> None:
+        """Stream a checked part of the weight-shift start, tripping as streaming does (tracking, tipping,
+        falling, and once lifted the free sole touching down)."""
+        self.progress_cb(Progress(0, len(t), 0, 0, phase))
+        for k, (tk, qk) in enumerate(zip(t, q, strict=True)):
+            q_meas = self._tick(qk, 0, phase, None, off[k])
+            err = np.degrees(np.abs(q_meas - qk))
+            if err.max() > self.ex.track_trip_deg:
+                j = int(np.argmax(err))
+                raise SafetyTrip(
+                    f"tracking error {err[j]:.1f} deg ({self.model.joint_names[j]}) > {self.ex.track_trip_deg:g} "
+                    f"deg {phase}ing at t = {tk:.2f} s; {self._streamed()}"
+                )
+            self._standing_check(cells, polygon, float(tk), f"{phase}ing")
+
+    def _standing_check(self, cells, polygon, tk: float, when: str) -> None:
+        """The executor's tip and fall trips (and on one sole the free sole's touch-down), said of a moment of
+        the weight-shift start."""
+        cop, kg = self._measured_cop(cells)
+        margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
+        try:
+            self._check_standing(self.plan.postures[0], cop, margin, kg)
+            self._check_free_sole(tk)
+        except SafetyTrip as exc:
+            why = str(exc).split(";")[0].removeprefix("posture 0: ")
+            raise SafetyTrip(f"{why} {when} at t = {tk:.2f} s; {self._streamed()}") from None
+
+    def _streamed(self) -> str:
+        """What a trip before or after streaming the trajectory leaves recorded."""
+        n = self.traj_result.ticks
+        return "nothing streamed" if n == 0 else f"{n} tick(s) recorded"
 
     def _stream(self, cells, polygon) -> None:
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]

@@ -62,6 +62,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--twin-trace", action="store_true",
                    help="sim, physics twin, trajectory plan: also save every physics step while standing (CoM, "
                         "the plates' wrench, joint angles) to RUN/twin_trace.npz, for bench/twin_misfit.py")  # fmt: skip
+    p.add_argument("--start", choices=["weight-shift", "set-down"], default=None,
+                   help="single-support trajectory plan: stand on both boards and shift the weight onto the base sole, "
+                        "then lift the other sole (default; as on real hardware), or set the robot down on its base "
+                        "sole alone (a hoist or a second person)")  # fmt: skip
     at.add_twin_truth(p, "sim: ")
     at.add_gravity_comp(p)
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
@@ -187,6 +191,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     ):
         raise DataError(
             "--twin-trace records the physics twin (--robot sim --physics mujoco) during a trajectory plan"
+        )
+    if getattr(args, "start", None) is not None and not is_trajectory_plan(args.plan):
+        raise DataError(
+            "--start says how a single-support trajectory plan starts; this is not a trajectory plan"
         )
     if getattr(args, "truth", None) is not None and not args.robot.startswith("sim"):
         raise DataError("--truth sets the emulated robot's parameters (--robot sim)")

@@ -46,11 +46,16 @@ class TrajectoryRun:
     seconds: float
 
 
+START_CHOICES = ("weight-shift", "set-down")  # how a single-support run starts
+
+
 def prepare(
-    plan: TrajectoryPlan, config: RobotConfig, params: str | None = None
+    plan: TrajectoryPlan, config: RobotConfig, params: str | None = None, start: str = "weight-shift"
 ) -> tuple[RobotModel, StreamPlan | None, list[str], StreamCheck | None]:
     """(model, setpoints, problems, their check): the plan-check checks first; when they pass, the trajectory
-    sampled at the configuration's rate and every setpoint checked."""
+    sampled at the configuration's rate and every setpoint checked; a single-support plan's start planned
+    (`start`: a weight shift from both soles, `trajectories.weight_shift`, or set down on the base sole) and
+    checked too."""
     from trajectories.parametrisation import motion_band_hz
     from trajectories.plan import check_plan, plan_model, plan_recording, plan_trajectory
 
@@ -72,6 +77,16 @@ def prepare(
         margin = float(plan.settings.get("zmp_margin", 0.0))
         sp.single = SingleSupport(traj.other, traj.lift, margin, qd, qdd, traj.max_lift, traj.max_tilt)
     stream = check_stream(model, config, sp)
+    if how.single and start == "weight-shift" and not stream.problems:
+        from trajectories.weight_shift import plan_weight_shift
+
+        need = max(sp.single.margin, float(config.executor.min_margin))
+        try:
+            sp.lead_in = plan_weight_shift(model, sp.base, ps, q[0], traj.lift, need, config.executor.velocity_limit,
+                                           config.executor.rate_hz, traj.max_lift, traj.max_tilt)  # fmt: skip
+        except DataError as exc:
+            return model, sp, [str(exc)], stream
+        stream = check_stream(model, config, sp)
     return model, sp, stream.problems, stream
 
 
@@ -86,16 +101,21 @@ def run_trajectory(
     progress=None,
     tare_s: float = 1.0,
     time_scale: float = 1.0,
+    start: str | None = None,
 ) -> TrajectoryRun:
     """Check, then stream and record a trajectory plan; raises DataError (nothing sent) when it is refused.
     `time_scale` K: the emulated bench's clock runs K × the wall clock (K < 1: slow motion, so a loaded
-    computer keeps the physics twin and the ticks on time); the trajectory and its recording keep their times."""
+    computer keeps the physics twin and the ticks on time); the trajectory and its recording keep their times.
+    `start`: how a single-support plan starts (`prepare`; None: by a weight shift)."""
     import hashlib
     import json
 
     t_start = time.perf_counter()
     plan = load_trajectory_plan(plan_path)
-    model, sp, problems, stream = prepare(plan, config)
+    model, sp, problems, stream = prepare(plan, config, start=start or "weight-shift")
+    if start is not None and sp is not None and sp.single is None:
+        raise DataError(f"--start says how a single-support plan starts; {plan_path} is not one")
+    start = start or "weight-shift"
     if problems:
         shown = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
         raise DataError(f"trajectory refused before moving ({len(problems)} problem(s)): {shown}")
@@ -115,6 +135,8 @@ def run_trajectory(
     meta = {"plan": str(plan_path), "plan_sha256": sha, "kind": "trajectory", "robot": robot, "boards": boards,
             "rate_hz": config.executor.rate_hz, "ticks_planned": len(sp.t), "duration_s": float(sp.t[-1]),
             "standing": sp.standing, "motion": motion}  # fmt: skip
+    if sp.single is not None:
+        meta["start"] = start
     if time_scale != 1.0:
         if world_opts is None or not robot.startswith("sim"):
             raise DataError(
@@ -130,6 +152,7 @@ def run_trajectory(
     result = None
     try:
         with Session(robot, boards, model, config, world_opts, prompt=prompt) as s:
+            twin = getattr(s.world, "twin", None) if s.world is not None else None
             ex = TrajectoryExecutor(
                 s.link,
                 s.boards,
@@ -143,6 +166,7 @@ def run_trajectory(
                 tare_s,
                 time_scale,
                 s.clock,
+                expect_sole=twin.expect_sole if twin is not None else None,
             )
             try:
                 result = ex.run()
@@ -154,7 +178,6 @@ def run_trajectory(
                 r = ex.traj_result
                 rec.update_meta(status=status, ticks_streamed=r.ticks, max_tracking_deg=r.max_tracking_deg,
                                 rms_tracking_deg=r.rms_tracking_deg, jitter=ex.result.jitter())  # fmt: skip
-                twin = getattr(s.world, "twin", None) if s.world is not None else None
                 if twin is not None:  # what the physics saw (falls, edges, slips), by simulated time
                     rec.update_meta(twin_events=twin.report(), twin_timing=twin.timing())
                     _save_truth(twin, rec.dir / "truth.json")
@@ -229,7 +252,7 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             live.start()
         run = run_trajectory(
             args.plan, args.robot, args.boards, args.out, config, opts, not args.yes, _View(live),
-            time_scale=args.time_scale,
+            time_scale=args.time_scale, start=getattr(args, "start", None),
         )  # fmt: skip
     finally:
         if live:

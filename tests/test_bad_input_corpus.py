@@ -261,6 +261,11 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("run", ["{good_plan}", "--robot", "sim", "--boards", "bt:?mode=99", "--out", "{dir}/run1"]),
     ("run", ["{good_plan}", "--robot", "sim", "--boards", "bt:AA,BB?mode=99", "--out", "{dir}/run1"]),
     ("run", ["{good_plan}", "--robot", "sim", "--boards", "sim", "--twin-trace", "--out", "{dir}/run1"]),
+    (
+        "run",
+        ["{good_plan}", "--robot", "sim", "--boards", "sim", "--start", "set-down", "--out", "{dir}/run1"],
+    ),
+    ("run", ["{good_plan}", "--robot", "sim", "--boards", "sim", "--start", "hoist", "--out", "{dir}/run1"]),
     ("run", ["{good_plan}", "--robot", "sim", "--boards", "bt:AA,BB?rate=5", "--out", "{dir}/run1"]),
     (
         "run",

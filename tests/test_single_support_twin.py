@@ -1,8 +1,10 @@
 """Issue 13's single-support option end to end on the MuJoCo physics twin: a short single-support excitation
-designed by the planner, streamed through the real servo and board drivers (`poise run --physics mujoco`) with the
-robot set down on its right sole and the left sole in the air, and identified from the boards' wrench with
-`identify dynamic` against the twin's saved truth; and the pre-flight refusal of a plan whose ticks would stand
-too close to the sole's edge for the configuration."""
+designed by the planner, streamed through the real servo and board drivers (`poise run --physics mujoco`) after
+the robot, set down on both boards, shifted its weight onto its right sole and lifted the left one (as on real
+hardware: `trajectories.weight_shift`; the left sole put back down and the weight shifted back afterwards), and
+identified from the boards' wrench with `identify dynamic` against the
+twin's saved truth; and the pre-flight refusal of a plan whose ticks would stand too close to the sole's edge for
+the configuration."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import poise_in_fresh_process
 from shapely.geometry import Point, Polygon
@@ -67,6 +70,48 @@ def test_the_twin_streams_it_on_one_sole(tulip, run_dir):
     sole = Polygon([(x0, y0), (x1, y0), (x1, y1), (x0, y1)])
     assert all(sole.contains(Point(-m_y / f, m_x / f)) for f, m_x, m_y in zip(fz, mx, my, strict=True))
     assert rec.t[-1] == pytest.approx(6.0, abs=0.05)
+
+
+def test_the_run_starts_on_both_boards_and_shifts_the_weight(tulip, run_dir):
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["start"] == "weight-shift"
+    ws = meta["weight_shift"]
+    assert (
+        ws["shift_ticks"] > 100
+        and ws["lift_ticks"] > 100
+        and ws["min_single_support_margin_mm"] >= 1000 * MARGIN
+    )
+    # the left sole's board unloaded before the left sole was lifted (the executor stops at 10 %)
+    assert ws["free_board_share_at_lift"] < 0.1
+    with open(run_dir / "raw_boards.csv") as f:
+        rows = list(csv.DictReader(f))
+    kg = {(r["phase"], r["board"]): [] for r in rows}
+    for r in rows:
+        kg[r["phase"], r["board"]].append(sum(float(r[k]) for k in ("kg_tr", "kg_br", "kg_tl", "kg_bl")))
+    weight = resolve_params(str(run_dir / "truth.json"), tulip).total_mass
+    # standing on both boards before the shift: the left board carries a good part of the weight
+    assert max(kg["settle", "1"]) > 0.3 * weight and max(kg["shift", "1"]) > 0.3 * weight
+    assert np.mean(kg["unload", "1"][len(kg["unload", "1"]) // 2 :]) < 0.1 * weight
+    phases = [r["phase"] for r in csv.DictReader((run_dir / "raw_joints.csv").read_text().splitlines())]
+    order = [p for k, p in enumerate(phases) if k == 0 or p != phases[k - 1]]
+    # the plan ends where it starts: played backwards, the start puts the left sole back down and stands on both
+    assert order == [
+        "move",
+        "settle",
+        "shift",
+        "unload",
+        "lift",
+        "settle",
+        "stream",
+        "lower",
+        "shift",
+        "settle",
+    ], order
+    assert ws["end"] == "standing on both soles"
+    last = [
+        sum(float(r[k]) for k in ("kg_tr", "kg_br", "kg_tl", "kg_bl")) for r in rows if r["board"] == "1"
+    ][-1]
+    assert last > 0.3 * weight
 
 
 def test_identification_recovers_the_total_mass(tulip, run_dir, capsys):

@@ -111,7 +111,9 @@ def check_trajectory(
         problems.append(msg)
     lifted = None
     if chain is not None:
-        zmp_min, drift, share = _balance(model, chain, q, qd, qdd, params, problems, zmp_margin, load_share)
+        zmp_min, drift, share = double_support_balance(
+            model, chain, q, qd, qdd, params, problems, zmp_margin, load_share
+        )
     else:
         if single is not None:
             zmp_min, lifted = _single_support(model, single, q, qd, qdd, params, problems, zmp_margin)
@@ -227,7 +229,7 @@ def _coupled(model: RobotModel, q: np.ndarray) -> list[str]:
     return out
 
 
-def _balance(model, chain, q, qd, qdd, params, problems, zmp_margin, load_share=0.0):
+def double_support_balance(model, chain, q, qd, qdd, params, problems, zmp_margin, load_share=0.0):
     """Held-sole drift, ZMP margin (shapely, numpy dynamics) and the other sole's lever-rule share of the
     load (min, max) over the samples; problems appended."""
     from robots.kinematics import site_pose

@@ -638,11 +638,23 @@ class Twin:
             self._landed: set[str] = set()
             # a sole set down in the air (single support) must stay there: touching down is an event
             self._placed_lifted = {s for s in self.soles if s != self.base_site} if lifted else set()
+            self._releasing: set[str] = set()
             self._cache = (-1.0, np.zeros(8))
             self._ext_sum[:], self._ext_n[:] = 0.0, 0
             self._ext_last = [None, None]
             self._window, self._conversions = None, [[], []]
             self._clamp_at = self.d.time + CLAMP_AFTER_S if self.opts.clamp_soles else None
+
+    def expect_sole(self, sole: str, lifted: bool) -> None:
+        """The executor lifts `sole` off its board on purpose (`lifted`; a weight-shift start) — its leaving the
+        board is no `lift` event and, once in the air, it counts as set down lifted (touching down is a
+        `touch-down`) — or puts it back down (it may touch its board again)."""
+        with self.lock:
+            if lifted:
+                self._releasing.add(sole)
+            else:
+                self._releasing.discard(sole)
+                self._placed_lifted.discard(sole)
 
     def _clamp(self) -> None:
         """Strap every sole resting on a board to it, flat on its top where it stands (its x, y and heading):
@@ -840,7 +852,11 @@ class Twin:
                 if s in self._placed_lifted:
                     self._event("touch-down", f"{s} (set down lifted) touched down", f"touch-down:{s}")
             lifted = float(d.site_xpos[sid][2]) - BOARD_SIZE[2] > 0.002
-            if lifted and not touching[s] and s in self._landed:
+            if lifted and not touching[s] and s in self._releasing:  # off its board as meant: now in the air
+                self._releasing.discard(s)
+                self._landed.discard(s)
+                self._placed_lifted.add(s)
+            elif lifted and not touching[s] and s in self._landed:
                 self._event("lift", f"{s} off its board", f"lift:{s}")
             slip = float(np.linalg.norm(d.site_xpos[sid][:2] - self._placed_at[s][:2]))
             if slip > SLIP_REPORT and touching[s]:  # a sole in the air moves freely
