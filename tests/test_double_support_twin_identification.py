@@ -35,6 +35,7 @@ SETTINGS = ExcitationSettings(
     motion="double-support", zmp_margin=MARGIN, load_share=SHARE, velocity_fraction=0.3,  # executor: 1 rad/s
 )  # fmt: skip
 WELL = 15.0  # % relative SE
+SE_SPREAD = 1.6  # fit SE / forecast SE reached 1.51 over five twin runs
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +124,8 @@ def test_identification_against_the_twins_truth(tulip, run_dir):
 def test_the_plans_forecast_named_what_the_run_could_not_determine(tulip, design, run_dir):
     """`identify.forecast` from the plan (planned angles, guessed parameters) at white noise that the estimator's
     filter turns into the run's residual σ: what it names beyond 600 s of this motion, the run does not determine
-    either, and what it names determined as planned, the run determines. The twin's residual lies partly in the
+    either, and what it names determined as planned with room to spare (SE_SPREAD), the run determines (one
+    full run beside other jobs forecast ϑ16 at the edge and did not determine it). The twin's residual lies partly in the
     motion's band, so this white-noise equivalent overstates the SEs a little (measured / forecast median 0.78–0.90,
     range 0.34–1.51 over five runs of 10 and 30 s): a parameter named beyond 600 s forecasts
     > 15 % · √(600 s / 6 s fitted) = 150 % relative SE."""
@@ -139,9 +141,13 @@ def test_the_plans_forecast_named_what_the_run_could_not_determine(tulip, design
     now, longer, beyond = fc.determined(WELL, 600.0)
     determined = set(fit.determined(WELL)[0])
     assert beyond and not determined & set(beyond)
-    assert set(now) <= determined, (now, determined)  # the forecast's promise (the total mass among them)
+    # the forecast's promise, with the fit / forecast SE spread measured (up to 1.51) as margin: a parameter it
+    # puts at the edge (e.g. ϑ16 at 10–15 %) may land either side of WELL in a run, one it puts within
+    # WELL / SE_SPREAD may not (the total mass among them)
+    sure = set(fc.determined(WELL / SE_SPREAD, 600.0)[0])
+    assert sure <= set(now) and sure <= determined, (sure, determined)
     total = next(fit.symbols[k] for k, f in enumerate(fit.formulas) if f.count("m@") == len(tulip.links))
-    assert total in now
+    assert total in sure
 
 
 def _identify(run_dir, capsys, *extra: str) -> dict:
