@@ -19,6 +19,7 @@ cubic spline through the waypoints (at rest at both ends). Users may write eithe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 from dataclasses import dataclass, field
@@ -66,6 +67,13 @@ def plan_to_dict(plan: TrajectoryPlan) -> dict:
             "seed": plan.seed,
         }
     )
+
+
+def plan_digest(plan: TrajectoryPlan) -> str:
+    """sha256 of the plan's canonical JSON: what a run records, so that its plan can be found again unchanged."""
+    return hashlib.sha256(
+        json.dumps(plan_to_dict(plan), sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
 
 
 def save_trajectory_plan(plan: TrajectoryPlan, path: str | pathlib.Path) -> None:

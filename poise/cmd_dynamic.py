@@ -76,10 +76,10 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     d.add_argument("--no-friction", action="store_true", help="rigid-body parameters only")
     d.add_argument("--ols", action="store_true", help="ordinary LS (default: per-joint weighted LS)")
     d.add_argument(
-        "--instruments", nargs="+", metavar="PLAN",
-        help="the trajectory plan(s) the recordings executed (one for all, or one each): the instrumental-variable "
-        "estimate with the planned angles' regressor as instruments (IDIM-IV), unbiased by the encoders' "
-        "noise in the regressor",
+        "--instruments", nargs="*", metavar="PLAN",
+        help="the trajectory plan(s) the recordings executed (one for all, or one each; none: each recording's "
+        "run.json names it, checked unchanged): the instrumental-variable estimate with the planned angles' "
+        "regressor as instruments (IDIM-IV), unbiased by the encoders' noise in the regressor",
     )  # fmt: skip
     d.add_argument("--simplified", action="store_true", help="the robot description's simplified model")
     d.add_argument("--reference", help="compare with a parameter set: name|FILE")
@@ -189,6 +189,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.essential is not None:
         _finite("essential", args.essential, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
+    if args.instruments == []:
+        args.instruments = [_run_plan(path) for path in args.recording]
     planned = _planned_angles(args.instruments, recs, model) if args.instruments else None
     quantity = "torque" if rec.tau is not None else "wrench"
     source = args.recording[0] if len(recs) == 1 else f"{len(recs)} recordings"
@@ -310,6 +312,30 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             + ", ".join(f"{x:.3f} ({r:.1f} %)" for x, r in zip(v["rmse_nm"], v["relative_pct"], strict=True))
         )
     return 0
+
+
+def _run_plan(recording: str) -> str:
+    """The plan a `poise run` recording executed: named by the run.json beside it, unchanged since (sha256)."""
+    import json
+    from pathlib import Path
+
+    from formats.trajectory_plan import load_trajectory_plan, plan_digest
+
+    meta_path = Path(recording).parent / "run.json"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        plan, sha = meta["plan"], meta["plan_sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise DataError(f"--instruments without a plan needs {meta_path} (a `poise run` of a trajectory plan): "
+                        f"{type(e).__name__} {e}; give the plan: --instruments PLAN") from None  # fmt: skip
+    if not Path(plan).is_file():
+        raise DataError(f"{meta_path} names the plan {plan}, which is not there (relative to here); "
+                        "give it: --instruments PLAN")  # fmt: skip
+    if plan_digest(load_trajectory_plan(plan)) != sha:
+        raise DataError(
+            f"{plan} changed since {meta_path} was recorded (sha256 differs): not the plan that ran"
+        )
+    return plan
 
 
 def _planned_angles(plans: list[str], recs: list, model) -> list[np.ndarray]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from rich.live import Live
 
@@ -28,7 +29,7 @@ from drivers.trajectory_run import (
     tick_times,
 )
 from formats.errors import DataError
-from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_to_dict
+from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_digest
 from poise.cmd_run import run_config
 from poise.output import console, err_console, print_json, quantity_table
 from robots.tree import RobotModel
@@ -107,9 +108,6 @@ def run_trajectory(
     `time_scale` K: the emulated bench's clock runs K × the wall clock (K < 1: slow motion, so a loaded
     computer keeps the physics twin and the ticks on time); the trajectory and its recording keep their times.
     `start`: how a single-support plan starts (`prepare`; None: by a weight shift)."""
-    import hashlib
-    import json
-
     t_start = time.perf_counter()
     plan = load_trajectory_plan(plan_path)
     model, sp, problems, stream = prepare(plan, config, start=start or "weight-shift")
@@ -129,10 +127,8 @@ def run_trajectory(
         boards = None  # a fixed-base arm: encoders only
     elif boards is None:
         raise DataError(f"a {motion} trajectory needs --boards (sim, bt:…, evdev:…, serial:…)")
-    sha = hashlib.sha256(
-        json.dumps(plan_to_dict(plan), sort_keys=True, separators=(",", ":")).encode()
-    ).hexdigest()
-    meta = {"plan": str(plan_path), "plan_sha256": sha, "kind": "trajectory", "robot": robot, "boards": boards,
+    sha = plan_digest(plan)
+    meta = {"plan": str(Path(plan_path).resolve()), "plan_sha256": sha, "kind": "trajectory", "robot": robot, "boards": boards,
             "rate_hz": config.executor.rate_hz, "ticks_planned": len(sp.t), "duration_s": float(sp.t[-1]),
             "standing": sp.standing, "motion": motion}  # fmt: skip
     if sp.single is not None:

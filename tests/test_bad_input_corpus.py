@@ -227,6 +227,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("identify dynamic", ["{dyn12}", "--instruments", "{traj_plan}"]),
     ("identify dynamic", ["{dyn12}", "--instruments", "{traj_plan}", "{traj_plan}"]),
     ("identify dynamic", ["{dyn}", "--instruments", "{traj_plan}"]),
+    ("identify dynamic", ["{dyn}", "--instruments"]),
     # simulate static
     ("simulate static", ["tulip", "--truth", "{binary}", "--out", "{dir}/s1.csv"]),
     ("simulate static", ["tulip", "--truth", "{latin1}", "--out", "{dir}/s1.csv"]),

@@ -187,6 +187,8 @@ def test_instruments_take_the_encoders_bias_off_the_torsos_ixz(design, run_dir, 
     five stored runs of this design."""
     ls, iv = _identify(run_dir, capsys), _identify(run_dir, capsys, "--instruments", str(design[1]))
     assert iv["estimator"] == "iv"
+    # without a plan: the one the run's run.json names (checked unchanged)
+    assert _identify(run_dir, capsys, "--instruments")["parameters"] == iv["parameters"]
     k = next(i for i, p in enumerate(iv["parameters"]) if p["formula"] == "Ixz@torso")
     z_ls, z_iv = ls["reference"]["z"][k], iv["reference"]["z"][k]
     assert abs(z_iv) < 1.5 and z_iv > z_ls, (z_ls, z_iv)
