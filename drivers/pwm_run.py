@@ -4,17 +4,20 @@ drive recording `poise calibrate friction|pwm-gain` read (formats/calibration_re
 Pre-flight (nothing opened): a free-link plan (a servo has no torque sensor for the fixture experiment), the
 joint in the robot description and mapped to a servo, the plan's PWM within the configuration's `pwm_limit_pct`; once the bus is open and before the mode changes: within the
 servo's own PWM Limit (36), and the joint at least `limit_margin` inside its description limits. Then: torque
-off → Operating Mode 16 → Goal PWM 0 → torque on; Goal PWM by SYNC WRITE at the plan's rate, Present
-PWM/Current/Velocity/Position by SYNC READ after each write. Never driven past a joint limit: when the position
+off → Operating Mode 16 → Goal PWM 0 → torque on; at the plan's rate, Goal PWM by SYNC WRITE and Present
+PWM/Current/Velocity/Position by SYNC READ in one transmission (drivers/dxl_pwm.py: the read's Realtime Tick
+is when the Goal PWM took effect, however late the host). Never driven past a joint limit: when the position
 comes within the margin of a limit, Goal PWM 0 and stop. Ctrl-C, a silent servo (link_timeout_s) or a trip keep
 every completed row; the servo is always left with Goal PWM 0, torque off and its original operating mode.
 
 RUN_DIR/
   recording.csv  drive recording on a uniform grid t_k = k / rate_hz of the servo's own clock (Realtime Tick,
-                 ms; the host's clock jitters with its load), starting half a period after the first read (the
-                 middle of each Goal PWM's interval): `t` [s], `pwm` [% of full scale, the Present PWM in effect
-                 then], `q` [rad, cubic interpolation of the reads around the grid time], `gap_ms` [ms between
-                 those two reads: `calibrate` leaves rows in gaps over 2.5 periods out], `tau` [N·m, the link's
+                 ms; the host's clock jitters with its load), starting half a period after the first read: `t`
+                 [s], `pwm` [% of full scale, the mean over the row's period (half a period either side) of the
+                 Present PWM each read reports, held until the next read: what the servo applied, however late
+                 or early the host's writes fell], `q` [rad, the cubic through the two reads around the grid
+                 time and the nearest reads at least half a period beyond them], `gap_ms` [ms between those two
+                 reads: `calibrate` leaves rows in gaps over 2.5 periods out], `tau` [N·m, the link's
                  gravity load from the robot description at q: a servo has no torque sensor, so the link's
                  inertia about the axis goes into `# inertia:` with the drive's], `qd_servo` [rad/s]
   raw.csv        every tick: t [s, servo clock], host [s, run clock], k, pwm_cmd [%], pwm [% read], current [A],
@@ -139,8 +142,9 @@ def link_load(model: RobotModel, index: int, q_held: np.ndarray, params: str | N
 
 
 class CubicGrid:
-    """Reads at jittery times → values on the grid t0 + k·period by 4-point (cubic) Lagrange interpolation
-    between the two reads around each grid time and their neighbours; emitted as soon as possible."""
+    """Reads at jittery times → values on the grid t0 + k·period: the cubic through the two reads around each
+    grid time and, beyond them, the nearest read at least half a period away on each side (the reads a late
+    host bunches together would make a cubic through four neighbours swing); emitted once those reads are in."""
 
     def __init__(self, t0: float, period: float, emit) -> None:
         self.t0, self.period, self.emit = t0, period, emit
@@ -155,35 +159,48 @@ class CubicGrid:
             return
         self.pts.append((t, x))
         self._drain(final=False)
-        del self.pts[: max(0, len(self.pts) - 6)]
+
+    def _support(self, ts: list[float], i: int, final: bool) -> list[int] | None:
+        """The reads a grid time in [ts[i], ts[i + 1]) is interpolated from; None while one is still to come."""
+        gap = self.period / 2
+        before = [j for j in range(i - 1, -1, -1) if ts[j] <= ts[i] - gap][:1]
+        after = [j for j in range(i + 2, len(ts)) if ts[j] >= ts[i + 1] + gap][:1]
+        if not after and not final:
+            return None
+        return before + [i, i + 1] + after
 
     def _drain(self, final: bool) -> None:
-        while True:
+        while self.pts:
             g = self._grid()
             ts = [p[0] for p in self.pts]
-            if not ts:
-                return
             if ts[0] > g:  # before the first read
                 self.k += 1
                 continue
             i = int(np.searchsorted(ts, g, side="right")) - 1  # ts[i] ≤ g < ts[i + 1]
-            if i + 1 >= len(ts):
+            idx = self._support(ts, i, final) if i + 1 < len(ts) else None
+            if idx is None:
                 return
-            lo = max(0, i - 1)
-            hi = lo + 3
-            if hi >= len(ts):
-                if not final:
-                    return
-                hi = len(ts) - 1
-            idx = range(lo, hi + 1)
             x = sum(
                 self.pts[j][1] * math.prod((g - ts[m]) / (ts[j] - ts[m]) for m in idx if m != j) for j in idx
             )
             self.emit(self.k, g, x, ts[i + 1] - ts[i])
             self.k += 1
+            if idx[0] < i:  # later grid times need none of the reads before the outer one before g
+                del self.pts[: idx[0]]
 
     def flush(self) -> None:
         self._drain(final=True)
+
+
+def held_mean(reads: list[tuple[float, float]], a: float, b: float) -> float:
+    """Mean over [a, b) of a value held from each (time, value) read until the next (the first's also before
+    it): the Present PWM the servo applied, each read following its Goal PWM in one transmission."""
+    total = 0.0
+    for j, (t, v) in enumerate(reads):
+        start = a if j == 0 else max(t, a)
+        end = min(reads[j + 1][0], b) if j + 1 < len(reads) else b
+        total += v * max(0.0, end - start)
+    return total / (b - a)
 
 
 class PwmRecorder:
@@ -225,13 +242,14 @@ class PwmRecorder:
             self.grid = CubicGrid(s.t + self.period / 2, self.period, self._row)
         self.reads.append((s.t, s.pwm_pct, s.qd))
         self.grid.add(s.t, s.q)
-        del self.reads[:-8]
 
     def _row(self, k: int, g: float, q: float, gap: float) -> None:
         if k >= self.planned:
             return  # after the last write: not part of the plan
-        # the PWM in effect at g: that of the last read at or before it (each read follows its write)
-        pwm = next((p for tr, p, _ in reversed(self.reads) if tr <= g), self.reads[0][1])
+        lo, hi = g - self.period / 2, g + self.period / 2
+        while len(self.reads) > 1 and self.reads[1][0] <= lo:  # held from before this row's period
+            del self.reads[0]
+        pwm = held_mean([(t, p) for t, p, _ in self.reads], lo, hi)
         qd = min(self.reads, key=lambda r: abs(r[0] - g))[2]
         tau = float(self.load.gravity(q))
         self.recording.add(f"{k * self.period:.6f},{pwm:.6g},{q:.8f},{tau:.8g},{qd:.6f},{1000 * gap:.0f}")
@@ -289,10 +307,9 @@ def stream_pwm(
         for k, (tk, u) in enumerate(zip(stream.t, stream.pct, strict=True)):
             clock.sleep_until(t0 + tk)
             t_write = clock.now()
-            ch.send(float(u))
             s = None
             while s is None:
-                s = ch.read()
+                s = ch.exchange(float(u))
                 if s is None and time.monotonic() - last_answer > link_timeout_s:
                     raise LinkTimeout(
                         f"servo {stream.servo.id} silent for {link_timeout_s:g} s at t = {tk:.2f} s; {rec.rows} row(s) kept"

@@ -6,20 +6,26 @@ a limit approach that stops with its rows kept, and the servo always put back (G
 from __future__ import annotations
 
 import json
+import time
 
+import dynamixel_sdk
 import numpy as np
 import pytest
 
 from drivers.config import load_config, servo_order
+from drivers.dxl_pwm import PwmState
 from drivers.emulators.dxl_bus import ADDR_GOAL_PWM, ADDR_OPERATING_MODE, ADDR_TORQUE, DxlBusEmulator
 from drivers.emulators.plant import JointPlant
 from drivers.emulators.pwm_drive import PwmDrive, ServoDriveTruth
+from drivers.pwm_run import CubicGrid, LinkLoad, PwmRecorder, PwmStream
 from formats.calibration_recording import read_drive
 from formats.pwm_plan import PwmPlan, Segment, recommended, samples, save_pwm_plan, sweeps
 from poise.cli import main
 from robots.registry import get_model
 
 TRUTH = ServoDriveTruth()
+# 4 Hz: on streamed sweeps (quiet and loaded host) Kc moved −2 % at 6 Hz, −2.5 % at 10 Hz, +3 % at 3 Hz
+FIT = ["--vs", str(TRUTH.v_s), "--cutoff-hz", "4", "--speed-min", "0.05", "--margin", "10"]
 URDF = """<?xml version="1.0"?>
 <robot name="pwm-bench">
   <link name="base_link"><inertial><origin xyz="0 0 0" rpy="0 0 0"/><mass value="1.0"/>
@@ -94,17 +100,24 @@ def _friction(rec: str, capsys, *extra) -> dict:
     return json.loads(capsys.readouterr().out)["fits"][0]
 
 
+def _within_2_percent(fit: dict) -> None:
+    """Friction and PWM gain of a `calibrate friction` fit within 2 % of the emulated servo's truth."""
+    for k, v in TRUTH.params().items():
+        assert fit["params"][k] == pytest.approx(v, rel=0.02), (k, fit["params"], fit["k_pwm_Nm_per_pct"])
+    assert fit["k_pwm_Nm_per_pct"] == pytest.approx(TRUTH.k_pwm_pct(), rel=0.02), fit["params"]
+
+
 def test_streamed_recording_is_the_plan_on_a_uniform_grid(streamed):
     rec = read_drive(streamed["sweeps"] / "recording.csv")
     t_plan, pct = samples(sweeps("pivot", "free", periods=1))
     assert np.allclose(np.diff(rec.t), 0.01)
     assert len(rec.t) >= len(t_plan) - 3
     n = len(rec.t)
-    # each row's PWM is the servo's Present PWM in effect half a period after read k: the plan's value k in
-    # 0.113 % units (or an earlier one when the host was late: what the physics really had)
+    # each row's PWM is the mean of the Present PWM the servo applied over the row's period: the plan's values
+    # k − 1 and k in 0.113 % units, held from the reads that follow their writes (longer when the host was late)
     units = rec.pwm * 885 / 100
-    assert np.allclose(units, np.round(units), atol=1e-3) and np.abs(rec.pwm).max() <= 16 + 100 / 885 / 2
-    assert np.corrcoef(rec.pwm, pct[:n])[0, 1] > 0.99
+    assert np.median(np.abs(units - np.round(pct[:n] * 885 / 100))) < 1
+    assert np.abs(rec.pwm).max() <= 16 + 100 / 885 / 2 and np.corrcoef(rec.pwm, pct[:n])[0, 1] > 0.99
     assert rec.inertia == pytest.approx(0.3 * 0.2**2 + 0.002 + TRUTH.armature, rel=1e-6)
     assert rec.tau == pytest.approx(0.3 * 9.81 * 0.2 * np.sin(rec.q), abs=1e-6)  # gravity load at q
     ticks = rec.q * 4096 / (2 * np.pi)
@@ -120,18 +133,73 @@ def test_streamed_recording_is_the_plan_on_a_uniform_grid(streamed):
 
 def test_friction_and_pwm_gain_recovered_within_2_percent_from_streamed_sweeps(streamed, capsys, tmp_path):
     rec = str(streamed["sweeps"] / "recording.csv")
-    # 4 Hz: on streamed sweeps (quiet and loaded host) Kc moved −2 % at 6 Hz, −2.5 % at 10 Hz, +3 % at 3 Hz
-    opts = ["--vs", str(TRUTH.v_s), "--cutoff-hz", "4", "--speed-min", "0.05", "--margin", "10"]
-    fit = _friction(rec, capsys, *opts, "--out", str(tmp_path / "fric.json"))
-    for k, v in TRUTH.params().items():
-        assert fit["params"][k] == pytest.approx(v, rel=0.02), (k, fit["params"])
-    assert fit["k_pwm_Nm_per_pct"] == pytest.approx(TRUTH.k_pwm_pct(), rel=0.02)
+    fit = _friction(rec, capsys, *FIT, "--out", str(tmp_path / "fric.json"))
+    _within_2_percent(fit)
     # the 8 % triangle alone barely leaves the static band; with the sweeps' friction it gives the gain
     tri = str(streamed["triangle"] / "recording.csv")
     assert main(["calibrate", "pwm-gain", tri, "--link", "free", "--friction", str(tmp_path / "fric.json"),
                  "--cutoff-hz", "4", "--json"]) == 0  # fmt: skip
     gain = json.loads(capsys.readouterr().out)
     assert gain["k_pwm_Nm_per_pct"] == pytest.approx(TRUTH.k_pwm_pct(), rel=0.02)
+
+
+@pytest.fixture
+def late_host(monkeypatch):
+    """Every 2nd Goal PWM, the host loses the CPU for 10 ms right after its bytes leave: 19–22 ms between reads
+    at the 99th percentile, as in the flaky runs (19 ms, at most 29 ms); one flag per Goal PWM: stalled."""
+    write = dynamixel_sdk.PortHandler.writePort
+    stalls = []
+
+    def late(port, packet) -> int:
+        n = write(port, packet)
+        b = bytes(packet)  # header FF FF FD 00, id, length; SYNC WRITE (0x83) from Goal PWM
+        if b[7:10] == bytes([0x83, ADDR_GOAL_PWM & 0xFF, ADDR_GOAL_PWM >> 8]):
+            stalls.append(len(stalls) % 2 == 1)
+            if stalls[-1]:
+                time.sleep(0.010)
+        return n
+
+    monkeypatch.setattr(dynamixel_sdk.PortHandler, "writePort", late)
+    return stalls
+
+
+def test_friction_recovered_within_2_percent_from_a_late_host(bench, tmp_path, capsys, late_host):
+    """Late between a Goal PWM and the read reporting it, the host once put the new PWM down up to a period
+    late in the recording (and bunched the next reads): Kv −3.5 … −4.5 %, σs⁻ −3 … −4 %; now within 2 %."""
+    save_pwm_plan(sweeps("pivot", "free", periods=1), tmp_path / "sweeps.json")
+    code, _ = _run(bench, tmp_path / "sweeps.json", tmp_path / "run")
+    assert code == 0 and sum(late_host) > 1400
+    capsys.readouterr()
+    _within_2_percent(_friction(str(tmp_path / "run" / "recording.csv"), capsys, *FIT))
+
+
+def test_cubic_grid_is_not_thrown_by_bunched_reads():
+    """Reads a late host bunched 1 ms apart, positions in whole encoder ticks: the grid stays within a tick."""
+    tick = 2 * np.pi / 4096
+    times = np.cumsum(np.tile([0.01, 0.01, 0.03, 0.001, 0.001], 40))
+    q = lambda t: 0.5 * np.sin(3 * t)  # noqa: E731
+    rows: dict[int, tuple[float, float]] = {}
+    grid = CubicGrid(times[0] + 0.005, 0.01, lambda k, g, x, gap: rows.__setitem__(k, (g, x)))
+    for t in times:
+        grid.add(t, np.round(q(t) / tick) * tick)
+    grid.flush()
+    g, x = np.array(list(rows.values())).T
+    assert len(rows) > 200 and np.abs(x - q(g)).max() < tick
+
+
+def test_pwm_rows_are_what_the_servo_applied_over_their_period(tmp_path):
+    """Writes landing 4 ms after the phase of the first read (the grid's anchor): each row's PWM is the mean of
+    the staircase the servo held over its period, not the value at its middle (which would be 4 ms early)."""
+    n, p, rate = 80, 0.01, 0.5  # %/tick ramp
+    stream = PwmStream("pivot", 0, None, np.arange(n) * p, np.arange(n) * rate, 100.0, 0.1, -1.0, 1.0)
+    rec = PwmRecorder(tmp_path / "run", stream, LinkLoad(0.0, 0.0, 0.0, 0.01), 0.0, {})
+    for k in range(n):
+        t = k * p + (0.004 if k else 0.0)
+        rec.tick(k, k * rate, PwmState(t, 0.1 * t, 0.1, k * rate, 0.0, t))
+    rec.close()
+    got = read_drive(tmp_path / "run" / "recording.csv")
+    k = np.arange(1, len(got.t))
+    assert np.allclose(got.pwm[1:], rate * (k - 0.4), atol=1e-6)
 
 
 def test_unknown_rotor_inertia_is_fitted(streamed, capsys, tmp_path):

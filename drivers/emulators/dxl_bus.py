@@ -15,11 +15,15 @@ PWM control mode (Operating Mode 11 = 16, changed only while torque is off): a s
 (`drives`, drivers/emulators/pwm_drive.py) moves its joint by MuJoCo with the drive's true friction, gravity and
 PWM gain while torque is on, Goal PWM (100) bounded by PWM Limit (36); Present PWM (124), Present Current (126),
 Present Velocity (128, 0.229 rpm units) and Present Position (132, encoder ticks) come from that physics.
+The packets of one transmission (the bytes one read of the pty returns) act on it at the instant they arrived:
+a SYNC WRITE of Goal PWM and the SYNC READ sent with it see the same physics time, as on a real servo.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from drivers import dxl_protocol as D
@@ -314,19 +318,31 @@ class DxlBusEmulator(PtyDevice):
             return [self._status(pkt.id, D.ERR_DATA_LENGTH)]
         return [self._status(pkt.id, D.ERR_INSTRUCTION)]
 
+    @contextmanager
+    def _at(self, t: float) -> Iterator[None]:
+        """Every drive's physics held at time t while one transmission is handled (PwmDrive.at)."""
+        with ExitStack() as stack:
+            for drive in self.drives.values():
+                stack.enter_context(drive.at(t))
+            yield
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             data = self._recv(0.05)
-            if not data:
+            if data:
+                with self._at(time.monotonic()):
+                    self._serve(data)
+
+    def _serve(self, data: bytes) -> None:
+        """Answer the packets in `data`."""
+        for pkt in self.parser.feed(data):
+            self.packets += 1
+            if self.drop_every and self.packets % self.drop_every == 0:
                 continue
-            for pkt in self.parser.feed(data):
-                self.packets += 1
-                if self.drop_every and self.packets % self.drop_every == 0:
-                    continue
-                replies = self._handle(pkt)
-                if pkt.id == D.BROADCAST and pkt.instruction == D.INST_PING:
-                    for rep in replies:  # each servo answers after its own delay, one after another
-                        time.sleep(STAGGER_S)
-                        self._send(rep)
-                elif replies:
-                    self._send(b"".join(replies))
+            replies = self._handle(pkt)
+            if pkt.id == D.BROADCAST and pkt.instruction == D.INST_PING:
+                for rep in replies:  # each servo answers after its own delay, one after another
+                    time.sleep(STAGGER_S)
+                    self._send(rep)
+            elif replies:
+                self._send(b"".join(replies))

@@ -1,5 +1,8 @@
 """Physics of a servo in PWM control mode for the emulated Dynamixel bus: one joint of the robot driven by a
-voltage (PWM) command through its gearbox, integrated by MuJoCo at 1 kHz in real time.
+voltage (PWM) command through its gearbox, integrated by MuJoCo at 1 kHz in real time. Inside `at(t)` the clock
+stands at t: the bus handles the packets of one transmission at the instant they arrived, as a servo's
+controller does within microseconds, not at the moments its thread (slowed by the physics it integrates, or
+waiting for the interpreter lock) gets round to each of them.
 
 The link is the robot description's subtree beyond the joint (its URDF inertials, every other joint locked at
 its held angle: a MuJoCo model with one hinge), under gravity. The drive is the emulator's *own* truth, not
@@ -17,6 +20,8 @@ import math
 import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,16 +128,31 @@ class PwmDrive:
         self.pwm = 0
         self.torque = False
         self.active = False
+        self._instant: float | None = None  # inside `at`: the time everything happens at
         self._t = time.monotonic()
         self.lock = threading.RLock()
         self.reset(float(q_held[model.joint_index(joint)]))
+
+    def now(self) -> float:
+        """Monotonic seconds: the instant of `at`, else the wall clock."""
+        return time.monotonic() if self._instant is None else self._instant
+
+    @contextmanager
+    def at(self, t: float) -> Iterator[None]:
+        """Everything inside happens at monotonic time t (one transmission's packets, handled at once)."""
+        with self.lock:
+            self._instant = t
+            try:
+                yield
+            finally:
+                self._instant = None
 
     def reset(self, q: float) -> None:
         """The joint at rest at q, the clock at now."""
         with self.lock:
             self.d.qpos[0], self.d.qvel[0] = q, 0.0
             self._mj.mj_forward(self.m, self.d)
-            self._t = time.monotonic()
+            self._t = self.now()
 
     def set_active(self, on: bool, q: float | None = None) -> None:
         """Physics runs while the servo is in PWM mode (position mode: the position plant owns the joint)."""
@@ -162,11 +182,11 @@ class PwmDrive:
         return self.truth.k_pwm * self.pwm if self.torque else 0.0
 
     def advance(self) -> None:
-        now = time.monotonic()
+        now = self.now()
         if not self.active:
             self._t = now
             return
-        n = int((now - self._t) / self.dt)
+        n = max(0, int((now - self._t) / self.dt))
         for _ in range(n):
             self._step()
         self._t += n * self.dt
