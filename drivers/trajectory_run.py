@@ -503,7 +503,8 @@ class TrajectoryExecutor(Executor):
         if not share < TOUCH_SHARE:
             raise SafetyTrip(
                 f"after the weight shift the {ws.other} sole's board still carries {share:.0%} of the load "
-                f"(≥ {TOUCH_SHARE:.0%}): not lifted; nothing streamed"
+                f"(≥ {TOUCH_SHARE:.0%}): not lifted, the plan not streamed (the kinematic emulator's boards always "
+                "share the load: single support on the emulated bench needs --physics mujoco)"
             )
         self.expect_sole(ws.other, True)
         self._both_soles = False
