@@ -29,13 +29,9 @@ import numpy as np
 from drivers.config import RobotConfig
 from drivers.gravity import torque_offsets
 from robots import dynamics as dyn
-from robots.one_sole import one_sole
+from robots.one_sole import one_sole, one_sole_problems
 from robots.tree import RobotModel
 
-LIFT_TOL = (
-    1e-4  # m the free sole may pass the design's lift or ceiling at a tick (the design's own tolerance)
-)
-TILT_TOL = 1e-4  # rad, the same for its tilt
 REST_TOL = 1e-6  # rad/s, rad/s²: the start is at rest
 TOUCH_SHARE = 0.1  # the free sole's board carrying this share of the weight ...
 TOUCH_HOLD_S = 0.1  # ... for this long (robot time): the free sole touched down
@@ -74,36 +70,9 @@ def single_support_problems(
         )
     bal = one_sole(model, q, ss.qd, ss.qdd, base, ss.other, params)
     need = max(ss.margin, float(config.executor.min_margin))
-    if np.any(bal.fz <= 0):
-        k = int(np.argmax(bal.fz <= 0))
-        problems.append(
-            f"setpoint at t = {t[k]:.3f} s: the base sole would leave the ground (Fz {bal.fz[k]:.1f} N)"
-        )
-    elif bal.margin.min() < need - 1e-9:
-        k = int(np.argmin(bal.margin))
-        where = "at the start" if k == 0 else f"at t = {t[k]:.3f} s"
-        problems.append(
-            f"setpoint {where}: ZMP {bal.margin[k] * 1000:.1f} mm inside the {base} sole < required "
-            f"{need * 1000:.1f} mm"
-        )
-    if bal.lowest.min() < ss.lift - LIFT_TOL:
-        k = int(np.argmin(bal.lowest))
-        problems.append(
-            f"setpoint at t = {t[k]:.3f} s: the {ss.other} sole is {bal.lowest[k] * 1000:.1f} mm above the "
-            f"ground (< the design's lift {ss.lift * 1000:.1f} mm)"
-        )
-    if ss.max_lift is not None and bal.highest.max() > ss.max_lift + LIFT_TOL:
-        k = int(np.argmax(bal.highest))
-        problems.append(
-            f"setpoint at t = {t[k]:.3f} s: the {ss.other} sole rises {bal.highest[k] * 1000:.0f} mm above the "
-            f"ground (> the design's ceiling {ss.max_lift * 1000:.0f} mm)"
-        )
-    if ss.max_tilt is not None and bal.tilt.max() > ss.max_tilt + TILT_TOL:
-        k = int(np.argmax(bal.tilt))
-        problems.append(
-            f"setpoint at t = {t[k]:.3f} s: the {ss.other} sole tilts {np.degrees(bal.tilt[k]):.1f}° (> the "
-            f"design's {np.degrees(ss.max_tilt):.1f}°)"
-        )
+    problems += one_sole_problems(bal, base, ss.other, need, ss.lift, ss.max_lift, ss.max_tilt,
+                                  lambda k: "setpoint at the start: " if k == 0 else f"setpoint at t = {t[k]:.3f} s: ",
+                                  margin_tol=1e-9)  # fmt: skip
     return problems
 
 

@@ -68,3 +68,44 @@ def one_sole(
     z = np.einsum("bij,kj->bki", R, sole_corners(model, other))[..., 2] + p[:, None, 2]
     tilt = np.arccos(np.clip(R[:, 2, 2], -1.0, 1.0))
     return OneSole(margin, fz, z.min(axis=1), z.max(axis=1), tilt)
+
+
+def one_sole_problems(
+    s: OneSole,
+    base: str,
+    other: str,
+    margin: float,
+    lift: float,
+    max_lift: float | None = None,
+    max_tilt: float | None = None,
+    where=lambda k: "",
+    margin_tol: float = 1e-4,
+    place_tol: float = 1e-4,
+) -> list[str]:
+    """Why states on one sole are unsafe (empty: they are not): the base sole unloaded, the ZMP less than `margin`
+    m inside it, the `other` sole's corners below `lift` m or above `max_lift` m, its plane tilted beyond
+    `max_tilt` rad. `where(k)` prefixes a message with where state k is (e.g. a tick's time); the tolerances are
+    the caller's (a design's constraint tolerance, or none for what is about to be sent)."""
+    out = []
+    if np.any(s.fz <= 0):
+        k = int(np.argmax(s.fz <= 0))
+        out.append(f"{where(k)}the base sole would leave the ground (Fz {s.fz[k]:.1f} N)")
+    elif s.margin.min() < margin - margin_tol:
+        k = int(np.argmin(s.margin))
+        out.append(
+            f"{where(k)}ZMP {s.margin[k] * 1000:.1f} mm inside the {base} sole < required {margin * 1000:.1f} mm"
+        )
+    if s.lowest.min() < lift - place_tol:
+        k = int(np.argmin(s.lowest))
+        out.append(f"{where(k)}the {other} sole comes {s.lowest[k] * 1000:.1f} mm above the ground "
+                   f"(< {lift * 1000:.1f} mm)")  # fmt: skip
+    if max_lift is not None and s.highest.max() > max_lift + place_tol:
+        k = int(np.argmax(s.highest))
+        out.append(f"{where(k)}the {other} sole rises {s.highest[k] * 1000:.0f} mm above the ground "
+                   f"(> {max_lift * 1000:.0f} mm)")  # fmt: skip
+    if max_tilt is not None and s.tilt.max() > max_tilt + place_tol:
+        k = int(np.argmax(s.tilt))
+        out.append(
+            f"{where(k)}the {other} sole tilts {np.degrees(s.tilt[k]):.1f}° (> {np.degrees(max_tilt):.1f}°)"
+        )
+    return out

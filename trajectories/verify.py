@@ -167,25 +167,16 @@ def _torques(model, q, qd, qdd, params, base, tmax, problems) -> float:
 def _single_support(model, traj, q, qd, qdd, params, problems, zmp_margin) -> tuple[float, tuple[float, ...]]:
     """ZMP margin inside the stance sole and the lifted sole's lowest and highest corner above the ground (m)
     and largest tilt (rad) over the samples (`robots.one_sole`); problems appended."""
-    from robots.one_sole import one_sole
+    from robots.one_sole import one_sole, one_sole_problems
 
     s = one_sole(model, q, qd, qdd, traj.base, traj.other, params)
-    if s.fz.min() <= 0:
-        problems.append("the stance sole would leave the ground (Fz ≤ 0)")
-    marg = float(s.margin.min())
-    if marg < zmp_margin - 1e-4:
-        problems.append(f"ZMP margin {marg * 1000:.1f} mm < required {zmp_margin * 1000:.1f} mm")
-    low, high, tilt = float(s.lowest.min()), float(s.highest.max()), float(s.tilt.max())
-    if low < traj.lift - 1e-4:
-        problems.append(
-            f"the lifted sole comes {low * 1000:.1f} mm above the ground (< {traj.lift * 1000:.1f} mm)"
-        )
-    if traj.max_lift is not None and high > traj.max_lift + 1e-4:
-        problems.append(
-            f"the lifted sole rises {high * 1000:.0f} mm above the ground (> {traj.max_lift * 1000:.0f} mm)"
-        )
-    if traj.max_tilt is not None and tilt > traj.max_tilt + 1e-4:
-        problems.append(f"the lifted sole tilts {np.degrees(tilt):.1f}° (> {np.degrees(traj.max_tilt):.1f}°)")
+    problems += one_sole_problems(s, traj.base, "lifted", zmp_margin, traj.lift, traj.max_lift, traj.max_tilt)
+    marg, low, high, tilt = (
+        float(s.margin.min()),
+        float(s.lowest.min()),
+        float(s.highest.max()),
+        float(s.tilt.max()),
+    )
     return marg, (low, high, tilt)
 
 

@@ -27,7 +27,7 @@ from shapely.geometry import MultiPoint
 
 from formats.errors import DataError
 from robots import dynamics as dyn
-from robots.one_sole import one_sole, sole_corners, sole_polygon
+from robots.one_sole import one_sole, one_sole_problems, sole_corners, sole_polygon
 from robots.stance import lever_share, other_pose
 from robots.tree import RobotModel
 from trajectories.balance_excitation import ZMP_BUFFER, halfplanes
@@ -48,8 +48,6 @@ STRETCH = (1.0, 1.25, 1.6, 2.0, 2.5, 3.2, 4.0)
 # too small for that, ZMP_BUFFER
 SHIFT_BUFFER = 0.02
 STAND_SHARE = 0.5  # the free sole's lever-rule share of the weight standing before the shift
-LIFT_TOL = 1e-4  # m the free sole may dip below the ground or pass the plan's ceiling (as the stream's check)
-TILT_TOL = 1e-4  # rad, the same for its tilt
 
 
 @dataclass
@@ -353,23 +351,12 @@ def _single(model: RobotModel, part: Part | None, base: str, other: str, params:
     if part is None:
         return [f"the {other} sole cannot be lifted straight up from the ground"]
     bal = one_sole(model, part.q, part.qd, part.qdd, base, other, params)
-    problems = []
-    if np.any(bal.fz <= 0):
-        problems.append(f"lifting, the base sole would leave the ground (Fz {bal.fz.min():.1f} N)")
-    elif bal.margin.min() < margin - 1e-9:
-        problems.append(
-            f"lifting, ZMP {bal.margin.min() * 1000:.1f} mm inside the {base} sole < required {margin * 1000:.1f} mm"
-        )
-    if bal.lowest.min() < -LIFT_TOL:
-        problems.append(f"lifting, the {other} sole dips {-bal.lowest.min() * 1000:.1f} mm below the ground")
-    if max_lift is not None and bal.highest.max() > max_lift + LIFT_TOL:
-        problems.append(f"lifting, the {other} sole rises above the plan's ceiling {max_lift * 1000:.0f} mm")
-    if max_tilt is not None and bal.tilt.max() > max_tilt + TILT_TOL:
-        problems.append(
-            f"lifting, the {other} sole tilts {np.degrees(bal.tilt.max()):.1f}° (> the plan's "
-            f"{np.degrees(max_tilt):.1f}°)"
-        )
-    return problems
+    return _single_problems(bal, base, other, margin, max_lift, max_tilt)
+
+
+def _single_problems(bal, base: str, other: str, margin: float, max_lift, max_tilt) -> list[str]:
+    """The lift's problems (the free sole leaves the ground: its corners above 0), as the stream's check."""
+    return one_sole_problems(bal, base, other, margin, 0.0, max_lift, max_tilt, lambda k: "lifting, ", 1e-9)
 
 
 def check_weight_shift(
@@ -382,13 +369,16 @@ def check_weight_shift(
 ) -> list[str]:
     """Every tick of a transition verified with the shared checks; fills ws's figures and problems."""
     s, lf = ws.shift, ws.lift
-    ws.problems = _double(model, ws.chain, s, params, margin)
-    ws.problems += _single(model, lf, ws.base, ws.other, params, margin, max_lift, max_tilt)
-    ws.double_margin_m = double_support_balance(model, ws.chain, s.q, s.qd, s.qdd, params, [], margin)[0]
+    problems: list[str] = []
+    ws.double_margin_m = double_support_balance(model, ws.chain, s.q, s.qd, s.qdd, params, problems, margin)[
+        0
+    ]
+    ws.problems = [f"shifting, {p}" for p in problems]
+    bal = one_sole(model, lf.q, lf.qd, lf.qdd, ws.base, ws.other, params)
+    ws.problems += _single_problems(bal, ws.base, ws.other, margin, max_lift, max_tilt)
+    ws.single_margin_m, ws.lift_end_m = float(bal.margin.min()), float(bal.lowest[-1])
     shares = [lever_share(model, c, ws.pose, ws.base) for c in _zmp(model, ws.base, params, s.q[[0, -1]])]
     ws.share = (float(shares[0]), float(shares[1]))
-    bal = one_sole(model, lf.q, lf.qd, lf.qdd, ws.base, ws.other, params)
-    ws.single_margin_m, ws.lift_end_m = float(bal.margin.min()), float(bal.lowest[-1])
     return ws.problems
 
 
