@@ -94,6 +94,13 @@ class RobotConfig:
         """Measured board poses for a placement (per-placement entry, else the defaults)."""
         return self.placement_offsets.get(placement, (self.right_board, self.left_board))
 
+    def require_robot(self, name: str) -> None:
+        """Refuse (DataError) a plan for another robot than the configuration's: its limits would not apply."""
+        if self.robot != name:
+            raise DataError(
+                f"the robot configuration is for {self.robot!r}, the plan for {name!r} (--config)"
+            )
+
 
 # ------------------------------------------------------------------ field checks
 

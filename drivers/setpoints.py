@@ -234,3 +234,22 @@ def check_run(plan: Plan, model: RobotModel, config: RobotConfig) -> RunCheck:
             issues += air
         problems += issues
     return out
+
+
+def tick_problems(model: RobotModel, config: RobotConfig, t: np.ndarray, q: np.ndarray) -> list[str]:
+    """Setpoints (ticks at times t) outside the joint limits or faster than the run's velocity limit."""
+    problems: list[str] = []
+    bad = [(k, v) for k, qk in enumerate(q) if (v := model.limit_violations(qk, LIMIT_TOL))]
+    if bad:
+        k, v = bad[0]
+        more = f" ({len(bad)} ticks in all)" if len(bad) > 1 else ""
+        problems.append(f"setpoint at t = {t[k]:.3f} s: {v[0]}{more}")
+    speed = np.abs(np.diff(q, axis=0)) / np.diff(t)[:, None]
+    lim = config.executor.velocity_limit
+    if speed.max() > lim * (1 + STEP_RTOL):
+        k, j = np.unravel_index(int(np.argmax(speed)), speed.shape)
+        problems.append(
+            f"joint {model.joint_names[j]} moves {speed[k, j]:.3f} rad/s between ticks at t = {t[k]:.3f} s "
+            f"> velocity_limit {lim:g} rad/s of the robot configuration"
+        )
+    return problems

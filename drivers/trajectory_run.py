@@ -10,9 +10,10 @@ streamed. A single-support trajectory (`drivers.single_support_stream`) starts t
 boards in the standing posture of its weight shift (`trajectories.weight_shift`), then streams the shift (the free
 sole's share of the gravity feed-forward ramped to 0), holds until the free sole's board carries less than
 TOUCH_SHARE of the load (else stops), lifts the free sole to the trajectory's start on the base sole alone and
-streams the trajectory; a plan that ends where it starts is then put back on both soles by the same ticks played
-backwards (else the run ends at rest on one sole). With `start="set-down"` it is instead set down on its
-base sole alone, the other sole in the air (a hoist or a second person). A fixed-base arm is moved to the start
+streams the trajectory; then it is put back on both soles by a weight shift played backwards: the start's when the
+plan ends where it starts, else one planned to the plan's end posture (`StreamPlan.lead_out`). With
+`start="set-down"` it is instead set down on its base sole alone, the other sole in the air (a hoist or a second
+person), and the run ends at rest on that sole. A fixed-base arm is moved to the start
 with a cosine profile and streamed.
 Ctrl-C, a silent link, a tracking error above `track_trip_deg` or the boards saying the robot tips or falls (or,
 in single support, that the lifted sole touched down) stop streaming and hold.
@@ -50,7 +51,7 @@ from drivers.executor import Executor, Operator, Progress, SafetyTrip
 from drivers.gravity import goal_offsets
 from drivers.realtime import steady_gc
 from drivers.run_files import SyncedLines, new_run_dir, write_run_meta
-from drivers.setpoints import LIMIT_TOL, STEP_RTOL, RunCheck, air_move, check_run, cosine_profile, ticks
+from drivers.setpoints import RunCheck, air_move, check_run, cosine_profile, tick_problems, ticks
 from drivers.single_support_stream import (
     TOUCH_HOLD_S,
     TOUCH_SHARE,
@@ -70,7 +71,6 @@ from trajectories.weight_shift import WeightShift, part_slice, reverse
 
 RUN_FILES = ("recording.csv", "raw_joints.csv", "raw_boards.csv", "run.json")
 LANDING_S = 0.5  # s (robot time) a standing robot holds its start posture on the boards before streaming
-END_TOL = 1e-6  # rad: a plan ending this close to its start is put back on both soles by its weight shift
 UNLOAD_S = 0.5  # s (robot time) held after a weight shift; the free board's share: over its second half
 
 
@@ -86,6 +86,8 @@ class StreamPlan:
     band_hz: float | None = None  # the motion's highest frequency: recording metadata motion_band_hz
     single: SingleSupport | None = None  # standing on the base sole alone (else double support)
     lead_in: WeightShift | None = None  # single support started by a weight shift from double support
+    # ... ended by this one played backwards (lead_in itself for a periodic plan; None: ends on one sole)
+    lead_out: WeightShift | None = None
 
     @property
     def rate_hz(self) -> float:
@@ -146,30 +148,20 @@ def check_stream(model: RobotModel, config: RobotConfig, sp: StreamPlan) -> Stre
         margin = max(sp.single.margin, float(config.executor.min_margin))
         if sp.lead_in is None:  # set down on one sole
             return StreamCheck(problems, RunCheck([], {}, margin), plan)
-        for what, part in (("shifting", sp.lead_in.shift), ("lifting", sp.lead_in.lift)):
-            problems += [f"{what}, {p}" for p in tick_problems(model, config, part.t, part.q)]
+        for ws, when in _transitions(sp):
+            for what, part in (("shifting", ws.shift), ("lifting", ws.lift)):
+                problems += [f"{when}{what}, {p}" for p in tick_problems(model, config, part.t, part.q)]
     rc = check_run(plan, model, config)  # standing on both soles at the start
     problems += [f"start {p}" for p in rc.problems]
     return StreamCheck(problems, rc, plan)
 
 
-def tick_problems(model: RobotModel, config: RobotConfig, t: np.ndarray, q: np.ndarray) -> list[str]:
-    """Setpoints (ticks at times t) outside the joint limits or faster than the run's velocity limit."""
-    problems: list[str] = []
-    bad = [(k, v) for k, qk in enumerate(q) if (v := model.limit_violations(qk, LIMIT_TOL))]
-    if bad:
-        k, v = bad[0]
-        more = f" ({len(bad)} ticks in all)" if len(bad) > 1 else ""
-        problems.append(f"setpoint at t = {t[k]:.3f} s: {v[0]}{more}")
-    speed = np.abs(np.diff(q, axis=0)) / np.diff(t)[:, None]
-    lim = config.executor.velocity_limit
-    if speed.max() > lim * (1 + STEP_RTOL):
-        k, j = np.unravel_index(int(np.argmax(speed)), speed.shape)
-        problems.append(
-            f"joint {model.joint_names[j]} moves {speed[k, j]:.3f} rad/s between ticks at t = {t[k]:.3f} s "
-            f"> velocity_limit {lim:g} rad/s of the robot configuration"
-        )
-    return problems
+def _transitions(sp: StreamPlan) -> list[tuple[WeightShift, str]]:
+    """The weight shifts a run plays, each with what its problems are prefixed with (the start's: nothing)."""
+    out = [(sp.lead_in, "")]
+    if sp.lead_out is not None and sp.lead_out is not sp.lead_in:
+        out.append((sp.lead_out, "at the plan's end, "))
+    return out
 
 
 def board_wrench(kg: np.ndarray, cells: np.ndarray) -> np.ndarray:
@@ -433,16 +425,11 @@ class TrajectoryExecutor(Executor):
                 off = self._offsets(p.q) if self.gravity_compensation else None
                 while self.clock.now() - t0 < LANDING_S / self.k:
                     self._tick(p.q, 0, "settle", None, off)
-            hull = polygon
-            if (
-                sp.lead_in is not None
-            ):  # from both soles onto the base sole, the free sole lifted to the start
-                polygon = self._weight_shift(cells, hull)
+            if sp.lead_in is not None:  # from both soles onto the base sole, the free sole lifted
+                polygon = self._weight_shift(cells, polygon)
             self._stream(cells, polygon)
-            if (
-                sp.lead_in is not None
-            ):  # the free sole back down and the weight shared again, or at rest on one
-                self._weight_shift_back(cells, polygon, hull)
+            if sp.lead_out is not None:  # the free sole back down and the weight shared again
+                self._weight_shift_back(cells, polygon)
             self.progress_cb(Progress(len(sp.t), len(sp.t), 0, 0, "done"))
         except BaseException:
             self.link.stop()
@@ -483,7 +470,7 @@ class TrajectoryExecutor(Executor):
         free sole to the plan's start (single support) and hold it there; returns the base sole's polygon."""
         ws, sp = self.sp.lead_in, self.sp
         self.rec.update_meta(weight_shift=ws.summary())
-        lever = float(np.clip(self._lever_share(ws.stand), 0.0, 1.0))
+        lever = float(np.clip(self._lever_share(ws, ws.stand), 0.0, 1.0))
         shares = lever * (1.0 - ws.progress)
         off = goal_offsets(self.model, self.cfg, ws.shift.q, sp.params, sp.base, self._p_gains, shares)
         self._stream_part("shift", ws.shift.t, ws.shift.q, off, cells, hull)
@@ -520,14 +507,13 @@ class TrajectoryExecutor(Executor):
             self._standing_check(cells, polygon, 0.0, "at the start")
         return polygon
 
-    def _weight_shift_back(self, cells, polygon, hull) -> None:
-        """When the plan ends where it starts (a periodic design): the weight-shift start played backwards — the
-        free sole lowered to straight above its ground pose, put down, and the weight shifted back onto both
-        soles, held standing; else the run ends at rest on the base sole. run.json says which."""
-        ws, sp = self.sp.lead_in, self.sp
-        if np.abs(sp.q[-1] - sp.q[0]).max() > END_TOL:
-            self.rec.update_meta(weight_shift=self.rec.meta["weight_shift"] | {"end": "at rest on one sole"})
-            return
+    def _weight_shift_back(self, cells, polygon) -> None:
+        """The end weight shift (`StreamPlan.lead_out`: the start's for a plan ending where it starts) played
+        backwards — the free sole lowered to straight above its ground pose, put down, and the weight shifted back
+        onto both soles, held standing. run.json keeps how it ended (and a transition of its own)."""
+        ws, sp = self.sp.lead_out, self.sp
+        if ws is not sp.lead_in:
+            self.rec.update_meta(weight_shift_end=ws.summary())
         air = reverse(part_slice(ws.lift, ws.raise_ticks - 1))
         down = reverse(part_slice(ws.lift, 0, ws.raise_ticks))
         ff = [feedforward_offsets(self.model, self.cfg, p.q, p.qd, p.qdd, sp.base, sp.params, self._p_gains)
@@ -536,8 +522,8 @@ class TrajectoryExecutor(Executor):
         self.expect_sole(ws.other, False)
         self._both_soles = True  # the free sole may touch its board from here on
         self._stream_part("lower", down.t, down.q, ff[1], cells, polygon)
-        back = reverse(ws.shift)
-        lever = float(np.clip(self._lever_share(ws.stand), 0.0, 1.0))
+        back, hull = reverse(ws.shift), self._support_polygon(ws.stand)
+        lever = float(np.clip(self._lever_share(ws, ws.stand), 0.0, 1.0))
         off = goal_offsets(self.model, self.cfg, back.q, sp.params, sp.base, self._p_gains,
                            lever * (1.0 - ws.progress[::-1]))  # fmt: skip
         self._stream_part("shift", back.t, back.q, off, cells, hull)
@@ -547,10 +533,11 @@ class TrajectoryExecutor(Executor):
             self._standing_check(cells, hull, float(back.t[-1]), "standing")
         self.rec.update_meta(weight_shift=self.rec.meta["weight_shift"] | {"end": "standing on both soles"})
 
-    def _lever_share(self, q: np.ndarray) -> float:
-        """The free sole's lever-rule share of the weight at posture q (the double-support feed-forward's)."""
+    def _lever_share(self, ws: WeightShift, q: np.ndarray) -> float:
+        """The free sole's lever-rule share of the weight at posture q, its sole at `ws`'s ground pose (the
+        double-support feed-forward's)."""
         com = com_position(self.model, q, self.sp.params, self.sp.base)[:2]
-        return lever_share(self.model, com, self.sp.lead_in.pose, self.sp.base)
+        return lever_share(self.model, com, ws.pose, self.sp.base)
 
     def _stream_part(self, phase: str, t: np.ndarray, q: np.ndarray, off: np.ndarray, cells, polygon) -> None:
         """Stream a checked part of the weight-shift start, tripping as streaming does (tracking, tipping,

@@ -128,7 +128,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--placement-error", type=at.pair_of_nonnegative, default=(0.0, 0.0), metavar="MM,DEG",
                    help="--twin: σ of the boards' placement error, mm and degrees (default 0,0)")  # fmt: skip
     c.add_argument("--config", type=at.text_file,
-                   help="--twin: robot TOML (board offsets, servo gain; default: bundled)")  # fmt: skip
+                   help="--twin: robot TOML (board offsets, servo gain); a single-support trajectory plan: the "
+                        "executor's rate, velocity limit and min_margin its weight shifts are planned with "
+                        "(default: bundled)")  # fmt: skip
     at.add_gravity_comp(c, "--twin: ")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_check)
@@ -291,7 +293,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if is_trajectory_plan(args.plan):
         from poise.cmd_plan_trajectory import cmd_check_trajectory
 
-        return cmd_check_trajectory(args.plan, args.params, args.json)
+        return cmd_check_trajectory(args.plan, args.params, args.json, args.config)
 
     plan = load_plan(args.plan)
     model = plan_model(plan)

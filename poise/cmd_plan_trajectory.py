@@ -5,10 +5,17 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from typing import TYPE_CHECKING
 
 from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, err_console, print_json, quantity_table, vanish_on_error
+
+if TYPE_CHECKING:  # the commands import what they run lazily (a fast CLI start)
+    from drivers.config import RobotConfig
+    from drivers.single_support_stream import Transitions
+    from robots.tree import RobotModel
+    from trajectories.weight_shift import WeightShift
 
 
 def register(s: argparse._SubParsersAction) -> None:
@@ -337,8 +344,10 @@ def _standing_rows(v: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
-def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
-    """`plan check` for a trajectory plan: every limit on a 1 ms grid, κ recomputed."""
+def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: str | None = None) -> int:
+    """`plan check` for a trajectory plan: every limit on a 1 ms grid, κ recomputed; a single-support plan's
+    weight shifts planned as `poise run` plays them (`drivers.single_support_stream.plan_transitions`)."""
+    from drivers.single_support_stream import plan_transitions
     from formats.trajectory_plan import load_trajectory_plan
     from trajectories.plan import check_plan, plan_model, plan_trajectory
 
@@ -346,10 +355,14 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
     model = plan_model(plan)
     traj = plan_trajectory(plan, model)
     ps = params or plan.params or next(iter(model.params))
+    cfg = _run_config(model, traj, config)  # a bad configuration refused before the long checks
     check = check_plan(plan, model, traj, ps, 0.001)
+    tr = None if cfg is None else plan_transitions(model, cfg, plan, traj, ps)
+    problems = check.problems + ([] if tr is None else tr.problems)
     if as_json:
-        print_json(check.to_dict())
-        return 0 if check.ok else 1
+        out = check.to_dict() | {"problems": problems, "ok": not problems}
+        print_json(out if tr is None else out | {"weight_shift": tr.summary()})
+        return 0 if not problems else 1
     rows = [
         ("grid", f"{check.grid_points} × {check.dt * 1000:.2f}", "ms"),
         ("min position margin", f"{check.min_position_margin_rad:.4f}", "rad"),
@@ -359,14 +372,43 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool) -> int:
         ("κ raw / column-scaled", f"{check.kappa:.1f} / {check.kappa_scaled:.3f}", "—"),
     ]
     rows += _standing_rows(check.to_dict())
+    rows += [] if tr is None else _transition_rows(tr)
     table = quantity_table(f"{path}: {model.name}, {traj.duration:.1f} s, parameters {ps!r}", rows, "check")
     console.print(table)
-    if check.ok:
+    if not problems:
         console.print("[green]trajectory OK")
         return 0
-    for msg in check.problems:
+    for msg in problems:
         console.print(f"[red]FAIL[/red] {msg}")
     return 1
+
+
+def _run_config(model: RobotModel, traj, config: str | None) -> RobotConfig | None:
+    """The executor's configuration (`config`, else the bundled one) a single-support plan's weight shifts are
+    planned with; None for any other plan (nothing to plan: a double-support or fixed-base run starts as placed)."""
+    from drivers.config import load_config
+    from trajectories.single_support import SingleSupportTrajectory
+
+    if not isinstance(traj, SingleSupportTrajectory):
+        return None
+    cfg = load_config(config)
+    cfg.require_robot(model.name)
+    return cfg
+
+
+def _transition_rows(tr: Transitions) -> list[tuple[str, str, str]]:
+    """Table rows of a run's weight shifts (`Transitions`): at the start, and at the end unless it is the start's."""
+    rows = [_transition_row("start", tr.start)]
+    if tr.periodic:
+        return rows + [("weight shift at the end", "the start's, backwards", "—")]
+    return rows + [_transition_row("end", tr.end)]
+
+
+def _transition_row(when: str, ws: WeightShift | None) -> tuple[str, str, str]:
+    """One weight shift's row: the durations of its shift and lift, or that there is none."""
+    if ws is None:
+        return f"weight shift at the {when}", "[red]none", "—"
+    return f"weight shift at the {when}: shift / lift", f"{ws.shift.t[-1]:.2f} / {ws.lift.t[-1]:.2f}", "s"
 
 
 def cmd_show_trajectory(path: str, out: str) -> int:

@@ -18,7 +18,7 @@ from drivers.config import RobotConfig
 from drivers.emulators.world import WorldOptions
 from drivers.executor import Progress
 from drivers.session import Session
-from drivers.single_support_stream import SingleSupport
+from drivers.single_support_stream import SingleSupport, plan_margin, plan_transitions
 from drivers.trajectory_run import (
     StreamCheck,
     StreamPlan,
@@ -55,16 +55,13 @@ def prepare(
 ) -> tuple[RobotModel, StreamPlan | None, list[str], StreamCheck | None]:
     """(model, setpoints, problems, their check): the plan-check checks first; when they pass, the trajectory
     sampled at the configuration's rate and every setpoint checked; a single-support plan's start planned
-    (`start`: a weight shift from both soles, `trajectories.weight_shift`, or set down on the base sole) and
-    checked too."""
+    (`start`: a weight shift from both soles and one back at the end, `plan_transitions`, or set down on the base
+    sole) and checked too."""
     from trajectories.parametrisation import motion_band_hz
     from trajectories.plan import check_plan, plan_model, plan_recording, plan_trajectory
 
     model = plan_model(plan)
-    if config.robot != model.name:
-        raise DataError(
-            f"the robot configuration is for {config.robot!r}, the plan for {model.name!r} (--config)"
-        )
+    config.require_robot(model.name)
     traj = plan_trajectory(plan, model)
     ps = params or plan.params or next(iter(model.params))
     check = check_plan(plan, model, traj, ps)
@@ -75,18 +72,15 @@ def prepare(
     q, qd, qdd = traj.sample(t)
     sp = StreamPlan(t, q, how.base, ps, how.standing, motion_band_hz(traj))
     if how.single:
-        margin = float(plan.settings.get("zmp_margin", 0.0))
-        sp.single = SingleSupport(traj.other, traj.lift, margin, qd, qdd, traj.max_lift, traj.max_tilt)
+        sp.single = SingleSupport(
+            traj.other, traj.lift, plan_margin(plan), qd, qdd, traj.max_lift, traj.max_tilt
+        )
     stream = check_stream(model, config, sp)
     if how.single and start == "weight-shift" and not stream.problems:
-        from trajectories.weight_shift import plan_weight_shift
-
-        need = max(sp.single.margin, float(config.executor.min_margin))
-        try:
-            sp.lead_in = plan_weight_shift(model, sp.base, ps, q[0], traj.lift, need, config.executor.velocity_limit,
-                                           config.executor.rate_hz, traj.max_lift, traj.max_tilt)  # fmt: skip
-        except DataError as exc:
-            return model, sp, [str(exc)], stream
+        tr = plan_transitions(model, config, plan, traj, ps)
+        if tr.problems:
+            return model, sp, tr.problems, stream
+        sp.lead_in, sp.lead_out = tr.start, tr.end
         stream = check_stream(model, config, sp)
     return model, sp, stream.problems, stream
 

@@ -36,6 +36,25 @@ def poise_in_fresh_process(*argv: str) -> None:
                    env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
 
 
+def ramp_motion(qa: np.ndarray, qb: np.ndarray, duration: float, harmonics: int = 5):
+    """A Fourier motion (`trajectories.fourier`, period 2·duration) from qa at rest to qb at rest in `duration` s,
+    least-squares nearest a quintic ramp: a plan that ends elsewhere than it starts, at rest at both ends."""
+    from trajectories.fourier import FourierTrajectory, basis
+    from trajectories.weight_shift import quintic
+
+    t = np.linspace(0.0, duration, 201)
+    P, V, A = basis(t, harmonics, np.pi / duration)
+    E = np.vstack([V[[0, -1]], A[[0, -1]], P[-1] - P[0]])  # at rest at both ends, a unit step
+    n, k = P.shape[1], len(E)
+    kkt = np.block([[2 * P.T @ P, E.T], [E, np.zeros((k, k))]])
+    x = np.linalg.lstsq(kkt, np.r_[2 * P.T @ quintic(t / duration)[0], np.zeros(k - 1), 1.0], rcond=None)[0][
+        :n
+    ]
+    X = np.outer(x, np.asarray(qb, float) - qa)
+    X[0] += np.asarray(qa, float) - P[0] @ X
+    return FourierTrajectory.from_coefficients(X, 2 * duration, duration)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261121)

@@ -20,9 +20,12 @@ from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
 from formats.parameter_set import parameter_set_to_json
 from formats.plan import Placement, Plan, Posture, save_plan
 from formats.static_recording import StaticRecording, write_recording
+from formats.trajectory_plan import TrajectoryPlan, save_trajectory_plan
 from poise import argtypes
 from poise.cli import build_parser, main
 from robots.tulip import tulip
+from trajectories.fourier import FourierTrajectory
+from trajectories.single_support import SingleSupportTrajectory
 
 KEEP = "precious contents\n"
 
@@ -52,6 +55,15 @@ def _plan(nq: int = 12) -> Plan:
     postures = [Posture(i, 0, rng.uniform(-0.2, 0.2, nq), 3.0, 6.0, (0.05, 0.1), 0.09) for i in range(3)]
     names = [f"theta{i}" for i in range(1, nq + 1)]
     return Plan("tulip", "right", names, [Placement(0, (0.0, 0.2, 0.0))], postures, settings={"margin": 0.08})
+
+
+def _single_support_plan() -> TrajectoryPlan:
+    """A (motionless) single-support trajectory plan: `plan check` plans its weight shifts with --config."""
+    z = np.zeros((12, 1))
+    traj = SingleSupportTrajectory(FourierTrajectory(2.0, 2.0, np.zeros(12), z, z), "right", "sole_l", 0.02)
+    names = [f"theta{i}" for i in range(1, 13)]
+    return TrajectoryPlan("tulip", "right", names, traj.to_json(), params="sim",
+                          settings={"motion": "single-support", "zmp_margin": 0.02})  # fmt: skip
 
 
 def _doggy(n: int = 200, dt: float = 1e-3) -> DoggyRecording:
@@ -99,6 +111,11 @@ def files(tmp_path_factory):
     save_plan(_plan(), d / "good_plan.json")
     f["good_plan"] = str(d / "good_plan.json")
     f["traj_plan"] = str(Path(__file__).parent / "data" / "tulip_double_support_10s.json")
+    save_trajectory_plan(_single_support_plan(), d / "ss_plan.json")
+    f["ss_plan"] = str(d / "ss_plan.json")
+    put("bad_toml.toml", "[executor\nrate_hz = 100\n")
+    put("ur5_config.toml", 'robot = "ur5"\n')
+    put("margin_config.toml", "[executor]\nmin_margin = 2.0\n")
     good = json.loads((d / "good_plan.json").read_text())
     bad = json.loads(json.dumps(good))
     bad["postures"][0]["q"][0] = float("nan")
@@ -403,6 +420,10 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan check", ["{good_plan}", "--params", "{binary}"]),
     ("plan check", ["{good_plan}", "--params", "{negative_params}"]),
     ("plan check", ["{good_plan}", "--params", "{zero_params}"]),
+    ("plan check", ["{ss_plan}", "--config", "{bad_toml}"]),
+    ("plan check", ["{ss_plan}", "--config", "{ur5_config}"]),
+    ("plan check", ["{ss_plan}", "--config", "{margin_config}"]),
+    ("plan check", ["{ss_plan}", "--config", "{latin1}"]),
     # plan show
     ("plan show", ["{binary}", "--out", "{dir}/f1.png"]),
     ("plan show", ["{good_plan}", "--out", "{dir}/f1.docx"]),

@@ -3,8 +3,9 @@ designed by the planner, streamed through the real servo and board drivers (`poi
 the robot, set down on both boards, shifted its weight onto its right sole and lifted the left one (as on real
 hardware: `trajectories.weight_shift`; the left sole put back down and the weight shifted back afterwards), and
 identified from the boards' wrench with `identify dynamic` against the
-twin's saved truth; and the pre-flight refusal of a plan whose ticks would stand too close to the sole's edge for
-the configuration."""
+twin's saved truth; a plan ending elsewhere than it starts put back on both boards by its end posture's own
+weight shift; the former start (`--start set-down`, on the base sole alone); and the pre-flight refusal of a plan
+whose ticks would stand too close to the sole's edge for the configuration."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import poise_in_fresh_process
+from conftest import poise_in_fresh_process, ramp_motion
 from shapely.geometry import Point, Polygon
 
 from formats.dynamic_recording import read_dynamic_recording
 from poise.cli import main
 from robots.params_io import resolve_params
+from trajectories.fourier import FourierTrajectory
 
 pytestmark = pytest.mark.slow
 
@@ -112,6 +114,63 @@ def test_the_run_starts_on_both_boards_and_shifts_the_weight(tulip, run_dir):
         sum(float(r[k]) for k in ("kg_tr", "kg_br", "kg_tl", "kg_bl")) for r in rows if r["board"] == "1"
     ][-1]
     assert last > 0.3 * weight
+
+
+@pytest.fixture(scope="module")
+def elsewhere_path(plan_path, tmp_path_factory):
+    """The designed plan's start, then only the free hip yawing 0.05 rad in 3 s, rest to rest (`ramp_motion`):
+    a plan that ends where it does not start."""
+    doc = json.loads(plan_path.read_text())
+    motion = FourierTrajectory.from_json(doc["trajectory"]["motion"])
+    q0 = motion.sample([0.0])[0][0]
+    doc["trajectory"]["motion"] = ramp_motion(q0, q0 + 0.05 * np.eye(len(q0))[6], 3.0).to_json()
+    out = tmp_path_factory.mktemp("elsewhere") / "elsewhere.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _twin_run(plan, out, *extra: str) -> dict:
+    """`poise run` of a plan on the physics twin as the module's run; its run.json."""
+    args = ["run", str(plan), "--robot", "sim", "--boards", "sim", "--physics", "mujoco",
+            "--time-scale", "0.5", "--no-noise", "--out", str(out), "--yes", "--json", *extra]  # fmt: skip
+    assert main(args) == 0
+    return json.loads((out / "run.json").read_text())
+
+
+def _phases(run_dir) -> list[str]:
+    """The phases of raw_joints.csv in the order they came."""
+    phases = [r["phase"] for r in csv.DictReader((run_dir / "raw_joints.csv").read_text().splitlines())]
+    return [p for k, p in enumerate(phases) if k == 0 or p != phases[k - 1]]
+
+
+def test_a_plan_ending_elsewhere_ends_standing_on_both_boards(tulip, elsewhere_path, tmp_path):
+    """The end posture's own weight shift, played backwards: the left sole put down 2.8° turned and a few mm
+    from where it was lifted (the twin places it where it touches: no `slip`), the weight shared again."""
+    meta = _twin_run(elsewhere_path, tmp_path / "run")
+    assert meta["status"] == "completed" and meta["ticks_streamed"] == meta["ticks_planned"] == 301
+    assert meta["twin_events"] == []
+    start, end = meta["weight_shift"], meta["weight_shift_end"]
+    assert start["end"] == "standing on both soles" and end["shift_ticks"] > 100 and end["lift_ticks"] > 100
+    assert abs(end["free_sole_pose"][2] - start["free_sole_pose"][2]) > 0.03
+    assert _phases(tmp_path / "run") == ["move", "settle", "shift", "unload", "lift", "settle", "stream",
+                                         "lower", "shift", "settle"]  # fmt: skip
+    with open(tmp_path / "run" / "raw_boards.csv") as f:
+        last = [sum(float(r[k]) for k in ("kg_tr", "kg_br", "kg_tl", "kg_bl")) for r in csv.DictReader(f)
+                if r["board"] == "1"][-1]  # fmt: skip
+    assert last > 0.3 * resolve_params(str(tmp_path / "run" / "truth.json"), tulip).total_mass
+
+
+def test_set_down_on_one_sole_streams_it_too(plan_path, tmp_path):
+    """`--start set-down` (the former start: lifted, moved in the air, set down on the right sole alone) on the
+    twin: no twin event, every tick streamed and recorded, no weight shift."""
+    meta = _twin_run(plan_path, tmp_path / "run", "--start", "set-down")
+    assert meta["status"] == "completed" and meta["start"] == "set-down" and "weight_shift" not in meta
+    assert meta["twin_events"] == [] and meta["ticks_streamed"] == meta["ticks_planned"] == 601
+    assert _phases(tmp_path / "run") == ["move", "settle", "stream"]
+    rec = read_dynamic_recording(tmp_path / "run" / "recording.csv")
+    # a row per tick on the uniform grid (the last one only once a later measurement brackets it)
+    assert len(rec.t) >= 600 and rec.t[-1] == pytest.approx(6.0, abs=0.015)
+    assert np.allclose(np.diff(rec.t), 0.01) and np.isfinite(rec.wrench).all() and np.isfinite(rec.q).all()
 
 
 def test_identification_recovers_the_total_mass(tulip, run_dir, capsys):

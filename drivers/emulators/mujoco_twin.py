@@ -639,6 +639,7 @@ class Twin:
             # a sole set down in the air (single support) must stay there: touching down is an event
             self._placed_lifted = {s for s in self.soles if s != self.base_site} if lifted else set()
             self._releasing: set[str] = set()
+            self._putting_down: set[str] = set()  # lifted soles put back down: placed where they touch
             self._cache = (-1.0, np.zeros(8))
             self._ext_sum[:], self._ext_n[:] = 0.0, 0
             self._ext_last = [None, None]
@@ -648,13 +649,15 @@ class Twin:
     def expect_sole(self, sole: str, lifted: bool) -> None:
         """The executor lifts `sole` off its board on purpose (`lifted`; a weight-shift start) — its leaving the
         board is no `lift` event and, once in the air, it counts as set down lifted (touching down is a
-        `touch-down`) — or puts it back down (it may touch its board again)."""
+        `touch-down`) — or puts it back down (it may touch its board again; where it touches is where it was
+        placed: a plan ending elsewhere puts it down elsewhere, no `slip`)."""
         with self.lock:
             if lifted:
                 self._releasing.add(sole)
             else:
                 self._releasing.discard(sole)
                 self._placed_lifted.discard(sole)
+                self._putting_down.add(sole)
 
     def _clamp(self) -> None:
         """Strap every sole resting on a board to it, flat on its top where it stands (its x, y and heading):
@@ -849,6 +852,9 @@ class Twin:
                 self._event("edge", f"{s} tilted {sole_tilt:.1f} deg: standing on an edge", f"edge:{s}")
             if touching[s]:
                 self._landed.add(s)
+                if s in self._putting_down:
+                    self._putting_down.discard(s)
+                    self._placed_at[s] = d.site_xpos[sid].copy()
                 if s in self._placed_lifted:
                     self._event("touch-down", f"{s} (set down lifted) touched down", f"touch-down:{s}")
             lifted = float(d.site_xpos[sid][2]) - BOARD_SIZE[2] > 0.002
