@@ -45,7 +45,9 @@ def register(s: argparse._SubParsersAction) -> None:
         default=100,
         help="grid points per period for κ and torque limits",
     )
-    t.add_argument("--criterion", choices=["kappa", "logdet"], default="kappa")
+    t.add_argument("--criterion", choices=["kappa", "logdet", "logvar"], default="kappa",
+                   help="kappa: κ (smooth surrogate); logdet: −log det (D-optimal); logvar: Σ log of the parameters' "
+                        "variances (each scale-free; penalises correlation; starts from the D-optimum)")  # fmt: skip
     t.add_argument(
         "--max-kappa", type=at.number(1.0, 1e12, lo_open=True), metavar="K",
         help="keep κ of the column-scaled base regressor ≤ K on the design grid (e.g. with --criterion logdet "

@@ -105,7 +105,7 @@ TEST_DESIGN = Path(__file__).parent / "data" / "tulip_double_support_10s.json"
 
 
 def sampled_test_design(rate_hz: float):
-    """The stored TUlip double-support design (the twin test's SETTINGS, seed 3) sampled as the boards record it:
+    """The stored TUlip double-support design (the twin test's former SETTINGS: κ, 3 harmonics, seed 3) sampled as the boards record it:
     (model, t, q) at `rate_hz` over its whole duration."""
     from formats.trajectory_plan import load_trajectory_plan
     from robots.registry import get_model

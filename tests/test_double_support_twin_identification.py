@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import TEST_DESIGN
 from shapely.geometry import MultiPoint, Point
 
 from drivers.emulators.mujoco_arm import physical_truth, standing_wrench
@@ -30,9 +31,12 @@ pytestmark = pytest.mark.slow
 THESIS_KAPPA = 74_131.0
 MARGIN = 0.06  # m: the servo-driven closed chain sways; 20 mm lets a sole tip onto its toe on the twin
 SHARE = 0.25  # each sole carries ≥ 25 % by the lever rule: a nearly unloaded sole rocks on a corner
+# the design minimises the parameters' summed log variances (each scale-free; D-optimality's stage first) with 7
+# harmonics of a 10 s period (0.7 Hz band); the former design (κ, 3 harmonics) is the stored TEST_DESIGN
 SETTINGS = ExcitationSettings(
-    period=10.0, duration=10.0, harmonics=3, samples=32, max_iter=100, sharpness=(8.0,), simplified=True,
-    motion="double-support", zmp_margin=MARGIN, load_share=SHARE, velocity_fraction=0.3,  # executor: 1 rad/s
+    period=10.0, duration=10.0, harmonics=7, samples=64, max_iter=200, simplified=True, criterion="logvar",
+    scaling="none", motion="double-support", zmp_margin=MARGIN, load_share=SHARE,
+    velocity_fraction=0.3,  # executor: 1 rad/s
 )  # fmt: skip
 WELL = 15.0  # % relative SE
 SE_SPREAD = 1.6  # fit SE / forecast SE reached 1.51 over five twin runs
@@ -46,12 +50,24 @@ def design(tulip, tmp_path_factory):
     return res, path
 
 
+def _run(plan, out) -> None:
+    args = ["run", str(plan), "--robot", "sim", "--boards", "sim", "--physics", "mujoco",
+            "--time-scale", "0.25", "--no-noise", "--out", str(out), "--yes", "--json"]  # fmt: skip
+    assert main(args) == 0
+
+
 @pytest.fixture(scope="module")
 def run_dir(design, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "run"
-    args = ["run", str(design[1]), "--robot", "sim", "--boards", "sim", "--physics", "mujoco",
-            "--time-scale", "0.25", "--no-noise", "--out", str(out), "--yes", "--json"]  # fmt: skip
-    assert main(args) == 0
+    _run(design[1], out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def slow_run_dir(tmp_path_factory):
+    """A run of the former, slower design (κ criterion, 3 harmonics): least squares biased the torso's Ixz there."""
+    out = tmp_path_factory.mktemp("run") / "slow"
+    _run(TEST_DESIGN, out)
     return out
 
 
@@ -160,16 +176,15 @@ def _identify(run_dir, capsys, *extra: str) -> dict:
 
 
 def test_identify_names_what_this_motion_determines(tulip, run_dir, capsys):
-    """The recording declares the plan's 0.3 Hz band; with 2/f_c dropped at each end of 10 s the default cut-off
-    is 2 Hz. All 37 base parameters are estimated (none held at a prior: a prior that is not the truth biases
-    the others), and the output names those this motion determines to 15 % relative SE — measured over seven runs
-    with the soles on their corner pads, each numbering its base parameters by pivoting: the total mass
-    (0.05–0.16 %), in four runs also a combination with the upper body's vertical first moment (7.7–12.1 %;
-    16.5–22.3 % in the others); in the standard-order numbering since, ten stored runs of three designs determined
-    only ϑ1, the total mass — and the others it does not, with the length this motion repeated would need for
-    each (noise alone) and those beyond 600 s."""
+    """The recording declares the plan's 0.7 Hz band; the default cut-off is 4× it, 2.8 Hz. All 37 base parameters
+    are estimated (none held at a prior: a prior that is not the truth biases the others), and the output names
+    those this motion determines to 15 % relative SE and those it does not, with the length this motion repeated
+    would need for each (noise alone) and those beyond 600 s. Measured over six runs (standard-order numbering):
+    ϑ1 (total mass) and ϑ3 in all, ϑ2, ϑ16, ϑ30 in four, ϑ34, ϑ20, ϑ24 in some — 8, 6, 7, 5, 2, 2 in all (the
+    last two with ticks up to 220 ms late on a loaded machine); the former design (κ, 3 harmonics) determined
+    only ϑ1 in ten stored runs."""
     out = _identify(run_dir, capsys)
-    assert out["cutoff_hz"] == pytest.approx(2.0, rel=0.01)
+    assert out["cutoff_hz"] == pytest.approx(2.8, rel=0.01)
     assert out["reference"]["estimated"] == 37 and not out["fixed"]
     params = out["parameters"][:37]
     total = next(p["symbol"] for p in params if p["formula"].count("m@") == len(tulip.links))
@@ -180,12 +195,13 @@ def test_identify_names_what_this_motion_determines(tulip, run_dir, capsys):
     assert set(out["beyond_practical"]) == {s for s, t in out["needed_s"].items() if t > out["practical_s"]}
 
 
-def test_instruments_take_the_encoders_bias_off_the_torsos_ixz(design, run_dir, capsys):
-    """Least squares puts the torso's Ixz 1.7–2.4 SE below the twin's truth (the encoders' quantisation,
-    differentiated twice, in the regressor: refitted with the twin's exact angles it moves to −0.8…−1.6), and in
-    full test runs beyond 3 SE; with the planned angles as instruments (IDIM-IV) it came out within 0.3 SE in
-    five stored runs of this design."""
-    ls, iv = _identify(run_dir, capsys), _identify(run_dir, capsys, "--instruments", str(design[1]))
+def test_instruments_take_the_encoders_bias_off_the_torsos_ixz(slow_run_dir, capsys):
+    """On the former design, least squares puts the torso's Ixz 1.7–2.4 SE below the twin's truth (the encoders'
+    quantisation, differentiated twice, in the regressor: refitted with the twin's exact angles it moves to
+    −0.8…−1.6), and in full test runs beyond 3 SE; with the planned angles as instruments (IDIM-IV) it came out
+    within 0.3 SE in five stored runs of that design."""
+    run_dir = slow_run_dir
+    ls, iv = _identify(run_dir, capsys), _identify(run_dir, capsys, "--instruments", str(TEST_DESIGN))
     assert iv["estimator"] == "iv"
     # without a plan: the one the run's run.json names (checked unchanged)
     assert _identify(run_dir, capsys, "--instruments")["parameters"] == iv["parameters"]
@@ -194,18 +210,31 @@ def test_instruments_take_the_encoders_bias_off_the_torsos_ixz(design, run_dir, 
     assert abs(z_iv) < 1.5 and z_iv > z_ls, (z_ls, z_iv)
 
 
+def test_what_it_determines_lies_within_3_se_of_the_truth(tulip, design, run_dir, capsys):
+    """Issue 13's criterion where it applies: every base parameter the run determines to 15 % relative SE (IV, the
+    planned angles as instruments) lies within 3 SE of the twin's truth, the total mass and the torso's lateral
+    first moment (ϑ3, with the left leg's mass at the hip's offset) among them. Measured over six runs: max |z|
+    among the determined 0.93, 2.09, 2.11, 1.80, 0.61, 0.41."""
+    out = _identify(run_dir, capsys, "--instruments", str(design[1]))
+    params, z = out["parameters"][:37], np.array(out["reference"]["z"][:37], dtype=float)
+    det = [k for k, p in enumerate(params) if p["symbol"] in out["determined"]]
+    formulas = {params[k]["formula"] for k in det}
+    assert any(f.count("m@") == len(tulip.links) for f in formulas) and "ϑ3" in out["determined"]
+    assert np.all(np.abs(z[det]) <= 3), {params[k]["symbol"]: round(z[k], 2) for k in det}
+
+
 @pytest.mark.xfail(
     reason="issue 13's full criterion is met in most runs only. With the planned angles as instruments (IDIM-IV) "
-    "the test design's five stored 10 s runs kept 37/37 within 3 SE (max |z| 2.47, 2.48, 1.61, 1.18, 1.52; least "
-    "squares 37, 37, 36, 37, 34 of 37), 30 s runs 36 and 37 (3.17, 1.98), a 60 s run whose sole slid 5 mm 34/37 "
-    "(least squares 20/37). What is left is the model's own misfit: the base sole creeps and tilts on its pads "
-    "(0.1–0.14 N·m) and the plates lag the angles by ~2 ms (contact compliance). No SE from residuals shows such "
-    "a misfit within the motion's band; see README, where the misfit comes from now",
+    "the design's six 10 s runs kept 37/37 within 3 SE (max |z| 2.13, 2.25, 2.96, 2.37, 1.57, 1.27; least squares "
+    "37, 37, 37, 37, 34, 37 of 37); the former design's five 37/37 (max 1.18–2.48), 30 s runs of it 36 and 37, a "
+    "60 s run whose sole slid 5 mm 34/37. Even exact SEs exceed 3 for one of 37 in ~10 % of runs, and the model "
+    "misses the twin: the base sole creeps and tilts on its pads (0.1–0.14 N·m) and the plates lag the angles by "
+    "~2 ms (contact compliance). No SE from residuals shows such a misfit within the motion's band; see README",
     strict=False,
 )
 def test_every_base_parameter_within_3_se_of_the_truth(design, run_dir, capsys):
     """Each of the 37 base parameters, estimated together at the default cut-off (IV, the planned angles as
-    instruments), within 3 SE of the twin's truth. (Even exact SEs exceed 3 for one of 37 in ~10 % of runs.)"""
+    instruments), within 3 SE of the twin's truth."""
     z = np.array(_identify(run_dir, capsys, "--instruments", str(design[1]))["reference"]["z"], dtype=float)
     assert len(z) == 37 and np.all(np.isfinite(z))
     assert np.all(np.abs(z) <= 3), np.round(z, 1)

@@ -1,5 +1,5 @@
 """Are `identify dynamic`'s standard errors honest? A Monte-Carlo of the statistics alone: the regressor of a designed
-TUlip double-support excitation (tests/data/tulip_double_support_10s.json: the twin acceptance test's SETTINGS,
+TUlip double-support excitation (tests/data/tulip_double_support_10s.json: the twin acceptance test's former SETTINGS,
 seed 3, made with `optimise_balance` + `make_plan`) through the estimator's own filtering, trimming, decimation,
 weighting and covariance, efforts b = A ϑ + noise coloured in time and correlated across the Fz, Mx, My rows.
 Over many draws z = (ϑ̂ − ϑ) / SE must behave like N(0, 1): mean z² ≈ 1, |z| > 3 rare."""

@@ -14,6 +14,7 @@ import pytest
 
 from formats.errors import DataError
 from poise.cli import main
+from robots.conditioning import log_det_information, log_variances
 from robots.registry import get_model
 from trajectories.excitation import (
     ExcitationSettings,
@@ -93,13 +94,42 @@ def test_grid_constraint_jacobian_matches_finite_differences(robot, ur5):
 def test_criterion_gradient_matches_finite_differences():
     rng = np.random.default_rng(5)
     W = rng.normal(size=(40, 6)) * np.array([1, 10, 0.1, 3, 1, 0.5])
-    for crit in ("kappa", "logdet"):
+    for crit in ("kappa", "logdet", "logvar"):
         s = ExcitationSettings(criterion=crit)
         f, G = criterion_value(W, s, 8.0)
         D = rng.normal(size=W.shape)
         h = 1e-6
         fd = (criterion_value(W + h * D, s, 8.0)[0] - criterion_value(W - h * D, s, 8.0)[0]) / (2 * h)
         assert fd == pytest.approx(np.sum(G * D), rel=1e-5, abs=1e-8)
+
+
+def test_log_variances_are_scale_free_and_penalise_correlation():
+    """Σ log var: scaling a column shifts it by a constant; it equals −log det(WᵀW) for orthogonal columns and
+    exceeds it for correlated ones (Hadamard's inequality), where D-optimality does not see the difference."""
+    rng = np.random.default_rng(7)
+    Q = np.linalg.qr(rng.normal(size=(40, 5)))[0] * np.array([1.0, 3.0, 0.2, 5.0, 1.0])
+    assert log_variances(Q)[0] == pytest.approx(log_det_information(Q)[0], rel=1e-10)
+    W = Q.copy()
+    W[:, 4] = Q[:, 0] + 0.1 * Q[:, 4]  # correlated with column 0
+    d = np.array([2.0, 0.5, 10.0, 1.0, 3.0])
+    assert log_variances(W * d)[0] == pytest.approx(log_variances(W)[0] - 2 * np.sum(np.log(d)), rel=1e-10)
+    assert log_variances(W)[0] == pytest.approx(np.sum(np.log(np.diag(np.linalg.inv(W.T @ W)))), rel=1e-10)
+    assert log_variances(W)[0] > log_det_information(W)[0] + 1.0
+
+
+def test_logvar_design_lowers_the_variances_log_det_leaves(ur5):
+    """From the same start, the log-variance design (D-optimality's stage, then its own) ends with a lower Σ log var
+    than the D-optimal one. Measured: −282.9 against −280.5 on the design grid (40 iterations)."""
+    s = ExcitationSettings(period=5.0, duration=5.0, harmonics=3, samples=24, max_iter=40, sharpness=(8.0,),
+                           criterion="logdet", scaling="none")  # fmt: skip
+    t = np.arange(s.samples) * s.period / s.samples  # the design grid
+    f = {}
+    for crit in ("logdet", "logvar"):
+        res = optimise(ur5, replace(s, criterion=crit), seed=2)
+        assert res.verification["ok"]
+        f[crit] = log_variances(stacked_base_regressor(ur5, res.trajectory, res.base, False, t))[0]
+    assert [st["criterion"] for st in res.stages] == ["logdet", "logvar"]
+    assert f["logvar"] < f["logdet"] - 1.0, f
 
 
 def test_design_lowers_kappa_and_passes_independent_verification(ur5):

@@ -26,6 +26,7 @@ from robots.collision import near_pairs, soft_clearance
 from robots.conditioning import (
     kappa,
     log_det_information,
+    log_variances,
     normalised_columns,
     normalised_gradient,
     surrogate,
@@ -34,7 +35,7 @@ from robots.tree import RobotModel
 from trajectories.fourier import FourierTrajectory, basis, rest_constraints
 from trajectories.verify import acceleration_limits, check_trajectory
 
-CRITERIA = ("kappa", "logdet")
+CRITERIA = ("kappa", "logdet", "logvar")
 SCALINGS = ("columns", "none")
 MOTIONS = ("free", "double-support", "single-support")
 COUPLED_MARGIN = 1e-3  # rad (or its combination) kept from coupled limits while optimising
@@ -312,6 +313,8 @@ def criterion_value(W: np.ndarray, settings: ExcitationSettings, p: float) -> tu
         Wn, d = W, None
     if settings.criterion == "kappa":
         f, G = surrogate(Wn, p)
+    elif settings.criterion == "logvar":
+        f, G = log_variances(Wn)
     else:
         f, G = log_det_information(Wn)
     G = normalised_gradient(Wn, d, G) if d is not None else G
@@ -338,6 +341,8 @@ def criterion_stages(settings: ExcitationSettings) -> list[tuple[ExcitationSetti
     if settings.max_kappa is not None:
         plain = replace(settings, criterion="kappa", scaling="columns", max_kappa=None)
         stages = [(plain, p) for p in settings.sharpness]
+    if settings.criterion == "logvar":  # from D-optimality's optimum: from a random start it stalled higher
+        stages.append((replace(settings, criterion="logdet"), 1.0))
     return stages + [(settings, 1.0)]
 
 
