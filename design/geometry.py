@@ -14,36 +14,14 @@ import casadi as ca
 import numpy as np
 from shapely.geometry import MultiPoint, Polygon
 
-from robots.stance import other_site
+from robots.stance import placed_corners, placed_corners_sym, rect_corners, sole_rects  # noqa: F401 (re-exported)
 from robots.stance_spec import resolve_base
 from robots.tree import RobotModel
 
 
-def rect_corners(rect: tuple[float, float, float, float]) -> np.ndarray:
-    """Counter-clockwise corners (4, 2) of a rectangle (xmin, xmax, ymin, ymax) in its own frame."""
-    x0, x1, y0, y1 = rect
-    return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=float)
-
-
 def foot_rects(model: RobotModel, base: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Local corners of the base foot and of the other foot."""
-    base_site = model.base_site(resolve_base(model, base))
-    other = model.site(other_site(model, base))
-    return rect_corners(base_site.rect), rect_corners(other.rect)
-
-
-def placed_corners(local: np.ndarray, pose) -> np.ndarray:
-    """Corners of a foot at pose (x, y, psi) on the ground, numpy (4, 2)."""
-    x, y, psi = pose
-    c, s = np.cos(psi), np.sin(psi)
-    R = np.array([[c, -s], [s, c]])
-    return local @ R.T + np.array([x, y])
-
-
-def placed_corners_sym(local: np.ndarray, x, y, psi) -> list:
-    """Corners of a foot at a symbolic pose: list of four 2×1 CasADi vectors."""
-    c, s = ca.cos(psi), ca.sin(psi)
-    return [ca.vertcat(x + c * px - s * py, y + s * px + c * py) for px, py in local]
+    return sole_rects(model, resolve_base(model, base))
 
 
 def all_corners(model: RobotModel, pose, base: str | None = None) -> np.ndarray:

@@ -25,7 +25,7 @@ from design.sampler import PostureSet
 from design.uncertainty import CopSpec, Ellipsoid, cop_spec
 from robots.kinematics import site_pose_sym
 from robots.memo import per_model
-from robots.stance import other_site
+from robots.stance import other_site, separation_bounds, separation_sym
 from robots.stance_spec import design_params, other_base, resolve_base, stance_spec
 from robots.tree import RobotModel
 
@@ -162,15 +162,10 @@ def _geometry(model: RobotModel, s: Settings, placement: np.ndarray, structs: li
     d = s.required_margin + (1e-7 if s.required_margin > 0 else 0.0)
     for j, st in enumerate(structs):
         verts = [ca.DM(v) for v in rb] + geo.placed_corners_sym(ro, PL[0, j], PL[1, j], PL[2, j])
-        n = ca.vertcat(ca.cos(PL[3, j]), ca.sin(PL[3, j]))
-        for v in verts[:4]:
-            g.append(ca.dot(n, v) - PL[4, j])
-            lbg.append([-np.inf])
-            ubg.append([-s.feet_gap / 2])
-        for v in verts[4:]:
-            g.append(ca.dot(n, v) - PL[4, j])
-            lbg.append([s.feet_gap / 2])
-            ubg.append([np.inf])
+        g += separation_sym(verts[:4], verts[4:], PL[3, j], PL[4, j])
+        lo, hi = separation_bounds(s.feet_gap)
+        lbg += [[v] for v in lo]
+        ubg += [[v] for v in hi]
         for c in geo.convexity_sym(verts, st.hull):
             if _varies(c, V):  # turns between three base-foot corners are constant: left out
                 g.append(c)

@@ -12,11 +12,17 @@ import casadi as ca
 import numpy as np
 import shapely
 from shapely.geometry import MultiPoint, Point, Polygon
+from shapely.ops import nearest_points
 
 from formats.errors import DataError
 from robots.kinematics import com_position, site_pose, site_pose_sym
 from robots.memo import per_model
-from robots.stance_spec import default_base, design_params, resolve_base  # noqa: F401 (re-exported)
+from robots.stance_spec import (  # noqa: F401 (default_base, design_params, resolve_base re-exported)
+    default_base,
+    design_params,
+    resolve_base,
+    stance_spec,
+)
 from robots.tree import ParameterSet, RobotModel
 
 # The tolerances of the one posture check (`check_posture`) that design, `plan check` and the executor share.
@@ -147,6 +153,94 @@ def signed_margin(polygon: Polygon, points: np.ndarray) -> np.ndarray:
     pts = shapely.points(np.asarray(points, dtype=float))
     d = shapely.distance(polygon.exterior, pts)
     return np.where(shapely.contains(polygon, pts), d, -d)
+
+
+# The feet apart in a form an NLP can use: `balance` says whether two soles flat on the ground overlap and how far
+# apart they are (shapely); a separating line (φ, c) with every sole corner on its side by gap/2 proves them gap
+# apart, smoothly, and the best line proves exactly shapely's distance (`separating_line`).
+
+
+def rect_corners(rect: tuple[float, float, float, float]) -> np.ndarray:
+    """Counter-clockwise corners (4, 2) of a rectangle (xmin, xmax, ymin, ymax) in its own frame."""
+    x0, x1, y0, y1 = rect
+    return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=float)
+
+
+def placed_corners(local: np.ndarray, pose) -> np.ndarray:
+    """Corners (4, 2) of a sole flat on the ground at pose (x, y, yaw), from its local corners (numpy)."""
+    x, y, psi = pose
+    c, s = np.cos(psi), np.sin(psi)
+    R = np.array([[c, -s], [s, c]])
+    return local @ R.T + np.array([x, y])
+
+
+def placed_corners_sym(local: np.ndarray, x, y, psi) -> list:
+    """`placed_corners` at a symbolic pose: a list of four 2×1 CasADi vectors."""
+    c, s = ca.cos(psi), ca.sin(psi)
+    return [ca.vertcat(x + c * px - s * py, y + s * px + c * py) for px, py in local]
+
+
+def other_pose_sym(model: RobotModel, q: ca.SX, params: str | ParameterSet, base: str) -> ca.SX:
+    """`other_pose` of a symbolic posture (3×1 CasADi: x, y, yaw), for exact derivatives in an NLP."""
+    R, p = site_pose_sym(model, q, params, other_site(model, base), base)
+    return ca.vertcat(p[0], p[1], ca.atan2(R[1, 0], R[0, 0]))
+
+
+def separation_sym(base_xy: list, other_xy: list, phi, c) -> list:
+    """n·v − c, n = (cos φ, sin φ), at the base sole's corners, then at the other's: within `separation_bounds`
+    they prove the soles at least the gap apart (the smooth form of `balance`'s feet_gap)."""
+    n = ca.vertcat(ca.cos(phi), ca.sin(phi))
+    return [ca.dot(n, v) - c for v in (*base_xy, *other_xy)]
+
+
+def separation_bounds(gap: float, n_base: int = 4, n_other: int = 4) -> tuple[list[float], list[float]]:
+    """Bounds of `separation_sym`: the base sole's corners ≤ −gap/2, the other sole's ≥ gap/2 (m)."""
+    return ([-np.inf] * n_base + [gap / 2] * n_other, [-gap / 2] * n_base + [np.inf] * n_other)
+
+
+def separating_line(base_xy: np.ndarray, other_xy: np.ndarray) -> tuple[float, float, float]:
+    """The line (φ, c) that separates two convex soles best and the gap (m) it proves: disjoint, along their
+    nearest points, the gap shapely's distance (`balance`'s feet_gap); overlapping, along their centroids, ≤ 0."""
+    a, b = Polygon(base_xy), Polygon(other_xy)
+    if a.intersects(b):
+        pa, pb = a.centroid, b.centroid
+    else:
+        pa, pb = nearest_points(a, b)
+    phi = float(np.arctan2(pb.y - pa.y, pb.x - pa.x))
+    n = np.array([np.cos(phi), np.sin(phi)])
+    hi, lo = float((np.asarray(base_xy) @ n).max()), float((np.asarray(other_xy) @ n).min())
+    return phi, (hi + lo) / 2, lo - hi
+
+
+def sole_rects(model: RobotModel, base: str) -> tuple[np.ndarray, np.ndarray]:
+    """Local corners (4, 2) of the base sole and of the other sole."""
+    return rect_corners(model.base_site(base).rect), rect_corners(model.site(other_site(model, base)).rect)
+
+
+def placement_function(model: RobotModel, base: str) -> ca.Function:
+    """(pose, line) → the other sole's ground pose (x, y, yaw), then `separation_sym` of both soles flat on the
+    ground, the other at pose, about line (φ, c): a double-support placement as NLP rows (`placement_row_bounds`)."""
+    pose, line = ca.SX.sym("pose", 3), ca.SX.sym("line", 2)
+    rb, ro = sole_rects(model, base)
+    sep = separation_sym(
+        [ca.DM(v) for v in rb], placed_corners_sym(ro, pose[0], pose[1], pose[2]), line[0], line[1]
+    )
+    return ca.Function("placement", [pose, line], [ca.vertcat(pose, *sep)])
+
+
+def placement_row_bounds(model: RobotModel, base: str) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of `placement_function`: the pose within the description's placement box ([stance], stated for the
+    stance's base; none for the other) and the soles at least the stance's feet_gap apart."""
+    spec = stance_spec(model)
+    box = spec.placement_bounds if base == spec.base else ((-np.inf, np.inf),) * 3
+    lo, hi = separation_bounds(spec.feet_gap)
+    return np.r_[[b[0] for b in box], lo], np.r_[[b[1] for b in box], hi]
+
+
+def placement_line(model: RobotModel, base: str, pose) -> np.ndarray:
+    """The best separating line (φ, c) of both soles flat on the ground, the other at pose (`separating_line`)."""
+    rb, ro = sole_rects(model, base)
+    return np.array(separating_line(rb, placed_corners(ro, pose))[:2])
 
 
 @dataclass

@@ -16,6 +16,8 @@ from formats.errors import DataError
 from robots.memo import per_model
 from robots.tree import RobotModel
 
+FEET_GAP = 0.002  # m between the soles standing on both boards, where the description's [stance] names none
+
 
 @dataclass(frozen=True)
 class StanceSpec:
@@ -32,6 +34,7 @@ class StanceSpec:
     torso: str  # link whose orientation the initial-posture IK sets
     neutral: dict[str, float]  # joint -> coefficient: neutral posture = bend × coefficient (rad)
     neutral_bend: tuple[float, float]  # range of the random bend of IK start postures (rad)
+    feet_gap: float = FEET_GAP  # m the soles keep apart standing on both boards (a single-support start)
 
     def neutral_posture(self, model: RobotModel, bend: float) -> np.ndarray:
         """The neutral posture for one bend (rad), clipped to the joint limits."""
@@ -139,6 +142,9 @@ def _stance_spec(model: RobotModel) -> StanceSpec:
     cmy = spec.get("centred_min_y")
     if cmy is not None and not (isinstance(cmy, int | float) and math.isfinite(cmy)):
         raise DataError(f"[stance] centred_min_y must be a number (m), got {cmy!r}")
+    gap = spec.get("feet_gap", FEET_GAP)
+    if not (isinstance(gap, int | float) and not isinstance(gap, bool) and math.isfinite(gap) and gap >= 0):
+        raise DataError(f"[stance] feet_gap must be a distance ≥ 0 (m), got {gap!r}")
     return StanceSpec(
         base=base,
         other=None if other is None else str(other),
@@ -149,4 +155,5 @@ def _stance_spec(model: RobotModel) -> StanceSpec:
         torso=torso,
         neutral={str(k): float(v) for k, v in neutral.items()},
         neutral_bend=_pair(spec, "neutral_bend", (0.0, 0.0)),
+        feet_gap=float(gap),
     )

@@ -6,6 +6,10 @@ board measures; the ZMP computed with the guessed parameters stays inside the st
 inequality in (Fz, Mx, My) per sole edge and sample — and the joint torques (base sole fixed) within their limits.
 Exact derivatives: the wrench, the other sole's height and the torques are small SX functions mapped over the
 grid (`excitation._mapped_grid`), the limits one constant sparse matrix (`excitation.linear_limit_rows`).
+The start (t = 0; the Fourier plan ends there too) must admit `poise run`'s weight shift from both boards
+(`trajectories.weight_shift`): the other sole's ground pose under it (`robots.stance.other_pose`) within the
+description's placement box and, both soles flat there, the soles the stance's feet gap apart — proved by a
+separating line (φ, c), two more NLP variables after the coefficients (`robots.stance.placement_function`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,14 @@ from robots import dynamics as dyn
 from robots.base_params import cached_dynamic_base
 from robots.kinematics import site_pose_sym
 from robots.one_sole import sole_corners, sole_polygon
-from robots.stance import other_site
+from robots.stance import (
+    other_pose,
+    other_pose_sym,
+    other_site,
+    placement_function,
+    placement_line,
+    placement_row_bounds,
+)
 from robots.stance_spec import resolve_base
 from robots.tree import RobotModel
 from trajectories.balance_excitation import ZMP_BUFFER, halfplanes, zmp_spec
@@ -39,6 +50,8 @@ LIFT_BUFFER = (
     0.005  # m added to the lift (taken from the ceiling) at the grid samples: the sole moves between
 )
 TILT_BUFFER = math.radians(2.0)  # taken from the tilt bound at the grid samples, for the same reason
+# NLP variables after the Fourier coefficients: the start's separating line (φ, c) of the soles
+START_LINE = 2
 
 
 class SingleSupportTrajectory:
@@ -104,10 +117,24 @@ def _lifted_bounds(settings: ExcitationSettings, lift: float, n: int) -> tuple[n
             np.r_[np.full(4 * n, top), np.full(n, np.inf)])  # fmt: skip
 
 
+def start_stance_function(model: RobotModel, base: str, params: str) -> ca.Function:
+    """(q, line) → `robots.stance.placement_function` of the other sole's ground pose under posture q: how the
+    run's weight shift would stand on both boards before lifting to q."""
+    q, line = ca.SX.sym("q", model.nq), ca.SX.sym("line", START_LINE)
+    rows = placement_function(model, base)(other_pose_sym(model, q, params, base), line)
+    return ca.Function("start_stance", [q, line], [rows])
+
+
+def start_line(model: RobotModel, base: str, params: str, q: np.ndarray) -> np.ndarray:
+    """The best separating line (φ, c) of the soles standing flat at posture q's ground pose: the NLP's start."""
+    return placement_line(model, base, other_pose(model, q, params, base))
+
+
 def design_single_support_problem(
     model: RobotModel, settings: ExcitationSettings, lift: float, torque_rows: bool = True
 ) -> dict:
-    """The NLP of a single-support excitation (same keys as `excitation.design_problem`, plus the polygon)."""
+    """The NLP of a single-support excitation (same keys as `excitation.design_problem`, plus the polygon);
+    variables x: the Fourier coefficients, then the start's separating line (START_LINE)."""
     settings.validate()
     base = resolve_base(model, settings.base)
     other = other_site(model, base)
@@ -118,8 +145,9 @@ def design_single_support_problem(
     bases = basis(np.arange(K) * settings.period / K, L, 2 * np.pi / settings.period)
     P, V, A = bases
     m = 1 + 2 * L
-    x = ca.MX.sym("x", m * n)
-    X = ca.reshape(x, m, n)
+    x = ca.MX.sym("x", m * n + START_LINE)
+    xc = x[: m * n]
+    X = ca.reshape(xc, m, n)
     Q, Qd, Qdd = ca.DM(P) @ X, ca.DM(V) @ X, ca.DM(A) @ X
     qs, qds, qdds = (ca.SX.sym(nm, n) for nm in ("q", "qd", "qdd"))
     Wsx = dyn.base_wrench_regressor_function(model, base, params)(qs, qds, qdds)[[2, 3, 4], :]  # fz, mx, my
@@ -128,7 +156,7 @@ def design_single_support_problem(
     r = len(db.independent)
     W = ca.reshape(rows(Q.T, Qd.T, Qdd.T).T, r, 3 * K).T  # 3K × r (rows fz, mx, my, each by sample)
     w_node = _mapped_grid("wrench", ca.Function("wrench", [qs, qds, qdds], [Wsx @ phi]), bases)
-    w3 = w_node(x)  # fz at every sample, then mx, then my
+    w3 = w_node(xc)  # fz at every sample, then mx, then my
     Y = dyn.torque_regressor_function(model, base, params)(qs, qds, qdds)
     tau_node = _mapped_grid("torques", ca.Function("torque", [qs, qds, qdds], [Y @ phi]), bases)
     h_node = _mapped_grid("lifted_sole", lifted_sole_function(model, base, other, params), bases)
@@ -145,16 +173,18 @@ def design_single_support_problem(
                        sparse.kron(-N[:, [0]], eye)]).tocsc()  # fmt: skip
     _, _, _, _, tmax = _limits(model, settings)
     G, lbg, ubg = linear_limit_rows(model, settings)
-    g = [ca.mtimes(ca.DM(G), x), ca.mtimes(ca.DM(Z), w3), w3[:K], h_node(x)]
+    stance = start_stance_function(model, base, params)(Q[0, :].T, x[m * n :])  # Q[0]: t = 0
+    g = [ca.mtimes(ca.DM(G), xc), ca.mtimes(ca.DM(Z), w3), w3[:K], h_node(xc), stance]
     lo_h, hi_h = _lifted_bounds(settings, lift, K)
-    lbg += [np.full(Z.shape[0], -np.inf), np.zeros(K), lo_h]
-    ubg += [np.zeros(Z.shape[0]), np.full(K, np.inf), hi_h]
-    tau = tau_node(x)
+    lo_s, hi_s = placement_row_bounds(model, base)
+    lbg += [np.full(Z.shape[0], -np.inf), np.zeros(K), lo_h, lo_s]
+    ubg += [np.zeros(Z.shape[0]), np.full(K, np.inf), hi_h, hi_s]
+    tau = tau_node(xc)
     if torque_rows and np.all(np.isfinite(tmax)):
         g.append(tau)
         lbg.append(np.repeat(-tmax, K))
         ubg.append(np.repeat(tmax, K))
-    nodes = [w_node, tau_node, h_node] + clearance_rows(model, settings, params, bases, x, g, lbg, ubg)
+    nodes = [w_node, tau_node, h_node] + clearance_rows(model, settings, params, bases, xc, g, lbg, ubg)
     return fourier_problem(x, W, tau, g, lbg, ubg, db, _limits(model, settings), params, base, nodes,
                            other=other, polygon=poly)  # fmt: skip
 
@@ -205,13 +235,13 @@ def optimise_single_support(model: RobotModel, settings: ExcitationSettings, see
     ls = np.arange(1, L + 1)
     b -= np.outer((b * ls).sum(axis=1), ls) / (ls**2).sum()
     start = FourierTrajectory(settings.period, settings.duration, q0, a, b)
-    x0 = start.coefficients().reshape(-1, order="F")
+    x0 = np.r_[start.coefficients().reshape(-1, order="F"), start_line(model, base, params, q0)]
     prob, x, iterations, status, stages = solve_lazy_torques(
         lambda rows: design_single_support_problem(model, settings, lift, torque_rows=rows), settings, x0
     )
     m = 1 + 2 * L
     motion = FourierTrajectory.from_coefficients(
-        x.reshape(m, n, order="F"), settings.period, settings.duration
+        x[: m * n].reshape(m, n, order="F"), settings.period, settings.duration
     )
     traj = SingleSupportTrajectory(
         motion, base, prob["other"], lift, settings.max_lift, settings.max_sole_tilt

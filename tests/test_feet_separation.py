@@ -1,0 +1,120 @@
+"""The feet apart in NLP form (robots.stance: a separating line's rows, the placement rows the single-support
+designer bounds at its start) agree with the shapely check `balance` / `check_posture` use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import casadi as ca
+import numpy as np
+import pytest
+from shapely.geometry import Polygon
+
+from formats.errors import DataError
+from robots.registry import get_model
+from robots.stance import (
+    balance,
+    other_pose,
+    other_pose_sym,
+    placed_corners,
+    placement_function,
+    placement_line,
+    placement_row_bounds,
+    random_double_support,
+    separating_line,
+    separation_bounds,
+    separation_sym,
+    sole_rects,
+)
+from robots.stance_spec import FEET_GAP, stance_spec
+
+# where the former test design (tests/test_single_support_excitation.py, before the start rows) held the left
+# sole at its start: over the right one, so standing on both the feet overlapped (x, y m, yaw rad)
+FORMER_START = (0.2145, -0.1315, -0.3983)
+DATA = Path(__file__).resolve().parents[1] / "robots" / "data" / "tulip"
+
+
+def _rows(base_xy: np.ndarray, other_xy: np.ndarray, line) -> np.ndarray:
+    """`separation_sym` evaluated at a numeric line."""
+    return np.array([float(ca.DM(r)) for r in separation_sym([ca.DM(v) for v in base_xy],
+                     [ca.DM(v) for v in other_xy], *line)])  # fmt: skip
+
+
+def _within(v: np.ndarray, lo, hi, tol: float = 1e-12) -> bool:
+    return bool(np.all(v >= np.asarray(lo) - tol) and np.all(v <= np.asarray(hi) + tol))
+
+
+def test_the_best_line_proves_shapelys_gap(tulip):
+    """Random placements of the left sole around the right one: the best line's gap is shapely's distance
+    (disjoint; no direction of a 1° scan does better) or ≤ 0 (overlapping; no direction separates them), its
+    rows sit exactly gap/2 either side, and any line whose rows are within the bounds of a gap proves that gap."""
+    rb, ro = sole_rects(tulip, "right")
+    rng = np.random.default_rng(5)
+    scan = np.stack([np.cos(a := np.linspace(-np.pi, np.pi, 361)), np.sin(a)], axis=1)
+    seen = set()
+    for pose in rng.uniform([-0.3, -0.3, -np.pi], [0.5, 0.4, np.pi], (300, 3)):
+        other = placed_corners(ro, pose)
+        a, b = Polygon(rb), Polygon(other)
+        phi, c, gap = separating_line(rb, other)
+        seen.add(a.intersects(b))
+        assert gap <= 0 if a.intersects(b) else gap == pytest.approx(a.distance(b), abs=1e-12)
+        best = ((other @ scan.T).min(axis=0) - (rb @ scan.T).max(axis=0)).max()  # of the scan's directions
+        assert best <= (0.0 if a.intersects(b) else gap + 1e-12)
+        rows = _rows(rb, other, (phi, c))
+        assert min(-rows[:4].max(), rows[4:].min()) == pytest.approx(gap / 2, abs=1e-12)
+        line = np.array([phi, c]) + rng.normal(0.0, [0.3, 0.03])  # near the best: often proving a gap
+        if _within(_rows(rb, other, line), *separation_bounds(0.01)):
+            assert not a.intersects(b) and a.distance(b) >= 0.01 - 1e-12
+    assert seen == {True, False}
+
+
+def test_standing_postures_gap_is_balances(tulip):
+    """Flat double-support postures: the soles placed at `other_pose` are `balance`'s feet, the best line's gap
+    its feet_gap."""
+    rb, ro = sole_rects(tulip, "right")
+    for q in random_double_support(tulip, 3, np.random.default_rng(2), base="right"):
+        gap = separating_line(rb, placed_corners(ro, other_pose(tulip, q, base="right")))[2]
+        b = balance(tulip, q, base="right")
+        assert not b.feet_overlap and gap == pytest.approx(b.feet_gap, abs=1e-9)
+
+
+def test_other_pose_sym_is_other_pose(tulip):
+    q = ca.SX.sym("q", tulip.nq)
+    f = ca.Function("pose", [q], [other_pose_sym(tulip, q, "sim", "right")])
+    for qk in np.random.default_rng(3).uniform(tulip.lower, tulip.upper, (20, tulip.nq)):
+        assert np.asarray(f(qk)).ravel() == pytest.approx(other_pose(tulip, qk, "sim", "right"), abs=1e-12)
+
+
+def test_placement_rows_refuse_the_former_start(tulip):
+    """The designer's start rows: the former design's start (left sole over the right one, y below the
+    description's −0.1 m) is outside their bounds for every line; a standing posture's placement inside."""
+    lo, hi = placement_row_bounds(tulip, "right")
+    rows = placement_function(tulip, "right")
+    bad = np.asarray(rows(FORMER_START, placement_line(tulip, "right", FORMER_START))).ravel()
+    assert not _within(bad[3:], lo[3:], hi[3:]) and bad[1] < lo[1]
+    q = random_double_support(tulip, 1, np.random.default_rng(2), base="right")[0]
+    pose = other_pose(tulip, q, base="right")
+    assert _within(np.asarray(rows(pose, placement_line(tulip, "right", pose))).ravel(), lo, hi)
+    # the box is the description's, stated for its base: none for the other base
+    assert np.all(np.isinf(placement_row_bounds(tulip, "left")[0][:3]))
+
+
+def test_feet_gap_comes_from_the_description(tulip, tmp_path):
+    """[stance] feet_gap (m), else FEET_GAP; a negative one refused, naming the robot and key."""
+    assert stance_spec(tulip).feet_gap == FEET_GAP
+    toml = (DATA / "tulip.poise.toml").read_text(encoding="utf-8")
+    for f in DATA.iterdir():
+        if f.is_file() and f.suffix != ".py":
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    robot = tmp_path / "tulip.poise.toml"
+    for gap in ("0.05", "-1"):
+        robot.write_text(
+            toml.replace('base = "right"', f'base = "right"\nfeet_gap = {gap}', 1), encoding="utf-8"
+        )
+        model = get_model(str(robot))
+        if gap == "-1":
+            with pytest.raises(DataError, match="feet_gap must be a distance ≥ 0"):
+                stance_spec(model)
+        else:
+            assert stance_spec(model).feet_gap == 0.05
+            assert placement_row_bounds(model, "right")[0][-1] == 0.025
