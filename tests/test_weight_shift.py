@@ -15,7 +15,14 @@ from robots.stance import flat_residual, other_pose, signed_margin
 from trajectories.excitation import ExcitationSettings
 from trajectories.single_support import nominal_posture
 from trajectories.verify import double_support_balance
-from trajectories.weight_shift import SPEED_SHARE, check_weight_shift, part_slice, plan_weight_shift, reverse
+from trajectories.weight_shift import (
+    SPEED_SHARE,
+    _posture,
+    check_weight_shift,
+    part_slice,
+    plan_weight_shift,
+    reverse,
+)
 
 MARGIN, LIFT, RATE, VLIM = 0.03, 0.02, 100.0, 1.0
 
@@ -107,3 +114,17 @@ def test_played_backwards_it_puts_the_sole_down_and_passes_the_same_checks(tulip
     assert problems == []
     up = part_slice(lf, 0, shift.raise_ticks)  # the straight-up part: what is put down last, flat
     assert np.abs(flat_residual(tulip, up.q, "sim", "right")[:, 1:]).max() < 1e-8
+
+
+def test_standing_postures_pressed_against_a_joint_limit_stay_within_it(tulip, shift):
+    """A posture asked for beyond a joint's limit comes back on the limit, not past it: IPOPT's default bound
+    relaxation returned 4–9e-9 rad past it, which the shared limit check refuses (theta5 = −38.00° "outside")."""
+    polygon = sole_polygon(tulip, "right")
+    for j in (4, 11):  # theta5 (seen past its lower limit), theta12
+        for side in (tulip.lower, tulip.upper):
+            near = shift.stand.copy()
+            near[j] = side[j] + np.sign(side[j] - near[j]) * 0.3
+            q = _posture(tulip, shift.chain, near, polygon, MARGIN, None)
+            assert q is not None
+            assert np.all(q <= tulip.upper) and np.all(q >= tulip.lower)
+            assert not tulip.limit_violations(q, 0.0)

@@ -140,8 +140,10 @@ def _posture(
         hi.append(np.zeros(1))
     lbx = np.where(np.isfinite(model.lower), model.lower, -np.pi)
     ubx = np.where(np.isfinite(model.upper), model.upper, np.pi)
+    # bound_relax_factor 0: IPOPT's default relaxation returned postures up to 1e-8 rad past a joint limit
     solver = ca.nlpsol("weight_shift_posture", "ipopt", {"x": q, "f": ca.sumsqr(q - near), "g": ca.vertcat(*g)},
-                       {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes"})  # fmt: skip
+                       {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes",
+                        "ipopt.bound_relax_factor": 0.0})  # fmt: skip
     sol = solver(x0=np.clip(near, lbx, ubx), lbx=lbx, ubx=ubx, lbg=np.concatenate(lo), ubg=np.concatenate(hi))
     if not solver.stats()["success"]:
         return None
