@@ -133,8 +133,8 @@ def start_plan(model: RobotModel, sp: StreamPlan) -> Plan:
 
 
 def check_stream(model: RobotModel, config: RobotConfig, sp: StreamPlan) -> StreamCheck:
-    """Every streamed setpoint within the joint limits and the run's velocity limit between ticks; a standing
-    robot's start posture passes the executor's posture check (`drivers.setpoints.check_run`)."""
+    """Every streamed setpoint within the joint limits and the run's velocity limit between ticks (and, on one
+    sole, `single_support_problems`); then the start (`check_start`)."""
     if sp.q.ndim != 2 or sp.q.shape[1] != model.nq or len(sp.q) != len(sp.t) or len(sp.t) < 2:
         return StreamCheck([f"setpoints {sp.q.shape} do not fit {len(sp.t)} ticks of {model.nq} joints"])
     if not np.all(np.isfinite(sp.q)):
@@ -142,26 +142,22 @@ def check_stream(model: RobotModel, config: RobotConfig, sp: StreamPlan) -> Stre
     problems = tick_problems(model, config, sp.t, sp.q)
     if not sp.standing:
         return StreamCheck(problems)
-    plan = start_plan(model, sp)
     if sp.single is not None:  # on one sole: the double-support posture check does not apply
         problems += single_support_problems(model, config, sp.t, sp.q, sp.single, sp.base, sp.params)
+    return check_start(model, config, sp, problems)
+
+
+def check_start(model: RobotModel, config: RobotConfig, sp: StreamPlan, problems: list[str]) -> StreamCheck:
+    """A standing robot's start: set down on one sole, nothing more; else the posture it stands in on both soles
+    (a weight shift's, `start_plan`) through the executor's posture check (`drivers.setpoints.check_run`).
+    `problems`: the stream's own. A weight shift's ticks are checked where it is planned
+    (`drivers.single_support_stream.plan_transitions`)."""
+    plan = start_plan(model, sp)
+    if sp.single is not None and sp.lead_in is None:  # set down on one sole
         margin = max(sp.single.margin, float(config.executor.min_margin))
-        if sp.lead_in is None:  # set down on one sole
-            return StreamCheck(problems, RunCheck([], {}, margin), plan)
-        for ws, when in _transitions(sp):
-            for what, part in (("shifting", ws.shift), ("lifting", ws.lift)):
-                problems += [f"{when}{what}, {p}" for p in tick_problems(model, config, part.t, part.q)]
+        return StreamCheck(problems, RunCheck([], {}, margin), plan)
     rc = check_run(plan, model, config)  # standing on both soles at the start
-    problems += [f"start {p}" for p in rc.problems]
-    return StreamCheck(problems, rc, plan)
-
-
-def _transitions(sp: StreamPlan) -> list[tuple[WeightShift, str]]:
-    """The weight shifts a run plays, each with what its problems are prefixed with (the start's: nothing)."""
-    out = [(sp.lead_in, "")]
-    if sp.lead_out is not None and sp.lead_out is not sp.lead_in:
-        out.append((sp.lead_out, "at the plan's end, "))
-    return out
+    return StreamCheck(problems + [f"start {p}" for p in rc.problems], rc, plan)
 
 
 def board_wrench(kg: np.ndarray, cells: np.ndarray) -> np.ndarray:

@@ -25,6 +25,7 @@ from drivers.trajectory_run import (
     TrajectoryExecutor,
     TrajectoryRecorder,
     TrajectoryRunResult,
+    check_start,
     check_stream,
     tick_times,
 )
@@ -80,8 +81,8 @@ def prepare(
         tr = plan_transitions(model, config, plan, traj, ps)
         if tr.problems:
             return model, sp, tr.problems, stream
-        sp.lead_in, sp.lead_out = tr.start, tr.end
-        stream = check_stream(model, config, sp)
+        sp.lead_in, sp.lead_out = tr.start, tr.end  # their ticks checked by plan_transitions
+        stream = check_start(model, config, sp, stream.problems)
     return model, sp, stream.problems, stream
 
 

@@ -171,13 +171,7 @@ def _single_support(model, traj, q, qd, qdd, params, problems, zmp_margin) -> tu
 
     s = one_sole(model, q, qd, qdd, traj.base, traj.other, params)
     problems += one_sole_problems(s, traj.base, "lifted", zmp_margin, traj.lift, traj.max_lift, traj.max_tilt)
-    marg, low, high, tilt = (
-        float(s.margin.min()),
-        float(s.lowest.min()),
-        float(s.highest.max()),
-        float(s.tilt.max()),
-    )
-    return marg, (low, high, tilt)
+    return float(s.margin.min()), (float(s.lowest.min()), float(s.highest.max()), float(s.tilt.max()))
 
 
 def regressor_spec(traj: Trajectory, base: str) -> tuple[RegressorSpec, str]:

@@ -372,9 +372,8 @@ def check_weight_shift(
     """Every tick of a transition verified with the shared checks; fills ws's figures and problems."""
     s, lf = ws.shift, ws.lift
     problems: list[str] = []
-    ws.double_margin_m = double_support_balance(model, ws.chain, s.q, s.qd, s.qdd, params, problems, margin)[
-        0
-    ]
+    balance = double_support_balance(model, ws.chain, s.q, s.qd, s.qdd, params, problems, margin)
+    ws.double_margin_m = balance[0]
     ws.problems = [f"shifting, {p}" for p in problems]
     bal = one_sole(model, lf.q, lf.qd, lf.qdd, ws.base, ws.other, params)
     ws.problems += _single_problems(bal, ws.base, ws.other, margin, max_lift, max_tilt)
