@@ -9,7 +9,7 @@ spectrum (identify/residual_covariance.py: filtered noise is correlated in time 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.linalg as sla
@@ -37,6 +37,9 @@ PLACEMENT_TOL_M = 0.002
 PLACEMENT_TOL_DEG = 0.5
 # the planned angles serve as instruments only for the recording of their plan: tracking errors of a few mrad
 INSTRUMENT_TOL_RAD = 0.1
+# a step this many times the recording's median step is a gap (samples lost, a stalled logger): the filter and the
+# noise model need uniform samples, so each piece between gaps is fitted as a recording of its own
+GAP_FACTOR = 1.5
 MAX_DRIFT_DEGREE = 3  # base-sole creep polynomial (per recording and axis)
 DEFAULT_CUTOFF_HZ = 5.0  # when the recording does not declare its motion's band
 # cut-off / the motion's highest frequency: a 4th-order zero-phase filter passes that band within 2e-5
@@ -94,6 +97,12 @@ class DynamicFit:
     fitted_s: float = float("nan")  # recording time the fitted rows span (ends dropped)
     edges_s: float = 0.0  # recording time dropped at the two ends together (the filter's transients)
     instruments: bool = False  # IV estimate: the planned angles' regressor as instruments (IDIM-IV)
+    gaps: list[dict] = field(
+        default_factory=list
+    )  # gaps split recordings at: recording (1-based), from_s, to_s
+    dropped: list[dict] = field(
+        default_factory=list
+    )  # pieces between gaps too short for the cut-off, not fitted
 
     def determined(self, pct: float = WELL_IDENTIFIED_PCT) -> tuple[list[str], list[str]]:
         """The estimated base inertial parameters this motion determines to `pct` % relative SE, and those it does
@@ -129,6 +138,8 @@ class DynamicFit:
             "unidentifiable": self.unidentifiable,
             "top_correlations": [list(c) for c in self.top_correlations],
             "reference": self.reference,
+            "gaps": self.gaps,
+            "dropped": self.dropped,
         }
 
 
@@ -324,6 +335,17 @@ class DynamicEstimator:
         A, _, joint, sample = self._system(rec, drop_reversals)
         return A, joint, sample
 
+    def prepare_many(
+        self, recs: list[DynamicRecording], reuse_base: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`prepare` for recordings fitted together: their rows stacked as `fit` stacks them (samples numbered on
+        one axis, recordings apart), with the cut-off and base parameters set from them."""
+        if not reuse_base:
+            self._db = None
+        self._set_cutoff(recs)
+        A, _, joint, sample, _ = self._stacked(recs)
+        return A, joint, sample
+
     def _set_cutoff(self, recs: list[DynamicRecording]) -> None:
         """The configured cut-off, else the largest of the recordings' defaults (`default_cutoff`)."""
         self._cutoff = self.cutoff_hz if self.cutoff_hz is not None else max(default_cutoff(r) for r in recs)
@@ -348,9 +370,10 @@ class DynamicEstimator:
         if not recs:
             raise DataError("no recording to fit")
         planned = self._instrument_angles(recs, instruments)
-        rate = common_rate(recs)
         self._db = None
         self._set_cutoff(recs)
+        recs, planned, gaps, dropped = self._pieces(recs, planned)
+        rate = common_rate(recs)
         A, b, joint, sample, Z = self._stacked(recs, planned)
         n = self.rows_
         syms, forms = self._names()
@@ -421,8 +444,40 @@ class DynamicEstimator:
             fitted_s=fitted_s,
             edges_s=edges_s,
             instruments=Z is not None,
+            gaps=gaps,
+            dropped=dropped,
         )
         return self
+
+    def _pieces(
+        self, recs: list[DynamicRecording], planned: list[np.ndarray] | None
+    ) -> tuple[list[DynamicRecording], list[np.ndarray] | None, list[dict], list[dict]]:
+        """The recordings split at their gaps (a step > GAP_FACTOR × the median) into uniformly sampled pieces,
+        with their planned angles; pieces that leave fewer than one cut-off period of rows after the filter's
+        edges are dropped. Returns (pieces, their planned angles, the gaps, the dropped pieces)."""
+        pieces, angles, gaps, dropped = [], [], [], []
+        for k, r in enumerate(recs):
+            dt = np.diff(r.t)
+            cuts = (np.flatnonzero(dt > GAP_FACTOR * np.median(dt)) + 1).tolist()
+            gaps += [{"recording": k + 1, "from_s": float(r.t[c - 1]), "to_s": float(r.t[c])} for c in cuts]
+            for a, b in zip([0, *cuts], [*cuts, len(r.t)], strict=True):
+                n = b - a
+                rate = (n - 1) / float(r.t[b - 1] - r.t[a]) if n > 1 else 0.0
+                if n < 10 or len(range(n)[self._kept(n, rate)]) < SAMPLES_PER_CUTOFF_PERIOD:
+                    dropped.append({"recording": k + 1, "from_s": float(r.t[a]), "to_s": float(r.t[b - 1])})
+                    continue
+                cut = slice(a, b)
+                pieces.append(r if n == len(r.t) else replace(
+                    r, t=r.t[cut], q=r.q[cut], tau=None if r.tau is None else r.tau[cut],
+                    wrench=None if r.wrench is None else r.wrench[cut],
+                ))  # fmt: skip
+                angles.append(None if planned is None else planned[k][cut])
+        if not pieces:
+            raise DataError(
+                f"every piece between the recording's {len(gaps)} gap(s) is too short for a {self.cutoff_:.3g} Hz "
+                "cut-off: record without gaps or raise --cutoff-hz"
+            )
+        return pieces, (None if planned is None else angles), gaps, dropped
 
     def _instrument_angles(
         self, recs: list[DynamicRecording], instruments: np.ndarray | Sequence[np.ndarray] | None

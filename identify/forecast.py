@@ -8,6 +8,7 @@ between the fitted rows exactly as it does in a fit. It covers noise alone — a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,6 +122,18 @@ def forecast_dynamic(
     recorded sample per row kind (one per joint, or Fz, Mx, My; a single value for all); `params`: the guessed
     parameter set (default the model's first); `reuse_base`: in the base parameters of the estimator's last fit
     (a standing robot's are chosen at the recording's middle posture, so two recordings may number them apart)."""
+    return forecast_motions(estimator, [(t, q, meta or {})], noise, params, reuse_base)
+
+
+def forecast_motions(
+    estimator: DynamicEstimator,
+    motions: Sequence[tuple[np.ndarray, np.ndarray, dict[str, str]]],
+    noise: np.ndarray | list[float],
+    params=None,
+    reuse_base: bool = False,
+) -> DynamicForecast:
+    """Forecast for several recordings fitted together (`identify dynamic REC1 REC2 …`), each motion given as
+    (t, q, meta) like `forecast_dynamic`'s; the base parameters are those of the first (as in the fit)."""
     model = estimator.model
     rows = list(model.joint_names) if estimator.quantity == "torque" else ["fz", "mx", "my"]
     sig = np.asarray(noise, dtype=float).ravel()
@@ -128,20 +141,29 @@ def forecast_dynamic(
         sig = np.full(len(rows), sig[0])
     if sig.shape != (len(rows),) or not np.all(np.isfinite(sig) & (sig > 0)):
         raise DataError(f"noise must be {len(rows)} positive σ ({', '.join(rows)}) or one, got {list(noise)}")
-    t = np.asarray(t, dtype=float)
-    q = np.asarray(q, dtype=float)
-    zeros = np.zeros((len(t), model.nq if estimator.quantity == "torque" else 6))
-    rec = DynamicRecording(
-        robot=model.name, base=estimator.base, joint_names=list(model.joint_names), t=t, q=q,
-        tau=zeros if estimator.quantity == "torque" else None,
-        wrench=zeros if estimator.quantity == "wrench" else None, meta=dict(meta or {}),
-    )  # fmt: skip
-    A, kind, sample = estimator.prepare(rec, reuse_base=reuse_base)
+    if not motions:
+        raise DataError("no motion to forecast")
+    recs = []
+    for t, q, meta in motions:
+        t = np.asarray(t, dtype=float)
+        zeros = np.zeros((len(t), model.nq if estimator.quantity == "torque" else 6))
+        recs.append(DynamicRecording(
+            robot=model.name, base=estimator.base, joint_names=list(model.joint_names), t=t,
+            q=np.asarray(q, dtype=float), tau=zeros if estimator.quantity == "torque" else None,
+            wrench=zeros if estimator.quantity == "wrench" else None, meta=dict(meta),
+        ))  # fmt: skip
+    if any(abs(r.rate_hz - recs[0].rate_hz) > 1e-6 * recs[0].rate_hz for r in recs):
+        raise DataError(
+            "recordings fitted together must share their rate: "
+            + ", ".join(f"{r.rate_hz:g} Hz" for r in recs)
+        )
+    A, kind, sample = estimator.prepare_many(recs, reuse_base=reuse_base)
     if np.linalg.matrix_rank(A) < A.shape[1]:
         raise DataError("the planned motion does not excite every base parameter (rank-deficient regressor)")
-    step = estimator._step(rec.rate_hz)
+    # one autocorrelation for all: recordings of one fit share their rate (and so the decimation step)
+    step = estimator._step(recs[0].rate_hz)
     lag = np.abs(sample[:, None] - sample[None, :])
-    R = filtered_autocorrelation(rec.rate_hz, estimator.cutoff_, step, int(lag.max()))[lag]
+    R = filtered_autocorrelation(recs[0].rate_hz, estimator.cutoff_, step, int(lag.max()))[lag]
     noise_cov = R * np.where(kind[:, None] == kind[None, :], sig[kind][:, None] * sig[kind][None, :], 0.0)
     w = 1.0 / sig[kind]  # the estimator's weights on noise-only residuals, up to a common factor
     Aw = A * w[:, None]
@@ -155,10 +177,10 @@ def forecast_dynamic(
     guess = np.full(A.shape[1], np.nan)
     prior = params if params is not None else next(iter(model.params))
     guess[: db.rank] = db.values(dyn.standard_parameters(model, prior))
-    fitted, edges = estimator.fitted_span([rec])
+    fitted, edges = estimator.fitted_span(recs)
     return DynamicForecast(
         symbols=syms, formulas=forms, guess=guess, se=se, isolated_se=isolated, noise=sig, rows=rows,
-        cutoff_hz=estimator.cutoff_, duration_s=float(t[-1] - t[0]), fitted_s=fitted,
+        cutoff_hz=estimator.cutoff_, duration_s=float(sum(r.t[-1] - r.t[0] for r in recs)), fitted_s=fitted,
         edges_s=edges, kappa_scaled=kappa(normalised_columns(A)[0]), inertial=db.rank,
     )  # fmt: skip
 

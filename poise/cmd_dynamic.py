@@ -257,6 +257,12 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         table.add_row(*row)
     console.print(table)
     console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz")
+    for g in fit.gaps:
+        console.print(f"[yellow]recording {g['recording']}: no samples from {g['from_s']:.3f} to {g['to_s']:.3f} s — "
+                      "the pieces either side are filtered and fitted apart[/yellow]")  # fmt: skip
+    for d in fit.dropped:
+        console.print(f"[yellow]recording {d['recording']}: {d['from_s']:.3f}–{d['to_s']:.3f} s between gaps is "
+                      f"too short for the cut-off and is not fitted[/yellow]")  # fmt: skip
     if planned is not None:
         console.print(
             "instrumental-variable estimate: the planned angles of "

@@ -157,7 +157,11 @@ def register(s: argparse._SubParsersAction) -> None:
         "forecast",
         help="what a trajectory plan will determine: each base parameter's standard error under a noise level",
     )
-    f.add_argument("plan", help="trajectory plan (JSON)")
+    f.add_argument(
+        "plan", nargs="+",
+        help="trajectory plan(s) (JSON); several: what their runs fitted together determine (same robot, rate and, "
+        "standing, foot placement)",
+    )  # fmt: skip
     f.add_argument(
         "--noise", type=at.positive, nargs="+", required=True, metavar="SIGMA",
         help="white noise σ on each recorded sample: standing plans Fz [N], Mx, My [N·m] (or one for all); "
@@ -267,9 +271,9 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         prior = None
         if args.prior:
             from formats.trajectory_plan import load_trajectory_plan
-            from trajectories.plan import prior_rows
+            from trajectories.plan import prior_experiments
 
-            prior = prior_rows(model, settings, [load_trajectory_plan(p) for p in args.prior])
+            prior = prior_experiments(model, settings, [load_trajectory_plan(p) for p in args.prior])
         results = design_starts(
             args.robot, settings, args.seed, args.starts, args.workers, on_result, prior, args.scheduler
         )
@@ -435,40 +439,55 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     from drivers.wbb.geometry import PLATE_HEIGHT
     from formats.trajectory_plan import load_trajectory_plan
     from identify.dynamic import DynamicEstimator
-    from identify.forecast import forecast_dynamic
+    from identify.forecast import forecast_motions
     from robots.params_io import resolve_params
     from trajectories.plan import plan_model, plan_recording, plan_trajectory
     from trajectories.verify import sample_grid
 
-    plan = load_trajectory_plan(args.plan)
+    plans = [load_trajectory_plan(p) for p in args.plan]
+    plan = plans[0]
     model = plan_model(plan)
-    traj = plan_trajectory(plan, model)
     params = resolve_params(args.params or plan.params or next(iter(model.params)), model)
-    how = plan_recording(plan, traj)
-    standing = how.standing
     rate = args.rate_hz or plan.rate_hz
-    t = sample_grid(traj, 1.0 / rate)
-    q, _, _ = traj.sample(t)
-    meta = dict(how.meta)
-    if standing:  # as `poise run` records it: moments about the boards' cells
-        meta["moment_z_m"] = f"{-PLATE_HEIGHT:.6g}"
-    simplified = bool(plan.settings.get("simplified", False))
-    est = DynamicEstimator(model, how.base, simplified, not args.no_friction and not standing,
+    motions, kinds = [], set()
+    for name, p in zip(args.plan, plans, strict=True):
+        if p.robot != plan.robot or list(p.joint_names) != list(plan.joint_names):
+            raise DataError(
+                f"{name} is a plan for {p.robot!r}; {args.plan[0]} for {plan.robot!r}: forecast one robot"
+            )
+        if (args.rate_hz or p.rate_hz) != rate:
+            raise DataError(
+                f"{name} streams at {p.rate_hz:g} Hz, {args.plan[0]} at {rate:g} Hz: give --rate-hz"
+            )
+        traj = plan_trajectory(p, model)
+        how = plan_recording(p, traj)
+        kinds.add((how.standing, how.base, bool(p.settings.get("simplified", False))))
+        t = sample_grid(traj, 1.0 / rate)
+        q, _, _ = traj.sample(t)
+        meta = dict(how.meta)
+        if how.standing:  # as `poise run` records it: moments about the boards' cells
+            meta["moment_z_m"] = f"{-PLATE_HEIGHT:.6g}"
+        motions.append((t, q, meta))
+    if len(kinds) > 1:
+        raise DataError("the plans identify different things (standing or not, base, simplified model): "
+                        "forecast them apart")  # fmt: skip
+    standing, base, simplified = kinds.pop()
+    est = DynamicEstimator(model, base, simplified, not args.no_friction and not standing,
                            quantity="wrench" if standing else "torque")  # fmt: skip
-    fc = forecast_dynamic(est, t, q, args.noise, params, meta)
+    fc = forecast_motions(est, motions, args.noise, params)
     out = fc.to_dict(args.well, args.practical_s)
     if args.plot:
         from identify.plots import plot_forecast
 
         nb = fc.inertial
         plot_forecast(fc.symbols[:nb], fc.rel_se_pct[:nb], fc.needed_s(args.well)[:nb], fc.duration_s, args.well,
-                      args.practical_s, args.plot, f"{args.plan}: noise {' / '.join(f'{v:g}' for v in fc.noise)}")  # fmt: skip
+                      args.practical_s, args.plot, f"{' + '.join(args.plan)}: noise {' / '.join(f'{v:g}' for v in fc.noise)}")  # fmt: skip
     if args.json:
         print_json(out)
         return 0
     units = "N, N·m, N·m" if standing else "N·m"
     title = (
-        f"{args.plan}: {model.name}, {fc.duration_s:.1f} s at {rate:g} Hz, noise {' / '.join(f'{v:g}' for v in fc.noise)}"
+        f"{' + '.join(args.plan)}: {model.name}, {fc.duration_s:.1f} s at {rate:g} Hz, noise {' / '.join(f'{v:g}' for v in fc.noise)}"
         f" ({units}) per sample, cut-off {fc.cutoff_hz:.3g} Hz, guessed parameters {params.name!r}"
     )
     rows = []

@@ -399,6 +399,9 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan forecast", ["{traj_plan}", "--noise", "1", "--params", "{binary}"]),
     ("plan forecast", ["{traj_plan}", "--noise", "1", "--plot", "{existing_png}"]),
     ("plan forecast", ["{traj_plan}", "--noise", "1", "--plot", "{dir}/x.unknown"]),
+    ("plan forecast", ["{traj_plan}", "{ss_plan}", "--noise", "1"]),
+    ("plan forecast", ["{traj_plan}", "{binary}", "--noise", "1"]),
+    ("plan forecast", ["{traj_plan}", "{dir}/missing.json", "--noise", "1"]),
     # plan trajectory
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--max-kappa", "1"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--duration", "inf"]),
@@ -409,6 +412,13 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--rate-hz", "0"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--seed", "-3"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--params", "{binary}"]),
+    ("plan trajectory", ["tulip", "--double-support", "--out", "{dir}/t1.json", "--prior", "{traj_plan}"]),
+    (
+        "plan trajectory",
+        ["tulip", "--double-support", "--simplified", "--out", "{dir}/t1.json", "--prior", "{ss_plan}"],
+    ),
+    ("plan trajectory", ["tulip", "--single-support", "--out", "{dir}/t1.json", "--prior", "{traj_plan}"]),
+    ("plan trajectory", ["tulip", "--double-support", "--out", "{dir}/t1.json", "--prior", "{binary}"]),
     ("plan trajectory", ["tulip", "--out", "{existing}"]),
     # plan check
     ("plan check", ["{binary}"]),

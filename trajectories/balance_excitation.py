@@ -31,7 +31,15 @@ from trajectories.closed_chain import (
     make_chain,
     solve_dependent,
 )
-from trajectories.excitation import ExcitationResult, ExcitationSettings, _Criterion, criterion_stages
+from trajectories.excitation import (
+    ExcitationResult,
+    ExcitationSettings,
+    Prior,
+    _Criterion,
+    check_prior,
+    criterion_stages,
+    finish_with_prior,
+)
 from trajectories.fourier import FourierTrajectory, basis, rest_constraints
 from trajectories.verify import acceleration_limits
 
@@ -320,8 +328,10 @@ def optimise_balance(
     zmp_margin: float = 0.02,
     amplitude: float = 0.1,
     chain: ClosedChain | None = None,
+    prior: Prior | None = None,
 ) -> ExcitationResult:
-    """Design one balance-constrained double-support excitation from a random start."""
+    """Design one balance-constrained double-support excitation from a random start (standing as `chain`, else
+    in the best-conditioned placement near the feet side by side); `prior`: the experiments it should complete."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     base = settings.base or (model.stance or {}).get("base") or next(iter(model.bases))
@@ -329,9 +339,10 @@ def optimise_balance(
     chain = chain or make_chain(model, base, guess, rng)
     prob = design_balance_problem(model, settings, chain, zmp_margin)
     x0, _ = balance_start(model, settings, chain, rng, amplitude)
+    check_prior(prior, prob["base"].rank)
     Wshape = (3 * settings.samples, prob["base"].rank)
-    grad = _Criterion("criterion_grad", Wshape, settings, None)
-    crit = _Criterion("criterion", Wshape, settings, grad)
+    grad = _Criterion("criterion_grad", Wshape, settings, None, prior)
+    crit = _Criterion("criterion", Wshape, settings, grad, prior)
     f = crit(ca.vec(prob["W"]))
     opts = {
         "ipopt.print_level": 0,
@@ -379,6 +390,7 @@ def optimise_balance(
         params=prob["params"],
         stages=stages,
     )
+    finish_with_prior(result, W, settings, prior)
     from trajectories.verify import check_trajectory
 
     check = check_trajectory(

@@ -143,6 +143,35 @@ class ExcitationResult:
     kappa_with_prior_scaled: float | None = (
         None  # κ of [prior; new] (column-scaled), when designed with a prior
     )
+    objective: float = (
+        math.nan
+    )  # logdet/logvar criteria: the criterion's value (of [prior; new] with a prior)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Experiments already made: their stacked base-regressor rows, sampled every period/samples s of the next
+    design, and for a standing robot the closed chain (foot placement) they stood in, which the next design keeps
+    so that the runs are fitted together."""
+
+    rows: np.ndarray
+    chain: object | None = None  # trajectories.closed_chain.ClosedChain
+
+
+def with_prior(W: np.ndarray, settings: ExcitationSettings, prior: Prior | None) -> np.ndarray:
+    """[prior; w·W], w = √periods (W covers one period), or W alone."""
+    if prior is None:
+        return W
+    return np.vstack([prior.rows, np.sqrt(settings.duration / settings.period) * W])
+
+
+def finish_with_prior(result: ExcitationResult, W: np.ndarray, settings: ExcitationSettings, prior) -> None:
+    """Fill the result's criterion value and, with a prior, κ of the experiments together."""
+    both = with_prior(W, settings, prior)
+    if settings.criterion in ("logdet", "logvar"):
+        result.objective = float(criterion_value(both, replace(settings, max_kappa=None), 1.0)[0])
+    if prior is not None:
+        result.kappa_with_prior_scaled = kappa(normalised_columns(both)[0])
 
 
 class _Criterion(ca.Callback):
@@ -156,7 +185,7 @@ class _Criterion(ca.Callback):
         shape: tuple[int, int],
         settings: ExcitationSettings,
         grad: _Criterion | None,
-        prior: np.ndarray | None = None,
+        prior: Prior | None = None,
     ):
         ca.Callback.__init__(self)
         self.shape, self.settings, self.grad_node = shape, settings, grad
@@ -181,8 +210,8 @@ class _Criterion(ca.Callback):
     def eval(self, arg):
         W = np.asarray(arg[0]).reshape(self.shape, order="F")
         if self.prior is not None:
-            f, G = criterion_value(np.vstack([self.prior, self.weight * W]), self.settings, self.p)
-            G = self.weight * G[self.prior.shape[0] :]
+            f, G = criterion_value(with_prior(W, self.settings, self.prior), self.settings, self.p)
+            G = self.weight * G[self.prior.rows.shape[0] :]
         else:
             f, G = criterion_value(W, self.settings, self.p)
         if self.grad_node is not None:
@@ -303,6 +332,12 @@ def _clearance_grid(name: str, model: RobotModel, pairs, params: str, bases) -> 
         lambda q, qd, qdd: evaluate(q, False)[0].T,
         lambda q, qd, qdd: [(evaluate(q, True)[1], bases[0])],
     )
+
+
+def check_prior(prior: Prior | None, rank: int) -> None:
+    """The prior's rows must be of the design's base regressor."""
+    if prior is not None and (prior.rows.ndim != 2 or prior.rows.shape[1] != rank):
+        raise DataError(f"prior regressor has shape {prior.rows.shape}; expected (rows, {rank})")
 
 
 def criterion_value(W: np.ndarray, settings: ExcitationSettings, p: float) -> tuple[float, np.ndarray]:
@@ -483,7 +518,7 @@ def _torque_ratio(prob: dict, x: np.ndarray) -> float:
 
 
 def _solve_stages(
-    prob: dict, settings: ExcitationSettings, prior: np.ndarray | None, x: np.ndarray, last_only: bool = False
+    prob: dict, settings: ExcitationSettings, prior: Prior | None, x: np.ndarray, last_only: bool = False
 ) -> tuple[np.ndarray, int, str, list[dict]]:
     """IPOPT through the criterion's continuation (blunt surrogates warm-start the sharp one) from x; `last_only`:
     the final stage alone (x is a solution of the earlier ones)."""
@@ -533,14 +568,13 @@ def solve_lazy_torques(
     build: Callable[[bool], dict],
     settings: ExcitationSettings,
     x0: np.ndarray,
-    prior: np.ndarray | None = None,
+    prior: Prior | None = None,
 ) -> tuple[dict, np.ndarray, int, str, list[dict]]:
     """Solve the problem `build(torque_rows)` makes. Torque limits are dense rows (samples × joints, every
     coefficient) that rarely bind: left out, the result checked against them on the same grid, and the last
     stage solved again with them only if one is exceeded. Returns (problem, x, iterations, status, stages)."""
     prob = build(False)
-    if prior is not None and (prior.ndim != 2 or prior.shape[1] != prob["base"].rank):
-        raise DataError(f"prior regressor has shape {prior.shape}; expected (rows, {prob['base'].rank})")
+    check_prior(prior, prob["base"].rank)
     x, iterations, status, stages = _solve_stages(prob, settings, prior, x0)
     ratio = _torque_ratio(prob, x) if np.all(np.isfinite(prob["limits"][4])) else None
     if ratio is not None and ratio > 1.0:
@@ -558,14 +592,24 @@ def optimise(
     settings: ExcitationSettings,
     start: np.ndarray | None = None,
     seed: int = 0,
-    prior: np.ndarray | None = None,
+    prior: Prior | None = None,
 ) -> ExcitationResult:
-    """Design one excitation trajectory from `start` (coefficients) or a random start; `prior`: base-regressor
-    rows of experiments already made (sampled every period/samples s), which the new one should complete."""
+    """Design one excitation trajectory from `start` (coefficients) or a random start; `prior`: experiments
+    already made, which the new one should complete."""
     if settings.motion == "double-support":
         from trajectories.balance_excitation import optimise_balance
 
-        return optimise_balance(model, settings, seed, settings.zmp_margin, settings.amplitude)
+        return optimise_balance(
+            model,
+            settings,
+            seed,
+            settings.zmp_margin,
+            settings.amplitude,
+            prior.chain if prior else None,
+            prior,
+        )
+    if prior is not None and settings.motion == "single-support":
+        raise DataError("a prior experiment is supported for fixed-base and double-support designs")
     if settings.motion == "single-support":
         from trajectories.single_support import optimise_single_support
 
@@ -595,9 +639,7 @@ def optimise(
         params=prob["params"],
         stages=stages,
     )
-    if prior is not None:
-        w = np.sqrt(settings.duration / settings.period)
-        result.kappa_with_prior_scaled = kappa(normalised_columns(np.vstack([prior, w * W]))[0])
+    finish_with_prior(result, W, settings, prior)
     dt = min(0.001, settings.period / (settings.samples * 10))
     check = check_trajectory(
         model,

@@ -10,10 +10,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 
 from robots.registry import get_model
-from trajectories.excitation import ExcitationResult, ExcitationSettings, optimise
+from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior, optimise
 
 
-def _one(robot: str, settings: ExcitationSettings, seed: int, prior=None) -> ExcitationResult:
+def _one(robot: str, settings: ExcitationSettings, seed: int, prior: Prior | None = None) -> ExcitationResult:
     return optimise(get_model(robot), settings, seed=seed, prior=prior)
 
 
@@ -24,7 +24,7 @@ def design_starts(
     starts: int = 1,
     workers: int | None = None,
     on_result: Callable[[int, ExcitationResult], None] | None = None,
-    prior=None,
+    prior: Prior | None = None,
     scheduler: str | None = None,
 ) -> list[ExcitationResult]:
     """Optimise `starts` random starts (seeds seed, seed+1, …); results sorted by the criterion's true value.
@@ -65,8 +65,8 @@ def design_starts(
     key = (lambda r: r.kappa_scaled) if settings.scaling == "columns" else (lambda r: r.kappa)
     if prior is not None:
         key = lambda r: r.kappa_with_prior_scaled  # noqa: E731
-    if settings.criterion == "logdet":
-        key = lambda r: -r.logdet  # noqa: E731
+    if settings.criterion in ("logdet", "logvar"):
+        key = lambda r: r.objective  # noqa: E731
     feasible = [r for r in results if r.verification.get("ok")]
     infeasible = [r for r in results if not r.verification.get("ok")]  # (results hold arrays: no `in`)
     return sorted(feasible, key=key) + sorted(infeasible, key=key)

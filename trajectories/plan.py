@@ -11,7 +11,7 @@ from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan
 from robots.registry import BUILT_IN, get_model
 from robots.tree import RobotModel
-from trajectories.excitation import ExcitationResult, ExcitationSettings
+from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior
 from trajectories.multistart import settings_dict
 from trajectories.parametrisation import Trajectory, trajectory_from_json
 
@@ -134,17 +134,44 @@ def check_plan(
     )
 
 
-def prior_rows(model: RobotModel, settings: ExcitationSettings, plans: list[TrajectoryPlan]) -> np.ndarray:
-    """Base-regressor rows of trajectories already executed (fixed base), sampled at the design's grid step."""
-    from trajectories.verify import sample_grid, stacked_base_regressor
+def prior_experiments(model: RobotModel, settings: ExcitationSettings, plans: list[TrajectoryPlan]) -> Prior:
+    """Trajectories already executed, as the next design's prior: their base-regressor rows sampled at the
+    design's grid step; standing in double support, the placement they share, which the next design keeps."""
+    from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.verify import stacked_base_regressor
 
-    if settings.motion != "free":
-        raise DataError("a prior experiment is supported for fixed-base designs only")
-    rows = []
+    if settings.motion not in ("free", "double-support"):
+        raise DataError("a prior experiment is supported for fixed-base and double-support designs")
+    rows, chain = [], None
     for p in plans:
         if p.robot != model.name or list(p.joint_names) != list(model.joint_names):
             raise DataError(f"prior plan for {p.robot!r} does not fit robot {model.name!r}")
+        if bool(p.settings.get("simplified", False)) != settings.simplified:
+            raise DataError("a prior plan identifies the " + ("simplified" if settings.simplified else "full")
+                            + " model's parameters only if designed for it: give --simplified alike")  # fmt: skip
         traj = plan_trajectory(p, model)
-        t = sample_grid(traj, settings.period / settings.samples)
+        standing = isinstance(traj, ClosedChainTrajectory)
+        if standing != (settings.motion == "double-support"):
+            raise DataError(f"prior plan is a {p.settings.get('motion') or 'free'} motion; the design is "
+                            f"{settings.motion}: their base parameters differ")  # fmt: skip
+        if standing:
+            chain = chain or traj.chain
+            same_placement(chain, traj.chain)
+        dt = settings.period / settings.samples  # the design's grid: a periodic motion's end is its start
+        t = np.arange(int(np.ceil(traj.duration / dt - 1e-9))) * dt
         rows.append(stacked_base_regressor(model, traj, settings.base or model.root, settings.simplified, t))
-    return np.vstack(rows)
+    return Prior(np.vstack(rows), chain)
+
+
+def same_placement(first, other, tol_m: float = 1e-6) -> None:
+    """Two closed chains the runs of one fit stand in: the same base sole, other sole pose and nominal posture
+    (the base parameters are chosen there)."""
+    if (
+        first.base != other.base
+        or first.other != other.other
+        or tuple(first.dependent) != tuple(other.dependent)
+        or np.max(np.abs(first.target_p - other.target_p)) > tol_m
+        or np.max(np.abs(first.target_R - other.target_R)) > tol_m
+        or np.max(np.abs(first.nominal - other.nominal)) > tol_m
+    ):
+        raise DataError("prior plans stand in different foot placements: design after one placement's plans")
