@@ -19,6 +19,7 @@ from robots.stance import (
     placed_corners,
     placement_function,
     placement_line,
+    placement_problems,
     placement_row_bounds,
     random_double_support,
     separating_line,
@@ -118,3 +119,22 @@ def test_feet_gap_comes_from_the_description(tulip, tmp_path):
         else:
             assert stance_spec(model).feet_gap == 0.05
             assert placement_row_bounds(model, "right")[0][-1] == 0.025
+
+
+def test_a_ground_pose_outside_the_placement_box_is_named_with_the_box(tulip):
+    """`placement_problems`: the box `placement_row_bounds` gives the designer ([stance], for its base), checked
+    at a numeric pose — inside (to PLACE_TOL) nothing; outside one line naming the pose, the box and the
+    coordinates out of range; the other base has no box."""
+    lo, hi = placement_row_bounds(tulip, "right")
+    inside = (0.087, 0.2516, np.radians(5.0))
+    assert placement_problems(tulip, "right", inside) == []
+    assert placement_problems(tulip, "right", (hi[0] + 5e-7, lo[1] - 5e-7, hi[2])) == []  # within PLACE_TOL
+    (msg,) = placement_problems(tulip, "right", (0.087, hi[1] + 0.05, np.radians(97.4)))
+    assert msg == (
+        "the sole_l sole's ground pose (x 87.0 mm, y 550.0 mm, yaw 97.4 deg) is outside the placement box of the "
+        "tulip description ([stance] placement_x [-750, 750] mm, placement_y [-100, 500] mm, placement_yaw_deg "
+        "[-90, 90] deg): y and yaw out of range"
+    )
+    (msg,) = placement_problems(tulip, "right", (lo[0] - 0.01, 0.25, 0.0))
+    assert msg.endswith("): x out of range")
+    assert placement_problems(tulip, "left", (5.0, -5.0, 3.0)) == []
