@@ -100,18 +100,22 @@ def test_placement_rows_refuse_the_former_start(tulip):
     assert np.all(np.isinf(placement_row_bounds(tulip, "left")[0][:3]))
 
 
-def test_feet_gap_comes_from_the_description(tulip, tmp_path):
-    """[stance] feet_gap (m), else FEET_GAP; a negative one refused, naming the robot and key."""
-    assert stance_spec(tulip).feet_gap == FEET_GAP
+def _with_gap(tmp_path: Path, gap: str) -> Path:
+    """A copy of the TUlip description whose [stance] says feet_gap = `gap`."""
     toml = (DATA / "tulip.poise.toml").read_text(encoding="utf-8")
     for f in DATA.iterdir():
         if f.is_file() and f.suffix != ".py":
             (tmp_path / f.name).write_bytes(f.read_bytes())
     robot = tmp_path / "tulip.poise.toml"
+    robot.write_text(toml.replace('base = "right"', f'base = "right"\nfeet_gap = {gap}', 1), encoding="utf-8")
+    return robot
+
+
+def test_feet_gap_comes_from_the_description(tulip, tmp_path):
+    """[stance] feet_gap (m), else FEET_GAP; a negative one refused, naming the robot and key."""
+    assert stance_spec(tulip).feet_gap == FEET_GAP
     for gap in ("0.05", "-1"):
-        robot.write_text(
-            toml.replace('base = "right"', f'base = "right"\nfeet_gap = {gap}', 1), encoding="utf-8"
-        )
+        robot = _with_gap(tmp_path, gap)
         model = get_model(str(robot))
         if gap == "-1":
             with pytest.raises(DataError, match="feet_gap must be a distance ≥ 0"):
@@ -138,3 +142,28 @@ def test_a_ground_pose_outside_the_placement_box_is_named_with_the_box(tulip):
     (msg,) = placement_problems(tulip, "right", (lo[0] - 0.01, 0.25, 0.0))
     assert msg.endswith("): x out of range")
     assert placement_problems(tulip, "left", (5.0, -5.0, 3.0)) == []
+
+
+@pytest.mark.parametrize(
+    ("robot", "extra", "gap"),
+    [("tulip", [], FEET_GAP), ("gap", [], 0.05), ("gap", ["--feet-gap", "0.01"], 0.01)],
+)
+def test_the_posture_designer_keeps_the_descriptions_feet_gap(tmp_path, monkeypatch, robot, extra, gap):
+    """`plan postures` without --feet-gap designs with the description's [stance] feet_gap (FEET_GAP where it
+    names none); --feet-gap overrides it. The starts' settings are caught before any is run."""
+    from design.problems import Settings
+    from poise.cli import main
+
+    seen = []
+
+    def caught(specs, *args, **kwargs):
+        seen.extend(specs)
+        raise DataError("caught before designing")
+
+    monkeypatch.setattr("design.planner.run_starts", caught)
+    name = str(_with_gap(tmp_path, "0.05")) if robot == "gap" else robot
+    args = ["plan", "postures", name, "--postures", "14", "--placements", "2", "--out", f"{tmp_path}/p.json"]
+    assert main(args + extra) == 2 and seen
+    assert all(spec.settings.feet_gap == gap for spec in seen)
+    model = get_model(name)  # the library's default, as the CLI's
+    assert Settings().resolved(model).feet_gap == (gap if not extra else 0.05)
