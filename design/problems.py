@@ -53,7 +53,7 @@ class Settings:
 
     problem: str = "free-com"  # or "centred-com"
     margin: float = 0.08
-    feet_gap: float = 0.002
+    feet_gap: float | None = None  # m; None: the robot description's [stance] feet_gap (else FEET_GAP)
     uncertainty: float = 0.0
     ellipsoid: Ellipsoid | None = None
     params: str | None = None  # None: the robot's design parameter set (its description's main set)
@@ -68,13 +68,14 @@ class Settings:
             self.sharpness = DEFAULT_SHARPNESS[self.problem]
 
     def resolved(self, model: RobotModel) -> Settings:
-        """These settings with the robot's defaults filled in (base, parameter set)."""
-        if self.base is not None and self.params is not None:
+        """These settings with the robot's defaults filled in (base, parameter set, feet gap)."""
+        if self.base is not None and self.params is not None and self.feet_gap is not None:
             return self
         return replace(
             self,
             base=resolve_base(model, self.base),
             params=design_params(model) if self.params is None else self.params,
+            feet_gap=stance_spec(model).feet_gap if self.feet_gap is None else self.feet_gap,
         )
 
     @property

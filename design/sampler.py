@@ -204,11 +204,12 @@ def sample_posture_set(
     centred: bool = False,
     params: str | None = None,
     base: str | None = None,
-    feet_gap: float = 0.002,
+    feet_gap: float | None = None,
     batch_size: int = 32,
     max_batches: int = 20,
 ) -> PostureSet:
-    """Thesis §3.5.1: n_placements placements × (n_postures / n_placements) CoM/torso draws, IK, limit check."""
+    """Thesis §3.5.1: n_placements placements × (n_postures / n_placements) CoM/torso draws, IK, limit check;
+    `feet_gap` (m) None: the description's [stance] feet_gap."""
     if n_placements < 1 or n_postures % n_placements:
         raise PoiseError(
             f"--postures ({n_postures}) must be a positive multiple of --placements ({n_placements})"
@@ -216,6 +217,7 @@ def sample_posture_set(
     per = n_postures // n_placements
     params, base = params or design_params(model), resolve_base(model, base)
     spec = stance_spec(model)
+    feet_gap = spec.feet_gap if feet_gap is None else feet_gap
     qs, pl, poses = [], [], []
     for j in range(n_placements):
         for _attempt in range(10_000):

@@ -26,7 +26,9 @@ RUN_DIR/
                   are 0: the cells measure vertical load only; the moments are about the point a plate height
                   below the base sole, in the cells' plane: metadata moment_z_m), each linearly interpolated
                   between the two ticks measured around it (the ticks' real times jitter by a few ms;
-                  `identify dynamic` needs uniform times)
+                  `identify dynamic` needs uniform times); a row for every streamed tick: the last ones, measured
+                  before their grid time (the grid starts at the first tick, which may have been later), are
+                  extrapolated from the ticks before (`UniformRows.finish`)
   raw_joints.csv  every tick of every phase: t (s, run clock), phase, t_traj (s on the trajectory, empty
                   outside streaming), q_cmd (n), q_meas (n), rad
   raw_boards.csv  every board report: t (arrival), phase, board, seq (damaged reports counted too), kg (4, tared)
@@ -169,14 +171,17 @@ def board_wrench(kg: np.ndarray, cells: np.ndarray) -> np.ndarray:
 
 
 class UniformRows:
-    """Samples measured at the ticks' (jittery) times → rows on the uniform grid t0 + k·period, each linearly
-    interpolated between the two measurements around it, emitted as soon as the later one arrives."""
+    """Samples measured at the ticks' (jittery) times → rows on the uniform grid t0 + k·period (t0: the first
+    measurement's time), each linearly interpolated between the two measurements around it, emitted as soon as the
+    later one arrives; `finish` then writes the rows still owed, so there is a row for every measurement."""
 
     def __init__(self, period: float, emit: Callable[[float, np.ndarray], None]) -> None:
         self.period, self.emit = period, emit
         self.t0: float | None = None
         self.prev: tuple[float, np.ndarray] | None = None
-        self.k = 0
+        self.k = 0  # rows emitted
+        self.n = 0  # measurements added
+        self._recent: list[tuple[float, np.ndarray]] = []  # the last three measurements (`finish`'s slope)
 
     def add(self, t: float, x: np.ndarray) -> None:
         x = np.asarray(x, dtype=float)
@@ -191,6 +196,26 @@ class UniformRows:
                 self.emit(self.k * self.period, xp + (tn - tp) / (t - tp) * (x - xp))
             self.k += 1
         self.prev = (t, x)
+        self.n += 1
+        self._recent = [*self._recent[-2:], (t, x)]
+
+    def finish(self) -> None:
+        """The rows of the last measurements whose grid time none came after — a last tick measured earlier on
+        the grid than the first (a first tick 3 ms late, the last on time: the last grid point lies 3 ms after
+        the last measurement, and its row was lost): extrapolated from the last measurement along the slope to the
+        latest one at least half a period before it (two ticks bunched by a late one would amplify their noise),
+        held where there is none. Afterwards every measurement added has its row."""
+        if self.prev is None or self.k >= self.n:
+            return
+        t, x = self.prev
+        slope = np.zeros_like(x)
+        for tb, xb in reversed(self._recent[:-1]):
+            if t - tb >= self.period / 2:
+                slope = (x - xb) / (t - tb)
+                break
+        while self.k < self.n:
+            self.emit(self.k * self.period, x + (self.t0 + self.k * self.period - t) * slope)
+            self.k += 1
 
 
 class TrajectoryRecorder:
@@ -299,6 +324,8 @@ class TrajectoryRecorder:
     def close(self) -> None:
         if self._pending:  # the last ticks (also of a stopped run)
             self._write_rows(np.inf)
+        if self.uniform is not None:  # a row for every tick, the last measured before its grid time too
+            self.uniform.finish()
         for f in (self.joints, self.boards, self.recording):
             if f is not None:
                 f.close()
@@ -579,6 +606,8 @@ class TrajectoryExecutor(Executor):
             sq += float(np.mean(err**2))
             res.ticks = k + 1
             res.rms_tracking_deg = math.sqrt(sq / res.ticks)
+            if sp.standing and rec.uniform is not None:  # before the trips: a tick that trips has its row too
+                rec.stream_tick(self._last_tick, q_meas, cells)
             if err.max() > self.ex.track_trip_deg:
                 j = int(np.argmax(err))
                 raise SafetyTrip(
@@ -595,8 +624,6 @@ class TrajectoryExecutor(Executor):
                     why = str(exc).split(";")[0].removeprefix("posture 0: ")
                     raise SafetyTrip(f"{why} at t = {tk:.2f} s; {res.ticks} tick(s) recorded") from None
                 self._check_free_sole(float(tk))
-                if rec.uniform is not None:
-                    rec.stream_tick(self._last_tick, q_meas, cells)
             self.progress_cb(
                 Progress(k + 1, len(sp.t), 0, 0, "stream", float(tk), float(sp.t[-1]), cop, None, kg)
             )

@@ -48,9 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=0.08,
         help="CoP stability margin d_s in m (free-com; default 0.08)",
     )
-    d.add_argument(
-        "--feet-gap", type=at.nonnegative, default=0.002, help="minimum distance between the feet in m"
-    )
+    d.add_argument("--feet-gap", type=at.nonnegative, default=None,
+                   help="minimum distance between the feet in m (default: the robot description's [stance] "
+                        "feet_gap, else 0.002)")  # fmt: skip
     d.add_argument("--load-share", type=at.number(0.0, 0.5, hi_open=True), default=0.0,
                    help="each sole carries at least this share of the weight by the lever rule (0 = off; 0.25 keeps "
                         "a lightly loaded sole from lifting or sliding on a robot with stiff position servos)")  # fmt: skip

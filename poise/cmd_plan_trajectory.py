@@ -7,6 +7,8 @@ import math
 import time
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+
 from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, err_console, print_json, quantity_table, vanish_on_error
@@ -384,8 +386,8 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     if not problems:
         console.print("[green]trajectory OK")
         return 0
-    for msg in problems:
-        console.print(f"[red]FAIL[/red] {msg}")
+    for msg in problems:  # escaped: a message's "[stance]" is no markup tag
+        console.print(f"[red]FAIL[/red] {escape(msg)}")
     return 1
 
 
@@ -404,17 +406,23 @@ def _run_config(model: RobotModel, traj, config: str | None) -> RobotConfig | No
 
 def _transition_rows(tr: Transitions) -> list[tuple[str, str, str]]:
     """Table rows of a run's weight shifts (`Transitions`): at the start, and at the end unless it is the start's."""
-    rows = [_transition_row("start", tr.start)]
+    rows = _transition_row("start", tr.start)
     if tr.periodic:
         return rows + [("weight shift at the end", "the start's, backwards", "—")]
-    return rows + [_transition_row("end", tr.end)]
+    return rows + _transition_row("end", tr.end)
 
 
-def _transition_row(when: str, ws: WeightShift | None) -> tuple[str, str, str]:
-    """One weight shift's row: the durations of its shift and lift, or that there is none."""
+def _transition_row(when: str, ws: WeightShift | None) -> list[tuple[str, str, str]]:
+    """One weight shift's rows: the durations of its shift and lift and the free sole's ground pose standing on
+    both soles (x, y, yaw), or that there is none."""
     if ws is None:
-        return f"weight shift at the {when}", "[red]none", "—"
-    return f"weight shift at the {when}: shift / lift", f"{ws.shift.t[-1]:.2f} / {ws.lift.t[-1]:.2f}", "s"
+        return [(f"weight shift at the {when}", "[red]none", "—")]
+    x, y, yaw = ws.pose
+    return [
+        (f"weight shift at the {when}: shift / lift", f"{ws.shift.t[-1]:.2f} / {ws.lift.t[-1]:.2f}", "s"),
+        (f"free sole on the ground at the {when}: x / y / yaw",
+         f"{x * 1000:.1f} / {y * 1000:.1f} / {math.degrees(yaw):.1f}", "mm / mm / deg"),
+    ]  # fmt: skip
 
 
 def cmd_show_trajectory(path: str, out: str) -> int:

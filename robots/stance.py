@@ -228,13 +228,40 @@ def placement_function(model: RobotModel, base: str) -> ca.Function:
     return ca.Function("placement", [pose, line], [ca.vertcat(pose, *sep)])
 
 
-def placement_row_bounds(model: RobotModel, base: str) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds of `placement_function`: the pose within the description's placement box ([stance], stated for the
-    stance's base; none for the other) and the soles at least the stance's feet_gap apart."""
+def placement_box(model: RobotModel, base: str) -> tuple[tuple[float, float], ...]:
+    """The box (x, y in m, yaw in rad) of the other sole's ground pose: the description's ([stance] placement_x,
+    placement_y, placement_yaw_deg), stated for the stance's base; unbounded for the other base."""
     spec = stance_spec(model)
-    box = spec.placement_bounds if base == spec.base else ((-np.inf, np.inf),) * 3
-    lo, hi = separation_bounds(spec.feet_gap)
+    return spec.placement_bounds if base == spec.base else ((-np.inf, np.inf),) * 3
+
+
+def placement_row_bounds(model: RobotModel, base: str) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of `placement_function`: the pose within `placement_box` and the soles at least the stance's
+    feet_gap apart."""
+    box = placement_box(model, base)
+    lo, hi = separation_bounds(stance_spec(model).feet_gap)
     return np.r_[[b[0] for b in box], lo], np.r_[[b[1] for b in box], hi]
+
+
+def placement_problems(model: RobotModel, base: str, pose, tol: float = PLACE_TOL) -> list[str]:
+    """Why the other sole cannot be put down at ground pose (x, y, yaw) — outside `placement_box`, the box the
+    single-support designer bounds its start to (`placement_row_bounds`) — in one line naming the pose and the
+    box (empty: inside, within `tol` m or rad)."""
+    box = placement_box(model, base)
+    x, y, yaw = float(pose[0]), float(pose[1]), _wrap(float(pose[2]))
+    out = [(name, v) for name, v, (lo, hi) in zip(("x", "y", "yaw"), (x, y, yaw), box, strict=True)
+           if not lo - tol <= v <= hi + tol]  # fmt: skip
+    if not out:
+        return []
+
+    deg = 180 / np.pi
+    bx, by, byaw = ([f"{v * k:.4g}" for v in b] for b, k in zip(box, (1000, 1000, deg), strict=True))
+    return [
+        f"the {other_site(model, base)} sole's ground pose (x {x * 1000:.1f} mm, y {y * 1000:.1f} mm, yaw "
+        f"{yaw * deg:.1f} deg) is outside the placement box of the {model.name} description ([stance] placement_x "
+        f"[{bx[0]}, {bx[1]}] mm, placement_y [{by[0]}, {by[1]}] mm, placement_yaw_deg [{byaw[0]}, {byaw[1]}] "
+        f"deg): {' and '.join(name for name, _ in out)} out of range"
+    ]
 
 
 def placement_line(model: RobotModel, base: str, pose) -> np.ndarray:

@@ -19,6 +19,7 @@ from robots.stance import (
     placed_corners,
     placement_function,
     placement_line,
+    placement_problems,
     placement_row_bounds,
     random_double_support,
     separating_line,
@@ -99,18 +100,22 @@ def test_placement_rows_refuse_the_former_start(tulip):
     assert np.all(np.isinf(placement_row_bounds(tulip, "left")[0][:3]))
 
 
-def test_feet_gap_comes_from_the_description(tulip, tmp_path):
-    """[stance] feet_gap (m), else FEET_GAP; a negative one refused, naming the robot and key."""
-    assert stance_spec(tulip).feet_gap == FEET_GAP
+def _with_gap(tmp_path: Path, gap: str) -> Path:
+    """A copy of the TUlip description whose [stance] says feet_gap = `gap`."""
     toml = (DATA / "tulip.poise.toml").read_text(encoding="utf-8")
     for f in DATA.iterdir():
         if f.is_file() and f.suffix != ".py":
             (tmp_path / f.name).write_bytes(f.read_bytes())
     robot = tmp_path / "tulip.poise.toml"
+    robot.write_text(toml.replace('base = "right"', f'base = "right"\nfeet_gap = {gap}', 1), encoding="utf-8")
+    return robot
+
+
+def test_feet_gap_comes_from_the_description(tulip, tmp_path):
+    """[stance] feet_gap (m), else FEET_GAP; a negative one refused, naming the robot and key."""
+    assert stance_spec(tulip).feet_gap == FEET_GAP
     for gap in ("0.05", "-1"):
-        robot.write_text(
-            toml.replace('base = "right"', f'base = "right"\nfeet_gap = {gap}', 1), encoding="utf-8"
-        )
+        robot = _with_gap(tmp_path, gap)
         model = get_model(str(robot))
         if gap == "-1":
             with pytest.raises(DataError, match="feet_gap must be a distance ≥ 0"):
@@ -118,3 +123,47 @@ def test_feet_gap_comes_from_the_description(tulip, tmp_path):
         else:
             assert stance_spec(model).feet_gap == 0.05
             assert placement_row_bounds(model, "right")[0][-1] == 0.025
+
+
+def test_a_ground_pose_outside_the_placement_box_is_named_with_the_box(tulip):
+    """`placement_problems`: the box `placement_row_bounds` gives the designer ([stance], for its base), checked
+    at a numeric pose — inside (to PLACE_TOL) nothing; outside one line naming the pose, the box and the
+    coordinates out of range; the other base has no box."""
+    lo, hi = placement_row_bounds(tulip, "right")
+    inside = (0.087, 0.2516, np.radians(5.0))
+    assert placement_problems(tulip, "right", inside) == []
+    assert placement_problems(tulip, "right", (hi[0] + 5e-7, lo[1] - 5e-7, hi[2])) == []  # within PLACE_TOL
+    (msg,) = placement_problems(tulip, "right", (0.087, hi[1] + 0.05, np.radians(97.4)))
+    assert msg == (
+        "the sole_l sole's ground pose (x 87.0 mm, y 550.0 mm, yaw 97.4 deg) is outside the placement box of the "
+        "tulip description ([stance] placement_x [-750, 750] mm, placement_y [-100, 500] mm, placement_yaw_deg "
+        "[-90, 90] deg): y and yaw out of range"
+    )
+    (msg,) = placement_problems(tulip, "right", (lo[0] - 0.01, 0.25, 0.0))
+    assert msg.endswith("): x out of range")
+    assert placement_problems(tulip, "left", (5.0, -5.0, 3.0)) == []
+
+
+@pytest.mark.parametrize(
+    ("robot", "extra", "gap"),
+    [("tulip", [], FEET_GAP), ("gap", [], 0.05), ("gap", ["--feet-gap", "0.01"], 0.01)],
+)
+def test_the_posture_designer_keeps_the_descriptions_feet_gap(tmp_path, monkeypatch, robot, extra, gap):
+    """`plan postures` without --feet-gap designs with the description's [stance] feet_gap (FEET_GAP where it
+    names none); --feet-gap overrides it. The starts' settings are caught before any is run."""
+    from design.problems import Settings
+    from poise.cli import main
+
+    seen = []
+
+    def caught(specs, *args, **kwargs):
+        seen.extend(specs)
+        raise DataError("caught before designing")
+
+    monkeypatch.setattr("design.planner.run_starts", caught)
+    name = str(_with_gap(tmp_path, "0.05")) if robot == "gap" else robot
+    args = ["plan", "postures", name, "--postures", "14", "--placements", "2", "--out", f"{tmp_path}/p.json"]
+    assert main(args + extra) == 2 and seen
+    assert all(spec.settings.feet_gap == gap for spec in seen)
+    model = get_model(name)  # the library's default, as the CLI's
+    assert Settings().resolved(model).feet_gap == (gap if not extra else 0.05)

@@ -104,6 +104,9 @@ def test_trajectory_runs_end_to_end(tulip, plan_file, tmp_path):
     # rows on the uniform tick grid (what `identify dynamic` needs), the measured angles interpolated to it
     assert len(t_tr) == meta["ticks_streamed"] and len(rec.t) > 0.9 * len(t_tr)
     assert abs(len(rec.t) - _spanned_rows(out)) <= 1
+    # a row for every streamed tick, the last one too when it came earlier on the grid than the first
+    # (tests/test_trajectory_recording.py)
+    assert len(rec.t) >= len(t_tr)
     assert np.allclose(rec.t, np.arange(len(rec.t)) / rate, atol=1e-9)
     derivatives(rec.t, rec.q, 5.0)  # accepted: uniform time stamps
     t_run = _raw_times(out)
@@ -210,6 +213,9 @@ def test_stopped_run_keeps_its_rows(plan_file, tmp_path, monkeypatch, stop):
     rec = read_dynamic_recording(out / "recording.csv")
     spanned = _spanned_rows(out)
     assert spanned - 3 <= len(rec.t) <= spanned + 1
+    # every tick streamed has its row: the one that tripped (recorded before the checks) and the last one measured
+    # before its grid time (`UniformRows.finish`)
+    assert len(rec.t) >= stop_after
     assert len(_raw(out)[0]) == stop_after
 
 

@@ -27,6 +27,7 @@ from trajectories.single_support import SingleSupportTrajectory, nominal_posture
 MARGIN, LIFT = 0.02, 0.02
 HIP_YAW, HIP_ROLL = 6, 7  # the free (left) leg's first two joints
 CONFIG = Path(__file__).resolve().parents[1] / "drivers" / "tulip_robot.toml"
+TULIP = Path(__file__).resolve().parents[1] / "robots" / "data" / "tulip"
 DOUBLE_SUPPORT = Path(__file__).parent / "data" / "tulip_double_support_10s.json"
 
 
@@ -185,3 +186,50 @@ def test_plan_check_and_run_agree_on_a_weight_shift_past_a_joint_limit(tulip, tm
         == 2
     )
     assert why in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+def _boxed(plan_path: Path, tmp_path: Path, key: str, box: str) -> Path:
+    """The plan made for a copy of the TUlip description whose [stance] `key` (a placement box) is `box`."""
+    for f in TULIP.iterdir():
+        if f.is_file() and f.suffix != ".py":
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    robot = tmp_path / "tulip.poise.toml"
+    lines = robot.read_text(encoding="utf-8").splitlines(keepends=True)
+    (k,) = [i for i, line in enumerate(lines) if line.startswith(f"{key} = ")]
+    lines[k] = f"{key} = {box}\n"
+    robot.write_text("".join(lines), encoding="utf-8")
+    plan = load_trajectory_plan(plan_path)
+    plan.robot_source = str(robot)
+    save_trajectory_plan(plan, tmp_path / "boxed.json")
+    return tmp_path / "boxed.json"
+
+
+def test_a_free_sole_put_down_outside_the_placement_box_is_refused(periodic, elsewhere, tmp_path, capsys):
+    """The designer bounds the free sole's ground pose at t = 0 to the description's placement box; the weight
+    shifts (`plan_transitions`, shared by plan check and `poise run`) refuse a start or end pose outside it,
+    naming the pose and the box. The free sole's ground pose at the start of `periodic`: x 85.5 mm, y 252.2 mm, yaw
+    7.1°; of `elsewhere`: yaw 5.0° at its start, 7.7° at its end."""
+    # y ≤ 200 mm: the start's pose (and, ending where it starts, the end's) outside
+    boxed = _boxed(periodic, tmp_path, "placement_y", "[-0.1, 0.2]")
+    code, out = _check(boxed, capsys)
+    why = (
+        "standing on both soles before the weight shift: the sole_l sole's ground pose (x 85.5 mm, y 252.2 mm, "
+        "yaw 7.1 deg) is outside the placement box of the tulip description ([stance] placement_x [-750, 750] mm, "
+        "placement_y [-100, 200] mm, placement_yaw_deg [-90, 90] deg): y out of range"
+    )
+    assert code == 1 and not out["ok"] and out["problems"] == [why] == out["weight_shift"]["problems"]
+    assert out["weight_shift"]["start"]["free_sole_pose"][1] == pytest.approx(0.2522, abs=1e-4)
+    assert main(["plan", "check", str(boxed)]) == 1
+    text = capsys.readouterr().out
+    assert "free sole on the ground at the start: x / y / yaw" in text and "85.5 / 252.2 / 7.1" in text
+    assert f"FAIL {why}" in " ".join(text.split())  # "[stance]" printed, not taken for markup
+    _, _, problems, _ = prepare(load_trajectory_plan(boxed), load_config(CONFIG))
+    assert problems == [why]  # `poise run` refuses it with the same words
+    # yaw ≤ 6.5°: the start inside, the end (the hip yawed 0.05 rad) outside
+    (tmp_path / "end").mkdir()
+    boxed = _boxed(elsewhere, tmp_path / "end", "placement_yaw_deg", "[-90.0, 6.5]")
+    code, out = _check(boxed, capsys)
+    why = "at the plan's end, standing on both soles before the weight shift: the sole_l sole's ground pose "
+    assert code == 1 and len(out["problems"]) == 1 and out["problems"][0].startswith(why), out["problems"]
+    assert "yaw 7.7 deg) is outside" in out["problems"][0] and out["problems"][0].endswith("yaw out of range")
+    assert prepare(load_trajectory_plan(boxed), load_config(CONFIG))[2] == out["problems"]
