@@ -170,6 +170,12 @@ def board_wrench(kg: np.ndarray, cells: np.ndarray) -> np.ndarray:
     return np.array([0.0, 0.0, f.sum(), f @ cells[:, 1], -(f @ cells[:, 0]), 0.0])
 
 
+# ticks further apart than this many periods leave a gap in the recording: the servos held a setpoint meanwhile, a
+# motion no measurement saw. Ordinary lateness is bridged (28 ms at 100 Hz seen on a loaded 2-core machine); a
+# driver loop stalled 0.44 s on the twin (11 periods) is not
+GAP_PERIODS = 5.0
+
+
 class UniformRows:
     """Samples measured at the ticks' (jittery) times → rows on the uniform grid t0 + k·period (t0: the first
     measurement's time), each linearly interpolated between the two measurements around it, emitted as soon as the
@@ -179,7 +185,8 @@ class UniformRows:
         self.period, self.emit = period, emit
         self.t0: float | None = None
         self.prev: tuple[float, np.ndarray] | None = None
-        self.k = 0  # rows emitted
+        self.k = 0  # grid points passed (rows emitted, and those skipped in a gap)
+        self.skipped = 0  # grid points in gaps, without a row
         self.n = 0  # measurements added
         self._recent: list[tuple[float, np.ndarray]] = []  # the last three measurements (`finish`'s slope)
 
@@ -187,8 +194,15 @@ class UniformRows:
         x = np.asarray(x, dtype=float)
         if self.t0 is None:
             self.t0 = t
+        # a stall (no measurement for GAP_PERIODS): its grid points get no row, so the recording shows the gap
+        # (identify dynamic fits the pieces either side apart) instead of a line drawn across it
+        gap = self.prev is not None and t - self.prev[0] > GAP_PERIODS * self.period
         while self.t0 + self.k * self.period <= t + 1e-12:
             tn = self.t0 + self.k * self.period
+            if gap:
+                self.k += 1
+                self.skipped += 1
+                continue
             if self.prev is None or t <= self.prev[0]:
                 self.emit(self.k * self.period, x)
             else:
@@ -205,7 +219,7 @@ class UniformRows:
         the last measurement, and its row was lost): extrapolated from the last measurement along the slope to the
         latest one at least half a period before it (two ticks bunched by a late one would amplify their noise),
         held where there is none. Afterwards every measurement added has its row."""
-        if self.prev is None or self.k >= self.n:
+        if self.prev is None or self.k - self.skipped >= self.n:
             return
         t, x = self.prev
         slope = np.zeros_like(x)
@@ -213,7 +227,7 @@ class UniformRows:
             if t - tb >= self.period / 2:
                 slope = (x - xb) / (t - tb)
                 break
-        while self.k < self.n:
+        while self.k - self.skipped < self.n:
             self.emit(self.k * self.period, x + (self.t0 + self.k * self.period - t) * slope)
             self.k += 1
 
@@ -238,9 +252,8 @@ class TrajectoryRecorder:
         self.meta: dict = {}
         self.t_traj: float | None = None
         self._timelines: dict[int, BoardTimeline] = {}  # board index → its reports placed in time (streaming)
-        self._pending: list[
-            tuple[float, np.ndarray]
-        ] = []  # streamed ticks (time, angles) waiting for the boards
+        # streamed ticks (time, angles, plan time) waiting for the boards
+        self._pending: list[tuple[float, np.ndarray, float]] = []
         self._cells: np.ndarray | None = None
         self._t0 = time.monotonic()
         names = model.joint_names
@@ -264,13 +277,21 @@ class TrajectoryRecorder:
             if band_hz is not None:  # `identify dynamic`'s default cut-off follows the motion's band
                 rmeta["motion_band_hz"] = f"{band_hz:.6g}"
             self.recording = DynamicRecordingAppender(
-                self.dir / "recording.csv", model.name, base, list(names), tau=False, wrench=True, meta=rmeta
+                self.dir / "recording.csv",
+                model.name,
+                base,
+                list(names),
+                tau=False,
+                wrench=True,
+                meta=rmeta,
+                t_plan=True,
             )
             n = len(names)
             # ticks come every period / time_scale s of the run clock; the recording is in trajectory time
             k = time_scale
             self.uniform = UniformRows(
-                period / k, lambda t, x: self.recording.append(t * k, x[:n], wrench=x[n:])
+                period / k,
+                lambda t, x: self.recording.append(t * k, x[:n], wrench=x[n : n + 6], t_plan=x[-1]),
             )
         self.update_meta(status="running", **meta)
 
@@ -295,13 +316,13 @@ class TrajectoryRecorder:
             if phase == "stream":
                 self._timelines.setdefault(s.board, BoardTimeline()).add(s.t, s.seq, s.kg)
 
-    def stream_tick(self, t: float, q: np.ndarray, cells: np.ndarray) -> None:
+    def stream_tick(self, t: float, q: np.ndarray, cells: np.ndarray, t_plan: float) -> None:
         """A streamed tick of a standing robot (run-clock time, measured angles; the boards' cells at `cells`, four
         rows per board): its recording row — the angles and the boards' wrench, their load averaged over the tick
         period centred on the tick — is written once every board's reports cover that period (`close` writes the
         rest with the latest reports held on)."""
         self._cells = cells
-        self._pending.append((t, q))
+        self._pending.append((t, q, t_plan))
         boards = len(cells) // 4
         covered = -np.inf
         if len(self._timelines) >= boards:
@@ -312,14 +333,14 @@ class TrajectoryRecorder:
         half = self.uniform.period / 2
         boards = len(self._cells) // 4
         while self._pending and self._pending[0][0] + half <= until:
-            t, q = self._pending.pop(0)
+            t, q, tp = self._pending.pop(0)
             kg = [
                 self._timelines[i].mean(t - half, t + half) if i in self._timelines else None
                 for i in range(boards)
             ]
             if any(x is None for x in kg):  # a board's reports cannot be placed in time yet
                 continue
-            self.uniform.add(t, np.concatenate([q, board_wrench(np.concatenate(kg), self._cells)]))
+            self.uniform.add(t, np.concatenate([q, board_wrench(np.concatenate(kg), self._cells), [tp]]))
 
     def close(self) -> None:
         if self._pending:  # the last ticks (also of a stopped run)
@@ -607,7 +628,7 @@ class TrajectoryExecutor(Executor):
             res.ticks = k + 1
             res.rms_tracking_deg = math.sqrt(sq / res.ticks)
             if sp.standing and rec.uniform is not None:  # before the trips: a tick that trips has its row too
-                rec.stream_tick(self._last_tick, q_meas, cells)
+                rec.stream_tick(self._last_tick, q_meas, cells, float(tk))
             if err.max() > self.ex.track_trip_deg:
                 j = int(np.argmax(err))
                 raise SafetyTrip(

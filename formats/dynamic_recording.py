@@ -6,12 +6,14 @@ wrench, one CSV row per sample, `#` metadata lines on top.
 # robot: ur5
 # base: base_link
 # angle_unit: rad
-t_s,q:shoulder_pan_joint,...,tau:shoulder_pan_joint,...[,fx_n,fy_n,fz_n,mx_nm,my_nm,mz_nm]
+t_s,q:shoulder_pan_joint,...,tau:shoulder_pan_joint,...[,fx_n,fy_n,fz_n,mx_nm,my_nm,mz_nm][,t_plan_s]
 ```
 Times in seconds (strictly increasing), angles in radians (``deg`` accepted when declared), efforts in N·m (N for
 prismatic joints), the wrench in N and N·m in the base frame. Velocities and accelerations are not recorded: the
 estimator differentiates positions with a zero-phase filter. Either the efforts or the wrench may be absent.
 Optional metadata `motion_band_hz` (the motion's highest frequency) sets `identify dynamic`'s default cut-off.
+Optional column `t_plan_s`: the plan time the commanded setpoint had reached at each sample (`poise run` writes it;
+a late tick or a stall puts it behind t_s), where the planned angles are taken as instruments.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from formats.units import ANGLE_UNITS, check_angle_unit
 MAGIC = "poise dynamic recording"
 VERSION = 1
 WRENCH = ["fx_n", "fy_n", "fz_n", "mx_nm", "my_nm", "mz_nm"]
+T_PLAN = "t_plan_s"
 
 
 @dataclass
@@ -47,6 +50,7 @@ class DynamicRecording:
     tau: np.ndarray | None = None
     wrench: np.ndarray | None = None
     meta: dict[str, str] = field(default_factory=dict)
+    t_plan: np.ndarray | None = None  # (K,) the plan time commanded at each sample, when a plan was streamed
 
     def __post_init__(self) -> None:
         K, n = len(self.t), len(self.joint_names)
@@ -55,9 +59,12 @@ class DynamicRecording:
         for name, a, cols in (("tau", self.tau, n), ("wrench", self.wrench, 6)):
             if a is not None and a.shape != (K, cols):
                 raise DataError(f"recording: {name} is {a.shape}, expected ({K}, {cols})")
+        if self.t_plan is not None and self.t_plan.shape != (K,):
+            raise DataError(f"recording: t_plan is {self.t_plan.shape}, expected ({K},)")
         if self.tau is None and self.wrench is None:
             raise DataError("recording has neither joint efforts (tau:…) nor a wrench (fx_n…)")
-        for name, a in (("t", self.t), ("q", self.q), ("tau", self.tau), ("wrench", self.wrench)):
+        for name, a in (("t", self.t), ("q", self.q), ("tau", self.tau), ("wrench", self.wrench),
+                        ("t_plan", self.t_plan)):  # fmt: skip
             if a is not None and not np.all(np.isfinite(a)):
                 raise DataError(f"recording: {name} contains NaN or infinite values")
         if K < 10:
@@ -70,11 +77,14 @@ class DynamicRecording:
         return float((len(self.t) - 1) / (self.t[-1] - self.t[0]))
 
 
-def _header(robot: str, base: str, joint_names: list[str], tau: bool, wrench: bool, meta: dict) -> str:
+def _header(
+    robot: str, base: str, joint_names: list[str], tau: bool, wrench: bool, meta: dict, t_plan: bool = False
+) -> str:
     """The metadata lines and the column header (radians, SI units)."""
     cols = ["t_s"] + [f"q:{j}" for j in joint_names]
     cols += [f"tau:{j}" for j in joint_names] if tau else []
     cols += WRENCH if wrench else []
+    cols += [T_PLAN] if t_plan else []
     head = f"# {MAGIC} v{VERSION}\n# robot: {robot}\n# base: {base}\n# angle_unit: rad\n"
     for k, v in meta.items():
         if k not in ("robot", "base", "angle_unit"):
@@ -85,10 +95,10 @@ def _header(robot: str, base: str, joint_names: list[str], tau: bool, wrench: bo
 def write_dynamic_recording(rec: DynamicRecording, path: str | Path) -> None:
     """Write atomically (temp file, then rename), radians and SI units."""
     blocks = [rec.t[:, None], rec.q] + [a for a in (rec.tau, rec.wrench) if a is not None]
+    blocks += [rec.t_plan[:, None]] if rec.t_plan is not None else []
     buf = io.StringIO()
-    buf.write(
-        _header(rec.robot, rec.base, rec.joint_names, rec.tau is not None, rec.wrench is not None, rec.meta)
-    )
+    buf.write(_header(rec.robot, rec.base, rec.joint_names, rec.tau is not None, rec.wrench is not None,
+                      rec.meta, rec.t_plan is not None))  # fmt: skip
     np.savetxt(buf, np.hstack(blocks), delimiter=",", fmt="%.10g")
     write_text_atomic(path, buf.getvalue(), "recording")
 
@@ -107,20 +117,29 @@ class DynamicRecordingAppender:
         wrench: bool,
         meta: dict | None = None,
         sync_s: float = 0.25,
+        t_plan: bool = False,
     ) -> None:
         self.n, self.tau, self.wrench, self.sync_s = len(joint_names), tau, wrench, sync_s
+        self.t_plan = t_plan
         self.rows = 0
         self._pending: list[str] = []
         self._fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - long-lived, closed by close()
-        self._fh.write(_header(robot, base, joint_names, tau, wrench, meta or {}))
+        self._fh.write(_header(robot, base, joint_names, tau, wrench, meta or {}, t_plan))
         self.sync()
 
     def append(
-        self, t: float, q: np.ndarray, tau: np.ndarray | None = None, wrench: np.ndarray | None = None
+        self,
+        t: float,
+        q: np.ndarray,
+        tau: np.ndarray | None = None,
+        wrench: np.ndarray | None = None,
+        t_plan: float | None = None,
     ) -> None:
-        """One sample (s, rad, N·m, N); the columns the file was opened with must all be given."""
+        """One sample (s, rad, N·m, N, s); the columns the file was opened with must all be given."""
         vals = [np.atleast_1d(float(t)), np.asarray(q, dtype=float).reshape(self.n)]
-        for name, on, a, k in (("tau", self.tau, tau, self.n), ("wrench", self.wrench, wrench, 6)):
+        tp = None if t_plan is None else np.atleast_1d(float(t_plan))
+        for name, on, a, k in (("tau", self.tau, tau, self.n), ("wrench", self.wrench, wrench, 6),
+                               ("t_plan", self.t_plan, tp, 1)):  # fmt: skip
             if on != (a is not None):
                 raise DataError(f"recording row: {name} {'missing' if on else 'not a column of this file'}")
             if a is not None:
@@ -171,9 +190,12 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     if tau_cols and tau_cols != joints:
         raise DataError(f"{path}: tau columns {tau_cols} do not match q columns {joints}")
     has_wrench = all(w in header for w in WRENCH)
-    known = 1 + len(joints) + len(tau_cols) + (6 if has_wrench else 0)
+    has_plan = T_PLAN in header
+    known = 1 + len(joints) + len(tau_cols) + (6 if has_wrench else 0) + has_plan
     if known != len(header):
-        extra = [c for c in header if not (c == "t_s" or c.startswith(("q:", "tau:")) or c in WRENCH)]
+        extra = [
+            c for c in header if not (c in ("t_s", T_PLAN) or c.startswith(("q:", "tau:")) or c in WRENCH)
+        ]
         raise DataError(f"{path}: unknown columns {extra or header}")
     for k, r in enumerate(body):
         if len(r) != len(header):
@@ -190,4 +212,5 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     q = raw * ANGLE_UNITS[unit]
     tau = data[:, [col[f"tau:{j}"] for j in joints]] if tau_cols else None
     wrench = data[:, [col[w] for w in WRENCH]] if has_wrench else None
-    return DynamicRecording(meta["robot"], meta["base"], joints, data[:, 0], q, tau, wrench, meta)
+    t_plan = data[:, col[T_PLAN]] if has_plan else None
+    return DynamicRecording(meta["robot"], meta["base"], joints, data[:, 0], q, tau, wrench, meta, t_plan)

@@ -470,6 +470,7 @@ class DynamicEstimator:
                 pieces.append(r if n == len(r.t) else replace(
                     r, t=r.t[cut], q=r.q[cut], tau=None if r.tau is None else r.tau[cut],
                     wrench=None if r.wrench is None else r.wrench[cut],
+                    t_plan=None if r.t_plan is None else r.t_plan[cut],
                 ))  # fmt: skip
                 angles.append(None if planned is None else planned[k][cut])
         if not pieces:

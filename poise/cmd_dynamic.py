@@ -362,12 +362,15 @@ def _planned_angles(plans: list[str], recs: list, model) -> list[np.ndarray]:
                             f"{list(rec.joint_names)}")  # fmt: skip
         traj = plan_trajectory(plan, model)
         tick = float(np.median(np.diff(rec.t)))
-        if rec.t[0] < -tick or rec.t[-1] > traj.duration + tick:
+        # the plan time commanded at each sample (`poise run` records it: a stalled tick puts it behind t_s)
+        tp = rec.t if rec.t_plan is None else rec.t_plan
+        if tp[0] < -tick or tp[-1] > traj.duration + tick:
+            what = "times" if rec.t_plan is None else "plan times (t_plan_s)"
             raise DataError(
-                f"--instruments {path}: recording {k + 1} spans {rec.t[0]:.3f}–{rec.t[-1]:.3f} s, the plan "
-                f"0–{traj.duration:.3f} s: its times must be the plan's (as `poise run` records them)"
+                f"--instruments {path}: recording {k + 1}'s {what} span {tp[0]:.3f}–{tp[-1]:.3f} s, the plan "
+                f"0–{traj.duration:.3f} s: not a recording of this plan"
             )
-        out.append(traj.sample(np.clip(rec.t, 0.0, traj.duration))[0])
+        out.append(traj.sample(np.clip(tp, 0.0, traj.duration))[0])
     return out
 
 

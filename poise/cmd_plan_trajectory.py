@@ -51,6 +51,11 @@ def register(s: argparse._SubParsersAction) -> None:
                    help="kappa: κ (smooth surrogate); logdet: −log det (D-optimal); logvar: Σ log of the parameters' "
                         "variances (each scale-free; penalises correlation; starts from the D-optimum)")  # fmt: skip
     t.add_argument(
+        "--row-noise", type=at.positive, nargs=3, metavar=("FZ", "MX", "MY"),
+        help="double support: the boards' noise σ per sample, Fz [N], Mx, My [N·m] — the criterion weights the "
+        "rows by 1/σ as the weighted fit will (default: raw units)",
+    )  # fmt: skip
+    t.add_argument(
         "--max-kappa", type=at.number(1.0, 1e12, lo_open=True), metavar="K",
         help="keep κ of the column-scaled base regressor ≤ K on the design grid (e.g. with --criterion logdet "
         "--scaling none: D-optimal information with a conditioning bound)",
@@ -227,6 +232,7 @@ def _settings(args: argparse.Namespace):
         load_share=args.load_share,
         self_collision=not args.no_self_collision,
         collision_margin=args.collision_margin,
+        row_noise=tuple(args.row_noise) if args.row_noise else None,
     )
     s.validate()
     return s
@@ -270,17 +276,21 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
                 task, advance=1, best=f"start {k}: κ scaled {r.kappa_scaled:.2f}, raw {r.kappa:.1f}"
             )
 
-        prior = None
+        prior, priors = None, []
         if args.prior:
-            from formats.trajectory_plan import load_trajectory_plan
+            from formats.trajectory_plan import load_trajectory_plan, plan_digest
             from trajectories.plan import prior_experiments
 
-            prior = prior_experiments(model, settings, [load_trajectory_plan(p) for p in args.prior])
+            plans = [load_trajectory_plan(p) for p in args.prior]
+            prior = prior_experiments(model, settings, plans)
+            priors = [{"plan": p, "sha256": plan_digest(x)} for p, x in zip(args.prior, plans, strict=True)]
         results = design_starts(
             args.robot, settings, args.seed, args.starts, args.workers, on_result, prior, args.scheduler
         )
     best = results[0]
     plan = make_plan(args.robot, model, best, settings, args.seed, args.rate_hz)
+    if priors:  # what it was designed to complete
+        plan.design["prior"] = priors
     save_trajectory_plan(plan, args.out)
     summary = {
         "robot": model.name,

@@ -412,6 +412,16 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--rate-hz", "0"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--seed", "-3"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--params", "{binary}"]),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--row-noise", "1", "1", "1"]),
+    (
+        "plan trajectory",
+        ["tulip", "--double-support", "--out", "{dir}/t1.json", "--row-noise", "0", "1", "1"],
+    ),
+    (
+        "plan trajectory",
+        ["tulip", "--double-support", "--out", "{dir}/t1.json", "--row-noise", "1", "nan", "1"],
+    ),
+    ("plan trajectory", ["tulip", "--double-support", "--out", "{dir}/t1.json", "--row-noise", "1", "1"]),
     ("plan trajectory", ["tulip", "--double-support", "--out", "{dir}/t1.json", "--prior", "{traj_plan}"]),
     (
         "plan trajectory",

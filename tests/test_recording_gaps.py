@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import TEST_DESIGN
 
-from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
+from formats.dynamic_recording import DynamicRecording, read_dynamic_recording, write_dynamic_recording
 from formats.errors import DataError
 from formats.trajectory_plan import load_trajectory_plan
 from identify.dynamic import DynamicEstimator
@@ -99,3 +99,33 @@ def test_identify_dynamic_names_the_gap(recording, tmp_path, capsys):
     assert [(g["from_s"], g["to_s"]) for g in out["gaps"]] == [(pytest.approx(8.0), pytest.approx(8.5))]
     assert main(argv) == 0
     assert "no samples from 8.000 to 8.500 s" in capsys.readouterr().out
+
+
+def test_instruments_follow_the_plan_time_the_run_recorded(recording, tmp_path, capsys):
+    """`--instruments` takes the planned angles at `t_plan_s` (the plan time commanded at each sample), not at
+    `t_s`: a recording whose run clock runs 0.5 s ahead of its plan (a stall before it) is refused without the
+    column — its times leave the plan's span — and fitted with it, the IV estimate within 3 SE of the truth."""
+    tulip, rec = recording
+    one = rec.t <= 10.0  # the stored plan's one period
+    shifted = DynamicRecording(rec.robot, rec.base, rec.joint_names, rec.t[one] + 0.5, rec.q[one],
+                               wrench=rec.wrench[one], meta=rec.meta)  # fmt: skip
+    argv = [
+        "identify",
+        "dynamic",
+        str(tmp_path / "r.csv"),
+        "--simplified",
+        "--no-friction",
+        "--cutoff-hz",
+        "1.2",
+    ]
+    argv += ["--instruments", str(TEST_DESIGN), "--reference", "sim", "--json"]
+    write_dynamic_recording(shifted, tmp_path / "r.csv")
+    assert main(argv) != 0
+    assert "not a recording of this plan" in capsys.readouterr().err
+    shifted.t_plan = rec.t[one]
+    write_dynamic_recording(shifted, tmp_path / "r.csv")
+    assert read_dynamic_recording(tmp_path / "r.csv").t_plan == pytest.approx(rec.t[one])
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["estimator"] == "iv"
+    assert out["reference"]["max_abs_z"] < 3.5

@@ -100,3 +100,41 @@ def test_prior_plans_must_share_robot_model_and_placement(tulip, plans):
     (d / "moved.json").write_text(json.dumps(doc))
     with pytest.raises(DataError, match="different foot placements"):
         prior_experiments(tulip, SETTINGS, [p1, load_trajectory_plan(d / "moved.json")])
+
+
+def test_row_noise_weights_the_criterion_as_the_fit_weights_the_rows():
+    """`row_noise` (σ of Fz, Mx, My): the criterion is that of the rows scaled by 1/σ, with a prior too, and the
+    callback's gradient is exact (finite differences)."""
+    import casadi as ca
+
+    from trajectories.excitation import Prior, _Criterion
+
+    rng = np.random.default_rng(0)
+    s = replace(SETTINGS, row_noise=(0.5, 1.4, 1.3), duration=16.0)  # two periods: the new rows weigh √2
+    W, P = rng.normal(size=(12, 4)), rng.normal(size=(9, 4))
+    prior = Prior(P)
+    w = np.tile([2.0, 1 / 1.4, 1 / 1.3], 4)
+    both = with_prior(W, s, prior)
+    assert both == pytest.approx(np.vstack([P * w[:9, None], np.sqrt(2) * W * w[:, None]]))
+    assert with_prior(W, s, None, weighted=False) is W
+    grad = _Criterion("g", W.shape, s, None, prior)
+    crit = _Criterion("f", W.shape, s, grad, prior)
+    f0 = float(crit(ca.DM(W.reshape(-1, order="F"))))
+    assert f0 == pytest.approx(criterion_value(both, s, 1.0)[0])
+    G = np.asarray(grad(ca.DM(W.reshape(-1, order="F")))).reshape(W.shape, order="F")
+    for i, j in [(0, 0), (4, 2), (11, 3)]:
+        E = np.zeros_like(W)
+        E[i, j] = 1e-6
+        fd = (
+            float(crit(ca.DM((W + E).reshape(-1, order="F"))))
+            - float(crit(ca.DM((W - E).reshape(-1, order="F"))))
+        ) / 2e-6
+        assert G[i, j] == pytest.approx(fd, rel=1e-5, abs=1e-8)
+
+
+@pytest.mark.parametrize("noise", [(1.0, 1.0), (1.0, -1.0, 1.0), (1.0, float("nan"), 1.0)])
+def test_row_noise_is_three_positive_sigmas_of_a_double_support_design(noise):
+    with pytest.raises(DataError, match="row_noise"):
+        replace(SETTINGS, row_noise=noise).validate()
+    with pytest.raises(DataError, match="row_noise"):
+        replace(SETTINGS, motion="free", row_noise=(1.0, 1.0, 1.0)).validate()

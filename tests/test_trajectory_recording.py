@@ -88,10 +88,46 @@ def test_the_recording_holds_every_streamed_tick(tulip, tmp_path):
             seq += 1
             samples += [SimpleNamespace(t=reported + 0.001, board=b, seq=seq, kg=kg[b]) for b in (0, 1)]
         rec.board_rows(samples, 0, "stream")
-        rec.stream_tick(tk, q[k], cells)
+        rec.stream_tick(tk, q[k], cells, k * PERIOD)
     rec.close()
     out = read_dynamic_recording(tmp_path / "run" / "recording.csv")
     assert len(out.t) == TICKS
     assert np.allclose(out.t, np.arange(TICKS) * PERIOD, atol=1e-9)
+    assert np.abs(out.t_plan - out.t).max() < 0.004  # the ticks' jitter only: no stall
     assert np.allclose(out.q[:, :2], _signal(t[0] + out.t), atol=1e-8)
     assert np.allclose(out.wrench, board_wrench(kg.ravel(), cells), rtol=1e-9, atol=1e-6)
+
+
+def test_a_stall_leaves_a_gap_and_the_plan_time_behind():
+    """A tick 0.3 s late and the schedule slipped by it (a stalled driver loop): no row is drawn across the stall
+    — the grid points inside it get none — and after it the plan time commanded lags the run clock by 0.3 s."""
+    stall = 0.3
+    t = T0 + np.arange(TICKS) * PERIOD + _late(0.0, 0.0)
+    t[30:] += stall
+    tp = np.arange(TICKS) * PERIOD  # the plan time each tick commands
+    rows: list[tuple[float, np.ndarray]] = []
+    u = UniformRows(PERIOD, lambda tk, x: rows.append((tk, x)))
+    for tk, p in zip(t, tp, strict=True):
+        u.add(tk, np.append(_signal(tk), p))
+    u.finish()
+    times = np.array([r[0] for r in rows])
+    x = np.array([r[1] for r in rows])
+    gap = (times > t[29] - t[0]) & (times < t[30] - t[0] - 1e-9)
+    assert not gap.any(), times[gap]
+    assert np.diff(times).max() > 5 * PERIOD  # the recording shows the gap
+    assert np.allclose(x[:, :2], _signal(t[0] + times), atol=1e-9)  # every row from measurements either side
+    after = times > t[30] - t[0]
+    assert np.abs(times[after] - x[after, 2] - stall).max() < 0.004
+    assert len(rows) == TICKS  # one row per measurement: the stall's grid points had none to give
+
+
+def test_a_late_tick_is_interpolated_not_a_gap():
+    """Lateness up to GAP_PERIODS is bridged: a tick 3.5 periods late (4.5 after the one before) leaves no gap."""
+    t = T0 + np.arange(TICKS) * PERIOD
+    t[20] += 3.5 * PERIOD
+    rows: list[float] = []
+    u = UniformRows(PERIOD, lambda tk, x: rows.append(tk))
+    for tk in t:
+        u.add(tk, _signal(tk))
+    u.finish()
+    assert np.allclose(rows, np.arange(TICKS) * PERIOD)

@@ -80,6 +80,9 @@ class ExcitationSettings:
     # this of the ground's (None: any; a sole swung upside down is no experiment a person stands next to)
     # κ of the column-scaled base regressor kept ≤ this (a penalty on any criterion; None: unbounded)
     max_kappa: float | None = None
+    # double support: σ of the boards' Fz [N], Mx, My [N·m] per sample — the criterion weights the rows by 1/σ, as
+    # the fit (WLS) will; None: raw units (a newton of Fz counts as a newton-metre of moment)
+    row_noise: tuple[float, ...] | None = None
     self_collision: bool = True  # keep links apart (sphere sets from the URDF's collision geometry), if any
     collision_margin: float = 0.01  # m of clearance between links that can meet
 
@@ -103,6 +106,15 @@ class ExcitationSettings:
             raise DataError(f"collision_margin must be in [0, 1] m, got {self.collision_margin}")
         if self.max_kappa is not None and not (np.isfinite(self.max_kappa) and self.max_kappa > 1):
             raise DataError(f"max_kappa must be a condition number > 1, got {self.max_kappa}")
+        if self.row_noise is not None:
+            sig = np.asarray(self.row_noise, dtype=float)
+            if (
+                self.motion != "double-support"
+                or sig.shape != (3,)
+                or not np.all(np.isfinite(sig) & (sig > 0))
+            ):
+                raise DataError(f"row_noise is three positive σ (Fz N, Mx, My N·m) of a double-support design, "
+                                f"got {self.row_noise} for motion {self.motion!r}")  # fmt: skip
         if self.criterion not in CRITERIA:
             raise DataError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
         if self.scaling not in SCALINGS:
@@ -158,11 +170,24 @@ class Prior:
     chain: object | None = None  # trajectories.closed_chain.ClosedChain
 
 
-def with_prior(W: np.ndarray, settings: ExcitationSettings, prior: Prior | None) -> np.ndarray:
-    """[prior; w·W], w = √periods (W covers one period), or W alone."""
+def row_weights(settings: ExcitationSettings, rows: int) -> np.ndarray:
+    """1/σ of each row of a stacked regressor (rows by sample, then Fz, Mx, My), ones without `row_noise`."""
+    if settings.row_noise is None:
+        return np.ones(rows)
+    return np.tile(1.0 / np.asarray(settings.row_noise, dtype=float), rows // len(settings.row_noise))
+
+
+def with_prior(
+    W: np.ndarray, settings: ExcitationSettings, prior: Prior | None, weighted: bool = True
+) -> np.ndarray:
+    """[prior; w·W], w = √periods (W covers one period), or W alone; rows weighted by `row_weights`."""
+
+    def rw(M: np.ndarray) -> np.ndarray:
+        return M * row_weights(settings, M.shape[0])[:, None] if weighted else M
+
     if prior is None:
-        return W
-    return np.vstack([prior.rows, np.sqrt(settings.duration / settings.period) * W])
+        return rw(W)
+    return np.vstack([rw(prior.rows), np.sqrt(settings.duration / settings.period) * rw(W)])
 
 
 def finish_with_prior(result: ExcitationResult, W: np.ndarray, settings: ExcitationSettings, prior) -> None:
@@ -171,7 +196,7 @@ def finish_with_prior(result: ExcitationResult, W: np.ndarray, settings: Excitat
     if settings.criterion in ("logdet", "logvar"):
         result.objective = float(criterion_value(both, replace(settings, max_kappa=None), 1.0)[0])
     if prior is not None:
-        result.kappa_with_prior_scaled = kappa(normalised_columns(both)[0])
+        result.kappa_with_prior_scaled = kappa(normalised_columns(with_prior(W, settings, prior, False))[0])
 
 
 class _Criterion(ca.Callback):
@@ -209,11 +234,10 @@ class _Criterion(ca.Callback):
 
     def eval(self, arg):
         W = np.asarray(arg[0]).reshape(self.shape, order="F")
+        f, G = criterion_value(with_prior(W, self.settings, self.prior), self.settings, self.p)
         if self.prior is not None:
-            f, G = criterion_value(with_prior(W, self.settings, self.prior), self.settings, self.p)
             G = self.weight * G[self.prior.rows.shape[0] :]
-        else:
-            f, G = criterion_value(W, self.settings, self.p)
+        G = G * row_weights(self.settings, W.shape[0])[:, None]
         if self.grad_node is not None:
             return [ca.DM(f)]
         return [ca.DM(G.reshape(-1, order="F")).T]
