@@ -90,7 +90,7 @@ def test_wrong_instruments_are_refused_with_the_reason(recordings, tulip, capsys
     argv = ["identify", "dynamic", str(path), "--simplified", "--no-friction", "--instruments", PLAN]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "must be the plan's" in err and "Traceback" not in err
+    assert "not a recording of this plan" in err and "Traceback" not in err
 
 
 def test_instruments_that_do_not_excite_are_refused(recordings, tulip):
