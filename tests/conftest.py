@@ -115,3 +115,20 @@ def sampled_test_design(rate_hz: float):
     traj = plan_trajectory(load_trajectory_plan(TEST_DESIGN), tulip)
     t = np.arange(int(round(traj.duration * rate_hz)) + 1) / rate_hz
     return tulip, t, traj.sample(t)[0]
+
+
+def design_wrench(periods: int, rate_hz: float, moment_z: float, params: str = "sim"):
+    """The stored design repeated `periods` times at `rate_hz`, with the model's own board wrench (Fz, Mx, My about
+    a point `moment_z` below the sole) under `params`: (model, t, q, wrench rows (K, 3))."""
+    from formats.trajectory_plan import load_trajectory_plan
+    from robots import dynamics as dyn
+    from robots.base_params import RegressorSpec, evaluate
+    from robots.registry import get_model
+    from trajectories.plan import plan_trajectory
+
+    tulip = get_model("tulip")
+    traj = plan_trajectory(load_trajectory_plan(TEST_DESIGN), tulip)
+    t = np.arange(int(round(periods * traj.duration * rate_hz)) + 1) / rate_hz  # the design is periodic
+    q, qd, qdd = traj.sample(t)
+    spec = RegressorSpec("base-wrench", "right", None, ("fz", "mx", "my"), moment_z=moment_z)
+    return tulip, t, q, evaluate(tulip, spec, q, qd, qdd) @ dyn.standard_parameters(tulip, params)

@@ -9,17 +9,12 @@ import json
 
 import numpy as np
 import pytest
-from conftest import TEST_DESIGN
+from conftest import TEST_DESIGN, design_wrench
 
 from formats.dynamic_recording import DynamicRecording, read_dynamic_recording, write_dynamic_recording
 from formats.errors import DataError
-from formats.trajectory_plan import load_trajectory_plan
 from identify.dynamic import DynamicEstimator
 from poise.cli import main
-from robots import dynamics as dyn
-from robots.base_params import RegressorSpec, evaluate
-from robots.registry import get_model
-from trajectories.plan import plan_trajectory
 
 RATE = 100.0
 MOMENT_Z = -0.053
@@ -28,12 +23,7 @@ SIGMA = np.array([1.0, 0.1, 0.1])  # N, N·m, N·m per sample
 
 @pytest.fixture(scope="module")
 def recording():
-    tulip = get_model("tulip")
-    traj = plan_trajectory(load_trajectory_plan(TEST_DESIGN), tulip)
-    t = np.arange(int(round(2 * traj.duration * RATE)) + 1) / RATE  # two periods of the periodic design
-    q, qd, qdd = traj.sample(t)
-    spec = RegressorSpec("base-wrench", "right", None, ("fz", "mx", "my"), moment_z=MOMENT_Z)
-    w = evaluate(tulip, spec, q, qd, qdd) @ dyn.standard_parameters(tulip, "sim")
+    tulip, t, q, w = design_wrench(2, RATE, MOMENT_Z)  # two periods of the periodic design
     wrench = np.zeros((t.size, 6))
     wrench[:, 2:5] = w + np.random.default_rng(5).normal(size=w.shape) * SIGMA
     meta = {"motion_band_hz": "0.3", "moment_z_m": str(MOMENT_Z)}

@@ -8,16 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TEST_DESIGN
+from conftest import design_wrench
 
 from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError
-from formats.trajectory_plan import load_trajectory_plan
 from identify.dynamic import DynamicEstimator
-from robots import dynamics as dyn
-from robots.base_params import RegressorSpec, evaluate
-from robots.registry import get_model
-from trajectories.plan import plan_trajectory
 
 RATE = 100.0
 MOMENT_Z = -0.053
@@ -27,12 +22,7 @@ SIGMA = np.array([1.0, 0.1, 0.1])  # N, N·m, N·m per sample
 
 @pytest.fixture(scope="module")
 def creeping():
-    tulip = get_model("tulip")
-    traj = plan_trajectory(load_trajectory_plan(TEST_DESIGN), tulip)
-    t = np.arange(int(round(3 * traj.duration * RATE)) + 1) / RATE  # three periods of the periodic design
-    q, qd, qdd = traj.sample(t)
-    spec = RegressorSpec("base-wrench", "right", None, ("fz", "mx", "my"), moment_z=MOMENT_Z)
-    w = evaluate(tulip, spec, q, qd, qdd) @ dyn.standard_parameters(tulip, "sim")
+    tulip, t, q, w = design_wrench(3, RATE, MOMENT_Z)  # three periods of the periodic design
     d = np.outer(t - t.mean(), SPEED)  # the sole's displacement (δx, δy), zero at mid-recording
     w[:, 1] += w[:, 0] * d[:, 1]
     w[:, 2] -= w[:, 0] * d[:, 0]
