@@ -102,3 +102,19 @@ def test_a_placement_outside_the_descriptions_box_is_refused(model, posture, tmp
     assert why.endswith("y out of range") and f"placement_y [{lo * 1000:.4g}, " in why
     assert not report.ok and report.problems() == [f"placement 0: {why}"]
     assert not any(p.issues for p in report.postures)
+
+
+def test_plan_check_prints_a_problems_stance_keys(model, posture, tmp_path, capsys):
+    """`plan check` prints a static plan's problems as they are: the "[stance]" of the placement box is text,
+    not a rich markup tag that would swallow it."""
+    from formats.plan import save_plan
+    from poise.cli import main
+
+    plan, robot, _ = _outside_box(model, posture, tmp_path)
+    plan.robot_file = str(robot)
+    save_plan(plan, tmp_path / "plan.json")
+    capsys.readouterr()
+    assert main(["plan", "check", str(tmp_path / "plan.json")]) == 1
+    text = " ".join(capsys.readouterr().out.split())
+    assert "FAIL placement 0: the sole_l sole's ground pose (x " in text
+    assert "outside the placement box of the tulip description ([stance] placement_x [-750, 750] mm" in text
