@@ -184,3 +184,20 @@ def test_the_posture_designer_keeps_the_descriptions_feet_gap(tmp_path, monkeypa
     assert all(spec.settings.feet_gap == gap for spec in seen)
     model = get_model(name)  # the library's default, as the CLI's
     assert Settings().resolved(model).feet_gap == (gap if not extra else 0.05)
+
+
+def test_placements_are_drawn_the_descriptions_feet_gap_apart(tmp_path):
+    """`sample_placement` without a feet_gap keeps the description's [stance] feet_gap, as the designers do:
+    TUlip's placement box holds many poses with the soles closer than 0.3 m, and none is drawn for a description
+    asking for 0.3 m; an explicit feet_gap (0 here) still wins."""
+    from design.sampler import sample_placement
+
+    model = get_model(str(_with_gap(tmp_path, "0.3")))
+    rb, ro = sole_rects(model, "right")
+    rng = np.random.default_rng(7)
+    gaps = [
+        Polygon(rb).distance(Polygon(placed_corners(ro, sample_placement(model, rng)))) for _ in range(40)
+    ]
+    assert min(gaps) >= 0.3
+    free = [sample_placement(model, rng, feet_gap=0.0) for _ in range(40)]
+    assert min(Polygon(rb).distance(Polygon(placed_corners(ro, pose))) for pose in free) < 0.3
