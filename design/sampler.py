@@ -177,11 +177,12 @@ def sample_placement(
     rng: np.random.Generator,
     centred: bool = False,
     base: str | None = None,
-    feet_gap: float = 0.0,
+    feet_gap: float | None = None,
 ) -> np.ndarray:
-    """Other-foot pose (x, y, psi) with disjoint feet, uniform in the stance's placement box (centred-CoM
-    problem: y at least the stance's `centred_min_y`)."""
+    """Other-foot pose (x, y, psi) with the feet `feet_gap` (m; None: the description's [stance] feet_gap) apart,
+    uniform in the stance's placement box (centred-CoM problem: y at least the stance's `centred_min_y`)."""
     spec = stance_spec(model)
+    feet_gap = spec.feet_gap if feet_gap is None else feet_gap
     (x0, x1), (y0, y1), (a0, a1) = spec.placement_bounds
     rb, ro = foot_rects(model, base)
     base_foot = Polygon(rb)
@@ -192,7 +193,10 @@ def sample_placement(
         other = Polygon(placed_corners(ro, pose))
         if not base_foot.intersects(other) and base_foot.distance(other) >= feet_gap:
             return pose
-    raise PoiseError(f"no foot placement with the feet {feet_gap * 1000:.0f} mm apart (--feet-gap too large)")
+    raise PoiseError(
+        f"no foot placement with the feet {feet_gap * 1000:.0f} mm apart (--feet-gap or the description's [stance] "
+        "feet_gap too large)"
+    )
 
 
 def sample_posture_set(
@@ -217,7 +221,6 @@ def sample_posture_set(
     per = n_postures // n_placements
     params, base = params or design_params(model), resolve_base(model, base)
     spec = stance_spec(model)
-    feet_gap = spec.feet_gap if feet_gap is None else feet_gap
     qs, pl, poses = [], [], []
     for j in range(n_placements):
         for _attempt in range(10_000):

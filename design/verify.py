@@ -1,4 +1,5 @@
-"""Independent verification of a posture plan with shapely: limits, flat disjoint feet, CoP margins, κ.
+"""Independent verification of a posture plan with shapely: limits, flat disjoint feet, placements within the
+description's box, CoP margins, κ.
 
 Uses the numeric kinematics and shapely only (never the optimiser's smooth constraints), for postures and
 for every waypoint of the transitions.
@@ -18,7 +19,14 @@ from formats.errors import DataError
 from formats.plan import Plan, check_compatible
 from robots.chain_path import air_route, ground_transition_issues
 from robots.params_io import resolve_params
-from robots.stance import FLAT_TOL, MARGIN_TOL, PLACE_TOL, check_posture, lever_share  # noqa: F401 (tolerances re-exported)
+from robots.stance import (  # noqa: F401 (tolerances re-exported)
+    FLAT_TOL,
+    MARGIN_TOL,
+    PLACE_TOL,
+    check_posture,
+    lever_share,
+    placement_problems,
+)
 from robots.tree import RobotModel
 
 
@@ -163,6 +171,8 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
     for pl in plan.placements:
         if Polygon(rb).intersects(Polygon(placed_corners(ro, pl.other_foot))):
             plan_issues.append(f"placement {pl.index}: feet polygons intersect")
+        # the box the posture designer bounds every placement to (the weight shifts' check, robots.stance)
+        plan_issues += [f"placement {pl.index}: {m}" for m in placement_problems(model, base, pl.other_foot)]
     ks = {}
     try:
         ks = {b: kappa(design_matrix(model, plan.q, b)) for b in model.bases}

@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from formats.errors import DataError
@@ -319,7 +320,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             str(repeats[pc.index][0]) if pc.index in repeats else "",
             mm(pc.margin, 1),
             mm(pc.feet_gap, 1),
-            "ok" if not pc.issues else "[red]" + "; ".join(pc.issues),
+            "ok" if not pc.issues else "[red]" + escape("; ".join(pc.issues)),
         )
     console.print(table)
     console.print("κ recomputed: " + ", ".join(f"{b} base {k:.1f}" for b, k in report.kappa.items()))
@@ -330,8 +331,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if report.ok and twin_ok:
         console.print("[green]plan OK")
         return 0
-    for msg in report.problems():
-        console.print(f"[red]FAIL[/red] {msg}")
+    for msg in report.problems():  # escaped: a message's "[stance]" is no markup tag
+        console.print(f"[red]FAIL[/red] {escape(msg)}")
     return 1
 
 

@@ -254,14 +254,38 @@ def placement_problems(model: RobotModel, base: str, pose, tol: float = PLACE_TO
     if not out:
         return []
 
-    deg = 180 / np.pi
-    bx, by, byaw = ([f"{v * k:.4g}" for v in b] for b, k in zip(box, (1000, 1000, deg), strict=True))
+    bx, by, byaw = ([f"{v * k:.4g}" for v in b] for b, k in zip(box, (1000, 1000, 180 / np.pi), strict=True))
     return [
-        f"the {other_site(model, base)} sole's ground pose (x {x * 1000:.1f} mm, y {y * 1000:.1f} mm, yaw "
-        f"{yaw * deg:.1f} deg) is outside the placement box of the {model.name} description ([stance] placement_x "
-        f"[{bx[0]}, {bx[1]}] mm, placement_y [{by[0]}, {by[1]}] mm, placement_yaw_deg [{byaw[0]}, {byaw[1]}] "
-        f"deg): {' and '.join(name for name, _ in out)} out of range"
+        f"{_ground_pose_text(model, base, (x, y, yaw))} is outside the placement box of the {model.name} "
+        f"description ([stance] placement_x [{bx[0]}, {bx[1]}] mm, placement_y [{by[0]}, {by[1]}] mm, "
+        f"placement_yaw_deg [{byaw[0]}, {byaw[1]}] deg): {' and '.join(name for name, _ in out)} out of range"
     ]
+
+
+def feet_gap_problems(model: RobotModel, base: str, pose, tol: float = PLACE_TOL) -> list[str]:
+    """Why the other sole cannot be put down at ground pose (x, y, yaw) beside the base sole — closer to it than
+    the description's [stance] feet_gap, the gap the single-support designer keeps at its start
+    (`placement_row_bounds`), measured by the best separating line (`separating_line`: shapely's distance) — in
+    one line naming the pose, the gap and the description's (empty: at least feet_gap apart, within `tol` m)."""
+    need = stance_spec(model).feet_gap
+    rb, ro = sole_rects(model, base)
+    gap = separating_line(rb, placed_corners(ro, pose))[2]
+    if gap >= need - tol:
+        return []
+    how = "touches or overlaps" if gap <= 0 else f"is {gap * 1000:.1f} mm from"
+    return [
+        f"{_ground_pose_text(model, base, pose)} {how} the {model.base_site(base).name} sole, closer than the "
+        f"{model.name} description's [stance] feet_gap {need * 1000:.4g} mm"
+    ]
+
+
+def _ground_pose_text(model: RobotModel, base: str, pose) -> str:
+    """The words "the <other> sole's ground pose (x … mm, y … mm, yaw … deg)" for a pose (x, y m, yaw rad)."""
+    x, y, yaw = float(pose[0]), float(pose[1]), _wrap(float(pose[2]))
+    return (
+        f"the {other_site(model, base)} sole's ground pose (x {x * 1000:.1f} mm, y {y * 1000:.1f} mm, yaw "
+        f"{yaw * (180 / np.pi):.1f} deg)"
+    )
 
 
 def placement_line(model: RobotModel, base: str, pose) -> np.ndarray:

@@ -132,3 +132,27 @@ def design_wrench(periods: int, rate_hz: float, moment_z: float, params: str = "
     q, qd, qdd = traj.sample(t)
     spec = RegressorSpec("base-wrench", "right", None, ("fz", "mx", "my"), moment_z=moment_z)
     return tulip, t, q, evaluate(tulip, spec, q, qd, qdd) @ dyn.standard_parameters(tulip, params)
+
+
+TULIP_DATA = Path(__file__).resolve().parents[1] / "robots" / "data" / "tulip"
+
+
+def tulip_with_stance(folder: Path, **stance: str) -> Path:
+    """A copy of the TUlip description in `folder` whose [stance] table sets each key to the given TOML value
+    (replacing the key's line, or added under the table's header); returns the copy's .poise.toml."""
+    for f in TULIP_DATA.iterdir():
+        if f.is_file() and f.suffix != ".py":
+            (folder / f.name).write_bytes(f.read_bytes())
+    robot = folder / "tulip.poise.toml"
+    lines = robot.read_text(encoding="utf-8").splitlines(keepends=True)
+    head = lines.index("[stance]\n")
+    end = next((i for i in range(head + 1, len(lines)) if lines[i].startswith("[")), len(lines))
+    for key, value in stance.items():
+        at = [i for i in range(head + 1, end) if lines[i].startswith(f"{key} = ")]
+        if at:
+            lines[at[0]] = f"{key} = {value}\n"
+        else:
+            lines.insert(head + 1, f"{key} = {value}\n")
+            end += 1
+    robot.write_text("".join(lines), encoding="utf-8")
+    return robot

@@ -8,12 +8,14 @@ from pathlib import Path
 import casadi as ca
 import numpy as np
 import pytest
+from conftest import tulip_with_stance
 from shapely.geometry import Polygon
 
 from formats.errors import DataError
 from robots.registry import get_model
 from robots.stance import (
     balance,
+    feet_gap_problems,
     other_pose,
     other_pose_sym,
     placed_corners,
@@ -32,7 +34,6 @@ from robots.stance_spec import FEET_GAP, stance_spec
 # where the former test design (tests/test_single_support_excitation.py, before the start rows) held the left
 # sole at its start: over the right one, so standing on both the feet overlapped (x, y m, yaw rad)
 FORMER_START = (0.2145, -0.1315, -0.3983)
-DATA = Path(__file__).resolve().parents[1] / "robots" / "data" / "tulip"
 
 
 def _rows(base_xy: np.ndarray, other_xy: np.ndarray, line) -> np.ndarray:
@@ -102,13 +103,7 @@ def test_placement_rows_refuse_the_former_start(tulip):
 
 def _with_gap(tmp_path: Path, gap: str) -> Path:
     """A copy of the TUlip description whose [stance] says feet_gap = `gap`."""
-    toml = (DATA / "tulip.poise.toml").read_text(encoding="utf-8")
-    for f in DATA.iterdir():
-        if f.is_file() and f.suffix != ".py":
-            (tmp_path / f.name).write_bytes(f.read_bytes())
-    robot = tmp_path / "tulip.poise.toml"
-    robot.write_text(toml.replace('base = "right"', f'base = "right"\nfeet_gap = {gap}', 1), encoding="utf-8")
-    return robot
+    return tulip_with_stance(tmp_path, feet_gap=gap)
 
 
 def test_feet_gap_comes_from_the_description(tulip, tmp_path):
@@ -144,6 +139,28 @@ def test_a_ground_pose_outside_the_placement_box_is_named_with_the_box(tulip):
     assert placement_problems(tulip, "left", (5.0, -5.0, 3.0)) == []
 
 
+def test_soles_closer_than_the_descriptions_feet_gap_are_named_with_it(tulip, tmp_path):
+    """`feet_gap_problems`: the gap `placement_row_bounds` gives the designer ([stance] feet_gap), measured by the
+    best separating line at a numeric pose — at least that apart (to PLACE_TOL) nothing; closer, one line naming
+    the pose, the soles' gap and the description's; overlapping (the former start) said so."""
+    rb, ro = sole_rects(tulip, "right")
+    pose = (0.087, 0.2516, np.radians(5.0))
+    gap = Polygon(rb).distance(Polygon(placed_corners(ro, pose)))
+    assert gap > 0.05 and feet_gap_problems(tulip, "right", pose) == []  # FEET_GAP, 2 mm
+    for k, (more, refused) in enumerate(((5e-7, False), (5e-6, True))):
+        (tmp_path / str(k)).mkdir()
+        model = get_model(str(tulip_with_stance(tmp_path / str(k), feet_gap=repr(float(gap + more)))))
+        assert bool(feet_gap_problems(model, "right", pose)) is refused
+    (msg,) = feet_gap_problems(model, "right", pose)
+    assert msg == (
+        f"the sole_l sole's ground pose (x 87.0 mm, y 251.6 mm, yaw 5.0 deg) is {gap * 1000:.1f} mm from the sole_r "
+        f"sole, closer than the tulip description's [stance] feet_gap {(gap + 5e-6) * 1000:.4g} mm"
+    )
+    (msg,) = feet_gap_problems(tulip, "right", FORMER_START)
+    assert msg.endswith("touches or overlaps the sole_r sole, closer than the tulip description's [stance] "
+                        "feet_gap 2 mm")  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("robot", "extra", "gap"),
     [("tulip", [], FEET_GAP), ("gap", [], 0.05), ("gap", ["--feet-gap", "0.01"], 0.01)],
@@ -167,3 +184,20 @@ def test_the_posture_designer_keeps_the_descriptions_feet_gap(tmp_path, monkeypa
     assert all(spec.settings.feet_gap == gap for spec in seen)
     model = get_model(name)  # the library's default, as the CLI's
     assert Settings().resolved(model).feet_gap == (gap if not extra else 0.05)
+
+
+def test_placements_are_drawn_the_descriptions_feet_gap_apart(tmp_path):
+    """`sample_placement` without a feet_gap keeps the description's [stance] feet_gap, as the designers do:
+    TUlip's placement box holds many poses with the soles closer than 0.3 m, and none is drawn for a description
+    asking for 0.3 m; an explicit feet_gap (0 here) still wins."""
+    from design.sampler import sample_placement
+
+    model = get_model(str(_with_gap(tmp_path, "0.3")))
+    rb, ro = sole_rects(model, "right")
+    rng = np.random.default_rng(7)
+    gaps = [
+        Polygon(rb).distance(Polygon(placed_corners(ro, sample_placement(model, rng)))) for _ in range(40)
+    ]
+    assert min(gaps) >= 0.3
+    free = [sample_placement(model, rng, feet_gap=0.0) for _ in range(40)]
+    assert min(Polygon(rb).distance(Polygon(placed_corners(ro, pose))) for pose in free) < 0.3

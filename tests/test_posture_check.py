@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import tulip_with_stance
 
 from design.verify import check_plan
 from formats.plan import Placement, Plan, Posture
@@ -14,6 +15,7 @@ from robots.stance import (
     check_posture,
     default_base,
     other_pose,
+    placement_problems,
     posture_problems,
     random_double_support,
 )
@@ -71,3 +73,48 @@ def test_limits_and_defaults(model, posture):
     q[0] = model.upper[0] + 1e-6
     assert any(model.joint_names[0] in m for m in posture_problems(model, q))
     assert not _plan_ok(model, q, 0.0)
+
+
+def _outside_box(model, posture, tmp_path):
+    """(plan of the posture, a copy of the TUlip description whose placement_y box starts 10 mm beyond the
+    posture's placement, that start in m)."""
+    pose = other_pose(model, posture)
+    lo = round(float(pose[1]) + 0.01, 4)
+    return (
+        _plan(model, posture, 0.0, pose),
+        tulip_with_stance(tmp_path, placement_y=f"[{lo}, {lo + 0.1:.4f}]"),
+        lo,
+    )
+
+
+def test_a_placement_outside_the_descriptions_box_is_refused(model, posture, tmp_path):
+    """plan check keeps every placement in the description's placement box (`placement_problems`, the weight
+    shifts' check, the box the posture designer bounds placements to): the posture's own placement passes with
+    TUlip's box; with a box whose y range starts 10 mm beyond it, the plan fails with one line naming the
+    placement, its pose and the box (its postures themselves fine)."""
+    from robots.registry import get_model
+
+    plan, robot, lo = _outside_box(model, posture, tmp_path)
+    assert check_plan(model, plan).ok
+    boxed = get_model(str(robot))
+    report = check_plan(boxed, plan)
+    (why,) = placement_problems(boxed, plan.base, plan.placements[0].other_foot)
+    assert why.endswith("y out of range") and f"placement_y [{lo * 1000:.4g}, " in why
+    assert not report.ok and report.problems() == [f"placement 0: {why}"]
+    assert not any(p.issues for p in report.postures)
+
+
+def test_plan_check_prints_a_problems_stance_keys(model, posture, tmp_path, capsys):
+    """`plan check` prints a static plan's problems as they are: the "[stance]" of the placement box is text,
+    not a rich markup tag that would swallow it."""
+    from formats.plan import save_plan
+    from poise.cli import main
+
+    plan, robot, _ = _outside_box(model, posture, tmp_path)
+    plan.robot_file = str(robot)
+    save_plan(plan, tmp_path / "plan.json")
+    capsys.readouterr()
+    assert main(["plan", "check", str(tmp_path / "plan.json")]) == 1
+    text = " ".join(capsys.readouterr().out.split())
+    assert "FAIL placement 0: the sole_l sole's ground pose (x " in text
+    assert "outside the placement box of the tulip description ([stance] placement_x [-750, 750] mm" in text

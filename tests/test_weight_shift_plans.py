@@ -12,13 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ramp_motion
+from conftest import ramp_motion, tulip_with_stance
+from shapely.geometry import Polygon
 
 from drivers.config import load_config
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, save_trajectory_plan
 from poise.cli import main
 from poise.cmd_run_trajectory import prepare
-from robots.stance import other_pose
+from robots.stance import other_pose, placed_corners, sole_rects
 from trajectories.excitation import ExcitationSettings
 from trajectories.fourier import FourierTrajectory
 from trajectories.multistart import settings_dict
@@ -27,7 +28,6 @@ from trajectories.single_support import SingleSupportTrajectory, nominal_posture
 MARGIN, LIFT = 0.02, 0.02
 HIP_YAW, HIP_ROLL = 6, 7  # the free (left) leg's first two joints
 CONFIG = Path(__file__).resolve().parents[1] / "drivers" / "tulip_robot.toml"
-TULIP = Path(__file__).resolve().parents[1] / "robots" / "data" / "tulip"
 DOUBLE_SUPPORT = Path(__file__).parent / "data" / "tulip_double_support_10s.json"
 
 
@@ -188,18 +188,11 @@ def test_plan_check_and_run_agree_on_a_weight_shift_past_a_joint_limit(tulip, tm
     assert why in capsys.readouterr().err and not (tmp_path / "r").exists()
 
 
-def _boxed(plan_path: Path, tmp_path: Path, key: str, box: str) -> Path:
-    """The plan made for a copy of the TUlip description whose [stance] `key` (a placement box) is `box`."""
-    for f in TULIP.iterdir():
-        if f.is_file() and f.suffix != ".py":
-            (tmp_path / f.name).write_bytes(f.read_bytes())
-    robot = tmp_path / "tulip.poise.toml"
-    lines = robot.read_text(encoding="utf-8").splitlines(keepends=True)
-    (k,) = [i for i, line in enumerate(lines) if line.startswith(f"{key} = ")]
-    lines[k] = f"{key} = {box}\n"
-    robot.write_text("".join(lines), encoding="utf-8")
+def _described(plan_path: Path, tmp_path: Path, key: str, box: str) -> Path:
+    """The plan made for a copy of the TUlip description whose [stance] `key` (a placement box, or the feet gap)
+    is `box`."""
     plan = load_trajectory_plan(plan_path)
-    plan.robot_source = str(robot)
+    plan.robot_source = str(tulip_with_stance(tmp_path, **{key: box}))
     save_trajectory_plan(plan, tmp_path / "boxed.json")
     return tmp_path / "boxed.json"
 
@@ -210,7 +203,7 @@ def test_a_free_sole_put_down_outside_the_placement_box_is_refused(periodic, els
     naming the pose and the box. The free sole's ground pose at the start of `periodic`: x 85.5 mm, y 252.2 mm, yaw
     7.1°; of `elsewhere`: yaw 5.0° at its start, 7.7° at its end."""
     # y ≤ 200 mm: the start's pose (and, ending where it starts, the end's) outside
-    boxed = _boxed(periodic, tmp_path, "placement_y", "[-0.1, 0.2]")
+    boxed = _described(periodic, tmp_path, "placement_y", "[-0.1, 0.2]")
     code, out = _check(boxed, capsys)
     why = (
         "standing on both soles before the weight shift: the sole_l sole's ground pose (x 85.5 mm, y 252.2 mm, "
@@ -227,9 +220,29 @@ def test_a_free_sole_put_down_outside_the_placement_box_is_refused(periodic, els
     assert problems == [why]  # `poise run` refuses it with the same words
     # yaw ≤ 6.5°: the start inside, the end (the hip yawed 0.05 rad) outside
     (tmp_path / "end").mkdir()
-    boxed = _boxed(elsewhere, tmp_path / "end", "placement_yaw_deg", "[-90.0, 6.5]")
+    boxed = _described(elsewhere, tmp_path / "end", "placement_yaw_deg", "[-90.0, 6.5]")
     code, out = _check(boxed, capsys)
     why = "at the plan's end, standing on both soles before the weight shift: the sole_l sole's ground pose "
     assert code == 1 and len(out["problems"]) == 1 and out["problems"][0].startswith(why), out["problems"]
     assert "yaw 7.7 deg) is outside" in out["problems"][0] and out["problems"][0].endswith("yaw out of range")
     assert prepare(load_trajectory_plan(boxed), load_config(CONFIG))[2] == out["problems"]
+
+
+def test_a_free_sole_put_down_closer_than_the_feet_gap_is_refused(tulip, periodic, tmp_path, capsys):
+    """The designer keeps both soles, flat with the free one at its ground pose at t = 0, the description's
+    [stance] feet_gap apart; the weight shifts (`plan_transitions`, shared by plan check and `poise run`) refuse a
+    start or end pose closer than that, naming the pose, the soles' gap and the description's. `periodic`'s soles
+    stand about 0.1 m apart (FEET_GAP, 2 mm, passes above): a feet_gap of 0.5 m refuses its start."""
+    gapped = _described(periodic, tmp_path, "feet_gap", "0.5")
+    code, out = _check(gapped, capsys)
+    rb, ro = sole_rects(tulip, "right")
+    gap = Polygon(rb).distance(Polygon(placed_corners(ro, out["weight_shift"]["start"]["free_sole_pose"])))
+    why = (
+        "standing on both soles before the weight shift: the sole_l sole's ground pose (x 85.5 mm, y 252.2 mm, "
+        f"yaw 7.1 deg) is {gap * 1000:.1f} mm from the sole_r sole, closer than the tulip description's [stance] "
+        "feet_gap 500 mm"
+    )
+    assert 0.05 < gap < 0.5
+    assert code == 1 and not out["ok"] and out["problems"] == [why] == out["weight_shift"]["problems"]
+    _, _, problems, _ = prepare(load_trajectory_plan(gapped), load_config(CONFIG))
+    assert problems == [why]  # `poise run` refuses it with the same words
