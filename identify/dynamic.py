@@ -97,12 +97,10 @@ class DynamicFit:
     fitted_s: float = float("nan")  # recording time the fitted rows span (ends dropped)
     edges_s: float = 0.0  # recording time dropped at the two ends together (the filter's transients)
     instruments: bool = False  # IV estimate: the planned angles' regressor as instruments (IDIM-IV)
-    gaps: list[dict] = field(
-        default_factory=list
-    )  # gaps split recordings at: recording (1-based), from_s, to_s
-    dropped: list[dict] = field(
-        default_factory=list
-    )  # pieces between gaps too short for the cut-off, not fitted
+    # the gaps recordings were split at (recording 1-based, from_s, to_s), and the pieces between gaps too short for
+    # the cut-off, not fitted
+    gaps: list[dict] = field(default_factory=list)
+    dropped: list[dict] = field(default_factory=list)
 
     def determined(self, pct: float = WELL_IDENTIFIED_PCT) -> tuple[list[str], list[str]]:
         """The estimated base inertial parameters this motion determines to `pct` % relative SE, and those it does

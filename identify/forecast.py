@@ -16,7 +16,7 @@ import numpy as np
 from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError
 from identify.differentiation import lowpass
-from identify.dynamic import WELL_IDENTIFIED_PCT, DynamicEstimator
+from identify.dynamic import WELL_IDENTIFIED_PCT, DynamicEstimator, common_rate
 from robots import dynamics as dyn
 from robots.conditioning import kappa, normalised_columns
 
@@ -152,18 +152,13 @@ def forecast_motions(
             q=np.asarray(q, dtype=float), tau=zeros if estimator.quantity == "torque" else None,
             wrench=zeros if estimator.quantity == "wrench" else None, meta=dict(meta),
         ))  # fmt: skip
-    if any(abs(r.rate_hz - recs[0].rate_hz) > 1e-6 * recs[0].rate_hz for r in recs):
-        raise DataError(
-            "recordings fitted together must share their rate: "
-            + ", ".join(f"{r.rate_hz:g} Hz" for r in recs)
-        )
+    rate = common_rate(recs)  # the fit's own check: the noise model's lags are counted in samples
     A, kind, sample = estimator.prepare_many(recs, reuse_base=reuse_base)
     if np.linalg.matrix_rank(A) < A.shape[1]:
         raise DataError("the planned motion does not excite every base parameter (rank-deficient regressor)")
-    # one autocorrelation for all: recordings of one fit share their rate (and so the decimation step)
-    step = estimator._step(recs[0].rate_hz)
+    step = estimator._step(rate)  # one autocorrelation for all, as in the fit
     lag = np.abs(sample[:, None] - sample[None, :])
-    R = filtered_autocorrelation(recs[0].rate_hz, estimator.cutoff_, step, int(lag.max()))[lag]
+    R = filtered_autocorrelation(rate, estimator.cutoff_, step, int(lag.max()))[lag]
     noise_cov = R * np.where(kind[:, None] == kind[None, :], sig[kind][:, None] * sig[kind][None, :], 0.0)
     w = 1.0 / sig[kind]  # the estimator's weights on noise-only residuals, up to a common factor
     Aw = A * w[:, None]

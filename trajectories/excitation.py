@@ -632,9 +632,9 @@ def optimise(
             prior.chain if prior else None,
             prior,
         )
-    if prior is not None and settings.motion == "single-support":
-        raise DataError("a prior experiment is supported for fixed-base and double-support designs")
     if settings.motion == "single-support":
+        if prior is not None:
+            raise DataError("a prior experiment is supported for fixed-base and double-support designs")
         from trajectories.single_support import optimise_single_support
 
         return optimise_single_support(model, settings, seed)
