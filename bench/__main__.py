@@ -17,6 +17,7 @@ BENCH_MODULES: list[str] = [
     "bench.trajectories",
     "bench.gravity",
     "bench.twin_misfit",
+    "bench.forecast",
 ]
 
 

@@ -19,7 +19,7 @@ from design.verify import margin_rules, own_posture_issues, plan_robust_margin
 from formats.errors import DataError
 from formats.plan import Placement, Plan
 from robots.kinematics import site_pose
-from robots.stance import other_site, random_double_support
+from robots.stance import other_pose, other_site, other_sole_problems, random_double_support
 from robots.tree import RobotModel
 
 DRAWS_PER_CANDIDATE = 20  # give up after this many plain double-support draws per wanted candidate
@@ -35,7 +35,8 @@ class AugmentResult:
 
 
 def candidate_pool(model: RobotModel, plan: Plan, n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
-    """`n` random double-support postures that `check_plan` accepts under the plan's rules, and the draws used."""
+    """`n` random double-support postures that `check_plan` accepts under the plan's rules (posture and placement),
+    and the draws used."""
     required, radius, ell = margin_rules(plan)
     # Prefilter on the design CoP's margin; with an ellipsoid the checked CoP is its centre, so none.
     pre = required if ell is None else -np.inf
@@ -43,7 +44,10 @@ def candidate_pool(model: RobotModel, plan: Plan, n: int, rng: np.random.Generat
     max_draws = DRAWS_PER_CANDIDATE * max(n, 5)
     for draws in range(1, max_draws + 1):
         q = random_double_support(model, 1, rng, params=plan.params, base=plan.base, margin=pre)[0]
-        if not own_posture_issues(model, plan, q)[0]:
+        pose = other_pose(
+            model, q, plan.params, plan.base
+        )  # its own placement: the description's stance rules
+        if not own_posture_issues(model, plan, q)[0] and not other_sole_problems(model, plan.base, pose):
             out.append(q)
             if len(out) == n:
                 return np.array(out), draws

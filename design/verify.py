@@ -1,5 +1,5 @@
 """Independent verification of a posture plan with shapely: limits, flat disjoint feet, placements within the
-description's box, CoP margins, κ.
+description's box and feet gap, CoP margins, κ.
 
 Uses the numeric kinematics and shapely only (never the optimiser's smooth constraints), for postures and
 for every waypoint of the transitions.
@@ -25,7 +25,7 @@ from robots.stance import (  # noqa: F401 (tolerances re-exported)
     PLACE_TOL,
     check_posture,
     lever_share,
-    placement_problems,
+    other_sole_problems,
 )
 from robots.tree import RobotModel
 
@@ -171,8 +171,9 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
     for pl in plan.placements:
         if Polygon(rb).intersects(Polygon(placed_corners(ro, pl.other_foot))):
             plan_issues.append(f"placement {pl.index}: feet polygons intersect")
-        # the box the posture designer bounds every placement to (the weight shifts' check, robots.stance)
-        plan_issues += [f"placement {pl.index}: {m}" for m in placement_problems(model, base, pl.other_foot)]
+        # the box the posture designer bounds every placement to and the description's feet gap: the one
+        # placement check the executor's pre-flight and the weight shifts share (robots.stance)
+        plan_issues += [f"placement {pl.index}: {m}" for m in other_sole_problems(model, base, pl.other_foot)]
     ks = {}
     try:
         ks = {b: kappa(design_matrix(model, plan.q, b)) for b in model.bases}

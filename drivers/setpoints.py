@@ -4,9 +4,10 @@ A move is a list of setpoints, one per control tick (tick i of n commands the pr
 ground (consecutive postures of one placement) the joints follow the plan's transition waypoints (equally
 spaced in time, every waypoint commanded exactly) or a cosine profile; each tick's interpolated angles are
 projected (minimum-norm Gauss–Newton) onto the closed chain: other sole flat at its placement, CoP on the
-straight line between its neighbours' CoPs. Every ground tick and every posture must then pass
-`robots.stance.check_posture`, the check `plan check` applies, and no joint may move faster than the velocity
-limit between ticks. Moves between placements are made with the robot lifted off the boards (limits only).
+straight line between its neighbours' CoPs. Every placement must lie in the description's placement box and
+keep its feet gap (`robots.stance.other_sole_problems`), every ground tick and every posture must pass
+`robots.stance.check_posture` — the checks `plan check` applies — and no joint may move faster than the
+velocity limit between ticks. Moves between placements are made with the robot lifted off the boards (limits only).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from robots.chain_path import (  # noqa: F401 (re-exported)
     project_to_chain,
 )
 from robots.kinematics import com_position
-from robots.stance import LIMIT_TOL, check_posture  # noqa: F401 (LIMIT_TOL re-exported)
+from robots.stance import LIMIT_TOL, check_posture, other_sole_problems  # noqa: F401 (LIMIT_TOL re-exported)
 from robots.tree import RobotModel
 
 STEP_RTOL = 1e-6  # a tick may exceed the velocity limit by this relative amount (rounding)
@@ -203,6 +204,9 @@ def check_run(plan: Plan, model: RobotModel, config: RobotConfig) -> RunCheck:
     validate_config(config)
     margin = max(plan_required_margin(plan), config.executor.min_margin)
     problems: list[str] = []
+    for pl in plan.placements:  # where the other sole is put down: the placement check `plan check` applies
+        issues = other_sole_problems(model, plan.base, pl.other_foot)
+        problems += [f"placement {pl.index}: {m}" for m in issues]
     for p in plan.postures:
         pose = plan.placement(p.placement).other_foot
         for msg in check_posture(model, p.q, plan.params, plan.base, margin, pose=pose).issues:

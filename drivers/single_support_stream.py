@@ -35,7 +35,7 @@ from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan
 from robots import dynamics as dyn
 from robots.one_sole import one_sole, one_sole_problems
-from robots.stance import check_posture, feet_gap_problems, other_pose, placement_problems
+from robots.stance import check_posture, other_pose, other_sole_problems
 from robots.tree import RobotModel
 from trajectories.weight_shift import WeightShift, plan_weight_shift
 
@@ -155,16 +155,14 @@ def _transition(
     """(the weight shift to posture q or None, its problems prefixed `where`): planned, its ticks within the joint
     limits and the run's velocity limit (`drivers.setpoints.tick_problems`, as every streamed tick), its
     standing posture through the executor's posture check (`robots.stance.check_posture`) and the free sole's
-    ground pose within the description's placement box and at least its feet_gap from the base sole
-    (`robots.stance.placement_problems`, `feet_gap_problems`: the box and gap the designer keeps at the start)."""
+    ground pose within the description's placement box and at least its feet_gap (FEET_GAP where it names none)
+    from the base sole (`robots.stance.other_sole_problems`, the placement check of static plans too, with the
+    default gap: the box and gap the designer keeps at the start)."""
     ex = config.executor
     need = max(plan_margin(plan), float(ex.min_margin))
     stand_at = f"{where}standing on both soles before the weight shift: "
     pose = other_pose(model, q, params, traj.base)  # where the free sole is put down (the shift's `pose`)
-    placed = [
-        stand_at + p
-        for p in placement_problems(model, traj.base, pose) + feet_gap_problems(model, traj.base, pose)
-    ]
+    placed = [stand_at + p for p in other_sole_problems(model, traj.base, pose, default_gap=True)]
     try:
         ws = plan_weight_shift(model, traj.base, params, q, traj.lift, need, ex.velocity_limit, ex.rate_hz,
                                traj.max_lift, traj.max_tilt)  # fmt: skip

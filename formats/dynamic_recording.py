@@ -167,6 +167,16 @@ class DynamicRecordingAppender:
             self._fh.close()
 
 
+def is_dynamic_recording(path: str | Path) -> bool:
+    """True when the file opens with the format's first line (for commands taking a recording or a plan)."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.read(256).decode("utf-8", errors="replace").lstrip("\ufeff").split("\n", 1)[0]
+    except OSError:
+        return False
+    return first.startswith("#") and first[1:].strip().startswith(MAGIC)
+
+
 def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     """Read and validate a dynamic recording."""
     path = Path(path)
@@ -197,6 +207,8 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
             c for c in header if not (c in ("t_s", T_PLAN) or c.startswith(("q:", "tau:")) or c in WRENCH)
         ]
         raise DataError(f"{path}: unknown columns {extra or header}")
+    if not body:
+        raise DataError(f"{path}: no samples (a header only: the run recorded nothing)")
     for k, r in enumerate(body):
         if len(r) != len(header):
             raise DataError(f"{path}, line {i + 2 + k}: {len(r)} values for {len(header)} columns")

@@ -21,10 +21,10 @@ from identify.differentiation import derivatives, lowpass
 from identify.residual_covariance import banded_covariance
 from robots import dynamics as dyn
 from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
-from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base, evaluate
+from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base, evaluate, zero_set
 from robots.conditioning import kappa, normalised_columns
 from robots.motion_class import placement_base
-from robots.stance import other_pose, placement_deviation
+from robots.stance import PLACEMENT_LIMITS, other_pose, placement_apart, placement_deviation
 from robots.tree import RobotModel
 
 WELL_IDENTIFIED_PCT = 15.0
@@ -32,9 +32,11 @@ WELL_IDENTIFIED_PCT = 15.0
 # the filtered noise's autocovariance (the banded model's lowest band reaches 0.35 f_c) has decayed to ~1 %
 RECORDING_GAP_PERIODS = 50
 RATE_RTOL = 0.005  # their sample rates may differ by this much
-# ... and in double support their other sole's pose (base sole frame) by at most this much from the first's
-PLACEMENT_TOL_M = 0.002
-PLACEMENT_TOL_DEG = 0.5
+# ... and in double support their other sole's pose (base sole frame) by at most PLACEMENT_TOL_M / PLACEMENT_TOL_DEG
+# (robots.stance: `plan trajectory --prior` holds recordings to them too) from the first's. Within it, the first's
+# base parameters must miss each recording's rigid-body wrench with the guessed parameters so little that the bias
+# this puts on any estimate stays under PLACEMENT_BIAS_SE of its SE
+PLACEMENT_BIAS_SE = 0.5
 # the planned angles serve as instruments only for the recording of their plan: tracking errors of a few mrad
 INSTRUMENT_TOL_RAD = 0.1
 # a step this many times the recording's median step is a gap (samples lost, a stalled logger): the filter and the
@@ -101,6 +103,10 @@ class DynamicFit:
     # the cut-off, not fitted
     gaps: list[dict] = field(default_factory=list)
     dropped: list[dict] = field(default_factory=list)
+    # double support, recordings after the first: how far their other sole stands from the first's, by how much the
+    # first's base parameters miss their wrench rows (rms Fz N, Mx, My N·m, guessed parameters, filtered) and the
+    # largest bias all those misses put on an estimate, in its SEs
+    placements: list[dict] = field(default_factory=list)
 
     def determined(self, pct: float = WELL_IDENTIFIED_PCT) -> tuple[list[str], list[str]]:
         """The estimated base inertial parameters this motion determines to `pct` % relative SE, and those it does
@@ -138,6 +144,7 @@ class DynamicFit:
             "reference": self.reference,
             "gaps": self.gaps,
             "dropped": self.dropped,
+            "placements": self.placements,
         }
 
 
@@ -193,6 +200,9 @@ class DynamicEstimator:
         self.drift = drift
         self._db: DynamicBase | None = None
         self._recordings = 1  # how many recordings the last fit stacked (their drift columns are their own)
+        self._misses: list[np.ndarray] | None = (
+            None  # placement misses `_system` collects for a fit of several
+        )
 
     @property
     def cutoff_(self) -> float:
@@ -256,6 +266,12 @@ class DynamicEstimator:
             Y = dyn.torque_regressor(self.model, q, qd, qdd, self.base)
             measured = rec.tau
         db = self.dynamic_base_
+        if angles is None and self._misses is not None:
+            # what the base parameters (of the first recording's placement) miss of this one's rigid-body wrench
+            # with the guessed parameters, filtered and sliced as its rows: `_placement_misfits`
+            theta = self._guessed_theta()
+            miss = Y @ theta - Y[..., db.independent] @ db.values(theta)
+            self._misses.append(lowpass(miss, rec.rate_hz, self.cutoff_)[self._kept(len(miss), rec.rate_hz)])
         blocks = [Y[..., db.independent]]
         if self.friction:
             eye = np.eye(self.model.nq)[None, :, :]
@@ -288,13 +304,12 @@ class DynamicEstimator:
 
     def _step(self, rate_hz: float) -> int:
         """Decimation: SAMPLES_PER_CUTOFF_PERIOD filtered samples per cut-off period (or `decimate`)."""
-        return self.decimate or max(1, int(rate_hz / (SAMPLES_PER_CUTOFF_PERIOD * self.cutoff_)))
+        return self.decimate or decimation(self.cutoff_, rate_hz)
 
     def _kept(self, samples: int, rate_hz: float) -> slice:
         """The filtered samples fitted: EDGE_PERIODS cut-off periods dropped at each end (the filter's transients),
         then decimated."""
-        edge = max(1, int(np.ceil(EDGE_PERIODS / self.cutoff_ * rate_hz)))
-        return slice(edge, samples - edge, self._step(rate_hz))
+        return kept_samples(samples, rate_hz, self.cutoff_, self._step(rate_hz))
 
     def filtered_rows(self, measured: np.ndarray, rate_hz: float) -> np.ndarray:
         """Measured efforts (K, rows) as `fit` uses them: zero-phase filtered, ends dropped, decimated."""
@@ -421,6 +436,9 @@ class DynamicEstimator:
         raw = b - A @ x
         sigma = np.array([raw[joint == j].std() for j in range(n)])
         rmse = np.array([np.sqrt(np.mean(raw[joint == j] ** 2)) for j in range(n)])
+        placements = self._placement_misfits(
+            recs, A[:, free], None if Z is None else Z[:, free], w[joint], se_f, [syms[i] for i in free]
+        )
         self.fit_ = DynamicFit(
             symbols=syms,
             formulas=forms,
@@ -444,8 +462,58 @@ class DynamicEstimator:
             instruments=Z is not None,
             gaps=gaps,
             dropped=dropped,
+            placements=placements,
         )
         return self
+
+    def _guessed_theta(self) -> np.ndarray:
+        """The model's first parameter set as standard parameters, within the simplified model if fitted (the set
+        may have what that model leaves out, which is no placement's doing)."""
+        theta = dyn.standard_parameters(self.model, next(iter(self.model.params)))
+        if self.simplified:
+            theta[zero_set(self.model, list(self.model.simplified_dynamic_zero))] = 0.0
+        return theta
+
+    def _placement_misfits(
+        self,
+        recs: list[DynamicRecording],
+        A: np.ndarray,
+        Z: np.ndarray | None,
+        wr: np.ndarray,
+        se: np.ndarray,
+        names: list[str],
+    ) -> list[dict]:
+        """Double support, several recordings: each one's other sole's offset from the first's, the rms by which
+        the first's base parameters miss its filtered rigid-body wrench with the guessed parameters (their
+        dependent columns' β change with the placement), and the bias those misses put on the estimates (the
+        fit's own weights `wr` and instruments) — refused above PLACEMENT_BIAS_SE of a parameter's SE."""
+        misses, self._misses = self._misses, None
+        if misses is None:  # one recording, joint torques or single support
+            return []
+        first = self._placement(recs[0])
+        out = []
+        for k, (r, e) in enumerate(zip(recs[1:], misses[1:], strict=True), start=2):
+            shift, turn = placement_deviation(first, self._placement(r))
+            out.append({"recording": k, "shift_mm": 1000 * shift, "turn_deg": float(np.degrees(turn)),
+                        "misfit": [float(x) for x in np.sqrt(np.mean(e**2, axis=0))]})  # fmt: skip
+        e = np.concatenate([m.ravel() for m in misses]) * wr  # the fit's row order: by sample, then row
+        Aw = A * wr[:, None]
+        bias = np.linalg.lstsq(Aw, e, rcond=None)[0] if Z is None else np.linalg.solve((Z * wr[:, None]).T @ Aw,
+                                                                                      (Z * wr[:, None]).T @ e)  # fmt: skip
+        ratio = np.abs(bias) / se
+        k = int(np.argmax(ratio))
+        for entry in out:
+            entry["max_bias_se"] = float(ratio[k])
+        if ratio[k] > PLACEMENT_BIAS_SE:
+            worst = max(out, key=lambda d: d["shift_mm"] + d["turn_deg"])
+            raise DataError(
+                f"recording {worst['recording']}'s other sole stands {worst['shift_mm']:.1f} mm / "
+                f"{worst['turn_deg']:.2f}° from the first's: the first's base parameters miss its wrench by "
+                f"{max(worst['misfit']):.3g} rms (guessed parameters), which would bias {names[k]} by "
+                f"{ratio[k]:.2f} SE (at most {PLACEMENT_BIAS_SE:g}) — another foot placement identifies other base "
+                "parameters: fit the recordings apart"
+            )
+        return out
 
     def _pieces(
         self, recs: list[DynamicRecording], planned: list[np.ndarray] | None
@@ -455,13 +523,14 @@ class DynamicEstimator:
         edges are dropped. Returns (pieces, their planned angles, the gaps, the dropped pieces)."""
         pieces, angles, gaps, dropped = [], [], [], []
         for k, r in enumerate(recs):
-            dt = np.diff(r.t)
-            cuts = (np.flatnonzero(dt > GAP_FACTOR * np.median(dt)) + 1).tolist()
-            gaps += [{"recording": k + 1, "from_s": float(r.t[c - 1]), "to_s": float(r.t[c])} for c in cuts]
-            for a, b in zip([0, *cuts], [*cuts, len(r.t)], strict=True):
+            spans = fit_pieces(r.t, self.cutoff_, self.decimate)
+            gaps += [
+                {"recording": k + 1, "from_s": float(r.t[a - 1]), "to_s": float(r.t[a])}
+                for a, *_ in spans[1:]
+            ]
+            for a, b, _, fitted in spans:
                 n = b - a
-                rate = (n - 1) / float(r.t[b - 1] - r.t[a]) if n > 1 else 0.0
-                if n < 10 or len(range(n)[self._kept(n, rate)]) < SAMPLES_PER_CUTOFF_PERIOD:
+                if not fitted:
                     dropped.append({"recording": k + 1, "from_s": float(r.t[a]), "to_s": float(r.t[b - 1])})
                     continue
                 cut = slice(a, b)
@@ -517,6 +586,10 @@ class DynamicEstimator:
         parts, offset = [], 0
         gap = int(RECORDING_GAP_PERIODS * SAMPLES_PER_CUTOFF_PERIOD)
         self._recordings = len(recs)
+        several_placed = (
+            len(recs) > 1 and self.quantity == "wrench" and recs[0].meta.get("motion") != "single-support"
+        )
+        self._misses = [] if several_placed else None  # filled by `_system` for `_placement_misfits`
         for k, r in enumerate(recs):
             if k:
                 self._same_experiment(recs[0], r, k)
@@ -550,13 +623,10 @@ class DynamicEstimator:
                             f"first a {first.meta.get('motion') or 'double-support'} one: fit them apart")  # fmt: skip
         if first.meta.get("motion") == "single-support":
             return
-        shift, turn = placement_deviation(*(self._placement(r) for r in (first, other)))
-        turn = float(np.degrees(turn))
-        if shift > PLACEMENT_TOL_M or turn > PLACEMENT_TOL_DEG:
+        if apart := placement_apart(*(self._placement(r) for r in (first, other))):
             raise DataError(
-                f"recording {k + 1}'s other sole stands {shift * 1000:.1f} mm / {turn:.2f}° from the first's "
-                f"(at most {PLACEMENT_TOL_M * 1000:g} mm / {PLACEMENT_TOL_DEG:g}°): another foot placement "
-                "identifies other base parameters — fit the recordings apart"
+                f"recording {k + 1}'s other sole stands {apart} from the first's ({PLACEMENT_LIMITS}): another foot "
+                "placement identifies other base parameters — fit the recordings apart"
             )
 
     def _placement(self, rec: DynamicRecording) -> np.ndarray:
@@ -603,13 +673,17 @@ class DynamicEstimator:
         return x, cov, np.sqrt(np.diag(cov)), w
 
     def predict(self, rec: DynamicRecording) -> tuple[np.ndarray, np.ndarray]:
-        """(predicted, measured) efforts, both filtered, (K, n) — for validation on another recording."""
-        A, b, _, _ = self._system(rec, drop_reversals=False)
-        n = self.rows_
-        x = self.fit_.values[: A.shape[1]].copy()
-        if self.drift:  # another recording's sole creeps its own way: the model alone predicts it
-            x[A.shape[1] - 2 * self.drift :] = 0.0
-        return (A @ x).reshape(-1, n), b.reshape(-1, n)
+        """(predicted, measured) efforts, both filtered, (K, n) — for validation on another recording; one with
+        gaps is filtered piece by piece as `fit` does, the pieces' rows one after the other."""
+        pred, meas = [], []
+        for piece in self._pieces([rec], None)[0]:
+            A, b, _, _ = self._system(piece, drop_reversals=False)
+            x = self.fit_.values[: A.shape[1]].copy()
+            if self.drift:  # another recording's sole creeps its own way: the model alone predicts it
+                x[A.shape[1] - 2 * self.drift :] = 0.0
+            pred.append((A @ x).reshape(-1, self.rows_))
+            meas.append(b.reshape(-1, self.rows_))
+        return np.concatenate(pred), np.concatenate(meas)
 
     def reference_values(self, params) -> np.ndarray:
         """The base parameters of a known parameter set (friction columns excluded)."""
@@ -627,6 +701,78 @@ def common_rate(recs: list[DynamicRecording]) -> float:
             + " Hz — resample them first"
         )
     return rates[0]
+
+
+def decimation(cutoff_hz: float, rate_hz: float) -> int:
+    """The fit's default decimation step: SAMPLES_PER_CUTOFF_PERIOD filtered samples per cut-off period."""
+    return max(1, int(rate_hz / (SAMPLES_PER_CUTOFF_PERIOD * cutoff_hz)))
+
+
+def kept_samples(samples: int, rate_hz: float, cutoff_hz: float, step: int = 1) -> slice:
+    """The filtered samples of a recording (piece) that are used: EDGE_PERIODS cut-off periods dropped at each end
+    (the zero-phase filter's transients), every `step`-th of the rest."""
+    edge = max(1, int(np.ceil(EDGE_PERIODS / cutoff_hz * rate_hz)))
+    return slice(edge, samples - edge, step)
+
+
+def fit_pieces(
+    t: np.ndarray, cutoff_hz: float, step: int | None = None
+) -> list[tuple[int, int, float, bool]]:
+    """A recording's uniformly sampled pieces, cut at its gaps (steps over GAP_FACTOR × the median step: samples
+    lost, a stalled logger): (a, b, rate Hz, fitted) for indices [a, b), `fitted` False where fewer than
+    SAMPLES_PER_CUTOFF_PERIOD rows (decimated by `step`, default `decimation`) are left once the filter's ends are
+    dropped, or under ten samples — pieces the fit drops."""
+    dt = np.diff(t)
+    cuts = (np.flatnonzero(dt > GAP_FACTOR * np.median(dt)) + 1).tolist()
+    out = []
+    for a, b in zip([0, *cuts], [*cuts, len(t)], strict=True):
+        n = b - a
+        rate = (n - 1) / float(t[b - 1] - t[a]) if n > 1 else 0.0
+        rows = len(range(n)[kept_samples(n, rate, cutoff_hz, step or decimation(cutoff_hz, rate))])
+        out.append((a, b, rate, n >= 10 and rows >= SAMPLES_PER_CUTOFF_PERIOD))
+    return out
+
+
+@dataclass(frozen=True)
+class FilteredPiece:
+    """One uniformly sampled piece of a recording as the fit differentiates it, ends dropped: times (s), the
+    filtered q, q̇, q̈ (K, n); and the piece's recorded positions, ends included (where the fit reads a
+    double-support recording's foot placement: its middle sample)."""
+
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    recorded: np.ndarray
+
+
+def filtered_motion(
+    rec: DynamicRecording, cutoff_hz: float | None = None
+) -> tuple[list[FilteredPiece], float]:
+    """A recording's joint motion as `DynamicEstimator.fit` takes it: the cut-off `cutoff_hz` (default
+    `default_cutoff`, as `identify dynamic`), the recording cut at its gaps (`fit_pieces`; a piece too short for the
+    cut-off dropped as the fit drops it), each piece differentiated on its own (`derivatives`) and its ends dropped
+    (`kept_samples`, undecimated). Returns (pieces, cut-off); DataError when no piece is long enough."""
+    fc = cutoff_hz if cutoff_hz is not None else default_cutoff(rec)
+    pieces = []
+    spans = fit_pieces(rec.t, fc)
+    for a, b, rate, fitted in spans:
+        n = b - a
+        if not fitted:
+            continue
+        t, raw = rec.t[a:b], rec.q[a:b]
+        q, qd, qdd = derivatives(t, raw, fc)
+        keep = kept_samples(n, rate, fc)
+        pieces.append(FilteredPiece(t[keep], q[keep], qd[keep], qdd[keep], raw))
+    if not pieces:
+        edge = EDGE_PERIODS / fc
+        span = f"{float(rec.t[-1] - rec.t[0]):.3g} s"
+        what = f"every piece between its gaps (of {span})" if len(spans) > 1 else f"it ({span})"
+        raise DataError(
+            f"too short for a {fc:.3g} Hz cut-off: {what} leaves fewer than {SAMPLES_PER_CUTOFF_PERIOD} samples "
+            f"after dropping {edge:.3g} s at each end (the filter's transients)"
+        )
+    return pieces, fc
 
 
 def default_cutoff(rec: DynamicRecording) -> float:

@@ -17,6 +17,7 @@ from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError
 from identify.differentiation import lowpass
 from identify.dynamic import WELL_IDENTIFIED_PCT, DynamicEstimator, common_rate
+from identify.residual_covariance import toeplitz_gram
 from robots import dynamics as dyn
 from robots.conditioning import kappa, normalised_columns
 
@@ -157,12 +158,12 @@ def forecast_motions(
     if np.linalg.matrix_rank(A) < A.shape[1]:
         raise DataError("the planned motion does not excite every base parameter (rank-deficient regressor)")
     step = estimator._step(rate)  # one autocorrelation for all, as in the fit
-    lag = np.abs(sample[:, None] - sample[None, :])
-    R = filtered_autocorrelation(rate, estimator.cutoff_, step, int(lag.max()))[lag]
-    noise_cov = R * np.where(kind[:, None] == kind[None, :], sig[kind][:, None] * sig[kind][None, :], 0.0)
     w = 1.0 / sig[kind]  # the estimator's weights on noise-only residuals, up to a common factor
     Aw = A * w[:, None]
-    S = Aw.T @ (noise_cov * np.outer(w, w)) @ Aw
+    # AwᵀΣwAw, Σw the weighted rows' noise covariance: R(|sᵢ − sⱼ|) between rows of one kind (the weights cancel
+    # their σ²), zero between kinds; the samples of recordings fitted together lie apart on one axis, as in the fit
+    R = filtered_autocorrelation(rate, estimator.cutoff_, step, int(sample.max()))
+    S = toeplitz_gram(R, Aw, sample, kind)
     G = Aw.T @ Aw
     H = np.linalg.inv(G)
     se = np.sqrt(np.diag(H @ S @ H))

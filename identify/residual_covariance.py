@@ -62,6 +62,20 @@ def _toeplitz(c: np.ndarray, X: np.ndarray) -> np.ndarray:
     return np.moveaxis(out.reshape((S, n) + X.shape[2:]), 0, 1)
 
 
+def toeplitz_gram(c: np.ndarray, X: np.ndarray, sample: np.ndarray, row: np.ndarray) -> np.ndarray:
+    """XᵀΣX for rows X (rows, p) whose noise covariance Σ is c[|sᵢ − sⱼ|] between rows of one kind (`row`) at
+    decimated samples sᵢ, sⱼ (`sample`; one row per kind and sample) and zero between kinds: Σ_k X_kᵀ T X_k, T the
+    symmetric Toeplitz matrix of c (at least max(sample) + 1 lags) applied by FFT — time O(p · rows · log rows),
+    memory O(p · rows): Σ is never formed."""
+    sample, row = np.asarray(sample, dtype=int), np.asarray(row, dtype=int)
+    S = int(sample.max()) + 1
+    if len(c) < S:
+        raise ValueError(f"{len(c)} autocovariance lags for samples 0…{S - 1}")
+    U = _per_kind(X, sample, row, int(row.max()) + 1, S)
+    gram = U.reshape(-1, X.shape[1]).T @ _toeplitz(c[:S], U).reshape(-1, X.shape[1])
+    return (gram + gram.T) / 2
+
+
 def banded_covariance(
     Aw: np.ndarray,
     res: np.ndarray,

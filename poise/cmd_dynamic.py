@@ -239,7 +239,12 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.plot:
         if pred is None:
             pred, meas = est.predict(rec)
-        _plot(model.joint_names, pred, meas, args.plot)
+        rows = (
+            [f"{j}\n[N·m]" for j in model.joint_names]
+            if est.quantity == "torque"
+            else ["Fz\n[N]", "Mx\n[N·m]", "My\n[N·m]"]
+        )
+        _plot(rows, pred, meas, args.plot)
     if args.json:
         print_json(out)
         return 0
@@ -263,6 +268,13 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     for d in fit.dropped:
         console.print(f"[yellow]recording {d['recording']}: {d['from_s']:.3f}–{d['to_s']:.3f} s between gaps is "
                       f"too short for the cut-off and is not fitted[/yellow]")  # fmt: skip
+    for pl in fit.placements:
+        console.print(
+            f"recording {pl['recording']}: other sole {pl['shift_mm']:.1f} mm / {pl['turn_deg']:.2f}° from the "
+            f"first's; the first's base parameters miss its Fz, Mx, My by "
+            + ", ".join(f"{m:.2g}" for m in pl["misfit"])
+            + f" N, N·m rms (guessed parameters): a bias of at most {pl['max_bias_se']:.2f} SE"
+        )
     if planned is not None:
         console.print(
             "instrumental-variable estimate: the planned angles of "
@@ -378,7 +390,8 @@ def _z_text(z: float | None) -> str:
     return f"{z:+.1f}" if z is not None else "fixed"
 
 
-def _plot(joints: list[str], pred: np.ndarray, meas: np.ndarray, out: str) -> None:
+def _plot(rows: list[str], pred: np.ndarray, meas: np.ndarray, out: str) -> None:
+    """Predicted and measured (filtered) efforts or board wrench, one panel per row (label with its unit)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -386,12 +399,12 @@ def _plot(joints: list[str], pred: np.ndarray, meas: np.ndarray, out: str) -> No
 
     from formats.atomic import write_atomic
 
-    n = len(joints)
+    n = len(rows)
     fig, axes = plt.subplots(n, 1, figsize=(10, 1.6 * n + 1), sharex=True)
     for j, ax in enumerate(np.atleast_1d(axes)):
         ax.plot(meas[:, j], lw=0.9, label="measured (filtered)")
         ax.plot(pred[:, j], lw=0.9, ls="--", label="predicted")
-        ax.set_ylabel(f"{joints[j]}\n[N·m]", fontsize=7)
+        ax.set_ylabel(rows[j], fontsize=7)
         ax.grid(alpha=0.3)
     np.atleast_1d(axes)[0].legend(fontsize=7, loc="upper right")
     np.atleast_1d(axes)[-1].set_xlabel("sample (decimated)")

@@ -52,8 +52,8 @@ def register(s: argparse._SubParsersAction) -> None:
                         "variances (each scale-free; penalises correlation; starts from the D-optimum)")  # fmt: skip
     t.add_argument(
         "--row-noise", type=at.positive, nargs=3, metavar=("FZ", "MX", "MY"),
-        help="double support: the boards' noise σ per sample, Fz [N], Mx, My [N·m] — the criterion weights the "
-        "rows by 1/σ as the weighted fit will (default: raw units)",
+        help="standing (double or single support): the boards' noise σ per sample, Fz [N], Mx, My [N·m] — the "
+        "criterion weights the rows by 1/σ as the weighted fit will (default: raw units)",
     )  # fmt: skip
     t.add_argument(
         "--max-kappa", type=at.number(1.0, 1e12, lo_open=True), metavar="K",
@@ -148,7 +148,10 @@ def register(s: argparse._SubParsersAction) -> None:
         "--prior",
         nargs="+",
         default=None,
-        help="trajectory plans already executed: design the next experiment to complete their information",
+        help="experiments already made — trajectory plans executed (JSON) and dynamic recordings (CSV, as identify "
+        "dynamic reads them) —: design the next experiment to complete their information (of the same motion: fixed "
+        "base with joint torques, double support in their foot placement, or single support on the same sole; plans "
+        "--simplified alike)",
     )
     t.add_argument("--seed", type=at.seed, default=1)
     t.add_argument(
@@ -278,12 +281,10 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
 
         prior, priors = None, []
         if args.prior:
-            from formats.trajectory_plan import load_trajectory_plan, plan_digest
             from trajectories.plan import prior_experiments
 
-            plans = [load_trajectory_plan(p) for p in args.prior]
-            prior = prior_experiments(model, settings, plans)
-            priors = [{"plan": p, "sha256": plan_digest(x)} for p, x in zip(args.prior, plans, strict=True)]
+            experiments, priors = _prior_experiments(args.prior)
+            prior = prior_experiments(model, settings, experiments)
         results = design_starts(
             args.robot, settings, args.seed, args.starts, args.workers, on_result, prior, args.scheduler
         )
@@ -318,6 +319,70 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _prior_experiments(paths: list[str]) -> tuple[list, list[dict]]:
+    """The `--prior` files, each told by its content (as `poise run` tells plan kinds apart): a trajectory plan,
+    or a dynamic recording read as `identify dynamic` differentiates it (`_recorded_motions`). Returns the
+    experiments for `trajectories.plan.prior_experiments` and what the plan records of each (path, sha256)."""
+    import hashlib
+    from pathlib import Path
+
+    from formats.dynamic_recording import is_dynamic_recording, read_dynamic_recording
+    from formats.trajectory_plan import is_trajectory_plan, load_trajectory_plan, plan_digest
+
+    experiments, records = [], []
+    for path in paths:
+        if not Path(path).is_file():
+            raise DataError(f"--prior {path}: no such file")
+        if is_trajectory_plan(path):
+            plan = load_trajectory_plan(path)
+            experiments.append(plan)
+            records.append({"plan": path, "sha256": plan_digest(plan)})
+        elif is_dynamic_recording(path):
+            motions, cutoff = _recorded_motions(read_dynamic_recording(path), path)
+            experiments += motions
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()  # the file as recorded
+            records.append({"recording": path, "sha256": digest, "cutoff_hz": cutoff})
+        else:
+            raise DataError(f"--prior {path}: neither a trajectory plan (JSON) nor a dynamic recording (CSV)")
+    return experiments, records
+
+
+def _recorded_motions(rec, path: str) -> tuple[list, float]:
+    """A dynamic recording as `identify dynamic` takes it — the cut-off it defaults to, cut at gaps, filtered
+    and differentiated, the filter's edges dropped (`identify.dynamic.filtered_motion`) — as plain arrays
+    (`trajectories.recorded.RecordedMotion`, one per piece), and that cut-off (Hz). What it identifies is read as
+    identify reads it: joint torques when it has them, else the boards' wrench, on one sole when its metadata
+    says `motion: single-support`."""
+    from identify.dynamic import filtered_motion
+    from trajectories.recorded import RecordedMotion
+
+    try:
+        pieces, cutoff = filtered_motion(rec)
+    except DataError as exc:
+        raise DataError(f"prior recording {path}: {exc}") from None
+    if rec.tau is not None:
+        motion = "free"
+    else:
+        motion = "single-support" if rec.meta.get("motion") == "single-support" else "double-support"
+    motions = [
+        RecordedMotion(
+            p.t,
+            p.q,
+            p.qd,
+            p.qdd,
+            motion,
+            rec.base,
+            path,
+            rec.robot,
+            tuple(rec.joint_names),
+            p.recorded[0],
+            p.recorded[len(p.recorded) // 2],
+        )  # fmt: skip
+        for p in pieces
+    ]
+    return motions, cutoff
 
 
 def _print_design(s: dict) -> None:

@@ -16,7 +16,7 @@ from drivers.run_events import attribute, per_posture
 from drivers.session import Session
 from drivers.setpoints import check_run
 from formats.errors import DataError
-from formats.plan import load_plan
+from formats.plan import check_compatible, load_plan
 from poise import argtypes as at
 from poise.output import console, err_console, print_json
 from robots.registry import get_model
@@ -213,6 +213,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = run_config(args)
     model = get_model(config.robot)
     plan = load_plan(args.plan, model)
+    if (
+        plan.robot_file
+    ):  # designed for an edited description: its limits, feet and stance rules are the plan's
+        model = get_model(plan.robot_file)
+        check_compatible(plan, model, args.plan)
     live = None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
     try:
         if live:

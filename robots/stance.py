@@ -18,6 +18,7 @@ from formats.errors import DataError
 from robots.kinematics import com_position, site_pose, site_pose_sym
 from robots.memo import per_model
 from robots.stance_spec import (  # noqa: F401 (default_base, design_params, resolve_base re-exported)
+    declared_feet_gap,
     default_base,
     design_params,
     resolve_base,
@@ -30,6 +31,13 @@ FLAT_TOL = 1e-6  # other sole flat on the ground: |z| (m) and tilt (rad)
 PLACE_TOL = 1e-6  # other sole at its placement: x, y (m) and yaw (rad)
 MARGIN_TOL = 1e-9  # CoP margin below the requirement (m)
 LIMIT_TOL = 1e-9  # joint and coupled limits (rad or m)
+# Recordings fitted together in double support (`identify dynamic A.csv B.csv`), and a recording taken as a
+# design's prior (`plan trajectory --prior`): their other sole's pose (base sole frame) by at most this much from the
+# first's (the prior plans'): an operator's placement on the boards' marks. Within it the first's base parameters
+# (their dependent columns' β vary smoothly with the placement) serve the others (on the test design the model misses
+# Mx by ~1.4 mN·m per mm the other sole stands off: 3.6 mN·m on the twin, 2.4 mm apart)
+PLACEMENT_TOL_M = 0.02
+PLACEMENT_TOL_DEG = 3.0
 
 
 def other_site(model: RobotModel, base: str | None = None) -> str:
@@ -75,6 +83,19 @@ def placement_deviation(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """How far placement b (x, y, yaw) lies from a: distance on the ground (m) and the yaw between them (rad)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     return float(np.hypot(*(b[:2] - a[:2]))), float(abs(np.angle(np.exp(1j * (b[2] - a[2])))))
+
+
+def placement_apart(a: np.ndarray, b: np.ndarray) -> str | None:
+    """None when placements a and b (x, y, yaw) count as one: within PLACEMENT_TOL_M and PLACEMENT_TOL_DEG (the
+    limits PLACEMENT_LIMITS states); else how far b stands from a, e.g. "25.0 mm / 0.00°"."""
+    shift, turn = placement_deviation(a, b)
+    turn = float(np.degrees(turn))
+    if shift <= PLACEMENT_TOL_M and turn <= PLACEMENT_TOL_DEG:
+        return None
+    return f"{shift * 1000:.1f} mm / {turn:.2f}°"
+
+
+PLACEMENT_LIMITS = f"at most {PLACEMENT_TOL_M * 1000:g} mm / {PLACEMENT_TOL_DEG:g}°"
 
 
 def project_flat(
@@ -262,12 +283,15 @@ def placement_problems(model: RobotModel, base: str, pose, tol: float = PLACE_TO
     ]
 
 
-def feet_gap_problems(model: RobotModel, base: str, pose, tol: float = PLACE_TOL) -> list[str]:
+def feet_gap_problems(
+    model: RobotModel, base: str, pose, tol: float = PLACE_TOL, need: float | None = None
+) -> list[str]:
     """Why the other sole cannot be put down at ground pose (x, y, yaw) beside the base sole — closer to it than
-    the description's [stance] feet_gap, the gap the single-support designer keeps at its start
-    (`placement_row_bounds`), measured by the best separating line (`separating_line`: shapely's distance) — in
-    one line naming the pose, the gap and the description's (empty: at least feet_gap apart, within `tol` m)."""
-    need = stance_spec(model).feet_gap
+    `need` m (default: the description's [stance] feet_gap, the gap the single-support designer keeps at its
+    start, `placement_row_bounds`), measured by the best separating line (`separating_line`: shapely's
+    distance) — in one line naming the pose, the gap and the description's (empty: at least that far apart,
+    within `tol` m)."""
+    need = stance_spec(model).feet_gap if need is None else need
     rb, ro = sole_rects(model, base)
     gap = separating_line(rb, placed_corners(ro, pose))[2]
     if gap >= need - tol:
@@ -277,6 +301,24 @@ def feet_gap_problems(model: RobotModel, base: str, pose, tol: float = PLACE_TOL
         f"{_ground_pose_text(model, base, pose)} {how} the {model.base_site(base).name} sole, closer than the "
         f"{model.name} description's [stance] feet_gap {need * 1000:.4g} mm"
     ]
+
+
+def other_sole_problems(
+    model: RobotModel, base: str, pose, *, default_gap: bool = False, tol: float = PLACE_TOL
+) -> list[str]:
+    """Everything wrong with putting the other sole down flat at ground pose (x, y, yaw) in the base sole's frame,
+    one line each: outside the description's placement box (`placement_problems`) and closer to the base sole
+    than the description's [stance] feet_gap (`feet_gap_problems`). The one check of a placement that `plan
+    check`, the executor's pre-flight (`drivers.setpoints.check_run`), double-support trajectory plans and the
+    weight shifts share. Where the description names no feet_gap, the gap is checked only with `default_gap`
+    (against FEET_GAP, the gap the single-support designer keeps at its start, so its weight shifts require
+    it); a static or double-support plan of such a robot is held only to feet that do not overlap (the posture
+    check's "feet overlap")."""
+    need = declared_feet_gap(model)
+    if need is None and default_gap:
+        need = stance_spec(model).feet_gap
+    gap = [] if need is None else feet_gap_problems(model, base, pose, tol, need)
+    return placement_problems(model, base, pose, tol) + gap
 
 
 def _ground_pose_text(model: RobotModel, base: str, pose) -> str:

@@ -59,6 +59,13 @@ def default_base(model: RobotModel) -> str:
     return next(iter(model.bases))
 
 
+def declared_feet_gap(model: RobotModel) -> float | None:
+    """The description's own [stance] feet_gap (m, validated by `stance_spec`); None where it names none (the
+    single-support designer and weight shifts then keep FEET_GAP, `StanceSpec.feet_gap`)."""
+    spec = model.stance if isinstance(model.stance, dict) else {}
+    return stance_spec(model).feet_gap if "feet_gap" in spec else None
+
+
 def resolve_base(model: RobotModel, base: str | None) -> str:
     """`base`, or the model's default base when None."""
     return default_base(model) if base is None else base

@@ -172,7 +172,38 @@ def files(tmp_path_factory):
     put("pwm_elbow.json", json.dumps({**pwm, "joint": "elbow"}))
     put("pwm_nojoint.json", json.dumps({**pwm, "joint": None}))
     put("pwm_hot.json", json.dumps({**pwm, "segments": [{**pwm["segments"][0], "amplitude_pct": 120.0}]}))
+    _recorded_priors(d, f, put)
     return f
+
+
+def _recorded_priors(d: Path, f: dict, put) -> None:
+    """Dynamic recordings `plan trajectory --prior` refuses for a double-support design: of another robot, of one
+    sole, standing 30 mm from the prior plan's placement, too short for its filter."""
+    from dataclasses import replace
+
+    from conftest import TEST_DESIGN, design_wrench
+
+    from formats.trajectory_plan import load_trajectory_plan
+    from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.plan import plan_trajectory
+
+    model, t, q, w = design_wrench(1, 100.0, -0.053)
+    wrench = np.zeros((len(t), 6))
+    wrench[:, 2:5] = w
+    rec = DynamicRecording("tulip", "right", list(model.joint_names), t, q, wrench=wrench,
+                           meta={"motion_band_hz": "0.3"})  # fmt: skip
+    write_dynamic_recording(rec, d / "rec_ds.csv")
+    f["rec_ds"] = str(d / "rec_ds.csv")
+    text = (d / "rec_ds.csv").read_text()
+    put("rec_ur5.csv", text.replace("# robot: tulip", "# robot: ur5"))
+    put("rec_ss.csv", text.replace("# base: right\n", "# base: right\n# motion: single-support\n"))
+    lines = text.replace("# motion_band_hz: 0.3\n", "").splitlines(keepends=True)
+    put("rec_short.csv", "".join(lines[:66]))  # 0.6 s: the 5 Hz default cut-off drops 0.4 s at each end
+    traj = plan_trajectory(load_trajectory_plan(TEST_DESIGN), model)
+    chain = replace(traj.chain, target_p=traj.chain.target_p + [0.0, 0.03, 0.0])
+    moved = ClosedChainTrajectory(model, chain, traj.independent).sample(t[:401])[0]
+    write_dynamic_recording(replace(rec, t=t[:401], q=moved, wrench=wrench[:401]), d / "rec_moved.csv")
+    f["rec_moved"] = str(d / "rec_moved.csv")
 
 
 # (command words, extra argv); placeholders {name} refer to `files`.
@@ -428,7 +459,39 @@ CORPUS: list[tuple[str, list[str]]] = [
         ["tulip", "--double-support", "--simplified", "--out", "{dir}/t1.json", "--prior", "{ss_plan}"],
     ),
     ("plan trajectory", ["tulip", "--single-support", "--out", "{dir}/t1.json", "--prior", "{traj_plan}"]),
+    # single support takes single-support priors only, on its stance sole and model
+    (
+        "plan trajectory",
+        ["tulip", "--single-support", "--simplified", "--out", "{dir}/t1.json", "--prior", "{traj_plan}"],
+    ),
+    (
+        "plan trajectory",
+        ["tulip", "--single-support", "--simplified", "--out", "{dir}/t1.json", "--prior", "{ss_plan}"],
+    ),
+    (
+        "plan trajectory",
+        ["tulip", "--single-support", "--base", "left", "--out", "{dir}/t1.json", "--prior", "{ss_plan}"],
+    ),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--prior", "{ss_plan}"]),
     ("plan trajectory", ["tulip", "--double-support", "--out", "{dir}/t1.json", "--prior", "{binary}"]),
+    # recordings as priors: another robot, one sole for two, another placement than the plan's, too short to filter
+    ("plan trajectory", ["tulip", "--double-support", "--out", "{dir}/t1.json", "--prior", "{rec_ur5}"]),
+    ("plan trajectory", ["tulip", "--double-support", "--out", "{dir}/t1.json", "--prior", "{rec_ss}"]),
+    (
+        "plan trajectory",
+        [
+            "tulip",
+            "--double-support",
+            "--simplified",
+            "--out",
+            "{dir}/t1.json",
+            "--prior",
+            "{traj_plan}",
+            "{rec_moved}",
+        ],
+    ),  # fmt: skip
+    ("plan trajectory", ["tulip", "--double-support", "--out", "{dir}/t1.json", "--prior", "{rec_short}"]),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--prior", "{rec_ds}"]),
     ("plan trajectory", ["tulip", "--out", "{existing}"]),
     # plan check
     ("plan check", ["{binary}"]),

@@ -123,6 +123,17 @@ def test_dynamic_recording_in_degrees(tmp_path):
     np.testing.assert_allclose(read_dynamic_recording(path).q, q, rtol=1e-8)
 
 
+def test_a_recording_with_a_header_only_says_it_holds_no_samples(tmp_path, capsys):
+    t = np.arange(20) * 0.01
+    rec = DynamicRecording("r", "base", ["a"], t, np.zeros((20, 1)), np.zeros((20, 1)))
+    path = tmp_path / "d.csv"
+    write_dynamic_recording(rec, path)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[: lines.index(next(x for x in lines if x.startswith("t_s"))) + 1]) + "\n")
+    with pytest.raises(DataError, match="no samples"):
+        read_dynamic_recording(path)
+
+
 @pytest.mark.parametrize("dt, ok", [(1e-3, True), (2e-3, True), (1.0, False), (1e-6, False)])
 def test_doggy_time_stamps_must_be_seconds(tmp_path, dt, ok):
     n = 100

@@ -4,6 +4,8 @@ MuJoCo's own inverse dynamics, and exact identification of the placement's base 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import casadi as ca
 import numpy as np
 import pytest
@@ -13,7 +15,13 @@ from robots import dynamics as dyn
 from robots.base_params import RegressorSpec
 from robots.kinematics import site_pose
 from robots.motion_class import held_sole_states, placement_base
-from trajectories.balance_excitation import balance_start, chain_base, design_balance_problem
+from trajectories.balance_excitation import (
+    balance_start,
+    chain_base,
+    design_balance_problem,
+    grid_states,
+    with_split,
+)
 from trajectories.closed_chain import ClosedChainTrajectory, make_chain
 from trajectories.excitation import ExcitationSettings, optimise
 from trajectories.verify import check_trajectory, stacked_base_regressor
@@ -41,12 +49,26 @@ def test_closed_chain_samples_are_exact_double_support(tulip, chain):
     assert np.abs((qd[2:] - qd[:-2]) / (2 * h) - qdd[1:-1]).max() < 1e-3 * max(1, np.abs(qdd).max())
 
 
-def test_per_sample_jacobian_matches_finite_differences(tulip, chain):
-    prob = design_balance_problem(tulip, QUICK, chain, 0.02)
+@pytest.mark.parametrize("torque_rows", [False, True])
+def test_per_sample_jacobian_matches_finite_differences(tulip, chain, torque_rows):
+    """Exact Jacobians of every constraint row; with the torque rows also of the joint torques and the split
+    variables, whose start is the least-squares split: the torques the verification finds for that split."""
+    from trajectories.verify import double_support_split
+
+    prob = design_balance_problem(tulip, QUICK, chain, 0.02, torque_rows=torque_rows)
     x0, _ = balance_start(tulip, QUICK, chain, np.random.default_rng(1), 0.1)
+    cols = list(np.random.default_rng(2).choice(x0.size, 5, replace=False))
+    if torque_rows:
+        x0 = with_split(tulip, chain, QUICK, prob, x0)
+        q, qd, qdd = grid_states(tulip, chain, prob, x0)
+        tmax = tulip.effort_limit * QUICK.torque_fraction
+        ref = double_support_split(tulip, chain, q, qd, qdd, "sim", tmax).tau
+        tau = np.asarray(prob["tau_fun"](x0)).T
+        assert np.abs(tau - ref).max() < 1e-8 * np.abs(ref).max()
+        cols += list(range(x0.size - 6, x0.size))  # the last sample's split variables
     G = ca.Function("G", [prob["x"]], [prob["g"]])
     J = ca.Function("J", [prob["x"]], [ca.jacobian(prob["g"], prob["x"])])(x0).full()
-    for k in np.random.default_rng(2).choice(x0.size, 5, replace=False):
+    for k in cols:
         e = np.zeros_like(x0)
         e[k] = 1e-6
         fd = (G(x0 + e).full() - G(x0 - e).full())[:, 0] / 2e-6
@@ -125,3 +147,142 @@ def test_exact_states_identify_the_placement_parameters_exactly(tulip, chain):
 def test_settings_route_to_the_balance_design(tulip):
     with pytest.raises(Exception, match="motion"):
         optimise(tulip, ExcitationSettings(motion="hopping"))
+
+
+# ------------------------------------------------------------------ joint torques in double support (the split)
+
+STORED_PLAN = Path(__file__).parent / "data" / "tulip_double_support_10s.json"
+
+
+def _stored_plan():
+    from formats.trajectory_plan import load_trajectory_plan
+    from trajectories.plan import plan_model, plan_trajectory
+
+    plan = load_trajectory_plan(STORED_PLAN)
+    model = plan_model(plan)
+    return plan, model, plan_trajectory(plan, model)
+
+
+def _reduced_efforts(model, scale: float):
+    import copy
+
+    m = copy.copy(model)
+    m.effort_limit = model.effort_limit * scale
+    return m
+
+
+def _fd_sole_jacobian(model, q, site, base, h=1e-6):
+    """(B, 6, nq) by central differences of the site's pose: d position and the rotation vector of R₊R₋ᵀ."""
+    from scipy.spatial.transform import Rotation
+
+    B, n = q.shape
+    J = np.empty((B, 6, n))
+    for k in range(n):
+        e = np.zeros(n)
+        e[k] = h
+        Rp, pp = site_pose(model, q + e, "sim", site, base)
+        Rm, pm = site_pose(model, q - e, "sim", site, base)
+        J[:, :3, k] = (pp - pm) / (2 * h)
+        J[:, 3:, k] = Rotation.from_matrix(np.einsum("bij,bkj->bik", Rp, Rm)).as_rotvec() / (2 * h)
+    return J
+
+
+def test_stored_plan_torque_ratio_is_the_least_squares_split(tulip):
+    """`plan check` reports the double-support torque ratio: the peak |τ|/τmax of the least-squares split of the
+    load between the soles, as scipy finds it from τ (base sole fixed) and a finite-difference sole Jacobian."""
+    from scipy.linalg import lstsq
+
+    from trajectories.verify import sample_grid
+
+    plan, model, traj = _stored_plan()
+    check = check_trajectory(model, traj, "right", "sim", 0.004, simplified=True, collision_margin=None)
+    assert check.ok, check.problems
+    assert check.torque_ratio is not None and 0.1 < check.torque_ratio < 1
+    q, qd, qdd = traj.sample(sample_grid(traj, 0.004))
+    tau_b = dyn.rnea(model, q, qd, qdd, "sim", "right")
+    J = _fd_sole_jacobian(model, q, traj.chain.other, "right")
+    w = 1 / model.effort_limit
+    ratios = []
+    for k in range(len(q)):
+        f = lstsq(J[k].T * w[:, None], tau_b[k] * w)[0]
+        ratios.append(np.abs((tau_b[k] - J[k].T @ f) * w).max())
+    assert check.torque_ratio == pytest.approx(max(ratios), rel=1e-5)
+    assert max(ratios) < 0.5 * np.abs(tau_b * w).max()  # sharing the load: far below the base sole's alone
+
+
+def test_torques_beyond_any_split_fail_the_check_and_plan_check(tulip, monkeypatch, capsys):
+    """Efforts scaled below what the stored plan needs: the check names the problem with the minimax split's
+    ratio (≤ the least-squares split's), and `poise plan check` (so `poise run`'s pre-flight) refuses."""
+    from poise.cli import main
+
+    plan, model, traj = _stored_plan()
+    weak = _reduced_efforts(model, 0.2)
+    check = check_trajectory(weak, traj, "right", "sim", 0.004, simplified=True, collision_margin=None)
+    assert not check.ok
+    assert any("whatever the soles share" in p for p in check.problems), check.problems
+    ls = check_trajectory(model, traj, "right", "sim", 0.004, simplified=True, collision_margin=None)
+    assert 1 < check.torque_ratio <= ls.torque_ratio / 0.2 + 1e-9
+    # the pruned search (Lawson's bounds, LPs worst first) finds the largest minimax peak of a brute force
+    from scipy.optimize import linprog
+
+    from trajectories.verify import double_support_split
+
+    q, qd, qdd = traj.sample(np.linspace(0, traj.duration, 150))
+    s = double_support_split(weak, traj.chain, q, qd, qdd, "sim", weak.effort_limit)
+    A = (
+        np.transpose(dyn.frame_jacobian(weak, q, "sole_l", "right", "sim"), (0, 2, 1))
+        / weak.effort_limit[:, None]
+    )
+    b = dyn.rnea(weak, q, qd, qdd, "sim", "right") / weak.effort_limit
+    peaks = []
+    for Ak, bk in zip(A, b, strict=True):
+        G = np.block([[-Ak, -np.ones((12, 1))], [Ak, -np.ones((12, 1))]])
+        peaks.append(
+            linprog(np.r_[np.zeros(6), 1], A_ub=G, b_ub=np.r_[-bk, bk], bounds=[(None, None)] * 7).fun
+        )
+    assert s.ratio.max() == pytest.approx(max(peaks), rel=1e-6) and max(peaks) > 1
+    monkeypatch.setattr("trajectories.plan.get_model", lambda name: weak)
+    capsys.readouterr()
+    assert main(["plan", "check", str(STORED_PLAN)]) == 1
+    out = capsys.readouterr().out
+    assert "whatever the soles share" in out and "peak torque / limit" in out
+
+
+def test_static_symmetric_split_carries_half_the_weight_on_each_sole(tulip):
+    """Standing still in the (mirror-symmetric) zero posture, the least-squares split is symmetric: the other
+    sole pushes up with half the weight (a sign or frame slip in J_oᵀ f_o would give −m·g/2 or a moment)."""
+    from trajectories.verify import double_support_split
+
+    z = np.zeros((1, tulip.nq))
+    s = double_support_split(tulip, _chain_at_zero(tulip), z, z, z, "sim", tulip.effort_limit)
+    weight = tulip.parameter_set("sim").total_mass * 9.81
+    assert s.wrench[0, 2] == pytest.approx(weight / 2, rel=0.02)
+    assert np.abs(s.wrench[0, [0, 5]]).max() < 1e-9 * weight  # nothing pushes forward or twists about z
+    # the wrench pairs with J_o's rows [v; ω] in the base frame: J_o is the sole pose's derivative so
+    q = _stored_plan()[2].sample(np.array([2.5, 7.0]))[0]
+    J = dyn.frame_jacobian(tulip, q, "sole_l", "right", "sim")
+    assert np.abs(J - _fd_sole_jacobian(tulip, q, "sole_l", "right")).max() < 1e-7
+
+
+def _chain_at_zero(model):
+    from trajectories.closed_chain import ClosedChain
+
+    R, p = site_pose(model, np.zeros(model.nq), "sim", "sole_l", "right")
+    return ClosedChain("right", "sole_l", "sim", (), (), R, p, np.zeros(model.nq))
+
+
+def test_design_keeps_double_support_torques_within_reduced_efforts(tulip, chain):
+    """Efforts at 35 % of TUlip's: the design without torque rows needs more on its grid whatever the soles
+    share, so the last stage is solved again with each sample's split as variables, and the result passes the
+    verification's torque check on the fine grid."""
+    from dataclasses import replace
+
+    from trajectories.balance_excitation import optimise_balance
+
+    weak = _reduced_efforts(tulip, 0.35)
+    settings = replace(QUICK, max_iter=30, torque_fraction=0.9)
+    res = optimise_balance(weak, settings, seed=4, zmp_margin=0.02, chain=chain)
+    assert res.stages[0]["torque_ratio"] > 1 and res.stages[-1]["torque_rows"]
+    assert res.stages[-1]["torque_ratio"] <= 1 + 1e-6
+    assert res.verification["ok"], res.verification["problems"]
+    assert res.verification["torque_ratio"] <= 1

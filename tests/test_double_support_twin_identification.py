@@ -287,8 +287,10 @@ def test_a_run_designed_for_the_first_adds_what_it_lacked(tulip, design, run_dir
     both = _identify_pair(design, run_dir, next_run_dir, capsys)
     assert both["estimator"] == "iv" and not both["gaps"]
     assert len(both["determined"]) >= len(first["determined"]), (both["determined"], first["determined"])
-    rel = [np.median([p["rel_se_pct"] for p in out["parameters"][:37]]) for out in (first, both)]
-    assert rel[1] < rel[0], rel
+    # the SEs shrink (their ratio, not the relative SEs: those divide by estimates, which move between fits — one
+    # pair measured 101 % → 106 % median relative SE while every SE shrank, median ratio 0.46, largest 0.90)
+    se = [np.array([p["se"] for p in out["parameters"][:37]]) for out in (first, both)]
+    assert np.median(se[1] / se[0]) < 1, se[1] / se[0]
 
 
 @pytest.mark.xfail(reason=WITHIN_3SE_MEASURED, strict=False)

@@ -5,6 +5,8 @@ of the TUlip double-support design (tests/data/tulip_double_support_10s.json).""
 from __future__ import annotations
 
 import json
+import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,13 +15,20 @@ from conftest import TEST_DESIGN, sampled_test_design
 from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError
 from identify.dynamic import DynamicEstimator
-from identify.forecast import filtered_autocorrelation, forecast_dynamic
+from identify.forecast import filtered_autocorrelation, forecast_dynamic, forecast_motions
+from identify.residual_covariance import toeplitz_gram
 from poise.cli import main
+from robots.registry import get_model
+from trajectories.fourier import FourierTrajectory
 
 RATE = 100.0  # Hz
 SIGMA = np.array([2.0, 0.3, 0.3])  # N, N·m, N·m per recorded sample
 META = {"motion_band_hz": "0.3", "moment_z_m": "-0.053"}
 DRAWS = 150
+UR5 = (
+    Path(sysconfig.get_paths()["purelib"])
+    / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
+)
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +136,97 @@ def test_board_recordings_fitted_together_share_one_foot_placement(recording):
     assert both.symbols == single.symbols and both.fitted_s == pytest.approx(2 * single.fitted_s)
     with pytest.raises(DataError, match="another foot placement"):
         _estimator(tulip).fit([rec(q), rec(q + 0.05)])
+
+
+def _dense_forecast(est, motions, sig):
+    """The oracle: SEs and isolated SEs as `forecast_motions` computed them with the fitted rows' dense N × N noise
+    covariance (`est` after that forecast, whose base parameters it keeps)."""
+    model = est.model
+    recs = [DynamicRecording(
+        model.name, est.base, list(model.joint_names), t, q, meta=meta,
+        tau=np.zeros((len(t), model.nq)) if est.quantity == "torque" else None,
+        wrench=np.zeros((len(t), 6)) if est.quantity == "wrench" else None,
+    ) for t, q, meta in motions]  # fmt: skip
+    A, kind, sample = est.prepare_many(recs, reuse_base=True)
+    rate = recs[0].rate_hz
+    lag = np.abs(sample[:, None] - sample[None, :])
+    R = filtered_autocorrelation(rate, est.cutoff_, est._step(rate), int(lag.max()))[lag]
+    noise_cov = R * np.where(kind[:, None] == kind[None, :], sig[kind][:, None] * sig[kind][None, :], 0.0)
+    w = 1.0 / sig[kind]
+    Aw = A * w[:, None]
+    S = Aw.T @ (noise_cov * np.outer(w, w)) @ Aw
+    G = Aw.T @ Aw
+    H = np.linalg.inv(G)
+    return np.sqrt(np.diag(H @ S @ H)), np.sqrt(np.diag(S)) / np.diag(G)
+
+
+def _arm_motion(seed: int, seconds: float = 6.0, rate: float = 200.0):
+    """A UR5 Fourier motion with random coefficients (not a design: only its rows matter)."""
+    r = np.random.default_rng(seed)
+    n = get_model(str(UR5)).nq
+    traj = FourierTrajectory(seconds, seconds, r.uniform(-0.5, 0.5, n), *r.normal(0.0, 0.15, (2, n, 3)))
+    t = np.arange(int(seconds * rate) + 1) / rate
+    return t, traj.sample(t)[0], {"motion_band_hz": "0.5"}
+
+
+@pytest.mark.parametrize("case", ["boards", "arm"])
+def test_forecast_equals_that_of_the_dense_noise_covariance(recording, case):
+    """The noise covariance applied as per-kind Toeplitz products gives the numbers the dense N × N one gave, for
+    two recordings fitted together: on the boards (decimated to every 4th sample: the filter's autocorrelation
+    reaches across the gap between the recordings' samples) and an arm's joint torques with friction (each joint's
+    rows around its velocity reversals dropped) and a σ per joint. The SEs agree to the dense formula's own
+    rounding: (AwᵀAw)⁻¹, of condition ~4e9 on the boards, amplifies it — the same formula reassociated,
+    AwᵀΣ(Aw) instead of (AwᵀΣ)Aw, moves them by 5e-11; the isolated SEs (no inverse) agree to 1e-15."""
+    if case == "boards":
+        tulip, t, q = recording
+        est = DynamicEstimator(tulip, "right", True, False, quantity="wrench", decimate=4)
+        motions, sig = [(t, q, META), (t, q[::-1], META)], SIGMA
+    else:
+        est = DynamicEstimator(get_model(str(UR5)))
+        motions, sig = [_arm_motion(1), _arm_motion(2)], np.linspace(0.1, 0.3, 6)
+    fc = forecast_motions(est, motions, sig)
+    se, isolated = _dense_forecast(est, motions, sig)
+    assert np.allclose(fc.se, se, rtol=1e-9, atol=0.0)
+    assert np.allclose(fc.isolated_se, isolated, rtol=1e-13, atol=0.0)
+
+
+def test_toeplitz_gram_is_the_dense_product():
+    """Σ_k X_kᵀ T X_k against XᵀΣX formed densely, with an autocovariance reaching every lag, dropped rows and
+    unordered rows."""
+    rng = np.random.default_rng(3)
+    sample, row = np.divmod(np.arange(3 * 40), 3)
+    keep = rng.random(len(sample)) > 0.2
+    sample, row = sample[keep] + 5, row[keep]
+    order = rng.permutation(len(sample))
+    sample, row = sample[order], row[order]
+    X = rng.normal(size=(len(sample), 4))
+    c = np.exp(-np.arange(50) / 8.0) * np.cos(np.arange(50) / 3.0)
+    dense = c[np.abs(sample[:, None] - sample[None, :])] * (row[:, None] == row[None, :])
+    assert np.allclose(toeplitz_gram(c, X, sample, row), X.T @ dense @ X, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="lags"):
+        toeplitz_gram(c[:44], X, sample, row)
+
+
+def test_a_ten_minute_forecast_forms_no_dense_covariance(recording):
+    """600 s of the 10 s periodic design: ~9000 fitted rows, whose dense covariance took 2.6 GB (peak of the
+    former forecast; bench/forecast.py). The forecast completes, its SEs shrink as 1/√(fitted time) from those of
+    60 s of the same motion (each parameter within 5 %) and, in the median, from those of the design's 10 s."""
+    tulip, t, q = recording
+    period = len(t) - 1  # samples: the design's last sample is its first
+
+    def repeated(times: int):
+        k = np.arange(times * period + 1)
+        return k / RATE, q[k % period]
+
+    est = _estimator(tulip)
+    medium = forecast_dynamic(est, *repeated(6), SIGMA, meta=META)
+    # one numbering of the base parameters (a standing robot's are chosen at the recording's middle posture)
+    short = forecast_dynamic(est, t, q, SIGMA, meta=META, reuse_base=True)
+    long = forecast_dynamic(est, *repeated(60), SIGMA, meta=META, reuse_base=True)
+    assert long.symbols == medium.symbols and np.all(np.isfinite(long.se)) and np.all(long.se > 0)
+    assert long.duration_s == pytest.approx(600.0)
+    for other, tol in ((medium, 0.05), (short, 0.10)):
+        ratio = other.se / long.se / np.sqrt(long.fitted_s / other.fitted_s)
+        if other is medium:
+            assert np.all(np.abs(ratio - 1) < tol), ratio
+        assert abs(np.median(ratio) - 1) < tol, np.median(ratio)

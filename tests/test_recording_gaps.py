@@ -87,8 +87,9 @@ def test_identify_dynamic_names_the_gap(recording, tmp_path, capsys):
     assert main(argv + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [(g["from_s"], g["to_s"]) for g in out["gaps"]] == [(pytest.approx(8.0), pytest.approx(8.5))]
-    assert main(argv) == 0
+    assert main(argv + ["--plot", str(tmp_path / "fit.png")]) == 0  # the boards' rows, not the joints'
     assert "no samples from 8.000 to 8.500 s" in capsys.readouterr().out
+    assert (tmp_path / "fit.png").stat().st_size > 10_000
 
 
 def test_instruments_follow_the_plan_time_the_run_recorded(recording, tmp_path, capsys):

@@ -11,6 +11,7 @@ import pytest
 import trimesh
 import yourdfpy
 
+from formats.trajectory_plan import TrajectoryPlan
 from robots.collision import (
     SOFTMIN_SHARPNESS,
     clearance,
@@ -23,6 +24,7 @@ from robots.kinematics import link_frames_sym
 from robots.registry import get_model
 from robots.urdf import resolve_package_uri
 from trajectories.fourier import FourierTrajectory
+from trajectories.plan import check_plan
 from trajectories.verify import check_trajectory
 
 
@@ -147,6 +149,14 @@ def test_verification_reports_links_that_meet(arm):
     assert unchecked.min_self_clearance_m is None and not any("come" in p for p in unchecked.problems)
     ok = FourierTrajectory(1.0, 1.0, np.clip(np.zeros(arm.nq), arm.lower, arm.upper), zeros, zeros)
     assert check_trajectory(arm, ok, arm.root, "urdf", 0.01).min_self_clearance_m > 0
+    # a plan designed without self-collision rows is still held by plan check and the run to links that do not meet
+    for settings, need in (({"self_collision": True, "collision_margin": 0.01}, "10.0"),
+                           ({"self_collision": False}, "0.0")):  # fmt: skip
+        plan = TrajectoryPlan(arm.name, arm.root, list(arm.joint_names), still.to_json(), params="urdf",
+                              settings=settings)  # fmt: skip
+        report = check_plan(plan, arm, still, dt=0.01)
+        assert any(p.startswith(f"links {pair} come") and p.endswith(f"(< {need} mm required)")
+                   for p in report.problems)  # fmt: skip
 
 
 def test_robots_without_collision_geometry_are_not_checked():

@@ -5,7 +5,9 @@ coordinates with their velocities and accelerations; the foot constraint c(q) = 
 C q̈ + (∂(C q̇)/∂q) q̇ = 0 hold at every sample as equalities, so every sample is an exact double-support state.
 The regressor is the base wrench (Fz, Mx, My) the boards measure in sum; the ZMP (−My/Fz, Mx/Fz) computed with
 the guessed parameters stays inside the support polygon by a margin: one linear inequality in (Fz, Mx, My) per
-polygon edge and sample. All derivatives are exact (CasADi AD through `Function.map` over the grid).
+polygon edge and sample. Joint torques lazily: only if the result needs more than the efforts for every split of
+the load between the soles, the last stage again with each sample's split as variables (`optimise_balance`).
+All derivatives are exact (CasADi AD through `Function.map` over the grid).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from trajectories.excitation import (
     check_prior,
     criterion_stages,
     finish_with_prior,
+    ipopt_options,
 )
 from trajectories.fourier import FourierTrajectory, basis, rest_constraints
 from trajectories.verify import acceleration_limits
@@ -89,14 +92,19 @@ def chain_base(model: RobotModel, chain: ClosedChain, simplified: bool):
     return placement_base(model, zmp_spec(chain.base), chain.nominal, simplified)
 
 
-def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str):
-    """S(qI, qD, vI, vD, aI, aD) → (18 constraint residuals, 3 guessed wrench rows, r·3 base-regressor entries)."""
+def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str, torques: bool = False):
+    """S(qI, qD, vI, vD, aI, aD[, μ]) → (18 constraint residuals, 3 guessed wrench rows[, nq joint torques]) and
+    the r·3 base-regressor entries. `torques`: the joint torques τ_b − Cᵀ (m·g·μ) of double support, τ_b with the
+    base sole fixed and the other sole free, μ the other sole's contact wrench in the foot constraint's
+    coordinates (C = ∂c/∂q spans the same wrenches as the sole's Jacobian: c is the sole's pose error), per
+    weight."""
     n = model.nq
     ind, dep = list(chain.independent), list(chain.dependent)
     xs = [
         ca.SX.sym(nm, len(ix))
         for nm, ix in zip(("qI", "qD", "vI", "vD", "aI", "aD"), (ind, dep) * 3, strict=True)
     ]
+    mu = [ca.SX.sym("mu", 6)] if torques else []
 
     def full(a, b):
         v = [None] * n
@@ -116,16 +124,25 @@ def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str):
     Wb = W[:, db.independent]
     opts = {"cse": True}
     out = ca.vertcat(eq, W @ phi)
+    if torques:
+        tau_b = dyn.torque_regressor_function(model, chain.base, guess)(q, qd, qdd) @ phi
+        out = ca.vertcat(out, tau_b - C.T @ (weight(model, guess) * mu[0]))
+    ins = xs + mu
     return (
-        ca.Function("sample_constraints", xs, [out], opts),
-        ca.Function("sample_constraints_jac", xs, [out, ca.jacobian(out, ca.vertcat(*xs))], opts),
+        ca.Function("sample_constraints", ins, [out], opts),
+        ca.Function("sample_constraints_jac", ins, [out, ca.jacobian(out, ca.vertcat(*ins))], opts),
         ca.Function("sample_regressor", xs, [ca.vec(Wb.T)], opts),
     )
 
 
+def weight(model: RobotModel, params: str) -> float:
+    """m·g of a parameter set (N): the scale of the soles' contact wrenches."""
+    return float(model.parameter_set(params).total_mass * -dyn.GRAVITY[2])
+
+
 class _SampleMap(ca.Callback):
-    """Per-sample outputs (foot constraints, guessed Fz/Mx/My) stacked over the grid, as a function of the design
-    vector [vec(X); vec(Z)], with its sparse Jacobian assembled from per-sample SX Jacobians and the Fourier bases
+    """Per-sample outputs (foot constraints, guessed Fz/Mx/My[, joint torques]) stacked over the grid, as a function
+    of the design vector [vec(X); vec(Z)] (Z's column per sample: q_D, q̇_D, q̈_D[, the other sole's wrench]), with its sparse Jacobian assembled from per-sample SX Jacobians and the Fourier bases
     (an order of magnitude faster than differentiating the mapped expression graph)."""
 
     def __init__(self, name, Fv: ca.Function, F: ca.Function, bases, nI: int, nD: int, jac: bool = True):
@@ -133,16 +150,18 @@ class _SampleMap(ca.Callback):
         self.P, self.V, self.A = bases
         self.K, self.m = self.P.shape
         self.nI, self.nD = nI, nD
+        self.nL = F.size1_in(6) if F.n_in() > 6 else 0  # per-sample variables after q̈_D (the sole's wrench)
+        self.nz = 3 * nD + self.nL
         self.F = F.map(self.K)
         self.Fv = Fv.map(self.K)
         self.c = F.size1_out(0)
-        self.nx = self.m * nI + 3 * nD * self.K
+        self.nx = self.m * nI + self.nz * self.K
         K, c, m = self.K, self.c, self.m
         rows, cols = [], []
         for k in range(K):
             r = np.arange(c * k, c * (k + 1))
             cf = np.arange(m * nI)
-            cz = m * nI + 3 * nD * k + np.arange(3 * nD)
+            cz = m * nI + self.nz * k + np.arange(self.nz)
             cc = np.concatenate([cf, cz])
             rows.append(np.repeat(r, cc.size))
             cols.append(np.tile(cc, c))
@@ -169,20 +188,21 @@ class _SampleMap(ca.Callback):
         x = np.asarray(arg[0]).ravel()
         m, nI, nD, K, c = self.m, self.nI, self.nD, self.K, self.c
         X = x[: m * nI].reshape(m, nI, order="F")
-        Z = x[m * nI :].reshape(3 * nD, K, order="F")
-        ins = ((self.P @ X).T, Z[:nD], (self.V @ X).T, Z[nD : 2 * nD], (self.A @ X).T, Z[2 * nD :])
+        Z = x[m * nI :].reshape(self.nz, K, order="F")
+        ins = ((self.P @ X).T, Z[:nD], (self.V @ X).T, Z[nD : 2 * nD], (self.A @ X).T, Z[2 * nD : 3 * nD])
+        ins += (Z[3 * nD :],) if self.nL else ()
         if not self.is_jac:
             return [ca.DM(np.asarray(self.Fv(*ins)).reshape(-1, order="F"))]
         _, J = self.F(*ins)
-        J = np.asarray(J).reshape(c, K, 3 * (nI + nD)).transpose(1, 0, 2)  # K, c, inputs
-        o = np.cumsum([0, nI, nD, nI, nD, nI, nD])
-        JqI, JqD, JvI, JvD, JaI, JaD = (J[:, :, o[i] : o[i + 1]] for i in range(6))
+        J = np.asarray(J).reshape(c, K, 3 * (nI + nD) + self.nL).transpose(1, 0, 2)  # K, c, inputs
+        o = np.cumsum([0, nI, nD, nI, nD, nI, nD, self.nL])
+        JqI, JqD, JvI, JvD, JaI, JaD, JL = (J[:, :, o[i] : o[i + 1]] for i in range(7))
         dX = (
             np.einsum("kci,kl->kcil", JqI, self.P)
             + np.einsum("kci,kl->kcil", JvI, self.V)
             + np.einsum("kci,kl->kcil", JaI, self.A)
         ).reshape(K, c, nI * m)
-        dZ = np.concatenate([JqD, JvD, JaD], axis=2)
+        dZ = np.concatenate([JqD, JvD, JaD, JL], axis=2)
         vals = np.concatenate([dX, dZ], axis=2).reshape(-1)  # triplet order: sample, row, column
         return [ca.DM(self.sp, vals[self.perm])]
 
@@ -202,9 +222,15 @@ class _SampleMap(ca.Callback):
 
 
 def design_balance_problem(
-    model: RobotModel, settings: ExcitationSettings, chain: ClosedChain, zmp_margin: float
+    model: RobotModel,
+    settings: ExcitationSettings,
+    chain: ClosedChain,
+    zmp_margin: float,
+    torque_rows: bool = False,
 ):
-    """The NLP of a double-support excitation: variables, criterion input W(w), constraints and bounds."""
+    """The NLP of a double-support excitation: variables, criterion input W(w), constraints and bounds.
+    `torque_rows`: six more variables per sample, the other sole's contact wrench, with the joint torques it
+    leaves within the effort limits (× `torque_fraction`) — the split of the load the soles may choose."""
     settings.validate()
     guess = settings.params or chain.params
     db = chain_base(model, chain, settings.simplified)
@@ -213,16 +239,19 @@ def design_balance_problem(
     m = 1 + 2 * L
     omega = 2 * np.pi / settings.period
     P, V, A = (ca.DM(B) for B in basis(np.arange(K) * settings.period / K, L, omega))
+    torque_rows = torque_rows and bool(np.all(np.isfinite(model.effort_limit)))
+    nL = 6 if torque_rows else 0
     xF = ca.MX.sym("xF", m * nI)
-    Z = ca.MX.sym("Z", 3 * nD, K)
+    Z = ca.MX.sym("Z", 3 * nD + nL, K)
     X = ca.reshape(xF, m, nI)
     qI, vI, aI = (ca.transpose(B @ X) for B in (P, V, A))  # nI × K
-    Sv, Sj, S2 = _per_sample(model, chain, db, guess)
-    args = (qI, Z[:nD, :], vI, Z[nD : 2 * nD, :], aI, Z[2 * nD :, :])
+    Sv, Sj, S2 = _per_sample(model, chain, db, guess, torque_rows)
+    args = (qI, Z[:nD, :], vI, Z[nD : 2 * nD, :], aI, Z[2 * nD : 3 * nD, :])
     wb = S2.map(K)(*args)
     node = _SampleMap("samples", Sv, Sj, tuple(np.asarray(B) for B in (P, V, A)), nI, nD)
-    out = ca.reshape(node(ca.vertcat(xF, ca.vec(Z))), 21, K)
-    eq, w3 = out[:18, :], out[18:, :]
+    rows = 21 + (model.nq if torque_rows else 0)
+    out = ca.reshape(node(ca.vertcat(xF, ca.vec(Z))), rows, K)
+    eq, w3 = out[:18, :], out[18:21, :]
     r = db.rank
     W = ca.transpose(ca.reshape(wb, r, 3 * K))  # 3K × r, rows (fz, mx, my) per sample
     lo, hi = model.lower + settings.position_margin, model.upper - settings.position_margin
@@ -249,6 +278,11 @@ def design_balance_problem(
     ubg = [np.zeros(2 * nI), np.repeat(hi[ind], Kd), np.repeat(vmax[ind], Kd), np.repeat(amax[ind], Kd)]
     lbg += [np.zeros(18 * K), np.full(len(d) * K, -np.inf), np.zeros(K)]
     ubg += [np.zeros(18 * K), np.zeros(len(d) * K), np.full(K, np.inf)]
+    if torque_rows:  # rows by sample, then joint
+        tmax = model.effort_limit * settings.torque_fraction
+        g.append(ca.vec(out[21:, :]))
+        lbg.append(np.tile(-tmax, K))
+        ubg.append(np.tile(tmax, K))
     if settings.load_share > 0:  # neither sole nearly unloaded: a light sole rocks on an edge or slides
         s0, gx, gy = share_coefficients(model, chain)
         share = s0 * w3[0, :] - gx * w3[2, :] + gy * w3[1, :]  # Fz · the other sole's share
@@ -270,8 +304,10 @@ def design_balance_problem(
     # that reaches a limit (e.g. a stretched knee) between samples may leave the foot unreachable
     dlo, dhi = lo[dep] + 2 * settings.position_margin, hi[dep] - 2 * settings.position_margin
     dlo, dhi = np.minimum(dlo, (lo[dep] + hi[dep]) / 2), np.maximum(dhi, (lo[dep] + hi[dep]) / 2)
-    zlo = np.concatenate([dlo, -vmax[dep] * BETWEEN_SAMPLES, -amax[dep] * BETWEEN_SAMPLES])
-    zhi = np.concatenate([dhi, vmax[dep] * BETWEEN_SAMPLES, amax[dep] * BETWEEN_SAMPLES])
+    zlo = np.concatenate(
+        [dlo, -vmax[dep] * BETWEEN_SAMPLES, -amax[dep] * BETWEEN_SAMPLES, np.full(nL, -np.inf)]
+    )
+    zhi = np.concatenate([dhi, vmax[dep] * BETWEEN_SAMPLES, amax[dep] * BETWEEN_SAMPLES, np.full(nL, np.inf)])
     x = ca.vertcat(xF, ca.vec(Z))
     return {
         "x": x,
@@ -288,6 +324,9 @@ def design_balance_problem(
         "nodes": [node],  # callbacks must outlive the solver
         "m": m,
         "params": guess,
+        "bases": tuple(np.asarray(B) for B in (P, V, A)),
+        "split": nL,
+        **({"tau_fun": ca.Function("tau", [x], [out[21:, :]])} if torque_rows else {}),  # nq × K
     }
 
 
@@ -331,7 +370,10 @@ def optimise_balance(
     prior: Prior | None = None,
 ) -> ExcitationResult:
     """Design one balance-constrained double-support excitation from a random start (standing as `chain`, else
-    in the best-conditioned placement near the feet side by side); `prior`: the experiments it should complete."""
+    in the best-conditioned placement near the feet side by side); `prior`: the experiments it should complete.
+    Joint torques lazily, as `excitation.solve_lazy_torques`: the result is checked on the design grid for the
+    split of the load between the soles that needs least (`verify.double_support_split`), and only if that
+    exceeds the efforts (× `torque_fraction`) the last stage is solved again with the split as variables."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     base = settings.base or (model.stance or {}).get("base") or next(iter(model.bases))
@@ -340,35 +382,17 @@ def optimise_balance(
     prob = design_balance_problem(model, settings, chain, zmp_margin)
     x0, _ = balance_start(model, settings, chain, rng, amplitude)
     check_prior(prior, prob["base"].rank)
-    Wshape = (3 * settings.samples, prob["base"].rank)
-    grad = _Criterion("criterion_grad", Wshape, settings, None, prior)
-    crit = _Criterion("criterion", Wshape, settings, grad, prior)
-    f = crit(ca.vec(prob["W"]))
-    opts = {
-        "ipopt.print_level": 0,
-        "print_time": False,
-        "ipopt.hessian_approximation": "limited-memory",
-        "ipopt.max_iter": settings.max_iter,
-        "ipopt.tol": 1e-6,
-        "ipopt.acceptable_tol": 1e-4,
-        "ipopt.sb": "yes",
-    }
-    solver = ca.nlpsol("balance_excitation", "ipopt", {"x": prob["x"], "f": f, "g": prob["g"]}, opts)
-    x = x0
-    stages, iterations, status = [], 0, ""
-    for stage, p in criterion_stages(settings):
-        crit.settings = grad.settings = stage
-        crit.p = grad.p = p
-        sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"], lbx=prob["lbx"], ubx=prob["ubx"])
-        st = solver.stats()
-        timing = {k: round(v, 2) for k, v in st.items() if k.startswith("t_wall")}
-        x = np.asarray(sol["x"]).ravel()
-        iterations += int(st.get("iter_count", 0))
-        status = str(st.get("return_status", ""))
-        W = np.asarray(prob["W_fun"](x))
-        stages.append({"criterion": stage.criterion, "sharpness": p, "status": status,
-                       "iterations": int(st.get("iter_count", 0)),
-                       "kappa_scaled": kappa(normalised_columns(W)[0]), "kappa": kappa(W), "timing_s": timing})  # fmt: skip
+    x, iterations, status, stages = _solve_balance(prob, settings, prior, x0, criterion_stages(settings))
+    ratio = grid_torque_ratio(model, chain, settings, prob, x)
+    if ratio is not None and ratio > 1.0:
+        stages[-1]["torque_ratio"] = ratio  # without the torque rows: why they were added
+        prob = design_balance_problem(model, settings, chain, zmp_margin, torque_rows=True)
+        x = with_split(model, chain, settings, prob, x)
+        x, extra, status, again = _solve_balance(prob, settings, prior, x, criterion_stages(settings)[-1:])
+        iterations += extra
+        stages += [{**st, "torque_rows": True} for st in again]
+        ratio = grid_torque_ratio(model, chain, settings, prob, x)
+    stages[-1]["torque_ratio"] = ratio
     m, nI = prob["m"], len(chain.independent)
     fi = FourierTrajectory.from_coefficients(
         x[: m * nI].reshape(m, nI, order="F"), settings.period, settings.duration
@@ -399,3 +423,76 @@ def optimise_balance(
     )  # fmt: skip
     result.verification = check.to_dict()
     return result
+
+
+def _solve_balance(prob: dict, settings: ExcitationSettings, prior: Prior | None, x: np.ndarray, stages_in):
+    """IPOPT through the criterion's `stages_in` from x → (x, iterations, status, stage records)."""
+    Wshape = (3 * settings.samples, prob["base"].rank)
+    grad = _Criterion("criterion_grad", Wshape, settings, None, prior)
+    crit = _Criterion("criterion", Wshape, settings, grad, prior)
+    f = crit(ca.vec(prob["W"]))
+    opts = ipopt_options(settings)
+    solver = ca.nlpsol("balance_excitation", "ipopt", {"x": prob["x"], "f": f, "g": prob["g"]}, opts)
+    stages, iterations, status = [], 0, ""
+    for stage, p in stages_in:
+        crit.settings = grad.settings = stage
+        crit.p = grad.p = p
+        sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"], lbx=prob["lbx"], ubx=prob["ubx"])
+        st = solver.stats()
+        timing = {k: round(v, 2) for k, v in st.items() if k.startswith("t_wall")}
+        x = np.asarray(sol["x"]).ravel()
+        iterations += int(st.get("iter_count", 0))
+        status = str(st.get("return_status", ""))
+        W = np.asarray(prob["W_fun"](x))
+        stages.append({"criterion": stage.criterion, "sharpness": p, "status": status,
+                       "iterations": int(st.get("iter_count", 0)),
+                       "kappa_scaled": kappa(normalised_columns(W)[0]), "kappa": kappa(W), "timing_s": timing})  # fmt: skip
+    return x, iterations, status, stages
+
+
+def grid_states(model: RobotModel, chain: ClosedChain, prob: dict, x: np.ndarray):
+    """(q, q̇, q̈) at the design grid's samples (K, nq) of a design vector x of `prob`."""
+    ind, dep = list(chain.independent), list(chain.dependent)
+    m, nI, nD = prob["m"], len(ind), len(dep)
+    P, V, A = prob["bases"]
+    X = x[: m * nI].reshape(m, nI, order="F")
+    Z = x[m * nI :].reshape(3 * nD + prob["split"], P.shape[0], order="F")
+    out = []
+    for i, B in enumerate((P, V, A)):
+        s = np.empty((P.shape[0], model.nq))
+        s[:, ind] = B @ X
+        s[:, dep] = Z[i * nD : (i + 1) * nD].T
+        out.append(s)
+    return tuple(out)
+
+
+def grid_torque_ratio(
+    model: RobotModel, chain: ClosedChain, settings: ExcitationSettings, prob: dict, x: np.ndarray
+) -> float | None:
+    """Peak joint torque / (effort × `torque_fraction`) on the design grid for the split of the load between
+    the soles that needs least (`verify.double_support_split`); None without effort limits."""
+    from trajectories.verify import double_support_split
+
+    tmax = model.effort_limit * settings.torque_fraction
+    if not np.all(np.isfinite(tmax)):
+        return None
+    q, qd, qdd = grid_states(model, chain, prob, x)
+    return float(double_support_split(model, chain, q, qd, qdd, prob["params"], tmax).ratio.max())
+
+
+def with_split(
+    model: RobotModel, chain: ClosedChain, settings: ExcitationSettings, prob: dict, x: np.ndarray
+):
+    """x of the problem without torque rows → x of `prob` (with them): each sample's wrench variables μ started
+    at the weighted least-squares split of its torques."""
+    q, qd, qdd = grid_states(model, chain, prob | {"split": 0}, x)
+    K = q.shape[0]
+    tmax = model.effort_limit * settings.torque_fraction
+    tau_b = dyn.rnea(model, q, qd, qdd, prob["params"], chain.base) / tmax
+    _, C = functions(model, chain)[0].map(K)(q.T)
+    C = np.asarray(C).reshape(6, K, model.nq).transpose(1, 0, 2)
+    A = np.transpose(C, (0, 2, 1)) * weight(model, prob["params"]) / tmax[None, :, None]
+    mu = np.einsum("bij,bj->bi", np.linalg.pinv(A), tau_b)
+    nF = prob["m"] * len(chain.independent)
+    Z = x[nF:].reshape(-1, K, order="F")
+    return np.r_[x[:nF], np.vstack([Z, mu.T]).reshape(-1, order="F")]

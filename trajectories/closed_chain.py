@@ -15,7 +15,7 @@ import numpy as np
 from formats.errors import DataError
 from robots.kinematics import site_pose, site_pose_sym
 from robots.memo import per_model
-from robots.stance import other_site, random_double_support
+from robots.stance import check_posture, other_site, other_sole_problems, random_double_support
 from robots.tree import RobotModel
 from trajectories.fourier import FourierTrajectory
 
@@ -32,6 +32,12 @@ class ClosedChain:
     target_R: np.ndarray
     target_p: np.ndarray
     nominal: np.ndarray
+
+    def ground_pose(self) -> np.ndarray:
+        """Where the held sole stands on the ground in the base sole's frame: (x, y, yaw) of its target pose (m, m,
+        rad), as `robots.stance.other_pose` gives it for a posture of the chain."""
+        R, p = np.asarray(self.target_R, dtype=float), np.asarray(self.target_p, dtype=float)
+        return np.array([p[0], p[1], np.arctan2(R[1, 0], R[0, 0])])
 
     def to_json(self) -> dict:
         return {
@@ -114,6 +120,38 @@ def functions(model: RobotModel, chain: ClosedChain) -> tuple[ca.Function, ca.Fu
     return constraint_functions(model, _key(chain))
 
 
+def chain_split(model: RobotModel, base: str) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
+    """(other site, independent, dependent coordinates) of the closed chain standing on `base`: the dependent
+    ones are the six nearest the other sole."""
+    coords, other = chain_coordinates(model, base)
+    if len(coords) < 7:
+        raise DataError(
+            f"the chain between the soles has {len(coords)} joints: double-support motion needs ≥ 7"
+        )
+    dep = tuple(coords[-6:])
+    return other, tuple(k for k in range(model.nq) if k not in dep), dep
+
+
+def placed_chain(
+    model: RobotModel, base: str, params: str, pose: np.ndarray, q: np.ndarray, margin: float = 0.0
+) -> ClosedChain:
+    """The closed chain standing on `base` with the other sole flat at ground pose (x, y, yaw) in the base sole's
+    frame, its nominal posture `q` with the dependent coordinates solved onto that pose (split as `make_chain`).
+    The nominal must pass the static double-support check (`robots.stance.check_posture`: limits, feet apart,
+    CoP `margin` m inside the support polygon) and the placement check (`other_sole_problems`), else DataError."""
+    other, ind, dep = chain_split(model, base)
+    x, y, yaw = (float(v) for v in pose)
+    c, s = np.cos(yaw), np.sin(yaw)
+    R = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    chain = ClosedChain(base, other, params, ind, dep, R, np.array([x, y, 0.0]), np.asarray(q, dtype=float))
+    nominal = solve_dependent(model, chain, np.asarray(q, dtype=float)[list(ind)], q)[0]
+    problems = check_posture(model, nominal, params, base, margin, pose=np.array([x, y, yaw])).issues
+    problems += other_sole_problems(model, base, np.array([x, y, yaw]))
+    if problems:
+        raise DataError("; ".join(problems))
+    return ClosedChain(base, other, params, ind, dep, R, np.array([x, y, 0.0]), nominal)
+
+
 def make_chain(
     model: RobotModel,
     base: str,
@@ -124,13 +162,7 @@ def make_chain(
 ) -> ClosedChain:
     """A nominal double-support posture (the best-conditioned closed chain among random balanced postures) and
     the other sole's pose there; the dependent coordinates are the six nearest the other sole."""
-    coords, other = chain_coordinates(model, base)
-    if len(coords) < 7:
-        raise DataError(
-            f"the chain between the soles has {len(coords)} joints: double-support motion needs ≥ 7"
-        )
-    dep = tuple(coords[-6:])
-    ind = tuple(k for k in range(model.nq) if k not in dep)
+    other, ind, dep = chain_split(model, base)
     qs = random_double_support(model, candidates, rng, params=params, base=base, margin=margin)
     # prefer placements near the one at the zero posture (feet side by side for the usual biped description),
     # among the well-conditioned chains (σ_min of the dependent block ≥ half the best)
@@ -145,9 +177,15 @@ def make_chain(
         yaw = np.arctan2(R[1, 0], R[0, 0]) - np.arctan2(R0[1, 0], R0[0, 0])
         dist.append(np.linalg.norm(p[:2] - p0[:2]) + 0.1 * abs(np.arctan2(np.sin(yaw), np.cos(yaw))))
     sig, dist = np.array(sig), np.array(dist)
-    ok = np.flatnonzero(sig >= 0.5 * sig.max())
-    best = chains[int(ok[np.argmin(dist[ok])])]
-    return best
+    # the stance rules `plan check` and the run hold the plan to: the description's placement box and feet gap
+    allowed = np.array([not other_sole_problems(model, base, c.ground_pose()) for c in chains])
+    ok = np.flatnonzero((sig >= 0.5 * sig.max()) & allowed)
+    if not len(ok):
+        raise DataError(
+            f"none of {len(qs)} balanced double-support postures well conditioned for a closed chain puts the other "
+            "sole inside the description's [stance] placement box and feet gap"
+        )
+    return chains[int(ok[np.argmin(dist[ok])])]
 
 
 def solve_dependent(

@@ -80,8 +80,8 @@ class ExcitationSettings:
     # this of the ground's (None: any; a sole swung upside down is no experiment a person stands next to)
     # κ of the column-scaled base regressor kept ≤ this (a penalty on any criterion; None: unbounded)
     max_kappa: float | None = None
-    # double support: σ of the boards' Fz [N], Mx, My [N·m] per sample — the criterion weights the rows by 1/σ, as
-    # the fit (WLS) will; None: raw units (a newton of Fz counts as a newton-metre of moment)
+    # standing (double or single support): σ of the boards' Fz [N], Mx, My [N·m] per sample — the criterion weights
+    # the rows by 1/σ, as the fit (WLS) will; None: raw units (a newton of Fz counts as a newton-metre of moment)
     row_noise: tuple[float, ...] | None = None
     self_collision: bool = True  # keep links apart (sphere sets from the URDF's collision geometry), if any
     collision_margin: float = 0.01  # m of clearance between links that can meet
@@ -109,11 +109,11 @@ class ExcitationSettings:
         if self.row_noise is not None:
             sig = np.asarray(self.row_noise, dtype=float)
             if (
-                self.motion != "double-support"
+                self.motion not in ("double-support", "single-support")
                 or sig.shape != (3,)
                 or not np.all(np.isfinite(sig) & (sig > 0))
             ):
-                raise DataError(f"row_noise is three positive σ (Fz N, Mx, My N·m) of a double-support design, "
+                raise DataError(f"row_noise is three positive σ (Fz N, Mx, My N·m) of a standing design, "
                                 f"got {self.row_noise} for motion {self.motion!r}")  # fmt: skip
         if self.criterion not in CRITERIA:
             raise DataError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
@@ -163,18 +163,20 @@ class ExcitationResult:
 @dataclass(frozen=True)
 class Prior:
     """Experiments already made: their stacked base-regressor rows, sampled every period/samples s of the next
-    design, and for a standing robot the closed chain (foot placement) they stood in, which the next design keeps
-    so that the runs are fitted together."""
+    design (in its row order: `row_weights`), and for a robot standing on both soles the closed chain (foot
+    placement) they stood in, which the next design keeps so that the runs are fitted together."""
 
     rows: np.ndarray
     chain: object | None = None  # trajectories.closed_chain.ClosedChain
 
 
 def row_weights(settings: ExcitationSettings, rows: int) -> np.ndarray:
-    """1/σ of each row of a stacked regressor (rows by sample, then Fz, Mx, My), ones without `row_noise`."""
+    """1/σ of each row of a stacked regressor, ones without `row_noise`: double support's rows by sample, then Fz,
+    Mx, My; single support's by component, Fz at every sample, then Mx, then My (`single_support.by_component`)."""
     if settings.row_noise is None:
         return np.ones(rows)
-    return np.tile(1.0 / np.asarray(settings.row_noise, dtype=float), rows // len(settings.row_noise))
+    w = 1.0 / np.asarray(settings.row_noise, dtype=float)
+    return (np.repeat if settings.motion == "single-support" else np.tile)(w, rows // len(w))
 
 
 def with_prior(
@@ -541,6 +543,19 @@ def _torque_ratio(prob: dict, x: np.ndarray) -> float:
     return float(np.max(np.abs(tau) / tmax[:, None]))
 
 
+def ipopt_options(settings: ExcitationSettings) -> dict:
+    """IPOPT's options for an excitation design (quasi-Newton Hessian: the criterion is a callback)."""
+    return {
+        "ipopt.print_level": 0,
+        "print_time": False,
+        "ipopt.hessian_approximation": "limited-memory",
+        "ipopt.max_iter": settings.max_iter,
+        "ipopt.tol": 1e-6,
+        "ipopt.acceptable_tol": 1e-4,
+        "ipopt.sb": "yes",
+    }
+
+
 def _solve_stages(
     prob: dict, settings: ExcitationSettings, prior: Prior | None, x: np.ndarray, last_only: bool = False
 ) -> tuple[np.ndarray, int, str, list[dict]]:
@@ -550,15 +565,7 @@ def _solve_stages(
     grad = _Criterion("criterion_grad", Wshape, settings, None, prior)
     crit = _Criterion("criterion", Wshape, settings, grad, prior)
     f = crit(ca.vec(prob["W"]))
-    opts = {
-        "ipopt.print_level": 0,
-        "print_time": False,
-        "ipopt.hessian_approximation": "limited-memory",
-        "ipopt.max_iter": settings.max_iter,
-        "ipopt.tol": 1e-6,
-        "ipopt.acceptable_tol": 1e-4,
-        "ipopt.sb": "yes",
-    }
+    opts = ipopt_options(settings)
     nlp = {"x": prob["x"], "f": f, "g": prob["g"]}
     # the blunter surrogates only warm-start the last: half the iterations and a loose tolerance (on the iCub
     # arm: 400 → 269–300 iterations, 146–158 → 89 s, the same κ)
@@ -633,11 +640,9 @@ def optimise(
             prior,
         )
     if settings.motion == "single-support":
-        if prior is not None:
-            raise DataError("a prior experiment is supported for fixed-base and double-support designs")
         from trajectories.single_support import optimise_single_support
 
-        return optimise_single_support(model, settings, seed)
+        return optimise_single_support(model, settings, seed, prior)
     t0 = time.perf_counter()
     x0 = start if start is not None else random_start(model, settings, np.random.default_rng(seed))
     prob, x, iterations, status, stages = solve_lazy_torques(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from robots.tree import RobotModel
 from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior
 from trajectories.multistart import settings_dict
 from trajectories.parametrisation import Trajectory, trajectory_from_json
+from trajectories.recorded import RecordedMotion
 
 
 def robot_reference(robot: str) -> tuple[str | None, str]:
@@ -114,13 +116,17 @@ def check_plan(
     plan: TrajectoryPlan, model: RobotModel, traj: Trajectory, params: str | None = None, dt: float = 0.001
 ):
     """The checks `plan check` applies to a trajectory plan (limits, balance/ZMP margin when standing,
-    self-collision, with the plan's own settings) on a `dt` grid; `poise run` refuses on the same result."""
+    self-collision, with the plan's own settings) on a `dt` grid, and in double support where the held sole
+    stands (`robots.stance.other_sole_problems`, the placement check of static plans: the description's
+    placement box and feet gap); `poise run` refuses on the same result."""
+    from robots.stance import other_sole_problems
+    from trajectories.closed_chain import ClosedChainTrajectory
     from trajectories.verify import check_trajectory
 
     ps = params or plan.params or next(iter(model.params))
     model.parameter_set(ps)
     st = plan.settings
-    return check_trajectory(
+    check = check_trajectory(
         model,
         traj,
         plan.base,
@@ -129,38 +135,160 @@ def check_plan(
         float(st.get("acceleration_default", 20.0)),
         bool(st.get("simplified", False)),
         zmp_margin=float(st.get("zmp_margin", 0.0)) if st.get("motion") in STANDING else 0.0,
-        collision_margin=float(st.get("collision_margin", 0.0)) if st.get("self_collision", True) else None,
+        # a plan designed without self-collision rows is still held to links that do not meet
+        collision_margin=float(st.get("collision_margin", 0.0)) if st.get("self_collision", True) else 0.0,
         load_share=float(st.get("load_share", 0.0)) if st.get("motion") == "double-support" else 0.0,
     )
+    if isinstance(traj, ClosedChainTrajectory):  # where the held sole stands
+        where = other_sole_problems(model, traj.chain.base, traj.chain.ground_pose())
+        check.problems += [f"placement: {m}" for m in where]
+    return check
 
 
-def prior_experiments(model: RobotModel, settings: ExcitationSettings, plans: list[TrajectoryPlan]) -> Prior:
-    """Trajectories already executed, as the next design's prior: their base-regressor rows sampled at the
-    design's grid step; standing in double support, the placement they share, which the next design keeps."""
+def plan_motion(traj: Trajectory) -> str:
+    """What a plan's trajectory is, in `ExcitationSettings.motion`'s terms: free (fixed base), double-support or
+    single-support."""
     from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.single_support import SingleSupportTrajectory
+
+    if isinstance(traj, ClosedChainTrajectory):
+        return "double-support"
+    return "single-support" if isinstance(traj, SingleSupportTrajectory) else "free"
+
+
+def prior_experiments(
+    model: RobotModel, settings: ExcitationSettings, priors: Sequence[TrajectoryPlan | RecordedMotion]
+) -> Prior:
+    """Experiments already made — trajectory plans executed, and motions recorded (`recorded.RecordedMotion`) — as
+    the next design's prior: their base-regressor rows sampled at the design's grid step (a recording's on its
+    own clock, interpolated); standing in double support, the placement they share, which the next design keeps
+    (the prior plans' closed chain, else one built at the first recording's: `recorded_chain`); on one sole, the
+    design's stance sole."""
+    from robots.stance_spec import resolve_base
     from trajectories.verify import stacked_base_regressor
 
-    if settings.motion not in ("free", "double-support"):
-        raise DataError("a prior experiment is supported for fixed-base and double-support designs")
-    rows, chain = [], None
-    for p in plans:
+    stance = resolve_base(model, settings.base) if settings.motion == "single-support" else None
+    dt = settings.period / settings.samples  # the design's grid: a periodic motion's end is its start
+    rows, chain = {}, None
+    for k, p in enumerate(priors):
+        if isinstance(p, RecordedMotion):
+            continue
         if p.robot != model.name or list(p.joint_names) != list(model.joint_names):
             raise DataError(f"prior plan for {p.robot!r} does not fit robot {model.name!r}")
+        traj = plan_trajectory(p, model)
+        motion = plan_motion(traj)
+        if motion != settings.motion:
+            raise DataError(f"prior plan is a {motion} motion; the design is {settings.motion}: their base "
+                            "parameters differ")  # fmt: skip
         if bool(p.settings.get("simplified", False)) != settings.simplified:
             raise DataError("a prior plan identifies the " + ("simplified" if settings.simplified else "full")
                             + " model's parameters only if designed for it: give --simplified alike")  # fmt: skip
-        traj = plan_trajectory(p, model)
-        standing = isinstance(traj, ClosedChainTrajectory)
-        if standing != (settings.motion == "double-support"):
-            raise DataError(f"prior plan is a {p.settings.get('motion') or 'free'} motion; the design is "
-                            f"{settings.motion}: their base parameters differ")  # fmt: skip
-        if standing:
+        if motion == "double-support":
             chain = chain or traj.chain
             same_placement(chain, traj.chain)
-        dt = settings.period / settings.samples  # the design's grid: a periodic motion's end is its start
+        elif motion == "single-support" and traj.base != stance:
+            raise DataError(f"prior plan stands on {traj.base!r}, the design on {stance!r}: their base "
+                            f"parameters differ (--base {traj.base} designs on its sole)")  # fmt: skip
         t = np.arange(int(np.ceil(traj.duration / dt - 1e-9))) * dt
-        rows.append(stacked_base_regressor(model, traj, settings.base or model.root, settings.simplified, t))
-    return Prior(np.vstack(rows), chain)
+        rows[k] = stacked_base_regressor(model, traj, settings.base or model.root, settings.simplified, t)
+    recorded = [(k, p) for k, p in enumerate(priors) if isinstance(p, RecordedMotion)]
+    for _, m in recorded:
+        check_recorded(model, settings, m, stance)
+    if recorded and settings.motion == "double-support" and chain is None:
+        chain = recorded_chain(model, settings, recorded[0][1])
+    for k, m in recorded:
+        rows[k] = recorded_rows(model, settings, m, chain, dt, "the prior plans'" if len(recorded) < len(priors)
+                                else f"{recorded[0][1].source}'s")  # fmt: skip
+    stacked = np.vstack([rows[k] for k in range(len(priors))])
+    if settings.motion == "single-support":  # in the design's row order
+        from trajectories.single_support import by_component
+
+        return Prior(by_component(stacked))
+    return Prior(stacked, chain)
+
+
+RECORDING_KINDS = {"free": "joint-torque", "double-support": "double-support board",
+                   "single-support": "single-support board"}  # fmt: skip
+
+
+def check_recorded(
+    model: RobotModel, settings: ExcitationSettings, m: RecordedMotion, stance: str | None
+) -> None:
+    """A recording taken as a prior must be of the design's robot and joints, and identify what the design does:
+    joint torques on its fixed base, or the boards' wrench in its motion (single support: on its stance sole)."""
+    if m.robot != model.name:
+        raise DataError(f"prior recording {m.source} is of {m.robot!r}; the design of {model.name!r}")
+    if list(m.joint_names) != list(model.joint_names):
+        raise DataError(f"prior recording {m.source} has joints {list(m.joint_names)}; {model.name!r} has "
+                        f"{list(model.joint_names)}")  # fmt: skip
+    if m.motion != settings.motion:
+        raise DataError(f"prior recording {m.source} is a {RECORDING_KINDS[m.motion]} recording; the design is "
+                        f"{settings.motion}: their base parameters differ")  # fmt: skip
+    if m.motion == "free" and m.base != (settings.base or model.root):
+        raise DataError(f"prior recording {m.source} has base {m.base!r}, the design {settings.base or model.root!r}"
+                        f": their base parameters differ (--base {m.base} designs on it)")  # fmt: skip
+    if m.motion != "free" and m.base not in model.bases:
+        raise DataError(f"prior recording {m.source} stands on {m.base!r}, not a sole of {model.name!r} "
+                        f"({', '.join(model.bases)})")  # fmt: skip
+    if m.motion == "single-support" and m.base != stance:
+        raise DataError(f"prior recording {m.source} stands on {m.base!r}, the design on {stance!r}: their base "
+                        f"parameters differ (--base {m.base} designs on its sole)")  # fmt: skip
+    if m.motion == "double-support" and settings.base and settings.base != m.base:
+        raise DataError(f"prior recording {m.source} stands on {m.base!r}, the design on {settings.base!r}: "
+                        "their base parameters differ")  # fmt: skip
+
+
+def recorded_chain(model: RobotModel, settings: ExcitationSettings, m: RecordedMotion):
+    """The next design's closed chain when only recordings say where the robot stood: the other sole flat at the
+    recording's placement (its ground pose at the middle sample), the recording's first posture — at rest before
+    it moves — as the nominal (`closed_chain.placed_chain`: it must be balanced, placed as the description allows)."""
+    from robots.stance import other_pose
+    from trajectories.closed_chain import placed_chain
+
+    guess = settings.params or next(iter(model.params))  # as the design's own chain (`optimise_balance`)
+    pose = other_pose(model, m.middle, guess, m.base)
+    try:
+        return placed_chain(model, m.base, guess, pose, m.start, settings.zmp_margin)
+    except DataError as exc:
+        raise DataError(f"prior recording {m.source}: its first posture cannot be the next design's nominal "
+                        f"standing posture ({exc})") from None  # fmt: skip
+
+
+def recorded_rows(
+    model: RobotModel,
+    settings: ExcitationSettings,
+    m: RecordedMotion,
+    chain,
+    dt: float,
+    where: str = "the chain's",
+) -> np.ndarray:
+    """A recording's base-regressor rows at the design's grid step (`RecordedMotion.grid`), by sample, with the
+    base parameters and rows of a plan of the same motion (`verify.regressor_spec`); in double support those of
+    the chain's placement, which the recording's other sole must keep within identify's tolerance for fitting
+    recordings together (`robots.stance.PLACEMENT_TOL_M`, `PLACEMENT_TOL_DEG`)."""
+    from robots.base_params import RegressorSpec
+    from robots.stance import PLACEMENT_LIMITS, other_pose, placement_apart
+    from trajectories.verify import sampled_base_regressor
+
+    if m.motion == "double-support":
+        if m.base != chain.base:
+            raise DataError(f"prior recording {m.source} stands on {m.base!r}, {where} placement on "
+                            f"{chain.base!r}: design after one placement's experiments")  # fmt: skip
+        if apart := placement_apart(chain.ground_pose(), other_pose(model, m.middle, chain.params, m.base)):
+            raise DataError(
+                f"prior recording {m.source}'s other sole stands {apart} from {where} placement ({PLACEMENT_LIMITS}): "
+                "another foot placement identifies other base parameters — design after one placement's experiments"
+            )
+    t = m.grid(dt)
+    if not len(t):
+        raise DataError(f"prior recording {m.source}: its {m.duration:.3g} s left after the filter's edges hold "
+                        f"no sample of the design's {dt:.3g} s grid")  # fmt: skip
+    if m.motion == "free":
+        spec = RegressorSpec("torque", m.base)
+    else:
+        spec = RegressorSpec("base-wrench", m.base, None, ("fz", "mx", "my"))
+    return sampled_base_regressor(model, spec, "free", settings.simplified, m, t,
+                                  chain if m.motion == "double-support" else None)  # fmt: skip
 
 
 def same_placement(first, other, tol_m: float = 1e-6) -> None:

@@ -98,6 +98,15 @@ class SingleSupportTrajectory:
             raise DataError(f"malformed single-support trajectory ({exc})") from None
 
 
+def by_component(rows: np.ndarray) -> np.ndarray:
+    """Fz, Mx, My rows stacked by sample (`verify.stacked_base_regressor`) → by component, Fz at every sample, then
+    Mx, then My: the order of the single-support NLP's regressor. It keeps that order (a row permutation changes
+    the criterion's rounding, and with it the local optimum IPOPT reaches: the slow test's design ended at κ 20 289
+    against its bound of 741), so a prior's rows and the row weights (`excitation.row_weights`) follow it."""
+    r = rows.shape[1]
+    return rows.reshape(-1, 3, r).transpose(1, 0, 2).reshape(-1, r)
+
+
 def lifted_sole_function(model: RobotModel, base: str, other: str, params: str) -> ca.Function:
     """(q, q̇, q̈) → heights (4) of the other sole's corners above the base sole's plane, then the cosine of
     its tilt from that plane (1)."""
@@ -154,7 +163,8 @@ def design_single_support_problem(
     phi = ca.DM(dyn.standard_parameters(model, params))
     rows = ca.Function("rows", [qs, qds, qdds], [Wsx[:, db.independent]]).map(K)
     r = len(db.independent)
-    W = ca.reshape(rows(Q.T, Qd.T, Qdd.T).T, r, 3 * K).T  # 3K × r (rows fz, mx, my, each by sample)
+    # 3K × r, rows fz at every sample, then mx, then my (`by_component`; a prior's rows and the row weights follow)
+    W = ca.reshape(rows(Q.T, Qd.T, Qdd.T).T, r, 3 * K).T
     w_node = _mapped_grid("wrench", ca.Function("wrench", [qs, qds, qdds], [Wsx @ phi]), bases)
     w3 = w_node(xc)  # fz at every sample, then mx, then my
     Y = dyn.torque_regressor_function(model, base, params)(qs, qds, qdds)
@@ -214,11 +224,12 @@ def nominal_posture(model: RobotModel, base: str, params: str, settings: Excitat
     return np.asarray(sol["x"]).ravel()
 
 
-def optimise_single_support(model: RobotModel, settings: ExcitationSettings, seed: int = 0):
-    """Design one single-support excitation from small random harmonics around the nominal posture."""
+def optimise_single_support(model: RobotModel, settings: ExcitationSettings, seed: int = 0, prior=None):
+    """Design one single-support excitation from small random harmonics around the nominal posture; `prior`
+    (`excitation.Prior`): single-support experiments on the same sole it should complete."""
     import time
 
-    from trajectories.excitation import ExcitationResult, solve_lazy_torques
+    from trajectories.excitation import ExcitationResult, finish_with_prior, solve_lazy_torques
     from trajectories.verify import check_trajectory
 
     t0 = time.perf_counter()
@@ -237,7 +248,10 @@ def optimise_single_support(model: RobotModel, settings: ExcitationSettings, see
     start = FourierTrajectory(settings.period, settings.duration, q0, a, b)
     x0 = np.r_[start.coefficients().reshape(-1, order="F"), start_line(model, base, params, q0)]
     prob, x, iterations, status, stages = solve_lazy_torques(
-        lambda rows: design_single_support_problem(model, settings, lift, torque_rows=rows), settings, x0
+        lambda rows: design_single_support_problem(model, settings, lift, torque_rows=rows),
+        settings,
+        x0,
+        prior,
     )
     m = 1 + 2 * L
     motion = FourierTrajectory.from_coefficients(
@@ -254,6 +268,7 @@ def optimise_single_support(model: RobotModel, settings: ExcitationSettings, see
     result = ExcitationResult(traj, kappa(W), kappa(Wn), float(2 * np.sum(np.log(sv))), iterations,
                               time.perf_counter() - t0, status, prob["base"].symbols, base=base, params=params,
                               stages=stages)  # fmt: skip
+    finish_with_prior(result, W, settings, prior)
     check = check_trajectory(
         model, traj, base, params, 0.002, settings.acceleration_default, settings.simplified,
         zmp_margin=settings.zmp_margin,

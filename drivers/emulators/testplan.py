@@ -8,7 +8,7 @@ import numpy as np
 
 from formats.plan import Placement, Plan, Posture, Transition
 from robots.kinematics import com_position, site_pose
-from robots.stance import balance, other_site, random_double_support
+from robots.stance import balance, other_pose, other_site, other_sole_problems, random_double_support
 from robots.tree import RobotModel
 
 
@@ -21,9 +21,14 @@ def random_plan(
     margin: float = 0.03,
     params: str = "sim",
 ) -> Plan:
-    """n random double-support postures (CoP margin >= `margin` with the guessed parameters)."""
+    """n random double-support postures (CoP margin >= `margin` with the guessed parameters), each with its other
+    sole where a run may put it down (`robots.stance.other_sole_problems`: drawn again where not)."""
     rng = np.random.default_rng(seed)
-    qs = random_double_support(model, n, rng, params=params, base="right", margin=margin)
+    qs: list[np.ndarray] = []
+    while len(qs) < n:  # one at a time: the draws that are kept are the same as n at once
+        q = random_double_support(model, 1, rng, params=params, base="right", margin=margin)[0]
+        if not other_sole_problems(model, "right", other_pose(model, q, params, "right")):
+            qs.append(q)
     placements, postures = [], []
     other = other_site(model, "right")
     for i, q in enumerate(qs):
