@@ -189,7 +189,7 @@ class Executor:
         self._outside_since: float | None = None
         self._light_since: float | None = None
         self._worst: dict[str, float] = {}  # largest tracking error (deg) per phase of the current posture
-        self._min_margin = math.inf  # smallest measured CoP margin (m) during the current posture's holds
+        self._min_margin = math.inf  # smallest measured CoP margin (m), averaged part of the posture's holds
         self.gravity_compensation = bool(self.ex.gravity_compensation)
         self._p_gains: np.ndarray | None = None  # the servos' Position P Gains as read back in run()
         if self.gravity_compensation and plan.postures:  # fail before moving: needs effort limits and servos
@@ -349,13 +349,16 @@ class Executor:
     def _hold(self, p, cells, polygon, index, total) -> list:
         store: list = []
         dur = p.hold_s / self.k
+        averaged_from = dur * (1.0 - self.ex.average_fraction)
         t0 = self.clock.now()
         offset = self._offsets(p.q)
         while (el := self.clock.now() - t0) < dur:
             self._tick(p.q, p.index, "hold", store, offset)
             cop, kg = self._measured_cop(cells)
             margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
-            if margin is not None:
+            # the report's margin is the averaged part's: earlier, a loaded host may still be reading the boards'
+            # reports from before the set-down (one board's new load with the other's old one)
+            if margin is not None and el >= averaged_from:
                 self._min_margin = min(self._min_margin, margin)
             self._check_standing(p, cop, margin, kg)
             self._progress(
@@ -405,7 +408,7 @@ class Executor:
     def _posture_report(self, p, res: PostureResult, settle_s: float) -> dict:
         """How the posture went, from the encoders and boards only (what real hardware reports): largest
         tracking error while moving and holding, settle time, the other sole's slip from its planned placement
-        (forward kinematics of the held angles), smallest measured CoP margin during the hold."""
+        (forward kinematics of the held angles), smallest measured CoP margin over the averaged part of the hold."""
         planned = np.asarray(self.plan.placement(p.placement).other_foot, dtype=float)
         actual = other_pose(self.model, res.q, self.plan.params, self.plan.base)
         yaw = float(np.angle(np.exp(1j * (actual[2] - planned[2]))))
