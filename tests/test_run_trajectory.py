@@ -18,7 +18,14 @@ from drivers.config import load_config
 from drivers.emulators.sim_robot import true_parameters
 from drivers.emulators.world import WorldOptions
 from drivers.executor import SafetyTrip
-from drivers.trajectory_run import RUN_FILES, StreamPlan, TrajectoryExecutor, check_stream, tick_times
+from drivers.trajectory_run import (
+    GAP_PERIODS,
+    RUN_FILES,
+    StreamPlan,
+    TrajectoryExecutor,
+    check_stream,
+    tick_times,
+)
 from formats.dynamic_recording import read_dynamic_recording
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, save_trajectory_plan
 from identify.differentiation import derivatives
@@ -79,6 +86,18 @@ def _spanned_rows(run_dir) -> int:
     return int(np.floor((t_raw[-1] - t_raw[0]) / period + 1e-6)) + 1
 
 
+def _grid_rows(rec, run_dir) -> tuple[int, int]:
+    """(grid points the recording's rows span, how many of them have no row). Rows lie on the uniform grid, in
+    order; grid points have no row only where the streamed ticks stalled for more than GAP_PERIODS periods (a
+    loaded machine: the servos held a setpoint no measurement saw), at most one gap per stall."""
+    rate = load_config(None).executor.rate_hz
+    k = np.rint(rec.t * rate).astype(int)
+    assert np.allclose(rec.t, k / rate, atol=1e-9) and np.all(np.diff(k) >= 1)
+    stalls = int(np.sum(np.diff(_raw_times(run_dir)) > GAP_PERIODS / rate))
+    assert np.sum(np.diff(k) > 1) <= stalls
+    return int(k[-1]) + 1, int(k[-1]) + 1 - len(rec.t)
+
+
 def test_trajectory_runs_end_to_end(tulip, plan_file, tmp_path):
     out = tmp_path / "run"
     args = ["run", str(plan_file), "--robot", "sim", "--boards", "sim", "--out", str(out), "--yes", "--json",
@@ -102,13 +121,15 @@ def test_trajectory_runs_end_to_end(tulip, plan_file, tmp_path):
     assert float(rec.meta["motion_band_hz"]) == pytest.approx(traj.independent.highest_frequency)
     assert float(rec.meta["motion_band_hz"]) == pytest.approx(3 / DURATION)
     # rows on the uniform tick grid (what `identify dynamic` needs), the measured angles interpolated to it
-    assert len(t_tr) == meta["ticks_streamed"] and len(rec.t) > 0.9 * len(t_tr)
-    assert abs(len(rec.t) - _spanned_rows(out)) <= 1
-    # a row for every streamed tick, the last one too when it came earlier on the grid than the first
-    # (tests/test_trajectory_recording.py)
-    assert len(rec.t) >= len(t_tr)
-    assert np.allclose(rec.t, np.arange(len(rec.t)) / rate, atol=1e-9)
-    derivatives(rec.t, rec.q, 5.0)  # accepted: uniform time stamps
+    assert len(t_tr) == meta["ticks_streamed"] and len(rec.t) > 0.8 * len(t_tr)
+    spanned, skipped = _grid_rows(rec, out)
+    # a row (or a gap's grid point) for every streamed tick, the last one too when it came earlier on the grid
+    # than the first (tests/test_trajectory_recording.py)
+    assert spanned >= len(t_tr) and abs(spanned - _spanned_rows(out)) <= 1 + skipped
+    # no stall: rows on the whole grid, accepted as uniform (else piece by piece, as identify dynamic does)
+    if not skipped:
+        assert abs(len(rec.t) - _spanned_rows(out)) <= 1
+        derivatives(rec.t, rec.q, 5.0)
     t_run = _raw_times(out)
     q_at = np.array([np.interp(rec.t, t_run - t_run[0], q_meas[:, j]) for j in range(q_meas.shape[1])]).T
     assert np.abs(rec.q - q_at).max() < 5e-5  # 1/30 of an encoder tick (1.07e-5 seen with jittery ticks)
@@ -211,11 +232,11 @@ def test_stopped_run_keeps_its_rows(plan_file, tmp_path, monkeypatch, stop):
     why = "KeyboardInterrupt" if stop == "ctrl-c" else "SafetyTrip: tracking error"
     assert meta["status"].startswith(f"stopped: {why}") and meta["ticks_streamed"] == stop_after
     rec = read_dynamic_recording(out / "recording.csv")
-    spanned = _spanned_rows(out)
-    assert spanned - 3 <= len(rec.t) <= spanned + 1
-    # every tick streamed has its row: the one that tripped (recorded before the checks) and the last one measured
-    # before its grid time (`UniformRows.finish`)
-    assert len(rec.t) >= stop_after
+    spanned, skipped = _grid_rows(rec, out)
+    assert _spanned_rows(out) - 3 <= spanned <= _spanned_rows(out) + 1 + skipped
+    # every tick streamed has its row (or its grid point is in a stall's gap): the one that tripped (recorded
+    # before the checks) and the last one measured before its grid time (`UniformRows.finish`)
+    assert spanned >= stop_after
     assert len(_raw(out)[0]) == stop_after
 
 
