@@ -5,8 +5,10 @@ coordinates with their velocities and accelerations; the foot constraint c(q) = 
 C q̈ + (∂(C q̇)/∂q) q̇ = 0 hold at every sample as equalities, so every sample is an exact double-support state.
 The regressor is the base wrench (Fz, Mx, My) the boards measure in sum; the ZMP (−My/Fz, Mx/Fz) computed with
 the guessed parameters stays inside the support polygon by a margin: one linear inequality in (Fz, Mx, My) per
-polygon edge and sample. Joint torques lazily: only if the result needs more than the efforts for every split of
-the load between the soles, the last stage again with each sample's split as variables (`optimise_balance`).
+polygon edge and sample. Links that can meet (URDF collision geometry) keep a clearance at every sample
+(`excitation.posture_clearance_rows`, as in the other designs). Joint torques lazily: only if the result needs
+more than the efforts for every split of the load between the soles, the last stage again with each sample's
+split as variables (`optimise_balance`).
 All derivatives are exact (CasADi AD through `Function.map` over the grid).
 """
 
@@ -42,6 +44,7 @@ from trajectories.excitation import (
     criterion_stages,
     finish_with_prior,
     ipopt_options,
+    posture_clearance_rows,
 )
 from trajectories.fourier import FourierTrajectory, basis, rest_constraints
 from trajectories.verify import acceleration_limits
@@ -290,16 +293,12 @@ def design_balance_problem(
         g += [ca.vec(share - f * w3[0, :]), ca.vec((1 - f) * w3[0, :] - share)]
         lbg += [np.zeros(K), np.zeros(K)]
         ubg += [np.full(K, np.inf), np.full(K, np.inf)]
+    Q = ca.vertcat(qI, Z[:nD, :])[np.argsort(ind + dep).tolist(), :]  # nq × K: each sample's posture
     if len(model.coupled_b):
-        Acp = ca.DM(model.coupled_A)
-        qfull = ca.MX.zeros(model.nq, K)
-        for i, k in enumerate(ind):
-            qfull[k, :] = qI[i, :]
-        for i, k in enumerate(dep):
-            qfull[k, :] = Z[i, :]
-        g.append(ca.vec(Acp @ qfull))
+        g.append(ca.vec(ca.DM(model.coupled_A) @ Q))
         lbg.append(np.full(len(model.coupled_b) * K, -np.inf))
         ubg.append(np.tile(model.coupled_b - COUPLED_BUFFER, K))
+    nodes = [node] + posture_clearance_rows(model, settings, guess, Q, g, lbg, ubg)  # links kept apart
     # a wider position margin for the dependent coordinates: they are bounded at the samples only, and a leg
     # that reaches a limit (e.g. a stretched knee) between samples may leave the foot unreachable
     dlo, dhi = lo[dep] + 2 * settings.position_margin, hi[dep] - 2 * settings.position_margin
@@ -321,7 +320,7 @@ def design_balance_problem(
         "ubx": np.concatenate([np.full(m * nI, np.inf), np.tile(zhi, K)]),
         "base": db,
         "hull": hull,
-        "nodes": [node],  # callbacks must outlive the solver
+        "nodes": nodes,  # callbacks must outlive the solver
         "m": m,
         "params": guess,
         "bases": tuple(np.asarray(B) for B in (P, V, A)),
@@ -420,6 +419,7 @@ def optimise_balance(
     check = check_trajectory(
         model, traj, chain.base, prob["params"], 0.002, settings.acceleration_default, settings.simplified,
         zmp_margin=zmp_margin, load_share=settings.load_share,
+        collision_margin=settings.collision_margin if settings.self_collision else None,
     )  # fmt: skip
     result.verification = check.to_dict()
     return result

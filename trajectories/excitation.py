@@ -335,29 +335,78 @@ def _mapped_grid(name: str, h: ca.Function, bases) -> _GridCallback:
     return _GridCallback(name, bases, n, c, lambda q, qd, qdd: np.asarray(hmap(q, qd, qdd)), partials)
 
 
-def _clearance_grid(name: str, model: RobotModel, pairs, params: str, bases) -> _GridCallback:
-    """The links' soft clearances at every grid sample, evaluated with numpy (robots.collision.soft_clearance):
-    CasADi's SX graph of every sphere pair made each IPOPT iteration ~3× slower. Values and Jacobian at one
-    point come from one evaluation (IPOPT asks for both)."""
-    last: dict[bytes, tuple] = {}
+class _SampleClearance(ca.Callback):
+    """The links' soft clearances at K postures: vec(Q) (Q: nq × K, a posture per column) ↦ vec of the
+    (pairs × K) clearances, with a block-diagonal Jacobian (a sample's rows depend on its posture only). Numpy
+    evaluation (robots.collision.soft_clearance): CasADi's SX graph of every sphere pair made each IPOPT iteration
+    ~3× slower. The designs compose it with their postures (Fourier series, dependent joints), CasADi's chain rule
+    doing the rest; values and Jacobian at one point come from one evaluation (IPOPT asks for both)."""
 
-    def evaluate(q: np.ndarray, jacobian: bool):
+    def __init__(self, name: str, model: RobotModel, pairs, params: str, K: int, jac: bool = True, memo=None):
+        ca.Callback.__init__(self)
+        self.model, self.pairs, self.params = model, pairs, params
+        self.K, self.n, self.c = K, model.nq, len(pairs.pairs)
+        self.memo = {} if memo is None else memo  # shared with the Jacobian node
+        K, n, c = self.K, self.n, self.c
+        # column (sample k, joint i) holds rows (sample k, pairs 0..c): column-major nonzeros in (k, i, pair) order
+        cols = np.repeat(np.arange(K * n), c)
+        rows = (c * np.repeat(np.arange(K), n * c) + np.tile(np.arange(c), K * n)).tolist()
+        self.sp = ca.Sparsity.triplet(K * c, K * n, rows, cols.tolist())
+        self.is_jac = not jac
+        self.jac_node = (
+            _SampleClearance(name + "_jac", model, pairs, params, K, jac=False, memo=self.memo)
+            if jac
+            else None
+        )
+        self.construct(name, {"enable_fd": False})
+
+    def evaluate(self, q: np.ndarray, jacobian: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """soft_clearance at postures q (K, nq), memoised for the last point."""
         key = q.tobytes()
-        hit = last.get(key)
+        hit = self.memo.get(key)
         if hit is None or (jacobian and hit[1] is None):
-            hit = soft_clearance(model, pairs, q.T, params, jacobian=jacobian)
-            last.clear()
-            last[key] = hit
+            hit = soft_clearance(self.model, self.pairs, q, self.params, jacobian=jacobian)
+            self.memo.clear()
+            self.memo[key] = hit
         return hit
 
-    return _GridCallback(
-        name,
-        bases,
-        model.nq,
-        len(pairs.pairs),
-        lambda q, qd, qdd: evaluate(q, False)[0].T,
-        lambda q, qd, qdd: [(evaluate(q, True)[1], bases[0])],
-    )
+    def get_n_in(self):
+        return 1 if not self.is_jac else 2
+
+    def get_n_out(self):
+        return 1
+
+    def get_sparsity_in(self, i):
+        return ca.Sparsity.dense(self.K * self.n, 1) if i == 0 else ca.Sparsity.dense(self.K * self.c, 1)
+
+    def get_sparsity_out(self, i):
+        return self.sp if self.is_jac else ca.Sparsity.dense(self.K * self.c, 1)
+
+    def has_eval_buffer(self):
+        return True
+
+    def eval_buffer(self, arg, res):
+        """Straight into CasADi's memory: the values (K, pairs) row-major are vec of pairs × K; the Jacobian's
+        nonzeros (K, nq, pairs) row-major are its column-major order."""
+        q = np.frombuffer(arg[0], dtype=np.float64).reshape(self.K, self.n)
+        out = np.frombuffer(res[0], dtype=np.float64)
+        values, J = self.evaluate(q, self.is_jac)
+        out[:] = (J.transpose(0, 2, 1) if self.is_jac else values).reshape(-1)
+        return 0
+
+    def has_jacobian(self):
+        return self.jac_node is not None
+
+    def has_jac_sparsity(self, oind, iind):
+        return self.jac_node is not None
+
+    def get_jac_sparsity(self, oind, iind, symmetric):
+        return self.sp
+
+    def get_jacobian(self, name, inames, onames, opts):
+        x = ca.MX.sym("x", self.sparsity_in(0))
+        out = ca.MX.sym("out", self.sparsity_out(0))
+        return ca.Function(name, [x, out], [self.jac_node(x, out)], inames, onames, opts)
 
 
 def check_prior(prior: Prior | None, rank: int) -> None:
@@ -447,14 +496,26 @@ def linear_limit_rows(
 
 def clearance_rows(model: RobotModel, settings: ExcitationSettings, params: str, bases, x, g: list, lbg: list,
                    ubg: list) -> list:  # fmt: skip
-    """Appends the links' soft clearances ≥ margin + buffer on the design grid to (g, lbg, ubg), when the robot
-    has link pairs that can meet (verified exactly on the fine grid afterwards); returns the callback nodes."""
+    """Appends the links' soft clearances ≥ margin + buffer on the design grid of the Fourier coefficients x
+    (q = P X) to (g, lbg, ubg), when the robot has link pairs that can meet; returns the callback nodes."""
+    P = bases[0]
+    X = ca.reshape(x, P.shape[1], model.nq)
+    return posture_clearance_rows(model, settings, params, ca.transpose(ca.DM(P) @ X), g, lbg, ubg)
+
+
+def posture_clearance_rows(model: RobotModel, settings: ExcitationSettings, params: str, Q: ca.MX, g: list,
+                           lbg: list, ubg: list) -> list:  # fmt: skip
+    """Appends the links' soft clearances ≥ margin + buffer at the postures Q (nq × K, any expression of the
+    design variables) to (g, lbg, ubg), when `settings.self_collision` and the robot has link pairs that can
+    meet (all pairs are verified exactly on the fine grid afterwards); returns the callback nodes."""
     pairs = near_pairs(model, params, settings.collision_margin) if settings.self_collision else None
     if pairs is None or not pairs.pairs:
         return []
-    node = _clearance_grid("clearance", model, pairs, params, bases)
-    K = bases[0].shape[0]
-    g.append(node(x))
+    if Q.size1() != model.nq:
+        raise DataError(f"clearance rows need postures of {model.nq} joints, got {Q.size1()}")
+    K = Q.size2()
+    node = _SampleClearance("clearance", model, pairs, params, K)
+    g.append(node(ca.vec(Q)))
     lbg.append(np.full(K * len(pairs.pairs), settings.collision_margin + COLLISION_BUFFER))
     ubg.append(np.full(K * len(pairs.pairs), np.inf))
     return [node]
