@@ -424,6 +424,8 @@ def _standing_rows(v: dict) -> list[tuple[str, str, str]]:
         rows.append(
             (f"closest links ({v['closest_links']})", f"{v['min_self_clearance_m'] * 1000:.1f}", "mm")
         )
+    elif v.get("self_collision") == "no collision geometry":
+        rows.append(("self-collision", "not checked: the description has no collision geometry", "—"))
     return rows
 
 

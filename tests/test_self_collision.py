@@ -12,6 +12,7 @@ import trimesh
 import yourdfpy
 
 from formats.trajectory_plan import TrajectoryPlan
+from poise.cmd_plan_trajectory import _standing_rows
 from robots.collision import (
     SOFTMIN_SHARPNESS,
     clearance,
@@ -143,10 +144,13 @@ def test_verification_reports_links_that_meet(arm):
     zeros = np.zeros((arm.nq, 1))
     still = FourierTrajectory(1.0, 1.0, bad, zeros, zeros)  # standing still in a colliding posture
     check = check_trajectory(arm, still, arm.root, "urdf", 0.01, collision_margin=0.01)
-    assert check.closest_links == pair and check.min_self_clearance_m < 0
+    assert (
+        check.closest_links == pair and check.min_self_clearance_m < 0 and check.self_collision == "checked"
+    )
     assert any("come" in p and pair in p for p in check.problems)
     unchecked = check_trajectory(arm, still, arm.root, "urdf", 0.01, collision_margin=None)
     assert unchecked.min_self_clearance_m is None and not any("come" in p for p in unchecked.problems)
+    assert unchecked.self_collision is None
     ok = FourierTrajectory(1.0, 1.0, np.clip(np.zeros(arm.nq), arm.lower, arm.upper), zeros, zeros)
     assert check_trajectory(arm, ok, arm.root, "urdf", 0.01).min_self_clearance_m > 0
     # a plan designed without self-collision rows is still held by plan check and the run to links that do not meet
@@ -162,3 +166,10 @@ def test_verification_reports_links_that_meet(arm):
 def test_robots_without_collision_geometry_are_not_checked():
     tulip = get_model("tulip")
     assert link_spheres(tulip) == () and collision_pairs(tulip).pairs == ()
+    # and say so: the check and the designer's table name it, not a silent pass
+    zeros = np.zeros((tulip.nq, 1))
+    still = FourierTrajectory(1.0, 1.0, np.zeros(tulip.nq), zeros, zeros)
+    check = check_trajectory(tulip, still, tulip.root, "sim", 0.01, collision_margin=0.01)
+    assert check.self_collision == "no collision geometry" and check.min_self_clearance_m is None
+    rows = dict((label, value) for label, value, _ in _standing_rows(check.to_dict()))
+    assert rows["self-collision"] == "not checked: the description has no collision geometry"

@@ -40,6 +40,8 @@ class TrajectoryCheck:
     max_sole_tilt_rad: float | None = None  # ... its plane's largest tilt from the ground's
     min_self_clearance_m: float | None = None  # robots with collision geometry: closest approach of two links
     closest_links: str | None = None  # the pair of links at that approach
+    # self-collision: "checked", "no collision geometry" (nothing to check), or None (not asked)
+    self_collision: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -142,6 +144,11 @@ def check_trajectory(
         load_share_range=share if chain is not None else None,
         min_self_clearance_m=clear,
         closest_links=closest,
+        self_collision=None
+        if collision_margin is None
+        else "checked"
+        if clear is not None
+        else "no collision geometry",
         grid_points=len(t),
         dt=float(t[1] - t[0]),
         min_position_margin_rad=margin,
