@@ -40,6 +40,7 @@ from trajectories.excitation import (
     ExcitationSettings,
     Prior,
     _Criterion,
+    _JacobianNode,
     check_prior,
     criterion_stages,
     finish_with_prior,
@@ -143,7 +144,7 @@ def weight(model: RobotModel, params: str) -> float:
     return float(model.parameter_set(params).total_mass * -dyn.GRAVITY[2])
 
 
-class _SampleMap(ca.Callback):
+class _SampleMap(_JacobianNode):
     """Per-sample outputs (foot constraints, guessed Fz/Mx/My[, joint torques]) stacked over the grid, as a function
     of the design vector [vec(X); vec(Z)] (Z's column per sample: q_D, q̇_D, q̈_D[, the other sole's wrench]), with its sparse Jacobian assembled from per-sample SX Jacobians and the Fourier bases
     (an order of magnitude faster than differentiating the mapped expression graph)."""
@@ -169,23 +170,17 @@ class _SampleMap(ca.Callback):
             rows.append(np.repeat(r, cc.size))
             cols.append(np.tile(cc, c))
         rows, cols = np.concatenate(rows), np.concatenate(cols)
-        self.sp = ca.Sparsity.triplet(K * c, self.nx, rows.tolist(), cols.tolist())
+        self.jac_sparsity = ca.Sparsity.triplet(K * c, self.nx, rows.tolist(), cols.tolist())
         self.perm = np.lexsort((rows, cols))
         self.is_jac = not jac
         self.jac_node = _SampleMap(name + "_jac", Fv, F, bases, nI, nD, jac=False) if jac else None
         self.construct(name, {"enable_fd": False})
 
-    def get_n_in(self):
-        return 1 if not self.is_jac else 2
-
-    def get_n_out(self):
-        return 1
-
     def get_sparsity_in(self, i):
         return ca.Sparsity.dense(self.nx, 1) if i == 0 else ca.Sparsity.dense(self.K * self.c, 1)
 
     def get_sparsity_out(self, i):
-        return self.sp if self.is_jac else ca.Sparsity.dense(self.K * self.c, 1)
+        return self.jac_sparsity if self.is_jac else ca.Sparsity.dense(self.K * self.c, 1)
 
     def eval(self, arg):
         x = np.asarray(arg[0]).ravel()
@@ -207,21 +202,7 @@ class _SampleMap(ca.Callback):
         ).reshape(K, c, nI * m)
         dZ = np.concatenate([JqD, JvD, JaD, JL], axis=2)
         vals = np.concatenate([dX, dZ], axis=2).reshape(-1)  # triplet order: sample, row, column
-        return [ca.DM(self.sp, vals[self.perm])]
-
-    def has_jacobian(self):
-        return self.jac_node is not None
-
-    def has_jac_sparsity(self, oind, iind):
-        return self.jac_node is not None
-
-    def get_jac_sparsity(self, oind, iind, symmetric):
-        return self.sp
-
-    def get_jacobian(self, name, inames, onames, opts):
-        x = ca.MX.sym("x", self.sparsity_in(0))
-        out = ca.MX.sym("out", self.sparsity_out(0))
-        return ca.Function(name, [x, out], [self.jac_node(x, out)], inames, onames, opts)
+        return [ca.DM(self.jac_sparsity, vals[self.perm])]
 
 
 def design_balance_problem(

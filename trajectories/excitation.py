@@ -257,7 +257,37 @@ Values = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 Partials = Callable[[np.ndarray, np.ndarray, np.ndarray], list[tuple[np.ndarray, np.ndarray]]]
 
 
-class _GridCallback(ca.Callback):
+class _JacobianNode(ca.Callback):
+    """A numpy-evaluated node of one input and one output whose Jacobian is `jac_node` — an instance of the same
+    class built with jac=False, inputs (x, out) — of sparsity `jac_sparsity` (None: dense). The subclasses set
+    these before `construct`."""
+
+    is_jac = False
+    jac_node: ca.Callback | None = None
+    jac_sparsity: ca.Sparsity | None = None
+
+    def get_n_in(self):
+        return 2 if self.is_jac else 1
+
+    def get_n_out(self):
+        return 1
+
+    def has_jacobian(self):
+        return self.jac_node is not None
+
+    def has_jac_sparsity(self, oind, iind):
+        return self.jac_node is not None and self.jac_sparsity is not None
+
+    def get_jac_sparsity(self, oind, iind, symmetric):
+        return self.jac_sparsity
+
+    def get_jacobian(self, name, inames, onames, opts):
+        x = ca.MX.sym("x", self.sparsity_in(0))
+        out = ca.MX.sym("out", self.sparsity_out(0))
+        return ca.Function(name, [x, out], [self.jac_node(x, out)], inames, onames, opts)
+
+
+class _GridCallback(_JacobianNode):
     """c outputs at each of K grid samples of the trajectory x = vec(X) (q = P X, q̇ = V X, q̈ = A X), stacked by
     output, then sample (like vec of a K × c matrix), with an exact Jacobian node assembled from per-sample
     Jacobians and the constant bases — no AD through the grid. `values(q, q̇, q̈)` (states (n, K)) gives the
@@ -276,12 +306,6 @@ class _GridCallback(ca.Callback):
             _GridCallback(name + "_jac", bases, n, c, values, partials, jac=False) if jac else None
         )
         self.construct(name, {"enable_fd": False})
-
-    def get_n_in(self):
-        return 1 if not self.is_jac else 2
-
-    def get_n_out(self):
-        return 1
 
     def get_sparsity_in(self, i):
         return ca.Sparsity.dense(self.m * self.n, 1) if i == 0 else ca.Sparsity.dense(self.K * self.c, 1)
@@ -310,14 +334,6 @@ class _GridCallback(ca.Callback):
         J[...] = sum(np.einsum("kci,kj->ijck", D, B) for D, B in self.partials(*states))
         return 0
 
-    def has_jacobian(self):
-        return self.jac_node is not None
-
-    def get_jacobian(self, name, inames, onames, opts):
-        x = ca.MX.sym("x", self.sparsity_in(0))
-        out = ca.MX.sym("out", self.sparsity_out(0))
-        return ca.Function(name, [x, out], [self.jac_node(x, out)], inames, onames, opts)
-
 
 def _mapped_grid(name: str, h: ca.Function, bases) -> _GridCallback:
     """h(q, q̇, q̈) (a small SX function) and its per-sample Jacobian, both mapped over the grid."""
@@ -335,7 +351,7 @@ def _mapped_grid(name: str, h: ca.Function, bases) -> _GridCallback:
     return _GridCallback(name, bases, n, c, lambda q, qd, qdd: np.asarray(hmap(q, qd, qdd)), partials)
 
 
-class _SampleClearance(ca.Callback):
+class _SampleClearance(_JacobianNode):
     """The links' soft clearances at K postures: vec(Q) (Q: nq × K, a posture per column) ↦ vec of the
     (pairs × K) clearances, with a block-diagonal Jacobian (a sample's rows depend on its posture only). Numpy
     evaluation (robots.collision.soft_clearance): CasADi's SX graph of every sphere pair made each IPOPT iteration
@@ -351,7 +367,7 @@ class _SampleClearance(ca.Callback):
         # column (sample k, joint i) holds rows (sample k, pairs 0..c): column-major nonzeros in (k, i, pair) order
         cols = np.repeat(np.arange(K * n), c)
         rows = (c * np.repeat(np.arange(K), n * c) + np.tile(np.arange(c), K * n)).tolist()
-        self.sp = ca.Sparsity.triplet(K * c, K * n, rows, cols.tolist())
+        self.jac_sparsity = ca.Sparsity.triplet(K * c, K * n, rows, cols.tolist())
         self.is_jac = not jac
         self.jac_node = (
             _SampleClearance(name + "_jac", model, pairs, params, K, jac=False, memo=self.memo)
@@ -370,17 +386,11 @@ class _SampleClearance(ca.Callback):
             self.memo[key] = hit
         return hit
 
-    def get_n_in(self):
-        return 1 if not self.is_jac else 2
-
-    def get_n_out(self):
-        return 1
-
     def get_sparsity_in(self, i):
         return ca.Sparsity.dense(self.K * self.n, 1) if i == 0 else ca.Sparsity.dense(self.K * self.c, 1)
 
     def get_sparsity_out(self, i):
-        return self.sp if self.is_jac else ca.Sparsity.dense(self.K * self.c, 1)
+        return self.jac_sparsity if self.is_jac else ca.Sparsity.dense(self.K * self.c, 1)
 
     def has_eval_buffer(self):
         return True
@@ -393,20 +403,6 @@ class _SampleClearance(ca.Callback):
         values, J = self.evaluate(q, self.is_jac)
         out[:] = (J.transpose(0, 2, 1) if self.is_jac else values).reshape(-1)
         return 0
-
-    def has_jacobian(self):
-        return self.jac_node is not None
-
-    def has_jac_sparsity(self, oind, iind):
-        return self.jac_node is not None
-
-    def get_jac_sparsity(self, oind, iind, symmetric):
-        return self.sp
-
-    def get_jacobian(self, name, inames, onames, opts):
-        x = ca.MX.sym("x", self.sparsity_in(0))
-        out = ca.MX.sym("out", self.sparsity_out(0))
-        return ca.Function(name, [x, out], [self.jac_node(x, out)], inames, onames, opts)
 
 
 def check_prior(prior: Prior | None, rank: int) -> None:
