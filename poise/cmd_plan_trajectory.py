@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the commands import what they run lazily (a fast CLI start)
     from drivers.config import RobotConfig
     from drivers.single_support_stream import Transitions
     from robots.tree import RobotModel
+    from trajectories.excitation import ExcitationResult, ExcitationSettings
     from trajectories.weight_shift import WeightShift
 
 
@@ -90,6 +91,12 @@ def register(s: argparse._SubParsersAction) -> None:
                    help="single support: ... and at most this far [m] (default 0.25)")  # fmt: skip
     t.add_argument("--max-sole-tilt", type=at.number(0.0, 180.0, lo_open=True), default=30.0,
                    help="single support: the lifted sole's plane within this of the ground's [deg] (default 30)")  # fmt: skip
+    t.add_argument(
+        "--config", type=at.text_file,
+        help="single support: the robot TOML (executor rate, velocity limit, min_margin) whose run's weight shifts "
+        "from both soles each start must pass, as `plan check` plans them (default: the bundled one when it is this "
+        "robot's; else they are not checked)",
+    )  # fmt: skip
     t.add_argument(
         "--zmp-margin",
         type=at.nonnegative,
@@ -261,6 +268,10 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
             raise DataError(f"{model.name!r} describes no two soles: {flag} needs a biped description")
     elif args.base and not model.has_link(args.base):
         raise DataError(f"{model.name!r} has no link {args.base!r}")
+    if args.config and not args.single_support:
+        raise DataError("--config is the run configuration of a --single-support design's weight shifts")
+    # a bad configuration refused before the design starts; None: the robot has none (not checked)
+    cfg = _robot_config(model, args.config, optional=True) if args.single_support else None
     t0 = time.perf_counter()
     progress = Progress(
         TextColumn("[bold]starts"),
@@ -288,7 +299,20 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         results = design_starts(
             args.robot, settings, args.seed, args.starts, args.workers, on_result, prior, args.scheduler
         )
-    best = results[0]
+        # each start's run checked inside the bar: a refusal leaves its error the only line on stderr
+        pick, shift = 0, None
+        if args.single_support:
+            pick, shift = weight_shift_start(
+                args.robot, model, results, settings, args.seed, args.rate_hz, cfg
+            )
+            if pick is None:
+                msg = _refused_message(shift, args.out)
+                if args.json:
+                    print_json(
+                        {"robot": model.name, "out": None, "ok": False, "error": msg, "weight_shift": shift}
+                    )
+                raise DataError(msg)
+    best = results[pick]
     plan = make_plan(args.robot, model, best, settings, args.seed, args.rate_hz)
     if priors:  # what it was designed to complete
         plan.design["prior"] = priors
@@ -307,6 +331,9 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         "verification": best.verification,
         "kappa_with_prior_scaled": best.kappa_with_prior_scaled,
     }
+    if shift is not None:
+        summary["weight_shift"] = shift
+    summary["ok"] = bool(best.verification.get("ok"))
     if args.json:
         print_json(summary)
     else:
@@ -319,6 +346,55 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def weight_shift_start(
+    robot: str,
+    model: RobotModel,
+    results: list[ExcitationResult],
+    settings: ExcitationSettings,
+    seed: int,
+    rate_hz: float,
+    config: RobotConfig | None,
+) -> tuple[int | None, dict]:
+    """Which of a single-support design's starts (`design_starts`' results, verified best first) to hand out:
+    the best verified one whose run's weight shifts from both soles pass, planned and checked as `plan check` and
+    `poise run` do (`drivers.single_support_stream.plan_transitions`, on the plan file's content) — a design
+    that passes its own checks can still start from a posture the run cannot shift its weight to. Returns (its
+    index, None when no verified start passes; what the summary reports: checked, the configuration, the
+    starts refused with their problems, the chosen start's seed and transitions). Without a run configuration
+    (`config` None) or a verified start, nothing is checked: the best start (0)."""
+    from drivers.single_support_stream import plan_transitions
+    from trajectories.plan import make_plan, plan_trajectory
+
+    if config is None:
+        return 0, {"checked": False, "why": f"no run configuration for {model.name!r} (give --config)"}
+    if not results or not results[0].verification.get("ok"):
+        return 0, {"checked": False, "why": "no start passes verification"}
+    refused = []
+    for k, r in enumerate(results):
+        if not r.verification.get("ok"):  # the verified starts come first
+            break
+        plan = make_plan(robot, model, r, settings, seed, rate_hz)  # as the file `plan check` reads
+        tr = plan_transitions(
+            model, config, plan, plan_trajectory(plan, model), plan.params or next(iter(model.params))
+        )
+        if not tr.problems:
+            return k, {"checked": True, "config": config.source, "seed": r.seed, "refused": refused,
+                       "transitions": tr.summary()}  # fmt: skip
+        refused.append({"seed": r.seed, "kappa_scaled": r.kappa_scaled, "problems": tr.problems})
+    return None, {"checked": True, "config": config.source, "seed": None, "refused": refused}
+
+
+def _refused_message(shift: dict, out: str) -> str:
+    """Why a single-support design hands out no plan (`weight_shift_start` found no start): the best verified
+    start's first weight-shift problem."""
+    why = shift["refused"][0]
+    return (
+        f"no start's weight shift from both soles passes `plan check` ({shift['config']}): the best start (seed "
+        f"{why['seed']}, κ scaled {why['kappa_scaled']:.4g}): {why['problems'][0]} ({len(shift['refused'])} "
+        f"verified start(s) refused; {out} not written; try more --starts)"
+    )
 
 
 def _prior_experiments(paths: list[str]) -> tuple[list, list[dict]]:
@@ -405,6 +481,14 @@ def _print_design(s: dict) -> None:
         ("verification grid step", f"{v['dt'] * 1000:.2f}", "ms"),
     ]
     rows += _standing_rows(v)
+    ws = s.get("weight_shift")
+    if ws is not None:  # a single-support design: the run's weight shifts (`weight_shift_start`)
+        label = "run's weight shifts from both soles"
+        if not ws["checked"]:
+            rows.append((label, f"not checked: {ws['why']}", "—"))
+        else:
+            refused = f"; {len(ws['refused'])} better start(s) refused" if ws["refused"] else ""
+            rows.append((label, f"pass (start seed {ws['seed']}{refused})", "—"))
     console.print(quantity_table(f"{s['robot']}: excitation trajectory → {s['out']}", rows))
 
 
@@ -471,12 +555,21 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
 def _run_config(model: RobotModel, traj, config: str | None) -> RobotConfig | None:
     """The executor's configuration (`config`, else the bundled one) a single-support plan's weight shifts are
     planned with; None for any other plan (nothing to plan: a double-support or fixed-base run starts as placed)."""
-    from drivers.config import load_config
     from trajectories.single_support import SingleSupportTrajectory
 
     if not isinstance(traj, SingleSupportTrajectory):
         return None
+    return _robot_config(model, config)
+
+
+def _robot_config(model: RobotModel, config: str | None, optional: bool = False) -> RobotConfig | None:
+    """The robot's run configuration: `config`, else the bundled one — refused (DataError) when it is another
+    robot's, or with `optional` and no `config`, None then (the robot has no run configuration)."""
+    from drivers.config import load_config
+
     cfg = load_config(config)
+    if optional and config is None and cfg.robot != model.name:
+        return None
     cfg.require_robot(model.name)
     return cfg
 

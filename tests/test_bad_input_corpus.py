@@ -493,6 +493,15 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan trajectory", ["tulip", "--double-support", "--out", "{dir}/t1.json", "--prior", "{rec_short}"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--prior", "{rec_ds}"]),
     ("plan trajectory", ["tulip", "--out", "{existing}"]),
+    # the run configuration a single-support design's weight shifts are checked with, refused before designing
+    ("plan trajectory", ["tulip", "--single-support", "--out", "{dir}/t1.json", "--config", "{ur5_config}"]),
+    ("plan trajectory", ["tulip", "--single-support", "--out", "{dir}/t1.json", "--config", "{bad_toml}"]),
+    (
+        "plan trajectory",
+        ["tulip", "--single-support", "--out", "{dir}/t1.json", "--config", "{margin_config}"],
+    ),
+    ("plan trajectory", ["tulip", "--single-support", "--out", "{dir}/t1.json", "--config", "{binary}"]),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--config", "{ur5_config}"]),
     # plan check
     ("plan check", ["{binary}"]),
     ("plan check", ["{latin1}"]),

@@ -158,6 +158,7 @@ class ExcitationResult:
     objective: float = (
         math.nan
     )  # logdet/logvar criteria: the criterion's value (of [prior; new] with a prior)
+    seed: int | None = None  # the random start's seed (`multistart.design_starts` sets it)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior,
 
 
 def _one(robot: str, settings: ExcitationSettings, seed: int, prior: Prior | None = None) -> ExcitationResult:
-    return optimise(get_model(robot), settings, seed=seed, prior=prior)
+    result = optimise(get_model(robot), settings, seed=seed, prior=prior)
+    result.seed = seed  # the starts come back sorted: which one each is
+    return result
 
 
 def design_starts(
@@ -27,7 +29,8 @@ def design_starts(
     prior: Prior | None = None,
     scheduler: str | None = None,
 ) -> list[ExcitationResult]:
-    """Optimise `starts` random starts (seeds seed, seed+1, …); results sorted by the criterion's true value.
+    """Optimise `starts` random starts (seeds seed, seed+1, …; each result's `seed`): every start's result, the
+    verified ones first, each group sorted by the criterion's true value (the best first).
     With `scheduler` (a Dask scheduler address) the starts run on that cluster, as `plan postures` does."""
     settings.validate()
     workers = max(1, min(starts, workers or os.cpu_count() or 1))
