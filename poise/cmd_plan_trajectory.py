@@ -501,6 +501,7 @@ def _standing_rows(v: dict) -> list[tuple[str, str, str]]:
         ("min_sole_lift_m", "lifted sole's lowest corner", 1000, ".1f", "mm"),
         ("max_sole_height_m", "lifted sole's highest corner", 1000, ".0f", "mm"),
         ("max_sole_tilt_rad", "lifted sole's largest tilt", 180 / math.pi, ".1f", "deg"),
+        ("min_sole_apart_m", "lifted sole beside the stance sole (seen from above)", 1000, ".1f", "mm"),
     ):
         if v.get(key) is not None:
             rows.append((label, format(v[key] * scale, fmt), unit))

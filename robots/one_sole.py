@@ -3,7 +3,9 @@
 One implementation shared by the single-support design's verification (`trajectories.verify`) and the drivers'
 pre-flight check of every streamed tick (`drivers.single_support_stream`): the ZMP of the inverse dynamics with
 the base sole held, its margin inside the base sole's rectangle, and where the lifted sole's corners are (lowest
-and highest above the ground) and how far its plane is tilted from the ground's.
+and highest above the ground), how far its plane is tilted from the ground's and how far its footprint (its corners
+seen from above) stays from the base sole: without collision geometry, the lifted sole keeps the stance's feet gap
+beside the base sole rather than pass over the standing foot.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import shapely
 from shapely.geometry import Polygon
 
 from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.kinematics import site_pose
 from robots.stance import signed_margin
+from robots.stance_spec import stance_spec
 from robots.tree import RobotModel
 
 
@@ -41,13 +45,17 @@ def sole_corners(model: RobotModel, site: str) -> np.ndarray:
 @dataclass
 class OneSole:
     """Per state (K,): ZMP margin inside the base sole (m; −inf where Fz ≤ 0), vertical force Fz (N), the lifted
-    sole's lowest and highest corner above the ground (m) and its tilt from the ground's plane (rad)."""
+    sole's lowest and highest corner above the ground (m), its tilt from the ground's plane (rad) and its
+    footprint's distance from the base sole (m; 0 where they overlap); the gap (m) the description's stance asks
+    between the soles."""
 
     margin: np.ndarray
     fz: np.ndarray
     lowest: np.ndarray
     highest: np.ndarray
     tilt: np.ndarray
+    apart: np.ndarray
+    feet_gap: float
 
 
 def one_sole(
@@ -65,9 +73,13 @@ def one_sole(
     if ok.any():
         margin[ok] = signed_margin(sole_polygon(model, base), zmp[ok])
     R, p = site_pose(model, q, params, other, base)
-    z = np.einsum("bij,kj->bki", R, sole_corners(model, other))[..., 2] + p[:, None, 2]
+    corners = np.einsum("bij,kj->bki", R, sole_corners(model, other)) + p[:, None, :]
+    z = corners[..., 2]
     tilt = np.arccos(np.clip(R[:, 2, 2], -1.0, 1.0))
-    return OneSole(margin, fz, z.min(axis=1), z.max(axis=1), tilt)
+    # seen from above, a flat rectangle is a parallelogram with its corners in the same order
+    footprints = shapely.polygons(np.concatenate([corners[..., :2], corners[:, :1, :2]], axis=1))
+    apart = shapely.distance(sole_polygon(model, base), footprints)
+    return OneSole(margin, fz, z.min(axis=1), z.max(axis=1), tilt, apart, stance_spec(model).feet_gap)
 
 
 def one_sole_problems(
@@ -84,8 +96,9 @@ def one_sole_problems(
 ) -> list[str]:
     """Why states on one sole are unsafe (empty: they are not): the base sole unloaded, the ZMP less than `margin`
     m inside it, the `other` sole's corners below `lift` m or above `max_lift` m, its plane tilted beyond
-    `max_tilt` rad. `where(k)` prefixes a message with where state k is (e.g. a tick's time); the tolerances are
-    the caller's (a design's constraint tolerance, or none for what is about to be sent)."""
+    `max_tilt` rad, its footprint less than the stance's feet gap from the base sole. `where(k)` prefixes a
+    message with where state k is (e.g. a tick's time); the tolerances are the caller's (a design's constraint
+    tolerance, or none for what is about to be sent)."""
     out = []
     if np.any(s.fz <= 0):
         k = int(np.argmax(s.fz <= 0))
@@ -108,4 +121,9 @@ def one_sole_problems(
         out.append(
             f"{where(k)}the {other} sole tilts {np.degrees(s.tilt[k]):.1f}° (> {np.degrees(max_tilt):.1f}°)"
         )
+    if s.apart.min() < s.feet_gap - place_tol:
+        k = int(np.argmin(s.apart))
+        near = "passes over" if s.apart[k] <= 0 else f"comes {s.apart[k] * 1000:.1f} mm from"
+        out.append(f"{where(k)}the {other} sole {near} the {base} sole, seen from above (< the stance's feet gap "
+                   f"{s.feet_gap * 1000:.1f} mm: the feet could meet)")  # fmt: skip
     return out

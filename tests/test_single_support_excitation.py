@@ -56,12 +56,18 @@ def test_wrench_lift_and_start_rows_have_exact_jacobians(tulip):
     s = ExcitationSettings(period=10.0, duration=10.0, harmonics=2, samples=12, simplified=True,
                            motion="single-support", zmp_margin=MARGIN)  # fmt: skip
     prob = design_single_support_problem(tulip, s, LIFT)
-    x0 = np.r_[random_start(tulip, s, np.random.default_rng(2)), 1.2, 0.1]  # the start's line (φ, c) last
+    rng = np.random.default_rng(2)
+    coeffs = random_start(tulip, s, rng)
+    # after the coefficients: the start's line (φ, c), the samples' lines (angles, offsets), the shifted posture
+    lines = np.r_[rng.uniform(-np.pi, np.pi, s.samples), rng.uniform(-0.1, 0.1, s.samples)]
+    x0 = np.r_[coeffs, 1.2, 0.1, lines, rng.uniform(prob["lbx"][-tulip.nq :], prob["ubx"][-tulip.nq :])]
     assert x0.size == prob["x"].numel() and START_LINE == 2
     G = ca.Function("G", [prob["x"]], [prob["g"], ca.jacobian(prob["g"], prob["x"])])
     _, J = (np.asarray(v) for v in G(x0))
-    picks = np.random.default_rng(4).choice(x0.size - START_LINE, 4, replace=False)
-    for k in [*picks, x0.size - 2, x0.size - 1]:  # four coefficients, then the line's φ and c
+    n = coeffs.size
+    picks = np.random.default_rng(4).choice(n, 4, replace=False)
+    # four coefficients, the start line's φ and c, a sample's angle and offset, two joints of the shifted posture
+    for k in [*picks, n, n + 1, n + 2 + 3, n + 2 + s.samples + 3, x0.size - 1, x0.size - 4]:
         e = np.zeros_like(x0)
         e[k] = 1e-6
         fd = (np.asarray(G(x0 + e)[0]) - np.asarray(G(x0 - e)[0]))[:, 0] / 2e-6
@@ -89,9 +95,15 @@ def test_design_stands_on_one_sole_and_is_well_conditioned(tulip, plan_path, cap
     assert heights.min() >= LIFT - 1e-4
     # the lifted sole stays low and nearly flat (defaults 0.25 m, 30°): no foot swung over the head
     assert heights.max() <= 0.25 + 1e-4 and R[:, 2, 2].min() >= np.cos(np.radians(30.0)) - 1e-6
+    # seen from above, the lifted sole stays beside the standing one by the stance's feet gap (shapely): it does
+    # not pass over the standing foot (the former test design did, 24 mm above the ground)
+    tops = np.einsum("bij,kj->bki", R, corners)[..., :2] + p[:, None, :2]
+    apart = min(sole.distance(Polygon(c).convex_hull) for c in tops)
+    assert apart >= stance_spec(tulip).feet_gap - 1e-4
     # plan check passes, the run's weight shift from both boards included (planned as `poise run` plays it)
     assert main(["plan", "check", str(plan_path), "--json"]) == 0
     check = json.loads(capsys.readouterr().out)
+    assert check["min_sole_apart_m"] == pytest.approx(apart, abs=2e-3)
     assert check["ok"] and not check["problems"] and check["weight_shift"]["feasible"]
     assert check["weight_shift"]["ends_where_it_starts"] and check["weight_shift"]["start"]["shift_ticks"] > 0
     assert check["min_sole_lift_m"] >= LIFT - 1e-4 and check["min_zmp_margin_m"] >= MARGIN - 1e-4

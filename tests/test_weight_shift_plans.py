@@ -23,6 +23,7 @@ from robots.stance import other_pose, placed_corners, sole_rects
 from trajectories.excitation import ExcitationSettings
 from trajectories.fourier import FourierTrajectory
 from trajectories.multistart import settings_dict
+from trajectories.plan import plan_trajectory
 from trajectories.single_support import SingleSupportTrajectory, nominal_posture
 
 MARGIN, LIFT = 0.02, 0.02
@@ -171,12 +172,16 @@ def test_no_weight_shift_is_planned_for_other_plans(monkeypatch, capsys):
     assert code == 0 and "weight_shift" not in out
 
 
-def test_plan_check_and_run_agree_on_a_weight_shift_past_a_joint_limit(tulip, tmp_path, capsys):
-    """The planner keeps no joint limits along its closed chain: from the nominal posture with a 30° tilt the left
-    ankle's lift passes 0.6° below its limit. The run's per-tick limit check refuses it, and plan check (the same
-    `plan_transitions`) fails on it with the same words."""
+def test_plan_check_and_run_agree_on_a_weight_shift_past_a_joint_limit(tulip, tmp_path, capsys, monkeypatch):
+    """The planner keeps no joint limits along its closed chain: it stands POSTURE_ROOM inside them, so the lift
+    straight up has room. Without it, from the nominal posture with a 30° tilt the shift ended with the left ankle's
+    roll on its limit and the lift passed 0.6° below it. The run's per-tick limit check refuses that, and plan check
+    (the same `plan_transitions`) fails on it with the same words."""
     s = ExcitationSettings(base="right", zmp_margin=MARGIN, lift=LIFT)
     plan = _yawing(tulip, nominal_posture(tulip, "right", "sim", s), tmp_path / "limit.json")
+    code, out = _check(plan, capsys)
+    assert code == 0 and out["weight_shift"]["feasible"]  # with the room
+    monkeypatch.setattr("trajectories.weight_shift.POSTURE_ROOM", 0.0)
     code, out = _check(plan, capsys)
     # the lift's first tick past the limit (its start, the shifted posture, stands on it: t = 0 is within)
     why = "lifting, setpoint at t = 0.010 s: theta12 = -17.00 deg outside [-17.0, 20.0] deg"
@@ -232,17 +237,26 @@ def test_a_free_sole_put_down_closer_than_the_feet_gap_is_refused(tulip, periodi
     """The designer keeps both soles, flat with the free one at its ground pose at t = 0, the description's
     [stance] feet_gap apart; the weight shifts (`plan_transitions`, shared by plan check and `poise run`) refuse a
     start or end pose closer than that, naming the pose, the soles' gap and the description's. `periodic`'s soles
-    stand about 0.1 m apart (FEET_GAP, 2 mm, passes above): a feet_gap of 0.5 m refuses its start."""
-    gapped = _described(periodic, tmp_path, "feet_gap", "0.5")
+    stand 120.3 mm apart (FEET_GAP, 2 mm, passes above) and, lifted, its sole keeps 122.2 mm beside the standing
+    one seen from above: a feet_gap of 121 mm refuses its start, and the lift straight up from there (the same
+    footprint), not the motion."""
+    gapped = _described(periodic, tmp_path, "feet_gap", "0.121")
     code, out = _check(gapped, capsys)
     rb, ro = sole_rects(tulip, "right")
-    gap = Polygon(rb).distance(Polygon(placed_corners(ro, out["weight_shift"]["start"]["free_sole_pose"])))
+    q0 = plan_trajectory(load_trajectory_plan(gapped), tulip).sample(np.array([0.0]))[0][0]
+    gap = Polygon(rb).distance(Polygon(placed_corners(ro, other_pose(tulip, q0, "sim", "right"))))
     why = (
         "standing on both soles before the weight shift: the sole_l sole's ground pose (x 85.5 mm, y 252.2 mm, "
         f"yaw 7.1 deg) is {gap * 1000:.1f} mm from the sole_r sole, closer than the tulip description's [stance] "
-        "feet_gap 500 mm"
+        "feet_gap 121 mm"
     )
-    assert 0.05 < gap < 0.5
-    assert code == 1 and not out["ok"] and out["problems"] == [why] == out["weight_shift"]["problems"]
+    lifting = (
+        f"no weight shift onto the right sole: lifting, the sole_l sole comes {gap * 1000:.1f} mm from the right "
+        "sole, seen from above (< the stance's feet gap 121.0 mm: the feet could meet)"
+    )
+    assert 0.12 < gap < 0.121 < out["min_sole_apart_m"]
+    assert (
+        code == 1 and not out["ok"] and out["problems"] == [why, lifting] == out["weight_shift"]["problems"]
+    )
     _, _, problems, _ = prepare(load_trajectory_plan(gapped), load_config(CONFIG))
-    assert problems == [why]  # `poise run` refuses it with the same words
+    assert problems == [why, lifting]  # `poise run` refuses it with the same words

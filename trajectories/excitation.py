@@ -640,7 +640,8 @@ def _solve_stages(
         crit.settings = grad.settings = stage
         crit.p = grad.p = p
         solver = ca.nlpsol("excitation", "ipopt", nlp, opts if k == len(ps) - 1 else warm)
-        sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"])
+        sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"], lbx=prob.get("lbx", -np.inf),
+                     ubx=prob.get("ubx", np.inf))  # fmt: skip
         st = solver.stats()
         x = np.asarray(sol["x"]).ravel()
         iterations += int(st.get("iter_count", 0))

@@ -10,6 +10,12 @@ The start (t = 0; the Fourier plan ends there too) must admit `poise run`'s weig
 (`trajectories.weight_shift`): the other sole's ground pose under it (`robots.stance.other_pose`) within the
 description's placement box and, both soles flat there, the soles the stance's feet gap apart — proved by a
 separating line (φ, c), two more NLP variables after the coefficients (`robots.stance.placement_function`).
+Without collision geometry the lifted sole does not pass over the standing foot: seen from above, its footprint
+keeps the stance's feet gap from the base sole at every sample, proved by a separating line per sample (2K more
+variables: the angles, then the offsets; `robots.one_sole` checks it exactly). And the weight shift's end must
+exist: a posture (nq more variables, SHIFT_ROOM inside every joint limit) with the other sole flat on the ground at
+the start's ground pose and the CoM inside the base sole by the shift's margin (`trajectories.weight_shift`, whose
+planner then finds one SHIFT_ROOM − POSTURE_ROOM inside the limits too: room to lift the sole straight up).
 """
 
 from __future__ import annotations
@@ -32,8 +38,11 @@ from robots.stance import (
     placement_function,
     placement_line,
     placement_row_bounds,
+    separating_line,
+    separation_bounds,
+    sole_rects,
 )
-from robots.stance_spec import resolve_base
+from robots.stance_spec import resolve_base, stance_spec
 from robots.tree import RobotModel
 from trajectories.balance_excitation import ZMP_BUFFER, halfplanes, zmp_spec
 from trajectories.excitation import (
@@ -45,6 +54,7 @@ from trajectories.excitation import (
     linear_limit_rows,
 )
 from trajectories.fourier import FourierTrajectory, basis
+from trajectories.weight_shift import POSTURE_ROOM, SHIFT_BUFFER, shifted_posture, wrench_at_rest
 
 LIFT_BUFFER = (
     0.005  # m added to the lift (taken from the ceiling) at the grid samples: the sole moves between
@@ -52,6 +62,9 @@ LIFT_BUFFER = (
 TILT_BUFFER = math.radians(2.0)  # taken from the tilt bound at the grid samples, for the same reason
 # NLP variables after the Fourier coefficients: the start's separating line (φ, c) of the soles
 START_LINE = 2
+# m added to the feet gap between the footprints at the grid samples: the sole moves between them
+APART_BUFFER = 0.005
+SHIFT_ROOM = 2 * POSTURE_ROOM  # rad the NLP's shifted posture keeps from every joint limit
 
 
 class SingleSupportTrajectory:
@@ -126,6 +139,79 @@ def _lifted_bounds(settings: ExcitationSettings, lift: float, n: int) -> tuple[n
             np.r_[np.full(4 * n, top), np.full(n, np.inf)])  # fmt: skip
 
 
+def footprint_function(model: RobotModel, base: str, other: str, params: str) -> ca.Function:
+    """(q, q̇, q̈) → the other sole's corners seen from above in the base frame: x of the four, then y."""
+    q, qd, qdd = (ca.SX.sym(nm, model.nq) for nm in ("q", "qd", "qdd"))
+    R, p = site_pose_sym(model, q, params, other, base)
+    xy = [p[:2] + R[:2, :] @ ca.DM(c) for c in sole_corners(model, other)]
+    return ca.Function("footprint", [q, qd, qdd], [ca.vertcat(*(v[0] for v in xy), *(v[1] for v in xy))])
+
+
+def footprint_rows(model: RobotModel, base: str, footprints: ca.MX, lines: ca.MX, K: int):
+    """Rows proving, at each of K samples, the lifted sole's footprint (`footprint_function` mapped: x of the
+    corners, then y, each over the samples) the stance's feet gap (+ APART_BUFFER) from the base sole, about the
+    samples' separating lines (angles, then offsets): (g, lbg, ubg), the base sole's corners first."""
+    phi, c = lines[:K], lines[K:]
+    cs, sn = ca.cos(phi), ca.sin(phi)
+    rb, _ = sole_rects(model, base)
+    g = [cs * float(bx) + sn * float(by) - c for bx, by in rb]
+    g += [
+        cs * footprints[j * K : (j + 1) * K] + sn * footprints[(4 + j) * K : (5 + j) * K] - c
+        for j in range(4)
+    ]
+    lo, hi = separation_bounds(stance_spec(model).feet_gap + APART_BUFFER)
+    return ca.vertcat(*g), np.repeat(lo, K), np.repeat(hi, K)
+
+
+def sample_lines(model: RobotModel, base: str, params: str, q: np.ndarray) -> np.ndarray:
+    """The best separating lines of the base sole and the lifted sole's footprint at postures q (K, nq): the
+    NLP's start, angles then offsets."""
+    from robots.kinematics import site_pose
+
+    R, p = site_pose(model, q, params, other_site(model, base), base)
+    corners = np.einsum("bij,kj->bki", R, sole_corners(model, other_site(model, base))) + p[:, None, :]
+    rb, _ = sole_rects(model, base)
+    lines = np.array([separating_line(rb, c[:, :2])[:2] for c in corners])
+    return np.r_[lines[:, 0], lines[:, 1]]
+
+
+def shift_margin(model: RobotModel, base: str, zmp_margin: float) -> float:
+    """The CoM's margin (m) inside the base sole where the run's weight shift ends, as its planner first asks
+    (`weight_shift._shifted`): the plan's + SHIFT_BUFFER, or + ZMP_BUFFER where the sole is too small for that."""
+    poly = sole_polygon(model, base)
+    room = poly.exterior.distance(poly.centroid)
+    return zmp_margin + (SHIFT_BUFFER if room > zmp_margin + SHIFT_BUFFER + ZMP_BUFFER else ZMP_BUFFER)
+
+
+def shift_stance_function(model: RobotModel, base: str, params: str, margin: float) -> ca.Function:
+    """(q_shift, q_start) → rows, within `shift_stance_bounds`: the other sole under q_shift at its ground pose
+    under q_start (x, y, on the ground, flat, the same yaw: its sine, then its cosine ≥ 0) and the CoM at rest
+    `margin` m inside the base sole (one row per edge): the posture the run's weight shift ends in."""
+    n = model.nq
+    qs, q0 = ca.SX.sym("q_shift", n), ca.SX.sym("q_start", n)
+    other = other_site(model, base)
+    R, p = site_pose_sym(model, qs, params, other, base)
+    R0, p0 = site_pose_sym(model, q0, params, other, base)
+    w = wrench_at_rest(model, base, params, qs)
+    N, d = halfplanes(sole_polygon(model, base))
+    rows = [p[0] - p0[0], p[1] - p0[1], p[2], R[0, 2], R[1, 2], R[1, 0] * R0[0, 0] - R[0, 0] * R0[1, 0],
+            R[0, 0] * R0[0, 0] + R[1, 0] * R0[1, 0], ca.DM(N) @ ca.vertcat(-w[2], w[1]) - ca.DM(d - margin) * w[0]]  # fmt: skip
+    return ca.Function("shift_stance", [qs, q0], [ca.vertcat(*rows)])
+
+
+def shift_stance_bounds(model: RobotModel, base: str) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of `shift_stance_function`'s rows."""
+    e = len(halfplanes(sole_polygon(model, base))[1])
+    return np.r_[np.zeros(7), np.full(e, -np.inf)], np.r_[np.zeros(6), np.inf, np.zeros(e)]
+
+
+def shift_posture_bounds(model: RobotModel) -> tuple[np.ndarray, np.ndarray]:
+    """The NLP's bounds of the shifted posture: SHIFT_ROOM inside the joint limits."""
+    lo = np.where(np.isfinite(model.lower), model.lower, -np.pi) + SHIFT_ROOM
+    hi = np.where(np.isfinite(model.upper), model.upper, np.pi) - SHIFT_ROOM
+    return lo, hi
+
+
 def start_stance_function(model: RobotModel, base: str, params: str) -> ca.Function:
     """(q, line) → `robots.stance.placement_function` of the other sole's ground pose under posture q: how the
     run's weight shift would stand on both boards before lifting to q."""
@@ -143,7 +229,8 @@ def design_single_support_problem(
     model: RobotModel, settings: ExcitationSettings, lift: float, torque_rows: bool = True
 ) -> dict:
     """The NLP of a single-support excitation (same keys as `excitation.design_problem`, plus the polygon);
-    variables x: the Fourier coefficients, then the start's separating line (START_LINE)."""
+    variables x: the Fourier coefficients, the start's separating line (START_LINE), the samples' (2K), the
+    weight shift's end posture (nq; bounded by `lbx`, `ubx`)."""
     settings.validate()
     base = resolve_base(model, settings.base)
     other = other_site(model, base)
@@ -154,7 +241,8 @@ def design_single_support_problem(
     bases = basis(np.arange(K) * settings.period / K, L, 2 * np.pi / settings.period)
     P, V, A = bases
     m = 1 + 2 * L
-    x = ca.MX.sym("x", m * n + START_LINE)
+    lines = m * n + START_LINE  # the samples' lines from here, the shifted posture after them
+    x = ca.MX.sym("x", lines + 2 * K + n)
     xc = x[: m * n]
     X = ca.reshape(xc, m, n)
     Q, Qd, Qdd = ca.DM(P) @ X, ca.DM(V) @ X, ca.DM(A) @ X
@@ -183,20 +271,32 @@ def design_single_support_problem(
                        sparse.kron(-N[:, [0]], eye)]).tocsc()  # fmt: skip
     _, _, _, _, tmax = _limits(model, settings)
     G, lbg, ubg = linear_limit_rows(model, settings)
-    stance = start_stance_function(model, base, params)(Q[0, :].T, x[m * n :])  # Q[0]: t = 0
-    g = [ca.mtimes(ca.DM(G), xc), ca.mtimes(ca.DM(Z), w3), w3[:K], h_node(xc), stance]
+    stance = start_stance_function(model, base, params)(
+        Q[0, :].T, x[m * n : m * n + START_LINE]
+    )  # Q[0]: t = 0
+    f_node = _mapped_grid("footprint", footprint_function(model, base, other, params), bases)
+    apart, lo_a, hi_a = footprint_rows(model, base, f_node(xc), x[lines : lines + 2 * K], K)
+    shift_fn = shift_stance_function(model, base, params, shift_margin(model, base, settings.zmp_margin))
+    shift = shift_fn(x[lines + 2 * K :], Q[0, :].T)
+    g = [ca.mtimes(ca.DM(G), xc), ca.mtimes(ca.DM(Z), w3), w3[:K], h_node(xc), stance, apart, shift]
     lo_h, hi_h = _lifted_bounds(settings, lift, K)
     lo_s, hi_s = placement_row_bounds(model, base)
-    lbg += [np.full(Z.shape[0], -np.inf), np.zeros(K), lo_h, lo_s]
-    ubg += [np.zeros(Z.shape[0]), np.full(K, np.inf), hi_h, hi_s]
+    lo_w, hi_w = shift_stance_bounds(model, base)
+    lbg += [np.full(Z.shape[0], -np.inf), np.zeros(K), lo_h, lo_s, lo_a, lo_w]
+    ubg += [np.zeros(Z.shape[0]), np.full(K, np.inf), hi_h, hi_s, hi_a, hi_w]
+    lo_q, hi_q = shift_posture_bounds(model)
+    lbx = np.r_[np.full(lines + 2 * K, -np.inf), lo_q]
+    ubx = np.r_[np.full(lines + 2 * K, np.inf), hi_q]
     tau = tau_node(xc)
     if torque_rows and np.all(np.isfinite(tmax)):
         g.append(tau)
         lbg.append(np.repeat(-tmax, K))
         ubg.append(np.repeat(tmax, K))
-    nodes = [w_node, tau_node, h_node] + clearance_rows(model, settings, params, bases, xc, g, lbg, ubg)
+    nodes = [w_node, tau_node, h_node, f_node] + clearance_rows(
+        model, settings, params, bases, xc, g, lbg, ubg
+    )
     return fourier_problem(x, W, tau, g, lbg, ubg, db, _limits(model, settings), params, base, nodes,
-                           other=other, polygon=poly)  # fmt: skip
+                           other=other, polygon=poly, lbx=lbx, ubx=ubx)  # fmt: skip
 
 
 def nominal_posture(model: RobotModel, base: str, params: str, settings: ExcitationSettings) -> np.ndarray:
@@ -246,7 +346,12 @@ def optimise_single_support(model: RobotModel, settings: ExcitationSettings, see
     ls = np.arange(1, L + 1)
     b -= np.outer((b * ls).sum(axis=1), ls) / (ls**2).sum()
     start = FourierTrajectory(settings.period, settings.duration, q0, a, b)
-    x0 = np.r_[start.coefficients().reshape(-1, order="F"), start_line(model, base, params, q0)]
+    grid = start.sample(np.arange(settings.samples) * settings.period / settings.samples)[0]
+    shifted = shifted_posture(model, base, params, grid[0], settings.zmp_margin)
+    lo_q, hi_q = shift_posture_bounds(model)
+    shifted = np.clip(grid[0] if shifted is None else shifted, lo_q, hi_q)
+    x0 = np.r_[start.coefficients().reshape(-1, order="F"), start_line(model, base, params, q0),
+               sample_lines(model, base, params, grid), shifted]  # fmt: skip
     prob, x, iterations, status, stages = solve_lazy_torques(
         lambda rows: design_single_support_problem(model, settings, lift, torque_rows=rows),
         settings,

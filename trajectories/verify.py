@@ -38,6 +38,9 @@ class TrajectoryCheck:
     min_sole_lift_m: float | None = None  # single support: the lifted sole's lowest corner above the ground
     max_sole_height_m: float | None = None  # ... its highest corner above the ground
     max_sole_tilt_rad: float | None = None  # ... its plane's largest tilt from the ground's
+    min_sole_apart_m: float | None = (
+        None  # ... its footprint's least distance from the stance sole (0: over it)
+    )
     min_self_clearance_m: float | None = None  # robots with collision geometry: closest approach of two links
     closest_links: str | None = None  # the pair of links at that approach
     # self-collision: "checked", "no collision geometry" (nothing to check), or None (not asked)
@@ -141,6 +144,7 @@ def check_trajectory(
         min_sole_lift_m=None if lifted is None else lifted[0],
         max_sole_height_m=None if lifted is None else lifted[1],
         max_sole_tilt_rad=None if lifted is None else lifted[2],
+        min_sole_apart_m=None if lifted is None else lifted[3],
         load_share_range=share if chain is not None else None,
         min_self_clearance_m=clear,
         closest_links=closest,
@@ -275,13 +279,15 @@ def _minimax_split(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def _single_support(model, traj, q, qd, qdd, params, problems, zmp_margin) -> tuple[float, tuple[float, ...]]:
-    """ZMP margin inside the stance sole and the lifted sole's lowest and highest corner above the ground (m)
-    and largest tilt (rad) over the samples (`robots.one_sole`); problems appended."""
+    """ZMP margin inside the stance sole and the lifted sole's lowest and highest corner above the ground (m),
+    largest tilt (rad) and its footprint's least distance from the stance sole (m) over the samples
+    (`robots.one_sole`); problems appended."""
     from robots.one_sole import one_sole, one_sole_problems
 
     s = one_sole(model, q, qd, qdd, traj.base, traj.other, params)
     problems += one_sole_problems(s, traj.base, "lifted", zmp_margin, traj.lift, traj.max_lift, traj.max_tilt)
-    return float(s.margin.min()), (float(s.lowest.min()), float(s.highest.max()), float(s.tilt.max()))
+    lifted = (float(s.lowest.min()), float(s.highest.max()), float(s.tilt.max()), float(s.apart.min()))
+    return float(s.margin.min()), lifted
 
 
 def regressor_spec(traj: Trajectory, base: str) -> tuple[RegressorSpec, str]:

@@ -48,6 +48,9 @@ STRETCH = (1.0, 1.25, 1.6, 2.0, 2.5, 3.2, 4.0)
 # too small for that, ZMP_BUFFER
 SHIFT_BUFFER = 0.02
 STAND_SHARE = 0.5  # the free sole's lever-rule share of the weight standing before the shift
+# rad the standing postures keep from every joint limit: the free sole's lift straight up from one at a limit
+# (a wide stance's ankle roll) went past it on its first tick
+POSTURE_ROOM = 0.03
 
 
 @dataclass
@@ -113,7 +116,7 @@ def _timing(model: RobotModel, dq_ds: np.ndarray, speed: tuple[float, float, flo
     return np.arange(n + 1) / rate_hz
 
 
-def _wrench_at_rest(model: RobotModel, base: str, params: str, q: ca.SX) -> ca.SX:
+def wrench_at_rest(model: RobotModel, base: str, params: str, q: ca.SX) -> ca.SX:
     """(Fz, Mx, My) of the robot at rest in posture q on the base sole (design parameters)."""
     z = ca.SX.zeros(model.nq)
     Y = dyn.base_wrench_regressor_function(model, base, params)(q, z, z)[[2, 3, 4], :]
@@ -127,7 +130,7 @@ def _posture(
     (and, with `share`, at that lever-rule share of the weight on the free sole); None when IPOPT finds none."""
     q = ca.SX.sym("q", model.nq)
     c, _ = functions(model, chain)[0](q)
-    w = _wrench_at_rest(model, chain.base, chain.params, q)
+    w = wrench_at_rest(model, chain.base, chain.params, q)
     N, d = halfplanes(polygon)
     g = [c, ca.DM(N) @ ca.vertcat(-w[2], w[1]) - ca.DM(d - margin) * w[0]]
     lo, hi = [np.zeros(6), np.full(len(d), -np.inf)], [np.zeros(6), np.zeros(len(d))]
@@ -138,8 +141,8 @@ def _posture(
         g.append((s0 - share) * w[0] - gx * w[2] + gy * w[1])
         lo.append(np.zeros(1))
         hi.append(np.zeros(1))
-    lbx = np.where(np.isfinite(model.lower), model.lower, -np.pi)
-    ubx = np.where(np.isfinite(model.upper), model.upper, np.pi)
+    lbx = np.where(np.isfinite(model.lower), model.lower, -np.pi) + POSTURE_ROOM
+    ubx = np.where(np.isfinite(model.upper), model.upper, np.pi) - POSTURE_ROOM
     # bound_relax_factor 0: IPOPT's default relaxation returned postures up to 1e-8 rad past a joint limit
     solver = ca.nlpsol("weight_shift_posture", "ipopt", {"x": q, "f": ca.sumsqr(q - near), "g": ca.vertcat(*g)},
                        {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes",
@@ -296,11 +299,8 @@ def plan_weight_shift(
             f"y = {pose[1] * 1000:.0f} mm) with its weight shared"
         )
     chain = _ground_chain(model, base, params, pose, stand)
-    for extra in (SHIFT_BUFFER, ZMP_BUFFER):
-        shifted = _posture(model, chain, start, sole_polygon(model, base), margin + extra, None)
-        if shifted is not None:
-            break
-    else:
+    shifted = _shifted(model, chain, start, margin)
+    if shifted is None:
         raise DataError(
             f"{why}: no posture with the {other} sole on the ground puts the CoM "
             f"{(margin + ZMP_BUFFER) * 1000:.0f} mm inside the {base} sole"
@@ -327,6 +327,23 @@ def plan_weight_shift(
     ws = WeightShift(base, other, stand, pose, shift, progress, _join(up, to_start), chain, len(up.t))
     check_weight_shift(model, ws, params, margin, max_lift, max_tilt)
     return ws
+
+
+def _shifted(model: RobotModel, chain: ClosedChain, start: np.ndarray, margin: float) -> np.ndarray | None:
+    """Where the shift ends: the posture nearest `start` with the free sole held and the CoM margin +
+    SHIFT_BUFFER (else + ZMP_BUFFER: a small sole) inside the base sole; None when there is none."""
+    for extra in (SHIFT_BUFFER, ZMP_BUFFER):
+        shifted = _posture(model, chain, start, sole_polygon(model, chain.base), margin + extra, None)
+        if shifted is not None:
+            return shifted
+    return None
+
+
+def shifted_posture(model: RobotModel, base: str, params: str, start: np.ndarray, margin: float):
+    """`_shifted` for a single-support start posture: the free sole flat at its ground pose under `start` (the
+    single-support designer's first guess of the posture its start rows ask for); None when there is none."""
+    pose = tuple(float(v) for v in other_pose(model, start, params, base))
+    return _shifted(model, _ground_chain(model, base, params, pose, start), start, margin)
 
 
 def _slowest_needed(make, check, velocity_limit: float, rate_hz: float):
