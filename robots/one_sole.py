@@ -42,6 +42,11 @@ def sole_corners(model: RobotModel, site: str) -> np.ndarray:
     return np.array([[x0, y0, 0], [x1, y0, 0], [x1, y1, 0], [x0, y1, 0]], dtype=float)
 
 
+def placed_sole_corners(model: RobotModel, site: str, R: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """The corners (K, 4, 3) of a contact site's rectangle at its poses (R (K, 3, 3), p (K, 3); `site_pose`)."""
+    return np.einsum("bij,kj->bki", R, sole_corners(model, site)) + p[:, None, :]
+
+
 @dataclass
 class OneSole:
     """Per state (K,): ZMP margin inside the base sole (m; −inf where Fz ≤ 0), vertical force Fz (N), the lifted
@@ -73,7 +78,7 @@ def one_sole(
     if ok.any():
         margin[ok] = signed_margin(sole_polygon(model, base), zmp[ok])
     R, p = site_pose(model, q, params, other, base)
-    corners = np.einsum("bij,kj->bki", R, sole_corners(model, other)) + p[:, None, :]
+    corners = placed_sole_corners(model, other, R, p)
     z = corners[..., 2]
     tilt = np.arccos(np.clip(R[:, 2, 2], -1.0, 1.0))
     # seen from above, a flat rectangle is a parallelogram with its corners in the same order

@@ -8,15 +8,14 @@ import numpy as np
 from shapely.geometry import Polygon
 
 from robots.kinematics import site_pose
-from robots.one_sole import one_sole, one_sole_problems, sole_corners, sole_polygon
+from robots.one_sole import one_sole, one_sole_problems, placed_sole_corners, sole_polygon
 from robots.stance import other_site
 from robots.stance_spec import stance_spec
 
 
 def _footprints(model, q):
     other = other_site(model, "right")
-    R, p = site_pose(model, q, "sim", other, "right")
-    return (np.einsum("bij,kj->bki", R, sole_corners(model, other)) + p[:, None, :])[..., :2]
+    return placed_sole_corners(model, other, *site_pose(model, q, "sim", other, "right"))[..., :2]
 
 
 def test_a_sole_over_the_standing_one_is_named(tulip):

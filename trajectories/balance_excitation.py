@@ -73,6 +73,13 @@ def halfplanes(poly) -> tuple[np.ndarray, np.ndarray]:
     return N, np.einsum("ij,ij->i", N, xy)
 
 
+def zmp_rows(w, poly, margin: float):
+    """N·(−My, Mx) − (d − margin)·Fz per edge of the convex polygon `poly` (≤ 0: the ZMP of the wrench
+    w = (Fz, Mx, My), Fz > 0, `margin` m inside it), as CasADi rows."""
+    N, d = halfplanes(poly)
+    return ca.DM(N) @ ca.vertcat(-w[2], w[1]) - ca.DM(d - margin) * w[0]
+
+
 def support_halfplanes(model: RobotModel, chain: ClosedChain) -> tuple[np.ndarray, np.ndarray, object]:
     """Support polygon (convex hull of both contact rectangles at the fixed placement) as N p ≤ d, and itself."""
     corners = foot_corners(model, chain.nominal, chain.params, chain.base)

@@ -30,7 +30,7 @@ from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import cached_dynamic_base
 from robots.kinematics import site_pose_sym
-from robots.one_sole import sole_corners, sole_polygon
+from robots.one_sole import placed_sole_corners, sole_corners, sole_polygon
 from robots.stance import (
     other_pose,
     other_pose_sym,
@@ -44,7 +44,7 @@ from robots.stance import (
 )
 from robots.stance_spec import resolve_base, stance_spec
 from robots.tree import RobotModel
-from trajectories.balance_excitation import ZMP_BUFFER, halfplanes, zmp_spec
+from trajectories.balance_excitation import ZMP_BUFFER, halfplanes, zmp_rows, zmp_spec
 from trajectories.excitation import (
     ExcitationSettings,
     _limits,
@@ -168,8 +168,8 @@ def sample_lines(model: RobotModel, base: str, params: str, q: np.ndarray) -> np
     NLP's start, angles then offsets."""
     from robots.kinematics import site_pose
 
-    R, p = site_pose(model, q, params, other_site(model, base), base)
-    corners = np.einsum("bij,kj->bki", R, sole_corners(model, other_site(model, base))) + p[:, None, :]
+    other = other_site(model, base)
+    corners = placed_sole_corners(model, other, *site_pose(model, q, params, other, base))
     rb, _ = sole_rects(model, base)
     lines = np.array([separating_line(rb, c[:, :2])[:2] for c in corners])
     return np.r_[lines[:, 0], lines[:, 1]]
@@ -192,10 +192,9 @@ def shift_stance_function(model: RobotModel, base: str, params: str, margin: flo
     other = other_site(model, base)
     R, p = site_pose_sym(model, qs, params, other, base)
     R0, p0 = site_pose_sym(model, q0, params, other, base)
-    w = wrench_at_rest(model, base, params, qs)
-    N, d = halfplanes(sole_polygon(model, base))
+    zmp = zmp_rows(wrench_at_rest(model, base, params, qs), sole_polygon(model, base), margin)
     rows = [p[0] - p0[0], p[1] - p0[1], p[2], R[0, 2], R[1, 2], R[1, 0] * R0[0, 0] - R[0, 0] * R0[1, 0],
-            R[0, 0] * R0[0, 0] + R[1, 0] * R0[1, 0], ca.DM(N) @ ca.vertcat(-w[2], w[1]) - ca.DM(d - margin) * w[0]]  # fmt: skip
+            R[0, 0] * R0[0, 0] + R[1, 0] * R0[1, 0], zmp]  # fmt: skip
     return ca.Function("shift_stance", [qs, q0], [ca.vertcat(*rows)])
 
 
@@ -305,20 +304,18 @@ def nominal_posture(model: RobotModel, base: str, params: str, settings: Excitat
     ceiling and tilt."""
     q = ca.SX.sym("q", model.nq)
     z = ca.SX.zeros(model.nq)
-    w = dyn.base_wrench_regressor_function(model, base, params)(q, z, z)[[2, 3, 4], :] @ ca.DM(
-        dyn.standard_parameters(model, params)
+    zmp = zmp_rows(
+        wrench_at_rest(model, base, params, q), sole_polygon(model, base), settings.zmp_margin + ZMP_BUFFER
     )
-    N, d = halfplanes(sole_polygon(model, base))
-    margin = settings.zmp_margin + ZMP_BUFFER
     lifted = lifted_sole_function(model, base, other_site(model, base), params)(q, z, z)
     lo_h, hi_h = _lifted_bounds(settings, 2 * settings.lift, 1)
     lo, hi = model.lower, model.upper
     mid = np.where(np.isfinite(lo) & np.isfinite(hi), (lo + hi) / 2, 0.0)
-    g = ca.vertcat(ca.DM(N) @ ca.vertcat(-w[2], w[1]) - ca.DM(d - margin) * w[0], lifted)
+    g = ca.vertcat(zmp, lifted)
     solver = ca.nlpsol("single_support_nominal", "ipopt", {"x": q, "f": ca.sumsqr(q - mid), "g": g},
                        {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes"})  # fmt: skip
     sol = solver(x0=mid, lbx=np.where(np.isfinite(lo), lo, -np.pi), ubx=np.where(np.isfinite(hi), hi, np.pi),
-                 lbg=np.r_[np.full(len(d), -np.inf), lo_h], ubg=np.r_[np.zeros(len(d)), hi_h])  # fmt: skip
+                 lbg=np.r_[np.full(zmp.numel(), -np.inf), lo_h], ubg=np.r_[np.zeros(zmp.numel()), hi_h])  # fmt: skip
     if not solver.stats()["success"]:
         raise DataError(f"{model.name!r} finds no posture standing on {base!r} with the other sole lifted")
     return np.asarray(sol["x"]).ravel()

@@ -38,9 +38,7 @@ class TrajectoryCheck:
     min_sole_lift_m: float | None = None  # single support: the lifted sole's lowest corner above the ground
     max_sole_height_m: float | None = None  # ... its highest corner above the ground
     max_sole_tilt_rad: float | None = None  # ... its plane's largest tilt from the ground's
-    min_sole_apart_m: float | None = (
-        None  # ... its footprint's least distance from the stance sole (0: over it)
-    )
+    min_sole_apart_m: float | None = None  # ... its footprint's distance from the stance sole (0: over it)
     min_self_clearance_m: float | None = None  # robots with collision geometry: closest approach of two links
     closest_links: str | None = None  # the pair of links at that approach
     # self-collision: "checked", "no collision geometry" (nothing to check), or None (not asked)
@@ -127,9 +125,10 @@ def check_trajectory(
             base = single.base
         if np.all(np.isfinite(tmax)):
             tr = _torques(model, q, qd, qdd, params, base, tmax, problems)
-    clear = closest = None
+    clear = closest = collided = None
     if collision_margin is not None:
         clear, closest = _self_collision(model, q, params, collision_margin, problems)
+        collided = "checked" if clear is not None else "no collision geometry"
     v0, a0 = (np.abs(x[0]).max() for x in (qd, qdd))
     v1 = np.abs(qd[-1]).max()
     starts, ends = bool(v0 < 1e-6), bool(v1 < 1e-6)
@@ -148,11 +147,7 @@ def check_trajectory(
         load_share_range=share if chain is not None else None,
         min_self_clearance_m=clear,
         closest_links=closest,
-        self_collision=None
-        if collision_margin is None
-        else "checked"
-        if clear is not None
-        else "no collision geometry",
+        self_collision=collided,
         grid_points=len(t),
         dt=float(t[1] - t[0]),
         min_position_margin_rad=margin,

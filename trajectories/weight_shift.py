@@ -30,7 +30,7 @@ from robots import dynamics as dyn
 from robots.one_sole import one_sole, one_sole_problems, sole_corners, sole_polygon
 from robots.stance import lever_share, other_pose
 from robots.tree import RobotModel
-from trajectories.balance_excitation import ZMP_BUFFER, halfplanes
+from trajectories.balance_excitation import ZMP_BUFFER, zmp_rows
 from trajectories.closed_chain import (
     ClosedChain,
     chain_coordinates,
@@ -131,9 +131,9 @@ def _posture(
     q = ca.SX.sym("q", model.nq)
     c, _ = functions(model, chain)[0](q)
     w = wrench_at_rest(model, chain.base, chain.params, q)
-    N, d = halfplanes(polygon)
-    g = [c, ca.DM(N) @ ca.vertcat(-w[2], w[1]) - ca.DM(d - margin) * w[0]]
-    lo, hi = [np.zeros(6), np.full(len(d), -np.inf)], [np.zeros(6), np.zeros(len(d))]
+    zmp = zmp_rows(w, polygon, margin)
+    g = [c, zmp]
+    lo, hi = [np.zeros(6), np.full(zmp.numel(), -np.inf)], [np.zeros(6), np.zeros(zmp.numel())]
     if share is not None:  # s0 + gx·x + gy·y = share, times Fz (linear in the wrench)
         s0 = lever_share(model, np.zeros(2), chain_pose(chain), chain.base)
         gx = lever_share(model, np.array([1.0, 0.0]), chain_pose(chain), chain.base) - s0
