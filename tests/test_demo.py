@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from poise.cli import main
 
@@ -31,10 +32,10 @@ def test_demo_pipeline_kinematic(tmp_path, capsys):
 def test_demo_pipeline_on_the_physics_twin(tmp_path, capsys):
     """Poise's design and executor on the twin (the default robot). A run that loses a posture (a lightly loaded
     sole lifts and slides under the stiff legs' internal forces, then the robot tips) must stop like a safety
-    trip with every completed posture kept and identified; a complete run must report every posture, give every
-    estimate within 3 SE of the twin's truth (issue 12) and predict the boards' CoP at least as well as the true
-    parameters. Measured (sole pads, moves at the robot's rate) max |z| 2.65 and 1.91 (this seed and scale), 1.82
-    (make demo), 1.65 and 4.16 (seeds 2, 3: README, the physics twin's demo)."""
+    trip with every completed posture kept and identified; a complete run must report every posture, give its
+    estimates within 3 SE of the twin's truth as a family (issue 12; below) and predict the boards' CoP at least
+    as well as the true parameters. Measured (sole pads, moves at the robot's rate) max |z| 2.65 and 1.91 (this
+    seed and scale), 1.82 (make demo), 1.65 and 4.16 (seeds 2, 3: README, the physics twin's demo)."""
     argv = [
         "demo",
         "--out",
@@ -63,7 +64,13 @@ def test_demo_pipeline_on_the_physics_twin(tmp_path, capsys):
     assert out["executed"] == 18
     assert not [e for e in out["twin_events"] if e["kind"] in ("fall", "feet-contact")]
     assert np.median([r["min_margin_mm"] for r in report]) > 20.0  # measured CoP well inside, typically
-    assert max(p["z"] for p in out["parameters"]) <= 3.0
+    # within 3 SE as a family of 13 t-statistics on 2·18 − 13 = 23 dof: even an exact model puts one of them beyond
+    # 3 in 8 % of realisations, two beyond 3 in 0.3 %, and any beyond the Bonferroni bound (1 %: 3.87) in 1 %. The
+    # twin's 4096-tick encoders are most of its CoP misfit (README), fixed per posture, so this seed's realisation
+    # repeats: ϑ23 at −2.0…−3.1 SE over eight loaded runs (max |z| 2.39–3.13), −2.8 without noise, 3.65 once in CI
+    z = np.array([p["z"] for p in out["parameters"]])
+    dof = 2 * out["executed"] - z.size
+    assert np.sum(z > 3.0) <= 1 and z.max() <= stats.t.ppf(1 - 0.01 / (2 * z.size), dof), np.round(z, 2)
     err = out["cop_error_m"]
     # rms: least squares' measure (the mean of the norms measured 1.11 mm with the estimates, 0.95 with the truth)
     assert err["estimated"]["rms"] <= 1.1 * err["true"]["rms"]
