@@ -55,8 +55,10 @@ MAX_STEPS_PER_CALL = 100  # physics steps one device call may run (time_scale is
 # drivers on the twin's clock: the physics runs at most this far (simulated s) past the time they last waited for,
 # so a driver late with its tick (a loaded machine) holds the robot instead of letting it move on without the
 # setpoint (measured before: up to 164 ms late at --time-scale 0.5 under load, the residuals doubled) — the
-# lockstep of a simulator's use_sim_time. One robot-rate tick (100 Hz)
-DRIVER_LEAD_S = 0.01
+# lockstep of a simulator's use_sim_time. One physics step: with a robot-rate tick (10 ms) of lead, a driver slow
+# to wake let the physics run on and its setpoints landed up to 5 ms late (8 of 1001 ticks in a loaded run of the
+# twin test's 10 s double-support plan, the torso's lateral first moment then 3.2 SE off)
+DRIVER_LEAD_S = 0.001
 # ... unless they have not waited for this long (wall s): then they wait on something else (a host-clock timeout,
 # an operator) and the physics runs free until they wait for it again
 FREE_AFTER_S = 0.25
@@ -413,7 +415,8 @@ class Twin:
         cap = self.opts.max_steps_per_s
         next_allowed = time.monotonic()  # the step cap's schedule (max_steps_per_s)
         while not self._stop.is_set():
-            if self._hold_for_drivers():
+            allowed = self._steps_for_drivers()
+            if allowed == 0:
                 continue
             behind = (time.monotonic() - self._t_wall) * self.opts.time_scale / self.opts.timestep
             if behind < chunk:
@@ -424,28 +427,31 @@ class Twin:
                 if wait > 0:
                     time.sleep(wait)
                 next_allowed = max(next_allowed, time.monotonic() - 0.1) + chunk / cap
+            n = chunk if allowed is None else min(chunk, allowed)
             with self.lock:
-                self.run_steps(chunk)
-            self._t_wall += chunk * self.opts.timestep / self.opts.time_scale
+                self.run_steps(n)
+            self._t_wall += n * self.opts.timestep / self.opts.time_scale
             lag = time.monotonic() - self._t_wall
             if lag > 0.1:  # more than 100 ms behind: slow down rather than run a burst
                 self._t_wall += lag
                 self.lost_s += lag * self.opts.time_scale
             time.sleep(0)  # let the device threads in
 
-    def _hold_for_drivers(self) -> bool:
-        """Wait (briefly) when drivers on the twin's clock are more than DRIVER_LEAD_S behind the physics and
-        asked for a time within FREE_AFTER_S: True when the physics waited (pacing restarts from now)."""
+    def _steps_for_drivers(self) -> int | None:
+        """Physics steps allowed before the physics is DRIVER_LEAD_S past the time the drivers on the twin's clock
+        last waited for (None: no limit — not followed, or they have waited on something else for FREE_AFTER_S).
+        0: the physics waited briefly (pacing restarts from now)."""
         t = self._driver_t
-        if not self.clocked or t is None or self.d.time < t + DRIVER_LEAD_S:
-            return False
-        if time.monotonic() - self._driver_wall > FREE_AFTER_S:
-            return False
+        if not self.clocked or t is None or time.monotonic() - self._driver_wall > FREE_AFTER_S:
+            return None
+        n = math.floor((t + DRIVER_LEAD_S - self.d.time) / self.opts.timestep + 1e-6)
+        if n > 0:
+            return n
         t0 = time.monotonic()
         time.sleep(0.0002)
         self.held_s += time.monotonic() - t0
         self._t_wall = time.monotonic()  # no burst to catch up afterwards
-        return True
+        return 0
 
     def run_steps(self, n: int) -> None:
         """Advance the physics by n steps (checking for falls and tipping every 10 ms of simulated time)."""
