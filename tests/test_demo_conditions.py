@@ -39,7 +39,7 @@ def test_thesis_conditions_reproduce_the_thesis_failures(tmp_path, capsys):
     standing = out["standing"]
     assert len(standing) == 15 and out["standing_count"] == sum(r["stands"] for r in standing)
     failed = [r for r in standing if not r["stands"]]
-    assert len(failed) >= 3, standing  # measured 5 of 15 stand; the run fell at posture 10
+    assert len(failed) >= 3, standing  # measured 5 of 15 stand, 7 in this session's runs
     assert all({e.split(":")[0] for e in r["events"]} & FAILURES for r in failed)
     # the twin's events attributed to postures and phases by the executor's timeline (drivers on the twin's
     # clock); the first placement's set-down is where the thesis robot first rocks
@@ -53,7 +53,11 @@ def test_thesis_conditions_reproduce_the_thesis_failures(tmp_path, capsys):
     assert all(set(r["twin_events"]) == {"transition", "posture"} for r in out["execution"])
     if out["stopped"] is not None:  # the run met a failure: stopped, completed postures on disk
         assert out["executed"] < out["planned"]
-        assert {e["kind"] for e in out["twin_events"]} & FAILURES
+        # a fall, edge, lift, slip or the feet meeting — or the thesis's PD tracking error: a posture the P-only
+        # servos cannot settle (measured: posture 3, θ10 0.97° off and still moving after 2 × 10 s; before the
+        # twin's 1 ms lockstep the run fell at posture 10)
+        tracking = "did not settle" in out["stopped"] or "tracking error" in out["stopped"]
+        assert tracking or {e["kind"] for e in out["twin_events"]} & FAILURES, out["stopped"]
         lines = (tmp_path / "run" / "recording.csv").read_text().splitlines()
         assert (
             sum(not x.startswith("#") for x in lines) - 1 == out["executed"]

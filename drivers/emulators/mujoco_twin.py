@@ -355,6 +355,7 @@ class Twin:
         self.clocked = False  # set by TwinClock: the drivers pace themselves by simulated time
         self._driver_t: float | None = None  # the latest simulated time the drivers waited for (wait_until)
         self._driver_wall = 0.0  # when they asked (monotonic s)
+        self._driver_asked = threading.Event()  # set when they wait for a later time: a held physics goes on
         self.held_s = 0.0  # wall s the physics waited for late drivers
         self.d.qpos[self.qadr] = self.goal
         self._apply()
@@ -440,7 +441,7 @@ class Twin:
     def _steps_for_drivers(self) -> int | None:
         """Physics steps allowed before the physics is DRIVER_LEAD_S past the time the drivers on the twin's clock
         last waited for (None: no limit — not followed, or they have waited on something else for FREE_AFTER_S).
-        0: the physics waited briefly (pacing restarts from now)."""
+        0: the physics waited for them to ask for a later time, at most until FREE_AFTER_S (pacing restarts then)."""
         t = self._driver_t
         if not self.clocked or t is None or time.monotonic() - self._driver_wall > FREE_AFTER_S:
             return None
@@ -448,7 +449,11 @@ class Twin:
         if n > 0:
             return n
         t0 = time.monotonic()
-        time.sleep(0.0002)
+        self._driver_asked.clear()
+        if (
+            self._driver_t == t
+        ):  # no newer time since it was read: sleep until one comes, not in a polling loop
+            self._driver_asked.wait(min(0.05, max(0.0, FREE_AFTER_S - (t0 - self._driver_wall)) + 0.001))
         self.held_s += time.monotonic() - t0
         self._t_wall = time.monotonic()  # no burst to catch up afterwards
         return 0
@@ -512,6 +517,7 @@ class Twin:
             return
         self._driver_t = t_sim if self._driver_t is None else max(self._driver_t, t_sim)
         self._driver_wall = time.monotonic()
+        self._driver_asked.set()
         with self._stepped:
             while self.d.time < t_sim - 1e-9:
                 thread = self._thread
