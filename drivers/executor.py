@@ -298,6 +298,16 @@ class Executor:
             q = self._tick(sp, posture, "move", None, off)
         return q
 
+    def _catch_up_in_air(self, q_to: np.ndarray, posture: int, q: np.ndarray) -> np.ndarray:
+        """Hold the air move's last setpoint until the lagging servos are within half the tracking trip of it (at
+        most settle_timeout_s): the operator then sets down a robot in its posture, and the settle that follows
+        does not trip on the air move's lag (measured: 16.5° of θ7 at the end of a 1.25 ms-tick move, 8×)."""
+        t0 = self.clock.now()
+        limit = math.radians(self.ex.track_trip_deg / 2)
+        while np.max(np.abs(q - q_to)) > limit and self.clock.now() - t0 < self.ex.settle_timeout_s / self.k:
+            q = self._tick(q_to, posture, "move", None)
+        return q
+
     def _ground_move(self, prev, p, q_meas: np.ndarray) -> Move:
         """The pre-flight move to p, or — when the encoders put the other sole away from its planned placement
         (the robot settled, a sole slid) — the same path adapted to the measured placement and checked again
@@ -510,7 +520,8 @@ class Executor:
                 self._progress(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s),
                                "move" if new_placement else "transition")  # fmt: skip
                 q = self._move(mv.setpoints, p.index, on_ground=not new_placement)
-                if new_placement:
+                if new_placement and q is not None:
+                    q = self._catch_up_in_air(mv.setpoints[-1], p.index, q)
                     self._progress(Progress(n, total, p.index, p.placement, "place"))
                     self.operator.place(self.plan.placement(p.placement), right_off, left_off)
                 self._progress(Progress(n, total, p.index, p.placement, "settle"))
