@@ -59,9 +59,11 @@ def plot_forecast(
     practical_s: float,
     out: str | Path,
     title: str = "",
+    also: tuple[str, np.ndarray] | None = None,
 ) -> Path:
     """Forecast relative SE per base parameter (log scale) against the `well_pct` line, coloured by verdict:
-    determined as planned, determined if the motion is repeated up to `practical_s`, beyond."""
+    determined as planned, determined if the motion is repeated up to `practical_s`, beyond. `also`: (label,
+    relative SEs) of another design, drawn as markers over the bars."""
     rel = np.asarray(rel_se_pct, dtype=float)
     need = np.asarray(needed_s, dtype=float)
     colour = np.where(rel < well_pct, "tab:green", np.where(need <= practical_s, "tab:orange", "tab:red"))
@@ -69,12 +71,17 @@ def plot_forecast(
     x = np.arange(len(symbols))
     ax.bar(x, np.where(np.isfinite(rel), rel, np.nan), color=colour)
     ax.axhline(well_pct, color="k", lw=1.0, ls="--")
+    if also is not None:
+        ax.plot(x, np.asarray(also[1], dtype=float), "k_", ms=9, mew=2, label=also[0])
     ax.set_yscale("log")
     ax.set_xticks(x, symbols, rotation=90, fontsize=7)
     ax.set_ylabel("forecast relative SE [%]")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("tab:green", "tab:orange", "tab:red")]
     labels = [f"< {well_pct:g} % in {duration_s:.0f} s", f"< {well_pct:g} % if repeated ≤ {practical_s:g} s",
               f"beyond {practical_s:g} s"]  # fmt: skip
+    if also is not None:
+        handles.append(plt.Line2D([], [], color="k", marker="_", ls="", ms=9, mew=2))
+        labels.append(also[0])
     ax.legend(handles, labels, fontsize=7, loc="upper left")
     ax.grid(alpha=0.3, axis="y")
     ax.set_title(title or "What the plan will determine (noise alone)", fontsize=9)

@@ -19,6 +19,7 @@ __all__ = [
     "OneLineParser",
     "OutputFile",
     "add_force",
+    "base_parameter",
     "boards_endpoint",
     "check_outputs",
     "count",
@@ -119,6 +120,18 @@ def pair_of_nonnegative(text: str) -> tuple[float, float]:
             f"expected two numbers ≥ 0 separated by a comma, e.g. 5,2 (got {text!r})"
         )
     return values[0], values[1]
+
+
+def base_parameter(text: str) -> int:
+    """'ϑ5', 'theta5' or '5' -> 4: a base parameter as the tables name it, 0-based."""
+    digits = text.strip()
+    for prefix in ("ϑ", "theta", "θ"):
+        if digits.lower().startswith(prefix):
+            digits = digits[len(prefix) :]
+            break
+    if not digits.isdigit() or int(digits) < 1:
+        raise argparse.ArgumentTypeError(f"expected a base parameter such as ϑ5 (or 5), got {text!r}")
+    return int(digits) - 1
 
 
 seed = integer(0, 2**32 - 1)  # numpy's SeedSequence takes non-negative integers

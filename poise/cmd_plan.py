@@ -114,9 +114,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     at.add_force(a)
     a.set_defaults(func=cmd_augment)
 
-    from poise import cmd_plan_doggy, cmd_plan_trajectory
+    from poise import cmd_plan_doggy, cmd_plan_reach, cmd_plan_trajectory
 
     cmd_plan_trajectory.register(s)
+    cmd_plan_reach.register(s)
     cmd_plan_doggy.register(s)
 
     c = s.add_parser("check", help="verify a plan with shapely: limits, feet, margins, transitions, κ")

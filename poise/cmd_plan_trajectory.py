@@ -29,28 +29,15 @@ def register(s: argparse._SubParsersAction) -> None:
     t.add_argument("robot", help="robot model name or URDF / .poise.toml file")
     t.add_argument("--out", type=at.out_file, required=True, help="trajectory plan file to write (JSON)")
     at.add_force(t)
-    t.add_argument(
-        "--duration",
-        type=at.number(0.0, 3600.0, lo_open=True),
-        default=60.0,
-        help="total duration in s (whole periods, ≤ 3600)",
-    )
-    t.add_argument(
-        "--period",
-        type=at.number(0.0, 3600.0, lo_open=True),
-        default=10.0,
-        help="period of the Fourier series in s",
-    )
-    t.add_argument("--harmonics", type=at.integer(1, 100), default=5, help="harmonics per joint")
-    t.add_argument(
-        "--samples",
-        type=at.integer(1, 10_000),
-        default=100,
-        help="grid points per period for κ and torque limits",
-    )
+    add_design_arguments(t)
     t.add_argument("--criterion", choices=["kappa", "logdet", "logvar"], default="kappa",
                    help="kappa: κ (smooth surrogate); logdet: −log det (D-optimal); logvar: Σ log of the parameters' "
                         "variances (each scale-free; penalises correlation; starts from the D-optimum)")  # fmt: skip
+    t.add_argument(
+        "--focus", type=at.base_parameter, nargs="+", metavar="ϑN",
+        help="with --criterion logvar: sum the log variances of these base parameters only (e.g. those the runs made "
+        "leave undetermined that the motion can still reach: `plan forecast --json`'s determined_if_repeated)",
+    )  # fmt: skip
     t.add_argument(
         "--row-noise", type=at.positive, nargs=3, metavar=("FZ", "MX", "MY"),
         help="standing (double or single support): the boards' noise σ per sample, Fz [N], Mx, My [N·m] — the "
@@ -68,79 +55,11 @@ def register(s: argparse._SubParsersAction) -> None:
         help="columns: κ of the column-normalised base regressor (default); none: raw",
     )
     t.add_argument(
-        "--base", default=None, help="fixed base link, or the stance base (sole) of a standing robot"
-    )
-    t.add_argument(
-        "--double-support",
-        action="store_true",
-        help="a biped standing on two boards: closed chain, ZMP inside the support polygon, Fz/Mx/My regressor",
-    )
-    t.add_argument(
-        "--single-support",
-        action="store_true",
-        help="a biped standing on its base sole (one board), the other sole lifted: ZMP inside the stance sole, "
-        "Fz/Mx/My regressor",
-    )
-    t.add_argument(
-        "--lift",
-        type=at.number(0.0, 1.0),
-        default=0.02,
-        help="single support: the lifted sole's corners stay this far above the ground [m] (default 0.02)",
-    )
-    t.add_argument("--max-lift", type=at.positive, default=0.25,
-                   help="single support: ... and at most this far [m] (default 0.25)")  # fmt: skip
-    t.add_argument("--max-sole-tilt", type=at.number(0.0, 180.0, lo_open=True), default=30.0,
-                   help="single support: the lifted sole's plane within this of the ground's [deg] (default 30)")  # fmt: skip
-    t.add_argument(
         "--config", type=at.text_file,
         help="single support: the robot TOML (executor rate, velocity limit, min_margin) whose run's weight shifts "
         "from both soles each start must pass, as `plan check` plans them (default: the bundled one when it is this "
         "robot's; else they are not checked)",
     )  # fmt: skip
-    t.add_argument(
-        "--zmp-margin",
-        type=at.nonnegative,
-        default=0.02,
-        help="double/single support: ZMP margin inside the support polygon in m (default 0.02)",
-    )
-    t.add_argument(
-        "--load-share",
-        type=at.number(0.0, 0.5, hi_open=True),
-        default=0.0,
-        help="double support: each sole's lever-rule share of the load stays ≥ this at every sample (a nearly "
-        "unloaded sole rocks or slides under stiff legs; e.g. 0.25)",
-    )
-    t.add_argument(
-        "--collision-margin",
-        type=at.number(0.0, 1.0),
-        default=0.01,
-        help="m of clearance kept between links that can meet (URDF collision geometry; default 0.01)",
-    )
-    t.add_argument(
-        "--no-self-collision",
-        action="store_true",
-        help="do not keep links apart (e.g. no collision geometry)",
-    )
-    t.add_argument("--simplified", action="store_true", help="the robot description's simplified model")
-    t.add_argument(
-        "--params", default=None, help="guessed parameters for torque limits (default: the model's)"
-    )
-    t.add_argument(
-        "--position-margin", type=at.nonnegative, default=0.05, help="rad kept from each position limit"
-    )
-    t.add_argument(
-        "--velocity-fraction",
-        type=at.number(0.0, 1.0, lo_open=True),
-        default=0.98,
-        help="fraction of the description's joint velocity limits the design may use (e.g. to stay under the "
-        "executor's velocity_limit; default 0.98)",
-    )
-    t.add_argument(
-        "--max-iter",
-        type=at.count,
-        default=400,
-        help="IPOPT iterations of the last continuation stage (the earlier, warm-start stages get half)",
-    )
     t.add_argument("--starts", type=at.count, default=1, help="random starts")
     t.add_argument(
         "--workers", type=at.count, default=None, help="worker processes (default: min(starts, CPUs))"
@@ -159,13 +78,6 @@ def register(s: argparse._SubParsersAction) -> None:
         "dynamic reads them) —: design the next experiment to complete their information (of the same motion: fixed "
         "base with joint torques, double support in their foot placement, or single support on the same sole; plans "
         "--simplified alike)",
-    )
-    t.add_argument("--seed", type=at.seed, default=1)
-    t.add_argument(
-        "--rate-hz",
-        type=at.number(0.0, 10_000.0, lo_open=True),
-        default=100.0,
-        help="streaming rate for the executor",
     )
     t.add_argument("--json", action="store_true", help="print a machine-readable summary")
     t.set_defaults(func=cmd_trajectory)
@@ -196,6 +108,105 @@ def register(s: argparse._SubParsersAction) -> None:
     f.add_argument("--plot", type=at.image_file, help="bar chart of the forecast relative SEs (PNG)")
     at.add_force(f)
     f.set_defaults(func=cmd_forecast_trajectory)
+
+
+def add_design_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of what an excitation design is (duration, grid, motion, limits, seed) that `plan trajectory`
+    and `plan reach` share."""
+    p.add_argument(
+        "--duration",
+        type=at.number(0.0, 3600.0, lo_open=True),
+        default=60.0,
+        help="total duration in s (whole periods, ≤ 3600)",
+    )
+    p.add_argument(
+        "--period",
+        type=at.number(0.0, 3600.0, lo_open=True),
+        default=10.0,
+        help="period of the Fourier series in s",
+    )
+    p.add_argument("--harmonics", type=at.integer(1, 100), default=5, help="harmonics per joint")
+    p.add_argument(
+        "--samples",
+        type=at.integer(1, 10_000),
+        default=100,
+        help="grid points per period for κ and torque limits",
+    )
+    p.add_argument(
+        "--base", default=None, help="fixed base link, or the stance base (sole) of a standing robot"
+    )
+    p.add_argument(
+        "--double-support",
+        action="store_true",
+        help="a biped standing on two boards: closed chain, ZMP inside the support polygon, Fz/Mx/My regressor",
+    )
+    p.add_argument(
+        "--single-support",
+        action="store_true",
+        help="a biped standing on its base sole (one board), the other sole lifted: ZMP inside the stance sole, "
+        "Fz/Mx/My regressor",
+    )
+    p.add_argument(
+        "--lift",
+        type=at.number(0.0, 1.0),
+        default=0.02,
+        help="single support: the lifted sole's corners stay this far above the ground [m] (default 0.02)",
+    )
+    p.add_argument("--max-lift", type=at.positive, default=0.25,
+                   help="single support: ... and at most this far [m] (default 0.25)")  # fmt: skip
+    p.add_argument("--max-sole-tilt", type=at.number(0.0, 180.0, lo_open=True), default=30.0,
+                   help="single support: the lifted sole's plane within this of the ground's [deg] (default 30)")  # fmt: skip
+    p.add_argument(
+        "--zmp-margin",
+        type=at.nonnegative,
+        default=0.02,
+        help="double/single support: ZMP margin inside the support polygon in m (default 0.02)",
+    )
+    p.add_argument(
+        "--load-share",
+        type=at.number(0.0, 0.5, hi_open=True),
+        default=0.0,
+        help="double support: each sole's lever-rule share of the load stays ≥ this at every sample (a nearly "
+        "unloaded sole rocks or slides under stiff legs; e.g. 0.25)",
+    )
+    p.add_argument(
+        "--collision-margin",
+        type=at.number(0.0, 1.0),
+        default=0.01,
+        help="m of clearance kept between links that can meet (URDF collision geometry; default 0.01)",
+    )
+    p.add_argument(
+        "--no-self-collision",
+        action="store_true",
+        help="do not keep links apart (e.g. no collision geometry)",
+    )
+    p.add_argument("--simplified", action="store_true", help="the robot description's simplified model")
+    p.add_argument(
+        "--params", default=None, help="guessed parameters for torque limits (default: the model's)"
+    )
+    p.add_argument(
+        "--position-margin", type=at.nonnegative, default=0.05, help="rad kept from each position limit"
+    )
+    p.add_argument(
+        "--velocity-fraction",
+        type=at.number(0.0, 1.0, lo_open=True),
+        default=0.98,
+        help="fraction of the description's joint velocity limits the design may use (e.g. to stay under the "
+        "executor's velocity_limit; default 0.98)",
+    )
+    p.add_argument(
+        "--max-iter",
+        type=at.count,
+        default=400,
+        help="IPOPT iterations of the last continuation stage (the earlier, warm-start stages get half)",
+    )
+    p.add_argument("--seed", type=at.seed, default=1)
+    p.add_argument(
+        "--rate-hz",
+        type=at.number(0.0, 10_000.0, lo_open=True),
+        default=100.0,
+        help="streaming rate for the executor",
+    )
 
 
 def _motion(args: argparse.Namespace) -> str:
@@ -243,6 +254,7 @@ def _settings(args: argparse.Namespace):
         self_collision=not args.no_self_collision,
         collision_margin=args.collision_margin,
         row_noise=tuple(args.row_noise) if args.row_noise else None,
+        focus=tuple(args.focus) if args.focus else None,
     )
     s.validate()
     return s
@@ -615,45 +627,12 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     """`plan forecast`: the base parameters a plan determines, from its own regressor and a stated noise level."""
     import numpy as np
 
-    from drivers.wbb.geometry import PLATE_HEIGHT
     from formats.trajectory_plan import load_trajectory_plan
-    from identify.dynamic import DynamicEstimator
-    from identify.forecast import forecast_motions
-    from robots.params_io import resolve_params
-    from trajectories.plan import plan_model, plan_recording, plan_trajectory
-    from trajectories.verify import sample_grid
+    from poise.workflows.plan_forecast import forecast_plans
 
     plans = [load_trajectory_plan(p) for p in args.plan]
-    plan = plans[0]
-    model = plan_model(plan)
-    params = resolve_params(args.params or plan.params or next(iter(model.params)), model)
-    rate = args.rate_hz or plan.rate_hz
-    motions, kinds = [], set()
-    for name, p in zip(args.plan, plans, strict=True):
-        if p.robot != plan.robot or list(p.joint_names) != list(plan.joint_names):
-            raise DataError(
-                f"{name} is a plan for {p.robot!r}; {args.plan[0]} for {plan.robot!r}: forecast one robot"
-            )
-        if (args.rate_hz or p.rate_hz) != rate:
-            raise DataError(
-                f"{name} streams at {p.rate_hz:g} Hz, {args.plan[0]} at {rate:g} Hz: give --rate-hz"
-            )
-        traj = plan_trajectory(p, model)
-        how = plan_recording(p, traj)
-        kinds.add((how.standing, how.base, bool(p.settings.get("simplified", False))))
-        t = sample_grid(traj, 1.0 / rate)
-        q, _, _ = traj.sample(t)
-        meta = dict(how.meta)
-        if how.standing:  # as `poise run` records it: moments about the boards' cells
-            meta["moment_z_m"] = f"{-PLATE_HEIGHT:.6g}"
-        motions.append((t, q, meta))
-    if len(kinds) > 1:
-        raise DataError("the plans identify different things (standing or not, base, simplified model): "
-                        "forecast them apart")  # fmt: skip
-    standing, base, simplified = kinds.pop()
-    est = DynamicEstimator(model, base, simplified, not args.no_friction and not standing,
-                           quantity="wrench" if standing else "torque")  # fmt: skip
-    fc = forecast_motions(est, motions, args.noise, params)
+    pf = forecast_plans(plans, args.plan, args.noise, args.params, args.rate_hz, not args.no_friction)
+    fc, model, params, rate, standing = pf.forecast, pf.model, pf.params, pf.rate_hz, pf.standing
     out = fc.to_dict(args.well, args.practical_s)
     if args.plot:
         from identify.plots import plot_forecast

@@ -44,15 +44,17 @@ def log_det_information(H: np.ndarray) -> tuple[float, np.ndarray]:
     return float(-2 * np.sum(np.log(s))), -2 * (U / s) @ Vt
 
 
-def log_variances(H: np.ndarray) -> tuple[float, np.ndarray]:
-    """Σᵢ log [(HᵀH)⁻¹]ᵢᵢ (to minimise: the parameters' log variances, each scale-free) and ∂/∂H =
-    −2 H M⁻¹ diag(1/c) M⁻¹, c = diag M⁻¹, via the SVD. Unlike log det it penalises correlation."""
+def log_variances(H: np.ndarray, weights: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """Σᵢ wᵢ log [(HᵀH)⁻¹]ᵢᵢ (to minimise: the parameters' log variances, each scale-free; w = 1 by default, or 1
+    on the parameters a design focuses on) and ∂/∂H = −2 H M⁻¹ diag(w/c) M⁻¹, c = diag M⁻¹, via the SVD. Unlike
+    log det it penalises correlation."""
     U, s, Vt = np.linalg.svd(H, full_matrices=False)
     s = np.maximum(s, 1e-300)
     c = np.sum((Vt / s[:, None]) ** 2, axis=0)
-    B = (Vt / c) @ Vt.T  # Vᵀ diag(1/c) V
+    w = np.ones_like(c) if weights is None else np.asarray(weights, dtype=float)
+    B = (Vt * (w / c)) @ Vt.T  # Vᵀ diag(w/c) V
     G = -2 * (U / s) @ (B / s**2) @ Vt
-    return float(np.sum(np.log(c))), G
+    return float(np.sum(w * np.log(c))), G
 
 
 def normalised_columns(H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

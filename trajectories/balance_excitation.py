@@ -41,6 +41,7 @@ from trajectories.excitation import (
     Prior,
     _Criterion,
     _JacobianNode,
+    check_focus,
     check_prior,
     criterion_stages,
     finish_with_prior,
@@ -369,6 +370,7 @@ def optimise_balance(
     prob = design_balance_problem(model, settings, chain, zmp_margin)
     x0, _ = balance_start(model, settings, chain, rng, amplitude)
     check_prior(prior, prob["base"].rank)
+    check_focus(settings, prob["base"].rank)
     x, iterations, status, stages = _solve_balance(prob, settings, prior, x0, criterion_stages(settings))
     ratio = grid_torque_ratio(model, chain, settings, prob, x)
     if ratio is not None and ratio > 1.0:

@@ -85,6 +85,9 @@ class ExcitationSettings:
     row_noise: tuple[float, ...] | None = None
     self_collision: bool = True  # keep links apart (sphere sets from the URDF's collision geometry), if any
     collision_margin: float = 0.01  # m of clearance between links that can meet
+    # logvar: the base parameters (0-based indices) whose log variances the criterion sums — the next experiment for
+    # the parameters still undetermined, not for all (None: every base parameter)
+    focus: tuple[int, ...] | None = None
 
     def validate(self) -> None:
         if self.motion not in MOTIONS:
@@ -117,6 +120,16 @@ class ExcitationSettings:
                                 f"got {self.row_noise} for motion {self.motion!r}")  # fmt: skip
         if self.criterion not in CRITERIA:
             raise DataError(f"criterion must be one of {CRITERIA}, got {self.criterion!r}")
+        if self.focus is not None:
+            if self.criterion != "logvar":
+                raise DataError(
+                    f"a focus on some base parameters needs the logvar criterion, not {self.criterion!r}"
+                )
+            f = list(self.focus)
+            if not f or any(not isinstance(i, (int, np.integer)) or i < 0 for i in f) or len(set(f)) < len(f):
+                raise DataError(
+                    f"focus must name distinct base parameters (0-based indices ≥ 0), got {self.focus}"
+                )
         if self.scaling not in SCALINGS:
             raise DataError(f"scaling must be one of {SCALINGS}, got {self.scaling!r}")
         for name in ("period", "duration", "acceleration_default"):
@@ -412,6 +425,22 @@ def check_prior(prior: Prior | None, rank: int) -> None:
         raise DataError(f"prior regressor has shape {prior.rows.shape}; expected (rows, {rank})")
 
 
+def check_focus(settings: ExcitationSettings, rank: int) -> None:
+    """The focus must name base parameters of the design's regressor."""
+    if settings.focus is not None and max(settings.focus) >= rank:
+        bad = ", ".join(f"ϑ{i + 1}" for i in settings.focus if i >= rank)
+        raise DataError(f"focus names {bad}; the base regressor has {rank} parameters (ϑ1–ϑ{rank})")
+
+
+def focus_weights(settings: ExcitationSettings, rank: int) -> np.ndarray | None:
+    """1 on the focused base parameters, 0 elsewhere (None: all count)."""
+    if settings.focus is None:
+        return None
+    w = np.zeros(rank)
+    w[list(settings.focus)] = 1.0
+    return w
+
+
 def criterion_value(W: np.ndarray, settings: ExcitationSettings, p: float) -> tuple[float, np.ndarray]:
     """The criterion and its gradient w.r.t. the raw stacked regressor W."""
     if settings.scaling == "columns":
@@ -421,7 +450,7 @@ def criterion_value(W: np.ndarray, settings: ExcitationSettings, p: float) -> tu
     if settings.criterion == "kappa":
         f, G = surrogate(Wn, p)
     elif settings.criterion == "logvar":
-        f, G = log_variances(Wn)
+        f, G = log_variances(Wn, focus_weights(settings, W.shape[1]))
     else:
         f, G = log_det_information(Wn)
     G = normalised_gradient(Wn, d, G) if d is not None else G
@@ -665,6 +694,7 @@ def solve_lazy_torques(
     stage solved again with them only if one is exceeded. Returns (problem, x, iterations, status, stages)."""
     prob = build(False)
     check_prior(prior, prob["base"].rank)
+    check_focus(settings, prob["base"].rank)
     x, iterations, status, stages = _solve_stages(prob, settings, prior, x0)
     ratio = _torque_ratio(prob, x) if np.all(np.isfinite(prob["limits"][4])) else None
     if ratio is not None and ratio > 1.0:

@@ -13,7 +13,10 @@ from robots.registry import get_model
 from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior, optimise
 
 
-def _one(robot: str, settings: ExcitationSettings, seed: int, prior: Prior | None = None) -> ExcitationResult:
+def design_one(
+    robot: str, settings: ExcitationSettings, seed: int, prior: Prior | None = None
+) -> ExcitationResult:
+    """One start's design of the robot named by `robot` (a worker process rebuilds the model from it)."""
     result = optimise(get_model(robot), settings, seed=seed, prior=prior)
     result.seed = seed  # the starts come back sorted: which one each is
     return result
@@ -44,7 +47,8 @@ def design_starts(
             robot = os.path.abspath(robot)
         with connect_scheduler(scheduler) as client:
             futures = {
-                client.submit(_one, robot, settings, seed + k, prior, pure=False): k for k in range(starts)
+                client.submit(design_one, robot, settings, seed + k, prior, pure=False): k
+                for k in range(starts)
             }
             for fut in dask_completed(list(futures)):
                 r = fut.result()
@@ -53,13 +57,13 @@ def design_starts(
                     on_result(futures[fut], r)
     elif workers == 1:
         for k in range(starts):
-            r = _one(robot, settings, seed + k, prior)
+            r = design_one(robot, settings, seed + k, prior)
             results.append(r)
             if on_result:
                 on_result(k, r)
     else:
         with ProcessPoolExecutor(workers) as pool:
-            futures = {pool.submit(_one, robot, settings, seed + k, prior): k for k in range(starts)}
+            futures = {pool.submit(design_one, robot, settings, seed + k, prior): k for k in range(starts)}
             for fut in as_completed(futures):
                 r = fut.result()
                 results.append(r)

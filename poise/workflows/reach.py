@@ -1,0 +1,165 @@
+"""What a motion class can determine at all: each base parameter's relative SE in a run designed for it alone.
+
+A design for all parameters at once trades them against each other; one designed for ϑk alone (the logvar
+criterion focused on ϑk: c-optimal) shows the best this class of motion — its limits, balance, duration — does for
+ϑk under the stated noise. A parameter that even its own design leaves beyond the practical recording length is
+one the motion class cannot determine; one within it can be, and a design for all of them is measured against that.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from formats.errors import DataError
+from trajectories.excitation import ExcitationResult, ExcitationSettings
+from trajectories.multistart import design_one
+from trajectories.plan import make_plan
+
+VERDICTS = ("one run", "repeated", "beyond", "infeasible", "zero guess")
+
+
+@dataclass
+class ParameterReach:
+    """One base parameter: its relative SE in one run designed for it alone and in the design for all at once."""
+
+    symbol: str
+    formula: str
+    guess: float
+    rel_se_pct: float  # designed for it alone, one run of the settings' duration
+    needed_s: float  # that motion repeated to the target relative SE (SE ∝ 1/√time)
+    all_at_once_rel_se_pct: float  # in the design for every parameter (logvar)
+    # one of VERDICTS: determined in one run, by repeating it within the practical length, beyond it, its design
+    # fails verification, or no relative SE (the guessed value is zero)
+    verdict: str
+    seconds: float  # its design's time
+
+
+@dataclass
+class Reach:
+    """`parameter_reach`'s result."""
+
+    parameters: list[ParameterReach]
+    duration_s: float
+    noise: list[float]
+    well_pct: float
+    practical_s: float
+    all_at_once_determined: list[str]
+
+    def symbols(self, verdict: str) -> list[str]:
+        return [p.symbol for p in self.parameters if p.verdict == verdict]
+
+    def to_dict(self) -> dict:
+        def num(v: float) -> float | None:
+            return float(v) if np.isfinite(v) else None
+
+        return {
+            "duration_s": self.duration_s,
+            "noise": self.noise,
+            "well_pct": self.well_pct,
+            "practical_s": self.practical_s,
+            **{key: self.symbols(v) for key, v in zip(
+                ("one_run", "if_repeated", "beyond_practical", "infeasible", "zero_guess"), VERDICTS, strict=True)},
+            "all_at_once_determined": self.all_at_once_determined,
+            "parameters": [
+                {"symbol": p.symbol, "formula": p.formula, "guess": num(p.guess), "rel_se_pct": num(p.rel_se_pct),
+                 "needed_s": num(p.needed_s), "all_at_once_rel_se_pct": num(p.all_at_once_rel_se_pct),
+                 "verdict": p.verdict, "seconds": p.seconds}
+                for p in self.parameters
+            ],
+        }  # fmt: skip
+
+
+def parameter_reach(
+    robot: str,
+    model,
+    settings: ExcitationSettings,
+    noise: Sequence[float],
+    which: Sequence[int] | None = None,
+    seed: int = 1,
+    rate_hz: float = 100.0,
+    well_pct: float = 15.0,
+    practical_s: float = 600.0,
+    workers: int | None = None,
+    on_design: Callable[[str], None] | None = None,
+) -> Reach:
+    """Design one run for every base parameter in `which` (0-based; default all) alone and one for all at once
+    (logvar, raw units, rows weighted by the noise when standing), in worker processes, and forecast each under
+    white `noise` per recorded sample (`plan forecast`'s). `on_design(label)` after each design."""
+    from poise.workflows.plan_forecast import forecast_plans
+
+    base = replace(settings, criterion="logvar", scaling="none", max_kappa=None, focus=None)
+    if settings.motion != "free":
+        sig = np.asarray(noise, dtype=float)
+        base = replace(
+            base, row_noise=tuple(np.broadcast_to(sig, 3).tolist()) if sig.size in (1, 3) else None
+        )
+    base.validate()
+    jobs: dict[str, ExcitationSettings] = {"all": base}
+    if which is not None:
+        which = sorted(set(which))
+        if not which:
+            raise DataError("name at least one base parameter")
+        jobs |= {f"ϑ{k + 1}": replace(base, focus=(k,)) for k in which}
+    results = _design(robot, jobs, seed, workers, on_design)
+
+    def forecast(res: ExcitationResult, s: ExcitationSettings):
+        plan = make_plan(robot, model, res, s, seed, rate_hz)
+        return forecast_plans([plan], [robot], noise, rate_hz=rate_hz, friction=False).forecast
+
+    every = forecast(results["all"], base)
+    nb = every.inertial
+    if which is None:  # now that the base is known
+        which = list(range(nb))
+        more = {f"ϑ{k + 1}": replace(base, focus=(k,)) for k in which}
+        results |= _design(robot, more, seed, workers, on_design)
+        jobs |= more
+    elif max(which) >= nb:
+        raise DataError(f"ϑ{max(which) + 1} is not a base inertial parameter of this motion (ϑ1–ϑ{nb})")
+    if list(results["all"].base_symbols[:nb]) != list(every.symbols[:nb]):
+        raise DataError("the design's base parameters are not the fit's: cannot match them by name")
+    now, _, _ = every.determined(well_pct, practical_s)
+    out = []
+    for k in which:
+        label = f"ϑ{k + 1}"
+        res = results[label]
+        fc = forecast(res, jobs[label])
+        rel, need = float(fc.rel_se_pct[k]), float(fc.needed_s(well_pct)[k])
+        verdict = (
+            "infeasible" if not res.verification.get("ok")
+            else "zero guess" if fc.guess[k] == 0
+            else "one run" if rel < well_pct else "repeated" if need <= practical_s else "beyond"
+        )  # fmt: skip
+        out.append(ParameterReach(fc.symbols[k], fc.formulas[k], float(fc.guess[k]), rel, need,
+                                  float(every.rel_se_pct[k]), verdict, res.seconds))  # fmt: skip
+    sig = [float(v) for v in np.atleast_1d(noise)]
+    return Reach(out, settings.duration, sig, well_pct, practical_s, now)
+
+
+def _design(
+    robot: str,
+    jobs: dict[str, ExcitationSettings],
+    seed: int,
+    workers: int | None,
+    on_design: Callable[[str], None] | None,
+) -> dict[str, ExcitationResult]:
+    """Each job's design (same seed: the same start for every parameter), in `workers` processes."""
+    workers = max(1, min(len(jobs), workers or os.cpu_count() or 1))
+    out: dict[str, ExcitationResult] = {}
+    if workers == 1:
+        for label, s in jobs.items():
+            out[label] = design_one(robot, s, seed)
+            if on_design:
+                on_design(label)
+        return out
+    with ProcessPoolExecutor(workers) as pool:
+        futures = {pool.submit(design_one, robot, s, seed): label for label, s in jobs.items()}
+        for fut in as_completed(futures):
+            out[futures[fut]] = fut.result()
+            if on_design:
+                on_design(futures[fut])
+    return out
