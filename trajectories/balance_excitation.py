@@ -43,6 +43,7 @@ from trajectories.excitation import (
     _JacobianNode,
     check_focus,
     check_prior,
+    focus_record,
     criterion_stages,
     finish_with_prior,
     ipopt_options,
@@ -436,7 +437,8 @@ def _solve_balance(prob: dict, settings: ExcitationSettings, prior: Prior | None
         W = np.asarray(prob["W_fun"](x))
         stages.append({"criterion": stage.criterion, "sharpness": p, "status": status,
                        "iterations": int(st.get("iter_count", 0)),
-                       "kappa_scaled": kappa(normalised_columns(W)[0]), "kappa": kappa(W), "timing_s": timing})  # fmt: skip
+                       "kappa_scaled": kappa(normalised_columns(W)[0]), "kappa": kappa(W), "timing_s": timing}
+                      | focus_record(stage))  # fmt: skip
     return x, iterations, status, stages
 
 
