@@ -78,7 +78,9 @@ def test_focused_design_lowers_the_focused_variance(ur5):
     res = optimise(ur5, replace(SMALL, focus=(k,)), seed=2)
     assert res.verification["ok"], res.verification["problems"]
     assert [(st["criterion"], st.get("focus")) for st in res.stages] == [
-        ("logdet", None), ("logvar", None), ("logvar", ["ϑ6"])
+        ("logdet", None),
+        ("logvar", None),
+        ("logvar", ["ϑ6"]),
     ]
     focused = variances(res)
     assert focused[k] < 0.75 * plain[k]

@@ -43,9 +43,9 @@ from trajectories.excitation import (
     _JacobianNode,
     check_focus,
     check_prior,
-    focus_record,
     criterion_stages,
     finish_with_prior,
+    focus_record,
     ipopt_options,
     posture_clearance_rows,
 )
