@@ -485,8 +485,12 @@ def criterion_stages(settings: ExcitationSettings) -> list[tuple[ExcitationSetti
         stages = [(plain, p) for p in settings.sharpness]
     if settings.criterion == "logvar":  # from D-optimality's optimum: from a random start it stalled higher
         stages.append((replace(settings, criterion="logdet", focus=None), 1.0))
-        if settings.focus is not None:  # from the design for all: from D-optimality's, one parameter's stalled
-            stages.append((replace(settings, focus=None), 1.0))  # worse than that design (TUlip ϑ7: 1564 % vs 226)
+        if (
+            settings.focus is not None
+        ):  # from the design for all: from D-optimality's, one parameter's stalled
+            stages.append(
+                (replace(settings, focus=None), 1.0)
+            )  # worse than that design (TUlip ϑ7: 1564 % vs 226)
     return stages + [(settings, 1.0)]
 
 
