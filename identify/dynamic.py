@@ -23,7 +23,7 @@ from robots import dynamics as dyn
 from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
 from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base, evaluate, zero_set
 from robots.conditioning import kappa, normalised_columns
-from robots.motion_class import placement_base
+from robots.motion_class import placement_base, single_support_base
 from robots.stance import PLACEMENT_LIMITS, other_pose, placement_apart, placement_deviation
 from robots.tree import RobotModel
 
@@ -256,7 +256,7 @@ class DynamicEstimator:
             spec = self._wrench_spec(rec)
             if self._db is None:
                 if rec.meta.get("motion") == "single-support":  # the other sole moves freely: every motion
-                    self._db = cached_dynamic_base(self.model, spec, self.simplified, "free")
+                    self._db = single_support_base(self.model, spec, self.simplified)
                 else:
                     self._db = self._wrench_base(spec, q[len(q) // 2])
             rows = [WRENCH_ROWS_ALL.index(r) for r in WRENCH_ROWS]

@@ -163,15 +163,17 @@ def derive_dynamic_base(
     seed: int = 0,
     assumed_zero: tuple[int, ...] = (),
     motion: str = "free",
+    ordered: bool = False,
 ) -> DynamicBase:
-    """Numerical base parameters of a regressor over random states of a motion class (see robots.motion_class)."""
+    """Numerical base parameters of a regressor over random states of a motion class (see robots.motion_class);
+    `ordered` as `base_from_samples`."""
     from robots.motion_class import sample_states  # noqa: PLC0415 (motion classes build on this module)
 
     names = dyn.standard_names(model)
     n = samples or max(40, 3 * len(names) // max(1, model.nq))
     base = spec.base if spec.kind == "base-wrench" else None
     q, qd, qdd = sample_states(model, motion, n, np.random.default_rng(seed), base)
-    return base_from_samples(model, spec, q, qd, qdd, assumed_zero)
+    return base_from_samples(model, spec, q, qd, qdd, assumed_zero, ordered)
 
 
 def base_from_samples(
@@ -202,7 +204,11 @@ def base_from_samples(
 
 @per_model
 def cached_dynamic_base(
-    model: RobotModel, spec: RegressorSpec, simplified: bool = False, motion: str = "free"
+    model: RobotModel,
+    spec: RegressorSpec,
+    simplified: bool = False,
+    motion: str = "free",
+    ordered: bool = False,
 ) -> DynamicBase:
     """`derive_dynamic_base` with the robot description's simplified model (if asked), cached on the model."""
     zero: tuple[int, ...] = ()
@@ -213,4 +219,4 @@ def cached_dynamic_base(
                 f"robot {model.name!r} describes no simplified dynamic model ([simplified] dynamic_zero)"
             )
         zero = tuple(zero_set(model, list(pats)))
-    return derive_dynamic_base(model, spec, assumed_zero=zero, motion=motion)
+    return derive_dynamic_base(model, spec, assumed_zero=zero, motion=motion, ordered=ordered)

@@ -111,3 +111,13 @@ def placement_base(
         zero = tuple(zero_set(model, list(model.simplified_dynamic_zero))) if simplified else ()
         model.memo[key] = base_from_samples(model, spec, q, qd, qdd, zero, ordered)
     return model.memo[key]
+
+
+def single_support_base(model: RobotModel, spec, simplified: bool = False):
+    """Base parameters of a standing robot's board wrench with the other sole free (single support), as
+    identification numbers them: independent columns in standard-parameter order, so the design's criterion, its
+    focus and the fit speak of the same ϑN whichever point the moments are taken about (pivoting by column norm
+    picks other columns for the boards' cells than for the sole)."""
+    from robots.base_params import cached_dynamic_base
+
+    return cached_dynamic_base(model, spec, simplified, "free", ordered=True)

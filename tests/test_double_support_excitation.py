@@ -281,7 +281,9 @@ def test_design_keeps_double_support_torques_within_reduced_efforts(tulip, chain
 
     weak = _reduced_efforts(tulip, 0.35)
     settings = replace(QUICK, max_iter=30, torque_fraction=0.9)
-    res = optimise_balance(weak, settings, seed=4, zmp_margin=0.02, chain=chain)
+    # seed 3: 1.15 on the grid without the rows, 0.42 with them (seed 4 needed 0.98 since the design numbers its
+    # base parameters as identification does)
+    res = optimise_balance(weak, settings, seed=3, zmp_margin=0.02, chain=chain)
     assert res.stages[0]["torque_ratio"] > 1 and res.stages[-1]["torque_rows"]
     assert res.stages[-1]["torque_ratio"] <= 1 + 1e-6
     assert res.verification["ok"], res.verification["problems"]

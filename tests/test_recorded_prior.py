@@ -144,7 +144,9 @@ def test_the_next_design_after_a_recording_scores_as_after_its_plan(recorded):
     tulip, plan, _, path, _ = recorded
     motions, _ = _motions(path)
     prior = prior_experiments(tulip, SETTINGS, motions)
-    result = optimise(tulip, SETTINGS, seed=5, prior=prior)
+    # 60 iterations: after 15 the design's dependent coordinates missed the closed chain enough that its objective
+    # (79.50) was 0.35 from its plan's exact rows' (79.86); after 60 0.03 (43.14 against 43.17)
+    result = optimise(tulip, replace(SETTINGS, max_iter=60), seed=5, prior=prior)
     W = stacked_base_regressor(tulip, result.trajectory, "right", True, np.arange(SETTINGS.samples) * DT)
     own = prior_experiments(tulip, SETTINGS, [plan])
     plan_rows = Prior(_plan_rows_at(own, motions[0].grid(DT)), own.chain)

@@ -101,8 +101,9 @@ def share_coefficients(model: RobotModel, chain: ClosedChain) -> tuple[float, fl
 
 
 def chain_base(model: RobotModel, chain: ClosedChain, simplified: bool):
-    """Base parameters of (Fz, Mx, My) with the other sole held at this chain's placement."""
-    return placement_base(model, zmp_spec(chain.base), chain.nominal, simplified)
+    """Base parameters of (Fz, Mx, My) with the other sole held at this chain's placement, numbered and combined
+    as identification's (`ordered`): a design's criterion, its focus and `plan forecast` speak of the same ϑN."""
+    return placement_base(model, zmp_spec(chain.base), chain.nominal, simplified, ordered=True)
 
 
 def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str, torques: bool = False):
