@@ -248,7 +248,8 @@ def _identify_pair(design, run_dir, next_run_dir, capsys) -> dict:
 WITHIN_3SE_MEASURED = (
     "issue 13's criterion where it applies, met in most runs only: every base parameter the run determines to "
     "15 % (IV) within 3 SE of the twin's truth (the present design, in identification's basis: 1.75 in its one "
-    "measured run, 2.77 over all 37). Max |z| among the determined over nine runs of the former plan (same "
+    "measured run, 2.77 over all 37; with the stored second run 1.65 in one pair, ϑ16 at +3.46 in another). Max "
+    "|z| among the determined over nine runs of the former plan (same "
     "coefficients, same truth; the runs differ by the twin's thread timing alone): 0.93, 2.09, 2.11, 1.80, 0.61, "
     "0.41, 0.98, 2.73 and, in one full make test, 3.63 (ϑ30, with ϑ16 at −2.66: the upper legs' first "
     "moments along the leg, a left/right misfit that --drift 1 and cut-offs 2–3.5 Hz leave at 3.4–4.4). Fitted "
