@@ -13,7 +13,7 @@ import scipy.linalg as sla
 
 from formats.errors import DataError
 from robots import dynamics as dyn
-from robots.base_params import random_states
+from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base, random_states
 from robots.stance import other_site, random_double_support
 from robots.tree import RobotModel
 
@@ -113,11 +113,9 @@ def placement_base(
     return model.memo[key]
 
 
-def single_support_base(model: RobotModel, spec, simplified: bool = False):
+def single_support_base(model: RobotModel, spec: RegressorSpec, simplified: bool = False) -> DynamicBase:
     """Base parameters of a standing robot's board wrench with the other sole free (single support), as
     identification numbers them: independent columns in standard-parameter order, so the design's criterion, its
     focus and the fit speak of the same ϑN whichever point the moments are taken about (pivoting by column norm
     picks other columns for the boards' cells than for the sole)."""
-    from robots.base_params import cached_dynamic_base
-
     return cached_dynamic_base(model, spec, simplified, "free", ordered=True)
