@@ -23,7 +23,7 @@ from robots import dynamics as dyn
 from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
 from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base, evaluate, zero_set
 from robots.conditioning import kappa, normalised_columns
-from robots.motion_class import placement_base, single_support_base
+from robots.motion_class import standing_base
 from robots.stance import PLACEMENT_LIMITS, other_pose, placement_apart, placement_deviation
 from robots.tree import RobotModel
 
@@ -230,9 +230,6 @@ class DynamicEstimator:
         """Fz, Mx, My with the moments about the point the recording's boards measure them about."""
         return RegressorSpec("base-wrench", self.base, None, WRENCH_ROWS, moment_reference(rec))
 
-    def _wrench_base(self, spec: RegressorSpec, q_ref: np.ndarray) -> DynamicBase:
-        return placement_base(self.model, spec, q_ref, self.simplified, ordered=True)
-
     def _check(self, rec: DynamicRecording) -> None:
         if list(rec.joint_names) != list(self.model.joint_names):
             raise DataError(
@@ -254,11 +251,11 @@ class DynamicEstimator:
         measured_qd = qd if angles is None else derivatives(rec.t, rec.q, self.cutoff_)[1]
         if self.quantity == "wrench":
             spec = self._wrench_spec(rec)
-            if self._db is None:
-                if rec.meta.get("motion") == "single-support":  # the other sole moves freely: every motion
-                    self._db = single_support_base(self.model, spec, self.simplified)
-                else:
-                    self._db = self._wrench_base(spec, q[len(q) // 2])
+            if self._db is None:  # single support: the other sole moves freely, every motion
+                single = rec.meta.get("motion") == "single-support"
+                self._db = standing_base(
+                    self.model, spec, self.simplified, None if single else q[len(q) // 2]
+                )
             rows = [WRENCH_ROWS_ALL.index(r) for r in WRENCH_ROWS]
             Y = evaluate(self.model, spec, q, qd, qdd)
             measured = rec.wrench[:, rows]

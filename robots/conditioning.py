@@ -51,12 +51,11 @@ def log_variances(H: np.ndarray, weights: np.ndarray | None = None) -> tuple[flo
     U, s, Vt = np.linalg.svd(H, full_matrices=False)
     s = np.maximum(s, 1e-300)
     c = np.sum((Vt / s[:, None]) ** 2, axis=0)
-    if weights is None:  # (the unweighted arithmetic as it was: designs are chaotic in the last bit)
-        B = (Vt / c) @ Vt.T  # Vᵀ diag(1/c) V
-        return float(np.sum(np.log(c))), -2 * (U / s) @ (B / s**2) @ Vt
-    w = np.asarray(weights, dtype=float)
-    B = (Vt * (w / c)) @ Vt.T  # Vᵀ diag(w/c) V
-    G = -2 * (U / s) @ (B / s**2) @ Vt
+    w = np.ones_like(c) if weights is None else np.asarray(weights, dtype=float)
+    # diag(w/c) Vᵀ; unweighted as Vᵀ / c, its arithmetic before focus weights existed (designs are chaotic in the
+    # last bit, and the measured designs were made with each form)
+    scaled = Vt / c if weights is None else Vt * (w / c)
+    G = -2 * (U / s) @ ((scaled @ Vt.T) / s**2) @ Vt
     return float(np.sum(w * np.log(c))), G
 
 

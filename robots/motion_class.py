@@ -113,9 +113,14 @@ def placement_base(
     return model.memo[key]
 
 
-def single_support_base(model: RobotModel, spec: RegressorSpec, simplified: bool = False) -> DynamicBase:
-    """Base parameters of a standing robot's board wrench with the other sole free (single support), as
-    identification numbers them: independent columns in standard-parameter order, so the design's criterion, its
-    focus and the fit speak of the same ϑN whichever point the moments are taken about (pivoting by column norm
-    picks other columns for the boards' cells than for the sole)."""
+def standing_base(
+    model: RobotModel, spec: RegressorSpec, simplified: bool = False, q_ref: np.ndarray | None = None
+) -> DynamicBase:
+    """The base parameters of a standing robot's board wrench, as identification numbers them and designs share:
+    with `q_ref`, the other sole held at its placement there (double support), else free (single support).
+    Independent columns in standard-parameter order, so a design's criterion, its focus and the fit speak of the
+    same ϑN whichever point the moments are taken about (pivoting by column norm picks other columns for the
+    boards' cells than for the sole)."""
+    if q_ref is not None:
+        return placement_base(model, spec, q_ref, simplified, ordered=True)
     return cached_dynamic_base(model, spec, simplified, "free", ordered=True)

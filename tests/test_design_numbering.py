@@ -13,15 +13,10 @@ from drivers.wbb.geometry import PLATE_HEIGHT
 from formats.dynamic_recording import DynamicRecording
 from identify.dynamic import DynamicEstimator
 from robots.base_params import DynamicBase
-from robots.motion_class import single_support_base
+from robots.motion_class import standing_base
+from tests.test_double_support_excitation import QUICK
 from trajectories.balance_excitation import balance_start, chain_base, zmp_spec
 from trajectories.closed_chain import ClosedChainTrajectory, make_chain
-from trajectories.excitation import ExcitationSettings
-
-QUICK = ExcitationSettings(
-    period=8.0, duration=8.0, harmonics=4, samples=32, max_iter=60, simplified=True, motion="double-support",
-    zmp_margin=0.02,
-)  # fmt: skip
 
 
 def _recording(model, t, q, **meta) -> DynamicRecording:
@@ -60,4 +55,4 @@ def test_single_support_design_numbers_its_parameters_as_identification(tulip, s
     q = np.zeros((len(t), tulip.nq))
     est = DynamicEstimator(tulip, "right", simplified, False, quantity="wrench")
     est.prepare(_recording(tulip, t, q, motion="single-support"))
-    _same(single_support_base(tulip, zmp_spec("right"), simplified), est.dynamic_base_)
+    _same(standing_base(tulip, zmp_spec("right"), simplified), est.dynamic_base_)

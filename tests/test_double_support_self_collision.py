@@ -78,9 +78,8 @@ def test_double_support_design_keeps_links_apart(robot, legs, chain):
     check = check_trajectory(
         legs, free.trajectory, "right", "sim", 0.001, simplified=True, collision_margin=MARGIN
     )
-    assert (
-        check.min_self_clearance_m < MARGIN - 0.002
-    )  # measured 47.0 mm; with the rows ≥ MARGIN − 0.1 mm above
+    # measured 47.0 mm; with the rows ≥ MARGIN − 0.1 mm above
+    assert check.min_self_clearance_m < MARGIN - 0.002
     assert any(p.startswith("links ") and "come" in p for p in check.problems)
 
 

@@ -172,10 +172,10 @@ def _ss_rows(tulip, traj, t: np.ndarray) -> np.ndarray:
     """Fz, Mx, My rows of the single-support base regressor at times t (numpy dynamics), by sample, weighted by
     1/σ."""
     from robots import dynamics as dyn
-    from robots.motion_class import single_support_base
+    from robots.motion_class import standing_base
     from trajectories.balance_excitation import zmp_spec
 
-    db = single_support_base(tulip, zmp_spec("right"), True)
+    db = standing_base(tulip, zmp_spec("right"), True)
     q, qd, qdd = traj.sample(t)
     Y = dyn.base_wrench_regressor(tulip, q, qd, qdd, "right")[:, [2, 3, 4], :][..., db.independent]
     return (Y / np.asarray(SS.row_noise)[None, :, None]).reshape(-1, db.rank)

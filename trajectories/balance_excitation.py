@@ -24,7 +24,7 @@ from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec
 from robots.conditioning import kappa, normalised_columns
-from robots.motion_class import placement_base
+from robots.motion_class import standing_base
 from robots.stance import foot_corners, lever_share, other_pose
 from robots.tree import RobotModel
 from trajectories.closed_chain import (
@@ -101,9 +101,8 @@ def share_coefficients(model: RobotModel, chain: ClosedChain) -> tuple[float, fl
 
 
 def chain_base(model: RobotModel, chain: ClosedChain, simplified: bool):
-    """Base parameters of (Fz, Mx, My) with the other sole held at this chain's placement, numbered and combined
-    as identification's (`ordered`): a design's criterion, its focus and `plan forecast` speak of the same ϑN."""
-    return placement_base(model, zmp_spec(chain.base), chain.nominal, simplified, ordered=True)
+    """Base parameters of (Fz, Mx, My) with the other sole held at this chain's placement, as identification's."""
+    return standing_base(model, zmp_spec(chain.base), simplified, chain.nominal)
 
 
 def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str, torques: bool = False):

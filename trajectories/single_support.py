@@ -29,7 +29,7 @@ from scipy import sparse
 from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.kinematics import site_pose_sym
-from robots.motion_class import single_support_base
+from robots.motion_class import standing_base
 from robots.one_sole import placed_sole_corners, sole_corners, sole_polygon
 from robots.stance import (
     other_pose,
@@ -235,7 +235,7 @@ def design_single_support_problem(
     other = other_site(model, base)
     params = settings.params or next(iter(model.params))
     spec = zmp_spec(base)
-    db = single_support_base(model, spec, settings.simplified)
+    db = standing_base(model, spec, settings.simplified)
     L, n, K = settings.harmonics, model.nq, settings.samples
     bases = basis(np.arange(K) * settings.period / K, L, 2 * np.pi / settings.period)
     P, V, A = bases

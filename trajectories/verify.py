@@ -11,7 +11,7 @@ from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec, cached_dynamic_base, evaluate
 from robots.conditioning import kappa, normalised_columns
-from robots.motion_class import single_support_base
+from robots.motion_class import standing_base
 from robots.tree import RobotModel
 from trajectories.parametrisation import Trajectory
 
@@ -325,7 +325,7 @@ def sampled_base_regressor(
 
         db = chain_base(model, chain, simplified)
     elif spec.kind == "base-wrench":
-        db = single_support_base(model, spec, simplified)
+        db = standing_base(model, spec, simplified)
     else:
         db = cached_dynamic_base(model, spec, simplified, motion)
     q, qd, qdd = traj.sample(t)
