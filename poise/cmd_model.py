@@ -13,7 +13,7 @@ from poise.output import console, err_console, mm, print_json
 from robots.base_params import RegressorSpec, cached_dynamic_base, parse_regressor
 from robots.com_variants import base_model, variant
 from robots.dynamics import standard_parameters
-from robots.motion_class import MOTION_CLASSES
+from robots.motion_class import MOTION_CLASSES, standing_base
 from robots.params_io import resolve_params
 from robots.published_base import describe_row, map_to_derived, matching, published_values, units
 from robots.registry import get_model
@@ -146,7 +146,7 @@ def show_dynamic(
     """Numerical base parameters of a dynamic regressor, their grouping formulas and values."""
     if not model.params:
         raise DataError(f"robot {model.name!r} has no parameter set")
-    db = cached_dynamic_base(model, spec, simplified, motion)
+    db = _shown_base(model, spec, simplified, motion)
     values = db.values(standard_parameters(model, ps))
     rows = [
         {
@@ -210,6 +210,17 @@ def show_dynamic(
     if published:
         _print_published(published)
     return 0
+
+
+def _shown_base(model: RobotModel, spec: RegressorSpec, simplified: bool, motion: str):
+    """The base identification numbers: a standing robot's board wrench in standard-parameter order (single
+    support as `identify dynamic` fits it; double support at large, whose fits at one foot placement keep a
+    subset), other regressors as their designs and fits pivot them."""
+    if spec.kind != "base-wrench":
+        return cached_dynamic_base(model, spec, simplified, motion)
+    if motion == "free":
+        return standing_base(model, spec, simplified)
+    return cached_dynamic_base(model, spec, simplified, motion, ordered=True)
 
 
 def _published(model: RobotModel, spec: RegressorSpec, simplified: bool, motion: str, db, ps) -> dict | None:

@@ -56,3 +56,21 @@ def test_single_support_design_numbers_its_parameters_as_identification(tulip, s
     est = DynamicEstimator(tulip, "right", simplified, False, quantity="wrench")
     est.prepare(_recording(tulip, t, q, motion="single-support"))
     _same(standing_base(tulip, zmp_spec("right"), simplified), est.dynamic_base_)
+
+
+def test_model_show_numbers_a_standing_robots_wrench_as_identification(tulip, capsys):
+    """`poise model show --regressor base-wrench` lists the ϑN a single-support fit reports (it pivoted before)."""
+    import json
+
+    from poise.cli import main
+
+    assert (
+        main(["model", "show", "tulip", "--regressor", "base-wrench:fz,mx,my", "--simplified", "--json"]) == 0
+    )
+    shown = json.loads(capsys.readouterr().out)["base_parameters"]
+    t = np.arange(0.0, 2.0, 0.01)
+    est = DynamicEstimator(tulip, "right", True, False, quantity="wrench")
+    est.prepare(_recording(tulip, t, np.zeros((len(t), tulip.nq)), motion="single-support"))
+    fit = est.dynamic_base_
+    assert [r["symbol"] for r in shown] == list(fit.symbols)
+    assert [r["formula"] for r in shown] == [fit.formula(a) for a in range(fit.rank)]
