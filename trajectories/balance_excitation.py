@@ -48,6 +48,8 @@ from trajectories.excitation import (
     focus_record,
     ipopt_options,
     posture_clearance_rows,
+    prior_record,
+    stage_prior,
 )
 from trajectories.fourier import FourierTrajectory, basis, rest_constraints
 from trajectories.verify import acceleration_limits
@@ -425,9 +427,10 @@ def _solve_balance(prob: dict, settings: ExcitationSettings, prior: Prior | None
     opts = ipopt_options(settings)
     solver = ca.nlpsol("balance_excitation", "ipopt", {"x": prob["x"], "f": f, "g": prob["g"]}, opts)
     stages, iterations, status = [], 0, ""
-    for stage, p in stages_in:
+    for k, (stage, p) in enumerate(stages_in):
         crit.settings = grad.settings = stage
         crit.p = grad.p = p
+        crit.prior = grad.prior = stage_prior(settings, prior, k == len(stages_in) - 1)
         sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"], lbx=prob["lbx"], ubx=prob["ubx"])
         st = solver.stats()
         timing = {k: round(v, 2) for k, v in st.items() if k.startswith("t_wall")}
@@ -438,7 +441,7 @@ def _solve_balance(prob: dict, settings: ExcitationSettings, prior: Prior | None
         stages.append({"criterion": stage.criterion, "sharpness": p, "status": status,
                        "iterations": int(st.get("iter_count", 0)),
                        "kappa_scaled": kappa(normalised_columns(W)[0]), "kappa": kappa(W), "timing_s": timing}
-                      | focus_record(stage))  # fmt: skip
+                      | focus_record(stage) | prior_record(prior, crit.prior))  # fmt: skip
     return x, iterations, status, stages
 
 
