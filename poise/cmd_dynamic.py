@@ -97,6 +97,11 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         "degree in each recording's time (dx1, dy1, … in m; e.g. 1 for recordings of a minute)",
     )  # fmt: skip
     d.add_argument(
+        "--delay", type=_delay, metavar="auto|MS",
+        help="the measured efforts (board wrench, torques) lag the encoders by MS ms, or estimate each recording's "
+        "lag with the parameters (auto; searched within ±50 ms)",
+    )  # fmt: skip
+    d.add_argument(
         "--well",
         type=at.positive,
         metavar="PCT",
@@ -205,6 +210,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         essential_pct=args.essential,
         prior=prior,
         drift=args.drift,
+        delay=args.delay,
     ).fit(recs, instruments=planned)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
@@ -262,6 +268,13 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         table.add_row(*row)
     console.print(table)
     console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz")
+    if fit.delays_s:
+        how = "estimated" if fit.delay_estimated else "as given"
+        console.print(
+            f"measured efforts lag the encoders by ({how}, ms): "
+            + ", ".join(f"{1000 * d:.2f}" for d in fit.delays_s),
+            highlight=False,
+        )
     for g in fit.gaps:
         console.print(f"[yellow]recording {g['recording']}: no samples from {g['from_s']:.3f} to {g['to_s']:.3f} s — "
                       "the pieces either side are filtered and fitted apart[/yellow]")  # fmt: skip
@@ -330,6 +343,19 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             + ", ".join(f"{x:.3f} ({r:.1f} %)" for x, r in zip(v["rmse_nm"], v["relative_pct"], strict=True))
         )
     return 0
+
+
+def _delay(text: str) -> float | str:
+    """`--delay`: auto, or a lag in ms (→ s)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        ms = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or a delay in ms, got {text!r}") from None
+    if not (np.isfinite(ms) and abs(ms) <= 1000):
+        raise argparse.ArgumentTypeError(f"a delay in ms within ±1000, got {text!r}")
+    return ms / 1000
 
 
 def _run_plan(recording: str) -> str:
