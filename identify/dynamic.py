@@ -755,8 +755,12 @@ class DynamicEstimator:
 
     def predict(self, rec: DynamicRecording) -> tuple[np.ndarray, np.ndarray]:
         """(predicted, measured) efforts, both filtered, (K, n) — for validation on another recording; one with
-        gaps is filtered piece by piece as `fit` does, the pieces' rows one after the other."""
+        gaps is filtered piece by piece as `fit` does, the pieces' rows one after the other. A lag the fit used for
+        all its recordings (`delay`) is the recorder's: this recording's efforts are moved by it too."""
         pred, meas = [], []
+        lags = set(self.fit_.delays_s)
+        if len(lags) == 1:
+            rec = delayed(rec, lags.pop())
         for piece in self._pieces([rec], None)[0]:
             A, b, _, _ = self._system(piece, drop_reversals=False)
             x = self.fit_.values[: A.shape[1]].copy()

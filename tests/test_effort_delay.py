@@ -78,3 +78,19 @@ def test_a_delay_that_is_neither_seconds_nor_auto_is_refused(setup, tmp_path, ca
     assert main(["identify", "dynamic", str(tmp_path / "r.csv"), "--delay", "soon"]) == 2
     err = capsys.readouterr().err
     assert "auto or a delay in ms" in err and "Traceback" not in err
+
+
+def test_validation_moves_the_other_recording_by_the_fits_lag(setup):  # noqa: F811
+    """The lag is the recorder's: `predict` (`--validate`) moves another recording of it by the fitted lag, so
+    its prediction error is that of a timely recording."""
+    model, res, truth = setup
+    fit_rec, other = (_record(model, res.trajectory, truth, seed=s) for s in (1, 2))
+    est = DynamicEstimator(model, delay="auto").fit(_lagged(fit_rec, LAG))
+    timely = DynamicEstimator(model).fit(fit_rec)
+    err = [
+        np.sqrt(np.mean((p - m) ** 2)) for p, m in (est.predict(_lagged(other, LAG)), timely.predict(other))
+    ]
+    assert err[0] < 1.05 * err[1], err
+    plain = DynamicEstimator(model).fit(_lagged(fit_rec, LAG))
+    p, m = plain.predict(_lagged(other, LAG))
+    assert np.sqrt(np.mean((p - m) ** 2)) > 1.2 * err[1]
