@@ -270,10 +270,11 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz")
     if fit.delays_s:
         how = "estimated" if fit.delay_estimated else "as given"
+        lags = sorted(set(fit.delays_s))
+        text = (f"{1000 * lags[0]:.2f} ms" + (" (every recording)" if len(recs) > 1 else "") if len(lags) == 1
+                else ", ".join(f"{1000 * d:.2f}" for d in fit.delays_s) + " ms (recording by recording)")  # fmt: skip
         console.print(
-            f"measured efforts lag the encoders by ({how}, ms): "
-            + ", ".join(f"{1000 * d:.2f}" for d in fit.delays_s),
-            highlight=False,
+            f"measured efforts lag the encoders by {text}, {how}; moved back before the fit", highlight=False
         )
     for g in fit.gaps:
         console.print(f"[yellow]recording {g['recording']}: no samples from {g['from_s']:.3f} to {g['to_s']:.3f} s — "

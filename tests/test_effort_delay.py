@@ -94,3 +94,20 @@ def test_validation_moves_the_other_recording_by_the_fits_lag(setup):  # noqa: F
     plain = DynamicEstimator(model).fit(_lagged(fit_rec, LAG))
     p, m = plain.predict(_lagged(other, LAG))
     assert np.sqrt(np.mean((p - m) ** 2)) > 1.2 * err[1]
+
+
+def test_identify_dynamic_prints_the_lag_it_found(setup, tmp_path, capsys):  # noqa: F811
+    from dataclasses import replace
+
+    from formats.dynamic_recording import write_dynamic_recording
+    from tests.test_dynamic_identify import UR5
+
+    model, res, truth = setup
+    path = tmp_path / "late.csv"
+    rec = _lagged(_record(model, res.trajectory, truth, seed=1), LAG)
+    write_dynamic_recording(replace(rec, meta={**rec.meta, "robot_source": str(UR5)}), path)
+    capsys.readouterr()
+    assert main(["identify", "dynamic", str(path), "--delay", "auto"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "lag the encoders" in ln)
+    ms = float(line.split(" by ")[1].split(" ms")[0])
+    assert ms == pytest.approx(1000 * LAG, abs=0.5) and "estimated" in line
