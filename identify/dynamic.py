@@ -18,7 +18,7 @@ from scipy.ndimage import minimum_filter1d
 
 from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError, IdentifiabilityError
-from identify.delay import ROUNDS, best_delay, checked_delays, delayed
+from identify.delay import MAX_DELAY_S, ROUNDS, SCAN_STEP_S, best_delay, checked_delays, delayed
 from identify.differentiation import derivatives, lowpass
 from identify.residual_covariance import banded_covariance
 from robots import dynamics as dyn
@@ -544,7 +544,13 @@ class DynamicEstimator:
                 )
                 return float(np.sum(residual(moved * wr) ** 2))
 
-            delay += best_delay(cost)
+            step = best_delay(cost)
+            if abs(step) > MAX_DELAY_S - SCAN_STEP_S:
+                raise DataError(
+                    f"the efforts' lag that fits best lies at the edge of the ±{1000 * MAX_DELAY_S:.0f} ms search "
+                    f"({1000 * (delay + step):+.0f} ms): the recordings' clocks disagree by more; give --delay MS"
+                )
+            delay += step
         return [delay] * len(recs)
 
     def _guessed_theta(self) -> np.ndarray:

@@ -111,3 +111,11 @@ def test_identify_dynamic_prints_the_lag_it_found(setup, tmp_path, capsys):  # n
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "lag the encoders" in ln)
     ms = float(line.split(" by ")[1].split(" ms")[0])
     assert ms == pytest.approx(1000 * LAG, abs=0.5) and "estimated" in line
+
+
+def test_a_lag_beyond_the_search_is_refused_not_guessed(setup):  # noqa: F811
+    model, res, truth = setup
+    rec = _lagged(_record(model, res.trajectory, truth, seed=1), 0.2)
+    with pytest.raises(DataError, match="edge of the ±50 ms search"):
+        DynamicEstimator(model, delay="auto").fit(rec)
+    assert DynamicEstimator(model, delay=0.2).fit(rec).fit_.delays_s == [0.2]  # given, it is used
