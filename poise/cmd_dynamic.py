@@ -102,6 +102,12 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         "lag with the parameters (auto; searched within ±50 ms)",
     )  # fmt: skip
     d.add_argument(
+        "--scatter", action="store_true",
+        help="several recordings: refit each alone (the runs of one plan together, by their run.json) and report "
+        "how far their estimates scatter about the joint fit in their own SEs (Birge's ratio per parameter; ~1 "
+        "when noise alone separates them)",
+    )  # fmt: skip
+    d.add_argument(
         "--well",
         type=at.positive,
         metavar="PCT",
@@ -238,6 +244,12 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         "practical_s": args.practical_s,
         "beyond_practical": beyond,
     }
+    scatter = None
+    if args.scatter:
+        from identify.scatter import recording_scatter
+
+        scatter = recording_scatter(est, recs, planned, [_plan_of(path) for path in args.recording])
+        out["scatter"] = scatter.to_dict(fit.symbols)
     pred = meas = None
     if vrec is not None:
         pred, meas = est.predict(vrec)
@@ -330,6 +342,16 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             + f"; not {len(beyond)}: "
             + (", ".join(beyond) or "none")
         )
+    if scatter is not None:
+        big = [s for s, r in zip(fit.symbols, scatter.ratio, strict=True) if r > 2]
+        console.print(
+            f"fitted alone, {scatter.groups} groups of recordings (the runs of one plan together) scatter about "
+            "the joint fit by "
+            f"{np.median(scatter.ratio):.2f}× their SEs (median over the parameters; "
+            f"{scatter.ratio.min():.2f}–{scatter.ratio.max():.2f}; ~1 for noise alone): the SEs above may be too "
+            f"small by that much; beyond 2×: " + (", ".join(big) or "none"),
+            highlight=False,
+        )
     if args.reference:
         r = fit.reference
         mz = f"{r['max_abs_z']:.2f}" if r["max_abs_z"] is not None else "—"
@@ -357,6 +379,19 @@ def _delay(text: str) -> float | str:
     if not (np.isfinite(ms) and abs(ms) <= 1000):
         raise argparse.ArgumentTypeError(f"a delay in ms within ±1000, got {text!r}")
     return ms / 1000
+
+
+def _plan_of(recording: str) -> str:
+    """What a recording ran: the plan's sha256 from the `poise run` run.json beside it, else the recording itself."""
+    import json
+    from pathlib import Path
+
+    try:
+        return str(
+            json.loads((Path(recording).parent / "run.json").read_text(encoding="utf-8"))["plan_sha256"]
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return recording
 
 
 def _run_plan(recording: str) -> str:
