@@ -508,7 +508,7 @@ class DynamicEstimator:
         delay whose refit leaves the least weighted residual (a profile: the regressor does not depend on it, so
         each trial delay only re-filters the efforts and solves the fit's weighted, or IV, least squares again).
         ROUNDS times, the weights from the fit at the delay found before. One delay per recording was tried: a
-        10 s run's own fit put the twin's 2.6 ms lag at 0.3–1.9 ms."""
+        10 s run's own fit put the twin's 2.7 ms lag at 0.3–1.9 ms."""
         sub = copy.copy(self)
         delay = 0.0
         for _ in range(ROUNDS):
@@ -548,7 +548,7 @@ class DynamicEstimator:
             if abs(step) > MAX_DELAY_S - SCAN_STEP_S:
                 raise DataError(
                     f"the efforts' lag that fits best lies at the edge of the ±{1000 * MAX_DELAY_S:.0f} ms search "
-                    f"({1000 * (delay + step):+.0f} ms): the recordings' clocks disagree by more; give --delay MS"
+                    f"({1000 * (delay + step):+.0f} ms): the efforts' and the angles' clocks disagree by more; give --delay MS"
                 )
             delay += step
         return [delay] * len(recs)
