@@ -134,6 +134,11 @@ def base_parameter(text: str) -> int:
     return int(digits) - 1
 
 
+def focus_parameter(text: str) -> int | str:
+    """`--focus`: a base parameter (`base_parameter`), or 'auto'."""
+    return "auto" if text.strip().lower() == "auto" else base_parameter(text)
+
+
 seed = integer(0, 2**32 - 1)  # numpy's SeedSequence takes non-negative integers
 count = integer(1)
 positive = number(0.0, lo_open=True)

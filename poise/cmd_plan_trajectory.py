@@ -34,9 +34,15 @@ def register(s: argparse._SubParsersAction) -> None:
                    help="kappa: κ (smooth surrogate); logdet: −log det (D-optimal); logvar: Σ log of the parameters' "
                         "variances (each scale-free; penalises correlation; starts from the D-optimum)")  # fmt: skip
     t.add_argument(
-        "--focus", type=at.base_parameter, nargs="+", metavar="ϑN",
+        "--focus", type=at.focus_parameter, nargs="+", metavar="ϑN|auto",
         help="with --criterion logvar: sum the log variances of these base parameters only (e.g. those the runs made "
-        "leave undetermined that the motion can still reach: `plan forecast --json`'s determined_if_repeated)",
+        "leave undetermined that the motion can still reach: `plan forecast --json`'s determined_if_repeated); "
+        "auto: exactly those, forecast from the --prior plans at --noise",
+    )  # fmt: skip
+    t.add_argument(
+        "--noise", type=at.positive, nargs="+", metavar="SIGMA",
+        help="with --focus auto: the sensor noise the --prior plans' runs are forecast at, as `plan forecast "
+        "--noise` (standing: Fz [N], Mx, My [N·m]; arms: per joint or one for all [N·m])",
     )  # fmt: skip
     t.add_argument(
         "--row-noise", type=at.positive, nargs=3, metavar=("FZ", "MX", "MY"),
@@ -269,6 +275,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     from trajectories.plan import make_plan
 
     model = get_model(args.robot)
+    auto_focus = _auto_focus(args)
     settings = _settings(args)
     if args.params:
         model.parameter_set(args.params)  # before the progress bar starts: a bad name stays one line
@@ -345,11 +352,19 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     }
     if shift is not None:
         summary["weight_shift"] = shift
+    if auto_focus is not None:
+        summary["auto_focus"] = auto_focus
     summary["ok"] = bool(best.verification.get("ok"))
     if args.json:
         print_json(summary)
     else:
         _print_design(summary)
+        if auto_focus is not None:
+            console.print(
+                "focus (auto): " + " ".join(auto_focus["focus"]) + " — what the prior runs would determine "
+                f"repeated within 600 s at noise {' / '.join(f'{v:g}' for v in auto_focus['noise'])}",
+                highlight=False,
+            )
     if not best.verification.get("ok"):
         err_console.print(
             "[red]the best trajectory fails verification: "
@@ -407,6 +422,41 @@ def _refused_message(shift: dict, out: str) -> str:
         f"{why['seed']}, κ scaled {why['kappa_scaled']:.4g}): {why['problems'][0]} ({len(shift['refused'])} "
         f"verified start(s) refused; {out} not written; try more --starts)"
     )
+
+
+def _auto_focus(args: argparse.Namespace) -> dict | None:
+    """`--focus auto`: the base parameters the `--prior` plans' runs leave undetermined and would determine if
+    repeated within 600 s, forecast at `--noise` as `plan forecast` does; args.focus becomes them. Returns what
+    the summary reports (None without auto)."""
+    if not args.focus or "auto" not in args.focus:
+        if args.noise:
+            raise DataError(
+                "--noise is the forecast noise of --focus auto: give --focus auto or leave it out"
+            )
+        return None
+    if len(args.focus) > 1:
+        raise DataError("--focus auto stands alone: it chooses the parameters itself")
+    if not args.prior or not args.noise:
+        raise DataError("--focus auto forecasts the runs made: give the plans run as --prior and their sensor "
+                        "noise as --noise SIGMA …")  # fmt: skip
+    from formats.trajectory_plan import TrajectoryPlan
+    from identify.dynamic import WELL_IDENTIFIED_PCT
+    from identify.forecast import PRACTICAL_S
+    from poise.workflows.plan_forecast import forecast_plans
+
+    experiments, _ = _prior_experiments(args.prior)
+    if not all(isinstance(e, TrajectoryPlan) for e in experiments):
+        raise DataError("--focus auto forecasts plans: give the prior runs' plans, not their recordings")
+    fc = forecast_plans(experiments, args.prior, args.noise, args.params).forecast
+    now, repeat, beyond = fc.determined(WELL_IDENTIFIED_PCT, PRACTICAL_S)
+    if not repeat:
+        raise DataError(
+            f"--focus auto: the runs made leave nothing that more runs of this motion would determine within "
+            f"{PRACTICAL_S:g} s (determined: {len(now)}; beyond: {', '.join(beyond) or 'none'}); name a focus or "
+            "design for all"
+        )
+    args.focus = [int(s.lstrip("ϑ")) - 1 for s in repeat]
+    return {"focus": repeat, "determined": now, "beyond_practical": beyond, "noise": list(args.noise)}
 
 
 def _prior_experiments(paths: list[str]) -> tuple[list, list[dict]]:
