@@ -109,9 +109,8 @@ class DynamicFit:
     # first's base parameters miss their wrench rows (rms Fz N, Mx, My N·m, guessed parameters, filtered) and the
     # largest bias all those misses put on an estimate, in its SEs
     placements: list[dict] = field(default_factory=list)
-    delays_s: list[float] = field(
-        default_factory=list
-    )  # each recording's efforts moved this much earlier (s)
+    # each recording's efforts moved this much earlier (s)
+    delays_s: list[float] = field(default_factory=list)
     delay_estimated: bool = False  # ... estimated from the data (`identify.delay`), else as given
 
     def determined(self, pct: float = WELL_IDENTIFIED_PCT) -> tuple[list[str], list[str]]:
@@ -262,7 +261,9 @@ class DynamicEstimator:
         instead of the recorded ones, on the same rows."""
         self._check(rec)
         q, qd, qdd = derivatives(rec.t, rec.q if angles is None else angles, self.cutoff_)
-        measured_qd = qd if angles is None else derivatives(rec.t, rec.q, self.cutoff_)[1]
+        measured_qd = (
+            qd if angles is None else None
+        )  # of the recorded angles: `_kept_rows` derives them if needed
         if self.quantity == "wrench":
             spec = self._wrench_spec(rec)
             if self._db is None:  # single support: the other sole moves freely, every motion
@@ -301,7 +302,7 @@ class DynamicEstimator:
             D[:, WRENCH_ROWS.index("mx"), self.drift :] = P
             D[:, WRENCH_ROWS.index("my"), : self.drift] = -P
             A = np.concatenate([A, D], axis=2)
-        keep = self._kept_rows(rec, measured_qd, sl, tau.shape, drop_reversals)
+        keep = self._kept_rows(rec, sl, tau.shape, drop_reversals, measured_qd)
         joint = np.broadcast_to(np.arange(n), tau.shape)
         sample = np.broadcast_to(np.arange(len(tau))[:, None], tau.shape)
         return A[keep], tau[keep], joint[keep], sample[keep]
@@ -315,15 +316,18 @@ class DynamicEstimator:
     def _kept_rows(
         self,
         rec: DynamicRecording,
-        measured_qd: np.ndarray,
         sl: slice,
         shape: tuple,
         drop_reversals: bool = True,
+        measured_qd: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Which filtered, sliced rows are fitted: with friction, a joint's rows around its velocity reversals are
-        dropped (the Coulomb step's timing is uncertain there)."""
+        """Which filtered, sliced rows (`shape`) are fitted: with friction, a joint's rows around its velocity
+        reversals are dropped (the Coulomb step's timing is uncertain there); `measured_qd`: the recorded angles'
+        velocities, derived here when not given."""
         if not (self.friction and drop_reversals):
             return np.ones(shape, dtype=bool)
+        if measured_qd is None:
+            measured_qd = derivatives(rec.t, rec.q, self.cutoff_)[1]
         window = int(np.ceil(rec.rate_hz / self.cutoff_))
         slow = minimum_filter1d(np.abs(measured_qd), 2 * window + 1, axis=0) < self.reversal_velocity
         return ~slow[sl]
@@ -517,9 +521,8 @@ class DynamicEstimator:
             A, Z, wr, _ = sub._system_
             moved_from = []
             for piece in sub._pieces([delayed(r, delay) for r in recs], None)[0]:
-                sl = sub._kept(len(piece.t), piece.rate_hz)
-                qd = derivatives(piece.t, piece.q, sub.cutoff_)[1]
-                keep = sub._kept_rows(piece, qd, sl, (len(range(*sl.indices(len(piece.t)))), sub.rows_))
+                shape = sub.filtered_rows(sub._measured(piece), piece.rate_hz).shape
+                keep = sub._kept_rows(piece, sub._kept(len(piece.t), piece.rate_hz), shape)
                 moved_from.append((piece, keep))
             Aw = A * wr[:, None]
             if Z is None:

@@ -282,9 +282,10 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz")
     if fit.delays_s:
         how = "estimated" if fit.delay_estimated else "as given"
-        lags = sorted(set(fit.delays_s))
-        text = (f"{1000 * lags[0]:.2f} ms" + (" (every recording)" if len(recs) > 1 else "") if len(lags) == 1
-                else ", ".join(f"{1000 * d:.2f}" for d in fit.delays_s) + " ms (recording by recording)")  # fmt: skip
+        if len(set(fit.delays_s)) == 1:
+            text = f"{1000 * fit.delays_s[0]:.2f} ms" + (" (every recording)" if len(recs) > 1 else "")
+        else:
+            text = ", ".join(f"{1000 * d:.2f}" for d in fit.delays_s) + " ms (recording by recording)"
         console.print(
             f"measured efforts lag the encoders by {text}, {how}; moved back before the fit", highlight=False
         )
@@ -381,30 +382,33 @@ def _delay(text: str) -> float | str:
     return ms / 1000
 
 
-def _plan_of(recording: str) -> str:
-    """What a recording ran: the plan's sha256 from the `poise run` run.json beside it, else the recording itself."""
+def _run_of(recording: str) -> tuple[str, str]:
+    """(plan, its sha256) that the `poise run` run.json beside a recording names; OSError, ValueError, KeyError or
+    TypeError where there is none."""
     import json
     from pathlib import Path
 
+    meta = json.loads((Path(recording).parent / "run.json").read_text(encoding="utf-8"))
+    return meta["plan"], meta["plan_sha256"]
+
+
+def _plan_of(recording: str) -> str:
+    """What a recording ran: the plan's sha256 from the `poise run` run.json beside it, else the recording itself."""
     try:
-        return str(
-            json.loads((Path(recording).parent / "run.json").read_text(encoding="utf-8"))["plan_sha256"]
-        )
+        return str(_run_of(recording)[1])
     except (OSError, ValueError, KeyError, TypeError):
         return recording
 
 
 def _run_plan(recording: str) -> str:
     """The plan a `poise run` recording executed: named by the run.json beside it, unchanged since (sha256)."""
-    import json
     from pathlib import Path
 
     from formats.trajectory_plan import load_trajectory_plan, plan_digest
 
     meta_path = Path(recording).parent / "run.json"
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        plan, sha = meta["plan"], meta["plan_sha256"]
+        plan, sha = _run_of(recording)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise DataError(f"--instruments without a plan needs {meta_path} (a `poise run` of a trajectory plan): "
                         f"{type(e).__name__} {e}; give the plan: --instruments PLAN") from None  # fmt: skip

@@ -275,7 +275,8 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     from trajectories.plan import make_plan
 
     model = get_model(args.robot)
-    auto_focus = _auto_focus(args)
+    experiments, priors = _prior_experiments(args.prior) if args.prior else ([], [])
+    auto_focus = _auto_focus(args, experiments)
     settings = _settings(args)
     if args.params:
         model.parameter_set(args.params)  # before the progress bar starts: a bad name stays one line
@@ -309,11 +310,10 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
                 task, advance=1, best=f"start {k}: κ scaled {r.kappa_scaled:.2f}, raw {r.kappa:.1f}"
             )
 
-        prior, priors = None, []
-        if args.prior:
+        prior = None
+        if experiments:
             from trajectories.plan import prior_experiments
 
-            experiments, priors = _prior_experiments(args.prior)
             prior = prior_experiments(model, settings, experiments)
         results = design_starts(
             args.robot, settings, args.seed, args.starts, args.workers, on_result, prior, args.scheduler
@@ -424,10 +424,10 @@ def _refused_message(shift: dict, out: str) -> str:
     )
 
 
-def _auto_focus(args: argparse.Namespace) -> dict | None:
-    """`--focus auto`: the base parameters the `--prior` plans' runs leave undetermined and would determine if
-    repeated within 600 s, forecast at `--noise` as `plan forecast` does; args.focus becomes them. Returns what
-    the summary reports (None without auto)."""
+def _auto_focus(args: argparse.Namespace, experiments: list) -> dict | None:
+    """`--focus auto`: the base parameters the `--prior` plans' runs (`experiments`, as `_prior_experiments`
+    read them) leave undetermined and would determine if repeated within 600 s, forecast at `--noise` as `plan
+    forecast` does; args.focus becomes them. Returns what the summary reports (None without auto)."""
     if not args.focus or "auto" not in args.focus:
         if args.noise:
             raise DataError(
@@ -444,7 +444,6 @@ def _auto_focus(args: argparse.Namespace) -> dict | None:
     from identify.forecast import PRACTICAL_S
     from poise.workflows.plan_forecast import forecast_plans
 
-    experiments, _ = _prior_experiments(args.prior)
     if not all(isinstance(e, TrajectoryPlan) for e in experiments):
         raise DataError("--focus auto forecasts plans: give the prior runs' plans, not their recordings")
     fc = forecast_plans(experiments, args.prior, args.noise, args.params).forecast
