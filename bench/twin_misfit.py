@@ -5,8 +5,9 @@ whole-body CoM, the plates' wrench on the robot and the joint angles. Against it
 (its cut-off, the recording's default):
   - physics: the plates' Fz against M (g + z̈_com) of the twin's own CoM (Newton; 0 up to the filter's ends);
   - model: the rigid fixed-sole model with the twin's true parameters against the plates' wrench, at the twin's
-    exact joint angles, and the part of it the base sole's motion on its pads explains (M g times the shift of the
-    twin's CoM from where the model puts it, sole held where it stood);
+    exact joint angles, and the part of it the soles' motion on their pads explains: MuJoCo's rigid-body wrench
+    along the twin's whole motion (free base included, filtered alike) less the same with the base sole pinned
+    where the model puts it;
   - measurement: the recorded wrench (board reports through the drivers and the recorder) against the plates';
   - where the model's misfit lies in frequency (power shares: the motion's band, up to half the cut-off, above)
     and how late the plates are against the angles (the delay of the angles that fits the plates best);
@@ -66,6 +67,57 @@ def _parabola_min(x: np.ndarray, y: list[float]) -> float:
     return float(x[k] + (0.5 * step * (a - c) / den if den > 0 else 0.0))
 
 
+def _sole_motion(model, truth, base: str, t: np.ndarray, qpos: np.ndarray, tg: np.ndarray, fc: float):
+    """(Fz, Mx, My) per sample of tg: the wrench the soles' motion on their pads adds to the plates' (about the floor
+    origin, N and N·m), filtered at fc — MuJoCo's rigid-body dynamics along the twin's whole state (its free base
+    included) less the same motion with the base sole pinned flat at the placement's origin, as the model has it."""
+    import mujoco
+
+    from drivers.emulators.mujoco_twin import BOARD_SIZE, TwinOptions, build_spec
+    from identify.differentiation import lowpass
+
+    m = build_spec(model, truth, TwinOptions()).compile()
+    d = mujoco.MjData(m)
+    if m.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE:
+        raise ValueError("the twin's first joint is not its free base")
+    root, site = (
+        int(m.jnt_bodyid[0]),
+        mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, model.base_site(base).name),
+    )
+    dt = float(tg[1] - tg[0])
+    quat = qpos[:, 3:7] * np.where(qpos[:, 3:4] < 0, -1.0, 1.0)  # one hemisphere: components interpolate
+    raw = np.concatenate([qpos[:, :3], quat, qpos[:, 7:]], axis=1)
+    full = lowpass(np.stack([np.interp(tg, t, raw[:, k]) for k in range(m.nq)], axis=1), 1.0 / dt, fc)
+    full[:, 3:7] /= np.linalg.norm(full[:, 3:7], axis=1, keepdims=True)
+    pinned = full.copy()
+    origin = np.array([0.0, 0.0, BOARD_SIZE[2]])
+    for k in range(len(tg)):
+        d.qpos[:] = full[k]
+        mujoco.mj_kinematics(m, d)
+        Rs, ps = d.site_xmat[site].reshape(3, 3), d.site_xpos[site]
+        pinned[k, :3] = origin + Rs.T @ (d.xpos[root] - ps)
+        mujoco.mju_mat2Quat(pinned[k, 3:7], (Rs.T @ d.xmat[root].reshape(3, 3)).ravel())
+
+    def wrench(Q: np.ndarray) -> np.ndarray:
+        V = np.zeros((len(Q), m.nv))
+        for k in range(1, len(Q) - 1):
+            mujoco.mj_differentiatePos(m, V[k], 2 * dt, Q[k - 1], Q[k + 1])
+        V[0], V[-1] = V[1], V[-2]
+        A = np.gradient(V, dt, axis=0)
+        out, f = np.zeros((len(Q), 3)), np.zeros(m.nv)
+        for k in range(len(Q)):
+            d.qpos[:], d.qvel[:] = Q[k], V[k]
+            mujoco.mj_forward(m, d)
+            d.qacc[:] = A[k]
+            mujoco.mj_rne(m, d, 1, f)  # the free base's rows: the external wrench the motion needs
+            F, tau = f[:3], d.xmat[root].reshape(3, 3) @ f[3:6]
+            n = tau + np.cross(d.xpos[root], F)
+            out[k] = F[2], n[0], n[1]
+        return out
+
+    return wrench(full) - wrench(pinned)
+
+
 def _z(est, truth) -> dict:
     fit, nb = est.fit_, est.dynamic_base_.rank
     z = (fit.values[:nb] - est.reference_values(truth)) / fit.se[:nb]
@@ -77,7 +129,6 @@ def analyse(run: str | pathlib.Path) -> dict:
     from formats.dynamic_recording import DynamicRecording, read_dynamic_recording
     from identify.differentiation import lowpass
     from identify.dynamic import DynamicEstimator
-    from robots.kinematics import com_position
     from robots.params_io import resolve_params
     from robots.registry import get_model
 
@@ -127,8 +178,7 @@ def analyse(run: str | pathlib.Path) -> dict:
     lag_ms, lag_rms = _parabola_min(lags, cost), misfit(angles(1e-3 * _parabola_min(lags, cost))).std(axis=0)
     cz = lowpass(cg[:, 2:], 1000.0, fc)[:, 0]
     newton = lowpass(wg[:, 2:3], 1000.0, fc)[sl, 0] - M * (G + np.gradient(np.gradient(cz, tg), tg))[sl]
-    shift = lowpass(cg - com_position(model, qg, truth, rec.base), 1000.0, fc)[sl]
-    shift_m = np.stack([M * G * shift[:, 1], -M * G * shift[:, 0]], axis=1)
+    sole = _sole_motion(model, truth, rec.base, t, tr["qpos"][keep], tg, fc)[sl]
     # the recording against the plates, both filtered alike, at the recording's fitted times
     plates = lowpass(wg[:, [2, 3, 4]], 1000.0, fc)
     at = np.stack([np.interp(rec.t + off, tg, plates[:, k]) for k in range(3)], axis=1)
@@ -142,7 +192,8 @@ def analyse(run: str | pathlib.Path) -> dict:
         "run": str(run), "cutoff_hz": fc, "offset_s": off, "rows": ["fz_n", "mx_nm", "my_nm"],
         "newton_fz_rms_n": rms(newton[:, None])[0],
         "model_vs_plates_rms": rms(model_misfit), "model_vs_plates_mean": [float(v) for v in model_misfit.mean(0)],
-        "sole_motion_moment_rms_nm": rms(shift_m),
+        "sole_motion_rms": rms(sole), "model_vs_plates_rms_less_sole_motion": rms(model_misfit - sole),
+        "model_vs_plates_less_sole_motion_power_share": _band_shares(model_misfit - sole, sl.step / 1000.0, band, fc),
         "model_vs_plates_power_share": {"bands_hz": [band, fc / 2], "rows": shares},
         "plates_lag_ms": lag_ms, "model_vs_plates_rms_at_lag": [float(v) for v in lag_rms],
         "recorded_vs_plates_rms": rms(meas), "recorded_vs_plates_mean": [float(v) for v in meas.mean(0)],
@@ -155,8 +206,10 @@ def _print(r: dict) -> None:
     print(f"{r['run']}: cut-off {r['cutoff_hz']:.2f} Hz, recording t = 0 at simulated {r['offset_s']:.3f} s")
     print(f"  physics, plates' Fz − M(g + z̈_com):          {r['newton_fz_rms_n']:.4f} N rms")
     print(f"  model(truth) − plates, Fz N / Mx / My N·m rms: {f(*r['model_vs_plates_rms'])}")
-    print(f"    of it the base sole's motion (M g ΔCoM):     Mx {r['sole_motion_moment_rms_nm'][0]:.3f}, "
-          f"My {r['sole_motion_moment_rms_nm'][1]:.3f} N·m rms")  # fmt: skip
+    rest = zip(("Fz", "Mx", "My"), r["model_vs_plates_less_sole_motion_power_share"], strict=True)
+    print(f"    the soles' motion on their pads adds:        {f(*r['sole_motion_rms'])}; the model misses the rest by "
+          f"{f(*r['model_vs_plates_rms_less_sole_motion'])}, in the bands "
+          + " ".join(f"{n} {a:.0%}/{b:.0%}/{c:.0%}" for n, (a, b, c) in rest))  # fmt: skip
     lo, mid = r["model_vs_plates_power_share"]["bands_hz"]
     rows = zip(("Fz", "Mx", "My"), r["model_vs_plates_power_share"]["rows"], strict=True)
     shares = " ".join(f"{n} {a:.0%}/{b:.0%}/{c:.0%}" for n, (a, b, c) in rows)

@@ -4,8 +4,9 @@ A recorder stamps each sample with the time it arrived. The boards' reports are 
 earliest arrival came the moment its conversion ended (`drivers.board_timeline`), and current sensors are read some
 time after the encoders; soft contacts make the forces themselves lag the motion. Either way the measured efforts
 lag the joint angles by a few ms that nobody can measure beforehand. Inertial terms are derivatives of the motion,
-so a lag of a few ms leaks into them. On the physics twin the boards lag the encoders by 2.7 ms (1.4 ms of it the
-pads' compliance), which moved ϑ8 (the torso's Ixz) by 5.9 SE over 15 double-support runs. The lag is
+so a lag of a few ms leaks into them. On the physics twin the boards lag the encoders by ~1 ms (0.4 ms of it the
+pads' compliance); 2.7 ms, before the twin's boards averaged each step's forces at the state they act at, moved ϑ8
+(the torso's Ixz) by 5.9 SE over 15 double-support runs. The lag is
 estimated like any other parameter (`DynamicEstimator(delay="auto")`): the delay that minimises the weighted
 residual given the parameters, alternating with the fit.
 """

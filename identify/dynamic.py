@@ -512,7 +512,7 @@ class DynamicEstimator:
         delay whose refit leaves the least weighted residual (a profile: the regressor does not depend on it, so
         each trial delay only re-filters the efforts and solves the fit's weighted, or IV, least squares again).
         ROUNDS times, the weights from the fit at the delay found before. One delay per recording was tried: a
-        10 s run's own fit put the twin's 2.7 ms lag at 0.3–1.9 ms."""
+        10 s run's own fit put the twin's lag (2.7 ms then) at 0.3–1.9 ms."""
         sub = copy.copy(self)
         delay = 0.0
         for _ in range(ROUNDS):

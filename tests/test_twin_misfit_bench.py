@@ -23,3 +23,69 @@ def test_lag_minimum_is_refined_between_the_samples():
     lags = np.arange(-5, 6)
     assert _parabola_min(lags, list((lags + 1.7) ** 2 + 3)) == pytest.approx(-1.7)
     assert _parabola_min(lags, list(np.abs(lags - 9.0))) == 4.0  # at the edge: the last interior sample
+
+
+def _pinned_states(model, truth, q: np.ndarray, tilt_x: float = 0.0) -> np.ndarray:
+    """MuJoCo qpos of the twin for joint angles q (K, n): the base sole flat at the placement's origin on board 0's
+    top, or the whole robot turned by tilt_x rad about the x axis through that origin."""
+    import mujoco
+
+    from drivers.emulators.mujoco_twin import BOARD_SIZE, TwinOptions, build_spec
+    from robots.stance_spec import default_base
+
+    m = build_spec(model, truth, TwinOptions()).compile()
+    d = mujoco.MjData(m)
+    site = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, model.base_site(default_base(model)).name)
+    qadr = [m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n)] for n in model.joint_names]
+    c, s = np.cos(tilt_x), np.sin(tilt_x)
+    T = np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
+    origin = np.array([0.0, 0.0, BOARD_SIZE[2]])
+    out = np.zeros((len(q), m.nq))
+    for k, qk in enumerate(q):
+        d.qpos[:] = 0.0
+        d.qpos[3] = 1.0
+        d.qpos[qadr] = qk
+        mujoco.mj_kinematics(m, d)
+        Rs, ps = d.site_xmat[site].reshape(3, 3), d.site_xpos[site]
+        out[k] = d.qpos
+        out[k, :3] = origin + T @ Rs.T @ (d.xpos[1] - ps)
+        mujoco.mju_mat2Quat(out[k, 3:7], (T @ Rs.T @ d.xmat[1].reshape(3, 3)).ravel())
+    return out
+
+
+def test_sole_motion_is_none_for_a_pinned_sole_and_the_weights_lever_for_a_tilted_one(tulip):
+    """`_sole_motion` (what the model's fixed sole misses): nothing while the base sole stays where the model puts
+    it, however the joints move; the robot tilted as a whole by α about the sole's x axis adds M g Δy_com to Mx."""
+    import mujoco
+
+    from bench.twin_misfit import _sole_motion
+    from drivers.emulators.mujoco_twin import TwinOptions, build_spec
+    from drivers.emulators.sim_robot import twin_truth
+    from robots.stance_spec import default_base
+
+    truth = twin_truth(tulip)
+    t = np.arange(0.0, 4.0, 0.001)
+    q = np.zeros((len(t), tulip.nq))
+    q[:, :2] = 0.05 * np.sin(2 * np.pi * 0.5 * t)[:, None]  # two joints swing: the wrench changes
+    inner = slice(500, -500)
+    pinned = _sole_motion(tulip, truth, default_base(tulip), t, _pinned_states(tulip, truth, q), t, 2.8)
+    assert (
+        np.abs(pinned[inner]).max() < 5e-3
+    )  # N, N·m: the filter on a nonlinear motion; the twin's rocking adds 0.04–0.3
+    still = np.zeros((len(t), tulip.nq))
+    alpha = 1e-3
+    tilted = _sole_motion(
+        tulip, truth, default_base(tulip), t, _pinned_states(tulip, truth, still, alpha), t, 2.8
+    )
+    m = build_spec(tulip, truth, TwinOptions()).compile()
+    d = mujoco.MjData(m)
+    com = []
+    for a in (0.0, alpha):
+        d.qpos[:] = _pinned_states(tulip, truth, still[:1], a)[0]
+        mujoco.mj_kinematics(m, d)
+        mujoco.mj_comPos(m, d)
+        com.append(d.subtree_com[1].copy())
+    lever = truth.total_mass * 9.81 * (com[1][1] - com[0][1])
+    assert abs(lever) > 0.05  # N·m: the tilt moves the CoM sideways by millimetres
+    np.testing.assert_allclose(tilted[inner, 1], lever, rtol=1e-3)
+    np.testing.assert_allclose(tilted[inner, [0, 2]], 0.0, atol=1e-3 * abs(lever) + 1e-6)

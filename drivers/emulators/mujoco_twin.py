@@ -470,15 +470,16 @@ class Twin:
                     for _ in range(k):
                         if self.opts.servo.deadband:
                             self._tick_error()
+                        # the step's forces belong to the state it starts from (mj_step integrates after them)
+                        t0 = float(self.d.time)
+                        state = (self.d.qpos.copy(), self.d.qvel.copy()) if tracing else None
                         self.mj.mj_step(self.m, self.d)
                         if averaging or tracing:
                             self.mj.mj_rnePostConstraint(self.m, self.d)
                         if averaging:
-                            self._convert()
-                            self._ext_sum += self.d.cfrc_ext[self.board_bodies]
-                            self._ext_n += 1
+                            self._convert(t0)
                         if tracing:
-                            self._trace_step()
+                            self._trace_step(t0, *state)
                 else:
                     self.mj.mj_step(self.m, self.d, nstep=k)
                 if self.opts.board_averaging and not averaging:  # lifted: the boards go on converting, empty
@@ -749,21 +750,31 @@ class Twin:
             return lambda: self.cell_loads()[4 * board : 4 * board + 4]
         return lambda: self._mean_load(board)
 
-    def _conversion_window(self) -> int:
-        """The index of the boards' conversion window the present simulated time lies in."""
-        return math.floor(self.d.time / self.opts.board_conversion_s + 1e-9)
+    def _conversion_window(self, t: float | None = None) -> int:
+        """The index of the boards' conversion window simulated time `t` (default: the present) lies in."""
+        return math.floor((self.d.time if t is None else t) / self.opts.board_conversion_s + 1e-9)
 
-    def _convert(self) -> None:
-        """Before a physics step's wrench joins the boards' sums: a window of `board_conversion_s` that has ended
-        becomes each board's next conversion (queued for its reports) and the sums start again."""
-        window = self._conversion_window()
-        if self._window is not None and window != self._window and self._ext_n[0] > 0:
+    def _convert(self, t0: float) -> None:
+        """After a physics step that started at simulated time t0: its wrench (the state at t0's) joins the
+        sums of the window t0 lies in, and a window the step has completed becomes each board's next conversion
+        (queued for its reports) at once — as a board's converter sends a window's result when it ends."""
+        window = self._conversion_window(t0)
+        if self._window is not None and window != self._window:
+            self._flush()  # a window left unfinished (the robot set down mid-window)
+        self._window = window
+        self._ext_sum += self.d.cfrc_ext[self.board_bodies]
+        self._ext_n += 1
+        if self._conversion_window() != window:
+            self._flush()
+            self._window = self._conversion_window()
+
+    def _flush(self) -> None:
+        if self._ext_n[0] > 0:
             means = self._ext_sum / self._ext_n[:, None]
             for i in range(2):
                 self._ext_last[i] = means[i]
                 self._queue(i, self._board_wrench(i, means[i]) / 9.80665)
-            self._ext_sum[:], self._ext_n[:] = 0.0, 0
-        self._window = window
+        self._ext_sum[:], self._ext_n[:] = 0.0, 0
 
     def _queue(self, board: int, cells_kg: np.ndarray) -> None:
         q = self._conversions[board]
@@ -804,23 +815,27 @@ class Twin:
                 return self.cell_loads()[4 * board : 4 * board + 4]
             return self._board_wrench(board, self._ext_last[board]) / 9.80665
 
-    def _trace_step(self) -> None:
-        """One row of the trace, from the step just taken (positions and contact forces of its forward pass)."""
+    def _trace_step(self, t: float, qpos: np.ndarray, qvel: np.ndarray) -> None:
+        """One row of the trace: the state the step just taken started from (time t, qpos, qvel) with the
+        CoM, contact forces and accelerations of that step's forward pass."""
         d = self.d
         ext = d.cfrc_ext[self.board_bodies]  # on each plate: torque about its subtree CoM, force (world)
         force = -ext[:, 3:].sum(axis=0)  # the plates' force on the robot
         moment = -(ext[:, :3] + np.cross(d.subtree_com[self.board_bodies], ext[:, 3:])).sum(axis=0)
         self.trace.append(
-            np.concatenate([[d.time], d.subtree_com[self.root], force, moment, d.qpos[self.qadr]])
+            np.concatenate([[t], d.subtree_com[self.root], force, moment, qpos[self.qadr], qpos, qvel, d.qacc])
         )
 
     def trace_arrays(self) -> dict[str, np.ndarray]:
         """The trace (`TwinOptions.trace`) as arrays: t (s, simulated), com (K, 3) m, force (K, 3) N and moment
         (K, 3) N·m of the plates on the robot about the floor origin (world frame: the base frame of the
-        placement), q (K, n) rad."""
+        placement), q (K, n) rad; and MuJoCo's whole state: qpos, qvel and qacc (free base first)."""
+        n, nq, nv = self.model.nq, self.m.nq, self.m.nv
         with self.lock:
-            a = np.array(self.trace).reshape(-1, 10 + self.model.nq)
-        return {"t": a[:, 0], "com": a[:, 1:4], "force": a[:, 4:7], "moment": a[:, 7:10], "q": a[:, 10:]}
+            a = np.array(self.trace).reshape(-1, 10 + n + nq + 2 * nv)
+        cols = np.cumsum([10, n, nq, nv])
+        return {"t": a[:, 0], "com": a[:, 1:4], "force": a[:, 4:7], "moment": a[:, 7:10],
+                "q": a[:, 10 : cols[0] + n], **dict(zip(("qpos", "qvel", "qacc"), np.split(a[:, cols[1]:], cols[2:] - cols[1], axis=1), strict=True))}  # fmt: skip
 
     def com_xy(self) -> np.ndarray:
         """The twin's own whole-body CoM projection (base frame), from MuJoCo."""
