@@ -823,7 +823,9 @@ class Twin:
         force = -ext[:, 3:].sum(axis=0)  # the plates' force on the robot
         moment = -(ext[:, :3] + np.cross(d.subtree_com[self.board_bodies], ext[:, 3:])).sum(axis=0)
         self.trace.append(
-            np.concatenate([[t], d.subtree_com[self.root], force, moment, qpos[self.qadr], qpos, qvel, d.qacc])
+            np.concatenate(
+                [[t], d.subtree_com[self.root], force, moment, qpos[self.qadr], qpos, qvel, d.qacc]
+            )
         )
 
     def trace_arrays(self) -> dict[str, np.ndarray]:
