@@ -108,6 +108,12 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         "when noise alone separates them)",
     )  # fmt: skip
     d.add_argument(
+        "--no-average", action="store_true",
+        help="fit repeated runs of one plan (run.json) as independent recordings; by default the runs of a plan "
+        "on the same sample times are averaged sample by sample first: what repeats share (quantisation, timing, "
+        "model error) does not average out, and side by side it would shrink the SEs as if it did",
+    )  # fmt: skip
+    d.add_argument(
         "--well",
         type=at.positive,
         metavar="PCT",
@@ -205,6 +211,11 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     planned = _planned_angles(args.instruments, recs, model) if args.instruments else None
     quantity = "torque" if rec.tau is not None else "wrench"
     source = args.recording[0] if len(recs) == 1 else f"{len(recs)} recordings"
+    rep = _repeats(recs, args.recording, average=not args.no_average)
+    if rep.averaged:
+        source += f", the runs of each plan averaged ({len(rep.groups)} fitted)"
+        recs = rep.recordings
+        planned = None if planned is None else [planned[g[0]] for g in rep.groups]
     est = DynamicEstimator(
         model,
         rec.base,
@@ -220,6 +231,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     ).fit(recs, instruments=planned)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
+    for item in (*fit.gaps, *fit.dropped, *fit.placements):  # numbered as given, not as fitted
+        item["recording"] = rep.groups[item["recording"] - 1][0] + 1
     if args.reference:
         ref = est.reference_values(ref_ps)
         z = (fit.values[:nb] - ref) / fit.se[:nb]  # NaN for parameters held at a prior value
@@ -244,11 +257,14 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         "practical_s": args.practical_s,
         "beyond_practical": beyond,
     }
+    if rep.averaged:
+        out["repeats_averaged"] = [[k + 1 for k in g] for g in rep.groups]
     scatter = None
     if args.scatter:
         from identify.scatter import recording_scatter
 
-        scatter = recording_scatter(est, recs, planned, [_plan_of(path) for path in args.recording])
+        plans = [_plan_of(args.recording[g[0]]) for g in rep.groups]
+        scatter = recording_scatter(est, recs, planned, plans)
         out["scatter"] = scatter.to_dict(fit.symbols)
     pred = meas = None
     if vrec is not None:
@@ -280,6 +296,13 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         table.add_row(*row)
     console.print(table)
     console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz")
+    if rep.averaged:
+        together = "; ".join(", ".join(str(k + 1) for k in g) for g in rep.groups if len(g) > 1)
+        console.print(
+            f"repeats averaged sample by sample (runs of one plan, by their run.json): recordings {together} — "
+            f"{len(rep.groups)} fitted; what repeats share shows in the SEs (--no-average: each run on its own)",
+            highlight=False,
+        )
     if fit.delays_s:
         how = "estimated" if fit.delay_estimated else "as given"
         if len(set(fit.delays_s)) == 1:
@@ -390,6 +413,21 @@ def _run_of(recording: str) -> tuple[str, str]:
 
     meta = json.loads((Path(recording).parent / "run.json").read_text(encoding="utf-8"))
     return meta["plan"], meta["plan_sha256"]
+
+
+def _repeats(recs: list, paths: list[str], average: bool):
+    """The recordings to fit: with `average`, the runs of one plan (by the run.json beside each) averaged."""
+    from identify.repeats import Repeats, average_repeats
+
+    if not average or len(recs) < 2:
+        return Repeats(list(recs), [[k] for k in range(len(recs))])
+    plans = []
+    for path in paths:
+        try:
+            plans.append(str(_run_of(path)[1]))
+        except (OSError, ValueError, KeyError, TypeError):
+            plans.append(None)  # not a `poise run` recording: never averaged
+    return average_repeats(recs, plans)
 
 
 def _plan_of(recording: str) -> str:

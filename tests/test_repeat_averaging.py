@@ -1,0 +1,98 @@
+"""Repeated runs of one plan averaged before the fit (`identify.repeats`, `identify dynamic`'s default): a repeat
+that shares its errors adds no information and must not shrink the SEs; independent repeats keep what they hold."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
+from identify.dynamic import DynamicEstimator
+from identify.repeats import average_repeats
+from tests.test_dynamic_identify import UR5, _record, setup  # noqa: F401 (setup: the module fixture)
+
+
+@pytest.fixture(scope="module")
+def recs(setup):  # noqa: F811
+    model, res, truth = setup
+    return [_record(model, res.trajectory, truth, seed=s) for s in (1, 2, 3)]
+
+
+def _rec(n: int, value: float, t_plan=None) -> DynamicRecording:
+    t = np.arange(n) * 0.01
+    q = np.full((n, 2), value)
+    return DynamicRecording("r", "b", ["a", "b"], t, q, wrench=np.full((n, 6), 2 * value), t_plan=t_plan)
+
+
+def test_the_runs_of_one_plan_on_the_same_samples_are_averaged_and_nothing_else():
+    runs = [
+        _rec(12, 1.0),
+        _rec(12, 3.0),
+        _rec(13, 5.0),
+        _rec(12, 7.0),
+        _rec(12, 9.0),
+        _rec(12, 4.0, np.arange(12) * 0.011),
+    ]
+    rep = average_repeats(runs, ["p", "p", "p", None, "q", "p"])
+    # a run of another length, an unknown plan, another plan and a run whose plan times lag are not repeats
+    assert rep.groups == [[0, 1], [2], [3], [4], [5]] and rep.averaged
+    np.testing.assert_allclose(rep.recordings[0].q, 2.0)
+    np.testing.assert_allclose(rep.recordings[0].wrench, 4.0)
+    assert rep.recordings[0].meta["repeats_averaged"] == "2" and rep.recordings[1] is runs[2]
+    single = average_repeats(runs[:1], ["p"])
+    assert not single.averaged and single.recordings == runs[:1]
+    with pytest.raises(ValueError, match="2 plan labels for 3 recordings"):
+        average_repeats(runs[:3], ["p", "p"])
+    other = replace(runs[1], joint_names=["a", "c"])
+    assert average_repeats([runs[0], other], ["p", "p"]).groups == [[0], [1]]
+
+
+def test_repeats_that_share_every_error_count_once(setup, recs):  # noqa: F811
+    """Three identical runs (a perfectly repeatable bench: the same noise, quantisation and misfit each time) hold
+    what one holds. Side by side they shrink the SEs by √3; averaged, the fit is the single run's."""
+    model = setup[0]
+    one = DynamicEstimator(model).fit(recs[0]).fit_
+    stacked = DynamicEstimator(model).fit([recs[0]] * 3).fit_
+    rep = average_repeats([recs[0]] * 3, ["p"] * 3)
+    averaged = DynamicEstimator(model).fit(rep.recordings).fit_
+    np.testing.assert_allclose(averaged.values, one.values, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(averaged.se, one.se, rtol=1e-9)
+    ratio = np.median(stacked.se / one.se)
+    assert 0.5 < ratio < 0.65, ratio  # 1/√3 = 0.577: overconfident
+
+
+def test_independent_repeats_keep_their_information(setup, recs):  # noqa: F811
+    """Runs whose noise is their own (different seeds): averaged, the SEs are those of the runs side by side and
+    the estimates agree within a fraction of them."""
+    model = setup[0]
+    stacked = DynamicEstimator(model).fit(recs).fit_
+    averaged = DynamicEstimator(model).fit(average_repeats(recs, ["p"] * 3).recordings).fit_
+    ratio = averaged.se / stacked.se
+    assert 0.75 < np.median(ratio) < 1.33, np.median(ratio)
+    assert np.median(np.abs(averaged.values - stacked.values) / stacked.se) < 0.5
+
+
+def test_identify_dynamic_averages_the_runs_of_a_plan_unless_told(setup, recs, tmp_path, capsys):  # noqa: F811
+    from poise.cli import main
+
+    paths = []
+    for k, (r, plan) in enumerate(zip([recs[0]] * 3 + [recs[1]], ["p1", "p1", "p1", "p2"], strict=True)):
+        run = tmp_path / f"run{k}"
+        run.mkdir()
+        write_dynamic_recording(replace(r, meta={**r.meta, "robot_source": str(UR5)}), run / "recording.csv")
+        (run / "run.json").write_text(json.dumps({"plan": "x.json", "plan_sha256": plan}), encoding="utf-8")
+        paths.append(str(run / "recording.csv"))
+    capsys.readouterr()
+    assert main(["identify", "dynamic", *paths, "--json"]) == 0
+    averaged = json.loads(capsys.readouterr().out)
+    assert averaged["repeats_averaged"] == [[1, 2, 3], [4]]
+    assert main(["identify", "dynamic", *paths, "--json", "--no-average"]) == 0
+    apart = json.loads(capsys.readouterr().out)
+    assert "repeats_averaged" not in apart
+    se = [np.array([p["se"] for p in o["parameters"]]) for o in (averaged, apart)]
+    assert np.median(se[1] / se[0]) < 0.85  # the identical copies counted thrice
+    assert main(["identify", "dynamic", *paths]) == 0
+    assert "repeats averaged sample by sample" in capsys.readouterr().out
