@@ -137,6 +137,10 @@ def analyse(run: str | pathlib.Path) -> dict:
     model = get_model(rec.robot)
     truth = resolve_params(str(run / "truth.json"), model)
     tr = dict(np.load(run / "twin_trace.npz"))
+    if "qpos" not in tr:
+        raise SystemExit(
+            f"{run}: its twin_trace.npz predates the whole-state trace; run it again with --twin-trace"
+        )
     t, keep = np.unique(tr["t"], return_index=True)
     com, force, moment, q = (tr[k][keep] for k in ("com", "force", "moment", "q"))
     off = _offset(rec.t, rec.q, t, q)

@@ -231,7 +231,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     ).fit(recs, instruments=planned)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
-    for item in (*fit.gaps, *fit.dropped, *fit.placements):  # numbered as given, not as fitted
+    # recordings numbered as given, not as fitted (placements count pieces: recordings only when none has a gap)
+    for item in (*fit.gaps, *fit.dropped, *(() if fit.gaps else fit.placements)):
         item["recording"] = rep.groups[item["recording"] - 1][0] + 1
     if args.reference:
         ref = est.reference_values(ref_ps)

@@ -39,17 +39,12 @@ from trajectories.excitation import (
     ExcitationResult,
     ExcitationSettings,
     Prior,
-    _Criterion,
     _JacobianNode,
     check_focus,
     check_prior,
-    criterion_stages,
     finish_with_prior,
-    focus_record,
-    ipopt_options,
     posture_clearance_rows,
-    prior_record,
-    stage_prior,
+    solve_stages,
 )
 from trajectories.fourier import FourierTrajectory, basis, rest_constraints
 from trajectories.verify import acceleration_limits
@@ -374,13 +369,17 @@ def optimise_balance(
     x0, _ = balance_start(model, settings, chain, rng, amplitude)
     check_prior(prior, prob["base"].rank)
     check_focus(settings, prob["base"].rank)
-    x, iterations, status, stages = _solve_balance(prob, settings, prior, x0, criterion_stages(settings))
+    x, iterations, status, stages = solve_stages(
+        prob, settings, prior, x0, warm=False, name="balance_excitation"
+    )
     ratio = grid_torque_ratio(model, chain, settings, prob, x)
     if ratio is not None and ratio > 1.0:
         stages[-1]["torque_ratio"] = ratio  # without the torque rows: why they were added
         prob = design_balance_problem(model, settings, chain, zmp_margin, torque_rows=True)
         x = with_split(model, chain, settings, prob, x)
-        x, extra, status, again = _solve_balance(prob, settings, prior, x, criterion_stages(settings)[-1:])
+        x, extra, status, again = solve_stages(
+            prob, settings, prior, x, last_only=True, warm=False, name="balance_excitation"
+        )
         iterations += extra
         stages += [{**st, "torque_rows": True} for st in again]
         ratio = grid_torque_ratio(model, chain, settings, prob, x)
@@ -416,33 +415,6 @@ def optimise_balance(
     )  # fmt: skip
     result.verification = check.to_dict()
     return result
-
-
-def _solve_balance(prob: dict, settings: ExcitationSettings, prior: Prior | None, x: np.ndarray, stages_in):
-    """IPOPT through the criterion's `stages_in` from x → (x, iterations, status, stage records)."""
-    Wshape = (3 * settings.samples, prob["base"].rank)
-    grad = _Criterion("criterion_grad", Wshape, settings, None, prior)
-    crit = _Criterion("criterion", Wshape, settings, grad, prior)
-    f = crit(ca.vec(prob["W"]))
-    opts = ipopt_options(settings)
-    solver = ca.nlpsol("balance_excitation", "ipopt", {"x": prob["x"], "f": f, "g": prob["g"]}, opts)
-    stages, iterations, status = [], 0, ""
-    for k, (stage, p) in enumerate(stages_in):
-        crit.settings = grad.settings = stage
-        crit.p = grad.p = p
-        crit.prior = grad.prior = stage_prior(settings, prior, k == len(stages_in) - 1)
-        sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"], lbx=prob["lbx"], ubx=prob["ubx"])
-        st = solver.stats()
-        timing = {k: round(v, 2) for k, v in st.items() if k.startswith("t_wall")}
-        x = np.asarray(sol["x"]).ravel()
-        iterations += int(st.get("iter_count", 0))
-        status = str(st.get("return_status", ""))
-        W = np.asarray(prob["W_fun"](x))
-        stages.append({"criterion": stage.criterion, "sharpness": p, "status": status,
-                       "iterations": int(st.get("iter_count", 0)),
-                       "kappa_scaled": kappa(normalised_columns(W)[0]), "kappa": kappa(W), "timing_s": timing}
-                      | focus_record(stage) | prior_record(prior, crit.prior))  # fmt: skip
-    return x, iterations, status, stages
 
 
 def grid_states(model: RobotModel, chain: ClosedChain, prob: dict, x: np.ndarray):

@@ -655,12 +655,20 @@ def ipopt_options(settings: ExcitationSettings) -> dict:
     }
 
 
-def _solve_stages(
-    prob: dict, settings: ExcitationSettings, prior: Prior | None, x: np.ndarray, last_only: bool = False
+def solve_stages(
+    prob: dict,
+    settings: ExcitationSettings,
+    prior: Prior | None,
+    x: np.ndarray,
+    last_only: bool = False,
+    warm: bool = True,
+    name: str = "excitation",
 ) -> tuple[np.ndarray, int, str, list[dict]]:
-    """IPOPT through the criterion's continuation (blunt surrogates warm-start the sharp one) from x; `last_only`:
-    the final stage alone (x is a solution of the earlier ones)."""
-    Wshape = prob["W_fun"].size_out(0)  # (samples · joints, base parameters)
+    """IPOPT through the criterion's continuation (blunt surrogates warm-start the sharp one) from x, on any
+    problem with the design vector `x`, objective matrix `W` (`W_fun`) and constraints `g` of `prob`; `last_only`:
+    the final stage alone (x is a solution of the earlier ones); `warm`: the earlier stages with half the
+    iterations and a loose tolerance (False: every stage with the settings' options)."""
+    Wshape = prob["W_fun"].size_out(0)  # (samples · rows, base parameters)
     grad = _Criterion("criterion_grad", Wshape, settings, None, prior)
     crit = _Criterion("criterion", Wshape, settings, grad, prior)
     f = crit(ca.vec(prob["W"]))
@@ -668,7 +676,7 @@ def _solve_stages(
     nlp = {"x": prob["x"], "f": f, "g": prob["g"]}
     # the blunter surrogates only warm-start the last: half the iterations and a loose tolerance (on the iCub
     # arm: 400 → 269–300 iterations, 146–158 → 89 s, the same κ)
-    warm = {
+    loose = {
         **opts,
         "ipopt.max_iter": max(1, settings.max_iter // 2),
         "ipopt.tol": 1e-3,
@@ -681,7 +689,7 @@ def _solve_stages(
         crit.settings = grad.settings = stage
         crit.p = grad.p = p
         crit.prior = grad.prior = stage_prior(settings, prior, k == len(ps) - 1)
-        solver = ca.nlpsol("excitation", "ipopt", nlp, opts if k == len(ps) - 1 else warm)
+        solver = ca.nlpsol(name, "ipopt", nlp, loose if warm and k < len(ps) - 1 else opts)
         sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"], lbx=prob.get("lbx", -np.inf),
                      ubx=prob.get("ubx", np.inf))  # fmt: skip
         st = solver.stats()
@@ -692,7 +700,7 @@ def _solve_stages(
         timing = {k[7:]: round(v, 2) for k, v in st.items() if k.startswith("t_wall_") and v >= 0.05}
         stages.append({"criterion": stage.criterion, "sharpness": p, "status": status,
                        "iterations": int(st.get("iter_count", 0)), "kappa_scaled": kappa(normalised_columns(W)[0]),
-                       "timing_s": timing} | focus_record(stage) | prior_record(prior, crit.prior))  # fmt: skip
+                       "kappa": kappa(W), "timing_s": timing} | focus_record(stage) | prior_record(prior, crit.prior))  # fmt: skip
     return x, iterations, status, stages
 
 
@@ -722,11 +730,11 @@ def solve_lazy_torques(
     prob = build(False)
     check_prior(prior, prob["base"].rank)
     check_focus(settings, prob["base"].rank)
-    x, iterations, status, stages = _solve_stages(prob, settings, prior, x0)
+    x, iterations, status, stages = solve_stages(prob, settings, prior, x0)
     ratio = _torque_ratio(prob, x) if np.all(np.isfinite(prob["limits"][4])) else None
     if ratio is not None and ratio > 1.0:
         prob = build(True)
-        x, extra, status, again = _solve_stages(prob, settings, prior, x, last_only=True)
+        x, extra, status, again = solve_stages(prob, settings, prior, x, last_only=True)
         iterations += extra
         stages += [{**st, "torque_rows": True} for st in again]
         ratio = _torque_ratio(prob, x)

@@ -832,12 +832,11 @@ class Twin:
         """The trace (`TwinOptions.trace`) as arrays: t (s, simulated), com (K, 3) m, force (K, 3) N and moment
         (K, 3) N·m of the plates on the robot about the floor origin (world frame: the base frame of the
         placement), q (K, n) rad; and MuJoCo's whole state: qpos, qvel and qacc (free base first)."""
-        n, nq, nv = self.model.nq, self.m.nq, self.m.nv
+        e = np.cumsum([10, self.model.nq, self.m.nq, self.m.nv, self.m.nv])  # each block's end column
         with self.lock:
-            a = np.array(self.trace).reshape(-1, 10 + n + nq + 2 * nv)
-        cols = np.cumsum([10, n, nq, nv])
-        return {"t": a[:, 0], "com": a[:, 1:4], "force": a[:, 4:7], "moment": a[:, 7:10],
-                "q": a[:, 10 : cols[0] + n], **dict(zip(("qpos", "qvel", "qacc"), np.split(a[:, cols[1]:], cols[2:] - cols[1], axis=1), strict=True))}  # fmt: skip
+            a = np.array(self.trace).reshape(-1, e[-1])
+        return {"t": a[:, 0], "com": a[:, 1:4], "force": a[:, 4:7], "moment": a[:, 7:10], "q": a[:, e[0] : e[1]],
+                "qpos": a[:, e[1] : e[2]], "qvel": a[:, e[2] : e[3]], "qacc": a[:, e[3] : e[4]]}  # fmt: skip
 
     def com_xy(self) -> np.ndarray:
         """The twin's own whole-body CoM projection (base frame), from MuJoCo."""
