@@ -68,20 +68,30 @@ def test_a_recording_without_friction_excitation_alone_is_named(setup, recs):  #
         recording_scatter(est, recs[:2] + [still])
 
 
-def test_identify_dynamic_scatter_groups_runs_of_one_plan(setup, recs, tmp_path, capsys):  # noqa: F811
+def runs_of_plans(recs, plans: list[str], folder) -> list[str]:
+    """UR5 recordings written as `poise run` leaves them: each in its folder beside a run.json naming its plan's
+    sha256 (here the label in `plans`); their paths."""
     import json
 
     from formats.dynamic_recording import write_dynamic_recording
-    from poise.cli import main
     from tests.test_dynamic_identify import UR5
 
     paths = []
-    for k, (r, plan) in enumerate(zip(recs, ["p1", "p1", "p2", "p3", "p3"], strict=True)):
-        run = tmp_path / f"run{k}"
+    for k, (r, plan) in enumerate(zip(recs, plans, strict=True)):
+        run = folder / f"run{k}"
         run.mkdir()
         write_dynamic_recording(replace(r, meta={**r.meta, "robot_source": str(UR5)}), run / "recording.csv")
         (run / "run.json").write_text(json.dumps({"plan": "x.json", "plan_sha256": plan}), encoding="utf-8")
         paths.append(str(run / "recording.csv"))
+    return paths
+
+
+def test_identify_dynamic_scatter_groups_runs_of_one_plan(setup, recs, tmp_path, capsys):  # noqa: F811
+    import json
+
+    from poise.cli import main
+
+    paths = runs_of_plans(recs, ["p1", "p1", "p2", "p3", "p3"], tmp_path)
     capsys.readouterr()
     assert main(["identify", "dynamic", *paths, "--scatter", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

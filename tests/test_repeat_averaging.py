@@ -9,10 +9,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
+from formats.dynamic_recording import DynamicRecording
 from identify.dynamic import DynamicEstimator
 from identify.repeats import average_repeats
-from tests.test_dynamic_identify import UR5, _record, setup  # noqa: F401 (setup: the module fixture)
+from tests.test_dynamic_identify import _record, setup  # noqa: F401 (setup: the module fixture)
+from tests.test_recording_scatter import runs_of_plans
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +79,7 @@ def test_independent_repeats_keep_their_information(setup, recs):  # noqa: F811
 def test_identify_dynamic_averages_the_runs_of_a_plan_unless_told(setup, recs, tmp_path, capsys):  # noqa: F811
     from poise.cli import main
 
-    paths = []
-    for k, (r, plan) in enumerate(zip([recs[0]] * 3 + [recs[1]], ["p1", "p1", "p1", "p2"], strict=True)):
-        run = tmp_path / f"run{k}"
-        run.mkdir()
-        write_dynamic_recording(replace(r, meta={**r.meta, "robot_source": str(UR5)}), run / "recording.csv")
-        (run / "run.json").write_text(json.dumps({"plan": "x.json", "plan_sha256": plan}), encoding="utf-8")
-        paths.append(str(run / "recording.csv"))
+    paths = runs_of_plans([recs[0]] * 3 + [recs[1]], ["p1", "p1", "p1", "p2"], tmp_path)
     capsys.readouterr()
     assert main(["identify", "dynamic", *paths, "--json"]) == 0
     averaged = json.loads(capsys.readouterr().out)
