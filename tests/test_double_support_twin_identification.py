@@ -253,8 +253,10 @@ WITHIN_3SE_MEASURED = (
     "coefficients, same truth; the runs differ by the twin's thread timing alone): 0.93, 2.09, 2.11, 1.80, 0.61, "
     "0.41, 0.98, 2.73 and, in one full make test, 3.63 (ϑ30, with ϑ16 at −2.66: the upper legs' first "
     "moments along the leg, a left/right misfit that --drift 1 and cut-offs 2–3.5 Hz leave at 3.4–4.4). Fitted "
-    "with a second run, the SEs shrink and that misfit did not (4.03). The SEs come from the residuals and cannot "
-    "show a misfit inside the motion's band; see README"
+    "with a second run, the SEs shrink and that misfit did not (4.03). It is the soles' rocking on their pads, all "
+    "of the rigid model's misfit in the band at the exact angles (`bench.twin_misfit`: ϑ16, ϑ34 +0.026, −0.033 on "
+    "a run's exact data, −0.005, 0.000 without it). The SEs come from the residuals and cannot show a misfit "
+    "inside the motion's band; see README"
 )
 
 
