@@ -288,3 +288,59 @@ def test_design_keeps_double_support_torques_within_reduced_efforts(tulip, chain
     assert res.stages[-1]["torque_ratio"] <= 1 + 1e-6
     assert res.verification["ok"], res.verification["problems"]
     assert res.verification["torque_ratio"] <= 1
+
+
+def test_balance_tightened_moves_in_what_the_fine_grid_found_exceeded():
+    """The double-support design's bounds, moved in by the excess the plan's fine-grid check found + a slack:
+    the ZMP margin (m) and a sole's load share; None when the check keeps the plan's."""
+    from dataclasses import replace
+
+    from trajectories.balance_excitation import balance_tightened
+    from trajectories.retighten import SHARE_SLACK, TIGHTEN_SLACK
+    from trajectories.verify import TrajectoryCheck
+
+    plan = replace(QUICK, load_share=0.25)
+    fine = TrajectoryCheck(1, 0.002, 0.1, 0.5, 0.5, None, True, True, 10.0, 5.0, min_zmp_margin_m=0.021,
+                           load_share_range=(0.3, 0.7))  # fmt: skip
+    assert balance_tightened(plan, 0.02, plan, 0.02, fine) is None
+    short = replace(fine, min_zmp_margin_m=0.0185, load_share_range=(0.24, 0.7))
+    design, margin = balance_tightened(plan, 0.02, plan, 0.02, short)
+    assert margin == pytest.approx(0.02 + 0.0015 + TIGHTEN_SLACK)
+    assert design.load_share == pytest.approx(0.25 + 0.01 + SHARE_SLACK)
+    again, margin2 = balance_tightened(design, margin, plan, 0.02, short)  # still short: moved in further
+    assert margin2 == pytest.approx(margin + 0.0015 + TIGHTEN_SLACK) and again.load_share > design.load_share
+    within = replace(fine, load_share_range=(0.2495, 0.7))  # within the check's tolerance
+    assert balance_tightened(plan, 0.02, plan, 0.02, within) is None
+
+
+def test_a_double_support_design_the_fine_grid_fails_is_solved_again_with_its_bound_moved_in(tulip, chain,
+                                                                                               monkeypatch):  # fmt: skip
+    """Where the 2 ms check finds the ZMP margin exceeded between the grid samples, the design is solved again from
+    its start with the margin moved in by the excess + slack, its stages marked `tightened`, and checked again. The
+    first check here is told 1.5 mm short (no double-support design has been yet)."""
+    from dataclasses import replace
+
+    import trajectories.balance_excitation as be
+    import trajectories.verify as verify
+    from trajectories.retighten import TIGHTEN_SLACK
+
+    quick = replace(QUICK, harmonics=2, samples=16, max_iter=15)
+    margins, checks = [], []
+    real_problem, real_check = be.design_balance_problem, verify.check_trajectory
+
+    def problem(model, settings, ch, margin, **kw):
+        margins.append(margin)
+        return real_problem(model, settings, ch, margin, **kw)
+
+    def check(*args, **kw):
+        c = real_check(*args, **kw)
+        checks.append(c)
+        return replace(c, min_zmp_margin_m=kw["zmp_margin"] - 0.0015) if len(checks) == 1 else c
+
+    monkeypatch.setattr(be, "design_balance_problem", problem)
+    monkeypatch.setattr(verify, "check_trajectory", check)
+    res = be.optimise_balance(tulip, quick, seed=4, zmp_margin=0.02, chain=chain)
+    assert len(checks) == 2 and margins[0] == 0.02
+    assert margins[-1] == pytest.approx(0.02 + 0.0015 + TIGHTEN_SLACK)
+    assert any(st.get("tightened") for st in res.stages) and not res.stages[0].get("tightened")
+    assert res.verification == checks[-1].to_dict()

@@ -15,6 +15,7 @@ All derivatives are exact (CasADi AD through `Function.map` over the grid).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import casadi as ca
 import numpy as np
@@ -47,6 +48,7 @@ from trajectories.excitation import (
     solve_stages,
 )
 from trajectories.fourier import FourierTrajectory, basis, rest_constraints
+from trajectories.retighten import SHARE_SLACK, SHARE_TOLERANCE, TIGHTEN_SLACK, solve_and_retighten
 from trajectories.verify import acceleration_limits
 
 ZMP_ROWS = ("fz", "mx", "my")
@@ -365,25 +367,47 @@ def optimise_balance(
     base = settings.base or (model.stance or {}).get("base") or next(iter(model.bases))
     guess = settings.params or next(iter(model.params))
     chain = chain or make_chain(model, base, guess, rng)
-    prob = design_balance_problem(model, settings, chain, zmp_margin)
     x0, _ = balance_start(model, settings, chain, rng, amplitude)
-    check_prior(prior, prob["base"].rank)
-    check_focus(settings, prob["base"].rank)
-    x, iterations, status, stages = solve_stages(
-        prob, settings, prior, x0, warm=False, name="balance_excitation"
-    )
-    ratio = grid_torque_ratio(model, chain, settings, prob, x)
-    if ratio is not None and ratio > 1.0:
-        stages[-1]["torque_ratio"] = ratio  # without the torque rows: why they were added
-        prob = design_balance_problem(model, settings, chain, zmp_margin, torque_rows=True)
-        x = with_split(model, chain, settings, prob, x)
-        x, extra, status, again = solve_stages(
-            prob, settings, prior, x, last_only=True, warm=False, name="balance_excitation"
+
+    def solve(bounds: tuple[ExcitationSettings, float]):
+        design, margin = bounds
+        prob = design_balance_problem(model, design, chain, margin)
+        check_prior(prior, prob["base"].rank)
+        check_focus(design, prob["base"].rank)
+        x, iterations, status, stages = solve_stages(
+            prob, design, prior, x0, warm=False, name="balance_excitation"
         )
-        iterations += extra
-        stages += [{**st, "torque_rows": True} for st in again]
-        ratio = grid_torque_ratio(model, chain, settings, prob, x)
-    stages[-1]["torque_ratio"] = ratio
+        ratio = grid_torque_ratio(model, chain, design, prob, x)
+        if ratio is not None and ratio > 1.0:
+            stages[-1]["torque_ratio"] = ratio  # without the torque rows: why they were added
+            prob = design_balance_problem(model, design, chain, margin, torque_rows=True)
+            x = with_split(model, chain, design, prob, x)
+            x, extra, status, again = solve_stages(
+                prob, design, prior, x, last_only=True, warm=False, name="balance_excitation"
+            )
+            iterations += extra
+            stages += [{**st, "torque_rows": True} for st in again]
+            ratio = grid_torque_ratio(model, chain, design, prob, x)
+        stages[-1]["torque_ratio"] = ratio
+        return prob, x, iterations, status, stages
+
+    def finish(prob: dict, x: np.ndarray, iterations: int, status: str, stages: list[dict]):
+        return _balance_result(
+            model, settings, chain, prob, x, iterations, status, stages, prior, zmp_margin, t0
+        )
+
+    result, check = solve_and_retighten(
+        solve, finish, lambda b, check: balance_tightened(b[0], b[1], settings, zmp_margin, check),
+        (settings, zmp_margin),
+    )  # fmt: skip
+    result.verification = check.to_dict()
+    return result
+
+
+def _balance_result(model, settings, chain, prob, x, iterations, status, stages, prior, zmp_margin, t0):
+    """The design's result and its check on the fine grid against the plan's own bounds (`settings`, `zmp_margin`)."""
+    from trajectories.verify import check_trajectory
+
     m, nI = prob["m"], len(chain.independent)
     fi = FourierTrajectory.from_coefficients(
         x[: m * nI].reshape(m, nI, order="F"), settings.period, settings.duration
@@ -406,15 +430,30 @@ def optimise_balance(
         stages=stages,
     )
     finish_with_prior(result, W, settings, prior)
-    from trajectories.verify import check_trajectory
-
     check = check_trajectory(
         model, traj, chain.base, prob["params"], 0.002, settings.acceleration_default, settings.simplified,
         zmp_margin=zmp_margin, load_share=settings.load_share,
         collision_margin=settings.collision_margin if settings.self_collision else None,
     )  # fmt: skip
-    result.verification = check.to_dict()
-    return result
+    return result, check
+
+
+def balance_tightened(
+    design: ExcitationSettings, margin: float, plan: ExcitationSettings, plan_margin: float, check
+) -> tuple[ExcitationSettings, float] | None:
+    """The design's ZMP margin and load share moved in by what the fine grid found beyond the plan's (`check`, a
+    `verify.TrajectoryCheck`) plus a slack, or None if neither was exceeded."""
+    moved_margin, changes = margin, {}
+    if check.min_zmp_margin_m is not None and check.min_zmp_margin_m < plan_margin:
+        moved_margin = margin + plan_margin - check.min_zmp_margin_m + TIGHTEN_SLACK
+    if plan.load_share > 0 and check.load_share_range is not None:
+        lo, hi = check.load_share_range
+        least = min(lo, 1.0 - hi)
+        if least < plan.load_share - SHARE_TOLERANCE:
+            changes["load_share"] = design.load_share + plan.load_share - least + SHARE_SLACK
+    if not changes and moved_margin == margin:
+        return None
+    return replace(design, **changes), moved_margin
 
 
 def grid_states(model: RobotModel, chain: ClosedChain, prob: dict, x: np.ndarray):

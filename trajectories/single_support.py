@@ -55,6 +55,7 @@ from trajectories.excitation import (
     linear_limit_rows,
 )
 from trajectories.fourier import FourierTrajectory, basis
+from trajectories.retighten import TIGHTEN_SLACK, solve_and_retighten
 from trajectories.weight_shift import POSTURE_ROOM, SHIFT_BUFFER, shifted_posture, wrench_at_rest
 
 LIFT_BUFFER = (
@@ -65,9 +66,6 @@ TILT_BUFFER = math.radians(2.0)  # taken from the tilt bound at the grid samples
 START_LINE = 2
 # m added to the feet gap between the footprints at the grid samples: the sole moves between them
 APART_BUFFER = 0.005
-# times a design whose fine-grid check exceeds a bound is solved again with that bound moved in by the excess
-# + TIGHTEN_SLACK m (seed 13 of the single-support test's options: lifted 251 mm against a 250 mm ceiling)
-RETIGHTEN, TIGHTEN_SLACK = 2, 0.002
 SHIFT_ROOM = 2 * POSTURE_ROOM  # rad the NLP's shifted posture keeps from every joint limit
 
 
@@ -352,37 +350,14 @@ def optimise_single_support(model: RobotModel, settings: ExcitationSettings, see
     shifted = np.clip(grid[0] if shifted is None else shifted, lo_q, hi_q)
     x0 = np.r_[start.coefficients().reshape(-1, order="F"), start_line(model, base, params, q0),
                sample_lines(model, base, params, grid), shifted]  # fmt: skip
-    design, design_lift = settings, lift
-    prob, x, iterations, status, stages = solve_lazy_torques(
-        lambda rows: design_single_support_problem(model, design, design_lift, torque_rows=rows),
-        settings,
-        x0,
-        prior,
+    result, check = solve_and_retighten(
+        lambda b: solve_lazy_torques(
+            lambda rows: design_single_support_problem(model, b[0], b[1], torque_rows=rows), b[0], x0, prior
+        ),
+        lambda *solved: _single_support_result(model, settings, prior, *solved, t0),
+        lambda b, check: tightened(b[0], b[1], settings, lift, check),
+        (settings, lift),
     )
-    for _ in range(RETIGHTEN):
-        result, check = _single_support_result(
-            model, settings, prior, prob, x, iterations, status, stages, t0
-        )
-        tight = tightened(design, design_lift, settings, lift, check)
-        if tight is None:
-            break
-        # a bound held at the grid samples but not between them: move it in by the excess and solve again from
-        # the start (warm from x the sharp stage alone wandered off: seed 13's κ 395 → 42 229)
-        design, design_lift = tight
-        prob, x, extra, status, again = solve_lazy_torques(
-            lambda rows, d=design, h=design_lift: design_single_support_problem(
-                model, d, h, torque_rows=rows
-            ),
-            design,
-            x0,
-            prior,
-        )
-        iterations += extra
-        stages += [{**st, "tightened": True} for st in again]
-    else:
-        result, check = _single_support_result(
-            model, settings, prior, prob, x, iterations, status, stages, t0
-        )
     result.verification = check.to_dict()
     return result
 

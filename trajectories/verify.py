@@ -14,6 +14,7 @@ from robots.conditioning import kappa, normalised_columns
 from robots.motion_class import standing_base
 from robots.tree import RobotModel
 from trajectories.parametrisation import Trajectory
+from trajectories.retighten import SHARE_TOLERANCE
 
 DEFAULT_ACCELERATION = 20.0  # rad/s², where the robot description gives no acceleration limit
 
@@ -368,7 +369,7 @@ def double_support_balance(model, chain, q, qd, qdd, params, problems, zmp_margi
     s0, gx, gy = share_coefficients(model, chain)
     share = s0 + zmp @ np.array([gx, gy])
     lo, hi = float(share.min()), float(share.max())
-    if load_share > 0 and (lo < load_share - 1e-3 or hi > 1 - load_share + 1e-3):
+    if load_share > 0 and (lo < load_share - SHARE_TOLERANCE or hi > 1 - load_share + SHARE_TOLERANCE):
         problems.append(f"a sole's load share {min(lo, 1 - hi):.3f} < required {load_share:.3f}")
     return marg, drift, (lo, hi)
 
