@@ -73,17 +73,15 @@ def _sole_motion(model, truth, base: str, t: np.ndarray, qpos: np.ndarray, tg: n
     included) less the same motion with the base sole pinned flat at the placement's origin, as the model has it."""
     import mujoco
 
-    from drivers.emulators.mujoco_twin import BOARD_SIZE, TwinOptions, build_spec
+    from drivers.emulators.mujoco_twin import BOARD_SIZE, TwinOptions, build_spec, root_pose_for
     from identify.differentiation import lowpass
 
     m = build_spec(model, truth, TwinOptions()).compile()
     d = mujoco.MjData(m)
     if m.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE:
         raise ValueError("the twin's first joint is not its free base")
-    root, site = (
-        int(m.jnt_bodyid[0]),
-        mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, model.base_site(base).name),
-    )
+    root = int(m.jnt_bodyid[0])
+    site = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, model.base_site(base).name)
     dt = float(tg[1] - tg[0])
     quat = qpos[:, 3:7] * np.where(qpos[:, 3:4] < 0, -1.0, 1.0)  # one hemisphere: components interpolate
     raw = np.concatenate([qpos[:, :3], quat, qpos[:, 7:]], axis=1)
@@ -93,10 +91,7 @@ def _sole_motion(model, truth, base: str, t: np.ndarray, qpos: np.ndarray, tg: n
     origin = np.array([0.0, 0.0, BOARD_SIZE[2]])
     for k in range(len(tg)):
         d.qpos[:] = full[k]
-        mujoco.mj_kinematics(m, d)
-        Rs, ps = d.site_xmat[site].reshape(3, 3), d.site_xpos[site]
-        pinned[k, :3] = origin + Rs.T @ (d.xpos[root] - ps)
-        mujoco.mju_mat2Quat(pinned[k, 3:7], (Rs.T @ d.xmat[root].reshape(3, 3)).ravel())
+        pinned[k, :3], pinned[k, 3:7] = root_pose_for(m, d, root, site, np.eye(3), origin)
 
     def wrench(Q: np.ndarray) -> np.ndarray:
         V = np.zeros((len(Q), m.nv))

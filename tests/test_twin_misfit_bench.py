@@ -30,7 +30,7 @@ def _pinned_states(model, truth, q: np.ndarray, tilt_x: float = 0.0) -> np.ndarr
     top, or the whole robot turned by tilt_x rad about the x axis through that origin."""
     import mujoco
 
-    from drivers.emulators.mujoco_twin import BOARD_SIZE, TwinOptions, build_spec
+    from drivers.emulators.mujoco_twin import BOARD_SIZE, TwinOptions, build_spec, root_pose_for
     from robots.stance_spec import default_base
 
     m = build_spec(model, truth, TwinOptions()).compile()
@@ -45,11 +45,8 @@ def _pinned_states(model, truth, q: np.ndarray, tilt_x: float = 0.0) -> np.ndarr
         d.qpos[:] = 0.0
         d.qpos[3] = 1.0
         d.qpos[qadr] = qk
-        mujoco.mj_kinematics(m, d)
-        Rs, ps = d.site_xmat[site].reshape(3, 3), d.site_xpos[site]
         out[k] = d.qpos
-        out[k, :3] = origin + T @ Rs.T @ (d.xpos[1] - ps)
-        mujoco.mju_mat2Quat(out[k, 3:7], (T @ Rs.T @ d.xmat[1].reshape(3, 3)).ravel())
+        out[k, :3], out[k, 3:7] = root_pose_for(m, d, 1, site, T, origin)
     return out
 
 
@@ -69,9 +66,8 @@ def test_sole_motion_is_none_for_a_pinned_sole_and_the_weights_lever_for_a_tilte
     q[:, :2] = 0.05 * np.sin(2 * np.pi * 0.5 * t)[:, None]  # two joints swing: the wrench changes
     inner = slice(500, -500)
     pinned = _sole_motion(tulip, truth, default_base(tulip), t, _pinned_states(tulip, truth, q), t, 2.8)
-    assert (
-        np.abs(pinned[inner]).max() < 5e-3
-    )  # N, N·m: the filter on a nonlinear motion; the twin's rocking adds 0.04–0.3
+    # N, N·m: the filter on a nonlinear motion; the twin's rocking adds 0.04–0.3
+    assert np.abs(pinned[inner]).max() < 5e-3
     still = np.zeros((len(t), tulip.nq))
     alpha = 1e-3
     tilted = _sole_motion(

@@ -146,6 +146,20 @@ def _rpy_matrix(rpy) -> np.ndarray:
     )
 
 
+def root_pose_for(
+    m, d, root: int, site: int, R_des: np.ndarray, p_des: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Position and quaternion of body `root` (a free base) that put site `site` at (R_des, p_des), the joints as
+    `d.qpos` has them (runs mj_kinematics on d)."""
+    import mujoco
+
+    mujoco.mj_kinematics(m, d)
+    Rs, ps = d.site_xmat[site].reshape(3, 3), d.site_xpos[site]
+    Rr, pr = d.xmat[root].reshape(3, 3), d.xpos[root]
+    R_rel, p_rel = Rs.T @ Rr, Rs.T @ (pr - ps)  # root in the site frame
+    return p_des + R_des @ p_rel, _quat(R_des @ R_rel)
+
+
 def _limit(values, j: int) -> float:
     v = float(np.asarray(values, dtype=float)[j]) if values is not None else 0.0
     return v if math.isfinite(v) else 0.0
@@ -597,13 +611,7 @@ class Twin:
         self, site: str, R_des: np.ndarray, p_des: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """Root position and quaternion that put `site` at (R_des, p_des), the joints as they are."""
-        mj = self.mj
-        mj.mj_kinematics(self.m, self.d)
-        sid = self.site_ids[site]
-        Rs, ps = self.d.site_xmat[sid].reshape(3, 3), self.d.site_xpos[sid]
-        Rr, pr = self.d.xmat[self.root].reshape(3, 3), self.d.xpos[self.root]
-        R_rel, p_rel = Rs.T @ Rr, Rs.T @ (pr - ps)  # root in the site frame
-        return p_des + R_des @ p_rel, _quat(R_des @ R_rel)
+        return root_pose_for(self.m, self.d, self.root, self.site_ids[site], R_des, p_des)
 
     def _teleport(self, pos: np.ndarray, quat: np.ndarray) -> None:
         self.d.qpos[0:3], self.d.qpos[3:7] = pos, quat
