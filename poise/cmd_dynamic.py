@@ -211,7 +211,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     planned = _planned_angles(args.instruments, recs, model) if args.instruments else None
     quantity = "torque" if rec.tau is not None else "wrench"
     source = args.recording[0] if len(recs) == 1 else f"{len(recs)} recordings"
-    rep = _repeats(recs, args.recording, average=not args.no_average)
+    plans = [_plan_sha(path) for path in args.recording]  # each run.json read once
+    rep = _repeats(recs, plans, average=not args.no_average)
     if rep.averaged:
         source += f", the runs of each plan averaged ({len(rep.groups)} fitted)"
         recs = rep.recordings
@@ -264,8 +265,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.scatter:
         from identify.scatter import recording_scatter
 
-        plans = [_plan_of(args.recording[g[0]]) for g in rep.groups]
-        scatter = recording_scatter(est, recs, planned, plans)
+        groups = [plans[g[0]] or args.recording[g[0]] for g in rep.groups]  # no run.json: its own group
+        scatter = recording_scatter(est, recs, planned, groups)
         out["scatter"] = scatter.to_dict(fit.symbols)
     pred = meas = None
     if vrec is not None:
@@ -416,27 +417,22 @@ def _run_of(recording: str) -> tuple[str, str]:
     return meta["plan"], meta["plan_sha256"]
 
 
-def _repeats(recs: list, paths: list[str], average: bool):
-    """The recordings to fit: with `average`, the runs of one plan (by the run.json beside each) averaged."""
+def _repeats(recs: list, plans: list[str | None], average: bool):
+    """The recordings to fit: with `average`, the runs of one plan (`plans`, from the run.json beside each)
+    averaged."""
     from identify.repeats import Repeats, average_repeats
 
     if not average or len(recs) < 2:
         return Repeats(list(recs), [[k] for k in range(len(recs))])
-    plans = []
-    for path in paths:
-        try:
-            plans.append(str(_run_of(path)[1]))
-        except (OSError, ValueError, KeyError, TypeError):
-            plans.append(None)  # not a `poise run` recording: never averaged
     return average_repeats(recs, plans)
 
 
-def _plan_of(recording: str) -> str:
-    """What a recording ran: the plan's sha256 from the `poise run` run.json beside it, else the recording itself."""
+def _plan_sha(recording: str) -> str | None:
+    """What a recording ran: the plan's sha256 from the `poise run` run.json beside it (None: no such run.json)."""
     try:
         return str(_run_of(recording)[1])
     except (OSError, ValueError, KeyError, TypeError):
-        return recording
+        return None
 
 
 def _run_plan(recording: str) -> str:
