@@ -261,9 +261,8 @@ class DynamicEstimator:
         instead of the recorded ones, on the same rows."""
         self._check(rec)
         q, qd, qdd = derivatives(rec.t, rec.q if angles is None else angles, self.cutoff_)
-        measured_qd = (
-            qd if angles is None else None
-        )  # of the recorded angles: `_kept_rows` derives them if needed
+        # the recorded angles' velocities (`_kept_rows` derives them when other angles were given)
+        measured_qd = qd if angles is None else None
         if self.quantity == "wrench":
             spec = self._wrench_spec(rec)
             if self._db is None:  # single support: the other sole moves freely, every motion

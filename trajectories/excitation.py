@@ -682,6 +682,7 @@ def solve_stages(
         "ipopt.tol": 1e-3,
         "ipopt.acceptable_tol": 1e-2,
     }
+    solvers: dict[bool, ca.Function] = {}  # one per set of options (the stages only change the callbacks)
     stages: list[dict] = []
     iterations, status = 0, ""
     ps = criterion_stages(settings)[-1:] if last_only else criterion_stages(settings)
@@ -689,7 +690,10 @@ def solve_stages(
         crit.settings = grad.settings = stage
         crit.p = grad.p = p
         crit.prior = grad.prior = stage_prior(settings, prior, k == len(ps) - 1)
-        solver = ca.nlpsol(name, "ipopt", nlp, loose if warm and k < len(ps) - 1 else opts)
+        blunt = warm and k < len(ps) - 1
+        if blunt not in solvers:
+            solvers[blunt] = ca.nlpsol(name, "ipopt", nlp, loose if blunt else opts)
+        solver = solvers[blunt]
         sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"], lbx=prob.get("lbx", -np.inf),
                      ubx=prob.get("ubx", np.inf))  # fmt: skip
         st = solver.stats()
