@@ -572,7 +572,7 @@ class DynamicEstimator:
         se: np.ndarray,
         names: list[str],
     ) -> list[dict]:
-        """Double support, several recordings: each one's other sole's offset from the first's, the rms by which
+        """Double support, several recordings (`recs`: their pieces): each one's other sole's offset from the first's, the rms by which
         the first's base parameters miss its filtered rigid-body wrench with the guessed parameters (their
         dependent columns' β change with the placement), and the bias those misses put on the estimates (the
         fit's own weights `wr` and instruments) — refused above PLACEMENT_BIAS_SE of a parameter's SE."""
@@ -581,9 +581,12 @@ class DynamicEstimator:
             return []
         first = self._placement(recs[0])
         out = []
-        for k, (r, e) in enumerate(zip(recs[1:], misses[1:], strict=True), start=2):
+        for k, (r, e) in enumerate(zip(recs, misses, strict=True)):
+            if self._piece_of[k] == self._piece_of[0]:
+                continue  # the first recording, another piece of it: its own placement
             shift, turn = placement_deviation(first, self._placement(r))
-            out.append({"recording": k, "shift_mm": 1000 * shift, "turn_deg": float(np.degrees(turn)),
+            out.append({"recording": self._piece_of[k] + 1, "shift_mm": 1000 * shift,
+                        "turn_deg": float(np.degrees(turn)),
                         "misfit": [float(x) for x in np.sqrt(np.mean(e**2, axis=0))]})  # fmt: skip
         e = np.concatenate([m.ravel() for m in misses]) * wr  # the fit's row order: by sample, then row
         Aw = A * wr[:, None]
@@ -611,6 +614,7 @@ class DynamicEstimator:
         with their planned angles; pieces that leave fewer than one cut-off period of rows after the filter's
         edges are dropped. Returns (pieces, their planned angles, the gaps, the dropped pieces)."""
         pieces, angles, gaps, dropped = [], [], [], []
+        self._piece_of: list[int] = []  # each piece's recording (index into `recs`)
         for k, r in enumerate(recs):
             spans = fit_pieces(r.t, self.cutoff_, self.decimate)
             gaps += [
@@ -629,6 +633,7 @@ class DynamicEstimator:
                     t_plan=None if r.t_plan is None else r.t_plan[cut],
                 ))  # fmt: skip
                 angles.append(None if planned is None else planned[k][cut])
+                self._piece_of.append(k)
         if not pieces:
             raise DataError(
                 f"every piece between the recording's {len(gaps)} gap(s) is too short for a {self.cutoff_:.3g} Hz "

@@ -232,8 +232,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     ).fit(recs, instruments=planned)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
-    # recordings numbered as given, not as fitted (placements count pieces: recordings only when none has a gap)
-    for item in (*fit.gaps, *fit.dropped, *(() if fit.gaps else fit.placements)):
+    for item in (*fit.gaps, *fit.dropped, *fit.placements):  # recordings numbered as given, not as fitted
         item["recording"] = rep.groups[item["recording"] - 1][0] + 1
     if args.reference:
         ref = est.reference_values(ref_ps)

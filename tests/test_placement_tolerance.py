@@ -92,3 +92,15 @@ def test_a_placement_whose_bias_matters_is_refused_by_name(tulip, truth):
         DataError, match=r"recording 2's other sole stands 5\.0 mm .* would bias ϑ\d+ by [\d.]+ SE"
     ):
         _estimator(tulip).fit(recs)
+
+
+def test_placements_are_numbered_by_recording_when_a_gap_splits_one(tulip, truth):
+    """A gap splits the first recording into two pieces: its second piece is its own placement, not a recording
+    of its own; the other recording keeps its number."""
+    first, other = (_recording(tulip, truth, dy, TWIN_NOISE, seed) for dy, seed in ((0.0, 1), (0.005, 2)))
+    keep = ~((first.t > 9.0) & (first.t < 9.5))
+    gapped = replace(first, t=first.t[keep], q=first.q[keep], wrench=first.wrench[keep])
+    est = _estimator(tulip).fit([gapped, other])
+    assert [g["recording"] for g in est.fit_.gaps] == [1]
+    (pl,) = est.fit_.placements
+    assert pl["recording"] == 2 and pl["shift_mm"] == pytest.approx(5.0, abs=0.01)
