@@ -24,7 +24,6 @@ from shapely.geometry import MultiPoint
 from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec
-from robots.conditioning import kappa, normalised_columns
 from robots.motion_class import standing_base
 from robots.stance import foot_corners, lever_share, other_pose
 from robots.tree import RobotModel
@@ -43,7 +42,7 @@ from trajectories.excitation import (
     _JacobianNode,
     check_focus,
     check_prior,
-    finish_with_prior,
+    design_result,
     posture_clearance_rows,
     solve_stages,
 )
@@ -414,22 +413,8 @@ def _balance_result(model, settings, chain, prob, x, iterations, status, stages,
     )
     traj = ClosedChainTrajectory(model, chain, fi)
     W = np.asarray(prob["W_fun"](x))
-    Wn, _ = normalised_columns(W)
-    sv = np.linalg.svd(Wn, compute_uv=False)
-    result = ExcitationResult(
-        traj,
-        kappa(W),
-        kappa(Wn),
-        float(2 * np.sum(np.log(sv))),
-        iterations,
-        time.perf_counter() - t0,
-        status,
-        prob["base"].symbols,
-        base=chain.base,
-        params=prob["params"],
-        stages=stages,
-    )
-    finish_with_prior(result, W, settings, prior)
+    result = design_result(traj, W, prob["base"].symbols, iterations, status, stages, chain.base, prob["params"],
+                           settings, prior, t0)  # fmt: skip
     check = check_trajectory(
         model, traj, chain.base, prob["params"], 0.002, settings.acceleration_default, settings.simplified,
         zmp_margin=zmp_margin, load_share=settings.load_share,

@@ -206,6 +206,41 @@ def with_prior(
     return np.vstack([rw(prior.rows), np.sqrt(settings.duration / settings.period) * rw(W)])
 
 
+def design_result(
+    traj,
+    W: np.ndarray,
+    symbols,
+    iterations: int,
+    status: str,
+    stages: list[dict],
+    base: str,
+    params: str,
+    settings: ExcitationSettings,
+    prior,
+    t0: float,
+) -> ExcitationResult:
+    """A design's result from its final objective matrix W (samples · rows × base parameters): κ raw and
+    column-scaled, log det of the scaled information, the criterion's value and, with a prior, κ of the experiments
+    together; time since t0 (perf_counter)."""
+    Wn, _ = normalised_columns(W)
+    sv = np.linalg.svd(Wn, compute_uv=False)
+    result = ExcitationResult(
+        traj,
+        kappa(W),
+        kappa(Wn),
+        float(2 * np.sum(np.log(sv))),
+        iterations,
+        time.perf_counter() - t0,
+        status,
+        symbols,
+        base=base,
+        params=params,
+        stages=stages,
+    )
+    finish_with_prior(result, W, settings, prior)
+    return result  # fmt: skip
+
+
 def finish_with_prior(result: ExcitationResult, W: np.ndarray, settings: ExcitationSettings, prior) -> None:
     """Fill the result's criterion value and, with a prior, κ of the experiments together."""
     both = with_prior(W, settings, prior)
@@ -781,22 +816,8 @@ def optimise(
         x.reshape(m, model.nq, order="F"), settings.period, settings.duration
     )
     W = np.asarray(prob["W_fun"](x))
-    Wn, _ = normalised_columns(W)
-    sv = np.linalg.svd(Wn, compute_uv=False)
-    result = ExcitationResult(
-        traj,
-        kappa(W),
-        kappa(Wn),
-        float(2 * np.sum(np.log(sv))),
-        iterations,
-        time.perf_counter() - t0,
-        status,
-        prob["base"].symbols,
-        base=prob["base_link"],
-        params=prob["params"],
-        stages=stages,
-    )
-    finish_with_prior(result, W, settings, prior)
+    result = design_result(traj, W, prob["base"].symbols, iterations, status, stages, prob["base_link"],
+                           prob["params"], settings, prior, t0)  # fmt: skip
     dt = min(0.001, settings.period / (settings.samples * 10))
     check = check_trajectory(
         model,

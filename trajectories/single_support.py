@@ -364,10 +364,7 @@ def optimise_single_support(model: RobotModel, settings: ExcitationSettings, see
 
 def _single_support_result(model, settings, prior, prob, x, iterations, status, stages, t0):
     """The design's result and its check on the fine grid against the plan's own bounds (`settings`)."""
-    import time
-
-    from robots.conditioning import kappa, normalised_columns
-    from trajectories.excitation import ExcitationResult, finish_with_prior
+    from trajectories.excitation import design_result
     from trajectories.verify import check_trajectory
 
     base = resolve_base(model, settings.base)
@@ -381,12 +378,8 @@ def _single_support_result(model, settings, prior, prob, x, iterations, status, 
         motion, base, prob["other"], settings.lift, settings.max_lift, settings.max_sole_tilt
     )
     W = np.asarray(prob["W_fun"](x))
-    Wn, _ = normalised_columns(W)
-    sv = np.linalg.svd(Wn, compute_uv=False)
-    result = ExcitationResult(traj, kappa(W), kappa(Wn), float(2 * np.sum(np.log(sv))), iterations,
-                              time.perf_counter() - t0, status, prob["base"].symbols, base=base, params=params,
-                              stages=stages)  # fmt: skip
-    finish_with_prior(result, W, settings, prior)
+    result = design_result(traj, W, prob["base"].symbols, iterations, status, stages, base, params, settings,
+                           prior, t0)  # fmt: skip
     check = check_trajectory(
         model, traj, base, params, 0.002, settings.acceleration_default, settings.simplified,
         zmp_margin=settings.zmp_margin,
