@@ -206,12 +206,13 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.essential is not None:
         _finite("essential", args.essential, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
+    runs = [_run_of(path) for path in args.recording]  # each run.json read once
     if args.instruments == []:
-        args.instruments = [_run_plan(path) for path in args.recording]
+        args.instruments = [_run_plan(path, run) for path, run in zip(args.recording, runs, strict=True)]
     planned = _planned_angles(args.instruments, recs, model) if args.instruments else None
     quantity = "torque" if rec.tau is not None else "wrench"
     source = args.recording[0] if len(recs) == 1 else f"{len(recs)} recordings"
-    plans = [_plan_sha(path) for path in args.recording]  # each run.json read once
+    plans = [None if isinstance(run, Exception) else str(run[1]) for run in runs]
     rep = _repeats(recs, plans, average=not args.no_average)
     if rep.averaged:
         source += f", the runs of each plan averaged ({len(rep.groups)} fitted)"
@@ -406,14 +407,17 @@ def _delay(text: str) -> float | str:
     return ms / 1000
 
 
-def _run_of(recording: str) -> tuple[str, str]:
-    """(plan, its sha256) that the `poise run` run.json beside a recording names; OSError, ValueError, KeyError or
-    TypeError where there is none."""
+def _run_of(recording: str) -> tuple[str, str] | Exception:
+    """(plan, its sha256) that the `poise run` run.json beside a recording names; where there is none, why (the
+    OSError, ValueError, KeyError or TypeError reading it raised)."""
     import json
     from pathlib import Path
 
-    meta = json.loads((Path(recording).parent / "run.json").read_text(encoding="utf-8"))
-    return meta["plan"], meta["plan_sha256"]
+    try:
+        meta = json.loads((Path(recording).parent / "run.json").read_text(encoding="utf-8"))
+        return meta["plan"], meta["plan_sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return e
 
 
 def _repeats(recs: list, plans: list[str | None], average: bool):
@@ -426,26 +430,18 @@ def _repeats(recs: list, plans: list[str | None], average: bool):
     return average_repeats(recs, plans)
 
 
-def _plan_sha(recording: str) -> str | None:
-    """What a recording ran: the plan's sha256 from the `poise run` run.json beside it (None: no such run.json)."""
-    try:
-        return str(_run_of(recording)[1])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _run_plan(recording: str) -> str:
-    """The plan a `poise run` recording executed: named by the run.json beside it, unchanged since (sha256)."""
+def _run_plan(recording: str, run: tuple[str, str] | Exception) -> str:
+    """The plan a `poise run` recording executed: named by the run.json beside it (`run`: `_run_of`'s answer),
+    unchanged since (sha256)."""
     from pathlib import Path
 
     from formats.trajectory_plan import load_trajectory_plan, plan_digest
 
     meta_path = Path(recording).parent / "run.json"
-    try:
-        plan, sha = _run_of(recording)
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    if isinstance(run, Exception):
         raise DataError(f"--instruments without a plan needs {meta_path} (a `poise run` of a trajectory plan): "
-                        f"{type(e).__name__} {e}; give the plan: --instruments PLAN") from None  # fmt: skip
+                        f"{type(run).__name__} {run}; give the plan: --instruments PLAN")  # fmt: skip
+    plan, sha = run
     if not Path(plan).is_file():
         raise DataError(f"{meta_path} names the plan {plan}, which is not there (relative to here); "
                         "give it: --instruments PLAN")  # fmt: skip
