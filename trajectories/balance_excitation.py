@@ -47,7 +47,7 @@ from trajectories.excitation import (
     solve_stages,
 )
 from trajectories.fourier import FourierTrajectory, basis, rest_constraints
-from trajectories.retighten import SHARE_SLACK, SHARE_TOLERANCE, TIGHTEN_SLACK, solve_and_retighten
+from trajectories.retighten import SHARE_SLACK, SHARE_TOLERANCE, moved_zmp_margin, solve_and_retighten
 from trajectories.verify import acceleration_limits
 
 ZMP_ROWS = ("fz", "mx", "my")
@@ -428,9 +428,7 @@ def balance_tightened(
 ) -> tuple[ExcitationSettings, float] | None:
     """The design's ZMP margin and load share moved in by what the fine grid found beyond the plan's (`check`, a
     `verify.TrajectoryCheck`) plus a slack, or None if neither was exceeded."""
-    moved_margin, changes = margin, {}
-    if check.min_zmp_margin_m is not None and check.min_zmp_margin_m < plan_margin:
-        moved_margin = margin + plan_margin - check.min_zmp_margin_m + TIGHTEN_SLACK
+    moved_margin, changes = moved_zmp_margin(margin, plan_margin, check), {}
     if plan.load_share > 0 and check.load_share_range is not None:
         lo, hi = check.load_share_range
         least = min(lo, 1.0 - hi)

@@ -19,6 +19,15 @@ SHARE_SLACK = 0.01  # of a load share, beyond its excess
 SHARE_TOLERANCE = 1e-3  # a load share this far below the required one still passes the check
 
 
+def moved_zmp_margin(design_margin: float, plan_margin: float, check) -> float:
+    """The design's ZMP margin moved in by what the fine-grid check (`verify.TrajectoryCheck`) found short of the
+    plan's, plus TIGHTEN_SLACK; unchanged where the check keeps the plan's."""
+    found = check.min_zmp_margin_m
+    if found is None or found >= plan_margin:
+        return design_margin
+    return design_margin + plan_margin - found + TIGHTEN_SLACK
+
+
 def solve_and_retighten(
     solve: Callable[[Any], tuple],
     finish: Callable[..., tuple],

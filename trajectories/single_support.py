@@ -55,7 +55,7 @@ from trajectories.excitation import (
     linear_limit_rows,
 )
 from trajectories.fourier import FourierTrajectory, basis
-from trajectories.retighten import TIGHTEN_SLACK, solve_and_retighten
+from trajectories.retighten import TIGHTEN_SLACK, moved_zmp_margin, solve_and_retighten
 from trajectories.weight_shift import POSTURE_ROOM, SHIFT_BUFFER, shifted_posture, wrench_at_rest
 
 LIFT_BUFFER = (
@@ -394,8 +394,9 @@ def tightened(
     """The design's bounds moved in by what the fine grid found beyond the plan's (`check`, a
     `verify.TrajectoryCheck`) plus TIGHTEN_SLACK, or None if nothing the bounds control was exceeded."""
     changes: dict = {}
-    if check.min_zmp_margin_m is not None and check.min_zmp_margin_m < plan.zmp_margin:
-        changes["zmp_margin"] = design.zmp_margin + plan.zmp_margin - check.min_zmp_margin_m + TIGHTEN_SLACK
+    margin = moved_zmp_margin(design.zmp_margin, plan.zmp_margin, check)
+    if margin != design.zmp_margin:
+        changes["zmp_margin"] = margin
     if (
         plan.max_lift is not None
         and check.max_sole_height_m is not None
