@@ -113,6 +113,65 @@ def _sole_motion(model, truth, base: str, t: np.ndarray, qpos: np.ndarray, tg: n
     return wrench(full) - wrench(pinned)
 
 
+def _sole_paths(model, truth, t: np.ndarray, qpos: np.ndarray, tg: np.ndarray, fc: float) -> dict:
+    """How each sole moves on its board over tg (the recording's span): its slide from where it stood at tg[0]
+    (x, y, µm, at the end), and in the band (filtered at fc, about its mean) its x, y displacement (µm rms) and
+    turn about its own x, y (tilt) and z (yaw) axes (mrad rms) — what the model's soles, fixed on the boards,
+    leave out; and how often a corner of it is off its board (the share of samples, any corner: the sole rocks)."""
+    import mujoco
+    from scipy.spatial.transform import Rotation
+
+    from drivers.emulators.mujoco_twin import BOARD_SIZE, PAD_RADIUS, TwinOptions, build_spec
+    from identify.differentiation import lowpass
+
+    m = build_spec(model, truth, TwinOptions()).compile()
+    d = mujoco.MjData(m)
+    at = np.clip(np.searchsorted(t, tg), 0, len(t) - 1)  # the trace's steps at the grid (1 ms: the same)
+    out = {}
+    for site in model.sites:
+        if site.rect is None:
+            continue
+        sid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, site.name)
+        pads = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, f"{site.name}_pad{c}") for c in range(4)]
+        pos, rot, lifted = np.zeros((len(at), 3)), [], np.zeros(len(at), dtype=bool)
+        for i, k in enumerate(at):
+            d.qpos[:] = qpos[k]
+            mujoco.mj_kinematics(m, d)
+            pos[i] = d.site_xpos[sid]
+            rot.append(d.site_xmat[sid].reshape(3, 3).copy())
+            lifted[i] = (
+                d.geom_xpos[pads, 2] - PAD_RADIUS > BOARD_SIZE[2] + 1e-6
+            ).any()  # a corner off the plate
+        R0 = rot[0]
+        turn = Rotation.from_matrix(np.einsum("ji,kjl->kil", R0, np.array(rot))).as_rotvec()  # in R0's axes
+        slide = (pos[-1] - pos[0])[:2]
+        band = lowpass(np.column_stack([pos[:, :2], turn]), 1.0 / float(tg[1] - tg[0]), fc)
+        band -= band.mean(axis=0)
+        rms = np.sqrt(np.mean(band**2, axis=0))
+        out[site.name] = {"slide_um": [float(v) for v in 1e6 * slide],
+                          "band_xy_rms_um": [float(v) for v in 1e6 * rms[:2]],
+                          "band_tilt_rms_mrad": [float(v) for v in 1e3 * rms[2:4]],
+                          "band_yaw_rms_mrad": float(1e3 * rms[4]), "corner_off_share": float(lifted.mean())}  # fmt: skip
+    return out
+
+
+def _board_loads(board_force: np.ndarray) -> dict:
+    """What the plates push the soles with (K, 2, 3 N, standing samples): each board's largest and 99th-percentile
+    tangential / normal ratio (its friction cone's use), and the horizontal force the two boards push the soles
+    apart or together with (half their difference, N rms: the closed chain's internal force)."""
+    loaded = board_force[:, :, 2] > 1.0
+    out = {"tangential_over_normal_max": [], "tangential_over_normal_p99": []}
+    for b in range(board_force.shape[1]):
+        f = board_force[loaded[:, b], b]
+        ratio = np.hypot(f[:, 0], f[:, 1]) / f[:, 2] if len(f) else np.zeros(1)
+        out["tangential_over_normal_max"].append(float(ratio.max()))
+        out["tangential_over_normal_p99"].append(float(np.percentile(ratio, 99)))
+    both = loaded.all(axis=1)
+    squeeze = (board_force[both, 0, :2] - board_force[both, 1, :2]) / 2
+    out["internal_horizontal_rms_n"] = [float(v) for v in np.sqrt(np.mean(squeeze**2, axis=0))]
+    return out
+
+
 def _z(est, truth) -> dict:
     fit, nb = est.fit_, est.dynamic_base_.rank
     z = (fit.values[:nb] - est.reference_values(truth)) / fit.se[:nb]
@@ -178,6 +237,9 @@ def analyse(run: str | pathlib.Path) -> dict:
     cz = lowpass(cg[:, 2:], 1000.0, fc)[:, 0]
     newton = lowpass(wg[:, 2:3], 1000.0, fc)[sl, 0] - M * (G + np.gradient(np.gradient(cz, tg), tg))[sl]
     sole = _sole_motion(model, truth, rec.base, t, tr["qpos"][keep], tg, fc)[sl]
+    soles = _sole_paths(model, truth, t, tr["qpos"][keep], tg, fc)
+    span = (t >= tg[0]) & (t <= tg[-1])
+    boards = _board_loads(tr["board_force"][keep][span]) if "board_force" in tr else None  # older traces
     # the recording against the plates, both filtered alike, at the recording's fitted times
     plates = lowpass(wg[:, [2, 3, 4]], 1000.0, fc)
     at = np.stack([np.interp(rec.t + off, tg, plates[:, k]) for k in range(3)], axis=1)
@@ -196,7 +258,7 @@ def analyse(run: str | pathlib.Path) -> dict:
         "model_vs_plates_power_share": {"bands_hz": [band, fc / 2], "rows": shares},
         "plates_lag_ms": lag_ms, "model_vs_plates_rms_at_lag": [float(v) for v in lag_rms],
         "recorded_vs_plates_rms": rms(meas), "recorded_vs_plates_mean": [float(v) for v in meas.mean(0)],
-        "fit_recording": _z(est, truth), "fit_plates": _z(ideal_est, truth),
+        "fit_recording": _z(est, truth), "fit_plates": _z(ideal_est, truth), "soles": soles, "boards": boards,
     }  # fmt: skip
 
 
@@ -215,6 +277,17 @@ def _print(r: dict) -> None:
     print(f"    its power ≤ {1.1 * lo:.2g} Hz / to {mid:.2g} Hz / above: {shares}")
     print(f"    the plates lag the angles by {r['plates_lag_ms']:.1f} ms; the angles delayed so: "
           f"{f(*r['model_vs_plates_rms_at_lag'])}")  # fmt: skip
+    for name, p in r["soles"].items():
+        print(f"    {name} slid {p['slide_um'][0]:+.0f} / {p['slide_um'][1]:+.0f} µm (x / y); in the band moves "
+              f"{p['band_xy_rms_um'][0]:.0f} / {p['band_xy_rms_um'][1]:.0f} µm, tilts "
+              f"{p['band_tilt_rms_mrad'][0]:.2f} / {p['band_tilt_rms_mrad'][1]:.2f} mrad, turns "
+              f"{p['band_yaw_rms_mrad']:.2f} mrad rms; a corner off its board {p['corner_off_share']:.0%} of the time")  # fmt: skip
+    if r["boards"] is not None:
+        b = r["boards"]
+        print(f"    the boards' tangential / normal force: max {' / '.join(f'{v:.2f}' for v in b['tangential_over_normal_max'])}"
+              f" (99 %: {' / '.join(f'{v:.2f}' for v in b['tangential_over_normal_p99'])}); the closed chain "
+              f"pushes the soles apart by {b['internal_horizontal_rms_n'][0]:.1f} / "
+              f"{b['internal_horizontal_rms_n'][1]:.1f} N rms (x / y)")  # fmt: skip
     print(f"  recorded − plates, Fz N / Mx / My N·m rms:     {f(*r['recorded_vs_plates_rms'])}")
     for k in ("fit_recording", "fit_plates"):
         z = r[k]

@@ -67,7 +67,7 @@ from formats.errors import DataError
 from formats.plan import Placement, Plan, Posture
 from robots.kinematics import com_position
 from robots.one_sole import sole_polygon
-from robots.stance import foot_corners, lever_share, other_pose, signed_margin
+from robots.stance import corner_index, foot_corners, lever_share, other_pose, signed_margin, sole_poses
 from robots.tree import RobotModel
 from trajectories.weight_shift import WeightShift, part_slice, reverse
 
@@ -113,6 +113,27 @@ class TrajectoryRunResult:
     rms_tracking_deg: float = 0.0
     tick_periods: list[float] = field(default_factory=list)
     board_stats: list = field(default_factory=list)
+    # standing on both soles: per sole, over the streamed ticks its board weighed it, how often and how far its own
+    # CoP left the region where it keeps all four corners down (`robots.stance.corner_index` > 1: it rocked)
+    soles: dict[str, SoleRocking] = field(default_factory=dict)
+
+
+@dataclass
+class SoleRocking:
+    """One sole over a run: ticks its board weighed it, ticks its CoP had it on three corners, the largest index."""
+
+    ticks: int = 0
+    rocked: int = 0
+    max_index: float = 0.0
+
+    def add(self, index: float) -> None:
+        self.ticks += 1
+        self.rocked += index > 1.0
+        self.max_index = max(self.max_index, index)
+
+    def to_dict(self) -> dict:
+        return {"ticks": self.ticks, "rocked_share": self.rocked / self.ticks if self.ticks else 0.0,
+                "max_corner_index": self.max_index}  # fmt: skip
 
 
 def tick_times(duration: float, rate_hz: float) -> np.ndarray:
@@ -174,6 +195,9 @@ def board_wrench(kg: np.ndarray, cells: np.ndarray) -> np.ndarray:
 # motion no measurement saw. Ordinary lateness is bridged (28 ms at 100 Hz seen on a loaded 2-core machine); a
 # driver loop stalled 0.44 s on the twin (11 periods) is not
 GAP_PERIODS = 5.0
+# a board carrying less than this share of the weight is not asked where its sole's CoP lies
+LOADED_SHARE = 0.05
+ROCKED_WARN = 0.05  # a sole on three corners for more than this share of a run's ticks is said to rock
 
 
 class UniformRows:
@@ -388,6 +412,7 @@ class TrajectoryExecutor(Executor):
             link, boards, plan, model, config, recorder, time_scale, operator, progress, tare_s, rc, clock
         )
         self.traj_result = TrajectoryRunResult(planned=len(sp.t))
+        self._soles: list[tuple[str, np.ndarray]] = []  # double support: each board's sole and its pose
         self._touch_since: float | None = None
         if sp.single is not None:
             self.gravity_compensation = True
@@ -448,6 +473,8 @@ class TrajectoryExecutor(Executor):
                 right_off, left_off = self.cfg.board_offsets(0)
                 placement = self.plan.placement(0)
                 cells = cells_in_base(board_poses_for(np.array(placement.other_foot), right_off, left_off))
+                if sp.single is None:  # each board weighs its own sole
+                    self._soles = sole_poses(self.model, np.array(placement.other_foot), sp.base)
                 polygon = self._support_polygon(p.q)
                 self.progress_cb(Progress(0, len(sp.t), 0, 0, "place"))
                 set_down_lifted = sp.single is not None and sp.lead_in is None
@@ -638,6 +665,7 @@ class TrajectoryExecutor(Executor):
             cop = kg = None
             if sp.standing:
                 cop, kg = self._measured_cop(cells)
+                self._tally_corners(cells, kg)
                 margin = float(signed_margin(polygon, cop[None])[0]) if cop is not None else None
                 try:
                     self._check_standing(p, cop, margin, kg)
@@ -649,6 +677,19 @@ class TrajectoryExecutor(Executor):
                 Progress(k + 1, len(sp.t), 0, 0, "stream", float(tk), float(sp.t[-1]), cop, None, kg)
             )
         rec.t_traj = None
+
+    def _tally_corners(self, cells: np.ndarray, total_kg: float | None) -> None:
+        """Each sole's own CoP, from its board's latest report, on its corners (`SoleRocking`); a board carrying
+        under LOADED_SHARE of the weight is passed over (its CoP is noise)."""
+        if not self._soles or not total_kg:
+            return
+        for i, (site, pose) in enumerate(self._soles):
+            kg = self._latest_kg[i]
+            if kg is None or float(np.sum(kg)) < LOADED_SHARE * total_kg:
+                continue
+            cop = np.asarray(kg, dtype=float) @ cells[4 * i : 4 * i + 4] / float(np.sum(kg))
+            index = float(corner_index(self.model, site, pose, cop))
+            self.traj_result.soles.setdefault(site, SoleRocking()).add(index)
 
 
 def start_plan_free(model: RobotModel, sp: StreamPlan) -> Plan:

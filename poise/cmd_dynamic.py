@@ -261,6 +261,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     }
     if rep.averaged:
         out["repeats_averaged"] = [[k + 1 for k in g] for g in rep.groups]
+    rocked = _rocked(runs)
+    if rocked:
+        out["soles_rocked"] = rocked
     scatter = None
     if args.scatter:
         from identify.scatter import recording_scatter
@@ -314,6 +317,11 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         console.print(
             f"measured efforts lag the encoders by {text}, {how}; moved back before the fit", highlight=False
         )
+    for r in rocked:
+        console.print(f"[yellow]recording {r['recording']}: {r['sole']} on three corners for "
+                      f"{100 * r['rocked_share']:.0f} % of its ticks (run.json): the fixed-feet model misses that "
+                      "rocking, and the estimates carry it (poise run --gravity-comp keeps the legs' internal moments "
+                      "off the soles)[/yellow]")  # fmt: skip
     for g in fit.gaps:
         console.print(f"[yellow]recording {g['recording']}: no samples from {g['from_s']:.3f} to {g['to_s']:.3f} s — "
                       "the pieces either side are filtered and fitted apart[/yellow]")  # fmt: skip
@@ -407,17 +415,22 @@ def _delay(text: str) -> float | str:
     return ms / 1000
 
 
-def _run_of(recording: str) -> tuple[str, str] | Exception:
-    """(plan, its sha256) that the `poise run` run.json beside a recording names; where there is none, why (the
-    OSError, ValueError, KeyError or TypeError reading it raised)."""
+def _run_of(recording: str) -> tuple[str, str, dict] | Exception:
+    """(plan, its sha256, the soles' rocking tally) that the `poise run` run.json beside a recording holds; where
+    there is none, why (the OSError, ValueError, KeyError or TypeError reading it raised)."""
     import json
     from pathlib import Path
 
     try:
         meta = json.loads((Path(recording).parent / "run.json").read_text(encoding="utf-8"))
-        return meta["plan"], meta["plan_sha256"]
+        plan, sha = meta["plan"], meta["plan_sha256"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         return e
+    try:  # written by `poise run` since it tallies the soles; a damaged tally only loses the note
+        rocked = {str(k): float(v["rocked_share"]) for k, v in (meta.get("soles") or {}).items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        rocked = {}
+    return plan, sha, rocked
 
 
 def _repeats(recs: list, plans: list[str | None], average: bool):
@@ -428,6 +441,16 @@ def _repeats(recs: list, plans: list[str | None], average: bool):
     if not average or len(recs) < 2:
         return Repeats(list(recs), [[k] for k in range(len(recs))])
     return average_repeats(recs, plans)
+
+
+def _rocked(runs: list) -> list[dict]:
+    """The soles that rocked in the runs (`_run_of`'s answers, recordings numbered as given): on three corners for
+    more than ROCKED_WARN of a run's ticks, by the run's own tally from its boards."""
+    from drivers.trajectory_run import ROCKED_WARN
+
+    return [{"recording": k + 1, "sole": sole, "rocked_share": share}
+            for k, run in enumerate(runs) if not isinstance(run, Exception)
+            for sole, share in run[2].items() if share > ROCKED_WARN]  # fmt: skip
 
 
 def _run_plan(recording: str, run: tuple[str, str] | Exception) -> str:
@@ -441,7 +464,7 @@ def _run_plan(recording: str, run: tuple[str, str] | Exception) -> str:
     if isinstance(run, Exception):
         raise DataError(f"--instruments without a plan needs {meta_path} (a `poise run` of a trajectory plan): "
                         f"{type(run).__name__} {run}; give the plan: --instruments PLAN")  # fmt: skip
-    plan, sha = run
+    plan, sha, _ = run
     if not Path(plan).is_file():
         raise DataError(f"{meta_path} names the plan {plan}, which is not there (relative to here); "
                         "give it: --instruments PLAN")  # fmt: skip

@@ -20,6 +20,7 @@ from drivers.executor import Progress
 from drivers.session import Session
 from drivers.single_support_stream import SingleSupport, plan_margin, plan_transitions
 from drivers.trajectory_run import (
+    ROCKED_WARN,
     StreamCheck,
     StreamPlan,
     TrajectoryExecutor,
@@ -168,7 +169,8 @@ def run_trajectory(
             finally:
                 r = ex.traj_result
                 rec.update_meta(status=status, ticks_streamed=r.ticks, max_tracking_deg=r.max_tracking_deg,
-                                rms_tracking_deg=r.rms_tracking_deg, jitter=ex.result.jitter())  # fmt: skip
+                                rms_tracking_deg=r.rms_tracking_deg, jitter=ex.result.jitter(),
+                                soles={k: v.to_dict() for k, v in r.soles.items()})  # fmt: skip
                 if twin is not None:  # what the physics saw (falls, edges, slips), by simulated time
                     rec.update_meta(twin_events=twin.report(), twin_timing=twin.timing())
                     _save_truth(twin, rec.dir / "truth.json")
@@ -260,6 +262,7 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
         "rms_tracking_deg": r.rms_tracking_deg,
         "seconds": run.seconds,
         "boards": [vars(b) for b in r.board_stats],
+        "soles": {k: v.to_dict() for k, v in r.soles.items()},
     }
     if args.json:
         print_json(summary)
@@ -272,6 +275,16 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
         ("RMS tracking error", f"{r.rms_tracking_deg:.3f}", "deg"),
         ("wall time", f"{run.seconds:.1f}", "s"),
     ]
+    rows += [(f"{site} on three corners", f"{100 * v.rocked / max(v.ticks, 1):.0f}", "% of ticks")
+             for site, v in r.soles.items()]  # fmt: skip
     t = quantity_table(f"trajectory run → {run.run_dir}", rows)
     console.print(t)
+    rocked = [site for site, v in r.soles.items() if v.to_dict()["rocked_share"] > ROCKED_WARN]
+    if rocked:
+        console.print(
+            f"[yellow]{' and '.join(rocked)} rocked: a sole's own CoP (from its board) left the region where all four "
+            f"of its corners stay down for more than {ROCKED_WARN:.0%} of the ticks. A fixed-feet model misses that motion "
+            "(identify dynamic's estimates carry it); gravity compensation (--gravity-comp) keeps the legs' "
+            "internal moments off the soles.[/yellow]"
+        )
     return 0

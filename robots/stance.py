@@ -369,6 +369,29 @@ def lever_share(model: RobotModel, cop: np.ndarray, pose, base: str | None = Non
     return float(np.dot(np.asarray(cop, dtype=float)[:2] - cb, axis) / np.dot(axis, axis))
 
 
+def sole_poses(model: RobotModel, other: np.ndarray, base: str | None = None) -> list[tuple[str, np.ndarray]]:
+    """The two soles of a biped standing with the other sole at `other` (x, y, yaw in the base sole's frame): their
+    sites and poses, base sole first — the order of its boards (`drivers.wbb.geometry.board_poses_for`)."""
+    base = resolve_base(model, base)
+    return [
+        (model.base_site(base).name, np.zeros(3)),
+        (other_site(model, base), np.asarray(other, dtype=float)),
+    ]
+
+
+def corner_index(model: RobotModel, site: str, pose: np.ndarray, cop: np.ndarray) -> np.ndarray:
+    """Where a sole's own CoP (base frame, (…, 2) m) lies on its contact rectangle placed at `pose` (x, y, yaw):
+    |u|/a + |v|/b from the rectangle's centre, a and b its half sides. A rigid sole resting on equally stiff corners
+    keeps all four loaded while this is ≤ 1; beyond, it tips onto three and rocks, a motion a model with fixed
+    soles misses (at the middle of an edge the index is 1, at a corner 2)."""
+    x0, x1, y0, y1 = model.site(site).rect
+    x, y, psi = (float(v) for v in pose)
+    d = np.asarray(cop, dtype=float)[..., :2] - np.array([x, y])
+    c, s = np.cos(psi), np.sin(psi)
+    u, v = c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1]  # in the sole's frame
+    return np.abs(u - (x0 + x1) / 2) / ((x1 - x0) / 2) + np.abs(v - (y0 + y1) / 2) / ((y1 - y0) / 2)
+
+
 def _wrap(a: float) -> float:
     return float(np.angle(np.exp(1j * a)))
 

@@ -53,16 +53,16 @@ def design(tulip, tmp_path_factory):
     return res, path
 
 
-def _run(plan, out) -> None:
+def _run(plan, out, *extra: str) -> None:
     args = ["run", str(plan), "--robot", "sim", "--boards", "sim", "--physics", "mujoco",
-            "--time-scale", "0.25", "--no-noise", "--out", str(out), "--yes", "--json"]  # fmt: skip
+            "--time-scale", "0.25", "--no-noise", "--out", str(out), "--yes", "--json", *extra]  # fmt: skip
     assert main(args) == 0
 
 
 @pytest.fixture(scope="module")
 def run_dir(design, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "run"
-    _run(design[1], out)
+    _run(design[1], out, "--twin-trace")  # the physics' own record: how the soles moved
     return out
 
 
@@ -113,13 +113,28 @@ def next_run_dir(tmp_path_factory):
     return out
 
 
-def test_the_twin_executes_it_standing(run_dir):
+def test_the_twin_executes_it_standing(tulip, run_dir):
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["status"] == "completed" and meta["ticks_streamed"] == meta["ticks_planned"]
     kinds = {e["kind"] for e in meta["twin_events"]}
     assert not kinds & {"fall", "lift", "slip", "edge"}, meta["twin_events"]
     rec = read_dynamic_recording(run_dir / "recording.csv")
     assert float(rec.meta["moment_z_m"]) < 0  # the cells' plane, below the soles
+    # the executor's tally from each board (its sole's own CoP beyond the region that keeps four corners down)
+    # against the physics: how often a corner of that sole was off its plate over the recording
+    from bench.twin_misfit import _offset, _sole_paths
+
+    tr = dict(np.load(run_dir / "twin_trace.npz"))
+    t, keep = np.unique(tr["t"], return_index=True)
+    off = _offset(rec.t, rec.q, t, tr["q"][keep])  # the recording's start in simulated time
+    truth = resolve_params(str(run_dir / "truth.json"), tulip)
+    physics = _sole_paths(tulip, truth, t, tr["qpos"][keep], np.arange(off, off + rec.t[-1], 0.001), 2.8)
+    for site, tally in meta["soles"].items():
+        assert tally["ticks"] >= 0.9 * meta["ticks_streamed"]
+        assert tally["rocked_share"] == pytest.approx(physics[site]["corner_off_share"], abs=0.08), (
+            site,
+            tally,
+        )
     assert rec.t[-1] == pytest.approx(
         SETTINGS.duration, abs=0.05
     )  # trajectory time, not the slowed wall clock

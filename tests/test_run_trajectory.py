@@ -108,6 +108,11 @@ def test_trajectory_runs_end_to_end(tulip, plan_file, tmp_path):
     plan = load_trajectory_plan(plan_file)
     traj = plan_trajectory(plan, tulip)
     t_tr, q_cmd, q_meas = _raw(out)
+    # each sole's own CoP on its corners, tick by tick from its board (the kinematic bench's boards weigh each
+    # sole at its true CoM share: nothing rocks)
+    soles = meta["soles"]
+    assert sorted(soles) == sorted(s.name for s in tulip.sites if s.rect is not None)
+    assert all(v["ticks"] >= 0.9 * meta["ticks_streamed"] and v["rocked_share"] == 0 for v in soles.values())
     # every streamed setpoint is the trajectory's sample at its tick, ticks at the configuration's rate
     rate = load_config(None).executor.rate_hz
     assert np.allclose(t_tr, tick_times(DURATION, rate), atol=1e-6)

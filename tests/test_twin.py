@@ -379,6 +379,11 @@ def test_trace_rows_pair_each_steps_forces_with_the_state_they_act_at(model, pla
     tr = tw.trace_arrays()
     assert tr["qpos"].shape == (len(tr["t"]), tw.m.nq) and tr["qacc"].shape == (len(tr["t"]), tw.m.nv)
     np.testing.assert_array_equal(tr["q"], tr["qpos"][:, tw.qadr])
+    # each plate's share of the wrench: they add up to the whole
+    assert tr["board_force"].shape == tr["board_moment"].shape == (len(tr["t"]), 2, 3)
+    assert tr["board_force"][:, :, 2].max() > 100  # N: the robot's weight on them
+    np.testing.assert_allclose(tr["board_force"].sum(axis=1), tr["force"], atol=1e-9)
+    np.testing.assert_allclose(tr["board_moment"].sum(axis=1), tr["moment"], atol=1e-9)
     d = mujoco.MjData(tw.m)
     rows = range(len(tr["t"]) - 300, len(tr["t"]))  # through the goal step's transient
     com = []

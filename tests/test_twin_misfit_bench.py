@@ -85,3 +85,45 @@ def test_sole_motion_is_none_for_a_pinned_sole_and_the_weights_lever_for_a_tilte
     assert abs(lever) > 0.05  # N·m: the tilt moves the CoM sideways by millimetres
     np.testing.assert_allclose(tilted[inner, 1], lever, rtol=1e-3)
     np.testing.assert_allclose(tilted[inner, [0, 2]], 0.0, atol=1e-3 * abs(lever) + 1e-6)
+
+
+def test_sole_paths_see_a_slide_a_turn_and_a_corner_off_the_board(tulip):
+    """`_sole_paths` (how each sole moves on its board): the base sole pinned flat stays put with all its corners
+    down; slid by 100 µm along x over the run it reports that slide; tilted by 1 mrad about x its corners on one
+    side rise off the plate all the time."""
+    from bench.twin_misfit import _sole_paths
+    from drivers.emulators.sim_robot import twin_truth
+    from robots.stance_spec import default_base
+
+    truth = twin_truth(tulip)
+    base = tulip.base_site(default_base(tulip)).name
+    t = np.arange(0.0, 2.0, 0.001)
+    q = np.zeros((len(t), tulip.nq))
+    pinned = _pinned_states(tulip, truth, q)
+    still = _sole_paths(tulip, truth, t, pinned, t, 2.8)[base]
+    assert still["corner_off_share"] == 0.0 and np.abs(still["slide_um"]).max() < 1e-6
+    assert max(still["band_xy_rms_um"]) < 1e-6 and max(still["band_tilt_rms_mrad"]) < 1e-9
+    slid = pinned.copy()
+    slid[:, 0] += 1e-4 * t / t[-1]
+    moved = _sole_paths(tulip, truth, t, slid, t, 2.8)[base]
+    assert moved["slide_um"] == pytest.approx([100.0, 0.0], abs=0.01)
+    assert moved["band_xy_rms_um"][0] > 10 and moved["corner_off_share"] == 0.0
+    tilted = _sole_paths(tulip, truth, t, _pinned_states(tulip, truth, q, 1e-3), t, 2.8)[base]
+    assert tilted["corner_off_share"] == 1.0
+
+
+def test_board_loads_give_the_friction_cones_use_and_the_soles_squeeze():
+    """`_board_loads`: each board's tangential / normal force ratio (largest, 99th percentile) and half the
+    difference of the two boards' horizontal forces — the closed chain pushing the soles apart."""
+    from bench.twin_misfit import _board_loads
+
+    k = np.arange(1000)
+    f = np.zeros((1000, 2, 3))
+    f[:, :, 2] = 120.0
+    f[:, 0, 1] = 6.0 * np.sin(k / 50)  # the soles pushed apart and together along y, the same on both
+    f[:, 1, 1] = -f[:, 0, 1]
+    f[:, 0, 0] = 2.0  # and a net push along x on one
+    out = _board_loads(f)
+    assert out["tangential_over_normal_max"][1] == pytest.approx(6.0 / 120, rel=1e-3)
+    assert out["tangential_over_normal_max"][0] == pytest.approx(np.hypot(2.0, 6.0) / 120, rel=1e-3)
+    assert out["internal_horizontal_rms_n"] == pytest.approx([1.0, 6.0 / np.sqrt(2)], rel=0.01)

@@ -828,23 +828,27 @@ class Twin:
         CoM, contact forces and accelerations of that step's forward pass."""
         d = self.d
         ext = d.cfrc_ext[self.board_bodies]  # on each plate: torque about its subtree CoM, force (world)
-        force = -ext[:, 3:].sum(axis=0)  # the plates' force on the robot
-        moment = -(ext[:, :3] + np.cross(d.subtree_com[self.board_bodies], ext[:, 3:])).sum(axis=0)
+        forces = -ext[:, 3:]  # each plate's force on the robot, and its moment about the floor origin
+        moments = -(ext[:, :3] + np.cross(d.subtree_com[self.board_bodies], ext[:, 3:]))
         self.trace.append(
             np.concatenate(
-                [[t], d.subtree_com[self.root], force, moment, qpos[self.qadr], qpos, qvel, d.qacc]
+                [[t], d.subtree_com[self.root], forces.sum(axis=0), moments.sum(axis=0), qpos[self.qadr], qpos,
+                 qvel, d.qacc, forces.ravel(), moments.ravel()]
             )
-        )
+        )  # fmt: skip
 
     def trace_arrays(self) -> dict[str, np.ndarray]:
         """The trace (`TwinOptions.trace`) as arrays: t (s, simulated), com (K, 3) m, force (K, 3) N and moment
         (K, 3) N·m of the plates on the robot about the floor origin (world frame: the base frame of the
-        placement), q (K, n) rad; and MuJoCo's whole state: qpos, qvel and qacc (free base first)."""
-        e = np.cumsum([10, self.model.nq, self.m.nq, self.m.nv, self.m.nv])  # each block's end column
+        placement), q (K, n) rad; MuJoCo's whole state: qpos, qvel and qacc (free base first); and each plate's
+        share: board_force, board_moment (K, 2, 3), boards in their order."""
+        e = np.cumsum([10, self.model.nq, self.m.nq, self.m.nv, self.m.nv, 6, 6])  # each block's end column
         with self.lock:
             a = np.array(self.trace).reshape(-1, e[-1])
         return {"t": a[:, 0], "com": a[:, 1:4], "force": a[:, 4:7], "moment": a[:, 7:10], "q": a[:, e[0] : e[1]],
-                "qpos": a[:, e[1] : e[2]], "qvel": a[:, e[2] : e[3]], "qacc": a[:, e[3] : e[4]]}  # fmt: skip
+                "qpos": a[:, e[1] : e[2]], "qvel": a[:, e[2] : e[3]], "qacc": a[:, e[3] : e[4]],
+                "board_force": a[:, e[4] : e[5]].reshape(-1, 2, 3),
+                "board_moment": a[:, e[5] : e[6]].reshape(-1, 2, 3)}  # fmt: skip
 
     def com_xy(self) -> np.ndarray:
         """The twin's own whole-body CoM projection (base frame), from MuJoCo."""
