@@ -83,18 +83,20 @@ def _sole_centre(model: RobotModel, site: str) -> np.ndarray:
 
 def other_sole_force(
     model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str | None = None,
-    share: np.ndarray | None = None,
+    share: np.ndarray | None = None, zmp: np.ndarray | None = None, fz: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The chosen ground force on the other sole at postures q (B, nq): vertical force (B,) in N, its lever-rule
     share s of the weight, and its point of application (B, 3) in the base frame: the sole's centre shifted by
     the CoM's offset δ from the lever point (1 − s)·c_b + s·c_o. The base sole's force (1 − s)·m·g then acts at
     c_b + δ: both soles' CoPs sit the same (smallest possible) distance |δ| from their centres, δ ⟂ c_o − c_b.
-    `share` (B,): the other sole's share of the weight instead of the lever rule's (a weight shift unloading it)."""
+    `share` (B,): the other sole's share of the weight instead of the lever rule's (a weight shift unloading it).
+    In motion, `zmp` (B, 2) and `fz` (B,): the ground's vertical force and its centre of pressure, in place of the
+    weight at the CoM."""
     base = resolve_base(model, base)
     q = np.atleast_2d(np.asarray(q, dtype=float))
     other = other_site(model, base)
-    weight = model.parameter_set(params).total_mass * G
-    com = com_position(model, q, params, base)[:, :2]
+    weight = model.parameter_set(params).total_mass * G if fz is None else np.asarray(fz, dtype=float)
+    com = com_position(model, q, params, base)[:, :2] if zmp is None else np.atleast_2d(zmp)
     poses = other_pose(model, q, params, base)
     if share is None:
         share = np.array([lever_share(model, c, pose, base) for c, pose in zip(com, poses, strict=True)])
@@ -108,18 +110,28 @@ def other_sole_force(
 
 def feedforward_torques(
     model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str | None = None,
-    share: np.ndarray | None = None,
+    share: np.ndarray | None = None, qd: np.ndarray | None = None, qdd: np.ndarray | None = None,
 ) -> np.ndarray:  # fmt: skip
     """τ_ff = g(q) − J_oᵀ f_o (B, nq) or (nq,): the joint torques that hold posture q in double support with the
     ground's vertical force f_o at the other sole's centre (see the module docstring; `share` as
-    `other_sole_force`)."""
+    `other_sole_force`). In motion (`qd`, `qdd` given): the inverse dynamics in place of g, and f_o the other
+    sole's lever-rule share of the ground's vertical force at the motion's ZMP instead of the weight at the CoM."""
     base = resolve_base(model, base)
     q = model.check_q(q)
     single = q.ndim == 1
     qb = np.atleast_2d(q)
     zero = np.zeros_like(qb)
-    g = dyn.rnea(model, qb, zero, zero, params, base)
-    force, point = other_sole_force(model, qb, params, base, share)
+    if qd is None or qdd is None:
+        g = dyn.rnea(model, qb, zero, zero, params, base)
+        force, point = other_sole_force(model, qb, params, base, share)
+    else:
+        qd, qdd = np.atleast_2d(qd), np.atleast_2d(qdd)
+        g = dyn.rnea(model, qb, qd, qdd, params, base)
+        w = dyn.base_wrench_regressor(model, qb, qd, qdd, base, params) @ dyn.standard_parameters(
+            model, params
+        )
+        zmp = np.column_stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]])
+        force, point = other_sole_force(model, qb, params, base, share, zmp, w[:, 2])
     other = other_site(model, base)
     J = dyn.frame_jacobian(model, qb, other, base, params)  # (B, 6, nq): [v; ω] of the site origin
     _, origin = site_pose(model, qb, params, other, base)
@@ -132,12 +144,14 @@ def feedforward_torques(
 
 def goal_offsets(
     model: RobotModel, config: RobotConfig, q: np.ndarray, params: str | ParameterSet, base: str | None = None,
-    p_gains: np.ndarray | None = None, share: np.ndarray | None = None,
+    p_gains: np.ndarray | None = None, share: np.ndarray | None = None, qd: np.ndarray | None = None,
+    qdd: np.ndarray | None = None,
 ) -> np.ndarray:  # fmt: skip
     """Δq = τ_ff / kp (rad), τ_ff clipped to the effort limit (beyond it the servo saturates anyway): added to
     the goal, the position servo produces τ_ff when the joint is at q. kp from `p_gains` (as `servo_stiffness`);
-    `share` as `other_sole_force`."""
-    return torque_offsets(model, config, feedforward_torques(model, q, params, base, share), p_gains)
+    `share` as `other_sole_force`; `qd`, `qdd`: in motion (`feedforward_torques`)."""
+    tau = feedforward_torques(model, q, params, base, share, qd, qdd)
+    return torque_offsets(model, config, tau, p_gains)
 
 
 def torque_offsets(

@@ -72,7 +72,7 @@ def prepare(
     how = plan_recording(plan, traj)
     t = tick_times(traj.duration, config.executor.rate_hz)
     q, qd, qdd = traj.sample(t)
-    sp = StreamPlan(t, q, how.base, ps, how.standing, motion_band_hz(traj))
+    sp = StreamPlan(t, q, how.base, ps, how.standing, motion_band_hz(traj), qd=qd, qdd=qdd)
     if how.single:
         sp.single = SingleSupport(
             traj.other, traj.lift, plan_margin(plan), qd, qdd, traj.max_lift, traj.max_tilt

@@ -16,6 +16,7 @@ from drivers.gravity import G, feedforward_torques, goal_offsets, other_sole_for
 from formats.errors import DataError
 from formats.static_recording import read_recording
 from poise import cmd_run
+from robots import dynamics as dyn
 from robots.kinematics import com_position, site_pose
 from robots.stance import foot_corners, other_site
 
@@ -220,3 +221,65 @@ def test_executor_offsets_goals_only_when_enabled(model, plan, cfg, tmp_path, on
     assert np.abs(offsets).max() > np.radians(0.3)  # large enough to tell apart
     expected = plan.q + offsets if on else plan.q
     np.testing.assert_allclose(rec.q, expected, atol=2e-3)
+
+
+def test_feedforward_in_motion_matches_mujocos_inverse_dynamics(model, designed, cfg):
+    """In motion (random joint velocities and accelerations, the base sole fixed flat at the origin): MuJoCo's
+    inverse dynamics of the twin (true parameters, gravity 9.81 as the model's) less the chosen vertical force on
+    the other sole leaves, once the base sole's own wrench takes the free base's rows, exactly τ_ff on the joints;
+    and the two soles' CoPs sit equally far off their centres (the lever rule at the motion's ZMP)."""
+    import mujoco
+
+    from drivers.emulators.mujoco_twin import Twin, physical_truth
+    from drivers.gravity import _sole_centre
+
+    truth = true_parameters(model)
+    model.params[truth.name] = truth
+    simulated = physical_truth(model, truth)  # the inertias as MuJoCo simulates them (made realisable)
+    model.params[simulated.name] = simulated
+    rng = np.random.default_rng(7)
+    for p in designed.postures:
+        tw = Twin(model, truth, base=designed.base)
+        m, d = tw.m, tw.d
+        m.opt.gravity[:] = [0.0, 0.0, -9.81]
+        qd, qdd = rng.normal(0, 0.3, model.nq), rng.normal(0, 0.5, model.nq)  # rad/s, rad/s²: as designs move
+        h = 1e-4
+        states = []
+        for s in (-h, 0.0, h):  # the base sole held flat at the origin along q + q̇ s + q̈ s²/2
+            d.qpos[tw.qadr] = p.q + qd * s + qdd * s**2 / 2
+            tw._teleport(*tw._root_pose_for(tw.base_site, np.eye(3), np.zeros(3)))
+            states.append(d.qpos.copy())
+        v0, v1 = np.zeros(m.nv), np.zeros(m.nv)
+        mujoco.mj_differentiatePos(m, v0, h, states[0], states[1])
+        mujoco.mj_differentiatePos(m, v1, h, states[1], states[2])
+        d.qpos[:], d.qvel[:] = states[1], (v0 + v1) / 2
+        mujoco.mj_forward(m, d)
+        d.qacc[:] = (v1 - v0) / h
+        f = np.zeros(m.nv)
+        mujoco.mj_rne(m, d, 1, f)  # M q̈ + bias: the generalised forces the motion needs
+        tau = feedforward_torques(model, p.q, simulated.name, designed.base, qd=qd, qdd=qdd)
+        # the other sole's vertical force at its point, as feedforward_torques chose it in motion
+        w = dyn.base_wrench_regressor(model, p.q[None], qd[None], qdd[None], designed.base, simulated.name)[0]
+        w = w @ dyn.standard_parameters(model, simulated.name)
+        zmp = np.array([[-w[4] / w[2], w[3] / w[2]]])
+        force, point = other_sole_force(model, p.q, simulated.name, designed.base, zmp=zmp, fz=np.array([w[2]]))
+        jacp = np.zeros((3, m.nv))
+        mujoco.mj_jac(
+            m, d, jacp, None, point[0], m.site_bodyid[tw.site_ids[other_site(model, designed.base)]]
+        )
+        residual = f - jacp.T @ np.array([0.0, 0.0, force[0]])
+        # the base sole's wrench (force, moment about its site) that takes the free base's rows
+        sid = tw.site_ids[tw.base_site]
+        jp, jr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+        mujoco.mj_jac(m, d, jp, jr, d.site_xpos[sid], m.site_bodyid[sid])
+        J = np.vstack([jp, jr])
+        wb = np.linalg.solve(J[:, :6].T, residual[:6])
+        np.testing.assert_allclose(
+            residual[tw.vadr] - J[:, tw.vadr].T @ wb, tau, atol=1e-6 * np.abs(tau).max()
+        )
+        assert wb[2] + force[0] == pytest.approx(
+            w[2], rel=1e-6
+        )  # the soles share the motion's vertical force
+        base_cop = np.array([-wb[4] / wb[2], wb[3] / wb[2]]) - _sole_centre(model, tw.base_site)[:2]
+        other_cop = point[0, :2] - _other_centre(model, p.q, replace(designed, params=truth.name))
+        np.testing.assert_allclose(base_cop, other_cop, atol=1e-5)

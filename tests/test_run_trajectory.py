@@ -149,8 +149,9 @@ def test_trajectory_runs_end_to_end(tulip, plan_file, tmp_path):
 
 @pytest.mark.parametrize("on", [False, True])
 def test_double_support_streams_the_gravity_feedforward_when_enabled(tulip, plan_file, tmp_path, on):
-    """`--gravity-comp`: every streamed goal is the setpoint plus the feed-forward at its posture (the kinematic
-    servos follow their goals, so the encoders show the offsets); off, the setpoints alone."""
+    """`--gravity-comp`: every streamed goal is the setpoint plus the feed-forward at its posture, velocity and
+    acceleration (the kinematic servos follow their goals, so the encoders show the offsets); off, the setpoints
+    alone."""
     from drivers.gravity import goal_offsets
 
     out = tmp_path / "run"
@@ -159,9 +160,10 @@ def test_double_support_streams_the_gravity_feedforward_when_enabled(tulip, plan
     assert main(args) == 0
     meta = json.loads((out / "run.json").read_text())
     assert meta["status"] == "completed" and meta["gravity_compensation"] is on
-    _, q_cmd, q_meas = _raw(out)
+    t_tr, q_cmd, q_meas = _raw(out)
     plan = load_trajectory_plan(plan_file)
-    offsets = goal_offsets(tulip, load_config(None), q_cmd, plan.params, plan.base)
+    _, qd, qdd = plan_trajectory(plan, tulip).sample(t_tr)
+    offsets = goal_offsets(tulip, load_config(None), q_cmd, plan.params, plan.base, qd=qd, qdd=qdd)
     assert np.degrees(np.abs(offsets).max()) > 0.3  # large enough to tell apart
     shift = np.degrees((q_meas - q_cmd).mean(axis=0))  # the servos' lag averages out over the motion
     expected = np.degrees(offsets.mean(axis=0)) if on else np.zeros(tulip.nq)
