@@ -262,7 +262,9 @@ def test_feedforward_in_motion_matches_mujocos_inverse_dynamics(model, designed,
         w = dyn.base_wrench_regressor(model, p.q[None], qd[None], qdd[None], designed.base, simulated.name)[0]
         w = w @ dyn.standard_parameters(model, simulated.name)
         zmp = np.array([[-w[4] / w[2], w[3] / w[2]]])
-        force, point = other_sole_force(model, p.q, simulated.name, designed.base, zmp=zmp, fz=np.array([w[2]]))
+        force, point = other_sole_force(
+            model, p.q, simulated.name, designed.base, zmp=zmp, fz=np.array([w[2]])
+        )
         jacp = np.zeros((3, m.nv))
         mujoco.mj_jac(
             m, d, jacp, None, point[0], m.site_bodyid[tw.site_ids[other_site(model, designed.base)]]
