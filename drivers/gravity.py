@@ -83,20 +83,25 @@ def _sole_centre(model: RobotModel, site: str) -> np.ndarray:
 
 def other_sole_force(
     model: RobotModel, q: np.ndarray, params: str | ParameterSet, base: str | None = None,
-    share: np.ndarray | None = None, zmp: np.ndarray | None = None, fz: np.ndarray | None = None,
+    share: np.ndarray | None = None, qd: np.ndarray | None = None, qdd: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The chosen ground force on the other sole at postures q (B, nq): vertical force (B,) in N, its lever-rule
     share s of the weight, and its point of application (B, 3) in the base frame: the sole's centre shifted by
     the CoM's offset δ from the lever point (1 − s)·c_b + s·c_o. The base sole's force (1 − s)·m·g then acts at
     c_b + δ: both soles' CoPs sit the same (smallest possible) distance |δ| from their centres, δ ⟂ c_o − c_b.
     `share` (B,): the other sole's share of the weight instead of the lever rule's (a weight shift unloading it).
-    In motion, `zmp` (B, 2) and `fz` (B,): the ground's vertical force and its centre of pressure, in place of the
-    weight at the CoM."""
+    In motion (`qd`, `qdd` (B, nq) given): the ground's vertical force and its centre of pressure (the motion's
+    ZMP, from the base wrench of the inverse dynamics) in place of the weight at the CoM."""
     base = resolve_base(model, base)
     q = np.atleast_2d(np.asarray(q, dtype=float))
     other = other_site(model, base)
-    weight = model.parameter_set(params).total_mass * G if fz is None else np.asarray(fz, dtype=float)
-    com = com_position(model, q, params, base)[:, :2] if zmp is None else np.atleast_2d(zmp)
+    if qd is None or qdd is None:
+        weight = model.parameter_set(params).total_mass * G
+        com = com_position(model, q, params, base)[:, :2]
+    else:
+        w = dyn.base_wrench_regressor(model, q, np.atleast_2d(qd), np.atleast_2d(qdd), base, params)
+        w = w @ dyn.standard_parameters(model, params)
+        weight, com = w[:, 2], np.column_stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]])
     poses = other_pose(model, q, params, base)
     if share is None:
         share = np.array([lever_share(model, c, pose, base) for c, pose in zip(com, poses, strict=True)])
@@ -120,18 +125,10 @@ def feedforward_torques(
     q = model.check_q(q)
     single = q.ndim == 1
     qb = np.atleast_2d(q)
-    zero = np.zeros_like(qb)
-    if qd is None or qdd is None:
-        g = dyn.rnea(model, qb, zero, zero, params, base)
-        force, point = other_sole_force(model, qb, params, base, share)
-    else:
-        qd, qdd = np.atleast_2d(qd), np.atleast_2d(qdd)
-        g = dyn.rnea(model, qb, qd, qdd, params, base)
-        w = dyn.base_wrench_regressor(model, qb, qd, qdd, base, params) @ dyn.standard_parameters(
-            model, params
-        )
-        zmp = np.column_stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]])
-        force, point = other_sole_force(model, qb, params, base, share, zmp, w[:, 2])
+    moving = qd is not None and qdd is not None
+    qdb, qddb = (np.atleast_2d(qd), np.atleast_2d(qdd)) if moving else (np.zeros_like(qb), np.zeros_like(qb))
+    g = dyn.rnea(model, qb, qdb, qddb, params, base)
+    force, point = other_sole_force(model, qb, params, base, share, *((qdb, qddb) if moving else ()))
     other = other_site(model, base)
     J = dyn.frame_jacobian(model, qb, other, base, params)  # (B, 6, nq): [v; ω] of the site origin
     _, origin = site_pose(model, qb, params, other, base)

@@ -53,13 +53,11 @@ END_TOL = 1e-6
 class SingleSupport:
     """What streaming on one sole needs besides the angles: the free sole, the design's band for its corners
     (lift … max_lift m above the ground; None: no ceiling) and bound on its tilt (rad; None: any), the required
-    ZMP margin (m) and the velocities and accelerations at the ticks."""
+    ZMP margin (m); the ticks' velocities and accelerations come with the stream (`StreamPlan.qd`, `qdd`)."""
 
     other: str
     lift: float
     margin: float
-    qd: np.ndarray
-    qdd: np.ndarray
     max_lift: float | None = None
     max_tilt: float | None = None
 
@@ -69,18 +67,21 @@ def single_support_problems(
     config: RobotConfig,
     t: np.ndarray,
     q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
     ss: SingleSupport,
     base: str,
     params: str,
 ) -> list[str]:
-    """Why streaming these ticks on one sole is unsafe (empty: it is not); see the module docstring."""
+    """Why streaming these ticks (angles, velocities, accelerations) on one sole is unsafe (empty: it is not); see
+    the module docstring."""
     problems: list[str] = []
-    rest = max(float(np.abs(ss.qd[0]).max()), float(np.abs(ss.qdd[0]).max()))
+    rest = max(float(np.abs(qd[0]).max()), float(np.abs(qdd[0]).max()))
     if rest > REST_TOL:
         problems.append(
             f"the start is not at rest (|q̇|, |q̈| up to {rest:.3g}): the robot would be set down moving"
         )
-    bal = one_sole(model, q, ss.qd, ss.qdd, base, ss.other, params)
+    bal = one_sole(model, q, qd, qdd, base, ss.other, params)
     need = max(ss.margin, float(config.executor.min_margin))
     problems += one_sole_problems(bal, base, ss.other, need, ss.lift, ss.max_lift, ss.max_tilt,
                                   lambda k: "setpoint at the start: " if k == 0 else f"setpoint at t = {t[k]:.3f} s: ",

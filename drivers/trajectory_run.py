@@ -90,7 +90,7 @@ class StreamPlan:
     lead_in: WeightShift | None = None  # single support started by a weight shift from double support
     # ... ended by this one played backwards (lead_in itself for a periodic plan; None: ends on one sole)
     lead_out: WeightShift | None = None
-    # the setpoints' velocities and accelerations (rad/s, rad/s²): the double-support feed-forward in motion
+    # the setpoints' velocities and accelerations (rad/s, rad/s²): the feed-forward in motion, one sole's balance
     qd: np.ndarray | None = None
     qdd: np.ndarray | None = None
 
@@ -134,9 +134,12 @@ class SoleRocking:
         self.rocked += index > 1.0
         self.max_index = max(self.max_index, index)
 
+    @property
+    def share(self) -> float:
+        return self.rocked / self.ticks if self.ticks else 0.0
+
     def to_dict(self) -> dict:
-        return {"ticks": self.ticks, "rocked_share": self.rocked / self.ticks if self.ticks else 0.0,
-                "max_corner_index": self.max_index}  # fmt: skip
+        return {"ticks": self.ticks, "rocked_share": self.share, "max_corner_index": self.max_index}
 
 
 def tick_times(duration: float, rate_hz: float) -> np.ndarray:
@@ -169,7 +172,9 @@ def check_stream(model: RobotModel, config: RobotConfig, sp: StreamPlan) -> Stre
     if not sp.standing:
         return StreamCheck(problems)
     if sp.single is not None:  # on one sole: the double-support posture check does not apply
-        problems += single_support_problems(model, config, sp.t, sp.q, sp.single, sp.base, sp.params)
+        problems += single_support_problems(
+            model, config, sp.t, sp.q, sp.qd, sp.qdd, sp.single, sp.base, sp.params
+        )
     return check_start(model, config, sp, problems)
 
 
@@ -201,6 +206,11 @@ GAP_PERIODS = 5.0
 # a board carrying less than this share of the weight is not asked where its sole's CoP lies
 LOADED_SHARE = 0.05
 ROCKED_WARN = 0.05  # a sole on three corners for more than this share of a run's ticks is said to rock
+
+
+def rocked_soles(shares: dict[str, float]) -> list[str]:
+    """The soles of a run's tally ({sole: share of the ticks on three corners}) that rocked (> ROCKED_WARN)."""
+    return [sole for sole, share in shares.items() if share > ROCKED_WARN]
 
 
 class UniformRows:
@@ -432,12 +442,10 @@ class TrajectoryExecutor(Executor):
         13–14 % of the ticks, 2–3 % with the motion's own forces, on the stored second design)."""
         sp = self.sp
         if sp.single is not None:
-            args = (sp.q, sp.single.qd, sp.single.qdd, sp.base, sp.params, self._p_gains)
+            args = (sp.q, sp.qd, sp.qdd, sp.base, sp.params, self._p_gains)
             return feedforward_offsets(self.model, self.cfg, *args)
         if not self.gravity_compensation:
             return None
-        if sp.qd is None or sp.qdd is None:
-            return super()._offsets(sp.q)
         return goal_offsets(
             self.model, self.cfg, sp.q, sp.params, sp.base, self._p_gains, qd=sp.qd, qdd=sp.qdd
         )

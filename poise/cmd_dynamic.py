@@ -446,11 +446,11 @@ def _repeats(recs: list, plans: list[str | None], average: bool):
 def _rocked(runs: list) -> list[dict]:
     """The soles that rocked in the runs (`_run_of`'s answers, recordings numbered as given): on three corners for
     more than ROCKED_WARN of a run's ticks, by the run's own tally from its boards."""
-    from drivers.trajectory_run import ROCKED_WARN
+    from drivers.trajectory_run import rocked_soles
 
-    return [{"recording": k + 1, "sole": sole, "rocked_share": share}
+    return [{"recording": k + 1, "sole": sole, "rocked_share": run[2][sole]}
             for k, run in enumerate(runs) if not isinstance(run, Exception)
-            for sole, share in run[2].items() if share > ROCKED_WARN]  # fmt: skip
+            for sole in rocked_soles(run[2])]  # fmt: skip
 
 
 def _run_plan(recording: str, run: tuple[str, str] | Exception) -> str:

@@ -28,6 +28,7 @@ from drivers.trajectory_run import (
     TrajectoryRunResult,
     check_start,
     check_stream,
+    rocked_soles,
     tick_times,
 )
 from formats.errors import DataError
@@ -74,9 +75,7 @@ def prepare(
     q, qd, qdd = traj.sample(t)
     sp = StreamPlan(t, q, how.base, ps, how.standing, motion_band_hz(traj), qd=qd, qdd=qdd)
     if how.single:
-        sp.single = SingleSupport(
-            traj.other, traj.lift, plan_margin(plan), qd, qdd, traj.max_lift, traj.max_tilt
-        )
+        sp.single = SingleSupport(traj.other, traj.lift, plan_margin(plan), traj.max_lift, traj.max_tilt)
     stream = check_stream(model, config, sp)
     if how.single and start == "weight-shift" and not stream.problems:
         tr = plan_transitions(model, config, plan, traj, ps)
@@ -275,11 +274,11 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
         ("RMS tracking error", f"{r.rms_tracking_deg:.3f}", "deg"),
         ("wall time", f"{run.seconds:.1f}", "s"),
     ]
-    rows += [(f"{site} on three corners", f"{100 * v.rocked / max(v.ticks, 1):.0f}", "% of ticks")
+    rows += [(f"{site} on three corners", f"{100 * v.share:.0f}", "% of ticks")
              for site, v in r.soles.items()]  # fmt: skip
     t = quantity_table(f"trajectory run → {run.run_dir}", rows)
     console.print(t)
-    rocked = [site for site, v in r.soles.items() if v.to_dict()["rocked_share"] > ROCKED_WARN]
+    rocked = rocked_soles({site: v.share for site, v in r.soles.items()})
     if rocked:
         console.print(
             f"[yellow]{' and '.join(rocked)} rocked: a sole's own CoP (from its board) left the region where all four "
