@@ -68,6 +68,7 @@ def _jitter(kind: str, seconds: float, rate_hz: float = 100.0) -> dict:
         period = 1.0 / rate_hz
         n = int(seconds * rate_hz)
         starts, late, cycle = [], [], []
+        cpu0 = time.process_time()  # this process only: the driver, not the bus emulator
         nxt = time.monotonic()
         for k in range(n):
             wait = nxt - time.monotonic()
@@ -79,6 +80,7 @@ def _jitter(kind: str, seconds: float, rate_hz: float = 100.0) -> dict:
             link.command(np.full(12, 0.2 * np.sin(2 * np.pi * 0.5 * k * period)))
             cycle.append(time.monotonic() - t)
             nxt += period
+        cpu = time.process_time() - cpu0
         link.close()
     finally:
         stop.set()
@@ -95,6 +97,9 @@ def _jitter(kind: str, seconds: float, rate_hz: float = 100.0) -> dict:
         "late_p99_ms": float(np.percentile(late_ms, 99)),
         "late_max_ms": float(late_ms.max()),
         "command_read_cycle_mean_ms": float(np.mean(cycle) * 1e3),
+        "driver_cpu_per_tick_ms": cpu
+        / n
+        * 1e3,  # the host's CPU spent per tick, waiting for replies included
     }
 
 

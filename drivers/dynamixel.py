@@ -31,6 +31,7 @@ ADDR_HARDWARE_ERROR = 70
 ADDR_OPERATING_MODE, ADDR_MAX_POSITION_LIMIT, ADDR_MIN_POSITION_LIMIT = 11, 48, 52
 ADDR_POSITION_D_GAIN, ADDR_POSITION_I_GAIN, ADDR_POSITION_P_GAIN = 80, 82, 84  # 2 bytes each, RAM
 POSITION_CONTROL_MODE = 3  # the only mode in which the servo enforces the position limits
+READ_BLOCK_S = 0.001  # s: longest wait of one serial read inside a status packet (see connect)
 
 
 class DynamixelLink:
@@ -73,6 +74,10 @@ class DynamixelLink:
             raise DeviceError(f"dxl:{self.port_name}: cannot open port ({exc})") from exc
         if not ok or not port.setBaudRate(self.baud):
             raise DeviceError(f"dxl:{self.port_name}: cannot set baud rate {self.baud}")
+        # the sdk opens the port non-blocking and polls it until a status packet is complete: a core spent
+        # spinning per bus. A short blocking read returns as soon as the bytes asked for have arrived and leaves
+        # the sdk's own packet timeout in charge.
+        port.ser.timeout = READ_BLOCK_S
         self.port = port
         try:
             self._ping_all()

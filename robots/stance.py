@@ -31,6 +31,7 @@ FLAT_TOL = 1e-6  # other sole flat on the ground: |z| (m) and tilt (rad)
 PLACE_TOL = 1e-6  # other sole at its placement: x, y (m) and yaw (rad)
 MARGIN_TOL = 1e-9  # CoP margin below the requirement (m)
 LIMIT_TOL = 1e-9  # joint and coupled limits (rad or m)
+PROJECT_BATCH = 64  # random postures projected onto double support at once
 # Recordings fitted together in double support (`identify dynamic A.csv B.csv`), and a recording taken as a
 # design's prior (`plan trajectory --prior`): their other sole's pose (base sole frame) by at most this much from the
 # first's (the prior plans'): an operator's placement on the boards' marks. Within it the first's base parameters
@@ -105,19 +106,26 @@ def project_flat(
     base: str | None = None,
     tol: float = 1e-12,
     iters: int = 30,
-) -> tuple[np.ndarray, bool]:
-    """Nearest-step Gauss–Newton projection of q0 onto double support (minimum-norm joint change per step)."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Nearest-step Gauss–Newton projection of postures q0 (B, nq) onto double support (minimum-norm joint change
+    per step), all at once: the projections (B, nq) and which converged (B,). Each posture takes the steps it
+    would alone."""
     params, base = _p(model, params), resolve_base(model, base)
-    fn = _flat_functions(model, params if isinstance(params, str) else params.name, base)
-    q = np.array(q0, dtype=float)
+    q = np.array(np.atleast_2d(q0), dtype=float)
+    fn = _flat_functions(model, params if isinstance(params, str) else params.name, base).map(len(q))
+    active = np.ones(len(q), dtype=bool)
     for _ in range(iters):
-        c, J = fn(q)
-        c, J = np.asarray(c).ravel(), np.asarray(J)
-        if np.linalg.norm(c) < tol:
-            return q, True
-        q = q - np.linalg.lstsq(J, c, rcond=None)[0]
-    c = np.asarray(fn(q)[0]).ravel()
-    return q, bool(np.linalg.norm(c) < 1e-9)
+        c, J = fn(q.T)
+        c, J = np.asarray(c).T, np.asarray(J).reshape(3, len(q), model.nq).transpose(1, 0, 2)
+        active &= np.linalg.norm(c, axis=1) >= tol
+        if not active.any():
+            break
+        for i in np.flatnonzero(active):
+            q[i] -= np.linalg.lstsq(J[i], c[i], rcond=None)[0]
+    else:
+        c = np.asarray(fn(q.T)[0]).T
+        return q, ~active | (np.linalg.norm(c, axis=1) < 1e-9)
+    return q, np.ones(len(q), dtype=bool)
 
 
 def foot_corners(
@@ -470,12 +478,22 @@ def random_double_support(
             raise DataError(
                 f"found only {len(out)} of {n} valid double-support postures in {max_tries} tries"
             )
-        tries += 1
-        q0 = rng.uniform(lo, hi)
-        q, ok = project_flat(model, q0, params, base)
-        if not ok or posture_problems(model, q, params, base, margin):
-            continue
-        out.append(q)
+        state = rng.bit_generator.state
+        batch = min(PROJECT_BATCH, max_tries - tries)
+        qs, ok = project_flat(model, rng.uniform(lo, hi, (batch, model.nq)), params, base)
+        for k, (q, good) in enumerate(zip(qs, ok, strict=True)):
+            # most projections leave a limit (4 in 5 on TUlip): refused before the full check's kinematics, by it
+            if (
+                good
+                and not model.limit_violations(q, LIMIT_TOL)
+                and not posture_problems(model, q, params, base, margin)
+            ):
+                out.append(q)
+            if len(out) == n:  # the generator left as if drawn one posture at a time
+                rng.bit_generator.state = state
+                rng.uniform(lo, hi, (k + 1, model.nq))
+                break
+        tries += batch
     return np.array(out)
 
 

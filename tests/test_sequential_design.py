@@ -150,7 +150,7 @@ def test_row_noise_is_three_positive_sigmas_of_a_standing_design(noise):
 
 
 # Single support: the next design on the same stance sole, its criterion that of [prior; new] (row noise too)
-SS = replace(SETTINGS, period=10.0, duration=10.0, harmonics=3, samples=24, motion="single-support",
+SS = replace(SETTINGS, period=10.0, duration=10.0, harmonics=3, samples=16, motion="single-support",
              velocity_fraction=0.3, row_noise=(0.5, 1.4, 1.3))  # fmt: skip
 NOISE = ["--noise", "0.5", "1.4", "1.3"]
 

@@ -24,12 +24,15 @@ from shapely.geometry import MultiPoint
 from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec
+from robots.memo import per_model
 from robots.motion_class import standing_base
 from robots.stance import foot_corners, lever_share, other_pose
 from robots.tree import RobotModel
 from trajectories.closed_chain import (
     ClosedChain,
     ClosedChainTrajectory,
+    chain_key,
+    constraint_functions,
     dependent_rates,
     functions,
     make_chain,
@@ -108,9 +111,20 @@ def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str, torques: 
     the r·3 base-regressor entries. `torques`: the joint torques τ_b − Cᵀ (m·g·μ) of double support, τ_b with the
     base sole fixed and the other sole free, μ the other sole's contact wrench in the foot constraint's
     coordinates (C = ∂c/∂q spans the same wrenches as the sole's Jacobian: c is the sole's pose error), per
-    weight."""
+    weight. Built once per chain and columns (4 s for TUlip): a re-solve, or a second design from the same
+    start, reuses them."""
+    columns = tuple(int(i) for i in db.independent)
+    return _sample_functions(
+        model, chain_key(chain), chain.independent, chain.dependent, columns, guess, torques
+    )
+
+
+@per_model
+def _sample_functions(
+    model: RobotModel, key: tuple, ind: tuple, dep: tuple, columns: tuple, guess: str, torques: bool
+):
     n = model.nq
-    ind, dep = list(chain.independent), list(chain.dependent)
+    ind, dep = list(ind), list(dep)
     xs = [
         ca.SX.sym(nm, len(ix))
         for nm, ix in zip(("qI", "qD", "vI", "vD", "aI", "aD"), (ind, dep) * 3, strict=True)
@@ -126,17 +140,17 @@ def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str, torques: 
         return ca.vertcat(*v)
 
     q, qd, qdd = full(xs[0], xs[1]), full(xs[2], xs[3]), full(xs[4], xs[5])
-    fc, fb = functions(model, chain)
+    fc, fb = constraint_functions(model, key)
     c, C = fc(q)
     eq = ca.vertcat(c, C @ qd, C @ qdd + fb(q, qd))
-    Wfun = dyn.base_wrench_regressor_function(model, chain.base, guess)
+    Wfun = dyn.base_wrench_regressor_function(model, key[0], guess)
     W = Wfun(q, qd, qdd)[[2, 3, 4], :]  # fz, mx, my
     phi = ca.DM(dyn.standard_parameters(model, guess))
-    Wb = W[:, db.independent]
+    Wb = W[:, list(columns)]
     opts = {"cse": True}
     out = ca.vertcat(eq, W @ phi)
     if torques:
-        tau_b = dyn.torque_regressor_function(model, chain.base, guess)(q, qd, qdd) @ phi
+        tau_b = dyn.torque_regressor_function(model, key[0], guess)(q, qd, qdd) @ phi
         out = ca.vertcat(out, tau_b - C.T @ (weight(model, guess) * mu[0]))
     ins = xs + mu
     return (

@@ -106,7 +106,8 @@ def constraint_functions(model: RobotModel, chain_key: tuple) -> tuple[ca.Functi
     )
 
 
-def _key(chain: ClosedChain) -> tuple:
+def chain_key(chain: ClosedChain) -> tuple:
+    """The chain as a hashable key of what its functions depend on (sole placement to 1e-15)."""
     return (
         chain.base,
         chain.other,
@@ -117,7 +118,7 @@ def _key(chain: ClosedChain) -> tuple:
 
 
 def functions(model: RobotModel, chain: ClosedChain) -> tuple[ca.Function, ca.Function]:
-    return constraint_functions(model, _key(chain))
+    return constraint_functions(model, chain_key(chain))
 
 
 def chain_split(model: RobotModel, base: str) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
