@@ -97,9 +97,8 @@ def _jitter(kind: str, seconds: float, rate_hz: float = 100.0) -> dict:
         "late_p99_ms": float(np.percentile(late_ms, 99)),
         "late_max_ms": float(late_ms.max()),
         "command_read_cycle_mean_ms": float(np.mean(cycle) * 1e3),
-        "driver_cpu_per_tick_ms": cpu
-        / n
-        * 1e3,  # the host's CPU spent per tick, waiting for replies included
+        # the host's CPU spent per tick, waiting for replies included
+        "driver_cpu_per_tick_ms": cpu / n * 1e3,
     }
 
 

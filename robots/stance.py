@@ -119,13 +119,11 @@ def project_flat(
         c, J = np.asarray(c).T, np.asarray(J).reshape(3, len(q), model.nq).transpose(1, 0, 2)
         active &= np.linalg.norm(c, axis=1) >= tol
         if not active.any():
-            break
+            return q, ~active
         for i in np.flatnonzero(active):
             q[i] -= np.linalg.lstsq(J[i], c[i], rcond=None)[0]
-    else:
-        c = np.asarray(fn(q.T)[0]).T
-        return q, ~active | (np.linalg.norm(c, axis=1) < 1e-9)
-    return q, np.ones(len(q), dtype=bool)
+    c = np.asarray(fn(q.T)[0]).T
+    return q, ~active | (np.linalg.norm(c, axis=1) < 1e-9)
 
 
 def foot_corners(

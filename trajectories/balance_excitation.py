@@ -123,7 +123,7 @@ def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str, torques: 
 def _sample_functions(
     model: RobotModel, key: tuple, ind: tuple, dep: tuple, columns: tuple, guess: str, torques: bool
 ):
-    n = model.nq
+    n, base = model.nq, key[0]  # the key: base, other, params, the other sole's placement (`chain_key`)
     ind, dep = list(ind), list(dep)
     xs = [
         ca.SX.sym(nm, len(ix))
@@ -143,14 +143,14 @@ def _sample_functions(
     fc, fb = constraint_functions(model, key)
     c, C = fc(q)
     eq = ca.vertcat(c, C @ qd, C @ qdd + fb(q, qd))
-    Wfun = dyn.base_wrench_regressor_function(model, key[0], guess)
+    Wfun = dyn.base_wrench_regressor_function(model, base, guess)
     W = Wfun(q, qd, qdd)[[2, 3, 4], :]  # fz, mx, my
     phi = ca.DM(dyn.standard_parameters(model, guess))
     Wb = W[:, list(columns)]
     opts = {"cse": True}
     out = ca.vertcat(eq, W @ phi)
     if torques:
-        tau_b = dyn.torque_regressor_function(model, key[0], guess)(q, qd, qdd) @ phi
+        tau_b = dyn.torque_regressor_function(model, base, guess)(q, qd, qdd) @ phi
         out = ca.vertcat(out, tau_b - C.T @ (weight(model, guess) * mu[0]))
     ins = xs + mu
     return (
