@@ -67,16 +67,23 @@ def _parabola_min(x: np.ndarray, y: list[float]) -> float:
     return float(x[k] + (0.5 * step * (a - c) / den if den > 0 else 0.0))
 
 
-def _sole_motion(model, truth, base: str, t: np.ndarray, qpos: np.ndarray, tg: np.ndarray, fc: float):
+def twin_model(model, truth):
+    """The twin's compiled MuJoCo model (its default options) for the robot with parameters `truth`."""
+    from drivers.emulators.mujoco_twin import TwinOptions, build_spec
+
+    return build_spec(model, truth, TwinOptions()).compile()
+
+
+def _sole_motion(m, model, base: str, t: np.ndarray, qpos: np.ndarray, tg: np.ndarray, fc: float):
     """(Fz, Mx, My) per sample of tg: the wrench the soles' motion on their pads adds to the plates' (about the floor
     origin, N and N·m), filtered at fc — MuJoCo's rigid-body dynamics along the twin's whole state (its free base
-    included) less the same motion with the base sole pinned flat at the placement's origin, as the model has it."""
+    included) less the same motion with the base sole pinned flat at the placement's origin, as the model has it.
+    `m`: the twin's compiled MuJoCo model."""
     import mujoco
 
-    from drivers.emulators.mujoco_twin import BOARD_SIZE, TwinOptions, build_spec, root_pose_for
+    from drivers.emulators.mujoco_twin import BOARD_SIZE, root_pose_for
     from identify.differentiation import lowpass
 
-    m = build_spec(model, truth, TwinOptions()).compile()
     d = mujoco.MjData(m)
     if m.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE:
         raise ValueError("the twin's first joint is not its free base")
@@ -113,7 +120,7 @@ def _sole_motion(model, truth, base: str, t: np.ndarray, qpos: np.ndarray, tg: n
     return wrench(full) - wrench(pinned)
 
 
-def _sole_paths(model, truth, t: np.ndarray, qpos: np.ndarray, tg: np.ndarray, fc: float) -> dict:
+def _sole_paths(m, model, t: np.ndarray, qpos: np.ndarray, tg: np.ndarray, fc: float) -> dict:
     """How each sole moves on its board over tg (the recording's span): its slide from where it stood at tg[0]
     (x, y, µm, at the end), and in the band (filtered at fc, about its mean) its x, y displacement (µm rms) and
     turn about its own x, y (tilt) and z (yaw) axes (mrad rms) — what the model's soles, fixed on the boards,
@@ -121,10 +128,9 @@ def _sole_paths(model, truth, t: np.ndarray, qpos: np.ndarray, tg: np.ndarray, f
     import mujoco
     from scipy.spatial.transform import Rotation
 
-    from drivers.emulators.mujoco_twin import BOARD_SIZE, PAD_RADIUS, TwinOptions, build_spec
+    from drivers.emulators.mujoco_twin import BOARD_SIZE, PAD_RADIUS
     from identify.differentiation import lowpass
 
-    m = build_spec(model, truth, TwinOptions()).compile()
     d = mujoco.MjData(m)
     at = np.clip(np.searchsorted(t, tg), 0, len(t) - 1)  # the trace's steps at the grid (1 ms: the same)
     out = {}
@@ -236,8 +242,9 @@ def analyse(run: str | pathlib.Path) -> dict:
     lag_ms, lag_rms = _parabola_min(lags, cost), misfit(angles(1e-3 * _parabola_min(lags, cost))).std(axis=0)
     cz = lowpass(cg[:, 2:], 1000.0, fc)[:, 0]
     newton = lowpass(wg[:, 2:3], 1000.0, fc)[sl, 0] - M * (G + np.gradient(np.gradient(cz, tg), tg))[sl]
-    sole = _sole_motion(model, truth, rec.base, t, tr["qpos"][keep], tg, fc)[sl]
-    soles = _sole_paths(model, truth, t, tr["qpos"][keep], tg, fc)
+    twin = twin_model(model, truth)  # compiled once for both
+    sole = _sole_motion(twin, model, rec.base, t, tr["qpos"][keep], tg, fc)[sl]
+    soles = _sole_paths(twin, model, t, tr["qpos"][keep], tg, fc)
     span = (t >= tg[0]) & (t <= tg[-1])
     boards = _board_loads(tr["board_force"][keep][span]) if "board_force" in tr else None  # older traces
     # the recording against the plates, both filtered alike, at the recording's fitted times

@@ -8,9 +8,7 @@ torso link and the neutral start posture come from the robot's stance (`robots.s
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from functools import lru_cache
 
 import casadi as ca
 import numpy as np
@@ -21,6 +19,7 @@ from design.geometry import all_corners, bbox_centre, foot_rects, placed_corners
 from formats.errors import PoiseError
 from robots.kinematics import com_position_sym, link_frames_sym, site_pose_sym
 from robots.memo import per_model
+from robots.native import compiled
 from robots.stance import other_site, posture_problems
 from robots.stance_spec import design_params, resolve_base, stance_spec
 from robots.tree import RobotModel
@@ -75,34 +74,6 @@ def _ik_function(model: RobotModel, params: str, base: str) -> ca.Function:
     )
     r = ca.vertcat(com - t[:3], rot, foot)
     return ca.Function("ik", [q, t], [r, ca.jacobian(r, q)])
-
-
-@lru_cache(maxsize=1)
-def _jit_dir() -> str:
-    """A private temporary directory per process for generated C and libraries, removed at exit."""
-    import atexit
-    import shutil
-    import tempfile
-
-    d = tempfile.mkdtemp(prefix="poise_jit_")
-    atexit.register(shutil.rmtree, d, True)
-    return d
-
-
-def compiled(fn: ca.Function) -> ca.Function:
-    """JIT-compile an SX function with the system C compiler (≈10× faster here); unchanged if that fails.
-
-    Set POISE_NO_JIT=1 to skip compiling (e.g. no compiler available).
-    """
-    if os.environ.get("POISE_NO_JIT"):
-        return fn
-    try:
-        jit_opts = {"flags": ["-O1"], "verbose": False, "directory": _jit_dir(), "cleanup": False}
-        opts = {"jit": True, "compiler": "shell", "jit_name": f"poise_{fn.name()}", "jit_cleanup": False}
-        opts["jit_options"] = jit_opts  # the directory is removed at exit (_jit_dir)
-        return ca.Function(fn.name(), fn.sx_in(), fn.call(fn.sx_in()), opts)
-    except Exception:  # noqa: BLE001 - any compiler problem: fall back to the interpreted function
-        return fn
 
 
 def solve_ik(

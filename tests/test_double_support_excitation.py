@@ -292,11 +292,11 @@ def test_design_keeps_double_support_torques_within_reduced_efforts(tulip, chain
 
 def test_balance_tightened_moves_in_what_the_fine_grid_found_exceeded():
     """The double-support design's bounds, moved in by the excess the plan's fine-grid check found + a slack:
-    the ZMP margin (m) and a sole's load share; None when the check keeps the plan's."""
+    the ZMP margin (m), a sole's load share and the rate limits' fractions; None when the check keeps the plan's."""
     from dataclasses import replace
 
     from trajectories.balance_excitation import balance_tightened
-    from trajectories.retighten import SHARE_SLACK, TIGHTEN_SLACK
+    from trajectories.retighten import RATE_SLACK, SHARE_SLACK, TIGHTEN_SLACK
     from trajectories.verify import TrajectoryCheck
 
     plan = replace(QUICK, load_share=0.25)
@@ -311,6 +311,13 @@ def test_balance_tightened_moves_in_what_the_fine_grid_found_exceeded():
     assert margin2 == pytest.approx(margin + 0.0015 + TIGHTEN_SLACK) and again.load_share > design.load_share
     within = replace(fine, load_share_range=(0.2495, 0.7))  # within the check's tolerance
     assert balance_tightened(plan, 0.02, plan, 0.02, within) is None
+    # a dependent coordinate beyond its acceleration limit between the samples: that fraction alone scaled down
+    fast = replace(fine, acceleration_ratio=1.033)
+    design, margin = balance_tightened(plan, 0.02, plan, 0.02, fast)
+    assert margin == 0.02 and design.velocity_fraction == plan.velocity_fraction
+    assert design.acceleration_fraction == pytest.approx(plan.acceleration_fraction / 1.033 - RATE_SLACK)
+    slow = replace(fine, velocity_ratio=1.0 + 1e-7)  # within the check's tolerance
+    assert balance_tightened(plan, 0.02, plan, 0.02, slow) is None
 
 
 def test_a_double_support_design_the_fine_grid_fails_is_solved_again_with_its_bound_moved_in(tulip, chain,

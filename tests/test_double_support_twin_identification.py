@@ -126,13 +126,14 @@ def test_the_twin_executes_it_standing(tulip, run_dir):
     assert float(rec.meta["moment_z_m"]) < 0  # the cells' plane, below the soles
     # the executor's tally from each board (its sole's own CoP beyond the region that keeps four corners down)
     # against the physics: how often a corner of that sole was off its plate over the recording
-    from bench.twin_misfit import _offset, _sole_paths
+    from bench.twin_misfit import _offset, _sole_paths, twin_model
 
     tr = dict(np.load(run_dir / "twin_trace.npz"))
     t, keep = np.unique(tr["t"], return_index=True)
     off = _offset(rec.t, rec.q, t, tr["q"][keep])  # the recording's start in simulated time
     truth = resolve_params(str(run_dir / "truth.json"), tulip)
-    physics = _sole_paths(tulip, truth, t, tr["qpos"][keep], np.arange(off, off + rec.t[-1], 0.001), 2.8)
+    grid = np.arange(off, off + rec.t[-1], 0.001)
+    physics = _sole_paths(twin_model(tulip, truth), tulip, t, tr["qpos"][keep], grid, 2.8)
     for site, tally in meta["soles"].items():
         assert tally["ticks"] >= 0.9 * meta["ticks_streamed"]
         assert tally["rocked_share"] == pytest.approx(physics[site]["corner_off_share"], abs=0.08), (

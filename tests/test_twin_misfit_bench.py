@@ -25,15 +25,14 @@ def test_lag_minimum_is_refined_between_the_samples():
     assert _parabola_min(lags, list(np.abs(lags - 9.0))) == 4.0  # at the edge: the last interior sample
 
 
-def _pinned_states(model, truth, q: np.ndarray, tilt_x: float = 0.0) -> np.ndarray:
+def _pinned_states(m, model, q: np.ndarray, tilt_x: float = 0.0) -> np.ndarray:
     """MuJoCo qpos of the twin for joint angles q (K, n): the base sole flat at the placement's origin on board 0's
-    top, or the whole robot turned by tilt_x rad about the x axis through that origin."""
+    top, or the whole robot turned by tilt_x rad about the x axis through that origin (`m`: the twin's MuJoCo model)."""
     import mujoco
 
-    from drivers.emulators.mujoco_twin import BOARD_SIZE, TwinOptions, build_spec, root_pose_for
+    from drivers.emulators.mujoco_twin import BOARD_SIZE, root_pose_for
     from robots.stance_spec import default_base
 
-    m = build_spec(model, truth, TwinOptions()).compile()
     d = mujoco.MjData(m)
     site = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, model.base_site(default_base(model)).name)
     qadr = [m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n)] for n in model.joint_names]
@@ -55,29 +54,26 @@ def test_sole_motion_is_none_for_a_pinned_sole_and_the_weights_lever_for_a_tilte
     it, however the joints move; the robot tilted as a whole by α about the sole's x axis adds M g Δy_com to Mx."""
     import mujoco
 
-    from bench.twin_misfit import _sole_motion
-    from drivers.emulators.mujoco_twin import TwinOptions, build_spec
+    from bench.twin_misfit import _sole_motion, twin_model
     from drivers.emulators.sim_robot import twin_truth
     from robots.stance_spec import default_base
 
     truth = twin_truth(tulip)
+    m = twin_model(tulip, truth)
     t = np.arange(0.0, 4.0, 0.001)
     q = np.zeros((len(t), tulip.nq))
     q[:, :2] = 0.05 * np.sin(2 * np.pi * 0.5 * t)[:, None]  # two joints swing: the wrench changes
     inner = slice(500, -500)
-    pinned = _sole_motion(tulip, truth, default_base(tulip), t, _pinned_states(tulip, truth, q), t, 2.8)
+    pinned = _sole_motion(m, tulip, default_base(tulip), t, _pinned_states(m, tulip, q), t, 2.8)
     # N, N·m: the filter on a nonlinear motion; the twin's rocking adds 0.04–0.3
     assert np.abs(pinned[inner]).max() < 5e-3
     still = np.zeros((len(t), tulip.nq))
     alpha = 1e-3
-    tilted = _sole_motion(
-        tulip, truth, default_base(tulip), t, _pinned_states(tulip, truth, still, alpha), t, 2.8
-    )
-    m = build_spec(tulip, truth, TwinOptions()).compile()
+    tilted = _sole_motion(m, tulip, default_base(tulip), t, _pinned_states(m, tulip, still, alpha), t, 2.8)
     d = mujoco.MjData(m)
     com = []
     for a in (0.0, alpha):
-        d.qpos[:] = _pinned_states(tulip, truth, still[:1], a)[0]
+        d.qpos[:] = _pinned_states(m, tulip, still[:1], a)[0]
         mujoco.mj_kinematics(m, d)
         mujoco.mj_comPos(m, d)
         com.append(d.subtree_com[1].copy())
@@ -91,24 +87,24 @@ def test_sole_paths_see_a_slide_a_turn_and_a_corner_off_the_board(tulip):
     """`_sole_paths` (how each sole moves on its board): the base sole pinned flat stays put with all its corners
     down; slid by 100 µm along x over the run it reports that slide; tilted by 1 mrad about x its corners on one
     side rise off the plate all the time."""
-    from bench.twin_misfit import _sole_paths
+    from bench.twin_misfit import _sole_paths, twin_model
     from drivers.emulators.sim_robot import twin_truth
     from robots.stance_spec import default_base
 
-    truth = twin_truth(tulip)
+    m = twin_model(tulip, twin_truth(tulip))
     base = tulip.base_site(default_base(tulip)).name
     t = np.arange(0.0, 2.0, 0.001)
     q = np.zeros((len(t), tulip.nq))
-    pinned = _pinned_states(tulip, truth, q)
-    still = _sole_paths(tulip, truth, t, pinned, t, 2.8)[base]
+    pinned = _pinned_states(m, tulip, q)
+    still = _sole_paths(m, tulip, t, pinned, t, 2.8)[base]
     assert still["corner_off_share"] == 0.0 and np.abs(still["slide_um"]).max() < 1e-6
     assert max(still["band_xy_rms_um"]) < 1e-6 and max(still["band_tilt_rms_mrad"]) < 1e-9
     slid = pinned.copy()
     slid[:, 0] += 1e-4 * t / t[-1]
-    moved = _sole_paths(tulip, truth, t, slid, t, 2.8)[base]
+    moved = _sole_paths(m, tulip, t, slid, t, 2.8)[base]
     assert moved["slide_um"] == pytest.approx([100.0, 0.0], abs=0.01)
     assert moved["band_xy_rms_um"][0] > 10 and moved["corner_off_share"] == 0.0
-    tilted = _sole_paths(tulip, truth, t, _pinned_states(tulip, truth, q, 1e-3), t, 2.8)[base]
+    tilted = _sole_paths(m, tulip, t, _pinned_states(m, tulip, q, 1e-3), t, 2.8)[base]
     assert tilted["corner_off_share"] == 1.0
 
 

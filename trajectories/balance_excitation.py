@@ -26,14 +26,14 @@ from robots import dynamics as dyn
 from robots.base_params import RegressorSpec
 from robots.memo import per_model
 from robots.motion_class import standing_base
+from robots.native import compiled
 from robots.stance import foot_corners, lever_share, other_pose
 from robots.tree import RobotModel
 from trajectories.closed_chain import (
     ClosedChain,
     ClosedChainTrajectory,
-    chain_key,
-    constraint_functions,
     dependent_rates,
+    foot_constraint,
     functions,
     make_chain,
     solve_dependent,
@@ -50,7 +50,13 @@ from trajectories.excitation import (
     solve_stages,
 )
 from trajectories.fourier import FourierTrajectory, basis, rest_constraints
-from trajectories.retighten import SHARE_SLACK, SHARE_TOLERANCE, moved_zmp_margin, solve_and_retighten
+from trajectories.retighten import (
+    SHARE_SLACK,
+    SHARE_TOLERANCE,
+    moved_rate_fractions,
+    moved_zmp_margin,
+    solve_and_retighten,
+)
 from trajectories.verify import acceleration_limits
 
 ZMP_ROWS = ("fz", "mx", "my")
@@ -107,28 +113,51 @@ def chain_base(model: RobotModel, chain: ClosedChain, simplified: bool):
 
 
 def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str, torques: bool = False):
-    """S(qI, qD, vI, vD, aI, aD[, μ]) → (18 constraint residuals, 3 guessed wrench rows[, nq joint torques]) and
-    the r·3 base-regressor entries. `torques`: the joint torques τ_b − Cᵀ (m·g·μ) of double support, τ_b with the
-    base sole fixed and the other sole free, μ the other sole's contact wrench in the foot constraint's
-    coordinates (C = ∂c/∂q spans the same wrenches as the sole's Jacobian: c is the sole's pose error), per
-    weight. Built once per chain and columns (4 s for TUlip): a re-solve, or a second design from the same
-    start, reuses them."""
+    """S(qI, qD, vI, vD, aI, aD, placement[, μ]) → (18 constraint residuals, 3 guessed wrench rows[, nq joint
+    torques]), its Jacobian in everything but the placement (compiled to native code, `robots.native`), and
+    the r·3 base-regressor entries; `placement` = (vec Rt, pt), the other sole's pose (`placement`). `torques`:
+    the joint torques τ_b − Cᵀ (m·g·μ) of double support, τ_b with the base sole fixed and the other sole free, μ
+    the other sole's contact wrench in the foot constraint's coordinates (C = ∂c/∂q spans the same wrenches as
+    the sole's Jacobian: c is the sole's pose error), per weight. One set per robot, chain split and columns
+    (4 s to build, 20 s to compile, once per machine): every placement and design shares it."""
     columns = tuple(int(i) for i in db.independent)
     return _sample_functions(
-        model, chain_key(chain), chain.independent, chain.dependent, columns, guess, torques
+        model,
+        chain.base,
+        chain.other,
+        chain.params,
+        chain.independent,
+        chain.dependent,
+        columns,
+        guess,
+        torques,
     )
+
+
+def placement(chain: ClosedChain) -> np.ndarray:
+    """The other sole's held pose as the per-sample functions take it: (vec Rt column-major, pt), 12 numbers."""
+    return np.concatenate([np.asarray(chain.target_R, dtype=float).ravel(order="F"), chain.target_p])
 
 
 @per_model
 def _sample_functions(
-    model: RobotModel, key: tuple, ind: tuple, dep: tuple, columns: tuple, guess: str, torques: bool
+    model: RobotModel,
+    base: str,
+    other: str,
+    params: str,
+    ind: tuple,
+    dep: tuple,
+    columns: tuple,
+    guess: str,
+    torques: bool,
 ):
-    n, base = model.nq, key[0]  # the key: base, other, params, the other sole's placement (`chain_key`)
+    n = model.nq
     ind, dep = list(ind), list(dep)
     xs = [
         ca.SX.sym(nm, len(ix))
         for nm, ix in zip(("qI", "qD", "vI", "vD", "aI", "aD"), (ind, dep) * 3, strict=True)
     ]
+    place = ca.SX.sym("placement", 12)
     mu = [ca.SX.sym("mu", 6)] if torques else []
 
     def full(a, b):
@@ -140,9 +169,8 @@ def _sample_functions(
         return ca.vertcat(*v)
 
     q, qd, qdd = full(xs[0], xs[1]), full(xs[2], xs[3]), full(xs[4], xs[5])
-    fc, fb = constraint_functions(model, key)
-    c, C = fc(q)
-    eq = ca.vertcat(c, C @ qd, C @ qdd + fb(q, qd))
+    c, C, bias = foot_constraint(model, q, qd, params, other, base, ca.reshape(place[:9], 3, 3), place[9:])
+    eq = ca.vertcat(c, C @ qd, C @ qdd + bias)
     Wfun = dyn.base_wrench_regressor_function(model, base, guess)
     W = Wfun(q, qd, qdd)[[2, 3, 4], :]  # fz, mx, my
     phi = ca.DM(dyn.standard_parameters(model, guess))
@@ -152,10 +180,18 @@ def _sample_functions(
     if torques:
         tau_b = dyn.torque_regressor_function(model, base, guess)(q, qd, qdd) @ phi
         out = ca.vertcat(out, tau_b - C.T @ (weight(model, guess) * mu[0]))
-    ins = xs + mu
+    ins = [*xs, place, *mu]
+    tag = "_torques" if torques else ""
     return (
-        ca.Function("sample_constraints", ins, [out], opts),
-        ca.Function("sample_constraints_jac", ins, [out, ca.jacobian(out, ca.vertcat(*ins))], opts),
+        compiled(ca.Function(f"poise_sample_constraints{tag}", ins, [out], opts)),
+        compiled(
+            ca.Function(
+                f"poise_sample_constraints_jac{tag}",
+                ins,
+                [out, ca.jacobian(out, ca.vertcat(*xs, *mu))],
+                opts,
+            )
+        ),
         ca.Function("sample_regressor", xs, [ca.vec(Wb.T)], opts),
     )
 
@@ -170,12 +206,15 @@ class _SampleMap(_JacobianNode):
     of the design vector [vec(X); vec(Z)] (Z's column per sample: q_D, q̇_D, q̈_D[, the other sole's wrench]), with its sparse Jacobian assembled from per-sample SX Jacobians and the Fourier bases
     (an order of magnitude faster than differentiating the mapped expression graph)."""
 
-    def __init__(self, name, Fv: ca.Function, F: ca.Function, bases, nI: int, nD: int, jac: bool = True):
+    def __init__(
+        self, name, Fv: ca.Function, F: ca.Function, bases, place, nI: int, nD: int, jac: bool = True
+    ):
         ca.Callback.__init__(self)
         self.P, self.V, self.A = bases
+        self.place = np.asarray(place, dtype=float).reshape(-1, 1)  # the other sole's pose, every sample
         self.K, self.m = self.P.shape
         self.nI, self.nD = nI, nD
-        self.nL = F.size1_in(6) if F.n_in() > 6 else 0  # per-sample variables after q̈_D (the sole's wrench)
+        self.nL = F.size1_in(7) if F.n_in() > 7 else 0  # per-sample variables after q̈_D (the sole's wrench)
         self.nz = 3 * nD + self.nL
         self.F = F.map(self.K)
         self.Fv = Fv.map(self.K)
@@ -194,7 +233,7 @@ class _SampleMap(_JacobianNode):
         self.jac_sparsity = ca.Sparsity.triplet(K * c, self.nx, rows.tolist(), cols.tolist())
         self.perm = np.lexsort((rows, cols))
         self.is_jac = not jac
-        self.jac_node = _SampleMap(name + "_jac", Fv, F, bases, nI, nD, jac=False) if jac else None
+        self.jac_node = _SampleMap(name + "_jac", Fv, F, bases, place, nI, nD, jac=False) if jac else None
         self.construct(name, {"enable_fd": False})
 
     def get_sparsity_in(self, i):
@@ -203,15 +242,22 @@ class _SampleMap(_JacobianNode):
     def get_sparsity_out(self, i):
         return self.jac_sparsity if self.is_jac else ca.Sparsity.dense(self.K * self.c, 1)
 
-    def eval(self, arg):
-        x = np.asarray(arg[0]).ravel()
+    def has_eval_buffer(self):
+        return True
+
+    def eval_buffer(self, arg, res):
+        """Straight into CasADi's memory (the Jacobian's nonzeros, column-major): building the DM from numpy
+        cost twice the compiled evaluation."""
+        x = np.frombuffer(arg[0], dtype=np.float64)
+        out = np.frombuffer(res[0], dtype=np.float64)
         m, nI, nD, K, c = self.m, self.nI, self.nD, self.K, self.c
         X = x[: m * nI].reshape(m, nI, order="F")
         Z = x[m * nI :].reshape(self.nz, K, order="F")
         ins = ((self.P @ X).T, Z[:nD], (self.V @ X).T, Z[nD : 2 * nD], (self.A @ X).T, Z[2 * nD : 3 * nD])
-        ins += (Z[3 * nD :],) if self.nL else ()
+        ins += (np.repeat(self.place, K, axis=1),) + ((Z[3 * nD :],) if self.nL else ())
         if not self.is_jac:
-            return [ca.DM(np.asarray(self.Fv(*ins)).reshape(-1, order="F"))]
+            out[:] = np.asarray(self.Fv(*ins)).reshape(-1, order="F")
+            return 0
         _, J = self.F(*ins)
         J = np.asarray(J).reshape(c, K, 3 * (nI + nD) + self.nL).transpose(1, 0, 2)  # K, c, inputs
         o = np.cumsum([0, nI, nD, nI, nD, nI, nD, self.nL])
@@ -223,7 +269,8 @@ class _SampleMap(_JacobianNode):
         ).reshape(K, c, nI * m)
         dZ = np.concatenate([JqD, JvD, JaD, JL], axis=2)
         vals = np.concatenate([dX, dZ], axis=2).reshape(-1)  # triplet order: sample, row, column
-        return [ca.DM(self.jac_sparsity, vals[self.perm])]
+        out[:] = vals[self.perm]
+        return 0
 
 
 def design_balance_problem(
@@ -253,7 +300,7 @@ def design_balance_problem(
     Sv, Sj, S2 = _per_sample(model, chain, db, guess, torque_rows)
     args = (qI, Z[:nD, :], vI, Z[nD : 2 * nD, :], aI, Z[2 * nD : 3 * nD, :])
     wb = S2.map(K)(*args)
-    node = _SampleMap("samples", Sv, Sj, tuple(np.asarray(B) for B in (P, V, A)), nI, nD)
+    node = _SampleMap("samples", Sv, Sj, tuple(np.asarray(B) for B in (P, V, A)), placement(chain), nI, nD)
     rows = 21 + (model.nq if torque_rows else 0)
     out = ca.reshape(node(ca.vertcat(xF, ca.vec(Z))), rows, K)
     eq, w3 = out[:18, :], out[18:21, :]
@@ -440,9 +487,11 @@ def _balance_result(model, settings, chain, prob, x, iterations, status, stages,
 def balance_tightened(
     design: ExcitationSettings, margin: float, plan: ExcitationSettings, plan_margin: float, check
 ) -> tuple[ExcitationSettings, float] | None:
-    """The design's ZMP margin and load share moved in by what the fine grid found beyond the plan's (`check`, a
-    `verify.TrajectoryCheck`) plus a slack, or None if neither was exceeded."""
-    moved_margin, changes = moved_zmp_margin(margin, plan_margin, check), {}
+    """The design's ZMP margin, load share and rate fractions moved in by what the fine grid found beyond the plan's
+    (`check`, a `verify.TrajectoryCheck`) plus a slack, or None if none was exceeded. (The dependent coordinates'
+    rates are bounded at the samples only: seed 4 of `tests/test_sequential_design.py` had a knee at 1.033× its
+    acceleration limit between them.)"""
+    moved_margin, changes = moved_zmp_margin(margin, plan_margin, check), moved_rate_fractions(design, check)
     if plan.load_share > 0 and check.load_share_range is not None:
         lo, hi = check.load_share_range
         least = min(lo, 1.0 - hi)

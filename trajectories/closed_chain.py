@@ -85,9 +85,18 @@ def chain_coordinates(model: RobotModel, base: str) -> tuple[list[int], str]:
     return coords, other
 
 
-def _vee_error(R: ca.SX, Rt: np.ndarray) -> ca.SX:
-    E = ca.DM(Rt).T @ R
+def _vee_error(R: ca.SX, Rt) -> ca.SX:
+    E = Rt.T @ R
     return 0.5 * ca.vertcat(E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1])
+
+
+def foot_constraint(model: RobotModel, q, qd, params: str, other: str, base: str, Rt, pt) -> tuple:
+    """(c, C = ∂c/∂q, (∂(C q̇)/∂q) q̇) of the other sole held at rotation Rt and position pt in the base sole's
+    frame: constants (DM), or symbols for functions shared by every placement."""
+    R, p = site_pose_sym(model, q, params, other, base)
+    c = ca.vertcat(p - pt, _vee_error(R, Rt))
+    C = ca.jacobian(c, q)
+    return c, C, ca.jacobian(C @ qd, q) @ qd
 
 
 @per_model
@@ -96,10 +105,9 @@ def constraint_functions(model: RobotModel, chain_key: tuple) -> tuple[ca.Functi
     base, other, params, Rt, pt = chain_key
     q = ca.SX.sym("q", model.nq)
     qd = ca.SX.sym("qd", model.nq)
-    R, p = site_pose_sym(model, q, params, other, base)
-    c = ca.vertcat(p - ca.DM(np.asarray(pt)), _vee_error(R, np.asarray(Rt)))
-    C = ca.jacobian(c, q)
-    bias = ca.jacobian(C @ qd, q) @ qd
+    c, C, bias = foot_constraint(
+        model, q, qd, params, other, base, ca.DM(np.asarray(Rt)), ca.DM(np.asarray(pt))
+    )
     return (
         ca.Function("foot_constraint", [q], [c, C]),
         ca.Function("foot_bias", [q, qd], [bias]),

@@ -1,7 +1,7 @@
 """A design's bounds moved in where its own fine-grid check finds them exceeded, and the design solved again.
 
-The NLPs bound the ZMP margin, a lifted sole's height and tilt or a sole's load share at their grid samples only,
-with a buffer for the motion between them. Where the 2 ms check still finds a bound exceeded, the design is solved
+The NLPs bound the ZMP margin, a lifted sole's height and tilt, a sole's load share or the rates of the coordinates
+a closed chain solves for at their grid samples only, with a buffer for the motion between them. Where the 2 ms check still finds a bound exceeded, the design is solved
 again from its start with that bound moved in by the excess + TIGHTEN_SLACK, at most RETIGHTEN times: a planner
 never hands out a plan that fails its own check when a little more room would do.
 """
@@ -17,6 +17,19 @@ TIGHTEN_SLACK = (
 )
 SHARE_SLACK = 0.01  # of a load share, beyond its excess
 SHARE_TOLERANCE = 1e-3  # a load share this far below the required one still passes the check
+RATE_SLACK = 0.02  # of a velocity or acceleration limit, beyond its excess
+RATE_TOLERANCE = 1e-6  # the check's own: a ratio to a limit this far above 1 still passes
+
+
+def moved_rate_fractions(design, check) -> dict[str, float]:
+    """The design's velocity and acceleration fractions (of the limits) scaled down by how far the fine-grid check
+    found a joint beyond its limit, less RATE_SLACK: {"velocity_fraction": …} for each exceeded, {} if none was."""
+    moved = {}
+    for kind in ("velocity", "acceleration"):
+        ratio = getattr(check, f"{kind}_ratio")
+        if ratio > 1.0 + RATE_TOLERANCE:
+            moved[f"{kind}_fraction"] = getattr(design, f"{kind}_fraction") / ratio - RATE_SLACK
+    return moved
 
 
 def moved_zmp_margin(design_margin: float, plan_margin: float, check) -> float:

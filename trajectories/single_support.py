@@ -55,7 +55,12 @@ from trajectories.excitation import (
     linear_limit_rows,
 )
 from trajectories.fourier import FourierTrajectory, basis
-from trajectories.retighten import TIGHTEN_SLACK, moved_zmp_margin, solve_and_retighten
+from trajectories.retighten import (
+    TIGHTEN_SLACK,
+    moved_rate_fractions,
+    moved_zmp_margin,
+    solve_and_retighten,
+)
 from trajectories.weight_shift import POSTURE_ROOM, SHIFT_BUFFER, shifted_posture, wrench_at_rest
 
 LIFT_BUFFER = (
@@ -393,7 +398,7 @@ def tightened(
 ) -> tuple[ExcitationSettings, float] | None:
     """The design's bounds moved in by what the fine grid found beyond the plan's (`check`, a
     `verify.TrajectoryCheck`) plus TIGHTEN_SLACK, or None if nothing the bounds control was exceeded."""
-    changes: dict = {}
+    changes = moved_rate_fractions(design, check)
     margin = moved_zmp_margin(design.zmp_margin, plan.zmp_margin, check)
     if margin != design.zmp_margin:
         changes["zmp_margin"] = margin

@@ -3,16 +3,13 @@ Jacobians w.r.t. the tangent ⊞-increments (CasADi AD through a first-order ret
 
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 
 import casadi as ca
 import numpy as np
 
 from identify.slom.problem import Factor, Problem
+from robots.native import compiled, compiler
 
 
 @dataclass
@@ -38,40 +35,8 @@ def _map(fn: ca.Function, K: int, shared: list[int], threads: int) -> ca.Functio
 
 
 def jit_available() -> bool:
-    """CasADi can JIT-compile generated C with the system compiler (`gcc`/`cc` on PATH)."""
-    return shutil.which("gcc") is not None or shutil.which("cc") is not None
-
-
-_JIT_DIR: list[str] = []
-
-
-def _jit_dir() -> str:
-    """A private scratch directory for CasADi's generated C and shared objects (it writes into the cwd)."""
-    if not _JIT_DIR:
-        d = tempfile.mkdtemp(prefix="poise_jit_")
-        atexit.register(shutil.rmtree, d, ignore_errors=True)
-        _JIT_DIR.append(d)
-    return _JIT_DIR[0]
-
-
-def _jit(fn: ca.Function) -> ca.Function:
-    """The same function compiled to native code (≈4× faster evaluation, ~0.3 s to compile); falls back to
-    the CasADi virtual machine if compilation fails."""
-    opts = {
-        "jit": True,
-        "compiler": "shell",
-        "jit_cleanup": False,
-        "jit_options": {"flags": ["-O1"], "verbose": False, "cleanup": False},
-    }
-    ins = [ca.SX.sym(fn.name_in(i), fn.sparsity_in(i)) for i in range(fn.n_in())]
-    cwd = os.getcwd()
-    try:
-        os.chdir(_jit_dir())
-        return ca.Function(fn.name(), ins, fn.call(ins), opts)
-    except Exception:  # noqa: BLE001 — any compiler problem: keep the interpreted version
-        return fn
-    finally:
-        os.chdir(cwd)
+    """A C compiler can build factors to native code (`robots.native`)."""
+    return compiler() is not None
 
 
 def compile_factor(problem: Problem, f: Factor, threads: int = 1, jit: bool = False) -> CompiledFactor:
@@ -97,7 +62,7 @@ def compile_factor(problem: Problem, f: Factor, threads: int = 1, jit: bool = Fa
     cols = [np.ascontiguousarray(d, dtype=float) for d in f.data]
     assert len(cols) == nd
     if jit:
-        res, jac = _jit(res), _jit(jac)
+        res, jac = compiled(res), compiled(jac)
     chunk = min(f.count, CHUNK)
     return CompiledFactor(
         f,
