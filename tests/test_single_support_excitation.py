@@ -26,6 +26,7 @@ from robots.stance_spec import stance_spec
 from trajectories.balance_excitation import zmp_spec
 from trajectories.excitation import ExcitationSettings, random_start
 from trajectories.plan import plan_trajectory
+from trajectories.retighten import RATE_SLACK
 from trajectories.single_support import (
     START_LINE,
     TIGHTEN_SLACK,
@@ -202,8 +203,9 @@ def test_tightening_moves_only_the_exceeded_bounds_in():
 
     plan = _settings()
     fine = SimpleNamespace(
-        min_zmp_margin_m=0.03, max_sole_height_m=0.24, max_sole_tilt_rad=0.1, min_sole_lift_m=0.03
-    )
+        min_zmp_margin_m=0.03, max_sole_height_m=0.24, max_sole_tilt_rad=0.1, min_sole_lift_m=0.03,
+        velocity_ratio=0.5, acceleration_ratio=0.9,
+    )  # fmt: skip
     assert tightened(plan, LIFT, plan, LIFT, fine) is None
     over = SimpleNamespace(**{**vars(fine), "max_sole_height_m": plan.max_lift + 0.001})
     design, lift = tightened(plan, LIFT, plan, LIFT, over)
@@ -221,6 +223,10 @@ def test_tightening_moves_only_the_exceeded_bounds_in():
         design.zmp_margin == pytest.approx(MARGIN + 0.0003 + TIGHTEN_SLACK)
         and design.max_lift == plan.max_lift
     )
+    fast = SimpleNamespace(**{**vars(fine), "velocity_ratio": 1.05})  # a joint beyond its velocity limit
+    design, lift = tightened(plan, LIFT, plan, LIFT, fast)
+    assert design.velocity_fraction == pytest.approx(plan.velocity_fraction / 1.05 - RATE_SLACK)
+    assert design.acceleration_fraction == plan.acceleration_fraction and lift == LIFT
 
 
 def test_a_bound_exceeded_between_samples_is_moved_in(tulip, monkeypatch):
