@@ -25,6 +25,7 @@ SPHERE_RADIUS = 0.03  # m: target radius of the spheres that cover a link
 MAX_SPHERES = 32  # per link
 SURFACE_SAMPLES = 3000  # points sampled on a link's collision surface
 SOFTMIN_SHARPNESS = 2000.0  # 1/m
+CHUNK = 2000  # postures whose sphere centres `clearance` holds at once
 
 
 @dataclass(frozen=True)
@@ -212,16 +213,24 @@ def clearance(
         wi = frames.p[:, index[cp.sets[i].link]] + frames.R[:, index[cp.sets[i].link]] @ ci
         wj = frames.p[:, index[cp.sets[j].link]] + frames.R[:, index[cp.sets[j].link]] @ cj
         out[:, k] = np.linalg.norm(wi - wj, axis=1) - ri - rj
-        near = np.flatnonzero(out[:, k] < exact_below)
-        for chunk in np.array_split(near, max(1, len(near) // 2000)):
-            if not len(chunk):
+    near = out < exact_below
+    radii = [np.add.outer(np.asarray(cp.sets[i].radii), np.asarray(cp.sets[j].radii)) for i, j in cp.pairs]
+    for start in range(
+        0, len(q), CHUNK
+    ):  # each set's spheres placed once per chunk of postures, for all pairs
+        rows = slice(start, start + CHUNK)
+        sub = type(frames)(frames.R[rows], frames.p[rows])
+        world: dict[int, np.ndarray] = {}
+        for k, (i, j) in enumerate(cp.pairs):
+            at = np.flatnonzero(near[rows, k])
+            if not len(at):
                 continue
-            sub = type(frames)(frames.R[chunk], frames.p[chunk])
-            a = _world_centres(sub, index, cp.sets[i])
-            b = _world_centres(sub, index, cp.sets[j])
-            d = np.linalg.norm(a[:, :, None, :] - b[:, None, :, :], axis=3)
-            d -= np.add.outer(np.asarray(cp.sets[i].radii), np.asarray(cp.sets[j].radii))[None]
-            out[chunk, k] = d.reshape(len(chunk), -1).min(axis=1)
+            for n in (i, j):
+                if n not in world:
+                    world[n] = _world_centres(sub, index, cp.sets[n])
+            diff = world[i][at][:, :, None, :] - world[j][at][:, None, :, :]
+            d = np.sqrt((diff * diff).sum(axis=3)) - radii[k][None]  # as np.linalg.norm, to the last bit
+            out[start + at, k] = d.reshape(len(at), -1).min(axis=1)
     return out
 
 
