@@ -215,9 +215,8 @@ def clearance(
         out[:, k] = np.linalg.norm(wi - wj, axis=1) - ri - rj
     near = out < exact_below
     radii = [np.add.outer(np.asarray(cp.sets[i].radii), np.asarray(cp.sets[j].radii)) for i, j in cp.pairs]
-    for start in range(
-        0, len(q), CHUNK
-    ):  # each set's spheres placed once per chunk of postures, for all pairs
+    # each set's spheres placed once per chunk of postures, for all its pairs
+    for start in range(0, len(q), CHUNK):
         rows = slice(start, start + CHUNK)
         sub = type(frames)(frames.R[rows], frames.p[rows])
         world: dict[int, np.ndarray] = {}

@@ -31,10 +31,8 @@ def compiler() -> str | None:
     """The C compiler: $CC, else gcc or cc on PATH; None if there is none or POISE_NO_JIT is set."""
     if os.environ.get("POISE_NO_JIT"):
         return None
-    for name in (os.environ.get("CC"), "gcc", "cc"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
+    found = (shutil.which(name) for name in (os.environ.get("CC"), "gcc", "cc") if name)
+    return next((path for path in found if path), None)
 
 
 def cache_dir() -> Path:

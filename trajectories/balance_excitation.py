@@ -120,7 +120,7 @@ def _per_sample(model: RobotModel, chain: ClosedChain, db, guess: str, torques: 
     the joint torques τ_b − Cᵀ (m·g·μ) of double support, τ_b with the base sole fixed and the other sole free, μ
     the other sole's contact wrench in the foot constraint's coordinates (C = ∂c/∂q spans the same wrenches as
     the sole's Jacobian: c is the sole's pose error), per weight. One set per robot, chain split and columns
-    (4 s to build, 20 s to compile, once per machine): every placement and design shares it."""
+    (4 s to build, 16 s to compile all four, once per machine): every placement and design shares it."""
     columns = tuple(int(i) for i in db.independent)
     return _sample_functions(
         model,
@@ -206,8 +206,8 @@ class _SampleMap(_JacobianNode):
     ):
         ca.Callback.__init__(self)
         self.P, self.V, self.A = bases
-        self.place = np.asarray(place, dtype=float).reshape(-1, 1)  # the other sole's pose, every sample
         self.K, self.m = self.P.shape
+        self.place = np.repeat(np.asarray(place, dtype=float).reshape(-1, 1), self.K, axis=1)  # every sample
         self.nI, self.nD = nI, nD
         self.nL = F.size1_in(7) if F.n_in() > 7 else 0  # per-sample variables after q̈_D (the sole's wrench)
         self.nz = 3 * nD + self.nL
@@ -249,7 +249,7 @@ class _SampleMap(_JacobianNode):
         X = x[: m * nI].reshape(m, nI, order="F")
         Z = x[m * nI :].reshape(self.nz, K, order="F")
         ins = ((self.P @ X).T, Z[:nD], (self.V @ X).T, Z[nD : 2 * nD], (self.A @ X).T, Z[2 * nD : 3 * nD])
-        ins += (np.repeat(self.place, K, axis=1),) + ((Z[3 * nD :],) if self.nL else ())
+        ins += (self.place,) + ((Z[3 * nD :],) if self.nL else ())
         if not self.is_jac:
             out[:] = np.asarray(self.Fv(*ins)).reshape(-1, order="F")
             return 0
