@@ -76,6 +76,14 @@ def cfg():
     return load_config()
 
 
+def pytest_collection_modifyitems(config, items):
+    """Modules holding a `slow` test first, the rest after in their order: `make test`'s workers
+    (`--dist loadfile --no-loadscope-reorder`) then take the long files first and finish together, instead of
+    one worker starting a two-minute file while the other has run out of work."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 _module = [None]
 
 

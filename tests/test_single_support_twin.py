@@ -45,7 +45,7 @@ def plan_path(tmp_path_factory):
 def run_dir(plan_path, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "run"
     args = ["run", str(plan_path), "--robot", "sim", "--boards", "sim", "--physics", "mujoco",
-            "--time-scale", "0.5", "--no-noise", "--out", str(out), "--yes", "--json"]  # fmt: skip
+            "--time-scale", "1", "--no-noise", "--out", str(out), "--yes", "--json"]  # fmt: skip
     assert main(args) == 0
     return out
 
@@ -132,7 +132,7 @@ def elsewhere_path(plan_path, tmp_path_factory):
 def _twin_run(plan, out, *extra: str) -> dict:
     """`poise run` of a plan on the physics twin as the module's run; its run.json."""
     args = ["run", str(plan), "--robot", "sim", "--boards", "sim", "--physics", "mujoco",
-            "--time-scale", "0.5", "--no-noise", "--out", str(out), "--yes", "--json", *extra]  # fmt: skip
+            "--time-scale", "1", "--no-noise", "--out", str(out), "--yes", "--json", *extra]  # fmt: skip
     assert main(args) == 0
     return json.loads((out / "run.json").read_text())
 
