@@ -126,22 +126,18 @@ def design_plan(
 def recalibrate_sim_boards(
     session, weight_kg: float = 10.0, seconds: float = 1.0, tare_s: float = 4.0
 ) -> list[np.ndarray]:
-    """Tare, then recalibrate every emulated board with a known weight over each cell (Leach 2014 style): the
-    boards at once, each with its own weight (the emulated bench has as many as it needs; halves the wait)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """Tare, then recalibrate every emulated board with a known weight over each cell (Leach 2014 style)."""
     from drivers.wbb.recalibrate import recalibrate_board
 
-    def one(board, emu) -> np.ndarray:
+    gains = []
+    for board, emu in zip(session.boards, session.world.boards, strict=True):
         board.tare(tare_s)
 
-        def put(cell):
+        def put(cell, emu=emu):
             emu.load_override = None if cell is None else np.eye(4)[cell] * weight_kg
 
-        return recalibrate_board(board, put, weight_kg, seconds)
-
-    with ThreadPoolExecutor(len(session.boards)) as pool:
-        return list(pool.map(one, session.boards, session.world.boards))
+        gains.append(recalibrate_board(board, put, weight_kg, seconds))
+    return gains
 
 
 def stand_alone(model, plan: Plan, config, cond: Conditions, seed: int, log=print) -> list[dict]:
