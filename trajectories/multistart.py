@@ -4,6 +4,7 @@ the same path), best first."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -62,7 +63,9 @@ def design_starts(
             if on_result:
                 on_result(k, r)
     else:
-        with ProcessPoolExecutor(workers) as pool:
+        # fresh interpreters, as the posture design's starts (design.multistart): a forked copy of a process with
+        # threads (the CLI's progress, a caller's) can deadlock on a lock one of them held
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
             futures = {pool.submit(design_one, robot, settings, seed + k, prior): k for k in range(starts)}
             for fut in as_completed(futures):
                 r = fut.result()
