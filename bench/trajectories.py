@@ -111,22 +111,31 @@ def baseline(model, settings: ExcitationSettings, waypoints: int, seed: int, max
 
 
 ICUB_START_BUDGET_S = 120.0  # issue 13: one start of the iCub right arm's 60 s design within 2 min on 2 cores
+ICUB_KAPPA_LIMIT = 100.0  # issue 13: κ of its base torque regressor (column-scaled here)
 
 
 def icub_acceptance(seed: int) -> dict:
     """Issue 13's iCub acceptance design, one start: `poise plan trajectory icub-right-arm --duration 60 --period
     10 --harmonics 5 --samples 60 --max-iter 200` (self-collision on); `seconds` without the final 1 ms check."""
-    model = get_model("icub-right-arm")
     s = ExcitationSettings(period=10.0, duration=60.0, harmonics=5, samples=60, max_iter=200)
     t0 = time.perf_counter()
-    r = optimise(model, s, seed=seed)
+    r = optimise(get_model("icub-right-arm"), s, seed=seed)
     total = time.perf_counter() - t0
     v = r.verification
-    return {"seed": seed, "seconds_with_check": total, "kappa": v["kappa"], "kappa_scaled": v["kappa_scaled"], "kappa_limit": 100.0,
-            "kappa_scaled_within_limit": v["kappa_scaled"] <= 100.0,
-            "base_parameters": len(r.base_symbols), "iterations": r.iterations, "seconds": r.seconds,
-            "start_budget_s": ICUB_START_BUDGET_S, "within_budget": r.seconds <= ICUB_START_BUDGET_S,
-            "min_self_clearance_m": v.get("min_self_clearance_m"), "feasible": v["ok"], "problems": v["problems"]}  # fmt: skip
+    return {
+        "seed": seed,
+        "kappa": v["kappa"],
+        "kappa_scaled": v["kappa_scaled"],
+        "kappa_scaled_within_limit": v["kappa_scaled"] <= ICUB_KAPPA_LIMIT,
+        "base_parameters": len(r.base_symbols),
+        "iterations": r.iterations,
+        "seconds": r.seconds,
+        "seconds_with_check": total,
+        "within_budget": r.seconds <= ICUB_START_BUDGET_S,
+        "min_self_clearance_m": v.get("min_self_clearance_m"),
+        "feasible": v["ok"],
+        "problems": v["problems"],
+    }
 
 
 def run(quick: bool = False) -> dict:
