@@ -6,11 +6,15 @@ wrench, one CSV row per sample, `#` metadata lines on top.
 # robot: ur5
 # base: base_link
 # angle_unit: rad
+# torque_constant:shoulder_pan_joint: 12.5
 t_s,q:shoulder_pan_joint,...,tau:shoulder_pan_joint,...[,fx_n,fy_n,fz_n,mx_nm,my_nm,mz_nm][,t_plan_s]
 ```
 Times in seconds (strictly increasing), angles in radians (``deg`` accepted when declared), efforts in N·m (N for
 prismatic joints), the wrench in N and N·m in the base frame. Velocities and accelerations are not recorded: the
 estimator differentiates positions with a zero-phase filter. Either the efforts or the wrench may be absent.
+Instead of the efforts, columns `i:JOINT` may hold each joint's motor current in A (every joint, never both `tau:`
+and `i:`); optional metadata lines `torque_constant:JOINT` give the N·m/A at the joint (motor torque constant ×
+gear ratio × efficiency) that `efforts_from_currents` turns them into efforts with (a caller may override them).
 Optional metadata `motion_band_hz` (the motion's highest frequency) sets `identify dynamic`'s default cut-off.
 Optional column `t_plan_s`: the plan time the commanded setpoint had reached at each sample (`poise run` writes it;
 a late tick or a stall puts it behind t_s), where the planned angles are taken as instruments.
@@ -20,9 +24,11 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +42,14 @@ MAGIC = "poise dynamic recording"
 VERSION = 1
 WRENCH = ["fx_n", "fy_n", "fz_n", "mx_nm", "my_nm", "mz_nm"]
 T_PLAN = "t_plan_s"
+CURRENT = "i:"  # column prefix: a joint's motor current, A
+TORQUE_CONSTANT = "torque_constant"  # metadata key prefix: `# torque_constant:JOINT: N·m/A`
 
 
 @dataclass
 class DynamicRecording:
-    """Samples in SI units: t (K,), q (K, n), tau (K, n) or None, wrench (K, 6) or None."""
+    """Samples in SI units: t (K,), q (K, n), tau (K, n) or None, wrench (K, 6) or None; or, instead of tau, the
+    motor currents (K, n) in A with the joints' torque constants (N·m/A, some or all joints)."""
 
     robot: str
     base: str
@@ -51,22 +60,29 @@ class DynamicRecording:
     wrench: np.ndarray | None = None
     meta: dict[str, str] = field(default_factory=dict)
     t_plan: np.ndarray | None = None  # (K,) the plan time commanded at each sample, when a plan was streamed
+    current: np.ndarray | None = None  # (K, n) motor currents in A, the alternative to tau
+    torque_constant: dict[str, float] = field(default_factory=dict)  # N·m/A at the joint, by joint name
 
     def __post_init__(self) -> None:
         K, n = len(self.t), len(self.joint_names)
         if self.q.shape != (K, n):
             raise DataError(f"recording: q is {self.q.shape}, expected ({K}, {n})")
-        for name, a, cols in (("tau", self.tau, n), ("wrench", self.wrench, 6)):
+        for name, a, cols in (("tau", self.tau, n), ("current", self.current, n), ("wrench", self.wrench, 6)):
             if a is not None and a.shape != (K, cols):
                 raise DataError(f"recording: {name} is {a.shape}, expected ({K}, {cols})")
         if self.t_plan is not None and self.t_plan.shape != (K,):
             raise DataError(f"recording: t_plan is {self.t_plan.shape}, expected ({K},)")
-        if self.tau is None and self.wrench is None:
-            raise DataError("recording has neither joint efforts (tau:…) nor a wrench (fx_n…)")
-        for name, a in (("t", self.t), ("q", self.q), ("tau", self.tau), ("wrench", self.wrench),
-                        ("t_plan", self.t_plan)):  # fmt: skip
+        if self.tau is None and self.current is None and self.wrench is None:
+            raise DataError(
+                "recording has neither joint efforts (tau:… or currents i:…) nor a wrench (fx_n…)"
+            )
+        if self.tau is not None and self.current is not None:
+            raise DataError("recording has both joint torques (tau:…) and motor currents (i:…): keep one")
+        for name, a in (("t", self.t), ("q", self.q), ("tau", self.tau), ("current", self.current),
+                        ("wrench", self.wrench), ("t_plan", self.t_plan)):  # fmt: skip
             if a is not None and not np.all(np.isfinite(a)):
                 raise DataError(f"recording: {name} contains NaN or infinite values")
+        _check_constants(self.torque_constant, self.joint_names, "torque_constant")
         if K < 10:
             raise DataError(f"recording has {K} samples; need at least 10")
         if np.any(np.diff(self.t) <= 0):
@@ -77,28 +93,54 @@ class DynamicRecording:
         return float((len(self.t) - 1) / (self.t[-1] - self.t[0]))
 
 
+def _check_constants(constants: Mapping[str, float], joint_names: Sequence[str], what: str) -> None:
+    """Torque constants name known joints and are positive and finite (N·m/A): DataError naming the first bad one."""
+    unknown = [j for j in constants if j not in joint_names]
+    if unknown:
+        raise DataError(f"{what}: no joint {', '.join(unknown)} (joints: {', '.join(joint_names)})")
+    for j, k in constants.items():
+        try:
+            ok = math.isfinite(float(k)) and float(k) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise DataError(f"{what} of {j}: must be a positive finite number (N·m/A), got {k}")
+
+
 def _header(
-    robot: str, base: str, joint_names: list[str], tau: bool, wrench: bool, meta: dict, t_plan: bool = False
+    robot: str,
+    base: str,
+    joint_names: list[str],
+    tau: bool,
+    wrench: bool,
+    meta: dict,
+    t_plan: bool = False,
+    current: bool = False,
+    torque_constant: Mapping[str, float] | None = None,
 ) -> str:
     """The metadata lines and the column header (radians, SI units)."""
     cols = ["t_s"] + [f"q:{j}" for j in joint_names]
     cols += [f"tau:{j}" for j in joint_names] if tau else []
+    cols += [f"{CURRENT}{j}" for j in joint_names] if current else []
     cols += WRENCH if wrench else []
     cols += [T_PLAN] if t_plan else []
     head = f"# {MAGIC} v{VERSION}\n# robot: {robot}\n# base: {base}\n# angle_unit: rad\n"
     for k, v in meta.items():
-        if k not in ("robot", "base", "angle_unit"):
+        if k not in ("magic", "robot", "base", "angle_unit", TORQUE_CONSTANT):  # written above, or below
             head += f"# {k}: {v}\n"
+    for j, k in (torque_constant or {}).items():
+        head += f"# {TORQUE_CONSTANT}:{j}: {float(k)!r}\n"  # repr: the exact float back
     return head + ",".join(cols) + "\n"
 
 
 def write_dynamic_recording(rec: DynamicRecording, path: str | Path) -> None:
     """Write atomically (temp file, then rename), radians and SI units."""
-    blocks = [rec.t[:, None], rec.q] + [a for a in (rec.tau, rec.wrench) if a is not None]
+    blocks = [rec.t[:, None], rec.q] + [a for a in (rec.tau, rec.current, rec.wrench) if a is not None]
     blocks += [rec.t_plan[:, None]] if rec.t_plan is not None else []
     buf = io.StringIO()
     buf.write(_header(rec.robot, rec.base, rec.joint_names, rec.tau is not None, rec.wrench is not None,
-                      rec.meta, rec.t_plan is not None))  # fmt: skip
+                      rec.meta, rec.t_plan is not None, rec.current is not None,
+                      rec.torque_constant))  # fmt: skip
     np.savetxt(buf, np.hstack(blocks), delimiter=",", fmt="%.10g")
     write_text_atomic(path, buf.getvalue(), "recording")
 
@@ -118,13 +160,20 @@ class DynamicRecordingAppender:
         meta: dict | None = None,
         sync_s: float = 0.25,
         t_plan: bool = False,
+        current: bool = False,
+        torque_constant: Mapping[str, float] | None = None,
     ) -> None:
+        if tau and current:
+            raise DataError("recording: joint torques (tau:…) or motor currents (i:…), not both")
+        _check_constants(torque_constant or {}, joint_names, TORQUE_CONSTANT)
         self.n, self.tau, self.wrench, self.sync_s = len(joint_names), tau, wrench, sync_s
-        self.t_plan = t_plan
+        self.t_plan, self.current = t_plan, current
         self.rows = 0
         self._pending: list[str] = []
         self._fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - long-lived, closed by close()
-        self._fh.write(_header(robot, base, joint_names, tau, wrench, meta or {}, t_plan))
+        self._fh.write(
+            _header(robot, base, joint_names, tau, wrench, meta or {}, t_plan, current, torque_constant)
+        )
         self.sync()
 
     def append(
@@ -134,12 +183,13 @@ class DynamicRecordingAppender:
         tau: np.ndarray | None = None,
         wrench: np.ndarray | None = None,
         t_plan: float | None = None,
+        current: np.ndarray | None = None,
     ) -> None:
-        """One sample (s, rad, N·m, N, s); the columns the file was opened with must all be given."""
+        """One sample (s, rad, N·m, N, s, A); the columns the file was opened with must all be given."""
         vals = [np.atleast_1d(float(t)), np.asarray(q, dtype=float).reshape(self.n)]
         tp = None if t_plan is None else np.atleast_1d(float(t_plan))
-        for name, on, a, k in (("tau", self.tau, tau, self.n), ("wrench", self.wrench, wrench, 6),
-                               ("t_plan", self.t_plan, tp, 1)):  # fmt: skip
+        for name, on, a, k in (("tau", self.tau, tau, self.n), ("current", self.current, current, self.n),
+                               ("wrench", self.wrench, wrench, 6), ("t_plan", self.t_plan, tp, 1)):  # fmt: skip
             if on != (a is not None):
                 raise DataError(f"recording row: {name} {'missing' if on else 'not a column of this file'}")
             if a is not None:
@@ -177,6 +227,25 @@ def is_dynamic_recording(path: str | Path) -> bool:
     return first.startswith("#") and first[1:].strip().startswith(MAGIC)
 
 
+def _read_constants(comments: list[str], path: Path) -> dict[str, float]:
+    """The `# torque_constant:JOINT: VALUE` lines among a file's comment lines (N·m/A, by joint)."""
+    out: dict[str, float] = {}
+    for line in comments:
+        key, _, rest = line.lstrip("#").strip().partition(":")
+        if key.strip() != TORQUE_CONSTANT:
+            continue
+        joint, sep, value = (x.strip() for x in rest.rpartition(":"))
+        if not sep or not joint:
+            raise DataError(f"{path}: {line.strip()!r}: expected '# {TORQUE_CONSTANT}:JOINT: VALUE' (N·m/A)")
+        if joint in out:
+            raise DataError(f"{path}: {TORQUE_CONSTANT} of {joint} given twice")
+        try:
+            out[joint] = float(value)
+        except ValueError:
+            raise DataError(f"{path}: {TORQUE_CONSTANT} of {joint}: not a number ({value!r})") from None
+    return out
+
+
 def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     """Read and validate a dynamic recording."""
     path = Path(path)
@@ -186,6 +255,8 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     for key in ("robot", "base"):
         if key not in meta:
             raise DataError(f"{path}: missing '# {key}: …' line")
+    meta.pop(TORQUE_CONSTANT, None)  # `torque_constant:JOINT: …` lines: read on their own, below
+    constants = _read_constants(lines[:i], path)
     unit = meta.get("angle_unit", "rad")
     if unit not in ANGLE_UNITS:
         raise DataError(f"{path}: angle_unit {unit!r} unknown (rad or deg)")
@@ -197,14 +268,25 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
         raise DataError(f"{path}: first column must be t_s")
     joints = [c[2:] for c in header if c.startswith("q:")]
     tau_cols = [c[4:] for c in header if c.startswith("tau:")]
-    if tau_cols and tau_cols != joints:
-        raise DataError(f"{path}: tau columns {tau_cols} do not match q columns {joints}")
+    cur_cols = [c[len(CURRENT) :] for c in header if c.startswith(CURRENT)]
+    if tau_cols and cur_cols:
+        both = [j for j in tau_cols if j in cur_cols]
+        raise DataError(
+            f"{path}: both torque (tau:…) and motor current (i:…) columns"
+            + (f", for {', '.join(both)}" if both else "")
+            + ": a recording holds one or the other, for every joint"
+        )
+    for what, cols in (("tau", tau_cols), ("current (i:)", cur_cols)):
+        if cols and cols != joints:
+            raise DataError(f"{path}: {what} columns {cols} do not match q columns {joints}")
     has_wrench = all(w in header for w in WRENCH)
     has_plan = T_PLAN in header
-    known = 1 + len(joints) + len(tau_cols) + (6 if has_wrench else 0) + has_plan
+    known = 1 + len(joints) + len(tau_cols) + len(cur_cols) + (6 if has_wrench else 0) + has_plan
     if known != len(header):
         extra = [
-            c for c in header if not (c in ("t_s", T_PLAN) or c.startswith(("q:", "tau:")) or c in WRENCH)
+            c
+            for c in header
+            if not (c in ("t_s", T_PLAN) or c.startswith(("q:", "tau:", CURRENT)) or c in WRENCH)
         ]
         raise DataError(f"{path}: unknown columns {extra or header}")
     if not body:
@@ -223,6 +305,43 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     check_angle_unit(raw, unit, str(path), rad_limit=False)  # continuous joints may wind past 2π
     q = raw * ANGLE_UNITS[unit]
     tau = data[:, [col[f"tau:{j}"] for j in joints]] if tau_cols else None
+    current = data[:, [col[f"{CURRENT}{j}"] for j in joints]] if cur_cols else None
     wrench = data[:, [col[w] for w in WRENCH]] if has_wrench else None
     t_plan = data[:, col[T_PLAN]] if has_plan else None
-    return DynamicRecording(meta["robot"], meta["base"], joints, data[:, 0], q, tau, wrench, meta, t_plan)
+    try:
+        return DynamicRecording(meta["robot"], meta["base"], joints, data[:, 0], q, tau, wrench, meta, t_plan,
+                                current, constants)  # fmt: skip
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None
+
+
+def torque_constants(
+    joint_names: Sequence[str],
+    recorded: Mapping[str, float],
+    given: float | Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Each joint's torque constant (N·m/A): `given` (one for every joint, or some joints') over `recorded` (the
+    recording's metadata). DataError naming the joints left without one, or a bad or unknown one."""
+    if given is not None and not isinstance(given, Mapping):
+        given = dict.fromkeys(joint_names, given)
+    _check_constants(given or {}, joint_names, "--torque-constant")
+    out = {j: (given or {}).get(j, recorded.get(j)) for j in joint_names}
+    missing = [j for j, k in out.items() if k is None]
+    if missing:
+        raise DataError(
+            f"motor currents (i:…) without a torque constant for {', '.join(missing)}: add "
+            f"'# {TORQUE_CONSTANT}:JOINT: VALUE' lines (N·m/A) to the recording or give --torque-constant"
+        )
+    return {j: float(k) for j, k in out.items()}
+
+
+def efforts_from_currents(
+    rec: DynamicRecording, given: float | Mapping[str, float] | None = None
+) -> DynamicRecording:
+    """The recording with its motor currents turned into joint efforts, current × torque constant (N·m; the
+    constants by `torque_constants`, kept in the result's `torque_constant`); a recording without currents as is."""
+    if rec.current is None:
+        return rec
+    k = torque_constants(rec.joint_names, rec.torque_constant, given)
+    tau = rec.current * np.array([k[j] for j in rec.joint_names])
+    return replace(rec, tau=tau, current=None, torque_constant=k)

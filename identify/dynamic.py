@@ -249,7 +249,12 @@ class DynamicEstimator:
                 f"recording joints {rec.joint_names} do not match {self.model.name!r} ({self.model.joint_names})"
             )
         if self.quantity == "torque" and rec.tau is None:
-            raise DataError("recording has no joint efforts (tau:… columns)")
+            how = (
+                "; its motor currents (i:…) need `efforts_from_currents` first"
+                if rec.current is not None
+                else ""
+            )
+            raise DataError(f"recording has no joint efforts (tau:… columns){how}")
         if self.quantity == "wrench" and rec.wrench is None:
             raise DataError("recording has no board wrench (fx_n … mz_nm columns)")
 

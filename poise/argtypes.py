@@ -108,6 +108,19 @@ def increasing_numbers(text: str) -> tuple[float, ...]:
     return values
 
 
+def angles(text: str) -> tuple[float, ...]:
+    """'0,0.5,-1.2' -> (0.0, 0.5, -1.2): comma-separated finite angles in rad (one per joint, checked later)."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated finite angles in rad, e.g. 0,0.5,-1.2 (got {text!r})"
+        )
+    return values
+
+
 def pair_of_nonnegative(text: str) -> tuple[float, float]:
     """'5,2' -> (5.0, 2.0): two comma-separated finite numbers ≥ 0."""
     parts = text.split(",")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.table import Table
@@ -11,6 +12,9 @@ from rich.table import Table
 from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, print_json
+
+if TYPE_CHECKING:
+    from formats.dynamic_recording import DynamicRecording
 
 
 def _finite(name: str, v: float, positive: bool = False) -> float:
@@ -73,6 +77,12 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         type=at.positive,
         help="zero-phase Butterworth cut-off (default: 4× the recording's motion_band_hz, 5 Hz if undeclared)",
     )
+    d.add_argument(
+        "--torque-constant", type=_torque_constant, metavar="K|JOINT=K,…",
+        help="recordings of motor currents (i:JOINT columns, A): the N·m/A at each joint (motor torque constant × "
+        "gear ratio × efficiency) that turns them into joint torques — one for every joint, or per joint; over "
+        "the recording's torque_constant metadata",
+    )  # fmt: skip
     d.add_argument("--no-friction", action="store_true", help="rigid-body parameters only")
     d.add_argument("--ols", action="store_true", help="ordinary LS (default: per-joint weighted LS)")
     d.add_argument(
@@ -197,7 +207,11 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
 
     if args.cutoff_hz is not None:
         _finite("cutoff-hz", args.cutoff_hz, positive=True)
-    recs = [read_dynamic_recording(path) for path in args.recording]
+    recs, currents = [], []
+    for path in args.recording:  # motor currents become joint torques here: the fit sees efforts only
+        r, used = _efforts_of(read_dynamic_recording(path), path, args.torque_constant)
+        recs.append(r)
+        currents += [used | {"role": "fit"}] if used else []
     rec = recs[0]
     model = get_model(rec.meta.get("robot_source") or rec.robot)
     # Every input is read before the fit: a bad --reference or --validate fails now, not after the work.
@@ -206,6 +220,12 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.essential is not None:
         _finite("essential", args.essential, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
+    if vrec is not None:
+        vrec, used = _efforts_of(vrec, args.validate, args.torque_constant)
+        currents += [used | {"role": "validation"}] if used else []
+    if args.torque_constant is not None and not currents:
+        raise DataError("--torque-constant: no recording holds motor currents (i:… columns); torques are used as "
+                        "recorded")  # fmt: skip
     runs = [_run_of(path) for path in args.recording]  # each run.json read once
     if args.instruments == []:
         args.instruments = [_run_plan(path, run) for path, run in zip(args.recording, runs, strict=True)]
@@ -259,6 +279,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         "practical_s": args.practical_s,
         "beyond_practical": beyond,
     }
+    if currents:
+        out["efforts_from_currents"] = currents
     if rep.averaged:
         out["repeats_averaged"] = [[k + 1 for k in g] for g in rep.groups]
     rocked = _rocked(runs)
@@ -300,7 +322,16 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             )
         table.add_row(*row)
     console.print(table)
-    console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz")
+    console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz; "
+                  + ("ordinary least squares (--ols)" if args.ols else "weighted least squares (1/σ per row group)"))  # fmt: skip
+    if fit.top_correlations:
+        console.print("most correlated: " + ", ".join(f"ρ({a},{b}) = {rho:+.4f}" for a, b, rho in fit.top_correlations[:3]),
+                      highlight=False)  # fmt: skip
+    for c in currents:
+        console.print(f"{c['role']} recording {c['recording']}: joint torques from motor currents × torque constants "
+                      "(N·m/A): " + ", ".join(f"{j} {k:.6g} ({c['from'][j]})"
+                                               for j, k in c["torque_constant_nm_per_a"].items()),
+                      highlight=False)  # fmt: skip
     if rep.averaged:
         together = "; ".join(", ".join(str(k + 1) for k in g) for g in rep.groups if len(g) > 1)
         console.print(
@@ -394,12 +425,62 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         )
     if args.validate:
         v = out["validation"]
+        how = (
+            " (joint torques from its motor currents)"
+            if any(c["role"] == "validation" for c in currents)
+            else ""
+        )
         console.print(
-            f"validation on {args.validate}: RMS error {v['total_relative_pct']:.2f} % of the measured efforts; "
+            f"validation on {args.validate}{how}: RMS error {v['total_relative_pct']:.2f} % of the measured efforts; "
             "per joint N·m (% of its RMS): "
             + ", ".join(f"{x:.3f} ({r:.1f} %)" for x, r in zip(v["rmse_nm"], v["relative_pct"], strict=True))
         )
     return 0
+
+
+def _torque_constant(text: str) -> float | dict[str, float]:
+    """`--torque-constant`: one N·m/A for every joint, or JOINT=K,… (the joints checked against the recordings)."""
+
+    def value(v: str, what: str) -> float:
+        try:
+            k = float(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what}: expected a number in N·m/A, got {v!r}") from None
+        if not (math.isfinite(k) and k > 0):
+            raise argparse.ArgumentTypeError(f"{what}: must be a positive finite number (N·m/A), got {v!r}")
+        return k
+
+    if "=" not in text:
+        return value(text.strip(), "torque constant")
+    out: dict[str, float] = {}
+    for item in text.split(","):
+        joint, sep, v = (x.strip() for x in item.rpartition("="))
+        if not sep or not joint:
+            raise argparse.ArgumentTypeError(
+                f"expected one number or JOINT=K,JOINT=K,…, got {item.strip()!r}"
+            )
+        if joint in out:
+            raise argparse.ArgumentTypeError(f"torque constant of {joint} given twice")
+        out[joint] = value(v, joint)
+    return out
+
+
+def _efforts_of(
+    rec: DynamicRecording, path: str, given: float | dict[str, float] | None
+) -> tuple[DynamicRecording, dict | None]:
+    """(the recording with its motor currents turned into joint torques by `efforts_from_currents`, `given` over
+    its metadata; what was used, for the report — None when it had no currents)."""
+    from formats.dynamic_recording import efforts_from_currents
+
+    if rec.current is None:
+        return rec, None
+    try:
+        out = efforts_from_currents(rec, given)
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None
+    named = given if isinstance(given, dict) else {} if given is None else dict.fromkeys(rec.joint_names)
+    where = {j: "--torque-constant" if j in named else "recording" for j in rec.joint_names}
+    return out, {"recording": path, "torque_constant_nm_per_a": out.torque_constant, "from": where}
 
 
 def _delay(text: str) -> float | str:

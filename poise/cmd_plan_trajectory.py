@@ -186,6 +186,14 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not keep links apart (e.g. no collision geometry)",
     )
+    p.add_argument(
+        "--rest-posture",
+        type=at.angles,
+        metavar="Q1,Q2,...",
+        help="fixed-base robots: start and end at rest in this posture (rad, every joint in the description's "
+        "order; --rest-posture=-0.5,... when the first is negative), so no move to a designed start precedes the "
+        "run",
+    )
     p.add_argument("--simplified", action="store_true", help="the robot description's simplified model")
     p.add_argument(
         "--params", default=None, help="guessed parameters for torque limits (default: the model's)"
@@ -261,6 +269,7 @@ def _settings(args: argparse.Namespace):
         collision_margin=args.collision_margin,
         row_noise=tuple(args.row_noise) if args.row_noise else None,
         focus=tuple(args.focus) if args.focus else None,
+        rest_posture=args.rest_posture,
     )
     s.validate()
     return s
@@ -490,7 +499,7 @@ def _recorded_motions(rec, path: str) -> tuple[list, float]:
     """A dynamic recording as `identify dynamic` takes it — the cut-off it defaults to, cut at gaps, filtered
     and differentiated, the filter's edges dropped (`identify.dynamic.filtered_motion`) — as plain arrays
     (`trajectories.recorded.RecordedMotion`, one per piece), and that cut-off (Hz). What it identifies is read as
-    identify reads it: joint torques when it has them, else the boards' wrench, on one sole when its metadata
+    identify reads it: joint torques (or motor currents) when it has them, else the boards' wrench, on one sole when its metadata
     says `motion: single-support`."""
     from identify.dynamic import filtered_motion
     from trajectories.recorded import RecordedMotion
@@ -499,7 +508,7 @@ def _recorded_motions(rec, path: str) -> tuple[list, float]:
         pieces, cutoff = filtered_motion(rec)
     except DataError as exc:
         raise DataError(f"prior recording {path}: {exc}") from None
-    if rec.tau is not None:
+    if rec.tau is not None or rec.current is not None:  # efforts (or currents): a fixed-base experiment
         motion = "free"
     else:
         motion = "single-support" if rec.meta.get("motion") == "single-support" else "double-support"
@@ -658,7 +667,8 @@ def _transition_row(when: str, ws: WeightShift | None) -> list[tuple[str, str, s
 
 
 def cmd_show_trajectory(path: str, out: str) -> int:
-    """`plan show` for a trajectory plan: joint positions, velocities and torques against their limits."""
+    """`plan show` for a trajectory plan: joint positions and velocities against their limits, with the torques
+    (arms) or the ZMP path inside the support polygon (standing robots)."""
     from formats.trajectory_plan import load_trajectory_plan
     from trajectories.plan import plan_model, plan_trajectory
     from trajectories.plot import plot_trajectory

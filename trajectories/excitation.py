@@ -88,10 +88,20 @@ class ExcitationSettings:
     # logvar: the base parameters (0-based indices) whose log variances the criterion sums — the next experiment for
     # the parameters still undetermined, not for all (None: every base parameter)
     focus: tuple[int, ...] | None = None
+    # free motion: the posture (rad, every joint) it starts and ends in, at rest — no move to a designed start
+    # before the run; None: where the design puts it (q̇ = q̈ = 0 there all the same)
+    rest_posture: tuple[float, ...] | None = None
 
     def validate(self) -> None:
         if self.motion not in MOTIONS:
             raise DataError(f"motion must be one of {MOTIONS}, got {self.motion!r}")
+        if self.rest_posture is not None:
+            if self.motion != "free":
+                raise DataError(f"a rest posture is for a fixed-base (free) motion; a {self.motion} motion starts "
+                                "where its stance and balance put it")  # fmt: skip
+            r = np.asarray(self.rest_posture, dtype=float)
+            if r.ndim != 1 or not r.size or not np.all(np.isfinite(r)):
+                raise DataError(f"rest_posture must be finite joint angles in rad, got {self.rest_posture}")
         if not (np.isfinite(self.zmp_margin) and self.zmp_margin >= 0):
             raise DataError(f"zmp_margin must be a non-negative number of metres, got {self.zmp_margin}")
         if not (np.isfinite(self.lift) and 0 <= self.lift <= 1):
@@ -544,6 +554,24 @@ def _limits(model: RobotModel, settings: ExcitationSettings):
     return lo, hi, vmax, amax, tmax
 
 
+def rest_posture(model: RobotModel, settings: ExcitationSettings) -> np.ndarray | None:
+    """The settings' rest posture (rad) checked against the robot: one angle per joint, each inside its range
+    less the position margin (the design keeps every sample there); None when there is none."""
+    if settings.rest_posture is None:
+        return None
+    r = np.asarray(settings.rest_posture, dtype=float)
+    if r.shape != (model.nq,):
+        raise DataError(f"rest posture has {r.size} angles; {model.name!r} has {model.nq} joints "
+                        f"({', '.join(model.joint_names)})")  # fmt: skip
+    lo, hi = _limits(model, settings)[:2]
+    bad = [f"{model.joint_names[i]} ({r[i]:.4g} rad not in [{lo[i]:.4g}, {hi[i]:.4g}])"
+           for i in np.flatnonzero((r < lo - 1e-12) | (r > hi + 1e-12))]  # fmt: skip
+    if bad:
+        raise DataError(f"rest posture outside the joint ranges less the {settings.position_margin:g} rad "
+                        f"margin: {', '.join(bad)}")  # fmt: skip
+    return r
+
+
 def linear_limit_rows(
     model: RobotModel, settings: ExcitationSettings
 ) -> tuple[sparse.csc_matrix, list, list]:
@@ -558,6 +586,11 @@ def linear_limit_rows(
     blocks = [sparse.kron(eye, B) for B in (rest_constraints(L), Pd, Vd, Ad)]
     lbg = [np.zeros(2 * n), np.repeat(lo, Kd), np.repeat(-vmax, Kd), np.repeat(-amax, Kd)]
     ubg = [np.zeros(2 * n), np.repeat(hi, Kd), np.repeat(vmax, Kd), np.repeat(amax, Kd)]
+    rest = rest_posture(model, settings)
+    if rest is not None:  # q(0) = rest (and so at every period's end): Pd's first row is t = 0
+        blocks.append(sparse.kron(eye, Pd[:1]))
+        lbg.append(rest)
+        ubg.append(rest)
     if len(model.coupled_b):  # linear coupled limits (e.g. tendon lengths) on the dense grid
         blocks.append(sparse.kron(model.coupled_A, Pd))
         lbg.append(np.full(Kd * len(model.coupled_b), -np.inf))
@@ -667,6 +700,9 @@ def random_start(model: RobotModel, settings: ExcitationSettings, rng: np.random
     P, _, _ = basis(np.linspace(0, settings.period, 50), L, omega)
     q = P @ X
     X[0] += (lo + hi) / 2 - (q.max(axis=0) + q.min(axis=0)) / 2
+    rest = rest_posture(model, settings)
+    if rest is not None:  # ... or so that it starts at the rest posture
+        X[0] += rest - P[0] @ X
     return X.reshape(-1, order="F")
 
 
@@ -828,6 +864,7 @@ def optimise(
         settings.acceleration_default,
         settings.simplified,
         collision_margin=settings.collision_margin if settings.self_collision else None,
+        rest_posture=rest_posture(model, settings),
     )
     result.verification = check.to_dict()
     return result

@@ -138,11 +138,25 @@ def check_plan(
         # a plan designed without self-collision rows is still held to links that do not meet
         collision_margin=float(st.get("collision_margin", 0.0)) if st.get("self_collision", True) else 0.0,
         load_share=float(st.get("load_share", 0.0)) if st.get("motion") == "double-support" else 0.0,
+        rest_posture=_rest(st.get("rest_posture")),
     )
     if isinstance(traj, ClosedChainTrajectory):  # where the held sole stands
         where = other_sole_problems(model, traj.chain.base, traj.chain.ground_pose())
         check.problems += [f"placement: {m}" for m in where]
     return check
+
+
+def _rest(value) -> np.ndarray | None:
+    """A plan's recorded rest posture (rad) as an array, or None; a malformed one is a malformed plan."""
+    if value is None:
+        return None
+    try:
+        r = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        r = np.array([np.nan])
+    if r.ndim != 1 or not np.all(np.isfinite(r)):
+        raise DataError(f"plan settings: rest_posture must be a list of angles in rad, got {value!r}")
+    return r
 
 
 def plan_motion(traj: Trajectory) -> str:

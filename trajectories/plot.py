@@ -38,8 +38,7 @@ def plot_trajectory(model: RobotModel, traj: Trajectory, base: str, params: str,
         _plot_standing(model, traj, traj.base, poly, [], "single", params, t, q, qd, qdd, out)
         return
     tau = dyn.rnea(model, q, qd, qdd, params, base)
-    mid = np.where(np.isfinite(model.lower + model.upper), (model.lower + model.upper) / 2, 0.0)
-    half = np.where(np.isfinite(model.upper - model.lower), (model.upper - model.lower) / 2, np.pi)
+    mid, half = _range_scale(model)
     panels = [
         ("position (0 = mid-range, ±1 = limits)", (q - mid) / half),
         ("velocity / limit", qd / model.velocity_limit),
@@ -65,14 +64,21 @@ def plot_trajectory(model: RobotModel, traj: Trajectory, base: str, params: str,
         plt.close(fig)
 
 
+def _range_scale(model) -> tuple[np.ndarray, np.ndarray]:
+    """Mid-range and half-range per joint, so (q − mid) / half is ±1 at the limits; an unlimited joint gets 0
+    and π (its curve drawn in radians / π, not NaN)."""
+    mid = np.where(np.isfinite(model.lower + model.upper), (model.lower + model.upper) / 2, 0.0)
+    half = np.where(np.isfinite(model.upper - model.lower), (model.upper - model.lower) / 2, np.pi)
+    return mid, half
+
+
 def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd, out) -> None:
     """Joint positions and velocities against their limits, and the ZMP path inside the support polygon."""
     import matplotlib.pyplot as plt
 
     w = dyn.base_wrench_regressor(model, q, qd, qdd, base, params) @ dyn.standard_parameters(model, params)
     zmp = np.stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]], axis=1)
-    mid = (model.lower + model.upper) / 2
-    half = (model.upper - model.lower) / 2
+    mid, half = _range_scale(model)
     fig = plt.figure(figsize=(13, 7))
     ax1 = fig.add_subplot(2, 2, 1)
     ax2 = fig.add_subplot(2, 2, 3, sharex=ax1)

@@ -17,6 +17,9 @@ from trajectories.parametrisation import Trajectory
 from trajectories.retighten import SHARE_TOLERANCE
 
 DEFAULT_ACCELERATION = 20.0  # rad/s², where the robot description gives no acceleration limit
+REST_TOL_RAD = (
+    1e-5  # a design's start/end may leave its rest posture by IPOPT's constraint tolerance, not more
+)
 
 
 @dataclass
@@ -77,10 +80,12 @@ def check_trajectory(
     zmp_margin: float = 0.0,
     collision_margin: float | None = 0.0,
     load_share: float = 0.0,
+    rest_posture: np.ndarray | None = None,
 ) -> TrajectoryCheck:
     """Every limit of the description checked at step `dt` (s) over the whole trajectory; for a double-support
     (closed-chain) trajectory also the held sole and the ZMP inside the support polygon (shapely); link
-    clearances ≥ `collision_margin` (m) where the URDF has collision geometry (None: not checked)."""
+    clearances ≥ `collision_margin` (m) where the URDF has collision geometry (None: not checked); with
+    `rest_posture` (rad), the first and last samples in it."""
     from trajectories.closed_chain import ClosedChainTrajectory
     from trajectories.single_support import SingleSupportTrajectory
 
@@ -138,6 +143,8 @@ def check_trajectory(
         problems.append(f"does not start at rest (|q̇| = {v0:.3g} rad/s)")
     if not ends:
         problems.append(f"does not end at rest (|q̇| = {v1:.3g} rad/s)")
+    if rest_posture is not None:
+        problems += _rest_posture_problems(model, q, np.asarray(rest_posture, dtype=float))
     W = stacked_base_regressor(model, traj, base, simplified, t[:: max(1, len(t) // 2000)])
     return TrajectoryCheck(
         min_zmp_margin_m=zmp_min,
@@ -162,6 +169,21 @@ def check_trajectory(
         kappa_scaled=kappa(normalised_columns(W)[0]),
         problems=problems,
     )
+
+
+def _rest_posture_problems(model: RobotModel, q: np.ndarray, rest: np.ndarray) -> list[str]:
+    """Where the first and last samples leave the rest posture (rad) by more than REST_TOL_RAD."""
+    if rest.shape != (model.nq,):
+        return [f"rest posture has {rest.size} angles for {model.nq} joints"]
+    out = []
+    for where, qk in (("start", q[0]), ("end", q[-1])):
+        off = np.abs(qk - rest)
+        if off.max() > REST_TOL_RAD:
+            j = int(np.argmax(off))
+            out.append(
+                f"does not {where} in the rest posture (joint {model.joint_names[j]} {off[j]:.3g} rad off)"
+            )
+    return out
 
 
 def _torques(model, q, qd, qdd, params, base, tmax, problems) -> float:

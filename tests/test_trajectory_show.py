@@ -1,0 +1,211 @@
+"""`poise plan show` for trajectory plans: what the figure draws, read back from its matplotlib objects (captured as
+the plot closes them), against values computed here — the Fourier series from the plan's coefficients, MuJoCo's
+inverse dynamics for torques and the ground wrench, the held sole's pose, the soles' rectangles."""
+
+from __future__ import annotations
+
+import json
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.spatial import ConvexHull
+from shapely.geometry import Point, Polygon
+
+from drivers.emulators.mujoco_arm import arm_efforts, physical_truth, standing_wrench
+from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, save_trajectory_plan
+from poise.cli import main
+from robots.kinematics import site_pose
+from robots.registry import get_model
+from trajectories.plan import plan_trajectory
+
+DATA = Path(__file__).parent / "data"
+STANDING = DATA / "tulip_double_support_10s.json"
+UR5 = (
+    Path(sysconfig.get_paths()["purelib"])
+    / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
+)
+
+
+def _fourier(doc: dict, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, q̇, q̈ (len(t), n) of a plan's Fourier trajectory, written out from its coefficients:
+    q_i = q0_i + Σ_l a_il/(ωl)·sin(ωlt) − b_il/(ωl)·cos(ωlt)."""
+    w = 2 * np.pi / doc["period_s"]
+    a, b = np.asarray(doc["a"]), np.asarray(doc["b"])
+    q = np.tile(np.asarray(doc["q0"], dtype=float), (len(t), 1))
+    qd, qdd = np.zeros_like(q), np.zeros_like(q)
+    for l in range(1, a.shape[1] + 1):
+        s, c = np.sin(w * l * t)[:, None], np.cos(w * l * t)[:, None]
+        q += (a[:, l - 1] * s - b[:, l - 1] * c) / (w * l)
+        qd += a[:, l - 1] * c + b[:, l - 1] * s
+        qdd += w * l * (b[:, l - 1] * c - a[:, l - 1] * s)
+    return q, qd, qdd
+
+
+def _show(plan: Path, out: Path, monkeypatch, capsys):
+    """`poise plan show PLAN --out OUT`, returning the figure it drew (kept from `plt.close`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # as the plot selects it
+    import matplotlib.pyplot as plt
+
+    figures = []
+    close = plt.close
+
+    def keep(fig=None):
+        figures.append(fig)
+        close(fig)
+
+    monkeypatch.setattr(plt, "close", keep)
+    capsys.readouterr()
+    assert main(["plan", "show", str(plan), "--out", str(out)]) == 0
+    assert f"wrote {out}" in " ".join(capsys.readouterr().out.split())
+    assert out.stat().st_size > 10_000
+    assert len(figures) == 1
+    return figures[0]
+
+
+def _curves(ax, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first n lines of an axes (the joints' curves): their common times and their values (K, n)."""
+    lines = ax.get_lines()[:n]
+    t = np.asarray(lines[0].get_xdata(), dtype=float)
+    assert all(np.array_equal(line.get_xdata(), t) for line in lines)
+    return t, np.stack([np.asarray(line.get_ydata(), dtype=float) for line in lines], axis=1)
+
+
+def _limit_lines(ax, n: int) -> list[float]:
+    """The horizontal lines after the joints' curves: their heights (each spans the whole axes)."""
+    out = []
+    for line in ax.get_lines()[n:]:
+        y = np.asarray(line.get_ydata(), dtype=float)
+        assert np.allclose(line.get_xdata(), [0, 1]) and y[0] == y[1]
+        out.append(float(y[0]))
+    return sorted(out)
+
+
+@pytest.fixture(scope="module")
+def arm_plan(tmp_path_factory) -> Path:
+    """A hand-written UR5 plan: a 10 s Fourier motion, three harmonics, no design record."""
+    model = get_model(str(UR5))
+    rng = np.random.default_rng(3)
+    traj = {
+        "kind": "fourier",
+        "period_s": 5.0,
+        "duration_s": 10.0,
+        "q0": [0.0, -1.2, 1.2, -1.5, -1.5, 0.0],
+        "a": rng.normal(0.0, 0.5, (6, 3)).tolist(),
+        "b": rng.normal(0.0, 0.5, (6, 3)).tolist(),
+    }
+    path = tmp_path_factory.mktemp("show") / "ur5.json"
+    plan = TrajectoryPlan(
+        robot=model.name,
+        robot_source=str(UR5),
+        base=model.root,
+        params="urdf",
+        joint_names=list(model.joint_names),
+        trajectory=traj,
+    )
+    save_trajectory_plan(plan, path)
+    return path
+
+
+def test_arm_plan_figure_draws_the_plans_positions_velocities_and_torques(
+    arm_plan, tmp_path, monkeypatch, capsys
+):
+    """Three panels over the plan's 10 s: positions as (q − mid-range)/half-range, velocities over their limits,
+    torques (MuJoCo's inverse dynamics with the plan's parameters) over the effort limits; dashed lines at ±1 are
+    the limits; one legend entry per joint."""
+    model = get_model(str(UR5))
+    doc = json.loads(arm_plan.read_text())
+    fig = _show(arm_plan, tmp_path / "arm.png", monkeypatch, capsys)
+    assert fig._suptitle.get_text() == "ur5: excitation trajectory (10 s)"
+    pos, vel, torque = fig.axes
+    n = model.nq
+    t, yq = _curves(pos, n)
+    assert t[0] == 0.0 and t[-1] == 10.0 and np.allclose(np.diff(t), 0.01)  # the whole plan, every 10 ms
+    q, qd, qdd = _fourier(doc["trajectory"], t)
+    mid = (model.lower + model.upper) / 2
+    half = (model.upper - model.lower) / 2
+    assert np.all(np.isfinite(half))
+    assert np.allclose(yq, (q - mid) / half, atol=1e-12)
+    assert np.allclose(_curves(vel, n)[0], t) and np.allclose(_curves(torque, n)[0], t)
+    assert np.allclose(_curves(vel, n)[1], qd / model.velocity_limit, atol=1e-12)
+    tau = arm_efforts(model, "urdf", q, qd, qdd)[1]
+    assert np.allclose(_curves(torque, n)[1], tau / model.effort_limit, atol=1e-9)
+    for ax in (pos, vel, torque):
+        assert _limit_lines(ax, n) == [-1.0, 1.0]
+    # the ±1 lines are the limits: mid-range ± half-range
+    assert np.allclose(mid - half, model.lower) and np.allclose(mid + half, model.upper)
+    assert np.abs(yq).max() < 1 and np.abs(_curves(vel, n)[1]).max() < 1  # the motion stays inside them
+    assert [text.get_text() for text in pos.get_legend().get_texts()] == list(model.joint_names)
+    assert [ax.get_ylabel() for ax in fig.axes] == [
+        "position (0 = mid-range, ±1 = limits)",
+        "velocity / limit",
+        "torque / effort limit",
+    ]
+
+
+def test_double_support_plan_figure_draws_joints_zmp_and_support_polygon(tmp_path, monkeypatch, capsys):
+    """The stored TUlip double-support plan: its joints' positions and velocities against their limits (the
+    independent joints the plan's Fourier series, the dependent ones keeping the held sole at its target pose),
+    the soles' outlines, their convex hull filled as the support polygon and the ZMP path — the ground wrench's
+    (−My/Fz, Mx/Fz) by MuJoCo's inverse dynamics — inside it by at least the plan's verified margin."""
+    model = get_model("tulip")
+    doc = json.loads(STANDING.read_text())
+    chain = doc["trajectory"]["chain"]
+    fig = _show(STANDING, tmp_path / "standing.png", monkeypatch, capsys)
+    assert fig._suptitle.get_text() == "tulip: double-support excitation (10 s)"
+    pos, vel, ground = fig.axes
+    n = model.nq
+    mid = (model.lower + model.upper) / 2
+    half = (model.upper - model.lower) / 2
+    t, yq = _curves(pos, n)
+    assert t[0] == 0.0 and t[-1] == 10.0 and np.allclose(np.diff(t), 0.01)
+    q = mid + yq * half
+    qd = _curves(vel, n)[1] * model.velocity_limit
+    free, bound = chain["independent"], chain["dependent"]
+    assert sorted(free + bound) == list(range(n))
+    q_free, qd_free, _ = _fourier(doc["trajectory"]["independent"], t)
+    assert np.allclose(q[:, free], q_free, atol=1e-12) and np.allclose(qd[:, free], qd_free, atol=1e-12)
+    R, p = site_pose(model, q, "sim", chain["other_site"], chain["base"])
+    assert np.abs(p - chain["target_p"]).max() < 1e-8 and np.abs(R - chain["target_R"]).max() < 1e-8
+    fd = np.gradient(q[:, bound], t, axis=0)[1:-1]  # the dependent joints' velocities: their angles' rate
+    assert np.abs(fd - qd[1:-1, bound]).max() < 1e-3
+    for ax in (pos, vel):
+        assert _limit_lines(ax, n) == [-1.0, 1.0]
+    assert np.abs(yq).max() < 1 and np.abs(_curves(vel, n)[1]).max() < 1
+    assert [text.get_text() for text in pos.get_legend().get_texts()] == list(model.joint_names)
+
+    # the soles: the base sole's rectangle where it is, the other's at the chain's target pose (mm)
+    base_site = model.base_site(chain["base"])
+    other_site = model.site(chain["other_site"])
+    Rt, pt = np.asarray(chain["target_R"]), np.asarray(chain["target_p"])
+
+    def rect(site, R: np.ndarray, p: np.ndarray) -> np.ndarray:
+        x0, x1, y0, y1 = site.rect
+        c = np.array([[x0, y0, 0], [x1, y0, 0], [x1, y1, 0], [x0, y1, 0]], dtype=float) @ R.T + p
+        return 1000 * c[:, :2]
+
+    feet = [rect(base_site, np.eye(3), np.zeros(3)), rect(other_site, Rt, pt)]
+    *outlines, zmp_line = ground.get_lines()
+    assert len(outlines) == 2 and zmp_line.get_label() == "ZMP (guessed parameters)"
+    for line, corners in zip(outlines, feet, strict=True):
+        assert np.allclose(line.get_xydata(), np.vstack([corners, corners[:1]]), atol=1e-6)
+    (patch,) = ground.patches
+    assert patch.get_label() == "support polygon"
+    drawn = Polygon(patch.get_xy())
+    corners = np.vstack(feet)
+    hull = Polygon(corners[ConvexHull(corners).vertices])
+    assert drawn.symmetric_difference(hull).area < 1e-6 * hull.area
+    # the ZMP from MuJoCo's ground wrench on the plan's parameters (made realisable for MuJoCo: ~0.01 mm apart)
+    qdd = plan_trajectory(load_trajectory_plan(STANDING), model).sample(t)[2]
+    w = standing_wrench(model, physical_truth(model.parameter_set("sim")), chain["base"], q, qd, qdd)
+    zmp = 1000 * np.stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]], axis=1)
+    assert np.allclose(zmp_line.get_xydata(), zmp, atol=0.05)
+    margin = min(drawn.exterior.distance(Point(z)) for z in zmp_line.get_xydata())
+    assert all(drawn.contains(Point(z)) for z in zmp_line.get_xydata())
+    verified = (
+        1000 * doc["design"]["verification"]["min_zmp_margin_m"]
+    )  # on a 2 ms grid, which holds these times
+    assert verified - 1e-6 <= margin < verified + 2.0
