@@ -112,6 +112,9 @@ class DynamicFit:
     # each recording's efforts moved this much earlier (s)
     delays_s: list[float] = field(default_factory=list)
     delay_estimated: bool = False  # ... estimated from the data (`identify.delay`), else as given
+    units: list[str] = field(
+        default_factory=list
+    )  # each estimate's unit (kg, kg·m, kg·m², N·m·s/rad, N·m, m)
 
     def determined(self, pct: float = WELL_IDENTIFIED_PCT) -> tuple[list[str], list[str]]:
         """The estimated base inertial parameters this motion determines to `pct` % relative SE, and those it does
@@ -130,9 +133,22 @@ class DynamicFit:
     def to_dict(self) -> dict:
         return {
             "parameters": [
-                {"symbol": s, "formula": f, "value": float(v), "se": float(e), "rel_se_pct": float(r)}
-                for s, f, v, e, r in zip(
-                    self.symbols, self.formulas, self.values, self.se, self.rel_se_pct, strict=True
+                {
+                    "symbol": s,
+                    "formula": f,
+                    "unit": u,
+                    "value": float(v),
+                    "se": float(e),
+                    "rel_se_pct": float(r),
+                }
+                for s, f, u, v, e, r in zip(
+                    self.symbols,
+                    self.formulas,
+                    self.units or [""] * len(self.symbols),
+                    self.values,
+                    self.se,
+                    self.rel_se_pct,
+                    strict=True,
                 )
             ],
             "sigma_nm": self.sigma.tolist(),
@@ -364,6 +380,19 @@ class DynamicEstimator:
                           f"{r + 1})" for k in range(1, self.drift + 1)]  # fmt: skip
         return syms, forms
 
+    def units(self) -> list[str]:
+        """The unit of each estimate, in `_names`' order: a base parameter's is its leading standard parameter's
+        (the grouped terms carry lengths that make them alike), friction per joint type, creep coefficients m."""
+        db = self.dynamic_base_
+        out = [dyn.STANDARD_UNITS[db.names[i].split("@")[0]] for i in db.independent]
+        if self.friction:
+            slide = [
+                self.model.joints[self.model.coordinates[i]].type == "prismatic" for i in range(self.model.nq)
+            ]
+            out += ["N·s/m" if p else "N·m·s/rad" for p in slide] + ["N" if p else "N·m" for p in slide]
+        syms, _ = self._names()
+        return out + ["m"] * (len(syms) - len(out))
+
     @property
     def rows_(self) -> int:
         """Measured rows per sample: one per joint (torques) or Fz, Mx, My (board wrench)."""
@@ -483,6 +512,7 @@ class DynamicEstimator:
         self.fit_ = DynamicFit(
             symbols=syms,
             formulas=forms,
+            units=self.units(),
             values=x,
             se=se,
             rel_se_pct=100 * se / np.maximum(np.abs(x), 1e-12),

@@ -310,12 +310,12 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     table = Table(title=f"{model.name}: dynamic base parameters from {source} ({fit.samples} samples)")
-    for col in ("parameter", "grouping / meaning", "estimate", "SE", "rel. SE %") + (
+    for col in ("parameter", "grouping / meaning", "unit", "estimate", "SE", "rel. SE %") + (
         ("reference", "z") if args.reference else ()
     ):
-        table.add_column(col, justify="left" if col.startswith(("param", "group")) else "right")
-    for k, (s, f) in enumerate(zip(fit.symbols, fit.formulas, strict=True)):
-        row = [s, f, f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}", f"{fit.rel_se_pct[k]:.1f}"]
+        table.add_column(col, justify="left" if col.startswith(("param", "group", "unit")) else "right")
+    for k, (s, f, u) in enumerate(zip(fit.symbols, fit.formulas, fit.units, strict=True)):
+        row = [s, f, u, f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}", f"{fit.rel_se_pct[k]:.1f}"]
         if args.reference:
             row += (
                 [f"{fit.reference['values'][k]:.5g}", _z_text(fit.reference["z"][k])] if k < nb else ["", ""]

@@ -29,6 +29,7 @@ from robots.tree import RobotModel
 
 GRAVITY = (0.0, 0.0, -9.81)
 STANDARD_NAMES = ("m", "mcx", "mcy", "mcz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
+STANDARD_UNITS = dict(zip(STANDARD_NAMES, ("kg",) + ("kg·m",) * 3 + ("kg·m²",) * 6, strict=True))
 _SYM = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))  # (row, col) of each inertia parameter
 
 

@@ -244,3 +244,18 @@ def test_static_identification_prints_the_three_most_correlated_pairs(tulip, tmp
     expected = ", ".join(f"ρ({c['a']},{c['b']}) = {c['rho']:+.4f}" for c in top[:3])
     assert f"most correlated: {expected}" in text, text
     assert f"ρ({top[3]['a']},{top[3]['b']})" not in text  # three, not more
+
+
+def test_every_estimate_carries_its_unit(mixed_fits):
+    """Units in the table and the JSON: a base parameter's is its leading standard parameter's (kg, kg·m, kg·m²),
+    friction's N·m·s/rad and N·m on revolute joints."""
+    fit = mixed_fits[True].fit_
+    assert len(fit.units) == len(fit.symbols)
+    lead = {"m": "kg", "mcx": "kg·m", "mcy": "kg·m", "mcz": "kg·m"}
+    for s, f, u in zip(fit.symbols[: fit.inertial], fit.formulas, fit.units, strict=False):
+        assert u == lead.get(f.split("@")[0], "kg·m²"), (s, f, u)
+    assert {u for u in fit.units[: fit.inertial]} == {"kg·m", "kg·m²"}  # UR5: no lone mass is a base parameter
+    friction = dict(zip(fit.symbols[fit.inertial :], fit.units[fit.inertial :], strict=True))
+    assert {u for s, u in friction.items() if s.startswith("fv@")} == {"N·m·s/rad"}
+    assert {u for s, u in friction.items() if s.startswith("fc@")} == {"N·m"}
+    assert [p["unit"] for p in fit.to_dict()["parameters"]] == fit.units
