@@ -254,7 +254,10 @@ def test_every_estimate_carries_its_unit(mixed_fits):
     lead = {"m": "kg", "mcx": "kg·m", "mcy": "kg·m", "mcz": "kg·m"}
     for s, f, u in zip(fit.symbols[: fit.inertial], fit.formulas, fit.units, strict=False):
         assert u == lead.get(f.split("@")[0], "kg·m²"), (s, f, u)
-    assert {u for u in fit.units[: fit.inertial]} == {"kg·m", "kg·m²"}  # UR5: no lone mass is a base parameter
+    assert {u for u in fit.units[: fit.inertial]} == {
+        "kg·m",
+        "kg·m²",
+    }  # UR5: no lone mass is a base parameter
     friction = dict(zip(fit.symbols[fit.inertial :], fit.units[fit.inertial :], strict=True))
     assert {u for s, u in friction.items() if s.startswith("fv@")} == {"N·m·s/rad"}
     assert {u for s, u in friction.items() if s.startswith("fc@")} == {"N·m"}
