@@ -9,7 +9,7 @@ between the fitted rows exactly as it does in a fit. It covers noise alone — a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,6 +41,7 @@ class DynamicForecast:
     edges_s: float
     kappa_scaled: float
     inertial: int
+    units: list[str] = field(default_factory=list)  # each parameter's unit (`DynamicEstimator.units`)
 
     @property
     def rel_se_pct(self) -> np.ndarray:
@@ -89,15 +90,17 @@ class DynamicForecast:
                 {
                     "symbol": s,
                     "formula": f,
+                    "unit": u,
                     "guess": num(g),
                     "se": float(e),
                     "isolated_se": float(i),
                     "rel_se_pct": num(r),
                     "needed_s": num(n),
                 }
-                for s, f, g, e, i, r, n in zip(
+                for s, f, u, g, e, i, r, n in zip(
                     self.symbols,
                     self.formulas,
+                    self.units or [""] * len(self.symbols),
                     self.guess,
                     self.se,
                     self.isolated_se,
@@ -177,7 +180,7 @@ def forecast_motions(
     return DynamicForecast(
         symbols=syms, formulas=forms, guess=guess, se=se, isolated_se=isolated, noise=sig, rows=rows,
         cutoff_hz=estimator.cutoff_, duration_s=float(sum(r.t[-1] - r.t[0] for r in recs)), fitted_s=fitted,
-        edges_s=edges, kappa_scaled=kappa(normalised_columns(A)[0]), inertial=db.rank,
+        edges_s=edges, kappa_scaled=kappa(normalised_columns(A)[0]), inertial=db.rank, units=estimator.units(),
     )  # fmt: skip
 
 

@@ -84,15 +84,16 @@ def cmd_reach(args: argparse.Namespace) -> int:
 
     table = Table(title=f"{model.name}: {settings.motion} runs of {reach.duration_s:g} s, noise "
                         f"{' / '.join(f'{v:g}' for v in reach.noise)} per sample")  # fmt: skip
-    for col in ("base parameter", "guess [SI]", "alone: rel. SE [%]", "for all: rel. SE [%]",
+    for col in ("base parameter", "unit", "guess", "alone: rel. SE [%]", "for all: rel. SE [%]",
                 f"to {reach.well_pct:g} % (the better design)"):  # fmt: skip
-        table.add_column(col, justify="left" if col.startswith(("base", "to")) else "right")
+        table.add_column(col, justify="left" if col.startswith(("base", "unit", "to")) else "right")
     for p in reach.parameters:
         verdict = {"one run": "one run", "repeated": f"repeated: {p.needed_s:.0f} s",
                    "beyond": f"beyond ({p.needed_s:.3g} s)", "infeasible": "its design fails verification",
                    "zero guess": "guess 0: no relative SE"}[p.verdict]  # fmt: skip
         table.add_row(
             p.symbol,
+            p.unit,
             f"{p.guess:.4g}",
             f"{p.alone_rel_se_pct:.3g}",
             f"{p.all_at_once_rel_se_pct:.3g}",

@@ -716,13 +716,13 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
             else f"if repeated: {need:.0f} s" if p["symbol"] in out["determined_if_repeated"]
             else "beyond " + (f"{need:.3g} s" if need is not None else "any length")
         )  # fmt: skip
-        rows.append((p["symbol"], f"{p['guess']:.4g}" if p["guess"] is not None else "—",
+        rows.append((p["symbol"], p["unit"], f"{p['guess']:.4g}" if p["guess"] is not None else "—",
                      f"{p['se']:.3g}", "—" if rel is None else f"{rel:.3g}", verdict))  # fmt: skip
     from rich.table import Table
 
     table = Table(title=title)
-    for col in ("base parameter", "guess [SI]", "SE [SI]", "rel. SE [%]", f"to {args.well:g} %"):
-        table.add_column(col, justify="left" if col.startswith("base") or col.startswith("to") else "right")
+    for col in ("base parameter", "unit", "guess", "SE", "rel. SE [%]", f"to {args.well:g} %"):
+        table.add_column(col, justify="left" if col.startswith(("base", "unit", "to")) else "right")
     for r in rows:
         table.add_row(*r)
     console.print(table)

@@ -102,6 +102,10 @@ def test_plan_forecast_command(capsys):
     named = out["determined"] + out["determined_if_repeated"] + out["beyond_practical"]
     assert sorted(named) == sorted(p["symbol"] for p in params)
     assert all((p["rel_se_pct"] < 15) == (p["symbol"] in out["determined"]) for p in params)
+    # the unit of each: its leading standard parameter's (TUlip's ZMP model: the total mass is a base parameter)
+    lead = {"m": "kg", "mcx": "kg·m", "mcy": "kg·m", "mcz": "kg·m"}
+    assert all(p["unit"] == lead.get(p["formula"].split("@")[0], "kg·m²") for p in params)
+    assert {p["unit"] for p in params} == {"kg", "kg·m", "kg·m²"}
     assert main(["plan", "forecast", str(TEST_DESIGN), "--noise", "2", "0.3"]) == 2
     assert "noise must be 3 positive σ (fz, mx, my) or one" in capsys.readouterr().err
     assert main(["plan", "forecast", str(TEST_DESIGN), "--noise", "2", "0.3", "0.3"]) == 0

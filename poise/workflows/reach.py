@@ -43,6 +43,7 @@ class ParameterReach:
     # fails verification, or no relative SE (the guessed value is zero)
     verdict: str
     seconds: float  # its design's time
+    unit: str = ""  # kg, kg·m or kg·m²
 
 
 @dataclass
@@ -72,7 +73,8 @@ class Reach:
                 ("one_run", "if_repeated", "beyond_practical", "infeasible", "zero_guess"), VERDICTS, strict=True)},
             "all_at_once_determined": self.all_at_once_determined,
             "parameters": [
-                {"symbol": p.symbol, "formula": p.formula, "guess": num(p.guess), "rel_se_pct": num(p.rel_se_pct),
+                {"symbol": p.symbol, "formula": p.formula, "unit": p.unit, "guess": num(p.guess),
+                 "rel_se_pct": num(p.rel_se_pct),
                  "needed_s": num(p.needed_s), "best_design": p.best_design,
                  "alone_rel_se_pct": num(p.alone_rel_se_pct), "all_at_once_rel_se_pct": num(p.all_at_once_rel_se_pct),
                  "verdict": p.verdict, "seconds": p.seconds}
@@ -146,7 +148,7 @@ def parameter_reach(
             else "one run" if rel < well_pct else "repeated" if need <= practical_s else "beyond"
         )  # fmt: skip
         out.append(ParameterReach(fc.symbols[k], fc.formulas[k], float(fc.guess[k]), rel, need, best, alone,
-                                  other, verdict, res.seconds))  # fmt: skip
+                                  other, verdict, res.seconds, fc.units[k] if fc.units else ""))  # fmt: skip
     sig = [float(v) for v in np.atleast_1d(noise)]
     return Reach(out, settings.duration, sig, well_pct, practical_s, now)
 
