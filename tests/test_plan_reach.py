@@ -69,7 +69,9 @@ def test_the_design_for_one_parameter_is_the_focused_plan(tmp_path, capsys):
     assert load_trajectory_plan(plan).settings["focus"] == [0]
     assert main(["plan", "forecast", str(plan), "--noise", "0.2", "--no-friction", "--json"]) == 0
     fc = json.loads(capsys.readouterr().out)["parameters"][0]
-    assert fc["symbol"] == "ϑ1" and fc["unit"] == got["unit"] == "kg·m²"  # ϑ1 of the UR5: Izz + … (as identify)
+    assert (
+        fc["symbol"] == "ϑ1" and fc["unit"] == got["unit"] == "kg·m²"
+    )  # ϑ1 of the UR5: Izz + … (as identify)
     assert np.isclose(fc["rel_se_pct"], got["alone_rel_se_pct"], rtol=1e-9)
 
 
