@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 import casadi as ca
 import numpy as np
@@ -19,21 +20,52 @@ from formats.errors import IdentifiabilityError
 from identify import slom
 from identify.manifolds import SO3, Rn, so3_log
 from robots import doggy
-from robots.doggy import DoggyParams
+from robots.doggy import DoggyParams, FlexibleJointRobot
 
-# Doggy's facts come from its description (robots/data/doggy): joints, parameters, sensor noise (eq 35) and
-# model uncertainty (eqs 36–37).
-ROBOT = doggy.robot()
-NJ = len(ROBOT.joints)  # joints; the state is (q, q̇, θ, θ̇) ∈ R^(4·NJ)
-PHYS_NAMES = list(ROBOT.phys_names)
-SIGMA_ENC = ROBOT.sigma_encoder  # rad
-SIGMA_GYRO = ROBOT.sigma_gyro  # rad/s
-SIGMA_DYN = np.sqrt(np.asarray(ROBOT.dynamics_variance))
-SIGMA_INITIAL = np.sqrt(
-    np.concatenate([np.full(NJ, ROBOT.initial_angle_variance), np.full(2 * NJ, SIGMA_ENC**2)])
-)
-SIGMA_MEAS = np.array([SIGMA_ENC] * NJ + [SIGMA_GYRO] * 4)  # F_k: σ_gyro for the scalar gyro-1 row and gyro 2
-SIGMA_BIAS = np.full(6, SIGMA_GYRO)  # not given in the paper
+
+@dataclass(frozen=True)
+class _Facts:
+    """Doggy's facts from its description (robots/data/doggy): joints, parameters, sensor noise (eq 35) and
+    model uncertainty (eqs 36–37)."""
+
+    ROBOT: FlexibleJointRobot
+    NJ: int  # joints; the state is (q, q̇, θ, θ̇) ∈ R^(4·NJ)
+    PHYS_NAMES: list[str]
+    SIGMA_ENC: float  # rad
+    SIGMA_GYRO: float  # rad/s
+    SIGMA_DYN: np.ndarray
+    SIGMA_INITIAL: np.ndarray
+    SIGMA_MEAS: np.ndarray  # F_k: σ_gyro for the scalar gyro-1 row and gyro 2
+    SIGMA_BIAS: np.ndarray  # not given in the paper
+
+
+@cache
+def _facts() -> _Facts:
+    """Loaded on first use, not on import (the description's URDF takes a while to parse)."""
+    rb = doggy.robot()
+    nj = len(rb.joints)
+    enc, gyro = rb.sigma_encoder, rb.sigma_gyro
+    return _Facts(
+        ROBOT=rb,
+        NJ=nj,
+        PHYS_NAMES=list(rb.phys_names),
+        SIGMA_ENC=enc,
+        SIGMA_GYRO=gyro,
+        SIGMA_DYN=np.sqrt(np.asarray(rb.dynamics_variance)),
+        SIGMA_INITIAL=np.sqrt(
+            np.concatenate([np.full(nj, rb.initial_angle_variance), np.full(2 * nj, enc**2)])
+        ),
+        SIGMA_MEAS=np.array([enc] * nj + [gyro] * 4),
+        SIGMA_BIAS=np.full(6, gyro),
+    )
+
+
+def __getattr__(name: str):
+    """The module's constants ROBOT, NJ, PHYS_NAMES and SIGMA_*, as `_facts` loads them."""
+    if name in _Facts.__dataclass_fields__:
+        return getattr(_facts(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 BORDER_ORDER = ["phys", "bias1", "bias2", "R1", "R2"]
 
@@ -47,8 +79,10 @@ class ModelOptions:
 
 def residual_functions(opts: ModelOptions = ModelOptions()) -> dict[str, ca.Function]:
     """The four residual blocks as CasADi functions of (variables…, data…); dims 9 / 7 / 12 / 6."""
+    f = _facts()
+    NJ = f.NJ
     x, x1 = ca.SX.sym("x", 4 * NJ), ca.SX.sym("x_next", 4 * NJ)
-    p = ca.SX.sym("phys", len(PHYS_NAMES))
+    p = ca.SX.sym("phys", len(f.PHYS_NAMES))
     b1, b2 = ca.SX.sym("bias1", 3), ca.SX.sym("bias2", 3)
     r1, r2 = ca.SX.sym("R1", 9), ca.SX.sym("R2", 9)
     R1, R2 = ca.reshape(r1, 3, 3), ca.reshape(r2, 3, 3)
@@ -89,36 +123,37 @@ def build_problem(
 ) -> slom.Problem:
     """Declare variables and the four residual blocks for one recording."""
     validate(rec)
+    f = _facts()
     fns = residual_functions(opts)
     n = rec.n
     pr = slom.Problem()
-    X = pr.add_variable("x", Rn(4 * NJ), initial_states(rec) if states is None else states, eliminate=True)
-    pr.add_variable("phys", Rn(len(PHYS_NAMES)), start.phys(), labels=list(PHYS_NAMES))
+    X = pr.add_variable("x", Rn(4 * f.NJ), initial_states(rec) if states is None else states, eliminate=True)
+    pr.add_variable("phys", Rn(len(f.PHYS_NAMES)), start.phys(), labels=list(f.PHYS_NAMES))
     pr.add_variable("bias1", Rn(3), np.asarray(start.bias1), labels=[f"bias1_{c}" for c in "xyz"])
     pr.add_variable("bias2", Rn(3), np.asarray(start.bias2), labels=[f"bias2_{c}" for c in "xyz"])
     pr.add_variable("R1", SO3(), SO3.to_flat(start.R_imu1), labels=[f"R1_{c}" for c in "xyz"])
     pr.add_variable("R2", SO3(), SO3.to_flat(start.R_imu2), labels=[f"R2_{c}" for c in "xyz"])
     pr.add_factor(
-        "initial", fns["initial"], [X[0:1]], [(rec.theta[0] - rec.theta0)[None, :]], sigma=SIGMA_INITIAL
+        "initial", fns["initial"], [X[0:1]], [(rec.theta[0] - rec.theta0)[None, :]], sigma=f.SIGMA_INITIAL
     )
     pr.add_factor(
         "measurement",
         fns["measurement"],
         [X, "bias1", "bias2", "R1", "R2"],
         [rec.theta, rec.gyro1, rec.gyro2, rec.theta0],
-        sigma=SIGMA_MEAS,
+        sigma=f.SIGMA_MEAS,
     )
     pr.add_factor(
         "dynamics",
         fns["dynamics"],
         [X[0 : n - 1], X[1:n], "phys"],
         [rec.u[:-1], rec.dt()[:, None]],
-        sigma=SIGMA_DYN,
+        sigma=f.SIGMA_DYN,
     )
     m = rec.zero_command_samples()
     if opts.bias_block and m > 0:
         pr.add_factor(
-            "bias", fns["bias"], ["bias1", "bias2"], [rec.gyro1[:m], rec.gyro2[:m]], sigma=SIGMA_BIAS
+            "bias", fns["bias"], ["bias1", "bias2"], [rec.gyro1[:m], rec.gyro2[:m]], sigma=f.SIGMA_BIAS
         )
     return pr
 
@@ -145,7 +180,7 @@ def calibrate(
 ) -> Calibration:
     """Solve the batch problem from `start` (default: the description's Table 1 initial guess); raise
     IdentifiabilityError (naming parameters) if the data cannot fix some."""
-    start = start or ROBOT.sets["initial"]
+    start = start or _facts().ROBOT.sets["initial"]
     pr = build_problem(rec, start, opts)
     res = slom.solve(pr, solver or slom.Options(), callback)
     if res.rank is not None and res.rank.deficient and not allow_unobservable:
@@ -168,9 +203,10 @@ def rotation_error_deg(R_est: np.ndarray, R_true: np.ndarray) -> float:
 
 def parameter_rows(cal: Calibration, truth: DoggyParams | None = None) -> list[dict]:
     """Table-1-style rows: name, unit, initial, estimate, 1σ, truth, error in σ (rotations as angles)."""
+    f = _facts()
     rows = []
-    units = dict(zip(PHYS_NAMES, ROBOT.phys_units, strict=True))
-    for i, name in enumerate(PHYS_NAMES):
+    units = dict(zip(f.PHYS_NAMES, f.ROBOT.phys_units, strict=True))
+    for i, name in enumerate(f.PHYS_NAMES):
         row = {
             "name": name,
             "unit": units[name],
@@ -195,8 +231,8 @@ def parameter_rows(cal: Calibration, truth: DoggyParams | None = None) -> list[d
                 row["truth"] = float(np.degrees(getattr(truth, key)[j]))
             rows.append(row)
     for key, attr, nominal in (
-        ("R1", "R_imu1", ROBOT.R_imu1_nominal),
-        ("R2", "R_imu2", ROBOT.R_imu2_nominal),
+        ("R1", "R_imu1", f.ROBOT.R_imu1_nominal),
+        ("R2", "R_imu2", f.ROBOT.R_imu2_nominal),
     ):
         R = getattr(cal.estimate, attr)
         sig = np.degrees(np.sqrt(sum(cal.sigma.get(f"{key}_{c}", float("nan")) ** 2 for c in "xyz")))

@@ -9,13 +9,10 @@ import numpy as np
 from rich.live import Live
 from rich.table import Table
 
-from drivers.emulators.world import SimWorld, WorldOptions
 from drivers.wbb.geometry import cell_positions
-from drivers.wbb.open import board_drivers, start_all
 from formats.plan import Placement
 from poise import argtypes as at
 from poise.output import console, err_console, print_json
-from robots.registry import get_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,11 +53,16 @@ def _table(boards, samples) -> Table:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    from drivers.wbb.open import board_drivers, start_all
+
     world = None
     try:
         if args.boards == "sim":
-            model = get_model("tulip")
             from drivers.config import load_config
+            from drivers.emulators.world import SimWorld, WorldOptions
+            from robots.registry import get_model
+
+            model = get_model("tulip")
 
             cfg = load_config()
             world = SimWorld(model, cfg, WorldOptions())

@@ -9,11 +9,8 @@ from rich.table import Table
 
 from formats.atomic import write_text_atomic
 from formats.static_recording import read_recording
-from identify.static import StaticCoMEstimator, fit_to_json
 from poise import argtypes as at
 from poise.output import console, dumps, mm, print_json
-from robots.params_io import resolve_params
-from robots.registry import get_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_static(args: argparse.Namespace):
+    from identify.static import StaticCoMEstimator
+    from robots.params_io import resolve_params
+    from robots.registry import get_model
+
     rec = read_recording(args.recording)
     model = get_model(rec.robot)
     if rec.joint_names != model.joint_names or rec.base not in model.bases:
@@ -58,6 +59,8 @@ def run_static(args: argparse.Namespace):
 
 
 def cmd_static(args: argparse.Namespace) -> int:
+    from identify.static import fit_to_json
+
     rec, model, est = run_static(args)
     fit, bm = est.result_, est.base_model_
     result = fit_to_json(fit, bm, recording=str(args.recording))

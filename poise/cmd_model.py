@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from formats.errors import DataError
-from formats.parameter_set import ParameterSet
 from poise.cmd_model_export import register as register_export
 from poise.output import console, err_console, mm, print_json
-from robots.base_params import RegressorSpec, cached_dynamic_base, parse_regressor
-from robots.com_variants import base_model, variant
-from robots.dynamics import standard_parameters
-from robots.motion_class import MOTION_CLASSES, standing_base
-from robots.params_io import resolve_params
-from robots.published_base import describe_row, map_to_derived, matching, published_values, units
-from robots.registry import get_model
-from robots.tree import RobotModel
+from robots.motion_names import MOTION_CLASSES
+
+if TYPE_CHECKING:  # the command imports what it runs lazily (a fast CLI start)
+    from formats.parameter_set import ParameterSet
+    from robots.base_params import RegressorSpec
+    from robots.tree import RobotModel
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from robots.base_params import parse_regressor
+    from robots.params_io import resolve_params
+    from robots.registry import get_model
+
     model = get_model(args.robot)
     ps = resolve_params(args.params or next(iter(model.params)), model)
     if args.regressor != "com":
@@ -74,6 +76,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def show_com(model: RobotModel, ps, base: str | None, as_json: bool) -> int:
     """The CoM/CoP base parameters table (or JSON) for one base and parameter set."""
+    from robots.com_variants import base_model, variant
+
     base = base or default_base(model)
     model.base_site(base)
     bm = base_model(model, base)
@@ -144,6 +148,8 @@ def show_dynamic(
     model: RobotModel, spec: RegressorSpec, ps: ParameterSet, simplified: bool, motion: str, as_json: bool
 ) -> int:
     """Numerical base parameters of a dynamic regressor, their grouping formulas and values."""
+    from robots.dynamics import standard_parameters
+
     if not model.params:
         raise DataError(f"robot {model.name!r} has no parameter set")
     db = _shown_base(model, spec, simplified, motion)
@@ -216,6 +222,9 @@ def _shown_base(model: RobotModel, spec: RegressorSpec, simplified: bool, motion
     """The base identification numbers: a standing robot's board wrench in standard-parameter order (single
     support as `identify dynamic` fits it; double support at large, whose fits at one foot placement keep a
     subset), other regressors as their designs and fits pivot them."""
+    from robots.base_params import cached_dynamic_base
+    from robots.motion_class import standing_base
+
     if spec.kind != "base-wrench":
         return cached_dynamic_base(model, spec, simplified, motion)
     if motion == "free":
@@ -226,6 +235,8 @@ def _shown_base(model: RobotModel, spec: RegressorSpec, simplified: bool, motion
 def _published(model: RobotModel, spec: RegressorSpec, simplified: bool, motion: str, db, ps) -> dict | None:
     """The robot's published numbering of these base parameters (e.g. thesis App. C), values from `ps`, each
     written over the derived ϑ; None if the description has none for this regressor."""
+    from robots.published_base import describe_row, map_to_derived, matching, published_values, units
+
     pb = matching(model, spec, simplified) if motion == "free" else None
     if pb is None:
         return None

@@ -11,10 +11,6 @@ from formats.atomic import write_text_atomic
 from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, print_json
-from robots.full_set import load_full_set
-from robots.physical import nearest_consistent, violations
-from robots.registry import get_model
-from robots.urdf_export import changed_links, export_urdf
 
 
 def register(s: argparse._SubParsersAction) -> None:
@@ -52,6 +48,11 @@ def _urdf_of(model) -> Path:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from robots.full_set import load_full_set
+    from robots.physical import nearest_consistent, violations
+    from robots.registry import get_model
+    from robots.urdf_export import changed_links, export_urdf
+
     model = get_model(args.robot)
     urdf = _urdf_of(model)
     out = Path(args.out)

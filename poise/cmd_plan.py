@@ -12,18 +12,21 @@ from rich.table import Table
 from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, err_console, mm, print_json, vanish_on_error
-from robots.registry import BUILT_IN, get_model
 from robots.stance_spec import default_base, other_base, stance_spec
 from robots.tree import RobotModel
 
 
 def robot_ref(name: str) -> str:
     """How other processes reload a robot: a built-in name as given, a file as its absolute path."""
+    from robots.registry import BUILT_IN
+
     return name if name.lower() in BUILT_IN else str(Path(name).resolve())
 
 
 def plan_model(plan) -> RobotModel:
     """The robot a plan was designed for: its `robot_file` if it names one, else the built-in robot."""
+    from robots.registry import get_model
+
     if plan.robot_file:
         return get_model(plan.robot_file)
     return get_model(plan.robot)
@@ -186,6 +189,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
     from design.planner import build_plan, design
     from design.replicates import find_replicates
     from formats.plan import save_plan
+    from robots.registry import BUILT_IN, get_model
 
     model = get_model(args.robot)
     stance_spec(model)  # a malformed [stance] fails here, not in a worker

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
 from rich.live import Live
 from rich.table import Table
 
 from drivers.config import load_config
-from drivers.emulators.world import WorldOptions
-from drivers.executor import Executor, Progress
 from drivers.recorder import RunRecorder, plan_sha256
 from drivers.run_events import attribute, per_posture
-from drivers.session import Session
-from drivers.setpoints import check_run
 from formats.errors import DataError
 from formats.plan import check_compatible, load_plan
 from poise import argtypes as at
 from poise.output import console, err_console, print_json
-from robots.registry import get_model
+
+if TYPE_CHECKING:  # the command imports what it runs lazily (a fast CLI start)
+    from drivers.executor import Progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -113,6 +112,11 @@ def run_config(args: argparse.Namespace):
 
 def execute(args, model, plan, config, world_opts=None, progress=None, prepare=None, tare_s=1.0):
     """Run a plan; returns (RunResult, run dir). Shared by `poise run` and `poise demo`."""
+    from drivers.emulators.world import WorldOptions
+    from drivers.executor import Executor
+    from drivers.session import Session
+    from drivers.setpoints import check_run
+
     checked = check_run(plan, model, config)  # every setpoint, before anything is sent
     problems = checked.problems
     if problems:
@@ -180,6 +184,7 @@ def _save_twin_events(rec: RunRecorder, twin, result) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from formats.pwm_plan import is_pwm_plan
     from formats.trajectory_plan import is_trajectory_plan
+    from robots.registry import get_model
 
     if getattr(args, "clamp_soles", False) and not (
         args.robot.startswith("sim") and args.physics == "mujoco"

@@ -7,11 +7,8 @@ import argparse
 import numpy as np
 
 from formats.static_recording import write_recording
-from identify.synthetic import simulate_static
 from poise import argtypes as at
 from poise.output import console
-from robots.params_io import perturbed, resolve_params, save_parameter_set
-from robots.registry import get_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,6 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_static(args: argparse.Namespace) -> int:
+    from identify.synthetic import simulate_static
+    from robots.params_io import perturbed, resolve_params, save_parameter_set
+    from robots.registry import get_model
+
     model = get_model(args.robot)
     model.base_site(args.base)
     if args.truth == "perturbed":

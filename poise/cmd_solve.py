@@ -12,13 +12,8 @@ from formats.atomic import write_text_atomic
 from formats.doggy_plan import load_doggy_plan
 from formats.doggy_recording import read_csv, write_csv
 from formats.errors import DataError
-from identify import doggy as dg
-from identify import slom
-from identify.doggy_sim import SimConfig, simulate
-from identify.doggy_verify import plot, verify
 from poise import argtypes as at
 from poise.output import console, dumps, err_console, print_json
-from trajectories.doggy_excitation import make_plan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,6 +77,10 @@ def _fmt(v, digits=4) -> str:
 
 
 def cmd_doggy(args: argparse.Namespace) -> int:
+    from identify import doggy as dg
+    from identify import slom
+    from identify.doggy_verify import plot, verify
+
     truth = None
     if args.data:
         rec = read_csv(args.data)
@@ -92,7 +91,11 @@ def cmd_doggy(args: argparse.Namespace) -> int:
             if abs(plan.duration - args.simulate) > 1e-9:
                 raise DataError(f"--plan lasts {plan.duration:g} s, --simulate asks for {args.simulate:g} s")
         else:
+            from trajectories.doggy_excitation import make_plan
+
             plan = make_plan(args.simulate, args.seed)
+        from identify.doggy_sim import SimConfig, simulate
+
         sim = simulate(SimConfig(duration=args.simulate, seed=args.seed, rate=plan.rate), plan)
         rec, truth = sim.recording, sim.params
         source = f"simulated {args.simulate:g} s, seed {args.seed}"

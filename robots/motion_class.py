@@ -14,10 +14,9 @@ import scipy.linalg as sla
 from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base, random_states
+from robots.motion_names import MOTION_CLASSES
 from robots.stance import other_site, random_double_support
 from robots.tree import RobotModel
-
-MOTION_CLASSES = ("free", "double-support")
 
 
 def sample_states(

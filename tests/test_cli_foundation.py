@@ -1,6 +1,8 @@
 """`poise model show` and `poise identify static` from the command line."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -75,3 +77,17 @@ def test_malformed_recording_from_cli(tmp_path, capsys):
     )
     assert main(["identify", "static", str(path)]) == 2
     assert "1 joint columns, the model has 12" in capsys.readouterr().err
+
+
+# What building the parser must not load: the commands import the libraries they run lazily (a fast CLI start).
+HEAVY = ("scipy", "scipy.optimize", "scipy.stats", "scipy.signal", "casadi", "mujoco", "trimesh", "yourdfpy",
+         "pyomo", "matplotlib", "shapely", "serial", "dynamixel_sdk")  # fmt: skip
+
+
+def test_building_the_parser_loads_no_heavy_library():
+    code = (
+        "import sys; from poise.cli import build_parser; build_parser(); "
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -70,7 +70,7 @@ def test_unsafe_plan_refused_before_any_setpoint(model, plan, cfg, tmp_path, mon
     def no_session(*a, **k):
         raise AssertionError("a session (robot link) was opened for a refused plan")
 
-    monkeypatch.setattr(cmd_run, "Session", no_session)
+    monkeypatch.setattr("drivers.session.Session", no_session)
     with pytest.raises(DataError, match="refused before moving"):
         cmd_run.execute(_args(tmp_path), model, bad, cfg)
     assert not (tmp_path / "run" / "recording.csv").exists()

@@ -87,7 +87,7 @@ def test_a_static_placement_outside_the_box_is_refused_by_run(model, tmp_path, m
     report = json.loads(capsys.readouterr().out)
     assert report["problems"] == [f"placement 1: {why}"]
     assert not any(p["issues"] for p in report["postures"])
-    monkeypatch.setattr(cmd_run, "Session", _no_session)
+    monkeypatch.setattr("drivers.session.Session", _no_session)
     out = tmp_path / "run"
     args = ["run", str(path), "--robot", "sim", "--boards", "sim", "--out", str(out), "--yes", "--json"]
     assert main(args) == 2
@@ -114,7 +114,7 @@ def test_a_static_placement_closer_than_the_feet_gap_is_refused(model, cfg, tmp_
     assert main(["plan", "check", str(tmp_path / "plan.json"), "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["problems"] == expect
     assert preflight(plan, gapped, cfg) == expect
-    monkeypatch.setattr(cmd_run, "Session", _no_session)
+    monkeypatch.setattr("drivers.session.Session", _no_session)
     args = argparse.Namespace(plan="plan.json", robot="sim", boards="sim", out=str(tmp_path / "run"), resume=False,
                               time_scale=2.0, yes=True, no_noise=True)  # fmt: skip
     with pytest.raises(DataError, match=r"refused before moving \(1 problem\(s\)\): placement 0: "):
