@@ -365,33 +365,30 @@ class DynamicEstimator:
         """Measured efforts (K, rows) as `fit` uses them: zero-phase filtered, ends dropped, decimated."""
         return lowpass(measured, rate_hz, self.cutoff_)[self._kept(len(measured), rate_hz)]
 
-    def _names(self) -> tuple[list[str], list[str]]:
+    def _names(self) -> tuple[list[str], list[str], list[str]]:
+        """Each estimate's symbol, formula (or meaning) and unit, in the fit's column order: the base parameters
+        (a base parameter's unit is its leading standard parameter's: the grouped terms carry the lengths that make
+        them alike), friction per joint (N·m·s/rad and N·m, or N·s/m and N on a prismatic joint), creep (m)."""
         db = self.dynamic_base_
         syms, forms = list(db.symbols), [db.formula(a) for a in range(db.rank)]
+        units = [dyn.STANDARD_UNITS[db.names[i].split("@")[0]] for i in db.independent]
         if self.friction:
-            for kind, unit in (("fv", "N·m·s/rad"), ("fc", "N·m")):
+            slide = [
+                self.model.joints[self.model.coordinates[i]].type == "prismatic" for i in range(self.model.nq)
+            ]
+            for kind, unit, unit_slide in (("fv", "N·m·s/rad", "N·s/m"), ("fc", "N·m", "N")):
+                us = [unit_slide if p else unit for p in slide]
                 syms += [f"{kind}@{j}" for j in self.model.joint_names]
-                forms += [f"{'viscous' if kind == 'fv' else 'Coulomb'} friction ({unit})"] * self.model.nq
+                forms += [f"{'viscous' if kind == 'fv' else 'Coulomb'} friction ({u})" for u in us]
+                units += us
         for r in range(self._recordings if self.drift else 0):
             tag = f"@{r + 1}" if self._recordings > 1 else ""
             for axis in "xy":
                 syms += [f"d{axis}{k}{tag}" for k in range(1, self.drift + 1)]
                 forms += [f"base sole creep in {axis}, coefficient of s^{k} (m; s from −1 to 1 over recording "
                           f"{r + 1})" for k in range(1, self.drift + 1)]  # fmt: skip
-        return syms, forms
-
-    def units(self) -> list[str]:
-        """The unit of each estimate, in `_names`' order: a base parameter's is its leading standard parameter's
-        (the grouped terms carry lengths that make them alike), friction per joint type, creep coefficients m."""
-        db = self.dynamic_base_
-        out = [dyn.STANDARD_UNITS[db.names[i].split("@")[0]] for i in db.independent]
-        if self.friction:
-            slide = [
-                self.model.joints[self.model.coordinates[i]].type == "prismatic" for i in range(self.model.nq)
-            ]
-            out += ["N·s/m" if p else "N·m·s/rad" for p in slide] + ["N" if p else "N·m" for p in slide]
-        syms, _ = self._names()
-        return out + ["m"] * (len(syms) - len(out))
+                units += ["m"] * self.drift
+        return syms, forms, units
 
     @property
     def rows_(self) -> int:
@@ -458,7 +455,7 @@ class DynamicEstimator:
         rate = common_rate(recs)
         A, b, joint, sample, Z = self._stacked(recs, planned)
         n = self.rows_
-        syms, forms = self._names()
+        syms, forms, units = self._names()
         self._check_length(recs, A.shape)
         rank = np.linalg.matrix_rank(A)
         if rank < A.shape[1]:
@@ -512,7 +509,7 @@ class DynamicEstimator:
         self.fit_ = DynamicFit(
             symbols=syms,
             formulas=forms,
-            units=self.units(),
+            units=units,
             values=x,
             se=se,
             rel_se_pct=100 * se / np.maximum(np.abs(x), 1e-12),

@@ -41,7 +41,7 @@ class DynamicForecast:
     edges_s: float
     kappa_scaled: float
     inertial: int
-    units: list[str] = field(default_factory=list)  # each parameter's unit (`DynamicEstimator.units`)
+    units: list[str] = field(default_factory=list)  # each parameter's unit (`DynamicEstimator._names`)
 
     @property
     def rel_se_pct(self) -> np.ndarray:
@@ -172,7 +172,7 @@ def forecast_motions(
     se = np.sqrt(np.diag(H @ S @ H))
     isolated = np.sqrt(np.diag(S)) / np.diag(G)  # one parameter fitted alone, the others known
     db = estimator.dynamic_base_
-    syms, forms = estimator._names()
+    syms, forms, units = estimator._names()
     guess = np.full(A.shape[1], np.nan)
     prior = params if params is not None else next(iter(model.params))
     guess[: db.rank] = db.values(dyn.standard_parameters(model, prior))
@@ -180,7 +180,7 @@ def forecast_motions(
     return DynamicForecast(
         symbols=syms, formulas=forms, guess=guess, se=se, isolated_se=isolated, noise=sig, rows=rows,
         cutoff_hz=estimator.cutoff_, duration_s=float(sum(r.t[-1] - r.t[0] for r in recs)), fitted_s=fitted,
-        edges_s=edges, kappa_scaled=kappa(normalised_columns(A)[0]), inertial=db.rank, units=estimator.units(),
+        edges_s=edges, kappa_scaled=kappa(normalised_columns(A)[0]), inertial=db.rank, units=units,
     )  # fmt: skip
 
 
