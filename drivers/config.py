@@ -21,13 +21,16 @@ DEFAULT_CONFIG = pathlib.Path(__file__).with_name("tulip_robot.toml")
 
 @dataclass(frozen=True)
 class ServoMap:
-    """One joint on one servo: ticks = zero + direction * ticks_per_rad * q."""
+    """One joint on one servo: ticks = zero + direction * ticks_per_rad * q. `torque_constant`: N·m at the joint
+    per A of the servo's Present Current (motor constant × gear ratio × efficiency), when known: a fixed-base run
+    then records it beside the currents, so `identify dynamic` turns them into joint efforts."""
 
     name: str
     id: int
     zero: int = 2048
     direction: int = 1
     ticks_per_rad: float = 4096 / (2 * math.pi)
+    torque_constant: float | None = None
 
     def to_ticks(self, q: float) -> int:
         return int(round(self.zero + self.direction * self.ticks_per_rad * q))
@@ -75,12 +78,15 @@ EXECUTOR_RANGES: dict[str, tuple[float, float, bool, str]] = {
 }
 BOOL_SETTINGS = ("gravity_compensation",)
 MAX_BAUD = 10_500_000
+MAX_TORQUE_CONSTANT = 1e4  # N·m/A at the joint
+MAX_CURRENT_UNIT_MA = 100.0
 
 
 @dataclass
 class RobotConfig:
     robot: str = "tulip"
     baud: int = 1_000_000
+    current_unit_ma: float = 2.69  # mA per Present Current unit (XM430/XM540/XH430 e-Manual; XL/XC330: 1.0)
     servos: list[ServoMap] = field(default_factory=list)
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
     right_board: np.ndarray = field(
@@ -167,7 +173,7 @@ def _pose(v, where: str) -> np.ndarray:
 def _servo(j, where: str) -> ServoMap:
     if not isinstance(j, dict):
         raise DataError(f"{where} must be a table with name and id")
-    _unknown(j, ("name", "id", "zero", "direction", "ticks_per_rad"), where)
+    _unknown(j, ("name", "id", "zero", "direction", "ticks_per_rad", "torque_constant"), where)
     for k in ("name", "id"):
         if k not in j:
             raise DataError(f"{where}: missing {k}")
@@ -182,7 +188,23 @@ def _servo(j, where: str) -> ServoMap:
     tpr = _number(j.get("ticks_per_rad", 4096 / (2 * math.pi)), f"{where}.ticks_per_rad")
     if tpr == 0 or abs(tpr) > 1e7:
         raise DataError(f"{where}.ticks_per_rad = {tpr!r}: must be non-zero and at most 1e7 in magnitude")
-    return ServoMap(name, sid, zero, int(direction), tpr)
+    kt = j.get("torque_constant")
+    if kt is not None:
+        kt = _number(kt, f"{where}.torque_constant")
+        if not 0 < kt <= MAX_TORQUE_CONSTANT:
+            raise DataError(
+                f"{where}.torque_constant = {kt!r}: must be in (0, {MAX_TORQUE_CONSTANT:g}] N·m/A at the joint"
+            )
+    return ServoMap(name, sid, zero, int(direction), tpr, kt)
+
+
+def _current_unit(v, where: str) -> float:
+    x = _number(v, where)
+    if not 0 < x <= MAX_CURRENT_UNIT_MA:
+        raise DataError(
+            f"{where} = {v!r}: must be in (0, {MAX_CURRENT_UNIT_MA:g}] mA per Present Current unit"
+        )
+    return x
 
 
 def validate_config(cfg: RobotConfig) -> None:
@@ -191,6 +213,7 @@ def validate_config(cfg: RobotConfig) -> None:
     for f in fields(ExecutorSettings):
         _setting(f.name, getattr(cfg.executor, f.name), where)
     _integer(cfg.baud, f"{where}[link] baud", 1, MAX_BAUD)
+    _current_unit(cfg.current_unit_ma, f"{where}[link] current_unit_ma")
     for k, s in enumerate(cfg.servos):
         _servo(
             {
@@ -199,7 +222,8 @@ def validate_config(cfg: RobotConfig) -> None:
                 "zero": s.zero,
                 "direction": s.direction,
                 "ticks_per_rad": s.ticks_per_rad,
-            },
+            }
+            | ({} if s.torque_constant is None else {"torque_constant": s.torque_constant}),
             f"{where}joints[{k}]",
         )
     for what, pose in [("boards.right", cfg.right_board), ("boards.left", cfg.left_board)] + [
@@ -228,8 +252,11 @@ def load_config(path: str | pathlib.Path | None = None) -> RobotConfig:
         raise DataError(f"{where}robot = {robot!r}: must be a non-empty string")
     cfg = RobotConfig(robot=robot, source=str(path))
     link = _table(doc, "link", where)
-    _unknown(link, ("baud",), f"{where}[link]")
+    _unknown(link, ("baud", "current_unit_ma"), f"{where}[link]")
     cfg.baud = _integer(link.get("baud", cfg.baud), f"{where}[link] baud", 1, MAX_BAUD)
+    cfg.current_unit_ma = _current_unit(
+        link.get("current_unit_ma", cfg.current_unit_ma), f"{where}[link] current_unit_ma"
+    )
     joints = doc.get("joints", [])
     if not isinstance(joints, list):
         raise DataError(f"{where}joints must be an array of tables ([[joints]])")

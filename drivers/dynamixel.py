@@ -1,6 +1,7 @@
 """Robot link over a Dynamixel Protocol 2.0 bus through the official dynamixel_sdk.
 
-Sync write of goal positions, sync read of present positions, torque enable per servo; joint angles map
+Sync write of goal positions, sync read of present current, velocity and position (one block, addresses 126–135,
+so each tick's currents come with its angles at no extra packet), torque enable per servo; joint angles map
 to ticks through the config's joint<->servo table (id, zero offset, direction, ticks per radian). Every
 status packet's error byte is checked: an error number raises DeviceError naming the servo, the instruction
 and the error; the alert bit makes the driver read Hardware Error Status and name its bits.
@@ -27,6 +28,8 @@ from formats.errors import DeviceError
 ADDR_TORQUE_ENABLE = 64
 ADDR_GOAL_POSITION = 116
 ADDR_PRESENT_POSITION = 132
+ADDR_PRESENT_CURRENT = 126  # 2 bytes, signed; then Present Velocity (128, 4) and Present Position (132, 4)
+PRESENT_BLOCK = ADDR_PRESENT_POSITION + 4 - ADDR_PRESENT_CURRENT
 ADDR_HARDWARE_ERROR = 70
 ADDR_OPERATING_MODE, ADDR_MAX_POSITION_LIMIT, ADDR_MIN_POSITION_LIMIT = 11, 48, 52
 ADDR_POSITION_D_GAIN, ADDR_POSITION_I_GAIN, ADDR_POSITION_P_GAIN = 80, 82, 84  # 2 bytes each, RAM
@@ -43,9 +46,11 @@ class DynamixelLink:
         baud: int = 1_000_000,
         retries: int = 4,
         position_p_gain: float | None = None,
+        current_unit_ma: float = 2.69,
     ):
         """`position_p_gain`: the Position P Gain (register 84) to write to every servo on connect; None leaves
-        the servos' own. The servo judges its range (an XM430 answers Data Range Error above 16383)."""
+        the servos' own. The servo judges its range (an XM430 answers Data Range Error above 16383).
+        `current_unit_ma`: mA per Present Current unit (the servo model's e-Manual)."""
         if position_p_gain is not None:
             ok = isinstance(position_p_gain, numbers.Real) and not isinstance(position_p_gain, bool)
             if not (ok and float(position_p_gain).is_integer() and 0 <= position_p_gain <= 0xFFFF):
@@ -65,6 +70,8 @@ class DynamixelLink:
         self._last = None
         self.comm_errors = 0
         self.position_limits: dict[int, tuple[int, int]] = {}  # servo id -> (min, max) ticks
+        self.current_unit_a = current_unit_ma * 1e-3
+        self.currents: np.ndarray | None = None  # A, joint side (servo direction applied), at the last read
 
     def connect(self) -> None:
         port = PortHandler(self.port_name)
@@ -84,7 +91,7 @@ class DynamixelLink:
             self._read_position_limits()
             if self.position_p_gain is not None:  # before torque on: the servos hold with the gain asked for
                 self._write_position_p_gain(self.position_p_gain)
-            self._reader = GroupSyncRead(port, self.packet, ADDR_PRESENT_POSITION, 4)
+            self._reader = GroupSyncRead(port, self.packet, ADDR_PRESENT_CURRENT, PRESENT_BLOCK)
             for s in self.servos:
                 self._reader.addParam(s.id)
             self._writer = GroupSyncWrite(port, self.packet, ADDR_GOAL_POSITION, 4)
@@ -187,10 +194,17 @@ class DynamixelLink:
             self._write(s.id, ADDR_TORQUE_ENABLE, 1, int(on), "torque enable")
 
     def read(self) -> np.ndarray:
+        """Present positions (rad); the currents read with them are kept in `currents`."""
         for _ in range(self.retries + 1):
-            res, ticks = self._sync_read()
+            res, blocks = self._sync_read()
             if res == COMM_SUCCESS:
+                ticks = [int.from_bytes(b[6:10], "little", signed=True) for b in blocks]
+                raw = [int.from_bytes(b[0:2], "little", signed=True) for b in blocks]
                 q = np.array([s.to_rad(t) for s, t in zip(self.servos, ticks, strict=True)])
+                self.currents = (
+                    np.array([s.direction * r for s, r in zip(self.servos, raw, strict=True)])
+                    * self.current_unit_a
+                )
                 self._last = q
                 return q
             self.comm_errors += 1
@@ -199,23 +213,25 @@ class DynamixelLink:
             f"dxl:{self.port_name}: sync read of present positions failed ({self.packet.getTxRxResult(res)})"
         )
 
-    def _sync_read(self) -> tuple[int, list[int]]:
-        """One SYNC READ of present positions through the sdk, keeping each status packet's error byte
-        (GroupSyncRead.rxPacket drops it)."""
+    def _sync_read(self) -> tuple[int, list[bytes]]:
+        """One SYNC READ of the present block (current, velocity, position) through the sdk, keeping each status
+        packet's error byte (GroupSyncRead.rxPacket drops it)."""
         res = self._reader.txPacket()
         if res != COMM_SUCCESS:
             return res, []
-        ticks, errors = [], {}
+        blocks, errors = [], {}
         for s in self.servos:
-            data, res, err = self.packet.readRx(self.port, s.id, 4)
+            data, res, err = self.packet.readRx(self.port, s.id, PRESENT_BLOCK)
             if res != COMM_SUCCESS:
                 return res, []
             if err:
                 errors[s.id] = err
-            ticks.append(int.from_bytes(bytes(data), "little", signed=True))
+            blocks.append(bytes(data))
         for sid, err in errors.items():
-            self._check(sid, f"SYNC READ present position (address {ADDR_PRESENT_POSITION})", err)
-        return COMM_SUCCESS, ticks
+            self._check(
+                sid, f"SYNC READ present current/velocity/position (address {ADDR_PRESENT_CURRENT})", err
+            )
+        return COMM_SUCCESS, blocks
 
     def _send_goal(self, q: np.ndarray) -> None:
         self._writer.clearParam()

@@ -49,7 +49,7 @@ def open_link(endpoint: str, joint_names: list[str], config) -> RobotLink:
         baud = int(ep.options.get("baud", config.baud))
         return DynamixelLink(
             ep.target, servo_order(config, joint_names), joint_names, baud=baud,
-            position_p_gain=config.executor.position_p_gain,
+            position_p_gain=config.executor.position_p_gain, current_unit_ma=config.current_unit_ma,
         )  # fmt: skip
     if ep.scheme == "serial":
         from drivers.framed import FramedLink

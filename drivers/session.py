@@ -82,7 +82,12 @@ class Session:
     ) -> None:
         self.model, self.config = model, config
         sim_robot, sim_boards = robot.startswith("sim"), boards == "sim"
-        if sim_robot != sim_boards:
+        fixed = world_opts is not None and world_opts.fixed_base
+        if fixed and boards is not None:
+            raise DeviceError(
+                "a fixed-base robot runs without boards (--boards is for a robot standing on them)"
+            )
+        if sim_robot != sim_boards and not (sim_robot and fixed):
             raise DeviceError(
                 "--robot sim and --boards sim go together (the simulated robot loads the emulated boards)"
             )
@@ -98,8 +103,9 @@ class Session:
                 self.world = SimWorld(model, config, opts, q0=q0)
                 robot = self.world.robot_endpoint
                 self.clock = self.world.clock
-                drivers = board_drivers("sim", self.world.board_openers(), clock=self.clock)
-                self.operator: Operator = SimOperator(self.world)
+                openers = self.world.board_openers()
+                drivers = board_drivers("sim", openers, clock=self.clock) if openers else []
+                self.operator: Operator = Operator() if fixed else SimOperator(self.world)
             else:  # no boards: a fixed-base robot (encoders only)
                 drivers = board_drivers(boards) if boards is not None else []
                 self.operator = PromptOperator(sole_names(model)) if prompt else Operator()

@@ -29,6 +29,10 @@ RUN_DIR/
                   `identify dynamic` needs uniform times); a row for every streamed tick: the last ones, measured
                   before their grid time (the grid starts at the first tick, which may have been later), are
                   extrapolated from the ticks before (`UniformRows.finish`)
+                  fixed-base arms on a link that reads motor currents (Dynamixel: Present Current in the same SYNC
+                  READ as the angles): the measured angles and currents `i:JOINT` (A, joint side), on the same
+                  uniform grid, with each known `torque_constant:JOINT` (N·m/A, the configuration's [[joints]]
+                  torque_constant) for `identify dynamic`
   raw_joints.csv  every tick of every phase: t (s, run clock), phase, t_traj (s on the trajectory, empty
                   outside streaming), q_cmd (n), q_meas (n), rad
   raw_boards.csv  every board report: t (arrival), phase, board, seq (damaged reports counted too), kg (4, tared)
@@ -283,8 +287,11 @@ class TrajectoryRecorder:
         time_scale: float = 1.0,
         motion: str | None = None,
         band_hz: float | None = None,
+        robot_source: str | None = None,
     ) -> None:
+        """`robot_source`: the plan's robot description file (a URDF), so `identify dynamic` finds the robot."""
         self.dir = new_run_dir(run_dir, RUN_FILES)
+        self._source = {"robot_source": robot_source} if robot_source else {}
         self.meta_path = self.dir / "run.json"
         self.meta: dict = {}
         self.t_traj: float | None = None
@@ -308,7 +315,7 @@ class TrajectoryRecorder:
                 "wrench_measured": "fz_n mx_nm my_nm (cells: vertical load)",
                 # the cells' plane lies a plate height below the soles: their moments include h·Fx, h·Fy
                 "moment_z_m": f"{-PLATE_HEIGHT:.6g}",
-            }
+            } | self._source
             if motion is not None:  # single-support: `identify dynamic` takes the free-motion base parameters
                 rmeta["motion"] = motion
             if band_hz is not None:  # `identify dynamic`'s default cut-off follows the motion's band
@@ -330,7 +337,29 @@ class TrajectoryRecorder:
                 period / k,
                 lambda t, x: self.recording.append(t * k, x[:n], wrench=x[n : n + 6], t_plan=x[-1]),
             )
+        self._model, self._base, self._band_hz, self._k = model, base, band_hz, time_scale
         self.update_meta(status="running", **meta)
+
+    def record_currents(self, torque_constants: dict[str, float], period: float) -> None:
+        """A fixed-base arm whose link reads motor currents: its streamed ticks go to recording.csv (angles and
+        currents); `torque_constants` (N·m/A at the joint, by joint) are the known ones, written as metadata."""
+        names = self._model.joint_names
+        rmeta = {"source": "poise run (trajectory)", "efforts_measured": "motor currents (A, joint side)"}
+        rmeta |= self._source
+        if self._band_hz is not None:
+            rmeta["motion_band_hz"] = f"{self._band_hz:.6g}"
+        self.recording = DynamicRecordingAppender(
+            self.dir / "recording.csv", self._model.name, self._base, list(names), tau=False, wrench=False,
+            meta=rmeta, t_plan=True, current=True, torque_constant=torque_constants,
+        )  # fmt: skip
+        n, k = len(names), self._k
+        self.uniform = UniformRows(
+            period / k, lambda t, x: self.recording.append(t * k, x[:n], current=x[n : 2 * n], t_plan=x[-1])
+        )
+
+    def arm_tick(self, t: float, q: np.ndarray, currents: np.ndarray, t_plan: float) -> None:
+        """A streamed tick of a fixed-base arm (run-clock time, measured angles and currents): its recording row."""
+        self.uniform.add(t, np.concatenate([q, currents, [t_plan]]))
 
     def update_meta(self, **kw) -> None:
         self.meta.update(kw)
@@ -673,8 +702,11 @@ class TrajectoryExecutor(Executor):
             sq += float(np.mean(err**2))
             res.ticks = k + 1
             res.rms_tracking_deg = math.sqrt(sq / res.ticks)
-            if sp.standing and rec.uniform is not None:  # before the trips: a tick that trips has its row too
-                rec.stream_tick(self._last_tick, q_meas, cells, float(tk))
+            if rec.uniform is not None:  # before the trips: a tick that trips has its row too
+                if sp.standing:
+                    rec.stream_tick(self._last_tick, q_meas, cells, float(tk))
+                else:
+                    rec.arm_tick(self._last_tick, q_meas, self.link.currents, float(tk))
             if err.max() > self.ex.track_trip_deg:
                 j = int(np.argmax(err))
                 raise SafetyTrip(

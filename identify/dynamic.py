@@ -1,9 +1,11 @@
 """Dynamic identification of base inertial parameters (and joint friction) from a recorded trajectory.
 
-τ = Y_b(q, q̇, q̈) ϑ + F(q̇) f: Y_b the base joint-torque regressor of the model layer, F the optional viscous and
-Coulomb columns per joint (fv·q̇ + fc·sign(q̇)). Positions are differentiated with a zero-phase filter and the
-efforts filtered alike; ordinary or per-joint weighted least squares, standard errors from the residuals' banded
-spectrum (identify/residual_covariance.py: filtered noise is correlated in time and across a sample's rows).
+τ = Y_b(q, q̇, q̈) ϑ + F(q̇) f + D(q̈) Ia: Y_b the base joint-torque regressor of the model layer, F the optional
+viscous and Coulomb columns per joint (fv·q̇ + fc·sign(q̇)), D the optional rotor inertia ("armature") columns, q̈_j
+on joint j's own row, for the joints whose column is not in Y_b's span (`armature_grouping`). Positions are
+differentiated with a zero-phase filter and the efforts filtered alike; ordinary or per-joint weighted least
+squares, standard errors from the residuals' banded spectrum (identify/residual_covariance.py: filtered noise is
+correlated in time and across a sample's rows).
 """
 
 from __future__ import annotations
@@ -23,8 +25,17 @@ from identify.differentiation import derivatives, lowpass
 from identify.residual_covariance import banded_covariance
 from robots import dynamics as dyn
 from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
-from robots.base_params import DynamicBase, RegressorSpec, cached_dynamic_base, evaluate, zero_set
+from robots.base_params import (
+    DynamicBase,
+    RegressorSpec,
+    cached_dynamic_base,
+    evaluate,
+    random_states,
+    zero_set,
+)
+from robots.com_base import numeric_base, ordered_base
 from robots.conditioning import kappa, normalised_columns
+from robots.memo import per_model
 from robots.motion_class import standing_base
 from robots.stance import PLACEMENT_LIMITS, other_pose, placement_apart, placement_deviation
 from robots.tree import RobotModel
@@ -97,7 +108,8 @@ class DynamicFit:
     reference: dict = field(default_factory=dict)
     kappa_scaled: float = float("nan")  # κ of the column-normalised regressor of the estimated parameters
     fixed: dict[str, str] = field(default_factory=dict)  # base parameters held at their prior value, and why
-    inertial: int = 0  # the first `inertial` estimates are base inertial parameters (the rest friction)
+    # the first `inertial` estimates are base inertial parameters (the rest friction, rotor inertia, sole creep)
+    inertial: int = 0
     fitted_s: float = float("nan")  # recording time the fitted rows span (ends dropped)
     edges_s: float = 0.0  # recording time dropped at the two ends together (the filter's transients)
     instruments: bool = False  # IV estimate: the planned angles' regressor as instruments (IDIM-IV)
@@ -115,6 +127,9 @@ class DynamicFit:
     units: list[str] = field(
         default_factory=list
     )  # each estimate's unit (kg, kg·m, kg·m², N·m·s/rad, N·m, m)
+    # rotor inertia modelled (`armature`): the joints whose rotor inertia is grouped into the base parameters, not
+    # estimated apart (its column lies in their span), each with the estimates that hold it; None when not modelled
+    armature_grouped: dict[str, list[str]] | None = None
 
     def determined(self, pct: float = WELL_IDENTIFIED_PCT) -> tuple[list[str], list[str]]:
         """The estimated base inertial parameters this motion determines to `pct` % relative SE, and those it does
@@ -131,7 +146,7 @@ class DynamicFit:
         return self.fitted_s * (self.rel_se_pct / pct) ** 2 + self.edges_s
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "parameters": [
                 {
                     "symbol": s,
@@ -169,6 +184,9 @@ class DynamicFit:
             "delays_ms": [1000 * d for d in self.delays_s],
             "delay_estimated": self.delay_estimated,
         }
+        if self.armature_grouped is not None:
+            out["armature_grouped"] = {j: list(into) for j, into in self.armature_grouped.items()}
+        return out
 
 
 class DynamicEstimator:
@@ -189,6 +207,7 @@ class DynamicEstimator:
         prior=None,
         drift: int = 0,
         delay: float | Sequence[float] | str | None = None,
+        armature: bool = False,
     ):
         """`cutoff_hz`: the zero-phase filter's cut-off (default: the fitted recording's, `default_cutoff` —
         4× its declared motion band — as `identify dynamic` uses; `cutoff_` after fitting).
@@ -200,9 +219,16 @@ class DynamicEstimator:
         creep on its board — a displacement (δx, δy) polynomial of this degree in each recording's time, zero mean,
         adds Fz·δy to Mx and −Fz·δx to My — fitted alongside (`dx1`, `dy1`, … in m, per recording). `delay` (s):
         the measured efforts lag the encoders by this, for all recordings or one each; "auto": one for all, estimated
-        with the parameters (`identify.delay`; `fit_.delays_s`)."""
+        with the parameters (`identify.delay`; `fit_.delays_s`). `armature` (joint torques): each joint's rotor
+        inertia reflected at it, Ia·q̈ on its own row (`Ia@JOINT`, kg·m², kg on a prismatic joint), estimated where
+        its column is not in the base parameters' span; the others are grouped into them (`armature_grouping`,
+        named in `fit_.armature_grouped`)."""
         if quantity not in QUANTITIES:
             raise DataError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
+        if armature and quantity != "torque":
+            raise DataError("armature (rotor inertia at each joint) is estimated from joint torques, not from the "
+                            f"{quantity}")  # fmt: skip
+        self.armature = bool(armature)
         self.model, self.base, self.simplified = model, base or model.root, simplified
         self.quantity = quantity
         self.friction = friction and quantity == "torque"
@@ -306,6 +332,8 @@ class DynamicEstimator:
         if self.friction:
             eye = np.eye(self.model.nq)[None, :, :]
             blocks += [qd[:, :, None] * eye, np.sign(qd)[:, :, None] * eye]
+        if self.armature:
+            blocks.append(armature_columns(qdd, self.armature_.estimated))
         A = np.concatenate(blocks, axis=2)
         K, n, p = A.shape
         # parallel filtering: the regressor's columns pass through the same zero-phase filter as the efforts, so
@@ -368,19 +396,24 @@ class DynamicEstimator:
     def _names(self) -> tuple[list[str], list[str], list[str]]:
         """Each estimate's symbol, formula (or meaning) and unit, in the fit's column order: the base parameters
         (a base parameter's unit is its leading standard parameter's: the grouped terms carry the lengths that make
-        them alike), friction per joint (N·m·s/rad and N·m, or N·s/m and N on a prismatic joint), creep (m)."""
+        them alike), friction per joint (N·m·s/rad and N·m, or N·s/m and N on a prismatic joint), rotor inertia
+        of the joints it is estimated at (kg·m², kg on a prismatic joint), creep (m)."""
         db = self.dynamic_base_
         syms, forms = list(db.symbols), [db.formula(a) for a in range(db.rank)]
         units = [dyn.STANDARD_UNITS[db.names[i].split("@")[0]] for i in db.independent]
+        slide = [
+            self.model.joints[self.model.coordinates[i]].type == "prismatic" for i in range(self.model.nq)
+        ]
         if self.friction:
-            slide = [
-                self.model.joints[self.model.coordinates[i]].type == "prismatic" for i in range(self.model.nq)
-            ]
             for kind, unit, unit_slide in (("fv", "N·m·s/rad", "N·s/m"), ("fc", "N·m", "N")):
                 us = [unit_slide if p else unit for p in slide]
                 syms += [f"{kind}@{j}" for j in self.model.joint_names]
                 forms += [f"{'viscous' if kind == 'fv' else 'Coulomb'} friction ({u})" for u in us]
                 units += us
+        for i in self.armature_.estimated if self.armature else []:
+            syms.append(f"Ia@{self.model.joint_names[i]}")
+            units.append("kg" if slide[i] else "kg·m²")
+            forms.append(f"rotor inertia at the joint (armature, {units[-1]})")
         for r in range(self._recordings if self.drift else 0):
             tag = f"@{r + 1}" if self._recordings > 1 else ""
             for axis in "xy":
@@ -389,6 +422,26 @@ class DynamicEstimator:
                           f"{r + 1})" for k in range(1, self.drift + 1)]  # fmt: skip
                 units += ["m"] * self.drift
         return syms, forms, units
+
+    @property
+    def armature_(self) -> ArmatureGrouping:
+        """Which joints' rotor inertia is estimated apart and which is grouped into the base parameters (joint
+        torques; whether or not `armature` is on)."""
+        if self.quantity != "torque":
+            raise DataError("rotor inertia (armature) is estimated from joint torques only")
+        return armature_grouping(self.model, RegressorSpec("torque", self.base), self.simplified)
+
+    def _armature_grouped(self) -> dict[str, list[str]]:
+        """Each grouped joint's name with the symbols of the estimates that hold its rotor inertia."""
+        g = self.armature_
+        syms = self._names()[0]
+        cols = list(range(self.dynamic_base_.rank)) + [  # the columns of `g.combination`'s rows in the fit
+            syms.index(f"Ia@{self.model.joint_names[j]}") for j in g.estimated
+        ]
+        return {
+            self.model.joint_names[j]: [syms[cols[r]] for r in np.flatnonzero(g.combination[:, c])]
+            for c, j in enumerate(g.grouped)
+        }
 
     @property
     def rows_(self) -> int:
@@ -533,6 +586,7 @@ class DynamicEstimator:
             placements=placements,
             delays_s=list(delays) if delays is not None else [],
             delay_estimated=isinstance(self.delay, str),
+            armature_grouped=self._armature_grouped() if self.armature else None,
         )
         return self
 
@@ -815,9 +869,74 @@ class DynamicEstimator:
             meas.append(b.reshape(-1, self.rows_))
         return np.concatenate(pred), np.concatenate(meas)
 
-    def reference_values(self, params) -> np.ndarray:
-        """The base parameters of a known parameter set (friction columns excluded)."""
-        return self.dynamic_base_.values(dyn.standard_parameters(self.model, params))
+    def reference_values(self, params, armature: np.ndarray | float | None = None) -> np.ndarray:
+        """The base parameters of a known parameter set (friction and rotor inertia columns excluded). A parameter
+        set has no rotor inertia; `armature`: the reference robot's per joint (kg·m², kg on a prismatic joint),
+        whose grouped joints' share (`armature_`) is added to the base parameters that hold it."""
+        values = self.dynamic_base_.values(dyn.standard_parameters(self.model, params))
+        if armature is None:
+            return values
+        g = self.armature_
+        ia = np.broadcast_to(np.asarray(armature, dtype=float), (self.model.nq,))
+        return values + g.combination[: len(values)] @ ia[g.grouped]
+
+
+def armature_columns(qdd: np.ndarray, joints: Sequence[int]) -> np.ndarray:
+    """Rotor inertia columns for states q̈ (K, n): (K, n, len(joints)), q̈_j on joint j's own row."""
+    K, n = qdd.shape
+    out = np.zeros((K, n, len(joints)))
+    for c, j in enumerate(joints):
+        out[:, j, c] = qdd[:, j]
+    return out
+
+
+@dataclass(frozen=True)
+class ArmatureGrouping:
+    """Joint indices whose rotor inertia a joint-torque fit estimates apart, and those whose column lies in the
+    span of the base parameters' (and of the estimated ones'): grouped, ϑ_a += combination[a, c] · Ia of
+    grouped[c] (rows: the base parameters, then the estimated rotor inertias)."""
+
+    estimated: list[int]
+    grouped: list[int]
+    combination: np.ndarray
+
+
+@per_model
+def armature_grouping(model: RobotModel, spec: RegressorSpec, simplified: bool = False) -> ArmatureGrouping:
+    """Which joints' rotor inertia a fit of these base parameters can estimate apart, and how the others group
+    into the estimates. Decided as the base parameters are (`robots.base_params.derive_dynamic_base`): the torque
+    regressor's base columns and the rotor inertia columns stacked over the random states it draws, then the
+    rotor inertia columns kept in joint order that are independent of the base columns and of those kept before
+    them (`ordered_base`'s test, rank checked by pivoted QR). A joint whose axis is fixed in the base (the first
+    of a fixed-base arm): its link's inertia about that axis acts on its own row alone, as q̈_j, just as its rotor
+    inertia does, so one base parameter holds both."""
+    db = cached_dynamic_base(model, spec, simplified)
+    names = dyn.standard_names(model)
+    n = max(40, 3 * len(names) // max(1, model.nq))  # the states `derive_dynamic_base` draws
+    q, qd, qdd = random_states(model, n, np.random.default_rng(0))
+    Yb = evaluate(model, spec, q, qd, qdd)[..., db.independent]
+    joints = list(range(model.nq))
+    M = np.concatenate([Yb, armature_columns(qdd, joints)], axis=2).reshape(-1, db.rank + model.nq)
+    labels = db.symbols + [f"Ia@{j}" for j in model.joint_names]
+    nb = ordered_base(M, labels)
+    if set(range(db.rank)) <= set(nb.independent):
+        kept = [i - db.rank for i in nb.independent if i >= db.rank]
+    else:  # a borderline base column: pivoted QR's rank decides, one rotor inertia column at a time
+        cols, kept = list(range(db.rank)), []
+        rank = numeric_base(M[:, cols], [labels[c] for c in cols]).rank
+        for j in joints:
+            trial = [*cols, db.rank + j]
+            more = numeric_base(M[:, trial], [labels[c] for c in trial]).rank
+            if more > rank:
+                cols, rank = trial, more
+                kept.append(j)
+    grouped = [j for j in joints if j not in kept]
+    basis = M[:, list(range(db.rank)) + [db.rank + j for j in sorted(kept)]]
+    combination = np.linalg.lstsq(basis, M[:, [db.rank + j for j in grouped]], rcond=None)[0]
+    # rounding, not grouping: the base columns' conditioning leaves up to ~1e-8 (iCub arm) where the link lengths
+    # put coefficients of 1e-2…1
+    combination[np.abs(combination) < 1e-6 * np.abs(combination).max(axis=0, initial=0.0)] = 0.0
+    return ArmatureGrouping(sorted(kept), grouped, combination)
 
 
 def common_rate(recs: list[DynamicRecording]) -> float:

@@ -26,11 +26,12 @@ PRACTICAL_S = 600.0  # s: a recording length an operator will sit through (ident
 
 @dataclass
 class DynamicForecast:
-    """Forecast standard errors of the base inertial parameters (friction columns, if any, after them)."""
+    """Forecast standard errors of the base inertial parameters (friction and rotor inertia columns, if any, after
+    them)."""
 
     symbols: list[str]
     formulas: list[str]
-    guess: np.ndarray  # the base parameters' values with the model's guessed parameters (nan for friction)
+    guess: np.ndarray  # the base parameters' values with the model's guessed parameters (nan for the others)
     se: np.ndarray  # at the planned length with `noise`
     isolated_se: np.ndarray  # were every other parameter known: what correlation costs is se / isolated_se
     noise: np.ndarray  # σ of white noise per recorded sample, per row kind
@@ -42,6 +43,9 @@ class DynamicForecast:
     kappa_scaled: float
     inertial: int
     units: list[str] = field(default_factory=list)  # each parameter's unit (`DynamicEstimator._names`)
+    # rotor inertia estimated (`DynamicEstimator(armature=True)`): the joints whose is grouped into the base
+    # parameters instead; None when not modelled
+    armature_grouped: list[str] | None = None
 
     @property
     def rel_se_pct(self) -> np.ndarray:
@@ -76,7 +80,7 @@ class DynamicForecast:
         def num(v: float) -> float | None:
             return float(v) if np.isfinite(v) else None
 
-        return {
+        out = {
             "noise": dict(zip(self.rows, self.noise.tolist(), strict=True)),
             "cutoff_hz": self.cutoff_hz,
             "duration_s": self.duration_s,
@@ -110,6 +114,9 @@ class DynamicForecast:
                 )
             ],  # fmt: skip
         }
+        if self.armature_grouped is not None:
+            out["armature_grouped"] = list(self.armature_grouped)
+        return out
 
 
 def forecast_dynamic(
@@ -181,6 +188,7 @@ def forecast_motions(
         symbols=syms, formulas=forms, guess=guess, se=se, isolated_se=isolated, noise=sig, rows=rows,
         cutoff_hz=estimator.cutoff_, duration_s=float(sum(r.t[-1] - r.t[0] for r in recs)), fitted_s=fitted,
         edges_s=edges, kappa_scaled=kappa(normalised_columns(A)[0]), inertial=db.rank, units=units,
+        armature_grouped=[model.joint_names[j] for j in estimator.armature_.grouped] if estimator.armature else None,
     )  # fmt: skip
 
 

@@ -84,6 +84,12 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         "the recording's torque_constant metadata",
     )  # fmt: skip
     d.add_argument("--no-friction", action="store_true", help="rigid-body parameters only")
+    d.add_argument(
+        "--armature", action="store_true",
+        help="joint torques: estimate each joint's rotor inertia reflected at it (Ia@JOINT, kg·m²; Ia·q̈ on its own "
+        "row) where the base parameters do not already hold it; the joints whose rotor inertia is grouped into them "
+        "(e.g. the first joint's) are named",
+    )  # fmt: skip
     d.add_argument("--ols", action="store_true", help="ordinary LS (default: per-joint weighted LS)")
     d.add_argument(
         "--instruments", nargs="*", metavar="PLAN",
@@ -250,6 +256,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         prior=prior,
         drift=args.drift,
         delay=args.delay,
+        armature=args.armature,
     ).fit(recs, instruments=planned)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
@@ -372,8 +379,16 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             + ", ".join(args.instruments)
             + " as instruments"
         )
+    if fit.armature_grouped:
+        console.print(
+            "rotor inertia (armature) grouped into the base parameters, not estimated apart (its column lies in "
+            "their span): "
+            + ", ".join(f"{j} → {' + '.join(into)}" for j, into in fit.armature_grouped.items()),
+            highlight=False,
+        )
     console.print(
-        "units: inertial base parameters in SI combinations (kg, kg·m, kg·m²); friction and sole creep as labelled"
+        "units: inertial base parameters in SI combinations (kg, kg·m, kg·m²); friction, rotor inertia and sole "
+        "creep as labelled"
     )
     what = "joint" if quantity == "torque" else "row (Fz N, Mx/My N·m)"
     console.print(

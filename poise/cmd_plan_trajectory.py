@@ -110,6 +110,8 @@ def register(s: argparse._SubParsersAction) -> None:
                    help="longest recording worth making [s] (default 600)")  # fmt: skip
     f.add_argument("--params", help="guessed parameter set (default: the plan's)")
     f.add_argument("--no-friction", action="store_true", help="arms: rigid-body parameters only")
+    f.add_argument("--armature", action="store_true",
+                   help="arms: with each joint's rotor inertia estimated too (identify dynamic --armature)")  # fmt: skip
     f.add_argument("--json", action="store_true", help="print the forecast as JSON")
     f.add_argument("--plot", type=at.image_file, help="bar chart of the forecast relative SEs (PNG)")
     at.add_force(f)
@@ -690,7 +692,9 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     from poise.workflows.plan_forecast import forecast_plans
 
     plans = [load_trajectory_plan(p) for p in args.plan]
-    pf = forecast_plans(plans, args.plan, args.noise, args.params, args.rate_hz, not args.no_friction)
+    pf = forecast_plans(
+        plans, args.plan, args.noise, args.params, args.rate_hz, not args.no_friction, args.armature
+    )
     fc, model, params, rate, standing = pf.forecast, pf.model, pf.params, pf.rate_hz, pf.standing
     out = fc.to_dict(args.well, args.practical_s)
     if args.plot:
@@ -726,6 +730,11 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     for r in rows:
         table.add_row(*r)
     console.print(table)
+    rotor = [p for p in out["parameters"][fc.inertial :] if p["symbol"].startswith("Ia@")]
+    if rotor:
+        console.print("rotor inertia (armature) SE: " + ", ".join(f"{p['symbol']} {p['se']:.3g} {p['unit']}" for p in rotor)
+                      + "; grouped into the base parameters: " + (", ".join(fc.armature_grouped) or "none"),
+                      highlight=False)  # fmt: skip
     ratio = fc.se[: fc.inertial] / fc.isolated_se[: fc.inertial]
     console.print(
         f"determined to {args.well:g} %: {len(out['determined'])}/{fc.inertial}; with the motion repeated up to "

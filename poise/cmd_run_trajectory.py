@@ -114,12 +114,18 @@ def run_trajectory(
         raise DataError(f"trajectory refused before moving ({len(problems)} problem(s)): {shown}")
     motion = "single-support" if sp.single is not None else "double-support" if sp.standing else "fixed-base"
     if not sp.standing:
-        if robot.startswith("sim"):
+        if boards is not None:
             raise DataError(
-                "the emulated bench (--robot sim) is a robot standing on two boards; "
-                f"run {model.name!r}'s fixed-base trajectory on dxl:PORT"
+                f"{model.name!r}'s trajectory is fixed-base: it runs without boards (drop --boards)"
             )
-        boards = None  # a fixed-base arm: encoders only
+        boards = None  # a fixed-base arm: encoders, and the motor currents a Dynamixel link reads
+        if robot.startswith("sim"):
+            if robot != "sim":
+                raise DataError(
+                    f"a fixed-base arm's emulated bench is a Dynamixel bus: --robot sim, not {robot!r}"
+                )
+            # the physics twin bolted to its stand; the boards' options do not apply
+            world_opts = replace(world_opts or WorldOptions(), fixed_base=True, board_averaging=False)
     elif boards is None:
         raise DataError(f"a {motion} trajectory needs --boards (sim, bt:…, evdev:…, serial:…)")
     sha = plan_digest(plan)
@@ -138,12 +144,17 @@ def run_trajectory(
     if world_opts is not None and world_opts.clamp_soles:
         meta["soles"] = "clamped to the boards (twin)"
     rec = TrajectoryRecorder(out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale,
-                             motion=motion if sp.single is not None else None, band_hz=sp.band_hz)  # fmt: skip
+                             motion=motion if sp.single is not None else None, band_hz=sp.band_hz,
+                             robot_source=plan.robot_source)  # fmt: skip
     status = "running"
     result = None
     try:
         with Session(robot, boards, model, config, world_opts, prompt=prompt) as s:
             twin = getattr(s.world, "twin", None) if s.world is not None else None
+            if not sp.standing and hasattr(s.link, "currents"):
+                constants = torque_constants(config, model, s.world)
+                rec.record_currents(constants, 1.0 / config.executor.rate_hz)
+                rec.update_meta(torque_constants=constants)
             ex = TrajectoryExecutor(
                 s.link,
                 s.boards,
@@ -184,6 +195,16 @@ def run_trajectory(
     return TrajectoryRun(
         str(rec.dir), status, result, sp.rate_hz, float(sp.t[-1]), time.perf_counter() - t_start
     )
+
+
+def torque_constants(config: RobotConfig, model: RobotModel, world=None) -> dict[str, float]:
+    """The joints' known torque constants (N·m/A at the joint): the configuration's, or the emulated servos'."""
+    from drivers.config import servo_order
+
+    servos = servo_order(config, model.joint_names)
+    emulated = getattr(world, "torque_constants", None) or {}
+    out = {s.name: emulated.get(s.id, s.torque_constant) for s in servos}
+    return {name: float(k) for name, k in out.items() if k is not None}
 
 
 def _save_truth(twin, path) -> None:

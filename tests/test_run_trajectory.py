@@ -309,7 +309,12 @@ def test_fixed_base_arm_streams_encoders_over_dynamixel(tmp_path):
     assert meta["status"] == "completed" and meta["boards"] is None and not meta["standing"]
     assert meta["position_p_gain"] == cfg.executor.position_p_gain == 6000  # written on connect, read back
     assert plant.p_gain.tolist() == [6000] * arm.nq
-    assert not (out / "recording.csv").exists()  # no efforts measured, no wrench: encoders only
+    # the link reads Present Current with the angles: a recording of both, on the uniform grid (the kinematic
+    # plant has no efforts: its servos report 0 A), with no torque constant known to turn them into efforts
+    rec = read_dynamic_recording(out / "recording.csv")
+    assert rec.current is not None and rec.tau is None and rec.wrench is None
+    assert not np.any(rec.current) and rec.torque_constant == {} and meta["torque_constants"] == {}
+    assert len(rec.t) == meta["ticks_streamed"]
     t_tr, q_cmd, q_meas = _raw(out)
     assert np.abs(q_cmd - traj.sample(t_tr)[0]).max() < 2e-6
     # as above: a loaded machine's late ticks widen the lag

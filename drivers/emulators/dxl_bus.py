@@ -15,6 +15,9 @@ PWM control mode (Operating Mode 11 = 16, changed only while torque is off): a s
 (`drives`, drivers/emulators/pwm_drive.py) moves its joint by MuJoCo with the drive's true friction, gravity and
 PWM gain while torque is on, Goal PWM (100) bounded by PWM Limit (36); Present PWM (124), Present Current (126),
 Present Velocity (128, 0.229 rpm units) and Present Position (132, encoder ticks) come from that physics.
+In position control mode, a plant with efforts (the physics twin's `effort`) gives each servo with a torque
+constant (`torque_constants`, N·m at the joint per A) its Present Current: the effort over the constant, in 2.69 mA
+units, saturating at Current Limit (38).
 The packets of one transmission (the bytes one read of the pty returns) act on it at the instant they arrived:
 a SYNC WRITE of Goal PWM and the SYNC READ sent with it see the same physics time, as on a real servo.
 """
@@ -38,6 +41,7 @@ ADDR_OPERATING_MODE, ADDR_MAX_POS, ADDR_MIN_POS = 11, 48, 52
 ADDR_TORQUE, ADDR_LED, ADDR_GOAL, ADDR_MOVING, ADDR_PRESENT_VEL, ADDR_PRESENT_POS = 64, 65, 116, 122, 128, 132
 ADDR_HW_ERROR = 70
 ADDR_PWM_LIMIT, ADDR_GOAL_PWM, ADDR_PRESENT_PWM, ADDR_PRESENT_CURRENT = 36, 100, 124, 126
+ADDR_CURRENT_LIMIT, CURRENT_LIMIT_FACTORY = 38, 1193  # Current Limit: XM430-W350's power-on value (3.21 A)
 ADDR_REALTIME_TICK = 120  # ms, 0 … 32767
 ADDR_POSITION_P_GAIN = 84
 P_GAIN_FACTORY = 800  # XM430 Position P Gain at power-on (D and I: 0)
@@ -125,9 +129,11 @@ class DxlBusEmulator(PtyDevice):
         plant: JointPlant,
         drop_every: int = 0,
         drives: dict[int, PwmDrive] | None = None,
+        torque_constants: dict[int, float] | None = None,
     ) -> None:
         self.servos = {s.id: (k, s) for k, s in enumerate(servos)}
         self.plant = plant
+        self.torque_constants = dict(torque_constants or {})  # servo id -> N·m/A at the joint (position mode)
         self.drives = dict(drives or {})  # servo id -> the physics of its joint in PWM mode
         self.tables = {sid: bytearray(TABLE_SIZE) for sid in self.servos}
         for sid, table in self.tables.items():
@@ -138,6 +144,7 @@ class DxlBusEmulator(PtyDevice):
             table[ADDR_OPERATING_MODE] = 3  # position control
             table[ADDR_MAX_POS : ADDR_MAX_POS + 4] = (4095).to_bytes(4, "little")
             table[ADDR_PWM_LIMIT : ADDR_PWM_LIMIT + 2] = (885).to_bytes(2, "little")
+            table[ADDR_CURRENT_LIMIT : ADDR_CURRENT_LIMIT + 2] = CURRENT_LIMIT_FACTORY.to_bytes(2, "little")
             table[68] = 2  # status return level: answer everything
             table[ADDR_POSITION_P_GAIN : ADDR_POSITION_P_GAIN + 2] = P_GAIN_FACTORY.to_bytes(2, "little")
             plant.set_p_gain(self.servos[sid][0], P_GAIN_FACTORY)  # the physics starts as the servo powers on
@@ -177,6 +184,11 @@ class DxlBusEmulator(PtyDevice):
         q = self.plant.measured()[k]
         t[ADDR_PRESENT_POS : ADDR_PRESENT_POS + 4] = (s.to_ticks(q) & 0xFFFFFFFF).to_bytes(4, "little")
         t[ADDR_TORQUE] = int(self.plant.torque[k])
+        if sid in self.torque_constants:
+            lim = int.from_bytes(t[ADDR_CURRENT_LIMIT : ADDR_CURRENT_LIMIT + 2], "little")
+            amps = s.direction * float(self.plant.effort()[k]) / self.torque_constants[sid]
+            current = max(-lim, min(lim, round(amps / CURRENT_UNIT)))
+            t[ADDR_PRESENT_CURRENT : ADDR_PRESENT_CURRENT + 2] = (current & 0xFFFF).to_bytes(2, "little")
         moving = abs(self.plant.goal[k] - self.plant.q[k]) * s.ticks_per_rad > 20
         t[ADDR_MOVING] = int(moving and self.plant.torque[k])
 

@@ -1,6 +1,7 @@
 """MuJoCo twin of a fixed-base robot for dynamic identification: the joint efforts a trajectory needs, computed by
 MuJoCo's own inverse dynamics (not by poise's RNEA) from a URDF of the *true* parameters, plus the effects a real
-arm adds — viscous and Coulomb joint friction, encoder quantisation and effort-sensor noise."""
+arm adds — rotor inertia reflected at the joints (MuJoCo's armature), viscous and Coulomb joint friction, encoder
+quantisation and effort-sensor noise."""
 
 from __future__ import annotations
 
@@ -32,12 +33,15 @@ def mujoco_from_urdf_text(text: str):
 
 @dataclass(frozen=True)
 class ArmImperfections:
-    """Per-joint viscous (N·m·s/rad) and Coulomb (N·m) friction, effort noise σ (N·m), encoder ticks per rad."""
+    """Per-joint viscous (N·m·s/rad) and Coulomb (N·m) friction, effort noise σ (N·m), encoder ticks per rad, rotor
+    inertia reflected at each joint (kg·m², kg on a prismatic joint: MuJoCo's armature, Ia·q̈ on the joint's own
+    effort)."""
 
     viscous: np.ndarray | float = 0.0
     coulomb: np.ndarray | float = 0.0
     effort_noise: float = 0.0
     ticks_per_rad: float = 0.0  # 0: no quantisation
+    armature: np.ndarray | float = 0.0  # one for all joints, or one per joint in the model's order
 
 
 def arm_efforts(
@@ -62,6 +66,13 @@ def arm_efforts(
         raise DataError(f"MuJoCo model joints {names} do not cover {model.joint_names}") from None
     if m.nv != model.nq:
         raise DataError(f"MuJoCo model has {m.nv} degrees of freedom, {model.name!r} has {model.nq}")
+    im = imperfections
+    armature = np.asarray(im.armature, dtype=float)
+    if armature.ndim > 1 or armature.size not in (1, model.nq):
+        raise DataError(f"armature: one value or one per joint ({model.nq}), got shape {armature.shape}")
+    if not np.all(np.isfinite(armature) & (armature >= 0)):
+        raise DataError(f"armature must be finite and non-negative (kg·m²), got {armature.tolist()}")
+    m.dof_armature[dof] = np.broadcast_to(armature, (model.nq,))  # MuJoCo's dynamics adds Ia·q̈ to each joint
     d = mujoco.MjData(m)
     tau = np.empty_like(q)
     for k in range(len(q)):
@@ -70,7 +81,6 @@ def arm_efforts(
         d.qacc[dof] = qdd[k]
         mujoco.mj_inverse(m, d)
         tau[k] = d.qfrc_inverse[dof]
-    im = imperfections
     tau = tau + np.asarray(im.viscous) * qd + np.asarray(im.coulomb) * np.sign(qd)
     if im.effort_noise > 0:
         tau = tau + rng.normal(0, im.effort_noise, tau.shape)

@@ -110,6 +110,9 @@ class TwinOptions:
     # at most this many physics steps per wall-clock second in the physics thread (None: as fast as the scale
     # asks): emulates a machine too slow for `time_scale`, so tests can show the drivers keep to simulated time
     max_steps_per_s: float | None = None
+    # the robot's root bolted to the world (a fixed-base arm on its stand): no free base, soles, boards or hoist;
+    # the servos' efforts (`Twin.effort`) are what the arm's motor currents measure
+    fixed_base: bool = False
 
 
 CLAMP_SOLREF = (
@@ -201,6 +204,9 @@ def build_spec(model: RobotModel, truth: ParameterSet, opts: TwinOptions):
     spec.option.noslip_iterations = 10  # no creep of soft contacts: a standing sole stays where it was put
     world = spec.worldbody
     root = spec.body(model.root)
+    if opts.fixed_base:
+        _add_servos(spec, model, opts)
+        return spec
     root.add_freejoint(name="base")
     lengths = truth.lengths
     for site in model.sites:
@@ -261,6 +267,14 @@ def build_spec(model: RobotModel, truth: ParameterSet, opts: TwinOptions):
             )  # fmt: skip
             strap.active = False
             strap.solref = list(CLAMP_SOLREF)
+    _add_servos(spec, model, opts)
+    return spec
+
+
+def _add_servos(spec, model: RobotModel, opts: TwinOptions) -> None:
+    """A position servo on every joint: rotor inertia, dry friction, back-EMF damping, P action to the effort limit."""
+    import mujoco
+
     for j, name in enumerate(model.joint_names):
         effort, vel = _limit(model.effort_limit, j), _limit(model.velocity_limit, j)
         if not effort > 0:
@@ -278,7 +292,6 @@ def build_spec(model: RobotModel, truth: ParameterSet, opts: TwinOptions):
         a.biasprm[1] = -kp
         a.forcelimited = True
         a.forcerange = [-effort, effort]
-    return spec
 
 
 class Twin:
@@ -307,7 +320,12 @@ class Twin:
         if cap is not None and not (math.isfinite(cap) and cap > 0):
             raise DataError(f"max_steps_per_s {cap!r} must be a positive finite number (or None: no cap)")
         self.model, self.truth = model, truth
-        self.base_site = model.base_site(base or default_base(model)).name
+        self.fixed = opts.fixed_base
+        if self.fixed and (opts.board_averaging or opts.clamp_soles or opts.trace):
+            raise DataError(
+                "a fixed-base twin has no boards: board averaging, clamped soles and the trace need them"
+            )
+        self.base_site = None if self.fixed else model.base_site(base or default_base(model)).name
         self.m = build_spec(model, truth, opts).compile()
         self.d = mujoco.MjData(self.m)
         self.rng = np.random.default_rng(seed)
@@ -315,24 +333,29 @@ class Twin:
         self.qadr = np.array([self.m.jnt_qposadr[j] for j in jid])
         self.vadr = np.array([self.m.jnt_dofadr[j] for j in jid])
         self.root = mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_BODY, model.root)
+
+        def body(name: str) -> int:
+            return mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_BODY, name)
+
+        boards = [] if self.fixed else range(2)
         self.board_geoms = [
-            mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_GEOM, f"board{i}_top") for i in range(2)
+            mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_GEOM, f"board{i}_top") for i in boards
         ]
         self.board_bodies = [int(self.m.geom_bodyid[g]) for g in self.board_geoms]
-        self.board_mocap = [
-            self.m.body_mocapid[mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_BODY, f"board{i}")]
-            for i in range(2)
-        ]
-        self.hoist = self.m.body_mocapid[mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_BODY, "hoist")]
-        self.soles = [s.name for s in model.sites if s.rect is not None]
+        self.board_mocap = [self.m.body_mocapid[body(f"board{i}")] for i in boards]
+        self.hoist = None if self.fixed else self.m.body_mocapid[body("hoist")]
+        self.soles = [] if self.fixed else [s.name for s in model.sites if s.rect is not None]
         self.sole_geoms = {  # each sole's box, then its four pads
             s: [mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_GEOM, f"{s}_{g}") for g in ("box", *PADS)]
             for s in self.soles
         }
-        self.site_ids = {
-            s.name: mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_SITE, s.name) for s in model.sites
-        }
-        self._own_boards()
+        self.site_ids = (
+            {}
+            if self.fixed
+            else {s.name: mujoco.mj_name2id(self.m, mujoco.mjtObj.mjOBJ_SITE, s.name) for s in model.sites}
+        )
+        if not self.fixed:
+            self._own_boards()
         self.ticks_per_rad = TICKS_PER_REV / (2 * math.pi)
         self.torque = np.zeros(model.nq, dtype=bool)
         self.goal = np.zeros(model.nq) if q0 is None else np.array(q0, dtype=float)
@@ -373,7 +396,10 @@ class Twin:
         self.held_s = 0.0  # wall s the physics waited for late drivers
         self.d.qpos[self.qadr] = self.goal
         self._apply()
-        self.lift()
+        if self.fixed:
+            mujoco.mj_forward(self.m, self.d)
+        else:
+            self.lift()
 
     def _own_boards(self) -> None:
         """Each sole's pads meet the floor and its own board's plate only (the base sole board 0, the other board
@@ -606,6 +632,17 @@ class Twin:
             self._kp[idx] = self.opts.servo.kp(float(self._effort[idx]), float(gain))
             self._apply()
 
+    def effort(self) -> np.ndarray:
+        """Each servo's effort on its joint (N·m, or N on a prismatic joint) over the last physics step: MuJoCo's
+        actuator force, all a motor supplies — the joint's rotor inertia, damping and dry friction included."""
+        with self.lock:
+            self._advance()
+            return self.d.actuator_force.copy()
+
+    def effort_limits(self) -> np.ndarray:
+        """The servos' effort limits (the URDF's `effort`; N·m, or N)."""
+        return self._effort.copy()
+
     # ---------------------------------------------------------------- operator
     def _root_pose_for(
         self, site: str, R_des: np.ndarray, p_des: np.ndarray
@@ -619,8 +656,15 @@ class Twin:
         self.d.mocap_pos[self.hoist], self.d.mocap_quat[self.hoist] = pos, quat
         self.mj.mj_forward(self.m, self.d)
 
+    def _standing(self, what: str) -> None:
+        if self.fixed:
+            raise DeviceError(
+                f"the fixed-base twin of {self.model.name!r} is bolted to its stand: it cannot be {what}"
+            )
+
     def lift(self) -> None:
         """Hang the robot from the hoist, clear of the boards (its joints keep moving under servo control)."""
+        self._standing("lifted")
         with self.lock:
             self._advance()
             pos, quat = self._root_pose_for(self.base_site, np.eye(3), np.array([0.0, 0.0, 0.35]))
@@ -636,6 +680,7 @@ class Twin:
         """Boards at their (x, y, yaw) poses in the base frame; the robot set down with its base sole on board
         0's top at the base frame's origin (the other sole lands where the posture puts it). `lifted`: a
         single-support start — the other sole is meant to stay in the air, and touching down is an event."""
+        self._standing("placed on boards")
         with self.lock:
             self._advance()
             for i, (x, y, psi) in enumerate(board_poses):

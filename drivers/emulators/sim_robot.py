@@ -37,8 +37,11 @@ TRUE_CHANGES = {
 }
 
 
-def true_parameters(model: RobotModel, guess: str = "sim") -> ParameterSet:
-    """The simulated robot's parameter set ('true'), derived from the guess by TRUE_CHANGES."""
+def true_parameters(model: RobotModel, guess: str | None = None) -> ParameterSet:
+    """The simulated robot's parameter set ('true'), derived from the guess (default: the description's `sim`
+    set, else its first) by TRUE_CHANGES (TUlip's links; another robot's guess stays as it is)."""
+    if guess is None:
+        guess = "sim" if "sim" in model.params else next(iter(model.params))
     base = model.parameter_set(guess)
     mass, com = dict(base.mass), dict(base.com)
     for link, (c, m) in TRUE_CHANGES.items():

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from drivers.clock import HOST_CLOCK, Clock
-from drivers.config import RobotConfig, servo_order
+from drivers.config import RobotConfig, ServoMap, servo_order
 from drivers.emulators.plant import JointPlant
 from drivers.emulators.sim_robot import SimRobot, twin_truth
 from drivers.emulators.wbb import BoardImperfections, Faults, WbbEmulator
+from formats.errors import DataError
 from robots.tree import RobotModel
 
 
@@ -45,6 +46,23 @@ class WorldOptions:
     # setpoints run ahead of a physics that cannot keep up). The kinematic robot always runs on the host clock.
     clock: str = "twin"
     twin_max_steps_per_s: float | None = None  # cap on the twin's physics steps per wall second (tests)
+    # a fixed-base robot (an arm on its stand): the physics twin bolted to the world, no boards; its servos report
+    # Present Current from the twin's efforts (`torque_constants`)
+    fixed_base: bool = False
+
+
+def motor_constants(servos: list[ServoMap], twin) -> dict[int, float]:
+    """Each emulated servo's torque constant (N·m at the joint per A): the configuration's, else a motor sized so
+    that the XM430's power-on Current Limit gives the joint's effort limit."""
+    from drivers.emulators.dxl_bus import CURRENT_LIMIT_FACTORY, CURRENT_UNIT
+
+    limits = twin.effort_limits()
+    return {
+        s.id: s.torque_constant
+        if s.torque_constant is not None
+        else float(limits[k]) / (CURRENT_LIMIT_FACTORY * CURRENT_UNIT)
+        for k, s in enumerate(servos)
+    }
 
 
 class SimWorld:
@@ -57,6 +75,9 @@ class SimWorld:
         if opts.clock not in ("twin", "host"):
             raise ValueError(f"unknown bench clock {opts.clock!r} (twin or host)")
         self.clock: Clock = HOST_CLOCK  # what the drivers of this bench pace and stamp by
+        if opts.fixed_base and opts.physics != "mujoco":
+            raise DataError("a fixed-base robot's emulated bench is the physics twin (physics mujoco): "
+                            "the kinematic plant has no efforts for its currents")  # fmt: skip
         if opts.physics == "mujoco":
             from drivers.emulators.mujoco_twin import ServoModel, Twin, TwinOptions, TwinRobot
 
@@ -73,6 +94,7 @@ class SimWorld:
                 clamp_soles=opts.clamp_soles,
                 trace=opts.twin_trace,
                 max_steps_per_s=opts.twin_max_steps_per_s,
+                fixed_base=opts.fixed_base,
             )
             self.twin = Twin(model, twin_truth(model, opts.truth), topts, q0=q0, seed=opts.seed)
             self.plant = self.twin
@@ -81,7 +103,9 @@ class SimWorld:
 
                 self.clock = TwinClock(self.twin)
             self.twin.start()
-            self.robot = TwinRobot(self.twin, opts.placement_error, seed=opts.seed + 1)
+            self.robot = (
+                None if opts.fixed_base else TwinRobot(self.twin, opts.placement_error, seed=opts.seed + 1)
+            )
         elif opts.physics == "kinematic":
             self.twin = None
             self.plant = JointPlant(q0, tau=opts.tau, noise_rad=2e-4 if opts.noise else 0.0, seed=opts.seed)
@@ -93,7 +117,9 @@ class SimWorld:
         if opts.bus == "dxl":
             from drivers.emulators.dxl_bus import DxlBusEmulator
 
-            self.bus = DxlBusEmulator(servo_order(config, model.joint_names), self.plant)
+            servos = servo_order(config, model.joint_names)
+            self.torque_constants = motor_constants(servos, self.twin) if opts.fixed_base else {}
+            self.bus = DxlBusEmulator(servos, self.plant, torque_constants=self.torque_constants)
             self.robot_endpoint = f"dxl:{self.bus.path}?baud={config.baud}"
         elif opts.bus == "framed":
             from drivers.emulators.framed_controller import FramedControllerEmulator
@@ -103,7 +129,7 @@ class SimWorld:
         else:
             raise ValueError(f"unknown bus {opts.bus!r}")
         self.boards = []
-        for i in range(2):
+        for i in range(0 if opts.fixed_base else 2):
             imp = BoardImperfections.thesis_like(rng, i) if opts.noise else BoardImperfections()
             self.boards.append(
                 WbbEmulator(
@@ -120,7 +146,7 @@ class SimWorld:
             )
         self._board_paths = [
             b.open_pty() if t == "pty" else None
-            for b, t in zip(self.boards, opts.board_transports, strict=True)
+            for b, t in zip(self.boards, opts.board_transports, strict=False)
         ]
 
     def board_openers(self):

@@ -27,10 +27,12 @@ def forecast_plans(
     params: str | None = None,
     rate_hz: float | None = None,
     friction: bool = True,
+    armature: bool = False,
 ) -> PlanForecast:
     """What the plans' runs, fitted together, determine under white noise `noise` per recorded sample: each plan
     sampled at the recording rate (default its streaming rate), standing ones with the moments about the boards'
-    cells as `poise run` records them. `friction`: arms estimate it (standing robots never)."""
+    cells as `poise run` records them. `friction`: arms estimate it (standing robots never); `armature`: arms'
+    rotor inertia too (`DynamicEstimator`'s; a standing plan's board wrench does not carry it: DataError)."""
     from drivers.wbb.geometry import PLATE_HEIGHT
     from identify.dynamic import DynamicEstimator
     from identify.forecast import forecast_motions
@@ -64,5 +66,5 @@ def forecast_plans(
                         "forecast them apart")  # fmt: skip
     standing, base, simplified = kinds.pop()
     est = DynamicEstimator(model, base, simplified, friction and not standing,
-                           quantity="wrench" if standing else "torque")  # fmt: skip
+                           quantity="wrench" if standing else "torque", armature=armature)  # fmt: skip
     return PlanForecast(forecast_motions(est, motions, noise, guess), model, guess, rate, standing)

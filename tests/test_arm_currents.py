@@ -1,0 +1,173 @@
+"""A fixed-base arm, end to end on emulated hardware: `poise run` streams a designed trajectory to the MuJoCo twin
+bolted to its stand over the emulated Dynamixel bus, records the servos' Present Current with the angles, and
+`identify dynamic` turns the currents into efforts and recovers the twin's true base parameters."""
+
+from __future__ import annotations
+
+import json
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from drivers.config import DEFAULT_CONFIG, ServoMap, load_config
+from drivers.dynamixel import DynamixelLink
+from drivers.emulators.dxl_bus import CURRENT_LIMIT_FACTORY, CURRENT_UNIT, DxlBusEmulator
+from drivers.emulators.plant import JointPlant
+from formats.dynamic_recording import read_dynamic_recording
+from formats.errors import DataError
+from poise.cli import main
+
+UR5 = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"  # fmt: skip
+JOINTS = [
+    "shoulder_pan_joint",
+    "shoulder_lift_joint",
+    "elbow_joint",
+    "wrist_1_joint",
+    "wrist_2_joint",
+    "wrist_3_joint",
+]
+
+
+def _config(path: Path, constants: dict[str, float] | None = None) -> Path:
+    """The bundled TUlip file's link and executor settings for the UR5, one servo per joint (some reversed)."""
+    head = DEFAULT_CONFIG.read_text().split("[boards]")[0].replace('robot = "tulip"', 'robot = "ur5"')
+    joints = ""
+    for i, n in enumerate(JOINTS):
+        joints += f'\n[[joints]]\nname = "{n}"\nid = {i + 1}\ndirection = {-1 if i % 2 == 0 else 1}\n'
+        if constants and n in constants:
+            joints += f"torque_constant = {constants[n]}\n"
+    path.write_text(head + joints)
+    return path
+
+
+class _LoadedPlant(JointPlant):
+    """The kinematic plant with fixed joint efforts (N·m), so the bus has currents to report."""
+
+    def __init__(self, efforts):
+        super().__init__(np.zeros(len(efforts)))
+        self.efforts = np.asarray(efforts, dtype=float)
+
+    def effort(self) -> np.ndarray:
+        return self.efforts.copy()
+
+
+def test_present_current_is_read_with_the_angles_signed_scaled_and_saturated():
+    """Present Current (126, 2 bytes, signed, 2.69 mA on the XM430) comes in the SYNC READ with the angles; the
+    link applies each servo's direction, so the currents are joint-side; the servo clips at Current Limit (38)."""
+    servos = [ServoMap("a", 1, direction=1), ServoMap("b", 2, direction=-1), ServoMap("c", 3)]
+    kt = {1: 2.0, 2: 0.5, 3: 1.0}
+    efforts = [1.5, -0.4, 50.0]  # N·m; 50 N·m at 1 N·m/A is far above the 3.21 A limit
+    bus = DxlBusEmulator(servos, _LoadedPlant(efforts), torque_constants=kt)
+    link = DynamixelLink(bus.path, servos, ["a", "b", "c"])
+    try:
+        link.connect()
+        link.read()
+        got = link.currents
+    finally:
+        link.close()
+        bus.close()
+    limit = CURRENT_LIMIT_FACTORY * CURRENT_UNIT
+    assert got[0] == pytest.approx(1.5 / 2.0, abs=CURRENT_UNIT)
+    assert got[1] == pytest.approx(-0.4 / 0.5, abs=CURRENT_UNIT)  # reversed servo, joint-side sign kept
+    assert got[2] == pytest.approx(limit, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "entry, words",
+    [("torque_constant = -2.0", "torque_constant"), ('torque_constant = "big"', "must be a number"),
+     ("torque_constant = 0", "(0, 10000]")],
+)  # fmt: skip
+def test_bad_torque_constants_are_refused_naming_the_field(tmp_path, entry, words):
+    path = _config(tmp_path / "arm.toml")
+    path.write_text(path.read_text().replace("id = 1\n", f"id = 1\n{entry}\n", 1))
+    with pytest.raises(DataError, match="joints\\[0\\].torque_constant") as exc:
+        load_config(path)
+    assert words in str(exc.value)
+
+
+def test_bad_current_unit_is_refused(tmp_path):
+    path = _config(tmp_path / "arm.toml")
+    path.write_text(path.read_text().replace("[link]\n", "[link]\ncurrent_unit_ma = 0\n", 1))
+    with pytest.raises(DataError, match="current_unit_ma"):
+        load_config(path)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two designed UR5 trajectories (6 s each, different seeds), each run on the emulated arm."""
+    d = tmp_path_factory.mktemp("arm")
+    cfg = _config(d / "arm.toml", {"wrist_3_joint": 9.5})  # one constant configured, the others the bench's
+    out = []
+    for seed in (0, 5):
+        plan, run = d / f"plan{seed}.json", d / f"run{seed}"
+        assert main(["plan", "trajectory", str(UR5), "--out", str(plan), "--duration", "6", "--period", "6",
+                     "--harmonics", "3", "--max-iter", "30", "--velocity-fraction", "0.3", "--no-self-collision",
+                     "--seed", str(seed), "--json"]) == 0  # fmt: skip
+        assert main(["run", str(plan), "--robot", "sim", "--config", str(cfg), "--out", str(run), "--yes",
+                     "--time-scale", "2", "--json"]) == 0  # fmt: skip
+        out.append(run)
+    return d, cfg, out
+
+
+@pytest.mark.slow
+def test_an_arm_run_records_currents_and_their_torque_constants(runs):
+    _, _, (run, _) = runs
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "completed" and meta["motion"] == "fixed-base" and meta["boards"] is None
+    rec = read_dynamic_recording(run / "recording.csv")
+    assert rec.joint_names == JOINTS and rec.tau is None and rec.wrench is None
+    assert len(rec.t) == meta["ticks_streamed"] and np.allclose(np.diff(rec.t), 0.01)
+    # the configured constant, and the emulated servos' own: sized so that Current Limit gives the URDF effort
+    assert rec.torque_constant["wrist_3_joint"] == 9.5
+    assert rec.torque_constant["shoulder_pan_joint"] == pytest.approx(
+        150.0 / (CURRENT_LIMIT_FACTORY * CURRENT_UNIT)
+    )
+    assert meta["torque_constants"] == pytest.approx(rec.torque_constant)
+    assert rec.meta["robot_source"] == str(UR5)  # `identify dynamic` finds the robot from the recording
+    # the shoulder lifts the whole arm: its current is far from zero and moves with the motion
+    lift = rec.current[:, 1] * rec.torque_constant["shoulder_lift_joint"]
+    assert np.abs(lift).mean() > 5.0 and lift.std() > 1.0
+
+
+@pytest.mark.slow
+def test_identify_dynamic_recovers_the_twins_truth_from_the_currents(runs, capsys):
+    """Every base parameter within 3 SE of the twin's truth (its true parameters, as MuJoCo simulates them), and
+    the fit predicts the other run's efforts (from its currents) within 10 % RMS."""
+    _, _, (run, other) = runs
+    capsys.readouterr()
+    assert main(["identify", "dynamic", str(run / "recording.csv"), "--reference", str(run / "truth.json"),
+                 "--validate", str(other / "recording.csv"), "--json"]) == 0  # fmt: skip
+    res = json.loads(capsys.readouterr().out)
+    ref = res["reference"]
+    assert ref["estimated"] == len([p for p in res["parameters"] if p["symbol"].startswith("ϑ")]) > 30
+    assert ref["within_3se"] == ref["estimated"], ref["z"]
+    assert res["efforts_from_currents"][0]["torque_constant_nm_per_a"]["wrist_3_joint"] == 9.5
+    assert res["validation"]["total_relative_pct"] < 10.0
+
+
+def test_an_arm_on_the_emulated_bench_refuses_what_does_not_apply(tmp_path, capsys):
+    """Boards, the framed bus or the kinematic plant with a fixed-base plan: one line each, nothing recorded."""
+    from formats.trajectory_plan import TrajectoryPlan, save_trajectory_plan
+    from robots.registry import get_model
+    from trajectories.fourier import FourierTrajectory
+
+    arm = get_model(str(UR5))
+    a = np.zeros((arm.nq, 2))
+    a[:, 0], a[:, 1] = 0.1, -0.1
+    traj = FourierTrajectory(2.0, 2.0, np.zeros(arm.nq), a, np.zeros((arm.nq, 2)))
+    plan = TrajectoryPlan(arm.name, arm.root, JOINTS, traj.to_json(), params="urdf", robot_source=str(UR5))
+    save_trajectory_plan(plan, tmp_path / "p.json")
+    cfg = _config(tmp_path / "arm.toml")
+    base = ["run", str(tmp_path / "p.json"), "--config", str(cfg), "--yes"]
+    for k, (extra, words) in enumerate([
+        (["--robot", "sim", "--boards", "sim"], "runs without boards"),
+        (["--robot", "sim:framed"], "Dynamixel bus"),
+        (["--robot", "sim", "--physics", "kinematic"], "physics twin"),
+    ]):  # fmt: skip
+        capsys.readouterr()
+        assert main([*base, *extra, "--out", str(tmp_path / f"r{k}")]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err
+        assert not (tmp_path / f"r{k}" / "recording.csv").exists()
