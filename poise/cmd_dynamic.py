@@ -51,6 +51,8 @@ def register_simulate(s: argparse._SubParsersAction) -> None:
         "--coulomb", type=at.nonnegative, default=0.8, help="true Coulomb friction, N·m (all joints)"
     )
     t.add_argument("--effort-noise", type=at.nonnegative, default=0.2, help="effort noise σ in N·m")
+    t.add_argument("--armature", type=at.nonnegative, default=0.0,
+                   help="arm: true rotor inertia at every joint, kg·m² (Ia·q̈ on its own effort; default 0)")  # fmt: skip
     t.add_argument(
         "--force-noise", type=at.nonnegative, default=2.0, help="double support: board force noise σ in N"
     )
@@ -164,7 +166,7 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     from trajectories.verify import sample_grid
 
     _finite("rate-hz", args.rate_hz, positive=True)
-    for name in ("viscous", "coulomb", "effort_noise"):
+    for name in ("viscous", "coulomb", "effort_noise", "armature"):
         _finite(name.replace("_", "-"), getattr(args, name))
     if args.encoder_ticks < 0 or args.seed < 0:
         raise DataError("--encoder-ticks and --seed must not be negative")
@@ -182,6 +184,10 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     wrench = tau = None
     how = plan_recording(plan, traj)
+    if how.standing and args.armature:
+        raise DataError(
+            "--armature is a fixed-base arm's rotor inertia (joint efforts); this plan stands on boards"
+        )
     if how.standing:
         truth = physical_truth(truth)
         with console.status(f"MuJoCo inverse dynamics (floating robot, soles held) of {len(t)} samples"):
@@ -191,10 +197,13 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
         ticks = args.encoder_ticks / (2 * np.pi)
         qm = np.round(q * ticks) / ticks if ticks > 0 else q
     else:
-        im = ArmImperfections(args.viscous, args.coulomb, args.effort_noise, args.encoder_ticks / (2 * np.pi))
+        im = ArmImperfections(args.viscous, args.coulomb, args.effort_noise, args.encoder_ticks / (2 * np.pi),
+                              args.armature)  # fmt: skip
         with console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
             qm, tau = arm_efforts(model, truth, q, qd, qdd, im, rng)
     meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}", **how.meta}
+    if args.armature:
+        meta["true_armature_kg_m2"] = f"{args.armature:g}"
     if plan.robot_source:
         meta["robot_source"] = plan.robot_source
     rec = DynamicRecording(model.name, plan.base, list(model.joint_names), t, qm, tau, wrench, meta=meta)

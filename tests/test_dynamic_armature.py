@@ -211,3 +211,27 @@ def test_cli_reports_rotor_inertia_with_units_and_the_grouped_joints(arm, tmp_pa
     flat = " ".join(text.split())  # the console wraps long lines
     grouped = ", ".join(f"{j} → {into[0]}" for j, into in on.fit_.armature_grouped.items())
     assert f"not estimated apart (its column lies in their span): {grouped}" in flat, flat
+
+
+def test_simulate_trajectory_takes_a_true_rotor_inertia(arm, tmp_path, capsys):
+    """`simulate trajectory --armature IA`: MuJoCo's efforts carry it, `identify dynamic --armature` finds it on
+    every joint it estimates apart (within 3 SE), and a standing plan refuses it in one line."""
+    model = arm[0]
+    plan = TrajectoryPlan(model.name, model.root, list(model.joint_names), _motion(3).to_json(), params="urdf",
+                          robot_source=str(UR5))  # fmt: skip
+    save_trajectory_plan(plan, tmp_path / "p.json")
+    rec = tmp_path / "r.csv"
+    assert main(["simulate", "trajectory", str(tmp_path / "p.json"), "--out", str(rec), "--armature", "0.1",
+                 "--effort-noise", "0.05", "--truth", "urdf"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["identify", "dynamic", str(rec), "--armature", "--json"]) == 0
+    rotor = [p for p in json.loads(capsys.readouterr().out)["parameters"] if p["symbol"].startswith("Ia@")]
+    assert len(rotor) == 4 and all(abs(p["value"] - 0.1) < 3 * p["se"] for p in rotor), rotor
+    standing = Path(__file__).parent / "data" / "tulip_double_support_10s.json"
+    for argv, words in (([str(standing), "--armature", "0.1"], "fixed-base arm"),
+                        ([str(tmp_path / "p.json"), "--armature", "-1"], "armature")):  # fmt: skip
+        capsys.readouterr()
+        assert main(["simulate", "trajectory", *argv, "--out", str(tmp_path / "r2.csv")]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err
+    assert not (tmp_path / "r2.csv").exists()
