@@ -182,7 +182,9 @@ def run_trajectory(
                                 rms_tracking_deg=r.rms_tracking_deg, jitter=ex.result.jitter(),
                                 soles={k: v.to_dict() for k, v in r.soles.items()})  # fmt: skip
                 if twin is not None:  # what the physics saw (falls, edges, slips), by simulated time
-                    rec.update_meta(twin_events=twin.report(), twin_timing=twin.timing())
+                    rec.update_meta(
+                        twin_events=twin.report(), twin_timing=twin.timing(), twin_joints=twin.joint_truth()
+                    )
                     _save_truth(twin, rec.dir / "truth.json")
                     if twin.opts.trace:
                         _save_trace(twin, rec.dir / "twin_trace.npz")

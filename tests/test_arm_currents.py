@@ -144,6 +144,12 @@ def test_an_arm_run_records_currents_and_their_torque_constants(runs):
         150.0 / (CURRENT_LIMIT_FACTORY * CURRENT_UNIT)
     )
     assert meta["torque_constants"] == pytest.approx(rec.torque_constant)
+    # the twin's joint truth beside the parameter set: back-EMF damping = effort / velocity limit, rotor inertia
+    joints = meta["twin_joints"]
+    assert (
+        joints["elbow_joint"]["viscous"] == pytest.approx(150.0 / 3.15)
+        and joints["elbow_joint"]["armature"] > 0
+    )
     assert rec.meta["robot_source"] == str(UR5)  # `identify dynamic` finds the robot from the recording
     # the shoulder lifts the whole arm: its current is far from zero and moves with the motion
     lift = rec.current[:, 1] * rec.torque_constant["shoulder_lift_joint"]

@@ -639,6 +639,19 @@ class Twin:
             self._advance()
             return self.d.actuator_force.copy()
 
+    def joint_truth(self) -> dict[str, dict[str, float]]:
+        """What the twin's joints add to the rigid bodies, by joint: rotor inertia (`armature`, kg·m²), viscous
+        damping (N·m·s/rad) and dry friction (N·m) — the truth for `identify dynamic`'s friction and --armature."""
+        m = self.m
+        return {
+            name: {
+                "armature": float(m.dof_armature[v]),
+                "viscous": float(m.dof_damping[v]),
+                "coulomb": float(m.dof_frictionloss[v]),
+            }  # fmt: skip
+            for name, v in zip(self.model.joint_names, self.vadr, strict=True)
+        }
+
     def effort_limits(self) -> np.ndarray:
         """The servos' effort limits (the URDF's `effort`; N·m, or N)."""
         return self._effort.copy()
