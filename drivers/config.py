@@ -58,6 +58,10 @@ class ExecutorSettings:
     # connect (drivers.dynamixel)
     gravity_compensation: bool = False
     position_p_gain: float = 800.0  # X-series factory default; a whole number in (0, 16383]
+    # Dynamixel time-based profile (Drive Mode bit 2, Profile Velocity = this many ms; 0: none): each servo moves its
+    # target to a new goal linearly over this time instead of stepping. At the tick period (e.g. 10 at 100 Hz) the
+    # goals become a piecewise-linear path, and a current read at the tick no longer misses the step's transient
+    goal_profile_ms: float = 0.0
 
 
 # (low, high, low inclusive, unit) of every executor setting; all must be finite.
@@ -75,6 +79,7 @@ EXECUTOR_RANGES: dict[str, tuple[float, float, bool, str]] = {
     "min_board_coverage": (0.0, 1.0, True, ""),
     "pwm_limit_pct": (0.0, 100.0, False, "%"),
     "position_p_gain": (0.0, 16383.0, False, ""),
+    "goal_profile_ms": (0.0, 32767.0, True, "ms"),
 }
 BOOL_SETTINGS = ("gravity_compensation",)
 MAX_BAUD = 10_500_000
@@ -145,6 +150,8 @@ def _setting(name: str, v, where: str) -> float | int | bool:
         raise DataError(f"{what} = {v!r}: must be in {rng}{' ' + unit if unit else ''}")
     if name == "position_p_gain" and not x.is_integer():
         raise DataError(f"{what} = {v!r}: must be a whole number (the servos' register 84 holds an integer)")
+    if name == "goal_profile_ms" and not x.is_integer():
+        raise DataError(f"{what} = {v!r}: must be a whole number of ms (Profile Velocity, register 112)")
     return x
 
 

@@ -33,6 +33,8 @@ PRESENT_BLOCK = ADDR_PRESENT_POSITION + 4 - ADDR_PRESENT_CURRENT
 ADDR_HARDWARE_ERROR = 70
 ADDR_OPERATING_MODE, ADDR_MAX_POSITION_LIMIT, ADDR_MIN_POSITION_LIMIT = 11, 48, 52
 ADDR_POSITION_D_GAIN, ADDR_POSITION_I_GAIN, ADDR_POSITION_P_GAIN = 80, 82, 84  # 2 bytes each, RAM
+ADDR_DRIVE_MODE, TIME_BASED_PROFILE = 10, 0x04  # EEPROM; bit 2: Profile Velocity (112) is a time in ms
+ADDR_PROFILE_ACCELERATION, ADDR_PROFILE_VELOCITY = 108, 112  # 4 bytes each, RAM
 POSITION_CONTROL_MODE = 3  # the only mode in which the servo enforces the position limits
 READ_BLOCK_S = 0.001  # s: longest wait of one serial read inside a status packet (see connect)
 
@@ -47,10 +49,18 @@ class DynamixelLink:
         retries: int = 4,
         position_p_gain: float | None = None,
         current_unit_ma: float = 2.69,
+        goal_profile_ms: int = 0,
     ):
         """`position_p_gain`: the Position P Gain (register 84) to write to every servo on connect; None leaves
         the servos' own. The servo judges its range (an XM430 answers Data Range Error above 16383).
-        `current_unit_ma`: mA per Present Current unit (the servo model's e-Manual)."""
+        `current_unit_ma`: mA per Present Current unit (the servo model's e-Manual). `goal_profile_ms` > 0: every
+        servo gets a time-based profile on connect (Drive Mode bit 2, Profile Acceleration 0, Profile Velocity this
+        many ms): it moves its target to each new goal linearly over that time."""
+        if not (isinstance(goal_profile_ms, int) and 0 <= goal_profile_ms <= 32767):
+            raise DeviceError(
+                f"dxl:{port}: goal profile {goal_profile_ms!r} must be a whole number of ms, 0 … 32767"
+            )
+        self.goal_profile_ms = goal_profile_ms
         if position_p_gain is not None:
             ok = isinstance(position_p_gain, numbers.Real) and not isinstance(position_p_gain, bool)
             if not (ok and float(position_p_gain).is_integer() and 0 <= position_p_gain <= 0xFFFF):
@@ -91,6 +101,8 @@ class DynamixelLink:
             self._read_position_limits()
             if self.position_p_gain is not None:  # before torque on: the servos hold with the gain asked for
                 self._write_position_p_gain(self.position_p_gain)
+            if self.goal_profile_ms:
+                self._set_time_profile(self.goal_profile_ms)
             self._reader = GroupSyncRead(port, self.packet, ADDR_PRESENT_CURRENT, PRESENT_BLOCK)
             for s in self.servos:
                 self._reader.addParam(s.id)
@@ -151,6 +163,27 @@ class DynamixelLink:
                 raise DeviceError(
                     f"dxl:{self.port_name}: servo {s.id} ({s.name}) holds Position P Gain {got} after "
                     f"{gain} was written (address {ADDR_POSITION_P_GAIN})"
+                )
+
+    def _set_time_profile(self, ms: int) -> None:
+        """Time-based profile on every servo: Drive Mode bit 2 (EEPROM: written only with torque off, never turned
+        off here — an arm would fall), Profile Acceleration 0 (a linear move), Profile Velocity `ms`, read back."""
+        for s in self.servos:
+            mode = self._read(s.id, ADDR_DRIVE_MODE, 1, "Drive Mode")
+            if not mode & TIME_BASED_PROFILE:
+                if self._read(s.id, ADDR_TORQUE_ENABLE, 1, "Torque Enable"):
+                    raise DeviceError(
+                        f"dxl:{self.port_name}: servo {s.id} ({s.name}) has torque on, so its Drive Mode (address "
+                        f"{ADDR_DRIVE_MODE}, EEPROM) cannot take the time-based profile: turn its torque off first"
+                    )
+                self._write(s.id, ADDR_DRIVE_MODE, 1, mode | TIME_BASED_PROFILE, "Drive Mode")
+            self._write(s.id, ADDR_PROFILE_ACCELERATION, 4, 0, "Profile Acceleration")
+            self._write(s.id, ADDR_PROFILE_VELOCITY, 4, ms, "Profile Velocity")
+            got = self._read(s.id, ADDR_PROFILE_VELOCITY, 4, "Profile Velocity")
+            if got != ms:
+                raise DeviceError(
+                    f"dxl:{self.port_name}: servo {s.id} ({s.name}) holds Profile Velocity {got} after {ms} was "
+                    f"written (address {ADDR_PROFILE_VELOCITY})"
                 )
 
     def read_position_gains(self) -> dict[str, dict[str, int]]:

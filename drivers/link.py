@@ -50,6 +50,7 @@ def open_link(endpoint: str, joint_names: list[str], config) -> RobotLink:
         return DynamixelLink(
             ep.target, servo_order(config, joint_names), joint_names, baud=baud,
             position_p_gain=config.executor.position_p_gain, current_unit_ma=config.current_unit_ma,
+            goal_profile_ms=int(config.executor.goal_profile_ms),
         )  # fmt: skip
     if ep.scheme == "serial":
         from drivers.framed import FramedLink

@@ -7,6 +7,8 @@ an item -> Data Length Error; a value outside the item's range -> Data Range Err
 error. A hardware error (`inject_hardware_error`) turns torque off and sets the alert bit (0x80) in every
 status packet until the bits are cleared. Each servo is one joint of a shared `JointPlant`.
 
+Drive Mode (10) bit 2 with Profile Velocity (112) in ms: a time-based profile — the joint's target moves linearly
+from where it was to each new goal over that time (`set_profile`; velocity-based profiles are not emulated).
 Position D/I/P Gain (80/82/84, RAM, 0 … 16383) power on at the XM430 factory values 0/0/800; every write of
 Position P Gain is passed to the plant (`set_p_gain`), so the physics twin's servo of that joint holds with the
 gain the bus received (the kinematic plant takes note and ignores it). D and I stay table values only.
@@ -42,6 +44,8 @@ ADDR_TORQUE, ADDR_LED, ADDR_GOAL, ADDR_MOVING, ADDR_PRESENT_VEL, ADDR_PRESENT_PO
 ADDR_HW_ERROR = 70
 ADDR_PWM_LIMIT, ADDR_GOAL_PWM, ADDR_PRESENT_PWM, ADDR_PRESENT_CURRENT = 36, 100, 124, 126
 ADDR_CURRENT_LIMIT, CURRENT_LIMIT_FACTORY = 38, 1193  # Current Limit: XM430-W350's power-on value (3.21 A)
+ADDR_DRIVE_MODE, TIME_BASED_PROFILE = 10, 0x04  # Drive Mode bit 2: Profile Velocity (112) is a time, ms
+ADDR_PROFILE_ACCELERATION, ADDR_PROFILE_VELOCITY = 108, 112
 ADDR_REALTIME_TICK = 120  # ms, 0 … 32767
 ADDR_POSITION_P_GAIN = 84
 P_GAIN_FACTORY = 800  # XM430 Position P Gain at power-on (D and I: 0)
@@ -265,6 +269,8 @@ class DxlBusEmulator(PtyDevice):
             drive.set_pwm(
                 s.direction * int.from_bytes(t[ADDR_GOAL_PWM : ADDR_GOAL_PWM + 2], "little", signed=True)
             )
+        if any(addr <= a < addr + len(data) for a in (ADDR_DRIVE_MODE, ADDR_PROFILE_VELOCITY)):
+            self.plant.set_profile(k, self._profile_s(sid))
         if addr <= ADDR_POSITION_P_GAIN and addr + len(data) >= ADDR_POSITION_P_GAIN + 2:
             self.plant.set_p_gain(
                 k, int.from_bytes(t[ADDR_POSITION_P_GAIN : ADDR_POSITION_P_GAIN + 2], "little")
@@ -282,6 +288,14 @@ class DxlBusEmulator(PtyDevice):
             if self.plant.torque[k]:
                 self.plant.set_goal(k, s.to_rad(ticks))
         return 0
+
+    def _profile_s(self, sid: int) -> float:
+        """The servo's time-based profile (s; 0: none): Profile Velocity in ms when Drive Mode's bit 2 is set. The
+        target then moves linearly (Profile Acceleration is not emulated: the driver writes 0)."""
+        t = self.tables[sid]
+        if not t[ADDR_DRIVE_MODE] & TIME_BASED_PROFILE:
+            return 0.0
+        return int.from_bytes(t[ADDR_PROFILE_VELOCITY : ADDR_PROFILE_VELOCITY + 4], "little") / 1000.0
 
     def _read(self, sid: int, addr: int, n: int) -> tuple[int, bytes]:
         if addr + n > TABLE_SIZE or n == 0:

@@ -359,6 +359,10 @@ class Twin:
         self.ticks_per_rad = TICKS_PER_REV / (2 * math.pi)
         self.torque = np.zeros(model.nq, dtype=bool)
         self.goal = np.zeros(model.nq) if q0 is None else np.array(q0, dtype=float)
+        # time-based goal profiles (Dynamixel Drive Mode bit 2): each joint's servo moves its target from where it
+        # was to a new goal linearly over profile_s (0: at once), starting when the goal arrives
+        self.profile_s = np.zeros(model.nq)
+        self._ramp_from, self._ramp_t0 = self.goal.copy(), np.zeros(model.nq)
         self.lock = threading.RLock()
         self.events: list[TwinEvent] = []
         self.placed = False
@@ -506,8 +510,12 @@ class Twin:
                 k = min(n, chunk)
                 averaging = self.placed and self.opts.board_averaging
                 tracing = self.placed and self.opts.trace
-                if averaging or tracing or self.opts.servo.deadband:
+                profiling = bool(self.profile_s.any())
+                if averaging or tracing or self.opts.servo.deadband or profiling:
                     for _ in range(k):
+                        if profiling:
+                            self._goal_ticks = self._ticks(self._commanded())
+                            self.d.ctrl[:] = self._goal_ticks + self._integral
                         if self.opts.servo.deadband:
                             self._tick_error()
                         # the step's forces belong to the state it starts from (mj_step integrates after them)
@@ -601,10 +609,20 @@ class Twin:
         seen = np.sign(e) * np.clip(2.0 * a - 1.0, 0.0, a)
         self.d.ctrl[:] = q + seen / self.ticks_per_rad + self._integral
 
+    def _ticks(self, q: np.ndarray) -> np.ndarray:
+        """Angles to whole encoder ticks (rad): goals are ticks."""
+        return np.round(q * self.ticks_per_rad) / self.ticks_per_rad
+
+    def _commanded(self) -> np.ndarray:
+        """The servos' targets now: each goal, or where its time-based profile has carried the target so far."""
+        T = self.profile_s
+        if not T.any():
+            return self.goal
+        frac = np.clip((self.d.time - self._ramp_t0) / np.where(T > 0, T, 1.0), 0.0, 1.0)
+        return np.where(T > 0, self._ramp_from + frac * (self.goal - self._ramp_from), self.goal)
+
     def _apply(self) -> None:
-        self._goal_ticks = (
-            np.round(self.goal * self.ticks_per_rad) / self.ticks_per_rad
-        )  # goals are whole ticks
+        self._goal_ticks = self._ticks(self._commanded())
         self.d.ctrl[:] = self._goal_ticks + self._integral
         kp = np.where(self.torque, self._kp, 0.0)  # torque off: no servo force (back-EMF damping stays)
         self.m.actuator_gainprm[:, 0] = kp
@@ -613,6 +631,7 @@ class Twin:
     def set_goal(self, idx: int, value: float) -> None:
         with self.lock:
             self._advance()
+            self._ramp_from[idx], self._ramp_t0[idx] = self._commanded()[idx], self.d.time
             self.goal[idx] = value
             self._apply()
 
@@ -621,7 +640,7 @@ class Twin:
             self._advance()
             self.torque[idx] = on
             if on:
-                self.goal[idx] = self.d.qpos[self.qadr[idx]]
+                self.goal[idx] = self._ramp_from[idx] = self.d.qpos[self.qadr[idx]]
             self._apply()
 
     def set_p_gain(self, idx: int, gain: float) -> None:
@@ -630,6 +649,14 @@ class Twin:
             self._advance()
             self.p_gain[idx] = float(gain)
             self._kp[idx] = self.opts.servo.kp(float(self._effort[idx]), float(gain))
+            self._apply()
+
+    def set_profile(self, idx: int, seconds: float) -> None:
+        """Joint `idx`'s servo moves to each new goal over `seconds` (time-based profile; 0: at once)."""
+        with self.lock:
+            self._advance()
+            self._ramp_from[idx], self._ramp_t0[idx] = self._commanded()[idx], self.d.time
+            self.profile_s[idx] = max(0.0, float(seconds))
             self._apply()
 
     def effort(self) -> np.ndarray:

@@ -55,6 +55,9 @@ class JointPlant:
             if on:
                 self.goal[idx] = self.q[idx]
 
+    def set_profile(self, idx: int, seconds: float) -> None:
+        """A servo's time-based goal profile (s): the first-order lag already smooths the goals; ignored."""
+
     def set_p_gain(self, idx: int, gain: float) -> None:
         """A servo's Position P Gain (Dynamixel units): kept for inspection; the first-order lag ignores it."""
         with self.lock:
