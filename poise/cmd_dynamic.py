@@ -272,7 +272,11 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     for item in (*fit.gaps, *fit.dropped, *fit.placements):  # recordings numbered as given, not as fitted
         item["recording"] = rep.groups[item["recording"] - 1][0] + 1
     if args.reference:
-        ref = est.reference_values(ref_ps)
+        # a physics twin's run compared with its own truth: the joints' rotor inertia, damping and dry friction
+        # from its run.json, the grouped rotor inertia added to the base parameters that hold it
+        twin = _twin_joints(args.reference, args.recording[0], model) if quantity == "torque" else None
+        armature = [twin[j]["armature"] for j in model.joint_names] if twin else None
+        ref = est.reference_values(ref_ps, armature=armature)
         z = (fit.values[:nb] - ref) / fit.se[:nb]  # NaN for parameters held at a prior value
         done = np.isfinite(z)
         fit.reference = {
@@ -283,6 +287,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             "within_3se": int(np.sum(np.abs(z[done]) <= 3)),
             "max_abs_z": float(np.max(np.abs(z[done]))) if done.any() else None,
         }
+        if twin:
+            fit.reference["joints"] = _joint_reference(fit, twin, nb)
     good, poor = fit.determined(args.well)
     needed = dict(zip(fit.symbols[:nb], fit.needed_s(args.well)[:nb], strict=True))
     beyond = [s for s in poor if needed[s] > args.practical_s]
@@ -333,9 +339,13 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     for k, (s, f, u) in enumerate(zip(fit.symbols, fit.formulas, fit.units, strict=True)):
         row = [s, f, u, f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}", f"{fit.rel_se_pct[k]:.1f}"]
         if args.reference:
-            row += (
-                [f"{fit.reference['values'][k]:.5g}", _z_text(fit.reference["z"][k])] if k < nb else ["", ""]
-            )
+            joints = fit.reference.get("joints", {"values": {}, "z": {}})
+            if k < nb:
+                row += [f"{fit.reference['values'][k]:.5g}", _z_text(fit.reference["z"][k])]
+            elif s in joints["values"]:
+                row += [f"{joints['values'][s]:.5g}", _z_text(joints["z"][s])]
+            else:
+                row += ["", ""]
         table.add_row(*row)
     console.print(table)
     console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz; "
@@ -447,6 +457,10 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         console.print(
             f"within 3 SE of {r['name']!r}: {r['within_3se']}/{r['estimated']} estimated (max |z| {mz})"
         )
+        if "joints" in r:
+            j = r["joints"]
+            console.print(f"the twin's joints ({j['source']}): friction and rotor inertia within 3 SE "
+                          f"{j['within_3se']}/{j['estimated']}", highlight=False)  # fmt: skip
     if args.validate:
         v = out["validation"]
         how = (
@@ -518,6 +532,39 @@ def _delay(text: str) -> float | str:
     if not (np.isfinite(ms) and abs(ms) <= 1000):
         raise argparse.ArgumentTypeError(f"a delay in ms within ±1000, got {text!r}")
     return ms / 1000
+
+
+TWIN_JOINT_KINDS = {"fv": "viscous", "fc": "coulomb", "Ia": "armature"}
+
+
+def _twin_joints(reference: str, recording: str, model) -> dict[str, dict[str, float]] | None:
+    """The physics twin's joint truth (`twin_joints` of the run.json beside `recording`) when `reference` is that
+    run's own truth.json; None otherwise, or when the run.json lacks a complete, finite one."""
+    import json
+    from pathlib import Path
+
+    run_dir = Path(recording).parent
+    try:
+        if Path(reference).resolve() != (run_dir / "truth.json").resolve():
+            return None
+        joints = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["twin_joints"]
+        out = {j: {k: float(joints[j][k]) for k in TWIN_JOINT_KINDS.values()} for j in model.joint_names}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return out if all(np.isfinite(v) for d in out.values() for v in d.values()) else None
+
+
+def _joint_reference(fit, twin: dict[str, dict[str, float]], nb: int) -> dict:
+    """The fit's friction and rotor inertia estimates against the twin's joint truth: values, z, how many within
+    3 SE."""
+    values, z = {}, {}
+    for k in range(nb, len(fit.symbols)):
+        kind, _, joint = fit.symbols[k].partition("@")
+        if kind in TWIN_JOINT_KINDS and joint in twin and np.isfinite(fit.se[k]):
+            values[fit.symbols[k]] = twin[joint][TWIN_JOINT_KINDS[kind]]
+            z[fit.symbols[k]] = float((fit.values[k] - values[fit.symbols[k]]) / fit.se[k])
+    return {"source": "run.json twin_joints", "values": values, "z": z, "estimated": len(z),
+            "within_3se": sum(abs(v) <= 3 for v in z.values())}  # fmt: skip
 
 
 def _run_of(recording: str) -> tuple[str, str, dict] | Exception:

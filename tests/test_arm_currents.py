@@ -30,9 +30,10 @@ JOINTS = [
 ]
 
 
-def _config(path: Path, constants: dict[str, float] | None = None) -> Path:
+def _config(path: Path, constants: dict[str, float] | None = None, profile_ms: int = 0) -> Path:
     """The bundled TUlip file's link and executor settings for the UR5, one servo per joint (some reversed)."""
     head = DEFAULT_CONFIG.read_text().split("[boards]")[0].replace('robot = "tulip"', 'robot = "ur5"')
+    head = head.replace("[executor]\n", f"[executor]\ngoal_profile_ms = {profile_ms}\n", 1)
     joints = ""
     for i, n in enumerate(JOINTS):
         joints += f'\n[[joints]]\nname = "{n}"\nid = {i + 1}\ndirection = {-1 if i % 2 == 0 else 1}\n'
@@ -110,7 +111,8 @@ def _hand_made_plan(path: Path, q0: np.ndarray, amplitude: np.ndarray) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A designed UR5 trajectory (6 s) and a hand-made one about its offsets, each run on the emulated arm."""
+    """A designed UR5 trajectory (6 s) and a hand-made one about its offsets, each run on the emulated arm; the
+    designed one again with 10 ms time-based goal profiles."""
     from formats.trajectory_plan import load_trajectory_plan
 
     d = tmp_path_factory.mktemp("arm")
@@ -121,10 +123,15 @@ def runs(tmp_path_factory):
                  "--json"]) == 0  # fmt: skip
     q0 = load_trajectory_plan(designed).trajectory["q0"]
     other = _hand_made_plan(d / "other.json", q0, [0.35, 0.3, 0.35, 0.4, 0.4, 0.45])
+    profiled = _config(d / "profiled.toml", {"wrist_3_joint": 9.5}, profile_ms=10)
     out = []
-    for plan in (designed, other):
-        run = d / plan.stem
-        assert main(["run", str(plan), "--robot", "sim", "--config", str(cfg), "--out", str(run), "--yes",
+    for plan, config, name in (
+        (designed, cfg, "designed"),
+        (other, cfg, "other"),
+        (designed, profiled, "profiled"),
+    ):
+        run = d / name
+        assert main(["run", str(plan), "--robot", "sim", "--config", str(config), "--out", str(run), "--yes",
                      "--time-scale", "3", "--json"]) == 0  # fmt: skip
         out.append(run)
     return d, cfg, out
@@ -132,7 +139,7 @@ def runs(tmp_path_factory):
 
 @pytest.mark.slow
 def test_an_arm_run_records_currents_and_their_torque_constants(runs):
-    _, _, (run, _) = runs
+    _, _, (run, _, _) = runs
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "completed" and meta["motion"] == "fixed-base" and meta["boards"] is None
     rec = read_dynamic_recording(run / "recording.csv")
@@ -160,7 +167,7 @@ def test_an_arm_run_records_currents_and_their_torque_constants(runs):
 def test_identify_dynamic_recovers_the_twins_truth_from_the_currents(runs, capsys):
     """Every base parameter within 3 SE of the twin's truth (its true parameters, as MuJoCo simulates them), and
     the fit predicts the other motion's efforts (from its currents) within 10 % RMS (3.7 % measured)."""
-    _, _, (run, other) = runs
+    _, _, (run, other, _) = runs
     capsys.readouterr()
     assert main(["identify", "dynamic", str(run / "recording.csv"), "--reference", str(run / "truth.json"),
                  "--validate", str(other / "recording.csv"), "--json"]) == 0  # fmt: skip
@@ -187,3 +194,28 @@ def test_an_arm_on_the_emulated_bench_refuses_what_does_not_apply(tmp_path, caps
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err
         assert not (tmp_path / f"r{k}" / "recording.csv").exists()
+
+
+@pytest.mark.slow
+def test_with_goal_profiles_friction_and_rotor_inertia_match_the_twins_joints(runs, capsys):
+    """The same design streamed with 10 ms time-based profiles: `identify dynamic --armature --reference
+    RUN/truth.json` compares friction and rotor inertia with the twin's joint truth (run.json `twin_joints`) too —
+    all within 3 SE (16/16 measured; with stepped goals the viscous estimates are about half the damping: 5/12)."""
+    _, _, (stepped, _, profiled) = runs
+    capsys.readouterr()
+    assert main(["identify", "dynamic", str(profiled / "recording.csv"), "--armature", "--reference",
+                 str(profiled / "truth.json"), "--json"]) == 0  # fmt: skip
+    res = json.loads(capsys.readouterr().out)
+    joints, truth = res["reference"]["joints"], json.loads((profiled / "run.json").read_text())["twin_joints"]
+    assert (
+        joints["estimated"] == 6 + 6 + 4 == len(joints["z"])
+    )  # fv, fc and the four rotor inertias estimated
+    assert joints["values"]["fv@elbow_joint"] == truth["elbow_joint"]["viscous"]
+    assert joints["within_3se"] == joints["estimated"], joints["z"]
+    assert res["reference"]["within_3se"] == res["reference"]["estimated"]
+    assert main(["identify", "dynamic", str(stepped / "recording.csv"), "--reference", str(stepped / "truth.json"),
+                 "--json"]) == 0  # fmt: skip
+    fv = {
+        k: v for k, v in json.loads(capsys.readouterr().out)["reference"]["joints"]["z"].items() if "fv@" in k
+    }
+    assert sum(v < -3 for v in fv.values()) >= 3, fv  # the stepped goals' bias, as measured
