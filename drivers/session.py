@@ -106,7 +106,7 @@ class Session:
                 openers = self.world.board_openers()
                 drivers = board_drivers("sim", openers, clock=self.clock) if openers else []
                 self.operator: Operator = Operator() if fixed else SimOperator(self.world)
-            else:  # no boards: a fixed-base robot (encoders only)
+            else:  # no boards: a fixed-base robot (encoders, and motor currents on a Dynamixel link)
                 drivers = board_drivers(boards) if boards is not None else []
                 self.operator = PromptOperator(sole_names(model)) if prompt else Operator()
             self.link = open_link(robot, model.joint_names, config)

@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--boards",
         type=at.boards_endpoint,
-        help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT (not used by fixed-base trajectories)",
+        help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT (a fixed-base trajectory runs without: "
+        "--robot sim is then the twin bolted to its stand)",
     )
     p.add_argument(
         "--config",

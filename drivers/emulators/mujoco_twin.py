@@ -1,7 +1,8 @@
 """MuJoCo physics twin of a legged robot standing on two balance boards, behind the emulated servo bus and boards.
 
 The robot is built from its URDF with the *true* parameters (`MjSpec`), on a free base, with box soles from the
-description's contact rectangles. Each joint has a position servo with the torque limit of the URDF's `effort`,
+description's contact rectangles — or, for a fixed-base arm (`TwinOptions.fixed_base`), bolted to the world with
+its servos alone, their efforts the arm's motor currents (`Twin.effort`). Each joint has a position servo with the torque limit of the URDF's `effort`,
 proportional gain from the Dynamixel X-series position loop (P gain in e-Manual units), back-EMF damping
 (effort / velocity limit) and rotor inertia; goals and readings are encoder ticks. The boards are mocap bodies
 (rigid top plates) on four load cells: a plate on four equally stiff cells at the corners of a rectangle carries
@@ -696,7 +697,7 @@ class Twin:
         self.d.mocap_pos[self.hoist], self.d.mocap_quat[self.hoist] = pos, quat
         self.mj.mj_forward(self.m, self.d)
 
-    def _standing(self, what: str) -> None:
+    def _refuse_if_fixed(self, what: str) -> None:
         if self.fixed:
             raise DeviceError(
                 f"the fixed-base twin of {self.model.name!r} is bolted to its stand: it cannot be {what}"
@@ -704,7 +705,7 @@ class Twin:
 
     def lift(self) -> None:
         """Hang the robot from the hoist, clear of the boards (its joints keep moving under servo control)."""
-        self._standing("lifted")
+        self._refuse_if_fixed("lifted")
         with self.lock:
             self._advance()
             pos, quat = self._root_pose_for(self.base_site, np.eye(3), np.array([0.0, 0.0, 0.35]))
@@ -720,7 +721,7 @@ class Twin:
         """Boards at their (x, y, yaw) poses in the base frame; the robot set down with its base sole on board
         0's top at the base frame's origin (the other sole lands where the posture puts it). `lifted`: a
         single-support start — the other sole is meant to stay in the air, and touching down is an event."""
-        self._standing("placed on boards")
+        self._refuse_if_fixed("placed on boards")
         with self.lock:
             self._advance()
             for i, (x, y, psi) in enumerate(board_poses):
