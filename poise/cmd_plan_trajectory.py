@@ -588,7 +588,9 @@ def _standing_rows(v: dict) -> list[tuple[str, str, str]]:
 
 def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: str | None = None) -> int:
     """`plan check` for a trajectory plan: every limit on a 1 ms grid, κ recomputed; a single-support plan's
-    weight shifts planned as `poise run` plays them (`drivers.single_support_stream.plan_transitions`)."""
+    weight shifts planned as `poise run` plays them (`drivers.single_support_stream.plan_transitions`); with
+    `config`, a fixed-base or double-support plan's setpoints as `poise run` streams and checks them at its rate
+    (`setpoints`)."""
     from drivers.single_support_stream import plan_transitions
     from formats.trajectory_plan import load_trajectory_plan
     from trajectories.plan import check_plan, plan_model, plan_trajectory
@@ -598,9 +600,18 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     traj = plan_trajectory(plan, model)
     ps = params or plan.params or next(iter(model.params))
     cfg = _run_config(model, traj, config)  # a bad configuration refused before the long checks
+    # a fixed-base or double-support plan with --config: the run's own pre-flight of its setpoints (a single-support
+    # plan's configuration plans its weight shifts, whose ticks `plan_transitions` checks)
+    run_cfg = _robot_config(model, config) if config is not None and cfg is None else None
     check = check_plan(plan, model, traj, ps, 0.001)
     tr = None if cfg is None else plan_transitions(model, cfg, plan, traj, ps)
     problems = check.problems + ([] if tr is None else tr.problems)
+    if run_cfg is not None:  # what `poise run` refuses before moving: the setpoints at the run's rate
+        from poise.cmd_run_trajectory import setpoints
+
+        problems += [
+            f"run ({run_cfg.source}): {p}" for p in setpoints(plan, model, traj, run_cfg, ps)[1].problems
+        ]
     if as_json:
         out = check.to_dict() | {"problems": problems, "ok": not problems}
         print_json(out if tr is None else out | {"weight_shift": tr.summary()})

@@ -53,15 +53,31 @@ class TrajectoryRun:
 START_CHOICES = ("weight-shift", "set-down")  # how a single-support run starts
 
 
+def setpoints(
+    plan: TrajectoryPlan, model: RobotModel, traj, config: RobotConfig, params: str
+) -> tuple[StreamPlan, StreamCheck]:
+    """The trajectory sampled at the configuration's rate, as `poise run` streams it, and every setpoint checked
+    (`check_stream`): the run's own pre-flight, which `plan check --config` applies too."""
+    from trajectories.parametrisation import motion_band_hz
+    from trajectories.plan import plan_recording
+
+    how = plan_recording(plan, traj)
+    t = tick_times(traj.duration, config.executor.rate_hz)
+    q, qd, qdd = traj.sample(t)
+    sp = StreamPlan(t, q, how.base, params, how.standing, motion_band_hz(traj), qd=qd, qdd=qdd)
+    if how.single:
+        sp.single = SingleSupport(traj.other, traj.lift, plan_margin(plan), traj.max_lift, traj.max_tilt)
+    return sp, check_stream(model, config, sp)
+
+
 def prepare(
     plan: TrajectoryPlan, config: RobotConfig, params: str | None = None, start: str = "weight-shift"
 ) -> tuple[RobotModel, StreamPlan | None, list[str], StreamCheck | None]:
     """(model, setpoints, problems, their check): the plan-check checks first; when they pass, the trajectory
-    sampled at the configuration's rate and every setpoint checked; a single-support plan's start planned
-    (`start`: a weight shift from both soles and one back at the end, `plan_transitions`, or set down on the base
-    sole) and checked too."""
-    from trajectories.parametrisation import motion_band_hz
-    from trajectories.plan import check_plan, plan_model, plan_recording, plan_trajectory
+    sampled at the configuration's rate and every setpoint checked (`setpoints`); a single-support plan's start
+    planned (`start`: a weight shift from both soles and one back at the end, `plan_transitions`, or set down on
+    the base sole) and checked too."""
+    from trajectories.plan import check_plan, plan_model, plan_trajectory
 
     model = plan_model(plan)
     config.require_robot(model.name)
@@ -70,14 +86,8 @@ def prepare(
     check = check_plan(plan, model, traj, ps)
     if not check.ok:  # the setpoints of a trajectory that fails its own checks are not worth checking
         return model, None, list(check.problems), None
-    how = plan_recording(plan, traj)
-    t = tick_times(traj.duration, config.executor.rate_hz)
-    q, qd, qdd = traj.sample(t)
-    sp = StreamPlan(t, q, how.base, ps, how.standing, motion_band_hz(traj), qd=qd, qdd=qdd)
-    if how.single:
-        sp.single = SingleSupport(traj.other, traj.lift, plan_margin(plan), traj.max_lift, traj.max_tilt)
-    stream = check_stream(model, config, sp)
-    if how.single and start == "weight-shift" and not stream.problems:
+    sp, stream = setpoints(plan, model, traj, config, ps)
+    if sp.single is not None and start == "weight-shift" and not stream.problems:
         tr = plan_transitions(model, config, plan, traj, ps)
         if tr.problems:
             return model, sp, tr.problems, stream

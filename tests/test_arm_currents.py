@@ -219,3 +219,29 @@ def test_with_goal_profiles_friction_and_rotor_inertia_match_the_twins_joints(ru
         k: v for k, v in json.loads(capsys.readouterr().out)["reference"]["joints"]["z"].items() if "fv@" in k
     }
     assert sum(v < -3 for v in fv.values()) >= 3, fv  # the stepped goals' bias, as measured
+
+
+def test_plan_check_with_a_configuration_applies_the_runs_preflight(tmp_path, capsys):
+    """`plan check --config` on an arm's plan: the setpoints at the run's rate against its limits, as `poise run`
+    refuses them before moving — a motion within the URDF's 3.15 rad/s but beyond the run's 1 rad/s fails there
+    alone, and the same message stops `poise run` with nothing sent."""
+    cfg = _config(tmp_path / "arm.toml")
+    fast = _hand_made_plan(tmp_path / "fast.json", np.zeros(len(JOINTS)), np.full(len(JOINTS), 0.8))
+    slow = _hand_made_plan(tmp_path / "slow.json", np.zeros(len(JOINTS)), np.full(len(JOINTS), 0.3))
+    assert main(["plan", "check", str(fast), "--json"]) == 0  # the plan's own limits: fine
+    capsys.readouterr()
+    assert main(["plan", "check", str(fast), "--config", str(cfg), "--json"]) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert problems and all(
+        p.startswith(f"run ({cfg}): ") and "velocity_limit 1 rad/s" in p for p in problems
+    )
+    assert main(["plan", "check", str(slow), "--config", str(cfg)]) == 0
+    capsys.readouterr()
+    assert (
+        main(
+            ["run", str(fast), "--robot", "sim", "--config", str(cfg), "--out", str(tmp_path / "r"), "--yes"]
+        )
+        == 2
+    )
+    assert problems[0].removeprefix(f"run ({cfg}): ") in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "r").exists()
