@@ -245,3 +245,14 @@ def test_plan_check_with_a_configuration_applies_the_runs_preflight(tmp_path, ca
     )
     assert problems[0].removeprefix(f"run ({cfg}): ") in " ".join(capsys.readouterr().err.split())
     assert not (tmp_path / "r").exists()
+
+
+def test_the_bundled_ur5_configuration_maps_every_joint():
+    """`drivers/ur5_emulated.toml` (the README's arm example): one servo per UR5 joint, the run settings valid."""
+    from drivers.config import servo_order
+    from robots.registry import get_model
+
+    cfg = load_config(Path(DEFAULT_CONFIG).with_name("ur5_emulated.toml"))
+    model = get_model(str(UR5))
+    assert cfg.robot == model.name and [s.name for s in servo_order(cfg, model.joint_names)] == JOINTS
+    assert len({s.id for s in cfg.servos}) == model.nq and cfg.executor.velocity_limit == 1.0
