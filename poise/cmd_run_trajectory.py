@@ -48,6 +48,9 @@ class TrajectoryRun:
     rate_hz: float
     duration_s: float
     seconds: float
+    torque_constants: dict[str, float] | None = (
+        None  # an arm's recorded currents: the known constants (N·m/A)
+    )
 
 
 START_CHOICES = ("weight-shift", "set-down")  # how a single-support run starts
@@ -158,6 +161,7 @@ def run_trajectory(
                              robot_source=plan.robot_source)  # fmt: skip
     status = "running"
     result = None
+    constants = None
     try:
         with Session(robot, boards, model, config, world_opts, prompt=prompt) as s:
             twin = getattr(s.world, "twin", None) if s.world is not None else None
@@ -205,7 +209,7 @@ def run_trajectory(
     finally:
         rec.close()
     return TrajectoryRun(
-        str(rec.dir), status, result, sp.rate_hz, float(sp.t[-1]), time.perf_counter() - t_start
+        str(rec.dir), status, result, sp.rate_hz, float(sp.t[-1]), time.perf_counter() - t_start, constants
     )
 
 
@@ -295,6 +299,8 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
         "seconds": run.seconds,
         "boards": [vars(b) for b in r.board_stats],
         "soles": {k: v.to_dict() for k, v in r.soles.items()},
+        "currents_recorded": run.torque_constants is not None,
+        "torque_constants": run.torque_constants,
     }
     if args.json:
         print_json(summary)
@@ -309,6 +315,9 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
     ]
     rows += [(f"{site} on three corners", f"{100 * v.share:.0f}", "% of ticks")
              for site, v in r.soles.items()]  # fmt: skip
+    if run.torque_constants is not None:  # an arm: its currents in recording.csv, for `identify dynamic`
+        rows += [("motor currents (recording.csv)", "recorded", "A"),
+                 ("torque constants known", str(len(run.torque_constants)), "joints")]  # fmt: skip
     t = quantity_table(f"trajectory run → {run.run_dir}", rows)
     console.print(t)
     rocked = rocked_soles({site: v.share for site, v in r.soles.items()})

@@ -95,14 +95,14 @@ def test_bad_current_unit_is_refused(tmp_path):
         load_config(path)
 
 
-def _hand_made_plan(path: Path, q0: np.ndarray, amplitude: np.ndarray) -> Path:
-    """A 6 s UR5 motion about `q0`: first and third harmonics of opposite cosines (starts at q0, at rest)."""
+def _hand_made_plan(path: Path, q0: np.ndarray, amplitude: np.ndarray, duration: float = 6.0) -> Path:
+    """A UR5 motion about `q0`: first and third harmonics of opposite cosines (starts at q0, at rest)."""
     from formats.trajectory_plan import TrajectoryPlan, save_trajectory_plan
     from trajectories.fourier import FourierTrajectory
 
     a = np.zeros((len(JOINTS), 3))
     a[:, 0], a[:, 2] = amplitude, -np.asarray(amplitude)
-    traj = FourierTrajectory(6.0, 6.0, np.asarray(q0, dtype=float), a, np.zeros_like(a))
+    traj = FourierTrajectory(duration, duration, np.asarray(q0, dtype=float), a, np.zeros_like(a))
     save_trajectory_plan(
         TrajectoryPlan("ur5", "world", JOINTS, traj.to_json(), params="urdf", robot_source=str(UR5)), path
     )
@@ -256,3 +256,20 @@ def test_the_bundled_ur5_configuration_maps_every_joint():
     model = get_model(str(UR5))
     assert cfg.robot == model.name and [s.name for s in servo_order(cfg, model.joint_names)] == JOINTS
     assert len({s.id for s in cfg.servos}) == model.nq and cfg.executor.velocity_limit == 1.0
+
+
+def test_the_run_summary_says_the_currents_were_recorded(tmp_path, capsys):
+    """`poise run` on an arm: the JSON summary's `currents_recorded` and `torque_constants`, the table's rows."""
+    cfg = _config(tmp_path / "arm.toml", {"elbow_joint": 20.0})
+    plan = _hand_made_plan(
+        tmp_path / "p.json", np.zeros(len(JOINTS)), np.full(len(JOINTS), 0.05), duration=1.0
+    )
+    base = ["run", str(plan), "--robot", "sim", "--config", str(cfg), "--yes", "--time-scale", "3"]
+    capsys.readouterr()
+    assert main([*base, "--out", str(tmp_path / "a"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["currents_recorded"] and out["torque_constants"]["elbow_joint"] == 20.0
+    assert len(out["torque_constants"]) == len(JOINTS)  # the others: the emulated servos' own
+    assert main([*base, "--out", str(tmp_path / "b")]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "motor currents (recording.csv) │ recorded" in text and "torque constants known │ 6" in text
