@@ -111,16 +111,17 @@ def _hand_made_plan(path: Path, q0: np.ndarray, amplitude: np.ndarray, duration:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A designed UR5 trajectory (6 s) and a hand-made one about its offsets, each run on the emulated arm; the
-    designed one again with 10 ms time-based goal profiles."""
+    """A designed UR5 trajectory (stored, `tests/data/ur5_6s.json`: `poise plan trajectory ur5_robot.urdf
+    --duration 6 --period 6 --harmonics 3 --max-iter 30 --velocity-fraction 0.3 --no-self-collision`) and a
+    hand-made one about its offsets, each run on the emulated arm; the designed one again with 10 ms time-based goal
+    profiles."""
     from formats.trajectory_plan import load_trajectory_plan
 
     d = tmp_path_factory.mktemp("arm")
     cfg = _config(d / "arm.toml", {"wrist_3_joint": 9.5})  # one constant configured, the others the bench's
-    designed = d / "designed.json"
-    assert main(["plan", "trajectory", str(UR5), "--out", str(designed), "--duration", "6", "--period", "6",
-                 "--harmonics", "3", "--max-iter", "30", "--velocity-fraction", "0.3", "--no-self-collision",
-                 "--json"]) == 0  # fmt: skip
+    designed = d / "designed.json"  # the stored design, on this machine's URDF
+    stored = json.loads((Path(__file__).parent / "data" / "ur5_6s.json").read_text())
+    designed.write_text(json.dumps(stored | {"robot_source": str(UR5)}))
     q0 = load_trajectory_plan(designed).trajectory["q0"]
     other = _hand_made_plan(d / "other.json", q0, [0.35, 0.3, 0.35, 0.4, 0.4, 0.45])
     profiled = _config(d / "profiled.toml", {"wrist_3_joint": 9.5}, profile_ms=10)
@@ -132,7 +133,7 @@ def runs(tmp_path_factory):
     ):
         run = d / name
         assert main(["run", str(plan), "--robot", "sim", "--config", str(config), "--out", str(run), "--yes",
-                     "--time-scale", "3", "--json"]) == 0  # fmt: skip
+                     "--time-scale", "6", "--json"]) == 0  # fmt: skip
         out.append(run)
     return d, cfg, out
 
