@@ -2,13 +2,15 @@
 efforts on one designed right-arm excitation predict a second, independently designed trajectory's efforts within
 5 % RMS — every joint included, the wrists too.
 
-Cheaper designs than the acceptance's (100 and 40 IPOPT iterations, 40 samples/period instead of 200 and 60) keep
-this under ~2.5 min on 2 cores. The twin's imperfections are `poise simulate trajectory`'s defaults: viscous
+Cheaper designs than the acceptance's (100 and 40 IPOPT iterations, 40 samples/period instead of 200 and 60),
+stored in tests/data (they take 72 s: `poise plan trajectory icub-right-arm` with DESIGN and ESTIMATION, or
+VALIDATION; the same command rebuilds them to the digit — κ column-scaled 6.547 and 6.305). The twin's imperfections are `poise simulate trajectory`'s defaults: viscous
 0.3 N·m·s/rad and Coulomb 0.8 N·m friction, 0.2 N·m effort noise, 16384-tick encoders."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,7 @@ from identify.dynamic import CUTOFF_PER_BAND, DEFAULT_CUTOFF_HZ
 from poise.cli import main
 
 pytestmark = pytest.mark.slow
+DATA = Path(__file__).parent / "data"
 
 LIMIT_PCT = 5.0  # issue 13: validation RMS error / RMS of the measured efforts, all joints together
 JOINT_LIMIT_PCT = 10.0  # no joint may hide behind the others' larger efforts
@@ -26,15 +29,13 @@ ESTIMATION = ["--duration", "60", "--max-iter", "100", "--seed", "1"]
 VALIDATION = ["--duration", "30", "--max-iter", "40", "--seed", "2"]  # another seed: a different motion
 
 
+STORED = {"estimation": DATA / "icub_estimation_60s.json", "validation": DATA / "icub_validation_30s.json"}
+
+
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory):
     d = tmp_path_factory.mktemp("icub")
-    paths = {}
-    for name, how in (("estimation", ESTIMATION), ("validation", VALIDATION)):
-        plan = d / f"{name}.json"
-        argv = ["plan", "trajectory", "icub-right-arm", *DESIGN, *how, "--out", str(plan), "--json"]
-        assert main(argv) == 0
-        paths[name] = plan
+    paths = dict(STORED)
     truth = d / "truth.json"
     est, val = d / "estimation.csv", d / "validation.csv"
     assert main(["simulate", "trajectory", str(paths["estimation"]), "--out", str(est), "--truth-out", str(truth),
@@ -52,9 +53,24 @@ def _identify(capsys, est, val, truth, *extra: str) -> dict:
 
 
 def test_designs_are_verified_and_different(recordings):
+    """The stored designs are what the commands above make, pass `plan check`'s checks (every limit, the tendon
+    couplings and self-collision; here on a 10 ms grid) and are two different motions."""
+    from robots.registry import get_model
+    from trajectories.plan import check_plan, plan_trajectory
+
     paths, _, _, _ = recordings
     plans = [load_trajectory_plan(p) for p in paths.values()]
-    assert all(p.design["verification"]["ok"] for p in plans)
+    model = get_model("icub-right-arm")
+    for plan, how in zip(plans, (ESTIMATION, VALIDATION), strict=True):
+        s = plan.settings
+        assert [s["period"], s["harmonics"], s["samples"]] == [
+            float(DESIGN[1]),
+            int(DESIGN[3]),
+            int(DESIGN[5]),
+        ]
+        assert (s["duration"], s["max_iter"]) == (float(how[1]), int(how[3]))
+        check = check_plan(plan, model, plan_trajectory(plan, model), plan.params, 0.01)
+        assert check.ok, check.problems
     assert plans[0].trajectory["a"] != plans[1].trajectory["a"]
 
 
