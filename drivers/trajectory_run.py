@@ -309,53 +309,47 @@ class TrajectoryRecorder:
         )
         self.boards = SyncedLines(self.dir / "raw_boards.csv", "t,phase,board,seq,kg_tr,kg_br,kg_tl,kg_bl")
         self.recording = self.uniform = None
+        self._model, self._base, self._band_hz, self._k, self._period = (
+            model,
+            base,
+            band_hz,
+            time_scale,
+            period,
+        )
         if wrench:
-            rmeta = {
-                "source": "poise run (trajectory)",
+            wmeta = {
                 "wrench_measured": "fz_n mx_nm my_nm (cells: vertical load)",
                 # the cells' plane lies a plate height below the soles: their moments include h·Fx, h·Fy
                 "moment_z_m": f"{-PLATE_HEIGHT:.6g}",
-            } | self._source
+            }
             if motion is not None:  # single-support: `identify dynamic` takes the free-motion base parameters
-                rmeta["motion"] = motion
-            if band_hz is not None:  # `identify dynamic`'s default cut-off follows the motion's band
-                rmeta["motion_band_hz"] = f"{band_hz:.6g}"
-            self.recording = DynamicRecordingAppender(
-                self.dir / "recording.csv",
-                model.name,
-                base,
-                list(names),
-                tau=False,
-                wrench=True,
-                meta=rmeta,
-                t_plan=True,
-            )
-            n = len(names)
-            # ticks come every period / time_scale s of the run clock; the recording is in trajectory time
-            k = time_scale
-            self.uniform = UniformRows(
-                period / k,
-                lambda t, x: self.recording.append(t * k, x[:n], wrench=x[n : n + 6], t_plan=x[-1]),
-            )
-        self._model, self._base, self._band_hz, self._k = model, base, band_hz, time_scale
+                wmeta["motion"] = motion
+            self._open_recording(wmeta, "wrench", wrench=True)
         self.update_meta(status="running", **meta)
 
-    def record_currents(self, torque_constants: dict[str, float], period: float) -> None:
-        """A fixed-base arm whose link reads motor currents: its streamed ticks go to recording.csv (angles and
-        currents); `torque_constants` (N·m/A at the joint, by joint) are the known ones, written as metadata."""
-        names = self._model.joint_names
-        rmeta = {"source": "poise run (trajectory)", "efforts_measured": "motor currents (A, joint side)"}
-        rmeta |= self._source
-        if self._band_hz is not None:
+    def _open_recording(self, meta: dict, measured: str, **columns) -> None:
+        """recording.csv with the run's metadata and `meta`, its rows on the uniform tick grid (`UniformRows`):
+        each row given as (angles, the `measured` columns, plan time), written in trajectory time."""
+        rmeta = {"source": "poise run (trajectory)"} | meta | self._source
+        if self._band_hz is not None:  # `identify dynamic`'s default cut-off follows the motion's band
             rmeta["motion_band_hz"] = f"{self._band_hz:.6g}"
+        names = list(self._model.joint_names)
         self.recording = DynamicRecordingAppender(
-            self.dir / "recording.csv", self._model.name, self._base, list(names), tau=False, wrench=False,
-            meta=rmeta, t_plan=True, current=True, torque_constant=torque_constants,
+            self.dir / "recording.csv", self._model.name, self._base, names, tau=False, meta=rmeta, t_plan=True,
+            **{"wrench": False} | columns,
         )  # fmt: skip
+        # ticks come every period / time_scale s of the run clock; the recording is in trajectory time
         n, k = len(names), self._k
         self.uniform = UniformRows(
-            period / k, lambda t, x: self.recording.append(t * k, x[:n], current=x[n : 2 * n], t_plan=x[-1])
+            self._period / k,
+            lambda t, x: self.recording.append(t * k, x[:n], t_plan=x[-1], **{measured: x[n:-1]}),
         )
+
+    def record_currents(self, torque_constants: dict[str, float]) -> None:
+        """A fixed-base arm whose link reads motor currents: its streamed ticks go to recording.csv (angles and
+        currents); `torque_constants` (N·m/A at the joint, by joint) are the known ones, written as metadata."""
+        meta = {"efforts_measured": "motor currents (A, joint side)"}
+        self._open_recording(meta, "current", current=True, torque_constant=torque_constants)
 
     def arm_tick(self, t: float, q: np.ndarray, currents: np.ndarray, t_plan: float) -> None:
         """A streamed tick of a fixed-base arm (run-clock time, measured angles and currents): its recording row."""

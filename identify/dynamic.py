@@ -33,7 +33,7 @@ from robots.base_params import (
     random_states,
     zero_set,
 )
-from robots.com_base import numeric_base, ordered_base
+from robots.com_base import numeric_base
 from robots.conditioning import kappa, normalised_columns
 from robots.memo import per_model
 from robots.motion_class import standing_base
@@ -431,10 +431,10 @@ class DynamicEstimator:
             raise DataError("rotor inertia (armature) is estimated from joint torques only")
         return armature_grouping(self.model, RegressorSpec("torque", self.base), self.simplified)
 
-    def _armature_grouped(self) -> dict[str, list[str]]:
-        """Each grouped joint's name with the symbols of the estimates that hold its rotor inertia."""
+    def _armature_grouped(self, syms: list[str]) -> dict[str, list[str]]:
+        """Each grouped joint's name with the symbols (`syms`: the fit's, `_names`) of the estimates that hold its
+        rotor inertia."""
         g = self.armature_
-        syms = self._names()[0]
         cols = list(range(self.dynamic_base_.rank)) + [  # the columns of `g.combination`'s rows in the fit
             syms.index(f"Ia@{self.model.joint_names[j]}") for j in g.estimated
         ]
@@ -586,7 +586,7 @@ class DynamicEstimator:
             placements=placements,
             delays_s=list(delays) if delays is not None else [],
             delay_estimated=isinstance(self.delay, str),
-            armature_grouped=self._armature_grouped() if self.armature else None,
+            armature_grouped=self._armature_grouped(syms) if self.armature else None,
         )
         return self
 
@@ -907,7 +907,7 @@ def armature_grouping(model: RobotModel, spec: RegressorSpec, simplified: bool =
     into the estimates. Decided as the base parameters are (`robots.base_params.derive_dynamic_base`): the torque
     regressor's base columns and the rotor inertia columns stacked over the random states it draws, then the
     rotor inertia columns kept in joint order that are independent of the base columns and of those kept before
-    them (`ordered_base`'s test, rank checked by pivoted QR). A joint whose axis is fixed in the base (the first
+    them (rank by pivoted QR, `numeric_base`). A joint whose axis is fixed in the base (the first
     of a fixed-base arm): its link's inertia about that axis acts on its own row alone, as q̈_j, just as its rotor
     inertia does, so one base parameter holds both."""
     db = cached_dynamic_base(model, spec, simplified)
@@ -918,25 +918,19 @@ def armature_grouping(model: RobotModel, spec: RegressorSpec, simplified: bool =
     joints = list(range(model.nq))
     M = np.concatenate([Yb, armature_columns(qdd, joints)], axis=2).reshape(-1, db.rank + model.nq)
     labels = db.symbols + [f"Ia@{j}" for j in model.joint_names]
-    nb = ordered_base(M, labels)
-    if set(range(db.rank)) <= set(nb.independent):
-        kept = [i - db.rank for i in nb.independent if i >= db.rank]
-    else:  # a borderline base column: pivoted QR's rank decides, one rotor inertia column at a time
-        cols, kept = list(range(db.rank)), []
-        rank = numeric_base(M[:, cols], [labels[c] for c in cols]).rank
-        for j in joints:
-            trial = [*cols, db.rank + j]
-            more = numeric_base(M[:, trial], [labels[c] for c in trial]).rank
-            if more > rank:
-                cols, rank = trial, more
-                kept.append(j)
+    cols, kept = list(range(db.rank)), []
+    rank = numeric_base(M[:, cols], [labels[c] for c in cols]).rank
+    for j in joints:  # in joint order: each one kept if it raises the rank of the base columns and those kept
+        trial = [*cols, db.rank + j]
+        if numeric_base(M[:, trial], [labels[c] for c in trial]).rank > rank:
+            cols, rank = trial, rank + 1
+            kept.append(j)
     grouped = [j for j in joints if j not in kept]
-    basis = M[:, list(range(db.rank)) + [db.rank + j for j in sorted(kept)]]
-    combination = np.linalg.lstsq(basis, M[:, [db.rank + j for j in grouped]], rcond=None)[0]
+    combination = np.linalg.lstsq(M[:, cols], M[:, [db.rank + j for j in grouped]], rcond=None)[0]
     # rounding, not grouping: the base columns' conditioning leaves up to ~1e-8 (iCub arm) where the link lengths
     # put coefficients of 1e-2…1
     combination[np.abs(combination) < 1e-6 * np.abs(combination).max(axis=0, initial=0.0)] = 0.0
-    return ArmatureGrouping(sorted(kept), grouped, combination)
+    return ArmatureGrouping(kept, grouped, combination)
 
 
 def common_rate(recs: list[DynamicRecording]) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from rich.table import Table
@@ -247,7 +247,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     planned = _planned_angles(args.instruments, recs, model) if args.instruments else None
     quantity = "torque" if rec.tau is not None else "wrench"
     source = args.recording[0] if len(recs) == 1 else f"{len(recs)} recordings"
-    plans = [None if isinstance(run, Exception) else str(run[1]) for run in runs]
+    plans = [None if isinstance(run, Exception) else str(run.sha) for run in runs]
     rep = _repeats(recs, plans, average=not args.no_average)
     if rep.averaged:
         source += f", the runs of each plan averaged ({len(rep.groups)} fitted)"
@@ -274,7 +274,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.reference:
         # a physics twin's run compared with its own truth: the joints' rotor inertia, damping and dry friction
         # from its run.json, the grouped rotor inertia added to the base parameters that hold it
-        twin = _twin_joints(args.reference, args.recording[0], model) if quantity == "torque" else None
+        twin = (
+            _twin_joints(args.reference, args.recording[0], runs[0], model) if quantity == "torque" else None
+        )
         armature = [twin[j]["armature"] for j in model.joint_names] if twin else None
         ref = est.reference_values(ref_ps, armature=armature)
         z = (fit.values[:nb] - ref) / fit.se[:nb]  # NaN for parameters held at a prior value
@@ -537,19 +539,21 @@ def _delay(text: str) -> float | str:
 TWIN_JOINT_KINDS = {"fv": "viscous", "fc": "coulomb", "Ia": "armature"}
 
 
-def _twin_joints(reference: str, recording: str, model) -> dict[str, dict[str, float]] | None:
-    """The physics twin's joint truth (`twin_joints` of the run.json beside `recording`) when `reference` is that
-    run's own truth.json; None otherwise, or when the run.json lacks a complete, finite one."""
-    import json
+def _twin_joints(
+    reference: str, recording: str, run: RunOf | Exception, model
+) -> dict[str, dict[str, float]] | None:
+    """The physics twin's joint truth (`run`: `_run_of`'s answer for `recording`) when `reference` is that run's
+    own truth.json; None otherwise, or when its run.json lacks a complete, finite one."""
     from pathlib import Path
 
-    run_dir = Path(recording).parent
+    if isinstance(run, Exception) or run.twin_joints is None:
+        return None
+    if Path(reference).resolve() != (Path(recording).parent / "truth.json").resolve():
+        return None
     try:
-        if Path(reference).resolve() != (run_dir / "truth.json").resolve():
-            return None
-        joints = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["twin_joints"]
+        joints = run.twin_joints
         out = {j: {k: float(joints[j][k]) for k in TWIN_JOINT_KINDS.values()} for j in model.joint_names}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
     return out if all(np.isfinite(v) for d in out.values() for v in d.values()) else None
 
@@ -567,9 +571,19 @@ def _joint_reference(fit, twin: dict[str, dict[str, float]], nb: int) -> dict:
             "within_3se": sum(abs(v) <= 3 for v in z.values())}  # fmt: skip
 
 
-def _run_of(recording: str) -> tuple[str, str, dict] | Exception:
-    """(plan, its sha256, the soles' rocking tally) that the `poise run` run.json beside a recording holds; where
-    there is none, why (the OSError, ValueError, KeyError or TypeError reading it raised)."""
+class RunOf(NamedTuple):
+    """What the `poise run` run.json beside a recording holds: the plan, its sha256, the soles' rocking tally and
+    the physics twin's joint truth (`twin_joints`; None from real hardware)."""
+
+    plan: str
+    sha: str
+    rocked: dict
+    twin_joints: dict | None
+
+
+def _run_of(recording: str) -> RunOf | Exception:
+    """The run.json beside a recording (`RunOf`); where there is none, why (the OSError, ValueError, KeyError or
+    TypeError reading it raised)."""
     import json
     from pathlib import Path
 
@@ -582,7 +596,7 @@ def _run_of(recording: str) -> tuple[str, str, dict] | Exception:
         rocked = {str(k): float(v["rocked_share"]) for k, v in (meta.get("soles") or {}).items()}
     except (ValueError, KeyError, TypeError, AttributeError):
         rocked = {}
-    return plan, sha, rocked
+    return RunOf(plan, sha, rocked, meta.get("twin_joints"))
 
 
 def _repeats(recs: list, plans: list[str | None], average: bool):
@@ -600,12 +614,12 @@ def _rocked(runs: list) -> list[dict]:
     more than ROCKED_WARN of a run's ticks, by the run's own tally from its boards."""
     from drivers.trajectory_run import rocked_soles
 
-    return [{"recording": k + 1, "sole": sole, "rocked_share": run[2][sole]}
+    return [{"recording": k + 1, "sole": sole, "rocked_share": run.rocked[sole]}
             for k, run in enumerate(runs) if not isinstance(run, Exception)
-            for sole in rocked_soles(run[2])]  # fmt: skip
+            for sole in rocked_soles(run.rocked)]  # fmt: skip
 
 
-def _run_plan(recording: str, run: tuple[str, str] | Exception) -> str:
+def _run_plan(recording: str, run: RunOf | Exception) -> str:
     """The plan a `poise run` recording executed: named by the run.json beside it (`run`: `_run_of`'s answer),
     unchanged since (sha256)."""
     from pathlib import Path
@@ -616,7 +630,7 @@ def _run_plan(recording: str, run: tuple[str, str] | Exception) -> str:
     if isinstance(run, Exception):
         raise DataError(f"--instruments without a plan needs {meta_path} (a `poise run` of a trajectory plan): "
                         f"{type(run).__name__} {run}; give the plan: --instruments PLAN")  # fmt: skip
-    plan, sha, _ = run
+    plan, sha = run.plan, run.sha
     if not Path(plan).is_file():
         raise DataError(f"{meta_path} names the plan {plan}, which is not there (relative to here); "
                         "give it: --instruments PLAN")  # fmt: skip

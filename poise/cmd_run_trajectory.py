@@ -167,7 +167,7 @@ def run_trajectory(
             twin = getattr(s.world, "twin", None) if s.world is not None else None
             if not sp.standing and hasattr(s.link, "currents"):
                 constants = torque_constants(config, model, s.world)
-                rec.record_currents(constants, 1.0 / config.executor.rate_hz)
+                rec.record_currents(constants)
                 rec.update_meta(torque_constants=constants)
             ex = TrajectoryExecutor(
                 s.link,
