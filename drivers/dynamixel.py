@@ -18,7 +18,14 @@ import numbers
 import time
 
 import numpy as np
-from dynamixel_sdk import COMM_SUCCESS, GroupSyncRead, GroupSyncWrite, PacketHandler, PortHandler
+from dynamixel_sdk import (
+    COMM_RX_CORRUPT,
+    COMM_SUCCESS,
+    GroupSyncRead,
+    GroupSyncWrite,
+    PacketHandler,
+    PortHandler,
+)
 
 from drivers import dxl_protocol as D
 from drivers.config import ServoMap
@@ -130,12 +137,13 @@ class DynamixelLink:
             )
 
     def _read(self, sid: int, addr: int, size: int, what: str) -> int:
-        fn = {1: self.packet.read1ByteTxRx, 2: self.packet.read2ByteTxRx, 4: self.packet.read4ByteTxRx}[size]
+        """READ one item (unsigned), retried while the servo is silent or the status carries another length (a
+        late status of an earlier request, e.g. a ping answered after its timeout); its error byte is checked."""
         for _ in range(self.retries + 1):
-            value, res, err = fn(self.port, sid, addr)
-            if res == COMM_SUCCESS:
+            data, res, err = self.packet.readTxRx(self.port, sid, addr, size)
+            if res == COMM_SUCCESS and len(data) == size:
                 self._check(sid, f"READ {what} (address {addr})", err)
-                return value
+                return int.from_bytes(bytes(data), "little")
             self.comm_errors += 1
         raise LinkTimeout(f"dxl:{self.port_name}: servo {sid} did not answer READ {what} (address {addr})")
 
@@ -257,6 +265,8 @@ class DynamixelLink:
             data, res, err = self.packet.readRx(self.port, s.id, PRESENT_BLOCK)
             if res != COMM_SUCCESS:
                 return res, []
+            if len(data) != PRESENT_BLOCK:  # a late status of an earlier request: read again
+                return COMM_RX_CORRUPT, []
             if err:
                 errors[s.id] = err
             blocks.append(bytes(data))

@@ -259,7 +259,9 @@ class UniformRows:
         the grid than the first (a first tick 3 ms late, the last on time: the last grid point lies 3 ms after
         the last measurement, and its row was lost): extrapolated from the last measurement along the slope to the
         latest one at least half a period before it (two ticks bunched by a late one would amplify their noise),
-        held where there is none. Afterwards every measurement added has its row."""
+        held where there is none; never more than a period past the last measurement (a recording with a gap has
+        fewer rows than measurements, not rows made up after its end). Afterwards every measurement added has its
+        row, unless a gap swallowed some."""
         if self.prev is None or self.k - self.skipped >= self.n:
             return
         t, x = self.prev
@@ -268,7 +270,7 @@ class UniformRows:
             if t - tb >= self.period / 2:
                 slope = (x - xb) / (t - tb)
                 break
-        while self.k - self.skipped < self.n:
+        while self.k - self.skipped < self.n and self.t0 + self.k * self.period < t + self.period:
             self.emit(self.k * self.period, x + (self.t0 + self.k * self.period - t) * slope)
             self.k += 1
 

@@ -152,6 +152,31 @@ def test_physics_waits_for_late_drivers_on_its_clock_then_runs_free(model):
         tw.close()
 
 
+def test_a_stall_of_the_whole_process_is_not_taken_for_drivers_gone_elsewhere(model):
+    """The process frozen for twice FREE_AFTER_S (SIGSTOP: a loaded machine descheduling it) between two ticks: on
+    waking, the physics is still held for the drivers — before, the wall time since their last tick said they had
+    gone elsewhere and the physics ran free, leaving 0.1–0.6 s gaps in an arm's recording on a loaded CI run."""
+    import os
+    import subprocess
+
+    from drivers.emulators import mujoco_twin as mt
+
+    tw = Twin(model, true_parameters(model), TwinOptions(time_scale=1.0))
+    clock = TwinClock(tw)
+    tw.start()
+    try:
+        t = clock.now() + 0.02
+        clock.sleep_until(t)
+        freeze = (
+            f"sleep 0.02; kill -STOP {os.getpid()}; sleep {2 * mt.FREE_AFTER_S}; kill -CONT {os.getpid()}"
+        )
+        subprocess.run(["sh", "-c", freeze], check=True)
+        time.sleep(0.05)
+        assert t <= tw.t_sim <= t + mt.DRIVER_LEAD_S + 0.006
+    finally:
+        tw.close()
+
+
 def test_twin_stopped_while_waited_for_fails_clearly(model):
     tw = Twin(model, true_parameters(model), TwinOptions())
     tw.start()

@@ -85,6 +85,41 @@ def test_sdk_link_retries_through_lost_packets(bus):
         link.close()
 
 
+def test_a_status_of_the_wrong_length_is_read_again_not_decoded(bus):
+    """A status whose parameters are not the length asked for (a ping's 3 bytes answering a 4-byte READ: the late
+    answer to an earlier request, after the process stalled past the sdk's timeout) is read again: it once raised
+    IndexError inside the sdk, and a short SYNC READ block decoded into wrong angles."""
+    cfg, plant, emu = bus
+    plant.q[:] = np.radians(np.linspace(-20, 25, 12))
+    link = DynamixelLink(emu.path, cfg.servos, [s.name for s in cfg.servos], baud=cfg.baud)
+    ph = link.packet
+    real_read, real_rx = ph.readTxRx, ph.readRx
+    stale = {"read": 1, "rx": 1}
+
+    def read_tx_rx(port, sid, addr, size):
+        data, res, err = real_read(port, sid, addr, size)
+        if stale["read"]:
+            stale["read"] -= 1
+            return [0x06, 0x04, 0x2E], COMM_SUCCESS, 0  # an XM430's ping status: model 1030, firmware 46
+        return data, res, err
+
+    def read_rx(port, sid, size):
+        data, res, err = real_rx(port, sid, size)
+        if stale["rx"] and sid == 5:
+            stale["rx"] -= 1
+            return data[:4], res, err
+        return data, res, err
+
+    ph.readTxRx, ph.readRx = read_tx_rx, read_rx
+    link.connect()
+    try:
+        assert stale == {"read": 0, "rx": 0} and link.comm_errors == 2
+        assert link.position_limits[cfg.servos[0].id] == (0, 4095)
+        np.testing.assert_allclose(link.read(), plant.q, atol=2 / cfg.servos[0].ticks_per_rad)
+    finally:
+        link.close()
+
+
 def test_missing_servo_is_reported(bus):
     cfg, plant, emu = bus
     servos = list(cfg.servos)

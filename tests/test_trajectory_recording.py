@@ -118,7 +118,9 @@ def test_a_stall_leaves_a_gap_and_the_plan_time_behind():
     assert np.allclose(x[:, :2], _signal(t[0] + times), atol=1e-9)  # every row from measurements either side
     after = times > t[30] - t[0]
     assert np.abs(times[after] - x[after, 2] - stall).max() < 0.004
-    assert len(rows) == TICKS  # one row per measurement: the stall's grid points had none to give
+    # a row per measurement but the first after the stall, whose grid point lies inside it (nothing made up after
+    # the last tick to make the count)
+    assert len(rows) == TICKS - 1 and times[-1] <= t[-1] - t[0]
 
 
 def test_a_late_tick_is_interpolated_not_a_gap():
@@ -131,3 +133,20 @@ def test_a_late_tick_is_interpolated_not_a_gap():
         u.add(tk, _signal(tk))
     u.finish()
     assert np.allclose(rows, np.arange(TICKS) * PERIOD)
+
+
+def test_a_stall_caught_up_in_a_burst_adds_no_rows_after_the_last_tick():
+    """A 0.2 s stall the driver catches up with (the ticks after it sent at once, then on schedule again): fewer
+    grid points than ticks, and `finish` writes none past the last measurement — it once wrote rows up to one per
+    tick, extrapolating the last slope 0.2 s beyond the run (a loaded CI machine: a recording 3.6 s longer)."""
+    t = T0 + np.arange(TICKS) * PERIOD + _late(0.0, 0.0)
+    t[20:40] = np.maximum(t[20:40], T0 + 0.4 + np.arange(20) * 1e-4)  # the stall, then a burst
+    rows: list[tuple[float, np.ndarray]] = []
+    u = UniformRows(PERIOD, lambda tk, x: rows.append((tk, x)))
+    for tk in t:
+        u.add(tk, _signal(tk))
+    u.finish()
+    times = np.array([r[0] for r in rows])
+    assert times.max() < t[-1] - t[0] + PERIOD
+    assert len(rows) < TICKS and np.diff(times).max() > 5 * PERIOD
+    assert np.allclose([r[1] for r in rows], _signal(t[0] + times), atol=1e-9)

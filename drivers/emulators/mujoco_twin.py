@@ -60,8 +60,9 @@ MAX_STEPS_PER_CALL = 100  # physics steps one device call may run (time_scale is
 # to wake let the physics run on and its setpoints landed up to 5 ms late (8 of 1001 ticks in a loaded run of the
 # twin test's 10 s double-support plan, the torso's lateral first moment then 3.2 SE off)
 DRIVER_LEAD_S = 0.001
-# ... unless they have not waited for this long (wall s): then they wait on something else (a host-clock timeout,
-# an operator) and the physics runs free until they wait for it again
+# ... unless the physics has waited this long for them (wall s, counted in its own waits, so a stall of the whole
+# process — a loaded machine descheduling it — is not mistaken for drivers gone elsewhere): then they wait on
+# something else (a host-clock timeout, an operator) and the physics runs free until they wait for it again
 FREE_AFTER_S = 0.25
 
 
@@ -396,7 +397,9 @@ class Twin:
         self._stepped = threading.Condition()
         self.clocked = False  # set by TwinClock: the drivers pace themselves by simulated time
         self._driver_t: float | None = None  # the latest simulated time the drivers waited for (wait_until)
-        self._driver_wall = 0.0  # when they asked (monotonic s)
+        self._waited_s = (
+            0.0  # wall s the physics has waited for them since they last asked (its waits' timeouts)
+        )
         self._driver_asked = threading.Event()  # set when they wait for a later time: a held physics goes on
         self.held_s = 0.0  # wall s the physics waited for late drivers
         self.d.qpos[self.qadr] = self.goal
@@ -488,7 +491,7 @@ class Twin:
         last waited for (None: no limit — not followed, or they have waited on something else for FREE_AFTER_S).
         0: the physics waited for them to ask for a later time, at most until FREE_AFTER_S (pacing restarts then)."""
         t = self._driver_t
-        if not self.clocked or t is None or time.monotonic() - self._driver_wall > FREE_AFTER_S:
+        if not self.clocked or t is None or self._waited_s >= FREE_AFTER_S:
             return None
         n = math.floor((t + DRIVER_LEAD_S - self.d.time) / self.opts.timestep + 1e-6)
         if n > 0:
@@ -498,7 +501,9 @@ class Twin:
         if (
             self._driver_t == t
         ):  # no newer time since it was read: sleep until one comes, not in a polling loop
-            self._driver_asked.wait(min(0.05, max(0.0, FREE_AFTER_S - (t0 - self._driver_wall)) + 0.001))
+            wait = min(0.05, FREE_AFTER_S - self._waited_s + 0.001)
+            if not self._driver_asked.wait(wait):
+                self._waited_s += wait
         self.held_s += time.monotonic() - t0
         self._t_wall = time.monotonic()  # no burst to catch up afterwards
         return 0
@@ -566,7 +571,7 @@ class Twin:
                     self._t_wall = time.monotonic()
             return
         self._driver_t = t_sim if self._driver_t is None else max(self._driver_t, t_sim)
-        self._driver_wall = time.monotonic()
+        self._waited_s = 0.0
         self._driver_asked.set()
         with self._stepped:
             while self.d.time < t_sim - 1e-9:
