@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 from dynamixel_sdk import (
+    BROADCAST_ID,
     COMM_RX_CORRUPT,
     COMM_SUCCESS,
     GroupSyncRead,
@@ -88,6 +89,7 @@ class DynamixelLink:
         self.comm_errors = 0
         self.position_limits: dict[int, tuple[int, int]] = {}  # servo id -> (min, max) ticks
         self.current_unit_a = current_unit_ma * 1e-3
+        self.fast_sync_read = False  # every servo answers FAST SYNC READ (found on connect)
         self.currents: np.ndarray | None = None  # A, joint side (servo direction applied), at the last read
 
     def connect(self) -> None:
@@ -113,6 +115,7 @@ class DynamixelLink:
             self._reader = GroupSyncRead(port, self.packet, ADDR_PRESENT_CURRENT, PRESENT_BLOCK)
             for s in self.servos:
                 self._reader.addParam(s.id)
+            self.fast_sync_read = self._detect_fast_sync_read()
             self._writer = GroupSyncWrite(port, self.packet, ADDR_GOAL_POSITION, 4)
             q = self.read()
             self._send_goal(q)  # goal = where we are, before torque comes on
@@ -255,26 +258,66 @@ class DynamixelLink:
         )
 
     def _sync_read(self) -> tuple[int, list[bytes]]:
-        """One SYNC READ of the present block (current, velocity, position) through the sdk, keeping each status
-        packet's error byte (GroupSyncRead.rxPacket drops it)."""
+        """One SYNC READ of the present block (current, velocity, position) through the sdk — FAST SYNC READ when
+        the servos answered it on connect — keeping each servo's error byte (the sdk's group reads drop it)."""
+        if self.fast_sync_read:
+            res, got = self._fast_sync_read()
+        else:
+            res, got = self._plain_sync_read()
+        if res != COMM_SUCCESS:
+            return res, []
+        for sid, err, _ in got:
+            if err:
+                self._check(
+                    sid, f"SYNC READ present current/velocity/position (address {ADDR_PRESENT_CURRENT})", err
+                )
+        return COMM_SUCCESS, [data for _, _, data in got]
+
+    def _plain_sync_read(self) -> tuple[int, list[tuple[int, int, bytes]]]:
+        """SYNC READ: one status packet per servo. (result, [(id, error, data)] in the servos' order)."""
         res = self._reader.txPacket()
         if res != COMM_SUCCESS:
             return res, []
-        blocks, errors = [], {}
+        got = []
         for s in self.servos:
             data, res, err = self.packet.readRx(self.port, s.id, PRESENT_BLOCK)
             if res != COMM_SUCCESS:
                 return res, []
             if len(data) != PRESENT_BLOCK:  # a late status of an earlier request: read again
                 return COMM_RX_CORRUPT, []
-            if err:
-                errors[s.id] = err
-            blocks.append(bytes(data))
-        for sid, err in errors.items():
-            self._check(
-                sid, f"SYNC READ present current/velocity/position (address {ADDR_PRESENT_CURRENT})", err
-            )
-        return COMM_SUCCESS, blocks
+            got.append((s.id, err, bytes(data)))
+        return COMM_SUCCESS, got
+
+    def _fast_sync_read(self) -> tuple[int, list[tuple[int, int, bytes]]]:
+        """FAST SYNC READ (0x8A, X-series firmware 45+): one status packet, each servo's part error, ID, data and a
+        CRC (the last part's is the packet's, which the sdk checks). (result, [(id, error, data)])."""
+        res = self._reader.fastSyncReadTxPacket()
+        if res != COMM_SUCCESS:
+            return res, []
+        part = PRESENT_BLOCK + 4
+        raw, res, _ = self.packet.fastSyncReadRx(self.port, BROADCAST_ID, part * len(self.servos))
+        if res != COMM_SUCCESS:
+            return res, []
+        if len(raw) != part * len(self.servos):
+            return COMM_RX_CORRUPT, []
+        got = []
+        for i, s in enumerate(self.servos):
+            err, sid = raw[i * part], raw[i * part + 1]
+            if sid != s.id:  # another servo's part, or another packet
+                return COMM_RX_CORRUPT, []
+            got.append((sid, err, bytes(raw[i * part + 2 : i * part + 2 + PRESENT_BLOCK])))
+        return COMM_SUCCESS, got
+
+    def _detect_fast_sync_read(self) -> bool:
+        """Whether every servo answers FAST SYNC READ (firmware 45 and later); older ones stay silent or answer
+        another way, and the link then reads with SYNC READ (one status packet per servo)."""
+        for _ in range(2):
+            res, _ = self._fast_sync_read()
+            if res == COMM_SUCCESS:
+                return True
+            time.sleep(0.01)
+            self.port.clearPort()  # what an older servo may have answered
+        return False
 
     def _send_goal(self, q: np.ndarray) -> None:
         self._writer.clearParam()

@@ -40,6 +40,7 @@ from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
     move_time_at_limit,
     waypoint_profile,
 )
+from drivers.wbb.board import tare_all
 from drivers.wbb.geometry import G, board_poses_for, cells_in_base
 from formats.errors import DataError, DeviceError, PoiseError
 from formats.plan import Plan
@@ -58,6 +59,9 @@ FEEDFORWARD_RAMP_S = 0.2
 FALL_HOLD_S = (
     0.3  # s (robot time): boards carrying < half the weight this long = falling (a late report is not)
 )
+# s (bench clock): a board without a report for this long is reconnecting or lost — its last report is not the
+# load now (it read an empty board with the robot in the air; taken with the other board's, a fall was reported)
+STALE_S = 0.25
 
 
 class SafetyTrip(PoiseError):
@@ -181,6 +185,7 @@ class Executor:
         self.tare_s = tare_s
         self.result = RunResult()
         self._latest_kg = [None] * len(boards)
+        self._latest_t = [None] * len(boards)  # when each board's latest report was read (bench clock)
         self._next_tick: float | None = None
         self._last_tick: float | None = None
         self._last_phase = ""
@@ -249,7 +254,7 @@ class Executor:
             samples = b.drain()
             if samples:
                 self.rec.board_rows(samples, posture, phase)
-                self._latest_kg[i] = samples[-1].kg
+                self._latest_kg[i], self._latest_t[i] = samples[-1].kg, samples[-1].t
                 if store is not None:
                     store.append(("b", i, samples))
         if store is not None:
@@ -281,7 +286,10 @@ class Executor:
             return q_meas
 
     def _measured_cop(self, cells: np.ndarray):
-        if any(k is None for k in self._latest_kg):
+        """(CoP in the base frame, total kg) from every board's latest report; (None, None) while a board has
+        none, or none for STALE_S (reconnecting: its last report is not the load now)."""
+        now = self.clock.now()
+        if any(t is None or now - t > STALE_S for t in self._latest_t):
             return None, None
         f = np.concatenate(self._latest_kg)
         total = float(f.sum())
@@ -487,7 +495,7 @@ class Executor:
                 self.operator.lift(None)
                 self._progress(Progress(0, total, todo[0].index, todo[0].placement, "tare"))
                 if self.tare_s > 0:
-                    offsets = [b.tare(self.tare_s).tolist() for b in self.boards]
+                    offsets = [o.tolist() for o in tare_all(self.boards, self.tare_s)]
                 else:  # tared just before (e.g. with a recalibration)
                     offsets = [b.calibration.offset_kg.tolist() for b in self.boards]
                 self.rec.update_meta(tare_kg=offsets)

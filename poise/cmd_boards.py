@@ -53,6 +53,7 @@ def _table(boards, samples) -> Table:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    from drivers.wbb.board import tare_all
     from drivers.wbb.open import board_drivers, start_all
 
     world = None
@@ -72,8 +73,7 @@ def cmd_read(args: argparse.Namespace) -> int:
         boards = start_all(drivers)
         try:
             if args.tare > 0:
-                for b in boards:
-                    b.tare(args.tare)
+                tare_all(boards, args.tare)
             if world is not None:  # the simulated robot stands on the boards at its zero posture
                 world.plant.torque[:] = True
                 world.robot.place(Placement(0, (0.0, 0.13, 0.0)).left_foot, cfg.right_board, cfg.left_board)

@@ -12,10 +12,10 @@ from poise.cli import main
 
 
 def test_demo_pipeline_kinematic(tmp_path, capsys):
-    # 15 postures on 5 placements at 16× (the kinematic bench has no physics to keep up with): 60 s instead of
-    # 80 s for 18 on 6 at 8×
+    # 15 postures on 5 placements at 16×, 2 s moves (the kinematic bench has no physics to keep up with, and its
+    # moves are bound by the bus's 100 Hz ticks, not the time scale): 60 s instead of 80 s for 18 on 6 at 8×
     argv = ["demo", "--out", str(tmp_path), "--postures", "15", "--placements", "5", "--time-scale", "16",
-            "--hold-s", "8", "--json", "--physics", "kinematic"]  # fmt: skip
+            "--hold-s", "8", "--move-s", "2", "--json", "--physics", "kinematic"]  # fmt: skip
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["physics"] == "kinematic" and out["se_bound"] == 2

@@ -88,13 +88,14 @@ def test_sdk_link_retries_through_lost_packets(bus):
 def test_a_status_of_the_wrong_length_is_read_again_not_decoded(bus):
     """A status whose parameters are not the length asked for (a ping's 3 bytes answering a 4-byte READ: the late
     answer to an earlier request, after the process stalled past the sdk's timeout) is read again: it once raised
-    IndexError inside the sdk, and a short SYNC READ block decoded into wrong angles."""
+    IndexError inside the sdk, and a short SYNC READ block decoded into wrong angles. Both SYNC READs: the fast
+    one (one packet for all) and the plain one (a packet per servo)."""
     cfg, plant, emu = bus
     plant.q[:] = np.radians(np.linspace(-20, 25, 12))
     link = DynamixelLink(emu.path, cfg.servos, [s.name for s in cfg.servos], baud=cfg.baud)
     ph = link.packet
-    real_read, real_rx = ph.readTxRx, ph.readRx
-    stale = {"read": 1, "rx": 1}
+    real_read, real_rx, real_fast = ph.readTxRx, ph.readRx, ph.fastSyncReadRx
+    stale = {"read": 1, "rx": 0, "fast": 0}
 
     def read_tx_rx(port, sid, addr, size):
         data, res, err = real_read(port, sid, addr, size)
@@ -110,14 +111,63 @@ def test_a_status_of_the_wrong_length_is_read_again_not_decoded(bus):
             return data[:4], res, err
         return data, res, err
 
-    ph.readTxRx, ph.readRx = read_tx_rx, read_rx
+    def fast_rx(port, sid, size):
+        data, res, err = real_fast(port, sid, size)
+        if stale["fast"]:
+            stale["fast"] -= 1
+            return data[:-14], res, err  # one servo's part short
+        return data, res, err
+
+    ph.readTxRx, ph.readRx, ph.fastSyncReadRx = read_tx_rx, read_rx, fast_rx
     link.connect()
     try:
-        assert stale == {"read": 0, "rx": 0} and link.comm_errors == 2
+        assert link.fast_sync_read and stale["read"] == 0 and link.comm_errors == 1
         assert link.position_limits[cfg.servos[0].id] == (0, 4095)
-        np.testing.assert_allclose(link.read(), plant.q, atol=2 / cfg.servos[0].ticks_per_rad)
+        tick = 1 / cfg.servos[0].ticks_per_rad
+        stale["fast"] = 1
+        np.testing.assert_allclose(link.read(), plant.q, atol=2 * tick)
+        link.fast_sync_read, stale["rx"] = False, 1
+        np.testing.assert_allclose(link.read(), plant.q, atol=2 * tick)
+        assert stale == {"read": 0, "rx": 0, "fast": 0} and link.comm_errors == 3
     finally:
         link.close()
+
+
+def test_fast_sync_read_is_one_packet_and_falls_back_on_older_servos(bus):
+    """On connect the link finds whether the servos answer FAST SYNC READ (0x8A): the emulated XM430s (firmware
+    46) do — one status packet per tick instead of one per servo, its bytes as `dxl_protocol.fast_status` lays them
+    out and each part's CRC that of the packet up to it — and a bus that ignores the instruction (older firmware)
+    is read with SYNC READ; the angles and currents read are the same either way."""
+    cfg, plant, emu = bus
+    plant.q[:] = np.radians(np.linspace(-20, 25, 12))
+    servos = cfg.servos
+    pkt = D.fast_status([(s.id, 0, bytes(10)) for s in servos[:2]])
+    part = 2 + 10 + 2
+    assert pkt[4] == D.BROADCAST and pkt[7] == D.INST_STATUS and len(pkt) == 8 + 2 * part
+    first_crc = D.crc16(pkt[: 8 + part - 2])
+    assert pkt[8 + part - 2 : 8 + part] == bytes([first_crc & 0xFF, first_crc >> 8])
+    assert pkt[-2:] == bytes([D.crc16(pkt[:-2]) & 0xFF, D.crc16(pkt[:-2]) >> 8])
+    got = []
+    for fast in (True, False):
+        if not fast:
+            real = emu._handle
+            emu._handle = lambda p, real=real: [] if p.instruction == D.INST_FAST_SYNC_READ else real(p)
+        before = emu.packets
+        link = DynamixelLink(emu.path, servos, [s.name for s in servos], baud=cfg.baud)
+        link.connect()
+        try:
+            assert link.fast_sync_read is fast
+            sent, real_send = [], emu._send
+            emu._send = lambda data, real_send=real_send: (sent.append(data), real_send(data))[1]
+            got.append(link.read())
+            emu._send = real_send
+            statuses = b"".join(sent).count(D.HEADER)
+            assert statuses == (1 if fast else len(servos)) and emu.packets > before
+        finally:
+            link.close()
+    tick = 1 / servos[0].ticks_per_rad
+    np.testing.assert_allclose(got[0], plant.q, atol=2 * tick)
+    np.testing.assert_allclose(got[1], got[0], atol=2 * tick)
 
 
 def test_missing_servo_is_reported(bus):

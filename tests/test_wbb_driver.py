@@ -270,3 +270,42 @@ def test_kernel_units_follow_the_factory_points_and_clamp_at_zero():
     np.testing.assert_array_equal(kernel_units(cal, r[1]), 1700)
     np.testing.assert_array_equal(kernel_units(cal, r[2]), 3400)
     np.testing.assert_array_equal(kernel_units(cal, r[0] - 50), 0)  # below the 0 kg point
+
+
+def test_boards_are_tared_and_recalibrated_side_by_side(emu_factory):
+    """`tare_all` and `recalibrate_boards` read every board over the same window (one wait for all, not one per
+    board): each board gets its own offsets and gains from its own reports — an HID board and a kernel evdev board
+    with different offsets and cell gains."""
+    from drivers.wbb.board import collect_all, tare_all
+    from drivers.wbb.recalibrate import recalibrate_boards
+
+    gain_error = np.array([0.05, -0.04, 0.02, -0.07])
+    hid_emu = emu_factory(imperfections=BoardImperfections(gain_error=gain_error, offset_kg=np.full(4, 0.3)))
+    ev_emu, ev = _evdev_board(emu_factory, 0.5)
+    boards = [HidBoard(_opener(hid_emu, "socketpair"), name="hid"), ev]
+    emus = [hid_emu, ev_emu]
+    for e in emus:
+        e.load_override = np.zeros(4)
+    for b in boards:
+        b.start()
+    try:
+        spans = [(s[0].t, s[-1].t) for s in collect_all(boards, 0.3)]
+        assert max(a for a, _ in spans) < min(b for _, b in spans)  # the windows overlap: read side by side
+        offsets = tare_all(boards, 0.3)
+        np.testing.assert_allclose(offsets[0], 0.3, atol=0.015)
+        np.testing.assert_allclose(offsets[1], 0.5, atol=0.015)
+
+        def put(cell):
+            for e in emus:
+                e.load_override = np.zeros(4) if cell is None else np.eye(4)[cell] * 10.0
+
+        got = recalibrate_boards(boards, put, 10.0, 0.3)
+        for e in emus:
+            e.load_override = LOAD.copy()
+        collect_all(boards, 0.1)  # reports already in flight still carry the old load
+        for b, g in zip(boards, got, strict=True):
+            assert g.shape == (4,)
+            np.testing.assert_allclose(np.mean([s.kg for s in b.collect(0.3)], axis=0), LOAD, atol=0.05)
+    finally:
+        for b in boards:
+            b.close()

@@ -1,7 +1,8 @@
 """Dynamixel X-series bus emulator on a pty: Protocol 2.0 bytes, so dynamixel_sdk runs unmodified against it.
 
 Serves PING (also broadcast: every servo answers, in id order, staggered), READ, WRITE (also broadcast:
-applied, no status), SYNC READ and SYNC WRITE over an XM430-like control table. Writes follow the ROBOTIS
+applied, no status), SYNC READ, FAST SYNC READ (one status packet from all the servos read, as firmware 45 and
+later answer; no packet when a servo asked for is missing) and SYNC WRITE over an XM430-like control table. Writes follow the ROBOTIS
 e-Manual: read-only items and EEPROM items while Torque Enable = 1 -> Access Error; a write that ends inside
 an item -> Data Length Error; a value outside the item's range -> Data Range Error; nothing is written on an
 error. A hardware error (`inject_hardware_error`) turns torque off and sets the alert bit (0x80) in every
@@ -30,6 +31,8 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+
+import numpy as np
 
 from drivers import dxl_protocol as D
 from drivers.config import ServoMap
@@ -153,6 +156,9 @@ class DxlBusEmulator(PtyDevice):
             table[ADDR_POSITION_P_GAIN : ADDR_POSITION_P_GAIN + 2] = P_GAIN_FACTORY.to_bytes(2, "little")
             plant.set_p_gain(self.servos[sid][0], P_GAIN_FACTORY)  # the physics starts as the servo powers on
         self.parser = D.Parser()
+        self._snapshot: tuple[np.ndarray, np.ndarray | None] | None = (
+            None  # (angles, efforts) for one SYNC READ
+        )
         self.drop_every = drop_every  # fault injection: ignore every n-th instruction packet
         self.packets = 0
         self.errors: list[tuple[int, int]] = []  # (servo id, error) of every status packet with an error
@@ -170,11 +176,15 @@ class DxlBusEmulator(PtyDevice):
             self.tables[sid][ADDR_TORQUE] = 0
 
     def _status(self, sid: int, err: int = 0, data: bytes = b"") -> bytes:
+        return D.status(sid, self._error(sid, err), data)
+
+    def _error(self, sid: int, err: int) -> int:
+        """A status's error byte: `err`, with the alert bit while a hardware error is set (logged in `errors`)."""
         if self.tables[sid][ADDR_HW_ERROR]:
             err |= 0x80
         if err:
             self.errors.append((sid, err))
-        return D.status(sid, err, data)
+        return err
 
     # -- control table, with the plant behind the live addresses
     def _refresh(self, sid: int) -> None:
@@ -185,12 +195,14 @@ class DxlBusEmulator(PtyDevice):
         if self._pwm_mode(sid):
             self._refresh_pwm(sid)
             return
-        q = self.plant.measured()[k]
+        measured, effort = self._snapshot or (self.plant.measured(), None)
+        q = measured[k]
         t[ADDR_PRESENT_POS : ADDR_PRESENT_POS + 4] = (s.to_ticks(q) & 0xFFFFFFFF).to_bytes(4, "little")
         t[ADDR_TORQUE] = int(self.plant.torque[k])
         if sid in self.torque_constants:
             lim = int.from_bytes(t[ADDR_CURRENT_LIMIT : ADDR_CURRENT_LIMIT + 2], "little")
-            amps = s.direction * float(self.plant.effort()[k]) / self.torque_constants[sid]
+            effort = self.plant.effort() if effort is None else effort
+            amps = s.direction * float(effort[k]) / self.torque_constants[sid]
             current = max(-lim, min(lim, round(amps / CURRENT_UNIT)))
             t[ADDR_PRESENT_CURRENT : ADDR_PRESENT_CURRENT + 2] = (current & 0xFFFF).to_bytes(2, "little")
         moving = abs(self.plant.goal[k] - self.plant.q[k]) * s.ticks_per_rad > 20
@@ -316,14 +328,22 @@ class DxlBusEmulator(PtyDevice):
                 if sid in self.servos:
                     self._write(sid, addr, p[off + 1 : off + 1 + n])  # no status: errors are silent
             return []
-        if inst == D.INST_SYNC_READ:
+        if inst in (D.INST_SYNC_READ, D.INST_FAST_SYNC_READ):
             addr, n = p[0] | p[1] << 8, p[2] | p[3] << 8
-            out = []
-            for sid in p[4:]:
-                if sid in self.servos:
-                    err, data = self._read(sid, addr, n)
-                    out.append(self._status(sid, err, data if not err else bytes(n)))
-            return out
+            # the servos sample the robot at one instant
+            self._snapshot = (self.plant.measured(), self.plant.effort() if self.torque_constants else None)
+            try:
+                read = [(sid, *self._read(sid, addr, n)) for sid in p[4:] if sid in self.servos]
+            finally:
+                self._snapshot = None
+            if inst == D.INST_SYNC_READ:
+                return [self._status(sid, err, data if not err else bytes(n)) for sid, err, data in read]
+            if (
+                len(read) < len(p) - 4 or not read
+            ):  # a servo asked for is missing: the chain breaks, no packet
+                return []
+            return [D.fast_status([(sid, self._error(sid, err), data if not err else bytes(n))
+                                   for sid, err, data in read])]  # fmt: skip
         if pkt.id == D.BROADCAST:
             if inst == D.INST_PING:
                 return [self._ping(sid) for sid in sorted(self.servos)]

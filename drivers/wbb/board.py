@@ -105,18 +105,14 @@ class _BoardBase(abc.ABC):
 
     def collect(self, seconds: float) -> list[BoardSample]:
         """Block for `seconds` and return every sample received meanwhile."""
-        self.drain()
-        end = self.clock.now() + seconds
-        out: list[BoardSample] = []
-        while (now := self.clock.now()) < end:
-            self.check()
-            self.clock.sleep_until(min(end, now + 0.02))
-            out.extend(self.drain())
-        return out
+        return collect_all([self], seconds)[0]
 
     def tare(self, seconds: float = 1.0) -> np.ndarray:
         """Zero-load offset from `seconds` of readings with nothing on the board; returns the offsets in kg."""
-        samples = self.collect(seconds)
+        return self.tare_from(self.collect(seconds))
+
+    def tare_from(self, samples: list[BoardSample]) -> np.ndarray:
+        """Zero-load offset from `samples` read with nothing on the board; returns the offsets in kg."""
         if not samples:
             raise DeviceError(f"board {self.name}: no data to tare from")
         self.calibration.tare(np.array([s.raw for s in samples]))
@@ -390,8 +386,7 @@ class EvdevBoard(_BoardBase):
                 np.array([[0] * 4, [1700] * 4, [3400] * 4], float), method="linear"
             )
 
-    def tare(self, seconds: float = 1.0) -> np.ndarray:
-        samples = self.collect(seconds)
+    def tare_from(self, samples: list[BoardSample]) -> np.ndarray:
         if not samples:
             raise DeviceError(f"board {self.name}: no data to tare from")
         raw = np.array([s.raw for s in samples])
@@ -449,3 +444,27 @@ def open_evdev(path: str):
         dev.close()
         raise DeviceError(f"{path} is {dev.name!r}, not a hid-wiimote balance board")
     return dev
+
+
+def collect_all(boards: list[_BoardBase], seconds: float) -> list[list[BoardSample]]:
+    """Every board's samples over the same `seconds` (on the first board's clock): boards read side by side, not
+    one after another."""
+    for b in boards:
+        b.drain()
+    if not boards:
+        return []
+    clock = boards[0].clock
+    end = clock.now() + seconds
+    out: list[list[BoardSample]] = [[] for _ in boards]
+    while (now := clock.now()) < end:
+        for b in boards:
+            b.check()
+        clock.sleep_until(min(end, now + 0.02))
+        for got, b in zip(out, boards, strict=True):
+            got.extend(b.drain())
+    return out
+
+
+def tare_all(boards: list[_BoardBase], seconds: float) -> list[np.ndarray]:
+    """Tare every board from the same `seconds` of empty readings (each board's offsets in kg)."""
+    return [b.tare_from(got) for b, got in zip(boards, collect_all(boards, seconds), strict=True)]

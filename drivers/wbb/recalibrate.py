@@ -10,26 +10,35 @@ from collections.abc import Callable
 
 import numpy as np
 
+from drivers.wbb.board import collect_all
 from drivers.wbb.protocol import CELLS
 from formats.errors import DeviceError
 
 
-def recalibrate_board(
-    board, put_weight: Callable[[int | None], None], weight_kg: float, seconds: float = 1.0
-):
-    """`put_weight(cell)` places the weight over cell index 0..3 (TR, BR, TL, BL), `put_weight(None)` removes
-    it. Returns the per-cell gains (already applied to the board's calibration)."""
-    loads = []
+def recalibrate_boards(
+    boards: list, put_weight: Callable[[int | None], None], weight_kg: float, seconds: float = 1.0
+) -> list[np.ndarray]:
+    """`put_weight(cell)` places a weight over cell index 0..3 (TR, BR, TL, BL) of every board (one weight per
+    board, all read at once), `put_weight(None)` removes them. Returns each board's per-cell gains (already
+    applied to its calibration)."""
+    loads: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in boards]
     try:
         for c in range(4):
             put_weight(c)
-            board.collect(0.2 * seconds)  # let it settle
-            samples = board.collect(seconds)
-            if not samples:
-                raise DeviceError(f"board {board.name}: no data with the weight on cell {CELLS[c]}")
+            collect_all(boards, 0.2 * seconds)  # let it settle
             true = np.zeros(4)
             true[c] = weight_kg
-            loads.append((true, np.array([s.raw for s in samples], float)))
+            for board, samples, got in zip(boards, collect_all(boards, seconds), loads, strict=True):
+                if not samples:
+                    raise DeviceError(f"board {board.name}: no data with the weight on cell {CELLS[c]}")
+                got.append((true, np.array([s.raw for s in samples], float)))
     finally:
         put_weight(None)
-    return board.calibration.recalibrate(loads)
+    return [board.calibration.recalibrate(got) for board, got in zip(boards, loads, strict=True)]
+
+
+def recalibrate_board(
+    board, put_weight: Callable[[int | None], None], weight_kg: float, seconds: float = 1.0
+) -> np.ndarray:
+    """`recalibrate_boards` for one board."""
+    return recalibrate_boards([board], put_weight, weight_kg, seconds)[0]

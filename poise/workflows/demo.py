@@ -126,18 +126,18 @@ def design_plan(
 def recalibrate_sim_boards(
     session, weight_kg: float = 10.0, seconds: float = 1.0, tare_s: float = 4.0
 ) -> list[np.ndarray]:
-    """Tare, then recalibrate every emulated board with a known weight over each cell (Leach 2014 style)."""
-    from drivers.wbb.recalibrate import recalibrate_board
+    """Tare, then recalibrate every emulated board with a known weight over each cell (Leach 2014 style): the
+    boards side by side, each with its own weight."""
+    from drivers.wbb.board import tare_all
+    from drivers.wbb.recalibrate import recalibrate_boards
 
-    gains = []
-    for board, emu in zip(session.boards, session.world.boards, strict=True):
-        board.tare(tare_s)
+    tare_all(session.boards, tare_s)
 
-        def put(cell, emu=emu):
+    def put(cell):
+        for emu in session.world.boards:
             emu.load_override = None if cell is None else np.eye(4)[cell] * weight_kg
 
-        gains.append(recalibrate_board(board, put, weight_kg, seconds))
-    return gains
+    return recalibrate_boards(session.boards, put, weight_kg, seconds)
 
 
 def stand_alone(model, plan: Plan, config, cond: Conditions, seed: int, log=print) -> list[dict]:
