@@ -158,7 +158,7 @@ def test_fast_sync_read_is_one_packet_and_falls_back_on_older_servos(bus):
         try:
             assert link.fast_sync_read is fast
             sent, real_send = [], emu._send
-            emu._send = lambda data, real_send=real_send: (sent.append(data), real_send(data))[1]
+            emu._send = lambda data, real_send=real_send, sent=sent: (sent.append(data), real_send(data))[1]
             got.append(link.read())
             emu._send = real_send
             statuses = b"".join(sent).count(D.HEADER)
