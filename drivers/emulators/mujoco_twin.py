@@ -610,10 +610,10 @@ class Twin:
         """Servo targets such that the affine actuator's kp·(target − q) is kp times the deadband's error: 0
         within ½ tick of the goal, 2|e| − ½ ticks… up to |e| at one tick, e beyond (e in ticks, sign kept)."""
         q = self.d.qpos[self.qadr]
-        e = (self._goal_ticks - q) * self.ticks_per_rad
+        e = self._goal_ticks - q  # in rad: the ticks' arithmetic below scaled by one tick (every physics step)
         a = np.abs(e)
-        seen = np.sign(e) * np.clip(2.0 * a - 1.0, 0.0, a)
-        self.d.ctrl[:] = q + seen / self.ticks_per_rad + self._integral
+        seen = np.minimum(np.maximum(2.0 * a - 1.0 / self.ticks_per_rad, 0.0), a)
+        self.d.ctrl[:] = q + np.copysign(seen, e) + self._integral
 
     def _ticks(self, q: np.ndarray) -> np.ndarray:
         """Angles to whole encoder ticks (rad): goals are ticks."""
