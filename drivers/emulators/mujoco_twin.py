@@ -610,7 +610,8 @@ class Twin:
         """Servo targets such that the affine actuator's kp·(target − q) is kp times the deadband's error: 0
         within ½ tick of the goal, 2|e| − ½ ticks… up to |e| at one tick, e beyond (e in ticks, sign kept)."""
         q = self.d.qpos[self.qadr]
-        e = self._goal_ticks - q  # in rad: the ticks' arithmetic below scaled by one tick (every physics step)
+        # in rad: the ticks' arithmetic scaled by one tick (this runs every physics step)
+        e = self._goal_ticks - q
         a = np.abs(e)
         seen = np.minimum(np.maximum(2.0 * a - 1.0 / self.ticks_per_rad, 0.0), a)
         self.d.ctrl[:] = q + np.copysign(seen, e) + self._integral
