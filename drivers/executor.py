@@ -40,7 +40,6 @@ from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
     move_time_at_limit,
     waypoint_profile,
 )
-from drivers.wbb.board import tare_all
 from drivers.wbb.geometry import G, board_poses_for, cells_in_base
 from formats.errors import DataError, DeviceError, PoiseError
 from formats.plan import Plan
@@ -495,7 +494,7 @@ class Executor:
                 self.operator.lift(None)
                 self._progress(Progress(0, total, todo[0].index, todo[0].placement, "tare"))
                 if self.tare_s > 0:
-                    offsets = [o.tolist() for o in tare_all(self.boards, self.tare_s)]
+                    offsets = [b.tare(self.tare_s).tolist() for b in self.boards]
                 else:  # tared just before (e.g. with a recalibration)
                     offsets = [b.calibration.offset_kg.tolist() for b in self.boards]
                 self.rec.update_meta(tare_kg=offsets)

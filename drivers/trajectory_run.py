@@ -65,7 +65,6 @@ from drivers.single_support_stream import (
     feedforward_offsets,
     single_support_problems,
 )
-from drivers.wbb.board import tare_all
 from drivers.wbb.geometry import PLATE_HEIGHT, G, board_poses_for, cells_in_base
 from formats.dynamic_recording import DynamicRecordingAppender
 from formats.errors import DataError
@@ -511,7 +510,7 @@ class TrajectoryExecutor(Executor):
             if sp.standing:
                 self.operator.lift(None)
                 self.progress_cb(Progress(0, len(sp.t), 0, 0, "tare"))
-                self.rec.update_meta(tare_kg=[o.tolist() for o in tare_all(self.boards, self.tare_s)])
+                self.rec.update_meta(tare_kg=[b.tare(self.tare_s).tolist() for b in self.boards])
             self.progress_cb(Progress(0, len(sp.t), 0, 0, "move"))
             q = self._to_start(q)
             if sp.standing:

@@ -206,9 +206,9 @@ def test_run_records_every_posture_accurately(model, plan, cfg, tmp_path):
 
 
 def test_board_disconnecting_mid_posture(model, plan, cfg, tmp_path):
-    """The second board drops its link during the first posture and reconnects; nothing is lost. Its last report
-    before the drop (the robot in the air: an empty board) is not taken for its load once the robot stands — with
-    the boards tared side by side the drop falls there, and the executor once reported a fall."""
+    """The second board drops its link during the first posture and reconnects; nothing is lost. Should the drop
+    fall between the air move and the set-down, its last report (an empty board) is not taken for its load once
+    the robot stands (`STALE_S`): with the boards tared side by side it fell there, and a fall was reported."""
     opts = WorldOptions(noise=False, faults=(Faults(), Faults(disconnect_after=140)))
     result, run_dir = cmd_run.execute(_args(tmp_path), model, plan, cfg, world_opts=opts)
     assert result.board_stats[1].reconnects == 1
