@@ -11,7 +11,6 @@ import json
 import numpy as np
 import pytest
 from conftest import TEST_DESIGN
-from scipy import stats
 from shapely.geometry import MultiPoint, Point
 
 from drivers.emulators.mujoco_arm import physical_truth, standing_wrench
@@ -322,18 +321,13 @@ def test_a_run_designed_for_the_first_adds_what_it_lacked(tulip, design, run_dir
 
 
 def test_what_the_pair_determines_lies_within_3_se_of_the_truth(design, run_dir, next_run_dir, capsys):
-    """The two runs fitted together (IV): the base parameters they determine within 3 SE of the truth as a family
-    (as the demo's test holds its estimates): at most one of them beyond 3 SE, none beyond the Bonferroni bound
-    (family-wise 1 %: 3.2 for eight). Eight |z| each beyond 3 with probability 0.27 % put one beyond 3 in 2 % of
-    exact realisations, and the twin adds the soles' creep: measured with the first run at max |z| 0.98 among the
-    determined 2.45 (37/37); with it at 3.63, 4.03; on 2026-11-29, ϑ16 at 3.04 (the others ≤ 2.81) once, all
-    within 3 in the next run."""
+    """The two runs fitted together (IV): every base parameter they determine within 3 SE of the truth (measured
+    with the first run at max |z| 0.98 among the determined: 2.45, 37/37; with it at 3.63: 4.03). With the boards
+    tared side by side (the runs starting 1 s earlier) ϑ3 and ϑ16 went to 3.0–4.0 in 4 of 4 fits: see README."""
     out = _identify_pair(design, run_dir, next_run_dir, capsys)
     params, z = out["parameters"][:37], np.array(out["reference"]["z"][:37], dtype=float)
     det = [k for k, p in enumerate(params) if p["symbol"] in out["determined"]]
-    zd = np.abs(z[det])
-    bound = float(stats.norm.ppf(1 - 0.01 / (2 * len(det))))
-    assert np.sum(zd > 3.0) <= 1 and zd.max() <= bound, {params[k]["symbol"]: round(z[k], 2) for k in det}
+    assert np.all(np.abs(z[det]) <= 3), {params[k]["symbol"]: round(z[k], 2) for k in det}
 
 
 @pytest.mark.xfail(
