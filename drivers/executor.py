@@ -27,7 +27,7 @@ from shapely.geometry import MultiPoint
 from drivers.clock import HOST_CLOCK, Clock
 from drivers.config import RobotConfig
 from drivers.gravity import goal_offsets
-from drivers.link import LinkTimeout, gain_meta
+from drivers.link import LinkTimeout, link_meta
 from drivers.realtime import steady_gc
 from drivers.recorder import RunRecorder
 from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
@@ -200,9 +200,10 @@ class Executor:
             self._offsets(plan.postures[0].q)
 
     def _read_gains(self) -> dict:
-        """The servos' position-loop gains as they report them (`gain_meta`; the configured P gain is written on
-        connect): the feed-forward's stiffness follows them (a link that cannot read them: the configured gain)."""
-        gains = gain_meta(self.link)
+        """The servos' position-loop gains as they report them, with the rest of `link_meta` (the configured P gain
+        is written on connect): the feed-forward's stiffness follows them (a link that cannot read them: the
+        configured gain)."""
+        gains = link_meta(self.link)
         if gains["servo_gains"] is not None:
             self._p_gains = np.array(
                 [gains["servo_gains"][n]["p"] for n in self.model.joint_names], dtype=float

@@ -60,13 +60,19 @@ def open_link(endpoint: str, joint_names: list[str], config) -> RobotLink:
     raise DeviceError(f"unknown robot endpoint {endpoint!r} (use sim, dxl:PORT[?baud=N] or serial:PORT)")
 
 
-def gain_meta(link) -> dict:
-    """What a run records about the servos' position loops, read from the servos themselves: `servo_gains`
-    (joint -> {"p", "i", "d"}, Dynamixel units) and `position_p_gain` (the P gain they all hold, or null when
-    they differ). A link that cannot read them (the framed protocol) records nulls."""
+def link_meta(link) -> dict:
+    """What a run records about its link, read from the servos themselves: `servo_gains` (joint -> {"p", "i",
+    "d"}, Dynamixel units), `position_p_gain` (the P gain they all hold, or null when they differ) and
+    `fast_sync_read` (whether each tick reads the bus with one FAST SYNC READ). A link that cannot tell (the
+    framed protocol) records nulls."""
+    fast = getattr(link, "fast_sync_read", None)
     read = getattr(link, "read_position_gains", None)
     if read is None:
-        return {"position_p_gain": None, "servo_gains": None}
+        return {"position_p_gain": None, "servo_gains": None, "fast_sync_read": fast}
     gains = read()
     ps = {g["p"] for g in gains.values()}
-    return {"position_p_gain": ps.pop() if len(ps) == 1 else None, "servo_gains": gains}
+    return {
+        "position_p_gain": ps.pop() if len(ps) == 1 else None,
+        "servo_gains": gains,
+        "fast_sync_read": fast,
+    }

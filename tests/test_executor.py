@@ -436,8 +436,8 @@ def test_run_failing_before_its_first_posture_leaves_a_usable_folder(model, plan
 
 @pytest.mark.parametrize("robot", ["sim", "sim:framed"])
 def test_run_records_the_gains_the_servos_report(model, plan, cfg, tmp_path, robot):
-    """The configured Position P Gain goes to the servos on connect; run.json records what they read back (the
-    framed protocol has no gain register: nulls)."""
+    """The configured Position P Gain goes to the servos on connect; run.json records what they read back and
+    whether the bus was read with FAST SYNC READ (the framed protocol has neither: nulls)."""
     import json
 
     cfg.executor.position_p_gain = 2500.0
@@ -455,8 +455,11 @@ def test_run_records_the_gains_the_servos_report(model, plan, cfg, tmp_path, rob
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert meta["position_p_gain_configured"] == 2500
     if robot == "sim:framed":
-        assert meta["position_p_gain"] is None and meta["servo_gains"] is None
+        assert (
+            meta["position_p_gain"] is None and meta["servo_gains"] is None and meta["fast_sync_read"] is None
+        )
         return
+    assert meta["fast_sync_read"] is True  # the emulated servos' firmware answers it, as X-series 45+ do
     assert meta["position_p_gain"] == 2500
     assert meta["servo_gains"] == {n: {"p": 2500, "i": 0, "d": 0} for n in model.joint_names}
     np.testing.assert_array_equal(sessions[0].world.plant.p_gain, 2500)  # the emulated servos' plant got it

@@ -58,6 +58,7 @@ CURRENT_UNIT = 2.69e-3  # A per Present Current unit
 EEPROM_END = 64  # addresses below are EEPROM: writable only while torque is off
 TABLE_SIZE = 147
 STAGGER_S = 0.0005  # gap between the status packets of a broadcast PING
+Sample = tuple[np.ndarray, np.ndarray | None]  # (angles, efforts or None) of the robot at one instant
 
 
 @dataclass(frozen=True)
@@ -156,9 +157,6 @@ class DxlBusEmulator(PtyDevice):
             table[ADDR_POSITION_P_GAIN : ADDR_POSITION_P_GAIN + 2] = P_GAIN_FACTORY.to_bytes(2, "little")
             plant.set_p_gain(self.servos[sid][0], P_GAIN_FACTORY)  # the physics starts as the servo powers on
         self.parser = D.Parser()
-        self._snapshot: tuple[np.ndarray, np.ndarray | None] | None = (
-            None  # (angles, efforts) for one SYNC READ
-        )
         self.drop_every = drop_every  # fault injection: ignore every n-th instruction packet
         self.packets = 0
         self.errors: list[tuple[int, int]] = []  # (servo id, error) of every status packet with an error
@@ -187,7 +185,8 @@ class DxlBusEmulator(PtyDevice):
         return err
 
     # -- control table, with the plant behind the live addresses
-    def _refresh(self, sid: int) -> None:
+    def _refresh(self, sid: int, sample: Sample | None = None) -> None:
+        """The servo's live addresses, from `sample` (the robot sampled once for a whole SYNC READ) or the plant."""
         k, s = self.servos[sid]
         t = self.tables[sid]
         tick = int(time.monotonic() * 1000) % 32768
@@ -195,7 +194,7 @@ class DxlBusEmulator(PtyDevice):
         if self._pwm_mode(sid):
             self._refresh_pwm(sid)
             return
-        measured, effort = self._snapshot or (self.plant.measured(), None)
+        measured, effort = sample or (self.plant.measured(), None)
         q = measured[k]
         t[ADDR_PRESENT_POS : ADDR_PRESENT_POS + 4] = (s.to_ticks(q) & 0xFFFFFFFF).to_bytes(4, "little")
         t[ADDR_TORQUE] = int(self.plant.torque[k])
@@ -309,10 +308,10 @@ class DxlBusEmulator(PtyDevice):
             return 0.0
         return int.from_bytes(t[ADDR_PROFILE_VELOCITY : ADDR_PROFILE_VELOCITY + 4], "little") / 1000.0
 
-    def _read(self, sid: int, addr: int, n: int) -> tuple[int, bytes]:
+    def _read(self, sid: int, addr: int, n: int, sample: Sample | None = None) -> tuple[int, bytes]:
         if addr + n > TABLE_SIZE or n == 0:
             return D.ERR_ACCESS, b""
-        self._refresh(sid)
+        self._refresh(sid, sample)
         return 0, bytes(self.tables[sid][addr : addr + n])
 
     def _ping(self, sid: int) -> bytes:
@@ -331,16 +330,12 @@ class DxlBusEmulator(PtyDevice):
         if inst in (D.INST_SYNC_READ, D.INST_FAST_SYNC_READ):
             addr, n = p[0] | p[1] << 8, p[2] | p[3] << 8
             # the servos sample the robot at one instant
-            self._snapshot = (self.plant.measured(), self.plant.effort() if self.torque_constants else None)
-            try:
-                read = [(sid, *self._read(sid, addr, n)) for sid in p[4:] if sid in self.servos]
-            finally:
-                self._snapshot = None
+            sample = (self.plant.measured(), self.plant.effort() if self.torque_constants else None)
+            read = [(sid, *self._read(sid, addr, n, sample)) for sid in p[4:] if sid in self.servos]
             if inst == D.INST_SYNC_READ:
                 return [self._status(sid, err, data if not err else bytes(n)) for sid, err, data in read]
-            if (
-                len(read) < len(p) - 4 or not read
-            ):  # a servo asked for is missing: the chain breaks, no packet
+            # Fast Sync Read: a servo asked for that is missing breaks the chain, and no packet is sent
+            if len(read) < len(p) - 4 or not read:
                 return []
             return [D.fast_status([(sid, self._error(sid, err), data if not err else bytes(n))
                                    for sid, err, data in read])]  # fmt: skip

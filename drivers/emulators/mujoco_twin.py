@@ -397,9 +397,8 @@ class Twin:
         self._stepped = threading.Condition()
         self.clocked = False  # set by TwinClock: the drivers pace themselves by simulated time
         self._driver_t: float | None = None  # the latest simulated time the drivers waited for (wait_until)
-        self._waited_s = (
-            0.0  # wall s the physics has waited for them since they last asked (its waits' timeouts)
-        )
+        # wall s the physics has waited for them since they last asked (the sum of its waits' timeouts)
+        self._waited_s = 0.0
         self._driver_asked = threading.Event()  # set when they wait for a later time: a held physics goes on
         self.held_s = 0.0  # wall s the physics waited for late drivers
         self.d.qpos[self.qadr] = self.goal

@@ -35,10 +35,3 @@ def recalibrate_boards(
     finally:
         put_weight(None)
     return [board.calibration.recalibrate(got) for board, got in zip(boards, loads, strict=True)]
-
-
-def recalibrate_board(
-    board, put_weight: Callable[[int | None], None], weight_kg: float, seconds: float = 1.0
-) -> np.ndarray:
-    """`recalibrate_boards` for one board."""
-    return recalibrate_boards([board], put_weight, weight_kg, seconds)[0]
