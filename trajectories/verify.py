@@ -145,7 +145,9 @@ def check_trajectory(
         problems.append(f"does not end at rest (|q̇| = {v1:.3g} rad/s)")
     if rest_posture is not None:
         problems += _rest_posture_problems(model, q, np.asarray(rest_posture, dtype=float))
-    W = stacked_base_regressor(model, traj, base, simplified, t[:: max(1, len(t) // 2000)])
+    every = max(1, len(t) // 2000)  # κ from about 2000 of the samples checked
+    spec, motion = regressor_spec(traj, base)
+    W = base_regressor_rows(model, spec, motion, simplified, q[::every], qd[::every], qdd[::every], chain)
     return TrajectoryCheck(
         min_zmp_margin_m=zmp_min,
         max_foot_drift_m=drift,
@@ -343,6 +345,20 @@ def sampled_base_regressor(
 ) -> np.ndarray:
     """`stacked_base_regressor` of a regressor named by its spec and motion class (`regressor_spec`) for anything
     with `sample(t) -> (q, q̇, q̈)`; with a closed `chain`, the base parameters of its foot placement."""
+    return base_regressor_rows(model, spec, motion, simplified, *traj.sample(t), chain)
+
+
+def base_regressor_rows(
+    model: RobotModel,
+    spec: RegressorSpec,
+    motion: str,
+    simplified: bool,
+    q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
+    chain=None,
+) -> np.ndarray:
+    """`sampled_base_regressor` of states already sampled (K, nq) each."""
     if chain is not None:
         from trajectories.balance_excitation import chain_base
 
@@ -351,7 +367,6 @@ def sampled_base_regressor(
         db = standing_base(model, spec, simplified)
     else:
         db = cached_dynamic_base(model, spec, simplified, motion)
-    q, qd, qdd = traj.sample(t)
     Y = evaluate(model, spec, q, qd, qdd)
     return Y[..., db.independent].reshape(-1, len(db.independent))
 
