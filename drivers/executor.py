@@ -27,7 +27,7 @@ from shapely.geometry import MultiPoint
 from drivers.clock import HOST_CLOCK, Clock
 from drivers.config import RobotConfig
 from drivers.gravity import goal_offsets
-from drivers.link import LinkTimeout, link_meta
+from drivers.link import LinkTimeout, Silence, link_meta
 from drivers.realtime import steady_gc
 from drivers.recorder import RunRecorder
 from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
@@ -188,7 +188,6 @@ class Executor:
         self._next_tick: float | None = None
         self._last_tick: float | None = None
         self._last_phase = ""
-        self._last_answer: float | None = None
         self._weight_kg = float(model.parameter_set(plan.params).total_mass)
         self._outside_since: float | None = None
         self._light_since: float | None = None
@@ -268,22 +267,18 @@ class Executor:
         return q_meas
 
     def _command(self, q_cmd: np.ndarray) -> np.ndarray:
-        """Send a setpoint, resending it while the robot is silent for less than `link_timeout_s`."""
+        """Send a setpoint, resending it while the robot is silent for less than `link_timeout_s` (`Silence`)."""
+        silence = Silence(self.ex.link_timeout_s)
         while True:
+            asked = time.monotonic()
             try:
-                q_meas = self.link.command(q_cmd)
+                return self.link.command(q_cmd)
             except LinkTimeout as exc:
-                now = time.monotonic()
-                if self._last_answer is None:
-                    self._last_answer = now
-                if now - self._last_answer >= self.ex.link_timeout_s:
+                if silence.missed(asked):
                     raise DeviceError(
-                        f"robot link timed out: no answer for {now - self._last_answer:.2f} s "
+                        f"robot link timed out: no answer for {silence.seconds:.2f} s "
                         f"(link_timeout_s = {self.ex.link_timeout_s:g} s; {exc}); streaming stopped"
                     ) from exc
-                continue
-            self._last_answer = time.monotonic()
-            return q_meas
 
     def _measured_cop(self, cells: np.ndarray):
         """(CoP in the base frame, total kg) from every board's latest report; (None, None) while a board has
@@ -484,7 +479,6 @@ class Executor:
         todo = self.todo()
         total = len(todo)
         q = self.link.read()
-        self._last_answer = time.monotonic()
         self.rec.update_meta(
             gravity_compensation=self.gravity_compensation,
             position_p_gain_configured=float(self.ex.position_p_gain),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -11,6 +13,30 @@ from formats.errors import DeviceError
 
 class LinkTimeout(DeviceError):
     """The robot did not answer in time."""
+
+
+@dataclass
+class Silence:
+    """How long a robot has left a setpoint unanswered: from the first failed exchange of it, and a timeout only
+    once a second exchange failed too. A host that was late (a loaded machine descheduling it) before or during an
+    exchange is not a silent robot: counted from the last answer, one lost status after the host had been away
+    for `timeout_s` stopped a run ('no answer for 0.62 s' on a test machine with three workers on two cores)."""
+
+    timeout_s: float
+    since: float | None = None  # monotonic s the first unanswered exchange began
+    misses: int = 0
+
+    def missed(self, asked: float) -> bool:
+        """The exchange begun at `asked` (time.monotonic) went unanswered: whether the link has now timed out."""
+        if self.since is None:
+            self.since = asked
+        self.misses += 1
+        return self.misses >= 2 and self.seconds >= self.timeout_s
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the first unanswered exchange began."""
+        return 0.0 if self.since is None else time.monotonic() - self.since
 
 
 class RobotLink(Protocol):

@@ -41,7 +41,7 @@ from drivers.clock import HOST_CLOCK, Clock
 from drivers.config import RobotConfig, ServoMap, servo_order
 from drivers.dxl_pwm import PwmChannel, PwmState
 from drivers.executor import SafetyTrip
-from drivers.link import LinkTimeout
+from drivers.link import LinkTimeout, Silence
 from drivers.realtime import steady_gc
 from drivers.run_files import SyncedLines, new_run_dir, write_run_meta
 from formats.errors import DataError, DeviceError
@@ -303,18 +303,17 @@ def stream_pwm(
     try:
         ch.enter()
         t0 = clock.now()
-        last_answer = time.monotonic()
         for k, (tk, u) in enumerate(zip(stream.t, stream.pct, strict=True)):
             clock.sleep_until(t0 + tk)
             t_write = clock.now()
-            s = None
+            s, silence = None, Silence(link_timeout_s)
             while s is None:
+                asked = time.monotonic()
                 s = ch.exchange(float(u))
-                if s is None and time.monotonic() - last_answer > link_timeout_s:
+                if s is None and silence.missed(asked):
                     raise LinkTimeout(
                         f"servo {stream.servo.id} silent for {link_timeout_s:g} s at t = {tk:.2f} s; {rec.rows} row(s) kept"
                     )
-            last_answer = s.host
             rec.tick(k, float(u), s)
             ticks = k + 1
             times.append(t_write)

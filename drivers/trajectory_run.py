@@ -500,7 +500,6 @@ class TrajectoryExecutor(Executor):
     def run(self) -> TrajectoryRunResult:
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
         q = self.link.read()
-        self._last_answer = time.monotonic()
         self.rec.update_meta(position_p_gain_configured=float(self.cfg.executor.position_p_gain),
                              gravity_compensation=self.gravity_compensation, **self._read_gains())  # fmt: skip
         if self._p_gains is not None:  # the servos reported their gains: the offsets' stiffness follows them

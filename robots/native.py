@@ -62,19 +62,26 @@ def library(fn: ca.Function, cc: str) -> Path:
                 capture_output=True,
             )
             os.replace(lib, path)  # atomic: a concurrent process sees no library or a whole one
-        prune(path.parent, CACHE_BYTES)
+        prune(path.parent, CACHE_BYTES, keep=path)
     else:
         with contextlib.suppress(OSError):  # a read-only cache still serves
             os.utime(path)  # used: the last to be pruned
     return path
 
 
-def prune(directory: Path, limit: int) -> None:
-    """Remove the least recently used libraries until the rest take at most `limit` bytes."""
-    libs = sorted(directory.glob("*.so"), key=lambda p: p.stat().st_mtime, reverse=True)
-    total = 0
-    for lib in libs:
-        total += lib.stat().st_size
+def prune(directory: Path, limit: int, keep: Path | None = None) -> None:
+    """Remove the least recently used libraries until the rest take at most `limit` bytes; never `keep` (the one
+    just built), and libraries other processes remove meanwhile are skipped."""
+    sizes = {}
+    for lib in directory.glob("*.so"):
+        with contextlib.suppress(FileNotFoundError):
+            st = lib.stat()
+            sizes[lib] = (st.st_mtime, st.st_size)
+    total = sizes[keep][1] if keep in sizes else 0
+    for lib in sorted(sizes, key=lambda p: sizes[p][0], reverse=True):
+        if lib == keep:
+            continue
+        total += sizes[lib][1]
         if total > limit:
             lib.unlink(missing_ok=True)
 

@@ -402,6 +402,48 @@ def test_short_silence_within_link_timeout_is_ridden_out(model, plan, cfg, tmp_p
     assert [r.posture for r in result.completed] == [p.index for p in plan.postures]
 
 
+def test_a_late_host_and_one_lost_exchange_are_not_a_silent_robot(model, plan, cfg, tmp_path):
+    """The host away for longer than link_timeout_s between two ticks (a loaded machine), then one whole read lost
+    (every retry of it): the robot was asked once, not for 0.5 s, so the run goes on. Counted from the last answer
+    it stopped ('no answer for 0.62 s': a test machine running three test workers on two cores)."""
+    from drivers import dxl_protocol as D
+
+    sessions, lost = [], []
+
+    def progress(p):
+        if p.position == 2 and p.phase == "hold" and not lost:
+            bus, link = sessions[0].world.bus, sessions[0].link
+            handle = bus._handle
+
+            def losing(pkt):
+                reads = (D.INST_SYNC_READ, D.INST_FAST_SYNC_READ)
+                if pkt.instruction in reads and len(lost) <= link.retries:  # each try of one read
+                    lost.append(pkt.instruction)
+                    return []
+                return handle(pkt)
+
+            bus._handle = losing
+            time.sleep(1.5 * cfg.executor.link_timeout_s)  # the host away
+
+    result, _ = cmd_run.execute(_args(tmp_path), model, plan, cfg, world_opts=_quiet(), progress=progress,
+                                prepare=sessions.append)  # fmt: skip
+    assert len(lost) == sessions[0].link.retries + 1  # a whole read() failed: one LinkTimeout
+    assert [r.posture for r in result.completed] == [p.index for p in plan.postures]
+
+
+def test_silence_is_counted_from_the_first_unanswered_exchange_and_needs_two():
+    from drivers.link import Silence
+
+    s = Silence(0.2)
+    assert not s.missed(time.monotonic() - 1.0)  # one miss, however long it (or the host) took: not yet
+    assert s.missed(time.monotonic())  # a second, 1 s after the first began: timed out
+    s = Silence(0.2)
+    t = time.monotonic()
+    assert not s.missed(t) and not s.missed(t)  # two quick misses: not silent for 0.2 s yet
+    time.sleep(0.25)
+    assert s.missed(time.monotonic()) and s.seconds >= 0.25
+
+
 def test_resume_with_another_plan_is_refused(model, plan, cfg, tmp_path):
     def progress(p):
         if p.position == 2 and p.phase == "move":

@@ -62,3 +62,26 @@ def test_without_a_working_compiler_the_function_comes_back_interpreted(cache, m
     monkeypatch.delenv("CC")
     monkeypatch.setenv("POISE_NO_JIT", "1")
     assert native.compiler() is None and native.compiled(fn) is fn
+
+
+def test_pruning_keeps_the_library_just_built_and_skips_ones_removed_meanwhile(tmp_path, monkeypatch):
+    """The cache keeps the most recently used libraries within its bytes, never the one just built (even when it is
+    the oldest by its time stamp), and a library another process removes while it is pruned is no error."""
+    import os
+
+    libs = []
+    for k in range(4):
+        lib = tmp_path / f"f{k}.so"
+        lib.write_bytes(bytes(100))
+        os.utime(lib, (1000 + k, 1000 + k))  # f3 the most recently used
+        libs.append(lib)
+    stat = type(libs[0]).stat
+
+    def vanishing(path, *args, **kwargs):
+        if path.name == "f2.so":
+            path.unlink(missing_ok=True)  # removed by another process between the listing and its stat
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(type(libs[0]), "stat", vanishing)
+    native.prune(tmp_path, 250, keep=libs[0])
+    assert sorted(p.name for p in tmp_path.glob("*.so")) == ["f0.so", "f3.so"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 
@@ -39,6 +39,31 @@ def design_starts(
     settings.validate()
     workers = max(1, min(starts, workers or os.cpu_count() or 1))
     results: list[ExcitationResult] = []
+    for k, r in _finished(robot, settings, seed, starts, workers, prior, scheduler):
+        results.append(r)
+        if on_result:
+            on_result(k, r)
+    key = (lambda r: r.kappa_scaled) if settings.scaling == "columns" else (lambda r: r.kappa)
+    if prior is not None:
+        key = lambda r: r.kappa_with_prior_scaled  # noqa: E731
+    if settings.criterion in ("logdet", "logvar"):
+        key = lambda r: r.objective  # noqa: E731
+    feasible = [r for r in results if r.verification.get("ok")]
+    infeasible = [r for r in results if not r.verification.get("ok")]  # (results hold arrays: no `in`)
+    return sorted(feasible, key=key) + sorted(infeasible, key=key)
+
+
+def _finished(
+    robot: str,
+    settings: ExcitationSettings,
+    seed: int,
+    starts: int,
+    workers: int,
+    prior: Prior | None,
+    scheduler: str | None,
+) -> Iterator[tuple[int, ExcitationResult]]:
+    """(start index, result) of each start as it finishes: on the Dask cluster, here (one worker) or in fresh
+    interpreters."""
     if scheduler:
         from distributed import as_completed as dask_completed
 
@@ -52,34 +77,17 @@ def design_starts(
                 for k in range(starts)
             }
             for fut in dask_completed(list(futures)):
-                r = fut.result()
-                results.append(r)
-                if on_result:
-                    on_result(futures[fut], r)
+                yield futures[fut], fut.result()
     elif workers == 1:
         for k in range(starts):
-            r = design_one(robot, settings, seed + k, prior)
-            results.append(r)
-            if on_result:
-                on_result(k, r)
+            yield k, design_one(robot, settings, seed + k, prior)
     else:
         # fresh interpreters, as the posture design's starts (design.multistart): a forked copy of a process with
         # threads (the CLI's progress, a caller's) can deadlock on a lock one of them held
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
             futures = {pool.submit(design_one, robot, settings, seed + k, prior): k for k in range(starts)}
             for fut in as_completed(futures):
-                r = fut.result()
-                results.append(r)
-                if on_result:
-                    on_result(futures[fut], r)
-    key = (lambda r: r.kappa_scaled) if settings.scaling == "columns" else (lambda r: r.kappa)
-    if prior is not None:
-        key = lambda r: r.kappa_with_prior_scaled  # noqa: E731
-    if settings.criterion in ("logdet", "logvar"):
-        key = lambda r: r.objective  # noqa: E731
-    feasible = [r for r in results if r.verification.get("ok")]
-    infeasible = [r for r in results if not r.verification.get("ok")]  # (results hold arrays: no `in`)
-    return sorted(feasible, key=key) + sorted(infeasible, key=key)
+                yield futures[fut], fut.result()
 
 
 def settings_dict(settings: ExcitationSettings) -> dict:
