@@ -8,7 +8,6 @@ q_D by Newton's method, q̇_D from C q̇ = 0 and q̈_D from C q̈ + (∂(C q̇)/
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import casadi as ca
 import numpy as np
@@ -202,10 +201,11 @@ def make_chain(
     return chains[int(ok[np.argmin(dist[ok])])]
 
 
-@lru_cache(maxsize=32)
-def _mapped(f: ca.Function, n: int) -> ca.Function:
-    """f mapped over n samples, made once (a chunked sampling asks for the same sizes again and again)."""
-    return f.map(n)
+@per_model
+def _mapped_constraint(model: RobotModel, key: tuple, n: int) -> ca.Function:
+    """The chain's c(q) → (c, C) mapped over n samples, made once per size (`solve_along` asks for CHUNK again and
+    again)."""
+    return constraint_functions(model, key)[0].map(n)
 
 
 def solve_dependent(
@@ -220,7 +220,7 @@ def solve_dependent(
     )
     ind, dep = list(chain.independent), list(chain.dependent)
     q[:, ind] = qI
-    fc = _mapped(functions(model, chain)[0], qI.shape[0])
+    fc = _mapped_constraint(model, chain_key(chain), qI.shape[0])
     for _ in range(100):
         c, C = fc(q.T)
         c = np.asarray(c).T  # (B, 6)
@@ -242,12 +242,12 @@ def dependent_rates(
     B = q.shape[0]
     fc, fb = functions(model, chain)
     ind, dep = list(chain.independent), list(chain.dependent)
-    _, C = _mapped(fc, B)(q.T)
+    _, C = fc.map(B)(q.T)
     C = np.asarray(C).reshape(6, B, model.nq).transpose(1, 0, 2)
     qd = np.zeros_like(q)
     qd[:, ind] = qdI
     qd[:, dep] = -np.linalg.solve(C[:, :, dep], np.einsum("bij,bj->bi", C[:, :, ind], qdI)[..., None])[..., 0]
-    bias = np.asarray(_mapped(fb, B)(q.T, qd.T)).T
+    bias = np.asarray(fb.map(B)(q.T, qd.T)).T
     qdd = np.zeros_like(q)
     qdd[:, ind] = qddI
     rhs = np.einsum("bij,bj->bi", C[:, :, ind], qddI) + bias
@@ -255,22 +255,32 @@ def dependent_rates(
     return qd, qdd
 
 
-CHUNK = 100  # samples solved together by Newton, warm-started along time from the samples before them
+CHUNK = 100  # samples solved together by Newton, warm-started along the path from the samples before them
 EXTRAPOLATE_RAD = 0.05  # the farthest a warm start is carried on at the last samples' rate (else held)
 
 
-def _continued(t: np.ndarray, q: np.ndarray, s: int, sl: slice) -> np.ndarray | None:
-    """Warm start for the samples t[sl] from the solved q[:s]: carried on at the rate of the last two samples
-    (held at the last one beyond EXTRAPOLATE_RAD, so a sparse grid cannot throw Newton onto another branch)."""
-    if s == 0:
-        return None
-    last = q[s - 1]
-    guess = np.tile(last, (len(t[sl]), 1))
-    if s >= 2 and t[s - 1] != t[s - 2]:
-        step = np.outer(t[sl] - t[s - 1], (last - q[s - 2]) / (t[s - 1] - t[s - 2]))
-        if np.abs(step).max() <= EXTRAPOLATE_RAD:
-            guess += step
-    return guess
+def solve_along(
+    model: RobotModel, chain: ClosedChain, qI: np.ndarray, x: np.ndarray, guess: np.ndarray | None = None
+) -> np.ndarray:
+    """`solve_dependent` for postures along a path (their abscissae x: times, or a path parameter), CHUNK at a
+    time: the first from `guess` (None: the chain's nominal posture), each later one carried on at the rate of the
+    last two solved (held at the last beyond EXTRAPOLATE_RAD, so a sparse grid cannot throw Newton onto another
+    branch)."""
+    x = np.atleast_1d(np.asarray(x, dtype=float))
+    q = np.empty((len(qI), model.nq))
+    for s in range(0, len(qI), CHUNK):
+        sl = slice(s, s + CHUNK)
+        n = len(x[sl])
+        if s == 0:
+            g = None if guess is None else np.tile(np.asarray(guess, dtype=float), (n, 1))
+        else:
+            g = np.tile(q[s - 1], (n, 1))
+            if s >= 2 and x[s - 1] != x[s - 2]:
+                step = np.outer(x[sl] - x[s - 1], (q[s - 1] - q[s - 2]) / (x[s - 1] - x[s - 2]))
+                if np.abs(step).max() <= EXTRAPOLATE_RAD:
+                    g += step
+        q[sl] = solve_dependent(model, chain, qI[sl], g)
+    return q
 
 
 class ClosedChainTrajectory:
@@ -290,11 +300,7 @@ class ClosedChainTrajectory:
 
     def sample(self, t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         qI, qdI, qddI = self.independent.sample(t)
-        t = np.atleast_1d(np.asarray(t, dtype=float))
-        q = np.empty((qI.shape[0], self.model.nq))
-        for s in range(0, qI.shape[0], CHUNK):
-            sl = slice(s, s + CHUNK)
-            q[sl] = solve_dependent(self.model, self.chain, qI[sl], _continued(t, q, s, sl))
+        q = solve_along(self.model, self.chain, qI, t)
         qd, qdd = dependent_rates(self.model, self.chain, q, qdI, qddI)
         return q, qd, qdd
 

@@ -36,7 +36,7 @@ from trajectories.closed_chain import (
     chain_coordinates,
     dependent_rates,
     functions,
-    solve_dependent,
+    solve_along,
 )
 from trajectories.verify import double_support_balance
 
@@ -184,24 +184,14 @@ def _shift_part(model, chain, q0, q1, speed) -> tuple[Part, np.ndarray]:
     the chain (exact q̇, q̈ from the velocity and acceleration constraints)."""
     ind = list(chain.independent)
     s = np.linspace(0.0, 1.0, 201)
-    path = _solve_chunks(model, chain, q0[ind] + s[:, None] * (q1 - q0)[ind], q0)
+    path = solve_along(model, chain, q0[ind] + s[:, None] * (q1 - q0)[ind], s, q0)
     t = _timing(model, np.gradient(path, s, axis=0), speed)
     sig, dsig, ddsig = quintic(t / t[-1])
     T = t[-1]
     dI = (q1 - q0)[ind]
-    q = _solve_chunks(model, chain, q0[ind] + sig[:, None] * dI, q0)
+    q = solve_along(model, chain, q0[ind] + sig[:, None] * dI, sig, q0)
     qd, qdd = dependent_rates(model, chain, q, (dsig / T)[:, None] * dI, (ddsig / T**2)[:, None] * dI)
     return Part(t, q, qd, qdd), sig
-
-
-def _solve_chunks(model, chain, qI: np.ndarray, guess: np.ndarray) -> np.ndarray:
-    """`solve_dependent` along a path in short chunks, each warm-started where the previous one ended."""
-    out = np.empty((len(qI), model.nq))
-    g = np.asarray(guess, dtype=float)
-    for k in range(0, len(qI), 25):
-        out[k : k + 25] = solve_dependent(model, chain, qI[k : k + 25], np.tile(g, (len(qI[k : k + 25]), 1)))
-        g = out[min(k + 25, len(qI)) - 1]
-    return out
 
 
 def _raise_part(model, chain, q0, lift, speed) -> Part | None:
