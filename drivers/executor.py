@@ -61,6 +61,10 @@ FALL_HOLD_S = (
 # s (bench clock): a board without a report for this long is reconnecting or lost — its last report is not the
 # load now (it read an empty board with the robot in the air; taken with the other board's, a fall was reported)
 STALE_S = 0.25
+# a tick later than this many periods is not caught up: the servos held their goal meanwhile, and the missed
+# setpoints sent back to back would step the motion on by its velocity × the delay (a 15.5° tracking trip after a
+# host stalled 0.5 s, measured on the arm twin at 3×); the schedule restarts from now, the motion where it stopped
+LATE_PERIODS = 5.0
 
 
 class SafetyTrip(PoiseError):
@@ -236,7 +240,7 @@ class Executor:
         and the encoders, drain the boards, and trip on the tracking error |encoders − q_cmd|."""
         period = 1.0 / (self.ex.rate_hz * (self.k if phase in self.ROBOT_RATE_PHASES else 1.0))
         now = self.clock.now()
-        if self._next_tick is None or now - self._next_tick > 0.25:  # first tick, or resuming after a pause
+        if self._next_tick is None or now - self._next_tick > LATE_PERIODS * period:  # first tick, or a stall
             self._next_tick = now
         self.clock.sleep_until(self._next_tick)
         t = self.clock.now()

@@ -43,9 +43,10 @@ from drivers.dxl_pwm import PwmChannel, PwmState
 from drivers.executor import SafetyTrip
 from drivers.link import LinkTimeout, Silence
 from drivers.realtime import steady_gc
-from drivers.run_files import SyncedLines, new_run_dir, write_run_meta
+from drivers.run_files import new_run_dir, write_run_meta
 from formats.errors import DataError, DeviceError
 from formats.pwm_plan import PwmPlan, plan_to_json, samples
+from formats.synced_lines import SyncedLines
 from robots.dynamics import rnea
 from robots.tree import RobotModel
 

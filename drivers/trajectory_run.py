@@ -53,10 +53,10 @@ from shapely.geometry import MultiPoint
 from drivers.board_timeline import BoardTimeline
 from drivers.clock import Clock
 from drivers.config import RobotConfig
-from drivers.executor import Executor, Operator, Progress, SafetyTrip
+from drivers.executor import LATE_PERIODS, Executor, Operator, Progress, SafetyTrip
 from drivers.gravity import goal_offsets
 from drivers.realtime import steady_gc
-from drivers.run_files import SyncedLines, new_run_dir, write_run_meta
+from drivers.run_files import new_run_dir, write_run_meta
 from drivers.setpoints import RunCheck, air_move, check_run, cosine_profile, tick_problems, ticks
 from drivers.single_support_stream import (
     TOUCH_HOLD_S,
@@ -69,6 +69,7 @@ from drivers.wbb.geometry import PLATE_HEIGHT, G, board_poses_for, cells_in_base
 from formats.dynamic_recording import DynamicRecordingAppender
 from formats.errors import DataError
 from formats.plan import Placement, Plan, Posture
+from formats.synced_lines import SyncedLines
 from robots.kinematics import com_position
 from robots.one_sole import sole_polygon
 from robots.stance import corner_index, foot_corners, lever_share, other_pose, signed_margin, sole_poses
@@ -204,9 +205,9 @@ def board_wrench(kg: np.ndarray, cells: np.ndarray) -> np.ndarray:
 
 
 # ticks further apart than this many periods leave a gap in the recording: the servos held a setpoint meanwhile, a
-# motion no measurement saw. Ordinary lateness is bridged (28 ms at 100 Hz seen on a loaded 2-core machine); a
-# driver loop stalled 0.44 s on the twin (11 periods) is not
-GAP_PERIODS = 5.0
+# motion no measurement saw (the executor does not catch such a stall up). Ordinary lateness is bridged (28 ms at
+# 100 Hz seen on a loaded 2-core machine); a driver loop stalled 0.44 s on the twin (11 periods) is not
+GAP_PERIODS = LATE_PERIODS
 # a board carrying less than this share of the weight is not asked where its sole's CoP lies
 LOADED_SHARE = 0.05
 ROCKED_WARN = 0.05  # a sole on three corners for more than this share of a run's ticks is said to rock

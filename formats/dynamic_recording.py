@@ -25,8 +25,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,6 +34,7 @@ import numpy as np
 from formats.atomic import write_text_atomic
 from formats.commented_csv import read_commented
 from formats.errors import DataError
+from formats.synced_lines import SYNC_S, SyncedLines
 from formats.units import ANGLE_UNITS, check_angle_unit
 
 MAGIC = "poise dynamic recording"
@@ -146,8 +145,9 @@ def write_dynamic_recording(rec: DynamicRecording, path: str | Path) -> None:
 
 
 class DynamicRecordingAppender:
-    """A dynamic recording written while it is recorded: whole lines only, flushed and fsynced at least every
-    `sync_s` seconds and on close, so a killed run leaves a readable file holding what was recorded."""
+    """A dynamic recording written while it is recorded: whole lines only, synced every `sync_s` seconds off the
+    recording thread and on close (`SyncedLines`), so a killed run leaves a readable file holding what was
+    recorded."""
 
     def __init__(
         self,
@@ -158,7 +158,7 @@ class DynamicRecordingAppender:
         tau: bool,
         wrench: bool,
         meta: dict | None = None,
-        sync_s: float = 0.25,
+        sync_s: float = SYNC_S,
         t_plan: bool = False,
         current: bool = False,
         torque_constant: Mapping[str, float] | None = None,
@@ -166,15 +166,12 @@ class DynamicRecordingAppender:
         if tau and current:
             raise DataError("recording: joint torques (tau:…) or motor currents (i:…), not both")
         _check_constants(torque_constant or {}, joint_names, TORQUE_CONSTANT)
-        self.n, self.tau, self.wrench, self.sync_s = len(joint_names), tau, wrench, sync_s
+        self.n, self.tau, self.wrench = len(joint_names), tau, wrench
         self.t_plan, self.current = t_plan, current
         self.rows = 0
-        self._pending: list[str] = []
-        self._fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - long-lived, closed by close()
-        self._fh.write(
-            _header(robot, base, joint_names, tau, wrench, meta or {}, t_plan, current, torque_constant)
-        )
-        self.sync()
+        header = _header(robot, base, joint_names, tau, wrench, meta or {}, t_plan, current, torque_constant)
+        self._lines = SyncedLines(path, header, sync_s)
+        self._lines.sync()  # a reader finds the header at once
 
     def append(
         self,
@@ -194,27 +191,11 @@ class DynamicRecordingAppender:
                 raise DataError(f"recording row: {name} {'missing' if on else 'not a column of this file'}")
             if a is not None:
                 vals.append(np.asarray(a, dtype=float).reshape(k))
-        self._pending.append(",".join(f"{v:.10g}" for v in np.concatenate(vals)) + "\n")
+        self._lines.add(",".join(f"{v:.10g}" for v in np.concatenate(vals)))
         self.rows += 1
-        if time.monotonic() - self._last_sync >= self.sync_s:
-            self.sync()
-
-    def sync(self) -> None:
-        """Write the pending whole lines, flush and fsync."""
-        if self._pending:
-            self._fh.write("".join(self._pending))
-            self._pending.clear()
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._last_sync = time.monotonic()
 
     def close(self) -> None:
-        if self._fh.closed:
-            return
-        try:
-            self.sync()
-        finally:
-            self._fh.close()
+        self._lines.close()
 
 
 def is_dynamic_recording(path: str | Path) -> bool:

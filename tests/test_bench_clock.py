@@ -152,6 +152,33 @@ def test_physics_waits_for_late_drivers_on_its_clock_then_runs_free(model):
         tw.close()
 
 
+def test_a_fixed_base_arms_physics_waits_longer_for_its_drivers():
+    """An arm's bench has nothing that needs simulated time but the drivers' clock: drivers away for twice
+    FREE_AFTER_S (a stalled streaming thread) still hold its physics, which runs free only after
+    FREE_AFTER_S_FIXED_BASE. Before, it ran on after 0.25 s and the stream's next setpoints met an arm that had
+    stopped (a 15.5° tracking trip at 3×)."""
+    import sysconfig
+    from pathlib import Path
+
+    from drivers.emulators import mujoco_twin as mt
+    from robots.registry import get_model
+
+    ur5 = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"  # fmt: skip
+    arm = get_model(str(ur5))
+    tw = Twin(arm, arm.parameter_set("urdf"), TwinOptions(time_scale=1.0, fixed_base=True))
+    clock = TwinClock(tw)
+    tw.start()
+    try:
+        t = clock.now() + 0.02
+        clock.sleep_until(t)
+        time.sleep(2 * mt.FREE_AFTER_S)
+        assert t <= tw.t_sim <= t + mt.DRIVER_LEAD_S + 0.006 and tw.timing()["freed_at_sim_s"] == []
+        time.sleep(mt.FREE_AFTER_S_FIXED_BASE)
+        assert tw.t_sim > t + 0.1 and len(tw.timing()["freed_at_sim_s"]) == 1  # then free, and said so
+    finally:
+        tw.close()
+
+
 def test_a_stall_of_the_whole_process_is_not_taken_for_drivers_gone_elsewhere(model):
     """The process frozen for twice FREE_AFTER_S (SIGSTOP: a loaded machine descheduling it) between two ticks: on
     waking, the physics is still held for the drivers — before, the wall time since their last tick said they had

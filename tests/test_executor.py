@@ -431,6 +431,26 @@ def test_a_late_host_and_one_lost_exchange_are_not_a_silent_robot(model, plan, c
     assert [r.posture for r in result.completed] == [p.index for p in plan.postures]
 
 
+def test_a_stalled_host_resumes_its_ticks_instead_of_sending_the_missed_ones_back_to_back(model, plan, cfg, tmp_path):
+    """The host away for 15 hold periods: the ticks after it keep their period (the missed setpoints are not sent
+    in a burst, which in a motion is a step of its velocity × the delay: a 15.5° trip on the arm twin)."""
+    stalled = []
+
+    def progress(p):
+        if p.position == 2 and p.phase == "hold" and not stalled:
+            stalled.append(p.posture)
+            time.sleep(15 / cfg.executor.rate_hz)
+
+    result, _ = cmd_run.execute(_args(tmp_path), model, plan, cfg, world_opts=_quiet(), progress=progress)
+    assert [r.posture for r in result.completed] == [p.index for p in plan.postures]
+    rows = [line.split(",") for line in (tmp_path / "run" / "raw_joints.csv").read_text().splitlines()[1:]]
+    t = np.array([float(r[0]) for r in rows if r[2] == str(stalled[0]) and r[3] == "hold"])
+    dt, period = np.diff(t), 1 / cfg.executor.rate_hz
+    after = int(np.argmax(dt))
+    assert dt[after] > 10 * period  # the stall
+    assert np.all(dt[after + 1 : after + 6] > 0.5 * period), dt[after : after + 6]
+
+
 def test_silence_is_counted_from_the_first_unanswered_exchange_and_needs_two():
     from drivers.link import Silence
 

@@ -64,6 +64,10 @@ DRIVER_LEAD_S = 0.001
 # process — a loaded machine descheduling it — is not mistaken for drivers gone elsewhere): then they wait on
 # something else (a host-clock timeout, an operator) and the physics runs free until they wait for it again
 FREE_AFTER_S = 0.25
+# ... or this long for a fixed-base arm's: its bench has no boards, and its bus answers from the physics' state at
+# once, so no driver waits on simulated time elsewhere; a driver thread stalled past FREE_AFTER_S (a loaded
+# machine) let the arm's physics run on without it, and the stream's next setpoints met an arm that had stopped
+FREE_AFTER_S_FIXED_BASE = 2.0
 
 
 @dataclass(frozen=True)
@@ -399,8 +403,12 @@ class Twin:
         self._driver_t: float | None = None  # the latest simulated time the drivers waited for (wait_until)
         # wall s the physics has waited for them since they last asked (the sum of its waits' timeouts)
         self._waited_s = 0.0
+        self._free_after_s = FREE_AFTER_S_FIXED_BASE if opts.fixed_base else FREE_AFTER_S
         self._driver_asked = threading.Event()  # set when they wait for a later time: a held physics goes on
         self.held_s = 0.0  # wall s the physics waited for late drivers
+        self.freed_at: list[
+            float
+        ] = []  # simulated times the physics stopped waiting for drivers gone elsewhere
         self.d.qpos[self.qadr] = self.goal
         self._apply()
         if self.fixed:
@@ -487,10 +495,11 @@ class Twin:
 
     def _steps_for_drivers(self) -> int | None:
         """Physics steps allowed before the physics is DRIVER_LEAD_S past the time the drivers on the twin's clock
-        last waited for (None: no limit — not followed, or they have waited on something else for FREE_AFTER_S).
-        0: the physics waited for them to ask for a later time, at most until FREE_AFTER_S (pacing restarts then)."""
+        last waited for (None: no limit — not followed, or they have waited on something else for FREE_AFTER_S;
+        an arm's FREE_AFTER_S_FIXED_BASE). 0: the physics waited for them to ask for a later time, at most that
+        long (pacing restarts then)."""
         t = self._driver_t
-        if not self.clocked or t is None or self._waited_s >= FREE_AFTER_S:
+        if not self.clocked or t is None or self._waited_s >= self._free_after_s:
             return None
         n = math.floor((t + DRIVER_LEAD_S - self.d.time) / self.opts.timestep + 1e-6)
         if n > 0:
@@ -500,9 +509,11 @@ class Twin:
         if (
             self._driver_t == t
         ):  # no newer time since it was read: sleep until one comes, not in a polling loop
-            wait = min(0.05, FREE_AFTER_S - self._waited_s + 0.001)
+            wait = min(0.05, self._free_after_s - self._waited_s + 0.001)
             if not self._driver_asked.wait(wait):
                 self._waited_s += wait
+                if self._waited_s >= self._free_after_s:
+                    self.freed_at.append(float(self.d.time))
         self.held_s += time.monotonic() - t0
         self._t_wall = time.monotonic()  # no burst to catch up afterwards
         return 0
@@ -1005,8 +1016,9 @@ class Twin:
     def timing(self) -> dict:
         """How well simulated time kept to wall time × time_scale. A slow machine runs the physics slower than
         asked (`lost_sim_s`, `achieved_scale` < `time_scale`: the run took longer). Drivers on the twin's clock
-        (`drivers_clock` "twin") follow it, so their setpoints are never ahead of the physics (`behind_sim_s` 0);
-        drivers on the host clock run ahead of it by everything the physics lost."""
+        (`drivers_clock` "twin") follow it, so their setpoints are never ahead of the physics (`behind_sim_s` 0),
+        except where the physics stopped waiting for them (`freed_at_sim_s`: FREE_AFTER_S); drivers on the host
+        clock run ahead of it by everything the physics lost."""
         wall = time.monotonic() - self._wall0
         return {
             "time_scale": self.opts.time_scale,
@@ -1016,6 +1028,7 @@ class Twin:
             "lost_sim_s": self.lost_s,
             "drivers_clock": "twin" if self.clocked else "host",
             "held_for_drivers_wall_s": self.held_s,
+            "freed_at_sim_s": [round(t, 4) for t in self.freed_at],
             "behind_sim_s": 0.0 if self.clocked else self.lost_s,
         }
 
