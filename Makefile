@@ -17,10 +17,11 @@ TEST_WORKERS ?= 2
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# constraints.txt: the tested versions (a fresh install otherwise takes the newest releases, which moved results)
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 demo: venv pynumero
