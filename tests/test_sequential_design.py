@@ -66,9 +66,10 @@ def test_next_design_completes_the_first_better_than_repeating_it(tulip, plans):
     assert prior.rows == pytest.approx(w1)
     repeat = criterion_value(with_prior(w1, SETTINGS, prior), SETTINGS, 1.0)[0]
     pair = criterion_value(with_prior(w2, SETTINGS, prior), SETTINGS, 1.0)[0]
-    # (the design's dependent coordinates solve the sole's constraint to where IPOPT stopped after 40 iterations,
-    # the plan's exactly: measured 0.028 apart)
-    assert second.objective == pytest.approx(pair, abs=0.05)
+    # the pair's, not the new run's alone (+41.0 on an AVX-512 machine); not exactly: the design's dependent
+    # coordinates solve the sole's constraint to where IPOPT stopped after 40 iterations, the plan's exactly
+    # (measured 0.028 apart, and 0.25 with an AVX-512 machine's BLAS kernels)
+    assert second.objective == pytest.approx(pair, abs=0.5)
     assert pair < repeat - 1.0, (pair, repeat)
 
 
@@ -229,7 +230,10 @@ def test_cli_designs_after_a_single_support_plan_and_refuses_other_priors(ss_pla
     out = tmp_path / "next.json"
     design = ["plan", "trajectory", "tulip", "--single-support", "--duration", "10", "--period", "10",
               "--harmonics", "2", "--samples", "16", "--max-iter", "2", "--velocity-fraction", "0.3", "--json"]  # fmt: skip
-    assert main([*design, "--simplified", "--out", str(out), "--prior", first]) in (0, 1)  # few iterations
+    # few iterations; two starts: a start's weight shift onto the sole may miss the 20 mm ZMP margin (seed 1 by
+    # 0.2 mm with an AVX-512 machine's BLAS kernels), and the plan is written only for one that passes
+    two = ["--starts", "2", "--workers", "1"]
+    assert main([*design, *two, "--simplified", "--out", str(out), "--prior", first]) in (0, 1)
     plan = load_trajectory_plan(out)
     assert plan.design["prior"] == [{"plan": first, "sha256": plan_digest(load_trajectory_plan(first))}]
     assert json.loads(capsys.readouterr().out)["kappa_with_prior_scaled"] is not None

@@ -9,10 +9,18 @@ import numpy as np
 
 
 class JointPlant:
-    """q(t) relaxes toward the goal with time constant `tau` (s), speed-capped at `max_speed` (rad/s)."""
+    """q(t) relaxes toward the goal with time constant `tau` (s), speed-capped at `max_speed` (rad/s), in robot
+    time: the wall clock × `time_scale`, as the executor sees it at `--time-scale` (at 1× wall time, a 16× run's
+    moves outran the servos 16-fold and tripped on tracking as soon as they settled)."""
 
     def __init__(
-        self, q0: np.ndarray, tau: float = 0.05, max_speed: float = 6.0, noise_rad: float = 0.0, seed=0
+        self,
+        q0: np.ndarray,
+        tau: float = 0.05,
+        max_speed: float = 6.0,
+        noise_rad: float = 0.0,
+        seed=0,
+        time_scale: float = 1.0,
     ):
         self.q = np.array(q0, dtype=float)
         self.goal = self.q.copy()
@@ -20,6 +28,7 @@ class JointPlant:
         self.p_gain = np.full(len(self.q), 800.0)  # Position P Gain the bus received: noted, not modelled
         self.tau = tau
         self.max_speed = max_speed
+        self.time_scale = time_scale
         self.noise_rad = noise_rad
         self.rng = np.random.default_rng(seed)
         self._t = time.monotonic()
@@ -29,7 +38,7 @@ class JointPlant:
         """Advance to now; returns the true joint positions."""
         with self.lock:
             now = time.monotonic()
-            dt = max(0.0, now - self._t)
+            dt = max(0.0, now - self._t) * self.time_scale
             self._t = now
             if dt > 0:
                 d = (self.goal - self.q) * (1.0 - np.exp(-dt / self.tau))

@@ -29,7 +29,9 @@ class WorldOptions:
     physics: str = (
         "kinematic"  # "kinematic" (fast, CoP = the true model's CoM) or "mujoco" (the physics twin)
     )
-    time_scale: float = 1.0  # the twin's simulated time runs this much faster than the wall clock
+    time_scale: float = (
+        1.0  # the robot's time (twin or kinematic plant) runs this much faster than the wall clock
+    )
     # twin: the boards convert over fixed windows of simulated time at board_rate_hz, each report one conversion
     # (TwinOptions.board_averaging), instead of the load at the instant the emulator asks on the wall clock
     board_averaging: bool = False
@@ -108,7 +110,8 @@ class SimWorld:
             )
         elif opts.physics == "kinematic":
             self.twin = None
-            self.plant = JointPlant(q0, tau=opts.tau, noise_rad=2e-4 if opts.noise else 0.0, seed=opts.seed)
+            self.plant = JointPlant(q0, tau=opts.tau, noise_rad=2e-4 if opts.noise else 0.0, seed=opts.seed,
+                                    time_scale=opts.time_scale)  # fmt: skip
             self.robot = SimRobot(
                 model, self.plant, twin_truth(model, opts.truth), opts.placement_error, seed=opts.seed + 1
             )
