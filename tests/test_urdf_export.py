@@ -269,7 +269,7 @@ def test_projection_is_the_nearest_consistent_tensor():
         # an independent solver: the consistent tensors are exactly tr(Σ)·1 − Σ over second moments Σ = L·Lᵀ ⪰ 0
         # (a convex set, so with a full 3×3 factor L every local minimum is the global one), searched by BFGS
         # from a few starts. Not SLSQP on the eigenvalues: those constraints are not smooth where two coincide,
-        # and scipy 1.17's SLSQP stopped at its iteration limit 1.4e-4 from the answer
+        # and with an AVX-512 machine's BLAS kernels SLSQP stopped at its iteration limit 1.4e-4 from the answer
         best = min((minimize(_distance_from, x0, args=(I,), method="BFGS", options={"gtol": 1e-12})
                     for x0 in rng.standard_normal((4, 6))), key=lambda r: r.fun)  # fmt: skip
         assert np.linalg.norm(P - I) <= np.sqrt(best.fun) + 1e-9
