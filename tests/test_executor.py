@@ -431,7 +431,9 @@ def test_a_late_host_and_one_lost_exchange_are_not_a_silent_robot(model, plan, c
     assert [r.posture for r in result.completed] == [p.index for p in plan.postures]
 
 
-def test_a_stalled_host_resumes_its_ticks_instead_of_sending_the_missed_ones_back_to_back(model, plan, cfg, tmp_path):
+def test_a_stalled_host_resumes_its_ticks_instead_of_sending_the_missed_ones_back_to_back(
+    model, plan, cfg, tmp_path
+):
     """The host away for 15 hold periods: the ticks after it keep their period (the missed setpoints are not sent
     in a burst, which in a motion is a step of its velocity × the delay: a 15.5° trip on the arm twin)."""
     stalled = []
