@@ -406,9 +406,8 @@ class Twin:
         self._free_after_s = FREE_AFTER_S_FIXED_BASE if opts.fixed_base else FREE_AFTER_S
         self._driver_asked = threading.Event()  # set when they wait for a later time: a held physics goes on
         self.held_s = 0.0  # wall s the physics waited for late drivers
-        self.freed_at: list[
-            float
-        ] = []  # simulated times the physics stopped waiting for drivers gone elsewhere
+        # simulated times the physics stopped waiting for drivers gone elsewhere
+        self.freed_at: list[float] = []
         self.d.qpos[self.qadr] = self.goal
         self._apply()
         if self.fixed:

@@ -29,9 +29,8 @@ class WorldOptions:
     physics: str = (
         "kinematic"  # "kinematic" (fast, CoP = the true model's CoM) or "mujoco" (the physics twin)
     )
-    time_scale: float = (
-        1.0  # the robot's time (twin or kinematic plant) runs this much faster than the wall clock
-    )
+    # the robot's time (the twin's or the kinematic plant's) runs this much faster than the wall clock
+    time_scale: float = 1.0
     # twin: the boards convert over fixed windows of simulated time at board_rate_hz, each report one conversion
     # (TwinOptions.board_averaging), instead of the load at the instant the emulator asks on the wall clock
     board_averaging: bool = False
