@@ -240,14 +240,16 @@ class Executor:
         and the encoders, drain the boards, and trip on the tracking error |encoders − q_cmd|."""
         period = 1.0 / (self.ex.rate_hz * (self.k if phase in self.ROBOT_RATE_PHASES else 1.0))
         now = self.clock.now()
-        if self._next_tick is None or now - self._next_tick > LATE_PERIODS * period:  # first tick, or a stall
+        behind = 0.0 if self._next_tick is None else now - self._next_tick
+        if self._next_tick is None or behind > LATE_PERIODS * period:  # first tick, or a stall
             self._next_tick = now
         self.clock.sleep_until(self._next_tick)
         t = self.clock.now()
         if self._last_tick is not None and t - self._last_tick < 0.25:
             if phase in self.JITTER_PHASES and self._last_phase in self.JITTER_PHASES:
                 self.result.tick_periods.append(t - self._last_tick)
-            self.result.late.append(max(0.0, t - self._next_tick))
+            # a stall's lateness counts too, though it is not caught up
+            self.result.late.append(max(0.0, t - self._next_tick, behind))
         self._last_tick, self._last_phase = t, phase
         self._next_tick += period
         q_meas = self._command(q_cmd if offset is None else q_cmd + offset)
