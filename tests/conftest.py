@@ -1,13 +1,21 @@
 import gc
 import os
+import sysconfig
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the CLI does (poise/cli.py); before numpy loads
+# the same BLAS kernels on every x86-64 machine, as `make test` sets them (Makefile: the designs are chaotic in the
+# last bit, and OpenBLAS picks its kernels by CPU)
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from robots.tulip import tulip as build_tulip  # noqa: E402
+
+# example-robot-data's descriptions (a test dependency, installed under pip's cmeel prefix)
+ERD = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
+UR5 = ERD / "ur_description/urdf/ur5_robot.urdf"
 
 
 @pytest.fixture(scope="session")

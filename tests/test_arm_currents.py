@@ -7,11 +7,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import sysconfig
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import UR5
 from scipy import stats
 
 from drivers.config import DEFAULT_CONFIG, ServoMap, load_config
@@ -22,7 +22,6 @@ from formats.dynamic_recording import read_dynamic_recording
 from formats.errors import DataError
 from poise.cli import main
 
-UR5 = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"  # fmt: skip
 JOINTS = [
     "shoulder_pan_joint",
     "shoulder_lift_joint",

@@ -157,14 +157,12 @@ def test_a_fixed_base_arms_physics_waits_longer_for_its_drivers():
     FREE_AFTER_S (a stalled streaming thread) still hold its physics, which runs free only after
     FREE_AFTER_S_FIXED_BASE. Before, it ran on after 0.25 s and the stream's next setpoints met an arm that had
     stopped (a 15.5° tracking trip at 3×)."""
-    import sysconfig
-    from pathlib import Path
+    from conftest import UR5
 
     from drivers.emulators import mujoco_twin as mt
     from robots.registry import get_model
 
-    ur5 = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"  # fmt: skip
-    arm = get_model(str(ur5))
+    arm = get_model(str(UR5))
     tw = Twin(arm, arm.parameter_set("urdf"), TwinOptions(time_scale=1.0, fixed_base=True))
     clock = TwinClock(tw)
     tw.start()

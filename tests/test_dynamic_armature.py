@@ -10,11 +10,11 @@ are grouped; the other four are estimated."""
 from __future__ import annotations
 
 import json
-import sysconfig
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import UR5
 
 from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts
 from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
@@ -30,10 +30,6 @@ from trajectories.fourier import FourierTrajectory
 from trajectories.plan import plan_recording
 from trajectories.verify import sample_grid
 
-UR5 = (
-    Path(sysconfig.get_paths()["purelib"])
-    / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
-)
 Q0 = np.array([0.0, -1.2, 1.2, -1.5, -1.5, 0.0])  # rad: the arm bent, clear of the joint limits
 RATE_HZ = 200.0
 IA = np.array([0.2, 0.15, 0.1, 0.05, 0.08, 0.12])  # kg·m², the true rotor inertia per joint

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import sysconfig
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import UR5
 
 from formats.dynamic_recording import (
     DynamicRecording,
@@ -23,10 +22,6 @@ from formats.dynamic_recording import (
 from formats.errors import DataError
 from poise.cli import main
 
-UR5 = (
-    Path(sysconfig.get_paths()["purelib"])
-    / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
-)
 K = (12.5, 20.0, 8.0, 3.0, 2.5, 1.5)  # N·m/A at the joints (torque constant × gear ratio × efficiency)
 
 

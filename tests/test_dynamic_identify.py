@@ -4,11 +4,10 @@ differentiation, base parameters + friction by weighted LS, validation on anothe
 from __future__ import annotations
 
 import json
-import sysconfig
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import UR5
 
 from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts
 from formats.dynamic_recording import DynamicRecording, read_dynamic_recording, write_dynamic_recording
@@ -34,10 +33,6 @@ from trajectories.excitation import ExcitationSettings, optimise
 from trajectories.fourier import FourierTrajectory
 from trajectories.verify import sample_grid
 
-UR5 = (
-    Path(sysconfig.get_paths()["purelib"])
-    / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
-)
 IMPERFECT = ArmImperfections(viscous=0.3, coulomb=0.8, effort_noise=0.2, ticks_per_rad=16384 / (2 * np.pi))
 
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-import sysconfig
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import UR5
 
 from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts
 from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
@@ -27,10 +26,6 @@ from robots.registry import get_model
 from trajectories.fourier import FourierTrajectory
 from trajectories.verify import sample_grid
 
-UR5 = (
-    Path(sysconfig.get_paths()["purelib"])
-    / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
-)
 Q0 = np.array(
     [0.0, -1.2, 1.2, -1.5, -1.5, 0.0]
 )  # rad: the arm bent, clear of the joint limits (±2π, elbow ±π)

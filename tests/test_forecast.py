@@ -5,12 +5,10 @@ of the TUlip double-support design (tests/data/tulip_double_support_10s.json).""
 from __future__ import annotations
 
 import json
-import sysconfig
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TEST_DESIGN, sampled_test_design
+from conftest import TEST_DESIGN, UR5, sampled_test_design
 
 from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError
@@ -25,10 +23,6 @@ RATE = 100.0  # Hz
 SIGMA = np.array([2.0, 0.3, 0.3])  # N, N·m, N·m per recorded sample
 META = {"motion_band_hz": "0.3", "moment_z_m": "-0.053"}
 DRAWS = 150
-UR5 = (
-    Path(sysconfig.get_paths()["purelib"])
-    / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
-)
 
 
 @pytest.fixture(scope="module")

@@ -4,19 +4,15 @@ tick period, a stiff servo's effort read at the ticks carries the joint's whole 
 
 from __future__ import annotations
 
-import sysconfig
-from pathlib import Path
-
 import numpy as np
 import pytest
+from conftest import UR5
 
 from drivers.config import DEFAULT_CONFIG, ServoMap, load_config
 from drivers.dynamixel import ADDR_DRIVE_MODE, ADDR_PROFILE_ACCELERATION, ADDR_PROFILE_VELOCITY, DynamixelLink
 from drivers.emulators.dxl_bus import ADDR_TORQUE, DxlBusEmulator
 from drivers.emulators.plant import JointPlant
 from formats.errors import DataError, DeviceError
-
-UR5 = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"  # fmt: skip
 
 
 class _Plant(JointPlant):

@@ -11,12 +11,12 @@ joint its own coordinate (ours is the master's: q_mimic = k·q + offset, so τ =
 
 from __future__ import annotations
 
-import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ERD
 
 pin = pytest.importorskip("pinocchio")
 
@@ -28,7 +28,6 @@ from robots.tree import RobotModel  # noqa: E402
 from robots.urdf import load_urdf  # noqa: E402
 
 TOL = 1e-9
-ERD = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
 ROBOTS = {
     "icub": None,  # iCubGenova04 from icub-models, all 32 joints
     "tulip": Path(BUILT_IN["tulip"]).parent / "tulip.urdf",

@@ -4,12 +4,11 @@ kept by IPOPT, verified on the fine grid by the same check `plan check` runs, re
 from __future__ import annotations
 
 import json
-import sysconfig
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import UR5
 
 from formats.errors import DataError
 from poise.cli import main
@@ -17,7 +16,6 @@ from robots.registry import get_model
 from trajectories.excitation import ExcitationSettings, linear_limit_rows, optimise, random_start
 from trajectories.verify import REST_TOL_RAD
 
-UR5 = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"  # fmt: skip
 QUICK = ExcitationSettings(period=5.0, duration=10.0, harmonics=3, samples=24, max_iter=40, sharpness=(8.0,),
                            self_collision=False)  # fmt: skip
 

@@ -4,13 +4,12 @@ URDF (UR5 from example-robot-data), independent verification and the plan file /
 from __future__ import annotations
 
 import json
-import sysconfig
 from dataclasses import replace
-from pathlib import Path
 
 import casadi as ca
 import numpy as np
 import pytest
+from conftest import UR5
 
 from formats.errors import DataError
 from poise.cli import main
@@ -28,8 +27,6 @@ from trajectories.parametrisation import trajectory_from_json
 from trajectories.spline import SplineTrajectory
 from trajectories.verify import check_trajectory, stacked_base_regressor
 
-ERD = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots"
-UR5 = ERD / "ur_description/urdf/ur5_robot.urdf"
 QUICK = ExcitationSettings(period=5.0, duration=10.0, harmonics=3, samples=24, max_iter=40, sharpness=(8.0,))
 
 

@@ -5,11 +5,11 @@ inverse dynamics for torques and the ground wrench, the held sole's pose, the so
 from __future__ import annotations
 
 import json
-import sysconfig
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import UR5
 from scipy.spatial import ConvexHull
 from shapely.geometry import Point, Polygon
 
@@ -22,10 +22,6 @@ from trajectories.plan import plan_trajectory
 
 DATA = Path(__file__).parent / "data"
 STANDING = DATA / "tulip_double_support_10s.json"
-UR5 = (
-    Path(sysconfig.get_paths()["purelib"])
-    / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
-)
 
 
 def _fourier(doc: dict, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

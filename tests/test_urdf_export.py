@@ -6,11 +6,11 @@ from __future__ import annotations
 import difflib
 import json
 import shutil
-import sysconfig
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import UR5
 from lxml import etree
 from scipy.optimize import minimize
 
@@ -27,10 +27,6 @@ from robots.registry import get_model
 from robots.urdf import URDF_SET, load_urdf
 from robots.urdf_export import export_urdf, read_inertials
 
-UR5 = (
-    Path(sysconfig.get_paths()["purelib"])
-    / "cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf"
-)
 ROBOTS = ["tulip", "icub-right-arm", "doggy", str(UR5)]
 
 
