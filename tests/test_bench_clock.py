@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import UR5
 
 from drivers.clock import HOST_CLOCK, HostClock, sleep_for
 from drivers.config import load_config
@@ -157,8 +158,6 @@ def test_a_fixed_base_arms_physics_waits_longer_for_its_drivers():
     FREE_AFTER_S (a stalled streaming thread) still hold its physics, which runs free only after
     FREE_AFTER_S_FIXED_BASE. Before, it ran on after 0.25 s and the stream's next setpoints met an arm that had
     stopped (a 15.5° tracking trip at 3×)."""
-    from conftest import UR5
-
     from drivers.emulators import mujoco_twin as mt
     from robots.registry import get_model
 
