@@ -28,8 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("robot", help="built-in robot (tulip, icub-right-arm), FILE.poise.toml or FILE.urdf")
     show.add_argument(
         "--regressor",
-        default="com",
-        help="com (CoM/CoP model, default) | torque | base-wrench[:fz,mx,my] | ft:FRAME (sub-tree wrench at a sensor)",
+        default=None,
+        help="com (CoM/CoP model; default for a robot that stands) | torque (default for a fixed-base arm) | "
+        "base-wrench[:fz,mx,my] | ft:FRAME (sub-tree wrench at a sensor)",
     )
     show.add_argument(
         "--base",
@@ -60,8 +61,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     model = get_model(args.robot)
     ps = resolve_params(args.params or next(iter(model.params)), model)
-    if args.regressor != "com":
-        spec = parse_regressor(args.regressor, model, args.base)
+    regressor = args.regressor or ("com" if model.bases else "torque")
+    if regressor != "com":
+        spec = parse_regressor(regressor, model, args.base)
         rc = show_dynamic(model, spec, ps, args.simplified, args.motion, args.json)
     else:
         rc = show_com(model, ps, args.base, args.json)

@@ -19,7 +19,7 @@ import numpy as np
 
 from formats.errors import DataError
 from formats.parameter_set import ParameterSet, parameter_set_from_json
-from robots.tree import Link, RobotModel, Site, parse_length, rpy_matrix
+from robots.tree import Joint, Link, RobotModel, Site, parse_length, rpy_matrix
 from robots.urdf import URDF_SET, load_urdf, matrix_rpy
 
 FORMAT = "poise robot description"
@@ -132,6 +132,21 @@ def _coupled(model: RobotModel, entries: list, source: str):
     return A, b, labels
 
 
+def _locked(jt: Joint, val: float) -> Joint:
+    """`jt` turned fixed at coordinate `val` (rad or m): its motion folded into the origin."""
+    axis = np.asarray(jt.axis, dtype=float) / np.linalg.norm(jt.axis)
+    if jt.type == "prismatic":
+        shift = rpy_matrix(jt.rpy) @ axis * val
+        offset = tuple(
+            {k: c for k, c in ({**f, "": f.get("", 0.0) + d}).items() if c != 0.0}
+            for f, d in zip(jt.offset, shift, strict=True)
+        )
+        return replace(jt, type="fixed", offset=offset, mimic=None)
+    kx = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    Rq = np.eye(3) + np.sin(val) * kx + (1 - np.cos(val)) * kx @ kx
+    return replace(jt, type="fixed", rpy=matrix_rpy(rpy_matrix(jt.rpy) @ Rq), mimic=None)
+
+
 def _reduce(model: RobotModel, spec: dict, source: str) -> RobotModel:
     """A sub-model: the sub-tree below `root` without the sub-trees of `drop` joints, `lock` joints fixed."""
     root = spec.get("root")
@@ -140,16 +155,17 @@ def _reduce(model: RobotModel, spec: dict, source: str) -> RobotModel:
     dropped = set()
     for jn in spec.get("drop", []):
         dropped.add(joints[model.joint_index(str(jn))].child)
+    for jt in joints:  # a joint that mimics a locked one is locked where the mimic puts it
+        if jt.mimic is not None and jt.mimic.joint in lock and jt.name not in lock:
+            lock[jt.name] = jt.mimic.multiplier * lock[jt.mimic.joint] + jt.mimic.offset
     for jn, val in lock.items():
         j = model.joint_index(jn)
         jt = joints[j]
-        if jt.type not in ("revolute", "continuous"):
-            raise _fail(source, f"reduce.lock: joint {jn!r} is {jt.type}; only revolute joints can be locked")
-        axis = np.asarray(jt.axis) / np.linalg.norm(jt.axis)
-        kx = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
-        Rq = np.eye(3) + np.sin(val) * kx + (1 - np.cos(val)) * kx @ kx
-        rpy = matrix_rpy(rpy_matrix(jt.rpy) @ Rq)
-        joints[j] = replace(jt, type="fixed", rpy=rpy, mimic=None)
+        if jt.type == "fixed":
+            raise _fail(source, f"reduce.lock: joint {jn!r} is fixed already")
+        if not jt.lower - 1e-12 <= val <= jt.upper + 1e-12:
+            raise _fail(source, f"reduce.lock: {jn} = {val:g} is outside its limits [{jt.lower:g}, {jt.upper:g}]")
+        joints[j] = _locked(jt, val)
     keep = None
     if root is not None or dropped:
         root = root if root is not None else model.root

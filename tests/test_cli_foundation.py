@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import UR5
 from test_tulip_model import TABLE_4_1, TABLE_4_6_MC
 
 from poise.cli import main
@@ -31,6 +32,12 @@ def test_model_show_mc_and_left(capsys):
         assert out["base_parameters"][k - 1]["value_m"] * 1000 == pytest.approx(v, abs=0.005)
     left = run_json(capsys, "model", "show", "tulip", "--base", "left", "--json")
     assert left["base_parameters"][11]["value_m"] * 1000 == pytest.approx(9.289, abs=0.001)
+
+
+def test_model_show_of_a_fixed_base_arm_shows_its_joint_torque_base_parameters(capsys):
+    """An arm stands on nothing: its default regressor is the joint torques', not the CoM model's."""
+    out = run_json(capsys, "model", "show", str(UR5), "--json")
+    assert out["regressor"] == "torque" and len(out["base_parameters"]) == 36
 
 
 def test_model_show_table_has_units(capsys):

@@ -47,6 +47,7 @@ from trajectories.excitation import (
     check_focus,
     check_prior,
     design_result,
+    position_range,
     posture_clearance_rows,
     solve_stages,
 )
@@ -301,11 +302,9 @@ def design_balance_problem(
     eq, w3 = out[:18, :], out[18:21, :]
     r = db.rank
     W = ca.transpose(ca.reshape(wb, r, 3 * K))  # 3K × r, rows (fz, mx, my) per sample
-    lo, hi = model.lower + settings.position_margin, model.upper - settings.position_margin
+    lo, hi = position_range(model, settings.position_margin)
     vmax = model.velocity_limit * settings.velocity_fraction
     amax = acceleration_limits(model, settings.acceleration_default) * settings.acceleration_fraction
-    if np.any(lo >= hi):
-        raise DataError("position margin leaves no range for some joint")
     Kd = K * settings.dense_factor
     Pd, Vd, Ad = (ca.DM(B) for B in basis(np.arange(Kd) * settings.period / Kd, L, omega))
     N, d, hull = support_halfplanes(model, chain)

@@ -539,15 +539,25 @@ def criterion_stages(settings: ExcitationSettings) -> list[tuple[ExcitationSetti
     return stages + [(settings, 1.0)]
 
 
-def _limits(model: RobotModel, settings: ExcitationSettings):
-    lo = model.lower + settings.position_margin
-    hi = model.upper - settings.position_margin
-    if np.any(~np.isfinite(lo)) or np.any(~np.isfinite(hi)):
-        lo = np.where(np.isfinite(lo), lo, -np.pi)
-        hi = np.where(np.isfinite(hi), hi, np.pi)
+def position_range(model: RobotModel, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """The positions a design may use: the limits less `margin` (continuous joints ±π); DataError names a joint
+    the margin leaves no range (a gripper finger, say: lock it in a robot description)."""
+    lo = model.lower + margin
+    hi = model.upper - margin
+    lo = np.where(np.isfinite(lo), lo, -np.pi)
+    hi = np.where(np.isfinite(hi), hi, np.pi)
     if np.any(lo >= hi):
         bad = [model.joint_names[i] for i in np.flatnonzero(lo >= hi)]
-        raise DataError(f"position margin leaves no range for joint(s) {', '.join(bad)}")
+        raise DataError(
+            f"position margin {margin:g} leaves no range for joint(s) {', '.join(bad)}: lower --position-margin, "
+            "or fix the joint(s) in a robot description (.poise.toml: [reduce] lock = {NAME = VALUE}, README "
+            '"Robot descriptions")'
+        )
+    return lo, hi
+
+
+def _limits(model: RobotModel, settings: ExcitationSettings):
+    lo, hi = position_range(model, settings.position_margin)
     vmax = model.velocity_limit * settings.velocity_fraction
     amax = acceleration_limits(model, settings.acceleration_default) * settings.acceleration_fraction
     tmax = model.effort_limit * settings.torque_fraction
