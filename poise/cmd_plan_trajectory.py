@@ -130,15 +130,28 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--period",
         type=at.number(0.0, 3600.0, lo_open=True),
-        default=10.0,
-        help="period of the Fourier series in s",
+        default=None,
+        help="period of the Fourier series in s (default 10; a spline's is its duration)",
     )
     p.add_argument("--harmonics", type=at.integer(1, 100), default=5, help="harmonics per joint")
+    p.add_argument(
+        "--waypoints",
+        type=at.integer(1, 1000),
+        default=None,
+        help="fixed-base arms: design C² cubic splines through this many waypoints between the two ends (at rest "
+        "there) instead of a Fourier series; --samples then cover the whole duration",
+    )
+    p.add_argument(
+        "--friction",
+        action="store_true",
+        help="fixed-base arms: the criterion's regressor has each joint's viscous and Coulomb friction columns too, "
+        "as identify dynamic fits them (a motion that excites friction apart from gravity)",
+    )
     p.add_argument(
         "--samples",
         type=at.integer(1, 10_000),
         default=100,
-        help="grid points per period for κ and torque limits",
+        help="grid points per period for κ and torque limits (a spline's: over its duration)",
     )
     p.add_argument(
         "--base", default=None, help="fixed base link, or the stance base (sole) of a standing robot"
@@ -234,7 +247,15 @@ def _motion(args: argparse.Namespace) -> str:
 def _settings(args: argparse.Namespace):
     from trajectories.excitation import ExcitationSettings
 
-    for name in ("duration", "period", "position_margin", "rate_hz", "zmp_margin"):
+    spline = getattr(args, "waypoints", None) is not None
+    if spline and (args.double_support or args.single_support):
+        raise DataError("--waypoints designs splines for a fixed-base arm; a standing robot's motion is a Fourier "
+                        "series (drop --waypoints)")  # fmt: skip
+    if spline and args.period is not None and args.period != args.duration:
+        raise DataError(f"--waypoints: a spline is not periodic; its period is its --duration ({args.duration:g} "
+                        f"s): drop --period {args.period:g}")  # fmt: skip
+    period = args.duration if spline else 10.0 if args.period is None else args.period
+    for name in ("duration", "position_margin", "rate_hz", "zmp_margin"):
         v = getattr(args, name)
         if (
             not (v == v and abs(v) != float("inf"))
@@ -248,7 +269,7 @@ def _settings(args: argparse.Namespace):
     if args.seed < 0:
         raise DataError("--seed must be ≥ 0")
     s = ExcitationSettings(
-        period=args.period,
+        period=period,
         duration=args.duration,
         harmonics=args.harmonics,
         samples=args.samples,
@@ -272,6 +293,9 @@ def _settings(args: argparse.Namespace):
         row_noise=tuple(args.row_noise) if args.row_noise else None,
         focus=tuple(args.focus) if args.focus else None,
         rest_posture=args.rest_posture,
+        parametrisation="spline" if spline else "fourier",
+        waypoints=args.waypoints if spline else ExcitationSettings.waypoints,
+        friction=getattr(args, "friction", False),
     )
     s.validate()
     return s
@@ -355,6 +379,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         "logdet_scaled": best.logdet,
         "scaling": settings.scaling,
         "base_parameters": len(best.base_symbols),
+        "friction_columns": settings.friction,
         "iterations": best.iterations,
         "seconds_per_start": [r.seconds for r in results],
         "seconds": time.perf_counter() - t0,
@@ -535,10 +560,15 @@ def _recorded_motions(rec, path: str) -> tuple[list, float]:
 
 def _print_design(s: dict) -> None:
     v = s["verification"]
+    what = "base regressor with friction columns" if s.get("friction_columns") else "base regressor"
     rows = [
-        ("κ, column-scaled base regressor", f"{s['kappa_scaled']:.3f}", "—"),
-        ("κ, raw base regressor", f"{s['kappa']:.1f}", "—"),
-        ("base parameters", str(s["base_parameters"]), "—"),
+        (f"κ, column-scaled {what}", f"{s['kappa_scaled']:.3f}", "—"),
+        (f"κ, raw {what}", f"{s['kappa']:.1f}", "—"),
+        (
+            "base parameters" + (" and friction coefficients" if s.get("friction_columns") else ""),
+            str(s["base_parameters"]),
+            "—",
+        ),  # fmt: skip
         *(
             [("κ, column-scaled, with the prior experiments", f"{s['kappa_with_prior_scaled']:.3f}", "—")]
             if s.get("kappa_with_prior_scaled") is not None

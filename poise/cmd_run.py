@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.live import Live
@@ -187,6 +188,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from formats.trajectory_plan import is_trajectory_plan
     from robots.registry import get_model
 
+    if not Path(args.plan).is_file():
+        raise DataError(f"{args.plan}: no such plan file")
     if getattr(args, "clamp_soles", False) and not (
         args.robot.startswith("sim") and args.physics == "mujoco"
     ):

@@ -164,7 +164,9 @@ def _reduce(model: RobotModel, spec: dict, source: str) -> RobotModel:
         if jt.type == "fixed":
             raise _fail(source, f"reduce.lock: joint {jn!r} is fixed already")
         if not jt.lower - 1e-12 <= val <= jt.upper + 1e-12:
-            raise _fail(source, f"reduce.lock: {jn} = {val:g} is outside its limits [{jt.lower:g}, {jt.upper:g}]")
+            raise _fail(
+                source, f"reduce.lock: {jn} = {val:g} is outside its limits [{jt.lower:g}, {jt.upper:g}]"
+            )
         joints[j] = _locked(jt, val)
     keep = None
     if root is not None or dropped:

@@ -21,7 +21,6 @@ import casadi as ca
 import numpy as np
 from shapely.geometry import MultiPoint
 
-from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec
 from robots.memo import per_model

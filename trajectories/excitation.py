@@ -32,18 +32,32 @@ from robots.conditioning import (
     surrogate,
 )
 from robots.tree import RobotModel
-from trajectories.fourier import FourierTrajectory, basis, rest_constraints
+from trajectories.design_grid import (
+    design_bases,
+    design_times,
+    design_trajectory,
+    random_rows,
+    rest_rows,
+    shift_to_rest,
+    start_rows,
+)
+from trajectories.fourier import FourierTrajectory
+from trajectories.spline import SplineTrajectory
 from trajectories.verify import acceleration_limits, check_trajectory
 
 CRITERIA = ("kappa", "logdet", "logvar")
 SCALINGS = ("columns", "none")
 MOTIONS = ("free", "double-support", "single-support")
+PARAMETRISATIONS = ("fourier", "spline")
 COUPLED_MARGIN = 1e-3  # rad (or its combination) kept from coupled limits while optimising
 COLLISION_BUFFER = 0.01  # m added to the clearance on the criterion grid: links move between its points
 # max_kappa: the κ surrogate's sharpness (it overestimates log κ by at most 2·log(rank)/(2p): ≤ 12 % in κ at rank
 # 45) and the weight of the squared excess of log κ over log max_kappa added to the criterion. A penalty, not a
 # constraint row: a dense row through the regressor made IPOPT's constraint Jacobian 13× slower per iteration.
 KAPPA_BOUND_SHARPNESS = 32.0
+# rad/s: the design's Coulomb column is tanh(q̇ / this), a smooth sign(q̇) (identify dynamic drops the rows within
+# ~0.013 rad/s of a reversal, where the sign is not observed)
+FRICTION_VELOCITY = 0.02
 KAPPA_BOUND_WEIGHT = 1e4
 
 
@@ -91,8 +105,36 @@ class ExcitationSettings:
     # free motion: the posture (rad, every joint) it starts and ends in, at rest — no move to a designed start
     # before the run; None: where the design puts it (q̇ = q̈ = 0 there all the same)
     rest_posture: tuple[float, ...] | None = None
+    # free motion: Swevers' Fourier series (periodic; `harmonics`) or C² cubic splines through `waypoints`
+    # interior waypoints over the whole duration (then `period` = `duration` and `samples` cover it all)
+    parametrisation: str = "fourier"
+    waypoints: int = 8
+    # free motion: the criterion's regressor has each joint's viscous and Coulomb friction columns, as `identify
+    # dynamic` fits them — a motion that excites friction apart from gravity (one that never reverses a joint has
+    # a Coulomb column as constant as a gravity term)
+    friction: bool = False
 
     def validate(self) -> None:
+        if self.friction and self.motion != "free":
+            raise DataError(f"friction columns are the joint torques' (a fixed-base arm); a {self.motion} motion "
+                            "is identified from the boards' wrench")  # fmt: skip
+        if self.parametrisation not in PARAMETRISATIONS:
+            raise DataError(
+                f"parametrisation must be one of {PARAMETRISATIONS}, got {self.parametrisation!r}"
+            )
+        if self.parametrisation == "spline":
+            if self.motion != "free":
+                raise DataError(f"spline designs are for fixed-base (free) motions; a {self.motion} motion is a "
+                                "Fourier series")  # fmt: skip
+            if not (isinstance(self.waypoints, (int, np.integer)) and 1 <= self.waypoints <= 1000):
+                raise DataError(f"waypoints must be an integer in [1, 1000], got {self.waypoints}")
+            if self.period != self.duration:
+                raise DataError(f"a spline is not periodic: its period is its duration ({self.duration} s), "
+                                f"got {self.period} s")  # fmt: skip
+            if self.samples < self.waypoints + 2:
+                raise DataError(
+                    f"need samples ≥ waypoints + 2 ({self.waypoints + 2}) over a spline's duration"
+                )
         if self.motion not in MOTIONS:
             raise DataError(f"motion must be one of {MOTIONS}, got {self.motion!r}")
         if self.rest_posture is not None:
@@ -155,7 +197,9 @@ class ExcitationSettings:
             raise DataError(f"duration {self.duration} s must be a whole number of periods ({self.period} s)")
         if self.dense_factor < 1:
             raise DataError(f"dense_factor must be ≥ 1, got {self.dense_factor}")
-        if self.harmonics < 1 or self.samples < 2 * self.harmonics + 2:
+        if self.parametrisation == "fourier" and (
+            self.harmonics < 1 or self.samples < 2 * self.harmonics + 2
+        ):
             raise DataError("need harmonics ≥ 1 and samples ≥ 2·harmonics + 2 per period")
 
 
@@ -163,7 +207,7 @@ class ExcitationSettings:
 class ExcitationResult:
     """The designed trajectory with its true condition numbers and verification on a finer grid."""
 
-    trajectory: FourierTrajectory
+    trajectory: FourierTrajectory | SplineTrajectory
     kappa: float  # raw base regressor
     kappa_scaled: float  # column-normalised base regressor
     logdet: float  # log det(WᵀW) of the column-normalised regressor
@@ -589,25 +633,30 @@ def linear_limit_rows(
     bounds, x = vec(X) of every joint's Fourier coefficients. Linear in x — vec(B X) = (I ⊗ B) x — so one
     constant sparse matrix (IPOPT then need not re-derive it through the MX graph: 150 ms on the iCub)."""
     lo, hi, vmax, amax, _ = _limits(model, settings)
-    L, n, omega = settings.harmonics, model.nq, 2 * np.pi / settings.period
+    n = model.nq
     Kd = settings.samples * settings.dense_factor
-    Pd, Vd, Ad = basis(np.arange(Kd) * settings.period / Kd, L, omega)
+    Pd, Vd, Ad = design_bases(settings, design_times(settings, Kd))
     eye = sparse.identity(n)
-    blocks = [sparse.kron(eye, B) for B in (rest_constraints(L), Pd, Vd, Ad)]
-    lbg = [np.zeros(2 * n), np.repeat(lo, Kd), np.repeat(-vmax, Kd), np.repeat(-amax, Kd)]
-    ubg = [np.zeros(2 * n), np.repeat(hi, Kd), np.repeat(vmax, Kd), np.repeat(amax, Kd)]
+    E = rest_rows(settings)
+    blocks = [sparse.kron(eye, B) for B in (E, Pd, Vd, Ad)]
+    lbg = [np.zeros(len(E) * n), np.repeat(lo, Kd), np.repeat(-vmax, Kd), np.repeat(-amax, Kd)]
+    ubg = [np.zeros(len(E) * n), np.repeat(hi, Kd), np.repeat(vmax, Kd), np.repeat(amax, Kd)]
     rest = rest_posture(model, settings)
-    if rest is not None:  # q(0) = rest (and so at every period's end): Pd's first row is t = 0
-        blocks.append(sparse.kron(eye, Pd[:1]))
-        lbg.append(rest)
-        ubg.append(rest)
+    if rest is not None:  # q = rest where the motion starts and ends (a Fourier series: every period's end)
+        S = start_rows(settings)
+        blocks.append(sparse.kron(eye, S))
+        lbg.append(np.repeat(rest, len(S)))
+        ubg.append(np.repeat(rest, len(S)))
     if len(model.coupled_b):  # linear coupled limits (e.g. tendon lengths) on the dense grid
         blocks.append(sparse.kron(model.coupled_A, Pd))
         lbg.append(np.full(Kd * len(model.coupled_b), -np.inf))
         ubg.append(np.repeat(model.coupled_b - COUPLED_MARGIN, Kd))
-    G = sparse.vstack(blocks).tocsc()
+    G = sparse.vstack(blocks).tocsr()
     G.eliminate_zeros()
-    return G, lbg, ubg
+    lb, ub = np.concatenate(lbg), np.concatenate(ubg)
+    # rows with no entry (a clamped spline's velocity at its ends) hold by construction; IPOPT wants none
+    keep = (np.diff(G.indptr) > 0) | (lb > 0) | (ub < 0)
+    return G[keep].tocsc(), [lb[keep]], [ub[keep]]
 
 
 def clearance_rows(model: RobotModel, settings: ExcitationSettings, params: str, bases, x, g: list, lbg: list,
@@ -663,11 +712,9 @@ def design_problem(model: RobotModel, settings: ExcitationSettings, torque_rows:
     base = settings.base or model.root
     params = settings.params or next(iter(model.params))
     db = cached_dynamic_base(model, RegressorSpec("torque", base), settings.simplified)
-    L, n, K = settings.harmonics, model.nq, settings.samples
-    omega = 2 * np.pi / settings.period
-    t = np.arange(K) * settings.period / K
-    P, V, A = basis(t, L, omega)
-    m = 1 + 2 * L
+    n, K = model.nq, settings.samples
+    P, V, A = design_bases(settings, design_times(settings, K))
+    m = P.shape[1]
     x = ca.MX.sym("x", m * n)
     X = ca.reshape(x, m, n)
     Q, Qd, Qdd = ca.DM(P) @ X, ca.DM(V) @ X, ca.DM(A) @ X  # K × n
@@ -676,8 +723,11 @@ def design_problem(model: RobotModel, settings: ExcitationSettings, torque_rows:
     Y = ysx(qs, qds, qdds)
     phi = dyn.standard_parameters(model, params)
     # per sample: the base-regressor rows and the torques with the guessed parameters, mapped over the grid
-    rows = ca.Function("rows", [qs, qds, qdds], [Y[:, db.independent]]).map(K)
-    r = len(db.independent)
+    Yb = Y[:, db.independent]
+    if settings.friction:
+        Yb = ca.horzcat(Yb, friction_columns(qds))
+    rows = ca.Function("rows", [qs, qds, qdds], [Yb]).map(K)
+    r = Yb.size2()
     W = ca.reshape(rows(Q.T, Qd.T, Qdd.T).T, r, K * n).T  # K·n × r (rows by joint, then sample)
     tau_node = _mapped_grid("torques", ca.Function("torque", [qs, qds, qdds], [Y @ ca.DM(phi)]), (P, V, A))
     tau = tau_node(x)  # K·n torques, by joint then sample
@@ -689,30 +739,30 @@ def design_problem(model: RobotModel, settings: ExcitationSettings, torque_rows:
         lbg.append(np.repeat(-tmax, K))  # rows ordered by joint, then sample (as W's)
         ubg.append(np.repeat(tmax, K))
     nodes = [tau_node] + clearance_rows(model, settings, params, (P, V, A), x, g, lbg, ubg)
+    symbols = list(db.symbols) + (friction_symbols(model) if settings.friction else [])
     return fourier_problem(
-        x, W, tau, g, lbg, ubg, db, (lo, hi, vmax, amax, tmax), params, base, nodes, omega=omega
+        x, W, tau, g, lbg, ubg, db, (lo, hi, vmax, amax, tmax), params, base, nodes, symbols=symbols
     )
 
 
+def friction_columns(qd: ca.SX) -> ca.SX:
+    """One sample's friction columns (n × 2n): viscous q̇ and smooth Coulomb tanh(q̇ / FRICTION_VELOCITY) per joint,
+    in `identify dynamic`'s order (`friction_symbols`)."""
+    return ca.horzcat(ca.diag(qd), ca.diag(ca.tanh(qd / FRICTION_VELOCITY)))
+
+
+def friction_symbols(model: RobotModel) -> list[str]:
+    return [f"{kind}@{j}" for kind in ("fv", "fc") for j in model.joint_names]
+
+
 def random_start(model: RobotModel, settings: ExcitationSettings, rng: np.random.Generator) -> np.ndarray:
-    """Coefficients of a feasible-looking start: mid-range offsets, small random harmonics at rest at t = 0."""
+    """A feasible-looking start (vec of the design matrix): mid-range, small random harmonics at rest at t = 0 or
+    waypoints within reach of each other; moved to start in the rest posture when there is one."""
     lo, hi, vmax, amax, _ = _limits(model, settings)
-    L, n = settings.harmonics, model.nq
-    omega = 2 * np.pi / settings.period
-    amp = np.minimum((hi - lo) / 4, np.minimum(vmax, amax / (omega * L)) / 2)
-    a = rng.uniform(-1, 1, (L, n)) * amp / L
-    b = rng.uniform(-1, 1, (L, n)) * amp / L
-    a -= a.mean(axis=0)  # Σ a = 0
-    ls = np.arange(1, L + 1)[:, None]
-    b -= ls * (ls * b).sum(axis=0) / (ls**2).sum()  # Σ l·b = 0
-    X = np.vstack([(lo + hi)[None, :] / 2, a, b])
-    # the offset q0 is chosen so that the sampled positions are centred in the range
-    P, _, _ = basis(np.linspace(0, settings.period, 50), L, omega)
-    q = P @ X
-    X[0] += (lo + hi) / 2 - (q.max(axis=0) + q.min(axis=0)) / 2
+    X = random_rows(settings, lo, hi, vmax, amax, rng)
     rest = rest_posture(model, settings)
-    if rest is not None:  # ... or so that it starts at the rest posture
-        X[0] += rest - P[0] @ X
+    if rest is not None:
+        X = shift_to_rest(settings, X, rest)
     return X.reshape(-1, order="F")
 
 
@@ -852,17 +902,18 @@ def optimise(
         from trajectories.single_support import optimise_single_support
 
         return optimise_single_support(model, settings, seed, prior)
+    if settings.friction and prior is not None:
+        raise DataError(
+            "a design with friction columns completes no prior experiments yet: drop --friction or --prior"
+        )
     t0 = time.perf_counter()
     x0 = start if start is not None else random_start(model, settings, np.random.default_rng(seed))
     prob, x, iterations, status, stages = solve_lazy_torques(
         lambda rows: design_problem(model, settings, torque_rows=rows), settings, np.asarray(x0, float), prior
     )
-    m = 1 + 2 * settings.harmonics
-    traj = FourierTrajectory.from_coefficients(
-        x.reshape(m, model.nq, order="F"), settings.period, settings.duration
-    )
+    traj = design_trajectory(settings, x.reshape(-1, model.nq, order="F"))
     W = np.asarray(prob["W_fun"](x))
-    result = design_result(traj, W, prob["base"].symbols, iterations, status, stages, prob["base_link"],
+    result = design_result(traj, W, prob["symbols"], iterations, status, stages, prob["base_link"],
                            prob["params"], settings, prior, t0)  # fmt: skip
     dt = min(0.001, settings.period / (settings.samples * 10))
     check = check_trajectory(

@@ -55,3 +55,11 @@ class SplineTrajectory:
             return cls(np.asarray(d["times_s"], dtype=float), np.asarray(d["q"], dtype=float))
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"malformed spline trajectory ({exc})") from None
+
+
+def spline_basis(times: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """P, V, A (len(t) × len(times)): q = P Q, q̇ = V Q, q̈ = A Q for waypoints Q (one row per time) — the clamped
+    spline is linear in its waypoints, so each column is the spline through one unit waypoint."""
+    cs = CubicSpline(np.asarray(times, dtype=float), np.eye(len(times)), axis=0, bc_type="clamped")
+    t = np.clip(np.asarray(t, dtype=float), 0.0, float(times[-1]))
+    return cs(t), cs(t, 1), cs(t, 2)
