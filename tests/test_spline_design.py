@@ -129,10 +129,37 @@ def test_a_design_with_friction_columns_excites_friction_apart_from_the_rest(ur5
     assert np.median(fr) < np.median(plain)
 
 
-def test_friction_columns_are_refused_for_a_standing_motion_and_with_a_prior(ur5):
-    from trajectories.excitation import Prior
-
+def test_friction_columns_are_refused_for_a_standing_motion():
     with pytest.raises(DataError, match="boards' wrench"):
         ExcitationSettings(motion="double-support", friction=True).validate()
-    with pytest.raises(DataError, match="drop --friction or --prior"):
-        optimise(ur5, replace(SPLINE, friction=True), prior=Prior(rows=np.zeros((10, 36))))
+
+
+def test_a_friction_design_completes_a_prior_plan_with_its_friction_columns(ur5, tmp_path, capsys):
+    """The prior's rows carry the friction columns too (q̇, tanh(q̇/ε) of the plan's own samples): a next design
+    given the first lowers κ of the pair with them below the first run twice."""
+    from formats.trajectory_plan import load_trajectory_plan
+    from trajectories.excitation import friction_rows
+    from trajectories.plan import prior_experiments
+    from trajectories.verify import stacked_base_regressor
+
+    first = tmp_path / "first.json"
+    argv = ["plan", "trajectory", str(UR5), "--duration", "6", "--waypoints", "5", "--samples", "48",
+            "--max-iter", "20", "--velocity-fraction", "0.5", "--no-self-collision", "--friction", "--json"]  # fmt: skip
+    assert main(argv + ["--out", str(first)]) == 0
+    capsys.readouterr()
+    plan = load_trajectory_plan(first)
+    s = replace(SPLINE, friction=True)
+    prior = prior_experiments(ur5, s, [plan])
+    traj = SplineTrajectory.from_json(plan.trajectory)
+    t = np.arange(48) * s.period / s.samples
+    expected = np.hstack(
+        [stacked_base_regressor(ur5, traj, ur5.root, False, t), friction_rows(traj.sample(t)[1])]
+    )
+    np.testing.assert_allclose(prior.rows, expected, atol=1e-12)
+    assert main(argv + ["--prior", str(first), "--out", str(tmp_path / "next.json")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    both = out["kappa_with_prior_scaled"]
+    from robots.conditioning import kappa, normalised_columns
+
+    twice = kappa(normalised_columns(np.vstack([prior.rows, prior.rows]))[0])
+    assert both < twice

@@ -751,6 +751,13 @@ def friction_columns(qd: ca.SX) -> ca.SX:
     return ca.horzcat(ca.diag(qd), ca.diag(ca.tanh(qd / FRICTION_VELOCITY)))
 
 
+def friction_rows(qd: np.ndarray) -> np.ndarray:
+    """`friction_columns` of sampled velocities qd (K, n), rows by sample then joint: (K·n, 2n)."""
+    eye = np.eye(qd.shape[1])[None]
+    cols = np.concatenate([qd[:, :, None] * eye, np.tanh(qd / FRICTION_VELOCITY)[:, :, None] * eye], axis=2)
+    return cols.reshape(-1, 2 * qd.shape[1])
+
+
 def friction_symbols(model: RobotModel) -> list[str]:
     return [f"{kind}@{j}" for kind in ("fv", "fc") for j in model.joint_names]
 
@@ -863,7 +870,7 @@ def solve_lazy_torques(
     coefficient) that rarely bind: left out, the result checked against them on the same grid, and the last
     stage solved again with them only if one is exceeded. Returns (problem, x, iterations, status, stages)."""
     prob = build(False)
-    check_prior(prior, prob["base"].rank)
+    check_prior(prior, prob["W_fun"].size_out(0)[1])
     check_focus(settings, prob["base"].rank)
     x, iterations, status, stages = solve_stages(prob, settings, prior, x0)
     ratio = _torque_ratio(prob, x) if np.all(np.isfinite(prob["limits"][4])) else None
@@ -902,10 +909,6 @@ def optimise(
         from trajectories.single_support import optimise_single_support
 
         return optimise_single_support(model, settings, seed, prior)
-    if settings.friction and prior is not None:
-        raise DataError(
-            "a design with friction columns completes no prior experiments yet: drop --friction or --prior"
-        )
     t0 = time.perf_counter()
     x0 = start if start is not None else random_start(model, settings, np.random.default_rng(seed))
     prob, x, iterations, status, stages = solve_lazy_torques(

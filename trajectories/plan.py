@@ -12,7 +12,7 @@ from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan
 from robots.registry import BUILT_IN, get_model
 from robots.tree import RobotModel
-from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior
+from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior, friction_rows
 from trajectories.multistart import settings_dict
 from trajectories.parametrisation import Trajectory, trajectory_from_json
 from trajectories.recorded import RecordedMotion
@@ -205,6 +205,8 @@ def prior_experiments(
                             f"parameters differ (--base {traj.base} designs on its sole)")  # fmt: skip
         t = np.arange(int(np.ceil(traj.duration / dt - 1e-9))) * dt
         rows[k] = stacked_base_regressor(model, traj, settings.base or model.root, settings.simplified, t)
+        if settings.friction:  # the design's criterion has each joint's friction columns: so have its rows
+            rows[k] = np.hstack([rows[k], friction_rows(traj.sample(t)[1])])
     recorded = [(k, p) for k, p in enumerate(priors) if isinstance(p, RecordedMotion)]
     for _, m in recorded:
         check_recorded(model, settings, m, stance)
@@ -301,8 +303,13 @@ def recorded_rows(
         spec = RegressorSpec("torque", m.base)
     else:
         spec = RegressorSpec("base-wrench", m.base, None, ("fz", "mx", "my"))
-    return sampled_base_regressor(model, spec, "free", settings.simplified, m, t,
+    rows = sampled_base_regressor(model, spec, "free", settings.simplified, m, t,
                                   chain if m.motion == "double-support" else None)  # fmt: skip
+    if (
+        settings.friction
+    ):  # a joint-torque recording (friction is a fixed-base design's): its friction columns too
+        rows = np.hstack([rows, friction_rows(m.sample(t)[1])])
+    return rows
 
 
 def same_placement(first, other, tol_m: float = 1e-6) -> None:
