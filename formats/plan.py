@@ -38,6 +38,7 @@ import numpy as np
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
+from formats.json_format import json_format
 
 FORMAT = "poise.posture-plan"
 VERSION = 1
@@ -228,6 +229,11 @@ def _vec(x: Any, n: int, where: str) -> np.ndarray:
         got = f"{len(x)} values" if isinstance(x, list) else repr(type(x).__name__)
         raise DataError(f"{where}: expected a list of {n} numbers, got {got}")
     return np.array([_num(v, f"{where}[{i}]") for i, v in enumerate(x)])
+
+
+def is_posture_plan(path) -> bool:
+    """True when the file is JSON whose format is a posture plan."""
+    return json_format(path) == FORMAT
 
 
 def plan_from_dict(doc: Any, source: str = "plan") -> Plan:

@@ -23,6 +23,7 @@ import numpy as np
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
+from formats.json_format import json_format
 
 FORMAT = "poise pwm plan"
 SHAPES = ("triangle", "sine")
@@ -127,10 +128,7 @@ def save_pwm_plan(plan: PwmPlan, path: str | Path) -> None:
 
 def is_pwm_plan(path: str | Path) -> bool:
     """True when the file is JSON whose format is a PWM plan (`poise run` reads the plan kind from it)."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-        return False
+    return json_format(path) == FORMAT
 
 
 def load_pwm_plan(path: str | Path) -> PwmPlan:

@@ -27,6 +27,7 @@ from typing import Any
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
+from formats.json_format import json_format
 from formats.plan import _clean, _need, _num
 
 FORMAT = "poise.trajectory-plan"
@@ -128,7 +129,4 @@ def load_trajectory_plan(path: str | pathlib.Path) -> TrajectoryPlan:
 
 def is_trajectory_plan(path: str | pathlib.Path) -> bool:
     """True when the file is JSON whose format is a trajectory plan (for commands taking either plan kind)."""
-    try:
-        return json.loads(pathlib.Path(path).read_text()).get("format") == FORMAT
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-        return False
+    return json_format(path) == FORMAT

@@ -184,6 +184,7 @@ def _save_twin_events(rec: RunRecorder, twin, result) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from formats.plan import is_posture_plan
     from formats.pwm_plan import is_pwm_plan
     from formats.trajectory_plan import is_trajectory_plan
     from robots.registry import get_model
@@ -215,6 +216,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from poise.cmd_run_trajectory import cmd_run_trajectory
 
         return cmd_run_trajectory(args)
+    if not is_posture_plan(args.plan):
+        raise DataError(f"{args.plan}: not a plan poise runs (the JSON of a posture, trajectory or PWM plan)")
     if args.boards is None:
         raise DataError(
             "a posture plan needs --boards (sim, bt:ADDR,ADDR, evdev:PATH,PATH or serial:PORT,PORT)"

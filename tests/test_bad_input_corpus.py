@@ -300,6 +300,11 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("simulate trajectory", ["{binary}", "--out", "{existing}"]),
     # run
     ("run", ["{binary}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1"]),
+    (
+        "run",
+        ["{binary}", "--robot", "sim", "--out", "{dir}/run1"],
+    ),  # not a plan: said so, not "needs --boards"
+    ("run", ["{missing_dir}/plan.json", "--robot", "sim", "--out", "{dir}/run1"]),
     ("run", ["{nan_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1"]),
     ("run", ["{hold0_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1"]),
     ("run", ["{good_plan}", "--robot", "dxl:/dev/null?baud=abc", "--boards", "sim", "--out", "{dir}/run1"]),
@@ -611,3 +616,11 @@ def test_numeric_options_are_range_checked_and_outputs_have_force():
             )
             if a.type in out_types:
                 assert "force" in dests, f"poise {' '.join(words)} writes {a.option_strings} without --force"
+
+
+@pytest.mark.parametrize(
+    "plan, message", [("{binary}", "not a plan poise runs"), ("{missing_dir}/p.json", "no such plan file")]
+)
+def test_run_says_what_is_wrong_with_the_plan_file_before_asking_for_boards(plan, message, files, capsys):
+    assert main(["run", plan.format(**files), "--robot", "sim", "--out", files["dir"] + "/run9"]) == 2
+    assert message in capsys.readouterr().err
