@@ -202,8 +202,11 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
         with console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
             qm, tau = arm_efforts(model, truth, q, qd, qdd, im, rng)
     meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}", **how.meta}
-    if args.armature:
-        meta["true_armature_kg_m2"] = f"{args.armature:g}"
+    if (
+        not how.standing
+    ):  # the joints' truth, which a parameter set cannot hold (identify dynamic --reference)
+        meta |= {DECLARED_JOINTS["viscous"]: f"{args.viscous:g}", DECLARED_JOINTS["coulomb"]: f"{args.coulomb:g}",
+                 DECLARED_JOINTS["armature"]: f"{args.armature:g}"}  # fmt: skip
     if plan.robot_source:
         meta["robot_source"] = plan.robot_source
     rec = DynamicRecording(model.name, plan.base, list(model.joint_names), t, qm, tau, wrench, meta=meta)
@@ -277,6 +280,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         twin = (
             _twin_joints(args.reference, args.recording[0], runs[0], model) if quantity == "torque" else None
         )
+        source = "run.json twin_joints"
+        if twin is None and quantity == "torque" and (twin := _declared_joints(recs, model)) is not None:
+            source = "the recording's declared joint truth"
         armature = [twin[j]["armature"] for j in model.joint_names] if twin else None
         ref = est.reference_values(ref_ps, armature=armature)
         z = (fit.values[:nb] - ref) / fit.se[:nb]  # NaN for parameters held at a prior value
@@ -290,7 +296,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             "max_abs_z": float(np.max(np.abs(z[done]))) if done.any() else None,
         }
         if twin:
-            fit.reference["joints"] = _joint_reference(fit, twin, nb)
+            fit.reference["joints"] = _joint_reference(fit, twin, nb, source)
     good, poor = fit.determined(args.well)
     needed = dict(zip(fit.symbols[:nb], fit.needed_s(args.well)[:nb], strict=True))
     beyond = [s for s in poor if needed[s] > args.practical_s]
@@ -558,7 +564,27 @@ def _twin_joints(
     return out if all(np.isfinite(v) for d in out.values() for v in d.values()) else None
 
 
-def _joint_reference(fit, twin: dict[str, dict[str, float]], nb: int) -> dict:
+DECLARED_JOINTS = {
+    "viscous": "true_viscous_nm_s_rad",
+    "coulomb": "true_coulomb_nm",
+    "armature": "true_armature_kg_m2",
+}
+
+
+def _declared_joints(recs, model) -> dict[str, dict[str, float]] | None:
+    """The joint truth every recording declares alike (`poise simulate trajectory` writes it: the same viscous,
+    Coulomb friction and rotor inertia on every joint); None when one does not or they differ."""
+    try:
+        vals = {tuple(float(r.meta[key]) for key in DECLARED_JOINTS.values()) for r in recs}
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return None
+    if len(vals) != 1 or not all(np.isfinite(v) for v in next(iter(vals))):
+        return None
+    one = dict(zip(DECLARED_JOINTS, next(iter(vals)), strict=True))
+    return {j: dict(one) for j in model.joint_names}
+
+
+def _joint_reference(fit, twin: dict[str, dict[str, float]], nb: int, source: str) -> dict:
     """The fit's friction and rotor inertia estimates against the twin's joint truth: values, z, how many within
     3 SE."""
     values, z = {}, {}
@@ -567,7 +593,7 @@ def _joint_reference(fit, twin: dict[str, dict[str, float]], nb: int) -> dict:
         if kind in TWIN_JOINT_KINDS and joint in twin and np.isfinite(fit.se[k]):
             values[fit.symbols[k]] = twin[joint][TWIN_JOINT_KINDS[kind]]
             z[fit.symbols[k]] = float((fit.values[k] - values[fit.symbols[k]]) / fit.se[k])
-    return {"source": "run.json twin_joints", "values": values, "z": z, "estimated": len(z),
+    return {"source": source, "values": values, "z": z, "estimated": len(z),
             "within_3se": sum(abs(v) <= 3 for v in z.values())}  # fmt: skip
 
 

@@ -223,6 +223,30 @@ def test_simulate_trajectory_takes_a_true_rotor_inertia(arm, tmp_path, capsys):
     assert main(["identify", "dynamic", str(rec), "--armature", "--json"]) == 0
     rotor = [p for p in json.loads(capsys.readouterr().out)["parameters"] if p["symbol"].startswith("Ia@")]
     assert len(rotor) == 4 and all(abs(p["value"] - 0.1) < 3 * p["se"] for p in rotor), rotor
+    # the recording declares the joints' truth (a parameter set cannot hold it): --reference compares friction and
+    # rotor inertia with it, and adds the grouped rotor inertia to the base parameters' reference values
+    truth = tmp_path / "t.json"
+    assert main(["simulate", "trajectory", str(tmp_path / "p.json"), "--out", str(tmp_path / "r3.csv"), "--armature",
+                 "0.1", "--effort-noise", "0.05", "--truth", "urdf", "--truth-out", str(truth)]) == 0  # fmt: skip
+    capsys.readouterr()
+    refs = {}
+    for extra in ([], ["--armature"]):  # without it, the unmodelled rotor inertia biases some of the friction
+        argv = ["identify", "dynamic", str(tmp_path / "r3.csv"), "--reference", str(truth), "--json", *extra]
+        assert main(argv) == 0
+        refs[bool(extra)] = json.loads(capsys.readouterr().out)["reference"]
+    for with_rotor, ref in refs.items():
+        joints = ref["joints"]
+        assert joints["source"] == "the recording's declared joint truth"
+        assert joints["estimated"] == (16 if with_rotor else 12), joints
+        assert joints["values"]["fv@elbow_joint"] == 0.3 and joints["values"]["fc@elbow_joint"] == 0.8
+    ref = refs[True]
+    assert ref["joints"]["within_3se"] >= 14, ref["joints"]
+    assert ref["within_3se"] == ref["estimated"], ref  # the rotor inertia estimated, or grouped as the twin's
+    lines = (tmp_path / "r3.csv").read_text().splitlines(keepends=True)
+    (tmp_path / "r4.csv").write_text("".join(x for x in lines if not x.startswith("# true_")))
+    assert main(["identify", "dynamic", str(tmp_path / "r4.csv"), "--reference", str(truth), "--json"]) == 0
+    reference = json.loads(capsys.readouterr().out)["reference"]
+    assert "joints" not in reference  # declared by none: compared with none
     standing = Path(__file__).parent / "data" / "tulip_double_support_10s.json"
     for argv, words in (([str(standing), "--armature", "0.1"], "fixed-base arm"),
                         ([str(tmp_path / "p.json"), "--armature", "-1"], "armature")):  # fmt: skip
