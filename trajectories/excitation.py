@@ -762,6 +762,19 @@ def friction_symbols(model: RobotModel) -> list[str]:
     return [f"{kind}@{j}" for kind in ("fv", "fc") for j in model.joint_names]
 
 
+def onto_equalities(model: RobotModel, settings: ExcitationSettings, x: np.ndarray) -> np.ndarray:
+    """x moved the least distance onto the linear equalities (rest at the ends, the rest posture): IPOPT keeps them
+    to its constraint tolerance (a spline's last waypoint ended 1.4e-5 rad off its rest posture, beyond the check's
+    1e-5), and a plan must start and end exactly where it says."""
+    G, lbg, ubg = linear_limit_rows(model, settings)
+    lb, ub = np.concatenate(lbg), np.concatenate(ubg)
+    eq = np.flatnonzero(lb == ub)
+    if not len(eq):
+        return x
+    A = G[eq].toarray()
+    return x - A.T @ np.linalg.lstsq(A @ A.T, A @ x - lb[eq], rcond=None)[0]
+
+
 def random_start(model: RobotModel, settings: ExcitationSettings, rng: np.random.Generator) -> np.ndarray:
     """A feasible-looking start (vec of the design matrix): mid-range, small random harmonics at rest at t = 0 or
     waypoints within reach of each other; moved to start in the rest posture when there is one."""
@@ -914,6 +927,7 @@ def optimise(
     prob, x, iterations, status, stages = solve_lazy_torques(
         lambda rows: design_problem(model, settings, torque_rows=rows), settings, np.asarray(x0, float), prior
     )
+    x = onto_equalities(model, settings, x)
     traj = design_trajectory(settings, x.reshape(-1, model.nq, order="F"))
     W = np.asarray(prob["W_fun"](x))
     result = design_result(traj, W, prob["symbols"], iterations, status, stages, prob["base_link"],
