@@ -117,6 +117,21 @@ def register(s: argparse._SubParsersAction) -> None:
     at.add_force(f)
     f.set_defaults(func=cmd_forecast_trajectory)
 
+    sp = s.add_parser(
+        "sample",
+        help="a trajectory plan's setpoints on a uniform grid (CSV: q, q̇, q̈ and optionally feed-forward torques) "
+        "for a controller poise does not drive",
+    )
+    sp.add_argument("plan", help="trajectory plan (JSON)")
+    sp.add_argument("--out", type=at.out_file, required=True, help="setpoints file to write (CSV)")
+    sp.add_argument("--rate-hz", type=at.number(0.0, 100_000.0, lo_open=True),
+                    help="setpoint rate (default: the plan's streaming rate)")  # fmt: skip
+    sp.add_argument("--torques", action="store_true",
+                    help="fixed-base arms: feed-forward joint torques (RNEA, the plan's guessed parameters) too")  # fmt: skip
+    sp.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    at.add_force(sp)
+    sp.set_defaults(func=cmd_sample_trajectory)
+
 
 def add_design_arguments(p: argparse.ArgumentParser) -> None:
     """The options of what an excitation design is (duration, grid, motion, limits, seed) that `plan trajectory`
@@ -784,4 +799,41 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
         " fitting each alone; κ column-scaled of the fitted rows "
         f"{fc.kappa_scaled:.4g}."
     )
+    return 0
+
+
+def cmd_sample_trajectory(args: argparse.Namespace) -> int:
+    """`plan sample`: the plan's q, q̇, q̈ (and feed-forward torques) on a uniform grid, for the user's controller."""
+    import numpy as np
+
+    from formats.setpoints import Setpoints, setpoint_times, write_setpoints
+    from formats.trajectory_plan import load_trajectory_plan, plan_digest
+    from robots import dynamics as dyn
+    from trajectories.plan import plan_model, plan_recording, plan_trajectory
+
+    plan = load_trajectory_plan(args.plan)
+    model = plan_model(plan)
+    traj = plan_trajectory(plan, model)
+    rate = args.rate_hz or plan.rate_hz
+    t = setpoint_times(traj.duration, rate)
+    q, qd, qdd = traj.sample(t)
+    tau = None
+    if args.torques:
+        if plan_recording(plan, traj).standing:
+            raise DataError("--torques: a standing robot's joint torques depend on how its soles share the load; "
+                            "feed-forward torques are a fixed-base arm's")  # fmt: skip
+        tau = dyn.rnea(model, q, qd, qdd, plan.params or next(iter(model.params)), plan.base)
+    meta = {"rate_hz": f"{rate:g}", "duration_s": f"{traj.duration:g}", "plan_sha256": plan_digest(plan),
+            "base": plan.base}  # fmt: skip
+    if tau is not None:
+        meta["torques"] = f"feed-forward, RNEA with parameter set {plan.params or next(iter(model.params))!r}"
+    write_setpoints(Setpoints(model.name, list(model.joint_names), t, q, qd, qdd, tau, meta), args.out)
+    summary = {"out": args.out, "samples": len(t), "rate_hz": rate, "duration_s": traj.duration,
+               "start_rad": q[0].tolist(), "torques": tau is not None,
+               "peak_velocity_rad_s": np.abs(qd).max(axis=0).tolist()}  # fmt: skip
+    if args.json:
+        print_json(summary)
+    else:
+        console.print(f"wrote {len(t)} setpoints ({traj.duration:g} s at {rate:g} Hz) to {args.out}; the robot "
+                      "must stand at the first row's posture, at rest, before the stream starts")  # fmt: skip
     return 0

@@ -426,6 +426,12 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan augment", ["{good_plan}", "--add", "1", "--seed", "-1", "--out", "{dir}/a1.json"]),
     ("plan augment", ["{good_plan}", "--add", "1", "--out", "{existing}"]),
     # plan forecast
+    ("plan sample", ["{binary}", "--out", "{dir}/sp.csv"]),
+    ("plan sample", ["{good_plan}", "--out", "{dir}/sp.csv"]),  # a posture plan: no motion to sample
+    ("plan sample", ["{traj_plan}", "--out", "{existing}"]),
+    ("plan sample", ["{traj_plan}", "--out", "{dir}/sp.csv", "--rate-hz", "0"]),
+    ("plan sample", ["{traj_plan}", "--out", "{dir}/sp.csv", "--rate-hz", "nan"]),
+    ("plan sample", ["{traj_plan}", "--out", "{missing_dir}/sp.csv"]),
     ("plan forecast", ["{binary}", "--noise", "1"]),
     ("plan forecast", ["{good_plan}", "--noise", "1"]),
     ("plan forecast", ["{traj_plan}", "--noise", "1", "2"]),
