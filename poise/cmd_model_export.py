@@ -36,6 +36,17 @@ def register(s: argparse._SubParsersAction) -> None:
         action="store_true",
         help="write the nearest physically consistent set instead of an inconsistent one",
     )
+    e.add_argument(
+        "--consistent",
+        type=at.positive,
+        nargs="?",
+        const=2.0,
+        default=None,
+        metavar="SE",
+        help="dynamic results: write the physically consistent set closest to the URDF's whose base parameters lie "
+        "within SE standard errors of the identified ones (default 2; each link's pseudo-inertia positive "
+        "semidefinite; IPOPT)",
+    )
     e.add_argument("--json", action="store_true", help="print a summary as JSON")
     e.set_defaults(func=cmd_export)
 
@@ -59,12 +70,19 @@ def cmd_export(args: argparse.Namespace) -> int:
     if out.resolve() == urdf.resolve():
         raise DataError(f"--out {args.out}: is the input URDF; write the export to another file")
     fs = load_full_set(args.params, model)
-    ps = fs.params
+    if args.consistent is not None and args.nearest:
+        raise DataError("--consistent or --nearest: two ways to a consistent set, give one")
+    fit = _consistent(model, fs, args.params, args.consistent) if args.consistent is not None else None
+    ps = fs.params if fit is None else fit.params
     changed = changed_links(urdf, model, ps)
     prior_mass = {n: m for n, m in model.parameter_set(next(iter(model.params))).mass.items()}
     bad = violations(ps, changed, prior_mass)
     near, corrections = nearest_consistent(ps, changed, prior_mass)
     summary: dict = {"robot": model.name, "urdf": str(urdf), "out": str(out), "params": fs.to_dict()}
+    if fit is not None:
+        summary["consistent_fit"] = {"within_se": args.consistent, "max_abs_z": fit.max_abs_z, "chi2": fit.chi2,
+                                 "base_parameters": len(fit.z), "z": fit.z.tolist(), "distance": fit.distance,
+                                 "status": fit.status, "iterations": fit.iterations}  # fmt: skip
     summary["nearest"] = {
         "links": [c.to_dict() for c in corrections],
         "base_error": fs.base_error(near) if fs.base_error and corrections else None,
@@ -84,8 +102,29 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
         return 0
-    _print_changes(res, model, fs, out)
+    _print_changes(res, model, fs if fit is None else None, out)
+    if fit is not None:
+        console.print(
+            f"physically consistent set closest to the URDF's: its {len(fit.z)} base parameters within "
+            f"{fit.max_abs_z:.2f} SE of the identified ones (χ² {fit.chi2:.3g}), size-relative distance from the "
+            f"URDF's {fit.distance:.3g} ({fit.iterations} IPOPT iterations)",
+            highlight=False,
+        )
     return 0
+
+
+def _consistent(model, fs, source: str, within: float):
+    """`--consistent`: the consistent set within the SEs of a dynamic result (refused for other inputs)."""
+    from robots import dynamics as dyn
+    from robots.consistent_set import consistent_within_se
+
+    if fs.base_matrix is None:
+        raise DataError(f"--consistent: {source} is a {fs.kind}; it needs a dynamic identification result")
+    if fs.base_se is None:
+        raise DataError(f"--consistent: {source} gives no positive standard error for every base parameter")
+    prior = model.parameter_set(next(iter(model.params)))
+    start = dyn.standard_parameters(model, prior)
+    return consistent_within_se(model, fs.base_matrix, fs.base_values, fs.base_se, prior, start, within)
 
 
 def _print_nearest(corrections, base_error: float | None, applied: bool) -> None:
@@ -110,7 +149,7 @@ def _print_changes(res, model, fs, out: Path) -> None:
         f"CoM {1000 * mc['com_m']:.3g} mm, inertia {mc['inertia_kgm2']:.3g} kg·m²",
         highlight=False,
     )
-    if fs.kind != "parameter set":
+    if fs is not None and fs.kind != "parameter set":
         console.print(
             f"full set from a {fs.kind}: {fs.imposed} base parameters reproduced to {fs.residual:.2g} "
             f"(closest to the URDF's parameters, ‖δ‖ = {fs.correction_norm:.3g})",

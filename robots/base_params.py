@@ -10,6 +10,7 @@ vanish are named: no data of this kind can identify them. An optional set of sta
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -154,6 +155,34 @@ class DynamicBase:
                 ("− " if c < 0 else "+ ") + (self.names[d] if mag == "1" else f"{mag}·{self.names[d]}")
             )
         return " ".join(parts)
+
+
+def formula_terms(formula: str) -> dict[str, float]:
+    """{standard parameter: coefficient} of a `DynamicBase.formula` text ('Izz@a + 0.0169·m@b − mcz@c')."""
+    terms: dict[str, float] = {}
+    sign, text = 1.0, formula.strip()
+    for part in re.split(r"\s+([+−])\s+", text):
+        if part in ("+", "−"):
+            sign = 1.0 if part == "+" else -1.0
+            continue
+        mag, dot, name = part.partition("·")
+        coef, name = (float(mag), name) if dot else (1.0, mag)
+        terms[name] = terms.get(name, 0.0) + sign * coef
+    return terms
+
+
+def same_formula(a: str, b: str, rel: float = 1e-3, floor: float = 1e-5) -> bool:
+    """Whether two formula texts name the same combination: the same terms, coefficients within `rel` (their
+    printed digits and order follow the machine's floating point: a result written with one CPU's BLAS kernels
+    printed 0.3923·m@wrist_1_link where another prints 0.3922, and listed the terms in another order)."""
+    try:
+        ta, tb = formula_terms(a), formula_terms(b)
+    except ValueError:
+        return False
+    return all(
+        abs(ta.get(k, 0.0) - tb.get(k, 0.0)) <= rel * max(abs(ta.get(k, 0.0)), abs(tb.get(k, 0.0))) + floor
+        for k in set(ta) | set(tb)
+    )
 
 
 def derive_dynamic_base(

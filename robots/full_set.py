@@ -18,7 +18,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ from formats.parameter_set import ParameterSet, parameter_set_from_json
 from formats.static_result import FORMAT as STATIC_FORMAT
 from formats.static_result import load_static_result
 from robots import dynamics as dyn
-from robots.base_params import RegressorSpec, cached_dynamic_base
+from robots.base_params import RegressorSpec, cached_dynamic_base, same_formula
 from robots.physical import inertia_matrix
 from robots.tree import RobotModel
 
@@ -47,6 +47,10 @@ class FullSet:
     residual: float = 0.0  # max |K·φ − ϑ| (relative to max(1, |ϑ|)) of the returned set
     correction_norm: float = 0.0  # ‖δ‖ in the standard (or CoM) parameters
     base_error: Callable[[ParameterSet], float] | None = None  # max relative |K·φ − ϑ| of another set
+    # a dynamic result's base: K (base × standard), the identified ϑ and their SEs (None where the result has none)
+    base_matrix: np.ndarray | None = None
+    base_values: np.ndarray | None = None
+    base_se: np.ndarray | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -198,13 +202,27 @@ def _dynamic(path: Path, d: dict, model: RobotModel, prior: ParameterSet) -> Ful
     candidates = [False] + ([True] if model.simplified_dynamic_zero else [])
     for simplified in candidates:
         db = cached_dynamic_base(model, RegressorSpec("torque", model.root), simplified)
-        if db.rank == len(formulas) and all(db.formula(a) == f for a, f in enumerate(formulas)):
+        if db.rank == len(formulas) and all(same_formula(db.formula(a), f) for a, f in enumerate(formulas)):
             values = np.array([float(v) for _, _, v in entries])
-            return full_from_dynamic(model, db.combination_matrix(), values, prior)
+            fs = full_from_dynamic(model, db.combination_matrix(), values, prior)
+            return replace(
+                fs, base_matrix=db.combination_matrix(), base_values=values, base_se=_standard_errors(d)
+            )
     raise DataError(
         f"{path}: its base parameters match none of {model.name!r}'s joint-torque bases (full or simplified); "
         "a board-wrench result depends on its foot placement and cannot be exported"
     )
+
+
+def _standard_errors(d: dict) -> np.ndarray | None:
+    """The inertial base parameters' SEs of a dynamic result, in its order; None if any is missing or not > 0."""
+    try:
+        se = np.array(
+            [float(p["se"]) for p in d["parameters"] if not str(p["symbol"]).startswith(("fv@", "fc@"))]
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    return se if np.all(np.isfinite(se) & (se > 0)) else None
 
 
 def _parameter_set(path: Path, d: dict, model: RobotModel) -> FullSet:

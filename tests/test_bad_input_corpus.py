@@ -104,6 +104,7 @@ def files(tmp_path_factory):
         "zero_params": lambda d: d["mass"].update({k: 0.0 for k in d["mass"]}),
         "shape_params": lambda d: d["com"].update(torso=[0.0, 0.1]),
         "list_params": lambda d: d.update(mass=[1.0, 2.0]),
+        "good_params": lambda d: None,
     }.items():
         doc = json.loads(json.dumps(ps))
         edit(doc)
@@ -225,6 +226,9 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("model show", ["tulip", "--regressor", "base-wrench:fz,zz"]),
     # model export
     ("model export", ["tulip", "--params", "{nan_params}", "--out", "{dir}/x1.urdf"]),
+    ("model export", ["tulip", "--params", "{good_params}", "--out", "{dir}/x1.urdf", "--consistent"]),
+    ("model export", ["tulip", "--params", "{good_params}", "--out", "{dir}/x1.urdf", "--consistent", "0"]),
+    ("model export", ["tulip", "--params", "{good_params}", "--out", "{dir}/x1.urdf", "--consistent", "nan"]),
     ("model export", ["tulip", "--params", "{binary}", "--out", "{dir}/x1.urdf"]),
     ("model export", ["tulip", "--params", "{bad_result}", "--out", "{dir}/x1.urdf"]),
     ("model export", ["tulip", "--params", "{dir}/none.json", "--out", "{dir}/x1.urdf"]),

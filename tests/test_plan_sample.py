@@ -60,7 +60,10 @@ def test_a_standing_plans_setpoints_have_no_torques(tmp_path, capsys):
         (lambda lines: ["# something else"] + lines[1:], "not poise setpoints"),
         (lambda lines: lines[:-1] + ["1,2,3"], "malformed number"),
         (lambda lines: lines[:-1] + [",".join(["nan"] * 19)], "finite numbers"),
-        (lambda lines: [x.replace("qd:", "qv:") if x.startswith("t_s") else x for x in lines], "columns must be"),
+        (
+            lambda lines: [x.replace("qd:", "qv:") if x.startswith("t_s") else x for x in lines],
+            "columns must be",
+        ),
         (lambda lines: lines[:-2] + [lines[-1], lines[-2]], "strictly increasing"),
     ],
 )
