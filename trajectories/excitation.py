@@ -1,11 +1,12 @@
 """Optimal excitation trajectories for a fixed-base robot: minimise the condition number (or −log det) of the
-stacked base joint-torque regressor over Fourier coefficients, with CasADi + IPOPT.
+stacked base joint-torque regressor over Fourier coefficients (or C² spline waypoints: `design_grid`), with
+CasADi + IPOPT.
 
 The regressor is built symbolically (SX) and vectorised over the time grid with `Function.map`; the criterion
 (an SVD) is a CasADi callback whose exact gradient ∂f/∂W is chained to the coefficients by CasADi's AD.
 Position, velocity and acceleration limits are linear in the coefficients; torque limits come from RNEA with the
-guessed parameters. One period is enough: the trajectory repeats, so the stacked regressor over the whole
-duration has the same singular values up to a factor. Everything is re-verified on a 10× finer grid afterwards.
+guessed parameters. For a Fourier series one period is enough: the trajectory repeats, so the stacked regressor
+over the whole duration has the same singular values up to a factor (a spline's grid covers it all). Everything is re-verified on a 10× finer grid afterwards.
 """
 
 from __future__ import annotations
@@ -55,10 +56,10 @@ COLLISION_BUFFER = 0.01  # m added to the clearance on the criterion grid: links
 # 45) and the weight of the squared excess of log κ over log max_kappa added to the criterion. A penalty, not a
 # constraint row: a dense row through the regressor made IPOPT's constraint Jacobian 13× slower per iteration.
 KAPPA_BOUND_SHARPNESS = 32.0
+KAPPA_BOUND_WEIGHT = 1e4
 # rad/s: the design's Coulomb column is tanh(q̇ / this), a smooth sign(q̇) (identify dynamic drops the rows within
 # ~0.013 rad/s of a reversal, where the sign is not observed)
 FRICTION_VELOCITY = 0.02
-KAPPA_BOUND_WEIGHT = 1e4
 
 
 @dataclass(frozen=True)
@@ -630,7 +631,7 @@ def linear_limit_rows(
     model: RobotModel, settings: ExcitationSettings
 ) -> tuple[sparse.csc_matrix, list, list]:
     """Rest at both ends, position/velocity/acceleration and coupled limits on the dense grid: rows G x with
-    bounds, x = vec(X) of every joint's Fourier coefficients. Linear in x — vec(B X) = (I ⊗ B) x — so one
+    bounds, x = vec(X) of every joint's Fourier coefficients or spline waypoints. Linear in x — vec(B X) = (I ⊗ B) x — so one
     constant sparse matrix (IPOPT then need not re-derive it through the MX graph: 150 ms on the iCub)."""
     lo, hi, vmax, amax, _ = _limits(model, settings)
     n = model.nq
@@ -687,7 +688,8 @@ def posture_clearance_rows(model: RobotModel, settings: ExcitationSettings, para
 
 
 def fourier_problem(x, W, tau, g, lbg, ubg, db, limits, params, base, nodes, **extra) -> dict:
-    """The NLP pieces of a design over every joint's Fourier coefficients x, as `solve_lazy_torques` takes them."""
+    """The NLP pieces of a design over every joint's Fourier coefficients (or spline waypoints) x, as
+    `solve_lazy_torques` takes them."""
     return {
         "x": x,
         "W": W,
@@ -706,7 +708,8 @@ def fourier_problem(x, W, tau, g, lbg, ubg, db, limits, params, base, nodes, **e
 
 
 def design_problem(model: RobotModel, settings: ExcitationSettings, torque_rows: bool = True):
-    """The NLP pieces: decision X ((1+2L) × n, vec), W(X) (MX), constraints g(X) with bounds, helpers.
+    """The NLP pieces: decision X ((1+2L) × n coefficients or (waypoints+2) × n, vec), W(X) (MX), constraints
+    g(X) with bounds, helpers.
     `torque_rows` False leaves the torque limits out of g (`tau_fun` still evaluates them): see `optimise`."""
     settings.validate()
     base = settings.base or model.root
