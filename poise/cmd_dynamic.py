@@ -309,6 +309,12 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         "practical_s": args.practical_s,
         "beyond_practical": beyond,
     }
+    if (
+        quantity == "torque"
+    ):  # the exact combinations: the result means the same on any machine (model export)
+        K, names = est.dynamic_base_.combination_matrix(), est.dynamic_base_.names
+        for a, p in enumerate(out["parameters"][:nb]):
+            p["terms"] = {names[i]: float(K[a, i]) for i in np.flatnonzero(K[a])}
     if currents:
         out["efforts_from_currents"] = currents
     if rep.averaged:

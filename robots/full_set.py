@@ -198,12 +198,16 @@ def _dynamic(path: Path, d: dict, model: RobotModel, prior: ParameterSet) -> Ful
         raise DataError(
             f"{path}: a result for another robot (links {', '.join(foreign[:5])} are not in {model.name!r})"
         )
+    values = np.array([float(v) for _, _, v in entries])
+    K = _stated_combinations(path, d, model, len(entries))
+    if K is not None:
+        fs = full_from_dynamic(model, K, values, prior)
+        return replace(fs, base_matrix=K, base_values=values, base_se=_standard_errors(d))
     formulas = [f for _, f, _ in entries]
     candidates = [False] + ([True] if model.simplified_dynamic_zero else [])
     for simplified in candidates:
         db = cached_dynamic_base(model, RegressorSpec("torque", model.root), simplified)
         if db.rank == len(formulas) and all(same_formula(db.formula(a), f) for a, f in enumerate(formulas)):
-            values = np.array([float(v) for _, _, v in entries])
             fs = full_from_dynamic(model, db.combination_matrix(), values, prior)
             return replace(
                 fs, base_matrix=db.combination_matrix(), base_values=values, base_se=_standard_errors(d)
@@ -212,6 +216,33 @@ def _dynamic(path: Path, d: dict, model: RobotModel, prior: ParameterSet) -> Ful
         f"{path}: its base parameters match none of {model.name!r}'s joint-torque bases (full or simplified); "
         "a board-wrench result depends on its foot placement and cannot be exported"
     )
+
+
+def _stated_combinations(path: Path, d: dict, model: RobotModel, n: int) -> np.ndarray | None:
+    """K from the exact `terms` a joint-torque result states for each base parameter (`identify dynamic` writes
+    them): machine-independent, where the formulas' base is the one this machine derives only if its pivoting breaks
+    the ties alike. None when the result states none (older results, board-wrench results)."""
+    terms = [
+        p.get("terms") for p in d["parameters"] if not str(p.get("symbol", "")).startswith(("fv@", "fc@"))
+    ]
+    if len(terms) != n or not all(isinstance(t, dict) and t for t in terms):
+        return None
+    index = {name: i for i, name in enumerate(dyn.standard_names(model))}
+    K = np.zeros((n, len(index)))
+    for a, t in enumerate(terms):
+        for name, c in t.items():
+            if name not in index:
+                raise DataError(
+                    f"{path}: base parameter {a + 1} names {name!r}, no standard parameter of {model.name!r}"
+                )
+            if not isinstance(c, int | float) or isinstance(c, bool) or not math.isfinite(c):
+                raise DataError(
+                    f"{path}: base parameter {a + 1}'s coefficient of {name} must be a finite number"
+                )
+            K[a, index[name]] = float(c)
+    if np.linalg.matrix_rank(K) < n:
+        raise DataError(f"{path}: its base parameters' terms are not independent combinations")
+    return K
 
 
 def _standard_errors(d: dict) -> np.ndarray | None:
