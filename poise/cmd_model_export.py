@@ -115,7 +115,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _consistent(model, fs, source: str, within: float):
     """`--consistent`: the consistent set within the SEs of a dynamic result (refused for other inputs)."""
-    from robots import dynamics as dyn
     from robots.consistent_set import consistent_within_se
 
     if fs.base_matrix is None:
@@ -123,8 +122,7 @@ def _consistent(model, fs, source: str, within: float):
     if fs.base_se is None:
         raise DataError(f"--consistent: {source} gives no positive standard error for every base parameter")
     prior = model.parameter_set(next(iter(model.params)))
-    start = dyn.standard_parameters(model, prior)
-    return consistent_within_se(model, fs.base_matrix, fs.base_values, fs.base_se, prior, start, within)
+    return consistent_within_se(model, fs.base_matrix, fs.base_values, fs.base_se, prior, within)
 
 
 def _print_nearest(corrections, base_error: float | None, applied: bool) -> None:

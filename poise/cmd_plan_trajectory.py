@@ -262,7 +262,7 @@ def _motion(args: argparse.Namespace) -> str:
 def _settings(args: argparse.Namespace):
     from trajectories.excitation import ExcitationSettings
 
-    spline = getattr(args, "waypoints", None) is not None
+    spline = args.waypoints is not None
     if spline and (args.double_support or args.single_support):
         raise DataError("--waypoints designs splines for a fixed-base arm; a standing robot's motion is a Fourier "
                         "series (drop --waypoints)")  # fmt: skip
@@ -310,7 +310,7 @@ def _settings(args: argparse.Namespace):
         rest_posture=args.rest_posture,
         parametrisation="spline" if spline else "fourier",
         waypoints=args.waypoints if spline else ExcitationSettings.waypoints,
-        friction=getattr(args, "friction", False),
+        friction=args.friction,
     )
     s.validate()
     return s

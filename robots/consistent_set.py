@@ -79,16 +79,17 @@ def consistent_within_se(
     values: np.ndarray,
     se: np.ndarray,
     prior: ParameterSet,
-    start: np.ndarray,
     within: float = 2.0,
 ) -> ConsistentFit:
     """The consistent set closest to the prior whose base parameters K·φ (K: base × 10·links) lie within `within`
-    SEs of ϑ = `values`, started from the standard parameters `start` (the prior's, say). Links the prior gives no
-    mass (the world, frames) keep the prior's parameters. DataError when IPOPT finds no such set."""
+    SEs of ϑ = `values`, started from the prior (its PSD part). Links the prior gives no mass (the world, frames)
+    keep the prior's parameters. DataError when IPOPT finds no such set."""
     se = np.asarray(se, dtype=float)
     if se.shape != values.shape or not np.all(np.isfinite(se) & (se > 0)):
         raise DataError("a consistent set within the standard errors needs a positive, finite SE for every base "
                         "parameter")  # fmt: skip
+    if not (np.isfinite(within) and within > 0):
+        raise DataError(f"within must be a positive number of standard errors, got {within}")
     phi0 = dyn.standard_parameters(model, prior)
     scale = standard_scales(model, prior)
     moving = [i for i, lk in enumerate(model.links) if prior.mass[lk.name] > 0]
@@ -101,12 +102,10 @@ def consistent_within_se(
         for e, (r, c) in enumerate(zip(*tril, strict=True)):
             U[r, c] = u[10 * k + e]
         phi[i] = _standard(U)
-        x0.extend(_start(pseudo_inertia(start[10 * i : 10 * i + 10]), scale[10 * i + 4])[tril])
+        x0.extend(_start(pseudo_inertia(phi0[10 * i : 10 * i + 10]), scale[10 * i + 4])[tril])
     phi_all = ca.vertcat(*phi)
     r = (ca.DM(K) @ phi_all - ca.DM(values)) / ca.DM(se)
     d = (phi_all - ca.DM(phi0)) / ca.DM(scale)
-    if not (np.isfinite(within) and within > 0):
-        raise DataError(f"within must be a positive number of standard errors, got {within}")
     opts = {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes", "ipopt.max_iter": 3000}
     solver = ca.nlpsol("consistent", "ipopt", {"x": u, "f": ca.sumsqr(d), "g": r}, opts)
     sol = solver(x0=np.array(x0), lbg=-within, ubg=within)

@@ -180,11 +180,11 @@ def _read_json(path: Path):
 def _dynamic(path: Path, d: dict, model: RobotModel, prior: ParameterSet) -> FullSet:
     if "robot" in d and d["robot"] != model.name:
         raise DataError(f"{path}: a result for robot {d['robot']!r}, not {model.name!r}")
-    try:
-        entries = [(str(p["symbol"]), str(p["formula"]), p["value"]) for p in d["parameters"]]
+    try:  # friction: not in a URDF
+        inertial = [p for p in d["parameters"] if not str(p["symbol"]).startswith(("fv@", "fc@"))]
+        entries = [(str(p["symbol"]), str(p["formula"]), p["value"]) for p in inertial]
     except (KeyError, TypeError) as exc:
         raise DataError(f"{path}: malformed identification result (missing {exc})") from None
-    entries = [e for e in entries if not e[0].startswith(("fv@", "fc@"))]  # friction: not in a URDF
     bad = [
         s
         for s, _, v in entries
@@ -199,18 +199,20 @@ def _dynamic(path: Path, d: dict, model: RobotModel, prior: ParameterSet) -> Ful
             f"{path}: a result for another robot (links {', '.join(foreign[:5])} are not in {model.name!r})"
         )
     values = np.array([float(v) for _, _, v in entries])
-    K = _stated_combinations(path, d, model, len(entries))
+    se = _standard_errors(inertial)
+    K = _stated_combinations(path, inertial, model)
     if K is not None:
-        fs = full_from_dynamic(model, K, values, prior)
-        return replace(fs, base_matrix=K, base_values=values, base_se=_standard_errors(d))
+        return replace(
+            full_from_dynamic(model, K, values, prior), base_matrix=K, base_values=values, base_se=se
+        )
     formulas = [f for _, f, _ in entries]
     candidates = [False] + ([True] if model.simplified_dynamic_zero else [])
     for simplified in candidates:
         db = cached_dynamic_base(model, RegressorSpec("torque", model.root), simplified)
         if db.rank == len(formulas) and all(same_formula(db.formula(a), f) for a, f in enumerate(formulas)):
-            fs = full_from_dynamic(model, db.combination_matrix(), values, prior)
+            K = db.combination_matrix()
             return replace(
-                fs, base_matrix=db.combination_matrix(), base_values=values, base_se=_standard_errors(d)
+                full_from_dynamic(model, K, values, prior), base_matrix=K, base_values=values, base_se=se
             )
     raise DataError(
         f"{path}: its base parameters match none of {model.name!r}'s joint-torque bases (full or simplified); "
@@ -218,14 +220,13 @@ def _dynamic(path: Path, d: dict, model: RobotModel, prior: ParameterSet) -> Ful
     )
 
 
-def _stated_combinations(path: Path, d: dict, model: RobotModel, n: int) -> np.ndarray | None:
+def _stated_combinations(path: Path, inertial: list[dict], model: RobotModel) -> np.ndarray | None:
     """K from the exact `terms` a joint-torque result states for each base parameter (`identify dynamic` writes
     them): machine-independent, where the formulas' base is the one this machine derives only if its pivoting breaks
     the ties alike. None when the result states none (older results, board-wrench results)."""
-    terms = [
-        p.get("terms") for p in d["parameters"] if not str(p.get("symbol", "")).startswith(("fv@", "fc@"))
-    ]
-    if len(terms) != n or not all(isinstance(t, dict) and t for t in terms):
+    terms = [p.get("terms") for p in inertial]
+    n = len(terms)
+    if not terms or not all(isinstance(t, dict) and t for t in terms):
         return None
     index = {name: i for i, name in enumerate(dyn.standard_names(model))}
     K = np.zeros((n, len(index)))
@@ -245,12 +246,10 @@ def _stated_combinations(path: Path, d: dict, model: RobotModel, n: int) -> np.n
     return K
 
 
-def _standard_errors(d: dict) -> np.ndarray | None:
+def _standard_errors(inertial: list[dict]) -> np.ndarray | None:
     """The inertial base parameters' SEs of a dynamic result, in its order; None if any is missing or not > 0."""
     try:
-        se = np.array(
-            [float(p["se"]) for p in d["parameters"] if not str(p["symbol"]).startswith(("fv@", "fc@"))]
-        )
+        se = np.array([float(p["se"]) for p in inertial])
     except (KeyError, TypeError, ValueError):
         return None
     return se if np.all(np.isfinite(se) & (se > 0)) else None

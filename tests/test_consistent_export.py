@@ -88,14 +88,13 @@ def test_every_links_pseudo_inertia_is_positive_semidefinite_in_the_solution(ide
     model = get_model(str(UR5))
     fs = load_full_set(identified / "result.json", model)
     prior = model.parameter_set(next(iter(model.params)))
-    fit = consistent_within_se(model, fs.base_matrix, fs.base_values, fs.base_se, prior,
-                               dyn.standard_parameters(model, prior), 3.0)  # fmt: skip
+    fit = consistent_within_se(model, fs.base_matrix, fs.base_values, fs.base_se, prior, 3.0)
     phi = dyn.standard_parameters(model, fit.params)
     for i, lk in enumerate(model.links):
         assert np.linalg.eigvalsh(pseudo_inertia(phi[10 * i : 10 * i + 10])).min() > -1e-9, lk.name
     assert fit.max_abs_z <= 3.0 + 1e-6
     with pytest.raises(DataError, match="positive, finite SE"):
-        consistent_within_se(model, fs.base_matrix, fs.base_values, 0 * fs.base_se, prior, phi, 2.0)
+        consistent_within_se(model, fs.base_matrix, fs.base_values, 0 * fs.base_se, prior, 2.0)
 
 
 def test_a_result_is_recognised_whatever_order_and_last_digit_its_formulas_were_printed_in(

@@ -175,11 +175,11 @@ def test_a_design_is_moved_exactly_onto_its_equalities(ur5, spline):
     rest = tuple(lo + (hi - lo) * np.linspace(0.3, 0.7, ur5.nq))
     s = replace(SPLINE if spline else replace(SPLINE, parametrisation="fourier", period=3.0, harmonics=3),
                 rest_posture=rest)  # fmt: skip
-    x0 = onto_equalities(ur5, s, random_start(ur5, s, np.random.default_rng(5)))  # a point that keeps them
+    G, lbg, ubg = linear_limit_rows(ur5, s)
+    lb, ub = np.concatenate(lbg), np.concatenate(ubg)
+    x0 = onto_equalities(G, lb, ub, random_start(ur5, s, np.random.default_rng(5)))  # a point that keeps them
     x = x0 + np.random.default_rng(6).normal(scale=1e-4, size=x0.size)
-    y = onto_equalities(ur5, s, x)
-    G, lbg, _ = linear_limit_rows(ur5, s)
-    lb, ub = np.concatenate(lbg), np.concatenate(_)
+    y = onto_equalities(G, lb, ub, x)
     eq = lb == ub
     assert np.abs((G @ x)[eq] - lb[eq]).max() > 1e-5  # off before
     np.testing.assert_allclose((G @ y)[eq], lb[eq], atol=1e-12)

@@ -736,6 +736,7 @@ def design_problem(model: RobotModel, settings: ExcitationSettings, torque_rows:
     tau = tau_node(x)  # K·n torques, by joint then sample
     lo, hi, vmax, amax, tmax = _limits(model, settings)
     G, lbg, ubg = linear_limit_rows(model, settings)
+    linear = (G, lbg[0], ubg[0])  # `onto_equalities` moves the solution onto these rows' equalities
     g = [ca.mtimes(ca.DM(G), x)]
     if torque_rows and np.all(np.isfinite(tmax)):
         g.append(tau)
@@ -744,8 +745,9 @@ def design_problem(model: RobotModel, settings: ExcitationSettings, torque_rows:
     nodes = [tau_node] + clearance_rows(model, settings, params, (P, V, A), x, g, lbg, ubg)
     symbols = list(db.symbols) + (friction_symbols(model) if settings.friction else [])
     return fourier_problem(
-        x, W, tau, g, lbg, ubg, db, (lo, hi, vmax, amax, tmax), params, base, nodes, symbols=symbols
-    )
+        x, W, tau, g, lbg, ubg, db, (lo, hi, vmax, amax, tmax), params, base, nodes, symbols=symbols,
+        linear=linear,
+    )  # fmt: skip
 
 
 def friction_columns(qd: ca.SX) -> ca.SX:
@@ -755,22 +757,22 @@ def friction_columns(qd: ca.SX) -> ca.SX:
 
 
 def friction_rows(qd: np.ndarray) -> np.ndarray:
-    """`friction_columns` of sampled velocities qd (K, n), rows by sample then joint: (K·n, 2n)."""
-    eye = np.eye(qd.shape[1])[None]
-    cols = np.concatenate([qd[:, :, None] * eye, np.tanh(qd / FRICTION_VELOCITY)[:, :, None] * eye], axis=2)
-    return cols.reshape(-1, 2 * qd.shape[1])
+    """`friction_columns` of sampled velocities qd (K, n), evaluated over the samples, rows by sample then joint:
+    (K·n, 2n) — a prior's rows, with the columns the design's criterion has."""
+    K, n = qd.shape
+    s = ca.SX.sym("qd", n)
+    out = ca.Function("friction", [s], [friction_columns(s)]).map(K)(qd.T).full()  # n × (K·2n), by sample
+    return out.reshape(n, K, 2 * n).transpose(1, 0, 2).reshape(K * n, 2 * n)
 
 
 def friction_symbols(model: RobotModel) -> list[str]:
     return [f"{kind}@{j}" for kind in ("fv", "fc") for j in model.joint_names]
 
 
-def onto_equalities(model: RobotModel, settings: ExcitationSettings, x: np.ndarray) -> np.ndarray:
-    """x moved the least distance onto the linear equalities (rest at the ends, the rest posture): IPOPT keeps them
-    to its constraint tolerance (a spline's last waypoint ended 1.4e-5 rad off its rest posture, beyond the check's
-    1e-5), and a plan must start and end exactly where it says."""
-    G, lbg, ubg = linear_limit_rows(model, settings)
-    lb, ub = np.concatenate(lbg), np.concatenate(ubg)
+def onto_equalities(G, lb: np.ndarray, ub: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """x moved the least distance onto the equalities (lb = ub) among the linear rows G x (`linear_limit_rows`: rest
+    at the ends, the rest posture): IPOPT keeps them to its constraint tolerance (a spline's last waypoint ended
+    1.4e-5 rad off its rest posture, beyond the check's 1e-5), and a plan must start and end exactly where it says."""
     eq = np.flatnonzero(lb == ub)
     if not len(eq):
         return x
@@ -930,7 +932,7 @@ def optimise(
     prob, x, iterations, status, stages = solve_lazy_torques(
         lambda rows: design_problem(model, settings, torque_rows=rows), settings, np.asarray(x0, float), prior
     )
-    x = onto_equalities(model, settings, x)
+    x = onto_equalities(*prob["linear"], x)
     traj = design_trajectory(settings, x.reshape(-1, model.nq, order="F"))
     W = np.asarray(prob["W_fun"](x))
     result = design_result(traj, W, prob["symbols"], iterations, status, stages, prob["base_link"],
