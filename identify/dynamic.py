@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import scipy.linalg as sla
 from scipy.ndimage import minimum_filter1d
 
 from formats.dynamic_recording import DynamicRecording
@@ -33,7 +32,7 @@ from robots.base_params import (
     random_states,
     zero_set,
 )
-from robots.com_base import numeric_base
+from robots.com_base import numeric_base, pivoted_qr
 from robots.conditioning import kappa, normalised_columns
 from robots.memo import per_model
 from robots.motion_class import standing_base
@@ -512,7 +511,7 @@ class DynamicEstimator:
         self._check_length(recs, A.shape)
         rank = np.linalg.matrix_rank(A)
         if rank < A.shape[1]:
-            _, _, piv = sla.qr(A, mode="economic", pivoting=True)
+            _, piv = pivoted_qr(A)
             missing = [syms[i] for i in piv[rank:]]
             raise IdentifiabilityError(
                 f"the recording does not excite {A.shape[1] - rank} parameter(s): {', '.join(missing)}"

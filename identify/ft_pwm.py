@@ -36,7 +36,7 @@ from identify.residual_covariance import banded_covariance
 from robots import dynamics as dyn
 from robots.actuation import FtPwmTruth, Transmission, friction_rows, motor_velocities, transmissions
 from robots.base_params import DynamicBase, RegressorSpec, random_states
-from robots.com_base import numeric_base
+from robots.com_base import numeric_base, pivoted_qr
 from robots.conditioning import kappa
 from robots.memo import per_model
 from robots.tree import ParameterSet, RobotModel
@@ -401,9 +401,7 @@ class FtPwmEstimator:
                 for i, i_std in enumerate(db.independent)]  # fmt: skip
         rank = np.linalg.matrix_rank(compress(A, b)[0])
         if rank < A.shape[1]:
-            import scipy.linalg as sla
-
-            _, _, piv = sla.qr(A, mode="economic", pivoting=True)
+            _, piv = pivoted_qr(A)
             missing = [syms[i] for i in piv[rank:]]
             raise IdentifiabilityError(
                 f"the recording does not excite {A.shape[1] - rank} parameter(s): {', '.join(missing)}"

@@ -223,9 +223,7 @@ def derive_base(model: RobotModel, base: str, samples: int = 24, seed: int = 0) 
     rank = np.linalg.matrix_rank(gcols.T, tol=1e-9 * max(1.0, np.abs(gcols).max()))
     keep = list(range(len(groups)))
     if rank < len(groups):
-        import scipy.linalg as sla
-
-        _, R, piv = sla.qr(gcols.T, mode="economic", pivoting=True)
+        R, piv = pivoted_qr(gcols.T)
         ind, dep = list(piv[:rank]), list(piv[rank:])
         beta = np.linalg.solve(R[:rank, :rank], R[:rank, rank:])
         for a, i in enumerate(ind):
@@ -297,18 +295,43 @@ class NumericBase:
 ORDERED_TOL = 1e-4
 
 
+# columns whose remaining norms differ by less than this (relative) tie: a symmetric robot's left and right
+# columns, equal but for rounding
+PIVOT_TIE = 1e-9
+
+
+def pivoted_qr(Y: np.ndarray, tie: float = PIVOT_TIE) -> tuple[np.ndarray, np.ndarray]:
+    """Householder QR with column pivoting by largest remaining norm, ties going to the lowest column index.
+    LAPACK's pivoting breaks ties by its BLAS kernels' rounding, so the same robot got other base parameters on
+    another CPU; these are the same on every machine. Returns (R, permutation)."""
+    A = np.array(Y, dtype=float)
+    m, n = A.shape
+    piv = np.arange(n)
+    for k in range(min(m, n)):
+        norms = np.linalg.norm(A[k:, k:], axis=0)
+        best = norms.max(initial=0.0)
+        if best == 0.0:
+            break
+        tied = np.flatnonzero(norms >= best * (1.0 - tie))
+        j = k + int(tied[np.argmin(piv[k + tied])])
+        A[:, [k, j]] = A[:, [j, k]]
+        piv[[k, j]] = piv[[j, k]]
+        v = A[k:, k].copy()
+        v[0] += np.copysign(np.linalg.norm(v), v[0])
+        A[k:, k:] -= np.outer(v, (2.0 / (v @ v)) * (v @ A[k:, k:]))
+    return np.triu(A[: min(m, n)]), piv
+
+
 def numeric_base(Y: np.ndarray, names: list[str], tol: float = 1e-9) -> NumericBase:
     """Numeric base parameters from a regressor stacked over random configurations (rows × standard params)."""
-    import scipy.linalg as sla
-
     Y = np.asarray(Y).reshape(-1, Y.shape[-1])
-    _, R, piv = sla.qr(Y, mode="economic", pivoting=True)
+    R, piv = pivoted_qr(Y)
     d = np.abs(np.diag(R))
-    rank = int(np.sum(d > tol * d[0]))
+    rank = int(np.sum(d > tol * d[0])) if d.size else 0
     ind, dep = piv[:rank], piv[rank:]
     beta = np.linalg.solve(R[:rank, :rank], R[:rank, rank:])
     beta[np.abs(beta) < 1e-12] = 0.0
-    return NumericBase(list(ind), list(dep), beta, rank, [names[i] for i in ind])
+    return NumericBase([int(i) for i in ind], [int(i) for i in dep], beta, rank, [names[i] for i in ind])
 
 
 def ordered_base(Y: np.ndarray, names: list[str], tol: float = 1e-9) -> NumericBase:
@@ -338,13 +361,11 @@ def ordered_base(Y: np.ndarray, names: list[str], tol: float = 1e-9) -> NumericB
 
 def rank_report(H: np.ndarray, symbols: list[str], tol: float = 1e-8) -> tuple[int, list[int]]:
     """Numerical rank of H and the columns that cannot be identified (dependent after pivoted QR)."""
-    import scipy.linalg as sla
-
     H = np.asarray(H, dtype=float)
     scale = np.linalg.norm(H, axis=0)
     zero = scale <= tol * max(scale.max(initial=0.0), 1e-300)
     Hn = np.where(zero, 0.0, H / np.where(zero, 1.0, scale))
-    _, R, piv = sla.qr(Hn, mode="economic", pivoting=True)
+    R, piv = pivoted_qr(Hn)
     d = np.abs(np.diag(R))
     rank = int(np.sum(d > tol * max(d[0], 1e-300))) if d.size else 0
     dep = sorted(set(piv[rank:].tolist()) | set(np.flatnonzero(zero).tolist()))
