@@ -1,6 +1,6 @@
 """Balance-constrained excitation of a standing biped in double support (both soles fixed on the boards).
 
-Decision variables: Fourier coefficients of the independent coordinates and, at every grid sample, the dependent
+Decision variables: Fourier coefficients (or spline waypoints, `design_grid`) of the independent coordinates and, at every grid sample, the dependent
 coordinates with their velocities and accelerations; the foot constraint c(q) = 0, C q̇ = 0 and
 C q̈ + (∂(C q̇)/∂q) q̇ = 0 hold at every sample as equalities, so every sample is an exact double-support state.
 The regressor is the base wrench (Fz, Mx, My) the boards measure in sum; the ZMP (−My/Fz, Mx/Fz) computed with
@@ -38,6 +38,13 @@ from trajectories.closed_chain import (
     make_chain,
     solve_dependent,
 )
+from trajectories.design_grid import (
+    closed_rows,
+    design_bases,
+    design_times,
+    design_trajectory,
+    is_spline,
+)
 from trajectories.excitation import (
     ExcitationResult,
     ExcitationSettings,
@@ -50,7 +57,7 @@ from trajectories.excitation import (
     posture_clearance_rows,
     solve_stages,
 )
-from trajectories.fourier import FourierTrajectory, basis, rest_constraints
+from trajectories.fourier import FourierTrajectory
 from trajectories.retighten import (
     SHARE_SLACK,
     SHARE_TOLERANCE,
@@ -58,6 +65,7 @@ from trajectories.retighten import (
     moved_zmp_margin,
     solve_and_retighten,
 )
+from trajectories.spline import SplineTrajectory
 from trajectories.verify import acceleration_limits
 
 ZMP_ROWS = ("fz", "mx", "my")
@@ -282,10 +290,9 @@ def design_balance_problem(
     guess = settings.params or chain.params
     db = chain_base(model, chain, settings.simplified)
     ind, dep = list(chain.independent), list(chain.dependent)
-    nI, nD, L, K = len(ind), len(dep), settings.harmonics, settings.samples
-    m = 1 + 2 * L
-    omega = 2 * np.pi / settings.period
-    P, V, A = (ca.DM(B) for B in basis(np.arange(K) * settings.period / K, L, omega))
+    nI, nD, K = len(ind), len(dep), settings.samples
+    P, V, A = (ca.DM(B) for B in design_bases(settings, design_times(settings, K)))
+    m = P.shape[1]
     torque_rows = torque_rows and bool(np.all(np.isfinite(model.effort_limit)))
     nL = 6 if torque_rows else 0
     xF = ca.MX.sym("xF", m * nI)
@@ -305,13 +312,14 @@ def design_balance_problem(
     vmax = model.velocity_limit * settings.velocity_fraction
     amax = acceleration_limits(model, settings.acceleration_default) * settings.acceleration_fraction
     Kd = K * settings.dense_factor
-    Pd, Vd, Ad = (ca.DM(B) for B in basis(np.arange(Kd) * settings.period / Kd, L, omega))
+    Pd, Vd, Ad = (ca.DM(B) for B in design_bases(settings, design_times(settings, Kd)))
     N, d, hull = support_halfplanes(model, chain)
     # dependent coordinates are bounded at the grid samples only: keep a buffer for the motion between them
     zmp_opt = zmp_margin + ZMP_BUFFER
     zmp = ca.mtimes(ca.DM(N), ca.vertcat(-w3[2, :], w3[1, :])) - ca.mtimes(ca.DM(d - zmp_opt), w3[0, :])
+    E = closed_rows(settings)
     g = [
-        ca.vec(ca.DM(rest_constraints(L)) @ X),
+        ca.vec(ca.DM(E) @ X),
         ca.vec(Pd @ X),
         ca.vec(Vd @ X),
         ca.vec(Ad @ X),
@@ -319,8 +327,13 @@ def design_balance_problem(
         ca.vec(zmp),
         ca.vec(w3[0, :]),
     ]
-    lbg = [np.zeros(2 * nI), np.repeat(lo[ind], Kd), np.repeat(-vmax[ind], Kd), np.repeat(-amax[ind], Kd)]
-    ubg = [np.zeros(2 * nI), np.repeat(hi[ind], Kd), np.repeat(vmax[ind], Kd), np.repeat(amax[ind], Kd)]
+    lbg = [
+        np.zeros(len(E) * nI),
+        np.repeat(lo[ind], Kd),
+        np.repeat(-vmax[ind], Kd),
+        np.repeat(-amax[ind], Kd),
+    ]
+    ubg = [np.zeros(len(E) * nI), np.repeat(hi[ind], Kd), np.repeat(vmax[ind], Kd), np.repeat(amax[ind], Kd)]
     lbg += [np.zeros(18 * K), np.full(len(d) * K, -np.inf), np.zeros(K)]
     ubg += [np.zeros(18 * K), np.zeros(len(d) * K), np.full(K, np.inf)]
     if torque_rows:  # rows by sample, then joint
@@ -377,9 +390,15 @@ def balance_start(
     chain: ClosedChain,
     rng: np.random.Generator,
     amplitude: float,
-) -> tuple[np.ndarray, FourierTrajectory]:
-    """Small random harmonics of the independent coordinates around the nominal posture, dependent ones solved."""
+) -> tuple[np.ndarray, FourierTrajectory | SplineTrajectory]:
+    """Small random harmonics (or waypoints, starting and ending there) of the independent coordinates around
+    the nominal posture, dependent ones solved."""
     ind = list(chain.independent)
+    if is_spline(settings):
+        X = chain.nominal[ind] + rng.uniform(-1, 1, (settings.waypoints + 2, len(ind))) * amplitude / 2
+        X[0] = X[-1] = chain.nominal[ind]
+        traj = design_trajectory(settings, X)
+        return _variables(model, settings, chain, traj, X), traj
     L, nI = settings.harmonics, len(ind)
     a = rng.uniform(-1, 1, (nI, L)) * amplitude / L
     b = rng.uniform(-1, 1, (nI, L)) * amplitude / L
@@ -387,18 +406,18 @@ def balance_start(
     ls = np.arange(1, L + 1)
     b -= np.outer((b * ls).sum(axis=1), ls) / (ls**2).sum()
     fi = FourierTrajectory(settings.period, settings.duration, chain.nominal[ind].copy(), a, b)
-    return _variables(model, settings, chain, fi), fi
+    return _variables(model, settings, chain, fi, fi.coefficients()), fi
 
 
-def _variables(model: RobotModel, settings: ExcitationSettings, chain: ClosedChain, fi: FourierTrajectory):
-    K = settings.samples
-    t = np.arange(K) * settings.period / K
-    qI, vI, aI = fi.sample(t)
+def _variables(model: RobotModel, settings: ExcitationSettings, chain: ClosedChain, traj, X: np.ndarray):
+    """The design vector of the independent coordinates' trajectory `traj` (design matrix X), dependent ones solved
+    at the grid's samples."""
+    qI, vI, aI = traj.sample(design_times(settings, settings.samples))
     q = solve_dependent(model, chain, qI)
     qd, qdd = dependent_rates(model, chain, q, vI, aI)
     dep = list(chain.dependent)
     Z = np.vstack([q[:, dep].T, qd[:, dep].T, qdd[:, dep].T])
-    return np.concatenate([fi.coefficients().reshape(-1, order="F"), Z.reshape(-1, order="F")])
+    return np.concatenate([X.reshape(-1, order="F"), Z.reshape(-1, order="F")])
 
 
 def optimise_balance(
@@ -462,10 +481,9 @@ def _balance_result(model, settings, chain, prob, x, iterations, status, stages,
     from trajectories.verify import check_trajectory
 
     m, nI = prob["m"], len(chain.independent)
-    fi = FourierTrajectory.from_coefficients(
-        x[: m * nI].reshape(m, nI, order="F"), settings.period, settings.duration
+    traj = ClosedChainTrajectory(
+        model, chain, design_trajectory(settings, x[: m * nI].reshape(m, nI, order="F"))
     )
-    traj = ClosedChainTrajectory(model, chain, fi)
     W = np.asarray(prob["W_fun"](x))
     result = design_result(traj, W, prob["base"].symbols, iterations, status, stages, chain.base, prob["params"],
                            settings, prior, t0)  # fmt: skip

@@ -18,6 +18,7 @@ from robots.memo import per_model
 from robots.stance import check_posture, other_site, other_sole_problems, random_double_support
 from robots.tree import RobotModel
 from trajectories.fourier import FourierTrajectory
+from trajectories.spline import SplineTrajectory
 
 
 @dataclass(frozen=True)
@@ -284,9 +285,11 @@ def solve_along(
 
 
 class ClosedChainTrajectory:
-    """Independent coordinates as a Fourier series; the dependent ones solved at each sample time."""
+    """Independent coordinates as a Fourier series or a spline; the dependent ones solved at each sample time."""
 
-    def __init__(self, model: RobotModel, chain: ClosedChain, independent: FourierTrajectory):
+    def __init__(
+        self, model: RobotModel, chain: ClosedChain, independent: FourierTrajectory | SplineTrajectory
+    ):
         if independent.n != len(chain.independent):
             raise DataError(
                 f"closed chain: {independent.n} independent trajectories for {len(chain.independent)} coordinates"
@@ -314,8 +317,13 @@ class ClosedChainTrajectory:
     @classmethod
     def from_json(cls, d: dict, model: RobotModel) -> ClosedChainTrajectory:
         try:
-            return cls(
-                model, ClosedChain.from_json(d["chain"]), FourierTrajectory.from_json(d["independent"])
-            )
+            return cls(model, ClosedChain.from_json(d["chain"]), _independent_from_json(d["independent"]))
         except KeyError as exc:
             raise DataError(f"malformed closed-chain trajectory (missing {exc})") from None
+
+
+def _independent_from_json(d) -> FourierTrajectory | SplineTrajectory:
+    """The independent coordinates' trajectory: a Fourier series (also when `kind` is absent) or a spline."""
+    if isinstance(d, dict) and d.get("kind") == "spline":
+        return SplineTrajectory.from_json(d)
+    return FourierTrajectory.from_json(d)

@@ -42,6 +42,15 @@ def rest_rows(settings) -> np.ndarray:
     return rest_constraints(settings.harmonics)
 
 
+def closed_rows(settings) -> np.ndarray:
+    """E with E X = 0 ⇔ at rest where the motion starts and ends, and ending where it started: a standing
+    robot's motion, which the executor sets down where it began (a Fourier series by its period)."""
+    if is_spline(settings):
+        S = start_rows(settings)
+        return np.vstack([rest_rows(settings), S[1] - S[0]])
+    return rest_rows(settings)
+
+
 def start_rows(settings) -> np.ndarray:
     """S with S X = the posture where the motion starts and ends (one row per such instant)."""
     ends = [0.0, settings.duration] if is_spline(settings) else [0.0]
