@@ -153,8 +153,8 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
         "--waypoints",
         type=at.integer(1, 1000),
         default=None,
-        help="design C² cubic splines through this many waypoints between the two ends (at rest there; standing in "
-        "double support, ending where they start) instead of a Fourier series; --samples then cover the whole "
+        help="design C² cubic splines through this many waypoints between the two ends (at rest there; a standing "
+        "robot's ending where they start) instead of a Fourier series; --samples then cover the whole "
         "duration",
     )
     p.add_argument(
@@ -264,9 +264,6 @@ def _settings(args: argparse.Namespace):
     from trajectories.excitation import ExcitationSettings
 
     spline = args.waypoints is not None
-    if spline and args.single_support:
-        raise DataError("--waypoints designs splines for a fixed-base arm or double support; a single-support "
-                        "motion is a Fourier series (drop --waypoints)")  # fmt: skip
     if spline and args.period is not None and args.period != args.duration:
         raise DataError(f"--waypoints: a spline is not periodic; its period is its --duration ({args.duration:g} "
                         f"s): drop --period {args.period:g}")  # fmt: skip

@@ -39,11 +39,11 @@ from trajectories.closed_chain import (
     solve_dependent,
 )
 from trajectories.design_grid import (
-    closed_rows,
     design_bases,
     design_times,
     design_trajectory,
     is_spline,
+    rest_rows,
 )
 from trajectories.excitation import (
     ExcitationResult,
@@ -317,7 +317,7 @@ def design_balance_problem(
     # dependent coordinates are bounded at the grid samples only: keep a buffer for the motion between them
     zmp_opt = zmp_margin + ZMP_BUFFER
     zmp = ca.mtimes(ca.DM(N), ca.vertcat(-w3[2, :], w3[1, :])) - ca.mtimes(ca.DM(d - zmp_opt), w3[0, :])
-    E = closed_rows(settings)
+    E = rest_rows(settings)
     g = [
         ca.vec(ca.DM(E) @ X),
         ca.vec(Pd @ X),

@@ -18,6 +18,7 @@ from robots.memo import per_model
 from robots.stance import check_posture, other_site, other_sole_problems, random_double_support
 from robots.tree import RobotModel
 from trajectories.fourier import FourierTrajectory
+from trajectories.parametrisation import joint_trajectory_from_json
 from trajectories.spline import SplineTrajectory
 
 
@@ -317,13 +318,6 @@ class ClosedChainTrajectory:
     @classmethod
     def from_json(cls, d: dict, model: RobotModel) -> ClosedChainTrajectory:
         try:
-            return cls(model, ClosedChain.from_json(d["chain"]), _independent_from_json(d["independent"]))
+            return cls(model, ClosedChain.from_json(d["chain"]), joint_trajectory_from_json(d["independent"]))
         except KeyError as exc:
             raise DataError(f"malformed closed-chain trajectory (missing {exc})") from None
-
-
-def _independent_from_json(d) -> FourierTrajectory | SplineTrajectory:
-    """The independent coordinates' trajectory: a Fourier series (also when `kind` is absent) or a spline."""
-    if isinstance(d, dict) and d.get("kind") == "spline":
-        return SplineTrajectory.from_json(d)
-    return FourierTrajectory.from_json(d)

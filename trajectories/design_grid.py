@@ -20,6 +20,11 @@ def waypoint_times(settings) -> np.ndarray:
     return np.linspace(0.0, settings.duration, settings.waypoints + 2)
 
 
+def design_rows(settings) -> int:
+    """Rows of the design matrix X: the Fourier coefficients (1 + 2L) or the waypoints (both ends and those between)."""
+    return settings.waypoints + 2 if is_spline(settings) else 1 + 2 * settings.harmonics
+
+
 def design_times(settings, samples: int) -> np.ndarray:
     """`samples` grid times (s): over one period (Fourier) or the whole motion (spline)."""
     if is_spline(settings):
@@ -36,19 +41,16 @@ def design_bases(settings, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
 
 def rest_rows(settings) -> np.ndarray:
     """E with E X = 0 ⇔ at rest (q̇ = q̈ = 0) where the motion starts and ends. A clamped spline has q̇ = 0 there
-    already: its rows ask q̈ = 0 at both ends, so no step of acceleration (of torque) opens or closes the run."""
-    if is_spline(settings):
-        return design_bases(settings, np.array([0.0, settings.duration]))[2]
-    return rest_constraints(settings.harmonics)
-
-
-def closed_rows(settings) -> np.ndarray:
-    """E with E X = 0 ⇔ at rest where the motion starts and ends, and ending where it started: a standing
-    robot's motion, which the executor sets down where it began (a Fourier series by its period)."""
-    if is_spline(settings):
-        S = start_rows(settings)
-        return np.vstack([rest_rows(settings), S[1] - S[0]])
-    return rest_rows(settings)
+    already: its rows ask q̈ = 0 at both ends, so no step of acceleration (of torque) opens or closes the run. A
+    standing robot's spline also ends where it started, where the executor sets it down (a Fourier series does
+    by its period)."""
+    if not is_spline(settings):
+        return rest_constraints(settings.harmonics)
+    E = design_bases(settings, np.array([0.0, settings.duration]))[2]
+    if settings.motion == "free":
+        return E
+    S = start_rows(settings)
+    return np.vstack([E, S[1] - S[0]])
 
 
 def start_rows(settings) -> np.ndarray:

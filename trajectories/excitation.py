@@ -124,9 +124,6 @@ class ExcitationSettings:
                 f"parametrisation must be one of {PARAMETRISATIONS}, got {self.parametrisation!r}"
             )
         if self.parametrisation == "spline":
-            if self.motion == "single-support":
-                raise DataError("spline designs are for fixed-base arms and double support; a single-support "
-                                "motion is a Fourier series")  # fmt: skip
             if not (isinstance(self.waypoints, (int, np.integer)) and 1 <= self.waypoints <= 1000):
                 raise DataError(f"waypoints must be an integer in [1, 1000], got {self.waypoints}")
             if self.period != self.duration:

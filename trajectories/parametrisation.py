@@ -25,6 +25,14 @@ class Trajectory(Protocol):
 KINDS = {"fourier": FourierTrajectory, "spline": SplineTrajectory}
 
 
+def joint_trajectory_from_json(d) -> FourierTrajectory | SplineTrajectory:
+    """A standing plan's joint trajectory (a closed chain's independent coordinates, a single support's joints): a
+    Fourier series (also when `kind` is absent, as in older plans) or a spline."""
+    if isinstance(d, dict) and d.get("kind") == "spline":
+        return SplineTrajectory.from_json(d)
+    return FourierTrajectory.from_json(d)
+
+
 def trajectory_from_json(d: dict, model=None) -> Trajectory:
     """Build a trajectory from its JSON object (`kind`: fourier | spline | single-support | closed-chain, which needs the model)."""
     if isinstance(d, dict) and d.get("kind") == "closed-chain":

@@ -46,6 +46,7 @@ from robots.stance import (
 from robots.stance_spec import resolve_base, stance_spec
 from robots.tree import RobotModel
 from trajectories.balance_excitation import ZMP_BUFFER, halfplanes, zmp_rows, zmp_spec
+from trajectories.design_grid import design_bases, design_rows, design_times, design_trajectory, is_spline
 from trajectories.excitation import (
     ExcitationSettings,
     _limits,
@@ -54,13 +55,15 @@ from trajectories.excitation import (
     fourier_problem,
     linear_limit_rows,
 )
-from trajectories.fourier import FourierTrajectory, basis
+from trajectories.fourier import FourierTrajectory
+from trajectories.parametrisation import joint_trajectory_from_json
 from trajectories.retighten import (
     TIGHTEN_SLACK,
     moved_rate_fractions,
     moved_zmp_margin,
     solve_and_retighten,
 )
+from trajectories.spline import SplineTrajectory
 from trajectories.weight_shift import POSTURE_ROOM, SHIFT_BUFFER, shifted_posture, wrench_at_rest
 
 LIFT_BUFFER = (
@@ -75,12 +78,12 @@ SHIFT_ROOM = 2 * POSTURE_ROOM  # rad the NLP's shifted posture keeps from every 
 
 
 class SingleSupportTrajectory:
-    """A Fourier trajectory of every joint, executed standing on the `base` sole with the `other` sole lifted:
+    """A Fourier or spline trajectory of every joint, executed standing on the `base` sole with the `other` sole lifted:
     its corners `lift` to `max_lift` m above the ground, its plane within `max_tilt` rad of the ground's (None:
     unbounded)."""
 
     def __init__(
-        self, motion: FourierTrajectory, base: str, other: str, lift: float, max_lift: float | None = None,
+        self, motion: FourierTrajectory | SplineTrajectory, base: str, other: str, lift: float, max_lift: float | None = None,
         max_tilt: float | None = None,
     ) -> None:  # fmt: skip
         self.motion, self.base, self.other, self.lift = motion, base, other, float(lift)
@@ -110,7 +113,7 @@ class SingleSupportTrajectory:
             for k, v in zip(("max_lift_m", "max_tilt_rad"), bounds, strict=True):
                 if v is not None and not (np.isfinite(float(v)) and float(v) > 0):
                     raise ValueError(f"{k} {v!r} must be a positive number or null")
-            return cls(FourierTrajectory.from_json(d["motion"]), str(d["base"]), str(d["other_site"]), lift,
+            return cls(joint_trajectory_from_json(d["motion"]), str(d["base"]), str(d["other_site"]), lift,
                        *bounds)  # fmt: skip
         except KeyError as exc:
             raise DataError(f"malformed single-support trajectory (missing {exc})") from None
@@ -243,10 +246,10 @@ def design_single_support_problem(
     params = settings.params or next(iter(model.params))
     spec = zmp_spec(base)
     db = standing_base(model, spec, settings.simplified)
-    L, n, K = settings.harmonics, model.nq, settings.samples
-    bases = basis(np.arange(K) * settings.period / K, L, 2 * np.pi / settings.period)
+    n, K = model.nq, settings.samples
+    bases = design_bases(settings, design_times(settings, K))
     P, V, A = bases
-    m = 1 + 2 * L
+    m = P.shape[1]
     lines = m * n + START_LINE  # the samples' lines from here, the shifted posture after them
     x = ca.MX.sym("x", lines + 2 * K + n)
     xc = x[: m * n]
@@ -343,17 +346,25 @@ def optimise_single_support(model: RobotModel, settings: ExcitationSettings, see
     lift = settings.lift
     q0 = np.clip(nominal_posture(model, base, params, settings), lo, hi)
     L, n = settings.harmonics, model.nq
-    a = rng.uniform(-1, 1, (n, L)) * settings.amplitude / L
-    b = rng.uniform(-1, 1, (n, L)) * settings.amplitude / L
-    a -= a.mean(axis=1, keepdims=True)  # at rest at t = 0 (as balance_excitation.balance_start)
-    ls = np.arange(1, L + 1)
-    b -= np.outer((b * ls).sum(axis=1), ls) / (ls**2).sum()
-    start = FourierTrajectory(settings.period, settings.duration, q0, a, b)
-    grid = start.sample(np.arange(settings.samples) * settings.period / settings.samples)[0]
+    if is_spline(
+        settings
+    ):  # waypoints around q0, starting and ending there (as balance_excitation.balance_start)
+        X = q0 + rng.uniform(-1, 1, (settings.waypoints + 2, n)) * settings.amplitude / 2
+        X[0] = X[-1] = q0
+        start = design_trajectory(settings, X)
+    else:
+        a = rng.uniform(-1, 1, (n, L)) * settings.amplitude / L
+        b = rng.uniform(-1, 1, (n, L)) * settings.amplitude / L
+        a -= a.mean(axis=1, keepdims=True)  # at rest at t = 0 (as balance_excitation.balance_start)
+        ls = np.arange(1, L + 1)
+        b -= np.outer((b * ls).sum(axis=1), ls) / (ls**2).sum()
+        start = FourierTrajectory(settings.period, settings.duration, q0, a, b)
+        X = start.coefficients()
+    grid = start.sample(design_times(settings, settings.samples))[0]
     shifted = shifted_posture(model, base, params, grid[0], settings.zmp_margin)
     lo_q, hi_q = shift_posture_bounds(model)
     shifted = np.clip(grid[0] if shifted is None else shifted, lo_q, hi_q)
-    x0 = np.r_[start.coefficients().reshape(-1, order="F"), start_line(model, base, params, q0),
+    x0 = np.r_[X.reshape(-1, order="F"), start_line(model, base, params, q0),
                sample_lines(model, base, params, grid), shifted]  # fmt: skip
     result, check = solve_and_retighten(
         lambda b: solve_lazy_torques(
@@ -374,11 +385,9 @@ def _single_support_result(model, settings, prior, prob, x, iterations, status, 
 
     base = resolve_base(model, settings.base)
     params = settings.params or next(iter(model.params))
-    L, n = settings.harmonics, model.nq
-    m = 1 + 2 * L
-    motion = FourierTrajectory.from_coefficients(
-        x[: m * n].reshape(m, n, order="F"), settings.period, settings.duration
-    )
+    n = model.nq
+    m = design_rows(settings)
+    motion = design_trajectory(settings, x[: m * n].reshape(m, n, order="F"))
     traj = SingleSupportTrajectory(
         motion, base, prob["other"], settings.lift, settings.max_lift, settings.max_sole_tilt
     )

@@ -1,6 +1,6 @@
-"""Spline excitation of a standing robot in double support (`plan trajectory --double-support --waypoints N`): the
-same balance design over spline waypoints instead of Fourier coefficients, at rest at both ends and ending where
-it starts, checked on the fine grid, saved, checked, forecast and run like a Fourier plan."""
+"""Spline excitation of a standing robot (`plan trajectory --double-support|--single-support --waypoints N`): the
+same balance designs over spline waypoints instead of Fourier coefficients, at rest at both ends and ending where
+they start, checked on the fine grid, saved, checked, forecast and run like a Fourier plan."""
 
 from __future__ import annotations
 
@@ -88,19 +88,30 @@ def test_the_plan_runs_on_the_bench_and_declares_no_band(tulip, plan_file, tmp_p
     assert "motion_band_hz" not in rec.meta  # a spline has no top harmonic: the default cut-off applies
 
 
-def test_single_support_refuses_waypoints(capsys):
-    args = [
-        "plan",
-        "trajectory",
-        "tulip",
-        "--single-support",
-        "--waypoints",
-        "4",
-        "--duration",
-        "4",
-        "--out",
-        "x.json",
-    ]
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert "single-support motion is a Fourier series" in err and "Traceback" not in err
+SINGLE = ExcitationSettings(
+    period=8.0, duration=8.0, parametrisation="spline", waypoints=6, samples=32, max_iter=60, sharpness=(8.0,),
+    simplified=True, motion="single-support", zmp_margin=MARGIN, lift=0.02, velocity_fraction=0.3,
+)  # fmt: skip
+
+
+def test_a_single_support_spline_stands_on_one_sole_and_ends_where_it_starts(tulip, tmp_path, capsys):
+    from trajectories.single_support import SingleSupportTrajectory, optimise_single_support
+
+    res = optimise_single_support(tulip, SINGLE, seed=1)
+    traj = res.trajectory
+    assert isinstance(traj, SingleSupportTrajectory) and isinstance(traj.motion, SplineTrajectory)
+    assert res.verification["ok"], res.verification["problems"]
+    assert res.verification["min_zmp_margin_m"] >= MARGIN - 1e-4
+    assert res.verification["min_sole_lift_m"] >= SINGLE.lift - 1e-4
+    q, qd, qdd = traj.sample(np.array([0.0, SINGLE.duration]))
+    assert np.abs(q[1] - q[0]).max() < 1e-6 and np.abs(qd).max() < 1e-9 and np.abs(qdd).max() < 1e-5
+    path = tmp_path / "ss_spline.json"
+    save_trajectory_plan(make_plan("tulip", tulip, res, SINGLE, 1, 100.0), path)
+    assert json.loads(path.read_text())["trajectory"]["motion"]["kind"] == "spline"
+    t = np.linspace(0, SINGLE.duration, 41)
+    assert (
+        np.abs(plan_trajectory(load_trajectory_plan(path), tulip).sample(t)[0] - traj.sample(t)[0]).max()
+        < 1e-9
+    )
+    assert main(["plan", "check", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
