@@ -1,7 +1,7 @@
 """Balance-constrained excitation of a standing biped in double support (both soles fixed on the boards).
 
-Decision variables: Fourier coefficients (or spline waypoints, `design_grid`) of the independent coordinates and, at every grid sample, the dependent
-coordinates with their velocities and accelerations; the foot constraint c(q) = 0, C q̇ = 0 and
+Decision variables: Fourier coefficients (or spline waypoints, `design_grid`) of the independent coordinates
+and, at every grid sample, the dependent coordinates with their velocities and accelerations; the foot constraint c(q) = 0, C q̇ = 0 and
 C q̈ + (∂(C q̇)/∂q) q̇ = 0 hold at every sample as equalities, so every sample is an exact double-support state.
 The regressor is the base wrench (Fz, Mx, My) the boards measure in sum; the ZMP (−My/Fz, Mx/Fz) computed with
 the guessed parameters stays inside the support polygon by a margin: one linear inequality in (Fz, Mx, My) per
@@ -40,10 +40,12 @@ from trajectories.closed_chain import (
 )
 from trajectories.design_grid import (
     design_bases,
+    design_rows,
     design_times,
     design_trajectory,
     is_spline,
     rest_rows,
+    waypoints_around,
 )
 from trajectories.excitation import (
     ExcitationResult,
@@ -292,7 +294,7 @@ def design_balance_problem(
     ind, dep = list(chain.independent), list(chain.dependent)
     nI, nD, K = len(ind), len(dep), settings.samples
     P, V, A = (ca.DM(B) for B in design_bases(settings, design_times(settings, K)))
-    m = P.shape[1]
+    m = design_rows(settings)
     torque_rows = torque_rows and bool(np.all(np.isfinite(model.effort_limit)))
     nL = 6 if torque_rows else 0
     xF = ca.MX.sym("xF", m * nI)
@@ -327,13 +329,9 @@ def design_balance_problem(
         ca.vec(zmp),
         ca.vec(w3[0, :]),
     ]
-    lbg = [
-        np.zeros(len(E) * nI),
-        np.repeat(lo[ind], Kd),
-        np.repeat(-vmax[ind], Kd),
-        np.repeat(-amax[ind], Kd),
-    ]
-    ubg = [np.zeros(len(E) * nI), np.repeat(hi[ind], Kd), np.repeat(vmax[ind], Kd), np.repeat(amax[ind], Kd)]
+    rest = np.zeros(len(E) * nI)
+    lbg = [rest, np.repeat(lo[ind], Kd), np.repeat(-vmax[ind], Kd), np.repeat(-amax[ind], Kd)]
+    ubg = [rest, np.repeat(hi[ind], Kd), np.repeat(vmax[ind], Kd), np.repeat(amax[ind], Kd)]
     lbg += [np.zeros(18 * K), np.full(len(d) * K, -np.inf), np.zeros(K)]
     ubg += [np.zeros(18 * K), np.zeros(len(d) * K), np.full(K, np.inf)]
     if torque_rows:  # rows by sample, then joint
@@ -395,8 +393,7 @@ def balance_start(
     the nominal posture, dependent ones solved."""
     ind = list(chain.independent)
     if is_spline(settings):
-        X = chain.nominal[ind] + rng.uniform(-1, 1, (settings.waypoints + 2, len(ind))) * amplitude / 2
-        X[0] = X[-1] = chain.nominal[ind]
+        X = waypoints_around(settings, chain.nominal[ind], amplitude, rng)
         traj = design_trajectory(settings, X)
         return _variables(model, settings, chain, traj, X), traj
     L, nI = settings.harmonics, len(ind)

@@ -89,6 +89,13 @@ def random_rows(settings, lo, hi, vmax, amax, rng: np.random.Generator) -> np.nd
     return X
 
 
+def waypoints_around(settings, q0: np.ndarray, amplitude: float, rng: np.random.Generator) -> np.ndarray:
+    """A standing design's spline start: waypoints within ± amplitude / 2 of the posture q0, both ends on it."""
+    X = q0 + rng.uniform(-1, 1, (settings.waypoints + 2, len(q0))) * amplitude / 2
+    X[0] = X[-1] = q0
+    return X
+
+
 def shift_to_rest(settings, X: np.ndarray, rest: np.ndarray) -> np.ndarray:
     """X moved so that the motion starts (and ends) in the rest posture."""
     X = X.copy()

@@ -46,7 +46,14 @@ from robots.stance import (
 from robots.stance_spec import resolve_base, stance_spec
 from robots.tree import RobotModel
 from trajectories.balance_excitation import ZMP_BUFFER, halfplanes, zmp_rows, zmp_spec
-from trajectories.design_grid import design_bases, design_rows, design_times, design_trajectory, is_spline
+from trajectories.design_grid import (
+    design_bases,
+    design_rows,
+    design_times,
+    design_trajectory,
+    is_spline,
+    waypoints_around,
+)
 from trajectories.excitation import (
     ExcitationSettings,
     _limits,
@@ -78,13 +85,13 @@ SHIFT_ROOM = 2 * POSTURE_ROOM  # rad the NLP's shifted posture keeps from every 
 
 
 class SingleSupportTrajectory:
-    """A Fourier or spline trajectory of every joint, executed standing on the `base` sole with the `other` sole lifted:
-    its corners `lift` to `max_lift` m above the ground, its plane within `max_tilt` rad of the ground's (None:
-    unbounded)."""
+    """A Fourier or spline trajectory of every joint, executed standing on the `base` sole with the `other` sole
+    lifted: its corners `lift` to `max_lift` m above the ground, its plane within `max_tilt` rad of the ground's
+    (None: unbounded)."""
 
     def __init__(
-        self, motion: FourierTrajectory | SplineTrajectory, base: str, other: str, lift: float, max_lift: float | None = None,
-        max_tilt: float | None = None,
+        self, motion: FourierTrajectory | SplineTrajectory, base: str, other: str, lift: float,
+        max_lift: float | None = None, max_tilt: float | None = None,
     ) -> None:  # fmt: skip
         self.motion, self.base, self.other, self.lift = motion, base, other, float(lift)
         self.max_lift = None if max_lift is None else float(max_lift)
@@ -249,7 +256,7 @@ def design_single_support_problem(
     n, K = model.nq, settings.samples
     bases = design_bases(settings, design_times(settings, K))
     P, V, A = bases
-    m = P.shape[1]
+    m = design_rows(settings)
     lines = m * n + START_LINE  # the samples' lines from here, the shifted posture after them
     x = ca.MX.sym("x", lines + 2 * K + n)
     xc = x[: m * n]
@@ -346,11 +353,8 @@ def optimise_single_support(model: RobotModel, settings: ExcitationSettings, see
     lift = settings.lift
     q0 = np.clip(nominal_posture(model, base, params, settings), lo, hi)
     L, n = settings.harmonics, model.nq
-    if is_spline(
-        settings
-    ):  # waypoints around q0, starting and ending there (as balance_excitation.balance_start)
-        X = q0 + rng.uniform(-1, 1, (settings.waypoints + 2, n)) * settings.amplitude / 2
-        X[0] = X[-1] = q0
+    if is_spline(settings):
+        X = waypoints_around(settings, q0, settings.amplitude, rng)
         start = design_trajectory(settings, X)
     else:
         a = rng.uniform(-1, 1, (n, L)) * settings.amplitude / L
