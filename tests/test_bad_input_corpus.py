@@ -114,6 +114,11 @@ def files(tmp_path_factory):
     f["traj_plan"] = str(Path(__file__).parent / "data" / "tulip_double_support_10s.json")
     save_trajectory_plan(_single_support_plan(), d / "ss_plan.json")
     f["ss_plan"] = str(d / "ss_plan.json")
+    spline = json.loads((d / "ss_plan.json").read_text())
+    spline["trajectory"]["motion"] = {"kind": "spline", "times_s": [0.0, 1.0, 1.0, 2.0], "q": [[0.0] * 12] * 4}
+    put("ss_spline_times.json", json.dumps(spline))  # a standing plan's spline: times not increasing
+    spline["trajectory"]["motion"] = {"kind": "spline", "times_s": [0.0, 1.0, 2.0], "q": [[0.0] * 11] * 3}
+    put("ss_spline_shape.json", json.dumps(spline))  # … waypoints for 11 of the 12 joints
     put("bad_toml.toml", "[executor\nrate_hz = 100\n")
     put("ur5_config.toml", 'robot = "ur5"\n')
     put("margin_config.toml", "[executor]\nmin_margin = 2.0\n")
@@ -537,6 +542,9 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan check", ["{good_plan}", "--params", "{negative_params}"]),
     ("plan check", ["{good_plan}", "--params", "{zero_params}"]),
     ("plan check", ["{ss_plan}", "--config", "{bad_toml}"]),
+    ("plan check", ["{ss_spline_times}"]),
+    ("plan check", ["{ss_spline_shape}"]),
+    ("plan show", ["{ss_spline_times}", "--out", "{dir}/s.png"]),
     ("plan check", ["{ss_plan}", "--config", "{ur5_config}"]),
     ("plan check", ["{ss_plan}", "--config", "{margin_config}"]),
     ("plan check", ["{ss_plan}", "--config", "{latin1}"]),
