@@ -2,7 +2,7 @@
 FIGAROH-style baseline (cubic splines through waypoints, cond(W) and the constraints by finite differences), on
 the same robot, limits, grid and time budget — and poise designing the baseline's own splines (same waypoints, same
 grid), so that the derivatives are compared apart from the parametrisation; plus the balance-constrained TUlip
-design no peer offers."""
+design no peer offers, as a Fourier series and as a spline."""
 
 from __future__ import annotations
 
@@ -191,4 +191,30 @@ def run(quick: bool = False) -> dict:
             "iterations": r.iterations,
             "feasible": r.verification["ok"],
         }
+        out["tulip_double_support_fourier_vs_spline"] = standing_parametrisations()
+    return out
+
+
+def standing_parametrisations(seed: int = 3) -> dict:
+    """TUlip in double support at the twin test's options, as a Fourier series (7 harmonics) and as a spline (20
+    waypoints): κ, time, iterations and the forecast at the twin's white-noise equivalent (README, Standing
+    splines)."""
+    from poise.workflows.plan_forecast import forecast_plans
+    from trajectories.plan import make_plan
+
+    tulip = get_model("tulip")
+    s = ExcitationSettings(period=10.0, duration=10.0, harmonics=7, samples=64, max_iter=200, simplified=True,
+                           criterion="logvar", scaling="none", motion="double-support", zmp_margin=0.06,
+                           load_share=0.25, velocity_fraction=0.3)  # fmt: skip
+    out = {}
+    for name, settings in (("fourier_7_harmonics", s),
+                           ("spline_20_waypoints", replace(s, parametrisation="spline", waypoints=20))):  # fmt: skip
+        r = optimise(tulip, settings, seed=seed)
+        plan = make_plan("tulip", tulip, r, settings, seed, 100.0)
+        fc = forecast_plans([plan], [name], [0.49, 1.42, 1.29]).forecast
+        rel = fc.rel_se_pct[np.isfinite(fc.rel_se_pct)]
+        out[name] = {"kappa_scaled": r.verification["kappa_scaled"], "seconds": r.seconds,
+                     "iterations": r.iterations, "feasible": r.verification["ok"],
+                     "forecast_determined": len(fc.determined()[0]),
+                     "forecast_median_rel_se_pct": float(np.median(rel))}  # fmt: skip
     return out
