@@ -305,6 +305,8 @@ def pivoted_qr(Y: np.ndarray, tie: float = PIVOT_TIE) -> tuple[np.ndarray, np.nd
     LAPACK's pivoting breaks ties by its BLAS kernels' rounding, so the same robot got other base parameters on
     another CPU; these are the same on every machine. Returns (R, permutation)."""
     A = np.array(Y, dtype=float)
+    if not np.all(np.isfinite(A)):
+        raise DataError("a regressor with NaN or infinite entries has no base parameters")
     if A.shape[0] > A.shape[1]:  # the same columns' geometry in n rows: R of an unpivoted QR (LAPACK, blocked)
         A = np.linalg.qr(A, mode="r")
     m, n = A.shape

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
+from formats.errors import DataError
 from robots.base_params import RegressorSpec, evaluate
 from robots.com_base import numeric_base, pivoted_qr
 from robots.dynamics import standard_names
@@ -37,6 +38,13 @@ def test_tied_columns_go_to_the_lowest_index_whatever_the_rounding():
     nb = numeric_base(Y, ["b", "a", "a'"])
     assert nb.rank == 2 and sorted(nb.names) == ["a", "b"] and nb.dependent == [2]
     assert np.allclose(Y[:, nb.independent] @ nb.beta, Y[:, nb.dependent], rtol=1e-12)
+
+
+def test_a_regressor_with_nan_is_refused_not_pivoted():
+    Y = np.random.default_rng(0).normal(size=(10, 3))
+    Y[4, 1] = np.nan
+    with pytest.raises(DataError, match="NaN"):
+        numeric_base(Y, ["a", "b", "c"])
 
 
 @pytest.mark.parametrize("robot", ["icub-right-arm", "tulip"])
