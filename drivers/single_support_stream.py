@@ -23,6 +23,7 @@ ZMP of a start posture 48 mm inside the toe moved onto the toe and the robot tip
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -128,6 +129,19 @@ def plan_margin(plan: TrajectoryPlan) -> float:
     return float(plan.settings.get("zmp_margin", 0.0))
 
 
+def plan_torque_fraction(plan: TrajectoryPlan) -> float:
+    """The share of the joint efforts a plan was designed to stay within (settings `torque_fraction`, else 1)."""
+    try:
+        f = float(plan.settings.get("torque_fraction", 1.0))
+    except (TypeError, ValueError):
+        f = math.nan
+    if not 0.0 < f <= 1.0:
+        raise DataError(
+            f"plan settings torque_fraction {plan.settings.get('torque_fraction')!r} must be in (0, 1]"
+        )
+    return f
+
+
 def plan_transitions(
     model: RobotModel, config: RobotConfig, plan: TrajectoryPlan, traj: SingleSupportTrajectory, params: str
 ) -> Transitions:
@@ -166,7 +180,7 @@ def _transition(
     placed = [stand_at + p for p in other_sole_problems(model, traj.base, pose, default_gap=True)]
     try:
         ws = plan_weight_shift(model, traj.base, params, q, traj.lift, need, ex.velocity_limit, ex.rate_hz,
-                               traj.max_lift, traj.max_tilt)  # fmt: skip
+                               traj.max_lift, traj.max_tilt, plan_torque_fraction(plan))  # fmt: skip
     except DataError as exc:
         return None, placed + [f"{where}{exc}"]
     problems = [f"{where}{what}, {p}" for what, part in (("shifting", ws.shift), ("lifting", ws.lift))

@@ -207,3 +207,34 @@ def test_a_tick_too_close_to_the_sole_edge_is_refused_before_moving(plan_path, t
     err = capsys.readouterr().err
     assert "refused before moving" in err and "inside the right sole < required 80.0 mm" in err, err
     assert "Traceback" not in err and not out.exists()
+
+
+def test_a_weight_shift_beyond_the_plans_torque_share_is_refused_by_plan_check_and_run(
+    plan_path, tmp_path, capsys
+):
+    """The stored plan's weight shift needs 73.7 % of a joint's effort at its peak. With the plan's torque fraction
+    just below that the shift is slowed until it holds (5.16 s of lift instead of 4.64: less dynamic torque); well
+    below, where slowing does not help, `plan check` fails it and `poise run` refuses before moving (a lift at 98 %
+    passed the other checks and tripped the twin's servo while lifting)."""
+    capsys.readouterr()
+    assert main(["plan", "check", str(plan_path), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)["weight_shift"]["start"]
+    peak = first["peak_torque_ratio"]
+    assert 0.5 < peak < 0.95
+    plan = json.loads(plan_path.read_text())
+    low = tmp_path / "low.json"
+    plan["settings"]["torque_fraction"] = peak - 0.01
+    low.write_text(json.dumps(plan))
+    assert main(["plan", "check", str(low), "--json"]) == 0
+    slower = json.loads(capsys.readouterr().out)["weight_shift"]["start"]
+    assert slower["lift_s"] > first["lift_s"] and slower["peak_torque_ratio"] <= peak - 0.01
+    plan["settings"]["torque_fraction"] = peak - 0.15
+    low.write_text(json.dumps(plan))
+    assert main(["plan", "check", str(low)]) == 1
+    out = capsys.readouterr().out
+    assert "% of its effort limit" in out and f"(the plan allows {100 * (peak - 0.15):.0f} %)" in out, out
+    args = ["run", str(low), "--robot", "sim", "--boards", "sim", "--out", str(tmp_path / "r"), "--yes"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "refused before moving" in err and "effort limit" in err and "Traceback" not in err
+    assert not (tmp_path / "r").exists()

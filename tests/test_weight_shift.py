@@ -128,3 +128,28 @@ def test_standing_postures_pressed_against_a_joint_limit_stay_within_it(tulip, s
             assert q is not None
             assert np.all(q <= tulip.upper) and np.all(q >= tulip.lower)
             assert not tulip.limit_violations(q, 0.0)
+
+
+def test_joint_torques_of_every_tick_are_bounded_by_the_plans_torque_fraction(tulip, start, shift):
+    """The shift's and the lift's joint torques (double support: the split of the load that needs least) stay
+    within the efforts × the plan's torque fraction, or there is no weight shift: a lift that needed 98 % of a
+    knee's effort passed every other check and tripped the twin's servo (15° tracking error while lifting)."""
+    from robots import dynamics as dyn
+    from trajectories.verify import double_support_split
+
+    lf, s = shift.lift, shift.shift
+    lift = np.abs(dyn.rnea(tulip, lf.q, lf.qd, lf.qdd, "sim", "right")) / tulip.effort_limit
+    split = double_support_split(tulip, shift.chain, s.q, s.qd, s.qdd, "sim", tulip.effort_limit)
+    peak = max(lift.max(), (np.abs(split.tau) / tulip.effort_limit).max())
+    assert 0 < peak < 1 and shift.torque_ratio == pytest.approx(peak)
+    assert shift.summary()["peak_torque_ratio"] == pytest.approx(peak)
+    # allowed just above the peak it passes with the same ticks; just below it is refused, naming joint and share
+    above = plan_weight_shift(
+        tulip, "right", "sim", start, LIFT, MARGIN, VLIM, RATE, torque_fraction=peak + 1e-3
+    )
+    assert above.problems == [] and len(above.lift.t) == len(lf.t)
+    with pytest.raises(DataError) as exc:
+        plan_weight_shift(tulip, "right", "sim", start, LIFT, MARGIN, VLIM, RATE, torque_fraction=peak - 1e-3)
+    msg = str(exc.value)
+    assert msg.startswith("no weight shift onto the right sole: ") and "\n" not in msg
+    assert "% of its effort limit at t = " in msg and f"(the plan allows {100 * (peak - 1e-3):.0f} %)" in msg

@@ -6,7 +6,9 @@ board) and the CoM halfway between them by the lever rule, (b) shifts the weight
 support — the free sole held at its ground pose (a closed chain, `trajectories.closed_chain`) until the CoM (at
 rest, the ZMP) lies inside the base sole by the required margin — then (c) lifts the free sole, first straight up
 by the plan's lift with the stance side still, then in joint space to the plan's start posture, on the base sole
-alone. Each part is quasi-static: a quintic profile (zero velocity and acceleration at both ends) timed so that no
+alone. Every tick's joint torques stay within the efforts × the plan's torque fraction (in double support for the
+split of the load that needs least, as `plan check` verifies the plan's): the lift's start is the plan's, not the
+designer's, and one needed 98 % of a knee's effort, more than the twin's servo held. Each part is quasi-static: a quintic profile (zero velocity and acceleration at both ends) timed so that no
 joint exceeds a fraction of its velocity limit (the description's, capped by the executor's), slowed down where
 the checks need it, sampled at the executor's rate. Every tick is verified with the checks the planner and `plan check` use: the double-support part
 with `trajectories.verify.double_support_balance` (held sole, ZMP in the support polygon), the lift with
@@ -38,7 +40,7 @@ from trajectories.closed_chain import (
     functions,
     solve_along,
 )
-from trajectories.verify import double_support_balance
+from trajectories.verify import double_support_balance, double_support_split
 
 SPEED_SHARE = 0.25  # of each joint's velocity limit (the description's, capped by the executor's)
 MIN_PART_S = 1.0  # s: no part of the transition faster than this (quasi-static)
@@ -83,6 +85,7 @@ class WeightShift:
     single_margin_m: float = math.nan
     lift_end_m: float = math.nan
     share: tuple[float, float] = (math.nan, math.nan)
+    torque_ratio: float = math.nan  # peak joint torque / effort limit over every tick (nan: no effort limits)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -95,7 +98,8 @@ class WeightShift:
                 "shift_ticks": len(self.shift.t), "lift_ticks": len(self.lift.t),
                 "free_sole_pose": list(self.pose), "min_double_support_margin_mm": 1000 * self.double_margin_m,
                 "min_single_support_margin_mm": 1000 * self.single_margin_m,
-                "planned_share_start": self.share[0], "planned_share_end": self.share[1]}  # fmt: skip
+                "planned_share_start": self.share[0], "planned_share_end": self.share[1],
+                "peak_torque_ratio": self.torque_ratio}  # fmt: skip
 
 
 def quintic(tau: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -272,10 +276,11 @@ def plan_weight_shift(
     rate_hz: float,
     max_lift: float | None = None,
     max_tilt: float | None = None,
+    torque_fraction: float = 1.0,
 ) -> WeightShift:
     """The transition from standing on both soles to the single-support plan's start posture `start` (at rest),
-    standing on `base` with the free sole lifted `lift` m; ZMP `margin` m inside the soles. Raises DataError
-    (one line, saying why) when there is none."""
+    standing on `base` with the free sole lifted `lift` m; ZMP `margin` m inside the soles; joint torques within
+    the efforts × `torque_fraction`. Raises DataError (one line, saying why) when there is none."""
     start = np.asarray(start, dtype=float)
     pose = tuple(float(v) for v in other_pose(model, start, params, base))
     chain = _ground_chain(model, base, params, pose, start)
@@ -296,10 +301,10 @@ def plan_weight_shift(
             f"{(margin + ZMP_BUFFER) * 1000:.0f} mm inside the {base} sole"
         )
     speeds = (velocity_limit, rate_hz)
-    sgl = (base, other, params, margin, max_lift, max_tilt)
+    sgl = (base, other, params, margin, max_lift, max_tilt, torque_fraction)
     (shift, progress), problems = _slowest_needed(
         lambda sp: _shift_part(model, chain, stand, shifted, sp),
-        lambda pt: _double(model, chain, pt[0], params, margin),
+        lambda pt: _double(model, chain, pt[0], params, margin, torque_fraction),
         *speeds,
     )
     if not problems:
@@ -315,7 +320,7 @@ def plan_weight_shift(
     if problems:
         raise DataError(f"{why}: {problems[0]}")
     ws = WeightShift(base, other, stand, pose, shift, progress, _join(up, to_start), chain, len(up.t))
-    check_weight_shift(model, ws, params, margin, max_lift, max_tilt)
+    check_weight_shift(model, ws, params, margin, max_lift, max_tilt, torque_fraction)
     return ws
 
 
@@ -346,21 +351,53 @@ def _slowest_needed(make, check, velocity_limit: float, rate_hz: float):
     return part, problems
 
 
-def _double(model: RobotModel, chain: ClosedChain, part: Part, params: str, margin: float) -> list[str]:
-    """The double-support check of the planner and `plan check` (`verify.double_support_balance`) at every tick."""
+def _double(
+    model: RobotModel, chain: ClosedChain, part: Part, params: str, margin: float, torque_fraction: float
+) -> list[str]:
+    """The double-support check of the planner and `plan check` (`verify.double_support_balance`) at every tick,
+    and its joint torques."""
     problems: list[str] = []
     double_support_balance(model, chain, part.q, part.qd, part.qdd, params, problems, margin)
+    problems += _torque_problems(_double_torques(model, chain, part, params), model, torque_fraction, part.t)
     return [f"shifting, {p}" for p in problems]
 
 
 def _single(model: RobotModel, part: Part | None, base: str, other: str, params: str, margin: float,
-            max_lift: float | None, max_tilt: float | None) -> list[str]:  # fmt: skip
+            max_lift: float | None, max_tilt: float | None, torque_fraction: float) -> list[str]:  # fmt: skip
     """The single-support check of every tick (`robots.one_sole`, as `drivers.single_support_stream`), the free
-    sole's corners above the ground (it leaves it) and within the plan's ceiling and tilt."""
+    sole's corners above the ground (it leaves it) and within the plan's ceiling and tilt, and its joint torques."""
     if part is None:
         return [f"the {other} sole cannot be lifted straight up from the ground"]
     bal = one_sole(model, part.q, part.qd, part.qdd, base, other, params)
-    return _single_problems(bal, base, other, margin, max_lift, max_tilt)
+    torques = _torque_problems(_single_torques(model, part, base, params), model, torque_fraction, part.t)
+    return _single_problems(bal, base, other, margin, max_lift, max_tilt) + [f"lifting, {p}" for p in torques]
+
+
+def _double_torques(model: RobotModel, chain: ClosedChain, part: Part, params: str) -> np.ndarray | None:
+    """|τ| / effort per tick and joint (K, nq) in double support, for the split of the load that needs least
+    (`verify.double_support_split`); None without effort limits."""
+    if not np.all(np.isfinite(model.effort_limit)):
+        return None
+    s = double_support_split(model, chain, part.q, part.qd, part.qdd, params, model.effort_limit)
+    return np.abs(s.tau) / model.effort_limit
+
+
+def _single_torques(model: RobotModel, part: Part, base: str, params: str) -> np.ndarray | None:
+    """|τ| / effort per tick and joint (K, nq) standing on `base` alone (inverse dynamics); None without limits."""
+    if not np.all(np.isfinite(model.effort_limit)):
+        return None
+    return np.abs(dyn.rnea(model, part.q, part.qd, part.qdd, params, base)) / model.effort_limit
+
+
+def _torque_problems(
+    ratio: np.ndarray | None, model: RobotModel, fraction: float, t: np.ndarray
+) -> list[str]:
+    """The tick and joint that needs more than `fraction` of its effort, if any."""
+    if ratio is None or ratio.max() <= fraction + 1e-9:
+        return []
+    k, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+    return [f"joint {model.joint_names[j]} needs {100 * ratio[k, j]:.1f} % of its effort limit at t = {t[k]:.2f} s "
+            f"(the plan allows {100 * fraction:.0f} %)"]  # fmt: skip
 
 
 def _single_problems(bal, base: str, other: str, margin: float, max_lift, max_tilt) -> list[str]:
@@ -375,15 +412,22 @@ def check_weight_shift(
     margin: float,
     max_lift: float | None = None,
     max_tilt: float | None = None,
+    torque_fraction: float = 1.0,
 ) -> list[str]:
     """Every tick of a transition verified with the shared checks; fills ws's figures and problems."""
     s, lf = ws.shift, ws.lift
     problems: list[str] = []
     balance = double_support_balance(model, ws.chain, s.q, s.qd, s.qdd, params, problems, margin)
     ws.double_margin_m = balance[0]
+    shift_tau = _double_torques(model, ws.chain, s, params)
+    problems += _torque_problems(shift_tau, model, torque_fraction, s.t)
     ws.problems = [f"shifting, {p}" for p in problems]
     bal = one_sole(model, lf.q, lf.qd, lf.qdd, ws.base, ws.other, params)
     ws.problems += _single_problems(bal, ws.base, ws.other, margin, max_lift, max_tilt)
+    lift_tau = _single_torques(model, lf, ws.base, params)
+    ws.problems += [f"lifting, {p}" for p in _torque_problems(lift_tau, model, torque_fraction, lf.t)]
+    if shift_tau is not None and lift_tau is not None:
+        ws.torque_ratio = float(max(shift_tau.max(), lift_tau.max()))
     ws.single_margin_m, ws.lift_end_m = float(bal.margin.min()), float(bal.lowest[-1])
     shares = [lever_share(model, c, ws.pose, ws.base) for c in _zmp(model, ws.base, params, s.q[[0, -1]])]
     ws.share = (float(shares[0]), float(shares[1]))
