@@ -7,11 +7,12 @@ support — the free sole held at its ground pose (a closed chain, `trajectories
 rest, the ZMP) lies inside the base sole by the required margin — then (c) lifts the free sole, first straight up
 by the plan's lift with the stance side still, then in joint space to the plan's start posture, on the base sole
 alone. Every tick's joint torques stay within the efforts × the plan's torque fraction (in double support for the
-split of the load that needs least, as `plan check` verifies the plan's): the lift's start is the plan's, not the
-designer's, and one needed 98 % of a knee's effort, more than the twin's servo held. Each part is quasi-static: a quintic profile (zero velocity and acceleration at both ends) timed so that no
-joint exceeds a fraction of its velocity limit (the description's, capped by the executor's), slowed down where
-the checks need it, sampled at the executor's rate. Every tick is verified with the checks the planner and `plan check` use: the double-support part
-with `trajectories.verify.double_support_balance` (held sole, ZMP in the support polygon), the lift with
+split of the load that needs least, as `plan check` verifies a double-support plan's): a lift once needed 98 % of
+a knee's effort, more than the twin's servo held. Each part is quasi-static: a quintic profile (zero velocity and
+acceleration at both ends) timed so that no joint exceeds a fraction of its velocity limit (the description's,
+capped by the executor's), slowed down where the checks need it, sampled at the executor's rate. Every tick is
+verified with the checks the planner and `plan check` use: the double-support part with
+`trajectories.verify.double_support_balance` (held sole, ZMP in the support polygon), the lift with
 `robots.one_sole` as `drivers.single_support_stream` does (ZMP inside the base sole by the margin, Fz > 0, the free
 sole's corners above the ground, within the plan's ceiling and tilt). Played backwards (`reverse`), the same
 ticks put the free sole back down and shift the weight back: the same postures with q̈ unchanged and q̇ negated,
