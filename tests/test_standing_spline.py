@@ -77,7 +77,9 @@ def test_the_plan_round_trips_and_passes_plan_check_and_forecast(tulip, design, 
     assert len(fc["parameters"]) == len(design.base_symbols) and fc["determined"]
 
 
-def test_the_plan_runs_on_the_bench_and_declares_no_band(tulip, plan_file, tmp_path):
+def test_the_plan_runs_on_the_bench_and_declares_its_equivalent_band(tulip, plan_file, tmp_path):
+    """A standing spline's recording declares the band of the Fourier series with as many free values (W / 2T:
+    6 waypoints over 6 s, 0.5 Hz), so `identify dynamic`'s default cut-off is 4× that, not the 5 Hz default."""
     out = tmp_path / "run"
     args = ["run", str(plan_file), "--robot", "sim", "--boards", "sim", "--out", str(out), "--yes", "--json",
             "--physics", "kinematic"]  # fmt: skip
@@ -85,7 +87,7 @@ def test_the_plan_runs_on_the_bench_and_declares_no_band(tulip, plan_file, tmp_p
     assert json.loads((out / "run.json").read_text())["status"] == "completed"
     rec = read_dynamic_recording(out / "recording.csv")
     assert rec.base == "right" and rec.t[-1] > 0.9 * SPLINE.duration
-    assert "motion_band_hz" not in rec.meta  # a spline has no top harmonic: the default cut-off applies
+    assert float(rec.meta["motion_band_hz"]) == pytest.approx(SPLINE.waypoints / (2 * SPLINE.duration))
 
 
 SINGLE = ExcitationSettings(
@@ -115,3 +117,19 @@ def test_a_single_support_spline_stands_on_one_sole_and_ends_where_it_starts(tul
     )
     assert main(["plan", "check", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_bands_fourier_its_top_harmonic_a_standing_spline_w_over_2t_an_arm_spline_none(tulip, design):
+    from trajectories.fourier import FourierTrajectory
+    from trajectories.parametrisation import motion_band_hz
+    from trajectories.single_support import SingleSupportTrajectory
+
+    spline = design.trajectory.independent
+    assert motion_band_hz(design.trajectory) == pytest.approx(6 / 12)  # 6 interior waypoints over 6 s
+    assert motion_band_hz(spline) is None  # the same spline as an arm's motion
+    z = np.zeros((12, 3))
+    fourier = FourierTrajectory(10.0, 10.0, np.zeros(12), z, z)
+    assert motion_band_hz(fourier) == pytest.approx(0.3)
+    assert motion_band_hz(SingleSupportTrajectory(fourier, "right", "sole_l", 0.02)) == pytest.approx(0.3)
+    moved = SplineTrajectory(np.linspace(0, 8.0, 10), np.zeros((10, 12)))
+    assert motion_band_hz(SingleSupportTrajectory(moved, "right", "sole_l", 0.02)) == pytest.approx(8 / 16)

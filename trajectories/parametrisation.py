@@ -54,8 +54,13 @@ def trajectory_from_json(d: dict, model=None) -> Trajectory:
 
 def motion_band_hz(traj: Trajectory) -> float | None:
     """Highest frequency (Hz) of a Fourier-parametrised motion — a closed chain's independent coordinates, a
-    single support's moving joints — or None (splines have no band): recordings declare it so that the
-    identification's default cut-off follows the motion."""
-    for attr in ("independent", "motion"):  # closed chain, single support
-        traj = getattr(traj, attr, traj)
+    single support's moving joints — or None: recordings declare it so that the identification's default cut-off
+    follows the motion. A standing robot's spline declares the band of the Fourier series with as many free
+    values per coordinate (W interior waypoints over T: W / 2T), because its boards' noise wants a cut-off
+    below the 5 Hz default (README, Standing splines); an arm's spline declares none (its efforts validated
+    better at 5 Hz than at 3)."""
+    standing = next((getattr(traj, a) for a in ("independent", "motion") if hasattr(traj, a)), None)
+    if isinstance(standing, SplineTrajectory):
+        return (len(standing.times) - 2) / (2.0 * standing.duration)
+    traj = standing if standing is not None else traj
     return traj.highest_frequency if isinstance(traj, FourierTrajectory) else None
