@@ -202,9 +202,8 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
         with console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
             qm, tau = arm_efforts(model, truth, q, qd, qdd, im, rng)
     meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}", **how.meta}
-    if (
-        not how.standing
-    ):  # the joints' truth, which a parameter set cannot hold (identify dynamic --reference)
+    # the joints' truth, which a parameter set cannot hold (identify dynamic --reference)
+    if not how.standing:
         meta |= {DECLARED_JOINTS["viscous"]: f"{args.viscous:g}", DECLARED_JOINTS["coulomb"]: f"{args.coulomb:g}",
                  DECLARED_JOINTS["armature"]: f"{args.armature:g}"}  # fmt: skip
     if plan.robot_source:
@@ -309,9 +308,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         "practical_s": args.practical_s,
         "beyond_practical": beyond,
     }
-    if (
-        quantity == "torque"
-    ):  # the exact combinations: the result means the same on any machine (model export)
+    # the exact combinations: the result means the same in any version's base (model export)
+    if quantity == "torque":
         K, names = est.dynamic_base_.combination_matrix(), est.dynamic_base_.names
         for a, p in enumerate(out["parameters"][:nb]):
             p["terms"] = {names[i]: float(K[a, i]) for i in np.flatnonzero(K[a])}

@@ -307,7 +307,8 @@ def pivoted_qr(Y: np.ndarray, tie: float = PIVOT_TIE) -> tuple[np.ndarray, np.nd
     A = np.array(Y, dtype=float)
     if not np.all(np.isfinite(A)):
         raise DataError("a regressor with NaN or infinite entries has no base parameters")
-    if A.shape[0] > A.shape[1]:  # the same columns' geometry in n rows: R of an unpivoted QR (LAPACK, blocked)
+    # a tall regressor: the same columns' geometry in n rows, the R of an unpivoted QR (LAPACK, blocked)
+    if A.shape[0] > A.shape[1]:
         A = np.linalg.qr(A, mode="r")
     m, n = A.shape
     piv = np.arange(n)

@@ -201,19 +201,19 @@ def _dynamic(path: Path, d: dict, model: RobotModel, prior: ParameterSet) -> Ful
     values = np.array([float(v) for _, _, v in entries])
     se = _standard_errors(inertial)
     K = _stated_combinations(path, inertial, model)
-    if K is not None:
-        return replace(
-            full_from_dynamic(model, K, values, prior), base_matrix=K, base_values=values, base_se=se
-        )
-    formulas = [f for _, f, _ in entries]
+    if K is None:
+        K = _matching_base(path, [f for _, f, _ in entries], model)
+    return replace(full_from_dynamic(model, K, values, prior), base_matrix=K, base_values=values, base_se=se)
+
+
+def _matching_base(path: Path, formulas: list[str], model: RobotModel) -> np.ndarray:
+    """K of the joint-torque base (full or simplified) whose formulas are the result's: older results state no
+    terms."""
     candidates = [False] + ([True] if model.simplified_dynamic_zero else [])
     for simplified in candidates:
         db = cached_dynamic_base(model, RegressorSpec("torque", model.root), simplified)
         if db.rank == len(formulas) and all(same_formula(db.formula(a), f) for a, f in enumerate(formulas)):
-            K = db.combination_matrix()
-            return replace(
-                full_from_dynamic(model, K, values, prior), base_matrix=K, base_values=values, base_se=se
-            )
+            return db.combination_matrix()
     raise DataError(
         f"{path}: its base parameters match none of {model.name!r}'s joint-torque bases (full or simplified); "
         "a board-wrench result depends on its foot placement and cannot be exported"
@@ -222,8 +222,8 @@ def _dynamic(path: Path, d: dict, model: RobotModel, prior: ParameterSet) -> Ful
 
 def _stated_combinations(path: Path, inertial: list[dict], model: RobotModel) -> np.ndarray | None:
     """K from the exact `terms` a joint-torque result states for each base parameter (`identify dynamic` writes
-    them): machine-independent, where the formulas' base is the one this machine derives only if its pivoting breaks
-    the ties alike. None when the result states none (older results, board-wrench results)."""
+    them): the combinations the result was estimated in, whichever base this version derives. None when the result
+    states none (older results, board-wrench results)."""
     terms = [p.get("terms") for p in inertial]
     n = len(terms)
     if not terms or not all(isinstance(t, dict) and t for t in terms):

@@ -115,7 +115,11 @@ def files(tmp_path_factory):
     save_trajectory_plan(_single_support_plan(), d / "ss_plan.json")
     f["ss_plan"] = str(d / "ss_plan.json")
     spline = json.loads((d / "ss_plan.json").read_text())
-    spline["trajectory"]["motion"] = {"kind": "spline", "times_s": [0.0, 1.0, 1.0, 2.0], "q": [[0.0] * 12] * 4}
+    spline["trajectory"]["motion"] = {
+        "kind": "spline",
+        "times_s": [0.0, 1.0, 1.0, 2.0],
+        "q": [[0.0] * 12] * 4,
+    }
     put("ss_spline_times.json", json.dumps(spline))  # a standing plan's spline: times not increasing
     spline["trajectory"]["motion"] = {"kind": "spline", "times_s": [0.0, 1.0, 2.0], "q": [[0.0] * 11] * 3}
     put("ss_spline_shape.json", json.dumps(spline))  # … waypoints for 11 of the 12 joints

@@ -6,7 +6,8 @@ The regressor is built symbolically (SX) and vectorised over the time grid with 
 (an SVD) is a CasADi callback whose exact gradient ∂f/∂W is chained to the coefficients by CasADi's AD.
 Position, velocity and acceleration limits are linear in the coefficients; torque limits come from RNEA with the
 guessed parameters. For a Fourier series one period is enough: the trajectory repeats, so the stacked regressor
-over the whole duration has the same singular values up to a factor (a spline's grid covers it all). Everything is re-verified on a 10× finer grid afterwards.
+over the whole duration has the same singular values up to a factor (a spline's grid covers it all). Everything is
+re-verified on a 10× finer grid afterwards.
 """
 
 from __future__ import annotations
@@ -628,8 +629,9 @@ def linear_limit_rows(
     model: RobotModel, settings: ExcitationSettings
 ) -> tuple[sparse.csc_matrix, list, list]:
     """Rest at both ends, position/velocity/acceleration and coupled limits on the dense grid: rows G x with
-    bounds, x = vec(X) of every joint's Fourier coefficients or spline waypoints. Linear in x — vec(B X) = (I ⊗ B) x — so one
-    constant sparse matrix (IPOPT then need not re-derive it through the MX graph: 150 ms on the iCub)."""
+    bounds, x = vec(X) of every joint's Fourier coefficients or spline waypoints. Linear in x — vec(B X) =
+    (I ⊗ B) x — so one constant sparse matrix (IPOPT then need not re-derive it through the MX graph: 150 ms on the
+    iCub)."""
     lo, hi, vmax, amax, _ = _limits(model, settings)
     n = model.nq
     Kd = settings.samples * settings.dense_factor
