@@ -45,14 +45,6 @@ class Setpoints:
     meta: dict[str, str] = field(default_factory=dict)
 
 
-def setpoint_times(duration: float, rate_hz: float) -> np.ndarray:
-    """Times from 0 at 1/rate_hz to the duration; when it is not a whole number of steps, a shorter last step ends
-    exactly there (a Fourier plan sampled past its end would move on into the next period)."""
-    n = int(np.floor(duration * rate_hz + 1e-9))
-    t = np.arange(n + 1) / rate_hz
-    return t if t[-1] >= duration - 1e-9 else np.append(t, duration)
-
-
 def write_setpoints(sp: Setpoints, path: str | Path) -> None:
     """Write atomically, radians and SI units."""
     blocks = [sp.t[:, None], sp.q, sp.qd, sp.qdd] + ([sp.tau] if sp.tau is not None else [])

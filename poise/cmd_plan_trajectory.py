@@ -804,7 +804,8 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
     """`plan sample`: the plan's q, q̇, q̈ (and feed-forward torques) on a uniform grid, for the user's controller."""
     import numpy as np
 
-    from formats.setpoints import Setpoints, setpoint_times, write_setpoints
+    from drivers.trajectory_run import tick_times
+    from formats.setpoints import Setpoints, write_setpoints
     from formats.trajectory_plan import load_trajectory_plan, plan_digest
     from robots import dynamics as dyn
     from trajectories.plan import plan_model, plan_recording, plan_trajectory
@@ -813,7 +814,7 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
     model = plan_model(plan)
     traj = plan_trajectory(plan, model)
     rate = args.rate_hz or plan.rate_hz
-    t = setpoint_times(traj.duration, rate)
+    t = tick_times(traj.duration, rate)  # at the plan's rate, the ticks `poise run` streams
     q, qd, qdd = traj.sample(t)
     tau = None
     if args.torques:

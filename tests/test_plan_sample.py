@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drivers.trajectory_run import tick_times
 from formats.errors import DataError
-from formats.setpoints import read_setpoints, setpoint_times
+from formats.setpoints import read_setpoints
 from formats.trajectory_plan import load_trajectory_plan, plan_digest
 from poise.cli import main
 from robots import dynamics as dyn
@@ -40,9 +41,9 @@ def test_an_arms_setpoints_are_its_plan_sampled_with_feed_forward_torques(tmp_pa
 
 
 def test_a_rate_that_does_not_divide_the_duration_ends_on_a_shorter_step():
-    np.testing.assert_allclose(setpoint_times(1.0, 2.5), [0.0, 0.4, 0.8, 1.0], atol=1e-15)
-    assert setpoint_times(1.0, 2.5)[-1] == 1.0
-    assert len(setpoint_times(6.0, 100.0)) == 601
+    np.testing.assert_allclose(tick_times(1.0, 2.5), [0.0, 0.4, 0.8, 1.0], atol=1e-15)
+    assert tick_times(1.0, 2.5)[-1] == 1.0
+    assert len(tick_times(6.0, 100.0)) == 601
 
 
 def test_a_standing_plans_setpoints_have_no_torques(tmp_path, capsys):
