@@ -11,6 +11,8 @@ from drivers.emulators.world import SimWorld, WorldOptions
 from drivers.executor import Operator
 from drivers.link import open_link
 from drivers.wbb.open import board_drivers, start_all
+from drivers.wbb.recalibrate import apply_cell_gains
+from formats.board_gains import BoardGains
 from formats.errors import DataError, DeviceError
 from robots.stance import other_site
 from robots.stance_spec import default_base
@@ -79,7 +81,9 @@ class Session:
         world_opts: WorldOptions | None = None,
         prompt: bool = True,
         q0=None,
+        board_gains: BoardGains | None = None,
     ) -> None:
+        """`board_gains`: per-cell gains measured on these boards (`poise boards calibrate`), set once they start."""
         self.model, self.config = model, config
         sim_robot, sim_boards = robot.startswith("sim"), boards == "sim"
         fixed = world_opts is not None and world_opts.fixed_base
@@ -112,6 +116,8 @@ class Session:
             self.link = open_link(robot, model.joint_names, config)
             self.link.connect()
             self.boards = start_all(drivers)
+            if board_gains is not None:
+                apply_cell_gains(self.boards, board_gains)
         except BaseException:
             self.close()
             raise

@@ -1,4 +1,5 @@
-"""`poise boards read`: live per-cell load, total and CoP of the balance boards."""
+"""`poise boards read`: live per-cell load, total and CoP of the balance boards; `poise boards calibrate`: each
+cell's gain from a known weight, saved for the runs (`poise run --board-gains`)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--tare", type=at.nonnegative, default=0.0, help="tare over this many seconds first (boards empty)"
     )
+    r.add_argument("--board-gains", type=at.text_file, metavar="FILE",
+                   help="per-cell gains measured on these boards (`poise boards calibrate`)")  # fmt: skip
     r.add_argument("--json", action="store_true", help="print mean values as JSON at the end")
     r.set_defaults(func=cmd_read)
+    c = s.add_parser(
+        "calibrate", help="each cell's gain from a known weight placed over it in turn (file for runs)"
+    )
+    c.add_argument("--boards", type=at.boards_endpoint, required=True,
+                   help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT (sim: the emulated boards of "
+                        "`poise run --boards sim`)")  # fmt: skip
+    c.add_argument("--weight", type=at.number(0.5, 150.0), required=True, metavar="KG",
+                   help="the known weight [kg], placed over each cell in turn (one per board, all boards at once)")  # fmt: skip
+    c.add_argument("--seconds", type=at.positive, default=2.0, help="reading time per cell [s]")
+    c.add_argument("--tare-s", type=at.positive, default=4.0, help="tare time, boards empty [s]")
+    c.add_argument("--out", type=at.out_file, required=True, help="board-gains file to write (JSON)")
+    at.add_force(c)
+    c.add_argument("--json", action="store_true", help="print the gains as JSON")
+    c.set_defaults(func=cmd_calibrate)
 
 
 def _table(boards, samples) -> Table:
@@ -55,7 +72,10 @@ def _table(boards, samples) -> Table:
 def cmd_read(args: argparse.Namespace) -> int:
     from drivers.wbb.board import tare_all
     from drivers.wbb.open import board_drivers, start_all
+    from drivers.wbb.recalibrate import apply_cell_gains
+    from formats.board_gains import load_board_gains
 
+    gains = None if args.board_gains is None else load_board_gains(args.board_gains)
     world = None
     try:
         if args.boards == "sim":
@@ -72,6 +92,8 @@ def cmd_read(args: argparse.Namespace) -> int:
             drivers = board_drivers(args.boards)
         boards = start_all(drivers)
         try:
+            if gains is not None:
+                apply_cell_gains(boards, gains)
             if args.tare > 0:
                 tare_all(boards, args.tare)
             if world is not None:  # the simulated robot stands on the boards at its zero posture
@@ -115,4 +137,70 @@ def cmd_read(args: argparse.Namespace) -> int:
     finally:
         if world is not None:
             world.close()
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Tare the empty boards, then read them with the known weight over each cell in turn; the gains (known /
+    tared reading per cell) are saved. Emulated boards (`sim`) place the weight themselves; real ones ask."""
+    from drivers.wbb.board import tare_all
+    from drivers.wbb.open import board_drivers, start_all
+    from drivers.wbb.protocol import CELLS
+    from drivers.wbb.recalibrate import recalibrate_boards
+    from formats.board_gains import BoardGains, save_board_gains
+
+    world = None
+    try:
+        if args.boards == "sim":
+            from drivers.config import load_config
+            from drivers.emulators.world import SimWorld, WorldOptions
+            from robots.registry import get_model
+
+            world = SimWorld(get_model("tulip"), load_config(), WorldOptions())  # the robot is not on them
+            drivers = board_drivers("sim", world.board_openers())
+
+            def put(cell: int | None) -> None:
+                world.place_weight(cell, args.weight)
+
+            def empty() -> None:
+                pass
+        else:
+            drivers = board_drivers(args.boards)
+
+            def put(cell: int | None) -> None:
+                if cell is None:
+                    input("Take the weights off the boards, then press Enter ")
+                else:
+                    input(f"Place a {args.weight:g} kg weight over cell {CELLS[cell]} of every board (right above "
+                          "its foot), then press Enter ")  # fmt: skip
+
+            def empty() -> None:
+                input("Empty the boards (robot on its stand), then press Enter ")
+
+        boards = start_all(drivers)
+        try:
+            empty()
+            err_console.print(f"taring {len(boards)} board(s) over {args.tare_s:g} s ...")
+            tare_all(boards, args.tare_s)
+            gains = recalibrate_boards(boards, put, args.weight, args.seconds)
+            names = tuple(b.name for b in boards)
+        finally:
+            for b in boards:
+                b.close()
+    finally:
+        if world is not None:
+            world.close()
+    bg = BoardGains(names, np.array(gains), args.weight, args.boards)
+    save_board_gains(bg, args.out)
+    if args.json:
+        print_json({"out": str(args.out), "weight_kg": args.weight, "cells": list(CELLS),
+                    "boards": [{"board": n, "gain": g.tolist()} for n, g in zip(names, bg.gains, strict=True)]})  # fmt: skip
+        return 0
+    t = Table(title=f"cell gains → {args.out}: gain − 1 (load = tared reading × gain)")
+    t.add_column("board")
+    for c in CELLS:
+        t.add_column(f"{c} \\[%]", justify="right")
+    for n, g in zip(names, bg.gains, strict=True):
+        t.add_row(n, *(f"{(v - 1) * 100:+.2f}" for v in g))
+    console.print(t)
     return 0

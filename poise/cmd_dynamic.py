@@ -482,7 +482,11 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         )
         console.print(
             f"validation on {args.validate}{how}: RMS error {v['total_relative_pct']:.2f} % of the measured efforts; "
-            "per joint N·m (% of its RMS): "
+            + (
+                "per joint N·m (% of its RMS): "
+                if quantity == "torque"
+                else "Fz N, Mx, My N·m (% of its RMS): "
+            )
             + ", ".join(f"{x:.3f} ({r:.1f} %)" for x, r in zip(v["rmse_nm"], v["relative_pct"], strict=True))
         )
     return 0

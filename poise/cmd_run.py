@@ -49,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=at.out_dir, required=True, help="run directory (recording.csv, raw samples, run.json)"
     )
+    p.add_argument("--board-gains", type=at.text_file, metavar="FILE",
+                   help="the boards' per-cell gains (`poise boards calibrate`; measured on these boards), applied "
+                        "before the tare")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="continue after the last completed posture in --out")
     p.add_argument(
         "--time-scale", type=at.positive, default=1.0, help="compress move/hold durations by K (simulation)"
@@ -141,7 +144,12 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
                 clamp_soles=getattr(args, "clamp_soles", False),
                 truth=getattr(args, "truth", None),
             )  # the twin's servos hold the gain the link writes to them ([executor] position_p_gain)
-        with Session(args.robot, args.boards, model, config, world_opts, prompt=not args.yes) as s:
+        gains = getattr(args, "gains", None)
+        if gains is not None:
+            rec.update_meta(board_gains=gains_meta(gains))
+        with Session(
+            args.robot, args.boards, model, config, world_opts, prompt=not args.yes, board_gains=gains
+        ) as s:
             if prepare is not None:
                 prepare(s)
             ex = Executor(
@@ -166,6 +174,12 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
                     _save_twin_events(rec, twin, ex.result)
     finally:
         rec.close()
+
+
+def gains_meta(gains) -> dict:
+    """How a run's board gains are recorded in run.json: the file's boards, gains and known weight."""
+    return {"source": gains.endpoint, "weight_kg": gains.weight_kg,
+            "boards": {b: g.tolist() for b, g in zip(gains.boards, gains.gains, strict=True)}}  # fmt: skip
 
 
 def _save_twin_events(rec: RunRecorder, twin, result) -> None:
@@ -208,6 +222,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     if getattr(args, "truth", None) is not None and not args.robot.startswith("sim"):
         raise DataError("--truth sets the emulated robot's parameters (--robot sim)")
+    args.gains = None
+    if getattr(args, "board_gains", None) is not None:
+        from formats.board_gains import load_board_gains
+
+        if args.boards is None:
+            raise DataError("--board-gains are the balance boards' (--boards)")
+        args.gains = load_board_gains(args.board_gains)
     if is_pwm_plan(args.plan):
         from poise.cmd_run_pwm import cmd_run_pwm
 

@@ -31,9 +31,10 @@ from drivers.trajectory_run import (
     rocked_soles,
     tick_times,
 )
+from formats.board_gains import BoardGains
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_digest
-from poise.cmd_run import run_config
+from poise.cmd_run import gains_meta, run_config
 from poise.output import console, err_console, print_json, quantity_table
 from robots.tree import RobotModel
 
@@ -111,11 +112,13 @@ def run_trajectory(
     tare_s: float = 1.0,
     time_scale: float = 1.0,
     start: str | None = None,
+    board_gains: BoardGains | None = None,
 ) -> TrajectoryRun:
     """Check, then stream and record a trajectory plan; raises DataError (nothing sent) when it is refused.
     `time_scale` K: the emulated bench's clock runs K × the wall clock (K < 1: slow motion, so a loaded
     computer keeps the physics twin and the ticks on time); the trajectory and its recording keep their times.
-    `start`: how a single-support plan starts (`prepare`; None: by a weight shift)."""
+    `start`: how a single-support plan starts (`prepare`; None: by a weight shift). `board_gains`: the boards'
+    per-cell gains (`poise boards calibrate`)."""
     t_start = time.perf_counter()
     plan = load_trajectory_plan(plan_path)
     model, sp, problems, stream = prepare(plan, config, start=start or "weight-shift")
@@ -154,6 +157,8 @@ def run_trajectory(
             )
         world_opts = replace(world_opts, time_scale=time_scale)
         meta["time_scale"] = time_scale
+    if board_gains is not None:
+        meta["board_gains"] = gains_meta(board_gains)
     if world_opts is not None and world_opts.clamp_soles:
         meta["soles"] = "clamped to the boards (twin)"
     rec = TrajectoryRecorder(out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale,
@@ -163,7 +168,7 @@ def run_trajectory(
     result = None
     constants = None
     try:
-        with Session(robot, boards, model, config, world_opts, prompt=prompt) as s:
+        with Session(robot, boards, model, config, world_opts, prompt=prompt, board_gains=board_gains) as s:
             twin = getattr(s.world, "twin", None) if s.world is not None else None
             if not sp.standing and hasattr(s.link, "currents"):
                 constants = torque_constants(config, model, s.world)
@@ -281,7 +286,7 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             live.start()
         run = run_trajectory(
             args.plan, args.robot, args.boards, args.out, config, opts, not args.yes, _View(live),
-            time_scale=args.time_scale, start=getattr(args, "start", None),
+            time_scale=args.time_scale, start=getattr(args, "start", None), board_gains=getattr(args, "gains", None),
         )  # fmt: skip
     finally:
         if live:

@@ -93,6 +93,12 @@ def files(tmp_path_factory):
     result = {"format": "poise static result", "parameters": [{"symbol": "a", "value_m": 1.0, "se_m": 0.1}],
               "correlation": {"symbols": ["a"], "matrix": [[1, 0], [0, 1]]}}  # fmt: skip
     put("bad_result.json", json.dumps(result))
+    gains = {"format": "poise board gains", "version": 1, "weight_kg": 10.0, "cells": ["TR", "BR", "TL", "BL"],
+             "boards": [{"board": "sim0", "gain": [1.0, 1.01, 0.99, 1.0]}, {"board": "sim1", "gain": [1.0] * 4}]}  # fmt: skip
+    put("gains_nan.json", json.dumps(gains).replace("1.01", "NaN"))
+    put("gains_zero.json", json.dumps(gains).replace("1.01", "0.0"))  # a dead cell, or the weight not over it
+    put("gains_three.json", json.dumps(gains).replace("1.0, 1.01, 0.99, 1.0", "1.0, 1.01, 0.99"))
+    put("gains_static.json", json.dumps({**gains, "format": "poise static result"}))
     put("binary_urdf.urdf", b"\x89PNG\r\n\x1a\n\x00\x00garbage")
     urdf = (Path(robots.data.tulip.__file__).parent / "tulip.urdf").read_text()
     put("zero_mass.urdf", re.sub(r'<mass value="[^"]*"', '<mass value="0"', urdf))
@@ -378,6 +384,69 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("boards read", ["--boards", "sim", "--seconds", "nan"]),
     ("boards read", ["--boards", "sim", "--seconds", "-1"]),
     ("boards read", ["--boards", "sim", "--tare", "inf"]),
+    ("boards read", ["--boards", "sim", "--board-gains", "{gains_nan}"]),
+    ("boards read", ["--boards", "sim", "--board-gains", "{binary}"]),
+    ("boards calibrate", ["--boards", "sim", "--weight", "0", "--out", "{dir}/g.json"]),
+    ("boards calibrate", ["--boards", "sim", "--weight", "nan", "--out", "{dir}/g.json"]),
+    ("boards calibrate", ["--boards", "usb:1,2", "--weight", "10", "--out", "{dir}/g.json"]),
+    ("boards calibrate", ["--boards", "sim", "--weight", "10", "--out", "{existing}"]),
+    ("boards calibrate", ["--boards", "sim", "--weight", "10", "--seconds", "-1", "--out", "{dir}/g.json"]),
+    (
+        "run",
+        [
+            "{good_plan}",
+            "--robot",
+            "sim",
+            "--boards",
+            "sim",
+            "--board-gains",
+            "{gains_zero}",
+            "--out",
+            "{dir}/run1",
+        ],
+    ),
+    (
+        "run",
+        [
+            "{good_plan}",
+            "--robot",
+            "sim",
+            "--boards",
+            "sim",
+            "--board-gains",
+            "{gains_three}",
+            "--out",
+            "{dir}/run1",
+        ],
+    ),
+    (
+        "run",
+        [
+            "{good_plan}",
+            "--robot",
+            "sim",
+            "--boards",
+            "sim",
+            "--board-gains",
+            "{gains_static}",
+            "--out",
+            "{dir}/run1",
+        ],
+    ),
+    (
+        "run",
+        [
+            "{good_plan}",
+            "--robot",
+            "sim",
+            "--boards",
+            "sim",
+            "--board-gains",
+            "{missing_dir}/g.json",
+            "--out",
+            "{dir}/run1",
+        ],
+    ),
     # demo
     ("demo", ["--postures", "12"]),
     ("demo", ["--placements", "0"]),

@@ -163,6 +163,12 @@ class SimWorld:
                 out.append(lambda p=path: open_serial_bridge(p))
         return out
 
+    def place_weight(self, cell: int | None, kg: float) -> None:
+        """A known weight of `kg` right over cell `cell` (0..3: TR, BR, TL, BL) of every board, whatever else
+        loads it; None takes the weights off (recalibration, `drivers.wbb.recalibrate`)."""
+        for emu in self.boards:
+            emu.load_override = None if cell is None else np.eye(4)[cell] * kg
+
     def on_placement(self, placement, right_offset, left_offset, lifted: bool = False) -> None:
         """The operator lifts the robot and re-places it on the boards (`lifted`: on its base sole alone)."""
         self.robot.place(placement.other_foot, right_offset, left_offset, lifted)

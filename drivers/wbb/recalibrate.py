@@ -12,6 +12,7 @@ import numpy as np
 
 from drivers.wbb.board import collect_all
 from drivers.wbb.protocol import CELLS
+from formats.board_gains import BoardGains
 from formats.errors import DeviceError
 
 
@@ -35,3 +36,16 @@ def recalibrate_boards(
     finally:
         put_weight(None)
     return [board.calibration.recalibrate(got) for board, got in zip(boards, loads, strict=True)]
+
+
+def apply_cell_gains(boards: list, gains: BoardGains) -> None:
+    """Set each board's per-cell gains from a board-gains file measured on the same boards (matched by name, in
+    order): a file of other boards is refused, not applied to the wrong cells."""
+    names = [b.name for b in boards]
+    if list(gains.boards) != names:
+        raise DeviceError(
+            f"the board gains were measured on {', '.join(gains.boards)}, these boards are {', '.join(names)}: "
+            "calibrate these (`poise boards calibrate`)"
+        )
+    for board, g in zip(boards, gains.gains, strict=True):
+        board.calibration.gain = np.array(g, dtype=float)

@@ -132,12 +132,9 @@ def recalibrate_sim_boards(
     from drivers.wbb.recalibrate import recalibrate_boards
 
     tare_all(session.boards, tare_s)
-
-    def put(cell):
-        for emu in session.world.boards:
-            emu.load_override = None if cell is None else np.eye(4)[cell] * weight_kg
-
-    return recalibrate_boards(session.boards, put, weight_kg, seconds)
+    return recalibrate_boards(
+        session.boards, lambda c: session.world.place_weight(c, weight_kg), weight_kg, seconds
+    )
 
 
 def stand_alone(model, plan: Plan, config, cond: Conditions, seed: int, log=print) -> list[dict]:

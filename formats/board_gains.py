@@ -1,0 +1,88 @@
+"""Balance-board cell gains (JSON, format "poise board gains"): each board's per-cell correction, measured once
+with a known weight (`poise boards calibrate`) and applied by every run (`poise run --board-gains`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from formats.atomic import write_text_atomic
+from formats.errors import DataError
+
+FORMAT = "poise board gains"
+VERSION = 1
+CELLS = ("TR", "BR", "TL", "BL")
+GAIN_RANGE = (0.5, 2.0)  # a cell reading half or twice the load is a broken cell or a misplaced weight
+
+
+@dataclass(frozen=True)
+class BoardGains:
+    """Per board (board 0 first, under the base sole): its name as the driver reports it and four gains that
+    multiply the tared cell loads (TR, BR, TL, BL); `weight_kg` is the known weight they were measured with."""
+
+    boards: tuple[str, ...]
+    gains: np.ndarray  # (boards, 4)
+    weight_kg: float
+    endpoint: str = ""
+
+    def __post_init__(self) -> None:
+        g = np.asarray(self.gains, dtype=float)
+        if g.ndim != 2 or g.shape != (len(self.boards), 4):
+            raise DataError(f"board gains: {len(self.boards)} board(s) need {len(self.boards)} × 4 gains, "
+                            f"got shape {g.shape}")  # fmt: skip
+        lo, hi = GAIN_RANGE
+        if not np.all(np.isfinite(g)) or np.any((g < lo) | (g > hi)):
+            bad = [f"{b} {c} {v:g}" for b, row in zip(self.boards, g, strict=True)
+                   for c, v in zip(CELLS, row, strict=True) if not (lo <= v <= hi)]  # fmt: skip
+            raise DataError(f"board gains must be finite and within [{lo:g}, {hi:g}] (a cell reading half or twice "
+                            f"its load is broken, or the weight was not over it): {', '.join(bad)}")  # fmt: skip
+        if not (np.isfinite(self.weight_kg) and self.weight_kg > 0):
+            raise DataError(f"board gains: weight_kg must be a positive number, got {self.weight_kg}")
+        object.__setattr__(self, "gains", g)
+
+
+def save_board_gains(bg: BoardGains, path: str | Path) -> None:
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "weight_kg": bg.weight_kg,
+        "endpoint": bg.endpoint,
+        "cells": list(CELLS),
+        "boards": [
+            {"board": b, "gain": [float(v) for v in g]} for b, g in zip(bg.boards, bg.gains, strict=True)
+        ],
+    }
+    write_text_atomic(path, json.dumps(doc, indent=2) + "\n", "board gains")
+
+
+def load_board_gains(path: str | Path) -> BoardGains:
+    """Read and validate a board-gains file (one clear DataError naming what is wrong)."""
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file (expected poise board gains in JSON)") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise DataError(f"{path}: not a board-gains file (format {FORMAT!r})")
+    if d.get("version") != VERSION:
+        raise DataError(f"{path}: board-gains version {d.get('version')!r}; this poise reads {VERSION}")
+    try:
+        if list(d.get("cells", CELLS)) != list(CELLS):
+            raise ValueError(f"cells {d.get('cells')} (expected {list(CELLS)})")
+        boards = tuple(str(b["board"]) for b in d["boards"])
+        gains = np.array([[float(v) for v in b["gain"]] for b in d["boards"]], dtype=float)
+        weight = float(d["weight_kg"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{path}: malformed board gains (missing or invalid {exc})") from None
+    if not boards:
+        raise DataError(f"{path}: no boards")
+    try:
+        return BoardGains(boards, gains.reshape(len(boards), -1), weight, str(d.get("endpoint", "")))
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None

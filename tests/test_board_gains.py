@@ -1,0 +1,86 @@
+"""Per-cell board gains: `poise boards calibrate` measures them with a known weight over each cell, `poise run
+--board-gains` applies them. The emulated boards carry the thesis's ~2 % cell gain errors (their `noise`), which
+bias every wrench-based estimate: a noisy double-support run on the twin weighed TUlip 0.5 % light (ϑ1 7.6 SE
+off) until its boards were calibrated."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import TEST_DESIGN
+
+from drivers.config import load_config
+from drivers.emulators.world import SimWorld, WorldOptions
+from formats.board_gains import BoardGains, load_board_gains, save_board_gains
+from formats.errors import DataError
+from poise.cli import main
+from robots.tulip import tulip
+
+
+@pytest.fixture(scope="module")
+def gains_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gains") / "gains.json"
+    args = ["boards", "calibrate", "--boards", "sim", "--weight", "10", "--seconds", "0.5", "--tare-s", "1",
+            "--out", str(path), "--json"]  # fmt: skip
+    assert main(args) == 0
+    return path
+
+
+def test_calibration_recovers_each_emulated_cells_gain_error(gains_file):
+    """The emulated boards of `poise run --boards sim` read (1 + e) × the load per cell; the gains undo it."""
+    world = SimWorld(tulip(), load_config(), WorldOptions())
+    try:
+        errors = np.array([b.imp.gain_error for b in world.boards])
+    finally:
+        world.close()
+    bg = load_board_gains(gains_file)
+    assert bg.boards == ("sim0", "sim1") and bg.weight_kg == 10.0
+    assert np.abs(errors).max() > 0.01  # there is something to correct
+    assert np.allclose(bg.gains * (1 + errors), 1.0, atol=0.002), bg.gains * (1 + errors)
+
+
+def test_gains_of_other_boards_are_refused(gains_file, tmp_path, capsys):
+    doc = json.loads(gains_file.read_text())
+    doc["boards"][1]["board"] = "bt:00:1E:35:00:00:01"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(doc))
+    assert main(["boards", "read", "--boards", "sim", "--seconds", "0.2", "--board-gains", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "measured on sim0, bt:00:1E:35:00:00:01" in err and "these boards are sim0, sim1" in err
+
+
+def test_board_gains_round_trip_and_refusals(tmp_path):
+    bg = BoardGains(("a", "b"), np.array([[1.0, 1.01, 0.99, 1.02], [1.0, 1.0, 0.98, 1.0]]), 5.0, "bt:A,B")
+    save_board_gains(bg, tmp_path / "g.json")
+    back = load_board_gains(tmp_path / "g.json")
+    assert back.boards == bg.boards and np.array_equal(back.gains, bg.gains) and back.endpoint == "bt:A,B"
+    with pytest.raises(DataError, match="2 × 4 gains"):
+        BoardGains(("a", "b"), np.ones((2, 3)), 5.0)
+    with pytest.raises(DataError, match="b BR 2.5"):
+        BoardGains(("a", "b"), np.array([[1.0] * 4, [1.0, 2.5, 1.0, 1.0]]), 5.0)
+    with pytest.raises(DataError, match="weight_kg"):
+        BoardGains(("a",), np.ones((1, 4)), 0.0)
+
+
+@pytest.mark.slow
+def test_a_noisy_standing_run_on_calibrated_boards_weighs_the_robot(gains_file, tmp_path, capsys):
+    """The stored 10 s double-support design on the twin with noisy boards and encoders, its boards calibrated:
+    the total mass within 3 SE (and 0.1 %) of the twin's, every estimate within 3 SE, the gains in run.json."""
+    out = tmp_path / "run"
+    args = ["run", str(TEST_DESIGN), "--robot", "sim", "--boards", "sim", "--physics", "mujoco", "--gravity-comp",
+            "--time-scale", "1", "--board-gains", str(gains_file), "--out", str(out), "--yes", "--json"]  # fmt: skip
+    assert main(args) == 0
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["board_gains"]["boards"]["sim1"] == load_board_gains(gains_file).gains[1].tolist()
+    capsys.readouterr()
+    args = ["identify", "dynamic", str(out / "recording.csv"), "--simplified", "--no-friction", "--instruments",
+            str(TEST_DESIGN), "--reference", str(out / "truth.json"), "--json"]  # fmt: skip
+    assert main(args) == 0
+    res = json.loads(capsys.readouterr().out)
+    mass, z = res["parameters"][0], res["reference"]["z"]
+    assert mass["formula"].count("m@") == 13
+    truth = res["reference"]["values"][0]
+    assert abs(z[0]) < 3 and abs(mass["value"] / truth - 1) < 1e-3, (mass["value"], truth, z[0])
+    assert res["reference"]["within_3se"] == 37, res["reference"]["max_abs_z"]
