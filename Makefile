@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_CORETYPE=Haswell
 TEST_WORKERS ?= 2
 
-.PHONY: demo demo-arm test bench lint venv clean pynumero
+.PHONY: demo demo-arm demo-standing test bench lint venv clean pynumero
 
 venv: $(STAMP)
 
@@ -29,24 +29,16 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: venv pynumero
 	$(VENV)/bin/poise demo
-	$(MAKE) --no-print-directory demo-arm
+	$(VENV)/bin/poise demo arm
+	$(VENV)/bin/poise demo standing
 
-# the dynamic pipeline on a fixed-base arm (the UR5 of example-robot-data, the README's commands): two excitation
-# designs, each streamed to the emulated Dynamixel bus of the MuJoCo twin bolted to its stand, the first's motor
-# currents identified and the fit validated on the second's
-ARM_OUT := out/demo_arm
-UR5 = $(shell $(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/cmeel.prefix/share/example-robot-data/robots/ur_description/urdf/ur5_robot.urdf
-ARM_DESIGN := --duration 6 --period 6 --harmonics 3 --velocity-fraction 0.3 --max-iter 30 --no-self-collision
-
+# the dynamic pipelines alone: a UR5 arm's excitation identified from its motor currents (out/demo_arm), TUlip's
+# balance-constrained excitation identified from the boards' wrench (out/demo_standing); each prints its commands
 demo-arm: venv
-	rm -rf $(ARM_OUT) && mkdir -p $(ARM_OUT)
-	$(VENV)/bin/poise plan trajectory $(UR5) $(ARM_DESIGN) --seed 1 --out $(ARM_OUT)/estimation.json
-	$(VENV)/bin/poise plan trajectory $(UR5) $(ARM_DESIGN) --seed 2 --out $(ARM_OUT)/validation.json
-	for p in estimation validation; do $(VENV)/bin/poise run $(ARM_OUT)/$$p.json --robot sim \
-	  --config drivers/ur5_emulated.toml --time-scale 3 --yes --out $(ARM_OUT)/$$p || exit 1; done
-	$(VENV)/bin/poise identify dynamic $(ARM_OUT)/estimation/recording.csv \
-	  --validate $(ARM_OUT)/validation/recording.csv --reference $(ARM_OUT)/estimation/truth.json \
-	  --plot $(ARM_OUT)/efforts.png
+	$(VENV)/bin/poise demo arm
+
+demo-standing: venv
+	$(VENV)/bin/poise demo standing
 
 test: venv pynumero
 	$(PY) -m ruff check formats robots design trajectories identify drivers poise tests bench

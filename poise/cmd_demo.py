@@ -15,9 +15,13 @@ from poise.output import console, err_console, print_json
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="design -> run on emulated robot and boards -> identify -> report")
-    p.add_argument(
-        "--out", type=at.out_dir, default="out/demo", help="directory for the plan, the run and the figure"
-    )
+    p.add_argument("pipeline", nargs="?", choices=["postures", "arm", "standing"], default="postures",
+                   help="postures: TUlip's static postures and CoM parameters (default; the options below); arm: a UR5's "
+                        "excitation trajectories, identified from its motor currents; standing: TUlip's "
+                        "balance-constrained excitation in double support, identified from the boards' wrench (arm "
+                        "and standing print and run the poise commands of the pipeline; they take --out and --seed)")  # fmt: skip
+    p.add_argument("--out", type=at.out_dir, default=None,
+                   help="directory for the plans, runs and figures (default out/demo, out/demo_arm, out/demo_standing)")  # fmt: skip
     p.add_argument("--postures", type=at.integer(13), default=None,
                    help="number of postures (default 18 on the physics twin, 30 on the kinematic robot)")  # fmt: skip
     p.add_argument(
@@ -35,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-recalibrate", action="store_true", help="skip the per-cell recalibration of the boards"
     )
-    p.add_argument("--seed", type=at.seed, default=1)
+    p.add_argument("--seed", type=at.seed, default=None,
+                   help="design seed (default 1; standing: 3, its validation motion seed + 1)")  # fmt: skip
     p.add_argument("--no-noise", action="store_true", help="ideal boards and encoders")
     p.add_argument("--physics", choices=["kinematic", "mujoco"], default="mujoco",
                    help="the emulated robot: the MuJoCo physics twin (default) or kinematic (fast)")  # fmt: skip
@@ -60,6 +65,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from formats.errors import DataError
     from poise.workflows.demo import demo_conditions, run_demo
 
+    if args.pipeline != "postures":
+        return _dynamic_demo(args)
+    args.out = args.out or "out/demo"
+    args.seed = 1 if args.seed is None else args.seed
     twin = args.physics == "mujoco"
     if args.postures is None:
         args.postures = 18 if twin else 30
@@ -148,6 +157,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     sys.stdout.flush()
     return 0  # the verdict is printed (and in --json); `make demo` fails only on errors
+
+
+def _dynamic_demo(args: argparse.Namespace) -> int:
+    """`poise demo arm|standing`: the pipeline's commands, each printed, then run in this process."""
+    from pathlib import Path
+
+    from formats.errors import DataError
+    from poise.cli import main
+    from poise.workflows.dynamic_demo import DEFAULT_SEED, arm_steps, clear_outputs, run_steps, standing_steps
+
+    if args.json:
+        raise DataError(
+            f"--json applies to the posture demo; `poise demo {args.pipeline}` prints each command's output"
+        )
+    out = Path(args.out or f"out/demo_{args.pipeline}")
+    seed = DEFAULT_SEED[args.pipeline] if args.seed is None else args.seed
+    steps = (arm_steps if args.pipeline == "arm" else standing_steps)(out, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    clear_outputs(out)
+    rc = run_steps(steps, main, lambda msg: err_console.print(msg, highlight=False, soft_wrap=True))
+    if rc == 0:
+        err_console.print(f"\n[bold]poise demo {args.pipeline}[/bold]: plans, runs and figures in {out}/")
+    return rc
 
 
 def _print_twin_events(events: list[dict] | None) -> None:
