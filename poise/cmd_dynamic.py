@@ -11,7 +11,7 @@ from rich.table import Table
 
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, print_json
+from poise.output import console, err_console, print_json
 
 if TYPE_CHECKING:
     from formats.dynamic_recording import DynamicRecording
@@ -317,6 +317,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         out["efforts_from_currents"] = currents
     if rep.averaged:
         out["repeats_averaged"] = [[k + 1 for k in g] for g in rep.groups]
+        shared = _shared_noise(rep.groups, runs)
+        if shared:
+            out["repeats_sharing_noise"] = [[k + 1 for k in g] for g in shared]
     rocked = _rocked(runs)
     if rocked:
         out["soles_rocked"] = rocked
@@ -375,6 +378,12 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         console.print(
             f"repeats averaged sample by sample (runs of one plan, by their run.json): recordings {together} — "
             f"{len(rep.groups)} fitted; what repeats share shows in the SEs (--no-average: each run on its own)",
+            highlight=False,
+        )
+    for g in out.get("repeats_sharing_noise", []):
+        err_console.print(
+            f"[yellow]warning:[/yellow] recordings {', '.join(map(str, g))} ran on the emulated bench with one noise "
+            "seed: one realisation of its noise, which averaging them does not reduce (`poise run --noise-seed`)",
             highlight=False,
         )
     if fit.delays_s:
@@ -613,6 +622,7 @@ class RunOf(NamedTuple):
     sha: str
     rocked: dict
     twin_joints: dict | None
+    noise_seed: int | None = None  # the emulated bench's (`poise run --noise-seed`); None: real or noiseless
 
 
 def _run_of(recording: str) -> RunOf | Exception:
@@ -630,7 +640,19 @@ def _run_of(recording: str) -> RunOf | Exception:
         rocked = {str(k): float(v["rocked_share"]) for k, v in (meta.get("soles") or {}).items()}
     except (ValueError, KeyError, TypeError, AttributeError):
         rocked = {}
-    return RunOf(plan, sha, rocked, meta.get("twin_joints"))
+    seed = meta.get("noise_seed")
+    return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None)
+
+
+def _shared_noise(groups: list[list[int]], runs: list) -> list[list[int]]:
+    """The groups of averaged repeats (recording indices) run on the emulated bench with one noise seed: one
+    noise realisation each, which averaging does not reduce."""
+    out = []
+    for g in groups:
+        seeds = [None if isinstance(runs[k], Exception) else runs[k].noise_seed for k in g]
+        if len(g) > 1 and seeds[0] is not None and all(x == seeds[0] for x in seeds):
+            out.append(g)
+    return out
 
 
 def _repeats(recs: list, plans: list[str | None], average: bool):

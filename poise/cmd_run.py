@@ -58,6 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--yes", action="store_true", help="no operator prompts between placements")
     p.add_argument("--no-noise", action="store_true", help="sim: ideal boards and encoders")
+    p.add_argument("--noise-seed", type=at.seed, default=None,
+                   help="sim: the seed of this run's sensor noise and placement error (default 0: every run the same "
+                        "realisation; give each repeat of a plan its own to average noise out); the boards' cell "
+                        "errors stay those of the emulated boards")  # fmt: skip
     p.add_argument("--physics", choices=["kinematic", "mujoco"], default="mujoco",
                    help="sim: the emulated robot — the MuJoCo physics twin (default: falls, sway, slip) or kinematic (fast)")  # fmt: skip
     p.add_argument("--clamp-soles", action="store_true",
@@ -143,7 +147,10 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
                 time_scale=args.time_scale,
                 clamp_soles=getattr(args, "clamp_soles", False),
                 truth=getattr(args, "truth", None),
+                noise_seed=getattr(args, "noise_seed", None),
             )  # the twin's servos hold the gain the link writes to them ([executor] position_p_gain)
+        if args.robot.startswith("sim") and world_opts.noise:
+            rec.update_meta(noise_seed=noise_seed_of(world_opts))
         gains = getattr(args, "gains", None)
         if gains is not None:
             rec.update_meta(board_gains=gains_meta(gains))
@@ -174,6 +181,11 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
                     _save_twin_events(rec, twin, ex.result)
     finally:
         rec.close()
+
+
+def noise_seed_of(opts) -> int:
+    """The emulated bench's noise seed for run.json (`WorldOptions.noise_seed`, else its seed)."""
+    return opts.seed if opts.noise_seed is None else opts.noise_seed
 
 
 def gains_meta(gains) -> dict:
@@ -220,6 +232,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise DataError(
             "--start says how a single-support trajectory plan starts; this is not a trajectory plan"
         )
+    if getattr(args, "noise_seed", None) is not None and not args.robot.startswith("sim"):
+        raise DataError("--noise-seed seeds the emulated bench's noise (--robot sim)")
     if getattr(args, "truth", None) is not None and not args.robot.startswith("sim"):
         raise DataError("--truth sets the emulated robot's parameters (--robot sim)")
     args.gains = None

@@ -34,7 +34,7 @@ from drivers.trajectory_run import (
 from formats.board_gains import BoardGains
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_digest
-from poise.cmd_run import gains_meta, run_config
+from poise.cmd_run import gains_meta, noise_seed_of, run_config
 from poise.output import console, err_console, print_json, quantity_table
 from robots.tree import RobotModel
 
@@ -157,6 +157,8 @@ def run_trajectory(
             )
         world_opts = replace(world_opts, time_scale=time_scale)
         meta["time_scale"] = time_scale
+    if world_opts is not None and world_opts.noise and robot.startswith("sim"):
+        meta["noise_seed"] = noise_seed_of(world_opts)
     if board_gains is not None:
         meta["board_gains"] = gains_meta(board_gains)
     if world_opts is not None and world_opts.clamp_soles:
@@ -279,6 +281,7 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             clamp_soles=args.clamp_soles,
             truth=args.truth,
             twin_trace=getattr(args, "twin_trace", False),
+            noise_seed=args.noise_seed,
         )
     live = None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
     try:

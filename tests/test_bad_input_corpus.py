@@ -393,6 +393,24 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("boards calibrate", ["--boards", "sim", "--weight", "10", "--seconds", "-1", "--out", "{dir}/g.json"]),
     (
         "run",
+        ["{good_plan}", "--robot", "sim", "--boards", "sim", "--noise-seed", "-1", "--out", "{dir}/run1"],
+    ),
+    (
+        "run",
+        [
+            "{good_plan}",
+            "--robot",
+            "dxl:/dev/null",
+            "--boards",
+            "sim",
+            "--noise-seed",
+            "3",
+            "--out",
+            "{dir}/run1",
+        ],
+    ),
+    (
+        "run",
         [
             "{good_plan}",
             "--robot",

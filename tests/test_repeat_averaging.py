@@ -91,3 +91,21 @@ def test_identify_dynamic_averages_the_runs_of_a_plan_unless_told(setup, recs, t
     assert np.median(se[1] / se[0]) < 0.85  # the identical copies counted thrice
     assert main(["identify", "dynamic", *paths]) == 0
     assert "repeats averaged sample by sample" in capsys.readouterr().out
+
+
+def test_repeats_on_one_emulated_noise_seed_are_named(setup, recs, tmp_path, capsys):  # noqa: F811
+    """`poise run --robot sim` records its noise seed; repeats of a plan that share one are one noise realisation
+    (averaging does not reduce it), and `identify dynamic` says so. Other seeds, or no seed (real hardware), pass."""
+    from poise.cli import main
+
+    paths = runs_of_plans([recs[0], recs[0], recs[1], recs[2]], ["p1", "p1", "p2", "p2"], tmp_path)
+    for path, seed in zip(paths, (0, 0, 1, None), strict=True):
+        run = tmp_path / path.split("/")[-2] / "run.json"
+        meta = json.loads(run.read_text())
+        run.write_text(json.dumps(meta | ({} if seed is None else {"noise_seed": seed})))
+    capsys.readouterr()
+    assert main(["identify", "dynamic", *paths, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["repeats_sharing_noise"] == [[1, 2]]
+    assert main(["identify", "dynamic", *paths]) == 0
+    err = capsys.readouterr().err
+    assert "recordings 1, 2 ran on the emulated bench with one noise seed" in err and "3, 4" not in err

@@ -25,7 +25,10 @@ class WorldOptions:
     board_transports: tuple[str, str] = ("socketpair", "pty")
     placement_error: tuple[float, float] = (0.0, 0.0)
     faults: tuple[Faults, Faults] = field(default_factory=lambda: (Faults(), Faults()))
-    seed: int = 0
+    seed: int = 0  # the emulated hardware: the boards' cell errors and offsets
+    # the run's randomness: sensor noise (boards' cells, encoders), the boards' placement error, damaged reports;
+    # None: from `seed`. Repeated runs with one noise seed repeat one noise realisation.
+    noise_seed: int | None = None
     physics: str = (
         "kinematic"  # "kinematic" (fast, CoP = the true model's CoM) or "mujoco" (the physics twin)
     )
@@ -70,6 +73,7 @@ class SimWorld:
     def __init__(self, model: RobotModel, config: RobotConfig, opts: WorldOptions | None = None, q0=None):
         self.opts = opts = opts or WorldOptions()
         rng = np.random.default_rng(opts.seed)
+        ns = opts.seed if opts.noise_seed is None else opts.noise_seed
         self.model = model
         self.config = config
         q0 = np.zeros(model.nq) if q0 is None else np.asarray(q0, float)
@@ -97,22 +101,20 @@ class SimWorld:
                 max_steps_per_s=opts.twin_max_steps_per_s,
                 fixed_base=opts.fixed_base,
             )
-            self.twin = Twin(model, twin_truth(model, opts.truth), topts, q0=q0, seed=opts.seed)
+            self.twin = Twin(model, twin_truth(model, opts.truth), topts, q0=q0, seed=ns)
             self.plant = self.twin
             if opts.clock == "twin":
                 from drivers.emulators.twin_clock import TwinClock
 
                 self.clock = TwinClock(self.twin)
             self.twin.start()
-            self.robot = (
-                None if opts.fixed_base else TwinRobot(self.twin, opts.placement_error, seed=opts.seed + 1)
-            )
+            self.robot = None if opts.fixed_base else TwinRobot(self.twin, opts.placement_error, seed=ns + 1)
         elif opts.physics == "kinematic":
             self.twin = None
-            self.plant = JointPlant(q0, tau=opts.tau, noise_rad=2e-4 if opts.noise else 0.0, seed=opts.seed,
+            self.plant = JointPlant(q0, tau=opts.tau, noise_rad=2e-4 if opts.noise else 0.0, seed=ns,
                                     time_scale=opts.time_scale)  # fmt: skip
             self.robot = SimRobot(
-                model, self.plant, twin_truth(model, opts.truth), opts.placement_error, seed=opts.seed + 1
+                model, self.plant, twin_truth(model, opts.truth), opts.placement_error, seed=ns + 1
             )
         else:
             raise ValueError(f"unknown physics {opts.physics!r}")
@@ -139,7 +141,7 @@ class SimWorld:
                     rate_hz=opts.board_rate_hz,
                     imperfections=imp,
                     faults=opts.faults[i],
-                    seed=opts.seed + 10 + i,
+                    seed=ns + 10 + i,
                     name=f"board{i}",
                     conversions=self.twin.board_conversions(i)
                     if self.twin is not None and opts.board_averaging
