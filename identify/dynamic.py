@@ -868,6 +868,11 @@ class DynamicEstimator:
             meas.append(b.reshape(-1, self.rows_))
         return np.concatenate(pred), np.concatenate(meas)
 
+    def predicted_times(self, rec: DynamicRecording) -> np.ndarray:
+        """The recording's times (s) of `predict`'s rows, piece after piece."""
+        pieces = self._pieces([rec], None)[0]
+        return np.concatenate([p.t[self._kept(len(p.t), p.rate_hz)] for p in pieces])
+
     def reference_values(self, params, armature: np.ndarray | float | None = None) -> np.ndarray:
         """The base parameters of a known parameter set (friction and rotor inertia columns excluded). A parameter
         set has no rotor inertia; `armature`: the reference robot's per joint (kg·m², kg on a prismatic joint),

@@ -61,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("poise: interrupted", file=sys.stderr)
         return 130
+    except EOFError:  # a prompt for the operator (place the robot, a weight) with stdin closed or at its end
+        print("poise: error: the operator's input ended (stdin closed) at a prompt; run it at a terminal, or "
+              "with --yes where the command has it", file=sys.stderr)  # fmt: skip
+        return 2
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         print(f"poise: error: {exc.strerror}: {exc.filename}", file=sys.stderr)
         return 2

@@ -335,6 +335,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         pred, meas = est.predict(vrec)
         out["validation"] = validation_error(pred, meas) | {"recording": args.validate}
     if args.plot:
+        shown = rec if pred is None else vrec
         if pred is None:
             pred, meas = est.predict(rec)
         rows = (
@@ -342,7 +343,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             if est.quantity == "torque"
             else ["Fz\n[N]", "Mx\n[N·m]", "My\n[N·m]"]
         )
-        _plot(rows, pred, meas, args.plot)
+        _plot(rows, est.predicted_times(shown), pred, meas, args.plot)
     if args.json:
         print_json(out)
         return 0
@@ -731,8 +732,9 @@ def _z_text(z: float | None) -> str:
     return f"{z:+.1f}" if z is not None else "fixed"
 
 
-def _plot(rows: list[str], pred: np.ndarray, meas: np.ndarray, out: str) -> None:
-    """Predicted and measured (filtered) efforts or board wrench, one panel per row (label with its unit)."""
+def _plot(rows: list[str], t: np.ndarray, pred: np.ndarray, meas: np.ndarray, out: str) -> None:
+    """Predicted and measured (filtered) efforts or board wrench against the recording's time, one panel per row
+    (label with its unit); a gap in the recording stays a gap."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -742,13 +744,15 @@ def _plot(rows: list[str], pred: np.ndarray, meas: np.ndarray, out: str) -> None
 
     n = len(rows)
     fig, axes = plt.subplots(n, 1, figsize=(10, 1.6 * n + 1), sharex=True)
+    jumps = np.flatnonzero(np.diff(t) > 1.5 * np.median(np.diff(t))) + 1 if len(t) > 2 else []
+    t, pred, meas = (np.insert(np.asarray(a, float), jumps, np.nan, axis=0) for a in (t, pred, meas))
     for j, ax in enumerate(np.atleast_1d(axes)):
-        ax.plot(meas[:, j], lw=0.9, label="measured (filtered)")
-        ax.plot(pred[:, j], lw=0.9, ls="--", label="predicted")
+        ax.plot(t, meas[:, j], lw=0.9, label="measured (filtered)")
+        ax.plot(t, pred[:, j], lw=0.9, ls="--", label="predicted")
         ax.set_ylabel(rows[j], fontsize=7)
         ax.grid(alpha=0.3)
     np.atleast_1d(axes)[0].legend(fontsize=7, loc="upper right")
-    np.atleast_1d(axes)[-1].set_xlabel("sample (decimated)")
+    np.atleast_1d(axes)[-1].set_xlabel("t [s]")
     fig.tight_layout()
     try:
         write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=110), "figure")

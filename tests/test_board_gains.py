@@ -86,3 +86,58 @@ def test_a_noisy_standing_run_on_calibrated_boards_weighs_the_robot(gains_file, 
     truth = res["reference"]["values"][0]
     assert abs(mass["value"] / truth - 1) < 2e-3, (mass["value"], truth, z[0])
     assert max(abs(v) for v in z[1:]) < 3, z
+
+
+@pytest.fixture
+def bench_as_real_boards(monkeypatch):
+    """`--boards bt:…` served by the emulated boards (the HID driver over their socket and pty), with a person at
+    the prompts whose answers the test gives (`answers`: prompt → None)."""
+    import drivers.wbb.open as wbb_open
+
+    world = SimWorld(tulip(), load_config(), WorldOptions())
+    real = wbb_open.board_drivers
+    monkeypatch.setattr(wbb_open, "board_drivers", lambda spec, *a, **k: real("sim", world.board_openers()))
+    yield world
+    world.close()
+
+
+def test_a_person_places_the_weight_when_asked(bench_as_real_boards, tmp_path, monkeypatch):
+    world, asked = bench_as_real_boards, []
+
+    def person(prompt: str) -> str:
+        asked.append(prompt)
+        cells = [c for c in ("TR", "BR", "TL", "BL") if f"over cell {c} " in prompt]
+        world.place_weight(["TR", "BR", "TL", "BL"].index(cells[0]) if cells else None, 10.0)
+        return ""
+
+    monkeypatch.setattr("builtins.input", person)
+    out = tmp_path / "g.json"
+    args = ["boards", "calibrate", "--boards", "bt:00:1E:35:00:00:01,00:1E:35:00:00:02", "--weight", "10",
+            "--seconds", "0.5", "--tare-s", "1", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    assert (
+        asked[0].startswith("Empty the boards")
+        and "over cell BL " in asked[4]
+        and "Take the weights" in asked[5]
+    )
+    errors = np.array([b.imp.gain_error for b in world.boards])
+    assert np.allclose(load_board_gains(out).gains * (1 + errors), 1.0, atol=0.003)
+
+
+def test_a_weight_never_placed_or_a_closed_stdin_is_one_line(
+    bench_as_real_boards, tmp_path, monkeypatch, capsys
+):
+    args = ["boards", "calibrate", "--boards", "bt:00:1E:35:00:00:01,00:1E:35:00:00:02", "--weight", "10",
+            "--seconds", "0.3", "--tare-s", "0.5", "--out", str(tmp_path / "g.json")]  # fmt: skip
+    monkeypatch.setattr("builtins.input", lambda prompt: "")  # Enter, Enter, … and no weight anywhere
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "the weight was not over it" in err and "Traceback" not in err
+    assert not (tmp_path / "g.json").exists()
+
+    def closed(prompt: str) -> str:
+        raise EOFError
+
+    monkeypatch.setattr("builtins.input", closed)
+    assert main(args) == 2
+    assert "the operator's input ended" in capsys.readouterr().err

@@ -90,6 +90,12 @@ def test_identify_dynamic_names_the_gap(recording, tmp_path, capsys):
     assert main(argv + ["--plot", str(tmp_path / "fit.png")]) == 0  # the boards' rows, not the joints'
     assert "no samples from 8.000 to 8.500 s" in capsys.readouterr().out
     assert (tmp_path / "fit.png").stat().st_size > 10_000
+    # the figure's time axis: each predicted row's recording time, none inside the gap
+    gapped = _cut(rec, ~((rec.t > 8.0) & (rec.t < 8.5)))
+    est = _fit(tulip, gapped)
+    t_rows = est.predicted_times(gapped)
+    assert len(t_rows) == len(est.predict(gapped)[0]) and np.all(np.diff(t_rows) > 0)
+    assert not np.any((t_rows > 8.0) & (t_rows < 8.5)) and t_rows[0] > rec.t[0] and t_rows[-1] < rec.t[-1]
 
 
 def test_instruments_follow_the_plan_time_the_run_recorded(recording, tmp_path, capsys):

@@ -35,7 +35,10 @@ def recalibrate_boards(
                 got.append((true, np.array([s.raw for s in samples], float)))
     finally:
         put_weight(None)
-    return [board.calibration.recalibrate(got) for board, got in zip(boards, loads, strict=True)]
+    try:
+        return [board.calibration.recalibrate(got) for board, got in zip(boards, loads, strict=True)]
+    except ValueError as exc:  # a cell that read nothing at all
+        raise DeviceError(f"recalibration: {exc}") from None
 
 
 def apply_cell_gains(boards: list, gains: BoardGains) -> None:
