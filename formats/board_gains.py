@@ -11,6 +11,7 @@ import numpy as np
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
+from formats.json_format import read_json
 
 FORMAT = "poise board gains"
 VERSION = 1
@@ -60,14 +61,7 @@ def save_board_gains(bg: BoardGains, path: str | Path) -> None:
 
 def load_board_gains(path: str | Path) -> BoardGains:
     """Read and validate a board-gains file (one clear DataError naming what is wrong)."""
-    try:
-        d = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file (expected poise board gains in JSON)") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    d = read_json(path, "poise board gains")
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise DataError(f"{path}: not a board-gains file (format {FORMAT!r})")
     if d.get("version") != VERSION:

@@ -1,9 +1,27 @@
-"""The `format` field a poise JSON file declares, for commands that take several kinds of file."""
+"""Reading poise JSON files: the document with one clear error for an unreadable, non-text or non-JSON file, and
+the `format` field a file declares, for commands that take several kinds of file."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from formats.errors import DataError
+
+
+def read_json(path: str | Path, expected: str) -> object:
+    """The parsed content of a JSON file; DataError (one line) when it cannot be read, is not UTF-8 text or not
+    JSON. `expected` names what it should hold ("a posture plan") for the message."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file (expected {expected} in JSON)") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
 
 
 def json_format(path: str | Path) -> str | None:

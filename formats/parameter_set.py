@@ -11,6 +11,7 @@ import numpy as np
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
+from formats.json_format import read_json
 
 FORMAT = "poise parameter set"
 
@@ -117,16 +118,7 @@ def parameter_set_from_json(d, links: list[str], source: str = "parameter set") 
 
 def load_parameter_set(path: str | Path, links: list[str]) -> ParameterSet:
     """Read a parameter-set file and check it covers every named link (kg, m)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file (expected a poise parameter set in JSON)") from None
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    d = read_json(path, "a poise parameter set")
     ps = parameter_set_from_json(d, links, str(path))
     if "name" not in d:
         ps.name = Path(path).stem

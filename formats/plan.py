@@ -38,7 +38,7 @@ import numpy as np
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
-from formats.json_format import json_format
+from formats.json_format import json_format, read_json
 
 FORMAT = "poise.posture-plan"
 VERSION = 1
@@ -365,14 +365,7 @@ def validate(plan: Plan) -> None:
 def load_plan(path: str | pathlib.Path, model=None) -> Plan:
     """Read and validate a plan file; with `model`, also check it was made for that robot's joints."""
     path = pathlib.Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file (expected a posture plan in JSON)") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    doc = read_json(path, "a posture plan")
     plan = plan_from_dict(doc, str(path))
     if model is not None:
         check_compatible(plan, model, str(path))

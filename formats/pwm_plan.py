@@ -23,7 +23,7 @@ import numpy as np
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
-from formats.json_format import json_format
+from formats.json_format import json_format, read_json
 
 FORMAT = "poise pwm plan"
 SHAPES = ("triangle", "sine")
@@ -134,12 +134,7 @@ def is_pwm_plan(path: str | Path) -> bool:
 def load_pwm_plan(path: str | Path) -> PwmPlan:
     """Read and validate a plan; DataError (one line) for anything malformed."""
     src = str(path)
-    try:
-        doc = json.loads(Path(path).read_bytes().decode("utf-8"))
-    except UnicodeDecodeError:
-        raise DataError(f"{src}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{src}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    doc = read_json(path, "a PWM plan")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise DataError(f"{src}: not a {FORMAT!r} file")
     try:

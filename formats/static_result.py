@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from formats.errors import DataError
+from formats.json_format import read_json
 
 FORMAT = "poise static result"
 VERSION = 1
@@ -44,16 +44,7 @@ def result_document(robot: str, base: str, body: dict) -> dict:
 
 def load_static_result(path: str | Path) -> StaticResult:
     """Read and validate a static result file (clear `DataError` naming what is wrong)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file (expected a poise static result in JSON)") from None
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    d = read_json(path, "a poise static result")
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise DataError(f"{path}: not a static identification result (format {FORMAT!r})")
     try:

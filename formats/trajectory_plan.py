@@ -27,7 +27,7 @@ from typing import Any
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
-from formats.json_format import json_format
+from formats.json_format import json_format, read_json
 from formats.plan import _clean, _need, _num
 
 FORMAT = "poise.trajectory-plan"
@@ -118,12 +118,7 @@ def trajectory_plan_from_dict(doc: Any, source: str = "trajectory plan") -> Traj
 def load_trajectory_plan(path: str | pathlib.Path) -> TrajectoryPlan:
     """Read and structurally validate a trajectory plan file."""
     path = pathlib.Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    doc = read_json(path, "a trajectory plan")
     return trajectory_plan_from_dict(doc, str(path))
 
 

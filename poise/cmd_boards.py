@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import contextmanager
 
 import numpy as np
 from rich.live import Live
@@ -69,74 +70,79 @@ def _table(boards, samples) -> Table:
     return t
 
 
-def cmd_read(args: argparse.Namespace) -> int:
-    from drivers.wbb.board import tare_all
+@contextmanager
+def opened_boards(spec: str):
+    """(started board drivers, the emulated bench serving them or None) for a boards endpoint; `sim`: the
+    emulated boards of `poise run --boards sim`, nothing on them. Everything is closed on exit."""
     from drivers.wbb.open import board_drivers, start_all
-    from drivers.wbb.recalibrate import apply_cell_gains
-    from formats.board_gains import load_board_gains
 
-    gains = None if args.board_gains is None else load_board_gains(args.board_gains)
     world = None
     try:
-        if args.boards == "sim":
+        if spec == "sim":
             from drivers.config import load_config
             from drivers.emulators.world import SimWorld, WorldOptions
             from robots.registry import get_model
 
-            model = get_model("tulip")
-
-            cfg = load_config()
-            world = SimWorld(model, cfg, WorldOptions())
+            world = SimWorld(get_model("tulip"), load_config(), WorldOptions())
             drivers = board_drivers("sim", world.board_openers())
         else:
-            drivers = board_drivers(args.boards)
+            drivers = board_drivers(spec)
         boards = start_all(drivers)
         try:
-            if gains is not None:
-                apply_cell_gains(boards, gains)
-            if args.tare > 0:
-                tare_all(boards, args.tare)
-            if world is not None:  # the simulated robot stands on the boards at its zero posture
-                world.plant.torque[:] = True
-                world.robot.place(Placement(0, (0.0, 0.13, 0.0)).left_foot, cfg.right_board, cfg.left_board)
-            samples = [[] for _ in boards]
-            end = time.monotonic() + args.seconds
-            live = (
-                None
-                if args.json or not console.is_terminal
-                else Live(console=err_console, refresh_per_second=8)
-            )
-            if live:
-                live.start()
-            try:
-                while time.monotonic() < end:
-                    time.sleep(0.05)
-                    for i, b in enumerate(boards):
-                        b.check()
-                        samples[i].extend(b.drain())
-                    if live:
-                        live.update(_table(boards, samples))
-            finally:
-                if live:
-                    live.stop()
-            if args.json:
-                out = []
-                for b, ss in zip(boards, samples, strict=True):
-                    kg = np.mean([s.kg for s in ss], axis=0) if ss else np.full(4, np.nan)
-                    tot = float(kg.sum())
-                    cop = (kg @ cell_positions() / tot).tolist() if tot > 0.5 else None
-                    out.append({"board": b.name, "cells": ["TR", "BR", "TL", "BL"], "kg": kg.tolist(),
-                                "total_kg": tot, "cop_m": cop, "reports": b.stats.reports, "bad": b.stats.bad,
-                                "reconnects": b.stats.reconnects, "battery": b.stats.battery})  # fmt: skip
-                print_json({"seconds": args.seconds, "boards": out})
-            else:
-                console.print(_table(boards, samples))
+            yield boards, world
         finally:
             for b in boards:
                 b.close()
     finally:
         if world is not None:
             world.close()
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    from drivers.wbb.board import tare_all
+    from drivers.wbb.recalibrate import apply_cell_gains
+    from formats.board_gains import load_board_gains
+
+    gains = None if args.board_gains is None else load_board_gains(args.board_gains)
+    with opened_boards(args.boards) as (boards, world):
+        if gains is not None:
+            apply_cell_gains(boards, gains)
+        if args.tare > 0:
+            tare_all(boards, args.tare)
+        if world is not None:  # the simulated robot stands on the boards at its zero posture
+            world.plant.torque[:] = True
+            cfg = world.config
+            world.robot.place(Placement(0, (0.0, 0.13, 0.0)).left_foot, cfg.right_board, cfg.left_board)
+        samples = [[] for _ in boards]
+        end = time.monotonic() + args.seconds
+        live = (
+            None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
+        )
+        if live:
+            live.start()
+        try:
+            while time.monotonic() < end:
+                time.sleep(0.05)
+                for i, b in enumerate(boards):
+                    b.check()
+                    samples[i].extend(b.drain())
+                if live:
+                    live.update(_table(boards, samples))
+        finally:
+            if live:
+                live.stop()
+        if args.json:
+            out = []
+            for b, ss in zip(boards, samples, strict=True):
+                kg = np.mean([s.kg for s in ss], axis=0) if ss else np.full(4, np.nan)
+                tot = float(kg.sum())
+                cop = (kg @ cell_positions() / tot).tolist() if tot > 0.5 else None
+                out.append({"board": b.name, "cells": ["TR", "BR", "TL", "BL"], "kg": kg.tolist(),
+                            "total_kg": tot, "cop_m": cop, "reports": b.stats.reports, "bad": b.stats.bad,
+                            "reconnects": b.stats.reconnects, "battery": b.stats.battery})  # fmt: skip
+            print_json({"seconds": args.seconds, "boards": out})
+        else:
+            console.print(_table(boards, samples))
     return 0
 
 
@@ -144,52 +150,25 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Tare the empty boards, then read them with the known weight over each cell in turn; the gains (known /
     tared reading per cell) are saved. Emulated boards (`sim`) place the weight themselves; real ones ask."""
     from drivers.wbb.board import tare_all
-    from drivers.wbb.open import board_drivers, start_all
     from drivers.wbb.protocol import CELLS
     from drivers.wbb.recalibrate import recalibrate_boards
     from formats.board_gains import BoardGains, save_board_gains
 
-    world = None
-    try:
-        if args.boards == "sim":
-            from drivers.config import load_config
-            from drivers.emulators.world import SimWorld, WorldOptions
-            from robots.registry import get_model
-
-            world = SimWorld(get_model("tulip"), load_config(), WorldOptions())  # the robot is not on them
-            drivers = board_drivers("sim", world.board_openers())
-
-            def put(cell: int | None) -> None:
-                world.place_weight(cell, args.weight)
-
-            def empty() -> None:
-                pass
+    def ask(cell: int | None) -> None:  # the person at the boards
+        if cell is None:
+            input("Take the weights off the boards, then press Enter ")
         else:
-            drivers = board_drivers(args.boards)
+            input(f"Place a {args.weight:g} kg weight over cell {CELLS[cell]} of every board (right above its "
+                  "foot), then press Enter ")  # fmt: skip
 
-            def put(cell: int | None) -> None:
-                if cell is None:
-                    input("Take the weights off the boards, then press Enter ")
-                else:
-                    input(f"Place a {args.weight:g} kg weight over cell {CELLS[cell]} of every board (right above "
-                          "its foot), then press Enter ")  # fmt: skip
-
-            def empty() -> None:
-                input("Empty the boards (robot on its stand), then press Enter ")
-
-        boards = start_all(drivers)
-        try:
-            empty()
-            err_console.print(f"taring {len(boards)} board(s) over {args.tare_s:g} s ...")
-            tare_all(boards, args.tare_s)
-            gains = recalibrate_boards(boards, put, args.weight, args.seconds)
-            names = tuple(b.name for b in boards)
-        finally:
-            for b in boards:
-                b.close()
-    finally:
-        if world is not None:
-            world.close()
+    with opened_boards(args.boards) as (boards, world):
+        if world is None:
+            input("Empty the boards (robot on its stand), then press Enter ")
+        err_console.print(f"taring {len(boards)} board(s) over {args.tare_s:g} s ...")
+        tare_all(boards, args.tare_s)
+        put = ask if world is None else (lambda cell: world.place_weight(cell, args.weight))
+        gains = recalibrate_boards(boards, put, args.weight, args.seconds)
+        names = tuple(b.name for b in boards)
     bg = BoardGains(names, np.array(gains), args.weight, args.boards)
     save_board_gains(bg, args.out)
     if args.json:

@@ -14,7 +14,6 @@ values exactly: φ = φ₀ + δ with δ the minimum-norm solution of K·δ = ϑ 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from formats.errors import DataError
+from formats.json_format import read_json
 from formats.parameter_set import FORMAT as PARAMETER_SET_FORMAT
 from formats.parameter_set import ParameterSet, parameter_set_from_json
 from formats.static_result import FORMAT as STATIC_FORMAT
@@ -166,17 +166,6 @@ def _checked(fs: FullSet) -> FullSet:
     return fs
 
 
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file (expected JSON)") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-
-
 def _dynamic(path: Path, d: dict, model: RobotModel, prior: ParameterSet) -> FullSet:
     if "robot" in d and d["robot"] != model.name:
         raise DataError(f"{path}: a result for robot {d['robot']!r}, not {model.name!r}")
@@ -272,7 +261,7 @@ def load_full_set(path: str | Path, model: RobotModel) -> FullSet:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    d = _read_json(path)
+    d = read_json(path, "a parameter set or an identification result")
     prior = model.parameter_set(next(iter(model.params)))
     if isinstance(d, dict) and d.get("format") == PARAMETER_SET_FORMAT:
         return _parameter_set(path, d, model)

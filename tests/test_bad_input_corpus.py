@@ -222,6 +222,7 @@ def _recorded_priors(d: Path, f: dict, put) -> None:
     f["rec_moved"] = str(d / "rec_moved.csv")
 
 
+SIM_RUN = ["{good_plan}", "--robot", "sim", "--boards", "sim", "--out", "{dir}/run1"]
 # (command words, extra argv); placeholders {name} refer to `files`.
 CORPUS: list[tuple[str, list[str]]] = [
     # model show
@@ -391,10 +392,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("boards calibrate", ["--boards", "usb:1,2", "--weight", "10", "--out", "{dir}/g.json"]),
     ("boards calibrate", ["--boards", "sim", "--weight", "10", "--out", "{existing}"]),
     ("boards calibrate", ["--boards", "sim", "--weight", "10", "--seconds", "-1", "--out", "{dir}/g.json"]),
-    (
-        "run",
-        ["{good_plan}", "--robot", "sim", "--boards", "sim", "--noise-seed", "-1", "--out", "{dir}/run1"],
-    ),
+    ("run", [*SIM_RUN, "--noise-seed", "-1"]),
     (
         "run",
         [
@@ -406,65 +404,13 @@ CORPUS: list[tuple[str, list[str]]] = [
             "--noise-seed",
             "3",
             "--out",
-            "{dir}/run1",
+            "{dir}/r",
         ],
     ),
-    (
-        "run",
-        [
-            "{good_plan}",
-            "--robot",
-            "sim",
-            "--boards",
-            "sim",
-            "--board-gains",
-            "{gains_zero}",
-            "--out",
-            "{dir}/run1",
-        ],
-    ),
-    (
-        "run",
-        [
-            "{good_plan}",
-            "--robot",
-            "sim",
-            "--boards",
-            "sim",
-            "--board-gains",
-            "{gains_three}",
-            "--out",
-            "{dir}/run1",
-        ],
-    ),
-    (
-        "run",
-        [
-            "{good_plan}",
-            "--robot",
-            "sim",
-            "--boards",
-            "sim",
-            "--board-gains",
-            "{gains_static}",
-            "--out",
-            "{dir}/run1",
-        ],
-    ),
-    (
-        "run",
-        [
-            "{good_plan}",
-            "--robot",
-            "sim",
-            "--boards",
-            "sim",
-            "--board-gains",
-            "{missing_dir}/g.json",
-            "--out",
-            "{dir}/run1",
-        ],
-    ),
+    ("run", [*SIM_RUN, "--board-gains", "{gains_zero}"]),
+    ("run", [*SIM_RUN, "--board-gains", "{gains_three}"]),
+    ("run", [*SIM_RUN, "--board-gains", "{gains_static}"]),
+    ("run", [*SIM_RUN, "--board-gains", "{missing_dir}/g.json"]),
     # demo
     ("demo", ["--postures", "12"]),
     ("demo", ["--placements", "0"]),
