@@ -183,6 +183,16 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
         rec.close()
 
 
+def uncalibrated_boards_note(args: argparse.Namespace) -> str | None:
+    """A closing note for a run that read boards without per-cell gains (none for ideal emulated boards)."""
+    if args.boards is None or getattr(args, "gains", None) is not None:
+        return None
+    if args.boards == "sim" and getattr(args, "no_noise", False):
+        return None
+    return ("note: the boards ran without per-cell gains (`poise boards calibrate`, then `--board-gains`): a Wii "
+            "board's cells err by ~2 %, which biases the CoP, the mass and the first moments identified from them")  # fmt: skip
+
+
 def noise_seed_of(opts) -> int:
     """The emulated bench's noise seed for run.json (`WorldOptions.noise_seed`, else its seed)."""
     return opts.seed if opts.noise_seed is None else opts.noise_seed
@@ -307,6 +317,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(t)
     console.print(execution_table(result.completed))
     j = result.jitter()
+    note = uncalibrated_boards_note(args)
+    if note:
+        console.print(note, highlight=False)
     console.print(
         f"{len(result.completed)} posture(s) recorded, {len(result.skipped)} already done; setpoints "
         f"{j['ticks']} ticks, period {j['period_mean_ms']:.2f} ± {j['period_std_ms']:.2f} ms; boards: "

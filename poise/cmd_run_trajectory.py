@@ -34,7 +34,7 @@ from drivers.trajectory_run import (
 from formats.board_gains import BoardGains
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_digest
-from poise.cmd_run import gains_meta, noise_seed_of, run_config
+from poise.cmd_run import gains_meta, noise_seed_of, run_config, uncalibrated_boards_note
 from poise.output import console, err_console, print_json, quantity_table
 from robots.tree import RobotModel
 
@@ -336,4 +336,7 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             "(identify dynamic's estimates carry it); gravity compensation (--gravity-comp) keeps the legs' "
             "internal moments off the soles.[/yellow]"
         )
+    note = uncalibrated_boards_note(args)
+    if note:
+        console.print(note, highlight=False)
     return 0

@@ -141,3 +141,41 @@ def test_a_weight_never_placed_or_a_closed_stdin_is_one_line(
     monkeypatch.setattr("builtins.input", closed)
     assert main(args) == 2
     assert "the operator's input ended" in capsys.readouterr().err
+
+
+def test_a_weight_between_two_cells_is_refused_by_name(bench_as_real_boards, tmp_path, monkeypatch, capsys):
+    """Asked for cell BR, the person puts the weight between BR and BL: its gain would be wrong, so nothing is
+    written and the message says where the weight belongs."""
+    world = bench_as_real_boards
+
+    def person(prompt: str) -> str:
+        for emu in world.boards:
+            emu.load_override = np.array([0.0, 6.0, 0.0, 4.0]) if "over cell BR " in prompt else None
+        if "over cell TR " in prompt:
+            world.place_weight(0, 10.0)
+        return ""
+
+    monkeypatch.setattr("builtins.input", person)
+    args = ["boards", "calibrate", "--boards", "bt:00:1E:35:00:00:01,00:1E:35:00:00:02", "--weight", "10",
+            "--seconds", "0.3", "--tare-s", "0.5", "--out", str(tmp_path / "g.json")]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "with the weight over cell BR, cell BL carries" in err and "right above cell BR's foot" in err
+    assert not (tmp_path / "g.json").exists()
+
+
+def test_a_run_on_uncalibrated_boards_says_so():
+    from argparse import Namespace
+
+    from poise.cmd_run import uncalibrated_boards_note
+
+    bg = BoardGains(("sim0", "sim1"), np.ones((2, 4)), 10.0)
+    assert "without per-cell gains" in uncalibrated_boards_note(Namespace(boards="bt:A,B", gains=None))
+    assert "without per-cell gains" in uncalibrated_boards_note(
+        Namespace(boards="sim", gains=None, no_noise=False)
+    )
+    assert (
+        uncalibrated_boards_note(Namespace(boards="sim", gains=None, no_noise=True)) is None
+    )  # ideal boards
+    assert uncalibrated_boards_note(Namespace(boards="bt:A,B", gains=bg)) is None
+    assert uncalibrated_boards_note(Namespace(boards=None, gains=None)) is None  # an arm on its stand

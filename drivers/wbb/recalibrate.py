@@ -32,13 +32,32 @@ def recalibrate_boards(
             for board, samples, got in zip(boards, collect_all(boards, seconds), loads, strict=True):
                 if not samples:
                     raise DeviceError(f"board {board.name}: no data with the weight on cell {CELLS[c]}")
-                got.append((true, np.array([s.raw for s in samples], float)))
+                raw = np.array([s.raw for s in samples], float)
+                _check_one_cell_loaded(board, raw, c, weight_kg)
+                got.append((true, raw))
     finally:
         put_weight(None)
     try:
         return [board.calibration.recalibrate(got) for board, got in zip(boards, loads, strict=True)]
     except ValueError as exc:  # a cell that read nothing at all
         raise DeviceError(f"recalibration: {exc}") from None
+
+
+OFF_CELL_SHARE = 0.1  # of the weight: more on another cell, and the weight was not right above its own
+
+
+def _check_one_cell_loaded(board, raw: np.ndarray, cell: int, weight_kg: float) -> None:
+    """A weight right above one cell loads that cell alone: DeviceError naming the cell that carries more than
+    OFF_CELL_SHARE of it too (a gain from such a reading would be wrong)."""
+    cal = board.calibration
+    tared = (cal.untared_kg(raw) - cal.offset_kg).mean(axis=0)
+    others = [k for k in range(4) if k != cell]
+    worst = max(others, key=lambda k: abs(tared[k]))
+    if abs(tared[worst]) > OFF_CELL_SHARE * weight_kg:
+        raise DeviceError(
+            f"board {board.name}: with the weight over cell {CELLS[cell]}, cell {CELLS[worst]} carries "
+            f"{tared[worst]:.2f} kg too: place the weight right above cell {CELLS[cell]}'s foot"
+        )
 
 
 def apply_cell_gains(boards: list, gains: BoardGains) -> None:
