@@ -726,13 +726,14 @@ def cmd_show_trajectory(path: str, out: str) -> int:
     """`plan show` for a trajectory plan: joint positions and velocities against their limits, with the torques
     (arms) or the ZMP path inside the support polygon (standing robots)."""
     from formats.trajectory_plan import load_trajectory_plan
-    from trajectories.plan import plan_model, plan_trajectory
+    from trajectories.plan import STANDING, plan_model, plan_trajectory
     from trajectories.plot import plot_trajectory
 
     plan = load_trajectory_plan(path)
     model = plan_model(plan)
+    margin = float(plan.settings.get("zmp_margin", 0.0)) if plan.settings.get("motion") in STANDING else 0.0
     plot_trajectory(
-        model, plan_trajectory(plan, model), plan.base, plan.params or next(iter(model.params)), out
+        model, plan_trajectory(plan, model), plan.base, plan.params or next(iter(model.params)), out, margin
     )
     console.print(f"wrote {out}")
     return 0

@@ -184,7 +184,7 @@ def test_double_support_plan_figure_draws_joints_zmp_and_support_polygon(tmp_pat
         return 1000 * c[:, :2]
 
     feet = [rect(base_site, np.eye(3), np.zeros(3)), rect(other_site, Rt, pt)]
-    *outlines, zmp_line = ground.get_lines()
+    *outlines, margin_line, zmp_line = ground.get_lines()
     assert len(outlines) == 2 and zmp_line.get_label() == "ZMP (guessed parameters)"
     for line, corners in zip(outlines, feet, strict=True):
         assert np.allclose(line.get_xydata(), np.vstack([corners, corners[:1]]), atol=1e-6)
@@ -205,3 +205,9 @@ def test_double_support_plan_figure_draws_joints_zmp_and_support_polygon(tmp_pat
         1000 * doc["design"]["verification"]["min_zmp_margin_m"]
     )  # on a 2 ms grid, which holds these times
     assert verified - 1e-6 <= margin < verified + 2.0
+    # the margin line: the support polygon moved in by the plan's ZMP margin, every ZMP sample inside it
+    required = 1000 * doc["settings"]["zmp_margin"]
+    assert margin_line.get_label() == f"ZMP margin ({required:.0f} mm)"
+    inner = Polygon(margin_line.get_xydata())
+    assert inner.symmetric_difference(hull.buffer(-required)).area < 1e-3 * inner.area
+    assert all(inner.buffer(1e-6).contains(Point(z)) for z in zmp_line.get_xydata())

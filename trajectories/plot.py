@@ -12,8 +12,11 @@ from trajectories.parametrisation import Trajectory
 from trajectories.verify import sample_grid
 
 
-def plot_trajectory(model: RobotModel, traj: Trajectory, base: str, params: str, out: str) -> None:
-    """Three stacked panels over time; dashed lines at ±1 (the limits)."""
+def plot_trajectory(
+    model: RobotModel, traj: Trajectory, base: str, params: str, out: str, zmp_margin: float = 0.0
+) -> None:
+    """Three stacked panels over time; dashed lines at ±1 (the limits). A standing robot's ZMP panel draws the
+    line `zmp_margin` (m) inside the support polygon that the ZMP must keep to."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,11 +34,13 @@ def plot_trajectory(model: RobotModel, traj: Trajectory, base: str, params: str,
 
         feet = list(foot_corners(model, traj.chain.nominal, params, traj.chain.base).values())
         hull = support_halfplanes(model, traj.chain)[2]
-        _plot_standing(model, traj, traj.chain.base, hull, feet, "double", params, t, q, qd, qdd, out)
+        _plot_standing(
+            model, traj, traj.chain.base, hull, feet, "double", params, t, q, qd, qdd, out, zmp_margin
+        )
         return
     if isinstance(traj, SingleSupportTrajectory):
         poly = sole_polygon(model, traj.base)
-        _plot_standing(model, traj, traj.base, poly, [], "single", params, t, q, qd, qdd, out)
+        _plot_standing(model, traj, traj.base, poly, [], "single", params, t, q, qd, qdd, out, zmp_margin)
         return
     tau = dyn.rnea(model, q, qd, qdd, params, base)
     mid, half = _range_scale(model)
@@ -72,8 +77,9 @@ def _range_scale(model) -> tuple[np.ndarray, np.ndarray]:
     return mid, half
 
 
-def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd, out) -> None:
-    """Joint positions and velocities against their limits, and the ZMP path inside the support polygon."""
+def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd, out, margin=0.0) -> None:
+    """Joint positions and velocities against their limits, and the ZMP path inside the support polygon (and its
+    margin line)."""
     import matplotlib.pyplot as plt
 
     w = dyn.base_wrench_regressor(model, q, qd, qdd, base, params) @ dyn.standard_parameters(model, params)
@@ -98,6 +104,11 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
     for c in feet:
         c = np.vstack([c, c[:1]]) * 1000
         ax3.plot(c[:, 0], c[:, 1], "k-", lw=1)
+    inner = hull.buffer(-margin) if margin > 0 else None
+    if inner is not None and not inner.is_empty and inner.geom_type == "Polygon":
+        mx, my = inner.exterior.xy
+        ax3.plot(np.asarray(mx) * 1000, np.asarray(my) * 1000, "--", color="0.4", lw=0.8,
+                 label=f"ZMP margin ({margin * 1000:.0f} mm)")  # fmt: skip
     ax3.plot(zmp[:, 0] * 1000, zmp[:, 1] * 1000, lw=0.8, color="C3", label="ZMP (guessed parameters)")
     ax3.set_aspect("equal")
     ax3.set_xlabel("x [mm] (base sole frame)")
