@@ -252,6 +252,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         if args.boards is None:
             raise DataError("--board-gains are the balance boards' (--boards)")
+        if args.boards == "sim" and getattr(args, "no_noise", False):
+            raise DataError(
+                "--no-noise: the emulated boards are ideal, their cells need no gains (drop --board-gains)"
+            )
         args.gains = load_board_gains(args.board_gains)
     if is_pwm_plan(args.plan):
         from poise.cmd_run_pwm import cmd_run_pwm

@@ -411,6 +411,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("run", [*SIM_RUN, "--board-gains", "{gains_three}"]),
     ("run", [*SIM_RUN, "--board-gains", "{gains_static}"]),
     ("run", [*SIM_RUN, "--board-gains", "{missing_dir}/g.json"]),
+    ("run", [*SIM_RUN, "--board-gains", "{gains_nan}", "--no-noise"]),
     # demo
     ("demo", ["--postures", "12"]),
     ("demo", ["--placements", "0"]),
