@@ -315,6 +315,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             p["terms"] = {names[i]: float(K[a, i]) for i in np.flatnonzero(K[a])}
     if currents:
         out["efforts_from_currents"] = currents
+    uncal = [k + 1 for k, run in enumerate(runs) if not isinstance(run, Exception) and run.uncalibrated]
+    if uncal:
+        out["uncalibrated_boards"] = uncal
     if rep.averaged:
         out["repeats_averaged"] = [[k + 1 for k in g] for g in rep.groups]
         shared = _shared_noise(rep.groups, runs)
@@ -379,6 +382,13 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         console.print(
             f"repeats averaged sample by sample (runs of one plan, by their run.json): recordings {together} — "
             f"{len(rep.groups)} fitted; what repeats share shows in the SEs (--no-average: each run on its own)",
+            highlight=False,
+        )
+    if out.get("uncalibrated_boards"):
+        err_console.print(
+            f"[yellow]note:[/yellow] recording(s) {', '.join(map(str, out['uncalibrated_boards']))} read boards without per-cell gains "
+            "(their run.json): a cell's gain error biases the mass and first moments beyond these SEs (`poise boards "
+            "calibrate`, `poise run --board-gains`)",
             highlight=False,
         )
     for g in out.get("repeats_sharing_noise", []):
@@ -624,6 +634,7 @@ class RunOf(NamedTuple):
     rocked: dict
     twin_joints: dict | None
     noise_seed: int | None = None  # the emulated bench's (`poise run --noise-seed`); None: real or noiseless
+    uncalibrated: bool = False  # read boards without per-cell gains (real ones, or emulated ones with noise)
 
 
 def _run_of(recording: str) -> RunOf | Exception:
@@ -642,7 +653,11 @@ def _run_of(recording: str) -> RunOf | Exception:
     except (ValueError, KeyError, TypeError, AttributeError):
         rocked = {}
     seed = meta.get("noise_seed")
-    return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None)
+    boards = meta.get("boards")
+    uncalibrated = bool(boards) and "board_gains" not in meta and (boards != "sim" or isinstance(seed, int))
+    return RunOf(
+        plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated
+    )
 
 
 def _shared_noise(groups: list[list[int]], runs: list) -> list[list[int]]:

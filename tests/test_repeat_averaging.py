@@ -109,3 +109,21 @@ def test_repeats_on_one_emulated_noise_seed_are_named(setup, recs, tmp_path, cap
     assert main(["identify", "dynamic", *paths]) == 0
     err = capsys.readouterr().err
     assert "recordings 1, 2 ran on the emulated bench with one noise seed" in err and "3, 4" not in err
+
+
+def test_recordings_of_boards_without_gains_are_named(setup, recs, tmp_path, capsys):  # noqa: F811
+    """From their run.json: real boards without `--board-gains`, or noisy emulated ones, get a note; calibrated
+    boards, ideal emulated ones (no noise seed) and no boards at all do not."""
+    from poise.cli import main
+
+    paths = runs_of_plans(recs[:1] * 5, ["p1", "p2", "p3", "p4", "p5"], tmp_path)
+    extra = [{"boards": "bt:A,B"}, {"boards": "bt:A,B", "board_gains": {}}, {"boards": "sim", "noise_seed": 0},
+             {"boards": "sim"}, {"boards": None}]  # fmt: skip
+    for path, more in zip(paths, extra, strict=True):
+        run = tmp_path / path.split("/")[-2] / "run.json"
+        run.write_text(json.dumps(json.loads(run.read_text()) | more))
+    capsys.readouterr()
+    assert main(["identify", "dynamic", *paths, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["uncalibrated_boards"] == [1, 3]
+    assert main(["identify", "dynamic", *paths]) == 0
+    assert "recording(s) 1, 3 read boards without per-cell gains" in capsys.readouterr().err
