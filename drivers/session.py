@@ -41,11 +41,18 @@ def sole_names(model: RobotModel) -> tuple[str, str]:
         return ("the base sole", "the other sole")
 
 
+def ask_on_stderr(prompt: str) -> str:
+    """Ask the person at the bench: the prompt on stderr (stdout may be a command's JSON), their line from stdin."""
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    return input()
+
+
 class PromptOperator(Operator):
     """Asks the person at the robot to lift / place it (Enter to continue); `soles`: (base, other) site names."""
 
     def __init__(
-        self, soles: tuple[str, str] = ("the base sole", "the other sole"), ask=input, out=sys.stderr
+        self, soles: tuple[str, str] = ("the base sole", "the other sole"), ask=ask_on_stderr, out=sys.stderr
     ) -> None:
         self.soles, self.ask, self.out = soles, ask, out
 

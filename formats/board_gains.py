@@ -70,13 +70,16 @@ def load_board_gains(path: str | Path) -> BoardGains:
         if list(d.get("cells", CELLS)) != list(CELLS):
             raise ValueError(f"cells {d.get('cells')} (expected {list(CELLS)})")
         boards = tuple(str(b["board"]) for b in d["boards"])
-        gains = np.array([[float(v) for v in b["gain"]] for b in d["boards"]], dtype=float)
+        rows = [b["gain"] for b in d["boards"]]
+        if not all(isinstance(r, list) and len(r) == 4 for r in rows):
+            raise ValueError("gain: each board's is a list of 4 numbers (TR, BR, TL, BL)")
+        gains = np.array([[float(v) for v in r] for r in rows], dtype=float)
         weight = float(d["weight_kg"])
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{path}: malformed board gains (missing or invalid {exc})") from None
     if not boards:
         raise DataError(f"{path}: no boards")
     try:
-        return BoardGains(boards, gains.reshape(len(boards), -1), weight, str(d.get("endpoint", "")))
+        return BoardGains(boards, gains, weight, str(d.get("endpoint", "")))
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None

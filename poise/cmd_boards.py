@@ -149,6 +149,7 @@ def cmd_read(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Tare the empty boards, then read them with the known weight over each cell in turn; the gains (known /
     tared reading per cell) are saved. Emulated boards (`sim`) place the weight themselves; real ones ask."""
+    import drivers.session as person
     from drivers.wbb.board import tare_all
     from drivers.wbb.protocol import CELLS
     from drivers.wbb.recalibrate import recalibrate_boards
@@ -156,14 +157,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     def ask(cell: int | None) -> None:  # the person at the boards
         if cell is None:
-            input("Take the weights off the boards, then press Enter ")
+            person.ask_on_stderr("Take the weights off the boards, then press Enter ")
         else:
-            input(f"Place a {args.weight:g} kg weight over cell {CELLS[cell]} of every board (right above its "
-                  "foot), then press Enter ")  # fmt: skip
+            person.ask_on_stderr(f"Place a {args.weight:g} kg weight over cell {CELLS[cell]} of every board (right "
+                                 "above its foot), then press Enter ")  # fmt: skip
 
     with opened_boards(args.boards) as (boards, world):
         if world is None:
-            input("Empty the boards (robot on its stand), then press Enter ")
+            person.ask_on_stderr("Empty the boards (robot on its stand), then press Enter ")
         err_console.print(f"taring {len(boards)} board(s) over {args.tare_s:g} s ...")
         tare_all(boards, args.tare_s)
         put = ask if world is None else (lambda cell: world.place_weight(cell, args.weight))

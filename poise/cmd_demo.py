@@ -58,7 +58,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the thesis's bench: problem 1 designed with TUlipMC (Table D.4), no load share, the robot "
                         "as Table 4.6, boards off by σ 5 mm / 2°, no gravity feed-forward (options above override)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=cmd_demo)
+    # what `poise demo arm|standing` refuses when given: every option but the pipeline, --out and --seed
+    posture_only = {
+        a.dest: a.default for a in p._actions if a.dest not in ("help", "pipeline", "out", "seed")
+    }
+    p.set_defaults(func=cmd_demo, posture_only=posture_only)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -165,17 +169,16 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
 
     from formats.errors import DataError
     from poise.cli import main
-    from poise.workflows.dynamic_demo import DEFAULT_SEED, arm_steps, clear_outputs, run_steps, standing_steps
+    from poise.workflows.dynamic_demo import DEFAULT_SEED, arm_steps, prepare_out, run_steps, standing_steps
 
-    if args.json:
-        raise DataError(
-            f"--json applies to the posture demo; `poise demo {args.pipeline}` prints each command's output"
-        )
+    given = [f"--{k.replace('_', '-')}" for k, v in args.posture_only.items() if getattr(args, k) != v]
+    if given:
+        raise DataError(f"{', '.join(given)}: the posture demo's options; `poise demo {args.pipeline}` takes --out "
+                        "and --seed and prints each command's output")  # fmt: skip
     out = Path(args.out or f"out/demo_{args.pipeline}")
     seed = DEFAULT_SEED[args.pipeline] if args.seed is None else args.seed
     steps = (arm_steps if args.pipeline == "arm" else standing_steps)(out, seed)
-    out.mkdir(parents=True, exist_ok=True)
-    clear_outputs(out)
+    prepare_out(out, args.pipeline)
     rc = run_steps(steps, main, lambda msg: err_console.print(msg, highlight=False, soft_wrap=True))
     if rc == 0:
         err_console.print(f"\n[bold]poise demo {args.pipeline}[/bold]: plans, runs and figures in {out}/")

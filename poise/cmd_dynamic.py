@@ -661,13 +661,16 @@ def _run_of(recording: str) -> RunOf | Exception:
 
 
 def _shared_noise(groups: list[list[int]], runs: list) -> list[list[int]]:
-    """The groups of averaged repeats (recording indices) run on the emulated bench with one noise seed: one
-    noise realisation each, which averaging does not reduce."""
+    """Within each group of averaged repeats, the recordings (indices) run on the emulated bench with one noise
+    seed: one noise realisation, which averaging them does not reduce."""
     out = []
     for g in groups:
-        seeds = [None if isinstance(runs[k], Exception) else runs[k].noise_seed for k in g]
-        if len(g) > 1 and seeds[0] is not None and all(x == seeds[0] for x in seeds):
-            out.append(g)
+        by_seed: dict[int, list[int]] = {}
+        for k in g:
+            seed = None if isinstance(runs[k], Exception) else runs[k].noise_seed
+            if seed is not None:
+                by_seed.setdefault(seed, []).append(k)
+        out += [ks for ks in by_seed.values() if len(ks) > 1]
     return out
 
 

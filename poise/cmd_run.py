@@ -149,11 +149,14 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
                 truth=getattr(args, "truth", None),
                 noise_seed=getattr(args, "noise_seed", None),
             )  # the twin's servos hold the gain the link writes to them ([executor] position_p_gain)
-        if args.robot.startswith("sim") and world_opts.noise:
-            rec.update_meta(noise_seed=noise_seed_of(world_opts))
         gains = getattr(args, "gains", None)
-        if gains is not None:
-            rec.update_meta(board_gains=gains_meta(gains))
+        now = {"noise_seed": noise_seed_of(world_opts) if args.robot.startswith("sim") and world_opts.noise else None,
+               "board_gains": None if gains is None else gains_meta(gains)}  # fmt: skip
+        for key, value in now.items():  # a resumed run's postures are measured alike, or not at all
+            if args.resume and rec.meta.get(key) != value:
+                raise DataError(f"{args.out}: its postures were recorded with {key} {rec.meta.get(key)!r}, this "
+                                f"run has {value!r}; resume alike or choose another --out")  # fmt: skip
+        rec.update_meta(**{k: v for k, v in now.items() if v is not None})
         with Session(
             args.robot, args.boards, model, config, world_opts, prompt=not args.yes, board_gains=gains
         ) as s:
@@ -242,8 +245,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise DataError(
             "--start says how a single-support trajectory plan starts; this is not a trajectory plan"
         )
-    if getattr(args, "noise_seed", None) is not None and not args.robot.startswith("sim"):
-        raise DataError("--noise-seed seeds the emulated bench's noise (--robot sim)")
+    if getattr(args, "noise_seed", None) is not None:
+        if not args.robot.startswith("sim"):
+            raise DataError("--noise-seed seeds the emulated bench's noise (--robot sim)")
+        if getattr(args, "no_noise", False):
+            raise DataError("--noise-seed seeds noise that --no-noise switches off: choose one")
+        if is_pwm_plan(args.plan):
+            raise DataError("--noise-seed: a PWM plan's emulated servo has no noise to seed")
     if getattr(args, "truth", None) is not None and not args.robot.startswith("sim"):
         raise DataError("--truth sets the emulated robot's parameters (--robot sim)")
     args.gains = None

@@ -393,6 +393,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("boards calibrate", ["--boards", "sim", "--weight", "10", "--out", "{existing}"]),
     ("boards calibrate", ["--boards", "sim", "--weight", "10", "--seconds", "-1", "--out", "{dir}/g.json"]),
     ("run", [*SIM_RUN, "--noise-seed", "-1"]),
+    ("run", [*SIM_RUN, "--noise-seed", "2", "--no-noise"]),
     (
         "run",
         [

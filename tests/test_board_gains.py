@@ -62,6 +62,11 @@ def test_board_gains_round_trip_and_refusals(tmp_path):
         BoardGains(("a", "b"), np.array([[1.0] * 4, [1.0, 2.5, 1.0, 1.0]]), 5.0)
     with pytest.raises(DataError, match="weight_kg"):
         BoardGains(("a",), np.ones((1, 4)), 0.0)
+    doc = json.loads((tmp_path / "g.json").read_text())
+    doc["boards"][0]["gain"] = "1111"  # four characters are not four gains
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    with pytest.raises(DataError, match="a list of 4 numbers"):
+        load_board_gains(tmp_path / "s.json")
 
 
 @pytest.mark.slow
@@ -110,7 +115,7 @@ def test_a_person_places_the_weight_when_asked(bench_as_real_boards, tmp_path, m
         world.place_weight(["TR", "BR", "TL", "BL"].index(cells[0]) if cells else None, 10.0)
         return ""
 
-    monkeypatch.setattr("builtins.input", person)
+    monkeypatch.setattr("drivers.session.ask_on_stderr", person)
     out = tmp_path / "g.json"
     args = ["boards", "calibrate", "--boards", "bt:00:1E:35:00:00:01,00:1E:35:00:00:02", "--weight", "10",
             "--seconds", "0.5", "--tare-s", "1", "--out", str(out)]  # fmt: skip
@@ -129,13 +134,18 @@ def test_a_weight_never_placed_or_a_closed_stdin_is_one_line(
 ):
     args = ["boards", "calibrate", "--boards", "bt:00:1E:35:00:00:01,00:1E:35:00:00:02", "--weight", "10",
             "--seconds", "0.3", "--tare-s", "0.5", "--out", str(tmp_path / "g.json")]  # fmt: skip
-    monkeypatch.setattr("builtins.input", lambda prompt: "")  # Enter, Enter, … and no weight anywhere
+    monkeypatch.setattr("builtins.input", lambda: "")  # Enter, Enter, … and no weight anywhere
     assert main(args) == 2
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
     assert "the weight was not over it" in err and "Traceback" not in err
+    assert (
+        "Empty the boards" in err and "Place a 10 kg weight over cell TR" in err
+    )  # prompts: stderr, not stdout
+    assert captured.out == ""
     assert not (tmp_path / "g.json").exists()
 
-    def closed(prompt: str) -> str:
+    def closed() -> str:
         raise EOFError
 
     monkeypatch.setattr("builtins.input", closed)
@@ -155,12 +165,14 @@ def test_a_weight_between_two_cells_is_refused_by_name(bench_as_real_boards, tmp
             world.place_weight(0, 10.0)
         return ""
 
-    monkeypatch.setattr("builtins.input", person)
+    monkeypatch.setattr("drivers.session.ask_on_stderr", person)
     args = ["boards", "calibrate", "--boards", "bt:00:1E:35:00:00:01,00:1E:35:00:00:02", "--weight", "10",
             "--seconds", "0.3", "--tare-s", "0.5", "--out", str(tmp_path / "g.json")]  # fmt: skip
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "with the weight over cell BR, cell BL carries" in err and "right above cell BR's foot" in err
+    assert (
+        "with the weight over cell BR, cell BL reads +4.00 kg" in err and "right above cell BR's foot" in err
+    )
     assert not (tmp_path / "g.json").exists()
 
 

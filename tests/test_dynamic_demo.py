@@ -10,8 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from formats.errors import DataError
 from poise.cli import build_parser, main
-from poise.workflows.dynamic_demo import OUTPUTS, Step, arm_steps, clear_outputs, run_steps, standing_steps
+from poise.workflows.dynamic_demo import (
+    MARKER,
+    OUTPUTS,
+    Step,
+    arm_steps,
+    prepare_out,
+    run_steps,
+    standing_steps,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,16 +59,32 @@ def test_a_failing_step_ends_the_demo_with_its_code():
     assert "$ poise model show tulip" in said[0] and "step 2 failed (exit 2)" in said[-1]
 
 
-def test_only_the_demos_own_outputs_are_cleared(tmp_path, capsys):
+def test_a_demo_replaces_only_an_earlier_demos_outputs(tmp_path, capsys):
+    (tmp_path / "estimation").mkdir()
+    (tmp_path / "estimation" / "recording.csv").write_text("yours")
+    with pytest.raises(
+        DataError, match="not empty and no demo wrote it"
+    ):  # a folder of the user's: untouched
+        prepare_out(tmp_path, "standing")
+    assert (tmp_path / "estimation" / "recording.csv").read_text() == "yours"
+    (tmp_path / MARKER).write_text("")  # an earlier demo's folder: its outputs go, the rest stays
     for name in OUTPUTS[:3]:
         (tmp_path / name).write_text("old")
-    (tmp_path / "estimation").mkdir()
-    (tmp_path / "estimation" / "recording.csv").write_text("old")
     (tmp_path / "notes.txt").write_text("mine")
-    clear_outputs(tmp_path)
-    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
-    assert main(["demo", "standing", "--out", str(tmp_path), "--json"]) == 2
-    assert "--json applies to the posture demo" in capsys.readouterr().err
+    prepare_out(tmp_path, "standing")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MARKER, "notes.txt"]
+    fresh = tmp_path / "new" / "demo"
+    prepare_out(fresh, "arm")
+    assert (fresh / MARKER).is_file()
+
+
+@pytest.mark.parametrize(
+    "option", [["--json"], ["--postures", "18"], ["--no-noise"], ["--physics", "kinematic"]]
+)
+def test_the_posture_demos_options_are_refused_by_the_dynamic_ones(option, tmp_path, capsys):
+    assert main(["demo", "standing", "--out", str(tmp_path / "d"), *option]) == 2
+    err = capsys.readouterr().err
+    assert f"{option[0]}: the posture demo's options" in err and not (tmp_path / "d").exists()
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")

@@ -701,3 +701,25 @@ def test_lagging_servos_reach_the_posture_in_the_air_before_the_set_down(model, 
         max(err(r) for r in moves) > cfg.executor.track_trip_deg / 2
     )  # the servos lagged during the move ...
     assert err(moves[-1]) <= cfg.executor.track_trip_deg / 2  # ... and caught up before the set-down
+
+
+def test_resume_with_other_board_gains_or_noise_is_refused(model, plan, cfg, tmp_path):
+    """A resumed run's postures are measured as its first ones were: the same board gains and emulated noise."""
+    from formats.board_gains import BoardGains
+
+    def progress(p):
+        if p.position == 2 and p.phase == "move":
+            raise KeyboardInterrupt
+
+    first = _args(tmp_path)
+    first.gains = BoardGains(("sim0", "sim1"), np.ones((2, 4)), 10.0, "sim")
+    with pytest.raises(KeyboardInterrupt):
+        cmd_run.execute(first, model, plan, cfg, world_opts=_quiet(), progress=progress)
+    again = _args(tmp_path, resume=True)  # no gains this time
+    with pytest.raises(DataError, match="recorded with board_gains"):
+        cmd_run.execute(again, model, plan, cfg, world_opts=_quiet())
+    noisy = _args(tmp_path, resume=True)
+    noisy.gains = first.gains
+    with pytest.raises(DataError, match="recorded with noise_seed None, this run has 3"):
+        cmd_run.execute(noisy, model, plan, cfg, world_opts=WorldOptions(noise=True, noise_seed=3))
+    assert len(read_recording(tmp_path / "run" / "recording.csv")) == 1  # nothing lost, nothing mixed in

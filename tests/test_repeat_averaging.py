@@ -98,8 +98,8 @@ def test_repeats_on_one_emulated_noise_seed_are_named(setup, recs, tmp_path, cap
     (averaging does not reduce it), and `identify dynamic` says so. Other seeds, or no seed (real hardware), pass."""
     from poise.cli import main
 
-    paths = runs_of_plans([recs[0], recs[0], recs[1], recs[2]], ["p1", "p1", "p2", "p2"], tmp_path)
-    for path, seed in zip(paths, (0, 0, 1, None), strict=True):
+    paths = runs_of_plans([recs[0]] * 3 + [recs[1], recs[2]], ["p1", "p1", "p1", "p2", "p2"], tmp_path)
+    for path, seed in zip(paths, (0, 0, 1, 1, None), strict=True):  # p1: two of three share; p2: one seed
         run = tmp_path / path.split("/")[-2] / "run.json"
         meta = json.loads(run.read_text())
         run.write_text(json.dumps(meta | ({} if seed is None else {"noise_seed": seed})))
@@ -108,7 +108,7 @@ def test_repeats_on_one_emulated_noise_seed_are_named(setup, recs, tmp_path, cap
     assert json.loads(capsys.readouterr().out)["repeats_sharing_noise"] == [[1, 2]]
     assert main(["identify", "dynamic", *paths]) == 0
     err = capsys.readouterr().err
-    assert "recordings 1, 2 ran on the emulated bench with one noise seed" in err and "3, 4" not in err
+    assert "recordings 1, 2 ran on the emulated bench with one noise seed" in err and "4, 5" not in err
 
 
 def test_recordings_of_boards_without_gains_are_named(setup, recs, tmp_path, capsys):  # noqa: F811

@@ -55,8 +55,8 @@ def _check_one_cell_loaded(board, raw: np.ndarray, cell: int, weight_kg: float) 
     worst = max(others, key=lambda k: abs(tared[k]))
     if abs(tared[worst]) > OFF_CELL_SHARE * weight_kg:
         raise DeviceError(
-            f"board {board.name}: with the weight over cell {CELLS[cell]}, cell {CELLS[worst]} carries "
-            f"{tared[worst]:.2f} kg too: place the weight right above cell {CELLS[cell]}'s foot"
+            f"board {board.name}: with the weight over cell {CELLS[cell]}, cell {CELLS[worst]} reads "
+            f"{tared[worst]:+.2f} kg: place the weight right above cell {CELLS[cell]}'s foot"
         )
 
 
@@ -64,7 +64,7 @@ def apply_cell_gains(boards: list, gains: BoardGains) -> None:
     """Set each board's per-cell gains from a board-gains file measured on the same boards (matched by name, in
     order): a file of other boards is refused, not applied to the wrong cells."""
     names = [b.name for b in boards]
-    if list(gains.boards) != names:
+    if [g.casefold() for g in gains.boards] != [n.casefold() for n in names]:  # bt:aa:… is bt:AA:…
         raise DeviceError(
             f"the board gains were measured on {', '.join(gains.boards)}, these boards are {', '.join(names)}: "
             "calibrate these (`poise boards calibrate`)"

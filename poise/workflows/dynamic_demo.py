@@ -94,6 +94,21 @@ OUTPUTS = ("gains.json", "estimation.json", "validation.json", "estimation.png",
            "wrench.png", "efforts.png")  # fmt: skip
 
 
+MARKER = ".poise-demo"  # in a folder a dynamic demo wrote: its outputs may be replaced
+
+
+def prepare_out(out: Path, pipeline: str) -> None:
+    """`out` made ready: created, or an earlier demo's folder (its marker) with that demo's outputs removed. A
+    folder holding anything else is refused: its files would be lost or mixed with the demo's."""
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise DataError(
+            f"{out} is not empty and no demo wrote it: give `poise demo {pipeline}` an empty or new --out"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    clear_outputs(out)
+    (out / MARKER).write_text(f"written by poise demo {pipeline}\n", encoding="utf-8")
+
+
 def clear_outputs(out: Path) -> None:
     """The demo's own files from an earlier run of it are removed (nothing else in `out`)."""
     for name in OUTPUTS:
