@@ -47,6 +47,7 @@ def test_the_standing_demo_calibrates_the_boards_before_it_runs_on_them(tmp_path
     assert kinds[0] == "boards calibrate" and kinds[-1] == "identify dynamic"
     runs = [s.argv for s in steps if s.argv[0] == "run"]
     assert len(runs) == 2 and all(r[r.index("--board-gains") + 1] == f"{tmp_path}/gains.json" for r in runs)
+    assert [r[r.index("--noise-seed") + 1] for r in runs] == ["1", "2"]  # each run its own noise
     seeds = [s.argv[s.argv.index("--seed") + 1] for s in steps if s.argv[:2] == ("plan", "trajectory")]
     assert seeds == ["3", "4"]  # the validation motion is another design
 

@@ -60,11 +60,11 @@ def standing_steps(out: Path, seed: int) -> list[Step]:
                            f"{d}/{name}.json")))  # fmt: skip
     steps.append(Step("plot the estimation motion: joint curves, ZMP path inside the support polygon",
                       ("plan", "show", f"{d}/estimation.json", "--out", f"{d}/estimation.png")))  # fmt: skip
-    for name in ("estimation", "validation"):
+    for k, name in enumerate(("estimation", "validation"), 1):  # each run its own noise, as on a real bench
         steps.append(Step(f"run the {name} motion on the twin through the servo and board drivers",
                           ("run", f"{d}/{name}.json", "--robot", "sim", "--boards", "sim", "--physics", "mujoco",
-                           "--gravity-comp", "--time-scale", "1", "--board-gains", f"{d}/gains.json", "--yes",
-                           "--out", f"{d}/{name}")))  # fmt: skip
+                           "--gravity-comp", "--time-scale", "1", "--board-gains", f"{d}/gains.json",
+                           "--noise-seed", str(k), "--yes", "--out", f"{d}/{name}")))  # fmt: skip
     steps.append(Step("identify the simplified ZMP model's base parameters from the boards' wrench",
                       ("identify", "dynamic", f"{d}/estimation/recording.csv", "--simplified", "--no-friction",
                        "--instruments", f"{d}/estimation.json", "--reference", f"{d}/estimation/truth.json",
