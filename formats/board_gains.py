@@ -28,6 +28,7 @@ class BoardGains:
     gains: np.ndarray  # (boards, 4)
     weight_kg: float
     endpoint: str = ""
+    gain_se: np.ndarray | None = None  # (boards, 4): the gains' standard errors from their readings, if known
 
     def __post_init__(self) -> None:
         g = np.asarray(self.gains, dtype=float)
@@ -43,6 +44,11 @@ class BoardGains:
         if not (np.isfinite(self.weight_kg) and self.weight_kg > 0):
             raise DataError(f"board gains: weight_kg must be a positive number, got {self.weight_kg}")
         object.__setattr__(self, "gains", g)
+        if self.gain_se is not None:
+            se = np.asarray(self.gain_se, dtype=float)
+            if se.shape != g.shape or not np.all(np.isfinite(se) & (se >= 0)):
+                raise DataError(f"board gains: gain_se must be {g.shape[0]} × 4 non-negative numbers")
+            object.__setattr__(self, "gain_se", se)
 
 
 def save_board_gains(bg: BoardGains, path: str | Path) -> None:
@@ -53,7 +59,9 @@ def save_board_gains(bg: BoardGains, path: str | Path) -> None:
         "endpoint": bg.endpoint,
         "cells": list(CELLS),
         "boards": [
-            {"board": b, "gain": [float(v) for v in g]} for b, g in zip(bg.boards, bg.gains, strict=True)
+            {"board": b, "gain": [float(v) for v in g]}
+            | ({} if bg.gain_se is None else {"gain_se": [float(v) for v in bg.gain_se[k]]})
+            for k, (b, g) in enumerate(zip(bg.boards, bg.gains, strict=True))
         ],
     }
     write_text_atomic(path, json.dumps(doc, indent=2) + "\n", "board gains")
@@ -74,12 +82,16 @@ def load_board_gains(path: str | Path) -> BoardGains:
         if not all(isinstance(r, list) and len(r) == 4 for r in rows):
             raise ValueError("gain: each board's is a list of 4 numbers (TR, BR, TL, BL)")
         gains = np.array([[float(v) for v in r] for r in rows], dtype=float)
+        ses = [b.get("gain_se") for b in d["boards"]]
+        if any(x is not None for x in ses) and not all(isinstance(x, list) and len(x) == 4 for x in ses):
+            raise ValueError("gain_se: each board's is a list of 4 numbers, or none has one")
+        gain_se = np.array([[float(v) for v in x] for x in ses]) if ses[0] is not None else None
         weight = float(d["weight_kg"])
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{path}: malformed board gains (missing or invalid {exc})") from None
     if not boards:
         raise DataError(f"{path}: no boards")
     try:
-        return BoardGains(boards, gains, weight, str(d.get("endpoint", "")))
+        return BoardGains(boards, gains, weight, str(d.get("endpoint", "")), gain_se)
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None

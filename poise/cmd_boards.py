@@ -170,17 +170,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         put = ask if world is None else (lambda cell: world.place_weight(cell, args.weight))
         gains = recalibrate_boards(boards, put, args.weight, args.seconds)
         names = tuple(b.name for b in boards)
-    bg = BoardGains(names, np.array(gains), args.weight, args.boards)
+        se = np.array([b.calibration.gain_se for b in boards])
+    bg = BoardGains(names, np.array(gains), args.weight, args.boards, se)
     save_board_gains(bg, args.out)
     if args.json:
         print_json({"out": str(args.out), "weight_kg": args.weight, "cells": list(CELLS),
-                    "boards": [{"board": n, "gain": g.tolist()} for n, g in zip(names, bg.gains, strict=True)]})  # fmt: skip
+                    "boards": [{"board": n, "gain": g.tolist(), "gain_se": e.tolist()}
+                               for n, g, e in zip(names, bg.gains, se, strict=True)]})  # fmt: skip
         return 0
-    t = Table(title=f"cell gains → {args.out}: gain − 1 (load = tared reading × gain)")
+    t = Table(title=f"cell gains → {args.out}: gain − 1 ± its SE (load = tared reading × gain)")
     t.add_column("board")
     for c in CELLS:
         t.add_column(f"{c} \\[%]", justify="right")
-    for n, g in zip(names, bg.gains, strict=True):
-        t.add_row(n, *(f"{(v - 1) * 100:+.2f}" for v in g))
+    for n, g, e in zip(names, bg.gains, se, strict=True):
+        t.add_row(n, *(f"{(v - 1) * 100:+.2f} ± {x * 100:.2f}" for v, x in zip(g, e, strict=True)))
     console.print(t)
     return 0

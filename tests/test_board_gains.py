@@ -39,6 +39,10 @@ def test_calibration_recovers_each_emulated_cells_gain_error(gains_file):
     assert bg.boards == ("sim0", "sim1") and bg.weight_kg == 10.0
     assert np.abs(errors).max() > 0.01  # there is something to correct
     assert np.allclose(bg.gains * (1 + errors), 1.0, atol=0.002), bg.gains * (1 + errors)
+    # each gain's SE from its readings' scatter covers its error (the tare's error, not in it, is alike in size)
+    off = np.abs(bg.gains * (1 + errors) - 1)
+    assert bg.gain_se is not None and np.all((bg.gain_se > 1e-5) & (bg.gain_se < 1e-3)), bg.gain_se
+    assert np.all(off < 5 * bg.gain_se), off / bg.gain_se
 
 
 def test_gains_of_other_boards_are_refused(gains_file, tmp_path, capsys):
@@ -52,10 +56,14 @@ def test_gains_of_other_boards_are_refused(gains_file, tmp_path, capsys):
 
 
 def test_board_gains_round_trip_and_refusals(tmp_path):
-    bg = BoardGains(("a", "b"), np.array([[1.0, 1.01, 0.99, 1.02], [1.0, 1.0, 0.98, 1.0]]), 5.0, "bt:A,B")
+    se = np.full((2, 4), 2e-4)
+    bg = BoardGains(("a", "b"), np.array([[1.0, 1.01, 0.99, 1.02], [1.0, 1.0, 0.98, 1.0]]), 5.0, "bt:A,B", se)
     save_board_gains(bg, tmp_path / "g.json")
     back = load_board_gains(tmp_path / "g.json")
     assert back.boards == bg.boards and np.array_equal(back.gains, bg.gains) and back.endpoint == "bt:A,B"
+    assert np.array_equal(back.gain_se, se)
+    with pytest.raises(DataError, match="gain_se"):
+        BoardGains(("a",), np.ones((1, 4)), 5.0, "", np.full((1, 4), -1.0))
     with pytest.raises(DataError, match="2 × 4 gains"):
         BoardGains(("a", "b"), np.ones((2, 3)), 5.0)
     with pytest.raises(DataError, match="b BR 2.5"):

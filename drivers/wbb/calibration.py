@@ -22,6 +22,7 @@ class Calibration:
     method: str = "piecewise"
     offset_kg: np.ndarray = field(default_factory=lambda: np.zeros(4))
     gain: np.ndarray = field(default_factory=lambda: np.ones(4))
+    gain_se: np.ndarray | None = None  # the gains' standard errors from the recalibration's readings
 
     def __post_init__(self) -> None:
         self.raw = np.asarray(self.raw, dtype=float).reshape(3, 4)
@@ -70,17 +71,24 @@ class Calibration:
         """Per-cell gains from known loads: pairs (true per-cell kg (4,), raw samples (n, 4)).
 
         Least squares per cell of true = gain * (tared reading), over the loads that put weight on that
-        cell; returns and applies the gains.
+        cell; returns and applies the gains. `gain_se`: each gain's standard error from the scatter of its
+        readings (independent reports; the tare's own error is not included).
         """
         num = np.zeros(4)
         den = np.zeros(4)
+        var = np.zeros(4)  # of Σ true · mean reading, through the readings' means
         for true_kg, raw in loads:
             true_kg = np.asarray(true_kg, float)
-            meas = (self.untared_kg(np.asarray(raw, float).reshape(-1, 4)) - self.offset_kg).mean(axis=0)
+            tared = self.untared_kg(np.asarray(raw, float).reshape(-1, 4)) - self.offset_kg
+            meas = tared.mean(axis=0)
             on = true_kg > 0
             num[on] += meas[on] * true_kg[on]
             den[on] += meas[on] ** 2
+            if len(tared) > 1:
+                var[on] += (true_kg[on] ** 2) * tared[:, on].var(axis=0, ddof=1) / len(tared)
         if np.any(den <= 0):
             raise ValueError("recalibration needs a known load on every cell")
         self.gain = num / den
+        # the relative SE of Σ true · mean reading: the gain's, exactly so for one load per cell (gain = true / mean)
+        self.gain_se = np.sqrt(var) * self.gain / num
         return self.gain
