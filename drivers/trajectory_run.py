@@ -213,6 +213,19 @@ LOADED_SHARE = 0.05
 ROCKED_WARN = 0.05  # a sole on three corners for more than this share of a run's ticks is said to rock
 
 
+def tare_mass_sd(boards) -> float | None:
+    """The standard deviation (kg) of the total load a run's tare leaves on all its readings: each cell's tare
+    error (its SE, from the scatter of its empty readings) times its gain, summed over the cells; a constant offset
+    the run's own samples cannot average out (None where a board kept no scatter)."""
+    terms = []
+    for b in boards:
+        cal = b.calibration
+        if cal.offset_se is None:
+            return None
+        terms.append(np.asarray(cal.gain) * cal.offset_se)
+    return float(np.sqrt(np.sum(np.concatenate(terms) ** 2)))
+
+
 def rocked_soles(shares: dict[str, float]) -> list[str]:
     """The soles of a run's tally ({sole: share of the ticks on three corners}) that rocked (> ROCKED_WARN)."""
     return [sole for sole, share in shares.items() if share > ROCKED_WARN]
@@ -510,7 +523,8 @@ class TrajectoryExecutor(Executor):
             if sp.standing:
                 self.operator.lift(None)
                 self.progress_cb(Progress(0, len(sp.t), 0, 0, "tare"))
-                self.rec.update_meta(tare_kg=[b.tare(self.tare_s).tolist() for b in self.boards])
+                self.rec.update_meta(tare_kg=[b.tare(self.tare_s).tolist() for b in self.boards],
+                                     tare_mass_sd_kg=tare_mass_sd(self.boards))  # fmt: skip
             self.progress_cb(Progress(0, len(sp.t), 0, 0, "move"))
             q = self._to_start(q)
             if sp.standing:

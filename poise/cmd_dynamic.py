@@ -318,6 +318,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     uncal = [k + 1 for k, run in enumerate(runs) if not isinstance(run, Exception) and run.uncalibrated]
     if uncal:
         out["uncalibrated_boards"] = uncal
+    tare_sd = [None if isinstance(run, Exception) else run.tare_mass_sd for run in runs]
+    if any(v is not None for v in tare_sd):
+        out["tare_mass_sd_kg"] = tare_sd
     if rep.averaged:
         out["repeats_averaged"] = [[k + 1 for k in g] for g in rep.groups]
         shared = _shared_noise(rep.groups, runs)
@@ -382,6 +385,15 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         console.print(
             f"repeats averaged sample by sample (runs of one plan, by their run.json): recordings {together} — "
             f"{len(rep.groups)} fitted; what repeats share shows in the SEs (--no-average: each run on its own)",
+            highlight=False,
+        )
+    known = [v for v in out.get("tare_mass_sd_kg", []) if v is not None]
+    if known and quantity == "wrench":
+        total = next((k for k, f in enumerate(fit.formulas) if f.count("m@") == len(model.links)), None)
+        se = "" if total is None else f"; {fit.symbols[total]}'s SE here {fit.se[total]:.4f} kg"
+        console.print(
+            f"the tare of each run leaves its total load uncertain by σ {_span(known)} kg: a "
+            f"constant offset in that run's Fz which no SE from its residuals includes{se}",
             highlight=False,
         )
     if out.get("uncalibrated_boards"):
@@ -635,6 +647,7 @@ class RunOf(NamedTuple):
     twin_joints: dict | None
     noise_seed: int | None = None  # the emulated bench's (`poise run --noise-seed`); None: real or noiseless
     uncalibrated: bool = False  # read boards without per-cell gains (real ones, or emulated ones with noise)
+    tare_mass_sd: float | None = None  # kg: the total load's uncertainty the run's tare left (run.json)
 
 
 def _run_of(recording: str) -> RunOf | Exception:
@@ -655,9 +668,16 @@ def _run_of(recording: str) -> RunOf | Exception:
     seed = meta.get("noise_seed")
     boards = meta.get("boards")
     uncalibrated = bool(boards) and "board_gains" not in meta and (boards != "sim" or isinstance(seed, int))
-    return RunOf(
-        plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated
-    )
+    sd = meta.get("tare_mass_sd_kg")
+    sd = float(sd) if isinstance(sd, int | float) and math.isfinite(sd) and sd >= 0 else None
+    return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
+                 sd)  # fmt: skip
+
+
+def _span(values: list[float]) -> str:
+    """'a' or 'a–b' (4 decimals): the range of a few values."""
+    lo, hi = f"{min(values):.4f}", f"{max(values):.4f}"
+    return lo if lo == hi else f"{lo}–{hi}"
 
 
 def _shared_noise(groups: list[list[int]], runs: list) -> list[list[int]]:

@@ -99,6 +99,10 @@ def test_a_noisy_standing_run_on_calibrated_boards_weighs_the_robot(gains_file, 
     truth = res["reference"]["values"][0]
     assert abs(mass["value"] / truth - 1) < 2e-3, (mass["value"], truth, z[0])
     assert max(abs(v) for v in z[1:]) < 3, z
+    # the run's 1 s tare leaves the total load uncertain by more than the fit's SE: with it, the mass is honest
+    tare_sd = meta["tare_mass_sd_kg"]
+    assert res["tare_mass_sd_kg"] == [tare_sd] and 0.002 < tare_sd < 0.05, tare_sd
+    assert abs(mass["value"] - truth) < 3 * np.hypot(mass["se"], tare_sd)
 
 
 @pytest.fixture
@@ -182,6 +186,25 @@ def test_a_weight_between_two_cells_is_refused_by_name(bench_as_real_boards, tmp
         "with the weight over cell BR, cell BL reads +4.00 kg" in err and "right above cell BR's foot" in err
     )
     assert not (tmp_path / "g.json").exists()
+
+
+def test_a_tares_uncertainty_is_its_readings_scatter():
+    """`Calibration.tare` keeps each cell's SE; `tare_mass_sd` sums them (× gains) into the total load's σ."""
+    from types import SimpleNamespace
+
+    from drivers.trajectory_run import tare_mass_sd
+    from drivers.wbb.calibration import Calibration
+
+    rng = np.random.default_rng(3)
+    cal = Calibration(np.array([[0.0] * 4, [1700.0] * 4, [3400.0] * 4]))  # 0.01 kg per count
+    raw = 50.0 + rng.normal(0.0, 3.0, (400, 4))  # 0.03 kg of noise on every cell
+    cal.tare(raw)
+    assert np.allclose(cal.offset_kg, 0.5, atol=0.01) and np.allclose(cal.offset_se, 0.03 / 20, rtol=0.15)
+    cal.gain = np.full(4, 2.0)
+    boards = [SimpleNamespace(calibration=cal)] * 2
+    assert tare_mass_sd(boards) == pytest.approx(np.sqrt(8) * 2 * 0.03 / 20, rel=0.15)
+    cal.offset_se = None  # a tare from a single reading: no scatter, no σ
+    assert tare_mass_sd(boards) is None
 
 
 def test_a_run_on_uncalibrated_boards_says_so():

@@ -23,6 +23,7 @@ class Calibration:
     offset_kg: np.ndarray = field(default_factory=lambda: np.zeros(4))
     gain: np.ndarray = field(default_factory=lambda: np.ones(4))
     gain_se: np.ndarray | None = None  # the gains' standard errors from the recalibration's readings
+    offset_se: np.ndarray | None = None  # the tare's standard errors (kg) from the scatter of its readings
 
     def __post_init__(self) -> None:
         self.raw = np.asarray(self.raw, dtype=float).reshape(3, 4)
@@ -65,7 +66,9 @@ class Calibration:
         raw_samples = np.asarray(raw_samples, dtype=float).reshape(-1, 4)
         if len(raw_samples) == 0:
             raise ValueError("tare needs at least one sample")
-        self.offset_kg = self.untared_kg(raw_samples).mean(axis=0)
+        kg = self.untared_kg(raw_samples)
+        self.offset_kg = kg.mean(axis=0)
+        self.offset_se = kg.std(axis=0, ddof=1) / np.sqrt(len(kg)) if len(kg) > 1 else None
 
     def recalibrate(self, loads: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """Per-cell gains from known loads: pairs (true per-cell kg (4,), raw samples (n, 4)).
