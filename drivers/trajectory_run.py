@@ -226,6 +226,21 @@ def tare_mass_sd(boards) -> float | None:
     return float(np.sqrt(np.sum(np.concatenate(terms) ** 2)))
 
 
+def tare_wrench_cov(boards, cells: np.ndarray) -> list[list[float]] | None:
+    """The covariance (3 × 3: Fz N, Mx, My N·m, as `board_wrench`) of the constant offset a run's tare leaves on
+    its wrench: each cell's tare SE × gain (kg) as a force at the cell's position `cells` (8, 2), the cells
+    independent (None where a board kept no scatter)."""
+    sd = []
+    for b in boards:
+        cal = b.calibration
+        if cal.offset_se is None:
+            return None
+        sd.append(np.asarray(cal.gain) * cal.offset_se * G)
+    sd = np.concatenate(sd)
+    V = np.stack([np.ones(len(cells)), cells[:, 1], -cells[:, 0]])  # (3, 8): Fz, Mx, My per unit cell force
+    return ((V * sd**2) @ V.T).tolist()
+
+
 def rocked_soles(shares: dict[str, float]) -> list[str]:
     """The soles of a run's tally ({sole: share of the ticks on three corners}) that rocked (> ROCKED_WARN)."""
     return [sole for sole, share in shares.items() if share > ROCKED_WARN]
@@ -703,6 +718,8 @@ class TrajectoryExecutor(Executor):
     def _stream(self, cells, polygon) -> None:
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
         rec: TrajectoryRecorder = self.rec
+        if sp.standing:  # what the tare leaves on every row of the recording (`identify dynamic` adds it)
+            rec.update_meta(tare_wrench_cov=tare_wrench_cov(self.boards, cells))
         sq = 0.0
         for k, (tk, qk) in enumerate(zip(sp.t, sp.q, strict=True)):
             rec.t_traj = float(tk)

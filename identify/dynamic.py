@@ -485,15 +485,20 @@ class DynamicEstimator:
         self,
         rec: DynamicRecording | Sequence[DynamicRecording],
         instruments: np.ndarray | Sequence[np.ndarray] | None = None,
+        offsets: Sequence[np.ndarray | None] | None = None,
     ) -> DynamicEstimator:
         """Fit one recording, or several of the same robot (and, for board wrenches, the same foot placement)
         together: each filtered and trimmed on its own, their rows stacked, their noise taken independent.
         `instruments`: each recording's planned joint angles at its samples (K, nq) — the instrumental-variable
         estimate (IDIM-IV) with their regressor as instruments: the encoders' noise, differentiated twice, sits in
-        the regressor and biases least squares (errors in variables); noise-free instruments do not."""
+        the regressor and biases least squares (errors in variables); noise-free instruments do not.
+        `offsets`: per recording, the covariance (rows × rows) of a constant unknown offset on all its efforts
+        (a board tare's error), or None; its effect through the estimator is added to the covariance."""
         recs = [rec] if isinstance(rec, DynamicRecording) else list(rec)
         if not recs:
             raise DataError("no recording to fit")
+        if offsets is not None and len(offsets) != len(recs):
+            raise DataError(f"{len(offsets)} offset covariances for {len(recs)} recordings")
         if isinstance(self.delay, str):
             delays = self._estimated_delays(recs, instruments)
         else:
@@ -540,6 +545,10 @@ class DynamicEstimator:
                 f"fixed at {getattr(self.prior, 'name', self.prior)!s}"
             )
             free = np.delete(free, k)
+        if offsets is not None:
+            cov_f = cov_f + self._offset_covariance(A[:, free], None if Z is None else Z[:, free], w[joint], joint,
+                                                    offsets)  # fmt: skip
+            se_f = np.sqrt(np.diag(cov_f))
         x = prior.copy()
         x[free] = xf
         se = np.full(p, np.nan)
@@ -588,6 +597,26 @@ class DynamicEstimator:
             armature_grouped=self._armature_grouped(syms) if self.armature else None,
         )
         return self
+
+    def _offset_covariance(self, A, Z, Wr, joint, offsets) -> np.ndarray:
+        """Σ_k M_k C_k M_kᵀ: the estimate's covariance from each recording's constant effort offset (covariance
+        C_k, rows × rows), M_k the estimator's response to a unit offset on one row kind of recording k's rows (a
+        constant passes the zero-phase filter unchanged). M: (ZᵀWA)⁻¹ZᵀW, or (AᵀWA)⁻¹AᵀW without instruments."""
+        n, p = self.rows_, A.shape[1]
+        W2 = Wr * Wr
+        Zt = (A if Z is None else Z) * W2[:, None]  # the estimator's left factor, weights applied twice
+        M = np.linalg.solve(Zt.T @ A, Zt.T)  # (p, rows): x = M b
+        rec = np.asarray(self._piece_of)[self._row_piece]
+        out = np.zeros((p, p))
+        for k, C in enumerate(offsets):
+            if C is None:
+                continue
+            C = np.asarray(C, dtype=float)
+            if C.shape != (n, n) or not np.all(np.isfinite(C)):
+                raise DataError(f"recording {k + 1}: an offset covariance must be {n} × {n} finite numbers")
+            Mk = np.stack([M[:, (rec == k) & (joint == j)].sum(axis=1) for j in range(n)], axis=1)  # (p, n)
+            out += Mk @ C @ Mk.T
+        return out
 
     def _estimated_delays(
         self, recs: list[DynamicRecording], instruments: np.ndarray | Sequence[np.ndarray] | None
@@ -786,6 +815,7 @@ class DynamicEstimator:
 
             parts = [(own(A, k), own(Z, k), *rest) for k, (A, Z, *rest) in enumerate(parts)]
         A, Z, b, joint, sample = (np.concatenate([part[i] for part in parts]) for i in range(5))
+        self._row_piece = np.concatenate([np.full(len(part[2]), k) for k, part in enumerate(parts)])
         return A, b, joint, sample, (None if planned is None else Z)
 
     def _same_experiment(self, first: DynamicRecording, other: DynamicRecording, k: int) -> None:

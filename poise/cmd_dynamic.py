@@ -268,7 +268,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         drift=args.drift,
         delay=args.delay,
         armature=args.armature,
-    ).fit(recs, instruments=planned)
+    )
+    offsets = _tare_offsets(rep.groups, runs) if quantity == "wrench" else None
+    est.fit(recs, instruments=planned, offsets=offsets)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
     for item in (*fit.gaps, *fit.dropped, *fit.placements):  # recordings numbered as given, not as fitted
@@ -321,6 +323,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     tare_sd = [None if isinstance(run, Exception) else run.tare_mass_sd for run in runs]
     if any(v is not None for v in tare_sd):
         out["tare_mass_sd_kg"] = tare_sd
+    out["tare_in_se"] = [
+        k + 1 for k, g in enumerate(rep.groups) if offsets is not None and offsets[k] is not None
+    ]
     if rep.averaged:
         out["repeats_averaged"] = [[k + 1 for k in g] for g in rep.groups]
         shared = _shared_noise(rep.groups, runs)
@@ -391,9 +396,11 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if known and quantity == "wrench":
         total = next((k for k, f in enumerate(fit.formulas) if f.count("m@") == len(model.links)), None)
         se = "" if total is None else f"; {fit.symbols[total]}'s SE here {fit.se[total]:.4f} kg"
+        how = ("the SEs include it (run.json tare_wrench_cov)" if out["tare_in_se"] else
+               "no SE from its residuals includes it")  # fmt: skip
         console.print(
-            f"the tare of each run leaves its total load uncertain by σ {_span(known)} kg: a "
-            f"constant offset in that run's Fz which no SE from its residuals includes{se}",
+            f"the tare of each run leaves its total load uncertain by σ {_span(known)} kg, a constant offset in that "
+            f"run's Fz: {how}{se}",
             highlight=False,
         )
     if out.get("uncalibrated_boards"):
@@ -648,6 +655,7 @@ class RunOf(NamedTuple):
     noise_seed: int | None = None  # the emulated bench's (`poise run --noise-seed`); None: real or noiseless
     uncalibrated: bool = False  # read boards without per-cell gains (real ones, or emulated ones with noise)
     tare_mass_sd: float | None = None  # kg: the total load's uncertainty the run's tare left (run.json)
+    tare_cov: np.ndarray | None = None  # (3, 3) Fz N, Mx, My N·m: the constant offset the run's tare left
 
 
 def _run_of(recording: str) -> RunOf | Exception:
@@ -670,8 +678,21 @@ def _run_of(recording: str) -> RunOf | Exception:
     uncalibrated = bool(boards) and "board_gains" not in meta and (boards != "sim" or isinstance(seed, int))
     sd = meta.get("tare_mass_sd_kg")
     sd = float(sd) if isinstance(sd, int | float) and math.isfinite(sd) and sd >= 0 else None
+    try:
+        cov = np.asarray(meta.get("tare_wrench_cov"), dtype=float)
+    except (TypeError, ValueError):
+        cov = None
+    cov = cov if cov is not None and cov.shape == (3, 3) and np.all(np.isfinite(cov)) else None
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
-                 sd)  # fmt: skip
+                 sd, cov)  # fmt: skip
+
+
+def _tare_offsets(groups: list[list[int]], runs: list) -> list[np.ndarray | None] | None:
+    """Each fitted recording's tare offset covariance: its run's, or the mean of its averaged runs' (independent
+    tares: Σ C_i / N²); None for a recording any of whose runs did not record one; None when none did."""
+    covs = [None if isinstance(r, Exception) else r.tare_cov for r in runs]
+    out = [None if any(covs[k] is None for k in g) else sum(covs[k] for k in g) / len(g) ** 2 for g in groups]
+    return out if any(c is not None for c in out) else None
 
 
 def _span(values: list[float]) -> str:
