@@ -393,7 +393,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             highlight=False,
         )
     known = [v for v in out.get("tare_mass_sd_kg", []) if v is not None]
-    if known and quantity == "wrench":
+    if known and max(known) > 0 and quantity == "wrench":  # ideal boards (no noise) tare exactly
         total = next((k for k, f in enumerate(fit.formulas) if f.count("m@") == len(model.links)), None)
         se = "" if total is None else f"; {fit.symbols[total]}'s SE here {fit.se[total]:.4f} kg"
         how = ("the SEs include it (run.json tare_wrench_cov)" if out["tare_in_se"] else
