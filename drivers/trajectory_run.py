@@ -213,30 +213,31 @@ LOADED_SHARE = 0.05
 ROCKED_WARN = 0.05  # a sole on three corners for more than this share of a run's ticks is said to rock
 
 
-def tare_mass_sd(boards) -> float | None:
-    """The standard deviation (kg) of the total load a run's tare leaves on all its readings: each cell's tare
-    error (its SE, from the scatter of its empty readings) times its gain, summed over the cells; a constant offset
-    the run's own samples cannot average out (None where a board kept no scatter)."""
-    terms = []
-    for b in boards:
-        cal = b.calibration
-        if cal.offset_se is None:
-            return None
-        terms.append(np.asarray(cal.gain) * cal.offset_se)
-    return float(np.sqrt(np.sum(np.concatenate(terms) ** 2)))
-
-
-def tare_wrench_cov(boards, cells: np.ndarray) -> list[list[float]] | None:
-    """The covariance (3 × 3: Fz N, Mx, My N·m, as `board_wrench`) of the constant offset a run's tare leaves on
-    its wrench: each cell's tare SE × gain (kg) as a force at the cell's position `cells` (8, 2), the cells
-    independent (None where a board kept no scatter)."""
+def _tare_force_sd(boards) -> np.ndarray | None:
+    """Each cell's tare error as a force (N): its SE, from the scatter of its empty readings, × its gain × g (None
+    where a board kept no scatter)."""
     sd = []
     for b in boards:
         cal = b.calibration
         if cal.offset_se is None:
             return None
         sd.append(np.asarray(cal.gain) * cal.offset_se * G)
-    sd = np.concatenate(sd)
+    return np.concatenate(sd)
+
+
+def tare_mass_sd(boards) -> float | None:
+    """The standard deviation (kg) of the total load a run's tare leaves on all its readings: the cells' tare
+    errors summed in quadrature; a constant offset the run's own samples cannot average out."""
+    sd = _tare_force_sd(boards)
+    return None if sd is None else float(np.sqrt(np.sum(sd**2)) / G)
+
+
+def tare_wrench_cov(boards, cells: np.ndarray) -> list[list[float]] | None:
+    """The covariance (3 × 3: Fz N, Mx, My N·m, as `board_wrench`) of the constant offset a run's tare leaves on
+    its wrench: each cell's tare error as a force at its position `cells` (8, 2), the cells independent."""
+    sd = _tare_force_sd(boards)
+    if sd is None:
+        return None
     V = np.stack([np.ones(len(cells)), cells[:, 1], -cells[:, 0]])  # (3, 8): Fz, Mx, My per unit cell force
     return ((V * sd**2) @ V.T).tolist()
 

@@ -601,11 +601,12 @@ class DynamicEstimator:
     def _offset_covariance(self, A, Z, Wr, joint, offsets) -> np.ndarray:
         """Σ_k M_k C_k M_kᵀ: the estimate's covariance from each recording's constant effort offset (covariance
         C_k, rows × rows), M_k the estimator's response to a unit offset on one row kind of recording k's rows (a
-        constant passes the zero-phase filter unchanged). M: (ZᵀWA)⁻¹ZᵀW, or (AᵀWA)⁻¹AᵀW without instruments."""
+        constant passes the zero-phase filter unchanged). M: (ZᵀWA)⁻¹ZᵀW, or (AᵀWA)⁻¹AᵀW without instruments, W the
+        squared row weights: only its rows' sums per recording and row kind are formed."""
         n, p = self.rows_, A.shape[1]
-        W2 = Wr * Wr
-        Zt = (A if Z is None else Z) * W2[:, None]  # the estimator's left factor, weights applied twice
-        M = np.linalg.solve(Zt.T @ A, Zt.T)  # (p, rows): x = M b
+        # the estimator's left factor, the weights applied twice
+        Zt = (A if Z is None else Z) * (Wr * Wr)[:, None]
+        G = Zt.T @ A
         rec = np.asarray(self._piece_of)[self._row_piece]
         out = np.zeros((p, p))
         for k, C in enumerate(offsets):
@@ -614,7 +615,9 @@ class DynamicEstimator:
             C = np.asarray(C, dtype=float)
             if C.shape != (n, n) or not np.all(np.isfinite(C)):
                 raise DataError(f"recording {k + 1}: an offset covariance must be {n} × {n} finite numbers")
-            Mk = np.stack([M[:, (rec == k) & (joint == j)].sum(axis=1) for j in range(n)], axis=1)  # (p, n)
+            # the response to a unit offset on row kind j of recording k: M summed over those rows, = G⁻¹ Σ Ztᵀ
+            S = np.stack([Zt[(rec == k) & (joint == j)].sum(axis=0) for j in range(n)], axis=1)  # (p, n)
+            Mk = np.linalg.solve(G, S)
             out += Mk @ C @ Mk.T
         return out
 

@@ -150,9 +150,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Tare the empty boards, then read them with the known weight over each cell in turn; the gains (known /
     tared reading per cell) are saved. Emulated boards (`sim`) place the weight themselves; real ones ask."""
     import drivers.session as person
-    from drivers.wbb.board import tare_all
     from drivers.wbb.protocol import CELLS
-    from drivers.wbb.recalibrate import recalibrate_boards
+    from drivers.wbb.recalibrate import tare_and_recalibrate
     from formats.board_gains import BoardGains, save_board_gains
 
     def ask(cell: int | None) -> None:  # the person at the boards
@@ -165,10 +164,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     with opened_boards(args.boards) as (boards, world):
         if world is None:
             person.ask_on_stderr("Empty the boards (robot on its stand), then press Enter ")
-        err_console.print(f"taring {len(boards)} board(s) over {args.tare_s:g} s ...")
-        tare_all(boards, args.tare_s)
+        err_console.print(
+            f"taring {len(boards)} board(s) over {args.tare_s:g} s, then a weight over each cell ..."
+        )
         put = ask if world is None else (lambda cell: world.place_weight(cell, args.weight))
-        gains = recalibrate_boards(boards, put, args.weight, args.seconds)
+        gains = tare_and_recalibrate(boards, put, args.weight, args.seconds, args.tare_s)
         names = tuple(b.name for b in boards)
         se = np.array([b.calibration.gain_se for b in boards])
     bg = BoardGains(names, np.array(gains), args.weight, args.boards, se)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from drivers.wbb.board import collect_all
+from drivers.wbb.board import collect_all, tare_all
 from drivers.wbb.protocol import CELLS
 from formats.board_gains import BoardGains
 from formats.errors import DeviceError
@@ -41,6 +41,14 @@ def recalibrate_boards(
         return [board.calibration.recalibrate(got) for board, got in zip(boards, loads, strict=True)]
     except ValueError as exc:  # a cell that read nothing at all
         raise DeviceError(f"recalibration: {exc}") from None
+
+
+def tare_and_recalibrate(
+    boards: list, put_weight: Callable[[int | None], None], weight_kg: float, seconds: float, tare_s: float
+) -> list[np.ndarray]:
+    """The boards tared side by side from `tare_s` of empty readings, then recalibrated (`recalibrate_boards`)."""
+    tare_all(boards, tare_s)
+    return recalibrate_boards(boards, put_weight, weight_kg, seconds)
 
 
 OFF_CELL_SHARE = 0.1  # of the weight: more on another cell, and the weight was not right above its own

@@ -128,12 +128,11 @@ def recalibrate_sim_boards(
 ) -> list[np.ndarray]:
     """Tare, then recalibrate every emulated board with a known weight over each cell (Leach 2014 style): the
     boards side by side, each with its own weight."""
-    from drivers.wbb.board import tare_all
-    from drivers.wbb.recalibrate import recalibrate_boards
+    from drivers.wbb.recalibrate import tare_and_recalibrate
 
-    tare_all(session.boards, tare_s)
-    return recalibrate_boards(
-        session.boards, lambda c: session.world.place_weight(c, weight_kg), weight_kg, seconds
+    world = session.world
+    return tare_and_recalibrate(
+        session.boards, lambda c: world.place_weight(c, weight_kg), weight_kg, seconds, tare_s
     )
 
 
