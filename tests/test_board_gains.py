@@ -109,11 +109,19 @@ def test_a_noisy_standing_run_on_calibrated_boards_weighs_the_robot(gains_file, 
 def bench_as_real_boards(monkeypatch):
     """`--boards bt:…` served by the emulated boards (the HID driver over their socket and pty), with a person at
     the prompts whose answers the test gives (`answers`: prompt → None)."""
+    import drivers.session
     import drivers.wbb.open as wbb_open
 
     world = SimWorld(tulip(), load_config(), WorldOptions())
     real = wbb_open.board_drivers
-    monkeypatch.setattr(wbb_open, "board_drivers", lambda spec, *a, **k: real("sim", world.board_openers()))
+
+    def served(spec, *a, **k):
+        return real("sim", world.board_openers())
+
+    # both names, and drivers.session imported first: a module importing `board_drivers` while this patch is
+    # on would keep this test's closed bench for the rest of the process (a later Session then met a closed board)
+    monkeypatch.setattr(wbb_open, "board_drivers", served)
+    monkeypatch.setattr(drivers.session, "board_drivers", served)
     yield world
     world.close()
 
