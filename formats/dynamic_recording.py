@@ -41,6 +41,9 @@ MAGIC = "poise dynamic recording"
 VERSION = 1
 WRENCH = ["fx_n", "fy_n", "fz_n", "mx_nm", "my_nm", "mz_nm"]
 T_PLAN = "t_plan_s"
+# a recording sampled slower than this cannot resolve any excitation's dynamics: time stamps stepping by more
+# are in another unit (ms, µs, a sample counter)
+SLOWEST_STEP_S = 0.5
 CURRENT = "i:"  # column prefix: a joint's motor current, A
 TORQUE_CONSTANT = "torque_constant"  # metadata key prefix: `# torque_constant:JOINT: N·m/A`
 
@@ -86,6 +89,12 @@ class DynamicRecording:
             raise DataError(f"recording has {K} samples; need at least 10")
         if np.any(np.diff(self.t) <= 0):
             raise DataError("recording: time stamps must strictly increase")
+        step = float(np.median(np.diff(self.t)))
+        if step > SLOWEST_STEP_S:
+            raise DataError(
+                f"recording: median time step {step:.4g} s ({1 / step:.3g} Hz), too slow to resolve a motion's "
+                f"dynamics (at most {SLOWEST_STEP_S:g} s); are the time stamps in ms? t_s is in seconds"
+            )
 
     @property
     def rate_hz(self) -> float:

@@ -233,6 +233,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     model = get_model(rec.meta.get("robot_source") or rec.robot)
     # Every input is read before the fit: a bad --reference or --validate fails now, not after the work.
     ref_ps = resolve_params(args.reference, model) if args.reference else None
+    if args.prior and args.essential is None:
+        raise DataError("--prior is the parameter set --essential fixes poorly determined parameters at: give "
+                        "--essential PCT too, or drop it")  # fmt: skip
     prior = resolve_params(args.prior, model) if args.prior else None
     if args.essential is not None:
         _finite("essential", args.essential, positive=True)
@@ -281,9 +284,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         twin = (
             _twin_joints(args.reference, args.recording[0], runs[0], model) if quantity == "torque" else None
         )
-        source = "run.json twin_joints"
+        joints_from = "run.json twin_joints"
         if twin is None and quantity == "torque" and (twin := _declared_joints(recs, model)) is not None:
-            source = "the recording's declared joint truth"
+            joints_from = "the recording's declared joint truth"
         armature = [twin[j]["armature"] for j in model.joint_names] if twin else None
         ref = est.reference_values(ref_ps, armature=armature)
         z = (fit.values[:nb] - ref) / fit.se[:nb]  # NaN for parameters held at a prior value
@@ -297,7 +300,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             "max_abs_z": float(np.max(np.abs(z[done]))) if done.any() else None,
         }
         if twin:
-            fit.reference["joints"] = _joint_reference(fit, twin, nb, source)
+            fit.reference["joints"] = _joint_reference(fit, twin, nb, joints_from)
     good, poor = fit.determined(args.well)
     needed = dict(zip(fit.symbols[:nb], fit.needed_s(args.well)[:nb], strict=True))
     beyond = [s for s in poor if needed[s] > args.practical_s]
@@ -460,10 +463,10 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         "units: inertial base parameters in SI combinations (kg, kg·m, kg·m²); friction, rotor inertia and sole "
         "creep as labelled"
     )
-    what = "joint" if quantity == "torque" else "row (Fz N, Mx/My N·m)"
+    rows = _row_labels(model, quantity)
     console.print(
-        f"κ(regressor) = {fit.kappa:.1f} raw, {fit.kappa_scaled:.1f} column-scaled; residual σ per {what}: "
-        + ", ".join(f"{s:.3f}" for s in fit.sigma)
+        f"κ(regressor) = {fit.kappa:.1f} raw, {fit.kappa_scaled:.1f} column-scaled; residual σ: "
+        + ", ".join(f"{r} {s:.3g}" for r, s in zip(rows, fit.sigma, strict=True))
     )
     if fit.unidentifiable:
         single = rec.meta.get("motion") == "single-support"
@@ -489,7 +492,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             f"this motion repeated (noise alone, at this cut-off) would determine {len(within)} of them within "
             f"{args.practical_s:g} s: "
             + (", ".join(f"{s} ({needed[s]:.0f} s)" for s in within) or "none")
-            + f"; not {len(beyond)}: "
+            + f"; {len(beyond)} would take longer: "
             + (", ".join(beyond) or "none")
         )
     if scatter is not None:
@@ -521,14 +524,26 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         )
         console.print(
             f"validation on {args.validate}{how}: RMS error {v['total_relative_pct']:.2f} % of the measured efforts; "
-            + (
-                "per joint N·m (% of its RMS): "
-                if quantity == "torque"
-                else "Fz N, Mx, My N·m (% of its RMS): "
+            + "(% of its RMS): "
+            + ", ".join(
+                f"{label} {x:.3g} ({r:.1f} %)"
+                for label, x, r in zip(
+                    _row_labels(model, quantity), v["rmse_nm"], v["relative_pct"], strict=True
+                )
             )
-            + ", ".join(f"{x:.3f} ({r:.1f} %)" for x, r in zip(v["rmse_nm"], v["relative_pct"], strict=True))
         )
     return 0
+
+
+def _row_labels(model, quantity: str) -> list[str]:
+    """Each fitted row's name with its unit: the joints' efforts, or the boards' Fz, Mx, My."""
+    if quantity != "torque":
+        return ["Fz N", "Mx N·m", "My N·m"]
+    kinds = [model.joints[c].type for c in model.coordinates]
+    return [
+        f"{j} {'N' if kind == 'prismatic' else 'N·m'}"
+        for j, kind in zip(model.joint_names, kinds, strict=True)
+    ]
 
 
 def _torque_constant(text: str) -> float | dict[str, float]:
@@ -735,6 +750,21 @@ def _rocked(runs: list) -> list[dict]:
             for sole in rocked_soles(run.rocked)]  # fmt: skip
 
 
+def _unreadable_run(exc: Exception) -> str:
+    """Why a run.json could not serve (`_run_of`'s exception), as the end of a sentence."""
+    import json
+
+    if isinstance(exc, FileNotFoundError):
+        return "is not there"
+    if isinstance(exc, OSError):
+        return f"cannot be read ({exc.strerror or exc})"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"is not valid JSON ({exc.msg}, line {exc.lineno})"
+    if isinstance(exc, KeyError):
+        return f"names no plan (no {exc.args[0]!r})"
+    return "is not a run's record (not a JSON object of a `poise run`)"
+
+
 def _run_plan(recording: str, run: RunOf | Exception) -> str:
     """The plan a `poise run` recording executed: named by the run.json beside it (`run`: `_run_of`'s answer),
     unchanged since (sha256)."""
@@ -744,8 +774,8 @@ def _run_plan(recording: str, run: RunOf | Exception) -> str:
 
     meta_path = Path(recording).parent / "run.json"
     if isinstance(run, Exception):
-        raise DataError(f"--instruments without a plan needs {meta_path} (a `poise run` of a trajectory plan): "
-                        f"{type(run).__name__} {run}; give the plan: --instruments PLAN")  # fmt: skip
+        raise DataError(f"--instruments without a plan needs {meta_path} (a `poise run` of a trajectory plan), "
+                        f"which {_unreadable_run(run)}; give the plan: --instruments PLAN")  # fmt: skip
     plan, sha = run.plan, run.sha
     if not Path(plan).is_file():
         raise DataError(f"{meta_path} names the plan {plan}, which is not there (relative to here); "

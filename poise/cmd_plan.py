@@ -291,6 +291,21 @@ def cmd_postures(args: argparse.Namespace) -> int:
     return 0
 
 
+def _posture_plan_format(path: str, command: str) -> None:
+    """A JSON file of another kind (a run.json, a result) named as one: `command` takes both plan kinds."""
+    from formats import plan as posture
+    from formats import trajectory_plan
+    from formats.json_format import read_json
+
+    doc = read_json(path, "a plan")
+    fmt = doc.get("format") if isinstance(doc, dict) else None
+    if fmt != posture.FORMAT:
+        raise DataError(
+            f"{path}: not a plan (format {fmt!r}): `poise {command}` reads posture plans ({posture.FORMAT!r}, "
+            f"`plan postures`) and trajectory plans ({trajectory_plan.FORMAT!r}, `plan trajectory`)"
+        )
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from design.verify import check_plan
     from formats.plan import load_plan
@@ -301,6 +316,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         return cmd_check_trajectory(args.plan, args.params, args.json, args.config)
 
+    _posture_plan_format(args.plan, "plan check")
     plan = load_plan(args.plan)
     model = plan_model(plan)
     report = check_plan(model, plan, args.params)
@@ -382,6 +398,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
         return cmd_show_trajectory(args.plan, args.out)
 
+    _posture_plan_format(args.plan, "plan show")
     plan = load_plan(args.plan)
     model = plan_model(plan)
     plot_plan(model, plan, args.out)

@@ -148,10 +148,11 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="period of the Fourier series in s (default 10; a spline's is its duration)",
     )
-    p.add_argument("--harmonics", type=at.integer(1, 100), default=5, help="harmonics per joint")
+    p.add_argument("--harmonics", type=at.integer(1, 100), default=None,
+                   help="Fourier series: harmonics per joint (default 5)")  # fmt: skip
     p.add_argument(
         "--waypoints",
-        type=at.integer(1, 1000),
+        type=at.integer(2, 1000),
         default=None,
         help="design C² cubic splines through this many waypoints between the two ends (at rest there; a standing "
         "robot's ending where they start) instead of a Fourier series; --samples then cover the whole "
@@ -186,12 +187,12 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lift",
         type=at.number(0.0, 1.0),
-        default=0.02,
+        default=None,
         help="single support: the lifted sole's corners stay this far above the ground [m] (default 0.02)",
     )
-    p.add_argument("--max-lift", type=at.positive, default=0.25,
+    p.add_argument("--max-lift", type=at.positive, default=None,
                    help="single support: ... and at most this far [m] (default 0.25)")  # fmt: skip
-    p.add_argument("--max-sole-tilt", type=at.number(0.0, 180.0, lo_open=True), default=30.0,
+    p.add_argument("--max-sole-tilt", type=at.number(0.0, 180.0, lo_open=True), default=None,
                    help="single support: the lifted sole's plane within this of the ground's [deg] (default 30)")  # fmt: skip
     p.add_argument(
         "--zmp-margin",
@@ -202,7 +203,7 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--load-share",
         type=at.number(0.0, 0.5, hi_open=True),
-        default=0.0,
+        default=None,
         help="double support: each sole's lever-rule share of the load stays ≥ this at every sample (a nearly "
         "unloaded sole rocks or slides under stiff legs; e.g. 0.25)",
     )
@@ -260,10 +261,33 @@ def _motion(args: argparse.Namespace) -> str:
     return "double-support" if args.double_support else "single-support" if args.single_support else "free"
 
 
+# options that apply to one kind of design only: (option, the designs it applies to, its default)
+ONE_KIND_OPTIONS = (
+    ("harmonics", ("fourier",), 5),
+    ("lift", ("single-support",), 0.02),
+    ("max_lift", ("single-support",), 0.25),
+    ("max_sole_tilt", ("single-support",), 30.0),
+    ("load_share", ("double-support",), 0.0),
+)
+
+
+def _one_kind_options(args: argparse.Namespace, kinds: set[str]) -> None:
+    """Refuse an option given to a design it does not apply to (it would be ignored); set the others' defaults."""
+    for name, applies, default in ONE_KIND_OPTIONS:
+        if getattr(args, name, None) is None:
+            setattr(args, name, default)
+        elif not kinds & set(applies):
+            flag = "--" + name.replace("_", "-")
+            need = {"fourier": "a Fourier design (no --waypoints)", "single-support": "--single-support",
+                    "double-support": "--double-support"}[applies[0]]  # fmt: skip
+            raise DataError(f"{flag} applies to {need} only: drop it")
+
+
 def _settings(args: argparse.Namespace):
     from trajectories.excitation import ExcitationSettings
 
     spline = args.waypoints is not None
+    _one_kind_options(args, {"spline" if spline else "fourier", _motion(args)})
     if spline and args.period is not None and args.period != args.duration:
         raise DataError(f"--waypoints: a spline is not periodic; its period is its --duration ({args.duration:g} "
                         f"s): drop --period {args.period:g}")  # fmt: skip
@@ -394,6 +418,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         "base_parameters": len(best.base_symbols),
         "friction_columns": settings.friction,
         "iterations": best.iterations,
+        "solver_status": best.status,
         "seconds_per_start": [r.seconds for r in results],
         "seconds": time.perf_counter() - t0,
         "verification": best.verification,
@@ -414,6 +439,8 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
                 f"repeated within 600 s at noise {' / '.join(f'{v:g}' for v in auto_focus['noise'])}",
                 highlight=False,
             )
+    for note in design_notes(best, bool(priors)):
+        err_console.print(f"[yellow]{escape(note)}")
     if not best.verification.get("ok"):
         err_console.print(
             "[red]the best trajectory fails verification: "
@@ -422,6 +449,28 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def unexcited_note(unexcited: list[str], n: int) -> str:
+    """The warning for base parameters a motion alone does not excite (`TrajectoryCheck.unexcited`)."""
+    return (f"this motion does not excite {n} base parameter(s) ({', '.join(unexcited)}): it cannot identify them "
+            "alone (`plan forecast` names what it determines)")  # fmt: skip
+
+
+def design_notes(best: ExcitationResult, with_prior: bool) -> list[str]:
+    """Warnings on a finished design a user would otherwise miss: IPOPT stopped before converging, or the motion
+    does not excite every base parameter (unless prior runs take them: their combined κ is finite)."""
+    notes = []
+    if best.status not in ("Solve_Succeeded", "Solved_To_Acceptable_Level"):
+        notes.append(f"IPOPT stopped without converging ({best.status or 'no status'}) after {best.iterations} "
+                     "iteration(s): more --max-iter, another --seed or a longer --duration may design a better "
+                     "motion")  # fmt: skip
+    unexcited = best.verification.get("unexcited") or []
+    prior = best.kappa_with_prior_scaled
+    prior_takes = with_prior and prior is not None and math.isfinite(prior)
+    if unexcited and not prior_takes:
+        notes.append(unexcited_note(unexcited, len(unexcited)))
+    return notes
 
 
 def weight_shift_start(
@@ -575,8 +624,8 @@ def _print_design(s: dict) -> None:
     v = s["verification"]
     what = "base regressor with friction columns" if s.get("friction_columns") else "base regressor"
     rows = [
-        (f"κ, column-scaled {what}", f"{s['kappa_scaled']:.3f}", "—"),
-        (f"κ, raw {what}", f"{s['kappa']:.1f}", "—"),
+        (f"κ, column-scaled {what}", _kappa(s["kappa_scaled"], 3), "—"),
+        (f"κ, raw {what}", _kappa(s["kappa"], 1), "—"),
         (
             "base parameters" + (" and friction coefficients" if s.get("friction_columns") else ""),
             str(s["base_parameters"]),
@@ -587,7 +636,7 @@ def _print_design(s: dict) -> None:
             if s.get("kappa_with_prior_scaled") is not None
             else []
         ),
-        ("IPOPT iterations (best start)", str(s["iterations"]), "—"),
+        ("IPOPT iterations (best start)", f"{s['iterations']} ({s['solver_status']})", "—"),
         ("wall time", f"{s['seconds']:.1f}", "s"),
         ("min position margin", f"{v['min_position_margin_rad']:.3f}", "rad"),
         ("peak velocity / limit", f"{v['velocity_ratio']:.3f}", "—"),
@@ -607,6 +656,11 @@ def _print_design(s: dict) -> None:
     console.print(quantity_table(f"{s['robot']}: excitation trajectory → {s['out']}", rows))
 
 
+def _kappa(k: float, decimals: int) -> str:
+    """A condition number for a table: fixed decimals while readable, else 3 significant digits (1.23e+16)."""
+    return f"{k:.{decimals}f}" if k < 1e6 else f"{k:.3g}"
+
+
 def _standing_rows(v: dict) -> list[tuple[str, str, str]]:
     """Table rows of a verification's (`TrajectoryCheck.to_dict`) balance, lifted-sole and clearance figures."""
     rows = []
@@ -620,6 +674,9 @@ def _standing_rows(v: dict) -> list[tuple[str, str, str]]:
     ):
         if v.get(key) is not None:
             rows.append((label, format(v[key] * scale, fmt), unit))
+    if v.get("load_share_range") is not None:
+        lo, hi = v["load_share_range"]
+        rows.append(("other sole's share of the load (min – max)", f"{lo:.3f} – {hi:.3f}", "—"))
     if v.get("min_self_clearance_m") is not None:
         rows.append(
             (f"closest links ({v['closest_links']})", f"{v['min_self_clearance_m'] * 1000:.1f}", "mm")
@@ -665,12 +722,14 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
         ("peak velocity / limit", f"{check.velocity_ratio:.3f}", "—"),
         ("peak acceleration / limit", f"{check.acceleration_ratio:.3f}", "—"),
         ("peak torque / limit", "—" if check.torque_ratio is None else f"{check.torque_ratio:.3f}", "—"),
-        ("κ raw / column-scaled", f"{check.kappa:.1f} / {check.kappa_scaled:.3f}", "—"),
+        ("κ raw / column-scaled", f"{_kappa(check.kappa, 1)} / {_kappa(check.kappa_scaled, 3)}", "—"),
     ]
     rows += _standing_rows(check.to_dict())
     rows += [] if tr is None else _transition_rows(tr)
     table = quantity_table(f"{path}: {model.name}, {traj.duration:.1f} s, parameters {ps!r}", rows, "check")
     console.print(table)
+    if check.unexcited:
+        err_console.print(f"[yellow]{escape(unexcited_note(check.unexcited, len(check.unexcited)))}")
     if not problems:
         console.print("[green]trajectory OK")
         return 0
@@ -790,6 +849,10 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
         console.print("rotor inertia (armature) SE: " + ", ".join(f"{p['symbol']} {p['se']:.3g} {p['unit']}" for p in rotor)
                       + "; grouped into the base parameters: " + (", ".join(fc.armature_grouped) or "none"),
                       highlight=False)  # fmt: skip
+    friction = [p for p in out["parameters"][fc.inertial :] if p["symbol"].startswith(("fv@", "fc@"))]
+    if friction:
+        console.print("friction SE (estimated beside the base parameters): "
+                      + ", ".join(f"{p['symbol']} {p['se']:.3g} {p['unit']}" for p in friction), highlight=False)  # fmt: skip
     ratio = fc.se[: fc.inertial] / fc.isolated_se[: fc.inertial]
     console.print(
         f"determined to {args.well:g} %: {len(out['determined'])}/{fc.inertial}; with the motion repeated up to "

@@ -497,6 +497,8 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--duration", "inf"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--period", "nan"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--harmonics", "0"]),
+    ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--waypoints", "8", "--harmonics", "3"]),
+    ("plan trajectory", ["tulip", "--double-support", "--out", "{dir}/t1.json", "--lift", "0.05"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--duration", "1e9"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--samples", "100000000"]),
     ("plan trajectory", ["tulip", "--out", "{dir}/t1.json", "--rate-hz", "0"]),

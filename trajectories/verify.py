@@ -48,6 +48,10 @@ class TrajectoryCheck:
     closest_links: str | None = None  # the pair of links at that approach
     # self-collision: "checked", "no collision geometry" (nothing to check), or None (not asked)
     self_collision: str | None = None
+    # base parameters (ϑk, the base's order) this motion alone does not excite: numerically dependent columns of
+    # its regressor; not a problem (a design completing prior runs may leave them to those), but it cannot
+    # identify them alone
+    unexcited: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -170,7 +174,22 @@ def check_trajectory(
         kappa=kappa(W),
         kappa_scaled=kappa(normalised_columns(W)[0]),
         problems=problems,
+        unexcited=unexcited_columns(W),
     )
+
+
+def unexcited_columns(W: np.ndarray) -> list[str]:
+    """The base parameters (ϑk, 1-based in the base's order) a regressor leaves dependent: after the independent
+    columns `pivoted_qr` picks (the rule `identify dynamic` names a recording's unexcited ones by), on the columns
+    scaled to unit norm, so units do not decide. Empty when the regressor has full column rank."""
+    from robots.com_base import pivoted_qr
+
+    Wn = normalised_columns(W)[0]
+    rank = np.linalg.matrix_rank(Wn)
+    if rank == Wn.shape[1]:
+        return []
+    _, piv = pivoted_qr(Wn)
+    return [f"ϑ{k + 1}" for k in sorted(piv[rank:])]
 
 
 def _rest_posture_problems(model: RobotModel, q: np.ndarray, rest: np.ndarray) -> list[str]:
