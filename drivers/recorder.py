@@ -71,7 +71,10 @@ class RunRecorder:
         joint_names: list[str],
         resume: bool,
         plan_sha256: str | None = None,
+        same: dict | None = None,
     ):
+        """`same`: run.json values a resumed run's postures must share with those recorded (e.g. the noise seed
+        and board gains they were measured with), checked before run.json changes; then recorded."""
         self.dir = pathlib.Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         rec_path = self.dir / "recording.csv"
@@ -94,6 +97,10 @@ class RunRecorder:
                 if had
                 else f"{self.dir}: run.json has no plan sha256, so it cannot be resumed safely; choose another --out"
             )
+        for key, value in (same or {}).items():  # a resumed run's postures are measured alike, or not at all
+            if rec_path.exists() and self.meta.get(key) != value:
+                raise DataError(f"{self.dir}: its postures were recorded with {key} {self.meta.get(key)!r}, this "
+                                f"run has {value!r}; resume alike or choose another --out")  # fmt: skip
         segments = self.meta.get("segments", [])
         if rec_path.exists():  # a kill between a posture's row and run.json: credit the row to its segment
             listed = {p for seg in segments for p in seg.get("completed", [])}
@@ -104,6 +111,7 @@ class RunRecorder:
         self.segment = len(segments)  # one segment per start of the run (resume = +1)
         self.update_meta(
             **({"plan_sha256": plan_sha256} if plan_sha256 else {}),
+            **{k: v for k, v in (same or {}).items() if v is not None},
             segments=segments + [{"started_unix": time.time(), "completed": []}],
         )
         self.writer = RecordingWriter(rec_path, model_name, base, joint_names, meta={"source": "poise run"})

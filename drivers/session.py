@@ -75,6 +75,17 @@ class PromptOperator(Operator):
             )
 
 
+def check_endpoints(robot: str, boards: str | None, fixed_base: bool) -> None:
+    """Refuse a robot and boards that cannot make one bench (DeviceError): boards under a fixed-base arm, or the
+    emulated robot with real boards (or the other way round): the simulated robot loads the emulated boards."""
+    if fixed_base and boards is not None:
+        raise DeviceError("a fixed-base robot runs without boards (--boards is for a robot standing on them)")
+    if robot.startswith("sim") != (boards == "sim") and not (robot.startswith("sim") and fixed_base):
+        raise DeviceError(
+            "--robot sim and --boards sim go together (the simulated robot loads the emulated boards)"
+        )
+
+
 class Session:
     """Context manager: connected link, started boards, operator; closes everything on exit. `clock` is the
     bench clock the drivers pace and stamp by: the host's, or the emulated bench's (`SimWorld.clock`)."""
@@ -92,16 +103,9 @@ class Session:
     ) -> None:
         """`board_gains`: per-cell gains measured on these boards (`poise boards calibrate`), set once they start."""
         self.model, self.config = model, config
-        sim_robot, sim_boards = robot.startswith("sim"), boards == "sim"
+        sim_robot = robot.startswith("sim")
         fixed = world_opts is not None and world_opts.fixed_base
-        if fixed and boards is not None:
-            raise DeviceError(
-                "a fixed-base robot runs without boards (--boards is for a robot standing on them)"
-            )
-        if sim_robot != sim_boards and not (sim_robot and fixed):
-            raise DeviceError(
-                "--robot sim and --boards sim go together (the simulated robot loads the emulated boards)"
-            )
+        check_endpoints(robot, boards, fixed)
         self.world = None
         self.link = None
         self.boards = []

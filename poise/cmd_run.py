@@ -19,7 +19,11 @@ from poise import argtypes as at
 from poise.output import console, err_console, print_json
 
 if TYPE_CHECKING:  # the command imports what it runs lazily (a fast CLI start)
+    from drivers.config import RobotConfig
+    from drivers.emulators.world import WorldOptions
     from drivers.executor import Progress
+    from formats.board_gains import BoardGains
+    from robots.tree import RobotModel
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="sim: the seed of this run's sensor noise and placement error (default 0: every run the same "
                         "realisation; give each repeat of a plan its own to average noise out); the boards' cell "
                         "errors stay those of the emulated boards")  # fmt: skip
-    p.add_argument("--physics", choices=["kinematic", "mujoco"], default="mujoco",
+    p.add_argument("--physics", choices=["kinematic", "mujoco"], default=None,
                    help="sim: the emulated robot — the MuJoCo physics twin (default: falls, sway, slip) or kinematic (fast)")  # fmt: skip
     p.add_argument("--clamp-soles", action="store_true",
                    help="sim, physics twin: soles strapped flat to the boards once standing — the fixture of a "
@@ -78,10 +82,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     at.add_gravity_comp(p)
     p.add_argument("--json", action="store_true", help="print the run summary as JSON")
     p.add_argument("--joint", help="PWM plan: the joint to drive (default: the plan's)")
-    p.add_argument("--limit-margin-deg", type=at.number(0.0, 90.0), default=5.0,
-                   help="PWM plan: stop (PWM 0) when the joint comes this close to a limit [deg]")  # fmt: skip
-    p.add_argument("--drive-inertia", type=at.nonnegative, default=0.0,
-                   help="PWM plan: the servo's rotor inertia at the joint [kg·m²], added to the link's in the recording")  # fmt: skip
+    p.add_argument("--limit-margin-deg", type=at.number(0.0, 90.0), default=None,
+                   help="PWM plan: stop (PWM 0) when the joint comes this close to a limit [deg] (default 5)")  # fmt: skip
+    p.add_argument("--drive-inertia", type=at.nonnegative, default=None,
+                   help="PWM plan: the servo's rotor inertia at the joint [kg·m²], added to the link's in the "
+                        "recording (default 0)")  # fmt: skip
     p.set_defaults(func=cmd_run)
 
 
@@ -119,9 +124,71 @@ def run_config(args: argparse.Namespace):
     return config
 
 
+def check_bench(
+    model: RobotModel,
+    config: RobotConfig,
+    robot: str,
+    boards: str | None,
+    opts: WorldOptions | None,
+    standing: bool,
+    start: tuple | None = None,
+    gains: BoardGains | None = None,
+) -> None:
+    """What the bench would refuse once opened, refused first: before the run directory is created or any device
+    opened, by the checks the bench itself applies (`drivers.session.check_endpoints`, the emulated bench's
+    `check_world_options` and truth, the executor's gravity feed-forward). `opts`: the emulated bench's options
+    (with `--robot sim`); `standing`: the robot stands on the boards (else a fixed-base arm); `start`: (q, params,
+    base) of a standing robot's first posture, whose feed-forward is computed here as the executor computes it
+    before moving (`drivers.gravity.goal_offsets`); `gains`: the boards' per-cell gains, which must be these
+    boards' (`drivers.wbb.recalibrate.check_gains_for`)."""
+    from drivers.session import check_endpoints
+
+    check_endpoints(robot, boards, not standing)
+    if gains is not None and boards is not None:
+        from drivers.wbb.open import board_drivers
+        from drivers.wbb.recalibrate import check_gains_for
+
+        if boards == "sim":
+            from drivers.emulators.world import STANDING_BOARDS
+
+            drivers = board_drivers("sim", [None] * STANDING_BOARDS)
+        else:
+            drivers = board_drivers(boards)
+        check_gains_for([b.name for b in drivers], gains)
+    if robot.startswith("sim") and opts is not None:
+        from drivers.emulators.sim_robot import twin_truth
+        from drivers.emulators.world import check_world_options
+
+        check_world_options(opts, model.name)
+        if opts.truth is not None:
+            twin_truth(model, opts.truth)
+    if config.executor.gravity_compensation:
+        if not standing:
+            raise DataError(f"gravity compensation (--gravity-comp, or [executor] gravity_compensation = true) is for a "
+                            f"robot standing on the boards, not a fixed-base arm: {model.name!r} runs on its stand; "
+                            "run without it")  # fmt: skip
+        if start is not None:
+            from drivers.gravity import goal_offsets
+
+            goal_offsets(model, config, *start)
+
+
+def world_options(args: argparse.Namespace):
+    """The emulated bench of a posture run (`--robot sim`) from the command's options."""
+    from drivers.emulators.world import WorldOptions
+
+    return WorldOptions(
+        noise=not getattr(args, "no_noise", False),
+        physics=getattr(args, "physics", "kinematic"),
+        time_scale=args.time_scale,
+        clamp_soles=getattr(args, "clamp_soles", False),
+        truth=getattr(args, "truth", None),
+        noise_seed=getattr(args, "noise_seed", None),
+    )  # the twin's servos hold the gain the link writes to them ([executor] position_p_gain)
+
+
 def execute(args, model, plan, config, world_opts=None, progress=None, prepare=None, tare_s=1.0):
     """Run a plan; returns (RunResult, run dir). Shared by `poise run` and `poise demo`."""
-    from drivers.emulators.world import WorldOptions
     from drivers.executor import Executor
     from drivers.session import Session
     from drivers.setpoints import check_run
@@ -131,32 +198,22 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
     if problems:
         shown = "; ".join(problems[:6]) + (f"; and {len(problems) - 6} more" if len(problems) > 6 else "")
         raise DataError(f"plan refused before moving ({len(problems)} problem(s)): {shown}")
+    if world_opts is None:
+        world_opts = world_options(args)
+    start = (plan.postures[0].q, plan.params, plan.base) if plan.postures else None
+    check_bench(model, config, args.robot, args.boards, world_opts, standing=True, start=start,
+                gains=getattr(args, "gains", None))  # fmt: skip
     if not getattr(args, "json", False):
         for w in checked.warnings:
             err_console.print(f"[yellow]warning:[/yellow] {w}")
-    rec = RunRecorder(
-        args.out, model.name, plan.base, model.joint_names, resume=args.resume, plan_sha256=plan_sha256(plan)
-    )
+    gains = getattr(args, "gains", None)
+    same = {"noise_seed": noise_seed_of(world_opts) if args.robot.startswith("sim") and world_opts.noise else None,
+            "board_gains": None if gains is None else gains_meta(gains)}  # fmt: skip
+    rec = RunRecorder(args.out, model.name, plan.base, model.joint_names, resume=args.resume,
+                      plan_sha256=plan_sha256(plan), same=same)  # fmt: skip
     try:
         rec.update_meta(plan=str(args.plan), robot=args.robot, boards=args.boards, time_scale=args.time_scale,
                         required_margin_m=checked.margin)  # fmt: skip
-        if world_opts is None:
-            world_opts = WorldOptions(
-                noise=not getattr(args, "no_noise", False),
-                physics=getattr(args, "physics", "kinematic"),
-                time_scale=args.time_scale,
-                clamp_soles=getattr(args, "clamp_soles", False),
-                truth=getattr(args, "truth", None),
-                noise_seed=getattr(args, "noise_seed", None),
-            )  # the twin's servos hold the gain the link writes to them ([executor] position_p_gain)
-        gains = getattr(args, "gains", None)
-        now = {"noise_seed": noise_seed_of(world_opts) if args.robot.startswith("sim") and world_opts.noise else None,
-               "board_gains": None if gains is None else gains_meta(gains)}  # fmt: skip
-        for key, value in now.items():  # a resumed run's postures are measured alike, or not at all
-            if args.resume and rec.meta.get(key) != value:
-                raise DataError(f"{args.out}: its postures were recorded with {key} {rec.meta.get(key)!r}, this "
-                                f"run has {value!r}; resume alike or choose another --out")  # fmt: skip
-        rec.update_meta(**{k: v for k, v in now.items() if v is not None})
         with Session(
             args.robot, args.boards, model, config, world_opts, prompt=not args.yes, board_gains=gains
         ) as s:
@@ -222,6 +279,29 @@ def _save_twin_events(rec: RunRecorder, twin, result) -> None:
     rec.update_meta(twin_events=events, twin_timing=twin.timing(), report=rec.meta.get("report", []))
 
 
+# options of one kind of run: (option's dest, its default, applies to PWM plans only)
+PWM_ONLY = (("joint", None), ("limit_margin_deg", 5.0), ("drive_inertia", 0.0))
+
+
+def _given_for_another_run(args: argparse.Namespace, pwm: bool) -> None:
+    """Refuse options given to a run they do not apply to (they would be ignored), then set the defaults: the
+    emulated bench's on a real robot, a PWM plan's on another plan."""
+    if not args.robot.startswith("sim"):
+        for given, option in ((getattr(args, "physics", None) is not None, "--physics"),
+                              (getattr(args, "no_noise", False), "--no-noise")):  # fmt: skip
+            if given:
+                raise DataError(
+                    f"{option} sets up the emulated bench (--robot sim); {args.robot} is a real robot"
+                )
+    if getattr(args, "physics", None) is None:
+        args.physics = "mujoco"
+    for name, default in PWM_ONLY:
+        value = getattr(args, name, None)
+        if value is not None and not pwm:
+            raise DataError(f"--{name.replace('_', '-')} applies to a PWM plan only; {args.plan} is not one")
+        setattr(args, name, default if value is None else value)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from formats.plan import is_posture_plan
     from formats.pwm_plan import is_pwm_plan
@@ -230,6 +310,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if not Path(args.plan).is_file():
         raise DataError(f"{args.plan}: no such plan file")
+    _given_for_another_run(args, is_pwm_plan(args.plan))
     if getattr(args, "clamp_soles", False) and not (
         args.robot.startswith("sim") and args.physics == "mujoco"
     ):

@@ -44,6 +44,12 @@ def cmd_run_pwm(args: argparse.Namespace) -> int:
         )
     if args.boards is not None:
         raise DataError("a PWM plan drives one servo: no --boards")
+    for on, option in ((getattr(args, "truth", None) is not None, "--truth"),
+                       (getattr(args, "clamp_soles", False), "--clamp-soles"),
+                       (getattr(args, "gravity_comp", False), "--gravity-comp"),
+                       (getattr(args, "physics", "mujoco") != "mujoco", "--physics kinematic")):  # fmt: skip
+        if on:  # the emulated servo: one joint of the description in MuJoCo, its own drive truth
+            raise DataError(f"{option} applies to posture and trajectory plans; a PWM plan drives one servo")
     config = load_config(args.config)
     model = get_model(config.robot)
     plan = load_pwm_plan(args.plan)

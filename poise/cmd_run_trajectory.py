@@ -34,7 +34,7 @@ from drivers.trajectory_run import (
 from formats.board_gains import BoardGains
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_digest
-from poise.cmd_run import gains_meta, noise_seed_of, run_config, uncalibrated_boards_note
+from poise.cmd_run import check_bench, gains_meta, noise_seed_of, run_config, uncalibrated_boards_note
 from poise.output import console, err_console, print_json, quantity_table
 from robots.tree import RobotModel
 
@@ -157,6 +157,8 @@ def run_trajectory(
             )
         world_opts = replace(world_opts, time_scale=time_scale)
         meta["time_scale"] = time_scale
+    start_q = (sp.q[0], sp.params, sp.base) if sp.standing else None
+    check_bench(model, config, robot, boards, world_opts, sp.standing, start_q, board_gains)  # before the run dir
     if world_opts is not None and world_opts.noise and robot.startswith("sim"):
         meta["noise_seed"] = noise_seed_of(world_opts)
     if board_gains is not None:

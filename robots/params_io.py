@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,15 +19,18 @@ def load_model_parameter_set(path: str | Path, model: RobotModel) -> ParameterSe
     return load_parameter_set(path, [lk.name for lk in model.links])
 
 
-def resolve_params(arg: str | ParameterSet, model: RobotModel) -> ParameterSet:
-    """A built-in set name ('sim', 'mc') or a path to a parameter-set JSON file."""
+def resolve_params(arg: str | ParameterSet, model: RobotModel, also: Sequence[str] = ()) -> ParameterSet:
+    """A built-in set name ('sim', 'mc') or a path to a parameter-set JSON file. `also`: other names the caller
+    took before asking (e.g. the published estimates a twin's truth may name), listed with the sets when `arg` is
+    none of them."""
     if isinstance(arg, ParameterSet):
         return arg
     if arg in model.params:
         return model.params[arg]
     if Path(arg).is_file():
         return load_model_parameter_set(arg, model)
-    raise DataError(f"unknown parameter set {arg!r}: neither {sorted(model.params)} nor an existing file")
+    names = sorted({*model.params, *also})
+    raise DataError(f"unknown parameter set {arg!r}: neither {names} nor an existing file")
 
 
 def perturbed(

@@ -158,8 +158,8 @@ def test_cli_refuses_bad_plan_with_exit_2(model, plan, tmp_path, capsys):
 
 def test_clamp_soles_is_refused_off_the_physics_twin(model, plan, tmp_path, capsys):
     save_plan(plan, tmp_path / "p.json")
-    for robot, physics in (("sim", "kinematic"), ("dxl:/dev/null", "mujoco")):
-        rc = main(["run", str(tmp_path / "p.json"), "--robot", robot, "--boards", "sim", "--physics", physics,
+    for robot, physics in (("sim", ["--physics", "kinematic"]), ("dxl:/dev/null", [])):
+        rc = main(["run", str(tmp_path / "p.json"), "--robot", robot, "--boards", "sim", *physics,
                    "--clamp-soles", "--out", str(tmp_path / "r")])  # fmt: skip
         assert rc == 2
         assert "--clamp-soles straps the physics twin" in capsys.readouterr().err
@@ -474,11 +474,13 @@ def test_resume_with_another_plan_is_refused(model, plan, cfg, tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         cmd_run.execute(_args(tmp_path), model, plan, cfg, world_opts=_quiet(), progress=progress)
+    meta = (tmp_path / "run" / "run.json").read_text(encoding="utf-8")
     other = copy.deepcopy(plan)
     other.postures[2].hold_s += 1.0
     with pytest.raises(DataError, match="different plan"):
         cmd_run.execute(_args(tmp_path, resume=True), model, other, cfg, world_opts=_quiet())
     assert len(read_recording(tmp_path / "run" / "recording.csv")) == 1  # nothing lost, nothing mixed in
+    assert (tmp_path / "run" / "run.json").read_text(encoding="utf-8") == meta  # refused before it changed
 
 
 def test_run_failing_before_its_first_posture_leaves_a_usable_folder(model, plan, cfg, tmp_path):
@@ -715,6 +717,7 @@ def test_resume_with_other_board_gains_or_noise_is_refused(model, plan, cfg, tmp
     first.gains = BoardGains(("sim0", "sim1"), np.ones((2, 4)), 10.0, "sim")
     with pytest.raises(KeyboardInterrupt):
         cmd_run.execute(first, model, plan, cfg, world_opts=_quiet(), progress=progress)
+    meta = (tmp_path / "run" / "run.json").read_text(encoding="utf-8")
     again = _args(tmp_path, resume=True)  # no gains this time
     with pytest.raises(DataError, match="recorded with board_gains"):
         cmd_run.execute(again, model, plan, cfg, world_opts=_quiet())
@@ -723,3 +726,4 @@ def test_resume_with_other_board_gains_or_noise_is_refused(model, plan, cfg, tmp
     with pytest.raises(DataError, match="recorded with noise_seed None, this run has 3"):
         cmd_run.execute(noisy, model, plan, cfg, world_opts=WorldOptions(noise=True, noise_seed=3))
     assert len(read_recording(tmp_path / "run" / "recording.csv")) == 1  # nothing lost, nothing mixed in
+    assert (tmp_path / "run" / "run.json").read_text(encoding="utf-8") == meta  # refused before it changed

@@ -63,7 +63,7 @@ def twin_truth(model: RobotModel, spec: str | None = None) -> ParameterSet:
         return realise(model, load_published(model.published_estimates[spec]), prior, 0.1, name=spec)[0]
     from robots.params_io import resolve_params
 
-    return resolve_params(spec, model)
+    return resolve_params(spec, model, also=list(model.published_estimates))
 
 
 def distribute(total_kg: float, com_xy: np.ndarray, cells_xy: np.ndarray) -> np.ndarray:

@@ -69,6 +69,24 @@ def motor_constants(servos: list[ServoMap], twin) -> dict[int, float]:
     }
 
 
+STANDING_BOARDS = 2  # the emulated bench of a standing robot: one board under each sole
+
+
+def check_world_options(opts: WorldOptions, robot: str) -> None:
+    """Refuse options the emulated bench cannot honour (DataError): a fixed-base arm's bench is the physics twin,
+    bolted to the world, without boards to strap soles to or to trace. `poise run` asks before its run directory."""
+    if not opts.fixed_base:
+        return
+    arm = f"{robot!r} runs a fixed-base trajectory, without boards"
+    if opts.physics != "mujoco":
+        raise DataError("--physics kinematic: a fixed-base arm's emulated bench is the physics twin "
+                        "(--physics mujoco); the kinematic plant has no efforts for its motor currents")  # fmt: skip
+    if opts.clamp_soles:
+        raise DataError(f"--clamp-soles straps a standing robot's soles to the boards; {arm}")
+    if opts.twin_trace:
+        raise DataError(f"--twin-trace records a robot standing on the boards; {arm}")
+
+
 class SimWorld:
     def __init__(self, model: RobotModel, config: RobotConfig, opts: WorldOptions | None = None, q0=None):
         self.opts = opts = opts or WorldOptions()
@@ -80,9 +98,7 @@ class SimWorld:
         if opts.clock not in ("twin", "host"):
             raise ValueError(f"unknown bench clock {opts.clock!r} (twin or host)")
         self.clock: Clock = HOST_CLOCK  # what the drivers of this bench pace and stamp by
-        if opts.fixed_base and opts.physics != "mujoco":
-            raise DataError("a fixed-base robot's emulated bench is the physics twin (physics mujoco): "
-                            "the kinematic plant has no efforts for its currents")  # fmt: skip
+        check_world_options(opts, model.name)
         if opts.physics == "mujoco":
             from drivers.emulators.mujoco_twin import ServoModel, Twin, TwinOptions, TwinRobot
 
@@ -133,7 +149,7 @@ class SimWorld:
         else:
             raise ValueError(f"unknown bus {opts.bus!r}")
         self.boards = []
-        for i in range(0 if opts.fixed_base else 2):
+        for i in range(0 if opts.fixed_base else STANDING_BOARDS):
             imp = BoardImperfections.thesis_like(rng, i) if opts.noise else BoardImperfections()
             self.boards.append(
                 WbbEmulator(

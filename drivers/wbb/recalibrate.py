@@ -68,14 +68,19 @@ def _check_one_cell_loaded(board, raw: np.ndarray, cell: int, weight_kg: float) 
         )
 
 
-def apply_cell_gains(boards: list, gains: BoardGains) -> None:
-    """Set each board's per-cell gains from a board-gains file measured on the same boards (matched by name, in
-    order): a file of other boards is refused, not applied to the wrong cells."""
-    names = [b.name for b in boards]
+def check_gains_for(names: list[str], gains: BoardGains) -> None:
+    """Refuse gains measured on other boards than these (driver names, in order; DeviceError): before a run
+    opens anything (the names `drivers.wbb.open.board_drivers` gives), and when they are applied."""
     if [g.casefold() for g in gains.boards] != [n.casefold() for n in names]:  # bt:aa:… is bt:AA:…
         raise DeviceError(
             f"the board gains were measured on {', '.join(gains.boards)}, these boards are {', '.join(names)}: "
             "calibrate these (`poise boards calibrate`)"
         )
+
+
+def apply_cell_gains(boards: list, gains: BoardGains) -> None:
+    """Set each board's per-cell gains from a board-gains file measured on the same boards (matched by name, in
+    order): a file of other boards is refused, not applied to the wrong cells."""
+    check_gains_for([b.name for b in boards], gains)
     for board, g in zip(boards, gains.gains, strict=True):
         board.calibration.gain = np.array(g, dtype=float)
