@@ -8,7 +8,19 @@ so a lag of a few ms leaks into them. On the physics twin the boards lag the enc
 pads' compliance); 2.7 ms, before the twin's boards averaged each step's forces at the state they act at, moved ϑ8
 (the torso's Ixz) by 5.9 SE over 15 double-support runs. The lag is
 estimated like any other parameter (`DynamicEstimator(delay="auto")`): the delay that minimises the weighted
-residual given the parameters, alternating with the fit.
+least-squares residual given the parameters, alternating with the fit.
+
+Moving the efforts by a delay leaves |delay| s at one end of the recording (and next to each gap) with no recorded
+effort to take: those samples are cut before the fit (`held_free`, `trimmed`), and the filter's edges are dropped
+from what remains, so a given delay of a second costs a second of the recording rather than fitting held values.
+
+With instruments (IDIM-IV) the delay is still the least-squares profile's, and the IV estimate is made at it. The
+IV residual b − A·x_IV is no criterion for a profile: with as many instruments as parameters Zᵀ·W·r = 0 holds at
+every trial delay, and what ‖r‖² adds to the least-squares residual's is ‖A·(x_LS − x_IV)‖² — the IV and LS
+estimates' difference, in the regressor's own span, which IV leaves in the residual and whose correlation with the
+delay's effect on the efforts tilts the profile. On a TUlip double-support twin run (simplified model) that term
+was 13× the least-squares residual's and pushed the profile's minimum from a few ms to the −50 ms edge of the search;
+on an arm run it moved it from 8 to 12 ms.
 """
 
 from __future__ import annotations
@@ -30,7 +42,9 @@ ROUNDS = 2  # fit, delays, fit again: the parameters barely move the delays afte
 
 def delayed(rec: DynamicRecording, delay_s: float) -> DynamicRecording:
     """The recording with its measured efforts (torques or wrench) moved `delay_s` earlier: the value recorded at
-    t + delay_s is taken as the effort at t (linear interpolation; the ends hold, and the fit drops them)."""
+    t + delay_s is taken as the effort at t (linear interpolation). Every sample is kept: where t + delay_s lies
+    beyond the recording the end value holds, and across a gap it is interpolated — `trimmed` drops those samples,
+    as the fit does."""
     if delay_s == 0.0:
         return rec
 
@@ -40,6 +54,37 @@ def delayed(rec: DynamicRecording, delay_s: float) -> DynamicRecording:
         return np.stack([np.interp(rec.t + delay_s, rec.t, M[:, j]) for j in range(M.shape[1])], axis=1)
 
     return replace(rec, tau=shift(rec.tau), wrench=shift(rec.wrench))
+
+
+def held_free(t: np.ndarray, lo: float, hi: float, gap_factor: float) -> np.ndarray:
+    """Which samples (times t, s) still have recorded efforts when moved by any delay in [lo, hi] s (`delayed`):
+    t + delay within the recording and not inside one of its gaps (a step over gap_factor × the median step),
+    where `delayed` would hold the end value or interpolate across the samples lost."""
+    dt = np.diff(t)
+    tol = 1e-6 * float(np.median(dt))
+    ok = (t + lo >= t[0] - tol) & (t + hi <= t[-1] + tol)
+    for k in np.flatnonzero(dt > gap_factor * np.median(dt)):
+        ok &= ~((t + hi > t[k] + tol) & (t + lo < t[k + 1] - tol))
+    return ok
+
+
+def samples_of(rec: DynamicRecording, keep: np.ndarray) -> DynamicRecording:
+    """The recording's samples where `keep` (a boolean per sample), everything else as it is."""
+    if keep.all():
+        return rec
+
+    def cut(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else a[keep]
+
+    return replace(rec, t=rec.t[keep], q=rec.q[keep], tau=cut(rec.tau), wrench=cut(rec.wrench),
+                   t_plan=cut(rec.t_plan), current=cut(rec.current))  # fmt: skip
+
+
+def trimmed(rec: DynamicRecording, delay_s: float, gap_factor: float) -> tuple[DynamicRecording, np.ndarray]:
+    """`delayed` without the samples whose moved efforts were not recorded (`held_free`: |delay_s| s at the end,
+    for a positive delay, or at the start, and as much before or after each gap); and which samples are kept."""
+    keep = held_free(rec.t, delay_s, delay_s, gap_factor)
+    return samples_of(delayed(rec, delay_s), keep), keep
 
 
 def checked_delays(delay: float | Sequence[float] | None, n: int) -> list[float] | None:

@@ -158,7 +158,8 @@ def run_trajectory(
         world_opts = replace(world_opts, time_scale=time_scale)
         meta["time_scale"] = time_scale
     start_q = (sp.q[0], sp.params, sp.base) if sp.standing else None
-    check_bench(model, config, robot, boards, world_opts, sp.standing, start_q, board_gains)  # before the run dir
+    # before the run directory
+    check_bench(model, config, robot, boards, world_opts, sp.standing, start_q, board_gains)
     if world_opts is not None and world_opts.noise and robot.startswith("sim"):
         meta["noise_seed"] = noise_seed_of(world_opts)
     if board_gains is not None:

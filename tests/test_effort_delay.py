@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from formats.errors import DataError
-from identify.delay import best_delay, checked_delays, delayed
-from identify.dynamic import DynamicEstimator
+from identify.delay import best_delay, checked_delays, delayed, trimmed
+from identify.dynamic import GAP_FACTOR, DynamicEstimator
 from poise.cli import main
 from tests.test_dynamic_identify import _record, setup  # noqa: F401 (setup: the module fixture)
 
@@ -53,10 +53,11 @@ def test_a_lag_of_the_efforts_is_found_and_undone(setup):  # noqa: F811
 
 
 def test_a_given_delay_is_the_recording_moved(setup):  # noqa: F811
+    """... and cut to the samples whose moved efforts were recorded (not held from its last one)."""
     model, res, truth = setup
     rec = _record(model, res.trajectory, truth, seed=1)
     a = DynamicEstimator(model, delay=0.004).fit(rec).fit_
-    b = DynamicEstimator(model).fit(delayed(rec, 0.004)).fit_
+    b = DynamicEstimator(model).fit(trimmed(rec, 0.004, GAP_FACTOR)[0]).fit_
     assert np.array_equal(a.values, b.values) and a.delays_s == [0.004] and not a.delay_estimated
     two = DynamicEstimator(model, delay=[0.004, 0.002]).fit([rec, rec]).fit_
     assert two.delays_s == [0.004, 0.002]
