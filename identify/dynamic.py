@@ -267,6 +267,7 @@ class DynamicEstimator:
         self._misses: list[np.ndarray] | None = (
             None  # placement misses `_system` collects for a fit of several
         )
+        self._reversal_rows = 0  # rows `_system` dropped around velocity reversals since `_stacked` began
 
     @property
     def cutoff_(self) -> float:
@@ -360,6 +361,7 @@ class DynamicEstimator:
             D[:, WRENCH_ROWS.index("my"), : self.drift] = -P
             A = np.concatenate([A, D], axis=2)
         keep = self._kept_rows(rec, sl, tau.shape, drop_reversals, measured_qd)
+        self._reversal_rows += int(keep.size - np.count_nonzero(keep))  # `_check_length` names them
         joint = np.broadcast_to(np.arange(n), tau.shape)
         sample = np.broadcast_to(np.arange(len(tau))[:, None], tau.shape)
         return A[keep], tau[keep], joint[keep], sample[keep]
@@ -529,8 +531,13 @@ class DynamicEstimator:
         if rank < A.shape[1]:
             _, piv = pivoted_qr(A)
             missing = [syms[i] for i in piv[rank:]]
+            why = ""
+            if self._reversal_rows and any(m.startswith(("fv@", "fc@")) for m in missing):
+                why = (f" ({self._reversal_rows} rows were dropped where a joint moved slower than "
+                       f"{self.reversal_velocity:.3g} rad/s, around its velocity reversals at this cut-off: a joint that "
+                       "hardly moves leaves its friction undetermined; lower --cutoff-hz, or fit --no-friction)")  # fmt: skip
             raise IdentifiabilityError(
-                f"the recording does not excite {A.shape[1] - rank} parameter(s): {', '.join(missing)}"
+                f"the recording does not excite {A.shape[1] - rank} parameter(s): {', '.join(missing)}{why}"
             )
         if Z is not None and np.linalg.matrix_rank(Z) < rank:
             raise IdentifiabilityError(
@@ -794,9 +801,18 @@ class DynamicEstimator:
                 angles.append(None if planned is None else planned[k][cut])
                 self._piece_of.append(k)
         if not pieces:
+            edge = EDGE_PERIODS / self.cutoff_
+            if not gaps:
+                total = sum(float(r.t[-1] - r.t[0]) for r in recs)
+                what = "the recording" if len(recs) == 1 else f"each of the {len(recs)} recordings"
+                raise DataError(
+                    f"{what} ({total:.3g} s in all) is too short for a {self.cutoff_:.3g} Hz cut-off: the filter's "
+                    f"transients take {edge:.3g} s at each end; raise --cutoff-hz or record longer"
+                )
             raise DataError(
                 f"every piece between the recording's {len(gaps)} gap(s) is too short for a {self.cutoff_:.3g} Hz "
-                "cut-off: record without gaps or raise --cutoff-hz"
+                f"cut-off (the filter's transients take {edge:.3g} s at each end of each): record without gaps or "
+                "raise --cutoff-hz"
             )
         return pieces, (None if planned is None else angles), gaps, dropped
 
@@ -843,6 +859,7 @@ class DynamicEstimator:
             len(recs) > 1 and self.quantity == "wrench" and recs[0].meta.get("motion") != "single-support"
         )
         self._misses = [] if several_placed else None  # filled by `_system` for `_placement_misfits`
+        self._reversal_rows = 0
         for k, r in enumerate(recs):
             if k:
                 self._same_experiment(recs[0], r, k)
@@ -895,6 +912,14 @@ class DynamicEstimator:
         edge = EDGE_PERIODS / self.cutoff_
         what = "the recording" if len(recs) == 1 else f"the {len(recs)} recordings"
         total = sum(float(r.t[-1] - r.t[0]) for r in recs)
+        dropped = self._reversal_rows
+        if rows + dropped > p:  # long enough: the friction model's mask took the rows
+            raise DataError(
+                f"{what} leaves {rows} rows for {p} parameters at a {self.cutoff_:.3g} Hz cut-off: {dropped} of "
+                f"{rows + dropped} were dropped around velocity reversals (|q̇| < {self.reversal_velocity:.3g} rad/s, "
+                "where the Coulomb friction's sign is not trusted; that speed grows with the cut-off): lower "
+                "--cutoff-hz, or fit --no-friction"
+            )
         raise DataError(
             f"{what} ({total:.3g} s) too short for a {self.cutoff_:.3g} Hz cut-off: "
             f"after dropping {edge:.3g} s at each end (the filter's transients) and keeping "

@@ -190,3 +190,16 @@ def test_forecast_lists_the_friction_ses(capsys):
     assert main(["plan", "forecast", PLAN, "--noise", "0.1"]) == 0
     out = capsys.readouterr().out
     assert "friction SE" in out and "fv@shoulder_pan_joint" in out and "N·m·s/rad" in out
+
+
+def test_a_cut_off_error_names_its_cause(recording, capsys):
+    # a high cut-off raises the speed under which friction's rows are dropped: that, not the length, is the cause
+    assert main(["identify", "dynamic", str(recording), "--cutoff-hz", "60"]) == 2
+    err = capsys.readouterr().err
+    assert "dropped" in err and "velocity reversals" in err and "--no-friction" in err, err
+    assert main(["identify", "dynamic", str(recording), "--cutoff-hz", "60", "--no-friction"]) == 0
+    capsys.readouterr()
+    # a recording without gaps too short for its cut-off is not said to have gaps
+    assert main(["identify", "dynamic", str(recording), "--cutoff-hz", "0.01"]) == 2
+    err = capsys.readouterr().err
+    assert "too short for a 0.01 Hz cut-off" in err and "gap" not in err, err
