@@ -242,6 +242,15 @@ def tare_wrench_cov(boards, cells: np.ndarray) -> list[list[float]] | None:
     return ((V * sd**2) @ V.T).tolist()
 
 
+def gain_wrench(kg: np.ndarray, cells: np.ndarray) -> list[list[float]]:
+    """Per cell (8 rows: Fz N, Mx, My N·m as `board_wrench`), the constant offset a relative gain error of 1 on
+    that cell puts on the wrench at the cells' mean loads `kg` (8,) over the stream (`identify dynamic` takes it
+    with the gains' SEs). A gain error scales its cell's load; the part that follows the load's swing about its mean
+    is left out (a standing robot's cells swing by a fraction of their mean load)."""
+    f = np.asarray(kg, dtype=float) * G
+    return (f[:, None] * np.stack([np.ones(len(cells)), cells[:, 1], -cells[:, 0]], axis=1)).tolist()
+
+
 def rocked_soles(shares: dict[str, float]) -> list[str]:
     """The soles of a run's tally ({sole: share of the ticks on three corners}) that rocked (> ROCKED_WARN)."""
     return [sole for sole, share in shares.items() if share > ROCKED_WARN]
@@ -328,6 +337,9 @@ class TrajectoryRecorder:
         self.meta: dict = {}
         self.t_traj: float | None = None
         self._timelines: dict[int, BoardTimeline] = {}  # board index → its reports placed in time (streaming)
+        self._stream_kg: dict[
+            int, tuple[np.ndarray, int]
+        ] = {}  # board index → its cells' summed loads, reports
         # streamed ticks (time, angles, plan time) waiting for the boards
         self._pending: list[tuple[float, np.ndarray, float]] = []
         self._cells: np.ndarray | None = None
@@ -407,6 +419,8 @@ class TrajectoryRecorder:
             self.boards.add(f"{s.t - self._t0:.5f},{phase},{s.board},{s.seq},{kg}")
             if phase == "stream":
                 self._timelines.setdefault(s.board, BoardTimeline()).add(s.t, s.seq, s.kg)
+                total, n = self._stream_kg.get(s.board, (np.zeros(4), 0))
+                self._stream_kg[s.board] = (total + np.asarray(s.kg, dtype=float), n + 1)
 
     def stream_tick(self, t: float, q: np.ndarray, cells: np.ndarray, t_plan: float) -> None:
         """A streamed tick of a standing robot (run-clock time, measured angles; the boards' cells at `cells`, four
@@ -439,6 +453,11 @@ class TrajectoryRecorder:
             self._write_rows(np.inf)
         if self.uniform is not None:  # a row for every tick, the last measured before its grid time too
             self.uniform.finish()
+        if self._cells is not None:  # what each cell's gain error puts on the recorded wrench
+            boards = len(self._cells) // 4
+            if all(i in self._stream_kg for i in range(boards)):
+                mean = np.concatenate([t / n for t, n in (self._stream_kg[i] for i in range(boards))])
+                self.update_meta(gain_wrench=gain_wrench(mean, self._cells))
         for f in (self.joints, self.boards, self.recording):
             if f is not None:
                 f.close()

@@ -498,6 +498,7 @@ class DynamicEstimator:
         rec: DynamicRecording | Sequence[DynamicRecording],
         instruments: np.ndarray | Sequence[np.ndarray] | None = None,
         offsets: Sequence[np.ndarray | None] | None = None,
+        shared_offsets: Sequence[Sequence[np.ndarray | None]] | None = None,
     ) -> DynamicEstimator:
         """Fit one recording, or several of the same robot (and, for board wrenches, the same foot placement)
         together: each filtered and trimmed on its own, their rows stacked, their noise taken independent.
@@ -505,12 +506,19 @@ class DynamicEstimator:
         estimate (IDIM-IV) with their regressor as instruments: the encoders' noise, differentiated twice, sits in
         the regressor and biases least squares (errors in variables); noise-free instruments do not.
         `offsets`: per recording, the covariance (rows × rows) of a constant unknown offset on all its efforts
-        (a board tare's error), or None; its effect through the estimator is added to the covariance."""
+        (a board tare's error), or None; its effect through the estimator is added to the covariance.
+        `shared_offsets`: error sources common to several recordings (a board cell's gain error, the same in every
+        run on those boards), each a list with, per recording, the constant offset (rows,) one standard deviation of
+        it puts on the efforts, or None; their effects on the recordings add up before they enter the covariance."""
         recs = [rec] if isinstance(rec, DynamicRecording) else list(rec)
         if not recs:
             raise DataError("no recording to fit")
         if offsets is not None and len(offsets) != len(recs):
             raise DataError(f"{len(offsets)} offset covariances for {len(recs)} recordings")
+        if shared_offsets is not None and any(len(src) != len(recs) for src in shared_offsets):
+            raise DataError(
+                f"a shared offset needs one entry (or None) for each of the {len(recs)} recordings"
+            )
         planned = self._instrument_angles(recs, instruments)
         self._set_cutoff(recs)  # the whole recordings': a delay's trimming does not move the cut-off
         if isinstance(self.delay, str):
@@ -563,9 +571,9 @@ class DynamicEstimator:
                 f"fixed at {getattr(self.prior, 'name', self.prior)!s}"
             )
             free = np.delete(free, k)
-        if offsets is not None:
+        if offsets is not None or shared_offsets:
             cov_f = cov_f + self._offset_covariance(A[:, free], None if Z is None else Z[:, free], w[joint], joint,
-                                                    offsets)  # fmt: skip
+                                                    offsets or [None] * len(recs), shared_offsets or [])  # fmt: skip
             se_f = np.sqrt(np.diag(cov_f))
         x = prior.copy()
         x[free] = xf
@@ -618,16 +626,26 @@ class DynamicEstimator:
         )
         return self
 
-    def _offset_covariance(self, A, Z, Wr, joint, offsets) -> np.ndarray:
-        """Σ_k M_k C_k M_kᵀ: the estimate's covariance from each recording's constant effort offset (covariance
-        C_k, rows × rows), M_k the estimator's response to a unit offset on one row kind of recording k's rows (a
-        constant passes the zero-phase filter unchanged). M: (ZᵀWA)⁻¹ZᵀW, or (AᵀWA)⁻¹AᵀW without instruments, W the
-        squared row weights: only its rows' sums per recording and row kind are formed."""
+    def _offset_covariance(self, A, Z, Wr, joint, offsets, shared) -> np.ndarray:
+        """Σ_k M_k C_k M_kᵀ + Σ_s m_s m_sᵀ: the estimate's covariance from each recording's constant effort offset
+        (covariance C_k, rows × rows) and from the sources shared by several (m_s = Σ_k M_k u_sk, u_sk the offset one
+        SD of source s puts on recording k), M_k the estimator's response to a unit offset on one row kind of
+        recording k's rows (a constant passes the zero-phase filter unchanged). M: (ZᵀWA)⁻¹ZᵀW, or (AᵀWA)⁻¹AᵀW
+        without instruments, W the squared row weights: only its rows' sums per recording and row kind are formed."""
         n, p = self.rows_, A.shape[1]
         # the estimator's left factor, the weights applied twice
         Zt = (A if Z is None else Z) * (Wr * Wr)[:, None]
         G = Zt.T @ A
         rec = np.asarray(self._piece_of)[self._row_piece]
+        response: dict[int, np.ndarray] = {}
+
+        def M(k: int) -> np.ndarray:
+            """The response to a unit offset on row kind j of recording k: M summed over those rows, = G⁻¹ Σ Ztᵀ."""
+            if k not in response:
+                S = np.stack([Zt[(rec == k) & (joint == j)].sum(axis=0) for j in range(n)], axis=1)  # (p, n)
+                response[k] = np.linalg.solve(G, S)
+            return response[k]
+
         out = np.zeros((p, p))
         for k, C in enumerate(offsets):
             if C is None:
@@ -635,10 +653,17 @@ class DynamicEstimator:
             C = np.asarray(C, dtype=float)
             if C.shape != (n, n) or not np.all(np.isfinite(C)):
                 raise DataError(f"recording {k + 1}: an offset covariance must be {n} × {n} finite numbers")
-            # the response to a unit offset on row kind j of recording k: M summed over those rows, = G⁻¹ Σ Ztᵀ
-            S = np.stack([Zt[(rec == k) & (joint == j)].sum(axis=0) for j in range(n)], axis=1)  # (p, n)
-            Mk = np.linalg.solve(G, S)
-            out += Mk @ C @ Mk.T
+            out += M(k) @ C @ M(k).T
+        for s, source in enumerate(shared):
+            m = np.zeros(p)
+            for k, u in enumerate(source):
+                if u is None:
+                    continue
+                u = np.asarray(u, dtype=float)
+                if u.shape != (n,) or not np.all(np.isfinite(u)):
+                    raise DataError(f"shared offset {s + 1}, recording {k + 1}: must be {n} finite numbers")
+                m += M(k) @ u
+            out += np.outer(m, m)
         return out
 
     def _delayed(

@@ -273,7 +273,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         armature=args.armature,
     )
     offsets = _tare_offsets(rep.groups, runs) if quantity == "wrench" else None
-    est.fit(recs, instruments=planned, offsets=offsets)
+    gain_sources = _gain_sources(rep.groups, runs) if quantity == "wrench" else []
+    est.fit(recs, instruments=planned, offsets=offsets, shared_offsets=gain_sources)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
     for item in (*fit.gaps, *fit.dropped, *fit.placements):  # recordings numbered as given, not as fitted
@@ -328,6 +329,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         out["tare_mass_sd_kg"] = tare_sd
     out["tare_in_se"] = [
         k + 1 for k, g in enumerate(rep.groups) if offsets is not None and offsets[k] is not None
+    ]
+    out["gains_in_se"] = [
+        k + 1 for k in range(len(rep.groups)) if any(src[k] is not None for src in gain_sources)
     ]
     if rep.averaged:
         out["repeats_averaged"] = [[k + 1 for k in g] for g in rep.groups]
@@ -404,6 +408,12 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         console.print(
             f"the tare of each run leaves its total load uncertain by σ {_span(known)} kg, a constant offset in that "
             f"run's Fz: {how}{se}",
+            highlight=False,
+        )
+    if out["gains_in_se"]:
+        console.print(
+            "the boards' per-cell gains are known to their calibration's SEs (run.json board_gains gain_se): the SEs "
+            f"include that, one error for all the runs on those boards (recording(s) {', '.join(map(str, out['gains_in_se']))})",
             highlight=False,
         )
     if out.get("uncalibrated_boards"):
@@ -671,6 +681,10 @@ class RunOf(NamedTuple):
     uncalibrated: bool = False  # read boards without per-cell gains (real ones, or emulated ones with noise)
     tare_mass_sd: float | None = None  # kg: the total load's uncertainty the run's tare left (run.json)
     tare_cov: np.ndarray | None = None  # (3, 3) Fz N, Mx, My N·m: the constant offset the run's tare left
+    # (cells, 3): the offset one SD of each cell's gain error puts on Fz N, Mx, My N·m (run.json board_gains
+    # gain_se × gain_wrench), and which gains they are (runs with the same gains share their errors)
+    gain_terms: np.ndarray | None = None
+    gains_key: str | None = None
 
 
 def _run_of(recording: str) -> RunOf | Exception:
@@ -698,8 +712,42 @@ def _run_of(recording: str) -> RunOf | Exception:
     except (TypeError, ValueError):
         cov = None
     cov = cov if cov is not None and cov.shape == (3, 3) and np.all(np.isfinite(cov)) else None
+    terms, key = _gain_terms(meta)
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
-                 sd, cov)  # fmt: skip
+                 sd, cov, terms, key)  # fmt: skip
+
+
+def _gain_terms(meta: dict) -> tuple[np.ndarray | None, str | None]:
+    """A run's cells' gain errors as offsets on its wrench (`RunOf.gain_terms`) and its gains' identity; (None,
+    None) when its run.json lacks the gains' SEs or the wrench per cell (runs before them, or damaged)."""
+    import json
+
+    gains = meta.get("board_gains")
+    try:
+        se = np.concatenate([np.asarray(v, dtype=float) for v in gains["gain_se"].values()])
+        per_cell = np.asarray(meta["gain_wrench"], dtype=float)
+        key = json.dumps(gains["boards"], sort_keys=True)
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return None, None
+    if per_cell.shape != (len(se), 3) or not (np.all(np.isfinite(se)) and np.all(np.isfinite(per_cell))):
+        return None, None
+    return se[:, None] * per_cell, key
+
+
+def _gain_sources(groups: list[list[int]], runs: list) -> list[list[np.ndarray | None]]:
+    """The boards' cells' gain errors as sources shared by every fitted recording run on the same gains: per gains
+    and cell, each fitted recording's offset (its averaged runs' mean; None where none ran on them)."""
+    terms = [(None, None) if isinstance(r, Exception) else (r.gain_terms, r.gains_key) for r in runs]
+    sources = []
+    for key in sorted({k for t, k in terms if t is not None}):
+        cells = next(len(t) for t, k in terms if t is not None and k == key)
+        for c in range(cells):
+            per = []
+            for g in groups:
+                mine = [terms[i][0][c] for i in g if terms[i][0] is not None and terms[i][1] == key]
+                per.append(sum(mine) / len(g) if mine else None)
+            sources.append(per)
+    return sources
 
 
 def _tare_offsets(groups: list[list[int]], runs: list) -> list[np.ndarray | None] | None:

@@ -260,8 +260,11 @@ def noise_seed_of(opts) -> int:
 
 def gains_meta(gains) -> dict:
     """How a run's board gains are recorded in run.json: the file's boards, gains and known weight."""
-    return {"source": gains.endpoint, "weight_kg": gains.weight_kg,
+    meta = {"source": gains.endpoint, "weight_kg": gains.weight_kg,
             "boards": {b: g.tolist() for b, g in zip(gains.boards, gains.gains, strict=True)}}  # fmt: skip
+    if gains.gain_se is not None:  # the gains' own uncertainty, which `identify dynamic` adds to the SEs
+        meta["gain_se"] = {b: g.tolist() for b, g in zip(gains.boards, gains.gain_se, strict=True)}
+    return meta
 
 
 def _save_twin_events(rec: RunRecorder, twin, result) -> None:

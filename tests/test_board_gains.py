@@ -89,6 +89,11 @@ def test_a_noisy_standing_run_on_calibrated_boards_weighs_the_robot(gains_file, 
     assert main(args) == 0
     meta = json.loads((out / "run.json").read_text())
     assert meta["board_gains"]["boards"]["sim1"] == load_board_gains(gains_file).gains[1].tolist()
+    assert meta["board_gains"]["gain_se"]["sim1"] == load_board_gains(gains_file).gain_se[1].tolist()
+    # each cell's gain error as an offset at its mean load: the cells' Fz add up to the robot's weight
+    per_cell = np.array(meta["gain_wrench"])
+    assert per_cell.shape == (8, 3) and np.all(per_cell[:, 0] > 0)
+    assert per_cell[:, 0].sum() / 9.80665 == pytest.approx(24.84, rel=5e-3)
     capsys.readouterr()
     args = ["identify", "dynamic", str(out / "recording.csv"), "--simplified", "--no-friction", "--instruments",
             str(TEST_DESIGN), "--reference", str(out / "truth.json"), "--json"]  # fmt: skip
@@ -102,6 +107,7 @@ def test_a_noisy_standing_run_on_calibrated_boards_weighs_the_robot(gains_file, 
     tare_sd = meta["tare_mass_sd_kg"]
     assert res["tare_mass_sd_kg"] == [tare_sd] and 0.002 < tare_sd < 0.05, tare_sd
     assert res["tare_in_se"] == [1] and mass["se"] > tare_sd
+    assert res["gains_in_se"] == [1]  # the gains' own SEs, one error shared by every run on these boards
     assert max(abs(v) for v in z) < 3, z
 
 
@@ -230,3 +236,33 @@ def test_a_run_on_uncalibrated_boards_says_so():
     )  # ideal boards
     assert uncalibrated_boards_note(Namespace(boards="bt:A,B", gains=bg)) is None
     assert uncalibrated_boards_note(Namespace(boards=None, gains=None)) is None  # an arm on its stand
+
+
+def test_runs_on_the_same_gains_share_their_errors():
+    """Each cell's gain error is one error for every run on those boards: one source per gains and cell, with each
+    fitted recording's offset (the mean over its averaged runs; none where no run used those gains)."""
+    from poise.cmd_dynamic import RunOf, _gain_sources, _gain_terms
+
+    meta = {"board_gains": {"boards": {"sim0": [1.0] * 4, "sim1": [1.0] * 4},
+                            "gain_se": {"sim0": [1e-3] * 4, "sim1": [2e-3] * 4}},
+            "gain_wrench": np.arange(24.0).reshape(8, 3).tolist()}  # fmt: skip
+    terms, key = _gain_terms(meta)
+    assert terms.shape == (8, 3) and np.allclose(terms[5], 2e-3 * np.array([15.0, 16.0, 17.0]))
+    assert _gain_terms({"board_gains": meta["board_gains"]}) == (None, None)  # a run before gain_wrench
+    other_terms, other_key = _gain_terms(
+        meta | {"board_gains": {**meta["board_gains"], "boards": {"x": [2.0] * 4}}}
+    )
+    assert other_key != key
+
+    def run(t, k):
+        return RunOf("p.json", "sha", {}, None, gain_terms=t, gains_key=k)
+
+    runs = [run(terms, key), run(terms, key), run(None, None), run(other_terms, other_key)]
+    sources = _gain_sources(
+        [[0, 1], [2], [3]], runs
+    )  # runs 0 and 1 averaged; 2 without gains; 3 other boards
+    assert len(sources) == 16  # 8 cells of each gains
+    mine = [s for s in sources if s[0] is not None]
+    assert len(mine) == 8 and all(s[1] is None and s[2] is None for s in mine)
+    assert np.allclose(mine[5][0], terms[5])  # the mean of two runs' equal offsets
+    assert all(s[0] is None and s[1] is None and s[2] is not None for s in sources if s[0] is None)

@@ -56,3 +56,40 @@ def test_offsets_are_checked(recording):
     with pytest.raises(DataError, match="3 × 3 finite"):
         _fit(model, rec, [np.full((3, 3), np.nan)])
     assert np.array_equal(_fit(model, rec, [None]).cov, _fit(model, rec).cov)
+
+
+def test_an_offset_shared_by_recordings_adds_its_joint_effect(recording):
+    """A source common to two recordings (a board cell's gain error in two runs on the same boards) moves both at
+    once: its covariance is δx δxᵀ of the estimate's response to offsetting both, not the sum of each one's."""
+    model, rec = recording
+    other = DynamicRecording(rec.robot, rec.base, rec.joint_names, rec.t, rec.q,
+                             wrench=rec.wrench + np.random.default_rng(1).normal(0.0, 0.1, rec.wrench.shape),
+                             meta=META)  # fmt: skip
+    u = np.array([0.2, 0.03, -0.01])  # one SD of the source, on Fz N, Mx, My N·m of each recording
+
+    def fit(recs, **kw):
+        est = DynamicEstimator(model, "right", True, False, quantity="wrench", weighted=False)
+        return est.fit(recs, **kw).fit_
+
+    plain = fit([rec, other])
+
+    def moved(r: DynamicRecording) -> DynamicRecording:
+        w = r.wrench.copy()
+        w[:, 2:5] += u
+        return DynamicRecording(r.robot, r.base, r.joint_names, r.t, r.q, wrench=w, meta=META)
+
+    both = fit([moved(rec), moved(other)]).values - plain.values
+    first = fit([moved(rec), other]).values - plain.values
+    second = fit([rec, moved(other)]).values - plain.values
+    shared = fit([rec, other], shared_offsets=[[u, u]])
+    np.testing.assert_allclose(shared.values, plain.values)
+    np.testing.assert_allclose(shared.cov - plain.cov, np.outer(both, both), rtol=1e-6, atol=1e-14)
+    apart = fit([rec, other], offsets=[np.outer(u, u), np.outer(u, u)])  # the same offsets, independent
+    np.testing.assert_allclose(apart.cov - plain.cov, np.outer(first, first) + np.outer(second, second),
+                               rtol=1e-6, atol=1e-14)  # fmt: skip
+    mass = next(k for k, f in enumerate(plain.formulas) if f.count("m@") == len(model.links))
+    assert shared.se[mass] > apart.se[mass]  # a common error does not average out over the recordings
+    with pytest.raises(DataError, match="one entry .* for each of the 2 recordings"):
+        fit([rec, other], shared_offsets=[[u]])
+    with pytest.raises(DataError, match="3 finite numbers"):
+        fit([rec, other], shared_offsets=[[u, np.array([np.nan, 0.0, 0.0])]])
