@@ -43,6 +43,7 @@ All files are appended in whole lines and fsynced at least every 0.25 s, so a ki
 from __future__ import annotations
 
 import math
+import pathlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -331,6 +332,8 @@ class TrajectoryRecorder:
         robot_source: str | None = None,
     ) -> None:
         """`robot_source`: the plan's robot description file (a URDF), so `identify dynamic` finds the robot."""
+        self._made_dir = not pathlib.Path(run_dir).exists()
+        self._closed = False
         self.dir = new_run_dir(run_dir, RUN_FILES)
         self._source = {"robot_source": robot_source} if robot_source else {}
         self.meta_path = self.dir / "run.json"
@@ -448,7 +451,20 @@ class TrajectoryRecorder:
                 continue
             self.uniform.add(t, np.concatenate([q, board_wrench(np.concatenate(kg), self._cells), [tp]]))
 
+    def discard(self) -> None:
+        """Close and remove the run's files (and its folder, if this run made it): a run that failed before the
+        bench opened sent and measured nothing, and leaves no run files behind to block its --out."""
+        self.close()
+        for name in RUN_FILES:
+            (self.dir / name).unlink(missing_ok=True)
+        if self._made_dir and not any(self.dir.iterdir()):
+            self.dir.rmdir()
+
     def close(self) -> None:
+        """Write the rows still owed and the per-cell gain offsets, close the files; once (`discard` closes too)."""
+        if self._closed:
+            return
+        self._closed = True
         if self._pending:  # the last ticks (also of a stopped run)
             self._write_rows(np.inf)
         if self.uniform is not None:  # a row for every tick, the last measured before its grid time too

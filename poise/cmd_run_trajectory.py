@@ -172,8 +172,10 @@ def run_trajectory(
     status = "running"
     result = None
     constants = None
+    opened = False
     try:
         with Session(robot, boards, model, config, world_opts, prompt=prompt, board_gains=board_gains) as s:
+            opened = True
             twin = getattr(s.world, "twin", None) if s.world is not None else None
             if not sp.standing and hasattr(s.link, "currents"):
                 constants = torque_constants(config, model, s.world)
@@ -213,7 +215,9 @@ def run_trajectory(
                     if twin.opts.trace:
                         _save_trace(twin, rec.dir / "twin_trace.npz")
     except BaseException as exc:
-        if status == "running":  # failed before streaming began (device, config)
+        if not opened:  # the bench did not open (a device, its configuration): nothing sent, no run files
+            rec.discard()
+        elif status == "running":  # failed before streaming began
             rec.update_meta(status=f"stopped: {type(exc).__name__}: {exc}")
         raise
     finally:

@@ -12,6 +12,7 @@ import pytest
 from drivers.emulators.sim_robot import twin_truth
 from formats.errors import DataError
 from formats.plan import save_plan
+from poise import cmd_run_trajectory
 from poise.cli import main
 from robots.registry import get_model
 
@@ -23,14 +24,18 @@ BT = "bt:00:11:22:33:44:55,00:11:22:33:44:66"
 
 
 @pytest.fixture(autouse=True)
-def _no_session(monkeypatch):
-    """A refusal must come before the bench: opening a session (a device, the emulated bench) fails the test."""
+def _no_session(monkeypatch, request):
+    """A refusal must come before the bench: opening a session (a device, the emulated bench) fails the test
+    (except in the test of a bench that fails to open)."""
+    if request.node.name == "test_a_robot_that_does_not_open_leaves_no_run_files":
+        return
 
     def opened(*a, **k):
         raise AssertionError("a session was opened for a refused run")
 
     monkeypatch.setattr("drivers.session.Session", opened)
-    monkeypatch.setattr("poise.cmd_run_trajectory.Session", opened)
+    # the module's own name, imported before the patch (importing it under the patch would keep the fake)
+    monkeypatch.setattr(cmd_run_trajectory, "Session", opened)
 
 
 def _refused(argv: list[str], out: Path, capsys, *words: str) -> None:
@@ -151,3 +156,18 @@ def test_gains_of_other_boards_are_refused_before_the_run_directory(kind, plan, 
 )
 def test_options_of_another_kind_of_run_are_refused(extra, words, tmp_path, capsys):
     _refused([*TULIP, "--boards", "sim" if "sim" in extra else BT, *extra], tmp_path / "run", capsys, *words)
+
+
+def test_a_robot_that_does_not_open_leaves_no_run_files(tmp_path, capsys):
+    """The bench fails to open (a serial port that is not there): nothing was sent or measured, and the run's
+    --out holds nothing that would block the next attempt."""
+    out = tmp_path / "run"
+    arm = [*ARM[:2], "dxl:/dev/nonexistent", *ARM[3:]]
+    assert main(["run", *arm, "--out", str(out), "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert "/dev/nonexistent" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+    out.mkdir()  # a folder of the user's own stays, emptied of nothing but what the run wrote
+    (out / "notes.txt").write_text("mine")
+    assert main(["run", *arm, "--out", str(out), "--yes"]) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
