@@ -48,6 +48,7 @@ class TrajectoryPlan:
     design: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     seed: int | None = None
+    source: str = ""  # where it was read from (a file), for messages about its content; not written
 
 
 def plan_to_dict(plan: TrajectoryPlan) -> dict:
@@ -112,6 +113,7 @@ def trajectory_plan_from_dict(doc: Any, source: str = "trajectory plan") -> Traj
         design=doc.get("design") or {},
         settings=doc.get("settings") or {},
         seed=doc.get("seed"),
+        source=source,
     )
 
 

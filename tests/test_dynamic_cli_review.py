@@ -203,3 +203,14 @@ def test_a_cut_off_error_names_its_cause(recording, capsys):
     assert main(["identify", "dynamic", str(recording), "--cutoff-hz", "0.01"]) == 2
     err = capsys.readouterr().err
     assert "too short for a 0.01 Hz cut-off" in err and "gap" not in err, err
+
+
+def test_a_malformed_trajectory_is_named_by_its_plan_file(tmp_path, capsys):
+    plan = json.loads(open(PLAN, encoding="utf-8").read())
+    plan["trajectory"]["duration_s"] = -6.0
+    bad = tmp_path / "bad_traj.json"
+    bad.write_text(json.dumps(plan), encoding="utf-8")
+    for cmd in (["plan", "check", str(bad)], ["plan", "forecast", str(bad), "--noise", "0.1"]):
+        assert main(cmd) == 2
+        err = capsys.readouterr().err
+        assert f"{bad}: trajectory: " in err and len(err.strip().splitlines()) == 1, err

@@ -172,6 +172,8 @@ def test_double_support_plan_figure_draws_joints_zmp_and_support_polygon(tmp_pat
         assert _limit_lines(ax, n) == [-1.0, 1.0]
     assert np.abs(yq).max() < 1 and np.abs(_curves(vel, n)[1]).max() < 1
     assert [text.get_text() for text in pos.get_legend().get_texts()] == list(model.joint_names)
+    # twelve joints, no two curves alike (the colour cycle has ten)
+    assert len({(line.get_color(), line.get_linestyle()) for line in pos.get_lines()[:n]}) == n == 12
 
     # the soles: the base sole's rectangle where it is, the other's at the chain's target pose (mm)
     base_site = model.base_site(chain["base"])

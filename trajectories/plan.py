@@ -105,10 +105,15 @@ def plan_recording(plan: TrajectoryPlan, traj: Trajectory) -> Recording:
 
 
 def plan_trajectory(plan: TrajectoryPlan, model: RobotModel | None = None) -> Trajectory:
-    """The plan's trajectory object, checked against its joint count (closed chains need the model)."""
-    traj = trajectory_from_json(plan.trajectory, model)
+    """The plan's trajectory object, checked against its joint count (closed chains need the model); a malformed
+    one is a DataError naming the plan's file."""
+    where = f"{plan.source}: " if plan.source else ""
+    try:
+        traj = trajectory_from_json(plan.trajectory, model)
+    except DataError as exc:
+        raise DataError(f"{where}trajectory: {exc}") from None
     if traj.n != len(plan.joint_names):
-        raise DataError(f"trajectory has {traj.n} joints, plan names {len(plan.joint_names)}")
+        raise DataError(f"{where}trajectory has {traj.n} joints, plan names {len(plan.joint_names)}")
     return traj
 
 

@@ -52,7 +52,7 @@ def plot_trajectory(
     fig, axes = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
     for ax, (label, y) in zip(axes, panels, strict=True):
         for j, name in enumerate(model.joint_names):
-            ax.plot(t, y[:, j], lw=0.8, label=name)
+            ax.plot(t, y[:, j], lw=0.8, label=name, **joint_style(j))
         for s in (-1, 1):
             ax.axhline(s, color="k", ls="--", lw=0.7)
         ax.set_ylabel(label)
@@ -67,6 +67,12 @@ def plot_trajectory(
         raise DataError(f"cannot write figure {out}: {exc}") from None
     finally:
         plt.close(fig)
+
+
+def joint_style(j: int) -> dict:
+    """Joint j's line: the ten colours of matplotlib's cycle, then again dotted and dash-dotted (dashed lines are
+    the limits), so a robot with more than ten joints has no two curves alike."""
+    return {"color": f"C{j % 10}", "linestyle": ("-", ":", "-.")[(j // 10) % 3]}
 
 
 def _range_scale(model) -> tuple[np.ndarray, np.ndarray]:
@@ -90,8 +96,8 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
     ax2 = fig.add_subplot(2, 2, 3, sharex=ax1)
     ax3 = fig.add_subplot(1, 2, 2)
     for j, name in enumerate(model.joint_names):
-        ax1.plot(t, (q[:, j] - mid[j]) / half[j], lw=0.8, label=name)
-        ax2.plot(t, qd[:, j] / model.velocity_limit[j], lw=0.8)
+        ax1.plot(t, (q[:, j] - mid[j]) / half[j], lw=0.8, label=name, **joint_style(j))
+        ax2.plot(t, qd[:, j] / model.velocity_limit[j], lw=0.8, **joint_style(j))
     for ax, label in ((ax1, "position (±1 = limits)"), (ax2, "velocity / limit")):
         for sgn in (-1, 1):
             ax.axhline(sgn, color="k", ls="--", lw=0.7)
