@@ -66,8 +66,8 @@ from drivers.single_support_stream import (
     feedforward_offsets,
     single_support_problems,
 )
-from drivers.wbb.geometry import PLATE_HEIGHT, G, board_poses_for, cells_in_base
-from formats.dynamic_recording import DynamicRecordingAppender
+from drivers.wbb.geometry import PLATE_HEIGHT, G, board_poses_for, cell_levers, cells_in_base
+from formats.dynamic_recording import CELLS_XY, DynamicRecordingAppender
 from formats.errors import DataError
 from formats.plan import Placement, Plan, Posture
 from formats.synced_lines import SyncedLines
@@ -201,8 +201,8 @@ def board_wrench(kg: np.ndarray, cells: np.ndarray) -> np.ndarray:
     """The boards' wrench on the robot (N, N·m) from the cells' vertical loads (kg, (8,)) at `cells` (8, 2):
     Fz = Σ f, Mx = Σ y f, My = −Σ x f about the base origin's projection on the cells' plane (a plate height
     below the sole: the moments include the lever of the horizontal forces); Fx, Fy, Mz are not measured (0)."""
-    f = np.asarray(kg, dtype=float) * G
-    return np.array([0.0, 0.0, f.sum(), f @ cells[:, 1], -(f @ cells[:, 0]), 0.0])
+    fz, mx, my = (np.asarray(kg, dtype=float) * G) @ cell_levers(cells)
+    return np.array([0.0, 0.0, fz, mx, my, 0.0])
 
 
 # ticks further apart than this many periods leave a gap in the recording: the servos held a setpoint meanwhile, a
@@ -239,17 +239,8 @@ def tare_wrench_cov(boards, cells: np.ndarray) -> list[list[float]] | None:
     sd = _tare_force_sd(boards)
     if sd is None:
         return None
-    V = np.stack([np.ones(len(cells)), cells[:, 1], -cells[:, 0]])  # (3, 8): Fz, Mx, My per unit cell force
+    V = cell_levers(cells).T  # (3, 8): Fz, Mx, My per unit cell force
     return ((V * sd**2) @ V.T).tolist()
-
-
-def gain_wrench(kg: np.ndarray, cells: np.ndarray) -> list[list[float]]:
-    """Per cell (8 rows: Fz N, Mx, My N·m as `board_wrench`), the constant offset a relative gain error of 1 on
-    that cell puts on the wrench at the cells' mean loads `kg` (8,) over the stream (`identify dynamic` takes it
-    with the gains' SEs). A gain error scales its cell's load; the part that follows the load's swing about its mean
-    is left out (a standing robot's cells swing by a fraction of their mean load)."""
-    f = np.asarray(kg, dtype=float) * G
-    return (f[:, None] * np.stack([np.ones(len(cells)), cells[:, 1], -cells[:, 0]], axis=1)).tolist()
 
 
 def rocked_soles(shares: dict[str, float]) -> list[str]:
@@ -340,9 +331,6 @@ class TrajectoryRecorder:
         self.meta: dict = {}
         self.t_traj: float | None = None
         self._timelines: dict[int, BoardTimeline] = {}  # board index → its reports placed in time (streaming)
-        self._stream_kg: dict[
-            int, tuple[np.ndarray, int]
-        ] = {}  # board index → its cells' summed loads, reports
         # streamed ticks (time, angles, plan time) waiting for the boards
         self._pending: list[tuple[float, np.ndarray, float]] = []
         self._cells: np.ndarray | None = None
@@ -371,12 +359,14 @@ class TrajectoryRecorder:
             }
             if motion is not None:  # single-support: `identify dynamic` takes the free-motion base parameters
                 wmeta["motion"] = motion
-            self._open_recording(wmeta, "wrench", wrench=True)
+        # a standing robot's recording opens at its first streamed tick, where its cells' positions are known
+        self._wrench_meta = wmeta if wrench else None
         self.update_meta(status="running", **meta)
 
-    def _open_recording(self, meta: dict, measured: str, **columns) -> None:
+    def _open_recording(self, meta: dict, measured: list[tuple[str, int]], **columns) -> None:
         """recording.csv with the run's metadata and `meta`, its rows on the uniform tick grid (`UniformRows`):
-        each row given as (angles, the `measured` columns, plan time), written in trajectory time."""
+        each row given as (angles, the `measured` columns — (name, width) in order —, plan time), written in
+        trajectory time."""
         rmeta = {"source": "poise run (trajectory)"} | meta | self._source
         if self._band_hz is not None:  # `identify dynamic`'s default cut-off follows the motion's band
             rmeta["motion_band_hz"] = f"{self._band_hz:.6g}"
@@ -387,16 +377,30 @@ class TrajectoryRecorder:
         )  # fmt: skip
         # ticks come every period / time_scale s of the run clock; the recording is in trajectory time
         n, k = len(names), self._k
-        self.uniform = UniformRows(
-            self._period / k,
-            lambda t, x: self.recording.append(t * k, x[:n], t_plan=x[-1], **{measured: x[n:-1]}),
-        )
+        ends = np.cumsum([n] + [w for _, w in measured])
+
+        def row(t: float, x: np.ndarray) -> None:
+            parts = {name: x[a:b] for (name, _), a, b in zip(measured, ends[:-1], ends[1:], strict=True)}
+            self.recording.append(t * k, x[:n], t_plan=x[-1], **parts)
+
+        self.uniform = UniformRows(self._period / k, row)
 
     def record_currents(self, torque_constants: dict[str, float]) -> None:
         """A fixed-base arm whose link reads motor currents: its streamed ticks go to recording.csv (angles and
         currents); `torque_constants` (N·m/A at the joint, by joint) are the known ones, written as metadata."""
         meta = {"efforts_measured": "motor currents (A, joint side)"}
-        self._open_recording(meta, "current", current=True, torque_constant=torque_constants)
+        n = len(self._model.joint_names)
+        self._open_recording(meta, [("current", n)], current=True, torque_constant=torque_constants)
+
+    def _open_wrench_recording(self, cells: np.ndarray | None) -> None:
+        """A standing robot's recording: the boards' wrench and, with `cells` (m, 2: their positions in the base
+        frame), each cell's load behind it (kg), which `identify dynamic` needs for the cells' gain errors."""
+        meta = dict(self._wrench_meta)
+        m = 0 if cells is None else len(cells)
+        if m:
+            meta[CELLS_XY] = " ".join(f"{v:.6g}" for v in np.asarray(cells, dtype=float).ravel())
+        columns = [("wrench", 6)] + ([("cells", m)] if m else [])
+        self._open_recording(meta, columns, wrench=True, cells=m)
 
     def arm_tick(self, t: float, q: np.ndarray, currents: np.ndarray, t_plan: float) -> None:
         """A streamed tick of a fixed-base arm (run-clock time, measured angles and currents): its recording row."""
@@ -422,8 +426,6 @@ class TrajectoryRecorder:
             self.boards.add(f"{s.t - self._t0:.5f},{phase},{s.board},{s.seq},{kg}")
             if phase == "stream":
                 self._timelines.setdefault(s.board, BoardTimeline()).add(s.t, s.seq, s.kg)
-                total, n = self._stream_kg.get(s.board, (np.zeros(4), 0))
-                self._stream_kg[s.board] = (total + np.asarray(s.kg, dtype=float), n + 1)
 
     def stream_tick(self, t: float, q: np.ndarray, cells: np.ndarray, t_plan: float) -> None:
         """A streamed tick of a standing robot (run-clock time, measured angles; the boards' cells at `cells`, four
@@ -431,6 +433,8 @@ class TrajectoryRecorder:
         period centred on the tick — is written once every board's reports cover that period (`close` writes the
         rest with the latest reports held on)."""
         self._cells = cells
+        if self.recording is None:
+            self._open_wrench_recording(cells)
         self._pending.append((t, q, t_plan))
         boards = len(cells) // 4
         covered = -np.inf
@@ -449,7 +453,8 @@ class TrajectoryRecorder:
             ]
             if any(x is None for x in kg):  # a board's reports cannot be placed in time yet
                 continue
-            self.uniform.add(t, np.concatenate([q, board_wrench(np.concatenate(kg), self._cells), [tp]]))
+            kg = np.concatenate(kg)
+            self.uniform.add(t, np.concatenate([q, board_wrench(kg, self._cells), kg, [tp]]))
 
     def discard(self) -> None:
         """Close and remove the run's files (and its folder, if this run made it): a run that failed before the
@@ -461,19 +466,16 @@ class TrajectoryRecorder:
             self.dir.rmdir()
 
     def close(self) -> None:
-        """Write the rows still owed and the per-cell gain offsets, close the files; once (`discard` closes too)."""
+        """Write the rows still owed and close the files; once (`discard` closes too)."""
         if self._closed:
             return
         self._closed = True
         if self._pending:  # the last ticks (also of a stopped run)
             self._write_rows(np.inf)
+        if self._wrench_meta is not None and self.recording is None:  # stopped before streaming: the header
+            self._open_wrench_recording(None)
         if self.uniform is not None:  # a row for every tick, the last measured before its grid time too
             self.uniform.finish()
-        if self._cells is not None:  # what each cell's gain error puts on the recorded wrench
-            boards = len(self._cells) // 4
-            if all(i in self._stream_kg for i in range(boards)):
-                mean = np.concatenate([t / n for t, n in (self._stream_kg[i] for i in range(boards))])
-                self.update_meta(gain_wrench=gain_wrench(mean, self._cells))
         for f in (self.joints, self.boards, self.recording):
             if f is not None:
                 f.close()
@@ -765,11 +767,11 @@ class TrajectoryExecutor(Executor):
             sq += float(np.mean(err**2))
             res.ticks = k + 1
             res.rms_tracking_deg = math.sqrt(sq / res.ticks)
-            if rec.uniform is not None:  # before the trips: a tick that trips has its row too
-                if sp.standing:
-                    rec.stream_tick(self._last_tick, q_meas, cells, float(tk))
-                else:
-                    rec.arm_tick(self._last_tick, q_meas, self.link.currents, float(tk))
+            # before the trips: a tick that trips has its row too
+            if sp.standing:
+                rec.stream_tick(self._last_tick, q_meas, cells, float(tk))
+            elif rec.uniform is not None:  # an arm whose link reads its currents
+                rec.arm_tick(self._last_tick, q_meas, self.link.currents, float(tk))
             if err.max() > self.ex.track_trip_deg:
                 j = int(np.argmax(err))
                 raise SafetyTrip(

@@ -45,6 +45,8 @@ T_PLAN = "t_plan_s"
 # are in another unit (ms, µs, a sample counter)
 SLOWEST_STEP_S = 0.5
 CURRENT = "i:"  # column prefix: a joint's motor current, A
+CELL = "cell_kg:"  # column prefix: a load cell's reading, kg (`cell_kg:0` …), at `# cells_xy_m` in the base frame
+CELLS_XY = "cells_xy_m"  # metadata: each cell's x y (m) in the base frame, in the cells' plane
 TORQUE_CONSTANT = "torque_constant"  # metadata key prefix: `# torque_constant:JOINT: N·m/A`
 
 
@@ -64,6 +66,8 @@ class DynamicRecording:
     t_plan: np.ndarray | None = None  # (K,) the plan time commanded at each sample, when a plan was streamed
     current: np.ndarray | None = None  # (K, n) motor currents in A, the alternative to tau
     torque_constant: dict[str, float] = field(default_factory=dict)  # N·m/A at the joint, by joint name
+    # (K, m) the load cells' readings in kg behind the wrench (optional; `# cells_xy_m` places them)
+    cells: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         K, n = len(self.t), len(self.joint_names)
@@ -74,6 +78,12 @@ class DynamicRecording:
                 raise DataError(f"recording: {name} is {a.shape}, expected ({K}, {cols})")
         if self.t_plan is not None and self.t_plan.shape != (K,):
             raise DataError(f"recording: t_plan is {self.t_plan.shape}, expected ({K},)")
+        if self.cells is not None:
+            if self.wrench is None or self.cells.ndim != 2 or self.cells.shape[0] != K:
+                raise DataError(
+                    f"recording: cell loads are {self.cells.shape}: ({K}, cells), beside a wrench"
+                )
+            self.cell_xy()  # their positions, checked
         if self.tau is None and self.current is None and self.wrench is None:
             raise DataError(
                 "recording has neither joint efforts (tau:… or currents i:…) nor a wrench (fx_n…)"
@@ -81,7 +91,7 @@ class DynamicRecording:
         if self.tau is not None and self.current is not None:
             raise DataError("recording has both joint torques (tau:…) and motor currents (i:…): keep one")
         for name, a in (("t", self.t), ("q", self.q), ("tau", self.tau), ("current", self.current),
-                        ("wrench", self.wrench), ("t_plan", self.t_plan)):  # fmt: skip
+                        ("wrench", self.wrench), ("t_plan", self.t_plan), ("cells", self.cells)):  # fmt: skip
             if a is not None and not np.all(np.isfinite(a)):
                 raise DataError(f"recording: {name} contains NaN or infinite values")
         _check_constants(self.torque_constant, self.joint_names, "torque_constant")
@@ -95,6 +105,17 @@ class DynamicRecording:
                 f"recording: median time step {step:.4g} s ({1 / step:.3g} Hz), too slow to resolve a motion's "
                 f"dynamics (at most {SLOWEST_STEP_S:g} s); are the time stamps in ms? t_s is in seconds"
             )
+
+    def cell_xy(self) -> np.ndarray:
+        """The load cells' positions (m, cells × 2) in the base frame, from `# cells_xy_m` (cells recorded)."""
+        try:
+            xy = np.array([float(v) for v in str(self.meta.get(CELLS_XY, "")).split()], dtype=float)
+        except ValueError:
+            xy = np.array([np.nan])
+        m = 0 if self.cells is None else self.cells.shape[1]
+        if xy.shape != (2 * m,) or not np.all(np.isfinite(xy)):
+            raise DataError(f"recording: {CELLS_XY} must give x y (m) of each of its {m} cells")
+        return xy.reshape(m, 2)
 
     @property
     def rate_hz(self) -> float:
@@ -125,12 +146,14 @@ def _header(
     t_plan: bool = False,
     current: bool = False,
     torque_constant: Mapping[str, float] | None = None,
+    cells: int = 0,
 ) -> str:
     """The metadata lines and the column header (radians, SI units)."""
     cols = ["t_s"] + [f"q:{j}" for j in joint_names]
     cols += [f"tau:{j}" for j in joint_names] if tau else []
     cols += [f"{CURRENT}{j}" for j in joint_names] if current else []
     cols += WRENCH if wrench else []
+    cols += [f"{CELL}{c}" for c in range(cells)]
     cols += [T_PLAN] if t_plan else []
     head = f"# {MAGIC} v{VERSION}\n# robot: {robot}\n# base: {base}\n# angle_unit: rad\n"
     for k, v in meta.items():
@@ -143,12 +166,14 @@ def _header(
 
 def write_dynamic_recording(rec: DynamicRecording, path: str | Path) -> None:
     """Write atomically (temp file, then rename), radians and SI units."""
-    blocks = [rec.t[:, None], rec.q] + [a for a in (rec.tau, rec.current, rec.wrench) if a is not None]
+    blocks = [rec.t[:, None], rec.q] + [
+        a for a in (rec.tau, rec.current, rec.wrench, rec.cells) if a is not None
+    ]
     blocks += [rec.t_plan[:, None]] if rec.t_plan is not None else []
     buf = io.StringIO()
     buf.write(_header(rec.robot, rec.base, rec.joint_names, rec.tau is not None, rec.wrench is not None,
                       rec.meta, rec.t_plan is not None, rec.current is not None,
-                      rec.torque_constant))  # fmt: skip
+                      rec.torque_constant, 0 if rec.cells is None else rec.cells.shape[1]))  # fmt: skip
     np.savetxt(buf, np.hstack(blocks), delimiter=",", fmt="%.10g")
     write_text_atomic(path, buf.getvalue(), "recording")
 
@@ -171,14 +196,18 @@ class DynamicRecordingAppender:
         t_plan: bool = False,
         current: bool = False,
         torque_constant: Mapping[str, float] | None = None,
+        cells: int = 0,
     ) -> None:
+        """`cells`: how many load cells' readings (kg) each row carries beside the wrench (`meta` places them)."""
         if tau and current:
             raise DataError("recording: joint torques (tau:…) or motor currents (i:…), not both")
         _check_constants(torque_constant or {}, joint_names, TORQUE_CONSTANT)
         self.n, self.tau, self.wrench = len(joint_names), tau, wrench
-        self.t_plan, self.current = t_plan, current
+        self.t_plan, self.current, self.cells = t_plan, current, cells
         self.rows = 0
-        header = _header(robot, base, joint_names, tau, wrench, meta or {}, t_plan, current, torque_constant)
+        header = _header(
+            robot, base, joint_names, tau, wrench, meta or {}, t_plan, current, torque_constant, cells
+        )
         self._lines = SyncedLines(path, header, sync_s)
         self._lines.sync()  # a reader finds the header at once
 
@@ -190,12 +219,14 @@ class DynamicRecordingAppender:
         wrench: np.ndarray | None = None,
         t_plan: float | None = None,
         current: np.ndarray | None = None,
+        cells: np.ndarray | None = None,
     ) -> None:
-        """One sample (s, rad, N·m, N, s, A); the columns the file was opened with must all be given."""
+        """One sample (s, rad, N·m, N, s, A, kg); the columns the file was opened with must all be given."""
         vals = [np.atleast_1d(float(t)), np.asarray(q, dtype=float).reshape(self.n)]
         tp = None if t_plan is None else np.atleast_1d(float(t_plan))
         for name, on, a, k in (("tau", self.tau, tau, self.n), ("current", self.current, current, self.n),
-                               ("wrench", self.wrench, wrench, 6), ("t_plan", self.t_plan, tp, 1)):  # fmt: skip
+                               ("wrench", self.wrench, wrench, 6), ("cells", self.cells > 0, cells, self.cells),
+                               ("t_plan", self.t_plan, tp, 1)):  # fmt: skip
             if on != (a is not None):
                 raise DataError(f"recording row: {name} {'missing' if on else 'not a column of this file'}")
             if a is not None:
@@ -271,12 +302,17 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
             raise DataError(f"{path}: {what} columns {cols} do not match q columns {joints}")
     has_wrench = all(w in header for w in WRENCH)
     has_plan = T_PLAN in header
-    known = 1 + len(joints) + len(tau_cols) + len(cur_cols) + (6 if has_wrench else 0) + has_plan
+    cell_cols = [c for c in header if c.startswith(CELL)]
+    if cell_cols != [f"{CELL}{k}" for k in range(len(cell_cols))]:
+        raise DataError(f"{path}: cell columns must be {CELL}0, {CELL}1, … in order, got {cell_cols}")
+    known = (
+        1 + len(joints) + len(tau_cols) + len(cur_cols) + (6 if has_wrench else 0) + has_plan + len(cell_cols)
+    )
     if known != len(header):
         extra = [
             c
             for c in header
-            if not (c in ("t_s", T_PLAN) or c.startswith(("q:", "tau:", CURRENT)) or c in WRENCH)
+            if not (c in ("t_s", T_PLAN) or c.startswith(("q:", "tau:", CURRENT, CELL)) or c in WRENCH)
         ]
         raise DataError(f"{path}: unknown columns {extra or header}")
     if not body:
@@ -298,9 +334,10 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     current = data[:, [col[f"{CURRENT}{j}"] for j in joints]] if cur_cols else None
     wrench = data[:, [col[w] for w in WRENCH]] if has_wrench else None
     t_plan = data[:, col[T_PLAN]] if has_plan else None
+    cells = data[:, [col[c] for c in cell_cols]] if cell_cols else None
     try:
         return DynamicRecording(meta["robot"], meta["base"], joints, data[:, 0], q, tau, wrench, meta, t_plan,
-                                current, constants)  # fmt: skip
+                                current, constants, cells)  # fmt: skip
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None
 

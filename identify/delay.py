@@ -41,7 +41,7 @@ ROUNDS = 2  # fit, delays, fit again: the parameters barely move the delays afte
 
 
 def delayed(rec: DynamicRecording, delay_s: float) -> DynamicRecording:
-    """The recording with its measured efforts (torques or wrench) moved `delay_s` earlier: the value recorded at
+    """The recording with its measured efforts (torques or wrench, and the cells behind it) moved `delay_s` earlier: the value recorded at
     t + delay_s is taken as the effort at t (linear interpolation). Every sample is kept: where t + delay_s lies
     beyond the recording the end value holds, and across a gap it is interpolated — `trimmed` drops those samples,
     as the fit does."""
@@ -53,7 +53,7 @@ def delayed(rec: DynamicRecording, delay_s: float) -> DynamicRecording:
             return None
         return np.stack([np.interp(rec.t + delay_s, rec.t, M[:, j]) for j in range(M.shape[1])], axis=1)
 
-    return replace(rec, tau=shift(rec.tau), wrench=shift(rec.wrench))
+    return replace(rec, tau=shift(rec.tau), wrench=shift(rec.wrench), cells=shift(rec.cells))
 
 
 def held_free(t: np.ndarray, lo: float, hi: float, gap_factor: float) -> np.ndarray:
@@ -77,7 +77,7 @@ def samples_of(rec: DynamicRecording, keep: np.ndarray) -> DynamicRecording:
         return None if a is None else a[keep]
 
     return replace(rec, t=rec.t[keep], q=rec.q[keep], tau=cut(rec.tau), wrench=cut(rec.wrench),
-                   t_plan=cut(rec.t_plan), current=cut(rec.current))  # fmt: skip
+                   t_plan=cut(rec.t_plan), current=cut(rec.current), cells=cut(rec.cells))  # fmt: skip
 
 
 def trimmed(rec: DynamicRecording, delay_s: float, gap_factor: float) -> tuple[DynamicRecording, np.ndarray]:

@@ -508,9 +508,11 @@ class DynamicEstimator:
         `offsets`: per recording, the covariance (rows × rows) of a constant unknown offset on all its efforts
         (a board tare's error), or None; its effect through the estimator is added to the covariance.
         `shared_offsets`: error sources common to several recordings (a board cell's gain error, the same in every
-        run on those boards), each a list with, per recording, the constant offset (rows,) one standard deviation of
-        it puts on the efforts, or None; their effects on the recordings add up before they enter the covariance."""
+        run on those boards), each a list with, per recording, what one standard deviation of it adds to the
+        efforts — a constant (rows,), or per sample (K, rows), filtered and cut as the efforts are — or None; their
+        effects on the recordings add up before they enter the covariance."""
         recs = [rec] if isinstance(rec, DynamicRecording) else list(rec)
+        given = recs
         if not recs:
             raise DataError("no recording to fit")
         if offsets is not None and len(offsets) != len(recs):
@@ -572,8 +574,9 @@ class DynamicEstimator:
             )
             free = np.delete(free, k)
         if offsets is not None or shared_offsets:
+            shared = [self._source_rows(src, given, delays, joint) for src in shared_offsets or []]
             cov_f = cov_f + self._offset_covariance(A[:, free], None if Z is None else Z[:, free], w[joint], joint,
-                                                    offsets or [None] * len(recs), shared_offsets or [])  # fmt: skip
+                                                    offsets or [None] * len(given), shared)  # fmt: skip
             se_f = np.sqrt(np.diag(cov_f))
         x = prior.copy()
         x[free] = xf
@@ -626,10 +629,51 @@ class DynamicEstimator:
         )
         return self
 
+    def _source_rows(
+        self, source: Sequence[np.ndarray | None], recs: list[DynamicRecording], delays, joint: np.ndarray
+    ) -> np.ndarray:
+        """One shared source's effect on the fitted rows (the fit's row order): per recording, a constant (rows,) on
+        its rows of each kind, or a per-sample (K, rows) series moved by the fit's delay, cut into the fit's pieces,
+        filtered, trimmed and masked as its efforts are; nothing where None."""
+        n = self.rows_
+        rec_of = np.asarray(self._piece_of)[self._row_piece]
+        out = np.zeros(len(joint))
+        series = []
+        for k, (r, u) in enumerate(zip(recs, source, strict=True)):
+            u = None if u is None else np.asarray(u, dtype=float)
+            if u is not None and (u.shape not in ((n,), (len(r.t), n)) or not np.all(np.isfinite(u))):
+                raise DataError(f"shared offset, recording {k + 1}: {n} or {len(r.t)} × {n} finite numbers")
+            if u is not None and u.ndim == 1:
+                for j in range(n):
+                    out[(rec_of == k) & (joint == j)] += u[j]
+            series.append(None if u is None or u.ndim == 1 else u)
+        if all(u is None for u in series):
+            return out
+        # the series as the efforts of copies of the recordings, through the fit's own steps
+        copies = [
+            self._with_efforts(r, np.zeros((len(r.t), n)) if u is None else u)
+            for r, u in zip(recs, series, strict=True)
+        ]
+        if delays is not None:
+            copies = self._delayed(copies, None, delays)[0]
+        rows = []
+        for piece in self._pieces(copies, None)[0]:
+            b = self.filtered_rows(self._measured(piece), piece.rate_hz)
+            rows.append(b[self._kept_rows(piece, self._kept(len(piece.t), piece.rate_hz), b.shape)])
+        return out + np.concatenate(rows)
+
+    def _with_efforts(self, rec: DynamicRecording, efforts: np.ndarray) -> DynamicRecording:
+        """The recording with `efforts` (K, rows: what `_measured` reads) in place of its measured ones."""
+        if self.quantity == "wrench":
+            wrench = rec.wrench.copy()
+            wrench[:, [WRENCH_ROWS_ALL.index(r) for r in WRENCH_ROWS]] = efforts
+            return replace(rec, wrench=wrench, cells=None)
+        return replace(rec, tau=efforts, current=None)
+
     def _offset_covariance(self, A, Z, Wr, joint, offsets, shared) -> np.ndarray:
         """Σ_k M_k C_k M_kᵀ + Σ_s m_s m_sᵀ: the estimate's covariance from each recording's constant effort offset
-        (covariance C_k, rows × rows) and from the sources shared by several (m_s = Σ_k M_k u_sk, u_sk the offset one
-        SD of source s puts on recording k), M_k the estimator's response to a unit offset on one row kind of
+        (covariance C_k, rows × rows) and from the sources shared by several (m_s = (ZᵀWA)⁻¹ZᵀW u_s, u_s the rows
+        one SD of source s adds: `_source_rows`), M_k the estimator's response to a unit offset on one row kind of
         recording k's rows (a constant passes the zero-phase filter unchanged). M: (ZᵀWA)⁻¹ZᵀW, or (AᵀWA)⁻¹AᵀW
         without instruments, W the squared row weights: only its rows' sums per recording and row kind are formed."""
         n, p = self.rows_, A.shape[1]
@@ -654,15 +698,8 @@ class DynamicEstimator:
             if C.shape != (n, n) or not np.all(np.isfinite(C)):
                 raise DataError(f"recording {k + 1}: an offset covariance must be {n} × {n} finite numbers")
             out += M(k) @ C @ M(k).T
-        for s, source in enumerate(shared):
-            m = np.zeros(p)
-            for k, u in enumerate(source):
-                if u is None:
-                    continue
-                u = np.asarray(u, dtype=float)
-                if u.shape != (n,) or not np.all(np.isfinite(u)):
-                    raise DataError(f"shared offset {s + 1}, recording {k + 1}: must be {n} finite numbers")
-                m += M(k) @ u
+        for rows in shared:
+            m = np.linalg.solve(G, Zt.T @ rows)
             out += np.outer(m, m)
         return out
 
@@ -813,16 +850,13 @@ class DynamicEstimator:
                 for a, *_ in spans[1:]
             ]
             for a, b, _, fitted in spans:
-                n = b - a
                 if not fitted:
                     dropped.append({"recording": k + 1, "from_s": float(r.t[a]), "to_s": float(r.t[b - 1])})
                     continue
                 cut = slice(a, b)
-                pieces.append(r if n == len(r.t) else replace(
-                    r, t=r.t[cut], q=r.q[cut], tau=None if r.tau is None else r.tau[cut],
-                    wrench=None if r.wrench is None else r.wrench[cut],
-                    t_plan=None if r.t_plan is None else r.t_plan[cut],
-                ))  # fmt: skip
+                within = np.zeros(len(r.t), dtype=bool)
+                within[cut] = True
+                pieces.append(samples_of(r, within))
                 angles.append(None if planned is None else planned[k][cut])
                 self._piece_of.append(k)
         if not pieces:

@@ -69,5 +69,6 @@ def _mean(runs: list[DynamicRecording]) -> DynamicRecording:
     def mean(attr: str) -> np.ndarray | None:
         return None if getattr(runs[0], attr) is None else np.mean([getattr(r, attr) for r in runs], axis=0)
 
-    return replace(runs[0], q=mean("q"), tau=mean("tau"), wrench=mean("wrench"),
+    cells = None if any(r.cells is None for r in runs) else np.mean([r.cells for r in runs], axis=0)
+    return replace(runs[0], q=mean("q"), tau=mean("tau"), wrench=mean("wrench"), cells=cells,
                    meta={**runs[0].meta, "repeats_averaged": str(len(runs))})  # fmt: skip

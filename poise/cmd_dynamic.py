@@ -273,7 +273,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         armature=args.armature,
     )
     offsets = _tare_offsets(rep.groups, runs) if quantity == "wrench" else None
-    gain_sources = _gain_sources(rep.groups, runs) if quantity == "wrench" else []
+    gain_sources = _gain_sources(rep.groups, runs, recs) if quantity == "wrench" else []
     est.fit(recs, instruments=planned, offsets=offsets, shared_offsets=gain_sources)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
@@ -681,9 +681,9 @@ class RunOf(NamedTuple):
     uncalibrated: bool = False  # read boards without per-cell gains (real ones, or emulated ones with noise)
     tare_mass_sd: float | None = None  # kg: the total load's uncertainty the run's tare left (run.json)
     tare_cov: np.ndarray | None = None  # (3, 3) Fz N, Mx, My N·m: the constant offset the run's tare left
-    # (cells, 3): the offset one SD of each cell's gain error puts on Fz N, Mx, My N·m (run.json board_gains
-    # gain_se × gain_wrench), and which gains they are (runs with the same gains share their errors)
-    gain_terms: np.ndarray | None = None
+    # (cells,) each cell's gain's relative SE (run.json board_gain_se), and which gains they are (runs with the
+    # same gains share their errors)
+    gain_rel_se: np.ndarray | None = None
     gains_key: str | None = None
 
 
@@ -712,41 +712,46 @@ def _run_of(recording: str) -> RunOf | Exception:
     except (TypeError, ValueError):
         cov = None
     cov = cov if cov is not None and cov.shape == (3, 3) and np.all(np.isfinite(cov)) else None
-    terms, key = _gain_terms(meta)
+    rel_se, key = _gain_rel_se(meta)
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
-                 sd, cov, terms, key)  # fmt: skip
+                 sd, cov, rel_se, key)  # fmt: skip
 
 
-def _gain_terms(meta: dict) -> tuple[np.ndarray | None, str | None]:
-    """A run's cells' gain errors as offsets on its wrench (`RunOf.gain_terms`) and its gains' identity; (None,
-    None) when its run.json lacks the gains' SEs or the wrench per cell (runs before them, or damaged)."""
+def _gain_rel_se(meta: dict) -> tuple[np.ndarray | None, str | None]:
+    """A run's cells' gain relative SEs, board after board (run.json `board_gain_se`), and its gains' identity;
+    (None, None) when its run.json has none (runs before them, gains without SEs, or damaged)."""
     import json
 
-    gains = meta.get("board_gains")
     try:
-        se = np.concatenate([np.asarray(v, dtype=float) for v in gains["gain_se"].values()])
-        per_cell = np.asarray(meta["gain_wrench"], dtype=float)
-        key = json.dumps(gains["boards"], sort_keys=True)
+        se = np.concatenate([np.asarray(v, dtype=float).reshape(4) for v in meta["board_gain_se"].values()])
+        key = json.dumps(meta["board_gains"]["boards"], sort_keys=True)
     except (TypeError, KeyError, ValueError, AttributeError):
         return None, None
-    if per_cell.shape != (len(se), 3) or not (np.all(np.isfinite(se)) and np.all(np.isfinite(per_cell))):
-        return None, None
-    return se[:, None] * per_cell, key
+    return (se, key) if np.all(np.isfinite(se)) and np.all(se >= 0) else (None, None)
 
 
-def _gain_sources(groups: list[list[int]], runs: list) -> list[list[np.ndarray | None]]:
-    """The boards' cells' gain errors as sources shared by every fitted recording run on the same gains: per gains
-    and cell, each fitted recording's offset (its averaged runs' mean; None where none ran on them)."""
-    terms = [(None, None) if isinstance(r, Exception) else (r.gain_terms, r.gains_key) for r in runs]
+def _gain_sources(groups: list[list[int]], runs: list, recs: list) -> list[list[np.ndarray | None]]:
+    """The boards' cells' gain errors as sources shared by every fitted recording (`recs`, the averaged runs of
+    `groups`) run on the same gains: per gains and cell, what one SD of that cell's relative gain error adds to each
+    recording's Fz, Mx, My (N, N·m) sample by sample — the cell's recorded load × g × the SE at the cell's lever —;
+    None for a recording whose runs did not all use those gains or whose cells are not recorded."""
+    from drivers.wbb.geometry import G, cell_levers
+
+    info = [(None, None) if isinstance(r, Exception) else (r.gain_rel_se, r.gains_key) for r in runs]
     sources = []
-    for key in sorted({k for t, k in terms if t is not None}):
-        cells = next(len(t) for t, k in terms if t is not None and k == key)
+    for key in sorted({k for se, k in info if se is not None}):
+        per_rec = []
+        for g, rec in zip(groups, recs, strict=True):
+            ses = [info[i][0] for i in g if info[i][1] == key]
+            ok = (
+                len(ses) == len(g)
+                and rec.cells is not None
+                and all(len(se) == rec.cells.shape[1] for se in ses)
+            )
+            per_rec.append(None if not ok else (ses[0], rec.cells, cell_levers(rec.cell_xy())))
+        cells = max((x[1].shape[1] for x in per_rec if x is not None), default=0)
         for c in range(cells):
-            per = []
-            for g in groups:
-                mine = [terms[i][0][c] for i in g if terms[i][0] is not None and terms[i][1] == key]
-                per.append(sum(mine) / len(g) if mine else None)
-            sources.append(per)
+            sources.append([None if x is None else x[0][c] * G * x[1][:, c, None] * x[2][c] for x in per_rec])
     return sources
 
 

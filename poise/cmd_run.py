@@ -214,6 +214,8 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
     try:
         rec.update_meta(plan=str(args.plan), robot=args.robot, boards=args.boards, time_scale=args.time_scale,
                         required_margin_m=checked.margin)  # fmt: skip
+        if gain_se_meta(gains) is not None:
+            rec.update_meta(board_gain_se=gain_se_meta(gains))
         with Session(
             args.robot, args.boards, model, config, world_opts, prompt=not args.yes, board_gains=gains
         ) as s:
@@ -260,11 +262,16 @@ def noise_seed_of(opts) -> int:
 
 def gains_meta(gains) -> dict:
     """How a run's board gains are recorded in run.json: the file's boards, gains and known weight."""
-    meta = {"source": gains.endpoint, "weight_kg": gains.weight_kg,
+    return {"source": gains.endpoint, "weight_kg": gains.weight_kg,
             "boards": {b: g.tolist() for b, g in zip(gains.boards, gains.gains, strict=True)}}  # fmt: skip
-    if gains.gain_se is not None:  # the gains' own uncertainty, which `identify dynamic` adds to the SEs
-        meta["gain_se"] = {b: g.tolist() for b, g in zip(gains.boards, gains.gain_se, strict=True)}
-    return meta
+
+
+def gain_se_meta(gains) -> dict | None:
+    """The gains' relative standard errors by board (run.json `board_gain_se`; `identify dynamic` adds them to the
+    SEs), or None when the gains file has none."""
+    if gains is None or gains.gain_se is None:
+        return None
+    return {b: (se / g).tolist() for b, g, se in zip(gains.boards, gains.gains, gains.gain_se, strict=True)}
 
 
 def _save_twin_events(rec: RunRecorder, twin, result) -> None:

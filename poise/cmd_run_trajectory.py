@@ -34,7 +34,14 @@ from drivers.trajectory_run import (
 from formats.board_gains import BoardGains
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_digest
-from poise.cmd_run import check_bench, gains_meta, noise_seed_of, run_config, uncalibrated_boards_note
+from poise.cmd_run import (
+    check_bench,
+    gain_se_meta,
+    gains_meta,
+    noise_seed_of,
+    run_config,
+    uncalibrated_boards_note,
+)
 from poise.output import console, err_console, print_json, quantity_table
 from robots.tree import RobotModel
 
@@ -164,6 +171,8 @@ def run_trajectory(
         meta["noise_seed"] = noise_seed_of(world_opts)
     if board_gains is not None:
         meta["board_gains"] = gains_meta(board_gains)
+        if gain_se_meta(board_gains) is not None:
+            meta["board_gain_se"] = gain_se_meta(board_gains)
     if world_opts is not None and world_opts.clamp_soles:
         meta["soles"] = "clamped to the boards (twin)"
     rec = TrajectoryRecorder(out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale,

@@ -13,7 +13,9 @@ from conftest import TEST_DESIGN
 
 from drivers.config import load_config
 from drivers.emulators.world import SimWorld, WorldOptions
+from drivers.wbb.geometry import cell_levers
 from formats.board_gains import BoardGains, load_board_gains, save_board_gains
+from formats.dynamic_recording import DynamicRecording, read_dynamic_recording
 from formats.errors import DataError
 from poise.cli import main
 from robots.tulip import tulip
@@ -89,11 +91,13 @@ def test_a_noisy_standing_run_on_calibrated_boards_weighs_the_robot(gains_file, 
     assert main(args) == 0
     meta = json.loads((out / "run.json").read_text())
     assert meta["board_gains"]["boards"]["sim1"] == load_board_gains(gains_file).gains[1].tolist()
-    assert meta["board_gains"]["gain_se"]["sim1"] == load_board_gains(gains_file).gain_se[1].tolist()
-    # each cell's gain error as an offset at its mean load: the cells' Fz add up to the robot's weight
-    per_cell = np.array(meta["gain_wrench"])
-    assert per_cell.shape == (8, 3) and np.all(per_cell[:, 0] > 0)
-    assert per_cell[:, 0].sum() / 9.80665 == pytest.approx(24.84, rel=5e-3)
+    bg = load_board_gains(gains_file)
+    assert np.allclose(meta["board_gain_se"]["sim1"], bg.gain_se[1] / bg.gains[1])  # relative
+    # the cells behind the wrench are recorded beside it, placed: they give the recorded wrench again
+    rec = read_dynamic_recording(out / "recording.csv")
+    assert rec.cells.shape == (len(rec.t), 8)
+    wrench = (rec.cells * 9.80665) @ cell_levers(rec.cell_xy())
+    assert np.abs(wrench - rec.wrench[:, 2:5]).max() < 1e-3
     capsys.readouterr()
     args = ["identify", "dynamic", str(out / "recording.csv"), "--simplified", "--no-friction", "--instruments",
             str(TEST_DESIGN), "--reference", str(out / "truth.json"), "--json"]  # fmt: skip
@@ -239,30 +243,34 @@ def test_a_run_on_uncalibrated_boards_says_so():
 
 
 def test_runs_on_the_same_gains_share_their_errors():
-    """Each cell's gain error is one error for every run on those boards: one source per gains and cell, with each
-    fitted recording's offset (the mean over its averaged runs; none where no run used those gains)."""
-    from poise.cmd_dynamic import RunOf, _gain_sources, _gain_terms
+    """Each cell's gain error is one error for every run on those boards: one source per gains and cell, each
+    fitted recording's series its cell's recorded load × g × the relative SE at the cell's lever (averaged runs:
+    their mean loads); none for a recording whose runs did not all use those gains or that has no cells."""
+    from poise.cmd_dynamic import RunOf, _gain_rel_se, _gain_sources
 
-    meta = {"board_gains": {"boards": {"sim0": [1.0] * 4, "sim1": [1.0] * 4},
-                            "gain_se": {"sim0": [1e-3] * 4, "sim1": [2e-3] * 4}},
-            "gain_wrench": np.arange(24.0).reshape(8, 3).tolist()}  # fmt: skip
-    terms, key = _gain_terms(meta)
-    assert terms.shape == (8, 3) and np.allclose(terms[5], 2e-3 * np.array([15.0, 16.0, 17.0]))
-    assert _gain_terms({"board_gains": meta["board_gains"]}) == (None, None)  # a run before gain_wrench
-    other_terms, other_key = _gain_terms(
-        meta | {"board_gains": {**meta["board_gains"], "boards": {"x": [2.0] * 4}}}
-    )
+    meta = {"board_gains": {"boards": {"sim0": [1.05] * 4, "sim1": [1.0] * 4}},
+            "board_gain_se": {"sim0": [1e-3] * 4, "sim1": [2e-3] * 4}}  # fmt: skip
+    se, key = _gain_rel_se(meta)
+    assert np.allclose(se, [1e-3] * 4 + [2e-3] * 4)
+    assert _gain_rel_se({"board_gains": meta["board_gains"]}) == (None, None)  # a run before the SEs
+    other_se, other_key = _gain_rel_se(meta | {"board_gains": {"boards": {"x": [2.0] * 4, "y": [1.0] * 4}}})
     assert other_key != key
+    t = np.arange(20) * 0.01
+    q = np.zeros((20, 12))
+    xy = np.arange(16.0).reshape(8, 2) / 100
+    cells = np.random.default_rng(0).uniform(1.0, 4.0, (20, 8))
+    rec = DynamicRecording("tulip", "right", [f"j{k}" for k in range(12)], t, q, wrench=np.zeros((20, 6)),
+                           meta={"cells_xy_m": " ".join(map(str, xy.ravel()))}, cells=cells)  # fmt: skip
+    bare = DynamicRecording("tulip", "right", rec.joint_names, t, q, wrench=np.zeros((20, 6)))
 
-    def run(t, k):
-        return RunOf("p.json", "sha", {}, None, gain_terms=t, gains_key=k)
+    def run(se, k):
+        return RunOf("p.json", "sha", {}, None, gain_rel_se=se, gains_key=k)
 
-    runs = [run(terms, key), run(terms, key), run(None, None), run(other_terms, other_key)]
-    sources = _gain_sources(
-        [[0, 1], [2], [3]], runs
-    )  # runs 0 and 1 averaged; 2 without gains; 3 other boards
+    runs = [run(se, key), run(se, key), run(None, None), run(other_se, other_key), run(se, key)]
+    # runs 0 and 1 averaged; 2 without gains; 3 on other boards; 4 on these gains but without recorded cells
+    sources = _gain_sources([[0, 1], [2], [3], [4]], runs, [rec, rec, rec, bare])
     assert len(sources) == 16  # 8 cells of each gains
     mine = [s for s in sources if s[0] is not None]
-    assert len(mine) == 8 and all(s[1] is None and s[2] is None for s in mine)
-    assert np.allclose(mine[5][0], terms[5])  # the mean of two runs' equal offsets
-    assert all(s[0] is None and s[1] is None and s[2] is not None for s in sources if s[0] is None)
+    assert len(mine) == 8 and all(s[1] is None and s[2] is None and s[3] is None for s in mine)
+    assert np.allclose(mine[5][0], 2e-3 * 9.80665 * cells[:, 5, None] * cell_levers(xy)[5])
+    assert all(s[2] is not None for s in sources if s[0] is None)

@@ -93,3 +93,81 @@ def test_an_offset_shared_by_recordings_adds_its_joint_effect(recording):
         fit([rec, other], shared_offsets=[[u]])
     with pytest.raises(DataError, match="3 finite numbers"):
         fit([rec, other], shared_offsets=[[u, np.array([np.nan, 0.0, 0.0])]])
+
+
+def test_a_shared_source_that_follows_the_motion_is_filtered_and_cut_as_the_efforts(recording):
+    """A board cell's gain error scales that cell's load, which swings with the motion: per sample, its effect
+    passes the fit's own delay, pieces, filter and trimming. The covariance it adds is δx δxᵀ of the estimate's
+    response to adding the series to both recordings' efforts, with a delay and a gap in one of them."""
+    model, rec = recording
+    keep = np.ones(len(rec.t), dtype=bool)
+    keep[400:430] = False  # a gap: the fit cuts the recording in two pieces
+    gapped = DynamicRecording(rec.robot, rec.base, rec.joint_names, rec.t[keep], rec.q[keep],
+                              wrench=rec.wrench[keep], meta=META)  # fmt: skip
+    recs = [rec, gapped]
+    rng = np.random.default_rng(5)
+    series = [
+        0.05 * np.cumsum(rng.normal(size=(len(r.t), 3)), axis=0) / 20 for r in recs
+    ]  # a slow random swing
+
+    def fit(recs, **kw):
+        est = DynamicEstimator(model, "right", True, False, quantity="wrench", weighted=False, delay=0.02)
+        return est.fit(recs, **kw).fit_
+
+    def moved(r: DynamicRecording, u: np.ndarray) -> DynamicRecording:
+        w = r.wrench.copy()
+        w[:, 2:5] += u
+        return DynamicRecording(r.robot, r.base, r.joint_names, r.t, r.q, wrench=w, meta=META)
+
+    plain = fit(recs)
+    both = fit([moved(r, u) for r, u in zip(recs, series, strict=True)]).values - plain.values
+    shared = fit(recs, shared_offsets=[series])
+    np.testing.assert_allclose(shared.values, plain.values)
+    np.testing.assert_allclose(shared.cov - plain.cov, np.outer(both, both), rtol=1e-6, atol=1e-14)
+    assert np.linalg.norm(both) > 0
+    with pytest.raises(DataError, match="3 finite numbers"):
+        fit(recs, shared_offsets=[[series[0][:-1], None]])  # not one per sample
+
+
+def test_cell_loads_round_trip_beside_the_wrench(recording, tmp_path):
+    """The cells behind a wrench: written and read back with their positions, cut and moved with the wrench;
+    malformed ones refused with one line."""
+    from formats.dynamic_recording import (
+        DynamicRecordingAppender,
+        read_dynamic_recording,
+        write_dynamic_recording,
+    )
+    from identify.delay import delayed, samples_of
+
+    model, rec = recording
+    K = len(rec.t)
+    cells = np.random.default_rng(2).uniform(1.0, 4.0, (K, 8))
+    xy = np.arange(16.0).reshape(8, 2) / 100
+    meta = META | {"cells_xy_m": " ".join(map(str, xy.ravel()))}
+    full = DynamicRecording(rec.robot, rec.base, rec.joint_names, rec.t, rec.q, wrench=rec.wrench, meta=meta,
+                            cells=cells)  # fmt: skip
+    write_dynamic_recording(full, tmp_path / "r.csv")
+    back = read_dynamic_recording(tmp_path / "r.csv")
+    np.testing.assert_allclose(back.cells, cells, rtol=1e-9)
+    np.testing.assert_allclose(back.cell_xy(), xy)
+    app = DynamicRecordingAppender(tmp_path / "a.csv", rec.robot, rec.base, list(rec.joint_names), tau=False,
+                                   wrench=True, meta=meta, cells=8)  # fmt: skip
+    for k in range(12):
+        app.append(rec.t[k], rec.q[k], wrench=rec.wrench[k], cells=cells[k])
+    with pytest.raises(DataError, match="cells missing"):
+        app.append(rec.t[12], rec.q[12], wrench=rec.wrench[12])
+    app.close()
+    np.testing.assert_allclose(read_dynamic_recording(tmp_path / "a.csv").cells, cells[:12], rtol=1e-9)
+    keep = np.arange(K) % 3 > 0
+    assert np.array_equal(samples_of(full, keep).cells, cells[keep])
+    assert np.allclose(delayed(full, 0.01).cells[:-5], cells[1:-4])  # 100 Hz: one sample earlier
+    with pytest.raises(DataError, match="cells_xy_m must give x y"):
+        DynamicRecording(rec.robot, rec.base, rec.joint_names, rec.t, rec.q, wrench=rec.wrench, meta=META,
+                         cells=cells)  # fmt: skip
+    with pytest.raises(DataError, match="beside a wrench"):
+        DynamicRecording(rec.robot, rec.base, rec.joint_names, rec.t, rec.q, tau=np.zeros((K, 12)), meta=meta,
+                         cells=cells)  # fmt: skip
+    text = (tmp_path / "r.csv").read_text().replace("cell_kg:1,", "cell_kg:9,")
+    (tmp_path / "bad.csv").write_text(text)
+    with pytest.raises(DataError, match="cell columns must be cell_kg:0"):
+        read_dynamic_recording(tmp_path / "bad.csv")

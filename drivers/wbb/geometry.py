@@ -20,6 +20,13 @@ PLATE_HEIGHT = 0.053
 G = 9.80665
 
 
+def cell_levers(cells_xy: np.ndarray) -> np.ndarray:
+    """(m, 3) what a unit vertical force on each cell at `cells_xy` (m, 2) puts on the wrench (Fz, Mx, My): 1, y,
+    −x — the boards' wrench is these rows weighted by the cells' forces."""
+    xy = np.asarray(cells_xy, dtype=float)
+    return np.stack([np.ones(len(xy)), xy[:, 1], -xy[:, 0]], axis=1)
+
+
 def cell_positions(span_x: float = CELL_SPAN_X, span_y: float = CELL_SPAN_Y) -> np.ndarray:
     """(4, 2) cell positions in the board frame, order TR, BR, TL, BL."""
     a, b = span_x / 2, span_y / 2
