@@ -56,6 +56,13 @@ def delayed(rec: DynamicRecording, delay_s: float) -> DynamicRecording:
     return replace(rec, tau=shift(rec.tau), wrench=shift(rec.wrench), cells=shift(rec.cells))
 
 
+def gaps_after(t: np.ndarray, gap_factor: float) -> np.ndarray:
+    """The samples after which a recording (times t, s) has a gap: a step over gap_factor × its median step
+    (samples lost, a logger that stalled); the fit cuts it there into pieces (`identify.dynamic.fit_pieces`)."""
+    dt = np.diff(t)
+    return np.flatnonzero(dt > gap_factor * np.median(dt))
+
+
 def held_free(t: np.ndarray, lo: float, hi: float, gap_factor: float) -> np.ndarray:
     """Which samples (times t, s) still have recorded efforts when moved by any delay in [lo, hi] s (`delayed`):
     t + delay within the recording and not inside one of its gaps (a step over gap_factor × the median step),
@@ -63,7 +70,7 @@ def held_free(t: np.ndarray, lo: float, hi: float, gap_factor: float) -> np.ndar
     dt = np.diff(t)
     tol = 1e-6 * float(np.median(dt))
     ok = (t + lo >= t[0] - tol) & (t + hi <= t[-1] + tol)
-    for k in np.flatnonzero(dt > gap_factor * np.median(dt)):
+    for k in gaps_after(t, gap_factor):
         ok &= ~((t + hi > t[k] + tol) & (t + lo < t[k + 1] - tol))
     return ok
 

@@ -26,6 +26,7 @@ from identify.delay import (
     best_delay,
     checked_delays,
     delayed,
+    gaps_after,
     held_free,
     samples_of,
     trimmed,
@@ -1132,8 +1133,7 @@ def fit_pieces(
     lost, a stalled logger): (a, b, rate Hz, fitted) for indices [a, b), `fitted` False where fewer than
     SAMPLES_PER_CUTOFF_PERIOD rows (decimated by `step`, default `decimation`) are left once the filter's ends are
     dropped, or under ten samples — pieces the fit drops."""
-    dt = np.diff(t)
-    cuts = (np.flatnonzero(dt > GAP_FACTOR * np.median(dt)) + 1).tolist()
+    cuts = (gaps_after(t, GAP_FACTOR) + 1).tolist()
     out = []
     for a, b in zip([0, *cuts], [*cuts, len(t)], strict=True):
         n = b - a

@@ -883,10 +883,12 @@ def _plot(rows: list[str], t: np.ndarray, pred: np.ndarray, meas: np.ndarray, ou
     import matplotlib.pyplot as plt
 
     from formats.atomic import write_atomic
+    from identify.delay import gaps_after
+    from identify.dynamic import GAP_FACTOR
 
     n = len(rows)
     fig, axes = plt.subplots(n, 1, figsize=(10, 1.6 * n + 1), sharex=True)
-    jumps = np.flatnonzero(np.diff(t) > 1.5 * np.median(np.diff(t))) + 1 if len(t) > 2 else []
+    jumps = gaps_after(np.asarray(t, float), GAP_FACTOR) + 1 if len(t) > 2 else []  # a gap stays a gap
     t, pred, meas = (np.insert(np.asarray(a, float), jumps, np.nan, axis=0) for a in (t, pred, meas))
     for j, ax in enumerate(np.atleast_1d(axes)):
         ax.plot(t, meas[:, j], lw=0.9, label="measured (filtered)")
