@@ -29,6 +29,8 @@ class BoardGains:
     weight_kg: float
     endpoint: str = ""
     gain_se: np.ndarray | None = None  # (boards, 4): the gains' standard errors from their readings, if known
+    # kg: the known weight's own uncertainty, if stated: a scale error common to every gain (`identify dynamic`)
+    weight_sd_kg: float | None = None
 
     def __post_init__(self) -> None:
         g = np.asarray(self.gains, dtype=float)
@@ -44,6 +46,7 @@ class BoardGains:
         if not (np.isfinite(self.weight_kg) and self.weight_kg > 0):
             raise DataError(f"board gains: weight_kg must be a positive number, got {self.weight_kg}")
         object.__setattr__(self, "gains", g)
+        check_weight_sd(self.weight_kg, self.weight_sd_kg)
         if self.gain_se is not None:
             se = np.asarray(self.gain_se, dtype=float)
             if se.shape != g.shape or not np.all(np.isfinite(se) & (se >= 0)):
@@ -51,11 +54,20 @@ class BoardGains:
             object.__setattr__(self, "gain_se", se)
 
 
+def check_weight_sd(weight_kg: float, sd_kg: float | None) -> None:
+    """A known weight's stated uncertainty: none, or a number in [0, 10 % of the weight) kg (DataError)."""
+    if sd_kg is not None and not (np.isfinite(sd_kg) and 0 <= sd_kg < 0.1 * weight_kg):
+        raise DataError(
+            f"the weight's uncertainty must be in [0, 10 % of its {weight_kg:g} kg), got {sd_kg} kg"
+        )
+
+
 def save_board_gains(bg: BoardGains, path: str | Path) -> None:
     doc = {
         "format": FORMAT,
         "version": VERSION,
         "weight_kg": bg.weight_kg,
+        **({} if bg.weight_sd_kg is None else {"weight_sd_kg": bg.weight_sd_kg}),
         "endpoint": bg.endpoint,
         "cells": list(CELLS),
         "boards": [
@@ -87,11 +99,12 @@ def load_board_gains(path: str | Path) -> BoardGains:
             raise ValueError("gain_se: each board's is a list of 4 numbers, or none has one")
         gain_se = np.array([[float(v) for v in x] for x in ses]) if ses[0] is not None else None
         weight = float(d["weight_kg"])
+        weight_sd = None if d.get("weight_sd_kg") is None else float(d["weight_sd_kg"])
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{path}: malformed board gains (missing or invalid {exc})") from None
     if not boards:
         raise DataError(f"{path}: no boards")
     try:
-        return BoardGains(boards, gains, weight, str(d.get("endpoint", "")), gain_se)
+        return BoardGains(boards, gains, weight, str(d.get("endpoint", "")), gain_se, weight_sd)
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None

@@ -44,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "`poise run --boards sim`)")  # fmt: skip
     c.add_argument("--weight", type=at.number(0.5, 150.0), required=True, metavar="KG",
                    help="the known weight [kg], placed over each cell in turn (one per board, all boards at once)")  # fmt: skip
+    c.add_argument("--weight-sd", type=at.nonnegative, default=None, metavar="KG",
+                   help="the known weight's own uncertainty [kg] (its class or certificate), a scale error on every "
+                        "gain that `identify dynamic` adds to the SEs; without it, none is assumed and it says so")  # fmt: skip
     c.add_argument("--seconds", type=at.positive, default=2.0, help="reading time per cell [s]")
     c.add_argument("--tare-s", type=at.positive, default=4.0, help="tare time, boards empty [s]")
     c.add_argument("--out", type=at.out_file, required=True, help="board-gains file to write (JSON)")
@@ -152,7 +155,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     import drivers.session as person
     from drivers.wbb.protocol import CELLS
     from drivers.wbb.recalibrate import tare_and_recalibrate
-    from formats.board_gains import BoardGains, save_board_gains
+    from formats.board_gains import BoardGains, check_weight_sd, save_board_gains
+
+    check_weight_sd(args.weight, args.weight_sd)  # before the weight goes round the cells
 
     def ask(cell: int | None) -> None:  # the person at the boards
         if cell is None:
@@ -171,7 +176,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         gains = tare_and_recalibrate(boards, put, args.weight, args.seconds, args.tare_s)
         names = tuple(b.name for b in boards)
         se = np.array([b.calibration.gain_se for b in boards])
-    bg = BoardGains(names, np.array(gains), args.weight, args.boards, se)
+    bg = BoardGains(names, np.array(gains), args.weight, args.boards, se, args.weight_sd)
     save_board_gains(bg, args.out)
     if args.json:
         print_json({"out": str(args.out), "weight_kg": args.weight, "cells": list(CELLS),

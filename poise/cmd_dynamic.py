@@ -333,6 +333,10 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     out["gains_in_se"] = [
         k + 1 for k in range(len(rep.groups)) if any(src[k] is not None for src in gain_sources)
     ]
+    out["weight_sd_in_se"] = [
+        k + 1 for k, g in enumerate(rep.groups)
+        if all(not isinstance(runs[i], Exception) and runs[i].gain_scale_se is not None for i in g)
+    ]  # fmt: skip
     if rep.averaged:
         out["repeats_averaged"] = [[k + 1 for k in g] for g in rep.groups]
         shared = _shared_noise(rep.groups, runs)
@@ -411,9 +415,12 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             highlight=False,
         )
     if out["gains_in_se"]:
+        weight = ("and the known weight's (boards calibrate --weight-sd)" if out["weight_sd_in_se"] else
+                  "not the known weight's own error (give it: boards calibrate --weight-sd)")  # fmt: skip
         console.print(
-            "the boards' per-cell gains are known to their calibration's SEs (run.json board_gains gain_se): the SEs "
-            f"include that, one error for all the runs on those boards (recording(s) {', '.join(map(str, out['gains_in_se']))})",
+            "the boards' per-cell gains are known to their calibration's SEs (run.json board_gain_se): the SEs "
+            f"include them, one error for all the runs on those boards (recording(s) "
+            f"{', '.join(map(str, out['gains_in_se']))}), {weight}",
             highlight=False,
         )
     if out.get("uncalibrated_boards"):
@@ -685,6 +692,9 @@ class RunOf(NamedTuple):
     # same gains share their errors)
     gain_rel_se: np.ndarray | None = None
     gains_key: str | None = None
+    gain_scale_se: float | None = (
+        None  # the known weight's relative SD: a scale on every gain (board_gain_scale_se)
+    )
 
 
 def _run_of(recording: str) -> RunOf | Exception:
@@ -713,8 +723,10 @@ def _run_of(recording: str) -> RunOf | Exception:
         cov = None
     cov = cov if cov is not None and cov.shape == (3, 3) and np.all(np.isfinite(cov)) else None
     rel_se, key = _gain_rel_se(meta)
+    scale = meta.get("board_gain_scale_se")
+    scale = float(scale) if isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0 else None
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
-                 sd, cov, rel_se, key)  # fmt: skip
+                 sd, cov, rel_se, key, scale if key is not None else None)  # fmt: skip
 
 
 def _gain_rel_se(meta: dict) -> tuple[np.ndarray | None, str | None]:
@@ -740,6 +752,12 @@ def _gain_sources(groups: list[list[int]], runs: list, recs: list) -> list[list[
     info = [(None, None) if isinstance(r, Exception) else (r.gain_rel_se, r.gains_key) for r in runs]
     sources = []
     for key in sorted({k for se, k in info if se is not None}):
+        # the known weight's error scales every gain alike: the recordings' whole wrench, one source
+        scales = [[None if isinstance(runs[i], Exception) or runs[i].gains_key != key else runs[i].gain_scale_se
+                   for i in g] for g in groups]  # fmt: skip
+        if any(x is not None for sc in scales for x in sc):
+            sources.append([sc[0] * rec.wrench[:, 2:5] if all(x is not None for x in sc) else None
+                            for sc, rec in zip(scales, recs, strict=True)])  # fmt: skip
         per_rec = []
         for g, rec in zip(groups, recs, strict=True):
             ses = [info[i][0] for i in g if info[i][1] == key]

@@ -214,8 +214,7 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
     try:
         rec.update_meta(plan=str(args.plan), robot=args.robot, boards=args.boards, time_scale=args.time_scale,
                         required_margin_m=checked.margin)  # fmt: skip
-        if gain_se_meta(gains) is not None:
-            rec.update_meta(board_gain_se=gain_se_meta(gains))
+        rec.update_meta(**gain_se_meta(gains))
         with Session(
             args.robot, args.boards, model, config, world_opts, prompt=not args.yes, board_gains=gains
         ) as s:
@@ -266,12 +265,19 @@ def gains_meta(gains) -> dict:
             "boards": {b: g.tolist() for b, g in zip(gains.boards, gains.gains, strict=True)}}  # fmt: skip
 
 
-def gain_se_meta(gains) -> dict | None:
-    """The gains' relative standard errors by board (run.json `board_gain_se`; `identify dynamic` adds them to the
-    SEs), or None when the gains file has none."""
-    if gains is None or gains.gain_se is None:
-        return None
-    return {b: (se / g).tolist() for b, g, se in zip(gains.boards, gains.gains, gains.gain_se, strict=True)}
+def gain_se_meta(gains) -> dict:
+    """The gains' uncertainty for run.json (`identify dynamic` adds it to the SEs): `board_gain_se`, each gain's
+    relative SE by board, and `board_gain_scale_se`, the known weight's relative SD (a scale on every gain), each
+    where the gains file has it; apart from `board_gains`, which a resumed run must match."""
+    if gains is None:
+        return {}
+    out = {}
+    if gains.gain_se is not None:
+        out["board_gain_se"] = {b: (se / g).tolist() for b, g, se in zip(gains.boards, gains.gains, gains.gain_se,
+                                                                         strict=True)}  # fmt: skip
+    if gains.weight_sd_kg is not None:
+        out["board_gain_scale_se"] = gains.weight_sd_kg / gains.weight_kg
+    return out
 
 
 def _save_twin_events(rec: RunRecorder, twin, result) -> None:

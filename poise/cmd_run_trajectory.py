@@ -171,8 +171,7 @@ def run_trajectory(
         meta["noise_seed"] = noise_seed_of(world_opts)
     if board_gains is not None:
         meta["board_gains"] = gains_meta(board_gains)
-        if gain_se_meta(board_gains) is not None:
-            meta["board_gain_se"] = gain_se_meta(board_gains)
+        meta.update(gain_se_meta(board_gains))
     if world_opts is not None and world_opts.clamp_soles:
         meta["soles"] = "clamped to the boards (twin)"
     rec = TrajectoryRecorder(out, model, sp.base, sp.standing, meta, 1.0 / config.executor.rate_hz, time_scale,

@@ -389,6 +389,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     ("boards read", ["--boards", "sim", "--board-gains", "{binary}"]),
     ("boards calibrate", ["--boards", "sim", "--weight", "0", "--out", "{dir}/g.json"]),
     ("boards calibrate", ["--boards", "sim", "--weight", "nan", "--out", "{dir}/g.json"]),
+    ("boards calibrate", ["--boards", "sim", "--weight", "10", "--weight-sd", "1", "--out", "{dir}/g.json"]),
     ("boards calibrate", ["--boards", "usb:1,2", "--weight", "10", "--out", "{dir}/g.json"]),
     ("boards calibrate", ["--boards", "sim", "--weight", "10", "--out", "{existing}"]),
     ("boards calibrate", ["--boards", "sim", "--weight", "10", "--seconds", "-1", "--out", "{dir}/g.json"]),

@@ -72,6 +72,11 @@ def test_board_gains_round_trip_and_refusals(tmp_path):
         BoardGains(("a", "b"), np.array([[1.0] * 4, [1.0, 2.5, 1.0, 1.0]]), 5.0)
     with pytest.raises(DataError, match="weight_kg"):
         BoardGains(("a",), np.ones((1, 4)), 0.0)
+    weighed = BoardGains(("a", "b"), bg.gains, 5.0, "bt:A,B", se, weight_sd_kg=0.005)
+    save_board_gains(weighed, tmp_path / "w.json")
+    assert load_board_gains(tmp_path / "w.json").weight_sd_kg == 0.005 and back.weight_sd_kg is None
+    with pytest.raises(DataError, match="10 % of its 5 kg"):
+        BoardGains(("a",), np.ones((1, 4)), 5.0, weight_sd_kg=0.6)
     doc = json.loads((tmp_path / "g.json").read_text())
     doc["boards"][0]["gain"] = "1111"  # four characters are not four gains
     (tmp_path / "s.json").write_text(json.dumps(doc))
@@ -181,6 +186,10 @@ def test_a_weight_never_placed_or_a_closed_stdin_is_one_line(
     monkeypatch.setattr("builtins.input", closed)
     assert main(args) == 2
     assert "the operator's input ended" in capsys.readouterr().err
+    # a weight's uncertainty beyond reason is refused before anyone is asked for anything
+    assert main([*args, "--weight-sd", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "10 % of its 10 kg" in err and "Empty the boards" not in err
 
 
 def test_a_weight_between_two_cells_is_refused_by_name(bench_as_real_boards, tmp_path, monkeypatch, capsys):
@@ -267,6 +276,14 @@ def test_runs_on_the_same_gains_share_their_errors():
         return RunOf("p.json", "sha", {}, None, gain_rel_se=se, gains_key=k)
 
     runs = [run(se, key), run(se, key), run(None, None), run(other_se, other_key), run(se, key)]
+    # with the known weight's uncertainty: one more source, the recordings' whole wrench × its relative SD
+    weighed = [r._replace(gain_scale_se=1e-3) if r.gains_key == key else r for r in runs]
+    rec_w = DynamicRecording("tulip", "right", rec.joint_names, t, q, wrench=np.full((20, 6), 2.0),
+                             meta=rec.meta, cells=cells)  # fmt: skip
+    with_weight = _gain_sources([[0, 1], [2], [3], [4]], weighed, [rec_w, rec_w, rec_w, bare])
+    assert len(with_weight) == 17
+    scale = [s for s in with_weight if s[0] is not None and s[0].shape == (20, 3) and np.allclose(s[0], 2e-3)]
+    assert len(scale) == 1 and scale[0][1] is None and scale[0][2] is None and scale[0][3] is not None
     # runs 0 and 1 averaged; 2 without gains; 3 on other boards; 4 on these gains but without recorded cells
     sources = _gain_sources([[0, 1], [2], [3], [4]], runs, [rec, rec, rec, bare])
     assert len(sources) == 16  # 8 cells of each gains

@@ -171,3 +171,16 @@ def test_cell_loads_round_trip_beside_the_wrench(recording, tmp_path):
     (tmp_path / "bad.csv").write_text(text)
     with pytest.raises(DataError, match="cell columns must be cell_kg:0"):
         read_dynamic_recording(tmp_path / "bad.csv")
+
+
+def test_a_scale_error_on_every_effort_adds_the_estimate_times_its_sd(recording):
+    """The known calibration weight's error scales every gain alike: its source is the recordings' own efforts ×
+    its relative SD, and a linear estimator's response to its own efforts is its estimate — so the covariance
+    grows by σ² x xᵀ, every parameter's relative SE by σ in quadrature."""
+    model, rec = recording
+    est = DynamicEstimator(model, "right", True, False, quantity="wrench", weighted=False)
+    plain = est.fit(rec).fit_
+    sd = 1e-3
+    scaled = est.fit(rec, shared_offsets=[[sd * rec.wrench[:, 2:5]]]).fit_
+    x = plain.values
+    np.testing.assert_allclose(scaled.cov - plain.cov, sd**2 * np.outer(x, x), rtol=1e-6, atol=1e-14)
