@@ -392,9 +392,12 @@ class TrajectoryRecorder:
         n = len(self._model.joint_names)
         self._open_recording(meta, [("current", n)], current=True, torque_constant=torque_constants)
 
-    def _open_wrench_recording(self, cells: np.ndarray | None) -> None:
+    def open_wrench_recording(self, cells: np.ndarray | None) -> None:
         """A standing robot's recording: the boards' wrench and, with `cells` (m, 2: their positions in the base
-        frame), each cell's load behind it (kg), which `identify dynamic` needs for the cells' gain errors."""
+        frame), each cell's load behind it (kg), which `identify dynamic` needs for the cells' gain errors. Opened
+        before streaming starts (its file and sync thread are made here, never by the streaming ticks)."""
+        if self.recording is not None:
+            return
         meta = dict(self._wrench_meta)
         m = 0 if cells is None else len(cells)
         if m:
@@ -433,8 +436,6 @@ class TrajectoryRecorder:
         period centred on the tick — is written once every board's reports cover that period (`close` writes the
         rest with the latest reports held on)."""
         self._cells = cells
-        if self.recording is None:
-            self._open_wrench_recording(cells)
         self._pending.append((t, q, t_plan))
         boards = len(cells) // 4
         covered = -np.inf
@@ -473,7 +474,7 @@ class TrajectoryRecorder:
         if self._pending:  # the last ticks (also of a stopped run)
             self._write_rows(np.inf)
         if self._wrench_meta is not None and self.recording is None:  # stopped before streaming: the header
-            self._open_wrench_recording(None)
+            self.open_wrench_recording(None)
         if self.uniform is not None:  # a row for every tick, the last measured before its grid time too
             self.uniform.finish()
         for f in (self.joints, self.boards, self.recording):
@@ -758,6 +759,7 @@ class TrajectoryExecutor(Executor):
         rec: TrajectoryRecorder = self.rec
         if sp.standing:  # what the tare leaves on every row of the recording (`identify dynamic` adds it)
             rec.update_meta(tare_wrench_cov=tare_wrench_cov(self.boards, cells))
+            rec.open_wrench_recording(cells)
         sq = 0.0
         for k, (tk, qk) in enumerate(zip(sp.t, sp.q, strict=True)):
             rec.t_traj = float(tk)

@@ -201,6 +201,12 @@ class DynamicRecordingAppender:
         """`cells`: how many load cells' readings (kg) each row carries beside the wrench (`meta` places them)."""
         if tau and current:
             raise DataError("recording: joint torques (tau:…) or motor currents (i:…), not both")
+        if cells and (not wrench or len(str((meta or {}).get(CELLS_XY, "")).split()) != 2 * cells):
+            raise DataError(
+                f"recording: {cells} cells beside a wrench need '{CELLS_XY}' with x y (m) of each"
+            )
+        if tau and current:
+            raise DataError("recording: joint torques (tau:…) or motor currents (i:…), not both")
         _check_constants(torque_constant or {}, joint_names, TORQUE_CONSTANT)
         self.n, self.tau, self.wrench = len(joint_names), tau, wrench
         self.t_plan, self.current, self.cells = t_plan, current, cells

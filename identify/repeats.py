@@ -38,6 +38,8 @@ def _same_samples(a: DynamicRecording, b: DynamicRecording) -> bool:
         return False
     if (a.tau is None) != (b.tau is None) or (a.wrench is None) != (b.wrench is None):
         return False
+    if a.cells is not None and b.cells is not None and a.cells.shape[1] != b.cells.shape[1]:
+        return False
     if a.t.shape != b.t.shape or not np.allclose(a.t, b.t, rtol=0.0, atol=1e-9):
         return False
     if (a.t_plan is None) != (b.t_plan is None):

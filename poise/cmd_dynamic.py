@@ -273,8 +273,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         armature=args.armature,
     )
     offsets = _tare_offsets(rep.groups, runs) if quantity == "wrench" else None
-    gain_sources = _gain_sources(rep.groups, runs, recs) if quantity == "wrench" else []
-    est.fit(recs, instruments=planned, offsets=offsets, shared_offsets=gain_sources)
+    gains = _gain_sources(rep.groups, runs, recs) if quantity == "wrench" else GainSources([], [], [])
+    est.fit(recs, instruments=planned, offsets=offsets, shared_offsets=gains.sources)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
     for item in (*fit.gaps, *fit.dropped, *fit.placements):  # recordings numbered as given, not as fitted
@@ -330,13 +330,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     out["tare_in_se"] = [
         k + 1 for k, g in enumerate(rep.groups) if offsets is not None and offsets[k] is not None
     ]
-    out["gains_in_se"] = [
-        k + 1 for k in range(len(rep.groups)) if any(src[k] is not None for src in gain_sources)
-    ]
-    out["weight_sd_in_se"] = [
-        k + 1 for k, g in enumerate(rep.groups)
-        if all(not isinstance(runs[i], Exception) and runs[i].gain_scale_se is not None for i in g)
-    ]  # fmt: skip
+    out["gains_in_se"], out["weight_sd_in_se"] = gains.cells_in, gains.weight_in
     if rep.averaged:
         out["repeats_averaged"] = [[k + 1 for k in g] for g in rep.groups]
         shared = _shared_noise(rep.groups, runs)
@@ -414,13 +408,18 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             f"run's Fz: {how}{se}",
             highlight=False,
         )
-    if out["gains_in_se"]:
-        weight = ("and the known weight's (boards calibrate --weight-sd)" if out["weight_sd_in_se"] else
-                  "not the known weight's own error (give it: boards calibrate --weight-sd)")  # fmt: skip
+    calibrated = [k + 1 for k, g in enumerate(rep.groups)
+                  if all(not isinstance(runs[i], Exception) and runs[i].gains_key is not None for i in g)]  # fmt: skip
+    if calibrated:
+
+        def which(ks: list[int]) -> str:
+            return "no recording" if not ks else "every recording" if ks == calibrated else (
+                "recording(s) " + ", ".join(map(str, ks)))  # fmt: skip
+
         console.print(
-            "the boards' per-cell gains are known to their calibration's SEs (run.json board_gain_se): the SEs "
-            f"include them, one error for all the runs on those boards (recording(s) "
-            f"{', '.join(map(str, out['gains_in_se']))}), {weight}",
+            "the gains' own errors are in the SEs, one error for all the runs on the same gains (or weight): each "
+            f"cell's (run.json board_gain_se) for {which(out['gains_in_se'])}, the known weight's (boards calibrate "
+            f"--weight-sd) for {which(out['weight_sd_in_se'])} of the {len(calibrated)} with gains",
             highlight=False,
         )
     if out.get("uncalibrated_boards"):
@@ -695,6 +694,7 @@ class RunOf(NamedTuple):
     gain_scale_se: float | None = (
         None  # the known weight's relative SD: a scale on every gain (board_gain_scale_se)
     )
+    weight_key: str | None = None  # which weight (kg ± relative SD): calibrations with it share its error
 
 
 def _run_of(recording: str) -> RunOf | Exception:
@@ -722,55 +722,89 @@ def _run_of(recording: str) -> RunOf | Exception:
     except (TypeError, ValueError):
         cov = None
     cov = cov if cov is not None and cov.shape == (3, 3) and np.all(np.isfinite(cov)) else None
-    rel_se, key = _gain_rel_se(meta)
+    rel_se, key, weight = _gain_rel_se(meta)
     scale = meta.get("board_gain_scale_se")
     scale = float(scale) if isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0 else None
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
-                 sd, cov, rel_se, key, scale if key is not None else None)  # fmt: skip
+                 sd, cov, rel_se, key, scale, weight if scale is not None else None)  # fmt: skip
 
 
-def _gain_rel_se(meta: dict) -> tuple[np.ndarray | None, str | None]:
-    """A run's cells' gain relative SEs, board after board (run.json `board_gain_se`), and its gains' identity;
-    (None, None) when its run.json has none (runs before them, gains without SEs, or damaged)."""
+def _gain_rel_se(meta: dict) -> tuple[np.ndarray | None, str | None, str | None]:
+    """From a run's run.json: its cells' gain relative SEs, board after board (`board_gain_se`; None without),
+    its gains' identity (`board_gains`: runs with the same gains share their errors) and its known weight's
+    (`board_gains` weight_kg with `board_gain_scale_se`: calibrations with one weight share its error); None
+    where run.json has not got them (runs before them, gains without SEs, or damaged)."""
     import json
 
+    gains = meta.get("board_gains")
+    try:
+        key = json.dumps(gains["boards"], sort_keys=True)
+        weight = f"{float(gains['weight_kg']):g} kg ± {float(meta['board_gain_scale_se']):g}"
+    except (TypeError, KeyError, ValueError, AttributeError):
+        weight = None
+        try:
+            key = json.dumps(gains["boards"], sort_keys=True)
+        except (TypeError, KeyError, ValueError, AttributeError):
+            return None, None, None
     try:
         se = np.concatenate([np.asarray(v, dtype=float).reshape(4) for v in meta["board_gain_se"].values()])
-        key = json.dumps(meta["board_gains"]["boards"], sort_keys=True)
     except (TypeError, KeyError, ValueError, AttributeError):
-        return None, None
-    return (se, key) if np.all(np.isfinite(se)) and np.all(se >= 0) else (None, None)
+        se = None
+    if se is not None and not (np.all(np.isfinite(se)) and np.all(se >= 0)):
+        se = None
+    return se, key, weight
 
 
-def _gain_sources(groups: list[list[int]], runs: list, recs: list) -> list[list[np.ndarray | None]]:
-    """The boards' cells' gain errors as sources shared by every fitted recording (`recs`, the averaged runs of
-    `groups`) run on the same gains: per gains and cell, what one SD of that cell's relative gain error adds to each
-    recording's Fz, Mx, My (N, N·m) sample by sample — the cell's recorded load × g × the SE at the cell's lever —;
-    None for a recording whose runs did not all use those gains or whose cells are not recorded."""
+class GainSources(NamedTuple):
+    """The gains' errors as `DynamicEstimator.fit` shared sources, and the fitted recordings (1-based) each kind
+    covers."""
+
+    sources: list[list[np.ndarray | None]]
+    cells_in: list[int]  # recordings whose per-cell gain errors are in the sources
+    weight_in: list[int]  # recordings whose known weight's error is
+
+
+def _gain_sources(groups: list[list[int]], runs: list, recs: list) -> GainSources:
+    """The boards' gains' errors as sources shared by the fitted recordings (`recs`, the averaged runs of
+    `groups`): per gains and cell, what one SD of that cell's relative gain error adds to each recording's Fz, Mx,
+    My (N, N·m) sample by sample — the cell's recorded load × g × the SE at the cell's lever —; per known weight,
+    its relative SD × the recording's own wrench (it scales every gain alike). None for a recording whose runs did
+    not all share the source, or (cells) whose cells are not recorded."""
     from drivers.wbb.geometry import G, cell_levers
+    from identify.dynamic import WRENCH_ROWS, WRENCH_ROWS_ALL
 
-    info = [(None, None) if isinstance(r, Exception) else (r.gain_rel_se, r.gains_key) for r in runs]
-    sources = []
-    for key in sorted({k for se, k in info if se is not None}):
-        # the known weight's error scales every gain alike: the recordings' whole wrench, one source
-        scales = [[None if isinstance(runs[i], Exception) or runs[i].gains_key != key else runs[i].gain_scale_se
-                   for i in g] for g in groups]  # fmt: skip
-        if any(x is not None for sc in scales for x in sc):
-            sources.append([sc[0] * rec.wrench[:, 2:5] if all(x is not None for x in sc) else None
-                            for sc, rec in zip(scales, recs, strict=True)])  # fmt: skip
+    ok = [None if isinstance(r, Exception) else r for r in runs]
+    sources, cells_in, weight_in = [], set(), set()
+    for key in sorted({r.gains_key for r in ok if r is not None and r.gain_rel_se is not None}):
         per_rec = []
-        for g, rec in zip(groups, recs, strict=True):
-            ses = [info[i][0] for i in g if info[i][1] == key]
-            ok = (
-                len(ses) == len(g)
+        for k, (g, rec) in enumerate(zip(groups, recs, strict=True)):
+            mine = [
+                ok[i]
+                for i in g
+                if ok[i] is not None and ok[i].gains_key == key and ok[i].gain_rel_se is not None
+            ]
+            if (
+                len(mine) == len(g)
                 and rec.cells is not None
-                and all(len(se) == rec.cells.shape[1] for se in ses)
-            )
-            per_rec.append(None if not ok else (ses[0], rec.cells, cell_levers(rec.cell_xy())))
+                and len(mine[0].gain_rel_se) == rec.cells.shape[1]
+            ):
+                per_rec.append((mine[0].gain_rel_se, rec.cells, cell_levers(rec.cell_xy())))
+                cells_in.add(k + 1)
+            else:
+                per_rec.append(None)
         cells = max((x[1].shape[1] for x in per_rec if x is not None), default=0)
         for c in range(cells):
             sources.append([None if x is None else x[0][c] * G * x[1][:, c, None] * x[2][c] for x in per_rec])
-    return sources
+    rows = [WRENCH_ROWS_ALL.index(r) for r in WRENCH_ROWS]
+    for weight in sorted({r.weight_key for r in ok if r is not None and r.weight_key is not None}):
+        per_rec = []
+        for k, (g, rec) in enumerate(zip(groups, recs, strict=True)):
+            mine = [ok[i] for i in g if ok[i] is not None and ok[i].weight_key == weight]
+            per_rec.append(mine[0].gain_scale_se * rec.wrench[:, rows] if len(mine) == len(g) else None)
+            if len(mine) == len(g):
+                weight_in.add(k + 1)
+        sources.append(per_rec)
+    return GainSources(sources, sorted(cells_in), sorted(weight_in))
 
 
 def _tare_offsets(groups: list[list[int]], runs: list) -> list[np.ndarray | None] | None:

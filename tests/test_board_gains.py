@@ -259,11 +259,16 @@ def test_runs_on_the_same_gains_share_their_errors():
 
     meta = {"board_gains": {"boards": {"sim0": [1.05] * 4, "sim1": [1.0] * 4}},
             "board_gain_se": {"sim0": [1e-3] * 4, "sim1": [2e-3] * 4}}  # fmt: skip
-    se, key = _gain_rel_se(meta)
-    assert np.allclose(se, [1e-3] * 4 + [2e-3] * 4)
-    assert _gain_rel_se({"board_gains": meta["board_gains"]}) == (None, None)  # a run before the SEs
-    other_se, other_key = _gain_rel_se(meta | {"board_gains": {"boards": {"x": [2.0] * 4, "y": [1.0] * 4}}})
+    se, key, weight = _gain_rel_se(meta)
+    assert np.allclose(se, [1e-3] * 4 + [2e-3] * 4) and weight is None  # no weight SD recorded
+    no_se, same_key, _ = _gain_rel_se({"board_gains": meta["board_gains"]})  # gains without SEs
+    assert no_se is None and same_key == key
+    other_se, other_key, _ = _gain_rel_se(
+        meta | {"board_gains": {"boards": {"x": [2.0] * 4, "y": [1.0] * 4}}}
+    )
     assert other_key != key
+    weighed_meta = {"board_gains": {**meta["board_gains"], "weight_kg": 10.0}, "board_gain_scale_se": 1e-3}
+    assert _gain_rel_se(weighed_meta)[2] == "10 kg ± 0.001"
     t = np.arange(20) * 0.01
     q = np.zeros((20, 12))
     xy = np.arange(16.0).reshape(8, 2) / 100
@@ -277,16 +282,20 @@ def test_runs_on_the_same_gains_share_their_errors():
 
     runs = [run(se, key), run(se, key), run(None, None), run(other_se, other_key), run(se, key)]
     # with the known weight's uncertainty: one more source, the recordings' whole wrench × its relative SD
-    weighed = [r._replace(gain_scale_se=1e-3) if r.gains_key == key else r for r in runs]
+    weighed = [
+        r._replace(gain_scale_se=1e-3, weight_key="10 kg ± 0.001") if r.gains_key == key else r for r in runs
+    ]
     rec_w = DynamicRecording("tulip", "right", rec.joint_names, t, q, wrench=np.full((20, 6), 2.0),
                              meta=rec.meta, cells=cells)  # fmt: skip
-    with_weight = _gain_sources([[0, 1], [2], [3], [4]], weighed, [rec_w, rec_w, rec_w, bare])
-    assert len(with_weight) == 17
+    found = _gain_sources([[0, 1], [2], [3], [4]], weighed, [rec_w, rec_w, rec_w, bare])
+    with_weight = found.sources
+    assert len(with_weight) == 17 and found.weight_in == [1, 4] and found.cells_in == [1, 3]
     scale = [s for s in with_weight if s[0] is not None and s[0].shape == (20, 3) and np.allclose(s[0], 2e-3)]
     assert len(scale) == 1 and scale[0][1] is None and scale[0][2] is None and scale[0][3] is not None
     # runs 0 and 1 averaged; 2 without gains; 3 on other boards; 4 on these gains but without recorded cells
-    sources = _gain_sources([[0, 1], [2], [3], [4]], runs, [rec, rec, rec, bare])
-    assert len(sources) == 16  # 8 cells of each gains
+    found = _gain_sources([[0, 1], [2], [3], [4]], runs, [rec, rec, rec, bare])
+    sources = found.sources
+    assert len(sources) == 16 and found.cells_in == [1, 3] and found.weight_in == []  # 8 cells of each gains
     mine = [s for s in sources if s[0] is not None]
     assert len(mine) == 8 and all(s[1] is None and s[2] is None and s[3] is None for s in mine)
     assert np.allclose(mine[5][0], 2e-3 * 9.80665 * cells[:, 5, None] * cell_levers(xy)[5])

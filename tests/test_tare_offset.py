@@ -158,6 +158,9 @@ def test_cell_loads_round_trip_beside_the_wrench(recording, tmp_path):
         app.append(rec.t[12], rec.q[12], wrench=rec.wrench[12])
     app.close()
     np.testing.assert_allclose(read_dynamic_recording(tmp_path / "a.csv").cells, cells[:12], rtol=1e-9)
+    with pytest.raises(DataError, match="need 'cells_xy_m'"):  # a file its reader would refuse is not begun
+        DynamicRecordingAppender(tmp_path / "b.csv", rec.robot, rec.base, list(rec.joint_names), tau=False,
+                                 wrench=True, meta=META, cells=8)  # fmt: skip
     keep = np.arange(K) % 3 > 0
     assert np.array_equal(samples_of(full, keep).cells, cells[keep])
     assert np.allclose(delayed(full, 0.01).cells[:-5], cells[1:-4])  # 100 Hz: one sample earlier
