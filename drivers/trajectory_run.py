@@ -435,6 +435,10 @@ class TrajectoryRecorder:
         rows per board): its recording row — the angles and the boards' wrench, their load averaged over the tick
         period centred on the tick — is written once every board's reports cover that period (`close` writes the
         rest with the latest reports held on)."""
+        if self.recording is None:
+            raise RuntimeError(
+                "open_wrench_recording before streaming: the recording is not opened by a tick"
+            )
         self._cells = cells
         self._pending.append((t, q, t_plan))
         boards = len(cells) // 4

@@ -78,6 +78,7 @@ def test_the_recording_holds_every_streamed_tick(tulip, tmp_path):
     q = np.zeros((TICKS, tulip.nq))
     q[:, :2] = _signal(t)
     rec = TrajectoryRecorder(tmp_path / "run", tulip, "right", True, {"kind": "trajectory"}, PERIOD)
+    rec.open_wrench_recording(cells)  # as the executor does before streaming
     seq = 0
     reported = T0 - 0.05  # the boards convert at 200 Hz, each report arriving 1 ms after its conversion
     for k, tk in enumerate(t):
@@ -96,6 +97,8 @@ def test_the_recording_holds_every_streamed_tick(tulip, tmp_path):
     assert np.abs(out.t_plan - out.t).max() < 0.004  # the ticks' jitter only: no stall
     assert np.allclose(out.q[:, :2], _signal(t[0] + out.t), atol=1e-8)
     assert np.allclose(out.wrench, board_wrench(kg.ravel(), cells), rtol=1e-9, atol=1e-6)
+    # the cells behind it, placed where they were
+    assert np.allclose(out.cells, kg.ravel()) and np.allclose(out.cell_xy(), cells, atol=1e-6)
 
 
 def test_a_stall_leaves_a_gap_and_the_plan_time_behind():
