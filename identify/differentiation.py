@@ -34,8 +34,12 @@ def derivatives(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Filtered q, q̇, q̈ from positions sampled at (nearly) uniform times t."""
     dt = np.diff(t)
-    if np.max(np.abs(dt - dt.mean())) > 0.05 * dt.mean():
-        raise DataError("time stamps are not uniform (±5 %); resample the recording first")
+    worst = int(np.argmax(np.abs(dt - dt.mean())))
+    if abs(dt[worst] - dt.mean()) > 0.05 * dt.mean():
+        raise DataError(
+            f"time stamps are not uniform (±5 %): the step after t = {t[worst]:.6g} s is {dt[worst]:.4g} s against "
+            f"a mean of {dt.mean():.4g} s; resample the recording first"
+        )
     rate = 1.0 / dt.mean()
     qf = lowpass(q, rate, cutoff_hz, order)
     qd = np.gradient(qf, t, axis=0)

@@ -214,3 +214,15 @@ def test_a_malformed_trajectory_is_named_by_its_plan_file(tmp_path, capsys):
         assert main(cmd) == 2
         err = capsys.readouterr().err
         assert f"{bad}: trajectory: " in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_jittered_time_stamp_is_named(recording):
+    """A sample stamped 30 % of a step late (a jitter, not a gap: under 1.5 steps) is refused at its time."""
+    from identify.dynamic import DynamicEstimator
+
+    rec = read_dynamic_recording(recording)
+    t = rec.t.copy()
+    t[100] += 0.3 * (t[1] - t[0])
+    bad = DynamicRecording(rec.robot, rec.base, rec.joint_names, t, rec.q, rec.tau, meta=rec.meta)
+    with pytest.raises(DataError, match=rf"the step after t = {t[99]:.6g} s is .* resample"):
+        DynamicEstimator(get_model(str(UR5))).fit(bad)

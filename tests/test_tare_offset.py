@@ -125,6 +125,16 @@ def test_a_shared_source_that_follows_the_motion_is_filtered_and_cut_as_the_effo
     np.testing.assert_allclose(shared.values, plain.values)
     np.testing.assert_allclose(shared.cov - plain.cov, np.outer(both, both), rtol=1e-6, atol=1e-14)
     assert np.linalg.norm(both) > 0
+    # the same through the IV estimate (planned angles a little off the recorded ones as instruments)
+    planned = [r.q + 0.002 * np.sin(3 * r.t)[:, None] for r in recs]
+    plain_iv = fit(recs, instruments=planned)
+    moved_iv = fit([moved(r, u) for r, u in zip(recs, series, strict=True)], instruments=planned)
+    both_iv = moved_iv.values - plain_iv.values
+    shared_iv = fit(recs, instruments=planned, shared_offsets=[series])
+    assert shared_iv.instruments and not np.allclose(both_iv, both)
+    np.testing.assert_allclose(
+        shared_iv.cov - plain_iv.cov, np.outer(both_iv, both_iv), rtol=1e-6, atol=1e-14
+    )
     with pytest.raises(DataError, match="3 finite numbers"):
         fit(recs, shared_offsets=[[series[0][:-1], None]])  # not one per sample
 
