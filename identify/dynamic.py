@@ -637,7 +637,6 @@ class DynamicEstimator:
         its rows of each kind, or a per-sample (K, rows) series moved by the fit's delay, cut into the fit's pieces,
         filtered, trimmed and masked as its efforts are; nothing where None."""
         n = self.rows_
-        rec_of = np.asarray(self._piece_of)[self._row_piece]
         out = np.zeros(len(joint))
         series = []
         for k, (r, u) in enumerate(zip(recs, source, strict=True)):
@@ -645,8 +644,7 @@ class DynamicEstimator:
             if u is not None and (u.shape not in ((n,), (len(r.t), n)) or not np.all(np.isfinite(u))):
                 raise DataError(f"shared offset, recording {k + 1}: {n} or {len(r.t)} × {n} finite numbers")
             if u is not None and u.ndim == 1:
-                for j in range(n):
-                    out[(rec_of == k) & (joint == j)] += u[j]
+                out += self._constant_rows(k, u, joint)
             series.append(None if u is None or u.ndim == 1 else u)
         if all(u is None for u in series):
             return out
@@ -671,38 +669,33 @@ class DynamicEstimator:
             return replace(rec, wrench=wrench, cells=None)
         return replace(rec, tau=efforts, current=None)
 
+    def _constant_rows(self, k: int, u: np.ndarray, joint: np.ndarray) -> np.ndarray:
+        """A constant offset u (rows,) on recording k, in the fit's row order (a constant passes the zero-phase
+        filter unchanged)."""
+        return np.where(np.asarray(self._piece_of)[self._row_piece] == k, u[joint], 0.0)
+
     def _offset_covariance(self, A, Z, Wr, joint, offsets, shared) -> np.ndarray:
-        """Σ_k M_k C_k M_kᵀ + Σ_s m_s m_sᵀ: the estimate's covariance from each recording's constant effort offset
-        (covariance C_k, rows × rows) and from the sources shared by several (m_s = (ZᵀWA)⁻¹ZᵀW u_s, u_s the rows
-        one SD of source s adds: `_source_rows`), M_k the estimator's response to a unit offset on one row kind of
-        recording k's rows (a constant passes the zero-phase filter unchanged). M: (ZᵀWA)⁻¹ZᵀW, or (AᵀWA)⁻¹AᵀW
-        without instruments, W the squared row weights: only its rows' sums per recording and row kind are formed."""
-        n, p = self.rows_, A.shape[1]
-        # the estimator's left factor, the weights applied twice
-        Zt = (A if Z is None else Z) * (Wr * Wr)[:, None]
-        G = Zt.T @ A
-        rec = np.asarray(self._piece_of)[self._row_piece]
-        response: dict[int, np.ndarray] = {}
-
-        def M(k: int) -> np.ndarray:
-            """The response to a unit offset on row kind j of recording k: M summed over those rows, = G⁻¹ Σ Ztᵀ."""
-            if k not in response:
-                S = np.stack([Zt[(rec == k) & (joint == j)].sum(axis=0) for j in range(n)], axis=1)  # (p, n)
-                response[k] = np.linalg.solve(G, S)
-            return response[k]
-
-        out = np.zeros((p, p))
+        """Σ_s m_s m_sᵀ, m_s = (ZᵀWA)⁻¹ZᵀW u_s ((AᵀWA)⁻¹AᵀW without instruments, W the squared row weights): the
+        estimate's covariance from error sources u_s, the rows one SD of each adds — those shared by several
+        recordings (`_source_rows`), and each recording's constant offset of covariance C_k (a tare's), taken as
+        its independent principal directions √λ v (C_k = Σ λ v vᵀ) on that recording's rows."""
+        n = self.rows_
+        sources = list(shared)
         for k, C in enumerate(offsets):
             if C is None:
                 continue
             C = np.asarray(C, dtype=float)
             if C.shape != (n, n) or not np.all(np.isfinite(C)):
                 raise DataError(f"recording {k + 1}: an offset covariance must be {n} × {n} finite numbers")
-            out += M(k) @ C @ M(k).T
-        for rows in shared:
-            m = np.linalg.solve(G, Zt.T @ rows)
-            out += np.outer(m, m)
-        return out
+            lam, V = np.linalg.eigh((C + C.T) / 2)
+            sources += [
+                self._constant_rows(k, np.sqrt(v) * V[:, i], joint) for i, v in enumerate(lam) if v > 0
+            ]
+        if not sources:
+            return np.zeros((A.shape[1], A.shape[1]))
+        Zt = (A if Z is None else Z) * (Wr * Wr)[:, None]  # the estimator's left factor, the weights twice
+        M = np.linalg.solve(Zt.T @ A, Zt.T @ np.stack(sources, axis=1))
+        return M @ M.T
 
     def _delayed(
         self, recs: list[DynamicRecording], planned: list[np.ndarray] | None, delays: list[float]
