@@ -316,8 +316,41 @@ def scheduler_address(text: str) -> str:
     return text
 
 
+GIVEN = "_poise_given"  # the namespace's record of the options given so far (dropped once parsed)
+
+
+class StoreOnce(argparse._StoreAction):
+    """`store`, refusing an option given twice: argparse would keep the last value silently (`--time-scale 1 …
+    --time-scale 0.25`), and which one the user meant is not ours to guess."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string is not None:
+            given = namespace.__dict__.setdefault(GIVEN, {})
+            if self.dest in given:
+                before, alias = given[self.dest]
+                parser.error(f"{option_string} given twice ({alias} {_shown(before)}, then {_shown(values)}): "
+                             "give it once")  # fmt: skip
+            given[self.dest] = (values, option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _shown(values) -> str:
+    return " ".join(map(str, values)) if isinstance(values, list) else str(values)
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one `poise: error:` line (exit 2), like every other user error."""
+    """An ArgumentParser whose usage errors are one `poise: error:` line (exit 2), like every other user error,
+    and whose options are given once each (`StoreOnce`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, StoreOnce)
+        self.register("action", "store", StoreOnce)
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        ns, rest = super().parse_known_args(args, namespace)
+        vars(ns).pop(GIVEN, None)
+        return ns, rest
 
     def error(self, message: str):  # type: ignore[override]
         import sys
