@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Collection
 from pathlib import Path
 
 from formats.errors import DataError
 
 
-def read_commented(path: str | Path) -> tuple[dict[str, str], list[str], int]:
-    """(header metadata, all lines, index of the first line after the comments) of a text file; the first
-    comment without a colon is stored as `magic`. One-line DataError for unreadable or non-text files."""
+def read_commented(
+    path: str | Path, repeatable: Collection[str] = (), known: Collection[str] = ()
+) -> tuple[dict[str, str], list[str], int]:
+    """(header metadata, all lines, index of the first line after the comments) of a text file (UTF-8, a BOM
+    allowed). The first line, if a comment without a colon, is stored as `magic`; later comments without a colon
+    are the logger's own remarks. A key given twice with another value is refused (but `repeatable` keys, read by
+    the caller from the lines); with `known` keys, a key a letter or two off one of them is refused as its typo
+    (`# angle unit: deg` would otherwise leave the angles in the default unit). One-line DataError for unreadable
+    or non-text files."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a text file") from None
     except OSError as exc:
@@ -23,9 +31,16 @@ def read_commented(path: str | Path) -> tuple[dict[str, str], list[str], int]:
     while i < len(lines) and lines[i].startswith("#"):
         body = lines[i][1:].strip()
         if ":" in body:
-            k, v = body.split(":", 1)
-            meta[k.strip()] = v.strip()
-        elif body:
+            k, v = (x.strip() for x in body.split(":", 1))
+            if k in meta and meta[k] != v and k not in repeatable:
+                raise DataError(f"{path}, line {i + 1}: '# {k}:' given twice ({meta[k]!r}, then {v!r})")
+            near = [] if k in known else difflib.get_close_matches(k, list(known), n=1, cutoff=0.8)
+            if near:
+                raise DataError(
+                    f"{path}, line {i + 1}: unknown header '# {k}:': did you mean '# {near[0]}:'?"
+                )
+            meta[k] = v
+        elif body and i == 0:
             meta["magic"] = body
         i += 1
     return meta, lines, i

@@ -48,6 +48,19 @@ CURRENT = "i:"  # column prefix: a joint's motor current, A
 CELL = "cell_kg:"  # column prefix: a load cell's reading, kg (`cell_kg:0` …), at `# cells_xy_m` in the base frame
 CELLS_XY = "cells_xy_m"  # metadata: each cell's x y (m) in the base frame, in the cells' plane
 TORQUE_CONSTANT = "torque_constant"  # metadata key prefix: `# torque_constant:JOINT: N·m/A`
+WRENCH_NEEDED = [
+    "fz_n",
+    "mx_nm",
+    "my_nm",
+]  # what boards measure (their cells' vertical loads); the rest read 0
+MOTIONS = (
+    "double-support",
+    "single-support",
+)  # `# motion:` of a standing recording (default: double support)
+# the header keys poise reads: a key a letter or two off one of them is refused as a typo (`read_commented`)
+KNOWN_KEYS = ("robot", "base", "angle_unit", "robot_source", "motion", "motion_band_hz", "moment_z_m", CELLS_XY,
+              TORQUE_CONSTANT, "source", "wrench_measured", "true_viscous_nm_s_rad", "true_coulomb_nm",
+              "true_armature_kg_m2")  # fmt: skip
 
 
 @dataclass
@@ -118,8 +131,30 @@ class DynamicRecording:
         return xy.reshape(m, 2)
 
     @property
+    def motion(self) -> str:
+        """A standing recording's motion: `single-support` (the other sole free) or `double-support` (default)."""
+        return self.meta.get("motion", MOTIONS[0])
+
+    @property
     def rate_hz(self) -> float:
         return float((len(self.t) - 1) / (self.t[-1] - self.t[0]))
+
+
+def in_joint_order(rec: DynamicRecording, names: Sequence[str]) -> DynamicRecording:
+    """The recording with its joint columns in the order `names` gives (a robot's); DataError naming the joints
+    missing from it or not among `names`."""
+    names = list(names)
+    if list(rec.joint_names) == names:
+        return rec
+    missing = [j for j in names if j not in rec.joint_names]
+    unknown = [j for j in rec.joint_names if j not in names]
+    if missing or unknown:
+        raise DataError("the recording's joints are not the robot's: "
+                        + "; ".join(f"{w} {', '.join(js)}" for w, js in (("missing", missing),
+                                    ("not the robot's", unknown)) if js))  # fmt: skip
+    k = [rec.joint_names.index(j) for j in names]
+    return replace(rec, joint_names=names, q=rec.q[:, k], tau=None if rec.tau is None else rec.tau[:, k],
+                   current=None if rec.current is None else rec.current[:, k])  # fmt: skip
 
 
 def _check_constants(constants: Mapping[str, float], joint_names: Sequence[str], what: str) -> None:
@@ -274,11 +309,15 @@ def _read_constants(comments: list[str], path: Path) -> dict[str, float]:
 
 
 def read_dynamic_recording(path: str | Path) -> DynamicRecording:
-    """Read and validate a dynamic recording."""
+    """Read and validate a dynamic recording: one-line DataError naming the file (and line and column) on anything
+    malformed. Effort and current columns are taken by joint name, in the q columns' order."""
     path = Path(path)
-    meta, lines, i = read_commented(path)
-    if not meta.get("magic", "").startswith(MAGIC):
+    meta, lines, i = read_commented(path, repeatable=(TORQUE_CONSTANT,), known=KNOWN_KEYS)
+    magic = meta.get("magic", "")
+    if not magic.startswith(MAGIC):
         raise DataError(f"{path}: not a poise dynamic recording (first line must be '# {MAGIC} v{VERSION}')")
+    if magic != f"{MAGIC} v{VERSION}":
+        raise DataError(f"{path}: '# {magic}': this poise reads '# {MAGIC} v{VERSION}'")
     for key in ("robot", "base"):
         if key not in meta:
             raise DataError(f"{path}: missing '# {key}: …' line")
@@ -287,12 +326,17 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     unit = meta.get("angle_unit", "rad")
     if unit not in ANGLE_UNITS:
         raise DataError(f"{path}: angle_unit {unit!r} unknown (rad or deg)")
-    rows = list(csv.reader(lines[i:]))
-    if not rows:
+    if meta.get("motion", MOTIONS[0]) not in MOTIONS:
+        raise DataError(
+            f"{path}: motion {meta['motion']!r} unknown: {MOTIONS[0]} (the default) or {MOTIONS[1]}"
+        )
+    numbered = [(i + 1 + k, r) for k, r in enumerate(csv.reader(lines[i:]))]  # (line number, row)
+    if not numbered:
         raise DataError(f"{path}: no header row")
-    header, body = [c.strip() for c in rows[0]], [r for r in rows[1:] if r]
-    if not header or header[0] != "t_s":
-        raise DataError(f"{path}: first column must be t_s")
+    header = [c.strip() for c in numbered[0][1]]
+    body = [(n, r) for n, r in numbered[1:] if r]  # blank lines skipped, their numbers kept
+    if "t_s" not in header:
+        raise DataError(f"{path}: no t_s column (the time stamps, s)")
     joints = [c[2:] for c in header if c.startswith("q:")]
     tau_cols = [c[4:] for c in header if c.startswith("tau:")]
     cur_cols = [c[len(CURRENT) :] for c in header if c.startswith(CURRENT)]
@@ -304,45 +348,69 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
             + ": a recording holds one or the other, for every joint"
         )
     for what, cols in (("tau", tau_cols), ("current (i:)", cur_cols)):
-        if cols and cols != joints:
-            raise DataError(f"{path}: {what} columns {cols} do not match q columns {joints}")
-    has_wrench = all(w in header for w in WRENCH)
+        if cols and sorted(cols) != sorted(joints):
+            missing, unknown = [j for j in joints if j not in cols], [j for j in cols if j not in joints]
+            raise DataError(f"{path}: {what} columns must name the q columns' joints: "
+                            + "; ".join(f"{w} {', '.join(js)}" for w, js in (("missing", missing),
+                                        ("not among the q columns", unknown)) if js))  # fmt: skip
+    wrench_cols = [w for w in WRENCH if w in header]
+    if wrench_cols and not all(w in wrench_cols for w in WRENCH_NEEDED):
+        raise DataError(f"{path}: a board wrench needs {', '.join(WRENCH_NEEDED)}; missing "
+                        f"{', '.join(w for w in WRENCH_NEEDED if w not in wrench_cols)}")  # fmt: skip
     has_plan = T_PLAN in header
     cell_cols = [c for c in header if c.startswith(CELL)]
     if cell_cols != [f"{CELL}{k}" for k in range(len(cell_cols))]:
         raise DataError(f"{path}: cell columns must be {CELL}0, {CELL}1, … in order, got {cell_cols}")
-    known = (
-        1 + len(joints) + len(tau_cols) + len(cur_cols) + (6 if has_wrench else 0) + has_plan + len(cell_cols)
-    )
-    if known != len(header):
-        extra = [
-            c
-            for c in header
-            if not (c in ("t_s", T_PLAN) or c.startswith(("q:", "tau:", CURRENT, CELL)) or c in WRENCH)
-        ]
-        raise DataError(f"{path}: unknown columns {extra or header}")
+    extra = [
+        c
+        for c in header
+        if not (c in ("t_s", T_PLAN) or c.startswith(("q:", "tau:", CURRENT, CELL)) or c in WRENCH)
+    ]
+    if extra:
+        raise DataError(f"{path}: unknown columns {extra} (README: the dynamic recording)")
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise DataError(f"{path}: columns given twice: {', '.join(twice)}")
     if not body:
         raise DataError(f"{path}: no samples (a header only: the run recorded nothing)")
-    for k, r in enumerate(body):
+    data = np.empty((len(body), len(header)))
+    for k, (line, r) in enumerate(body):
         if len(r) != len(header):
-            raise DataError(f"{path}, line {i + 2 + k}: {len(r)} values for {len(header)} columns")
-    try:
-        data = np.array([[float(x) for x in r] for r in body], dtype=float)
-    except ValueError as exc:
-        raise DataError(f"{path}: non-numeric value ({exc})") from None
-    if data.ndim != 2 or data.shape[1] != len(header):
-        raise DataError(f"{path}: rows must have {len(header)} values")
+            raise DataError(f"{path}, line {line}: {len(r)} values for {len(header)} columns")
+        for c, x in enumerate(r):
+            try:
+                data[k, c] = float(x)
+            except ValueError:
+                raise DataError(f"{path}, line {line}, column {header[c]}: not a number ({x!r})") from None
+    bad = ~np.isfinite(data)
+    if bad.any():
+        k, c = np.argwhere(bad)[0]
+        raise DataError(f"{path}, line {body[k][0]}, column {header[c]}: {body[k][1][c].strip()} (NaN or "
+                        "infinite values are not samples: drop the row or fill it)")  # fmt: skip
     col = {c: k for k, c in enumerate(header)}
+    ct = col["t_s"]
+    back = np.flatnonzero(np.diff(data[:, ct]) <= 0)
+    if back.size:
+        k = int(back[0]) + 1
+        raise DataError(f"{path}, line {body[k][0]}: t_s {body[k][1][ct].strip()} does not follow "
+                        f"{body[k - 1][1][ct].strip()} (time stamps must strictly increase)")  # fmt: skip
     raw = data[:, [col[f"q:{j}"] for j in joints]]
     check_angle_unit(raw, unit, str(path), rad_limit=False)  # continuous joints may wind past 2π
     q = raw * ANGLE_UNITS[unit]
     tau = data[:, [col[f"tau:{j}"] for j in joints]] if tau_cols else None
     current = data[:, [col[f"{CURRENT}{j}"] for j in joints]] if cur_cols else None
-    wrench = data[:, [col[w] for w in WRENCH]] if has_wrench else None
+    wrench = None
+    if wrench_cols:
+        wrench = np.column_stack([data[:, col[w]] if w in col else np.zeros(len(data)) for w in WRENCH])
+        if float(np.mean(wrench[:, 2])) < 0:
+            raise DataError(
+                f"{path}: fz_n averages {np.mean(wrench[:, 2]):.4g} N: the wrench is the boards' push on the "
+                "robot (Fz ≈ +m·g standing); this one looks like the robot's on the boards: negate it"
+            )
     t_plan = data[:, col[T_PLAN]] if has_plan else None
     cells = data[:, [col[c] for c in cell_cols]] if cell_cols else None
     try:
-        return DynamicRecording(meta["robot"], meta["base"], joints, data[:, 0], q, tau, wrench, meta, t_plan,
+        return DynamicRecording(meta["robot"], meta["base"], joints, data[:, col["t_s"]], q, tau, wrench, meta, t_plan,
                                 current, constants, cells)  # fmt: skip
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None

@@ -324,7 +324,7 @@ class DynamicEstimator:
         if self.quantity == "wrench":
             spec = self._wrench_spec(rec)
             if self._db is None:  # single support: the other sole moves freely, every motion
-                single = rec.meta.get("motion") == "single-support"
+                single = rec.motion == "single-support"
                 self._db = standing_base(
                     self.model, spec, self.simplified, None if single else q[len(q) // 2]
                 )
@@ -908,9 +908,7 @@ class DynamicEstimator:
         parts, offset = [], 0
         gap = int(RECORDING_GAP_PERIODS * SAMPLES_PER_CUTOFF_PERIOD)
         self._recordings = len(recs)
-        several_placed = (
-            len(recs) > 1 and self.quantity == "wrench" and recs[0].meta.get("motion") != "single-support"
-        )
+        several_placed = len(recs) > 1 and self.quantity == "wrench" and recs[0].motion != "single-support"
         self._misses = [] if several_placed else None  # filled by `_system` for `_placement_misfits`
         self._reversal_rows = 0
         for k, r in enumerate(recs):
@@ -942,10 +940,10 @@ class DynamicEstimator:
                             f"{first.robot!r} on {first.base!r}")  # fmt: skip
         if self.quantity != "wrench":
             return
-        if other.meta.get("motion") != first.meta.get("motion"):
-            raise DataError(f"recording {k + 1} is a {other.meta.get('motion') or 'double-support'} motion, the "
-                            f"first a {first.meta.get('motion') or 'double-support'} one: fit them apart")  # fmt: skip
-        if first.meta.get("motion") == "single-support":
+        if other.motion != first.motion:
+            raise DataError(f"recording {k + 1} is a {other.motion} motion, the first a {first.motion} one: fit "
+                            "them apart")  # fmt: skip
+        if first.motion == "single-support":
             return
         if apart := placement_apart(*(self._placement(r) for r in (first, other))):
             raise DataError(

@@ -15,6 +15,7 @@ from poise.output import console, err_console, print_json
 
 if TYPE_CHECKING:
     from formats.dynamic_recording import DynamicRecording
+    from robots.tree import RobotModel
 
 
 def _finite(name: str, v: float, positive: bool = False) -> float:
@@ -220,17 +221,18 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     from formats.dynamic_recording import read_dynamic_recording
     from identify.dynamic import DynamicEstimator, validation_error
     from robots.params_io import resolve_params
-    from robots.registry import get_model
 
     if args.cutoff_hz is not None:
         _finite("cutoff-hz", args.cutoff_hz, positive=True)
     recs, currents = [], []
+    first = read_dynamic_recording(args.recording[0])
+    model = model_of_recording(first, args.recording[0])
     for path in args.recording:  # motor currents become joint torques here: the fit sees efforts only
-        r, used = _efforts_of(read_dynamic_recording(path), path, args.torque_constant)
+        r = first if path is args.recording[0] else read_dynamic_recording(path)
+        r, used = _efforts_of(checked_for_model(r, path, model), path, args.torque_constant)
         recs.append(r)
         currents += [used | {"role": "fit"}] if used else []
     rec = recs[0]
-    model = get_model(rec.meta.get("robot_source") or rec.robot)
     # Every input is read before the fit: a bad --reference or --validate fails now, not after the work.
     ref_ps = resolve_params(args.reference, model) if args.reference else None
     if args.prior and args.essential is None:
@@ -241,7 +243,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         _finite("essential", args.essential, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
     if vrec is not None:
-        vrec, used = _efforts_of(vrec, args.validate, args.torque_constant)
+        vrec, used = _efforts_of(
+            checked_for_model(vrec, args.validate, model), args.validate, args.torque_constant
+        )
         currents += [used | {"role": "validation"}] if used else []
     if args.torque_constant is not None and not currents:
         raise DataError("--torque-constant: no recording holds motor currents (i:… columns); torques are used as "
@@ -485,7 +489,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         + ", ".join(f"{r} {s:.3g}" for r, s in zip(rows, fit.sigma, strict=True))
     )
     if fit.unidentifiable:
-        single = rec.meta.get("motion") == "single-support"
+        single = rec.motion == "single-support"
         measured = ("joint efforts" if quantity == "torque" else
                     "the stance board's wrench" if single else "the boards' wrench at this placement")  # fmt: skip
         console.print(
@@ -587,6 +591,68 @@ def _torque_constant(text: str) -> float | dict[str, float]:
             raise argparse.ArgumentTypeError(f"torque constant of {joint} given twice")
         out[joint] = value(v, joint)
     return out
+
+
+def model_of_recording(rec: DynamicRecording, path: str) -> RobotModel:
+    """The robot a recording names: its `robot_source` (a description file, as given or beside the recording),
+    which must describe the robot its `robot` line names, else a built-in robot."""
+    from pathlib import Path
+
+    from robots.registry import get_model
+
+    src = rec.meta.get("robot_source")
+    if not src:
+        try:
+            return get_model(rec.robot)
+        except DataError as exc:
+            raise DataError(f"{path}: {exc}; a recording of another robot names its description: "
+                            "'# robot_source: PATH' (absolute, or beside the recording)") from None  # fmt: skip
+    where = Path(src)
+    if not where.is_absolute() and not where.exists() and (Path(path).parent / where).exists():
+        where = Path(path).parent / where
+    try:
+        model = get_model(str(where))
+    except DataError as exc:
+        raise DataError(f"{path}: robot_source: {exc}") from None
+    if model.name.lower() != rec.robot.lower():
+        raise DataError(f"{path}: robot {rec.robot!r}, but its robot_source {src} describes {model.name!r}")
+    return model
+
+
+# beyond a joint's limits by more than this (rad, or this share of its range) a recorded angle is not the robot's
+LIMIT_SLACK_RAD, LIMIT_SLACK_SHARE = 0.2, 0.1
+
+
+def checked_for_model(rec: DynamicRecording, path: str, model: RobotModel) -> DynamicRecording:
+    """The recording with its columns in the model's joint order, checked against the robot before any work: its
+    base, angles within the joints' limits (degrees written as radians reach far beyond them), its metadata."""
+    from formats.dynamic_recording import in_joint_order
+    from identify.dynamic import default_cutoff, moment_reference
+
+    try:
+        rec = in_joint_order(rec, model.joint_names)
+        if rec.tau is None and rec.current is None:
+            model.base_site(rec.base)
+        elif not model.has_link(rec.base):
+            raise DataError(f"{model.name!r} has no link {rec.base!r} for the base")
+        default_cutoff(rec)
+        if rec.wrench is not None:
+            moment_reference(rec)
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None
+    span = model.upper - model.lower
+    slack = np.maximum(LIMIT_SLACK_RAD, LIMIT_SLACK_SHARE * np.where(np.isfinite(span), span, 0.0))
+    low, high = rec.q.min(axis=0), rec.q.max(axis=0)
+    beyond = np.maximum(model.lower - low, high - model.upper) - slack
+    if np.any(beyond > 0):
+        j = int(np.argmax(beyond))
+        hint = (
+            "" if rec.meta.get("angle_unit") == "deg" else "; angles in degrees? declare '# angle_unit: deg'"
+        )
+        raise DataError(f"{path}: q:{model.joint_names[j]} spans [{low[j]:.4g}, {high[j]:.4g}] rad, beyond the "
+                        f"joint's limits [{model.lower[j]:.4g}, {model.upper[j]:.4g}] rad by more than "
+                        f"{slack[j]:.2g} rad{hint}")  # fmt: skip
+    return rec
 
 
 def _efforts_of(

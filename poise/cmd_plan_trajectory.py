@@ -347,7 +347,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     from trajectories.plan import make_plan
 
     model = get_model(args.robot)
-    experiments, priors = _prior_experiments(args.prior) if args.prior else ([], [])
+    experiments, priors = _prior_experiments(args.prior, model) if args.prior else ([], [])
     auto_focus = _auto_focus(args, experiments)
     settings = _settings(args)
     if args.params:
@@ -556,7 +556,7 @@ def _auto_focus(args: argparse.Namespace, experiments: list) -> dict | None:
     return {"focus": repeat, "determined": now, "beyond_practical": beyond, "noise": list(args.noise)}
 
 
-def _prior_experiments(paths: list[str]) -> tuple[list, list[dict]]:
+def _prior_experiments(paths: list[str], model) -> tuple[list, list[dict]]:
     """The `--prior` files, each told by its content (as `poise run` tells plan kinds apart): a trajectory plan,
     or a dynamic recording read as `identify dynamic` differentiates it (`_recorded_motions`). Returns the
     experiments for `trajectories.plan.prior_experiments` and what the plan records of each (path, sha256)."""
@@ -565,6 +565,7 @@ def _prior_experiments(paths: list[str]) -> tuple[list, list[dict]]:
 
     from formats.dynamic_recording import is_dynamic_recording, read_dynamic_recording
     from formats.trajectory_plan import is_trajectory_plan, load_trajectory_plan, plan_digest
+    from poise.cmd_dynamic import checked_for_model
 
     experiments, records = [], []
     for path in paths:
@@ -575,7 +576,8 @@ def _prior_experiments(paths: list[str]) -> tuple[list, list[dict]]:
             experiments.append(plan)
             records.append({"plan": path, "sha256": plan_digest(plan)})
         elif is_dynamic_recording(path):
-            motions, cutoff = _recorded_motions(read_dynamic_recording(path), path)
+            rec = checked_for_model(read_dynamic_recording(path), f"--prior {path}", model)
+            motions, cutoff = _recorded_motions(rec, path)
             experiments += motions
             digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()  # the file as recorded
             records.append({"recording": path, "sha256": digest, "cutoff_hz": cutoff})
@@ -600,7 +602,7 @@ def _recorded_motions(rec, path: str) -> tuple[list, float]:
     if rec.tau is not None or rec.current is not None:  # efforts (or currents): a fixed-base experiment
         motion = "free"
     else:
-        motion = "single-support" if rec.meta.get("motion") == "single-support" else "double-support"
+        motion = rec.motion
     motions = [
         RecordedMotion(
             p.t,

@@ -208,12 +208,12 @@ def test_bad_currents_and_constants_are_one_line_cli_errors(runs, capsys):
     tc = f"# torque_constant:{j[1]}"
     no_constants = {f"# torque_constant:{x}": None for x in j}
     files = {
-        "nan": (_edited(text, value={f"i:{j[2]}": "nan"}), "current contains NaN or infinite"),
-        "inf": (_edited(text, value={f"i:{j[0]}": "-inf"}), "current contains NaN or infinite"),
+        "nan": (_edited(text, value={f"i:{j[2]}": "nan"}), r"column i:\w+: nan \(NaN or infinite"),
+        "inf": (_edited(text, value={f"i:{j[0]}": "-inf"}), r"column i:\w+: -inf \(NaN or infinite"),
         "short row": (_edited(text, row=lambda r: r[:-1]), r"line \d+: 12 values for 13 columns"),
         "one current short": (
             _edited(text, header=lambda h: [c for c in h if c != f"i:{j[5]}"]),
-            r"current \(i:\) columns .* do not match q columns",
+            r"current \(i:\) columns must name the q columns' joints: missing \w+",
         ),
         "tau and current": (
             _edited(text, header=lambda h: [f"tau:{j[3]}" if c == f"i:{j[3]}" else c for c in h]),
