@@ -44,6 +44,7 @@ T_PLAN = "t_plan_s"
 # a recording sampled slower than this cannot resolve any excitation's dynamics: time stamps stepping by more
 # are in another unit (ms, µs, a sample counter)
 SLOWEST_STEP_S = 0.5
+MIN_SAMPLES = 10  # fewer do not make a recording (nor a plan meant to be recorded)
 CURRENT = "i:"  # column prefix: a joint's motor current, A
 CELL = "cell_kg:"  # column prefix: a load cell's reading, kg (`cell_kg:0` …), at `# cells_xy_m` in the base frame
 CELLS_XY = "cells_xy_m"  # metadata: each cell's x y (m) in the base frame, in the cells' plane
@@ -108,8 +109,8 @@ class DynamicRecording:
             if a is not None and not np.all(np.isfinite(a)):
                 raise DataError(f"recording: {name} contains NaN or infinite values")
         _check_constants(self.torque_constant, self.joint_names, "torque_constant")
-        if K < 10:
-            raise DataError(f"recording has {K} samples; need at least 10")
+        if K < MIN_SAMPLES:
+            raise DataError(f"recording has {K} samples; need at least {MIN_SAMPLES}")
         if np.any(np.diff(self.t) <= 0):
             raise DataError("recording: time stamps must strictly increase")
         step = float(np.median(np.diff(self.t)))

@@ -76,6 +76,9 @@ class DynamicForecast:
     def to_dict(self, pct: float = WELL_IDENTIFIED_PCT, practical_s: float = PRACTICAL_S) -> dict:
         now, longer, beyond = self.determined(pct, practical_s)
         need = self.needed_s(pct)
+        # a zero guess has no relative SE: neither determined nor beyond any length, but unknown (plan reach's word)
+        zero = [s for k, s in enumerate(self.symbols[: self.inertial]) if s in beyond and self.guess[k] == 0]
+        beyond = [s for s in beyond if s not in zero]
 
         def num(v: float) -> float | None:
             return float(v) if np.isfinite(v) else None
@@ -90,6 +93,7 @@ class DynamicForecast:
             "determined": now,
             "determined_if_repeated": longer,
             "beyond_practical": beyond,
+            "zero_guess": zero,
             "parameters": [
                 {
                     "symbol": s,

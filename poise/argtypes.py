@@ -200,11 +200,15 @@ def image_file(text: str) -> OutputFile:
 
 
 def out_dir(text: str) -> str:
-    """A directory to write into: may exist (commands decide about reuse) but must not be a file."""
+    """A directory to write into: may exist (commands decide about reuse) but must not be a file; a new one is
+    made in a folder that exists (as output files are: a mistyped path makes no tree of folders)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("empty directory name")
-    if Path(text).exists() and not Path(text).is_dir():
+    path = Path(text)
+    if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a file, expected a directory")
+    if not path.exists() and not path.absolute().parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: folder {str(path.absolute().parent)!r} does not exist")
     return text
 
 

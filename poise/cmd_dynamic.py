@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from formats.errors import DataError
@@ -227,11 +228,16 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     recs, currents = [], []
     first = read_dynamic_recording(args.recording[0])
     model = model_of_recording(first, args.recording[0])
+    too_large: list[str] = []  # recordings whose efforts pass the joints' effort limits several times over
     for path in args.recording:  # motor currents become joint torques here: the fit sees efforts only
         r = first if path is args.recording[0] else read_dynamic_recording(path)
+        if r.robot.lower() != first.robot.lower():
+            raise DataError(f"{path}: a recording of {r.robot!r}, {args.recording[0]} of {first.robot!r}: fit one "
+                            "robot's recordings together")  # fmt: skip
         r, used = _efforts_of(checked_for_model(r, path, model), path, args.torque_constant)
         recs.append(r)
         currents += [used | {"role": "fit"}] if used else []
+        too_large += efforts_beyond_limits(r, path, model)
     rec = recs[0]
     # Every input is read before the fit: a bad --reference or --validate fails now, not after the work.
     ref_ps = resolve_params(args.reference, model) if args.reference else None
@@ -242,10 +248,17 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.essential is not None:
         _finite("essential", args.essential, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
+    if vrec is not None and vrec.base != first.base:
+        raise DataError(f"--validate {args.validate}: a recording on {vrec.base!r}, the fit's on {first.base!r}: "
+                        "validate on the same base")  # fmt: skip
+    if vrec is not None and vrec.wrench is not None and vrec.motion != first.motion:
+        raise DataError(f"--validate {args.validate}: a {vrec.motion} motion, the fit's a {first.motion} one: "
+                        "validate on the same motion")  # fmt: skip
     if vrec is not None:
         vrec, used = _efforts_of(
             checked_for_model(vrec, args.validate, model), args.validate, args.torque_constant
         )
+        too_large += efforts_beyond_limits(vrec, args.validate, model)
         currents += [used | {"role": "validation"}] if used else []
     if args.torque_constant is not None and not currents:
         raise DataError("--torque-constant: no recording holds motor currents (i:… columns); torques are used as "
@@ -325,6 +338,11 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             p["terms"] = {names[i]: float(K[a, i]) for i in np.flatnonzero(K[a])}
     if currents:
         out["efforts_from_currents"] = currents
+    out["rows"] = _row_labels(
+        model, quantity
+    )  # what sigma_nm, rmse_nm (and validation's lists) are of, in order
+    if too_large:
+        out["efforts_beyond_limits"] = too_large
     uncal = [k + 1 for k, run in enumerate(runs) if not isinstance(run, Exception) and run.uncalibrated]
     if uncal:
         out["uncalibrated_boards"] = uncal
@@ -353,7 +371,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     pred = meas = None
     if vrec is not None:
         pred, meas = est.predict(vrec)
-        out["validation"] = validation_error(pred, meas) | {"recording": args.validate}
+        out["validation"] = validation_error(pred, meas) | {"recording": args.validate, "rows": out["rows"]}
     if args.plot:
         shown = rec if pred is None else vrec
         if pred is None:
@@ -433,6 +451,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             "calibrate`, `poise run --board-gains`)",
             highlight=False,
         )
+    for msg in out.get("efforts_beyond_limits", []):
+        err_console.print(f"[yellow]warning:[/yellow] {escape(msg)}", highlight=False)
     for g in out.get("repeats_sharing_noise", []):
         err_console.print(
             f"[yellow]warning:[/yellow] recordings {', '.join(map(str, g))} ran on the emulated bench with one noise "
@@ -486,7 +506,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     rows = _row_labels(model, quantity)
     console.print(
         f"κ(regressor) = {fit.kappa:.1f} raw, {fit.kappa_scaled:.1f} column-scaled; residual σ: "
-        + ", ".join(f"{r} {s:.3g}" for r, s in zip(rows, fit.sigma, strict=True))
+        + ", ".join(_with_unit(r, s) for r, s in zip(rows, fit.sigma, strict=True))
     )
     if fit.unidentifiable:
         single = rec.motion == "single-support"
@@ -546,13 +566,19 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             f"validation on {args.validate}{how}: RMS error {v['total_relative_pct']:.2f} % of the measured efforts; "
             + "(% of its RMS): "
             + ", ".join(
-                f"{label} {x:.3g} ({r:.1f} %)"
+                f"{_with_unit(label, x)} ({r:.1f} %)"
                 for label, x, r in zip(
                     _row_labels(model, quantity), v["rmse_nm"], v["relative_pct"], strict=True
                 )
             )
         )
     return 0
+
+
+def _with_unit(label: str, value: float) -> str:
+    """'shoulder_pan_joint N·m', 0.164 → 'shoulder_pan_joint 0.164 N·m'."""
+    name, unit = label.rsplit(" ", 1)
+    return f"{name} {value:.3g} {unit}"
 
 
 def _row_labels(model, quantity: str) -> list[str]:
@@ -653,6 +679,26 @@ def checked_for_model(rec: DynamicRecording, path: str, model: RobotModel) -> Dy
                         f"joint's limits [{model.lower[j]:.4g}, {model.upper[j]:.4g}] rad by more than "
                         f"{slack[j]:.2g} rad{hint}")  # fmt: skip
     return rec
+
+
+EFFORT_LIMIT_FACTOR = 3.0  # recorded efforts this many times a joint's effort limit are in another unit
+
+
+def efforts_beyond_limits(rec: DynamicRecording, path: str, model: RobotModel) -> list[str]:
+    """A warning per recording whose joint efforts reach EFFORT_LIMIT_FACTOR × a joint's effort limit (from the
+    robot description, where finite): no motor gives that; the efforts (or currents) are in another unit."""
+    if rec.tau is None:
+        return []
+    peak = np.abs(rec.tau).max(axis=0)
+    ratio = np.where(
+        np.isfinite(model.effort_limit) & (model.effort_limit > 0), peak / model.effort_limit, 0.0
+    )
+    j = int(np.argmax(ratio))
+    if ratio[j] < EFFORT_LIMIT_FACTOR:
+        return []
+    how = "currents in mA (they are in A)? a torque constant" if rec.torque_constant else "torques in N·mm"
+    return [f"{path}: {model.joint_names[j]}'s efforts reach {peak[j]:.4g} N·m, {ratio[j]:.0f}× its effort limit "
+            f"{model.effort_limit[j]:.4g} N·m: {how} in another unit? (the fit goes on)"]  # fmt: skip
 
 
 def _efforts_of(

@@ -295,8 +295,12 @@ def _posture_plan_format(path: str, command: str) -> None:
     """A JSON file of another kind (a run.json, a result) named as one: `command` takes both plan kinds."""
     from formats import plan as posture
     from formats import trajectory_plan
+    from formats.dynamic_recording import is_dynamic_recording
     from formats.json_format import read_json
 
+    if is_dynamic_recording(path):
+        raise DataError(f"{path}: a dynamic recording; `poise {command}` reads plans (JSON) — `poise identify "
+                        "dynamic` reads recordings")  # fmt: skip
     doc = read_json(path, "a plan")
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if fmt != posture.FORMAT:
@@ -311,10 +315,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     from formats.plan import load_plan
     from formats.trajectory_plan import is_trajectory_plan
 
+    twin_options = [flag for flag, given in (("--truth", args.truth is not None),
+                                             ("--placement-error", tuple(args.placement_error) != (0.0, 0.0)),
+                                             ("--gravity-comp", args.gravity_comp))  if given]  # fmt: skip
     if is_trajectory_plan(args.plan):
         from poise.cmd_plan_trajectory import cmd_check_trajectory
 
+        if args.twin or twin_options:
+            raise DataError(f"{(['--twin'] if args.twin else twin_options)[0]} stands a posture plan's postures on "
+                            f"the twin; {args.plan} is a trajectory plan: run it there (poise run --robot sim)")  # fmt: skip
         return cmd_check_trajectory(args.plan, args.params, args.json, args.config)
+    if twin_options and not args.twin:
+        raise DataError(f"{twin_options[0]} applies with --twin only: add --twin or drop it")
 
     _posture_plan_format(args.plan, "plan check")
     plan = load_plan(args.plan)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
+from formats.dynamic_recording import MIN_SAMPLES as MIN_RECORDED_SAMPLES
 from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, err_console, print_json, quantity_table, vanish_on_error
@@ -197,7 +198,7 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--zmp-margin",
         type=at.nonnegative,
-        default=0.02,
+        default=None,
         help="double/single support: ZMP margin inside the support polygon in m (default 0.02)",
     )
     p.add_argument(
@@ -210,7 +211,7 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--collision-margin",
         type=at.number(0.0, 1.0),
-        default=0.01,
+        default=None,
         help="m of clearance kept between links that can meet (URDF collision geometry; default 0.01)",
     )
     p.add_argument(
@@ -268,7 +269,12 @@ ONE_KIND_OPTIONS = (
     ("max_lift", ("single-support",), 0.25),
     ("max_sole_tilt", ("single-support",), 30.0),
     ("load_share", ("double-support",), 0.0),
+    ("zmp_margin", ("double-support", "single-support"), 0.02),
+    ("collision_margin", ("self-collision",), 0.01),
 )
+KIND_NEEDS = {"fourier": "a Fourier design (no --waypoints)", "single-support": "--single-support",
+              "double-support": "--double-support or --single-support", "self-collision": "a design keeping links "
+              "apart (not --no-self-collision)"}  # fmt: skip
 
 
 def _one_kind_options(args: argparse.Namespace, kinds: set[str]) -> None:
@@ -278,8 +284,7 @@ def _one_kind_options(args: argparse.Namespace, kinds: set[str]) -> None:
             setattr(args, name, default)
         elif not kinds & set(applies):
             flag = "--" + name.replace("_", "-")
-            need = {"fourier": "a Fourier design (no --waypoints)", "single-support": "--single-support",
-                    "double-support": "--double-support"}[applies[0]]  # fmt: skip
+            need = "--double-support" if applies == ("double-support",) else KIND_NEEDS[applies[0]]
             raise DataError(f"{flag} applies to {need} only: drop it")
 
 
@@ -287,7 +292,10 @@ def _settings(args: argparse.Namespace):
     from trajectories.excitation import ExcitationSettings
 
     spline = args.waypoints is not None
-    _one_kind_options(args, {"spline" if spline else "fourier", _motion(args)})
+    kinds = {"spline" if spline else "fourier", _motion(args)} | (
+        set() if args.no_self_collision else {"self-collision"}
+    )
+    _one_kind_options(args, kinds)
     if spline and args.period is not None and args.period != args.duration:
         raise DataError(f"--waypoints: a spline is not periodic; its period is its --duration ({args.duration:g} "
                         f"s): drop --period {args.period:g}")  # fmt: skip
@@ -300,6 +308,9 @@ def _settings(args: argparse.Namespace):
             or (v == 0 and name not in ("position_margin", "zmp_margin"))
         ):
             raise DataError(f"--{name.replace('_', '-')} must be a positive finite number, got {v}")
+    if args.duration * args.rate_hz < MIN_RECORDED_SAMPLES:
+        raise DataError(f"--duration {args.duration:g} s at --rate-hz {args.rate_hz:g} is {args.duration * args.rate_hz:.3g} "
+                        f"samples; a recording needs at least {MIN_RECORDED_SAMPLES} (the duration is in s)")  # fmt: skip
     for name in ("harmonics", "samples", "max_iter", "starts"):
         if getattr(args, name) < 1:
             raise DataError(f"--{name.replace('_', '-')} must be ≥ 1")
@@ -403,7 +414,13 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
                         {"robot": model.name, "out": None, "ok": False, "error": msg, "weight_shift": shift}
                     )
                 raise DataError(msg)
-    best = results[pick]
+        best = results[pick]
+        if not math.isfinite(best.kappa) and not _prior_takes(best, bool(experiments)):
+            un = best.verification.get("unexcited") or []
+            named = ", ".join(un[:8]) + (f", … ({len(un)} in all)" if len(un) > 8 else "")
+            raise DataError(f"no start excites every base parameter (κ infinite{'; unexcited: ' if un else ''}{named}): "
+                            "give more --harmonics (or --waypoints), a longer --period or --duration, or more "
+                            "--max-iter; nothing written")  # fmt: skip
     plan = make_plan(args.robot, model, best, settings, args.seed, args.rate_hz)
     if priors:  # what it was designed to complete
         plan.design["prior"] = priors
@@ -466,11 +483,15 @@ def design_notes(best: ExcitationResult, with_prior: bool) -> list[str]:
                      "iteration(s): more --max-iter, another --seed or a longer --duration may design a better "
                      "motion")  # fmt: skip
     unexcited = best.verification.get("unexcited") or []
-    prior = best.kappa_with_prior_scaled
-    prior_takes = with_prior and prior is not None and math.isfinite(prior)
-    if unexcited and not prior_takes:
+    if unexcited and not _prior_takes(best, with_prior):
         notes.append(unexcited_note(unexcited, len(unexcited)))
     return notes
+
+
+def _prior_takes(best: ExcitationResult, with_prior: bool) -> bool:
+    """The prior runs excite what this motion leaves unexcited: their combined κ is finite."""
+    prior = best.kappa_with_prior_scaled
+    return with_prior and prior is not None and math.isfinite(prior)
 
 
 def weight_shift_start(
@@ -660,6 +681,8 @@ def _print_design(s: dict) -> None:
 
 def _kappa(k: float, decimals: int) -> str:
     """A condition number for a table: fixed decimals while readable, else 3 significant digits (1.23e+16)."""
+    if k is None:  # a plan file's infinite κ (JSON has no inf)
+        return "inf"
     return f"{k:.{decimals}f}" if k < 1e6 else f"{k:.3g}"
 
 
@@ -695,12 +718,14 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     (`setpoints`)."""
     from drivers.single_support_stream import plan_transitions
     from formats.trajectory_plan import load_trajectory_plan
+    from robots.params_io import resolve_params
     from trajectories.plan import check_plan, plan_model, plan_trajectory
 
     plan = load_trajectory_plan(path)
     model = plan_model(plan)
     traj = plan_trajectory(plan, model)
-    ps = params or plan.params or next(iter(model.params))
+    name = params or plan.params or next(iter(model.params))
+    ps = resolve_params(params, model) if params else name  # a set's name, or a parameter-set file
     cfg = _run_config(model, traj, config)  # a bad configuration refused before the long checks
     # a fixed-base or double-support plan with --config: the run's own pre-flight of its setpoints (a single-support
     # plan's configuration plans its weight shifts, whose ticks `plan_transitions` checks)
@@ -728,7 +753,7 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     ]
     rows += _standing_rows(check.to_dict())
     rows += [] if tr is None else _transition_rows(tr)
-    table = quantity_table(f"{path}: {model.name}, {traj.duration:.1f} s, parameters {ps!r}", rows, "check")
+    table = quantity_table(f"{path}: {model.name}, {traj.duration:.1f} s, parameters {name!r}", rows, "check")
     console.print(table)
     if check.unexcited:
         err_console.print(f"[yellow]{escape(unexcited_note(check.unexcited, len(check.unexcited)))}")
@@ -834,6 +859,7 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
         verdict = (
             "determined" if p["symbol"] in out["determined"]
             else f"if repeated: {need:.0f} s" if p["symbol"] in out["determined_if_repeated"]
+            else "guess 0: no relative SE" if p["symbol"] in out["zero_guess"]
             else "beyond " + (f"{need:.3g} s" if need is not None else "any length")
         )  # fmt: skip
         rows.append((p["symbol"], p["unit"], f"{p['guess']:.4g}" if p["guess"] is not None else "—",
@@ -859,7 +885,7 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     console.print(
         f"determined to {args.well:g} %: {len(out['determined'])}/{fc.inertial}; with the motion repeated up to "
         f"{args.practical_s:g} s: {len(out['determined_if_repeated'])} more; beyond: {len(out['beyond_practical'])}"
-        f" (noise alone). Correlation between parameters multiplies the SEs by {np.median(ratio):.3g} (median) over"
+        f" (noise alone); guessed 0 (no relative SE to judge): {len(out['zero_guess'])}. Correlation between parameters multiplies the SEs by {np.median(ratio):.3g} (median) over"
         " fitting each alone; κ column-scaled of the fitted rows "
         f"{fc.kappa_scaled:.4g}."
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.live import Live
+from rich.markup import escape
 
 from drivers.config import RobotConfig
 from drivers.emulators.world import WorldOptions
@@ -59,6 +60,7 @@ class TrajectoryRun:
     torque_constants: dict[str, float] | None = (
         None  # an arm's recorded currents: the known constants (N·m/A)
     )
+    plan_rate_hz: float | None = None  # the rate the plan was designed and forecast at
 
 
 START_CHOICES = ("weight-shift", "set-down")  # how a single-support run starts
@@ -231,7 +233,14 @@ def run_trajectory(
     finally:
         rec.close()
     return TrajectoryRun(
-        str(rec.dir), status, result, sp.rate_hz, float(sp.t[-1]), time.perf_counter() - t_start, constants
+        str(rec.dir),
+        status,
+        result,
+        sp.rate_hz,
+        float(sp.t[-1]),
+        time.perf_counter() - t_start,
+        constants,
+        plan.rate_hz,
     )
 
 
@@ -324,6 +333,7 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
         "soles": {k: v.to_dict() for k, v in r.soles.items()},
         "currents_recorded": run.torque_constants is not None,
         "torque_constants": run.torque_constants,
+        "plan_rate_hz": run.plan_rate_hz,
     }
     if args.json:
         print_json(summary)
@@ -350,6 +360,12 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             f"of its corners stay down for more than {ROCKED_WARN:.0%} of the ticks. A fixed-feet model misses that motion "
             "(identify dynamic's estimates carry it); gravity compensation (--gravity-comp) keeps the legs' "
             "internal moments off the soles.[/yellow]"
+        )
+    if run.plan_rate_hz and abs(run.plan_rate_hz - run.rate_hz) > 1e-9 * run.rate_hz:
+        console.print(
+            f"[yellow]the plan was designed at {run.plan_rate_hz:g} Hz; this bench streamed and recorded at "
+            f"{run.rate_hz:g} Hz (its [executor] rate_hz): forecast what it records with `poise plan forecast "
+            f"{escape(args.plan)} --rate-hz {run.rate_hz:g}`[/yellow]"
         )
     note = uncalibrated_boards_note(args)
     if note:

@@ -12,8 +12,12 @@ import numpy as np
 
 
 def kappa(H: np.ndarray) -> float:
-    """True 2-norm condition number σ_max/σ_min (inf when rank-deficient)."""
-    s = np.linalg.svd(np.asarray(H, dtype=float), compute_uv=False)
+    """True 2-norm condition number σ_max/σ_min of a column space (inf when rank-deficient, and so with fewer rows
+    than columns: the SVD's smallest singular value is then the rows' own, not the columns')."""
+    H = np.asarray(H, dtype=float)
+    if H.ndim == 2 and H.shape[0] < H.shape[1]:
+        return float("inf")
+    s = np.linalg.svd(H, compute_uv=False)
     return float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
 
 

@@ -20,6 +20,10 @@ def per_model(fn: F) -> F:
     def wrapper(model, *args, **kwargs):
         key = (fn.__module__, fn.__qualname__, args, tuple(sorted(kwargs.items())))
         memo = model.memo
+        try:
+            hash(key)
+        except TypeError:  # an argument by value (a parameter set read from a file): computed, not cached
+            return fn(model, *args, **kwargs)
         if key not in memo:
             memo[key] = fn(model, *args, **kwargs)
         return memo[key]

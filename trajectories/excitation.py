@@ -277,11 +277,13 @@ def design_result(
     together; time since t0 (perf_counter)."""
     Wn, _ = normalised_columns(W)
     sv = np.linalg.svd(Wn, compute_uv=False)
+    with np.errstate(divide="ignore"):  # a rank-deficient motion: −inf, said by κ = inf beside it
+        logdet = float(2 * np.sum(np.log(sv)))
     result = ExcitationResult(
         traj,
         kappa(W),
         kappa(Wn),
-        float(2 * np.sum(np.log(sv))),
+        logdet,
         iterations,
         time.perf_counter() - t0,
         status,

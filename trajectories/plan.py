@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,14 +47,16 @@ def make_plan(
         design={
             "criterion": settings.criterion,
             "scaling": settings.scaling,
-            "kappa": result.kappa,
-            "kappa_scaled": result.kappa_scaled,
-            "logdet_scaled": result.logdet,
+            "kappa": _finite(
+                result.kappa
+            ),  # None: infinite (a motion that leaves parameters to its prior runs)
+            "kappa_scaled": _finite(result.kappa_scaled),
+            "logdet_scaled": _finite(result.logdet),
             "iterations": result.iterations,
             "seconds": result.seconds,
             "status": result.status,
             "base_parameters": list(result.base_symbols),
-            "verification": result.verification,
+            "verification": {k: _finite(v) for k, v in result.verification.items()},
         },
         settings=settings_dict(settings),
         seed=seed,
@@ -61,6 +64,11 @@ def make_plan(
 
 
 STANDING = ("double-support", "single-support")  # motions whose ZMP the plan keeps inside the soles
+
+
+def _finite(v):
+    """A number for the plan file: None where it is infinite or NaN (JSON has neither)."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def plan_model(plan: TrajectoryPlan) -> RobotModel:

@@ -34,7 +34,7 @@ def forecast_plans(
     cells as `poise run` records them. `friction`: arms estimate it (standing robots never); `armature`: arms'
     rotor inertia too (`DynamicEstimator`'s; a standing plan's board wrench does not carry it: DataError)."""
     from drivers.wbb.geometry import PLATE_HEIGHT
-    from formats.dynamic_recording import SLOWEST_STEP_S
+    from formats.dynamic_recording import MIN_SAMPLES, SLOWEST_STEP_S
     from identify.dynamic import DynamicEstimator
     from identify.forecast import forecast_motions
     from robots.params_io import resolve_params
@@ -60,9 +60,9 @@ def forecast_plans(
         how = plan_recording(p, traj)
         kinds.add((how.standing, how.base, bool(p.settings.get("simplified", False))))
         t = sample_grid(traj, 1.0 / rate)
-        if len(t) < 10:
+        if len(t) < MIN_SAMPLES:
             raise DataError(f"{name}: {len(t)} samples at {rate:g} Hz over its {traj.duration:g} s; a recording "
-                            "needs at least 10: raise --rate-hz")  # fmt: skip
+                            f"needs at least {MIN_SAMPLES}: raise --rate-hz")  # fmt: skip
         q, _, _ = traj.sample(t)
         meta = dict(how.meta)
         if how.standing:  # as `poise run` records it: moments about the boards' cells
