@@ -30,10 +30,19 @@ def greedy_augment(
     kappas: list[float] = []
     remaining = list(range(len(pool_q)))
     for _ in range(min(count, len(remaining))):
-        scores = [kappa(np.vstack([rows, pool_rows[i]])) for i in remaining]
+        scores = [_score(np.vstack([rows, pool_rows[i]])) for i in remaining]
         k = int(np.argmin(scores))
         i = remaining.pop(k)
         chosen.append(i)
-        kappas.append(float(scores[k]))
         rows = np.vstack([rows, pool_rows[i]])
+        kappas.append(float(kappa(rows)))  # the true κ (infinite while rows are fewer than columns)
     return GreedyResult(chosen, kappas)
+
+
+def _score(H: np.ndarray) -> float:
+    """κ; while there are fewer rows than columns (κ infinite for every candidate), the spread of the rows' own
+    singular values, so the first postures added are the most independent."""
+    if H.shape[0] >= H.shape[1]:
+        return kappa(H)
+    s = np.linalg.svd(H, compute_uv=False)
+    return float(s[0] / s[-1]) if s[-1] > 0 else float("inf")

@@ -14,9 +14,10 @@ def read_commented(
 ) -> tuple[dict[str, str], list[str], int]:
     """(header metadata, all lines, index of the first line after the comments) of a text file (UTF-8, a BOM
     allowed). The first line, if a comment without a colon, is stored as `magic`; later comments without a colon
-    are the logger's own remarks. A key given twice with another value is refused (but `repeatable` keys, read by
-    the caller from the lines); with `known` keys, a key a letter or two off one of them is refused as its typo
-    (`# angle unit: deg` would otherwise leave the angles in the default unit). One-line DataError for unreadable
+    are the logger's own remarks. With `known` (the keys the caller reads), one of them given twice with another
+    value is refused (but `repeatable` ones, read by the caller from the lines), and a key a letter or two off one
+    of them as its typo (`# angle unit: deg` would otherwise leave the angles in the default unit); other keys are
+    the logger's own, kept as given (the last of a repeated one). One-line DataError for unreadable
     or non-text files."""
     path = Path(path)
     try:
@@ -32,7 +33,7 @@ def read_commented(
         body = lines[i][1:].strip()
         if ":" in body:
             k, v = (x.strip() for x in body.split(":", 1))
-            if k in meta and meta[k] != v and k not in repeatable:
+            if k in meta and meta[k] != v and k in known and k not in repeatable:
                 raise DataError(f"{path}, line {i + 1}: '# {k}:' given twice ({meta[k]!r}, then {v!r})")
             near = [] if k in known else difflib.get_close_matches(k, list(known), n=1, cutoff=0.8)
             if near:

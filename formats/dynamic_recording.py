@@ -60,8 +60,7 @@ MOTIONS = (
 )  # `# motion:` of a standing recording (default: double support)
 # the header keys poise reads: a key a letter or two off one of them is refused as a typo (`read_commented`)
 KNOWN_KEYS = ("robot", "base", "angle_unit", "robot_source", "motion", "motion_band_hz", "moment_z_m", CELLS_XY,
-              TORQUE_CONSTANT, "source", "wrench_measured", "true_viscous_nm_s_rad", "true_coulomb_nm",
-              "true_armature_kg_m2")  # fmt: skip
+              TORQUE_CONSTANT, "true_viscous_nm_s_rad", "true_coulomb_nm", "true_armature_kg_m2")  # fmt: skip
 
 
 @dataclass
@@ -338,6 +337,9 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     body = [(n, r) for n, r in numbered[1:] if r]  # blank lines skipped, their numbers kept
     if "t_s" not in header:
         raise DataError(f"{path}: no t_s column (the time stamps, s)")
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise DataError(f"{path}: columns given twice: {', '.join(twice)}")
     joints = [c[2:] for c in header if c.startswith("q:")]
     tau_cols = [c[4:] for c in header if c.startswith("tau:")]
     cur_cols = [c[len(CURRENT) :] for c in header if c.startswith(CURRENT)]
@@ -369,9 +371,6 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     ]
     if extra:
         raise DataError(f"{path}: unknown columns {extra} (README: the dynamic recording)")
-    twice = sorted({c for c in header if header.count(c) > 1})
-    if twice:
-        raise DataError(f"{path}: columns given twice: {', '.join(twice)}")
     if not body:
         raise DataError(f"{path}: no samples (a header only: the run recorded nothing)")
     data = np.empty((len(body), len(header)))

@@ -32,6 +32,7 @@ from identify.delay import (
     trimmed,
 )
 from identify.differentiation import derivatives, lowpass
+from identify.recording_model import check_base, same_robot
 from identify.residual_covariance import banded_covariance
 from robots import dynamics as dyn
 from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
@@ -251,10 +252,7 @@ class DynamicEstimator:
             raise DataError(f"essential_pct must be a positive percentage, got {essential_pct}")
         self.essential_pct = essential_pct
         self.prior = prior if prior is not None else next(iter(model.params))
-        if quantity == "torque" and not model.has_link(self.base):
-            raise DataError(f"{model.name!r} has no link {self.base!r}")
-        if quantity == "wrench":
-            model.base_site(self.base)
+        check_base(model, self.base, quantity)
         if not (isinstance(drift, int) and 0 <= drift <= MAX_DRIFT_DEGREE):
             raise DataError(f"drift must be a polynomial degree 0…{MAX_DRIFT_DEGREE}, got {drift!r}")
         if drift and quantity != "wrench":
@@ -935,7 +933,7 @@ class DynamicEstimator:
         """A recording fitted with the first must share its robot, base, motion kind and (board wrench in double
         support) foot placement: the base parameters are the first's."""
         self._check(other)
-        if (other.robot, other.base) != (first.robot, first.base):
+        if not same_robot(other.robot, first.robot) or other.base != first.base:
             raise DataError(f"recording {k + 1} is of {other.robot!r} on {other.base!r}, the first of "
                             f"{first.robot!r} on {first.base!r}")  # fmt: skip
         if self.quantity != "wrench":

@@ -16,7 +16,6 @@ from poise.output import console, err_console, print_json
 
 if TYPE_CHECKING:
     from formats.dynamic_recording import DynamicRecording
-    from robots.tree import RobotModel
 
 
 def _finite(name: str, v: float, positive: bool = False) -> float:
@@ -221,6 +220,12 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
 def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     from formats.dynamic_recording import read_dynamic_recording
     from identify.dynamic import DynamicEstimator, validation_error
+    from identify.recording_model import (
+        checked_for_model,
+        efforts_beyond_limits,
+        model_of_recording,
+        same_robot,
+    )
     from robots.params_io import resolve_params
 
     if args.cutoff_hz is not None:
@@ -229,12 +234,17 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     first = read_dynamic_recording(args.recording[0])
     model = model_of_recording(first, args.recording[0])
     too_large: list[str] = []  # recordings whose efforts pass the joints' effort limits several times over
+    own_cutoff = args.cutoff_hz is None  # the fit's cut-off from the recordings' declared band
+
+    def other_robot(r, path: str, what: str) -> None:
+        if not same_robot(r.robot, first.robot):
+            raise DataError(f"{what}{path}: a recording of {r.robot!r}, {args.recording[0]} of {first.robot!r}: "
+                            "one robot's recordings only")  # fmt: skip
+
     for path in args.recording:  # motor currents become joint torques here: the fit sees efforts only
         r = first if path is args.recording[0] else read_dynamic_recording(path)
-        if r.robot.lower() != first.robot.lower():
-            raise DataError(f"{path}: a recording of {r.robot!r}, {args.recording[0]} of {first.robot!r}: fit one "
-                            "robot's recordings together")  # fmt: skip
-        r, used = _efforts_of(checked_for_model(r, path, model), path, args.torque_constant)
+        other_robot(r, path, "")
+        r, used = _efforts_of(checked_for_model(r, path, model, own_cutoff), path, args.torque_constant)
         recs.append(r)
         currents += [used | {"role": "fit"}] if used else []
         too_large += efforts_beyond_limits(r, path, model)
@@ -248,6 +258,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.essential is not None:
         _finite("essential", args.essential, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
+    if vrec is not None:
+        other_robot(vrec, args.validate, "--validate ")
     if vrec is not None and vrec.base != first.base:
         raise DataError(f"--validate {args.validate}: a recording on {vrec.base!r}, the fit's on {first.base!r}: "
                         "validate on the same base")  # fmt: skip
@@ -256,10 +268,14 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
                         "validate on the same motion")  # fmt: skip
     if vrec is not None:
         vrec, used = _efforts_of(
-            checked_for_model(vrec, args.validate, model), args.validate, args.torque_constant
+            checked_for_model(vrec, args.validate, model, own_cutoff=False),
+            args.validate,
+            args.torque_constant,
         )
         too_large += efforts_beyond_limits(vrec, args.validate, model)
         currents += [used | {"role": "validation"}] if used else []
+    for msg in too_large:  # before the fit: a unit mistake is worth knowing before waiting for it
+        err_console.print(f"[yellow]warning:[/yellow] {escape(msg)}", highlight=False)
     if args.torque_constant is not None and not currents:
         raise DataError("--torque-constant: no recording holds motor currents (i:… columns); torques are used as "
                         "recorded")  # fmt: skip
@@ -451,8 +467,6 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             "calibrate`, `poise run --board-gains`)",
             highlight=False,
         )
-    for msg in out.get("efforts_beyond_limits", []):
-        err_console.print(f"[yellow]warning:[/yellow] {escape(msg)}", highlight=False)
     for g in out.get("repeats_sharing_noise", []):
         err_console.print(
             f"[yellow]warning:[/yellow] recordings {', '.join(map(str, g))} ran on the emulated bench with one noise "
@@ -617,88 +631,6 @@ def _torque_constant(text: str) -> float | dict[str, float]:
             raise argparse.ArgumentTypeError(f"torque constant of {joint} given twice")
         out[joint] = value(v, joint)
     return out
-
-
-def model_of_recording(rec: DynamicRecording, path: str) -> RobotModel:
-    """The robot a recording names: its `robot_source` (a description file, as given or beside the recording),
-    which must describe the robot its `robot` line names, else a built-in robot."""
-    from pathlib import Path
-
-    from robots.registry import get_model
-
-    src = rec.meta.get("robot_source")
-    if not src:
-        try:
-            return get_model(rec.robot)
-        except DataError as exc:
-            raise DataError(f"{path}: {exc}; a recording of another robot names its description: "
-                            "'# robot_source: PATH' (absolute, or beside the recording)") from None  # fmt: skip
-    where = Path(src)
-    if not where.is_absolute() and not where.exists() and (Path(path).parent / where).exists():
-        where = Path(path).parent / where
-    try:
-        model = get_model(str(where))
-    except DataError as exc:
-        raise DataError(f"{path}: robot_source: {exc}") from None
-    if model.name.lower() != rec.robot.lower():
-        raise DataError(f"{path}: robot {rec.robot!r}, but its robot_source {src} describes {model.name!r}")
-    return model
-
-
-# beyond a joint's limits by more than this (rad, or this share of its range) a recorded angle is not the robot's
-LIMIT_SLACK_RAD, LIMIT_SLACK_SHARE = 0.2, 0.1
-
-
-def checked_for_model(rec: DynamicRecording, path: str, model: RobotModel) -> DynamicRecording:
-    """The recording with its columns in the model's joint order, checked against the robot before any work: its
-    base, angles within the joints' limits (degrees written as radians reach far beyond them), its metadata."""
-    from formats.dynamic_recording import in_joint_order
-    from identify.dynamic import default_cutoff, moment_reference
-
-    try:
-        rec = in_joint_order(rec, model.joint_names)
-        if rec.tau is None and rec.current is None:
-            model.base_site(rec.base)
-        elif not model.has_link(rec.base):
-            raise DataError(f"{model.name!r} has no link {rec.base!r} for the base")
-        default_cutoff(rec)
-        if rec.wrench is not None:
-            moment_reference(rec)
-    except DataError as exc:
-        raise DataError(f"{path}: {exc}") from None
-    span = model.upper - model.lower
-    slack = np.maximum(LIMIT_SLACK_RAD, LIMIT_SLACK_SHARE * np.where(np.isfinite(span), span, 0.0))
-    low, high = rec.q.min(axis=0), rec.q.max(axis=0)
-    beyond = np.maximum(model.lower - low, high - model.upper) - slack
-    if np.any(beyond > 0):
-        j = int(np.argmax(beyond))
-        hint = (
-            "" if rec.meta.get("angle_unit") == "deg" else "; angles in degrees? declare '# angle_unit: deg'"
-        )
-        raise DataError(f"{path}: q:{model.joint_names[j]} spans [{low[j]:.4g}, {high[j]:.4g}] rad, beyond the "
-                        f"joint's limits [{model.lower[j]:.4g}, {model.upper[j]:.4g}] rad by more than "
-                        f"{slack[j]:.2g} rad{hint}")  # fmt: skip
-    return rec
-
-
-EFFORT_LIMIT_FACTOR = 3.0  # recorded efforts this many times a joint's effort limit are in another unit
-
-
-def efforts_beyond_limits(rec: DynamicRecording, path: str, model: RobotModel) -> list[str]:
-    """A warning per recording whose joint efforts reach EFFORT_LIMIT_FACTOR × a joint's effort limit (from the
-    robot description, where finite): no motor gives that; the efforts (or currents) are in another unit."""
-    if rec.tau is None:
-        return []
-    peak = np.abs(rec.tau).max(axis=0)
-    ratio = np.where(
-        np.isfinite(model.effort_limit) & (model.effort_limit > 0), peak / model.effort_limit, 0.0
-    )
-    j = int(np.argmax(ratio))
-    if ratio[j] < EFFORT_LIMIT_FACTOR:
-        return []
-    how = "currents in mA (they are in A)? a torque constant" if rec.torque_constant else "torques in N·mm"
-    return [f"{path}: {model.joint_names[j]}'s efforts reach {peak[j]:.4g} N·m, {ratio[j]:.0f}× its effort limit "
-            f"{model.effort_limit[j]:.4g} N·m: {how} in another unit? (the fit goes on)"]  # fmt: skip
 
 
 def _efforts_of(

@@ -418,9 +418,12 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         if not math.isfinite(best.kappa) and not _prior_takes(best, bool(experiments)):
             un = best.verification.get("unexcited") or []
             named = ", ".join(un[:8]) + (f", … ({len(un)} in all)" if len(un) > 8 else "")
-            raise DataError(f"no start excites every base parameter (κ infinite{'; unexcited: ' if un else ''}{named}): "
-                            "give more --harmonics (or --waypoints), a longer --period or --duration, or more "
-                            "--max-iter; nothing written")  # fmt: skip
+            msg = (f"the design does not excite every base parameter (κ infinite{'; unexcited: ' if un else ''}"
+                   f"{named}): give more --harmonics (or --waypoints), a longer --period or --duration, or more "
+                   "--max-iter; nothing written")  # fmt: skip
+            if args.json:
+                print_json({"robot": model.name, "out": None, "ok": False, "error": msg, "unexcited": un})
+            raise DataError(msg)
     plan = make_plan(args.robot, model, best, settings, args.seed, args.rate_hz)
     if priors:  # what it was designed to complete
         plan.design["prior"] = priors
@@ -586,7 +589,7 @@ def _prior_experiments(paths: list[str], model) -> tuple[list, list[dict]]:
 
     from formats.dynamic_recording import is_dynamic_recording, read_dynamic_recording
     from formats.trajectory_plan import is_trajectory_plan, load_trajectory_plan, plan_digest
-    from poise.cmd_dynamic import checked_for_model
+    from identify.recording_model import checked_for_model
 
     experiments, records = [], []
     for path in paths:

@@ -363,9 +363,9 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
         )
     if run.plan_rate_hz and abs(run.plan_rate_hz - run.rate_hz) > 1e-9 * run.rate_hz:
         console.print(
-            f"[yellow]the plan was designed at {run.plan_rate_hz:g} Hz; this bench streamed and recorded at "
+            f"[yellow]the plan's rate_hz is {run.plan_rate_hz:g} Hz; this bench streamed and recorded at "
             f"{run.rate_hz:g} Hz (its [executor] rate_hz): forecast what it records with `poise plan forecast "
-            f"{escape(args.plan)} --rate-hz {run.rate_hz:g}`[/yellow]"
+            f"{escape(args.plan)} --noise SIGMA --rate-hz {run.rate_hz:g}`[/yellow]"
         )
     note = uncalibrated_boards_note(args)
     if note:

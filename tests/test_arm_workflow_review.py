@@ -1,5 +1,5 @@
 """What a user's review of the arm workflow found, mended: a κ finite for fewer rows than parameters, a plan
-too short to record, a design no start excites, options a design or check ignored, a validation recording on
+too short to record, a design exciting too little, options a design or check ignored, a validation recording on
 another base, efforts in another unit, the plan's rate against the bench's, zero guesses counted as beyond any
 length, and messages that named the wrong thing."""
 
@@ -52,7 +52,8 @@ def test_a_plan_too_short_to_record_and_a_design_exciting_nothing_are_refused(tm
     err = _err(capsys, ["plan", "trajectory", "icub-right-arm", "--duration", "2", "--period", "2", "--harmonics",
                         "1", "--max-iter", "5", "--out", str(out)])  # fmt: skip
     assert (
-        "no start excites every base parameter (κ infinite; unexcited: ϑ" in err and "nothing written" in err
+        "the design does not excite every base parameter (κ infinite; unexcited: ϑ" in err
+        and "nothing written" in err
     )
     assert "RuntimeWarning" not in err and not out.exists()
 
@@ -126,7 +127,9 @@ def test_validation_on_another_base_and_recordings_of_two_robots_are_refused(rec
                  "--out", str(icub), "--rate-hz", "200"]) == 0  # fmt: skip
     capsys.readouterr()
     err = _err(capsys, ["identify", "dynamic", str(recording), str(icub)])
-    assert f"{icub}: a recording of 'icub-right-arm', {recording} of 'ur5': fit one robot's recordings" in err
+    assert (
+        f"{icub}: a recording of 'icub-right-arm', {recording} of 'ur5': one robot's recordings only" in err
+    )
     err = _err(capsys, ["plan", "check", str(recording)])
     assert "a dynamic recording; `poise plan check` reads plans (JSON)" in err
 
@@ -144,7 +147,8 @@ def test_efforts_in_another_unit_are_warned_of_and_the_rows_named(recording, tmp
     assert main(["identify", "dynamic", str(recording), "--json"]) == 0
     assert "efforts_beyond_limits" not in json.loads(capsys.readouterr().out)
     assert main(["identify", "dynamic", str(milli)]) == 0
-    assert "torques in N·mm in another unit?" in capsys.readouterr().err.replace("\n", " ")
+    said = " ".join(capsys.readouterr().err.split())  # the console wraps its lines
+    assert "efforts in milli-units rather than N·m?" in said
 
 
 def test_forecast_tells_zero_guesses_from_what_noise_puts_beyond_reach(capsys):
@@ -174,5 +178,5 @@ def test_a_run_at_another_rate_than_the_plans_says_so(tmp_path, capsys):
     assert summary["plan_rate_hz"] == 500.0 and summary["rate_hz"] == pytest.approx(100.0)
     assert main([*argv, "--out", str(tmp_path / "b")]) == 0
     said = capsys.readouterr().out.replace("\n", " ")
-    assert "the plan was designed at 500 Hz; this bench streamed and recorded at 100 Hz" in said
-    assert "--rate-hz 100" in said
+    assert "the plan's rate_hz is 500 Hz; this bench streamed and recorded at 100 Hz" in said
+    assert "--noise SIGMA --rate-hz 100" in said

@@ -61,11 +61,13 @@ def test_a_loggers_own_layout_fits_as_poises_file(arm_csv, tmp_path, capsys):
     n = sum(c.startswith("q:") for c in header)
     q_cols, tau_cols = list(range(1, 1 + n)), list(range(1 + n, 1 + 2 * n))
     order = q_cols[::-1] + tau_cols[2:] + tau_cols[:2] + [0]
-    head = head[:1] + ["# logged by our own rig, firmware 2.1", "# operator: somebody"] + head[1:]
+    head = head[:1] + ["# logged by our own rig, firmware 2.1", "# operator: somebody", "# event: start",
+                       "# Source: our rig", "# event: stop"] + head[1:]  # fmt: skip
     mine = _write(tmp_path / "mine.csv", head, _columns(rows, order), newline="\r\n", bom=True)
     rec = read_dynamic_recording(mine)
     assert rec.joint_names[0] == header[n][2:] and rec.meta["operator"] == "somebody"
     assert "logged" not in " ".join(rec.meta.values())  # a remark, not metadata
+    assert rec.meta["event"] == "stop" and rec.meta["Source"] == "our rig"  # the logger's own keys, kept
     code, out = _identify(capsys, mine)
     assert code == 0
     assert [p["value"] for p in out["parameters"]] == [p["value"] for p in ref["parameters"]]
@@ -175,3 +177,17 @@ def test_a_board_logger_writes_the_three_wrench_columns_it_measures(tmp_path, ca
     assert (
         code == 2 and "motion 'single support' unknown: double-support (the default) or single-support" in err
     )
+
+
+def test_a_band_too_high_for_the_rate_is_fitted_at_the_cut_off_given(arm_csv, tmp_path, capsys):
+    """The declared band sets the default cut-off; one beyond half the rate is refused unless --cutoff-hz is given
+    (then the band is not used), and a validation recording's band never matters (the fit's cut-off is used)."""
+    head, rows = _split(arm_csv)
+    head = [line for line in head if not line.startswith("# motion_band_hz")] + ["# motion_band_hz: 30"]
+    fast = _write(tmp_path / "fast.csv", head, rows)
+    code, err = _identify(capsys, fast)
+    assert code == 2 and "above half the sample rate" in err and str(fast) in err
+    code, out = _identify(capsys, fast, "--cutoff-hz", "3")
+    assert code == 0 and out["cutoff_hz"] == 3.0
+    code, out = _identify(capsys, arm_csv, "--validate", str(fast))
+    assert code == 0 and out["validation"]["recording"] == str(fast)

@@ -1,0 +1,109 @@
+"""Which robot a dynamic recording is of, and whether it can be that robot's: checked before any fit, so a file
+from another logger that would be fitted wrongly (degrees written as radians, another robot's joints, efforts in
+another unit) is told in one line naming it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from formats.dynamic_recording import DynamicRecording, in_joint_order
+from formats.errors import DataError
+from robots.registry import get_model
+from robots.tree import RobotModel
+
+# beyond a joint's limits by more than the larger of this and this share of its range, a recorded value is not the
+# robot's: rad for revolute joints, m for prismatic ones
+LIMIT_SLACK = {"revolute": 0.2, "prismatic": 0.02}
+LIMIT_SLACK_SHARE = 0.1
+EFFORT_LIMIT_FACTOR = 3.0  # recorded efforts this many times a joint's effort limit are in another unit
+
+
+def check_base(model: RobotModel, base: str, quantity: str) -> None:
+    """The recording's base names what its quantity is measured from: a link for joint efforts, a sole (a site
+    with a contact rectangle) for the boards' wrench."""
+    if quantity == "wrench":
+        model.base_site(base)
+    elif not model.has_link(base):
+        raise DataError(f"{model.name!r} has no link {base!r} for the base")
+
+
+def same_robot(a: str, b: str) -> bool:
+    """Robot names as recordings and plans write them (the registry reads them in any case)."""
+    return a.casefold() == b.casefold()
+
+
+def model_of_recording(rec: DynamicRecording, path: str | Path) -> RobotModel:
+    """The robot a recording names: its `robot_source` (a description file, as given or beside the recording),
+    which must describe the robot its `robot` line names, else a built-in robot."""
+    src = rec.meta.get("robot_source")
+    if not src:
+        try:
+            return get_model(rec.robot)
+        except DataError as exc:
+            raise DataError(f"{path}: {exc}; a recording of another robot names its description: "
+                            "'# robot_source: PATH' (absolute, or beside the recording)") from None  # fmt: skip
+    where = Path(src)
+    if not where.is_absolute() and not where.exists() and (Path(path).parent / where).exists():
+        where = Path(path).parent / where
+    try:
+        model = get_model(str(where))
+    except DataError as exc:
+        raise DataError(f"{path}: robot_source: {exc}") from None
+    if not same_robot(model.name, rec.robot):
+        raise DataError(f"{path}: robot {rec.robot!r}, but its robot_source {src} describes {model.name!r}")
+    return model
+
+
+def checked_for_model(
+    rec: DynamicRecording, path: str | Path, model: RobotModel, own_cutoff: bool = True
+) -> DynamicRecording:
+    """The recording with its columns in the model's joint order, checked against the robot: its base, every joint
+    within its limits (degrees written as radians reach far beyond them) and, with `own_cutoff` (the fit takes its
+    cut-off from the recording, not from the user), the motion band its metadata declares."""
+    from identify.dynamic import default_cutoff, moment_reference
+
+    quantity = "torque" if rec.tau is not None or rec.current is not None else "wrench"
+    try:
+        rec = in_joint_order(rec, model.joint_names)
+        check_base(model, rec.base, quantity)
+        if own_cutoff:
+            default_cutoff(rec)
+        if rec.wrench is not None:
+            moment_reference(rec)
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None
+    prismatic = np.array([model.joints[c].type == "prismatic" for c in model.coordinates])
+    span = model.upper - model.lower
+    least = np.where(prismatic, LIMIT_SLACK["prismatic"], LIMIT_SLACK["revolute"])
+    slack = np.maximum(least, LIMIT_SLACK_SHARE * np.where(np.isfinite(span), span, 0.0))
+    low, high = rec.q.min(axis=0), rec.q.max(axis=0)
+    beyond = np.maximum(model.lower - low, high - model.upper) - slack
+    if np.any(beyond > 0):
+        j = int(np.argmax(beyond))
+        unit = "m" if prismatic[j] else "rad"
+        hint = "" if prismatic[j] or rec.meta.get("angle_unit") == "deg" else (
+            "; angles in degrees? declare '# angle_unit: deg'")  # fmt: skip
+        raise DataError(f"{path}: q:{model.joint_names[j]} spans [{low[j]:.4g}, {high[j]:.4g}] {unit}, beyond the "
+                        f"joint's limits [{model.lower[j]:.4g}, {model.upper[j]:.4g}] {unit} by more than "
+                        f"{slack[j]:.2g} {unit}{hint}")  # fmt: skip
+    return rec
+
+
+def efforts_beyond_limits(rec: DynamicRecording, path: str | Path, model: RobotModel) -> list[str]:
+    """A warning when a recording's joint efforts reach EFFORT_LIMIT_FACTOR × a joint's effort limit (from the
+    robot description, where finite): no motor gives that, so the efforts (or currents) are in another unit."""
+    if rec.tau is None:
+        return []
+    peak = np.abs(rec.tau).max(axis=0)
+    limit = model.effort_limit
+    ratio = np.where(np.isfinite(limit) & (limit > 0), peak / np.where(limit > 0, limit, 1.0), 0.0)
+    j = int(np.argmax(ratio))
+    if ratio[j] < EFFORT_LIMIT_FACTOR:
+        return []
+    unit = "N" if model.joints[model.coordinates[j]].type == "prismatic" else "N·m"
+    how = ("currents in mA rather than A, or a torque constant in another unit?" if rec.torque_constant
+           else f"efforts in milli-units rather than {unit}?")  # fmt: skip
+    return [f"{path}: {model.joint_names[j]}'s efforts reach {peak[j]:.4g} {unit}, {ratio[j]:.0f}× its effort "
+            f"limit {limit[j]:.4g} {unit}: {how} (the fit goes on)"]  # fmt: skip
