@@ -57,6 +57,11 @@ class DynamicForecast:
         """Length (s, ends included) at which this motion, repeated, reaches `pct` % relative SE (SE ∝ 1/√time)."""
         return self.fitted_s * (self.rel_se_pct / pct) ** 2 + self.edges_s
 
+    def zero_guessed(self) -> list[str]:
+        """Base inertial parameters guessed 0: no relative SE to judge them by (neither determined nor beyond any
+        length, but unknown: `plan reach`'s "zero guess")."""
+        return [s for k, s in enumerate(self.symbols[: self.inertial]) if self.guess[k] == 0]
+
     def determined(
         self, pct: float = WELL_IDENTIFIED_PCT, practical_s: float = PRACTICAL_S
     ) -> tuple[list[str], list[str], list[str]]:
@@ -76,8 +81,7 @@ class DynamicForecast:
     def to_dict(self, pct: float = WELL_IDENTIFIED_PCT, practical_s: float = PRACTICAL_S) -> dict:
         now, longer, beyond = self.determined(pct, practical_s)
         need = self.needed_s(pct)
-        # a zero guess has no relative SE: neither determined nor beyond any length, but unknown (plan reach's word)
-        zero = [s for k, s in enumerate(self.symbols[: self.inertial]) if s in beyond and self.guess[k] == 0]
+        zero = [s for s in beyond if s in self.zero_guessed()]
         beyond = [s for s in beyond if s not in zero]
 
         def num(v: float) -> float | None:

@@ -133,9 +133,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--placement-error", type=at.pair_of_nonnegative, default=(0.0, 0.0), metavar="MM,DEG",
                    help="--twin: σ of the boards' placement error, mm and degrees (default 0,0)")  # fmt: skip
     c.add_argument("--config", type=at.text_file,
-                   help="--twin: robot TOML (board offsets, servo gain); a single-support trajectory plan: the "
-                        "executor's rate, velocity limit and min_margin its weight shifts are planned with "
-                        "(default: bundled)")  # fmt: skip
+                   help="--twin: robot TOML (board offsets, servo gain); a trajectory plan: the run's pre-flight "
+                        "of its setpoints at the executor's rate (a single-support plan's weight shifts are planned "
+                        "with its rate, velocity limit and min_margin; default: bundled)")  # fmt: skip
     at.add_gravity_comp(c, "--twin: ")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_check)

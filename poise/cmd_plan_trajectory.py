@@ -570,6 +570,8 @@ def _auto_focus(args: argparse.Namespace, experiments: list) -> dict | None:
         raise DataError("--focus auto forecasts plans: give the prior runs' plans, not their recordings")
     fc = forecast_plans(experiments, args.prior, args.noise, args.params).forecast
     now, repeat, beyond = fc.determined(WELL_IDENTIFIED_PCT, PRACTICAL_S)
+    zero = fc.zero_guessed()
+    beyond = [s for s in beyond if s not in zero]
     if not repeat:
         raise DataError(
             f"--focus auto: the runs made leave nothing that more runs of this motion would determine within "
@@ -577,7 +579,8 @@ def _auto_focus(args: argparse.Namespace, experiments: list) -> dict | None:
             "design for all"
         )
     args.focus = [int(s.lstrip("ϑ")) - 1 for s in repeat]
-    return {"focus": repeat, "determined": now, "beyond_practical": beyond, "noise": list(args.noise)}
+    return {"focus": repeat, "determined": now, "beyond_practical": beyond, "zero_guess": [s for s in zero if s not in
+            now + repeat], "noise": list(args.noise)}  # fmt: skip
 
 
 def _prior_experiments(paths: list[str], model) -> tuple[list, list[dict]]:
@@ -736,14 +739,19 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     check = check_plan(plan, model, traj, ps, 0.001)
     tr = None if cfg is None else plan_transitions(model, cfg, plan, traj, ps)
     problems = check.problems + ([] if tr is None else tr.problems)
+    run_problems: list[str] = []
     if run_cfg is not None:  # what `poise run` refuses before moving: the setpoints at the run's rate
         from poise.cmd_run_trajectory import setpoints
 
-        problems += [
+        run_problems = [
             f"run ({run_cfg.source}): {p}" for p in setpoints(plan, model, traj, run_cfg, ps)[1].problems
         ]
+        problems += run_problems
+    run_said = None if run_cfg is None else {"config": run_cfg.source, "rate_hz": run_cfg.executor.rate_hz,
+                                             "ok": not run_problems}  # fmt: skip
     if as_json:
         out = check.to_dict() | {"problems": problems, "ok": not problems}
+        out |= {} if run_said is None else {"run": run_said}
         print_json(out if tr is None else out | {"weight_shift": tr.summary()})
         return 0 if not problems else 1
     rows = [
@@ -760,6 +768,9 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     console.print(table)
     if check.unexcited:
         err_console.print(f"[yellow]{escape(unexcited_note(check.unexcited, len(check.unexcited)))}")
+    if run_said is not None and run_said["ok"]:
+        console.print(f"run ({escape(str(run_cfg.source))}): the setpoints at {run_cfg.executor.rate_hz:g} Hz pass "
+                      "the run's pre-flight (joint and velocity limits, start posture)")  # fmt: skip
     if not problems:
         console.print("[green]trajectory OK")
         return 0

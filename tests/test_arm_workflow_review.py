@@ -180,3 +180,12 @@ def test_a_run_at_another_rate_than_the_plans_says_so(tmp_path, capsys):
     said = capsys.readouterr().out.replace("\n", " ")
     assert "the plan's rate_hz is 500 Hz; this bench streamed and recorded at 100 Hz" in said
     assert "--noise SIGMA --rate-hz 100" in said
+
+
+def test_plan_check_with_a_configuration_says_the_runs_preflight_passed(capsys):
+    config = str(Path(__file__).parent.parent / "drivers" / "ur5_emulated.toml")
+    assert main(["plan", "check", str(PLAN), "--config", config, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"] == {"config": config, "rate_hz": 100.0, "ok": True}
+    assert main(["plan", "check", str(PLAN), "--config", config]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "the setpoints at 100 Hz pass the run's pre-flight" in said

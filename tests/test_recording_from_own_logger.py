@@ -191,3 +191,22 @@ def test_a_band_too_high_for_the_rate_is_fitted_at_the_cut_off_given(arm_csv, tm
     assert code == 0 and out["cutoff_hz"] == 3.0
     code, out = _identify(capsys, arm_csv, "--validate", str(fast))
     assert code == 0 and out["validation"]["recording"] == str(fast)
+
+
+def test_a_hand_written_spline_must_start_and_end_at_rest(tmp_path, capsys):
+    """A C² spline through waypoints is at rest in q̇ at its ends, but its q̈ there is free unless the design sets
+    it: a plan written by hand with q̈ ≠ 0 at its ends steps the torque as it opens and closes, which the README
+    says no plan does — `plan check` (and so `poise run`) refuses it; one whose end segments are flat passes."""
+    plan = json.loads(PLAN.read_text())
+    waypoints = [[0.0, -1.2, 1.2, -1.0, 0.3, 0.0], [0.4, -1.0, 0.9, -1.4, 0.6, 0.5], [-0.3, -1.5, 1.4, -0.8, 0.1, -0.4],
+                 [0.0, -1.2, 1.2, -1.0, 0.3, 0.0]]  # fmt: skip
+    plan["trajectory"] = {"kind": "spline", "times_s": [0.0, 3.0, 6.0, 9.0], "q": waypoints}
+    bent = tmp_path / "bent.json"
+    bent.write_text(json.dumps(plan))
+    assert main(["plan", "check", str(bent), "--json"]) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert any(p.startswith("does not start at rest (|q̈| = ") for p in problems)
+    assert any(p.startswith("does not end at rest (|q̈| = ") for p in problems)
+    designed = sorted((Path(__file__).parent / "data" / "tulip_spline_sequence").glob("*.json"))[0]
+    assert main(["plan", "check", str(designed), "--json"]) == 0  # the designer's splines end at rest
+    assert not any("at rest" in p for p in json.loads(capsys.readouterr().out)["problems"])

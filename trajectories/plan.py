@@ -72,14 +72,27 @@ def _finite(v):
 
 
 def plan_model(plan: TrajectoryPlan) -> RobotModel:
-    """The robot a plan was made for (its file when not built in), checked against the plan's joints."""
-    model = get_model(plan.robot_source or plan.robot)
+    """The robot a plan was made for (its description file when not built in: as given, or beside the plan), checked
+    against the plan's joints, base and parameter set; errors name the plan's file."""
+    name = plan.source or "plan"
+    src = plan.robot_source
+    if src and not Path(src).is_absolute() and not Path(src).exists() and plan.source:
+        beside = Path(plan.source).parent / src
+        src = str(beside) if beside.exists() else src
+    try:
+        model = get_model(src or plan.robot)
+    except DataError as exc:
+        hint = "" if src else "; a plan for a robot that is not built in names its description (robot_source)"
+        raise DataError(f"{name}: {exc}{hint}") from None
     if list(model.joint_names) != list(plan.joint_names):
         raise DataError(
-            f"plan joints {plan.joint_names} do not match robot {model.name!r} ({model.joint_names})"
+            f"{name}: plan joints {plan.joint_names} do not match robot {model.name!r} ({model.joint_names})"
         )
     if not (model.has_link(plan.base) or plan.base in model.bases):
-        raise DataError(f"plan base {plan.base!r} is not a link of {model.name!r}")
+        raise DataError(f"{name}: plan base {plan.base!r} is not a link of {model.name!r}")
+    if plan.params is not None and plan.params not in model.params:
+        raise DataError(f"{name}: params {plan.params!r} is no parameter set of {model.name!r} "
+                        f"({', '.join(sorted(model.params))})")  # fmt: skip
     return model
 
 
