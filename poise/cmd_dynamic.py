@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -307,7 +308,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     )
     offsets = _tare_offsets(rep.groups, runs) if quantity == "wrench" else None
     gains = _gain_sources(rep.groups, runs, recs) if quantity == "wrench" else GainSources([], [], [])
-    est.fit(recs, instruments=planned, offsets=offsets, shared_offsets=gains.sources)
+    with _named(args.recording[0] if len(args.recording) == 1 else None):  # several: the fit numbers them
+        est.fit(recs, instruments=planned, offsets=offsets, shared_offsets=gains.sources)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
     for item in (*fit.gaps, *fit.dropped, *fit.placements):  # recordings numbered as given, not as fitted
@@ -386,7 +388,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         out["scatter"] = scatter.to_dict(fit.symbols)
     pred = meas = None
     if vrec is not None:
-        pred, meas = est.predict(vrec)
+        with _named(f"--validate {args.validate}"):
+            pred, meas = est.predict(vrec)
         out["validation"] = validation_error(pred, meas) | {"recording": args.validate, "rows": out["rows"]}
     if args.plot:
         shown = rec if pred is None else vrec
@@ -587,6 +590,17 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             )
         )
     return 0
+
+
+@contextmanager
+def _named(what: str | None):
+    """A DataError from the work inside names `what` (a recording's file) when it does not already."""
+    try:
+        yield
+    except DataError as exc:
+        if what is None or str(what) in str(exc):
+            raise
+        raise DataError(f"{what}: {exc}") from None
 
 
 def _with_unit(label: str, value: float) -> str:

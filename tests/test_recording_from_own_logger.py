@@ -210,3 +210,24 @@ def test_a_hand_written_spline_must_start_and_end_at_rest(tmp_path, capsys):
     designed = sorted((Path(__file__).parent / "data" / "tulip_spline_sequence").glob("*.json"))[0]
     assert main(["plan", "check", str(designed), "--json"]) == 0  # the designer's splines end at rest
     assert not any("at rest" in p for p in json.loads(capsys.readouterr().out)["problems"])
+
+
+def test_what_the_fit_finds_wrong_names_the_file(arm_csv, tmp_path, capsys):
+    """A time stamp off by 8 % of the step, or a validation recording too short for the cut-off: found while
+    fitting, told with the file they are in."""
+    head, rows = _split(arm_csv)
+    k = len(rows) // 2
+    t = float(rows[k][0])
+    step = float(rows[k + 1][0]) - t
+    rows = rows[:k] + [[f"{t + 0.08 * step:.10g}"] + rows[k][1:]] + rows[k + 1 :]
+    jitter = _write(tmp_path / "jitter.csv", head, rows)
+    code, err = _identify(capsys, jitter)
+    assert code == 2 and err.startswith(f"poise: error: {jitter}: time stamps are not uniform")
+    head, rows = _split(arm_csv)
+    short = _write(tmp_path / "short.csv", head, rows[:40])
+    code, err = _identify(capsys, arm_csv, "--validate", str(short))
+    assert (
+        code == 2
+        and err.startswith(f"poise: error: --validate {short}: the recording")
+        and "too short" in err
+    )
