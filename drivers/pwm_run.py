@@ -43,7 +43,7 @@ from drivers.dxl_pwm import PwmChannel, PwmState
 from drivers.executor import SafetyTrip
 from drivers.link import LinkTimeout, Silence
 from drivers.realtime import steady_gc
-from drivers.run_files import new_run_dir, write_run_meta
+from drivers.run_files import COMPLETED, new_run_dir, stopped_status, write_run_meta
 from formats.errors import DataError, DeviceError
 from formats.pwm_plan import PwmPlan, plan_to_json, samples
 from formats.synced_lines import SyncedLines
@@ -328,9 +328,9 @@ def stream_pwm(
                 )
             if progress is not None:
                 progress(k + 1, len(stream.t), float(tk), s)
-        status = "completed"
+        status = COMPLETED
     except BaseException as exc:
-        status = f"stopped: {type(exc).__name__}: {exc}"
+        status = stopped_status(exc)
         raise
     finally:
         failed = ch.leave()
@@ -338,7 +338,7 @@ def stream_pwm(
         per = np.diff(times) * 1000 if len(times) > 1 else np.zeros(1)
         rec.update_meta(status=status, ticks_streamed=ticks, rows=rec.rows, restore_failures=failed,
                         period_mean_ms=float(per.mean()), period_std_ms=float(per.std()))  # fmt: skip
-        if failed and status == "completed":
+        if failed and status == COMPLETED:
             raise DeviceError(f"the servo was not restored: {failed[0]}")
     return PwmRunResult(
         status, ticks, rec.rows, len(stream.t), (min(qs), max(qs)), float(per.mean()), float(per.std())

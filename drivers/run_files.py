@@ -22,6 +22,15 @@ def new_run_dir(run_dir, run_files: Iterable[str]) -> pathlib.Path:
     return path
 
 
+COMPLETED = "completed"  # run.json `status` of a run that streamed its whole plan
+
+
+def stopped_status(exc: BaseException) -> str:
+    """run.json `status` of a run an exception stopped: its type, and its message when it has one."""
+    said = str(exc).strip()
+    return f"stopped: {type(exc).__name__}" + (f": {said}" if said else "")
+
+
 def write_run_meta(path: pathlib.Path, meta: dict) -> None:
     """Replace run.json whole (formats.atomic: a reader or a kill never sees half a file)."""
     write_text_atomic(path, json.dumps(meta, indent=1, default=float), "run metadata")

@@ -567,6 +567,9 @@ class DynamicEstimator:
             k = int(np.argmax(np.where(free < db.rank, rel, -np.inf)))
             if self.essential_pct is None or free[k] >= db.rank or rel[k] <= self.essential_pct:
                 break
+            if np.count_nonzero(free < db.rank) == 1:  # the last base parameter: none qualifies
+                raise DataError(f"no base parameter is determined to {self.essential_pct:g} %: the best, "
+                                f"{syms[free[k]]}, to {rel[k]:.3g} %")  # fmt: skip
             fixed[syms[free[k]]] = (
                 f"rel. SE {rel[k]:.0f} % > {self.essential_pct:g} %: not determined by this motion; "
                 f"fixed at {getattr(self.prior, 'name', self.prior)!s}"

@@ -136,12 +136,11 @@ def pair_of_nonnegative(text: str) -> tuple[float, float]:
 
 
 def base_parameter(text: str) -> int:
-    """'ϑ5', 'theta5' or '5' -> 4: a base parameter as the tables name it, 0-based."""
+    """'ϑ5' or '5' -> 4: a base parameter as the tables name it, 0-based. Not 'theta5': robots name joints so
+    (TUlip's theta1…theta12), and a joint is no base parameter."""
     digits = text.strip()
-    for prefix in ("ϑ", "theta", "θ"):
-        if digits.lower().startswith(prefix):
-            digits = digits[len(prefix) :]
-            break
+    if digits.startswith(("ϑ", "θ")):
+        digits = digits[1:]
     if not digits.isdigit() or int(digits) < 1:
         raise argparse.ArgumentTypeError(f"expected a base parameter such as ϑ5 (or 5), got {text!r}")
     return int(digits) - 1
@@ -192,7 +191,7 @@ def image_file(text: str) -> OutputFile:
     path = out_file(text)
     suffixes = _image_suffixes()
     if Path(path).suffix.lower() not in suffixes:
-        shown = ", ".join(s for s in (".png", ".pdf", ".svg") if s in suffixes)
+        shown = ", ".join(sorted(suffixes))
         raise argparse.ArgumentTypeError(
             f"{text!r}: unknown image type {Path(path).suffix or '(no suffix)'!r}; use {shown}"
         )

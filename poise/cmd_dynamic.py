@@ -281,6 +281,11 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         raise DataError("--torque-constant: no recording holds motor currents (i:… columns); torques are used as "
                         "recorded")  # fmt: skip
     runs = [_run_of(path) for path in args.recording]  # each run.json read once
+    partial = [{"recording": k + 1, "status": run.partial} for k, run in enumerate(runs)
+               if not isinstance(run, Exception) and run.partial]  # fmt: skip
+    for p in partial:  # before the fit: a stopped run's motion is not the plan's (its band, its forecast)
+        err_console.print(f"[yellow]warning:[/yellow] recording {p['recording']} is a partial run ({escape(p['status'])}"
+                          "): fitted as recorded; the plan's forecast does not hold for it", highlight=False)  # fmt: skip
     if args.instruments == []:
         args.instruments = [_run_plan(path, run) for path, run in zip(args.recording, runs, strict=True)]
     planned = _planned_angles(args.instruments, recs, model) if args.instruments else None
@@ -361,6 +366,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     )  # what sigma_nm, rmse_nm (and validation's lists) are of, in order
     if too_large:
         out["efforts_beyond_limits"] = too_large
+    if partial:
+        out["partial_runs"] = partial
     uncal = [k + 1 for k, run in enumerate(runs) if not isinstance(run, Exception) and run.uncalibrated]
     if uncal:
         out["uncalibrated_boards"] = uncal
@@ -579,9 +586,15 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             if any(c["role"] == "validation" for c in currents)
             else ""
         )
+        if quantity == "wrench":  # N and N·m pooled: Fz's weight would hide the moments' misses
+            worst = int(np.argmax(v["relative_pct"]))
+            row = _row_labels(model, quantity)[worst].split()[0]
+            head = (f"RMS error up to {v['relative_pct'][worst]:.1f} % of a row's RMS ({row}; pooled over Fz, Mx, My "
+                    f"{v['total_relative_pct']:.2f} %, mostly Fz's weight)")  # fmt: skip
+        else:
+            head = f"RMS error {v['total_relative_pct']:.2f} % of the measured efforts"
         console.print(
-            f"validation on {args.validate}{how}: RMS error {v['total_relative_pct']:.2f} % of the measured efforts; "
-            + "(% of its RMS): "
+            f"validation on {args.validate}{how}: {head}; per row (% of its RMS): "
             + ", ".join(
                 f"{_with_unit(label, x)} ({r:.1f} %)"
                 for label, x, r in zip(
@@ -589,6 +602,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
                 )
             )
         )
+    if args.plot:
+        console.print(f"wrote {args.plot}: predicted and measured efforts of {args.validate or args.recording[0]}",
+                      highlight=False)  # fmt: skip
     return 0
 
 
@@ -753,6 +769,7 @@ class RunOf(NamedTuple):
         None  # the known weight's relative SD: a scale on every gain (board_gain_scale_se)
     )
     weight_key: str | None = None  # which weight (kg ± relative SD): calibrations with it share its error
+    partial: str | None = None  # how a run that did not stream its whole plan ended (None: it did)
 
 
 def _run_of(recording: str) -> RunOf | Exception:
@@ -760,6 +777,8 @@ def _run_of(recording: str) -> RunOf | Exception:
     TypeError reading it raised)."""
     import json
     from pathlib import Path
+
+    from drivers.run_files import COMPLETED
 
     try:
         meta = json.loads((Path(recording).parent / "run.json").read_text(encoding="utf-8"))
@@ -783,8 +802,13 @@ def _run_of(recording: str) -> RunOf | Exception:
     rel_se, key, weight = _gain_rel_se(meta)
     scale = meta.get("board_gain_scale_se")
     scale = float(scale) if isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0 else None
+    status, ticks, planned = meta.get("status"), meta.get("ticks_streamed"), meta.get("ticks_planned")
+    partial = None
+    if isinstance(status, str) and status != COMPLETED:
+        partial = status.rstrip().rstrip(":") + (f" after {ticks} of {planned} ticks" if isinstance(ticks, int) and
+                            isinstance(planned, int) else "")  # fmt: skip
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
-                 sd, cov, rel_se, key, scale, weight if scale is not None else None)  # fmt: skip
+                 sd, cov, rel_se, key, scale, weight if scale is not None else None, partial)  # fmt: skip
 
 
 def _gain_rel_se(meta: dict) -> tuple[np.ndarray | None, str | None, str | None]:

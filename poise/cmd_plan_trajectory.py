@@ -245,7 +245,8 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
         "--max-iter",
         type=at.count,
         default=400,
-        help="IPOPT iterations of the last continuation stage (the earlier, warm-start stages get half)",
+        help="IPOPT iterations of each stage of the criterion's continuation (default 400; an arm design's earlier, "
+        "warm-start stages get half): the table's total is their sum",
     )
     p.add_argument("--seed", type=at.seed, default=1)
     p.add_argument(
@@ -339,7 +340,7 @@ def _settings(args: argparse.Namespace):
         self_collision=not args.no_self_collision,
         collision_margin=args.collision_margin,
         row_noise=tuple(args.row_noise) if args.row_noise else None,
-        focus=tuple(args.focus) if args.focus else None,
+        focus=_distinct_focus(args.focus),
         rest_posture=args.rest_posture,
         parametrisation="spline" if spline else "fourier",
         waypoints=args.waypoints if spline else ExcitationSettings.waypoints,
@@ -462,13 +463,35 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     for note in design_notes(best, bool(priors)):
         err_console.print(f"[yellow]{escape(note)}")
     if not best.verification.get("ok"):
+        problems = "; ".join(best.verification["problems"])
+        if not _readable(args.out):  # e.g. a closed chain that does not close: no command could read it back
+            from pathlib import Path
+
+            Path(args.out).unlink(missing_ok=True)
+            raise DataError(f"the design failed its own check ({problems}); no plan written: its trajectory "
+                            "cannot be rebuilt, so no command could read it")  # fmt: skip
         err_console.print(
-            "[red]the best trajectory fails verification: "
-            + "; ".join(best.verification["problems"])
-            + f"[/red]\n{args.out} is written for `poise plan show`; `poise run` refuses it"
+            f"[red]the best trajectory fails verification: {escape(problems)}"
+            f"[/red]\n{args.out} is written for `poise plan show`; `poise run` refuses it"
         )
         return 1
     return 0
+
+
+def _readable(path: str) -> bool:
+    """The plan file rebuilds into its trajectory, as `plan show` and `plan check` read it."""
+    import numpy as np
+
+    from formats.trajectory_plan import load_trajectory_plan
+    from trajectories.plan import plan_model, plan_trajectory
+
+    try:
+        plan = load_trajectory_plan(path)
+        traj = plan_trajectory(plan, plan_model(plan))
+        traj.sample(np.linspace(0.0, traj.duration, 11))
+    except (DataError, np.linalg.LinAlgError):
+        return False
+    return True
 
 
 def unexcited_note(unexcited: list[str], n: int) -> str:
@@ -544,6 +567,16 @@ def _refused_message(shift: dict, out: str) -> str:
         f"{why['seed']}, κ scaled {why['kappa_scaled']:.4g}): {why['problems'][0]} ({len(shift['refused'])} "
         f"verified start(s) refused; {out} not written; try more --starts)"
     )
+
+
+def _distinct_focus(focus: list[int] | None) -> tuple[int, ...] | None:
+    """--focus as the design takes it (0-based), each base parameter once."""
+    if not focus:
+        return None
+    twice = sorted({k for k in focus if focus.count(k) > 1})
+    if twice:
+        raise DataError(f"--focus names {', '.join(f'ϑ{k + 1}' for k in twice)} twice: name each once")
+    return tuple(focus)
 
 
 def _auto_focus(args: argparse.Namespace, experiments: list) -> dict | None:

@@ -18,6 +18,7 @@ from rich.markup import escape
 from drivers.config import RobotConfig
 from drivers.emulators.world import WorldOptions
 from drivers.executor import Progress
+from drivers.run_files import COMPLETED, stopped_status
 from drivers.session import Session
 from drivers.single_support_stream import SingleSupport, plan_margin, plan_transitions
 from drivers.trajectory_run import (
@@ -208,9 +209,9 @@ def run_trajectory(
             )
             try:
                 result = ex.run()
-                status = "completed"
+                status = COMPLETED
             except BaseException as exc:
-                status = f"stopped: {type(exc).__name__}: {exc}"
+                status = stopped_status(exc)
                 raise
             finally:
                 r = ex.traj_result
@@ -228,7 +229,7 @@ def run_trajectory(
         if not opened:  # the bench did not open (a device, its configuration): nothing sent, no run files
             rec.discard()
         elif status == "running":  # failed before streaming began
-            rec.update_meta(status=f"stopped: {type(exc).__name__}: {exc}")
+            rec.update_meta(status=stopped_status(exc))
         raise
     finally:
         rec.close()

@@ -257,5 +257,5 @@ def test_cli_refuses_a_double_support_prior_for_a_single_support_design(tmp_path
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and "Traceback" not in err and not out.exists()
-    assert lines == ["poise: error: prior plan is a double-support motion; the design is single-support: their "
-                     "base parameters differ"]  # fmt: skip
+    assert lines == [f"poise: error: prior plan {stored} is a double-support motion; the design is single-support: "
+                     "their base parameters differ"]  # fmt: skip

@@ -56,7 +56,8 @@ def make_plan(
             "seconds": result.seconds,
             "status": result.status,
             "base_parameters": list(result.base_symbols),
-            "verification": {k: _finite(v) for k, v in result.verification.items()},
+            "verification": _finite(result.verification),
+            "stages": _finite(result.stages),  # the criterion's stages: sharpness, status, iterations, κ
         },
         settings=settings_dict(settings),
         seed=seed,
@@ -67,7 +68,11 @@ STANDING = ("double-support", "single-support")  # motions whose ZMP the plan ke
 
 
 def _finite(v):
-    """A number for the plan file: None where it is infinite or NaN (JSON has neither)."""
+    """For the plan file: None for an infinite or NaN number (JSON has neither), in lists and dicts too."""
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_finite(x) for x in v]
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
@@ -213,15 +218,16 @@ def prior_experiments(
     for k, p in enumerate(priors):
         if isinstance(p, RecordedMotion):
             continue
+        name = f"prior plan {p.source}" if p.source else "prior plan"
         if p.robot != model.name or list(p.joint_names) != list(model.joint_names):
-            raise DataError(f"prior plan for {p.robot!r} does not fit robot {model.name!r}")
+            raise DataError(f"{name} is for {p.robot!r}: it does not fit robot {model.name!r}")
         traj = plan_trajectory(p, model)
         motion = plan_motion(traj)
         if motion != settings.motion:
-            raise DataError(f"prior plan is a {motion} motion; the design is {settings.motion}: their base "
+            raise DataError(f"{name} is a {motion} motion; the design is {settings.motion}: their base "
                             "parameters differ")  # fmt: skip
         if bool(p.settings.get("simplified", False)) != settings.simplified:
-            raise DataError("a prior plan identifies the " + ("simplified" if settings.simplified else "full")
+            raise DataError(f"{name} identifies the " + ("simplified" if settings.simplified else "full")
                             + " model's parameters only if designed for it: give --simplified alike")  # fmt: skip
         if motion == "double-support":
             chain = chain or traj.chain

@@ -1,0 +1,121 @@
+"""What a user's review of the standing robot's workflow found, mended: --essential below every parameter and a
+ZMP margin wider than the support polygon crashed; straps on a single-support run; a written plan no command could
+read; a stopped run identified as if whole; a validation headline that hid the moments' misses; plans without
+their design stages; joint names taken for base parameters."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import UR5
+
+from drivers.run_files import stopped_status
+from poise.cli import main
+
+DATA = Path(__file__).parent / "data"
+STANDING = DATA / "tulip_double_support_10s.json"
+
+
+def _err(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("poise: error:") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+@pytest.fixture(scope="module")
+def standing(tmp_path_factory) -> Path:
+    """The stored double-support plan simulated (`poise simulate trajectory`: MuJoCo's inverse dynamics)."""
+    out = tmp_path_factory.mktemp("standing") / "recording.csv"
+    assert main(["simulate", "trajectory", str(STANDING), "--out", str(out), "--rate-hz", "100"]) == 0
+    return out
+
+
+def test_essential_below_every_parameter_is_refused_not_a_crash(standing, capsys):
+    err = _err(capsys, ["identify", "dynamic", str(standing), "--simplified", "--essential", "0.0001"])
+    assert "no base parameter is determined to 0.0001 %: the best, ϑ" in err
+
+
+def test_a_zmp_margin_wider_than_the_support_polygon_is_refused(tmp_path, capsys):
+    out = tmp_path / "wide.json"
+    err = _err(capsys, ["plan", "trajectory", "tulip", "--double-support", "--simplified", "--duration", "6",
+                        "--period", "6", "--harmonics", "3", "--max-iter", "5", "--zmp-margin", "0.5",
+                        "--out", str(out)])  # fmt: skip
+    assert "a ZMP margin of 500.0 mm leaves no room: the support polygon's deepest point lies" in err
+    assert not out.exists()
+
+
+def test_straps_on_a_single_support_run_are_refused_before_the_run(tmp_path, capsys):
+    run = tmp_path / "run"
+    err = _err(capsys, ["run", str(DATA / "tulip_single_support_6s.json"), "--robot", "sim", "--boards", "sim",
+                        "--clamp-soles", "--out", str(run)])  # fmt: skip
+    assert "a single-support plan lifts one" in err and not run.exists()
+
+
+def test_a_plan_whose_chain_does_not_close_is_not_readable(tmp_path):
+    from poise.cmd_plan_trajectory import _readable
+
+    assert _readable(str(STANDING))
+    doc = json.loads(STANDING.read_text())
+    doc["trajectory"]["chain"]["target_p"] = [0.0, 2.0, 0.0]  # the other sole 2 m away: no posture reaches it
+    far = tmp_path / "far.json"
+    far.write_text(json.dumps(doc))
+    assert not _readable(str(far))
+
+
+def test_a_stopped_run_is_identified_with_a_warning(standing, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(standing, run / "recording.csv")
+    status = stopped_status(KeyboardInterrupt())
+    assert status == "stopped: KeyboardInterrupt"  # no dangling colon for an exception without a message
+    meta = {"plan": str(STANDING), "plan_sha256": "0" * 64, "status": status, "ticks_streamed": 165,
+            "ticks_planned": 1001}  # fmt: skip
+    (run / "run.json").write_text(json.dumps(meta))
+    assert main(["identify", "dynamic", str(run / "recording.csv"), "--simplified", "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["partial_runs"] == [
+        {"recording": 1, "status": "stopped: KeyboardInterrupt after 165 of 1001 ticks"}
+    ]
+    assert "is a partial run" in " ".join(out.err.split())
+    meta["status"] = "completed"
+    (run / "run.json").write_text(json.dumps(meta))
+    assert main(["identify", "dynamic", str(run / "recording.csv"), "--simplified", "--json"]) == 0
+    assert "partial_runs" not in json.loads(capsys.readouterr().out)
+
+
+def test_a_standing_validation_names_its_worst_row_and_the_plot_its_file(standing, tmp_path, capsys):
+    plot = tmp_path / "fit.png"
+    argv = [
+        "identify",
+        "dynamic",
+        str(standing),
+        "--simplified",
+        "--validate",
+        str(standing),
+        "--plot",
+        str(plot),
+    ]
+    assert main(argv) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "RMS error up to" in said and "% of a row's RMS (" in said and "pooled over Fz, Mx, My" in said
+    assert f"wrote {plot}" in said and plot.is_file()
+
+
+def test_a_plan_records_its_design_stages_and_focus_takes_base_parameters_only(tmp_path, capsys):
+    out = tmp_path / "arm.json"
+    argv = ["plan", "trajectory", str(UR5), "--duration", "4", "--period", "4", "--harmonics", "2", "--max-iter",
+            "10", "--out", str(out)]  # fmt: skip
+    assert main(argv) in (0, 1)
+    stages = json.loads(out.read_text())["design"]["stages"]
+    assert [s["sharpness"] for s in stages] == [8.0, 32.0] and all("iterations" in s for s in stages)
+    capsys.readouterr()
+    err = _err(capsys, ["plan", "trajectory", "tulip", "--double-support", "--criterion", "logvar", "--focus",
+                        "theta4", "--out", str(tmp_path / "f.json")])  # fmt: skip
+    assert "expected a base parameter such as ϑ5 (or 5), got 'theta4'" in err
+    err = _err(capsys, ["plan", "trajectory", "tulip", "--double-support", "--criterion", "logvar", "--focus",
+                        "ϑ1", "ϑ1", "--out", str(tmp_path / "f.json")])  # fmt: skip
+    assert "--focus names ϑ1 twice" in err
