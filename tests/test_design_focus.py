@@ -91,7 +91,7 @@ def test_focus_beyond_the_base_is_refused(ur5, tmp_path, capsys):
     out = tmp_path / "t.json"
     args = ["plan", "trajectory", str(UR5), "--out", str(out), "--duration", "5", "--period", "5",
             "--harmonics", "3", "--samples", "24", "--max-iter", "5", "--criterion", "logvar"]  # fmt: skip
-    assert main([*args, "--focus", "ϑ2", "theta99"]) == 2
+    assert main([*args, "--focus", "ϑ2", "ϑ99"]) == 2
     err = capsys.readouterr().err
     assert "focus names ϑ99" in err and "36 parameters" in err and "Traceback" not in err
     assert not out.exists()
