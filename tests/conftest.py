@@ -44,6 +44,25 @@ def poise_in_fresh_process(*argv: str) -> None:
                    env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
 
 
+def simulated_recording(folder: Path, plan: Path, rate_hz: float) -> Path:
+    """`poise simulate trajectory PLAN` (MuJoCo's inverse dynamics on the twin's truth) into folder/recording.csv."""
+    from poise.cli import main
+
+    out = folder / "recording.csv"
+    assert main(["simulate", "trajectory", str(plan), "--out", str(out), "--rate-hz", f"{rate_hz:g}"]) == 0
+    return out
+
+
+def one_line_error(capsys, argv: list[str]) -> str:
+    """`poise ARGV` refused as a user error: exit 2, one `poise: error:` line, no traceback; that line."""
+    from poise.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("poise: error:") and "\n" not in err and "Traceback" not in err
+    return err
+
+
 def ramp_motion(qa: np.ndarray, qb: np.ndarray, duration: float, harmonics: int = 5):
     """A Fourier motion (`trajectories.fourier`, period 2·duration) from qa at rest to qb at rest in `duration` s,
     least-squares nearest a quintic ramp: a plan that ends elsewhere than it starts, at rest at both ends."""

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import UR5
+from conftest import UR5, simulated_recording
+from conftest import one_line_error as _err
 
 from formats.dynamic_recording import read_dynamic_recording, write_dynamic_recording
 from poise.cli import main
@@ -19,18 +20,9 @@ from robots.conditioning import kappa
 PLAN = Path(__file__).parent / "data" / "ur5_6s.json"
 
 
-def _err(capsys, argv: list[str]) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("poise: error:") and "\n" not in err and "Traceback" not in err
-    return err
-
-
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("arm") / "ur5.csv"
-    assert main(["simulate", "trajectory", str(PLAN), "--out", str(out), "--rate-hz", "200"]) == 0
-    return out
+    return simulated_recording(tmp_path_factory.mktemp("arm"), PLAN, 200.0)
 
 
 def test_kappa_of_fewer_rows_than_columns_is_infinite():

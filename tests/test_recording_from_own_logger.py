@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import simulated_recording
 
 from formats.dynamic_recording import in_joint_order, read_dynamic_recording
 from formats.errors import DataError
@@ -22,9 +23,7 @@ PLAN = Path(__file__).parent / "data" / "ur5_6s.json"
 @pytest.fixture(scope="module")
 def arm_csv(tmp_path_factory) -> Path:
     """The UR5's stored plan on the MuJoCo twin (`poise simulate trajectory`), 200 Hz: poise's own file."""
-    out = tmp_path_factory.mktemp("logger") / "ur5.csv"
-    assert main(["simulate", "trajectory", str(PLAN), "--out", str(out), "--rate-hz", "200"]) == 0
-    return out
+    return simulated_recording(tmp_path_factory.mktemp("logger"), PLAN, 200.0)
 
 
 def _split(path: Path) -> tuple[list[str], list[list[str]]]:

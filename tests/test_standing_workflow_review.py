@@ -10,7 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import UR5
+from conftest import UR5, simulated_recording
+from conftest import one_line_error as _err
 
 from drivers.run_files import stopped_status
 from poise.cli import main
@@ -19,19 +20,10 @@ DATA = Path(__file__).parent / "data"
 STANDING = DATA / "tulip_double_support_10s.json"
 
 
-def _err(capsys, argv: list[str]) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("poise: error:") and "\n" not in err and "Traceback" not in err
-    return err
-
-
 @pytest.fixture(scope="module")
 def standing(tmp_path_factory) -> Path:
     """The stored double-support plan simulated (`poise simulate trajectory`: MuJoCo's inverse dynamics)."""
-    out = tmp_path_factory.mktemp("standing") / "recording.csv"
-    assert main(["simulate", "trajectory", str(STANDING), "--out", str(out), "--rate-hz", "100"]) == 0
-    return out
+    return simulated_recording(tmp_path_factory.mktemp("standing"), STANDING, 100.0)
 
 
 def test_essential_below_every_parameter_is_refused_not_a_crash(standing, capsys):
