@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from design.criteria import design_matrix, kappa, n_identifiable
+from robots.conditioning import singular_spread
 from robots.tree import RobotModel
 
 
@@ -30,19 +31,12 @@ def greedy_augment(
     kappas: list[float] = []
     remaining = list(range(len(pool_q)))
     for _ in range(min(count, len(remaining))):
-        scores = [_score(np.vstack([rows, pool_rows[i]])) for i in remaining]
+        # κ; while rows are fewer than columns (κ infinite for every candidate), the rows' own spread, so the first
+        # postures added are the most independent (the same number once the stack is tall)
+        scores = [singular_spread(np.vstack([rows, pool_rows[i]])) for i in remaining]
         k = int(np.argmin(scores))
         i = remaining.pop(k)
         chosen.append(i)
         rows = np.vstack([rows, pool_rows[i]])
         kappas.append(float(kappa(rows)))  # the true κ (infinite while rows are fewer than columns)
     return GreedyResult(chosen, kappas)
-
-
-def _score(H: np.ndarray) -> float:
-    """κ; while there are fewer rows than columns (κ infinite for every candidate), the spread of the rows' own
-    singular values, so the first postures added are the most independent."""
-    if H.shape[0] >= H.shape[1]:
-        return kappa(H)
-    s = np.linalg.svd(H, compute_uv=False)
-    return float(s[0] / s[-1]) if s[-1] > 0 else float("inf")

@@ -49,15 +49,10 @@ CURRENT = "i:"  # column prefix: a joint's motor current, A
 CELL = "cell_kg:"  # column prefix: a load cell's reading, kg (`cell_kg:0` …), at `# cells_xy_m` in the base frame
 CELLS_XY = "cells_xy_m"  # metadata: each cell's x y (m) in the base frame, in the cells' plane
 TORQUE_CONSTANT = "torque_constant"  # metadata key prefix: `# torque_constant:JOINT: N·m/A`
-WRENCH_NEEDED = [
-    "fz_n",
-    "mx_nm",
-    "my_nm",
-]  # what boards measure (their cells' vertical loads); the rest read 0
-MOTIONS = (
-    "double-support",
-    "single-support",
-)  # `# motion:` of a standing recording (default: double support)
+# what boards measure (their cells' vertical loads); the other wrench columns read 0 when absent
+WRENCH_NEEDED = ("fz_n", "mx_nm", "my_nm")
+# `# motion:` of a standing recording (default: double support)
+MOTIONS = ("double-support", "single-support")
 # the header keys poise reads: a key a letter or two off one of them is refused as a typo (`read_commented`)
 KNOWN_KEYS = ("robot", "base", "angle_unit", "robot_source", "motion", "motion_band_hz", "moment_z_m", CELLS_XY,
               TORQUE_CONSTANT, "true_viscous_nm_s_rad", "true_coulomb_nm", "true_armature_kg_m2")  # fmt: skip
@@ -240,8 +235,6 @@ class DynamicRecordingAppender:
             raise DataError(
                 f"recording: {cells} cells beside a wrench need '{CELLS_XY}' with x y (m) of each"
             )
-        if tau and current:
-            raise DataError("recording: joint torques (tau:…) or motor currents (i:…), not both")
         _check_constants(torque_constant or {}, joint_names, TORQUE_CONSTANT)
         self.n, self.tau, self.wrench = len(joint_names), tau, wrench
         self.t_plan, self.current, self.cells = t_plan, current, cells

@@ -10,7 +10,7 @@ import numpy as np
 
 from formats.dynamic_recording import DynamicRecording, in_joint_order
 from formats.errors import DataError
-from robots.registry import get_model
+from robots.registry import get_model, source_beside
 from robots.tree import RobotModel
 
 # beyond a joint's limits by more than the larger of this and this share of its range, a recorded value is not the
@@ -44,11 +44,8 @@ def model_of_recording(rec: DynamicRecording, path: str | Path) -> RobotModel:
         except DataError as exc:
             raise DataError(f"{path}: {exc}; a recording of another robot names its description: "
                             "'# robot_source: PATH' (absolute, or beside the recording)") from None  # fmt: skip
-    where = Path(src)
-    if not where.is_absolute() and not where.exists() and (Path(path).parent / where).exists():
-        where = Path(path).parent / where
     try:
-        model = get_model(str(where))
+        model = get_model(source_beside(src, path))
     except DataError as exc:
         raise DataError(f"{path}: robot_source: {exc}") from None
     if not same_robot(model.name, rec.robot):

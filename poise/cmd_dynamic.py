@@ -361,9 +361,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             p["terms"] = {names[i]: float(K[a, i]) for i in np.flatnonzero(K[a])}
     if currents:
         out["efforts_from_currents"] = currents
-    out["rows"] = _row_labels(
-        model, quantity
-    )  # what sigma_nm, rmse_nm (and validation's lists) are of, in order
+    # what sigma_nm, rmse_nm (and validation's lists) are of, in order
+    out["rows"] = _row_labels(model, quantity)
     if too_large:
         out["efforts_beyond_limits"] = too_large
     if partial:
@@ -527,7 +526,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         "units: inertial base parameters in SI combinations (kg, kg·m, kg·m²); friction, rotor inertia and sole "
         "creep as labelled"
     )
-    rows = _row_labels(model, quantity)
+    rows = out["rows"]
     console.print(
         f"κ(regressor) = {fit.kappa:.1f} raw, {fit.kappa_scaled:.1f} column-scaled; residual σ: "
         + ", ".join(_with_unit(r, s) for r, s in zip(rows, fit.sigma, strict=True))
@@ -588,7 +587,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         )
         if quantity == "wrench":  # N and N·m pooled: Fz's weight would hide the moments' misses
             worst = int(np.argmax(v["relative_pct"]))
-            row = _row_labels(model, quantity)[worst].split()[0]
+            row = out["rows"][worst].split()[0]
             head = (f"RMS error up to {v['relative_pct'][worst]:.1f} % of a row's RMS ({row}; pooled over Fz, Mx, My "
                     f"{v['total_relative_pct']:.2f} %, mostly Fz's weight)")  # fmt: skip
         else:
@@ -597,9 +596,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             f"validation on {args.validate}{how}: {head}; per row (% of its RMS): "
             + ", ".join(
                 f"{_with_unit(label, x)} ({r:.1f} %)"
-                for label, x, r in zip(
-                    _row_labels(model, quantity), v["rmse_nm"], v["relative_pct"], strict=True
-                )
+                for label, x, r in zip(out["rows"], v["rmse_nm"], v["relative_pct"], strict=True)
             )
         )
     if args.plot:
@@ -821,13 +818,12 @@ def _gain_rel_se(meta: dict) -> tuple[np.ndarray | None, str | None, str | None]
     gains = meta.get("board_gains")
     try:
         key = json.dumps(gains["boards"], sort_keys=True)
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return None, None, None
+    try:
         weight = f"{float(gains['weight_kg']):g} kg ± {float(meta['board_gain_scale_se']):g}"
     except (TypeError, KeyError, ValueError, AttributeError):
         weight = None
-        try:
-            key = json.dumps(gains["boards"], sort_keys=True)
-        except (TypeError, KeyError, ValueError, AttributeError):
-            return None, None, None
     try:
         se = np.concatenate([np.asarray(v, dtype=float).reshape(4) for v in meta["board_gain_se"].values()])
     except (TypeError, KeyError, ValueError, AttributeError):

@@ -332,13 +332,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     ):
         raise DataError("--clamp-soles straps the physics twin's soles (--robot sim --physics mujoco); on a real "
                         "bench strap the feet by hand")  # fmt: skip
-    if getattr(args, "clamp_soles", False) and is_trajectory_plan(args.plan):
-        from formats.trajectory_plan import load_trajectory_plan
-
-        if load_trajectory_plan(args.plan).trajectory.get("kind") == "single-support":
-            raise DataError(
-                "--clamp-soles straps both soles to their boards; a single-support plan lifts one"
-            )
     if getattr(args, "twin_trace", False) and not (
         args.robot.startswith("sim") and args.physics == "mujoco" and is_trajectory_plan(args.plan)
     ):

@@ -134,6 +134,8 @@ def run_trajectory(
     model, sp, problems, stream = prepare(plan, config, start=start or "weight-shift")
     if start is not None and sp is not None and sp.single is None:
         raise DataError(f"--start says how a single-support plan starts; {plan_path} is not one")
+    if world_opts is not None and world_opts.clamp_soles and sp is not None and sp.single is not None:
+        raise DataError("--clamp-soles straps both soles to their boards; a single-support plan lifts one")
     start = start or "weight-shift"
     if problems:
         shown = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")

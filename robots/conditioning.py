@@ -17,7 +17,13 @@ def kappa(H: np.ndarray) -> float:
     H = np.asarray(H, dtype=float)
     if H.ndim == 2 and H.shape[0] < H.shape[1]:
         return float("inf")
-    s = np.linalg.svd(H, compute_uv=False)
+    return singular_spread(H)
+
+
+def singular_spread(H: np.ndarray) -> float:
+    """σ_max/σ_min over the smaller of H's dimensions (inf when the smallest is 0): κ for a tall H; for a wide one
+    how independent its rows are."""
+    s = np.linalg.svd(np.asarray(H, dtype=float), compute_uv=False)
     return float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
 
 

@@ -21,11 +21,11 @@ def per_model(fn: F) -> F:
         key = (fn.__module__, fn.__qualname__, args, tuple(sorted(kwargs.items())))
         memo = model.memo
         try:
-            hash(key)
+            return memo[key]
+        except KeyError:
+            memo[key] = value = fn(model, *args, **kwargs)
+            return value
         except TypeError:  # an argument by value (a parameter set read from a file): computed, not cached
             return fn(model, *args, **kwargs)
-        if key not in memo:
-            memo[key] = fn(model, *args, **kwargs)
-        return memo[key]
 
     return wrapper  # type: ignore[return-value]

@@ -32,6 +32,20 @@ def _bare_urdf(path: Path) -> RobotModel:
     return load_description(side) if side.is_file() else load_urdf(path)
 
 
+def source_beside(src: str, owner: str | Path | None) -> str:
+    """A robot description a file names (a plan's or a recording's `robot_source`): as given (absolute, or from where
+    poise runs), else beside that file (`owner`: its path)."""
+    path = Path(src)
+    if (
+        not path.is_absolute()
+        and not path.exists()
+        and owner is not None
+        and (Path(owner).parent / path).exists()
+    ):
+        return str(Path(owner).parent / path)
+    return src
+
+
 def get_model(name: str) -> RobotModel:
     """A built-in robot ('tulip', …), a robot description file (*.poise.toml) or a URDF file (*.urdf).
 

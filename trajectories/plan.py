@@ -11,7 +11,7 @@ import numpy as np
 
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan
-from robots.registry import BUILT_IN, get_model
+from robots.registry import BUILT_IN, get_model, source_beside
 from robots.tree import RobotModel
 from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior, friction_rows
 from trajectories.multistart import settings_dict
@@ -47,9 +47,8 @@ def make_plan(
         design={
             "criterion": settings.criterion,
             "scaling": settings.scaling,
-            "kappa": _finite(
-                result.kappa
-            ),  # None: infinite (a motion that leaves parameters to its prior runs)
+            # None: infinite (a motion that leaves parameters to its prior runs)
+            "kappa": _finite(result.kappa),
             "kappa_scaled": _finite(result.kappa_scaled),
             "logdet_scaled": _finite(result.logdet),
             "iterations": result.iterations,
@@ -80,10 +79,7 @@ def plan_model(plan: TrajectoryPlan) -> RobotModel:
     """The robot a plan was made for (its description file when not built in: as given, or beside the plan), checked
     against the plan's joints, base and parameter set; errors name the plan's file."""
     name = plan.source or "plan"
-    src = plan.robot_source
-    if src and not Path(src).is_absolute() and not Path(src).exists() and plan.source:
-        beside = Path(plan.source).parent / src
-        src = str(beside) if beside.exists() else src
+    src = source_beside(plan.robot_source, plan.source or None) if plan.robot_source else None
     try:
         model = get_model(src or plan.robot)
     except DataError as exc:

@@ -17,9 +17,8 @@ from trajectories.parametrisation import Trajectory
 from trajectories.retighten import SHARE_TOLERANCE
 
 DEFAULT_ACCELERATION = 20.0  # rad/s², where the robot description gives no acceleration limit
-REST_ACC_TOL = (
-    1e-4  # rad/s²: q̈ at a plan's ends (designs set it to 0 exactly; IPOPT's tolerance leaves ~1e-8)
-)
+# rad/s²: q̈ at a plan's ends (designs set it to 0 exactly; IPOPT's tolerance leaves ~1e-8)
+REST_ACC_TOL = 1e-4
 REST_TOL_RAD = (
     1e-5  # a design's start/end may leave its rest posture by IPOPT's constraint tolerance, not more
 )
