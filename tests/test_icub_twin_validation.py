@@ -23,6 +23,7 @@ pytestmark = pytest.mark.slow
 DATA = Path(__file__).parent / "data"
 
 LIMIT_PCT = 5.0  # issue 13: validation RMS error / RMS of the measured efforts, all joints together
+KAPPA_LIMIT = 100.0  # issue 13, column-scaled
 JOINT_LIMIT_PCT = 10.0  # no joint may hide behind the others' larger efforts
 DESIGN = ["--period", "10", "--harmonics", "5", "--samples", "40"]
 ESTIMATION = ["--duration", "60", "--max-iter", "100", "--seed", "1"]
@@ -71,6 +72,8 @@ def test_designs_are_verified_and_different(recordings):
         assert (s["duration"], s["max_iter"]) == (float(how[1]), int(how[3]))
         check = check_plan(plan, model, plan_trajectory(plan, model), plan.params, 0.01)
         assert check.ok, check.problems
+        # issue 13: κ of the base torque regressor ≤ 100, its columns scaled to unit norm
+        assert check.kappa_scaled <= KAPPA_LIMIT, check.kappa_scaled
     assert plans[0].trajectory["a"] != plans[1].trajectory["a"]
 
 

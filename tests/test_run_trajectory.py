@@ -320,3 +320,16 @@ def test_fixed_base_arm_streams_encoders_over_dynamixel(tmp_path):
     # as above: a loaded machine's late ticks widen the lag
     assert np.degrees(np.abs(q_meas - q_cmd)).max() < 1.5
     assert np.abs(plant.goal - q_cmd[-1]).max() < 1e-2  # the last goal the servos got is the trajectory's end
+    # every tick's goals in one SYNC WRITE (ROBOTIS Protocol 2.0, instruction 0x83, Goal Position 116) and its
+    # encoders with the currents in one (Fast) SYNC READ from Present Current (126) through Present Position (132);
+    # no goal servo by servo
+    from drivers.dxl_protocol import INST_FAST_SYNC_READ, INST_SYNC_READ, INST_SYNC_WRITE, INST_WRITE
+
+    assert (
+        INST_SYNC_WRITE == 0x83
+        and INST_SYNC_READ == 0x82
+        and INST_FAST_SYNC_READ == 0x8A
+        and INST_WRITE == 0x03
+    )
+    assert bus.served[INST_SYNC_WRITE, 116] >= meta["ticks_streamed"] and bus.served[INST_WRITE, 116] == 0
+    assert bus.served[INST_SYNC_READ, 126] + bus.served[INST_FAST_SYNC_READ, 126] >= meta["ticks_streamed"]

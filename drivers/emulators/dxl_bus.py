@@ -28,6 +28,7 @@ a SYNC WRITE of Goal PWM and the SYNC READ sent with it see the same physics tim
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -159,6 +160,8 @@ class DxlBusEmulator(PtyDevice):
         self.parser = D.Parser()
         self.drop_every = drop_every  # fault injection: ignore every n-th instruction packet
         self.packets = 0
+        # instructions served, by (instruction, start address; None for PING and others): what the host sent
+        self.served: Counter[tuple[int, int | None]] = Counter()
         self.errors: list[tuple[int, int]] = []  # (servo id, error) of every status packet with an error
         self.fail_writes: dict[tuple[int, int], int] = {}  # fault injection: (id, address) -> error number
         self._start("dxl-bus-emu")
@@ -380,6 +383,8 @@ class DxlBusEmulator(PtyDevice):
             self.packets += 1
             if self.drop_every and self.packets % self.drop_every == 0:
                 continue
+            with_addr = pkt.instruction != D.INST_PING and len(pkt.params) >= 2
+            self.served[pkt.instruction, pkt.params[0] | pkt.params[1] << 8 if with_addr else None] += 1
             replies = self._handle(pkt)
             if pkt.id == D.BROADCAST and pkt.instruction == D.INST_PING:
                 for rep in replies:  # each servo answers after its own delay, one after another
