@@ -31,6 +31,27 @@ def stopped_status(exc: BaseException) -> str:
     return f"stopped: {type(exc).__name__}" + (f": {said}" if said else "")
 
 
+def partial_status(meta: dict) -> str | None:
+    """How a run that did not stream its whole plan ended, from its run.json (`meta`); None when it did (or
+    when run.json does not say)."""
+    status, ticks, planned = meta.get("status"), meta.get("ticks_streamed"), meta.get("ticks_planned")
+    if not isinstance(status, str) or status == COMPLETED:
+        return None
+    said = status.rstrip().rstrip(":")
+    return said + (
+        f" after {ticks} of {planned} ticks" if isinstance(ticks, int) and isinstance(planned, int) else ""
+    )
+
+
+def partial_run(recording) -> str | None:
+    """`partial_status` of the run.json beside `recording`; None when there is none or it cannot be read."""
+    try:
+        meta = json.loads((pathlib.Path(recording).parent / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return partial_status(meta) if isinstance(meta, dict) else None
+
+
 def write_run_meta(path: pathlib.Path, meta: dict) -> None:
     """Replace run.json whole (formats.atomic: a reader or a kill never sees half a file)."""
     write_text_atomic(path, json.dumps(meta, indent=1, default=float), "run metadata")

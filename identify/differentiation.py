@@ -12,6 +12,7 @@ from formats.errors import DataError
 PAD_PERIODS = (
     2.0  # cut-off periods of odd extension at each end: the filter's start-up transient dies in them
 )
+DIFFERENTIATIONS = ("butterworth", "adaptive")  # low-pass then differences, or `identify.adaptive_window`
 
 
 def lowpass(x: np.ndarray, rate_hz: float, cutoff_hz: float, order: int = 4) -> np.ndarray:

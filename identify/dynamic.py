@@ -19,6 +19,7 @@ from scipy.ndimage import minimum_filter1d
 
 from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError, IdentifiabilityError
+from identify.adaptive_window import adaptive_states
 from identify.delay import (
     MAX_DELAY_S,
     ROUNDS,
@@ -31,7 +32,7 @@ from identify.delay import (
     samples_of,
     trimmed,
 )
-from identify.differentiation import derivatives, lowpass
+from identify.differentiation import DIFFERENTIATIONS, derivatives, lowpass
 from identify.recording_model import check_base, same_robot
 from identify.residual_covariance import banded_covariance
 from robots import dynamics as dyn
@@ -141,6 +142,15 @@ class DynamicFit:
     # rotor inertia modelled (`armature`): the joints whose rotor inertia is grouped into the base parameters, not
     # estimated apart (its column lies in their span), each with the estimates that hold it; None when not modelled
     armature_grouped: dict[str, list[str]] | None = None
+    measured_rms: np.ndarray | None = None  # per row, the fitted (filtered) measurements' own RMS
+
+    def unexplained_rows(self) -> list[int]:
+        """The rows the estimate misses by more than their own RMS (predicting 0 would fit them better): an
+        estimate the recording does not hold, whatever its SEs say (least squares cannot miss every row so; weak
+        instruments can)."""
+        if self.measured_rms is None:
+            return []
+        return [j for j, (r, m) in enumerate(zip(self.rmse, self.measured_rms, strict=True)) if r > m]
 
     def determined(self, pct: float = WELL_IDENTIFIED_PCT) -> tuple[list[str], list[str]]:
         """The estimated base inertial parameters this motion determines to `pct` % relative SE, and those it does
@@ -195,6 +205,8 @@ class DynamicFit:
             "delays_ms": [1000 * d for d in self.delays_s],
             "delay_estimated": self.delay_estimated,
         }
+        if self.measured_rms is not None:
+            out["measured_rms_nm"] = self.measured_rms.tolist()
         if self.armature_grouped is not None:
             out["armature_grouped"] = {j: list(into) for j, into in self.armature_grouped.items()}
         return out
@@ -219,6 +231,7 @@ class DynamicEstimator:
         drift: int = 0,
         delay: float | Sequence[float] | str | None = None,
         armature: bool = False,
+        differentiation: str = "butterworth",
     ):
         """`cutoff_hz`: the zero-phase filter's cut-off (default: the fitted recording's, `default_cutoff` —
         4× its declared motion band — as `identify dynamic` uses; `cutoff_` after fitting).
@@ -233,7 +246,13 @@ class DynamicEstimator:
         with the parameters (`identify.delay`; `fit_.delays_s`). `armature` (joint torques): each joint's rotor
         inertia reflected at it, Ia·q̈ on its own row (`Ia@JOINT`, kg·m², kg on a prismatic joint), estimated where
         its column is not in the base parameters' span; the others are grouped into them (`armature_grouping`,
-        named in `fit_.armature_grouped`)."""
+        named in `fit_.armature_grouped`). `differentiation`: the joint velocities and accelerations from the
+        angles low-passed at the cut-off ("butterworth") or by the iCub paper's adaptive windowing ("adaptive",
+        `identify.adaptive_window`: no fixed band); either way the regressor's rows then pass the cut-off's
+        zero-phase filter with the efforts."""
+        if differentiation not in DIFFERENTIATIONS:
+            raise DataError(f"differentiation must be one of {DIFFERENTIATIONS}, got {differentiation!r}")
+        self.differentiation = differentiation
         if quantity not in QUANTITIES:
             raise DataError(f"quantity must be one of {QUANTITIES}, got {quantity!r}")
         if armature and quantity != "torque":
@@ -316,7 +335,7 @@ class DynamicEstimator:
         then joint). `angles`: the regressor's rows from these joint angles (e.g. the planned ones, instruments)
         instead of the recorded ones, on the same rows."""
         self._check(rec)
-        q, qd, qdd = derivatives(rec.t, rec.q if angles is None else angles, self.cutoff_)
+        q, qd, qdd = self._states(rec.t, rec.q if angles is None else angles)
         # the recorded angles' velocities (`_kept_rows` derives them when other angles were given)
         measured_qd = qd if angles is None else None
         if self.quantity == "wrench":
@@ -365,6 +384,12 @@ class DynamicEstimator:
         sample = np.broadcast_to(np.arange(len(tau))[:, None], tau.shape)
         return A[keep], tau[keep], joint[keep], sample[keep]
 
+    def _states(self, t: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """q, q̇, q̈ for the regressor, by the configured `differentiation`."""
+        if self.differentiation == "adaptive":
+            return adaptive_states(t, q)
+        return derivatives(t, q, self.cutoff_)
+
     def _measured(self, rec: DynamicRecording) -> np.ndarray:
         """The recorded efforts the fit models: joint torques, or the boards' Fz, Mx, My (K, rows)."""
         if self.quantity == "wrench":
@@ -385,7 +410,7 @@ class DynamicEstimator:
         if not (self.friction and drop_reversals):
             return np.ones(shape, dtype=bool)
         if measured_qd is None:
-            measured_qd = derivatives(rec.t, rec.q, self.cutoff_)[1]
+            measured_qd = self._states(rec.t, rec.q)[1]
         window = int(np.ceil(rec.rate_hz / self.cutoff_))
         slow = minimum_filter1d(np.abs(measured_qd), 2 * window + 1, axis=0) < self.reversal_velocity
         return ~slow[sl]
@@ -596,6 +621,7 @@ class DynamicEstimator:
         raw = b - A @ x
         self._system_ = (A, Z, w[joint], b)  # the delay's profile (`_estimated_delays`) refits these rows
         sigma = np.array([raw[joint == j].std() for j in range(n)])
+        measured_rms = np.array([np.sqrt(np.mean(b[joint == j] ** 2)) for j in range(n)])
         rmse = np.array([np.sqrt(np.mean(raw[joint == j] ** 2)) for j in range(n)])
         placements = self._placement_misfits(
             recs, A[:, free], None if Z is None else Z[:, free], w[joint], se_f, [syms[i] for i in free]
@@ -628,6 +654,7 @@ class DynamicEstimator:
             delays_s=list(delays) if delays is not None else [],
             delay_estimated=isinstance(self.delay, str),
             armature_grouped=self._armature_grouped(syms) if self.armature else None,
+            measured_rms=measured_rms,
         )
         return self
 

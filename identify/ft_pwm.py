@@ -29,7 +29,7 @@ from scipy.ndimage import minimum_filter1d
 from formats.errors import DataError, IdentifiabilityError
 from formats.ft_pwm_recording import FtPwmRecording
 from identify.adaptive_window import adaptive_states
-from identify.differentiation import derivatives, lowpass
+from identify.differentiation import DIFFERENTIATIONS, derivatives, lowpass
 from identify.dynamic import SPECTRUM_SPLITS, top_pairs
 from identify.pls import PLSRegression, compress, cv_ols, cv_ridge, fold_factors, ridge
 from identify.residual_covariance import banded_covariance
@@ -267,8 +267,8 @@ class FtPwmEstimator:
         if iv_iterations < 1:
             raise DataError(f"iv_iterations must be ≥ 1, got {iv_iterations}")
         self.iv_iterations, self.compare = iv_iterations, compare
-        if differentiation not in ("butterworth", "adaptive"):
-            raise DataError(f"differentiation must be 'butterworth' or 'adaptive', got {differentiation!r}")
+        if differentiation not in DIFFERENTIATIONS:
+            raise DataError(f"differentiation must be one of {DIFFERENTIATIONS}, got {differentiation!r}")
         self.differentiation = differentiation
         self.pls_: PLSRegression | None = None
         self.layout_ = layout(model, self.groups)

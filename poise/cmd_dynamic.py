@@ -82,6 +82,13 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         help="zero-phase Butterworth cut-off (default: 4× the recording's motion_band_hz, 5 Hz if undeclared)",
     )
     d.add_argument(
+        "--differentiation",
+        choices=["butterworth", "adaptive"],
+        default="butterworth",
+        help="joint velocities/accelerations: the angles low-passed at the cut-off, or the iCub paper's adaptive "
+        "windowing (no fixed band); the regressor then passes the cut-off's filter either way",
+    )
+    d.add_argument(
         "--torque-constant", type=_torque_constant, metavar="K|JOINT=K,…",
         help="recordings of motor currents (i:JOINT columns, A): the N·m/A at each joint (motor torque constant × "
         "gear ratio × efficiency) that turns them into joint torques — one for every joint, or per joint; over "
@@ -310,6 +317,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         drift=args.drift,
         delay=args.delay,
         armature=args.armature,
+        differentiation=args.differentiation,
     )
     offsets = _tare_offsets(rep.groups, runs) if quantity == "wrench" else None
     gains = _gain_sources(rep.groups, runs, recs) if quantity == "wrench" else GainSources([], [], [])
@@ -347,6 +355,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     beyond = [s for s in poor if needed[s] > args.practical_s]
     out = fit.to_dict() | {
         "cutoff_hz": cutoff,
+        "differentiation": args.differentiation,
         "well_pct": args.well,
         "determined": good,
         "not_determined": poor,
@@ -363,6 +372,25 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         out["efforts_from_currents"] = currents
     # what sigma_nm, rmse_nm (and validation's lists) are of, in order
     out["rows"] = _row_labels(model, quantity)
+    missed = [(out["rows"][j], fit.rmse[j], fit.measured_rms[j]) for j in fit.unexplained_rows()]
+    if missed:  # before the table: its SEs and the 3-SE tally mean nothing here
+        out["unexplained_rows"] = [
+            {"row": lab, "rmse": float(r), "measured_rms": float(m)} for lab, r, m in missed
+        ]
+        err_console.print(
+            "[yellow]warning:[/yellow] the fit misses "
+            + ", ".join(
+                f"{_with_unit(lab, r)} rms (its own RMS: {m:.3g} {lab.rsplit(' ', 1)[1]})"
+                for lab, r, m in missed
+            )
+            + ": predicting 0 would fit better, so the estimates do not hold the recording whatever their SEs say"
+            + (
+                " (the planned angles instrument this motion too weakly: fit without --instruments)"
+                if fit.instruments
+                else ""
+            ),
+            highlight=False,
+        )
     if too_large:
         out["efforts_beyond_limits"] = too_large
     if partial:
@@ -427,7 +455,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
                 row += ["", ""]
         table.add_row(*row)
     console.print(table)
-    console.print(f"zero-phase Butterworth cut-off {cutoff:.3g} Hz; "
+    console.print(("q̇, q̈ by adaptive windowing, " if args.differentiation == "adaptive" else "")
+                  + f"zero-phase Butterworth cut-off {cutoff:.3g} Hz; "
                   + ("ordinary least squares (--ols)" if args.ols else "weighted least squares (1/σ per row group)"))  # fmt: skip
     if fit.top_correlations:
         console.print("most correlated: " + ", ".join(f"ρ({a},{b}) = {rho:+.4f}" for a, b, rho in fit.top_correlations[:3]),
@@ -775,7 +804,7 @@ def _run_of(recording: str) -> RunOf | Exception:
     import json
     from pathlib import Path
 
-    from drivers.run_files import COMPLETED
+    from drivers.run_files import partial_status
 
     try:
         meta = json.loads((Path(recording).parent / "run.json").read_text(encoding="utf-8"))
@@ -799,11 +828,7 @@ def _run_of(recording: str) -> RunOf | Exception:
     rel_se, key, weight = _gain_rel_se(meta)
     scale = meta.get("board_gain_scale_se")
     scale = float(scale) if isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0 else None
-    status, ticks, planned = meta.get("status"), meta.get("ticks_streamed"), meta.get("ticks_planned")
-    partial = None
-    if isinstance(status, str) and status != COMPLETED:
-        partial = status.rstrip().rstrip(":") + (f" after {ticks} of {planned} ticks" if isinstance(ticks, int) and
-                            isinstance(planned, int) else "")  # fmt: skip
+    partial = partial_status(meta)
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
                  sd, cov, rel_se, key, scale, weight if scale is not None else None, partial)  # fmt: skip
 

@@ -623,6 +623,7 @@ def _prior_experiments(paths: list[str], model) -> tuple[list, list[dict]]:
     import hashlib
     from pathlib import Path
 
+    from drivers.run_files import partial_run
     from formats.dynamic_recording import is_dynamic_recording, read_dynamic_recording
     from formats.trajectory_plan import is_trajectory_plan, load_trajectory_plan, plan_digest
     from identify.recording_model import checked_for_model
@@ -641,6 +642,11 @@ def _prior_experiments(paths: list[str], model) -> tuple[list, list[dict]]:
             experiments += motions
             digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()  # the file as recorded
             records.append({"recording": path, "sha256": digest, "cutoff_hz": cutoff})
+            partial = partial_run(path)
+            if partial:  # what was taken is what it holds, but its plan's forecast is not what it gives
+                records[-1]["partial_run"] = partial
+                err_console.print(f"[yellow]warning:[/yellow] --prior {escape(path)} is a partial run "
+                                  f"({escape(partial)}): taken as recorded", highlight=False)  # fmt: skip
         else:
             raise DataError(f"--prior {path}: neither a trajectory plan (JSON) nor a dynamic recording (CSV)")
     return experiments, records

@@ -4,6 +4,7 @@ differentiation, base parameters + friction by weighted LS, validation on anothe
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -135,6 +136,35 @@ def test_identification_recovers_truth_and_predicts_another_trajectory(setup):
     other = FourierTrajectory.from_coefficients(X, res.trajectory.period, res.trajectory.duration)
     pred, meas = est.predict(_record(model, other, truth, seed=2))
     assert validation_error(pred, meas)["total_relative_pct"] < 5.0
+
+
+def test_adaptive_window_differentiation_identifies_and_predicts_too(setup):
+    """The iCub paper's adaptive windowing for q̇, q̈ (`differentiation="adaptive"`) in place of the low-passed
+    angles: from exact angles, estimates within 3 SE of the truth and another trajectory predicted within 5 %; from
+    4096-tick encoders it predicts worse than the low-pass (measured: 22–29/36 within 3 SE, validation 2.4–5.3 %
+    against 36/36 and 0.8–1.1 %), which is why the low-pass is the default."""
+    model, res, truth = setup
+    X = res.trajectory.coefficients().copy()
+    X[1:] *= -0.7
+    other = FourierTrajectory.from_coefficients(X, res.trajectory.period, res.trajectory.duration)
+    exact = replace(IMPERFECT, ticks_per_rad=0.0)
+    rec = _record(model, res.trajectory, truth, seed=1, im=exact)
+    est = DynamicEstimator(model, res.base, differentiation="adaptive").fit(rec)
+    fit, nb = est.fit_, est.dynamic_base_.rank
+    z = (fit.values[:nb] - est.reference_values(truth)) / fit.se[:nb]
+    assert np.mean(np.abs(z) <= 3) >= 0.9, np.round(z, 1)
+    assert not np.allclose(fit.values, DynamicEstimator(model, res.base).fit(rec).fit_.values)  # another path
+    assert (
+        validation_error(*est.predict(_record(model, other, truth, seed=2, im=exact)))["total_relative_pct"]
+        < 5
+    )
+    coarse = replace(IMPERFECT, ticks_per_rad=4096 / (2 * np.pi))
+    rec, val = _record(model, res.trajectory, truth, 1, coarse), _record(model, other, truth, 2, coarse)
+    errors = [validation_error(*DynamicEstimator(model, res.base, differentiation=d).fit(rec).predict(val))
+              ["total_relative_pct"] for d in ("butterworth", "adaptive")]  # fmt: skip
+    assert errors[0] < errors[1], errors
+    with pytest.raises(DataError, match="differentiation must be one of"):
+        DynamicEstimator(model, differentiation="savgol")
 
 
 def test_a_short_recording_predicts_the_duration_its_motion_repeated_needs(setup):

@@ -125,6 +125,20 @@ def test_ols_and_wls_both_recover_the_truth_and_say_which_they_are(arm, capsys):
         assert all(p in text for p in shown[:3]) and shown[3] not in text
 
 
+def test_adaptive_window_differentiation_on_the_command_line(arm, capsys):
+    """`--differentiation adaptive`: q̇, q̈ by the iCub paper's adaptive windowing; the JSON and the report say so,
+    and the estimates (another path to them) still lie within 3 SE of the truth."""
+    _, _, truth_file, quiet, _ = arm
+    low = _identify(capsys, str(quiet), "--reference", str(truth_file))
+    out = _identify(capsys, str(quiet), "--reference", str(truth_file), "--differentiation", "adaptive")
+    assert (low["differentiation"], out["differentiation"]) == ("butterworth", "adaptive")
+    ref = out["reference"]
+    assert ref["within_3se"] >= 0.9 * ref["estimated"], ref["z"]
+    assert [p["value"] for p in out["parameters"]] != [p["value"] for p in low["parameters"]]
+    assert main(["identify", "dynamic", str(quiet), "--differentiation", "adaptive"]) == 0
+    assert "q̇, q̈ by adaptive windowing, zero-phase Butterworth cut-off" in capsys.readouterr().out
+
+
 def test_weighted_ls_follows_the_per_joint_noise(arm, mixed_fits):
     """Noise 100× larger on three joints than on the other three. Recomputed from the estimator's own rows
     (regressor and filtered efforts): OLS is lstsq(A, b); WLS weights each joint's rows by 1/(its OLS residual σ),

@@ -19,7 +19,7 @@ from formats.dynamic_recording import DynamicRecording, read_dynamic_recording, 
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan
 from poise.cli import main
-from poise.cmd_plan_trajectory import _recorded_motions
+from poise.cmd_plan_trajectory import _prior_experiments, _recorded_motions
 from robots.stance import PLACEMENT_TOL_M, other_pose
 from trajectories.closed_chain import ClosedChainTrajectory
 from trajectories.excitation import ExcitationSettings, Prior, criterion_value, optimise, with_prior
@@ -176,6 +176,26 @@ def test_cli_designs_after_a_recording_where_it_stood(recorded, tmp_path, capsys
     where = other_pose(tulip, q[len(q) // 2], "sim", "right")
     assert traj.chain.ground_pose() == pytest.approx(where, abs=1e-9)
     assert plan_recording(plan, traj).base == "right"
+
+
+def test_a_prior_recording_of_a_stopped_run_is_taken_with_a_warning(recorded, tmp_path, capsys):
+    """A recording whose run.json says the run stopped is what was taken (it is used as recorded) but not what its
+    plan promised: a warning, and the plan's prior record says so; a completed run's recording gets neither."""
+    tulip, _, _, path, _ = recorded
+    run = tmp_path / "run"
+    run.mkdir()
+    rec = str(run / "recording.csv")
+    Path(rec).write_bytes(Path(path).read_bytes())
+    meta = {"status": "stopped: KeyboardInterrupt", "ticks_streamed": 800, "ticks_planned": 1001}
+    (run / "run.json").write_text(json.dumps(meta))
+    _, records = _prior_experiments([rec], tulip)
+    assert records[0]["partial_run"] == "stopped: KeyboardInterrupt after 800 of 1001 ticks"
+    assert f"--prior {rec} is a partial run (stopped: KeyboardInterrupt after 800" in " ".join(
+        capsys.readouterr().err.split()
+    )
+    (run / "run.json").write_text(json.dumps(meta | {"status": "completed"}))
+    _, records = _prior_experiments([rec], tulip)
+    assert "partial_run" not in records[0] and "partial run" not in capsys.readouterr().err
 
 
 def _moved(recorded, dy: float) -> str:

@@ -111,3 +111,29 @@ def test_a_plan_records_its_design_stages_and_focus_takes_base_parameters_only(t
     err = _err(capsys, ["plan", "trajectory", "tulip", "--double-support", "--criterion", "logvar", "--focus",
                         "ϑ1", "ϑ1", "--out", str(tmp_path / "f.json")])  # fmt: skip
     assert "--focus names ϑ1 twice" in err
+
+
+def test_a_fit_that_misses_a_row_by_more_than_the_row_itself_is_warned(tmp_path, capsys):
+    """A barely moving single-support plan's full model fitted with the planned angles as instruments, encoders
+    quantised to 4096 ticks: the IV estimate misses Mx by more than Mx's own RMS (predicting 0 would do better) while
+    its SEs still put every parameter 'within 3 SE' — so it is said. Least squares on the same recording is not."""
+    plan = DATA / "tulip_single_support_6s.json"
+    rec, truth = tmp_path / "ss.csv", tmp_path / "truth.json"
+    assert main(["simulate", "trajectory", str(plan), "--out", str(rec), "--rate-hz", "100", "--truth-out",
+                 str(truth), "--encoder-ticks", "4096", "--force-noise", "0.3", "--moment-noise", "0.05",
+                 "--seed", "1"]) == 0  # fmt: skip
+    capsys.readouterr()
+    argv = ["identify", "dynamic", str(rec), "--reference", str(truth), "--json"]
+    assert main([*argv, "--instruments", str(plan)]) == 0
+    out = capsys.readouterr()
+    missed = json.loads(out.out)["unexplained_rows"]
+    assert [m["row"] for m in missed] == ["Mx N·m"] and missed[0]["rmse"] > 1.5 * missed[0]["measured_rms"]
+    err = " ".join(out.err.split())
+    assert (
+        "the fit misses Mx" in err
+        and "predicting 0 would fit better" in err
+        and "fit without --instruments" in err
+    )
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert "unexplained_rows" not in json.loads(out.out) and "the fit misses" not in out.err
