@@ -78,16 +78,25 @@ def run_start(spec: StartSpec, model: RobotModel | None = None) -> tuple[int, So
 
 
 SCHEDULER_TIMEOUT_S = 10  # connecting to --scheduler; an unreachable one fails after this long
+WORKERS_TIMEOUT_S = 30  # a scheduler without a worker: waited for this long (workers may be starting)
 
 
 def connect_scheduler(address: str):
-    """A Dask client of the scheduler at `address`; DeviceError (one line) if it cannot be reached in time."""
+    """A Dask client of the scheduler at `address` with a worker; DeviceError (one line) if it cannot be reached
+    in time, or has no worker after WORKERS_TIMEOUT_S (its starts would wait forever)."""
     from distributed import Client
 
     try:
-        return Client(address, timeout=SCHEDULER_TIMEOUT_S)
+        client = Client(address, timeout=SCHEDULER_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:
         raise DeviceError(f"cannot reach the Dask scheduler {address!r}: {exc}") from None
+    try:
+        client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
+    except (OSError, TimeoutError):
+        client.close()
+        raise DeviceError(f"the Dask scheduler {address!r} has no worker (waited {WORKERS_TIMEOUT_S} s): start "
+                          f"one with `dask worker {address}`") from None  # fmt: skip
+    return client
 
 
 def run_starts(

@@ -32,6 +32,7 @@ from formats.plan import _clean, _need, _num
 
 FORMAT = "poise.trajectory-plan"
 VERSION = 1
+MAX_RATE_HZ = 10_000.0  # the streaming rate a plan may ask for (`plan trajectory --rate-hz` takes up to it)
 
 
 @dataclass
@@ -97,8 +98,8 @@ def trajectory_plan_from_dict(doc: Any, source: str = "trajectory plan") -> Traj
     if not isinstance(traj, dict) or "kind" not in traj:
         raise DataError(f"{source}: trajectory must be an object with a 'kind'")
     rate = _num(doc.get("rate_hz", 100.0), f"{source}: rate_hz")
-    if rate <= 0:
-        raise DataError(f"{source}: rate_hz must be positive, got {rate}")
+    if not 0 < rate <= MAX_RATE_HZ:
+        raise DataError(f"{source}: rate_hz must lie in (0, {MAX_RATE_HZ:g}] Hz (a servo rate), got {rate:g}")
     for key in ("robot", "base"):
         if not isinstance(_need(doc, key, source), str):
             raise DataError(f"{source}: {key} must be a string")

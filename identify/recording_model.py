@@ -10,7 +10,7 @@ import numpy as np
 
 from formats.dynamic_recording import DynamicRecording, in_joint_order
 from formats.errors import DataError
-from robots.registry import get_model, source_beside
+from robots.registry import get_model, same_robot, source_beside
 from robots.tree import RobotModel
 
 # beyond a joint's limits by more than the larger of this and this share of its range, a recorded value is not the
@@ -21,17 +21,22 @@ EFFORT_LIMIT_FACTOR = 3.0  # recorded efforts this many times a joint's effort l
 
 
 def check_base(model: RobotModel, base: str, quantity: str) -> None:
-    """The recording's base names what its quantity is measured from: a link for joint efforts, a sole (a site
-    with a contact rectangle) for the boards' wrench."""
+    """The recording's base names what its quantity is measured from: for joint efforts a link fixed in the world
+    (the root, a link no joint moves it against, or a sole the robot stands on), for the boards' wrench a sole (a
+    site with a contact rectangle)."""
     if quantity == "wrench":
         model.base_site(base)
-    elif not model.has_link(base):
+        return
+    if not model.has_link(base):
         raise DataError(f"{model.name!r} has no link {base!r} for the base")
-
-
-def same_robot(a: str, b: str) -> bool:
-    """Robot names as recordings and plans write them (the registry reads them in any case)."""
-    return a.casefold() == b.casefold()
+    moved = [model.joints[j].name for j in model.joint_path(base) if model.joints[j].moves]
+    stands = {model.site(s).link for s in model.bases.values()} | {
+        s.link for s in model.sites if s.rect is not None
+    }
+    if moved and base not in stands:  # joint efforts are modelled from a base fixed in the world
+        raise DataError(f"base {base!r} is moved by {', '.join(moved)}: joint efforts are modelled from a base fixed "
+                        f"in the world: {model.name!r}'s root {model.root!r}, a link fixed to it, or a sole it "
+                        "stands on")  # fmt: skip
 
 
 def model_of_recording(rec: DynamicRecording, path: str | Path) -> RobotModel:

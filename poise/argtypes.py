@@ -359,5 +359,14 @@ class OneLineParser(argparse.ArgumentParser):
         import sys
 
         where = self.prog.removeprefix("poise").strip()
-        sys.stderr.write(f"poise: error: {where + ': ' if where else ''}{message} (see {self.prog} --help)\n")
-        raise SystemExit(2)
+        said = f"{where + ': ' if where else ''}{message} (see {self.prog} --help)"
+        sys.stderr.write(f"poise: error: {said}\n")
+        raise UsageError(said)
+
+
+class UsageError(SystemExit):
+    """A usage error already reported on stderr (exit 2); `said` is its line without `poise: error:`."""
+
+    def __init__(self, said: str):
+        super().__init__(2)
+        self.said = said

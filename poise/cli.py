@@ -12,7 +12,8 @@ import sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from formats.errors import PoiseError  # noqa: E402
-from poise.argtypes import OneLineParser, check_outputs  # noqa: E402
+from poise.argtypes import OneLineParser, UsageError, check_outputs  # noqa: E402
+from poise.output import json_written, print_json  # noqa: E402
 
 # Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`.
 COMMAND_MODULES = [
@@ -41,37 +42,44 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    json_written(reset=True)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help (0) or a usage error, already reported in one line (2)
+    except UsageError as exc:  # reported in one line; with --json also as JSON for a script
+        if "--json" in argv:
+            print_json({"ok": False, "error": exc.said})
+        return 2
+    except SystemExit as exc:  # --help (0)
         return int(exc.code or 0)
     try:
         check_outputs(args)
         return int(args.func(args) or 0)
     except PoiseError as exc:
-        print(f"poise: error: {exc}", file=sys.stderr)
-        return 2
+        return _failed(args, str(exc))
     except MemoryError:  # sizes from the input (durations, sample counts) too large for this machine
-        print(
-            "poise: error: not enough memory for this input (check durations, rates and sizes)",
-            file=sys.stderr,
-        )
-        return 2
+        return _failed(args, "not enough memory for this input (check durations, rates and sizes)")
     except KeyboardInterrupt:
         print("poise: interrupted", file=sys.stderr)
         return 130
     except EOFError:  # a prompt for the operator (place the robot, a weight) with stdin closed or at its end
-        print("poise: error: the operator's input ended (stdin closed) at a prompt; run it at a terminal, or "
-              "with --yes where the command has it", file=sys.stderr)  # fmt: skip
-        return 2
+        return _failed(args, "the operator's input ended (stdin closed) at a prompt; run it at a terminal, or with "
+                       "--yes where the command has it")  # fmt: skip
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        print(f"poise: error: {exc.strerror}: {exc.filename}", file=sys.stderr)
-        return 2
+        return _failed(args, f"{exc.strerror}: {exc.filename}")
     except OSError as exc:  # the environment, not a bug: a full disk, a vanished device, ...
         where = f": {exc.filename}" if exc.filename else ""
-        print(f"poise: error: {exc.strerror or exc}{where}", file=sys.stderr)
-        return 2
+        return _failed(args, f"{exc.strerror or exc}{where}")
+
+
+def _failed(args: argparse.Namespace, said: str) -> int:
+    """A user's or the environment's error: one `poise: error:` line on stderr (exit 2); with --json also
+    {"ok": false, "error": …} on stdout, unless the command wrote its own error object."""
+    print(f"poise: error: {said}", file=sys.stderr)
+    if getattr(args, "json", False) and not json_written():
+        print_json({"ok": False, "error": said})
+    return 2
 
 
 if __name__ == "__main__":

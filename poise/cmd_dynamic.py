@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -13,7 +12,7 @@ from rich.table import Table
 
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, err_console, print_json
+from poise.output import console, err_console, named_errors, print_json
 
 if TYPE_CHECKING:
     from formats.dynamic_recording import DynamicRecording
@@ -321,7 +320,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     )
     offsets = _tare_offsets(rep.groups, runs) if quantity == "wrench" else None
     gains = _gain_sources(rep.groups, runs, recs) if quantity == "wrench" else GainSources([], [], [])
-    with _named(args.recording[0] if len(args.recording) == 1 else None):  # several: the fit numbers them
+    with named_errors(
+        args.recording[0] if len(args.recording) == 1 else None
+    ):  # several: the fit numbers them
         est.fit(recs, instruments=planned, offsets=offsets, shared_offsets=gains.sources)
     fit, cutoff = est.fit_, est.cutoff_
     nb = est.dynamic_base_.rank
@@ -422,7 +423,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         out["scatter"] = scatter.to_dict(fit.symbols)
     pred = meas = None
     if vrec is not None:
-        with _named(f"--validate {args.validate}"):
+        with named_errors(f"--validate {args.validate}"):
             pred, meas = est.predict(vrec)
         out["validation"] = validation_error(pred, meas) | {"recording": args.validate, "rows": out["rows"]}
     if args.plot:
@@ -632,17 +633,6 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         console.print(f"wrote {args.plot}: predicted and measured efforts of {args.validate or args.recording[0]}",
                       highlight=False)  # fmt: skip
     return 0
-
-
-@contextmanager
-def _named(what: str | None):
-    """A DataError from the work inside names `what` (a recording's file) when it does not already."""
-    try:
-        yield
-    except DataError as exc:
-        if what is None or str(what) in str(exc):
-            raise
-        raise DataError(f"{what}: {exc}") from None
 
 
 def _with_unit(label: str, value: float) -> str:

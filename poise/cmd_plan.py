@@ -67,12 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="continuation of the κ surrogate’s sharpness p, increasing (default: 8,64 for free-com, 4,16,64 "
         "for centred-com)",
     )
-    d.add_argument(
+    where = d.add_mutually_exclusive_group()  # local worker processes, or a cluster's workers
+    where.add_argument(
         "--workers", type=at.count, default=None, help="worker processes (default: min(starts, CPUs))"
     )
     d.add_argument("--seed", type=at.seed, default=1)
     d.add_argument("--backend", choices=["casadi", "pyomo"], default="casadi")
-    d.add_argument(
+    where.add_argument(
         "--scheduler",
         type=at.scheduler_address,
         default=None,

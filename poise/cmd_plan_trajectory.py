@@ -11,8 +11,9 @@ from rich.markup import escape
 
 from formats.dynamic_recording import MIN_SAMPLES as MIN_RECORDED_SAMPLES
 from formats.errors import DataError
+from formats.trajectory_plan import MAX_RATE_HZ
 from poise import argtypes as at
-from poise.output import console, err_console, print_json, quantity_table, vanish_on_error
+from poise.output import console, err_console, named_errors, print_json, quantity_table, vanish_on_error
 
 if TYPE_CHECKING:  # the commands import what they run lazily (a fast CLI start)
     from drivers.config import RobotConfig
@@ -68,10 +69,11 @@ def register(s: argparse._SubParsersAction) -> None:
         "robot's; else they are not checked)",
     )  # fmt: skip
     t.add_argument("--starts", type=at.count, default=1, help="random starts")
-    t.add_argument(
+    where = t.add_mutually_exclusive_group()  # local worker processes, or a cluster's workers
+    where.add_argument(
         "--workers", type=at.count, default=None, help="worker processes (default: min(starts, CPUs))"
     )
-    t.add_argument(
+    where.add_argument(
         "--scheduler",
         type=at.scheduler_address,
         default=None,
@@ -251,7 +253,7 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=at.seed, default=1)
     p.add_argument(
         "--rate-hz",
-        type=at.number(0.0, 10_000.0, lo_open=True),
+        type=at.number(0.0, MAX_RATE_HZ, lo_open=True),
         default=100.0,
         help="streaming rate for the executor",
     )
@@ -355,7 +357,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
 
     from formats.trajectory_plan import save_trajectory_plan
     from robots.registry import get_model
-    from trajectories.multistart import design_starts
+    from trajectories.multistart import design_starts, ranked
     from trajectories.plan import make_plan
 
     model = get_model(args.robot)
@@ -389,25 +391,26 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     with vanish_on_error(progress):
         task = progress.add_task("starts", total=args.starts, best="")
 
-        def on_result(k, r):
-            progress.update(
-                task, advance=1, best=f"start {k}: κ scaled {r.kappa_scaled:.2f}, raw {r.kappa:.1f}"
-            )
-
-        prior = None
+        prior, done = None, []
         if experiments:
             from trajectories.plan import prior_experiments
 
             prior = prior_experiments(model, settings, experiments)
+
+        def on_result(k, r):  # the best so far, as the design ranks them (not the last to finish)
+            done.append(r)
+            b = ranked(done, settings, prior is not None)[0]
+            progress.update(
+                task, advance=1, best=f"best: seed {b.seed}, κ scaled {b.kappa_scaled:.2f}, raw {b.kappa:.1f}"
+            )
+
         results = design_starts(
             args.robot, settings, args.seed, args.starts, args.workers, on_result, prior, args.scheduler
         )
         # each start's run checked inside the bar: a refusal leaves its error the only line on stderr
         pick, shift = 0, None
         if args.single_support:
-            pick, shift = weight_shift_start(
-                args.robot, model, results, settings, args.seed, args.rate_hz, cfg
-            )
+            pick, shift = weight_shift_start(args.robot, model, results, settings, args.rate_hz, cfg)
             if pick is None:
                 msg = _refused_message(shift, args.out)
                 if args.json:
@@ -425,7 +428,9 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
             if args.json:
                 print_json({"robot": model.name, "out": None, "ok": False, "error": msg, "unexcited": un})
             raise DataError(msg)
-    plan = make_plan(args.robot, model, best, settings, args.seed, args.rate_hz)
+    # the winning start's own seed: `--seed S --starts 1` designs this plan again
+    plan = make_plan(args.robot, model, best, settings, best.seed, args.rate_hz)
+    plan.design["starts"] = {"count": args.starts, "first_seed": args.seed}
     if priors:  # what it was designed to complete
         plan.design["prior"] = priors
     save_trajectory_plan(plan, args.out)
@@ -440,6 +445,8 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         "friction_columns": settings.friction,
         "iterations": best.iterations,
         "solver_status": best.status,
+        "seed": best.seed,
+        "starts": args.starts,
         "seconds_per_start": [r.seconds for r in results],
         "seconds": time.perf_counter() - t0,
         "verification": best.verification,
@@ -525,7 +532,6 @@ def weight_shift_start(
     model: RobotModel,
     results: list[ExcitationResult],
     settings: ExcitationSettings,
-    seed: int,
     rate_hz: float,
     config: RobotConfig | None,
 ) -> tuple[int | None, dict]:
@@ -547,7 +553,7 @@ def weight_shift_start(
     for k, r in enumerate(results):
         if not r.verification.get("ok"):  # the verified starts come first
             break
-        plan = make_plan(robot, model, r, settings, seed, rate_hz)  # as the file `plan check` reads
+        plan = make_plan(robot, model, r, settings, r.seed, rate_hz)  # as the file `plan check` reads
         tr = plan_transitions(
             model, config, plan, plan_trajectory(plan, model), plan.params or next(iter(model.params))
         )
@@ -775,7 +781,8 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     # a fixed-base or double-support plan with --config: the run's own pre-flight of its setpoints (a single-support
     # plan's configuration plans its weight shifts, whose ticks `plan_transitions` checks)
     run_cfg = _robot_config(model, config) if config is not None and cfg is None else None
-    check = check_plan(plan, model, traj, ps, 0.001)
+    with named_errors(path):  # e.g. a closed chain that does not close at some sample
+        check = check_plan(plan, model, traj, ps, 0.001)
     tr = None if cfg is None else plan_transitions(model, cfg, plan, traj, ps)
     problems = check.problems + ([] if tr is None else tr.problems)
     run_problems: list[str] = []
@@ -865,16 +872,22 @@ def cmd_show_trajectory(path: str, out: str) -> int:
     """`plan show` for a trajectory plan: joint positions and velocities against their limits, with the torques
     (arms) or the ZMP path inside the support polygon (standing robots)."""
     from formats.trajectory_plan import load_trajectory_plan
-    from trajectories.plan import STANDING, plan_model, plan_trajectory
+    from trajectories.plan import STANDING, check_plan, plan_model, plan_trajectory
     from trajectories.plot import plot_trajectory
 
     plan = load_trajectory_plan(path)
     model = plan_model(plan)
     margin = float(plan.settings.get("zmp_margin", 0.0)) if plan.settings.get("motion") in STANDING else 0.0
-    plot_trajectory(
-        model, plan_trajectory(plan, model), plan.base, plan.params or next(iter(model.params)), out, margin
-    )
+    traj, ps = plan_trajectory(plan, model), plan.params or next(iter(model.params))
+    acc = float(plan.settings.get("acceleration_default", 20.0))
+    with named_errors(path):  # e.g. a closed chain that does not close at some sample
+        plot_trajectory(model, traj, plan.base, ps, out, margin, acc)
+        check = check_plan(plan, model, traj, ps)  # `plan check`'s own: a figure never hides a failing plan
     console.print(f"wrote {out}")
+    if not check.ok:
+        err_console.print(f"[yellow]warning:[/yellow] `plan check {escape(path)}` fails it ({len(check.problems)} "
+                          f"problem(s): {escape('; '.join(check.problems[:3]))}{'; …' if len(check.problems) > 3 else ''}"
+                          "): drawn as it is", highlight=False)  # fmt: skip
     return 0
 
 

@@ -371,6 +371,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return cmd_run_trajectory(args)
     if not is_posture_plan(args.plan):
+        if _is_doggy_plan(args.plan):
+            raise DataError(f"{args.plan}: a Doggy PWM excitation plan, which your driver streams (poise has no "
+                            f"Doggy link); `poise solve doggy --simulate S --plan {args.plan}` runs it on the "
+                            "simulator")  # fmt: skip
         raise DataError(f"{args.plan}: not a plan poise runs (the JSON of a posture, trajectory or PWM plan)")
     if args.boards is None:
         raise DataError(
@@ -466,3 +470,16 @@ def execution_table(completed) -> Table:
                   "—" if m is None else f"{m:.1f}", " / ".join(f"{k:.1f}" for k in x.get("board_kg", [])),
                   *((_kinds(x.get("twin_events")),) if twin else ()))  # fmt: skip
     return t
+
+
+def _is_doggy_plan(path: str) -> bool:
+    """Whether `path` holds a Doggy excitation plan (`formats.doggy_plan`'s format tag)."""
+    import json
+
+    from formats.doggy_plan import FORMAT
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == FORMAT

@@ -12,6 +12,8 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
+from formats.errors import DataError
+
 # Pipes and CI logs get wide tables instead of folded 80-column ones.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, highlight=False)
@@ -42,8 +44,20 @@ def dumps(obj: Any) -> str:
     return json.dumps(_finite(obj), indent=2, default=_default, allow_nan=False)
 
 
+_json_written = [False]  # whether this command wrote its JSON (an error object of its own included)
+
+
 def print_json(obj: Any) -> None:
     sys.stdout.write(dumps(obj) + "\n")
+    _json_written[0] = True
+
+
+def json_written(reset: bool = False) -> bool:
+    """Whether `print_json` wrote since the last reset (`reset`: start a command afresh)."""
+    was = _json_written[0]
+    if reset:
+        _json_written[0] = False
+    return was
 
 
 def mm(x: float, digits: int = 3) -> str:
@@ -78,3 +92,14 @@ def quantity_table(title: str, rows: list[tuple[str, str, str]], first: str = "q
     for row in rows:
         t.add_row(*row)
     return t
+
+
+@contextmanager
+def named_errors(what: str | None) -> Iterator[None]:
+    """A DataError from the work inside names `what` (the file it is about) when it does not already."""
+    try:
+        yield
+    except DataError as exc:
+        if what is None or str(what) in str(exc):
+            raise
+        raise DataError(f"{what}: {exc}") from None

@@ -62,3 +62,8 @@ def get_model(name: str) -> RobotModel:
     raise DataError(
         f"unknown robot {name!r} (built in: {', '.join(sorted(BUILT_IN))}; or a .urdf / {SUFFIX} file)"
     )
+
+
+def same_robot(a: str, b: str) -> bool:
+    """Robot names as recordings and plans write them (the registry reads them in any case)."""
+    return a.casefold() == b.casefold()

@@ -101,6 +101,8 @@ def test_the_joint_order_is_the_robots_and_a_foreign_joint_is_named(arm_csv):
         (lambda h, r: (h, r[:5] + [[r[3][0]] + r[5][1:]] + r[6:]), r"line \d+: t_s \S+ does not follow \S+ \(time stamps must"),
         (lambda h, r: (h, [r[0] + ["temp_c:elbow_joint"]] + [row + ["35"] for row in r[1:]]),
          r"unknown columns \['temp_c:elbow_joint'\]"),
+        (lambda h, r: ([line.replace("# base: world", "# base: upper_arm_link") for line in h], r),
+         r"base 'upper_arm_link' is moved by shoulder_pan_joint, shoulder_lift_joint: .* root 'world'"),
     ],
 )  # fmt: skip
 def test_what_would_be_fitted_wrongly_is_refused_in_one_line(arm_csv, tmp_path, capsys, edit, message):

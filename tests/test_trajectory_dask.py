@@ -25,3 +25,23 @@ def test_starts_on_a_dask_cluster_match_local_ones():
     assert same[0].trajectory.coefficients() == pytest.approx(
         local[0].trajectory.coefficients(), rel=1e-9, abs=1e-12
     )
+
+
+def test_a_scheduler_without_workers_is_refused_not_waited_on(monkeypatch, capsys):
+    """A live scheduler with no worker would hold the starts forever: after WORKERS_TIMEOUT_S, one line naming
+    the scheduler and how to start a worker. --workers (local processes) and --scheduler are one or the other."""
+    distributed = pytest.importorskip("distributed")
+    import design.multistart
+    from conftest import one_line_error
+
+    monkeypatch.setattr(design.multistart, "WORKERS_TIMEOUT_S", 1)
+    argv = ["plan", "trajectory", "icub-right-arm", "--period", "5", "--duration", "5", "--harmonics", "2",
+            "--samples", "16", "--max-iter", "15", "--no-self-collision", "--out", "never.json"]  # fmt: skip
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cl:
+        err = one_line_error(capsys, [*argv, "--scheduler", cl.scheduler_address])
+    assert (
+        f"the Dask scheduler {cl.scheduler_address!r} has no worker (waited 1 s)" in err
+        and "dask worker" in err
+    )
+    err = one_line_error(capsys, [*argv, "--scheduler", "tcp://127.0.0.1:8786", "--workers", "2"])
+    assert "not allowed with argument" in err

@@ -109,14 +109,14 @@ def arm_plan(tmp_path_factory) -> Path:
 def test_arm_plan_figure_draws_the_plans_positions_velocities_and_torques(
     arm_plan, tmp_path, monkeypatch, capsys
 ):
-    """Three panels over the plan's 10 s: positions as (q − mid-range)/half-range, velocities over their limits,
-    torques (MuJoCo's inverse dynamics with the plan's parameters) over the effort limits; dashed lines at ±1 are
-    the limits; one legend entry per joint."""
+    """Four panels over the plan's 10 s: positions as (q − mid-range)/half-range, velocities and accelerations
+    over their limits, torques (MuJoCo's inverse dynamics with the plan's parameters) over the effort limits; dashed
+    lines at ±1 are the limits; one legend entry per joint, giving those limits in their units."""
     model = get_model(str(UR5))
     doc = json.loads(arm_plan.read_text())
     fig = _show(arm_plan, tmp_path / "arm.png", monkeypatch, capsys)
     assert fig._suptitle.get_text() == "ur5: excitation trajectory (10 s)"
-    pos, vel, torque = fig.axes
+    pos, vel, acc, torque = fig.axes
     n = model.nq
     t, yq = _curves(pos, n)
     assert t[0] == 0.0 and t[-1] == 10.0 and np.allclose(np.diff(t), 0.01)  # the whole plan, every 10 ms
@@ -127,17 +127,24 @@ def test_arm_plan_figure_draws_the_plans_positions_velocities_and_torques(
     assert np.allclose(yq, (q - mid) / half, atol=1e-12)
     assert np.allclose(_curves(vel, n)[0], t) and np.allclose(_curves(torque, n)[0], t)
     assert np.allclose(_curves(vel, n)[1], qd / model.velocity_limit, atol=1e-12)
+    assert np.allclose(_curves(acc, n)[1], qdd / 20.0, atol=1e-12)  # the UR5 gives none: the design's default
     tau = arm_efforts(model, "urdf", q, qd, qdd)[1]
     assert np.allclose(_curves(torque, n)[1], tau / model.effort_limit, atol=1e-9)
-    for ax in (pos, vel, torque):
+    for ax in (pos, vel, acc, torque):
         assert _limit_lines(ax, n) == [-1.0, 1.0]
     # the ±1 lines are the limits: mid-range ± half-range
     assert np.allclose(mid - half, model.lower) and np.allclose(mid + half, model.upper)
     assert np.abs(yq).max() < 1 and np.abs(_curves(vel, n)[1]).max() < 1  # the motion stays inside them
-    assert [text.get_text() for text in pos.get_legend().get_texts()] == list(model.joint_names)
+    legend = [text.get_text() for text in pos.get_legend().get_texts()]
+    assert [entry.split(":")[0] for entry in legend] == list(model.joint_names)
+    assert legend[2] == (
+        f"elbow_joint: {model.lower[2]:.3g}…{model.upper[2]:.3g} rad, {model.velocity_limit[2]:.3g} rad/s, "
+        f"20 rad/s², {model.effort_limit[2]:.3g} N·m"
+    )
     assert [ax.get_ylabel() for ax in fig.axes] == [
         "position (0 = mid-range, ±1 = limits)",
         "velocity / limit",
+        "acceleration / limit",
         "torque / effort limit",
     ]
 
@@ -171,7 +178,7 @@ def test_double_support_plan_figure_draws_joints_zmp_and_support_polygon(tmp_pat
     for ax in (pos, vel):
         assert _limit_lines(ax, n) == [-1.0, 1.0]
     assert np.abs(yq).max() < 1 and np.abs(_curves(vel, n)[1]).max() < 1
-    assert [text.get_text() for text in pos.get_legend().get_texts()] == list(model.joint_names)
+    assert [text.get_text().split(":")[0] for text in pos.get_legend().get_texts()] == list(model.joint_names)
     # twelve joints, no two curves alike (the colour cycle has ten)
     assert len({(line.get_color(), line.get_linestyle()) for line in pos.get_lines()[:n]}) == n == 12
 
@@ -186,7 +193,8 @@ def test_double_support_plan_figure_draws_joints_zmp_and_support_polygon(tmp_pat
         return 1000 * c[:, :2]
 
     feet = [rect(base_site, np.eye(3), np.zeros(3)), rect(other_site, Rt, pt)]
-    *outlines, margin_line, zmp_line = ground.get_lines()
+    *outlines, margin_line, zmp_line, start = ground.get_lines()
+    assert np.allclose(start.get_xydata(), zmp_line.get_xydata()[:1])  # the path's start marked
     assert len(outlines) == 2 and zmp_line.get_label() == "ZMP (guessed parameters)"
     for line, corners in zip(outlines, feet, strict=True):
         assert np.allclose(line.get_xydata(), np.vstack([corners, corners[:1]]), atol=1e-6)

@@ -43,8 +43,16 @@ def design_starts(
         results.append(r)
         if on_result:
             on_result(k, r)
+    return ranked(results, settings, prior is not None)
+
+
+def ranked(
+    results: list[ExcitationResult], settings: ExcitationSettings, with_prior: bool
+) -> list[ExcitationResult]:
+    """Starts' results best first: the verified ones first, each group by the criterion's true value (κ scaled
+    as the design scales, κ with the prior's rows, or the D-/variance objective)."""
     key = (lambda r: r.kappa_scaled) if settings.scaling == "columns" else (lambda r: r.kappa)
-    if prior is not None:
+    if with_prior:
         key = lambda r: r.kappa_with_prior_scaled  # noqa: E731
     if settings.criterion in ("logdet", "logvar"):
         key = lambda r: r.objective  # noqa: E731

@@ -11,7 +11,7 @@ import numpy as np
 
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan
-from robots.registry import BUILT_IN, get_model, source_beside
+from robots.registry import BUILT_IN, get_model, same_robot, source_beside
 from robots.tree import RobotModel
 from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior, friction_rows
 from trajectories.multistart import settings_dict
@@ -85,6 +85,9 @@ def plan_model(plan: TrajectoryPlan) -> RobotModel:
     except DataError as exc:
         hint = "" if src else "; a plan for a robot that is not built in names its description (robot_source)"
         raise DataError(f"{name}: {exc}{hint}") from None
+    if src and not same_robot(model.name, plan.robot):
+        raise DataError(f"{name}: robot {plan.robot!r}, but its robot_source {plan.robot_source} describes "
+                        f"{model.name!r}")  # fmt: skip
     if list(model.joint_names) != list(plan.joint_names):
         raise DataError(
             f"{name}: plan joints {plan.joint_names} do not match robot {model.name!r} ({model.joint_names})"

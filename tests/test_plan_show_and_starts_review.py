@@ -1,0 +1,94 @@
+"""What a user's review of `plan show`, multi-start designs and Doggy plans found, mended: a figure drawn without
+a word for a plan `plan check` fails; a plan naming one robot and describing another; a plan's absurd rate; a Doggy
+plan given to `poise run` called "not a plan". (Multi-start seeds: test_trajectory_multistart; a scheduler without
+workers: test_trajectory_dask.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from conftest import one_line_error
+
+from poise.cli import main
+
+DATA = Path(__file__).parent / "data"
+UR5_PLAN = DATA / "ur5_6s.json"
+
+
+def _edited(tmp_path: Path, source: Path, edit) -> Path:
+    doc = json.loads(source.read_text())
+    edit(doc)
+    out = tmp_path / f"edited_{source.name}"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_plan_show_warns_when_plan_check_fails_the_plan(tmp_path, capsys):
+    def faster(doc):  # 3× the coefficients: a wider, faster motion (its links meet)
+        traj = doc["trajectory"]
+        traj["a"] = (3 * np.asarray(traj["a"])).tolist()
+        traj["b"] = (3 * np.asarray(traj["b"])).tolist()
+
+    bad = _edited(tmp_path, UR5_PLAN, faster)
+    assert main(["plan", "check", str(bad)]) == 1
+    capsys.readouterr()
+    assert main(["plan", "show", str(bad), "--out", str(tmp_path / "bad.png")]) == 0
+    out = capsys.readouterr()
+    assert (tmp_path / "bad.png").exists() and "wrote" in out.out
+    err = "".join(out.err.split())  # a long path wraps anywhere
+    assert f"warning:`plancheck{bad}`failsit(" in err and "drawnasitis" in err
+    assert main(["plan", "show", str(UR5_PLAN), "--out", str(tmp_path / "good.png")]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_plan_naming_one_robot_and_describing_another_is_refused(tmp_path, capsys):
+    other = _edited(tmp_path, UR5_PLAN, lambda doc: doc.update(robot="tulip"))
+    for argv in (
+        ["plan", "show", str(other), "--out", str(tmp_path / "x.png")],
+        ["plan", "check", str(other)],
+    ):
+        err = one_line_error(capsys, argv)
+        assert "robot 'tulip', but its robot_source" in err and "describes 'ur5'" in err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_a_plans_rate_beyond_any_servo_is_refused(tmp_path, capsys):
+    fast = _edited(tmp_path, UR5_PLAN, lambda doc: doc.update(rate_hz=1e9))
+    err = one_line_error(capsys, ["plan", "check", str(fast)])
+    assert "rate_hz must lie in (0, 10000] Hz" in err
+
+
+def test_a_doggy_plan_given_to_run_is_named_as_such(tmp_path, capsys):
+    plan = tmp_path / "doggy.json"
+    plan.write_text(json.dumps({"format": "poise.doggy-excitation", "version": 1, "kp": 3.0, "rate": 1000.0,
+                                "segments": [{"kind": "zero", "duration": 1.0}]}))  # fmt: skip
+    err = one_line_error(capsys, ["run", str(plan), "--robot", "sim", "--out", str(tmp_path / "run")])
+    assert "a Doggy PWM excitation plan, which your driver streams" in err and "solve doggy --simulate" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_json_errors_are_one_json_object_on_stdout(tmp_path, capsys):
+    """With --json a script reads the error too: the stderr line's text as {"ok": false, "error": …}, for a usage
+    error, a refused input and a missing file; without --json stdout stays empty."""
+    cases = [
+        ["plan", "check", "--json"],  # the plan missing: a usage error
+        ["plan", "check", str(_edited(tmp_path, UR5_PLAN, lambda d: d.update(rate_hz=-1))), "--json"],
+        ["plan", "check", str(tmp_path / "none.json"), "--json"],
+    ]
+    for argv in cases:
+        assert main(argv) == 2
+        out = capsys.readouterr()
+        doc = json.loads(out.out)
+        assert doc["ok"] is False and out.err.strip() == f"poise: error: {doc['error']}"
+        assert main(argv[:-1]) == 2
+        assert capsys.readouterr().out == ""
+
+
+def test_a_plan_whose_chain_does_not_close_is_named_by_show(tmp_path, capsys):
+    far = _edited(tmp_path, DATA / "tulip_double_support_10s.json",
+                  lambda d: d["trajectory"]["chain"].update(target_p=[0.0, 2.0, 0.0]))  # fmt: skip
+    err = one_line_error(capsys, ["plan", "show", str(far), "--out", str(tmp_path / "far.png")])
+    assert err.startswith(f"poise: error: {far}: ") and not (tmp_path / "far.png").exists()
+    assert main(["plan", "check", str(far)]) == 1  # there a failed check among the others
