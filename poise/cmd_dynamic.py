@@ -426,6 +426,11 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         with named_errors(f"--validate {args.validate}"):
             pred, meas = est.predict(vrec)
         out["validation"] = validation_error(pred, meas) | {"recording": args.validate, "rows": out["rows"]}
+        vrun = _run_of(args.validate)  # what its run.json says of how it went: the prediction misses that too
+        if not isinstance(vrun, Exception):
+            said = [{"sole": r["sole"], "rocked_share": r["rocked_share"]} for r in _rocked([vrun])]
+            out["validation"] |= {"soles_rocked": said} if said else {}
+            out["validation"] |= {"partial_run": vrun.partial} if vrun.partial else {}
     if args.plot:
         shown = rec if pred is None else vrec
         if pred is None:
@@ -629,6 +634,13 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
                 for label, x, r in zip(out["rows"], v["rmse_nm"], v["relative_pct"], strict=True)
             )
         )
+        for r in v.get("soles_rocked", []):
+            console.print(f"[yellow]validation recording: {r['sole']} on three corners for "
+                          f"{100 * r['rocked_share']:.0f} % of its ticks (run.json): the fixed-feet model's "
+                          "prediction misses that rocking[/yellow]")  # fmt: skip
+        if "partial_run" in v:
+            console.print(f"[yellow]validation recording: a partial run ({escape(v['partial_run'])}): its motion is "
+                          "not its plan's[/yellow]")  # fmt: skip
     if args.plot:
         console.print(f"wrote {args.plot}: predicted and measured efforts of {args.validate or args.recording[0]}",
                       highlight=False)  # fmt: skip

@@ -137,3 +137,23 @@ def test_a_fit_that_misses_a_row_by_more_than_the_row_itself_is_warned(tmp_path,
     assert main(argv) == 0
     out = capsys.readouterr()
     assert "unexplained_rows" not in json.loads(out.out) and "the fit misses" not in out.err
+
+
+def test_a_validation_recordings_rocking_and_stop_are_reported(standing, tmp_path, capsys):
+    """What the validation recording's run.json says of its run — a sole on three corners for 40 % of the ticks, a
+    stop after 500 of 1001 ticks — is said beside its prediction error (JSON `validation`), as for a fitted one."""
+    run = tmp_path / "val"
+    run.mkdir()
+    shutil.copy(standing, run / "recording.csv")
+    meta = {"plan": str(STANDING), "plan_sha256": "0" * 64, "status": "stopped: KeyboardInterrupt",
+            "ticks_streamed": 500, "ticks_planned": 1001, "soles": {"sole_l": {"rocked_share": 0.4}}}  # fmt: skip
+    (run / "run.json").write_text(json.dumps(meta))
+    argv = ["identify", "dynamic", str(standing), "--simplified", "--validate", str(run / "recording.csv")]
+    assert main([*argv, "--json"]) == 0
+    v = json.loads(capsys.readouterr().out)["validation"]
+    assert v["soles_rocked"] == [{"sole": "sole_l", "rocked_share": 0.4}]
+    assert v["partial_run"] == "stopped: KeyboardInterrupt after 500 of 1001 ticks"
+    assert main(argv) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "validation recording: sole_l on three corners for 40 % of its ticks" in text
+    assert "validation recording: a partial run (stopped: KeyboardInterrupt after 500 of 1001 ticks)" in text
