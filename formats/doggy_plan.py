@@ -31,6 +31,9 @@ from formats.errors import DataError
 FORMAT = "poise.doggy-excitation"
 VERSION = 1
 KINDS = ("zero", "goto", "chirp")
+# Experiment length (s) `poise plan doggy --duration` and `poise solve doggy --simulate` accept: at least a second
+# (the zero window and a few set-points), at most an hour (3.6 million samples at 1 kHz, 12 states each).
+DURATION_S = (1.0, 3600.0)
 
 
 @dataclass(frozen=True)
@@ -96,8 +99,32 @@ def _vec3(x: Any, where: str) -> tuple[float, float, float]:
     return tuple(_num(v, f"{where}[{i}]") for i, v in enumerate(x))  # type: ignore[return-value]
 
 
-def plan_from_dict(doc: Any, source: str = "Doggy plan") -> ExcitationPlan:
-    """Validate and read a plan document (files written before the format tag are read too)."""
+def _target(x: Any, where: str, limits: tuple[float, ...]) -> tuple[float, float, float]:
+    """A set-point (rad) within ±limits per joint: a target in degrees or a typo would drive Doggy into its stops."""
+    target = _vec3(x, where)
+    for j, (v, lim) in enumerate(zip(target, limits, strict=True)):
+        if abs(v) > lim + 1e-12:
+            shown = ", ".join(f"{r:g}" for r in limits)
+            raise DataError(
+                f"{where}[{j}]: {v:g} rad outside joint {j + 1}'s set-point range ±{lim:g} rad (Doggy's "
+                f"description: [experiment] setpoint_range = [{shown}] rad; targets are in rad)"
+            )
+    return target
+
+
+def _setpoint_range() -> tuple[float, ...]:
+    """The set-point range (rad per joint) of Doggy's description (robots/data/doggy), loaded on first use."""
+    from robots import doggy
+
+    return tuple(doggy.robot().setpoint_range)
+
+
+def plan_from_dict(
+    doc: Any, source: str = "Doggy plan", setpoint_range: tuple[float, ...] | None = None
+) -> ExcitationPlan:
+    """Validate and read a plan document (files written before the format tag are read too); targets must lie
+    within `setpoint_range` (rad per joint; default: Doggy's description's)."""
+    limits = _setpoint_range() if setpoint_range is None else tuple(setpoint_range)
     if not isinstance(doc, dict):
         raise DataError(f"{source}: expected a JSON object")
     if "format" in doc and doc["format"] != FORMAT:
@@ -122,7 +149,7 @@ def plan_from_dict(doc: Any, source: str = "Doggy plan") -> ExcitationPlan:
             segs.append(Segment("zero", dur))
             continue
         u_max = _num(s.get("u_max"), f"{w}.u_max", 0.0, 1.0)
-        target = _vec3(s.get("target"), f"{w}.target")
+        target = _target(s.get("target"), f"{w}.target", limits)
         if kind == "goto":
             segs.append(Segment("goto", dur, u_max, target))
             continue
@@ -136,10 +163,13 @@ def plan_from_dict(doc: Any, source: str = "Doggy plan") -> ExcitationPlan:
 
 
 def save_doggy_plan(plan: ExcitationPlan, path: str | pathlib.Path) -> None:
+    """Write the plan after reading it back as `load_doggy_plan` would: what this writes, the reader accepts."""
+    plan_from_dict(plan.to_dict(), "the plan to write")
     write_text_atomic(pathlib.Path(path), plan.to_json() + "\n")
 
 
 def load_doggy_plan(path: str | pathlib.Path) -> ExcitationPlan:
+    """Read and validate a plan file; DataError (one line, naming the field) for anything a driver must not run."""
     p = pathlib.Path(path)
     try:
         text = p.read_text(encoding="utf-8")

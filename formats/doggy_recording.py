@@ -116,6 +116,67 @@ def write_csv(rec: DoggyRecording, path: str | pathlib.Path) -> None:
     write_text_atomic(path, buf.getvalue(), "recording")
 
 
+def _not_a_csv(text: str, path: pathlib.Path) -> None:
+    """DataError for JSON given as a recording (a plan file is the likely mix-up: say where it goes)."""
+    if not text.lstrip().startswith(("{", "[")):
+        return
+    import json
+
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return
+    if isinstance(doc, dict) and (doc.get("format") == "poise.doggy-excitation" or "segments" in doc):
+        raise DataError(
+            f"{path}: looks like a Doggy excitation plan (JSON), not a recording CSV; give it as --plan "
+            "(with --simulate)"
+        )
+    raise DataError(f"{path}: is JSON, not a Doggy recording CSV")
+
+
+def _check_header(header: list[str], path: pathlib.Path) -> None:
+    """DataError naming the missing columns (once), or saying the header row is not a Doggy one at all."""
+    missing = [c for c in COLUMNS if c not in header]
+    if not missing:
+        return
+    if len(missing) == len(COLUMNS):
+        shown = ",".join(header[:4]) + (",…" if len(header) > 4 else "")
+        raise DataError(f"{path}: header row {shown!r} has none of the columns {','.join(COLUMNS)}")
+    raise DataError(f"{path}: missing column(s) {', '.join(missing)} (need {', '.join(COLUMNS)})")
+
+
+def _bad_row(lines: list[str], first: int, header: list[str], path: pathlib.Path) -> DataError:
+    """The first data line (1-based file line number) with the wrong field count or a field that is no number."""
+    for k in range(first, len(lines)):
+        line = lines[k].split("#", 1)[0]
+        if not line.strip():
+            continue
+        fields = line.split(",")
+        if len(fields) != len(header):
+            n = len(fields)
+            return DataError(f"{path}: line {k + 1} has {n} column{'s' * (n != 1)}, the header {len(header)}")
+        for name, field in zip(header, fields, strict=True):
+            try:
+                float(field)
+            except ValueError:
+                return DataError(f"{path}: line {k + 1}, column {name}: {field.strip()!r} is not a number")
+    return DataError(f"{path}: unreadable numbers")
+
+
+def _load_body(lines: list[str], first: int, header: list[str], path: pathlib.Path) -> np.ndarray:
+    """The data rows below the header as an (N, columns) array; DataError naming the first bad line."""
+    body = "\n".join(lines[first:])
+    if not body.strip():
+        return np.zeros((0, len(header)))
+    try:
+        data = np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2)
+    except ValueError:
+        raise _bad_row(lines, first, header, path) from None
+    if data.shape[1] != len(header):
+        raise DataError(f"{path}: the rows have {data.shape[1]} columns, the header {len(header)}")
+    return data
+
+
 def read_csv(path: str | pathlib.Path) -> DoggyRecording:
     """Read and validate a recording; missing columns, bad numbers or bad time stamps raise DataError."""
     path = pathlib.Path(path)
@@ -123,6 +184,7 @@ def read_csv(path: str | pathlib.Path) -> DoggyRecording:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise DataError(f"{path}: not a text file (expected a Doggy recording CSV)") from None
+    _not_a_csv(text, path)
     lines = text.splitlines()
     meta: dict[str, str] = {}
     i = 0
@@ -134,20 +196,8 @@ def read_csv(path: str | pathlib.Path) -> DoggyRecording:
     if i >= len(lines):
         raise DataError(f"{path}: no header row")
     header = [h.strip() for h in lines[i].split(",")]
-    missing = [c for c in COLUMNS if c not in header]
-    if missing:
-        raise DataError(f"{path}: missing column(s) {', '.join(missing)} (need {', '.join(COLUMNS)})")
-    body = "\n".join(lines[i + 1 :])
-    try:
-        data = (
-            np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2)
-            if body.strip()
-            else np.zeros((0, len(header)))
-        )
-    except ValueError as exc:
-        raise DataError(f"{path}: unreadable number ({exc})") from None
-    if data.shape[1] != len(header):
-        raise DataError(f"{path}: rows have {data.shape[1]} fields, header has {len(header)}")
+    _check_header(header, path)
+    data = _load_body(lines, i + 1, header, path)
     col = {h: data[:, j] for j, h in enumerate(header)}
     try:
         theta0 = np.array([float(v) for v in meta.get("theta0", "0 0 0").split()], float)

@@ -185,9 +185,16 @@ def calibrate(
     res = slom.solve(pr, solver or slom.Options(), callback)
     if res.rank is not None and res.rank.deficient and not allow_unobservable:
         names = sorted({k for d in res.rank.null_directions for k in d})
+        fix = "a zero-command window (bias block)" if opts.bias_block else "the bias block (it is dropped)"
+        diverged = (
+            ""
+            if res.converged
+            else f" — but the solver did not converge ({res.reason}): check the recording's units (angles in "
+            "rad, gyros in rad/s) first"
+        )
         raise IdentifiabilityError(
             f"{res.rank.size - res.rank.rank} parameter direction(s) unobservable from this data, involving "
-            f"{', '.join(names)}; add a zero-command window (bias block) or more excitation"
+            f"{', '.join(names)}; add {fix} or more excitation{diverged}"
         )
     v = res.values
     est = DoggyParams.from_vectors(
@@ -202,7 +209,8 @@ def rotation_error_deg(R_est: np.ndarray, R_true: np.ndarray) -> float:
 
 
 def parameter_rows(cal: Calibration, truth: DoggyParams | None = None) -> list[dict]:
-    """Table-1-style rows: name, unit, initial, estimate, 1σ, truth, error in σ (rotations as angles)."""
+    """Table-1-style rows: name, unit, initial, estimate, 1σ, truth, error in σ; SI (gyro biases in rad/s)
+    except the rotations, given as their angle from the nominal in degrees."""
     f = _facts()
     rows = []
     units = dict(zip(f.PHYS_NAMES, f.ROBOT.phys_units, strict=True))
@@ -222,13 +230,13 @@ def parameter_rows(cal: Calibration, truth: DoggyParams | None = None) -> list[d
             lab = f"{key}_{c}"
             row = {
                 "name": lab,
-                "unit": "deg/s",
-                "initial": float(np.degrees(getattr(cal.start, key)[j])),
-                "estimate": float(np.degrees(getattr(cal.estimate, key)[j])),
-                "sigma": float(np.degrees(cal.sigma.get(lab, float("nan")))),
+                "unit": "rad/s",
+                "initial": float(getattr(cal.start, key)[j]),
+                "estimate": float(getattr(cal.estimate, key)[j]),
+                "sigma": float(cal.sigma.get(lab, float("nan"))),
             }
             if truth is not None:
-                row["truth"] = float(np.degrees(getattr(truth, key)[j]))
+                row["truth"] = float(getattr(truth, key)[j])
             rows.append(row)
     for key, attr, nominal in (
         ("R1", "R_imu1", f.ROBOT.R_imu1_nominal),

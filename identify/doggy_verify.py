@@ -16,7 +16,7 @@ from formats.doggy_recording import DoggyRecording
 from robots import doggy
 from robots.doggy import DoggyParams
 
-SIGNALS = {"theta": "rad", "theta_dot": "rad/s", "gyro1": "rad/s", "gyro2": "rad/s"}
+SIGNALS = {"theta": "rad", "theta_dot": "rad/s", "gyro1": "rad/s", "gyro2": "rad/s"}  # the RMSE's units
 
 
 @dataclass
@@ -89,6 +89,16 @@ def verify(
     return Verification(rec.t, meas, pred, rmse)
 
 
+def figure_windows(t: np.ndarray) -> int:
+    """How many figures `plot` draws for a recording's time stamps: one per 10 s, 1 to 5."""
+    return max(1, min(5, int((t[-1] - t[0]) // 10)))
+
+
+def figure_paths(out_dir: str | pathlib.Path, windows: int) -> list[pathlib.Path]:
+    """The files `plot` writes into out_dir for `windows` time windows (checked for overwriting before the work)."""
+    return [pathlib.Path(out_dir) / f"doggy_verification_{w + 1}.png" for w in range(windows)]
+
+
 def plot(ver: Verification, out_dir: str | pathlib.Path, windows: int = 1) -> list[pathlib.Path]:
     """Figures like Figs 5–8: θ, θ̇, ω2, ω1 measured (solid) vs predicted (dashed); one PNG per time window."""
     import matplotlib
@@ -98,7 +108,7 @@ def plot(ver: Verification, out_dir: str | pathlib.Path, windows: int = 1) -> li
 
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
+    paths = figure_paths(out, windows)
     edges = np.linspace(0, len(ver.t), windows + 1).astype(int)
     rows = [
         ("theta", "θ / deg"),
@@ -120,10 +130,8 @@ def plot(ver: Verification, out_dir: str | pathlib.Path, windows: int = 1) -> li
             "measured (solid) vs open-loop prediction (dashed); red/green/blue = axis 1/2/3 or x/y/z"
         )
         fig.tight_layout()
-        p = out / f"doggy_verification_{w + 1}.png"
         try:
-            write_atomic(p, partial(fig.savefig, dpi=110), "figure")
+            write_atomic(paths[w], partial(fig.savefig, dpi=110), "figure")
         finally:
             plt.close(fig)
-        paths.append(p)
     return paths

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from formats.doggy_plan import DURATION_S
+from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, print_json
 
@@ -12,20 +14,46 @@ def register(s: argparse._SubParsersAction) -> None:
     d = s.add_parser(
         "doggy", help="Doggy's PWM excitation plan for the SLOM calibration (spec doggy-slom.md §5)"
     )
-    d.add_argument("--duration", type=at.positive, default=60.0, help="experiment length (s, default 60)")
+    lo, hi = DURATION_S
+    d.add_argument(
+        "--duration",
+        type=at.number(lo, hi, lo_open=True),
+        default=60.0,
+        help=f"experiment length (s, > {lo:g} and ≤ {hi:g} as `solve doggy --simulate`; default 60)",
+    )
     d.add_argument("--seed", type=at.seed, default=0, help="seed of the random set-points")
-    d.add_argument("--zero-s", type=at.nonnegative, default=1.0, help="zero-command (bias) window (s)")
+    d.add_argument(
+        "--zero-s",
+        type=at.positive,
+        default=None,
+        help="zero-command (bias) window (s, > 0 and ≤ 0.2 × --duration; default 1 s or 0.2 × --duration)",
+    )
     d.add_argument("--out", type=at.out_file, required=True, help="plan file to write (JSON)")
     d.add_argument("--json", action="store_true", help="print a machine-readable summary")
     at.add_force(d)
     d.set_defaults(func=cmd_plan_doggy)
 
 
+def _zero_window(duration: float, zero_s: float | None) -> float:
+    """The bias window: --zero-s within its share of --duration (refused, not clipped, beyond it)."""
+    from trajectories.doggy_excitation import ZERO_FRACTION, default_zero_time
+
+    if zero_s is None:
+        return default_zero_time(duration)
+    bound = ZERO_FRACTION * duration
+    if zero_s > bound + 1e-12:
+        raise DataError(
+            f"--zero-s {zero_s:g}: at most {ZERO_FRACTION:g} × --duration = {bound:g} s "
+            "(the slow and fast stages need the rest); lengthen --duration or shorten --zero-s"
+        )
+    return zero_s
+
+
 def cmd_plan_doggy(args: argparse.Namespace) -> int:
     from formats.doggy_plan import save_doggy_plan
     from trajectories.doggy_excitation import make_plan
 
-    plan = make_plan(args.duration, args.seed, args.zero_s)
+    plan = make_plan(args.duration, args.seed, _zero_window(args.duration, args.zero_s))
     save_doggy_plan(plan, args.out)
     kinds = [s.kind for s in plan.segments]
     summary = {

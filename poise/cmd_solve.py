@@ -6,14 +6,22 @@ import argparse
 import math
 import time
 
+from rich.markup import escape
 from rich.table import Table
 
 from formats.atomic import write_text_atomic
-from formats.doggy_plan import load_doggy_plan
+from formats.doggy_plan import DURATION_S, load_doggy_plan
 from formats.doggy_recording import read_csv, write_csv
 from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, dumps, err_console, print_json
+
+# Whitened χ²/dof of a block beyond which the model misses the data far beyond its noise: a good fit is ≈ 1 (a
+# simulated 20 s run: measurement 0.65, bias 0.99, dynamics 0.026, initial 0.0014); encoder angles logged in
+# degrees gave 5e4. 100 leaves two orders of magnitude of room for real data's unmodelled effects.
+CHI2_WARN = 100.0
+DEG_PER_RAD = 180.0 / math.pi
+HELP_SECTION = "README, 'Doggy calibration' → 'Recording format (CSV)'"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,20 +30,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.required = True
     d = s.add_parser("doggy", help="calibrate the Doggy flexible-joint model from encoders and gyros")
     src = d.add_mutually_exclusive_group(required=True)
-    src.add_argument("--data", metavar="REC", help="recording CSV (see docs/doggy.md)")
+    src.add_argument("--data", metavar="REC", help=f"recording CSV (see the {HELP_SECTION})")
+    lo, hi = DURATION_S
     src.add_argument(
         "--simulate",
         metavar="SECONDS",
-        type=at.number(1.0, 3600.0, lo_open=True),
+        type=at.number(lo, hi, lo_open=True),
         help="simulate the experiment from Table 1",
     )
-    d.add_argument("--seed", type=at.seed, default=0, help="simulation seed")
+    d.add_argument("--seed", type=at.seed, default=None, help="with --simulate: simulation seed (default 0)")
     d.add_argument(
         "--plan", type=at.text_file, help="with --simulate: run this excitation plan (poise plan doggy)"
     )
     d.add_argument("--out", type=at.out_file, required=True, help="result JSON path")
     at.add_force(d)
-    d.add_argument("--plot", metavar="DIR", type=at.out_dir, help="write verification figures (PNG) here")
+    d.add_argument(
+        "--plot",
+        metavar="DIR",
+        type=at.out_dir,
+        help="write verification figures (PNG) here (existing ones only with --force)",
+    )
     d.add_argument(
         "--save-recording",
         metavar="CSV",
@@ -55,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument(
         "--no-bias-block",
         action="store_true",
-        help="drop F_bias (with --paper-gyro2 the horizontal gyro-1 bias is then unobservable)",
+        help="drop F_bias (not with --paper-gyro2: the horizontal gyro-1 bias is then unobservable)",
     )
     d.add_argument("--json", action="store_true", help="print the result JSON to stdout instead of tables")
     d.set_defaults(func=cmd_doggy)
@@ -76,37 +90,59 @@ def _fmt(v, digits=4) -> str:
     return "—" if v is None or not math.isfinite(v) else f"{v:.{digits}g}"
 
 
-def cmd_doggy(args: argparse.Namespace) -> int:
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse option combinations that would be ignored or cannot determine the parameters, before any work."""
+    if args.data:
+        for opt, value, why in (
+            ("--save-recording", args.save_recording, "writes a simulated recording"),
+            ("--plan", args.plan, "is the plan a simulation runs"),
+            ("--seed", args.seed, "seeds the simulation"),
+        ):
+            if value is not None:
+                raise DataError(f"{opt} {why}: not with --data")
+    if args.paper_gyro2 and args.no_bias_block:
+        raise DataError(
+            "--no-bias-block conflicts with --paper-gyro2: with eq 26 as printed only the bias block determines "
+            "the horizontal gyro-1 bias (bias1); drop --no-bias-block"
+        )
+
+
+def _simulated(args: argparse.Namespace):
+    """The simulated recording (--simulate, optionally --plan), its true parameters and a source label."""
+    from identify.doggy_sim import SimConfig, simulate
+
+    seed = 0 if args.seed is None else args.seed
+    if args.plan:
+        plan = load_doggy_plan(args.plan)
+        if abs(plan.duration - args.simulate) > 1e-9:
+            raise DataError(f"--plan lasts {plan.duration:g} s, --simulate asks for {args.simulate:g} s")
+    else:
+        from trajectories.doggy_excitation import make_plan
+
+        plan = make_plan(args.simulate, seed)
+    sim = simulate(SimConfig(duration=args.simulate, seed=seed, rate=plan.rate), plan)
+    if args.save_recording:
+        write_csv(sim.recording, args.save_recording)
+    return sim.recording, sim.params, f"simulated {args.simulate:g} s, seed {seed}"
+
+
+def _check_figures(args: argparse.Namespace, windows: int) -> None:
+    """--plot DIR's figure files that exist need --force, as every output file does (checked before solving)."""
+    from identify.doggy_verify import figure_paths
+
+    if not args.plot or args.force:
+        return
+    existing = [p for p in figure_paths(args.plot, windows) if p.exists()]
+    if existing:
+        raise DataError(f"--plot {args.plot}: {existing[0]} exists (use --force to overwrite it)")
+
+
+def _calibrate(rec, opts, solver, quiet: bool):
+    """Run the calibration with a live status line on stderr (none with --json)."""
     from identify import doggy as dg
     from identify import slom
-    from identify.doggy_verify import plot, verify
 
-    truth = None
-    if args.data:
-        rec = read_csv(args.data)
-        source = str(args.data)
-    else:
-        if args.plan:
-            plan = load_doggy_plan(args.plan)
-            if abs(plan.duration - args.simulate) > 1e-9:
-                raise DataError(f"--plan lasts {plan.duration:g} s, --simulate asks for {args.simulate:g} s")
-        else:
-            from trajectories.doggy_excitation import make_plan
-
-            plan = make_plan(args.simulate, args.seed)
-        from identify.doggy_sim import SimConfig, simulate
-
-        sim = simulate(SimConfig(duration=args.simulate, seed=args.seed, rate=plan.rate), plan)
-        rec, truth = sim.recording, sim.params
-        source = f"simulated {args.simulate:g} s, seed {args.seed}"
-        if args.save_recording:
-            write_csv(rec, args.save_recording)
-    opts = dg.ModelOptions(
-        friction_on=args.friction_on, debias_gyro1=not args.paper_gyro2, bias_block=not args.no_bias_block
-    )
-    solver = slom.Options(method=args.method, max_iter=args.max_iter)
     t0 = time.perf_counter()
-    quiet = args.json
     status = (
         None if quiet else err_console.status(f"solving {rec.n} samples, {4 * dg.NJ * rec.n + 24} unknowns …")
     )
@@ -121,14 +157,42 @@ def cmd_doggy(args: argparse.Namespace) -> int:
     if status is not None:
         status.start()
     try:
-        cal = dg.calibrate(rec, dg.ROBOT.sets["initial"], opts, solver, progress)
+        return dg.calibrate(rec, dg.ROBOT.sets["initial"], opts, solver, progress)
     finally:
         if status is not None:
             status.stop()
-    ver = verify(rec, cal.estimate, cal.states[0], opts.friction_on, opts.debias_gyro1)
-    rows = dg.parameter_rows(cal, truth)
+
+
+def fit_warnings(report: dict) -> list[str]:
+    """What a user must not miss in a finished fit: the solver stopped early, or a block's whitened χ²/dof is
+    far above 1 (the model misses the data far beyond its noise, e.g. angles logged in degrees)."""
+    notes = []
+    if not report["converged"]:
+        notes.append(
+            f"the solver stopped without converging ({report['reason']}) after {report['iterations']} "
+            "iteration(s): the estimates are no fit; more --max-iter, or check the data"
+        )
+    high = [
+        f"{b['name']} {b['chi2_per_dof']:.3g}"
+        for b in report["residuals"]
+        if b.get("chi2_per_dof") is not None and b["chi2_per_dof"] > CHI2_WARN
+    ]
+    if high:
+        notes.append(
+            f"the model misses the data far beyond its noise (whitened χ²/dof {', '.join(high)}; a fit gives "
+            f"≈ 1, warned above {CHI2_WARN:g}): check the recording's units (angles in rad, gyros in rad/s) "
+            "and columns"
+        )
+    return notes
+
+
+def _report(args, rec, cal, ver, rows, source: str, opts, wall_s: float) -> dict:
+    """The result document (`--out`, `--json`): SI units, verification RMSE with its units."""
+    from identify import doggy as dg
+    from identify.doggy_verify import SIGNALS
+
     res = cal.result
-    report = {
+    return {
         "source": source,
         "samples": rec.n,
         "unknowns": 4 * dg.NJ * rec.n + 24,
@@ -144,25 +208,63 @@ def cmd_doggy(args: argparse.Namespace) -> int:
         "iterations": res.iterations,
         "initial_cost": res.initial_cost,
         "cost": res.cost,
-        "wall_s": time.perf_counter() - t0,
+        "wall_s": wall_s,
         "parameters": rows,
         "rotations": {"R_imu1": cal.estimate.R_imu1.tolist(), "R_imu2": cal.estimate.R_imu2.tolist()},
         "rank": {"rank": res.rank.rank, "size": res.rank.size, "null_directions": res.rank.null_directions},
         "residuals": [vars(s) for s in res.stats],
         "verification_rmse": ver.rmse,
+        "verification_rmse_units": dict(SIGNALS),
         "iteration_log": [vars(e) for e in res.log],
     }
+
+
+def cmd_doggy(args: argparse.Namespace) -> int:
+    from identify import doggy as dg
+    from identify import slom
+    from identify.doggy_verify import figure_windows, plot, verify
+
+    _check_options(args)
+    truth = None
+    if args.data:
+        rec, source = read_csv(args.data), str(args.data)
+    else:
+        rec, truth, source = _simulated(args)
+    windows = figure_windows(rec.t)
+    _check_figures(args, windows)
+    opts = dg.ModelOptions(
+        friction_on=args.friction_on, debias_gyro1=not args.paper_gyro2, bias_block=not args.no_bias_block
+    )
+    t0 = time.perf_counter()
+    cal = _calibrate(rec, opts, slom.Options(method=args.method, max_iter=args.max_iter), args.json)
+    ver = verify(rec, cal.estimate, cal.states[0], opts.friction_on, opts.debias_gyro1)
+    rows = dg.parameter_rows(cal, truth)
+    report = _report(args, rec, cal, ver, rows, source, opts, time.perf_counter() - t0)
     if args.plot:
-        report["figures"] = [
-            str(p) for p in plot(ver, args.plot, windows=max(1, min(5, int(rec.t[-1] // 10))))
-        ]
+        report["figures"] = [str(p) for p in plot(ver, args.plot, windows=windows)]
     report = _clean(report)
+    report["warnings"] = fit_warnings(report)
     write_text_atomic(args.out, dumps(report) + "\n", "result")
     if args.json:
         print_json(report)
-        return 0
-    _print_tables(report, truth is not None)
+    else:
+        _print_tables(report, truth is not None)
+    for note in report["warnings"]:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
+    if not report["converged"]:
+        err_console.print(f"{escape(str(args.out))} is written, but holds no converged fit", soft_wrap=True)
+        return 1
     return 0
+
+
+def _shown_row(r: dict) -> dict:
+    """A parameter row as the table shows it: gyro biases (rad/s in the result) in deg/s, as Table 1 prints."""
+    if r["unit"] != "rad/s":
+        return r
+    scaled = {k: (None if r.get(k) is None else r[k] * DEG_PER_RAD) for k in ("initial", "estimate", "sigma")}
+    if "truth" in r:
+        scaled["truth"] = None if r["truth"] is None else r["truth"] * DEG_PER_RAD
+    return r | scaled | {"unit": "deg/s"}
 
 
 def _print_tables(rep: dict, simulated: bool) -> None:
@@ -172,7 +274,7 @@ def _print_tables(rep: dict, simulated: bool) -> None:
     cols = ["parameter", "unit", "initial", "estimate", "1σ"] + (["truth", "|error|/σ"] if simulated else [])
     for c in cols:
         t.add_column(c, justify="left" if c in ("parameter", "unit") else "right")
-    for r in rep["parameters"]:
+    for r in map(_shown_row, rep["parameters"]):
         row = [r["name"], r["unit"], _fmt(r["initial"], 5), _fmt(r["estimate"], 5), _fmt(r["sigma"], 2)]
         if simulated:
             row += [_fmt(r.get("truth"), 5), _fmt(r.get("error_sigmas"), 2)]
@@ -185,9 +287,8 @@ def _print_tables(rep: dict, simulated: bool) -> None:
     r = Table(title="open-loop verification RMSE (from the first estimated state)")
     for c in ("signal", "unit", "axis 1 / x", "axis 2 / y", "axis 3 / z"):
         r.add_column(c, justify="right")
-    units = {"theta": "rad", "theta_dot": "rad/s", "gyro1": "rad/s", "gyro2": "rad/s"}
     for k, v in rep["verification_rmse"].items():
-        r.add_row(k, units[k], *(_fmt(x, 3) for x in v))
+        r.add_row(k, rep["verification_rmse_units"][k], *(_fmt(x, 3) for x in v))
     console.print(r)
     s = Table(title="residual blocks (whitened χ²/dof ≈ 1 when Σ fits)")
     for c in ("block", "count", "dim", "cost [1]", "χ²/dof [1]"):

@@ -11,21 +11,36 @@ from __future__ import annotations
 import numpy as np
 
 from formats.doggy_plan import ExcitationPlan, Segment
+from formats.errors import DataError
 from robots import doggy
 
 SLOW_U = 0.15  # PWM duty bound of the slow (friction) stage
 FAST_U = 0.9  # PWM duty bound of the fast (spring/damper) stage
 CHIRP = (0.5, 4.0, 3.0)  # Hz, Hz, s: the sweep of the fast stage
 CHIRP_AMPLITUDE = 0.5  # PWM duty of the sweep per joint
+ZERO_S = 1.0  # s, the default zero-command (bias) window
+# The bias window's largest share of the experiment: the slow and fast stages need the rest.
+ZERO_FRACTION = 0.2
+
+
+def default_zero_time(duration: float) -> float:
+    """The bias window when none is asked for: 1 s, or ZERO_FRACTION of a short experiment."""
+    return min(ZERO_S, ZERO_FRACTION * duration)
 
 
 def make_plan(
-    duration: float, seed: int = 0, zero_time: float = 1.0, slow_fraction: float = 0.45
+    duration: float, seed: int = 0, zero_time: float | None = None, slow_fraction: float = 0.45
 ) -> ExcitationPlan:
-    """Zero window, slow stage (|u| ≤ 0.15) and fast stage (|u| ≤ 0.9, with a 0.5→4 Hz chirp) filling `duration`."""
+    """Zero window (default `default_zero_time`; at most ZERO_FRACTION of `duration`), slow stage (|u| ≤ 0.15)
+    and fast stage (|u| ≤ 0.9, with a 0.5→4 Hz chirp) filling `duration`."""
     robot = doggy.robot()
     rng = np.random.default_rng(seed)
-    zero_time = min(zero_time, 0.2 * duration)
+    zero_time = default_zero_time(duration) if zero_time is None else zero_time
+    if not 0.0 < zero_time <= ZERO_FRACTION * duration + 1e-12:
+        raise DataError(
+            f"zero-command window {zero_time:g} s: must be > 0 and at most {ZERO_FRACTION:g} × the duration "
+            f"({ZERO_FRACTION * duration:g} s)"
+        )
     segs = [Segment("zero", zero_time)]
     rest = duration - zero_time
     slow_end = zero_time + slow_fraction * rest
