@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,12 +77,14 @@ class ExcitationPlan:
         return json.dumps(self.to_dict(), indent=1)
 
     @staticmethod
-    def from_json(text: str, source: str = "Doggy plan") -> ExcitationPlan:
+    def from_json(
+        text: str, source: str = "Doggy plan", *, setpoint_range: Sequence[float]
+    ) -> ExcitationPlan:
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DataError(f"{source}: not JSON ({exc.msg}, line {exc.lineno})") from None
-        return plan_from_dict(doc, source)
+        return plan_from_dict(doc, source, setpoint_range=setpoint_range)
 
 
 def _num(x: Any, where: str, lo: float = -math.inf, hi: float = math.inf, open_lo: bool = False) -> float:
@@ -112,19 +115,12 @@ def _target(x: Any, where: str, limits: tuple[float, ...]) -> tuple[float, float
     return target
 
 
-def _setpoint_range() -> tuple[float, ...]:
-    """The set-point range (rad per joint) of Doggy's description (robots/data/doggy), loaded on first use."""
-    from robots import doggy
-
-    return tuple(doggy.robot().setpoint_range)
-
-
 def plan_from_dict(
-    doc: Any, source: str = "Doggy plan", setpoint_range: tuple[float, ...] | None = None
+    doc: Any, source: str = "Doggy plan", *, setpoint_range: Sequence[float]
 ) -> ExcitationPlan:
     """Validate and read a plan document (files written before the format tag are read too); targets must lie
-    within `setpoint_range` (rad per joint; default: Doggy's description's)."""
-    limits = _setpoint_range() if setpoint_range is None else tuple(setpoint_range)
+    within `setpoint_range` (rad per joint: the robot description's, `robots.doggy.robot().setpoint_range`)."""
+    limits = tuple(float(v) for v in setpoint_range)
     if not isinstance(doc, dict):
         raise DataError(f"{source}: expected a JSON object")
     if "format" in doc and doc["format"] != FORMAT:
@@ -162,20 +158,23 @@ def plan_from_dict(
     return ExcitationPlan(segs, kp, rate)
 
 
-def save_doggy_plan(plan: ExcitationPlan, path: str | pathlib.Path) -> None:
+def save_doggy_plan(
+    plan: ExcitationPlan, path: str | pathlib.Path, *, setpoint_range: Sequence[float]
+) -> None:
     """Write the plan after reading it back as `load_doggy_plan` would: what this writes, the reader accepts."""
-    plan_from_dict(plan.to_dict(), "the plan to write")
+    plan_from_dict(plan.to_dict(), "the plan to write", setpoint_range=setpoint_range)
     write_text_atomic(pathlib.Path(path), plan.to_json() + "\n")
 
 
-def load_doggy_plan(path: str | pathlib.Path) -> ExcitationPlan:
-    """Read and validate a plan file; DataError (one line, naming the field) for anything a driver must not run."""
+def load_doggy_plan(path: str | pathlib.Path, *, setpoint_range: Sequence[float]) -> ExcitationPlan:
+    """Read and validate a plan file, its targets within `setpoint_range` (rad per joint); DataError (one line,
+    naming the field) for anything a driver must not run."""
     p = pathlib.Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{p}: cannot read the Doggy plan ({exc})") from None
-    return ExcitationPlan.from_json(text, str(p))
+    return ExcitationPlan.from_json(text, str(p), setpoint_range=setpoint_range)
 
 
 def pwm_program(plan: ExcitationPlan, t: np.ndarray):

@@ -51,10 +51,11 @@ def _zero_window(duration: float, zero_s: float | None) -> float:
 
 def cmd_plan_doggy(args: argparse.Namespace) -> int:
     from formats.doggy_plan import save_doggy_plan
+    from robots import doggy
     from trajectories.doggy_excitation import make_plan
 
     plan = make_plan(args.duration, args.seed, _zero_window(args.duration, args.zero_s))
-    save_doggy_plan(plan, args.out)
+    save_doggy_plan(plan, args.out, setpoint_range=doggy.robot().setpoint_range)
     kinds = [s.kind for s in plan.segments]
     summary = {
         "out": str(args.out),

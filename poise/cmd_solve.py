@@ -113,7 +113,9 @@ def _simulated(args: argparse.Namespace):
 
     seed = 0 if args.seed is None else args.seed
     if args.plan:
-        plan = load_doggy_plan(args.plan)
+        from robots import doggy
+
+        plan = load_doggy_plan(args.plan, setpoint_range=doggy.robot().setpoint_range)
         if abs(plan.duration - args.simulate) > 1e-9:
             raise DataError(f"--plan lasts {plan.duration:g} s, --simulate asks for {args.simulate:g} s")
     else:

@@ -103,7 +103,7 @@ def test_simulated_plan_has_the_paper_stages():
     assert kinds[0] == "zero" and "chirp" in kinds
     assert {s.u_max for s in plan.segments if s.kind == "goto"} == {0.15, 0.9}
     assert abs(plan.duration - 60.0) < 1e-9
-    assert plan.from_json(plan.to_json()) == plan
+    assert plan.from_json(plan.to_json(), setpoint_range=doggy.robot().setpoint_range) == plan
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ from poise.cli import main
 from robots import doggy
 from trajectories.doggy_excitation import make_plan
 
+RANGE = doggy.robot().setpoint_range  # the description's, which every plan is held to
+
 
 def test_plan_stays_in_the_descriptions_set_point_range_and_round_trips(tmp_path):
     plan = make_plan(20.0, seed=3)
@@ -19,9 +21,9 @@ def test_plan_stays_in_the_descriptions_set_point_range_and_round_trips(tmp_path
     assert all(np.all(np.abs(s.target) <= lim) for s in plan.segments)
     assert plan.rate == doggy.robot().rate_hz
     path = tmp_path / "p.json"
-    save_doggy_plan(plan, path)
+    save_doggy_plan(plan, path, setpoint_range=RANGE)
     assert json.loads(path.read_text())["format"] == FORMAT
-    back = load_doggy_plan(path)
+    back = load_doggy_plan(path, setpoint_range=RANGE)
     assert back == plan
     t = np.arange(int(plan.duration * plan.rate)) / plan.rate
     target, ff, umax = pwm_program(back, t)
@@ -42,12 +44,12 @@ def test_plan_stays_in_the_descriptions_set_point_range_and_round_trips(tmp_path
 )
 def test_malformed_plans_are_refused_with_the_field_named(tmp_path, edit, message):
     path = tmp_path / "p.json"
-    save_doggy_plan(make_plan(10.0, seed=1), path)
+    save_doggy_plan(make_plan(10.0, seed=1), path, setpoint_range=RANGE)
     doc = json.loads(path.read_text())
     edit(doc)
     path.write_text(json.dumps(doc))
     with pytest.raises(DataError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        load_doggy_plan(path)
+        load_doggy_plan(path, setpoint_range=RANGE)
 
 
 def test_cli_plan_doggy_then_simulated_calibration_runs_that_plan(tmp_path, capsys):

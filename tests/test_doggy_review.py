@@ -18,6 +18,8 @@ from poise.cmd_solve import CHI2_WARN, fit_warnings
 from robots import doggy
 from trajectories.doggy_excitation import make_plan
 
+RANGE = doggy.robot().setpoint_range  # the description's, which every plan is held to
+
 
 @pytest.fixture(scope="module")
 def unconverged(tmp_path_factory):
@@ -47,7 +49,7 @@ def recording(tmp_path):
 def _plan_doc(tmp_path, edit=None):
     """A plan file written by `save_doggy_plan`, optionally edited by hand; its path."""
     path = tmp_path / "p.json"
-    save_doggy_plan(make_plan(10.0, seed=1), path)
+    save_doggy_plan(make_plan(10.0, seed=1), path, setpoint_range=RANGE)
     doc = json.loads(path.read_text())
     if edit:
         edit(doc)
@@ -91,7 +93,7 @@ def test_save_doggy_plan_validates_as_the_reader_does(tmp_path):
     plan = ExcitationPlan([Segment("zero", 0.0), Segment("goto", 2.0, 0.15, (0.1, 0.0, 0.0))])
     out = tmp_path / "bad.json"
     with pytest.raises(DataError, match=r"segments\[0\]\.duration"):
-        save_doggy_plan(plan, out)
+        save_doggy_plan(plan, out, setpoint_range=RANGE)
     assert not out.exists()
 
 
@@ -106,7 +108,7 @@ def test_plan_targets_outside_the_descriptions_range_are_refused(tmp_path, targe
     )
     lim = doggy.robot().setpoint_range[j]
     with pytest.raises(DataError, match=rf"segments\[1\]\.target\[{j}\]: .* ±{lim:g} rad"):
-        load_doggy_plan(path)
+        load_doggy_plan(path, setpoint_range=RANGE)
 
 
 def test_plan_target_range_comes_from_the_description(tmp_path, capsys):
@@ -148,7 +150,7 @@ def test_plan_doggy_refuses_a_bias_window_beyond_its_share(tmp_path, capsys):
     err = one_line_error(capsys, ["plan", "doggy", "--duration", "20", "--zero-s", "10", "--out", str(out)])
     assert "--zero-s 10: at most 0.2 × --duration = 4 s" in err and not out.exists()
     assert main(["plan", "doggy", "--duration", "20", "--zero-s", "4", "--out", str(out)]) == 0
-    assert load_doggy_plan(out).segments[0] == Segment("zero", 4.0)
+    assert load_doggy_plan(out, setpoint_range=RANGE).segments[0] == Segment("zero", 4.0)
 
 
 @pytest.mark.parametrize("duration", ["0.001", "1", "3600.5", "100000"])

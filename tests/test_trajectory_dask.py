@@ -31,8 +31,9 @@ def test_a_scheduler_without_workers_is_refused_not_waited_on(monkeypatch, capsy
     """A live scheduler with no worker would hold the starts forever: after WORKERS_TIMEOUT_S, one line naming
     the scheduler and how to start a worker. --workers (local processes) and --scheduler are one or the other."""
     distributed = pytest.importorskip("distributed")
-    import design.multistart
     from conftest import one_line_error
+
+    import design.multistart
 
     monkeypatch.setattr(design.multistart, "WORKERS_TIMEOUT_S", 1)
     argv = ["plan", "trajectory", "icub-right-arm", "--period", "5", "--duration", "5", "--harmonics", "2",
