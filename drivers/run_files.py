@@ -43,13 +43,20 @@ def partial_status(meta: dict) -> str | None:
     )
 
 
+def run_meta_beside(recording) -> dict:
+    """The run.json beside a recording (OSError when there is none, ValueError when it is no JSON object)."""
+    meta = json.loads((pathlib.Path(recording).parent / "run.json").read_text(encoding="utf-8"))
+    if not isinstance(meta, dict):
+        raise ValueError("run.json is not a JSON object")
+    return meta
+
+
 def partial_run(recording) -> str | None:
     """`partial_status` of the run.json beside `recording`; None when there is none or it cannot be read."""
     try:
-        meta = json.loads((pathlib.Path(recording).parent / "run.json").read_text(encoding="utf-8"))
+        return partial_status(run_meta_beside(recording))
     except (OSError, ValueError):
         return None
-    return partial_status(meta) if isinstance(meta, dict) else None
 
 
 def write_run_meta(path: pathlib.Path, meta: dict) -> None:

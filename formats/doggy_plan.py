@@ -177,6 +177,14 @@ def load_doggy_plan(path: str | pathlib.Path, *, setpoint_range: Sequence[float]
     return ExcitationPlan.from_json(text, str(p), setpoint_range=setpoint_range)
 
 
+def is_doggy_plan(doc: Any) -> bool:
+    """Whether a parsed JSON document is a Doggy excitation plan (its format tag; files older than the tag: an
+    object of `segments` without another format)."""
+    return isinstance(doc, dict) and (
+        doc.get("format") == FORMAT or ("segments" in doc and "format" not in doc)
+    )
+
+
 def pwm_program(plan: ExcitationPlan, t: np.ndarray):
     """Per-sample controller set-points: target (N,3), feed-forward sweep (N,3), saturation u_max (N,)."""
     n = len(t)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from formats.atomic import write_text_atomic
+from formats.doggy_plan import is_doggy_plan
 from formats.errors import DataError
 
 COLUMNS = ["t", "u1", "u2", "u3", "theta1", "theta2", "theta3", "w1x", "w1y", "w1z", "w2x", "w2y", "w2z"]
@@ -126,7 +127,7 @@ def _not_a_csv(text: str, path: pathlib.Path) -> None:
         doc = json.loads(text)
     except json.JSONDecodeError:
         return
-    if isinstance(doc, dict) and (doc.get("format") == "poise.doggy-excitation" or "segments" in doc):
+    if is_doggy_plan(doc):
         raise DataError(
             f"{path}: looks like a Doggy excitation plan (JSON), not a recording CSV; give it as --plan "
             "(with --simulate)"

@@ -46,3 +46,15 @@ def derivatives(
     qd = np.gradient(qf, t, axis=0)
     qdd = np.gradient(qd, t, axis=0)
     return qf, qd, qdd
+
+
+def states(
+    t: np.ndarray, q: np.ndarray, method: str, cutoff_hz: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, q̇, q̈ by `method` (DIFFERENTIATIONS): low-passed at `cutoff_hz` then differenced (`derivatives`), or the
+    angles as recorded with q̇, q̈ by adaptive windowing (`identify.adaptive_window`; no fixed band)."""
+    if method == "adaptive":
+        from identify.adaptive_window import adaptive_states
+
+        return adaptive_states(t, q)
+    return derivatives(t, q, cutoff_hz)

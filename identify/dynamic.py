@@ -19,7 +19,6 @@ from scipy.ndimage import minimum_filter1d
 
 from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError, IdentifiabilityError
-from identify.adaptive_window import adaptive_states
 from identify.delay import (
     MAX_DELAY_S,
     ROUNDS,
@@ -32,8 +31,8 @@ from identify.delay import (
     samples_of,
     trimmed,
 )
-from identify.differentiation import DIFFERENTIATIONS, derivatives, lowpass
-from identify.recording_model import check_base, same_robot
+from identify.differentiation import DIFFERENTIATIONS, derivatives, lowpass, states
+from identify.recording_model import check_base
 from identify.residual_covariance import banded_covariance
 from robots import dynamics as dyn
 from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
@@ -49,6 +48,7 @@ from robots.com_base import numeric_base, pivoted_qr
 from robots.conditioning import kappa, normalised_columns
 from robots.memo import per_model
 from robots.motion_class import standing_base
+from robots.registry import same_robot
 from robots.stance import PLACEMENT_LIMITS, other_pose, placement_apart, placement_deviation
 from robots.tree import RobotModel
 
@@ -386,9 +386,7 @@ class DynamicEstimator:
 
     def _states(self, t: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """q, q̇, q̈ for the regressor, by the configured `differentiation`."""
-        if self.differentiation == "adaptive":
-            return adaptive_states(t, q)
-        return derivatives(t, q, self.cutoff_)
+        return states(t, q, self.differentiation, self.cutoff_)
 
     def _measured(self, rec: DynamicRecording) -> np.ndarray:
         """The recorded efforts the fit models: joint torques, or the boards' Fz, Mx, My (K, rows)."""

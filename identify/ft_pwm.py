@@ -28,8 +28,7 @@ from scipy.ndimage import minimum_filter1d
 
 from formats.errors import DataError, IdentifiabilityError
 from formats.ft_pwm_recording import FtPwmRecording
-from identify.adaptive_window import adaptive_states
-from identify.differentiation import DIFFERENTIATIONS, derivatives, lowpass
+from identify.differentiation import DIFFERENTIATIONS, lowpass, states
 from identify.dynamic import SPECTRUM_SPLITS, top_pairs
 from identify.pls import PLSRegression, compress, cv_ols, cv_ridge, fold_factors, ridge
 from identify.residual_covariance import banded_covariance
@@ -284,10 +283,7 @@ class FtPwmEstimator:
             raise DataError(f"recording sensor {rec.sensor!r} is not {self.sensor!r}")
 
     def _states(self, rec: FtPwmRecording):
-        if self.differentiation == "adaptive":
-            q, qd, qdd = adaptive_states(rec.t, rec.q)
-        else:
-            q, qd, qdd = derivatives(rec.t, rec.q, self.cutoff_hz)
+        q, qd, qdd = states(rec.t, rec.q, self.differentiation, self.cutoff_hz)
         edge = self._edge(rec.rate_hz)
         if len(rec.t) <= 2 * edge + 10:
             raise DataError(f"recording too short: {len(rec.t)} samples at {rec.rate_hz:.0f} Hz")

@@ -10,7 +10,7 @@ import numpy as np
 
 from formats.dynamic_recording import DynamicRecording, in_joint_order
 from formats.errors import DataError
-from robots.registry import get_model, same_robot, source_beside
+from robots.registry import check_described, get_model, source_beside
 from robots.tree import RobotModel
 
 # beyond a joint's limits by more than the larger of this and this share of its range, a recorded value is not the
@@ -53,8 +53,7 @@ def model_of_recording(rec: DynamicRecording, path: str | Path) -> RobotModel:
         model = get_model(source_beside(src, path))
     except DataError as exc:
         raise DataError(f"{path}: robot_source: {exc}") from None
-    if not same_robot(model.name, rec.robot):
-        raise DataError(f"{path}: robot {rec.robot!r}, but its robot_source {src} describes {model.name!r}")
+    check_described(str(path), rec.robot, src, model)
     return model
 
 

@@ -227,13 +227,9 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
 def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     from formats.dynamic_recording import read_dynamic_recording
     from identify.dynamic import DynamicEstimator, validation_error
-    from identify.recording_model import (
-        checked_for_model,
-        efforts_beyond_limits,
-        model_of_recording,
-        same_robot,
-    )
+    from identify.recording_model import checked_for_model, efforts_beyond_limits, model_of_recording
     from robots.params_io import resolve_params
+    from robots.registry import same_robot
 
     if args.cutoff_hz is not None:
         _finite("cutoff-hz", args.cutoff_hz, positive=True)
@@ -803,13 +799,10 @@ class RunOf(NamedTuple):
 def _run_of(recording: str) -> RunOf | Exception:
     """The run.json beside a recording (`RunOf`); where there is none, why (the OSError, ValueError, KeyError or
     TypeError reading it raised)."""
-    import json
-    from pathlib import Path
-
-    from drivers.run_files import partial_status
+    from drivers.run_files import partial_status, run_meta_beside
 
     try:
-        meta = json.loads((Path(recording).parent / "run.json").read_text(encoding="utf-8"))
+        meta = run_meta_beside(recording)
         plan, sha = meta["plan"], meta["plan_sha256"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         return e

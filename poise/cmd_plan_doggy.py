@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from formats.doggy_plan import DURATION_S
-from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, print_json
 
@@ -34,27 +33,12 @@ def register(s: argparse._SubParsersAction) -> None:
     d.set_defaults(func=cmd_plan_doggy)
 
 
-def _zero_window(duration: float, zero_s: float | None) -> float:
-    """The bias window: --zero-s within its share of --duration (refused, not clipped, beyond it)."""
-    from trajectories.doggy_excitation import ZERO_FRACTION, default_zero_time
-
-    if zero_s is None:
-        return default_zero_time(duration)
-    bound = ZERO_FRACTION * duration
-    if zero_s > bound + 1e-12:
-        raise DataError(
-            f"--zero-s {zero_s:g}: at most {ZERO_FRACTION:g} × --duration = {bound:g} s "
-            "(the slow and fast stages need the rest); lengthen --duration or shorten --zero-s"
-        )
-    return zero_s
-
-
 def cmd_plan_doggy(args: argparse.Namespace) -> int:
     from formats.doggy_plan import save_doggy_plan
     from robots import doggy
     from trajectories.doggy_excitation import make_plan
 
-    plan = make_plan(args.duration, args.seed, _zero_window(args.duration, args.zero_s))
+    plan = make_plan(args.duration, args.seed, args.zero_s)  # a bias window beyond its share: refused there
     save_doggy_plan(plan, args.out, setpoint_range=doggy.robot().setpoint_range)
     kinds = [s.kind for s in plan.segments]
     summary = {

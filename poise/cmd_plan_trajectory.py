@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
@@ -18,8 +19,10 @@ from poise.output import console, err_console, named_errors, print_json, quantit
 if TYPE_CHECKING:  # the commands import what they run lazily (a fast CLI start)
     from drivers.config import RobotConfig
     from drivers.single_support_stream import Transitions
+    from formats.trajectory_plan import TrajectoryPlan
     from robots.tree import RobotModel
     from trajectories.excitation import ExcitationResult, ExcitationSettings
+    from trajectories.verify import TrajectoryCheck
     from trajectories.weight_shift import WeightShift
 
 
@@ -762,29 +765,42 @@ def _standing_rows(v: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
-def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: str | None = None) -> int:
-    """`plan check` for a trajectory plan: every limit on a 1 ms grid, κ recomputed; a single-support plan's
-    weight shifts planned as `poise run` plays them (`drivers.single_support_stream.plan_transitions`); with
-    `config`, a fixed-base or double-support plan's setpoints as `poise run` streams and checks them at its rate
-    (`setpoints`)."""
-    from drivers.single_support_stream import plan_transitions
-    from formats.trajectory_plan import load_trajectory_plan
-    from robots.params_io import resolve_params
-    from trajectories.plan import check_plan, plan_model, plan_trajectory
+@dataclass
+class PlanVerdict:
+    """What `plan check` finds in a trajectory plan: its checks, a single-support plan's weight shifts, and with a
+    run configuration the run's own pre-flight of its setpoints."""
 
-    plan = load_trajectory_plan(path)
-    model = plan_model(plan)
-    traj = plan_trajectory(plan, model)
-    name = params or plan.params or next(iter(model.params))
-    ps = resolve_params(params, model) if params else name  # a set's name, or a parameter-set file
+    check: TrajectoryCheck
+    transitions: Transitions | None
+    run_config: RobotConfig | None
+    run_problems: list[str]
+
+    @property
+    def problems(self) -> list[str]:
+        return (
+            self.check.problems
+            + ([] if self.transitions is None else self.transitions.problems)
+            + self.run_problems
+        )
+
+
+def plan_verdict(
+    path: str, plan: TrajectoryPlan, model: RobotModel, traj, ps, config: str | None
+) -> PlanVerdict:
+    """`plan check`'s verdict on a plan, which `plan show` warns with: every limit on a 1 ms grid; a single-support
+    plan's weight shifts planned as `poise run` plays them (`drivers.single_support_stream.plan_transitions`, with
+    `config` or the bundled configuration); with `config`, a fixed-base or double-support plan's setpoints as
+    `poise run` streams and checks them at its rate (`setpoints`)."""
+    from drivers.single_support_stream import plan_transitions
+    from trajectories.plan import check_plan
+
     cfg = _run_config(model, traj, config)  # a bad configuration refused before the long checks
-    # a fixed-base or double-support plan with --config: the run's own pre-flight of its setpoints (a single-support
+    # a fixed-base or double-support plan with `config`: the run's own pre-flight of its setpoints (a single-support
     # plan's configuration plans its weight shifts, whose ticks `plan_transitions` checks)
     run_cfg = _robot_config(model, config) if config is not None and cfg is None else None
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
         check = check_plan(plan, model, traj, ps, 0.001)
     tr = None if cfg is None else plan_transitions(model, cfg, plan, traj, ps)
-    problems = check.problems + ([] if tr is None else tr.problems)
     run_problems: list[str] = []
     if run_cfg is not None:  # what `poise run` refuses before moving: the setpoints at the run's rate
         from poise.cmd_run_trajectory import setpoints
@@ -792,9 +808,27 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
         run_problems = [
             f"run ({run_cfg.source}): {p}" for p in setpoints(plan, model, traj, run_cfg, ps)[1].problems
         ]
-        problems += run_problems
+    return PlanVerdict(check, tr, run_cfg, run_problems)
+
+
+def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: str | None = None) -> int:
+    """`plan check` for a trajectory plan: every limit on a 1 ms grid, κ recomputed; a single-support plan's
+    weight shifts planned as `poise run` plays them (`drivers.single_support_stream.plan_transitions`); with
+    `config`, a fixed-base or double-support plan's setpoints as `poise run` streams and checks them at its rate
+    (`setpoints`)."""
+    from formats.trajectory_plan import load_trajectory_plan
+    from robots.params_io import resolve_params
+    from trajectories.plan import plan_model, plan_trajectory
+
+    plan = load_trajectory_plan(path)
+    model = plan_model(plan)
+    traj = plan_trajectory(plan, model)
+    name = params or plan.params or next(iter(model.params))
+    ps = resolve_params(params, model) if params else name  # a set's name, or a parameter-set file
+    v = plan_verdict(path, plan, model, traj, ps, config)
+    check, tr, run_cfg, problems = v.check, v.transitions, v.run_config, v.problems
     run_said = None if run_cfg is None else {"config": run_cfg.source, "rate_hz": run_cfg.executor.rate_hz,
-                                             "ok": not run_problems}  # fmt: skip
+                                             "ok": not v.run_problems}  # fmt: skip
     if as_json:
         out = check.to_dict() | {"problems": problems, "ok": not problems}
         out |= {} if run_said is None else {"run": run_said}
@@ -872,21 +906,23 @@ def cmd_show_trajectory(path: str, out: str) -> int:
     """`plan show` for a trajectory plan: joint positions and velocities against their limits, with the torques
     (arms) or the ZMP path inside the support polygon (standing robots)."""
     from formats.trajectory_plan import load_trajectory_plan
-    from trajectories.plan import STANDING, check_plan, plan_model, plan_trajectory
-    from trajectories.plot import plot_trajectory
+    from trajectories.plan import STANDING, plan_model, plan_trajectory
+    from trajectories.plot import save_figure, trajectory_figure
+    from trajectories.verify import DEFAULT_ACCELERATION
 
     plan = load_trajectory_plan(path)
     model = plan_model(plan)
     margin = float(plan.settings.get("zmp_margin", 0.0)) if plan.settings.get("motion") in STANDING else 0.0
     traj, ps = plan_trajectory(plan, model), plan.params or next(iter(model.params))
-    acc = float(plan.settings.get("acceleration_default", 20.0))
+    problems = plan_verdict(path, plan, model, traj, ps, None).problems  # a figure never hides a failing plan
+    acc = float(plan.settings.get("acceleration_default", DEFAULT_ACCELERATION))
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
-        plot_trajectory(model, traj, plan.base, ps, out, margin, acc)
-        check = check_plan(plan, model, traj, ps)  # `plan check`'s own: a figure never hides a failing plan
+        fig = trajectory_figure(model, traj, plan.base, ps, margin, acc)
+    save_figure(fig, out)
     console.print(f"wrote {out}")
-    if not check.ok:
-        err_console.print(f"[yellow]warning:[/yellow] `plan check {escape(path)}` fails it ({len(check.problems)} "
-                          f"problem(s): {escape('; '.join(check.problems[:3]))}{'; …' if len(check.problems) > 3 else ''}"
+    if problems:
+        err_console.print(f"[yellow]warning:[/yellow] `plan check {escape(path)}` fails it ({len(problems)} "
+                          f"problem(s): {escape('; '.join(problems[:3]))}{'; …' if len(problems) > 3 else ''}"
                           "): drawn as it is", highlight=False)  # fmt: skip
     return 0
 

@@ -476,10 +476,10 @@ def _is_doggy_plan(path: str) -> bool:
     """Whether `path` holds a Doggy excitation plan (`formats.doggy_plan`'s format tag)."""
     import json
 
-    from formats.doggy_plan import FORMAT
+    from formats.doggy_plan import is_doggy_plan
 
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(doc, dict) and doc.get("format") == FORMAT
+    return is_doggy_plan(doc)

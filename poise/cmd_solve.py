@@ -6,6 +6,7 @@ import argparse
 import math
 import time
 
+import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
@@ -123,8 +124,6 @@ def _simulated(args: argparse.Namespace):
 
         plan = make_plan(args.simulate, seed)
     sim = simulate(SimConfig(duration=args.simulate, seed=seed, rate=plan.rate), plan)
-    if args.save_recording:
-        write_csv(sim.recording, args.save_recording)
     return sim.recording, sim.params, f"simulated {args.simulate:g} s, seed {seed}"
 
 
@@ -174,10 +173,10 @@ def fit_warnings(report: dict) -> list[str]:
             f"the solver stopped without converging ({report['reason']}) after {report['iterations']} "
             "iteration(s): the estimates are no fit; more --max-iter, or check the data"
         )
-    high = [
+    high = [  # a non-finite one (a diverged block) is beyond any bound
         f"{b['name']} {b['chi2_per_dof']:.3g}"
         for b in report["residuals"]
-        if b.get("chi2_per_dof") is not None and b["chi2_per_dof"] > CHI2_WARN
+        if b.get("chi2_per_dof") is not None and not b["chi2_per_dof"] <= CHI2_WARN
     ]
     if high:
         notes.append(
@@ -230,10 +229,14 @@ def cmd_doggy(args: argparse.Namespace) -> int:
     truth = None
     if args.data:
         rec, source = read_csv(args.data), str(args.data)
-    else:
+        windows = figure_windows(rec.t)
+        _check_figures(args, windows)
+    else:  # the figures checked before an experiment is simulated, its recording written after
+        windows = figure_windows(np.array([0.0, args.simulate]))
+        _check_figures(args, windows)
         rec, truth, source = _simulated(args)
-    windows = figure_windows(rec.t)
-    _check_figures(args, windows)
+        if args.save_recording:
+            write_csv(rec, args.save_recording)
     opts = dg.ModelOptions(
         friction_on=args.friction_on, debias_gyro1=not args.paper_gyro2, bias_block=not args.no_bias_block
     )
@@ -244,8 +247,8 @@ def cmd_doggy(args: argparse.Namespace) -> int:
     report = _report(args, rec, cal, ver, rows, source, opts, time.perf_counter() - t0)
     if args.plot:
         report["figures"] = [str(p) for p in plot(ver, args.plot, windows=windows)]
-    report = _clean(report)
-    report["warnings"] = fit_warnings(report)
+    warnings = fit_warnings(report)  # before `_clean`, which writes a non-finite χ²/dof as null
+    report = _clean(report) | {"warnings": warnings}
     write_text_atomic(args.out, dumps(report) + "\n", "result")
     if args.json:
         print_json(report)

@@ -67,3 +67,10 @@ def get_model(name: str) -> RobotModel:
 def same_robot(a: str, b: str) -> bool:
     """Robot names as recordings and plans write them (the registry reads them in any case)."""
     return a.casefold() == b.casefold()
+
+
+def check_described(where: str, named: str, source: str, model) -> None:
+    """A file (`where`) naming robot `named` and describing it by `source`: the description must be of that robot
+    (DataError otherwise: another robot's description would be fitted or run under this one's name)."""
+    if not same_robot(model.name, named):
+        raise DataError(f"{where}: robot {named!r}, but its robot_source {source} describes {model.name!r}")

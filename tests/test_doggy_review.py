@@ -148,7 +148,10 @@ def test_simulation_options_are_refused_with_data(tmp_path, capsys, recording, e
 def test_plan_doggy_refuses_a_bias_window_beyond_its_share(tmp_path, capsys):
     out = tmp_path / "p.json"
     err = one_line_error(capsys, ["plan", "doggy", "--duration", "20", "--zero-s", "10", "--out", str(out)])
-    assert "--zero-s 10: at most 0.2 × --duration = 4 s" in err and not out.exists()
+    assert (
+        "zero-command window 10 s: must be > 0 and at most 0.2 × the duration (4 s)" in err
+        and not out.exists()
+    )
     assert main(["plan", "doggy", "--duration", "20", "--zero-s", "4", "--out", str(out)]) == 0
     assert load_doggy_plan(out, setpoint_range=RANGE).segments[0] == Segment("zero", 4.0)
 
@@ -171,10 +174,23 @@ def test_plot_refuses_existing_figures_without_force(tmp_path, capsys):
     fig = tmp_path / "figs" / "doggy_verification_1.png"
     fig.parent.mkdir()
     fig.write_text("keep me")
-    argv = ["solve", "doggy", "--simulate", "2", "--plot", str(fig.parent), "--out", str(tmp_path / "r.json")]
+    rec = tmp_path / "sim.csv"
+    argv = ["solve", "doggy", "--simulate", "2", "--plot", str(fig.parent), "--out", str(tmp_path / "r.json"),
+            "--save-recording", str(rec)]  # fmt: skip
     err = one_line_error(capsys, argv)
     assert f"{fig} exists (use --force to overwrite it)" in err
     assert fig.read_text() == "keep me" and not (tmp_path / "r.json").exists()
+    assert not rec.exists()  # refused before the experiment was simulated: nothing written
+
+
+def test_a_diverged_block_is_warned_about():
+    """A whitened χ²/dof that is not finite is beyond any bound (the result file writes it as null)."""
+    from poise.cmd_solve import fit_warnings
+
+    report = {"converged": True, "residuals": [{"name": "measurement", "chi2_per_dof": float("inf")},
+                                               {"name": "bias", "chi2_per_dof": 0.9}]}  # fmt: skip
+    (note,) = fit_warnings(report)
+    assert "measurement inf" in note and "bias" not in note
 
 
 def test_plot_overwrites_figures_with_force(unconverged):

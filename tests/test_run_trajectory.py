@@ -323,6 +323,7 @@ def test_fixed_base_arm_streams_encoders_over_dynamixel(tmp_path):
     # every tick's goals in one SYNC WRITE (ROBOTIS Protocol 2.0, instruction 0x83, Goal Position 116) and its
     # encoders with the currents in one (Fast) SYNC READ from Present Current (126) through Present Position (132);
     # no goal servo by servo
+    from drivers import dxl_protocol as D
     from drivers.dxl_protocol import INST_FAST_SYNC_READ, INST_SYNC_READ, INST_SYNC_WRITE, INST_WRITE
 
     assert (
@@ -332,4 +333,5 @@ def test_fixed_base_arm_streams_encoders_over_dynamixel(tmp_path):
         and INST_WRITE == 0x03
     )
     assert bus.served[INST_SYNC_WRITE, 116] >= meta["ticks_streamed"] and bus.served[INST_WRITE, 116] == 0
+    assert bus.served[D.INST_READ, 126] == bus.served[D.INST_READ, 132] == 0
     assert bus.served[INST_SYNC_READ, 126] + bus.served[INST_FAST_SYNC_READ, 126] >= meta["ticks_streamed"]

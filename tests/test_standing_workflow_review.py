@@ -127,7 +127,10 @@ def test_a_fit_that_misses_a_row_by_more_than_the_row_itself_is_warned(tmp_path,
     assert main([*argv, "--instruments", str(plan)]) == 0
     out = capsys.readouterr()
     missed = json.loads(out.out)["unexplained_rows"]
-    assert [m["row"] for m in missed] == ["Mx N·m"] and missed[0]["rmse"] > 1.5 * missed[0]["measured_rms"]
+    mx = next(
+        m for m in missed if m["row"] == "Mx N·m"
+    )  # Mx 4.28 N·m against its own 1.71 (My 2.82 against 5.3)
+    assert mx["rmse"] > 1.5 * mx["measured_rms"] and "Fz N" not in [m["row"] for m in missed]
     err = " ".join(out.err.split())
     assert (
         "the fit misses Mx" in err

@@ -363,6 +363,12 @@ def test_cli_refuses_inconsistent_and_writes_nearest(tmp_path, capsys):
     rc, stdout, err = _run(["model", "export", str(UR5), "--params", str(f), "--out", str(out)], capsys)
     assert rc == 2 and "wrist_3_link" in err and "triangle" in err and not out.exists()
     assert "nearest physically consistent set" in stdout and "wrist_3_link" in stdout
+    rc, stdout, err = _run(
+        ["model", "export", str(UR5), "--params", str(f), "--out", str(out), "--json"], capsys
+    )
+    summary = json.loads(stdout)  # one object: what was found, and the error as every --json error says it
+    assert rc == 2 and summary["ok"] is False and summary["written"] is False
+    assert err.strip() == f"poise: error: {summary['error']}" and "nearest" in summary
     rc, stdout, _ = _run(["model", "export", str(UR5), "--params", str(f), "--out", str(out), "--nearest", "--json"],
                          capsys)  # fmt: skip
     d = json.loads(stdout)

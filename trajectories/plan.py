@@ -11,7 +11,7 @@ import numpy as np
 
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan
-from robots.registry import BUILT_IN, get_model, same_robot, source_beside
+from robots.registry import BUILT_IN, check_described, get_model, source_beside
 from robots.tree import RobotModel
 from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior, friction_rows
 from trajectories.multistart import settings_dict
@@ -85,9 +85,8 @@ def plan_model(plan: TrajectoryPlan) -> RobotModel:
     except DataError as exc:
         hint = "" if src else "; a plan for a robot that is not built in names its description (robot_source)"
         raise DataError(f"{name}: {exc}{hint}") from None
-    if src and not same_robot(model.name, plan.robot):
-        raise DataError(f"{name}: robot {plan.robot!r}, but its robot_source {plan.robot_source} describes "
-                        f"{model.name!r}")  # fmt: skip
+    if src:
+        check_described(name, plan.robot, plan.robot_source, model)
     if list(model.joint_names) != list(plan.joint_names):
         raise DataError(
             f"{name}: plan joints {plan.joint_names} do not match robot {model.name!r} ({model.joint_names})"
@@ -151,7 +150,7 @@ def check_plan(
     placement box and feet gap); `poise run` refuses on the same result."""
     from robots.stance import other_sole_problems
     from trajectories.closed_chain import ClosedChainTrajectory
-    from trajectories.verify import check_trajectory
+    from trajectories.verify import DEFAULT_ACCELERATION, check_trajectory
 
     ps = params or plan.params or next(iter(model.params))
     model.parameter_set(ps)
@@ -162,7 +161,7 @@ def check_plan(
         plan.base,
         ps,
         dt,
-        float(st.get("acceleration_default", 20.0)),
+        float(st.get("acceleration_default", DEFAULT_ACCELERATION)),
         bool(st.get("simplified", False)),
         zmp_margin=float(st.get("zmp_margin", 0.0)) if st.get("motion") in STANDING else 0.0,
         # a plan designed without self-collision rows is still held to links that do not meet

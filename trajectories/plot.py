@@ -1,4 +1,5 @@
-"""Figure of a trajectory: positions, velocities and torques per joint, normalised by their limits."""
+"""Figure of a trajectory (`trajectory_figure`, written by `save_figure`): positions, velocities, accelerations and
+torques per joint, normalised by their limits; a standing robot's ZMP path in its support polygon."""
 
 from __future__ import annotations
 
@@ -12,15 +13,14 @@ from trajectories.parametrisation import Trajectory
 from trajectories.verify import DEFAULT_ACCELERATION, acceleration_limits, sample_grid
 
 
-def plot_trajectory(
+def trajectory_figure(
     model: RobotModel,
     traj: Trajectory,
     base: str,
     params: str,
-    out: str,
     zmp_margin: float = 0.0,
     acceleration_default: float = DEFAULT_ACCELERATION,
-) -> None:
+):
     """Stacked panels over time, each joint's curve over its limit (dashed lines at ±1; the legend gives the limits
     in their units); an arm's position, velocity, acceleration (the description's limit, else
     `acceleration_default`) and torque. A standing robot's ZMP panel draws the line `zmp_margin` (m) inside the
@@ -42,14 +42,12 @@ def plot_trajectory(
 
         feet = list(foot_corners(model, traj.chain.nominal, params, traj.chain.base).values())
         hull = support_halfplanes(model, traj.chain)[2]
-        _plot_standing(
-            model, traj, traj.chain.base, hull, feet, "double", params, t, q, qd, qdd, out, zmp_margin
+        return _plot_standing(
+            model, traj, traj.chain.base, hull, feet, "double", params, t, q, qd, qdd, zmp_margin
         )
-        return
     if isinstance(traj, SingleSupportTrajectory):
         poly = sole_polygon(model, traj.base)
-        _plot_standing(model, traj, traj.base, poly, [], "single", params, t, q, qd, qdd, out, zmp_margin)
-        return
+        return _plot_standing(model, traj, traj.base, poly, [], "single", params, t, q, qd, qdd, zmp_margin)
     tau = dyn.rnea(model, q, qd, qdd, params, base)
     mid, half = _range_scale(model)
     amax = acceleration_limits(model, acceleration_default)
@@ -74,12 +72,7 @@ def plot_trajectory(
     axes[-1].set_xlabel("time [s]")
     fig.suptitle(f"{model.name}: excitation trajectory ({traj.duration:.3g} s)")
     fig.tight_layout()
-    try:
-        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=110, bbox_inches="tight"), "figure")
-    except (ValueError, OSError) as exc:
-        raise DataError(f"cannot write figure {out}: {exc}") from None
-    finally:
-        plt.close(fig)
+    return fig
 
 
 def _limits_label(model: RobotModel, j: int, amax: np.ndarray | None = None) -> str:
@@ -108,7 +101,7 @@ def _range_scale(model) -> tuple[np.ndarray, np.ndarray]:
     return mid, half
 
 
-def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd, out, margin=0.0) -> None:
+def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd, margin=0.0):
     """Joint positions and velocities against their limits, and the ZMP path inside the support polygon (and its
     margin line)."""
     import matplotlib.pyplot as plt
@@ -150,6 +143,13 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
     ax3.grid(alpha=0.3)
     fig.suptitle(f"{model.name}: {support}-support excitation ({traj.duration:.3g} s)")
     fig.tight_layout()
+    return fig
+
+
+def save_figure(fig, out: str) -> None:
+    """Write a figure (its suffix picks the format) whole or not at all, and release it."""
+    import matplotlib.pyplot as plt
+
     try:
         write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=110, bbox_inches="tight"), "figure")
     except (ValueError, OSError) as exc:
