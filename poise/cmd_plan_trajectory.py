@@ -364,6 +364,12 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     from trajectories.plan import make_plan
 
     model = get_model(args.robot)
+    flexible = model.extra.get("flexible_joints", {}).get("joints")
+    if flexible:  # a rigid-body design of a robot whose description says its joints are not rigid
+        err_console.print(f"[yellow]note:[/yellow] {model.name}'s description declares flexible joints "
+                          f"({', '.join(flexible)}): this designs a rigid-body excitation of its "
+                          f"{args.params or next(iter(model.params))!r} set; its flexible-joint calibration takes a PWM "
+                          "excitation (`poise plan doggy`, README: Doggy calibration)", highlight=False)  # fmt: skip
     experiments, priors = _prior_experiments(args.prior, model) if args.prior else ([], [])
     auto_focus = _auto_focus(args, experiments)
     settings = _settings(args)

@@ -92,3 +92,13 @@ def test_a_plan_whose_chain_does_not_close_is_named_by_show(tmp_path, capsys):
     err = one_line_error(capsys, ["plan", "show", str(far), "--out", str(tmp_path / "far.png")])
     assert err.startswith(f"poise: error: {far}: ") and not (tmp_path / "far.png").exists()
     assert main(["plan", "check", str(far)]) == 1  # there a failed check among the others
+
+
+def test_a_rigid_body_design_of_a_flexible_joint_robot_says_so(tmp_path, capsys):
+    """Doggy's description declares flexible joints: `plan trajectory doggy` still designs (its URDF set's
+    rigid-body excitation) but says where its calibration's experiment comes from."""
+    argv = ["plan", "trajectory", "doggy", "--duration", "5", "--period", "5", "--harmonics", "2", "--samples", "16",
+            "--max-iter", "5", "--out", str(tmp_path / "d.json")]  # fmt: skip
+    assert main(argv) in (0, 1)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "doggy's description declares flexible joints (q1, q2, q3)" in err and "poise plan doggy" in err
