@@ -237,17 +237,39 @@ def add_force(parser: argparse.ArgumentParser) -> None:
 
 
 def check_outputs(args: argparse.Namespace) -> None:
-    """DataError for an output file that exists (without --force), is a directory or has no folder."""
+    """DataError for an output file that exists (without --force), is a directory or has no folder, or is the path
+    of another output or of an input given (--force would overwrite the input, two outputs each other)."""
+    given = {dest: value for dest, value in vars(args).items() if isinstance(value, str)}
+    given |= {f"{dest}[{k}]": v for dest, vs in vars(args).items() if isinstance(vs, list)
+              for k, v in enumerate(vs) if isinstance(v, str)}  # fmt: skip
     for dest, value in vars(args).items():
         if not isinstance(value, OutputFile):
             continue
         path, opt = Path(value), "--" + dest.replace("_", "-")
+        same = [d for d, v in given.items() if d != dest and _same_path(v, path)]
+        if same:
+            other = same[0].split("[")[0]
+            name = other if other in ("plan", "recording", "robot") else "--" + other.replace("_", "-")
+            raise DataError(f"{opt} {value}: the same file as {name}; give another path")
         if path.is_dir():
             raise DataError(f"{opt} {value}: is a directory, expected a file")
         if not path.parent.is_dir():
             raise DataError(f"{opt} {value}: folder {str(path.parent)!r} does not exist")
         if path.exists() and not getattr(args, "force", False):
             raise DataError(f"{opt} {value}: file exists (use --force to overwrite it)")
+
+
+def _same_path(text: str, path: Path) -> bool:
+    """Whether an argument's text names the file `path` (as written, or resolved when both exist)."""
+    try:
+        other = Path(text)
+        return (
+            other == path
+            or (other.exists() and path.exists() and other.samefile(path))
+            or (other.resolve() == path.resolve())
+        )
+    except (OSError, ValueError):
+        return False
 
 
 def _baud(value: str, spec: str) -> None:

@@ -46,24 +46,19 @@ def register_simulate(s: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--truth-out", type=at.out_file, help="write the true parameter set (JSON) here")
     t.add_argument(
-        "--viscous", type=at.nonnegative, default=0.3, help="true viscous friction, N·m·s/rad (all joints)"
+        "--viscous", type=at.nonnegative, help="arm: true viscous friction, N·m·s/rad (all joints; 0.3)"
     )
-    t.add_argument(
-        "--coulomb", type=at.nonnegative, default=0.8, help="true Coulomb friction, N·m (all joints)"
-    )
-    t.add_argument("--effort-noise", type=at.nonnegative, default=0.2, help="effort noise σ in N·m")
-    t.add_argument("--armature", type=at.nonnegative, default=0.0,
+    t.add_argument("--coulomb", type=at.nonnegative, help="arm: true Coulomb friction, N·m (all joints; 0.8)")
+    t.add_argument("--effort-noise", type=at.nonnegative, help="arm: effort noise σ in N·m (0.2)")
+    t.add_argument("--armature", type=at.nonnegative,
                    help="arm: true rotor inertia at every joint, kg·m² (Ia·q̈ on its own effort; default 0)")  # fmt: skip
-    t.add_argument(
-        "--force-noise", type=at.nonnegative, default=2.0, help="double support: board force noise σ in N"
-    )
-    t.add_argument(
-        "--moment-noise", type=at.nonnegative, default=0.3, help="double support: board moment noise σ in N·m"
-    )
+    t.add_argument("--force-noise", type=at.nonnegative, help="standing: board force noise σ in N (2.0)")
+    t.add_argument("--moment-noise", type=at.nonnegative, help="standing: board moment noise σ in N·m (0.3)")
     t.add_argument(
         "--encoder-ticks", type=at.integer(0), default=16384, help="encoder ticks per revolution (0: exact)"
     )
-    t.add_argument("--seed", type=at.seed, default=0)
+    t.add_argument("--seed", type=at.seed, default=0,
+                   help="seed of the noise and, with --truth perturbed, of the perturbation (another truth per seed)")  # fmt: skip
     t.set_defaults(func=cmd_simulate_trajectory)
 
 
@@ -165,6 +160,29 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     d.set_defaults(func=cmd_identify_dynamic)
 
 
+SIMULATED_ARM = {
+    "viscous": 0.3,
+    "coulomb": 0.8,
+    "effort_noise": 0.2,
+    "armature": 0.0,
+}  # `simulate`'s defaults
+SIMULATED_BOARDS = {"force_noise": 2.0, "moment_noise": 0.3}
+
+
+def _twin_options(args: argparse.Namespace, standing: bool) -> None:
+    """`simulate trajectory`'s imperfections of the plan's kind filled in with their defaults; those of the other
+    kind refused (an arm has no boards, a standing robot's efforts are the boards')."""
+    mine, other = (SIMULATED_BOARDS, SIMULATED_ARM) if standing else (SIMULATED_ARM, SIMULATED_BOARDS)
+    given = [name for name in other if getattr(args, name) is not None]
+    if given:
+        what = "a standing robot's boards" if standing else "a fixed-base arm's joint efforts"
+        raise DataError(f"--{given[0].replace('_', '-')} simulates what this plan does not record (it records "
+                        f"{what})")  # fmt: skip
+    for name, value in (mine | other).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+
+
 def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts, physical_truth, standing_wrench
     from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
@@ -175,7 +193,8 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
 
     _finite("rate-hz", args.rate_hz, positive=True)
     for name in ("viscous", "coulomb", "effort_noise", "armature"):
-        _finite(name.replace("_", "-"), getattr(args, name))
+        if getattr(args, name) is not None:
+            _finite(name.replace("_", "-"), getattr(args, name))
     if args.encoder_ticks < 0 or args.seed < 0:
         raise DataError("--encoder-ticks and --seed must not be negative")
     plan = load_trajectory_plan(args.plan)
@@ -192,10 +211,7 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     wrench = tau = None
     how = plan_recording(plan, traj)
-    if how.standing and args.armature:
-        raise DataError(
-            "--armature is a fixed-base arm's rotor inertia (joint efforts); this plan stands on boards"
-        )
+    _twin_options(args, how.standing)
     if how.standing:
         truth = physical_truth(truth)
         with console.status(f"MuJoCo inverse dynamics (floating robot, soles held) of {len(t)} samples"):

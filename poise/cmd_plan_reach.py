@@ -82,8 +82,10 @@ def cmd_reach(args: argparse.Namespace) -> int:
         return 0
     from rich.table import Table
 
+    units = "N, N·m, N·m" if settings.motion != "free" else "N·m"
+    fitted = "" if settings.motion != "free" else "; friction fitted, as identify dynamic does"
     table = Table(title=f"{model.name}: {settings.motion} runs of {reach.duration_s:g} s, noise "
-                        f"{' / '.join(f'{v:g}' for v in reach.noise)} per sample")  # fmt: skip
+                        f"{' / '.join(f'{v:g}' for v in reach.noise)} ({units}) per sample{fitted}")  # fmt: skip
     for col in ("base parameter", "unit", "guess", "alone: rel. SE [%]", "for all: rel. SE [%]",
                 f"to {reach.well_pct:g} % (the better design)"):  # fmt: skip
         table.add_column(col, justify="left" if col.startswith(("base", "unit", "to")) else "right")

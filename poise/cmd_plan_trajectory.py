@@ -1014,6 +1014,16 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
     model = plan_model(plan)
     traj = plan_trajectory(plan, model)
     rate = args.rate_hz or plan.rate_hz
+    if traj.duration * rate < MIN_RECORDED_SAMPLES:  # as `plan trajectory` and `simulate trajectory` refuse
+        raise DataError(f"--rate-hz {rate:g}: {traj.duration:g} s at it is {traj.duration * rate:.3g} setpoints; "
+                        f"a controller needs at least {MIN_RECORDED_SAMPLES} (the rate is in Hz)")  # fmt: skip
+    # setpoints go where poise does not guard the run: only a plan `plan check` passes (its verdict, not its config)
+    problems = plan_verdict(
+        args.plan, plan, model, traj, plan.params or next(iter(model.params)), None
+    ).problems
+    if problems:
+        raise DataError(f"`plan check {args.plan}` fails it ({len(problems)} problem(s): {'; '.join(problems[:3])}"
+                        f"{'; …' if len(problems) > 3 else ''}): no setpoints written")  # fmt: skip
     t = tick_times(traj.duration, rate)  # at the plan's rate, the ticks `poise run` streams
     q, qd, qdd = traj.sample(t)
     tau = None

@@ -67,7 +67,7 @@ def test_the_design_for_one_parameter_is_the_focused_plan(tmp_path, capsys):
                  "--scaling", "none", "--focus", "ϑ1", "--json"]) == 0  # fmt: skip
     capsys.readouterr()
     assert load_trajectory_plan(plan).settings["focus"] == [0]
-    assert main(["plan", "forecast", str(plan), "--noise", "0.2", "--no-friction", "--json"]) == 0
+    assert main(["plan", "forecast", str(plan), "--noise", "0.2", "--json"]) == 0  # with friction, as reach
     fc = json.loads(capsys.readouterr().out)["parameters"][0]
     assert (
         fc["symbol"] == "ϑ1" and fc["unit"] == got["unit"] == "kg·m²"

@@ -1,7 +1,8 @@
-"""What a user's review of `plan show`, multi-start designs and Doggy plans found, mended: a figure drawn without
-a word for a plan `plan check` fails; a plan naming one robot and describing another; a plan's absurd rate; a Doggy
-plan given to `poise run` called "not a plan". (Multi-start seeds: test_trajectory_multistart; a scheduler without
-workers: test_trajectory_dask.)"""
+"""What users' reviews of `plan show`, multi-start designs, Doggy plans and the planning helpers found, mended: a
+figure drawn without a word for a plan `plan check` fails; a plan naming one robot and describing another; a plan's
+absurd rate; a Doggy plan given to `poise run`; errors without JSON under --json; setpoints for a failing plan; an
+output written over an input; simulated imperfections the plan does not record. (Multi-start seeds:
+test_trajectory_multistart; a scheduler without workers: test_trajectory_dask.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import one_line_error
 
 from poise.cli import main
@@ -102,3 +104,43 @@ def test_a_rigid_body_design_of_a_flexible_joint_robot_says_so(tmp_path, capsys)
     assert main(argv) in (0, 1)
     err = " ".join(capsys.readouterr().err.split())
     assert "doggy's description declares flexible joints (q1, q2, q3)" in err and "poise plan doggy" in err
+
+
+def test_plan_sample_writes_setpoints_only_for_a_plan_check_passes(tmp_path, capsys):
+    """Setpoints go to a controller poise does not guard: a plan `plan check` fails (angles typed in degrees) or
+    too few setpoints for the motion are refused, nothing written."""
+    deg = _edited(tmp_path, UR5_PLAN, lambda d: d["trajectory"].update(q0=(57.3 * np.asarray(d["trajectory"]["q0"])).tolist()))  # fmt: skip
+    out = tmp_path / "sp.csv"
+    err = one_line_error(capsys, ["plan", "sample", str(deg), "--out", str(out)])
+    assert (
+        f"`plan check {deg}` fails it (" in err
+        and "leaves its position range" in err
+        and "no setpoints" in err
+    )
+    err = one_line_error(capsys, ["plan", "sample", str(UR5_PLAN), "--out", str(out), "--rate-hz", "1"])
+    assert "6 s at it is 6 setpoints; a controller needs at least 10" in err and not out.exists()
+    assert main(["plan", "sample", str(UR5_PLAN), "--out", str(out)]) == 0
+
+
+def test_an_output_on_an_input_or_another_output_is_refused(tmp_path, capsys):
+    plan = tmp_path / "ur5.json"
+    plan.write_bytes(UR5_PLAN.read_bytes())
+    err = one_line_error(capsys, ["plan", "sample", str(plan), "--out", str(plan), "--force"])
+    assert "the same file as plan" in err and plan.read_bytes() == UR5_PLAN.read_bytes()
+    rec = tmp_path / "rec.csv"
+    err = one_line_error(
+        capsys, ["simulate", "trajectory", str(plan), "--out", str(rec), "--truth-out", str(rec)]
+    )
+    assert "--out" in err and "the same file as --truth-out" in err and not rec.exists()
+
+
+@pytest.mark.parametrize(
+    "plan, option, records",
+    [("ur5_6s.json", "--force-noise", "a fixed-base arm's joint efforts"),
+     ("tulip_double_support_10s.json", "--viscous", "a standing robot's boards"),
+     ("tulip_double_support_10s.json", "--armature", "a standing robot's boards")],
+)  # fmt: skip
+def test_simulate_refuses_the_other_kinds_imperfections(plan, option, records, tmp_path, capsys):
+    err = one_line_error(capsys, ["simulate", "trajectory", str(DATA / plan), "--out", str(tmp_path / "r.csv"),
+                                  option, "0.5"])  # fmt: skip
+    assert f"{option} simulates what this plan does not record (it records {records})" in err

@@ -118,7 +118,8 @@ def parameter_reach(
 
     def forecast(res: ExcitationResult, s: ExcitationSettings):
         plan = make_plan(robot, model, res, s, seed, rate_hz)
-        return forecast_plans([plan], [robot], noise, rate_hz=rate_hz, friction=False).forecast
+        # as `identify dynamic` fits an arm by default: with friction (a standing robot has none to fit)
+        return forecast_plans([plan], [robot], noise, rate_hz=rate_hz, friction=True).forecast
 
     every = forecast(results["all"], base)
     nb = every.inertial
