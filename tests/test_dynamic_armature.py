@@ -248,7 +248,7 @@ def test_simulate_trajectory_takes_a_true_rotor_inertia(arm, tmp_path, capsys):
     reference = json.loads(capsys.readouterr().out)["reference"]
     assert "joints" not in reference  # declared by none: compared with none
     standing = Path(__file__).parent / "data" / "tulip_double_support_10s.json"
-    for argv, words in (([str(standing), "--armature", "0.1"], "fixed-base arm"),
+    for argv, words in (([str(standing), "--armature", "0.1"], "it records a standing robot's boards"),
                         ([str(tmp_path / "p.json"), "--armature", "-1"], "armature")):  # fmt: skip
         capsys.readouterr()
         assert main(["simulate", "trajectory", *argv, "--out", str(tmp_path / "r2.csv")]) == 2

@@ -348,7 +348,7 @@ def test_cli_export_json_and_errors(tmp_path, capsys):
     rc, _, err = _run(
         ["model", "export", str(local), "--params", str(good), "--out", str(local), "--force"], capsys
     )
-    assert rc == 2 and "input URDF" in err
+    assert rc == 2 and "the same file as robot" in err  # the input URDF, even with --force
     assert local.read_bytes() == before and not (tmp_path / "x.urdf").exists()
 
 
