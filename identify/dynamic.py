@@ -1225,7 +1225,7 @@ def default_cutoff(rec: DynamicRecording) -> float:
     if fc >= rec.rate_hz / 2:
         raise DataError(
             f"motion_band_hz {band:g} needs a cut-off of {fc:.3g} Hz, above half the sample rate "
-            f"({rec.rate_hz / 2:.3g} Hz): sample faster, or fit with a lower cut-off (identify dynamic --cutoff-hz)"
+            f"({rec.rate_hz / 2:.3g} Hz): sample faster, or a lower cut-off (identify dynamic --cutoff-hz)"
         )
     return fc
 

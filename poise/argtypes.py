@@ -239,9 +239,14 @@ def add_force(parser: argparse.ArgumentParser) -> None:
 def check_outputs(args: argparse.Namespace) -> None:
     """DataError for an output file that exists (without --force), is a directory or has no folder, or is the path
     of another output or of an input given (--force would overwrite the input, two outputs each other)."""
-    given = {dest: value for dest, value in vars(args).items() if isinstance(value, str)}
+
+    def is_file_arg(dest: str, value: object) -> bool:  # other outputs, and inputs that are files (not names)
+        return isinstance(value, OutputFile) or (isinstance(value, str) and dest != "command"
+                                                 and not dest.endswith("_cmd") and _is_file(value))  # fmt: skip
+
+    given = {dest: value for dest, value in vars(args).items() if is_file_arg(dest, value)}
     given |= {f"{dest}[{k}]": v for dest, vs in vars(args).items() if isinstance(vs, list)
-              for k, v in enumerate(vs) if isinstance(v, str)}  # fmt: skip
+              for k, v in enumerate(vs) if is_file_arg(dest, v)}  # fmt: skip
     for dest, value in vars(args).items():
         if not isinstance(value, OutputFile):
             continue
@@ -268,7 +273,14 @@ def _same_path(text: str, path: Path) -> bool:
             or (other.exists() and path.exists() and other.samefile(path))
             or (other.resolve() == path.resolve())
         )
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a symlink loop (Python 3.11)
+        return False
+
+
+def _is_file(text: str) -> bool:
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError, RuntimeError):
         return False
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from formats.errors import DataError
 from poise import argtypes as at
@@ -97,8 +98,8 @@ def cmd_reach(args: argparse.Namespace) -> int:
             p.symbol,
             p.unit,
             f"{p.guess:.4g}",
-            f"{p.alone_rel_se_pct:.3g}",
-            f"{p.all_at_once_rel_se_pct:.3g}",
+            _pct(p.alone_rel_se_pct),
+            _pct(p.all_at_once_rel_se_pct),
             verdict,
         )
     console.print(table)
@@ -109,3 +110,8 @@ def cmd_reach(args: argparse.Namespace) -> int:
         f"for all at once determines {len(reach.all_at_once_determined)} in one run."
     )
     return 0
+
+
+def _pct(value: float) -> str:
+    """A relative SE for the table; "—" where there is none (a guess of 0), as `plan forecast` prints it."""
+    return f"{value:.3g}" if math.isfinite(value) else "—"

@@ -364,10 +364,13 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     from trajectories.plan import make_plan
 
     model = get_model(args.robot)
-    flexible = model.extra.get("flexible_joints", {}).get("joints")
-    if flexible:  # a rigid-body design of a robot whose description says its joints are not rigid
+    section = model.extra.get("flexible_joints")
+    flexible = section.get("joints") if isinstance(section, dict) else None
+    if (
+        isinstance(flexible, list) and flexible
+    ):  # a rigid-body design of a robot whose description says its joints are not rigid
         err_console.print(f"[yellow]note:[/yellow] {model.name}'s description declares flexible joints "
-                          f"({', '.join(flexible)}): this designs a rigid-body excitation of its "
+                          f"({', '.join(map(str, flexible))}): this designs a rigid-body excitation of its "
                           f"{args.params or next(iter(model.params))!r} set; its flexible-joint calibration takes a PWM "
                           "excitation (`poise plan doggy`, README: Doggy calibration)", highlight=False)  # fmt: skip
     experiments, priors = _prior_experiments(args.prior, model) if args.prior else ([], [])
@@ -1008,23 +1011,23 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
     from formats.setpoints import Setpoints, write_setpoints
     from formats.trajectory_plan import load_trajectory_plan, plan_digest
     from robots import dynamics as dyn
-    from trajectories.plan import plan_model, plan_recording, plan_trajectory
+    from trajectories.plan import check_plan, plan_model, plan_recording, plan_trajectory
 
     plan = load_trajectory_plan(args.plan)
     model = plan_model(plan)
     traj = plan_trajectory(plan, model)
     rate = args.rate_hz or plan.rate_hz
-    if traj.duration * rate < MIN_RECORDED_SAMPLES:  # as `plan trajectory` and `simulate trajectory` refuse
-        raise DataError(f"--rate-hz {rate:g}: {traj.duration:g} s at it is {traj.duration * rate:.3g} setpoints; "
-                        f"a controller needs at least {MIN_RECORDED_SAMPLES} (the rate is in Hz)")  # fmt: skip
-    # setpoints go where poise does not guard the run: only a plan `plan check` passes (its verdict, not its config)
-    problems = plan_verdict(
-        args.plan, plan, model, traj, plan.params or next(iter(model.params)), None
-    ).problems
+    t = tick_times(traj.duration, rate)  # at the plan's rate, the ticks `poise run` streams
+    if len(t) < MIN_RECORDED_SAMPLES:  # as `plan trajectory` and `simulate trajectory` refuse
+        raise DataError(f"--rate-hz {rate:g}: {traj.duration:g} s at it is {len(t)} setpoints; a controller needs "
+                        f"at least {MIN_RECORDED_SAMPLES} (the rate is in Hz)")  # fmt: skip
+    # setpoints go where poise does not guard the run: only a plan `plan check`'s checks pass (a single-support
+    # plan's weight shift, which `poise run` plans, is the user's to make)
+    with named_errors(args.plan):
+        problems = check_plan(plan, model, traj, plan.params or next(iter(model.params))).problems
     if problems:
         raise DataError(f"`plan check {args.plan}` fails it ({len(problems)} problem(s): {'; '.join(problems[:3])}"
                         f"{'; …' if len(problems) > 3 else ''}): no setpoints written")  # fmt: skip
-    t = tick_times(traj.duration, rate)  # at the plan's rate, the ticks `poise run` streams
     q, qd, qdd = traj.sample(t)
     tau = None
     if args.torques:
@@ -1033,7 +1036,7 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
                             "feed-forward torques are a fixed-base arm's")  # fmt: skip
         tau = dyn.rnea(model, q, qd, qdd, plan.params or next(iter(model.params)), plan.base)
     meta = {"rate_hz": f"{rate:g}", "duration_s": f"{traj.duration:g}", "plan_sha256": plan_digest(plan),
-            "base": plan.base}  # fmt: skip
+            "base": plan.base} | plan_recording(plan, traj).meta  # a recording of it then declares the same  # fmt: skip
     if tau is not None:
         meta["torques"] = f"feed-forward, RNEA with parameter set {plan.params or next(iter(model.params))!r}"
     write_setpoints(Setpoints(model.name, list(model.joint_names), t, q, qd, qdd, tau, meta), args.out)
@@ -1043,6 +1046,9 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
+        single = meta.get("motion") == "single-support"
         console.print(f"wrote {len(t)} setpoints ({traj.duration:g} s at {rate:g} Hz) to {args.out}; the robot "
-                      "must stand at the first row's posture, at rest, before the stream starts")  # fmt: skip
+                      "must stand at the first row's posture, at rest, before the stream starts"
+                      + (" — on one sole: the weight shift onto it, which `poise run` plans, is yours to make"
+                         if single else ""))  # fmt: skip
     return 0

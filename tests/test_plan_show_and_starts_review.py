@@ -118,7 +118,7 @@ def test_plan_sample_writes_setpoints_only_for_a_plan_check_passes(tmp_path, cap
         and "no setpoints" in err
     )
     err = one_line_error(capsys, ["plan", "sample", str(UR5_PLAN), "--out", str(out), "--rate-hz", "1"])
-    assert "6 s at it is 6 setpoints; a controller needs at least 10" in err and not out.exists()
+    assert "6 s at it is 7 setpoints; a controller needs at least 10" in err and not out.exists()
     assert main(["plan", "sample", str(UR5_PLAN), "--out", str(out)]) == 0
 
 
@@ -134,6 +134,14 @@ def test_an_output_on_an_input_or_another_output_is_refused(tmp_path, capsys):
     assert "--out" in err and "the same file as --truth-out" in err and not rec.exists()
 
 
+def test_outputs_named_like_a_command_or_a_default_are_written(tmp_path, monkeypatch, capsys):
+    """Only files are compared: an output called `sample` (the subcommand) or `perturbed` (--truth's default)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", "sample", str(UR5_PLAN), "--out", "sample"]) == 0
+    assert main(["simulate", "trajectory", str(UR5_PLAN), "--out", "perturbed", "--rate-hz", "100"]) == 0
+    assert (tmp_path / "sample").is_file() and (tmp_path / "perturbed").is_file()
+
+
 @pytest.mark.parametrize(
     "plan, option, records",
     [("ur5_6s.json", "--force-noise", "a fixed-base arm's joint efforts"),
@@ -144,3 +152,14 @@ def test_simulate_refuses_the_other_kinds_imperfections(plan, option, records, t
     err = one_line_error(capsys, ["simulate", "trajectory", str(DATA / plan), "--out", str(tmp_path / "r.csv"),
                                   option, "0.5"])  # fmt: skip
     assert f"{option} simulates what this plan does not record (it records {records})" in err
+
+
+def test_single_support_setpoints_say_so(tmp_path, capsys):
+    """A single-support plan's setpoints declare the motion (a recording of them then does too) and the weight
+    shift onto the stance sole `poise run` would plan is named as the user's to make."""
+    out = tmp_path / "ss.csv"
+    assert main(["plan", "sample", str(DATA / "tulip_single_support_6s.json"), "--out", str(out)]) == 0
+    assert "# motion: single-support" in out.read_text().splitlines()[:12]
+    assert "the weight shift onto it, which `poise run` plans, is yours" in " ".join(
+        capsys.readouterr().out.split()
+    )
