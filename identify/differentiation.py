@@ -48,6 +48,15 @@ def derivatives(
     return qf, qd, qdd
 
 
+def velocity(t: np.ndarray, q: np.ndarray, method: str, cutoff_hz: float) -> np.ndarray:
+    """q̇ alone by `method` (`states`' second; adaptive windowing skips the second pass q̈ would take)."""
+    if method == "adaptive":
+        from identify.adaptive_window import adaptive_derivative
+
+        return adaptive_derivative(t, q)
+    return derivatives(t, q, cutoff_hz)[1]
+
+
 def states(
     t: np.ndarray, q: np.ndarray, method: str, cutoff_hz: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -31,7 +31,7 @@ from identify.delay import (
     samples_of,
     trimmed,
 )
-from identify.differentiation import DIFFERENTIATIONS, derivatives, lowpass, states
+from identify.differentiation import DIFFERENTIATIONS, derivatives, lowpass, states, velocity
 from identify.recording_model import check_base
 from identify.residual_covariance import banded_covariance
 from robots import dynamics as dyn
@@ -408,7 +408,7 @@ class DynamicEstimator:
         if not (self.friction and drop_reversals):
             return np.ones(shape, dtype=bool)
         if measured_qd is None:
-            measured_qd = self._states(rec.t, rec.q)[1]
+            measured_qd = velocity(rec.t, rec.q, self.differentiation, self.cutoff_)
         window = int(np.ceil(rec.rate_hz / self.cutoff_))
         slow = minimum_filter1d(np.abs(measured_qd), 2 * window + 1, axis=0) < self.reversal_velocity
         return ~slow[sl]

@@ -794,16 +794,17 @@ class PlanVerdict:
 
 
 def plan_verdict(
-    path: str, plan: TrajectoryPlan, model: RobotModel, traj, ps, config: str | None
+    path: str, plan: TrajectoryPlan, model: RobotModel, traj, ps, config: str | None, optional: bool = False
 ) -> PlanVerdict:
     """`plan check`'s verdict on a plan, which `plan show` warns with: every limit on a 1 ms grid; a single-support
     plan's weight shifts planned as `poise run` plays them (`drivers.single_support_stream.plan_transitions`, with
     `config` or the bundled configuration); with `config`, a fixed-base or double-support plan's setpoints as
-    `poise run` streams and checks them at its rate (`setpoints`)."""
+    `poise run` streams and checks them at its rate (`setpoints`). `optional`: a robot without a run configuration
+    has its weight shifts unchecked rather than refused."""
     from drivers.single_support_stream import plan_transitions
     from trajectories.plan import check_plan
 
-    cfg = _run_config(model, traj, config)  # a bad configuration refused before the long checks
+    cfg = _run_config(model, traj, config, optional)  # a bad configuration refused before the long checks
     # a fixed-base or double-support plan with `config`: the run's own pre-flight of its setpoints (a single-support
     # plan's configuration plans its weight shifts, whose ticks `plan_transitions` checks)
     run_cfg = _robot_config(model, config) if config is not None and cfg is None else None
@@ -868,14 +869,15 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     return 1
 
 
-def _run_config(model: RobotModel, traj, config: str | None) -> RobotConfig | None:
+def _run_config(model: RobotModel, traj, config: str | None, optional: bool = False) -> RobotConfig | None:
     """The executor's configuration (`config`, else the bundled one) a single-support plan's weight shifts are
-    planned with; None for any other plan (nothing to plan: a double-support or fixed-base run starts as placed)."""
+    planned with; None for any other plan (nothing to plan: a double-support or fixed-base run starts as placed), and
+    with `optional` for a robot without one."""
     from trajectories.single_support import SingleSupportTrajectory
 
     if not isinstance(traj, SingleSupportTrajectory):
         return None
-    return _robot_config(model, config)
+    return _robot_config(model, config, optional)
 
 
 def _robot_config(model: RobotModel, config: str | None, optional: bool = False) -> RobotConfig | None:
@@ -923,7 +925,9 @@ def cmd_show_trajectory(path: str, out: str) -> int:
     model = plan_model(plan)
     margin = float(plan.settings.get("zmp_margin", 0.0)) if plan.settings.get("motion") in STANDING else 0.0
     traj, ps = plan_trajectory(plan, model), plan.params or next(iter(model.params))
-    problems = plan_verdict(path, plan, model, traj, ps, None).problems  # a figure never hides a failing plan
+    problems = plan_verdict(
+        path, plan, model, traj, ps, None, optional=True
+    ).problems  # a figure never hides a failing plan
     acc = float(plan.settings.get("acceleration_default", DEFAULT_ACCELERATION))
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
         fig = trajectory_figure(model, traj, plan.base, ps, margin, acc)

@@ -77,7 +77,7 @@ def trajectory_figure(
 
 def _limits_label(model: RobotModel, j: int, amax: np.ndarray | None = None) -> str:
     """A joint's legend entry with the limits its curves are divided by, in their units."""
-    prismatic = model.joints[model.joint_index(model.joint_names[j])].type == "prismatic"
+    prismatic = model.joints[model.coordinates[j]].type == "prismatic"
     u, f = ("m", "N") if prismatic else ("rad", "N·m")
     lo, hi = model.lower[j], model.upper[j]
     pos = f"{lo:.3g}…{hi:.3g} {u}" if np.isfinite(lo) and np.isfinite(hi) else "unlimited"
