@@ -1,8 +1,9 @@
 """Excitation design: poise (Fourier series, κ surrogate with exact gradients, exact grid Jacobians) against a
 FIGAROH-style baseline (cubic splines through waypoints, cond(W) and the constraints by finite differences), on
 the same robot, limits, grid and time budget — and poise designing the baseline's own splines (same waypoints, same
-grid), so that the derivatives are compared apart from the parametrisation; plus the balance-constrained TUlip
-design no peer offers, as a Fourier series and as a spline."""
+grid), so that the derivatives are compared apart from the parametrisation. Side by side too on the iCub right
+arm's 60 s acceptance problem and on TUlip standing on both soles, where the baseline is given poise's balance
+constraints (the closed chain, the ZMP margin, the load share) by finite differences — which no peer offers."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import casadi as ca
 import numpy as np
 
+from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec, cached_dynamic_base
 from robots.conditioning import kappa, normalised_columns
@@ -52,9 +54,42 @@ class _Numeric(ca.Callback):
         return [ca.DM(self.fn(np.asarray(arg[0]).ravel()))]
 
 
+def _fd_ipopt(name: str, objective, constraints, x0: np.ndarray, lbg, ubg, max_iter: int) -> tuple:
+    """IPOPT on numpy callbacks whose every derivative CasADi takes by forward differences (L-BFGS Hessian): the
+    baseline's solver. Returns (x, iterations, seconds)."""
+    nx, ng = len(x0), len(lbg)
+    fnode = _Numeric(f"{name}_f", lambda x: [objective(x)], nx, 1)
+    gnode = _Numeric(f"{name}_g", constraints, nx, ng)
+    x = ca.MX.sym("x", nx)
+    opts = {"ipopt.print_level": 0, "print_time": False, "ipopt.max_iter": max_iter, "ipopt.sb": "yes",
+            "ipopt.hessian_approximation": "limited-memory"}  # fmt: skip
+    solver = ca.nlpsol(name, "ipopt", {"x": x, "f": fnode(x), "g": gnode(x)}, opts)
+    t0 = time.perf_counter()
+    sol = solver(x0=x0, lbg=lbg, ubg=ubg)
+    return np.asarray(sol["x"]).ravel(), int(solver.stats()["iter_count"]), time.perf_counter() - t0
+
+
+def _baseline_result(check, iterations: int, secs: float) -> dict:
+    return {
+        "method": "splines + cond(W) + finite differences (FIGAROH-style)",
+        "kappa_scaled": check.kappa_scaled,
+        "kappa": check.kappa,
+        "iterations": iterations,
+        "seconds": secs,
+        "seconds_per_iteration": secs / max(1, iterations),
+        "feasible": check.ok,
+        "problems": check.problems,
+    }
+
+
+def _coupled(model, q: np.ndarray) -> np.ndarray:
+    """The description's coupled position limits (a·q ≤ b: the iCub shoulder's tendons) at every sample, minus b."""
+    return np.concatenate([q @ A - b for A, b in zip(model.coupled_A, model.coupled_b, strict=True)] + [[]])
+
+
 def baseline(model, settings: ExcitationSettings, waypoints: int, seed: int, max_iter: int) -> dict:
     """Splines through `waypoints` interior points per joint (at rest at both ends), IPOPT on cond(W) and the
-    same limits, every derivative by finite differences (as FIGAROH does)."""
+    same limits, coupled ones included (and q̈ = 0 at both ends, as poise's), every derivative by finite differences (as FIGAROH does)."""
     rng = np.random.default_rng(seed)
     base, params = model.root, next(iter(model.params))
     db = cached_dynamic_base(model, RegressorSpec("torque", base))
@@ -72,45 +107,100 @@ def baseline(model, settings: ExcitationSettings, waypoints: int, seed: int, max
         Q = np.vstack([mid, x.reshape(waypoints, n), mid])
         return SplineTrajectory(times, Q)
 
-    def W(x):
-        q, qd, qdd = spline(x).sample(t)
-        return dyn.torque_regressor(model, q, qd, qdd, base)[..., db.independent].reshape(-1, db.rank)
-
     def cond(x):
-        return [kappa(normalised_columns(W(x))[0])]
+        q, qd, qdd = spline(x).sample(t)
+        W = dyn.torque_regressor(model, q, qd, qdd, base)[..., db.independent].reshape(-1, db.rank)
+        return kappa(normalised_columns(W)[0])
 
     def cons(x):
         q, qd, qdd = spline(x).sample(t)
         tau = dyn.rnea(model, q, qd, qdd, params, base)
-        return np.concatenate([(q - mid).ravel(), qd.ravel(), qdd.ravel(), tau.ravel()])
+        return np.concatenate([(q - mid).ravel(), qd.ravel(), qdd.ravel(), tau.ravel(), qdd[[0, -1]].ravel(),
+                               _coupled(model, q)])  # fmt: skip
 
-    nx = waypoints * n
-    fnode = _Numeric("cond", cond, nx, 1)
-    gnode = _Numeric("cons", cons, nx, 4 * K * n)
-    x = ca.MX.sym("x", nx)
     half = (hi - lo) / 2
-    lbg = np.concatenate([np.tile(-half, K), np.tile(-vmax, K), np.tile(-amax, K), np.tile(-tmax, K)])
-    ubg = -lbg
-    opts = {"ipopt.print_level": 0, "print_time": False, "ipopt.max_iter": max_iter, "ipopt.sb": "yes",
-            "ipopt.hessian_approximation": "limited-memory"}  # fmt: skip
-    solver = ca.nlpsol("baseline", "ipopt", {"x": x, "f": fnode(x), "g": gnode(x)}, opts)
+    rest = np.zeros(2 * n)  # q̈ = 0 where it starts and ends, as poise's designs (no step of torque)
+    bound = np.concatenate([np.tile(half, K), np.tile(vmax, K), np.tile(amax, K), np.tile(tmax, K), rest])
+    coupled = np.zeros(K * len(model.coupled_b))
+    lbg, ubg = np.concatenate([-bound, coupled - np.inf]), np.concatenate([bound, coupled])
     x0 = (mid + rng.uniform(-0.3, 0.3, (waypoints, n)) * half).ravel()
-    t0 = time.perf_counter()
-    sol = solver(x0=x0, lbg=lbg, ubg=ubg)
-    secs = time.perf_counter() - t0
-    xs = np.asarray(sol["x"]).ravel()
-    traj = spline(xs)
-    check = check_trajectory(model, traj, base, params, dt=0.002)
-    return {
-        "method": "splines + cond(W) + finite differences (FIGAROH-style)",
-        "kappa_scaled": check.kappa_scaled,
-        "kappa": check.kappa,
-        "iterations": int(solver.stats()["iter_count"]),
-        "seconds": secs,
-        "seconds_per_iteration": secs / max(1, solver.stats()["iter_count"]),
-        "feasible": check.ok,
-        "problems": check.problems,
-    }
+    xs, iterations, secs = _fd_ipopt("baseline", cond, cons, x0, lbg, ubg, max_iter)
+    check = check_trajectory(model, spline(xs), base, params, dt=0.002)
+    return _baseline_result(check, iterations, secs)
+
+
+def standing_baseline(model, settings: ExcitationSettings, waypoints: int, seed: int, max_iter: int) -> dict:
+    """The baseline on a biped standing on both soles, with the constraints poise's double-support design has:
+    splines of the closed chain's independent coordinates through `waypoints` interior points (starting and
+    ending in the placement's posture, at rest), the dependent ones solved at every sample; cond of the column-
+    scaled base regressor of (Fz, Mx, My); every joint's position, velocity and acceleration, the ZMP `zmp_margin`
+    inside the soles' polygon, each sole's lever-rule share of the load and the joint torques of the split of the
+    load that needs least, all on the grid — every derivative by finite differences. The placement is the one poise's
+    design of the same seed stands in."""
+    from trajectories.balance_excitation import (
+        share_coefficients,
+        support_halfplanes,
+        zmp_spec,
+    )
+    from trajectories.closed_chain import ClosedChainTrajectory, make_chain
+    from trajectories.verify import base_regressor_rows, double_support_split
+
+    rng = np.random.default_rng(seed)
+    base = settings.base or (model.stance or {}).get("base") or next(iter(model.bases))
+    params = settings.params or next(iter(model.params))
+    chain = make_chain(model, base, params, rng)  # as `optimise_balance(seed=seed)` draws it
+    ind = list(chain.independent)  # q̈ = 0 at both ends asked of these: with q̇ = 0 there, the rest follow
+    nI, T = len(ind), settings.duration
+    times = np.linspace(0, T, waypoints + 2)
+    t = np.linspace(0, T, settings.samples * int(round(T / settings.period)))
+    lo, hi = model.lower + settings.position_margin, model.upper - settings.position_margin
+    vmax = model.velocity_limit * settings.velocity_fraction
+    amax = acceleration_limits(model, settings.acceleration_default) * settings.acceleration_fraction
+    tmax = model.effort_limit * settings.torque_fraction
+    N, d, _ = support_halfplanes(model, chain)
+    s0, gx, gy = share_coefficients(model, chain)
+    phi = dyn.standard_parameters(model, params)
+    start = chain.nominal[ind]
+
+    def states(x):
+        Q = np.vstack([start, x.reshape(waypoints, nI), start])
+        return ClosedChainTrajectory(model, chain, SplineTrajectory(times, Q)).sample(t)
+
+    def cond(x):
+        try:
+            W = base_regressor_rows(
+                model, zmp_spec(base), "double-support", settings.simplified, *states(x), chain
+            )
+        except DataError:  # the chain does not close along this motion: IPOPT cuts its step back
+            return np.nan
+        return kappa(normalised_columns(W)[0])
+
+    def cons(x):
+        try:
+            q, qd, qdd = states(x)
+        except DataError:
+            return np.full(len(lbg), np.nan)
+        w = dyn.base_wrench_regressor(model, q, qd, qdd, base, params) @ phi
+        fz, mx, my = w[:, 2], w[:, 3], w[:, 4]
+        zmp = np.stack([-my / fz, mx / fz], axis=1)
+        ratio = double_support_split(model, chain, q, qd, qdd, params, tmax).ratio
+        return np.concatenate([q.ravel(), qd.ravel(), qdd.ravel(), (zmp @ N.T - d).ravel(),
+                               s0 + zmp @ np.array([gx, gy]), ratio, qdd[[0, -1]][:, ind].ravel()])  # fmt: skip
+
+    K = len(t)
+    lbg = np.concatenate([np.tile(lo, K), np.tile(-vmax, K), np.tile(-amax, K), np.full(K * len(d), -np.inf),
+                          np.full(K, settings.load_share), np.zeros(K), np.zeros(2 * nI)])  # fmt: skip
+    ubg = np.concatenate([np.tile(hi, K), np.tile(vmax, K), np.tile(amax, K),
+                          np.full(K * len(d), -settings.zmp_margin), np.full(K, 1 - settings.load_share),
+                          np.ones(K), np.zeros(2 * nI)])  # fmt: skip
+    x0 = (start + rng.uniform(-1, 1, (waypoints, nI)) * settings.amplitude / 2).ravel()
+    xs, iterations, secs = _fd_ipopt("standing_baseline", cond, cons, x0, lbg, ubg, max_iter)
+    Q = np.vstack([start, xs.reshape(waypoints, nI), start])
+    traj = ClosedChainTrajectory(model, chain, SplineTrajectory(times, Q))
+    check = check_trajectory(model, traj, base, params, 0.002, settings.acceleration_default, settings.simplified,
+                             zmp_margin=settings.zmp_margin, load_share=settings.load_share,
+                             collision_margin=None)  # fmt: skip
+    return _baseline_result(check, iterations, secs) | {"min_zmp_margin_m": check.min_zmp_margin_m}
 
 
 def _ours(model, settings: ExcitationSettings, seed: int) -> dict:
@@ -190,7 +280,50 @@ def run(quick: bool = False) -> dict:
             "feasible": r.verification["ok"],
         }
         out["tulip_double_support_fourier_vs_spline"] = standing_parametrisations()
+        out["icub_right_arm_side_by_side"] = icub_side_by_side()
+    out["tulip_double_support_side_by_side"] = standing_side_by_side(quick)
     return out
+
+
+def _checked(r) -> dict:
+    """A poise design's own fine-grid check (2 ms), as the baseline's result reports it."""
+    v = r.verification
+    return {"kappa_scaled": v["kappa_scaled"], "kappa": v["kappa"], "iterations": r.iterations,
+            "seconds": r.seconds, "seconds_per_iteration": r.seconds / max(1, r.iterations), "feasible": v["ok"],
+            "problems": v["problems"], "min_zmp_margin_m": v.get("min_zmp_margin_m")}  # fmt: skip
+
+
+def standing_side_by_side(quick: bool = False, seed: int = 3) -> dict:
+    """TUlip on both soles, the acceptance's bounds (10 s, ZMP 60 mm inside, each sole ≥ 25 % of the load, a third
+    of the velocity limits), κ of the column-scaled simplified ZMP base regressor minimised on the same 64-sample
+    grid and the same placement by poise (Fourier series; and splines through the baseline's waypoints) and by the
+    FIGAROH-style baseline (`standing_baseline`), each given the same iteration cap; no self-collision on any side."""
+    cap = 20 if quick else 100
+    s = ExcitationSettings(period=10.0, duration=10.0, harmonics=7, samples=64, max_iter=cap, simplified=True,
+                           motion="double-support", zmp_margin=0.06, load_share=0.25, velocity_fraction=0.3,
+                           self_collision=False)  # fmt: skip
+    spline = replace(s, parametrisation="spline", waypoints=BASELINE_WAYPOINTS)
+    tulip = get_model("tulip")
+    return {
+        "robot": "tulip, double support",
+        "constraints": "every joint's position (margin), velocity, acceleration; ZMP 60 mm inside the soles' polygon; "
+        "load share ≥ 0.25 per sole; joint torques of the least-demanding split; on the grid; no self-collision",
+        "iteration_cap": cap,
+        "poise": _checked(optimise(tulip, s, seed=seed)),
+        "poise_spline": _checked(optimise(tulip, spline, seed=seed)),
+        "baseline": standing_baseline(tulip, s, BASELINE_WAYPOINTS, seed, cap),
+    }
+
+
+def icub_side_by_side(seed: int = 1, cap: int = 100) -> dict:
+    """The iCub right arm's 60 s acceptance design (5 harmonics, 60 samples a period) and the baseline on the same
+    grid and limits, both without self-collision rows (the baseline has none), the same iteration cap."""
+    model = get_model("icub-right-arm")
+    s = ExcitationSettings(
+        period=10.0, duration=60.0, harmonics=5, samples=60, max_iter=cap, self_collision=False
+    )
+    return {"iteration_cap": cap, "poise": _ours(model, s, seed),
+            "baseline": baseline(model, s, BASELINE_WAYPOINTS, seed, cap)}  # fmt: skip
 
 
 def standing_parametrisations(seed: int = 3) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from design.geometry import foot_rects, placed_corners, support_polygon
-from formats.atomic import write_atomic
+from formats.atomic import save_figure
 from formats.plan import Plan, check_compatible
 from robots.kinematics import link_frames
 from robots.tree import RobotModel
@@ -61,10 +61,7 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
         f"{plan.robot}: {len(plan.postures)} postures, κ {k.get(plan.base, float('nan')):.1f}", fontsize=11
     )
     fig.tight_layout()
-    try:
-        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=90), "figure")
-    finally:
-        plt.close(fig)
+    save_figure(fig, out, dpi=90)
 
 
 def _skeleton(model: RobotModel, p: np.ndarray, q: np.ndarray, plan: Plan) -> list[np.ndarray]:

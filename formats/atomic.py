@@ -47,3 +47,19 @@ def write_text_atomic(path: str | Path, text: str, what: str = "file") -> None:
             os.close(fd)
 
     write_atomic(path, write, what)
+
+
+def save_figure(fig, out: str | Path, dpi: int = 110, tight: bool = False) -> Path:
+    """Write a matplotlib figure (its suffix picks the format) whole or not at all, and release it; one DataError
+    line if it cannot be written (an unknown suffix included)."""
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    extra = {"bbox_inches": "tight"} if tight else {}
+    try:
+        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=dpi, **extra), "figure")
+    except ValueError as exc:
+        raise DataError(f"cannot write figure {out}: {exc}") from None
+    finally:
+        plt.close(fig)
+    return out

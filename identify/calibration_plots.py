@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from identify.plots import save_figure as _save  # noqa: E402
+from formats.atomic import save_figure as _save  # noqa: E402
 
 
 def plot_friction(omega, y, kept, fits, out: str | Path, title: str = "") -> Path:

@@ -4,8 +4,10 @@ the efforts see the same phase and attenuation (parallel filtering)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
-from scipy.signal import butter, sosfiltfilt
+from scipy.signal import butter, sosfilt, sosfilt_zi, sosfiltfilt
 
 from formats.errors import DataError
 
@@ -28,6 +30,63 @@ def lowpass(x: np.ndarray, rate_hz: float, cutoff_hz: float, order: int = 4) -> 
         raise DataError(f"{x.shape[0]} samples are too few to filter")
     pad = min(x.shape[0] - 1, int(np.ceil(PAD_PERIODS * rate_hz / cutoff_hz)))
     return sosfiltfilt(sos, x, axis=0, padlen=pad)
+
+
+def lowpass_in_chunks(
+    columns: Callable[[int, int], np.ndarray],
+    K: int,
+    rate_hz: float,
+    cutoff_hz: float,
+    at: np.ndarray,
+    chunk: int,
+    order: int = 4,
+) -> np.ndarray:
+    """`lowpass(X, rate_hz, cutoff_hz)[at]` for X (K, columns) given a chunk of rows at a time by `columns(a, b)`
+    (rows a…b−1): scipy's `sosfiltfilt` on X's odd extension, run `chunk` rows at a time — the forward pass once to
+    keep its state at each chunk's start, then back through the chunks, each filtered forward again from its
+    state and then backward. The same operations in the same order: equal to `lowpass` but for the rounding of
+    the columns computed apart. Memory: a few chunks, whatever K."""
+    if not (0 < cutoff_hz < rate_hz / 2):  # as `lowpass` refuses
+        lowpass(np.zeros((K, 1)), rate_hz, cutoff_hz)
+    sos = butter(order, cutoff_hz, fs=rate_hz, output="sos")  # `lowpass`'s filter and odd extension
+    pad = min(K - 1, int(np.ceil(PAD_PERIODS * rate_hz / cutoff_hz)))
+    if K <= 3 * 2 * len(sos) or pad < 1:
+        raise DataError(f"{K} samples are too few to filter")
+    first, last = columns(0, 1), columns(K - 1, K)
+
+    def extended(a: int, b: int) -> np.ndarray:
+        """Rows a…b−1 of the odd extension: 2 X₀ − X[pad − e] before X, 2 X_{K−1} − X[2K + pad − 2 − e] after."""
+        parts = []
+        if a < pad:  # e = a…min(b, pad) − 1 reads X[pad − e], descending
+            e1 = min(b, pad)
+            parts.append(2 * first - columns(pad - e1 + 1, pad - a + 1)[::-1])
+        if b > pad and a < pad + K:
+            parts.append(columns(max(a, pad) - pad, min(b, pad + K) - pad))
+        if b > pad + K:  # e reads X[K − 2 − (e − pad − K)], descending
+            e0 = max(a, pad + K)
+            top, bottom = 2 * K + pad - 2 - e0, 2 * K + pad - 2 - (b - 1)
+            parts.append(2 * last - columns(bottom, top + 1)[::-1])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    N = K + 2 * pad
+    starts = list(range(0, N, chunk))
+    zi = sosfilt_zi(sos)[:, :, None]
+    state = zi * extended(0, 1)  # sosfiltfilt's: the extension's first row
+    states, y = [], None
+    for a in starts:  # forward: each chunk's starting state
+        states.append(state)
+        y, state = sosfilt(sos, extended(a, min(a + chunk, N)), axis=0, zi=state)
+    back = zi * y[-1:]
+    out = np.empty((len(at), y.shape[1]))
+    where = at + pad  # the rows wanted, in the extension
+    for a, start in zip(reversed(starts), reversed(states), strict=True):
+        b = min(a + chunk, N)
+        if a != starts[-1]:
+            y, _ = sosfilt(sos, extended(a, b), axis=0, zi=start)
+        z, back = sosfilt(sos, y[::-1], axis=0, zi=back)
+        inside = (where >= a) & (where < b)
+        out[inside] = z[::-1][where[inside] - a]
+    return out
 
 
 def derivatives(

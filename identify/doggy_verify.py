@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pathlib
 from dataclasses import dataclass
-from functools import partial
 
 import casadi as ca
 import numpy as np
 
-from formats.atomic import write_atomic
+from formats.atomic import save_figure
 from formats.doggy_recording import DoggyRecording
 from robots import doggy
 from robots.doggy import DoggyParams
@@ -130,8 +129,5 @@ def plot(ver: Verification, out_dir: str | pathlib.Path, windows: int = 1) -> li
             "measured (solid) vs open-loop prediction (dashed); red/green/blue = axis 1/2/3 or x/y/z"
         )
         fig.tight_layout()
-        try:
-            write_atomic(paths[w], partial(fig.savefig, dpi=110), "figure")
-        finally:
-            plt.close(fig)
+        save_figure(fig, paths[w])
     return paths

@@ -31,7 +31,14 @@ from identify.delay import (
     samples_of,
     trimmed,
 )
-from identify.differentiation import DIFFERENTIATIONS, derivatives, lowpass, states, velocity
+from identify.differentiation import (
+    DIFFERENTIATIONS,
+    derivatives,
+    lowpass,
+    lowpass_in_chunks,
+    states,
+    velocity,
+)
 from identify.recording_model import check_base
 from identify.residual_covariance import banded_covariance
 from robots import dynamics as dyn
@@ -53,6 +60,10 @@ from robots.stance import PLACEMENT_LIMITS, other_pose, placement_apart, placeme
 from robots.tree import RobotModel
 
 WELL_IDENTIFIED_PCT = 15.0
+# bytes of regressor at the recording rate held at once: a longer or faster recording's is built, filtered and
+# kept at the fitted samples a chunk at a time (`differentiation.lowpass_in_chunks`; the same values to rounding).
+# The forecast of the 60 s iCub arm plan (tests/data) at 10 kHz took 14.1 GB whole, 0.77 GB so.
+CHUNK_BYTES = 128 * 2**20
 # recordings fitted together: their decimated samples are numbered on one axis this many cut-off periods apart, where
 # the filtered noise's autocovariance (the banded model's lowest band reaches 0.35 f_c) has decayed to ~1 %
 RECORDING_GAP_PERIODS = 50
@@ -345,31 +356,57 @@ class DynamicEstimator:
                 self._db = standing_base(
                     self.model, spec, self.simplified, None if single else q[len(q) // 2]
                 )
-            Y = evaluate(self.model, spec, q, qd, qdd)
+
+            def regressor(s: slice) -> np.ndarray:
+                return evaluate(self.model, spec, q[s], qd[s], qdd[s])
         else:
-            Y = dyn.torque_regressor(self.model, q, qd, qdd, self.base)
+
+            def regressor(s: slice) -> np.ndarray:
+                return dyn.torque_regressor(self.model, q[s], qd[s], qdd[s], self.base)
+
         measured = self._measured(rec)
         db = self.dynamic_base_
+        K, n = measured.shape
+        sl = self._kept(K, rec.rate_hz)
+        # the regressor at the recording rate is the memory's bulk: whole up to CHUNK_BYTES, beyond in chunks
+        chunk = max(1, CHUNK_BYTES // (8 * n * 10 * len(self.model.links)))  # 10 standard parameters a link
+        whole = regressor(slice(None)) if K <= chunk else None
+
+        def rows(fn) -> np.ndarray:
+            """fn(Y, s) of the regressor Y at samples s, (samples, n, columns), through the same zero-phase filter
+            as the efforts and kept at the fitted samples (parallel filtering: filt(τ) = filt(Y) ϑ holds exactly,
+            where a nonlinear Y of filtered states would not commute with it)."""
+            if whole is not None:
+                X = fn(whole, slice(None))
+                return lowpass(X.reshape(K, -1), rec.rate_hz, self.cutoff_)[sl].reshape(-1, *X.shape[1:])
+            shape: list[tuple] = []
+
+            def block(a: int, b: int) -> np.ndarray:
+                X = fn(regressor(slice(a, b)), slice(a, b))
+                shape[:] = [X.shape[1:]]
+                return X.reshape(b - a, -1)
+
+            at = np.arange(K)[sl]
+            X = lowpass_in_chunks(block, K, rec.rate_hz, self.cutoff_, at, chunk)
+            return X.reshape(len(at), *shape[0])
+
         if angles is None and self._misses is not None:
             # what the base parameters (of the first recording's placement) miss of this one's rigid-body wrench
             # with the guessed parameters, filtered and sliced as its rows: `_placement_misfits`
             theta = self._guessed_theta()
-            miss = Y @ theta - Y[..., db.independent] @ db.values(theta)
-            self._misses.append(lowpass(miss, rec.rate_hz, self.cutoff_)[self._kept(len(miss), rec.rate_hz)])
-        blocks = [Y[..., db.independent]]
-        if self.friction:
-            eye = np.eye(self.model.nq)[None, :, :]
-            blocks += [qd[:, :, None] * eye, np.sign(qd)[:, :, None] * eye]
-        if self.armature:
-            blocks.append(armature_columns(qdd, self.armature_.estimated))
-        A = np.concatenate(blocks, axis=2)
-        K, n, p = A.shape
-        # parallel filtering: the regressor's columns pass through the same zero-phase filter as the efforts, so
-        # that filt(τ) = filt(Y) ϑ holds exactly (a nonlinear Y of filtered states would not commute with it)
-        A = lowpass(A.reshape(K, n * p), rec.rate_hz, self.cutoff_).reshape(K, n, p)
-        tau = lowpass(measured, rec.rate_hz, self.cutoff_)  # the caller slices both alike
-        sl = self._kept(K, rec.rate_hz)
-        A, tau = A[sl], tau[sl]
+            self._misses.append(rows(lambda Y, s: Y @ theta - Y[..., db.independent] @ db.values(theta)))
+        eye = np.eye(self.model.nq)[None, :, :]
+
+        def columns(Y: np.ndarray, s: slice) -> np.ndarray:
+            blocks = [Y[..., db.independent]]
+            if self.friction:
+                blocks += [qd[s][:, :, None] * eye, np.sign(qd[s])[:, :, None] * eye]
+            if self.armature:
+                blocks.append(armature_columns(qdd[s], self.armature_.estimated))
+            return np.concatenate(blocks, axis=2)
+
+        A = rows(columns)
+        tau = lowpass(measured, rec.rate_hz, self.cutoff_)[sl]
         if self.drift:
             # the base sole displaced by (δx, δy)(s): Mx += Fz·δy, My −= Fz·δx, s ∈ [−1, 1] over the fit
             s = np.linspace(-1.0, 1.0, len(tau))

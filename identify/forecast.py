@@ -8,20 +8,55 @@ between the fitted rows exactly as it does in a fit. It covers noise alone — a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from formats.dynamic_recording import DynamicRecording
-from formats.errors import DataError
+from formats.errors import DataError, IdentifiabilityError
 from identify.differentiation import lowpass
-from identify.dynamic import WELL_IDENTIFIED_PCT, DynamicEstimator, common_rate
+from identify.dynamic import (
+    WELL_IDENTIFIED_PCT,
+    DynamicEstimator,
+    common_rate,
+)
 from identify.residual_covariance import toeplitz_gram
 from robots import dynamics as dyn
 from robots.conditioning import kappa, normalised_columns
 
 PRACTICAL_S = 600.0  # s: a recording length an operator will sit through (identify dynamic's --practical-s)
+STILL_RAD = 1e-9  # a joint whose planned angle spans less does not move (`UnexcitedError.still`)
+
+
+class UnexcitedError(DataError, IdentifiabilityError):
+    """The motion leaves fitted parameters linearly dependent on the others (a rank-deficient regressor): no
+    length of it determines them. `unexcited`: those parameters (the columns after the independent ones pivoted
+    QR picks on unit-norm columns, as `identify dynamic` names a recording's); `still`: joints that do not move in
+    it; `slow`: joints that move, but never faster than `reversal_velocity` rad/s, so that the fit drops every row
+    of theirs that would carry their friction."""
+
+    def __init__(self, message: str, unexcited: list[str], columns: int, still: list[str], slow: list[str],
+                 reversal_velocity: float):  # fmt: skip
+        super().__init__(message)
+        self.unexcited, self.columns, self.still, self.slow = unexcited, columns, still, slow
+        self.reversal_velocity = reversal_velocity
+
+    def named(self, limit: int = 8) -> str:
+        """The unexcited parameters, the first `limit` of them by name."""
+        un = self.unexcited
+        return ", ".join(un[:limit]) + (f", … ({len(un)} in all)" if len(un) > limit else "")
+
+    def why(self) -> str:
+        """What the motion lacks, where the rows tell: joints that do not move, or move too slowly for friction."""
+        out = []
+        if self.still:
+            out.append(f"joint(s) {', '.join(self.still)} do not move in it")
+        if self.slow:
+            out.append(f"joint(s) {', '.join(self.slow)} never move faster than {self.reversal_velocity:.3g} rad/s, "
+                       "below which the fit drops a joint's rows (its Coulomb friction's sign is not trusted there)")  # fmt: skip
+        return "; ".join(out)
 
 
 @dataclass
@@ -54,8 +89,14 @@ class DynamicForecast:
             return 100.0 * self.se / np.abs(self.guess)
 
     def needed_s(self, pct: float = WELL_IDENTIFIED_PCT) -> np.ndarray:
-        """Length (s, ends included) at which this motion, repeated, reaches `pct` % relative SE (SE ∝ 1/√time)."""
-        return self.fitted_s * (self.rel_se_pct / pct) ** 2 + self.edges_s
+        """Length (s) at which this motion, repeated, reaches `pct` % relative SE (SE ∝ 1/√fitted time): whole
+        repeats of it (`duration_s` each, the plans together), the fewest whose fitted time does — what a recording
+        of the motion repeated lasts. One run where it already does."""
+        with np.errstate(invalid="ignore", over="ignore"):
+            time = self.fitted_s * (self.rel_se_pct / pct) ** 2 + self.edges_s
+            # a hair's rounding above a whole number of runs does not add one
+            runs = np.maximum(np.ceil(time / self.duration_s * (1 - 1e-12)), 1.0)
+        return np.where(np.isfinite(runs), runs * self.duration_s, time)
 
     def zero_guessed(self) -> list[str]:
         """Base inertial parameters guessed 0: no relative SE to judge them by (neither determined nor beyond any
@@ -79,6 +120,10 @@ class DynamicForecast:
         return now, longer, beyond
 
     def to_dict(self, pct: float = WELL_IDENTIFIED_PCT, practical_s: float = PRACTICAL_S) -> dict:
+        if practical_s < self.duration_s * (1 - 1e-9):
+            raise DataError(f"--practical-s {practical_s:g} s is shorter than the plan(s) to run ({self.duration_s:.4g} s): "
+                            "the longest recording worth making holds at least one run of them — give at least "
+                            f"--practical-s {math.ceil(self.duration_s):g}")  # fmt: skip
         now, longer, beyond = self.determined(pct, practical_s)
         need = self.needed_s(pct)
         zero = [s for s in beyond if s in self.zero_guessed()]
@@ -152,7 +197,9 @@ def forecast_motions(
     reuse_base: bool = False,
 ) -> DynamicForecast:
     """Forecast for several recordings fitted together (`identify dynamic REC1 REC2 …`), each motion given as
-    (t, q, meta) like `forecast_dynamic`'s; the base parameters are those of the first (as in the fit)."""
+    (t, q, meta) like `forecast_dynamic`'s; the base parameters are those of the first (as in the fit); the rows
+    built as the fit builds them (a chunk at a time beyond `identify.dynamic.CHUNK_BYTES`). UnexcitedError (a
+    DataError) when the motions leave fitted parameters undetermined at any length."""
     model = estimator.model
     rows = list(model.joint_names) if estimator.quantity == "torque" else ["fz", "mx", "my"]
     sig = np.asarray(noise, dtype=float).ravel()
@@ -173,8 +220,9 @@ def forecast_motions(
         ))  # fmt: skip
     rate = common_rate(recs)  # the fit's own check: the noise model's lags are counted in samples
     A, kind, sample = estimator.prepare_many(recs, reuse_base=reuse_base)
-    if np.linalg.matrix_rank(A) < A.shape[1]:
-        raise DataError("the planned motion does not excite every base parameter (rank-deficient regressor)")
+    rank = np.linalg.matrix_rank(A)
+    if rank < A.shape[1]:
+        raise _unexcited(estimator, A, rank, [q for _, q, _ in motions])
     step = estimator._step(rate)  # one autocorrelation for all, as in the fit
     w = 1.0 / sig[kind]  # the estimator's weights on noise-only residuals, up to a common factor
     Aw = A * w[:, None]
@@ -202,14 +250,36 @@ def forecast_motions(
 
 def filtered_autocorrelation(rate_hz: float, cutoff_hz: float, step: int, lags: int) -> np.ndarray:
     """Autocorrelation of unit white noise after the estimator's zero-phase filter, at 0…lags decimated samples
-    (`step` recorded samples apart)."""
+    (`step` recorded samples apart): only those lags, each a dot product (the full correlation of the impulse
+    response took O(rate²) — 6 s at 10 kHz)."""
     half = max(int(np.ceil(20 * rate_hz / cutoff_hz)), 2 * step)
     impulse = np.zeros((2 * half + 1, 1))
     impulse[half] = 1.0
     h = lowpass(impulse, rate_hz, cutoff_hz)[:, 0]
-    r = np.correlate(h, h, mode="full")[len(h) - 1 :]
     out = np.zeros(lags + 1)
-    k = np.arange(lags + 1) * step
-    inside = k < len(r)
-    out[inside] = r[k[inside]]
+    for j, k in enumerate(range(0, min(lags * step, len(h) - 1) + 1, step)):
+        out[j] = h[: len(h) - k] @ h[k:]
     return out
+
+
+def _unexcited(
+    estimator: DynamicEstimator, A: np.ndarray, rank: int, angles: Sequence[np.ndarray]
+) -> UnexcitedError:
+    """UnexcitedError for rows A of rank `rank` < its columns, of motions with joint `angles` (each (K, nq))."""
+    from robots.com_base import pivoted_qr
+
+    syms = estimator._names()[0]
+    _, piv = pivoted_qr(normalised_columns(A)[0])
+    unexcited = [syms[k] for k in sorted(piv[rank:])]
+    names = list(estimator.model.joint_names)
+    span = np.max([np.ptp(np.asarray(q, dtype=float), axis=0) for q in angles], axis=0)
+    still = [names[j] for j in range(len(names)) if span[j] <= STILL_RAD]
+    # friction columns (`_names`: fv@, fc@ per joint) with no row left: the fit dropped every one of that joint's
+    slow = [j for j in names if j not in still and f"fv@{j}" in syms
+            and not np.any(A[:, syms.index(f"fv@{j}")]) and not np.any(A[:, syms.index(f"fc@{j}")])]  # fmt: skip
+    ur = UnexcitedError("", unexcited, A.shape[1], still, slow,
+                        estimator.reversal_velocity if estimator.friction else math.inf)  # fmt: skip
+    why = ur.why()
+    ur.args = (f"the motion does not excite {len(unexcited)} of the {A.shape[1]} fitted parameters ({ur.named()}): "
+               f"no length of it determines them (rank-deficient regressor){'; ' + why if why else ''}",)  # fmt: skip
+    return ur

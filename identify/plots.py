@@ -10,17 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from formats.atomic import write_atomic  # noqa: E402
-
-
-def save_figure(fig, out: str | Path) -> Path:
-    """Write a figure atomically (an existing file is replaced whole or not at all) and free it."""
-    out = Path(out)
-    try:
-        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=120), "figure")
-    finally:
-        plt.close(fig)
-    return out
+from formats.atomic import save_figure  # noqa: E402
 
 
 def plot_cop_fit(
@@ -47,7 +37,7 @@ def plot_cop_fit(
     axes[1].set_xlabel("posture (vertical lines: new foot placement)")
     fig.suptitle(title or "Measured − predicted CoP")
     fig.tight_layout()
-    return save_figure(fig, out)
+    return save_figure(fig, out, dpi=120)
 
 
 def plot_forecast(
@@ -86,4 +76,4 @@ def plot_forecast(
     ax.grid(alpha=0.3, axis="y")
     ax.set_title(title or "What the plan will determine (noise alone)", fontsize=9)
     fig.tight_layout()
-    return save_figure(fig, out)
+    return save_figure(fig, out, dpi=120)

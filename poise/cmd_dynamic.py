@@ -183,6 +183,29 @@ def _twin_options(args: argparse.Namespace, standing: bool) -> None:
             setattr(args, name, value)
 
 
+def _check_inertias(model, truth, what: str) -> None:
+    """DataError unless `truth` has an inertia for every body with mass: MuJoCo refuses a moving body without one in
+    its own words ("mass and inertia of moving bodies must be larger than mjMINVAL"). A set of masses and CoMs alone
+    (TUlip's `mc`) is a static model's."""
+    lacking = without_inertia(model, truth)
+    if lacking:
+        whole = [n for n in model.params if not without_inertia(model, model.parameter_set(n))]
+        sets = f"--truth {' or '.join(whole)} (a set with inertias) or " if whole else ""
+        raise DataError(f"{what} has no inertia for {len(lacking)} of the {model.name} bodies with mass "
+                        f"({', '.join(lacking[:6])}{', …' if len(lacking) > 6 else ''}): masses and CoMs alone do "
+                        f"not make a dynamic model, and MuJoCo cannot simulate it — give {sets}a parameter-set "
+                        "FILE with an inertia for every link with mass")  # fmt: skip
+
+
+def without_inertia(model, ps) -> list[str]:
+    """The model's links that carry mass in parameter set `ps` but no inertia (none given, or all zero)."""
+    return [
+        lk.name
+        for lk in model.links
+        if ps.mass.get(lk.name, 0.0) > 0 and not any(ps.inertia.get(lk.name, ()))
+    ]
+
+
 def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts, physical_truth, standing_wrench
     from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
@@ -202,10 +225,14 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     traj = plan_trajectory(plan, model)
     guess = plan.params or next(iter(model.params))
     if args.truth == "perturbed":
+        _check_inertias(
+            model, model.parameter_set(guess), f"--truth perturbed varies the plan's set {guess!r}, which"
+        )
         rng = np.random.default_rng(args.seed + 1000)
         truth = perturbed(model.parameter_set(guess), rng, 0.1, 0.01, "perturbed", inertia_rel=0.2)
     else:
         truth = resolve_params(args.truth, model)
+        _check_inertias(model, truth, f"--truth {args.truth}")
     t = sample_grid(traj, 1.0 / args.rate_hz)
     q, qd, qdd = traj.sample(t)
     rng = np.random.default_rng(args.seed)
@@ -1048,7 +1075,7 @@ def _plot(rows: list[str], t: np.ndarray, pred: np.ndarray, meas: np.ndarray, ou
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from formats.atomic import write_atomic
+    from formats.atomic import save_figure
     from identify.delay import gaps_after
     from identify.dynamic import GAP_FACTOR
 
@@ -1064,12 +1091,7 @@ def _plot(rows: list[str], t: np.ndarray, pred: np.ndarray, meas: np.ndarray, ou
     np.atleast_1d(axes)[0].legend(fontsize=7, loc="upper right")
     np.atleast_1d(axes)[-1].set_xlabel("t [s]")
     fig.tight_layout()
-    try:
-        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=110), "figure")
-    except (ValueError, OSError) as exc:
-        raise DataError(f"cannot write figure {out}: {exc}") from None
-    finally:
-        plt.close(fig)
+    save_figure(fig, out)
 
 
 __all__ = ["register_identify", "register_simulate"]

@@ -256,7 +256,7 @@ def _plot(val, out: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from formats.atomic import write_atomic
+    from formats.atomic import save_figure
     from identify.ft_pwm import WRENCH_ROWS
 
     fig = plt.figure(figsize=(13, 9))
@@ -288,12 +288,7 @@ def _plot(val, out: str) -> None:
     ax.set_title("T² contact detection (ROC over α)", fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    try:
-        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=110), "figure")
-    except (ValueError, OSError) as exc:
-        raise DataError(f"cannot write figure {out}: {exc}") from None
-    finally:
-        plt.close(fig)
+    save_figure(fig, out)
 
 
 __all__ = ["register_identify"]

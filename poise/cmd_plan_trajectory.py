@@ -445,6 +445,9 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     plan.design["starts"] = {"count": args.starts, "first_seed": args.seed}
     if priors:  # what it was designed to complete
         plan.design["prior"] = priors
+    if not best.verification.get("ok") and not _rebuilds(plan):  # e.g. a closed chain that does not close
+        raise DataError(f"the design failed its own check ({'; '.join(best.verification['problems'])}); no plan "
+                        "written: its trajectory cannot be rebuilt, so no command could read it")  # fmt: skip
     save_trajectory_plan(plan, args.out)
     summary = {
         "robot": model.name,
@@ -483,12 +486,6 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         err_console.print(f"[yellow]{escape(note)}")
     if not best.verification.get("ok"):
         problems = "; ".join(best.verification["problems"])
-        if not _readable(args.out):  # e.g. a closed chain that does not close: no command could read it back
-            from pathlib import Path
-
-            Path(args.out).unlink(missing_ok=True)
-            raise DataError(f"the design failed its own check ({problems}); no plan written: its trajectory "
-                            "cannot be rebuilt, so no command could read it")  # fmt: skip
         err_console.print(
             f"[red]the best trajectory fails verification: {escape(problems)}"
             f"[/red]\n{args.out} is written for `poise plan show`; `poise run` refuses it"
@@ -497,15 +494,13 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     return 0
 
 
-def _readable(path: str) -> bool:
-    """The plan file rebuilds into its trajectory, as `plan show` and `plan check` read it."""
+def _rebuilds(plan) -> bool:
+    """The plan rebuilds into its trajectory, as `plan show` and `plan check` will read it."""
     import numpy as np
 
-    from formats.trajectory_plan import load_trajectory_plan
     from trajectories.plan import plan_model, plan_trajectory
 
     try:
-        plan = load_trajectory_plan(path)
         traj = plan_trajectory(plan, plan_model(plan))
         traj.sample(np.linspace(0.0, traj.duration, 11))
     except (DataError, np.linalg.LinAlgError):
@@ -916,9 +911,10 @@ def _transition_row(when: str, ws: WeightShift | None) -> list[tuple[str, str, s
 def cmd_show_trajectory(path: str, out: str) -> int:
     """`plan show` for a trajectory plan: joint positions and velocities against their limits, with the torques
     (arms) or the ZMP path inside the support polygon (standing robots)."""
+    from formats.atomic import save_figure
     from formats.trajectory_plan import load_trajectory_plan
     from trajectories.plan import STANDING, plan_model, plan_trajectory
-    from trajectories.plot import save_figure, trajectory_figure
+    from trajectories.plot import trajectory_figure
     from trajectories.verify import DEFAULT_ACCELERATION
 
     plan = load_trajectory_plan(path)
@@ -931,7 +927,7 @@ def cmd_show_trajectory(path: str, out: str) -> int:
     acc = float(plan.settings.get("acceleration_default", DEFAULT_ACCELERATION))
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
         fig = trajectory_figure(model, traj, plan.base, ps, margin, acc)
-    save_figure(fig, out)
+    save_figure(fig, out, tight=True)
     console.print(f"wrote {out}")
     if problems:
         err_console.print(f"[yellow]warning:[/yellow] `plan check {escape(path)}` fails it ({len(problems)} "

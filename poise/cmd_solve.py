@@ -76,17 +76,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=cmd_doggy)
 
 
-def _clean(o):
-    """JSON without NaN: non-finite floats become null."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    return o
-
-
 def _fmt(v, digits=4) -> str:
     return "—" if v is None or not math.isfinite(v) else f"{v:.{digits}g}"
 
@@ -247,8 +236,7 @@ def cmd_doggy(args: argparse.Namespace) -> int:
     report = _report(args, rec, cal, ver, rows, source, opts, time.perf_counter() - t0)
     if args.plot:
         report["figures"] = [str(p) for p in plot(ver, args.plot, windows=windows)]
-    warnings = fit_warnings(report)  # before `_clean`, which writes a non-finite χ²/dof as null
-    report = _clean(report) | {"warnings": warnings}
+    report["warnings"] = fit_warnings(report)  # NaN stays NaN in memory; `dumps` writes it as null
     write_text_atomic(args.out, dumps(report) + "\n", "result")
     if args.json:
         print_json(report)

@@ -47,15 +47,18 @@ def test_straps_on_a_single_support_run_are_refused_before_the_run(tmp_path, cap
     assert "a single-support plan lifts one" in err and not run.exists()
 
 
-def test_a_plan_whose_chain_does_not_close_is_not_readable(tmp_path):
-    from poise.cmd_plan_trajectory import _readable
+def test_a_plan_whose_chain_does_not_close_is_not_rebuilt(tmp_path):
+    """`plan trajectory` checks that a plan failing its check still rebuilds before writing it (an unreadable plan
+    is never written, so `--force` never replaces a good file with one that is then removed)."""
+    from formats.trajectory_plan import load_trajectory_plan
+    from poise.cmd_plan_trajectory import _rebuilds
 
-    assert _readable(str(STANDING))
+    assert _rebuilds(load_trajectory_plan(STANDING))
     doc = json.loads(STANDING.read_text())
     doc["trajectory"]["chain"]["target_p"] = [0.0, 2.0, 0.0]  # the other sole 2 m away: no posture reaches it
     far = tmp_path / "far.json"
     far.write_text(json.dumps(doc))
-    assert not _readable(str(far))
+    assert not _rebuilds(load_trajectory_plan(far))
 
 
 def test_a_stopped_run_is_identified_with_a_warning(standing, tmp_path, capsys):

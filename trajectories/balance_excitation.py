@@ -108,17 +108,16 @@ def support_halfplanes(model: RobotModel, chain: ClosedChain) -> tuple[np.ndarra
     return (*halfplanes(hull), hull)
 
 
-def check_margin_room(model: RobotModel, chain: ClosedChain, zmp_margin: float) -> None:
-    """DataError when no ZMP stays `zmp_margin` (+ the design's ZMP_BUFFER) inside this stance's support polygon:
+def check_zmp_room(polygon, zmp_margin: float, where: str = "the support polygon") -> None:
+    """DataError when no ZMP stays `zmp_margin` (+ the design's ZMP_BUFFER) inside the convex `polygon` (shapely):
     the NLP would have no feasible point, and its result no posture to check."""
     from shapely.ops import polylabel
 
-    hull = support_halfplanes(model, chain)[2]
-    depth = hull.exterior.distance(polylabel(hull, tolerance=1e-4))
+    depth = polygon.exterior.distance(polylabel(polygon, tolerance=1e-4))
     if zmp_margin + ZMP_BUFFER >= depth:
-        raise DataError(f"a ZMP margin of {1000 * zmp_margin:.1f} mm leaves no room: the support polygon's deepest "
-                        f"point lies {1000 * depth:.1f} mm inside its edges (less the design's "
-                        f"{1000 * ZMP_BUFFER:.0f} mm buffer)")  # fmt: skip
+        raise DataError(f"a ZMP margin of {1000 * zmp_margin:.1f} mm leaves no room: {where}'s deepest point lies "
+                        f"{1000 * depth:.1f} mm inside its edges (less the design's {1000 * ZMP_BUFFER:.0f} mm "
+                        "buffer)")  # fmt: skip
 
 
 def share_coefficients(model: RobotModel, chain: ClosedChain) -> tuple[float, float, float]:
@@ -450,7 +449,7 @@ def optimise_balance(
     base = settings.base or (model.stance or {}).get("base") or next(iter(model.bases))
     guess = settings.params or next(iter(model.params))
     chain = chain or make_chain(model, base, guess, rng)
-    check_margin_room(model, chain, zmp_margin)
+    check_zmp_room(support_halfplanes(model, chain)[2], zmp_margin)
     x0, _ = balance_start(model, settings, chain, rng, amplitude)
 
     def solve(bounds: tuple[ExcitationSettings, float]):

@@ -1,12 +1,11 @@
-"""Figure of a trajectory (`trajectory_figure`, written by `save_figure`): positions, velocities, accelerations and
-torques per joint, normalised by their limits; a standing robot's ZMP path in its support polygon."""
+"""Figure of a trajectory (`trajectory_figure`; `formats.atomic.save_figure` writes it): positions, velocities,
+accelerations and torques per joint, normalised by their limits; a standing robot's ZMP path in its support
+polygon."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from formats.atomic import write_atomic
-from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.tree import RobotModel
 from trajectories.parametrisation import Trajectory
@@ -144,15 +143,3 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
     fig.suptitle(f"{model.name}: {support}-support excitation ({traj.duration:.3g} s)")
     fig.tight_layout()
     return fig
-
-
-def save_figure(fig, out: str) -> None:
-    """Write a figure (its suffix picks the format) whole or not at all, and release it."""
-    import matplotlib.pyplot as plt
-
-    try:
-        write_atomic(out, lambda tmp: fig.savefig(tmp, dpi=110, bbox_inches="tight"), "figure")
-    except (ValueError, OSError) as exc:
-        raise DataError(f"cannot write figure {out}: {exc}") from None
-    finally:
-        plt.close(fig)

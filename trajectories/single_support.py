@@ -45,7 +45,7 @@ from robots.stance import (
 )
 from robots.stance_spec import resolve_base, stance_spec
 from robots.tree import RobotModel
-from trajectories.balance_excitation import ZMP_BUFFER, halfplanes, zmp_rows, zmp_spec
+from trajectories.balance_excitation import ZMP_BUFFER, check_zmp_room, halfplanes, zmp_rows, zmp_spec
 from trajectories.design_grid import (
     design_bases,
     design_rows,
@@ -276,11 +276,8 @@ def design_single_support_problem(
     h_node = _mapped_grid("lifted_sole", lifted_sole_function(model, base, other, params), bases)
     poly = sole_polygon(model, base)
     N, d = halfplanes(poly)
+    check_zmp_room(poly, settings.zmp_margin, f"the {base!r} sole")
     margin = settings.zmp_margin + ZMP_BUFFER
-    if poly.exterior.distance(poly.centroid) <= margin:
-        raise DataError(
-            f"a ZMP margin of {settings.zmp_margin * 1000:.0f} mm leaves no room on the {base!r} sole"
-        )
     # edge e, sample k: N_e · (−My, Mx) − (d_e − margin) Fz ≤ 0, a constant matrix times w3
     eye = sparse.identity(K)
     Z = sparse.hstack([sparse.kron(-(d - margin)[:, None], eye), sparse.kron(N[:, [1]], eye),

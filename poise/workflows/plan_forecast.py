@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan
+
+# bytes the forecast may hold per recorded sample beside the regressor's chunks (`identify.dynamic.CHUNK_BYTES`):
+# the joint angles and their filtered states, velocities, the fit's row mask — measured 0.29 kB a sample on the
+# iCub arm's 7 joints (`/usr/bin/time -v poise plan forecast tests/data/icub_estimation_60s.json --rate-hz R` at
+# 2.5, 5 and 10 kHz). Past STATE_BYTES in all, the forecast is refused with a rate that fits.
+BYTES_PER_SAMPLE_JOINT = 48
+STATE_BYTES = 2 * 2**30
 
 
 @dataclass
@@ -32,11 +40,13 @@ def forecast_plans(
     """What the plans' runs, fitted together, determine under white noise `noise` per recorded sample: each plan
     sampled at the recording rate (default its streaming rate), standing ones with the moments about the boards'
     cells as `poise run` records them. `friction`: arms estimate it (standing robots never); `armature`: arms'
-    rotor inertia too (`DynamicEstimator`'s; a standing plan's board wrench does not carry it: DataError)."""
+    rotor inertia too (`DynamicEstimator`'s; a standing plan's board wrench does not carry it: DataError).
+    Errors name the plans (`names`) and `plan forecast`'s options; a motion that leaves parameters undetermined at
+    any length raises `identify.forecast.UnexcitedError` saying which and what the motion lacks."""
     from drivers.wbb.geometry import PLATE_HEIGHT
     from formats.dynamic_recording import MIN_SAMPLES, SLOWEST_STEP_S
     from identify.dynamic import DynamicEstimator
-    from identify.forecast import forecast_motions
+    from identify.forecast import UnexcitedError, forecast_motions
     from robots.params_io import resolve_params
     from trajectories.plan import plan_model, plan_recording, plan_trajectory
     from trajectories.verify import sample_grid
@@ -48,7 +58,7 @@ def forecast_plans(
     if 1.0 / rate > SLOWEST_STEP_S:
         raise DataError(f"recording rate {rate:g} Hz: too slow to resolve a motion's dynamics (at least "
                         f"{1 / SLOWEST_STEP_S:g} Hz; --rate-hz)")  # fmt: skip
-    motions, kinds = [], set()
+    trajs, kinds = [], set()
     for name, p in zip(names, plans, strict=True):
         if p.robot != plan.robot or list(p.joint_names) != list(plan.joint_names):
             raise DataError(
@@ -59,19 +69,110 @@ def forecast_plans(
         traj = plan_trajectory(p, model)
         how = plan_recording(p, traj)
         kinds.add((how.standing, how.base, bool(p.settings.get("simplified", False))))
+        trajs.append((name, traj, how))
+    if len(kinds) > 1:
+        raise DataError("the plans identify different things (standing or not, base, simplified model): "
+                        "forecast them apart")  # fmt: skip
+    _check_memory(trajs, rate, model.nq)
+    motions = []
+    for name, traj, how in trajs:
         t = sample_grid(traj, 1.0 / rate)
         if len(t) < MIN_SAMPLES:
             raise DataError(f"{name}: {len(t)} samples at {rate:g} Hz over its {traj.duration:g} s; a recording "
                             f"needs at least {MIN_SAMPLES}: raise --rate-hz")  # fmt: skip
+        _check_cutoff(name, how.meta, traj.duration, rate)
         q, _, _ = traj.sample(t)
         meta = dict(how.meta)
         if how.standing:  # as `poise run` records it: moments about the boards' cells
             meta["moment_z_m"] = f"{-PLATE_HEIGHT:.6g}"
         motions.append((t, q, meta))
-    if len(kinds) > 1:
-        raise DataError("the plans identify different things (standing or not, base, simplified model): "
-                        "forecast them apart")  # fmt: skip
     standing, base, simplified = kinds.pop()
+    if standing:
+        _check_placements(model, base, names, motions)
     est = DynamicEstimator(model, base, simplified, friction and not standing,
                            quantity="wrench" if standing else "torque", armature=armature)  # fmt: skip
-    return PlanForecast(forecast_motions(est, motions, noise, guess), model, guess, rate, standing)
+    try:
+        fc = forecast_motions(est, motions, noise, guess)
+    except UnexcitedError as exc:
+        raise _unexcited_by_plans(exc, plan, names, friction and not standing) from None
+    return PlanForecast(fc, model, guess, rate, standing)
+
+
+def _check_memory(trajs: list, rate: float, nq: int) -> None:
+    """DataError naming a rate that fits when the plans' samples at `rate` would hold more than STATE_BYTES."""
+    per_sample = BYTES_PER_SAMPLE_JOINT * (nq + 1)
+    # `sample_grid`'s count, without making the grid
+    samples = sum(max(2, math.ceil(traj.duration / (1.0 / rate)) + 1) for _, traj, _ in trajs)
+    if samples * per_sample <= STATE_BYTES:
+        return
+    seconds = sum(traj.duration for _, traj, _ in trajs)
+    # ⌈D·r⌉ + 1 ≤ D·r + 2 samples a plan
+    fits = math.floor((STATE_BYTES / per_sample - 2 * len(trajs)) / seconds)
+    raise DataError(f"{seconds:g} s of motion at {rate:g} Hz is {samples:,} samples: the forecast would hold about "
+                    f"{samples * per_sample / 2**30:.1f} GiB of joint states, over the {STATE_BYTES / 2**30:g} GiB "
+                    f"it allows itself — give --rate-hz {fits:g} or less")  # fmt: skip
+
+
+def _check_cutoff(name: str, meta: dict, duration: float, rate: float) -> None:
+    """The fit's cut-off for this plan's motion (`identify.dynamic.default_cutoff`) needs a recording rate above
+    twice it: DataError naming the --rate-hz that does (`identify dynamic`'s own message points at its
+    --cutoff-hz, which a forecast does not have)."""
+    from identify.dynamic import CUTOFF_PER_BAND, DEFAULT_CUTOFF_HZ, EDGE_PERIODS, MAX_EDGE_FRACTION
+
+    if "motion_band_hz" not in meta:
+        fc, why = DEFAULT_CUTOFF_HZ, "no declared motion band: the fit's default"
+    else:
+        band = float(meta["motion_band_hz"])
+        edge_bound = EDGE_PERIODS / (MAX_EDGE_FRACTION * duration) if duration > 0 else DEFAULT_CUTOFF_HZ
+        fc = max(CUTOFF_PER_BAND * band, min(edge_bound, DEFAULT_CUTOFF_HZ))
+        why = f"its motion's band {band:g} Hz"
+    if fc < rate / 2:
+        return
+    need = math.floor(2 * fc) + 1
+    raise DataError(f"{name}: identify dynamic fits this motion with a {fc:.3g} Hz cut-off ({why}), at or above half "
+                    f"the sample rate of a recording at {rate:g} Hz ({rate / 2:g} Hz): give --rate-hz {need:g} or "
+                    "more")  # fmt: skip
+
+
+def _check_placements(model, base: str, names: Sequence[str], motions: list) -> None:
+    """Standing plans fitted together share the first's motion kind and, in double support, its foot placement
+    (`DynamicEstimator._same_experiment`'s checks, worded for plans)."""
+    from robots.stance import PLACEMENT_LIMITS, other_pose, placement_apart
+
+    kinds = [meta.get("motion", "double-support") for _, _, meta in motions]
+    for name, kind in zip(names[1:], kinds[1:], strict=True):
+        if kind != kinds[0]:
+            raise DataError(f"{name} is a {kind} plan, {names[0]} a {kinds[0]} one: forecast them apart")
+    if kinds[0] == "single-support" or len(motions) < 2:
+        return
+    prior = next(iter(model.params))
+
+    def placement(q):  # as the fit reads it: the middle sample's
+        return other_pose(model, q[len(q) // 2], prior, base)
+
+    first = placement(motions[0][1])
+    for name, (_, q, _) in zip(names[1:], motions[1:], strict=True):
+        if apart := placement_apart(first, placement(q)):
+            raise DataError(f"{name} puts the other sole {apart} from where {names[0]} does ({PLACEMENT_LIMITS}): "
+                            "another foot placement identifies other base parameters — forecast the plans apart")  # fmt: skip
+
+
+def _unexcited_by_plans(exc, plan: TrajectoryPlan, names: Sequence[str], friction: bool):
+    """`exc` (UnexcitedError) said of the plans, with what would determine the parameters it names."""
+    from identify.forecast import UnexcitedError
+
+    which = " + ".join(names)
+    do = []
+    if exc.still:
+        do.append(f"add motion of joint(s) {', '.join(exc.still)} (they do not move in it)")
+    if exc.slow:
+        do.append(f"move joint(s) {', '.join(exc.slow)} faster than {exc.reversal_velocity:.3g} rad/s somewhere "
+                  "(slower rows are dropped by the fit, and their friction with them)"
+                  + (", or forecast --no-friction" if friction else ""))  # fmt: skip
+    if not do:
+        do.append("the motion leaves them dependent on the others")
+    prior = " ".join(f"--prior {n}" for n in names)
+    msg = (f"{which} does not excite {len(exc.unexcited)} of the {exc.columns} fitted parameters ({exc.named()}): no "
+           f"length of it determines them; {'; '.join(do)} — or design a run that completes it: `poise plan "
+           f"trajectory {plan.robot_source or plan.robot} {prior} …`, and forecast the plans together")  # fmt: skip
+    return UnexcitedError(msg, exc.unexcited, exc.columns, exc.still, exc.slow, exc.reversal_velocity)

@@ -99,8 +99,13 @@ def parameter_reach(
     """Design one run for every base parameter in `which` (0-based; default all) alone and one for all at once
     (logvar, raw units, rows weighted by the noise when standing), in worker processes, and forecast each under
     white `noise` per recorded sample (`plan forecast`'s). `on_design(label)` after each design."""
+    from identify.forecast import UnexcitedError
     from poise.workflows.plan_forecast import forecast_plans
 
+    if practical_s < settings.duration:
+        raise DataError(f"--practical-s {practical_s:g} s is shorter than one run (--duration {settings.duration:g} s): "
+                        "the longest recording worth making holds at least one — give at least --practical-s "
+                        f"{settings.duration:g}")  # fmt: skip
     base = replace(settings, criterion="logvar", scaling="none", max_kappa=None, focus=None)
     if settings.motion != "free":
         sig = np.asarray(noise, dtype=float)
@@ -116,12 +121,15 @@ def parameter_reach(
         jobs |= {f"ϑ{k + 1}": replace(base, focus=(k,)) for k in which}
     results = _design(robot, jobs, seed, workers, on_design)
 
-    def forecast(res: ExcitationResult, s: ExcitationSettings):
+    def forecast(res: ExcitationResult, s: ExcitationSettings, label: str):
         plan = make_plan(robot, model, res, s, seed, rate_hz)
         # as `identify dynamic` fits an arm by default: with friction (a standing robot has none to fit)
-        return forecast_plans([plan], [robot], noise, rate_hz=rate_hz, friction=True).forecast
+        try:
+            return forecast_plans([plan], [robot], noise, rate_hz=rate_hz, friction=True).forecast
+        except UnexcitedError as exc:
+            raise _unexcited_by_design(exc, label, s) from None
 
-    every = forecast(results["all"], base)
+    every = forecast(results["all"], base, "all")
     nb = every.inertial
     if which is None:  # now that the base is known
         which = list(range(nb))
@@ -137,7 +145,7 @@ def parameter_reach(
     for k in which:
         label = f"ϑ{k + 1}"
         res = results[label]
-        fc = forecast(res, jobs[label])
+        fc = forecast(res, jobs[label], label)
         alone, other = float(fc.rel_se_pct[k]), float(every.rel_se_pct[k])
         tried = [(alone, float(fc.needed_s(well_pct)[k]), "alone")] if res.verification.get("ok") else []
         if results["all"].verification.get("ok"):
@@ -152,6 +160,22 @@ def parameter_reach(
                                   other, verdict, res.seconds, fc.units[k] if fc.units else ""))  # fmt: skip
     sig = [float(v) for v in np.atleast_1d(noise)]
     return Reach(out, settings.duration, sig, well_pct, practical_s, now)
+
+
+def _unexcited_by_design(exc, label: str, settings: ExcitationSettings):
+    """`exc` (`identify.forecast.UnexcitedError`) said of the design `label` ("all", or "ϑk" designed alone), with
+    the design options that move more: what reach can change (its designs choose the motion)."""
+    from identify.forecast import UnexcitedError
+
+    which = "the design for all at once" if label == "all" else f"the design for {label} alone"
+    why = exc.why()
+    spline = settings.parametrisation != "fourier"
+    more = ("more --waypoints" if spline else "more --harmonics (or --waypoints), a longer --period") + (
+        " or --duration, or more --max-iter")  # fmt: skip
+    msg = (f"{which} does not excite {len(exc.unexcited)} of the {exc.columns} fitted parameters ({exc.named()}): "
+           f"no length of it determines them, so their reach is not known{' (' + why + ')' if why else ''}; give "
+           f"{more}, or another --seed")  # fmt: skip
+    return UnexcitedError(msg, exc.unexcited, exc.columns, exc.still, exc.slow, exc.reversal_velocity)
 
 
 def _design(
