@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from formats.atomic import save_figure as _save  # noqa: E402
+from formats.atomic import save_figure  # noqa: E402
 
 
 def plot_friction(omega, y, kept, fits, out: str | Path, title: str = "") -> Path:
@@ -36,7 +36,7 @@ def plot_friction(omega, y, kept, fits, out: str | Path, title: str = "") -> Pat
     ax.set_title(title or "Friction: measured and fitted")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
-    return _save(fig, out)
+    return save_figure(fig, out, dpi=120)
 
 
 def plot_pwm_gain(pwm, y, fit, out: str | Path, title: str = "") -> Path:
@@ -55,7 +55,7 @@ def plot_pwm_gain(pwm, y, fit, out: str | Path, title: str = "") -> Path:
     ax.set_title(title or f"PWM gain ({fit.method})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, out)
+    return save_figure(fig, out, dpi=120)
 
 
 def plot_accelerometer(r, cals, out: str | Path, g: float = 9.81) -> Path:
@@ -68,7 +68,7 @@ def plot_accelerometer(r, cals, out: str | Path, g: float = 9.81) -> Path:
     ax.set_ylabel("‖a‖ − g [m/s²]")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, out)
+    return save_figure(fig, out, dpi=120)
 
 
 def plot_offsets(joints, est_deg, std_deg, true_deg, out: str | Path) -> Path:
@@ -83,4 +83,4 @@ def plot_offsets(joints, est_deg, std_deg, true_deg, out: str | Path) -> Path:
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return _save(fig, out)
+    return save_figure(fig, out, dpi=120)

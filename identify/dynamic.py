@@ -390,11 +390,10 @@ class DynamicEstimator:
             X = lowpass_in_chunks(block, K, rec.rate_hz, self.cutoff_, at, chunk)
             return X.reshape(len(at), *shape[0])
 
-        if angles is None and self._misses is not None:
-            # what the base parameters (of the first recording's placement) miss of this one's rigid-body wrench
-            # with the guessed parameters, filtered and sliced as its rows: `_placement_misfits`
-            theta = self._guessed_theta()
-            self._misses.append(rows(lambda Y, s: Y @ theta - Y[..., db.independent] @ db.values(theta)))
+        # what the base parameters (of the first recording's placement) miss of this one's rigid-body wrench with
+        # the guessed parameters, filtered and sliced as its rows (`_placement_misfits`): a last column, split off
+        misses = angles is None and self._misses is not None
+        theta = self._guessed_theta() if misses else None
         eye = np.eye(self.model.nq)[None, :, :]
 
         def columns(Y: np.ndarray, s: slice) -> np.ndarray:
@@ -403,9 +402,14 @@ class DynamicEstimator:
                 blocks += [qd[s][:, :, None] * eye, np.sign(qd[s])[:, :, None] * eye]
             if self.armature:
                 blocks.append(armature_columns(qdd[s], self.armature_.estimated))
+            if misses:
+                blocks.append((Y @ theta - Y[..., db.independent] @ db.values(theta))[..., None])
             return np.concatenate(blocks, axis=2)
 
         A = rows(columns)
+        if misses:
+            self._misses.append(A[..., -1])
+            A = A[..., :-1]
         tau = lowpass(measured, rec.rate_hz, self.cutoff_)[sl]
         if self.drift:
             # the base sole displaced by (δx, δy)(s): Mx += Fz·δy, My −= Fz·δx, s ∈ [−1, 1] over the fit
@@ -1239,6 +1243,12 @@ def filtered_motion(
     return pieces, fc
 
 
+def band_cutoff(band_hz: float, duration_s: float) -> float:
+    """`default_cutoff` of a motion whose band is `band_hz`, recorded for `duration_s`."""
+    edge_bound = EDGE_PERIODS / (MAX_EDGE_FRACTION * duration_s) if duration_s > 0 else DEFAULT_CUTOFF_HZ
+    return max(CUTOFF_PER_BAND * band_hz, min(edge_bound, DEFAULT_CUTOFF_HZ))
+
+
 def default_cutoff(rec: DynamicRecording) -> float:
     """Butterworth cut-off (Hz) for a recording: CUTOFF_PER_BAND × its metadata `motion_band_hz` (the planned
     motion's highest frequency), raised (up to DEFAULT_CUTOFF_HZ) where needed so the filter's end transients
@@ -1256,9 +1266,7 @@ def default_cutoff(rec: DynamicRecording) -> float:
         band = float("nan")
     if not (np.isfinite(band) and band > 0):
         raise DataError(f"recording metadata motion_band_hz must be a positive frequency in Hz, got {text!r}")
-    duration = float(rec.t[-1] - rec.t[0])
-    edge_bound = EDGE_PERIODS / (MAX_EDGE_FRACTION * duration) if duration > 0 else DEFAULT_CUTOFF_HZ
-    fc = max(CUTOFF_PER_BAND * band, min(edge_bound, DEFAULT_CUTOFF_HZ))
+    fc = band_cutoff(band, float(rec.t[-1] - rec.t[0]))
     if fc >= rec.rate_hz / 2:
         raise DataError(
             f"motion_band_hz {band:g} needs a cut-off of {fc:.3g} Hz, above half the sample rate "

@@ -27,6 +27,20 @@ from robots import dynamics as dyn
 from robots.conditioning import kappa, normalised_columns
 
 PRACTICAL_S = 600.0  # s: a recording length an operator will sit through (identify dynamic's --practical-s)
+
+
+def practical_length(given: float | None, duration_s: float, what: str = "the plan(s) to run") -> float:
+    """The practical recording length: `given` (--practical-s), refused below one run of the motion (`duration_s`),
+    else PRACTICAL_S or one run, whichever is longer."""
+    if given is None:
+        return max(PRACTICAL_S, duration_s)
+    if given < duration_s * (1 - 1e-9):
+        raise DataError(f"--practical-s {given:g} s is shorter than {what} ({duration_s:.4g} s): the longest "
+                        f"recording worth making holds at least one run — give at least --practical-s "
+                        f"{math.ceil(duration_s):g}")  # fmt: skip
+    return given
+
+
 STILL_RAD = 1e-9  # a joint whose planned angle spans less does not move (`UnexcitedError.still`)
 
 
@@ -89,14 +103,13 @@ class DynamicForecast:
             return 100.0 * self.se / np.abs(self.guess)
 
     def needed_s(self, pct: float = WELL_IDENTIFIED_PCT) -> np.ndarray:
-        """Length (s) at which this motion, repeated, reaches `pct` % relative SE (SE ∝ 1/√fitted time): whole
-        repeats of it (`duration_s` each, the plans together), the fewest whose fitted time does — what a recording
-        of the motion repeated lasts. One run where it already does."""
+        """Length (s) of the fewest whole runs of the motion (`duration_s` each, the plans together), each recorded
+        and trimmed of its filter's ends as this one, fitted together, that bring it to `pct` % relative SE (SE ∝
+        1/√runs); one run where it already does."""
         with np.errstate(invalid="ignore", over="ignore"):
-            time = self.fitted_s * (self.rel_se_pct / pct) ** 2 + self.edges_s
             # a hair's rounding above a whole number of runs does not add one
-            runs = np.maximum(np.ceil(time / self.duration_s * (1 - 1e-12)), 1.0)
-        return np.where(np.isfinite(runs), runs * self.duration_s, time)
+            runs = np.maximum(np.ceil((self.rel_se_pct / pct) ** 2 * (1 - 1e-12)), 1.0)
+        return runs * self.duration_s
 
     def zero_guessed(self) -> list[str]:
         """Base inertial parameters guessed 0: no relative SE to judge them by (neither determined nor beyond any
@@ -120,10 +133,6 @@ class DynamicForecast:
         return now, longer, beyond
 
     def to_dict(self, pct: float = WELL_IDENTIFIED_PCT, practical_s: float = PRACTICAL_S) -> dict:
-        if practical_s < self.duration_s * (1 - 1e-9):
-            raise DataError(f"--practical-s {practical_s:g} s is shorter than the plan(s) to run ({self.duration_s:.4g} s): "
-                            "the longest recording worth making holds at least one run of them — give at least "
-                            f"--practical-s {math.ceil(self.duration_s):g}")  # fmt: skip
         now, longer, beyond = self.determined(pct, practical_s)
         need = self.needed_s(pct)
         zero = [s for s in beyond if s in self.zero_guessed()]

@@ -29,8 +29,8 @@ def register(s: argparse._SubParsersAction) -> None:
     add_design_arguments(r)
     r.add_argument("--well", type=at.positive, default=15.0, metavar="PCT",
                    help="relative SE [%%] a parameter must reach to count as determined (default 15)")  # fmt: skip
-    r.add_argument("--practical-s", type=at.positive, default=600.0, metavar="S",
-                   help="longest recording worth making [s] (default 600)")  # fmt: skip
+    r.add_argument("--practical-s", type=at.positive, metavar="S",
+                   help="longest recording worth making [s] (default 600, or the plans' length if longer)")  # fmt: skip
     r.add_argument("--workers", type=at.count, default=None, help="worker processes (default: the CPUs)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--plot", type=at.image_file, help="bar chart of the relative SEs (PNG)")

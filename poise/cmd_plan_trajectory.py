@@ -112,8 +112,8 @@ def register(s: argparse._SubParsersAction) -> None:
                    help="recording rate (default: the plan's streaming rate)")  # fmt: skip
     f.add_argument("--well", type=at.positive, default=15.0, metavar="PCT",
                    help="relative SE [%%] a parameter must reach to count as determined (default 15)")  # fmt: skip
-    f.add_argument("--practical-s", type=at.positive, default=600.0, metavar="S",
-                   help="longest recording worth making [s] (default 600)")  # fmt: skip
+    f.add_argument("--practical-s", type=at.positive, metavar="S",
+                   help="longest recording worth making [s] (default 600, or the plans' length if longer)")  # fmt: skip
     f.add_argument("--params", help="guessed parameter set (default: the plan's)")
     f.add_argument("--no-friction", action="store_true", help="arms: rigid-body parameters only")
     f.add_argument("--armature", action="store_true",
@@ -446,8 +446,11 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     if priors:  # what it was designed to complete
         plan.design["prior"] = priors
     if not best.verification.get("ok") and not _rebuilds(plan):  # e.g. a closed chain that does not close
-        raise DataError(f"the design failed its own check ({'; '.join(best.verification['problems'])}); no plan "
-                        "written: its trajectory cannot be rebuilt, so no command could read it")  # fmt: skip
+        msg = (f"the design failed its own check ({'; '.join(best.verification['problems'])}); no plan written: its "
+               "trajectory cannot be rebuilt, so no command could read it")  # fmt: skip
+        if args.json:
+            print_json({"robot": model.name, "out": None, "ok": False, "error": msg})
+        raise DataError(msg)
     save_trajectory_plan(plan, args.out)
     summary = {
         "robot": model.name,
@@ -945,16 +948,24 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
 
     plans = [load_trajectory_plan(p) for p in args.plan]
     pf = forecast_plans(
-        plans, args.plan, args.noise, args.params, args.rate_hz, not args.no_friction, args.armature
+        plans,
+        args.plan,
+        args.noise,
+        args.params,
+        args.rate_hz,
+        not args.no_friction,
+        args.armature,
+        args.practical_s,
     )
     fc, model, params, rate, standing = pf.forecast, pf.model, pf.params, pf.rate_hz, pf.standing
-    out = fc.to_dict(args.well, args.practical_s)
+    practical_s = pf.practical_s
+    out = fc.to_dict(args.well, practical_s)
     if args.plot:
         from identify.plots import plot_forecast
 
         nb = fc.inertial
         plot_forecast(fc.symbols[:nb], fc.rel_se_pct[:nb], fc.needed_s(args.well)[:nb], fc.duration_s, args.well,
-                      args.practical_s, args.plot, f"{' + '.join(args.plan)}: noise {' / '.join(f'{v:g}' for v in fc.noise)}")  # fmt: skip
+                      practical_s, args.plot, f"{' + '.join(args.plan)}: noise {' / '.join(f'{v:g}' for v in fc.noise)}")  # fmt: skip
     if args.json:
         print_json(out)
         return 0
@@ -995,7 +1006,7 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     ratio = fc.se[: fc.inertial] / fc.isolated_se[: fc.inertial]
     console.print(
         f"determined to {args.well:g} %: {len(out['determined'])}/{fc.inertial}; with the motion repeated up to "
-        f"{args.practical_s:g} s: {len(out['determined_if_repeated'])} more; beyond: {len(out['beyond_practical'])}"
+        f"{practical_s:g} s: {len(out['determined_if_repeated'])} more; beyond: {len(out['beyond_practical'])}"
         f" (noise alone); guessed 0 (no relative SE to judge): {len(out['zero_guess'])}. Correlation between parameters multiplies the SEs by {np.median(ratio):.3g} (median) over"
         " fitting each alone; κ column-scaled of the fitted rows "
         f"{fc.kappa_scaled:.4g}."

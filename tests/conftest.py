@@ -139,6 +139,18 @@ def _floating_point_environment_kept():
 TEST_DESIGN = Path(__file__).parent / "data" / "tulip_double_support_10s.json"
 
 
+def arm_motion(seed: int, seconds: float = 6.0, rate: float = 200.0):
+    """A UR5 Fourier motion with random coefficients (not a design: only its rows matter): (t, q, meta)."""
+    from robots.registry import get_model
+    from trajectories.fourier import FourierTrajectory
+
+    r = np.random.default_rng(seed)
+    n = get_model(str(UR5)).nq
+    traj = FourierTrajectory(seconds, seconds, r.uniform(-0.5, 0.5, n), *r.normal(0.0, 0.15, (2, n, 3)))
+    t = np.arange(int(seconds * rate) + 1) / rate
+    return t, traj.sample(t)[0], {"motion_band_hz": "0.5"}
+
+
 def sampled_test_design(rate_hz: float):
     """The stored TUlip double-support design (the twin test's former SETTINGS: κ, 3 harmonics, seed 3) sampled as the boards record it:
     (model, t, q) at `rate_hz` over its whole duration."""

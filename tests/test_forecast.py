@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import TEST_DESIGN, UR5, sampled_test_design
+from conftest import TEST_DESIGN, UR5, arm_motion, sampled_test_design
 
 from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError
@@ -17,7 +17,6 @@ from identify.forecast import filtered_autocorrelation, forecast_dynamic, foreca
 from identify.residual_covariance import toeplitz_gram
 from poise.cli import main
 from robots.registry import get_model
-from trajectories.fourier import FourierTrajectory
 
 RATE = 100.0  # Hz
 SIGMA = np.array([2.0, 0.3, 0.3])  # N, N·m, N·m per recorded sample
@@ -81,14 +80,14 @@ def test_forecast_scales_with_noise_and_names_what_it_cannot_determine(recording
     need = a.needed_s(15.0)
     assert all(need[a.symbols.index(s)] <= 600.0 for s in longer)
     assert all(need[a.symbols.index(s)] > 600.0 for s in beyond)
-    # needed_s: the fewest whole repeats of the motion at which the relative SE, shrinking as 1/√(fitted time),
-    # reaches 15 % — one repeat fewer does not
+    # needed_s: the fewest whole runs of the motion, recorded apart and fitted together, at which the relative SE
+    # (shrinking as 1/√runs) reaches 15 % — one run fewer does not
     k = a.symbols.index(longer[0]) if longer else total
     runs = need[k] / a.duration_s
     assert runs == pytest.approx(round(runs), abs=1e-9) and runs >= 1
-    assert a.rel_se_pct[k] * np.sqrt(a.fitted_s / (need[k] - a.edges_s)) <= 15.0
+    assert a.rel_se_pct[k] / np.sqrt(runs) <= 15.0
     if runs > 1:
-        assert a.rel_se_pct[k] * np.sqrt(a.fitted_s / (need[k] - a.duration_s - a.edges_s)) > 15.0
+        assert a.rel_se_pct[k] / np.sqrt(runs - 1) > 15.0
 
 
 def test_plan_forecast_command(capsys):
@@ -166,15 +165,6 @@ def _dense_forecast(est, motions, sig):
     return np.sqrt(np.diag(H @ S @ H)), np.sqrt(np.diag(S)) / np.diag(G)
 
 
-def _arm_motion(seed: int, seconds: float = 6.0, rate: float = 200.0):
-    """A UR5 Fourier motion with random coefficients (not a design: only its rows matter)."""
-    r = np.random.default_rng(seed)
-    n = get_model(str(UR5)).nq
-    traj = FourierTrajectory(seconds, seconds, r.uniform(-0.5, 0.5, n), *r.normal(0.0, 0.15, (2, n, 3)))
-    t = np.arange(int(seconds * rate) + 1) / rate
-    return t, traj.sample(t)[0], {"motion_band_hz": "0.5"}
-
-
 @pytest.mark.parametrize("case", ["boards", "arm"])
 def test_forecast_equals_that_of_the_dense_noise_covariance(recording, case):
     """The noise covariance applied as per-kind Toeplitz products gives the numbers the dense N × N one gave, for
@@ -189,7 +179,7 @@ def test_forecast_equals_that_of_the_dense_noise_covariance(recording, case):
         motions, sig = [(t, q, META), (t, q[::-1], META)], SIGMA
     else:
         est = DynamicEstimator(get_model(str(UR5)))
-        motions, sig = [_arm_motion(1), _arm_motion(2)], np.linspace(0.1, 0.3, 6)
+        motions, sig = [arm_motion(1), arm_motion(2)], np.linspace(0.1, 0.3, 6)
     fc = forecast_motions(est, motions, sig)
     se, isolated = _dense_forecast(est, motions, sig)
     assert np.allclose(fc.se, se, rtol=1e-9, atol=0.0)

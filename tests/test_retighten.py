@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from formats.errors import DataError
-from trajectories.retighten import RETIGHTEN, solve_and_retighten
+from trajectories.retighten import RETIGHTEN, NoRoomError, solve_and_retighten
 
 
 @dataclass
@@ -24,7 +23,7 @@ def _design(solved: list[float], room: float = 0.075):
 
     def solve(margin: float):
         if margin + 0.005 >= room:
-            raise DataError(f"a ZMP margin of {1000 * margin:.1f} mm leaves no room")
+            raise NoRoomError(f"a ZMP margin of {1000 * margin:.1f} mm leaves no room")
         solved.append(margin)
         return "prob", margin, 10, "ok", [{"margin": margin}]
 

@@ -36,7 +36,9 @@ def test_a_zmp_margin_wider_than_the_support_polygon_is_refused(tmp_path, capsys
     err = _err(capsys, ["plan", "trajectory", "tulip", "--double-support", "--simplified", "--duration", "6",
                         "--period", "6", "--harmonics", "3", "--max-iter", "5", "--zmp-margin", "0.5",
                         "--out", str(out)])  # fmt: skip
-    assert "a ZMP margin of 500.0 mm leaves no room: the support polygon's deepest point lies" in err
+    said = " ".join(err.split())
+    assert "a ZMP margin of 500.0 mm leaves no room: with the design's 5 mm buffer it needs 505.0 mm" in said
+    assert "the support polygon's deepest point lies" in said
     assert not out.exists()
 
 

@@ -21,7 +21,6 @@ import casadi as ca
 import numpy as np
 from shapely.geometry import MultiPoint
 
-from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec
 from robots.memo import per_model
@@ -64,6 +63,7 @@ from trajectories.fourier import FourierTrajectory
 from trajectories.retighten import (
     SHARE_SLACK,
     SHARE_TOLERANCE,
+    NoRoomError,
     moved_rate_fractions,
     moved_zmp_margin,
     solve_and_retighten,
@@ -108,16 +108,21 @@ def support_halfplanes(model: RobotModel, chain: ClosedChain) -> tuple[np.ndarra
     return (*halfplanes(hull), hull)
 
 
-def check_zmp_room(polygon, zmp_margin: float, where: str = "the support polygon") -> None:
-    """DataError when no ZMP stays `zmp_margin` (+ the design's ZMP_BUFFER) inside the convex `polygon` (shapely):
-    the NLP would have no feasible point, and its result no posture to check."""
+def polygon_depth(polygon) -> float:
+    """How deep (m) the deepest point of a convex polygon (shapely) lies inside its edges."""
     from shapely.ops import polylabel
 
-    depth = polygon.exterior.distance(polylabel(polygon, tolerance=1e-4))
+    return float(polygon.exterior.distance(polylabel(polygon, tolerance=1e-4)))
+
+
+def check_zmp_room(polygon, zmp_margin: float, where: str = "the support polygon") -> None:
+    """NoRoomError when no ZMP stays `zmp_margin` (+ the design's ZMP_BUFFER) inside the convex `polygon`
+    (shapely): the NLP would have no feasible point, and its result no posture to check."""
+    depth = polygon_depth(polygon)
     if zmp_margin + ZMP_BUFFER >= depth:
-        raise DataError(f"a ZMP margin of {1000 * zmp_margin:.1f} mm leaves no room: {where}'s deepest point lies "
-                        f"{1000 * depth:.1f} mm inside its edges (less the design's {1000 * ZMP_BUFFER:.0f} mm "
-                        "buffer)")  # fmt: skip
+        raise NoRoomError(f"a ZMP margin of {1000 * zmp_margin:.1f} mm leaves no room: with the design's "
+                          f"{1000 * ZMP_BUFFER:.0f} mm buffer it needs {1000 * (zmp_margin + ZMP_BUFFER):.1f} mm, "
+                          f"and {where}'s deepest point lies {1000 * depth:.1f} mm inside its edges")  # fmt: skip
 
 
 def share_coefficients(model: RobotModel, chain: ClosedChain) -> tuple[float, float, float]:
@@ -449,11 +454,13 @@ def optimise_balance(
     base = settings.base or (model.stance or {}).get("base") or next(iter(model.bases))
     guess = settings.params or next(iter(model.params))
     chain = chain or make_chain(model, base, guess, rng)
-    check_zmp_room(support_halfplanes(model, chain)[2], zmp_margin)
     x0, _ = balance_start(model, settings, chain, rng, amplitude)
 
     def solve(bounds: tuple[ExcitationSettings, float]):
         design, margin = bounds
+        check_zmp_room(
+            support_halfplanes(model, chain)[2], margin
+        )  # a margin moved in by the retightening too
         prob = design_balance_problem(model, design, chain, margin)
         check_prior(prior, prob["base"].rank)
         check_focus(design, prob["base"].rank)

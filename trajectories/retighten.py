@@ -13,6 +13,11 @@ from typing import Any
 
 from formats.errors import DataError
 
+
+class NoRoomError(DataError):
+    """A design's bound leaves its problem no feasible point (a ZMP margin beyond the support polygon's depth)."""
+
+
 RETIGHTEN = 2
 TIGHTEN_SLACK = (
     0.002  # m (seed 13 of the single-support test's options: lifted 251 mm against a 250 mm ceiling)
@@ -52,7 +57,7 @@ def solve_and_retighten(
     """`solve(bounds)` → (problem, x, iterations, status, stages); `finish(problem, x, iterations, status, stages)`
     → (result, check); `tighten(bounds, check)` → the bounds moved in, or None when the check keeps the plan's.
     Returns the last (result, check); the stages of a re-solve are marked `tightened`. Bounds moved in so far that
-    the problem has no room left (a ZMP margin beyond the polygon's depth: `solve` raises DataError) end the loop
+    the problem has no room left (a ZMP margin beyond the polygon's depth: `solve` raises NoRoomError) end the loop
     with the last design, its check's problems saying so — not with an error about bounds the user never set.
     (Re-solved warm from the first solution's sharp stage alone, seed 13's single-support κ went 395 → 42 229:
     each re-solve starts over.)"""
@@ -65,10 +70,9 @@ def solve_and_retighten(
         bounds = moved
         try:
             prob, x, extra, status, again = solve(bounds)
-        except DataError as exc:
-            check.problems.append(
-                f"moving the design's bounds in by what its check found left no room ({exc})"
-            )
+        except NoRoomError as exc:
+            check.problems.append("moving the design's bounds in by what its fine-grid check found short left no "
+                                  f"room ({exc}): no design keeps the plan's bounds between the grid's samples")  # fmt: skip
             return result, check
         iterations += extra
         stages = stages + [{**st, "tightened": True} for st in again]

@@ -45,7 +45,14 @@ from robots.stance import (
 )
 from robots.stance_spec import resolve_base, stance_spec
 from robots.tree import RobotModel
-from trajectories.balance_excitation import ZMP_BUFFER, check_zmp_room, halfplanes, zmp_rows, zmp_spec
+from trajectories.balance_excitation import (
+    ZMP_BUFFER,
+    check_zmp_room,
+    halfplanes,
+    polygon_depth,
+    zmp_rows,
+    zmp_spec,
+)
 from trajectories.design_grid import (
     design_bases,
     design_rows,
@@ -195,8 +202,7 @@ def sample_lines(model: RobotModel, base: str, params: str, q: np.ndarray) -> np
 def shift_margin(model: RobotModel, base: str, zmp_margin: float) -> float:
     """The CoM's margin (m) inside the base sole where the run's weight shift ends, as its planner first asks
     (`weight_shift._shifted`): the plan's + SHIFT_BUFFER, or + ZMP_BUFFER where the sole is too small for that."""
-    poly = sole_polygon(model, base)
-    room = poly.exterior.distance(poly.centroid)
+    room = polygon_depth(sole_polygon(model, base))
     return zmp_margin + (SHIFT_BUFFER if room > zmp_margin + SHIFT_BUFFER + ZMP_BUFFER else ZMP_BUFFER)
 
 

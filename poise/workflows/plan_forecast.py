@@ -26,6 +26,7 @@ class PlanForecast:
     params: object  # the guessed parameter set
     rate_hz: float
     standing: bool
+    practical_s: float = 600.0  # the longest recording worth making (`identify.forecast.practical_length`)
 
 
 def forecast_plans(
@@ -36,17 +37,19 @@ def forecast_plans(
     rate_hz: float | None = None,
     friction: bool = True,
     armature: bool = False,
+    practical_s: float | None = None,
 ) -> PlanForecast:
     """What the plans' runs, fitted together, determine under white noise `noise` per recorded sample: each plan
     sampled at the recording rate (default its streaming rate), standing ones with the moments about the boards'
     cells as `poise run` records them. `friction`: arms estimate it (standing robots never); `armature`: arms'
     rotor inertia too (`DynamicEstimator`'s; a standing plan's board wrench does not carry it: DataError).
     Errors name the plans (`names`) and `plan forecast`'s options; a motion that leaves parameters undetermined at
-    any length raises `identify.forecast.UnexcitedError` saying which and what the motion lacks."""
+    any length raises `identify.forecast.UnexcitedError` saying which and what the motion lacks. `practical_s`
+    (--practical-s) is checked against the plans' length before the forecast is made."""
     from drivers.wbb.geometry import PLATE_HEIGHT
     from formats.dynamic_recording import MIN_SAMPLES, SLOWEST_STEP_S
     from identify.dynamic import DynamicEstimator
-    from identify.forecast import UnexcitedError, forecast_motions
+    from identify.forecast import UnexcitedError, forecast_motions, practical_length
     from robots.params_io import resolve_params
     from trajectories.plan import plan_model, plan_recording, plan_trajectory
     from trajectories.verify import sample_grid
@@ -73,6 +76,7 @@ def forecast_plans(
     if len(kinds) > 1:
         raise DataError("the plans identify different things (standing or not, base, simplified model): "
                         "forecast them apart")  # fmt: skip
+    practical = practical_length(practical_s, sum(traj.duration for _, traj, _ in trajs))
     _check_memory(trajs, rate, model.nq)
     motions = []
     for name, traj, how in trajs:
@@ -95,7 +99,7 @@ def forecast_plans(
         fc = forecast_motions(est, motions, noise, guess)
     except UnexcitedError as exc:
         raise _unexcited_by_plans(exc, plan, names, friction and not standing) from None
-    return PlanForecast(fc, model, guess, rate, standing)
+    return PlanForecast(fc, model, guess, rate, standing, practical)
 
 
 def _check_memory(trajs: list, rate: float, nq: int) -> None:
@@ -117,15 +121,13 @@ def _check_cutoff(name: str, meta: dict, duration: float, rate: float) -> None:
     """The fit's cut-off for this plan's motion (`identify.dynamic.default_cutoff`) needs a recording rate above
     twice it: DataError naming the --rate-hz that does (`identify dynamic`'s own message points at its
     --cutoff-hz, which a forecast does not have)."""
-    from identify.dynamic import CUTOFF_PER_BAND, DEFAULT_CUTOFF_HZ, EDGE_PERIODS, MAX_EDGE_FRACTION
+    from identify.dynamic import DEFAULT_CUTOFF_HZ, band_cutoff
 
     if "motion_band_hz" not in meta:
         fc, why = DEFAULT_CUTOFF_HZ, "no declared motion band: the fit's default"
     else:
         band = float(meta["motion_band_hz"])
-        edge_bound = EDGE_PERIODS / (MAX_EDGE_FRACTION * duration) if duration > 0 else DEFAULT_CUTOFF_HZ
-        fc = max(CUTOFF_PER_BAND * band, min(edge_bound, DEFAULT_CUTOFF_HZ))
-        why = f"its motion's band {band:g} Hz"
+        fc, why = band_cutoff(band, duration), f"its motion's band {band:g} Hz"
     if fc < rate / 2:
         return
     need = math.floor(2 * fc) + 1

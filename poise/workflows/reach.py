@@ -92,20 +92,17 @@ def parameter_reach(
     seed: int = 1,
     rate_hz: float = 100.0,
     well_pct: float = 15.0,
-    practical_s: float = 600.0,
+    practical_s: float | None = None,
     workers: int | None = None,
     on_design: Callable[[str], None] | None = None,
 ) -> Reach:
     """Design one run for every base parameter in `which` (0-based; default all) alone and one for all at once
     (logvar, raw units, rows weighted by the noise when standing), in worker processes, and forecast each under
     white `noise` per recorded sample (`plan forecast`'s). `on_design(label)` after each design."""
-    from identify.forecast import UnexcitedError
+    from identify.forecast import UnexcitedError, practical_length
     from poise.workflows.plan_forecast import forecast_plans
 
-    if practical_s < settings.duration:
-        raise DataError(f"--practical-s {practical_s:g} s is shorter than one run (--duration {settings.duration:g} s): "
-                        "the longest recording worth making holds at least one — give at least --practical-s "
-                        f"{settings.duration:g}")  # fmt: skip
+    practical_s = practical_length(practical_s, settings.duration, "one run of --duration")
     base = replace(settings, criterion="logvar", scaling="none", max_kappa=None, focus=None)
     if settings.motion != "free":
         sig = np.asarray(noise, dtype=float)
@@ -170,8 +167,8 @@ def _unexcited_by_design(exc, label: str, settings: ExcitationSettings):
     which = "the design for all at once" if label == "all" else f"the design for {label} alone"
     why = exc.why()
     spline = settings.parametrisation != "fourier"
-    more = ("more --waypoints" if spline else "more --harmonics (or --waypoints), a longer --period") + (
-        " or --duration, or more --max-iter")  # fmt: skip
+    more = ("more --waypoints, a longer --duration" if spline else
+            "more --harmonics, a longer --period (--duration a whole number of them)") + ", or more --max-iter"  # fmt: skip
     msg = (f"{which} does not excite {len(exc.unexcited)} of the {exc.columns} fitted parameters ({exc.named()}): "
            f"no length of it determines them, so their reach is not known{' (' + why + ')' if why else ''}; give "
            f"{more}, or another --seed")  # fmt: skip
