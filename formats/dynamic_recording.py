@@ -76,6 +76,9 @@ class DynamicRecording:
     torque_constant: dict[str, float] = field(default_factory=dict)  # N·m/A at the joint, by joint name
     # (K, m) the load cells' readings in kg behind the wrench (optional; `# cells_xy_m` places them)
     cells: np.ndarray | None = None
+    # what messages call it among recordings fitted together (`identify.dynamic`): the path it was read from
+    # (`read_dynamic_recording`), a forecast plan's file; "" numbers it ("recording 2"). Not written to the file
+    label: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         K, n = len(self.t), len(self.joint_names)
@@ -303,7 +306,9 @@ def _read_constants(comments: list[str], path: Path) -> dict[str, float]:
 
 def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     """Read and validate a dynamic recording: one-line DataError naming the file (and line and column) on anything
-    malformed. Effort and current columns are taken by joint name, in the q columns' order."""
+    malformed. Effort and current columns are taken by joint name, in the q columns' order. Its `label` is `path`
+    as given, as the commands name the file."""
+    label = str(path)
     path = Path(path)
     meta, lines, i = read_commented(path, repeatable=(TORQUE_CONSTANT,), known=KNOWN_KEYS)
     magic = meta.get("magic", "")
@@ -404,7 +409,7 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     cells = data[:, [col[c] for c in cell_cols]] if cell_cols else None
     try:
         return DynamicRecording(meta["robot"], meta["base"], joints, data[:, col["t_s"]], q, tau, wrench, meta, t_plan,
-                                current, constants, cells)  # fmt: skip
+                                current, constants, cells, label)  # fmt: skip
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None
 

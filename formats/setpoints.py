@@ -29,6 +29,8 @@ from formats.errors import DataError
 MAGIC = "poise setpoints"
 VERSION = 1
 KINDS = ("q", "qd", "qdd", "tau")
+# the columns' units, written into every file so that it says them itself
+UNITS = "t_s s; q rad (m prismatic); qd rad/s (m/s); qdd rad/s² (m/s²); tau N·m (N)"
 
 
 @dataclass
@@ -50,9 +52,9 @@ def write_setpoints(sp: Setpoints, path: str | Path) -> None:
     blocks = [sp.t[:, None], sp.q, sp.qd, sp.qdd] + ([sp.tau] if sp.tau is not None else [])
     kinds = KINDS if sp.tau is not None else KINDS[:3]
     buf = io.StringIO()
-    buf.write(f"# {MAGIC} v{VERSION}\n# robot: {sp.robot}\n# angle_unit: rad\n")
+    buf.write(f"# {MAGIC} v{VERSION}\n# robot: {sp.robot}\n# angle_unit: rad\n# units: {UNITS}\n")
     for k, v in sp.meta.items():
-        if k not in ("magic", "robot", "angle_unit"):
+        if k not in ("magic", "robot", "angle_unit", "units"):
             buf.write(f"# {k}: {v}\n")
     buf.write(",".join(["t_s"] + [f"{k}:{j}" for k in kinds for j in sp.joint_names]) + "\n")
     np.savetxt(buf, np.hstack(blocks), delimiter=",", fmt="%.12g")

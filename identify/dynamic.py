@@ -68,6 +68,9 @@ CHUNK_BYTES = 128 * 2**20
 # the filtered noise's autocovariance (the banded model's lowest band reaches 0.35 f_c) has decayed to ~1 %
 RECORDING_GAP_PERIODS = 50
 RATE_RTOL = 0.005  # their sample rates may differ by this much
+# what the messages call them, by what is done with ones that cannot be taken together: recordings are fitted apart;
+# a forecast's plans (`identify.forecast.forecast_motions`, `plan forecast`) forecast apart
+APART = {"recording": "fit", "plan": "forecast"}
 # ... and in double support their other sole's pose (base sole frame) by at most PLACEMENT_TOL_M / PLACEMENT_TOL_DEG
 # (robots.stance: `plan trajectory --prior` holds recordings to them too) from the first's. Within it, the first's
 # base parameters must miss each recording's rigid-body wrench with the guessed parameters so little that the bias
@@ -536,10 +539,12 @@ class DynamicEstimator:
         return A, joint, sample
 
     def prepare_many(
-        self, recs: list[DynamicRecording], reuse_base: bool = False
+        self, recs: list[DynamicRecording], reuse_base: bool = False, what: str = "recording"
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`prepare` for recordings fitted together: their rows stacked as `fit` stacks them (samples numbered on
-        one axis, recordings apart), with the cut-off and base parameters set from them."""
+        one axis, recordings apart), with the cut-off and base parameters set from them. They must share the
+        first's experiment, as in the fit (`_same_experiment`; `what` they are: "recording", or "plan")."""
+        self._same_experiment(recs, what)
         if not reuse_base:
             self._db = None
         self._set_cutoff(recs)
@@ -584,6 +589,9 @@ class DynamicEstimator:
             raise DataError(
                 f"a shared offset needs one entry (or None) for each of the {len(recs)} recordings"
             )
+        # the recordings as given, before any work: not their pieces (a run's pieces across a gap share its
+        # placement; `_placement_misfits` bounds the bias of any shift between recordings)
+        self._same_experiment(recs)
         planned = self._instrument_angles(recs, instruments)
         self._set_cutoff(recs)  # the whole recordings': a delay's trimming does not move the cut-off
         if isinstance(self.delay, str):
@@ -663,7 +671,13 @@ class DynamicEstimator:
         measured_rms = np.array([np.sqrt(np.mean(b[joint == j] ** 2)) for j in range(n)])
         rmse = np.array([np.sqrt(np.mean(raw[joint == j] ** 2)) for j in range(n)])
         placements = self._placement_misfits(
-            recs, A[:, free], None if Z is None else Z[:, free], w[joint], se_f, [syms[i] for i in free]
+            given,
+            recs,
+            A[:, free],
+            None if Z is None else Z[:, free],
+            w[joint],
+            se_f,
+            [syms[i] for i in free],
         )
         self.fit_ = DynamicFit(
             symbols=syms,
@@ -709,7 +723,7 @@ class DynamicEstimator:
         for k, (r, u) in enumerate(zip(recs, source, strict=True)):
             u = None if u is None else np.asarray(u, dtype=float)
             if u is not None and (u.shape not in ((n,), (len(r.t), n)) or not np.all(np.isfinite(u))):
-                raise DataError(f"shared offset, recording {k + 1}: {n} or {len(r.t)} × {n} finite numbers")
+                raise DataError(f"shared offset, {_named(recs, k)}: {n} or {len(r.t)} × {n} finite numbers")
             if u is not None and u.ndim == 1:
                 out += self._constant_rows(k, u, joint)
             series.append(None if u is None or u.ndim == 1 else u)
@@ -783,7 +797,7 @@ class DynamicEstimator:
                 or np.count_nonzero(keep) < 10
                 or not any(fitted for *_, fitted in fit_pieces(r.t[keep], self.cutoff_, self.decimate))
             ):
-                what = "recording" if len(recs) == 1 else f"recording {k + 1}"
+                what = "recording" if len(recs) == 1 else _named(recs, k)
                 raise DataError(
                     f"a delay of {1000 * d:g} ms leaves {left:.3g} s of the {total:.3g} s {what} with recorded "
                     "efforts: too little to fit (a delay may cut at most half a recording, and what it leaves must "
@@ -854,6 +868,7 @@ class DynamicEstimator:
 
     def _placement_misfits(
         self,
+        given: list[DynamicRecording],
         recs: list[DynamicRecording],
         A: np.ndarray,
         Z: np.ndarray | None,
@@ -861,7 +876,7 @@ class DynamicEstimator:
         se: np.ndarray,
         names: list[str],
     ) -> list[dict]:
-        """Double support, several recordings (`recs`: their pieces): each one's other sole's offset from the first's, the rms by which
+        """Double support, several recordings (`given`; `recs`: their pieces): each one's other sole's offset from the first's, the rms by which
         the first's base parameters miss its filtered rigid-body wrench with the guessed parameters (their
         dependent columns' β change with the placement), and the bias those misses put on the estimates (the
         fit's own weights `wr` and instruments) — refused above PLACEMENT_BIAS_SE of a parameter's SE."""
@@ -887,9 +902,11 @@ class DynamicEstimator:
             entry["max_bias_se"] = float(ratio[k])
         if ratio[k] > PLACEMENT_BIAS_SE:
             worst = max(out, key=lambda d: d["shift_mm"] + d["turn_deg"])
+            one = given[0].label or "the first"
             raise DataError(
-                f"recording {worst['recording']}'s other sole stands {worst['shift_mm']:.1f} mm / "
-                f"{worst['turn_deg']:.2f}° from the first's: the first's base parameters miss its wrench by "
+                f"{_named(given, worst['recording'] - 1)}'s other sole stands "
+                f"{worst['shift_mm']:.1f} mm / {worst['turn_deg']:.2f}° from {one}'s: {one}'s base parameters miss "
+                "its wrench by "
                 f"{max(worst['misfit']):.3g} rms (guessed parameters), which would bias {names[k]} by "
                 f"{ratio[k]:.2f} SE (at most {PLACEMENT_BIAS_SE:g}) — another foot placement identifies other base "
                 "parameters: fit the recordings apart"
@@ -952,15 +969,15 @@ class DynamicEstimator:
             qp = np.asarray(qp, dtype=float)
             if qp.shape != r.q.shape:
                 raise DataError(
-                    f"planned angles {qp.shape} for recording {k + 1} of {r.q.shape} (samples, joints)"
+                    f"planned angles {qp.shape} for {_named(recs, k)} of {r.q.shape} (samples, joints)"
                 )
             if not np.all(np.isfinite(qp)):
-                raise DataError(f"the planned angles for recording {k + 1} are not all finite")
+                raise DataError(f"the planned angles for {_named(recs, k)} are not all finite")
             off = np.sqrt(np.mean((qp - r.q) ** 2, axis=0))
             if off.max() > INSTRUMENT_TOL_RAD:
                 j = int(np.argmax(off))
                 raise DataError(
-                    f"the planned angles stray {off[j]:.3g} rad rms from recording {k + 1}'s at joint "
+                    f"the planned angles stray {off[j]:.3g} rad rms from {_named(recs, k)}'s at joint "
                     f"{r.joint_names[j]} (at most {INSTRUMENT_TOL_RAD:g}): not the plan this recording executed?"
                 )
             out.append(qp)
@@ -979,8 +996,6 @@ class DynamicEstimator:
         self._misses = [] if several_placed else None  # filled by `_system` for `_placement_misfits`
         self._reversal_rows = 0
         for k, r in enumerate(recs):
-            if k:
-                self._same_experiment(recs[0], r, k)
             A, b, joint, sample = self._system(r)
             Z = A if planned is None else self._system(r, angles=planned[k])[0]
             parts.append((A, Z, b, joint, sample + offset))
@@ -998,25 +1013,39 @@ class DynamicEstimator:
         self._row_piece = np.concatenate([np.full(len(part[2]), k) for k, part in enumerate(parts)])
         return A, b, joint, sample, (None if planned is None else Z)
 
-    def _same_experiment(self, first: DynamicRecording, other: DynamicRecording, k: int) -> None:
-        """A recording fitted with the first must share its robot, base, motion kind and (board wrench in double
-        support) foot placement: the base parameters are the first's."""
-        self._check(other)
-        if not same_robot(other.robot, first.robot) or other.base != first.base:
-            raise DataError(f"recording {k + 1} is of {other.robot!r} on {other.base!r}, the first of "
-                            f"{first.robot!r} on {first.base!r}")  # fmt: skip
-        if self.quantity != "wrench":
+    def _same_experiment(self, recs: Sequence[DynamicRecording], what: str = "recording") -> None:
+        """Recordings fitted with the first must share its robot, base, motion kind and (board wrench in double
+        support) foot placement: the base parameters are the first's. The messages name each by its label (the
+        file), else by number ("recording 2", "the first"); `what` they are: "recording", or "plan" (a forecast's,
+        forecast apart rather than fitted apart: `APART`)."""
+        if len(recs) < 2:
             return
-        if other.motion != first.motion:
-            raise DataError(f"recording {k + 1} is a {other.motion} motion, the first a {first.motion} one: fit "
-                            "them apart")  # fmt: skip
-        if first.motion == "single-support":
-            return
-        if apart := placement_apart(*(self._placement(r) for r in (first, other))):
-            raise DataError(
-                f"recording {k + 1}'s other sole stands {apart} from the first's ({PLACEMENT_LIMITS}): another foot "
-                "placement identifies other base parameters — fit the recordings apart"
-            )
+        first, verb = recs[0], APART[what]
+        one = first.label or "the first"
+        for k, other in enumerate(recs[1:], start=1):
+            name = _named(recs, k, what)
+            try:
+                self._check(other)
+            except DataError as exc:
+                if not other.label:
+                    raise
+                raise DataError(f"{name}: {exc}") from None
+            if not same_robot(other.robot, first.robot) or other.base != first.base:
+                raise DataError(f"{name} is of {other.robot!r} on {other.base!r}, {one} of {first.robot!r} on "
+                                f"{first.base!r}")  # fmt: skip
+            if self.quantity != "wrench":
+                continue
+            if other.motion != first.motion:
+                raise DataError(
+                    f"{name} is a {other.motion} {what}, {one} a {first.motion} one: {verb} them apart"
+                )
+            if first.motion == "single-support":
+                continue
+            if apart := placement_apart(*(self._placement(r) for r in (first, other))):
+                raise DataError(
+                    f"{name}'s other sole stands {apart} from {one}'s ({PLACEMENT_LIMITS}): another foot placement "
+                    f"identifies other base parameters — {verb} the {what}s apart"
+                )
 
     def _placement(self, rec: DynamicRecording) -> np.ndarray:
         """The other sole's placement (x, y, yaw) on the ground in the base sole's frame, at the middle sample."""
@@ -1157,6 +1186,12 @@ def armature_grouping(model: RobotModel, spec: RegressorSpec, simplified: bool =
     # put coefficients of 1e-2…1
     combination[np.abs(combination) < 1e-6 * np.abs(combination).max(axis=0, initial=0.0)] = 0.0
     return ArmatureGrouping(kept, grouped, combination)
+
+
+def _named(recs: Sequence[DynamicRecording], k: int, what: str = "recording") -> str:
+    """What a message calls input k (from 0) of `recs`: of several fitted together, its label (the file it was read
+    from) if it has one; else its number ("recording 2"; a lone recording's file is named by the command)."""
+    return recs[k].label if recs[k].label and len(recs) > 1 else f"{what} {k + 1}"
 
 
 def common_rate(recs: list[DynamicRecording]) -> float:

@@ -204,11 +204,15 @@ def forecast_motions(
     noise: np.ndarray | list[float],
     params=None,
     reuse_base: bool = False,
+    labels: Sequence[str] | None = None,
+    what: str = "recording",
 ) -> DynamicForecast:
     """Forecast for several recordings fitted together (`identify dynamic REC1 REC2 …`), each motion given as
     (t, q, meta) like `forecast_dynamic`'s; the base parameters are those of the first (as in the fit); the rows
-    built as the fit builds them (a chunk at a time beyond `identify.dynamic.CHUNK_BYTES`). UnexcitedError (a
-    DataError) when the motions leave fitted parameters undetermined at any length."""
+    built as the fit builds them (a chunk at a time beyond `identify.dynamic.CHUNK_BYTES`). The motions must share
+    the first's motion kind and, in double support, foot placement (the fit's own check: DataError naming each by
+    its entry of `labels`, else by number, as a `what`: "recording", or "plan" — `identify.dynamic.APART`).
+    UnexcitedError (a DataError) when the motions leave fitted parameters undetermined at any length."""
     model = estimator.model
     rows = list(model.joint_names) if estimator.quantity == "torque" else ["fz", "mx", "my"]
     sig = np.asarray(noise, dtype=float).ravel()
@@ -219,16 +223,16 @@ def forecast_motions(
     if not motions:
         raise DataError("no motion to forecast")
     recs = []
-    for t, q, meta in motions:
+    for (t, q, meta), label in zip(motions, labels or [""] * len(motions), strict=True):
         t = np.asarray(t, dtype=float)
         zeros = np.zeros((len(t), model.nq if estimator.quantity == "torque" else 6))
         recs.append(DynamicRecording(
             robot=model.name, base=estimator.base, joint_names=list(model.joint_names), t=t,
             q=np.asarray(q, dtype=float), tau=zeros if estimator.quantity == "torque" else None,
-            wrench=zeros if estimator.quantity == "wrench" else None, meta=dict(meta),
+            wrench=zeros if estimator.quantity == "wrench" else None, meta=dict(meta), label=label,
         ))  # fmt: skip
     rate = common_rate(recs)  # the fit's own check: the noise model's lags are counted in samples
-    A, kind, sample = estimator.prepare_many(recs, reuse_base=reuse_base)
+    A, kind, sample = estimator.prepare_many(recs, reuse_base=reuse_base, what=what)
     rank = np.linalg.matrix_rank(A)
     if rank < A.shape[1]:
         raise _unexcited(estimator, A, rank, [q for _, q, _ in motions])

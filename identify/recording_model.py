@@ -10,7 +10,7 @@ import numpy as np
 
 from formats.dynamic_recording import DynamicRecording, in_joint_order
 from formats.errors import DataError
-from robots.registry import check_described, get_model, source_beside
+from robots.registry import check_described, get_model, is_named, source_beside
 from robots.tree import RobotModel
 
 # beyond a joint's limits by more than the larger of this and this share of its range, a recorded value is not the
@@ -47,6 +47,8 @@ def model_of_recording(rec: DynamicRecording, path: str | Path) -> RobotModel:
         try:
             return get_model(rec.robot)
         except DataError as exc:
+            if is_named(rec.robot):  # its package is missing: the error says which
+                raise DataError(f"{path}: {exc}") from None
             raise DataError(f"{path}: {exc}; a recording of another robot names its description: "
                             "'# robot_source: PATH' (absolute, or beside the recording)") from None  # fmt: skip
     try:

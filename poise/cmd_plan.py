@@ -18,9 +18,9 @@ from robots.tree import RobotModel
 
 def robot_ref(name: str) -> str:
     """How other processes reload a robot: a built-in name as given, a file as its absolute path."""
-    from robots.registry import BUILT_IN
+    from robots.registry import is_named
 
-    return name if name.lower() in BUILT_IN else str(Path(name).resolve())
+    return name if is_named(name) else str(Path(name).resolve())
 
 
 def plan_model(plan) -> RobotModel:
@@ -190,7 +190,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
     from design.planner import build_plan, design
     from design.replicates import find_replicates
     from formats.plan import save_plan
-    from robots.registry import BUILT_IN, get_model
+    from robots.registry import get_model, is_named
 
     model = get_model(args.robot)
     stance_spec(model)  # a malformed [stance] fails here, not in a worker
@@ -254,7 +254,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
             "starts": args.starts,
             "backend": args.backend,
         },
-        robot_file=None if ref.lower() in BUILT_IN else ref,
+        robot_file=None if is_named(ref) else ref,
     )
     save_plan(plan, args.out)
     reps = find_replicates(plan.postures)

@@ -929,7 +929,9 @@ def cmd_show_trajectory(path: str, out: str) -> int:
     ).problems  # a figure never hides a failing plan
     acc = float(plan.settings.get("acceleration_default", DEFAULT_ACCELERATION))
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
-        fig = trajectory_figure(model, traj, plan.base, ps, margin, acc)
+        fig = trajectory_figure(
+            model, traj, plan.base, ps, margin, acc, float(plan.settings.get("load_share", 0.0))
+        )
     save_figure(fig, out, tight=True)
     console.print(f"wrote {out}")
     if problems:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sysconfig
 from pathlib import Path
 
 from formats.errors import DataError
@@ -16,7 +17,22 @@ BUILT_IN: dict[str, Path] = {
     "doggy": DATA / "doggy" / "doggy.poise.toml",
 }
 
+# robots named from another package's files: (the package, its file)
+PACKAGED: dict[str, tuple[str, Path]] = {
+    "ur5": ("example-robot-data", Path("example-robot-data/robots/ur_description/urdf/ur5_robot.urdf")),
+}
+
 _loaded: dict[tuple[str, float], RobotModel] = {}
+
+
+def packaged_file(name: str) -> Path:
+    """The description file of a robot named from another package (`PACKAGED`, installed under pip's cmeel
+    prefix); DataError naming the package to install when it is missing."""
+    package, relative = PACKAGED[name.lower()]
+    path = Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share" / relative
+    if not path.is_file():
+        raise DataError(f"robot {name!r} comes from {package}: `pip install {package}` ({path} is missing)")
+    return path
 
 
 def _describe(path: Path) -> RobotModel:
@@ -30,6 +46,12 @@ def _bare_urdf(path: Path) -> RobotModel:
     """A URDF with a description beside it (NAME.poise.toml) uses it; otherwise the URDF alone."""
     side = path.with_name(path.stem + SUFFIX)
     return load_description(side) if side.is_file() else load_urdf(path)
+
+
+def is_named(robot: str) -> bool:
+    """Whether `robot` names a robot (built in, or from another package) rather than a file: plans and recordings
+    keep the name, which any machine resolves, not a path."""
+    return robot.lower() in BUILT_IN or robot.lower() in PACKAGED
 
 
 def source_beside(src: str, owner: str | Path | None) -> str:
@@ -47,20 +69,24 @@ def source_beside(src: str, owner: str | Path | None) -> str:
 
 
 def get_model(name: str) -> RobotModel:
-    """A built-in robot ('tulip', …), a robot description file (*.poise.toml) or a URDF file (*.urdf).
+    """A built-in robot ('tulip', …), one from another package ('ur5': example-robot-data's), a robot description
+    file (*.poise.toml) or a URDF file (*.urdf).
 
     The same name or unchanged file gives the same model object, so derived data cached on it is reused.
     """
     key = name.lower()
     if key in BUILT_IN:
         return _describe(BUILT_IN[key])
+    if key in PACKAGED:
+        return _describe(packaged_file(key))
     path = Path(name)
     if path.suffix.lower() in (".urdf", ".toml", ".xml") or path.name.endswith(SUFFIX):
         if not path.is_file():
             raise DataError(f"{name}: no such robot file")
         return _describe(path)
     raise DataError(
-        f"unknown robot {name!r} (built in: {', '.join(sorted(BUILT_IN))}; or a .urdf / {SUFFIX} file)"
+        f"unknown robot {name!r} (built in: {', '.join(sorted(BUILT_IN))}; from other packages: "
+        f"{', '.join(sorted(PACKAGED))}; or a .urdf / {SUFFIX} file)"
     )
 
 

@@ -190,15 +190,33 @@ def test_a_practical_length_shorter_than_the_plan_is_refused(capsys):
     assert "--practical-s 4" in err and "one run of --duration (5 s)" in err
 
 
-def test_plans_forecast_together_are_named_as_plans(capsys):
+def test_plans_forecast_together_are_named_as_plans(capsys, tmp_path):
+    """The fit's own checks (`DynamicEstimator._same_experiment`) with the plans' names: another motion kind, or
+    another foot placement, is refused naming both plans as plans."""
     err = _error(capsys, ["plan", "forecast", str(TEST_DESIGN), str(SINGLE), "--noise", "2", "0.3", "0.3"])
     assert "recording" not in err and str(SINGLE) in err and str(TEST_DESIGN) in err and "plan" in err
-    # two double-support plans at different foot placements (the second's joints 0.05 rad off): named by file
+    assert (
+        f"{SINGLE} is a single-support plan, {TEST_DESIGN} a double-support one: forecast them apart" in err
+    )
+    # two double-support plans at different foot placements (the second's other sole 25 mm further in)
+    doc = json.loads(TEST_DESIGN.read_text())
+    doc["trajectory"]["chain"]["target_p"][1] -= 0.025
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps(doc))
+    err = _error(capsys, ["plan", "forecast", str(TEST_DESIGN), str(moved), "--noise", "2", "0.3", "0.3"])
+    assert f"{moved}'s other sole stands 25.0 mm / 0.00° from {TEST_DESIGN}'s" in err, err
+    assert "recording" not in err and "forecast the plans apart" in err
+    # the motions themselves (the second's joints 0.05 rad off): named by their labels; one placement forecast
     tulip, t, q = sampled_test_design(100.0)
+    meta = {"motion_band_hz": "0.3", "moment_z_m": "-0.053"}
+    est = DynamicEstimator(tulip, "right", True, False, quantity="wrench")
     with pytest.raises(DataError) as exc:
-        plan_forecast._check_placements(tulip, "right", ["a.json", "b.json"], [(t, q, {}), (t, q + 0.05, {})])
+        forecast_motions(est, [(t, q, meta), (t, q + 0.05, meta)], [2.0, 0.3, 0.3], labels=["a.json", "b.json"],
+                         what="plan")  # fmt: skip
     assert "b.json" in str(exc.value) and "a.json" in str(exc.value) and "recording" not in str(exc.value)
-    plan_forecast._check_placements(tulip, "right", ["a.json", "b.json"], [(t, q, {}), (t, q, {})])
+    assert "forecast the plans apart" in str(exc.value)
+    fc = forecast_motions(est, [(t, q, meta)] * 2, [2.0, 0.3, 0.3], labels=["a.json", "b.json"], what="plan")
+    assert np.all(np.isfinite(fc.se))
 
 
 def test_a_rate_too_slow_for_the_cutoff_names_a_rate_not_an_option_plan_forecast_lacks(capsys):

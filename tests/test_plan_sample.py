@@ -38,6 +38,10 @@ def test_an_arms_setpoints_are_its_plan_sampled_with_feed_forward_torques(tmp_pa
     np.testing.assert_allclose(sp.tau, tau, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(summary["start_rad"], traj.sample([0.0])[0][0], atol=1e-12)
     assert np.abs(sp.qd[[0, -1]]).max() < 1e-9  # at rest where the stream starts and ends
+    # the file says its columns' units itself, once (the metadata written back does not repeat them)
+    head = [line for line in out.read_text().splitlines() if line.startswith("#")]
+    assert [line for line in head if line.startswith("# units:")] == [
+        "# units: t_s s; q rad (m prismatic); qd rad/s (m/s); qdd rad/s² (m/s²); tau N·m (N)"]  # fmt: skip
 
 
 def test_a_rate_that_does_not_divide_the_duration_ends_on_a_shorter_step():

@@ -92,8 +92,9 @@ def test_the_joint_order_is_the_robots_and_a_foreign_joint_is_named(arm_csv):
          r"line 4: unknown header '# angle unit:': did you mean '# angle_unit:'\?"),
         (lambda h, r: (h + ["# base: base_link"], r), r"'# base:' given twice \('world', then 'base_link'\)"),
         (lambda h, r: (["# poise dynamic recording v2"] + h[1:], r), r"this poise reads '# poise dynamic recording v1'"),
-        (lambda h, r: ([line for line in h if not line.startswith("# robot_source")], r),
-         r"unknown robot 'ur5' .*'# robot_source: PATH'"),
+        (lambda h, r: ([line.replace("# robot: ur5", "# robot: my_arm") for line in h
+                        if not line.startswith("# robot_source")], r),
+         r"unknown robot 'my_arm' .*'# robot_source: PATH'"),
         (lambda h, r: ([line.replace("# robot: ur5", "# robot: panda") for line in h], r),
          r"robot 'panda', but its robot_source .* describes 'ur5'"),
         (lambda h, r: (h, r[:5] + [r[5][:2] + ["abc"] + r[5][3:]] + r[6:]), r"line \d+, column q:\w+: not a number \('abc'\)"),

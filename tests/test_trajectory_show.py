@@ -158,8 +158,8 @@ def test_double_support_plan_figure_draws_joints_zmp_and_support_polygon(tmp_pat
     doc = json.loads(STANDING.read_text())
     chain = doc["trajectory"]["chain"]
     fig = _show(STANDING, tmp_path / "standing.png", monkeypatch, capsys)
-    assert fig._suptitle.get_text() == "tulip: double-support excitation (10 s)"
-    pos, vel, ground = fig.axes
+    pos, vel, torque, ground, share = fig.axes
+    assert ground.get_title() == "tulip: double-support excitation (10 s)"
     n = model.nq
     mid = (model.lower + model.upper) / 2
     half = (model.upper - model.lower) / 2
@@ -221,3 +221,60 @@ def test_double_support_plan_figure_draws_joints_zmp_and_support_polygon(tmp_pat
     inner = Polygon(margin_line.get_xydata())
     assert inner.symmetric_difference(hull.buffer(-required)).area < 1e-3 * inner.area
     assert all(inner.buffer(1e-6).contains(Point(z)) for z in zmp_line.get_xydata())
+
+
+def test_standing_figures_draw_torques_the_load_share_and_the_lifted_sole(tmp_path, monkeypatch, capsys):
+    """Both soles: the joint torques drawn are a split of the load between the soles (τ_b − τ, τ_b the torques with
+    the base sole fixed and the other free, lies in the span of the other sole's Jacobian transposed: a contact
+    wrench there), within the efforts and not the one-sole torques; the other sole's share of the load keeps the
+    plan's bounds, its extremes those the plan's 2 ms verification found. One sole: the lifted sole's corners
+    drawn at their heights (MuJoCo-free kinematics of the plan's angles), between the plan's lift and ceiling."""
+    from robots import dynamics as dyn
+
+    model = get_model("tulip")
+    doc = json.loads(STANDING.read_text())
+    chain = doc["trajectory"]["chain"]
+    fig = _show(STANDING, tmp_path / "standing.png", monkeypatch, capsys)
+    pos, vel, torque, ground, share = fig.axes
+    n, mid, half = model.nq, (model.lower + model.upper) / 2, (model.upper - model.lower) / 2
+    t, yq = _curves(pos, n)
+    q = mid + yq * half
+    traj = plan_trajectory(load_trajectory_plan(STANDING), model)
+    _, qd, qdd = traj.sample(t)
+    assert np.allclose(traj.sample(t)[0], q, atol=1e-9)
+    tau = _curves(torque, n)[1] * model.effort_limit
+    assert _limit_lines(torque, n) == [-1.0, 1.0] and np.abs(tau / model.effort_limit).max() < 1
+    tau_b = dyn.rnea(model, q, qd, qdd, "sim", chain["base"])
+    J = dyn.frame_jacobian(model, q, chain["other_site"], chain["base"], "sim")  # (K, 6, nq)
+    d = tau_b - tau
+    coef = np.stack([np.linalg.lstsq(J[k].T, d[k], rcond=None)[0] for k in range(len(t))])
+    assert np.abs(np.einsum("kji,kj->ki", J, coef) - d).max() < 1e-9 * np.abs(tau_b).max()
+    assert np.abs(d).max() > 0.1 * np.abs(tau_b).max()  # the other sole carries part of the load
+    (line,) = share.get_lines()[:1]
+    s = np.asarray(line.get_ydata(), dtype=float)
+    lo, hi = doc["design"]["verification"]["load_share_range"]
+    bound = doc["settings"]["load_share"]
+    assert sorted(float(ln.get_ydata()[0]) for ln in share.get_lines()[1:]) == [bound, 1 - bound]
+    assert lo - 1e-9 <= s.min() < lo + 0.01 and hi - 0.01 < s.max() <= hi + 1e-9
+
+    single = DATA / "tulip_single_support_6s.json"
+    sdoc = json.loads(single.read_text())
+    fig = _show(single, tmp_path / "single.png", monkeypatch, capsys)
+    pos, vel, torque, ground, lifted = fig.axes
+    assert ground.get_title() == "tulip: single-support excitation (6 s)"
+    t, yq = _curves(pos, n)
+    q = mid + yq * half
+    other = next(
+        s.name for s in model.sites if s.rect is not None and s.name != model.base_site(sdoc["base"]).name
+    )
+    R, p = site_pose(model, q, "sim", other, sdoc["base"])
+    x0, x1, y0, y1 = model.site(other).rect
+    corners = np.array([[x, y, 0.0] for x in (x0, x1) for y in (y0, y1)])
+    heights = np.einsum("kij,cj->kci", R, corners)[..., 2] + p[:, None, 2]
+    low, high = (np.asarray(ln.get_ydata(), dtype=float) for ln in lifted.get_lines()[:2])
+    assert np.allclose(low, 1000 * heights.min(axis=1), atol=1e-6)
+    assert np.allclose(high, 1000 * heights.max(axis=1), atol=1e-6)
+    settings = sdoc["settings"]
+    assert sorted(float(ln.get_ydata()[0]) for ln in lifted.get_lines()[2:]) == [
+        1000 * settings["lift"], 1000 * settings["max_lift"]]  # fmt: skip
+    assert low.min() >= 1000 * settings["lift"] and high.max() <= 1000 * settings["max_lift"]

@@ -11,7 +11,7 @@ import numpy as np
 
 from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan
-from robots.registry import BUILT_IN, check_described, get_model, source_beside
+from robots.registry import check_described, get_model, is_named, source_beside
 from robots.tree import RobotModel
 from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior, friction_rows
 from trajectories.multistart import settings_dict
@@ -20,8 +20,9 @@ from trajectories.recorded import RecordedMotion
 
 
 def robot_reference(robot: str) -> tuple[str | None, str]:
-    """(source path or None for a built-in, display name) for the robot argument a user gave."""
-    if robot.lower() in BUILT_IN:
+    """(source path, or None for a named robot: built in or from a package; display name) for the robot argument
+    a user gave."""
+    if is_named(robot):
         return None, robot.lower()
     return str(Path(robot).resolve()), robot
 
@@ -83,7 +84,11 @@ def plan_model(plan: TrajectoryPlan) -> RobotModel:
     try:
         model = get_model(src or plan.robot)
     except DataError as exc:
-        hint = "" if src else "; a plan for a robot that is not built in names its description (robot_source)"
+        hint = (
+            ""
+            if src or is_named(plan.robot)
+            else "; a plan for a robot that is not named (built in or from a package) names its description (robot_source)"
+        )
         raise DataError(f"{name}: {exc}{hint}") from None
     if src:
         check_described(name, plan.robot, plan.robot_source, model)

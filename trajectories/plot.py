@@ -1,6 +1,7 @@
 """Figure of a trajectory (`trajectory_figure`; `formats.atomic.save_figure` writes it): positions, velocities,
-accelerations and torques per joint, normalised by their limits; a standing robot's ZMP path in its support
-polygon."""
+accelerations and torques per joint, normalised by their limits; a standing robot's torques (on both soles: of the
+split of the load that needs least), ZMP path in its support polygon and, on both soles, the other sole's share of
+the load; on one, the lifted sole's height."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ def trajectory_figure(
     params: str,
     zmp_margin: float = 0.0,
     acceleration_default: float = DEFAULT_ACCELERATION,
+    load_share: float = 0.0,
 ):
     """Stacked panels over time, each joint's curve over its limit (dashed lines at ±1; the legend gives the limits
     in their units); an arm's position, velocity, acceleration (the description's limit, else
     `acceleration_default`) and torque. A standing robot's ZMP panel draws the line `zmp_margin` (m) inside the
-    support polygon that the ZMP must keep to."""
+    support polygon that the ZMP must keep to; on both soles, the other sole's lever-rule share of the load with
+    the bounds `load_share` and 1 − `load_share` each sole must carry."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,7 +45,7 @@ def trajectory_figure(
         feet = list(foot_corners(model, traj.chain.nominal, params, traj.chain.base).values())
         hull = support_halfplanes(model, traj.chain)[2]
         return _plot_standing(
-            model, traj, traj.chain.base, hull, feet, "double", params, t, q, qd, qdd, zmp_margin
+            model, traj, traj.chain.base, hull, feet, "double", params, t, q, qd, qdd, zmp_margin, load_share
         )
     if isinstance(traj, SingleSupportTrajectory):
         poly = sole_polygon(model, traj.base)
@@ -100,29 +103,47 @@ def _range_scale(model) -> tuple[np.ndarray, np.ndarray]:
     return mid, half
 
 
-def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd, margin=0.0):
-    """Joint positions and velocities against their limits, and the ZMP path inside the support polygon (and its
-    margin line)."""
+def _standing_torques(model, traj, base, params, q, qd, qdd) -> tuple[np.ndarray, str]:
+    """Joint torques of a standing motion and the panel's label: on both soles those of the split of the load
+    between them that needs least (`verify.double_support_split`, as `plan check` checks them), on one the inverse
+    dynamics with the stance sole fixed."""
+    from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.verify import double_support_split
+
+    if isinstance(traj, ClosedChainTrajectory):
+        split = double_support_split(model, traj.chain, q, qd, qdd, params, model.effort_limit)
+        return split.tau, "torque / effort limit\n(least-demanding split)"
+    return dyn.rnea(model, q, qd, qdd, params, base), "torque / effort limit"
+
+
+def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd, margin=0.0, load_share=0.0):
+    """Joint positions, velocities and torques against their limits, the ZMP path inside the support polygon (and
+    its margin line) and, on both soles, the other sole's share of the load against its bounds."""
     import matplotlib.pyplot as plt
 
     w = dyn.base_wrench_regressor(model, q, qd, qdd, base, params) @ dyn.standard_parameters(model, params)
     zmp = np.stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]], axis=1)
+    tau, tau_label = _standing_torques(model, traj, base, params, q, qd, qdd)
     mid, half = _range_scale(model)
-    fig = plt.figure(figsize=(13, 7))
-    ax1 = fig.add_subplot(2, 2, 1)
-    ax2 = fig.add_subplot(2, 2, 3, sharex=ax1)
-    ax3 = fig.add_subplot(1, 2, 2)
+    double = support == "double"
+    fig = plt.figure(figsize=(13, 9))
+    grid = fig.add_gridspec(3, 2)
+    ax1 = fig.add_subplot(grid[0, 0])
+    ax2 = fig.add_subplot(grid[1, 0], sharex=ax1)
+    ax4 = fig.add_subplot(grid[2, 0], sharex=ax1)
+    ax3 = fig.add_subplot(grid[:2, 1])
     for j in range(model.nq):
         ax1.plot(t, (q[:, j] - mid[j]) / half[j], lw=0.8, label=_limits_label(model, j), **joint_style(j))
         ax2.plot(t, qd[:, j] / model.velocity_limit[j], lw=0.8, **joint_style(j))
-    for ax, label in ((ax1, "position (±1 = limits)"), (ax2, "velocity / limit")):
+        ax4.plot(t, tau[:, j] / model.effort_limit[j], lw=0.8, **joint_style(j))
+    for ax, label in ((ax1, "position (±1 = limits)"), (ax2, "velocity / limit"), (ax4, tau_label)):
         for sgn in (-1, 1):
             ax.axhline(sgn, color="k", ls="--", lw=0.7)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     ax1.legend(ncol=2, fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.02), title="joint: limits",
                title_fontsize=6)  # fmt: skip
-    ax2.set_xlabel("time [s]")
+    ax4.set_xlabel("time [s]")
     hx, hy = hull.exterior.xy
     ax3.fill(np.asarray(hx) * 1000, np.asarray(hy) * 1000, color="0.9", label="support polygon")
     for c in feet:
@@ -140,6 +161,46 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
     ax3.set_ylabel("y [mm]")
     ax3.legend(fontsize=7)
     ax3.grid(alpha=0.3)
-    fig.suptitle(f"{model.name}: {support}-support excitation ({traj.duration:.3g} s)")
+    if double:
+        _plot_share(fig.add_subplot(grid[2, 1]), model, traj.chain, t, zmp, load_share)
+    else:
+        _plot_lifted(fig.add_subplot(grid[2, 1], sharex=ax1), model, traj, params, t, q, qd, qdd)
+    # over the ZMP panel: above the joints' panels sits their legend
+    ax3.set_title(f"{model.name}: {support}-support excitation ({traj.duration:.3g} s)")
     fig.tight_layout()
     return fig
+
+
+def _plot_share(ax, model, chain, t, zmp, load_share: float) -> None:
+    """The other sole's lever-rule share of the load over time (`balance_excitation.share_coefficients`, as the
+    design and `plan check` bound it), with the bounds each sole must carry."""
+    from trajectories.balance_excitation import share_coefficients
+
+    s0, gx, gy = share_coefficients(model, chain)
+    share = s0 + zmp @ np.array([gx, gy])  # beyond [0, 1]: a sole off the ground (its lever rule unclipped)
+    ax.plot(t, share, lw=0.9, color="C3", label=f"{chain.other}'s share")
+    if load_share > 0:
+        for bound in (load_share, 1.0 - load_share):
+            ax.axhline(bound, color="k", ls="--", lw=0.7)
+    ax.set_ylim(min(0.0, share.min()) - 0.02, max(1.0, share.max()) + 0.02)
+    ax.set_xlabel("time [s]")
+    ax.set_ylabel("share of the load")
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(alpha=0.3)
+
+
+def _plot_lifted(ax, model, traj, params, t, q, qd, qdd) -> None:
+    """On one sole: the lifted sole's lowest and highest corner above the ground over time (`robots.one_sole`, as
+    `plan check` bounds them), with the plan's lift and ceiling."""
+    from robots.one_sole import one_sole
+
+    s = one_sole(model, q, qd, qdd, traj.base, traj.other, params)
+    ax.plot(t, 1000 * s.lowest, lw=0.9, color="C0", label=f"{traj.other}: lowest corner")
+    ax.plot(t, 1000 * s.highest, lw=0.9, color="C1", label="highest corner")
+    for bound in (traj.lift, traj.max_lift):
+        if bound is not None:
+            ax.axhline(1000 * bound, color="k", ls="--", lw=0.7)
+    ax.set_xlabel("time [s]")
+    ax.set_ylabel("above the ground [mm]")
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(alpha=0.3)

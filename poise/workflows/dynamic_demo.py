@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import sysconfig
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from formats.errors import DataError
+from robots.registry import packaged_file
 
 # the standing design: the twin acceptance test's balance settings over 20 spline waypoints (a 4 Hz band), which
 # determined 7 parameters per 10 s run on the twin where 7 Fourier harmonics determined 4-7 (README)
@@ -30,16 +30,6 @@ class Step:
 
     what: str
     argv: tuple[str, ...]
-
-
-def ur5_urdf() -> Path:
-    """The UR5 of example-robot-data (pip's cmeel prefix), the arm demo's robot."""
-    path = (Path(sysconfig.get_paths()["purelib"]) / "cmeel.prefix/share/example-robot-data/robots/ur_description"
-            / "urdf/ur5_robot.urdf")  # fmt: skip
-    if not path.is_file():
-        raise DataError(f"the arm demo's UR5 comes from example-robot-data: `pip install example-robot-data` ({path} "
-                        "is missing)")  # fmt: skip
-    return path
 
 
 def _ur5_config() -> Path:
@@ -75,9 +65,10 @@ def standing_steps(out: Path, seed: int) -> list[Step]:
 def arm_steps(out: Path, seed: int) -> list[Step]:
     """A UR5 bolted to its stand on the emulated Dynamixel bus: two designs, both run on the twin, the first's
     motor currents identified, the second's torques predicted."""
-    d, urdf = str(out), str(ur5_urdf())
+    d = str(out)
+    packaged_file("ur5")  # its package there, before any step
     steps = [Step(f"design the {name} motion: exciting, within the joints' limits",
-                  ("plan", "trajectory", urdf, *ARM_DESIGN, "--seed", str(s), "--out", f"{d}/{name}.json"))
+                  ("plan", "trajectory", "ur5", *ARM_DESIGN, "--seed", str(s), "--out", f"{d}/{name}.json"))
              for name, s in (("estimation", seed), ("validation", seed + 1))]  # fmt: skip
     for name in ("estimation", "validation"):
         steps.append(Step(f"run the {name} motion on the twin's Dynamixel bus, reading encoders and currents",

@@ -91,12 +91,10 @@ def forecast_plans(
             meta["moment_z_m"] = f"{-PLATE_HEIGHT:.6g}"
         motions.append((t, q, meta))
     standing, base, simplified = kinds.pop()
-    if standing:
-        _check_placements(model, base, names, motions)
     est = DynamicEstimator(model, base, simplified, friction and not standing,
                            quantity="wrench" if standing else "torque", armature=armature)  # fmt: skip
-    try:
-        fc = forecast_motions(est, motions, noise, guess)
+    try:  # standing: one motion kind and foot placement, the fit's own check, the plans named
+        fc = forecast_motions(est, motions, noise, guess, labels=names, what="plan")
     except UnexcitedError as exc:
         raise _unexcited_by_plans(exc, plan, names, friction and not standing) from None
     return PlanForecast(fc, model, guess, rate, standing, practical)
@@ -134,29 +132,6 @@ def _check_cutoff(name: str, meta: dict, duration: float, rate: float) -> None:
     raise DataError(f"{name}: identify dynamic fits this motion with a {fc:.3g} Hz cut-off ({why}), at or above half "
                     f"the sample rate of a recording at {rate:g} Hz ({rate / 2:g} Hz): give --rate-hz {need:g} or "
                     "more")  # fmt: skip
-
-
-def _check_placements(model, base: str, names: Sequence[str], motions: list) -> None:
-    """Standing plans fitted together share the first's motion kind and, in double support, its foot placement
-    (`DynamicEstimator._same_experiment`'s checks, worded for plans)."""
-    from robots.stance import PLACEMENT_LIMITS, other_pose, placement_apart
-
-    kinds = [meta.get("motion", "double-support") for _, _, meta in motions]
-    for name, kind in zip(names[1:], kinds[1:], strict=True):
-        if kind != kinds[0]:
-            raise DataError(f"{name} is a {kind} plan, {names[0]} a {kinds[0]} one: forecast them apart")
-    if kinds[0] == "single-support" or len(motions) < 2:
-        return
-    prior = next(iter(model.params))
-
-    def placement(q):  # as the fit reads it: the middle sample's
-        return other_pose(model, q[len(q) // 2], prior, base)
-
-    first = placement(motions[0][1])
-    for name, (_, q, _) in zip(names[1:], motions[1:], strict=True):
-        if apart := placement_apart(first, placement(q)):
-            raise DataError(f"{name} puts the other sole {apart} from where {names[0]} does ({PLACEMENT_LIMITS}): "
-                            "another foot placement identifies other base parameters — forecast the plans apart")  # fmt: skip
 
 
 def _unexcited_by_plans(exc, plan: TrajectoryPlan, names: Sequence[str], friction: bool):
