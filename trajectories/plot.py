@@ -12,6 +12,8 @@ from robots.tree import RobotModel
 from trajectories.parametrisation import Trajectory
 from trajectories.verify import DEFAULT_ACCELERATION, acceleration_limits, sample_grid
 
+FIGURE_SAMPLES = 20_000  # samples drawn at most per curve
+
 
 def trajectory_figure(
     model: RobotModel,
@@ -37,7 +39,9 @@ def trajectory_figure(
     from trajectories.closed_chain import ClosedChainTrajectory
     from trajectories.single_support import SingleSupportTrajectory
 
-    t = sample_grid(traj, 0.01)
+    # 10 ms, or coarser where a long plan would draw more points than the figure has pixels (its checks are `plan
+    # check`'s, on the fine grid: the figure warns with them)
+    t = sample_grid(traj, max(0.01, traj.duration / FIGURE_SAMPLES))
     q, qd, qdd = traj.sample(t)
     if isinstance(traj, ClosedChainTrajectory):
         from robots.stance import foot_corners

@@ -3,7 +3,7 @@ robot description, torques from numpy RNEA with the guessed parameters, κ of th
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 
 import numpy as np
 
@@ -211,9 +211,29 @@ def _rest_posture_problems(model: RobotModel, q: np.ndarray, rest: np.ndarray) -
     return out
 
 
+# samples whose dynamics a check evaluates at once: its memory grows with this, not with the plan's length (a 120 s
+# plan at 1 ms held 1.07 GB at once, a 3600 s one exhausted 24 GB)
+CHUNK_SAMPLES = 20_000
+
+
+def in_chunks(fn, *arrays: np.ndarray):
+    """fn(*arrays) evaluated CHUNK_SAMPLES samples (rows) at a time, its per-sample results (an array, or a
+    dataclass whose array fields are per sample; its other fields the first chunk's) joined along the samples."""
+    K = len(arrays[0])
+    if K <= CHUNK_SAMPLES:
+        return fn(*arrays)
+    parts = [fn(*(a[i : i + CHUNK_SAMPLES] for a in arrays)) for i in range(0, K, CHUNK_SAMPLES)]
+    if not is_dataclass(parts[0]):
+        return np.concatenate(parts)
+    first = parts[0]
+    joined = {f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(first)
+              if isinstance(getattr(first, f.name), np.ndarray) and getattr(first, f.name).ndim}  # fmt: skip
+    return replace(first, **joined)
+
+
 def _torques(model, q, qd, qdd, params, base, tmax, problems) -> float:
     """Largest joint torque / effort limit (inverse dynamics, `base` fixed); problems appended."""
-    r = np.abs(dyn.rnea(model, q, qd, qdd, params, base)) / tmax
+    r = np.abs(in_chunks(lambda *s: dyn.rnea(model, *s, params, base), q, qd, qdd)) / tmax
     tr = float(r.max())
     if tr > 1 + 1e-6:
         j = int(np.argmax(r.max(axis=0)))
@@ -224,7 +244,7 @@ def _torques(model, q, qd, qdd, params, base, tmax, problems) -> float:
 def _split_torques(model, chain, t, q, qd, qdd, params, tmax, problems) -> float:
     """Largest joint torque / effort limit in double support over the samples, for the split of the load
     between the soles that needs least (`double_support_split`); problems appended."""
-    s = double_support_split(model, chain, q, qd, qdd, params, tmax)
+    s = in_chunks(lambda *x: double_support_split(model, chain, *x, params, tmax), q, qd, qdd)
     k = int(np.argmax(s.ratio))
     tr = float(s.ratio[k])
     if tr > 1 + 1e-6:
@@ -328,7 +348,7 @@ def _single_support(model, traj, q, qd, qdd, params, problems, zmp_margin) -> tu
     (`robots.one_sole`); problems appended."""
     from robots.one_sole import one_sole, one_sole_problems
 
-    s = one_sole(model, q, qd, qdd, traj.base, traj.other, params)
+    s = in_chunks(lambda *x: one_sole(model, *x, traj.base, traj.other, params), q, qd, qdd)
     problems += one_sole_problems(s, traj.base, "lifted", zmp_margin, traj.lift, traj.max_lift, traj.max_tilt)
     lifted = (float(s.lowest.min()), float(s.highest.max()), float(s.tilt.max()), float(s.apart.min()))
     return float(s.margin.min()), lifted
@@ -415,9 +435,8 @@ def double_support_balance(model, chain, q, qd, qdd, params, problems, zmp_margi
     drift = float(np.abs(p - chain.target_p).max())
     if drift > 1e-6:
         problems.append(f"the held sole drifts {drift * 1000:.3f} mm from its pose")
-    w = dyn.base_wrench_regressor(model, q, qd, qdd, chain.base, params) @ dyn.standard_parameters(
-        model, params
-    )
+    phi = dyn.standard_parameters(model, params)
+    w = in_chunks(lambda *s: dyn.base_wrench_regressor(model, *s, chain.base, params) @ phi, q, qd, qdd)
     fz, mx, my = w[:, 2], w[:, 3], w[:, 4]
     if fz.min() <= 0:
         problems.append("the feet would leave the ground (Fz ≤ 0)")
@@ -441,7 +460,7 @@ def _self_collision(model, q, params, margin: float, problems: list[str]) -> tup
     cp = collision_pairs(model, params)
     if not cp.pairs:
         return None, None
-    d = clearance(model, cp, q, params, exact_below=margin + NEAR)
+    d = in_chunks(lambda x: clearance(model, cp, x, params, exact_below=margin + NEAR), q)
     k = int(np.argmin(d.min(axis=0)))
     low = float(d[:, k].min())
     name = cp.names()[k]
