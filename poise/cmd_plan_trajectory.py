@@ -833,7 +833,9 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     traj = plan_trajectory(plan, model)
     name = params or plan.params or next(iter(model.params))
     ps = resolve_params(params, model) if params else name  # a set's name, or a parameter-set file
-    v = plan_verdict(path, plan, model, traj, ps, config)
+    # on stderr and only on a terminal: a one-hour plan's 1 ms check takes minutes
+    with err_console.status(f"checking {path} ({traj.duration:g} s) on its fine grid"):
+        v = plan_verdict(path, plan, model, traj, ps, config)
     check, tr, run_cfg, problems = v.check, v.transitions, v.run_config, v.problems
     run_said = None if run_cfg is None else {"config": run_cfg.source, "rate_hz": run_cfg.executor.rate_hz,
                                              "ok": not v.run_problems}  # fmt: skip
