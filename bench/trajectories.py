@@ -138,8 +138,9 @@ def standing_baseline(model, settings: ExcitationSettings, waypoints: int, seed:
     load that needs least, all on the grid — every derivative by finite differences. The placement is the one poise's
     design of the same seed stands in."""
     from trajectories.balance_excitation import (
-        share_coefficients,
+        other_share,
         support_halfplanes,
+        zmp_of,
         zmp_spec,
     )
     from trajectories.closed_chain import ClosedChainTrajectory, make_chain
@@ -158,7 +159,6 @@ def standing_baseline(model, settings: ExcitationSettings, waypoints: int, seed:
     amax = acceleration_limits(model, settings.acceleration_default) * settings.acceleration_fraction
     tmax = model.effort_limit * settings.torque_fraction
     N, d, _ = support_halfplanes(model, chain)
-    s0, gx, gy = share_coefficients(model, chain)
     phi = dyn.standard_parameters(model, params)
     start = chain.nominal[ind]
 
@@ -181,11 +181,10 @@ def standing_baseline(model, settings: ExcitationSettings, waypoints: int, seed:
         except DataError:
             return np.full(len(lbg), np.nan)
         w = dyn.base_wrench_regressor(model, q, qd, qdd, base, params) @ phi
-        fz, mx, my = w[:, 2], w[:, 3], w[:, 4]
-        zmp = np.stack([-my / fz, mx / fz], axis=1)
+        zmp = zmp_of(w)
         ratio = double_support_split(model, chain, q, qd, qdd, params, tmax).ratio
         return np.concatenate([q.ravel(), qd.ravel(), qdd.ravel(), (zmp @ N.T - d).ravel(),
-                               s0 + zmp @ np.array([gx, gy]), ratio, qdd[[0, -1]][:, ind].ravel()])  # fmt: skip
+                               other_share(model, chain, zmp), ratio, qdd[[0, -1]][:, ind].ravel()])  # fmt: skip
 
     K = len(t)
     lbg = np.concatenate([np.tile(lo, K), np.tile(-vmax, K), np.tile(-amax, K), np.full(K * len(d), -np.inf),

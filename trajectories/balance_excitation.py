@@ -136,6 +136,18 @@ def share_coefficients(model: RobotModel, chain: ClosedChain) -> tuple[float, fl
     return s0, gx, gy
 
 
+def zmp_of(w: np.ndarray) -> np.ndarray:
+    """The ZMP (−My/Fz, Mx/Fz) of base wrenches w (K, 6: fx, fy, fz, mx, my, mz), base frame (m)."""
+    return np.stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]], axis=1)
+
+
+def other_share(model: RobotModel, chain: ClosedChain, zmp: np.ndarray) -> np.ndarray:
+    """The other sole's lever-rule share of the load at ZMPs (K, 2) in this chain's placement (`share_coefficients`;
+    unclipped: beyond [0, 1] a sole would leave the ground)."""
+    s0, gx, gy = share_coefficients(model, chain)
+    return s0 + zmp @ np.array([gx, gy])
+
+
 def chain_base(model: RobotModel, chain: ClosedChain, simplified: bool):
     """Base parameters of (Fz, Mx, My) with the other sole held at this chain's placement, as identification's."""
     return standing_base(model, zmp_spec(chain.base), simplified, chain.nominal)

@@ -125,8 +125,10 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
     its margin line) and, on both soles, the other sole's share of the load against its bounds."""
     import matplotlib.pyplot as plt
 
+    from trajectories.balance_excitation import zmp_of
+
     w = dyn.base_wrench_regressor(model, q, qd, qdd, base, params) @ dyn.standard_parameters(model, params)
-    zmp = np.stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]], axis=1)
+    zmp = zmp_of(w)
     tau, tau_label = _standing_torques(model, traj, base, params, q, qd, qdd)
     mid, half = _range_scale(model)
     double = support == "double"
@@ -176,12 +178,11 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
 
 
 def _plot_share(ax, model, chain, t, zmp, load_share: float) -> None:
-    """The other sole's lever-rule share of the load over time (`balance_excitation.share_coefficients`, as the
+    """The other sole's lever-rule share of the load over time (`balance_excitation.other_share`, as the
     design and `plan check` bound it), with the bounds each sole must carry."""
-    from trajectories.balance_excitation import share_coefficients
+    from trajectories.balance_excitation import other_share
 
-    s0, gx, gy = share_coefficients(model, chain)
-    share = s0 + zmp @ np.array([gx, gy])  # beyond [0, 1]: a sole off the ground (its lever rule unclipped)
+    share = other_share(model, chain, zmp)  # beyond [0, 1]: a sole off the ground
     ax.plot(t, share, lw=0.9, color="C3", label=f"{chain.other}'s share")
     if load_share > 0:
         for bound in (load_share, 1.0 - load_share):

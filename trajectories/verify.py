@@ -429,7 +429,7 @@ def double_support_balance(model, chain, q, qd, qdd, params, problems, zmp_margi
     load (min, max) over the samples; problems appended."""
     from robots.kinematics import site_pose
     from robots.stance import signed_margin
-    from trajectories.balance_excitation import share_coefficients, support_halfplanes
+    from trajectories.balance_excitation import other_share, support_halfplanes, zmp_of
 
     _, p = site_pose(model, q, params, chain.other, chain.base)
     drift = float(np.abs(p - chain.target_p).max())
@@ -437,16 +437,14 @@ def double_support_balance(model, chain, q, qd, qdd, params, problems, zmp_margi
         problems.append(f"the held sole drifts {drift * 1000:.3f} mm from its pose")
     phi = dyn.standard_parameters(model, params)
     w = in_chunks(lambda *s: dyn.base_wrench_regressor(model, *s, chain.base, params) @ phi, q, qd, qdd)
-    fz, mx, my = w[:, 2], w[:, 3], w[:, 4]
-    if fz.min() <= 0:
+    if w[:, 2].min() <= 0:
         problems.append("the feet would leave the ground (Fz ≤ 0)")
     _, _, hull = support_halfplanes(model, chain)
-    zmp = np.stack([-my / fz, mx / fz], axis=1)
+    zmp = zmp_of(w)
     marg = float(signed_margin(hull, zmp).min())
     if marg < zmp_margin - 1e-4:
         problems.append(f"ZMP margin {marg * 1000:.1f} mm < required {zmp_margin * 1000:.1f} mm")
-    s0, gx, gy = share_coefficients(model, chain)
-    share = s0 + zmp @ np.array([gx, gy])
+    share = other_share(model, chain, zmp)
     lo, hi = float(share.min()), float(share.max())
     if load_share > 0 and (lo < load_share - SHARE_TOLERANCE or hi > 1 - load_share + SHARE_TOLERANCE):
         problems.append(f"a sole's load share {min(lo, 1 - hi):.3f} < required {load_share:.3f}")
