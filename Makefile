@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-demo: venv pynumero
+demo: venv
 	$(VENV)/bin/poise demo
 	$(VENV)/bin/poise demo arm
 	$(VENV)/bin/poise demo standing

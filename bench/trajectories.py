@@ -19,6 +19,7 @@ from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec, cached_dynamic_base
 from robots.conditioning import kappa, normalised_columns
+from robots.interrupt import interruptible
 from robots.registry import get_model
 from trajectories.excitation import ExcitationSettings, optimise
 from trajectories.spline import SplineTrajectory
@@ -65,7 +66,8 @@ def _fd_ipopt(name: str, objective, constraints, x0: np.ndarray, lbg, ubg, max_i
             "ipopt.hessian_approximation": "limited-memory"}  # fmt: skip
     solver = ca.nlpsol(name, "ipopt", {"x": x, "f": fnode(x), "g": gnode(x)}, opts)
     t0 = time.perf_counter()
-    sol = solver(x0=x0, lbg=lbg, ubg=ubg)
+    with interruptible():
+        sol = solver(x0=x0, lbg=lbg, ubg=ubg)
     return np.asarray(sol["x"]).ravel(), int(solver.stats()["iter_count"]), time.perf_counter() - t0
 
 

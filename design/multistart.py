@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from design.problems import Settings, SolveResult
 from formats.errors import DeviceError
+from robots.parallel import in_processes
 from robots.tree import RobotModel
 
 
@@ -121,12 +121,8 @@ def run_starts(
         for sp in specs:
             yield run_start(sp, model)
         return
-    import multiprocessing as mp
-
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = [pool.submit(run_start, sp) for sp in specs]
-        for fut in as_completed(futures):
-            yield fut.result()
+    for _, result in in_processes(run_start, {k: (sp,) for k, sp in enumerate(specs)}, workers):
+        yield result
 
 
 def settings_dict(s: Settings) -> dict:

@@ -23,6 +23,7 @@ from design.lagrangian import LagrangianHessian
 from design.objective import CasadiObjective
 from design.sampler import PostureSet
 from design.uncertainty import CopSpec, Ellipsoid, cop_spec
+from robots.interrupt import interruptible
 from robots.kinematics import site_pose_sym
 from robots.memo import per_model
 from robots.stance import other_site, separation_bounds, separation_sym
@@ -351,7 +352,8 @@ def solve(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveR
             built[key] = (ca.nlpsol("design", "ipopt", nlp, opts), bounds, keep)
             builds += 1
         solver, (lbx, ubx, lbg, ubg), _ = built[key]
-        sol = solver(x0=x, p=p, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
+        with interruptible():
+            sol = solver(x0=x, p=p, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
         st = solver.stats()
         g = np.asarray(sol["g"]).ravel()
         viol = float(max(np.max(lbg - g, initial=0), np.max(g - ubg, initial=0)))

@@ -19,6 +19,7 @@ from design.problems import Settings, posture_function
 from design.uncertainty import nominal_cop
 from formats.plan import Plan, Transition
 from robots.chain_path import ground_transition_issues
+from robots.interrupt import interruptible
 from robots.memo import per_model
 from robots.stance_spec import design_params, resolve_base
 from robots.tree import RobotModel
@@ -188,7 +189,8 @@ def make_transitions(
         par = np.concatenate([pose, a.q, b.q, _edges(model, pose, s.base).ravel(order="F")])
         lbx = np.tile(model.lower, inner)
         ubx = np.tile(model.upper, inner)
-        sol = solver(x0=np.concatenate(x0), p=par, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
+        with interruptible():
+            sol = solver(x0=np.concatenate(x0), p=par, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
         wps = np.vstack([a.q, np.asarray(sol["x"]).reshape(inner, model.nq), b.q])
         what = f"transition {a.index}→{b.index}"
         lifted = bool(ground_transition_issues(model, wps, pose, s.params, s.base, margin, what))

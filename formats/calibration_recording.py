@@ -30,46 +30,92 @@ from formats.atomic import write_text_atomic
 from formats.errors import DataError
 
 
-def read_table(
-    path: str | Path, required: list[str], what: str
-) -> tuple[dict[str, str], dict[str, np.ndarray]]:
-    """(metadata, columns) of a numeric CSV; DataError naming the file for anything malformed."""
-    src = str(path)
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise DataError(f"{src}: not UTF-8 text (expected a {what} CSV)") from None
+def _body_lines(text: str) -> tuple[dict[str, str], list[tuple[int, str]]]:
+    """`# key: value` metadata and the non-comment, non-blank lines with their 1-based line numbers."""
     meta, body = {}, []
-    for line in text.splitlines():
+    for no, line in enumerate(text.splitlines(), start=1):
         s = line.strip()
         if s.startswith("#"):
             key, sep, val = s[1:].partition(":")
             if sep:
                 meta[key.strip()] = val.strip()
         elif s:
-            body.append(s)
+            body.append((no, s))
+    return meta, body
+
+
+def _check_ragged(src: str, body: list[tuple[int, str]], n_cols: int) -> None:
+    """DataError naming the first line whose number of values differs from the header's."""
+    for no, line in body[1:]:
+        n = len(line.split(","))
+        if n != n_cols:
+            raise DataError(f"{src}: line {no} has {n} values, the header has {n_cols} columns")
+
+
+def read_table(
+    path: str | Path, required: list[str], what: str
+) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """(metadata, columns) of a numeric CSV; DataError naming the file for anything malformed. A UTF-8 byte-order
+    mark (as spreadsheet programs write) is accepted."""
+    src = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataError(f"{src}: not UTF-8 text (expected a {what} CSV)") from None
+    meta, body = _body_lines(text)
     if not body:
         raise DataError(f"{src}: empty (expected a {what} CSV with a header row)")
-    header = [h.strip() for h in body[0].split(",")]
+    header = [h.strip() for h in body[0][1].split(",")]
     missing = [c for c in required if c not in header]
     if missing:
+        sep = next((d for d in (";", "\t") if len(header) == 1 and d in header[0]), None)
+        hint = f"; the header is separated by {sep!r}, write comma-separated values" if sep else ""
         raise DataError(
-            f"{src}: missing column(s) {', '.join(missing)} (a {what} CSV needs {', '.join(required)})"
+            f"{src}: missing column(s) {', '.join(missing)} (a {what} CSV needs {', '.join(required)}){hint}"
         )
+    if len(body) == 1:
+        raise DataError(f"{src}: no data rows (only the header)")
+    _check_ragged(src, body, len(header))
     try:
-        data = np.loadtxt(io.StringIO("\n".join(body[1:])), delimiter=",", ndmin=2)
+        data = np.loadtxt(io.StringIO("\n".join(s for _, s in body[1:])), delimiter=",", ndmin=2)
     except ValueError as exc:
         raise DataError(f"{src}: unreadable row ({str(exc).splitlines()[0]})") from None
-    if data.shape[0] == 0:
-        raise DataError(f"{src}: no data rows")
-    if data.shape[1] != len(header):
-        raise DataError(f"{src}: rows have {data.shape[1]} values for {len(header)} header columns")
     cols = {h: data[:, k] for k, h in enumerate(header)}
     for c in required:
         if not np.all(np.isfinite(cols[c])):
             row = int(np.flatnonzero(~np.isfinite(cols[c]))[0]) + 1
             raise DataError(f"{src}: non-finite value in column {c!r}, data row {row}")
     return meta, cols
+
+
+G = 9.81  # m/s², the gravity a static accelerometer's readings must be near
+
+
+def check_seconds(src: str, t: np.ndarray, min_step: float = 1e-4) -> None:
+    """DataError unless t increases with a plausible median step for seconds (`min_step`–0.1 s): catches time
+    stamps in ms, whose 1 kHz rows are 1 apart."""
+    dt = np.diff(t)
+    if not np.all(np.isfinite(t)) or np.any(dt <= 0):
+        raise DataError(f"{src}: time stamps must increase")
+    if not min_step <= np.median(dt) <= 0.1:
+        raise DataError(f"{src}: median step {np.median(dt):g} s is implausible; is t in seconds?")
+
+
+def check_gravity_units(src: str, a: np.ndarray, what: str) -> None:
+    """DataError unless the median magnitude of (N, 3) accelerations is within a factor 2 of g: a static sensor
+    feels gravity, so readings in g (≈ 1) or mg (≈ 1000) are named."""
+    med = float(np.median(np.linalg.norm(a, axis=1)))
+    if G / 2 <= med <= 2 * G:
+        return
+    guess = next((u for u, scale in (("g", 1.0), ("mg", 1000.0)) if 0.5 < med / scale < 2), None)
+    hint = (
+        f"; the readings look like {guess}: multiply by {G / (1.0 if guess == 'g' else 1000.0):g}"
+        if guess
+        else ""
+    )
+    raise DataError(
+        f"{src}: median |{what}| {med:.3g} m/s² is far from gravity {G} m/s²; write accelerations in m/s²{hint}"
+    )
 
 
 def write_table(path: str | Path, meta: dict[str, str], cols: dict[str, np.ndarray], what: str) -> None:
@@ -105,11 +151,7 @@ def read_drive(path: str | Path) -> DriveRecording:
     src = str(path)
     if len(c["t"]) < 50:
         raise DataError(f"{src}: {len(c['t'])} samples are too few (need ≥ 50)")
-    dt = np.diff(c["t"])
-    if np.any(dt <= 0):
-        raise DataError(f"{src}: time stamps must increase")
-    if not 1e-4 <= np.median(dt) <= 0.1:
-        raise DataError(f"{src}: median step {np.median(dt):g} s is implausible; is t in seconds?")
+    check_seconds(src, c["t"])
     if np.max(np.abs(c["pwm"])) > 100:
         raise DataError(f"{src}: |pwm| > 100 %; write PWM in % of full scale")
     inertia = None
@@ -149,9 +191,12 @@ def read_accel(path: str | Path) -> AccelRecording:
     _, c = read_table(path, ["pose", "ax", "ay", "az"], "accelerometer recording")
     n = len(c["pose"])
     tumble = c.get("tumble", np.zeros(n))
-    if not np.all(np.isfinite(tumble)) or np.any(tumble != np.round(tumble)):
-        raise DataError(f"{path}: column 'tumble' must hold integers")
+    for name, col in (("pose", c["pose"]), ("tumble", tumble)):
+        if not np.all(np.isfinite(col)) or np.any(col != np.round(col)):
+            row = int(np.flatnonzero(~np.isfinite(col) | (col != np.round(col)))[0]) + 1
+            raise DataError(f"{path}: column {name!r} must hold integers (data row {row}: {col[row - 1]:g})")
     a = np.column_stack([c["ax"], c["ay"], c["az"]])
+    check_gravity_units(str(path), a, "reading")
     if np.max(np.linalg.norm(a, axis=1)) > 1000:
         raise DataError(f"{path}: readings above 1000 m/s²; write accelerations in m/s²")
     return AccelRecording(c["pose"].astype(int), a, tumble.astype(int))
@@ -188,12 +233,16 @@ def read_offsets(path: str | Path, joint_names: list[str] | None = None) -> Offs
     req = [f"q:{j}" for j in joints] + [f"{s}:{ax}" for s in sensors for ax in ("ax", "ay", "az")]
     _, c = read_table(path, req, "encoder-offset recording")
     t = c.get("t")
-    if t is not None and (not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0)):
-        raise DataError(f"{src}: column 't' must hold increasing time stamps in seconds")
+    if t is not None:
+        if len(t) < 2:
+            raise DataError(f"{src}: {len(t)} sample is too few")
+        check_seconds(src, t, min_step=1e-5)  # accelerometers may be logged at 10–20 kHz
     q = np.column_stack([c[f"q:{j}"] for j in joints])
     acc = np.stack([np.column_stack([c[f"{s}:{ax}"] for ax in ("ax", "ay", "az")]) for s in sensors], axis=1)
     if np.max(np.abs(q)) > 4 * np.pi:
         raise DataError(f"{src}: joint readings beyond ±4π; write angles in radians")
+    for k, s in enumerate(sensors):
+        check_gravity_units(src, acc[:, k], f"{s} acceleration")
     return OffsetRecording(meta["robot"], joints, sensors, q, acc, t)
 
 

@@ -2,7 +2,12 @@
 
 
 class PoiseError(Exception):
-    """An error caused by the user's input or environment (not a bug): shown without a traceback."""
+    """An error caused by the user's input or environment (not a bug): shown without a traceback. `details`: what
+    a command found before it failed, for its `--json` error object beside "ok" and "error"."""
+
+    def __init__(self, *args: object, **details: object) -> None:
+        super().__init__(*args)
+        self.details = details
 
 
 class DataError(PoiseError):

@@ -117,6 +117,7 @@ def fit_ellipsoid(r: np.ndarray, g: float = G, solver: str = "slom") -> AccelCal
     and from the best sphere; the better of the two. `solver` "slom" refines on the manifold parameterisation
     C = eRᵀ g diag(s)⁻¹ eR (o ∈ R³, eR ∈ SO(3), s ∈ R³) with the SLOM solver; "scipy" on C's 6 entries."""
     r = _check(r)
+    check_excitation(r, g)
     starts = [sphere_fit(r, g)]
     try:
         starts.append(algebraic_ellipsoid(r, g))
@@ -171,10 +172,63 @@ def calibrate_two_step(
 ) -> AccelCalibration:
     """Ellipsoid fit with the centre bounded to the tumble offset ± bound [m/s²]."""
     r = _check(r, need=6)
+    check_excitation(r, g)
     offset = np.asarray(offset, float)
     _, C0 = sphere_fit(r - offset, g)
     o, C, rms = _refine(r, offset, C0, g, offset - bound, offset + bound)
     return AccelCalibration(o, C, rms, "tumble + bounded ellipsoid")
+
+
+AXES = ("x", "y", "z")
+
+
+def _direction(v: np.ndarray) -> str:
+    """A unit vector in the sensor frame as text, naming the sensor axis it is closest to."""
+    k = int(np.argmax(np.abs(v)))
+    axis = f" (sensor {AXES[k]} axis)" if abs(v[k]) > 0.9 else ""
+    return "(" + ", ".join(f"{x:+.2f}" for x in v) + ")" + axis
+
+
+def check_excitation(r: np.ndarray, g: float = G, min_spread: float = 0.02) -> None:
+    """IdentifiabilityError unless the pose means spread in all three directions by more than `min_spread`·g
+    (rms about their mean): readings in one plane (or one line, or one point) leave the ellipsoid's extent
+    along the missing direction(s) undetermined, and the fit returns nonsense gains."""
+    r = np.asarray(r, dtype=float)
+    _, sv, Vt = np.linalg.svd(r - r.mean(axis=0), full_matrices=False)
+    spread = sv / np.sqrt(len(r))
+    low = np.flatnonzero(spread < min_spread * g)
+    if len(low) == 0:
+        return
+    if len(low) == 3:
+        raise IdentifiabilityError(
+            f"the {len(r)} poses give (nearly) the same reading (spread {spread[0]:.2g} m/s²): "
+            "tilt the sensor so that gravity points along every axis, both signs"
+        )
+    shape = "one plane" if len(low) == 1 else "one line"
+    missing = " and ".join(_direction(Vt[k]) for k in low)
+    raise IdentifiabilityError(
+        f"the poses' readings vary in {shape} only: spread {spread[low[0]]:.2g} m/s² (need > "
+        f"{min_spread * g:.2g}) along {missing}, which leaves the gain along it undetermined; add poses "
+        "that tilt this direction towards and away from gravity"
+    )
+
+
+def plausibility_warnings(cal: AccelCalibration, g: float = G) -> list[str]:
+    """Notes on a calibration no real accelerometer has: an offset beyond g/2 or a gain off by more than 2×."""
+    notes = []
+    off = float(np.linalg.norm(cal.offset))
+    if off > g / 2:
+        notes.append(f"{cal.method}: offset |o| = {off:.3g} m/s² exceeds g/2 — implausible for a real sensor")
+    gains = np.diag(cal.C)
+    if np.any((gains < 0.5) | (gains > 2)):
+        shown = ", ".join(f"{n} {v:.3g}" for n, v in zip(PARAM_NAMES[3:6], gains, strict=True))
+        notes.append(f"{cal.method}: gains {shown} are not within 0.5–2 — implausible for a real sensor")
+    if cal.rms > 0.05 * g:
+        notes.append(
+            f"{cal.method}: residual rms {cal.rms:.3g} m/s² exceeds 5 % of g — the poses were not static or "
+            "the readings are not of one sensor"
+        )
+    return notes
 
 
 def pose_means(pose: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -15,8 +15,9 @@ from functools import cache
 import casadi as ca
 import numpy as np
 
-from formats.doggy_recording import DoggyRecording, validate
-from formats.errors import IdentifiabilityError
+from formats.doggy_plan import DURATION_S
+from formats.doggy_recording import COLUMNS, DoggyRecording, validate
+from formats.errors import DataError, IdentifiabilityError
 from identify import slom
 from identify.manifolds import SO3, Rn, so3_log
 from robots import doggy
@@ -68,6 +69,61 @@ def __getattr__(name: str):
 
 
 BORDER_ORDER = ["phys", "bias1", "bias2", "R1", "R2"]
+
+
+def must_be_positive() -> list[str]:
+    """The parameters whose estimate must be > 0 to be physical: every entry of ϑ_phys, by its role in f_dyn
+    (robots/doggy.py, eqs 5–12) — k_pwm the motor torque per volt of PWM (a negative one means the logged command's
+    sign is opposite the encoders'), k_mi the back-EMF damping (k_mi θ̇ opposes the motion), b the motor-side
+    inertia (θ̈ = τ / b), µ_fm the Coulomb friction level (µ tanh(200 v) opposes the motion), k_s the belt
+    stiffness and d_s its damping (the spring and damper of τ_c). Gyro biases and rotations may take any value."""
+    return list(_facts().PHYS_NAMES)
+
+
+def _joint_reach(rb: FlexibleJointRobot) -> np.ndarray:
+    """Per joint, the largest |angle| (rad) the description lets the joint reach; 2π where it sets no limit."""
+    lo, hi = np.abs(np.asarray(rb.model.lower, float)), np.abs(np.asarray(rb.model.upper, float))
+    reach = np.maximum(lo, hi)
+    return np.where(np.isfinite(reach), reach, 2 * np.pi)
+
+
+def check_recording(rec: DoggyRecording, source: str = "recording") -> None:
+    """Refuse, before the solve and with a one-line DataError naming the cause, a (validated) recording the
+    calibration cannot use: shorter than `--simulate` accepts, encoder angles beyond the joints' reach (logged in
+    degrees, or motor-side), a sensor channel that never changes (stuck), or no command at all."""
+    rb = _facts().ROBOT
+    duration, lo = float(rec.t[-1] - rec.t[0]), DURATION_S[0]
+    if duration <= lo:
+        raise DataError(
+            f"{source}: {duration:.3g} s ({rec.n} samples) is too short to calibrate: it needs a zero-command "
+            f"window, then excitation — more than {lo:g} s, as --simulate (the paper records 60 s)"
+        )
+    rel = np.abs(rec.theta - rec.theta0)
+    reach = _joint_reach(rb)
+    far = [j for j in range(len(reach)) if rel[:, j].max() > reach[j]]
+    if far:
+        j = far[0]
+        raise DataError(
+            f"{source}: |theta{j + 1} − theta0| reaches {rel[:, j].max():.4g}, beyond joint {rb.joints[j]}'s reach "
+            f"(±{reach[j]:.4g} rad): encoder angles logged in degrees, or motor-side angles not divided by the "
+            f"gear ratio {rb.gear_ratio:g}? theta1..3 must be link-side, in rad"
+        )
+    channels = np.column_stack([rec.theta, rec.gyro1, rec.gyro2])
+    names = COLUMNS[4:13]  # theta1..3, w1x..w2z
+    stuck = [names[i] for i in range(channels.shape[1]) if np.ptp(channels[:, i]) == 0.0]
+    if stuck:
+        verb = "never changes" if len(stuck) == 1 else "never change"
+        joint = ", or a joint that never moves" if any(c.startswith("theta") for c in stuck) else ""
+        raise DataError(
+            f"{source}: {', '.join(stuck)} {verb} (every sample {channels[0, names.index(stuck[0])]:.6g}): a "
+            f"stuck sensor or dead channel{joint}; the calibration needs every encoder and gyro reading"
+        )
+    if rec.zero_command_samples() == rec.n:
+        raise DataError(
+            f"{source}: the command u1..u3 is 0 in every sample: nothing excites the drive, so k_pwm, k_mi, b and "
+            "the friction cannot be identified; log the commands the robot ran (u = 0 only in the leading rest "
+            "window)"
+        )
 
 
 @dataclass(frozen=True)
@@ -185,7 +241,19 @@ def calibrate(
     res = slom.solve(pr, solver or slom.Options(), callback)
     if res.rank is not None and res.rank.deficient and not allow_unobservable:
         names = sorted({k for d in res.rank.null_directions for k in d})
-        fix = "a zero-command window (bias block)" if opts.bias_block else "the bias block (it is dropped)"
+        m = rec.zero_command_samples()
+        if not opts.bias_block:
+            fix = "the bias block (it is dropped) or more excitation"
+        elif m == 0:
+            fix = "a zero-command window at the start (bias block) or more excitation"
+        elif m == rec.n:
+            fix = "excitation: the command u is 0 in every sample"
+        else:  # the bias window is there: what is missing is excitation
+            rest, moving = rec.t[m] - rec.t[0], rec.t[-1] - rec.t[m]
+            fix = (
+                f"more excitation (the recording holds {rest:.3g} s at rest, then {moving:.3g} s of commands: "
+                "record longer, and check that each encoder and command column is its joint's)"
+            )
         diverged = (
             ""
             if res.converged
@@ -194,7 +262,7 @@ def calibrate(
         )
         raise IdentifiabilityError(
             f"{res.rank.size - res.rank.rank} parameter direction(s) unobservable from this data, involving "
-            f"{', '.join(names)}; add {fix} or more excitation{diverged}"
+            f"{', '.join(names)}; add {fix}{diverged}"
         )
     v = res.values
     est = DoggyParams.from_vectors(
@@ -208,9 +276,12 @@ def rotation_error_deg(R_est: np.ndarray, R_true: np.ndarray) -> float:
     return float(np.degrees(np.linalg.norm(so3_log(R_true.T @ R_est))))
 
 
-def parameter_rows(cal: Calibration, truth: DoggyParams | None = None) -> list[dict]:
+def parameter_rows(cal: Calibration, truth: DoggyParams | None = None, angle_unit: str = "deg") -> list[dict]:
     """Table-1-style rows: name, unit, initial, estimate, 1σ, truth, error in σ; SI (gyro biases in rad/s)
-    except the rotations, given as their angle from the nominal in degrees."""
+    except the rotations, given as their angle from the nominal in `angle_unit` ("deg" or "rad": result files)."""
+    if angle_unit not in ("deg", "rad"):
+        raise ValueError(f"angle_unit must be 'deg' or 'rad', got {angle_unit!r}")
+    scale = 1.0 if angle_unit == "deg" else np.pi / 180.0
     f = _facts()
     rows = []
     units = dict(zip(f.PHYS_NAMES, f.ROBOT.phys_units, strict=True))
@@ -246,14 +317,14 @@ def parameter_rows(cal: Calibration, truth: DoggyParams | None = None) -> list[d
         sig = np.degrees(np.sqrt(sum(cal.sigma.get(f"{key}_{c}", float("nan")) ** 2 for c in "xyz")))
         row = {
             "name": f"{key} angle from nominal",
-            "unit": "deg",
-            "initial": rotation_error_deg(getattr(cal.start, attr), nominal),
-            "estimate": rotation_error_deg(R, nominal),
-            "sigma": float(sig),
+            "unit": angle_unit,
+            "initial": scale * rotation_error_deg(getattr(cal.start, attr), nominal),
+            "estimate": scale * rotation_error_deg(R, nominal),
+            "sigma": float(scale * sig),
         }
         if truth is not None:
-            row["truth"] = rotation_error_deg(getattr(truth, attr), nominal)
-            row["error"] = rotation_error_deg(R, getattr(truth, attr))
+            row["truth"] = scale * rotation_error_deg(getattr(truth, attr), nominal)
+            row["error"] = scale * rotation_error_deg(R, getattr(truth, attr))
         rows.append(row)
     for row in rows:
         if "truth" in row and "error" not in row:

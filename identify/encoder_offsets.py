@@ -96,28 +96,44 @@ class OffsetFit:
         return None if self.buckets is None else self.buckets.std(axis=0, ddof=1)
 
     def as_dict(self, truth: np.ndarray | None = None, reference: np.ndarray | None = None) -> dict:
-        """Table 3.5-style rows [deg]: estimate, bucket mean/std, truth and gap (simulated), reference (e.g. a
-        manual calibration) and gap to it."""
+        """Table 3.5-style rows in radians (files carry radians; tables show degrees): estimate, bucket mean/std,
+        truth and gap (simulated), reference (e.g. a manual calibration) and gap to it."""
         rows = []
         for k, j in enumerate(self.joints):
-            row = {"joint": j, "offset_deg": float(np.degrees(self.offsets[k]))}
+            row = {"joint": j, "offset_rad": float(self.offsets[k])}
             if self.buckets is not None:
-                row["bucket_mean_deg"] = float(np.degrees(self.buckets[:, k].mean()))
-                row["bucket_std_deg"] = float(np.degrees(self.bucket_std[k]))
+                row["bucket_mean_rad"] = float(self.buckets[:, k].mean())
+                row["bucket_std_rad"] = float(self.bucket_std[k])
             if truth is not None:
-                row["true_deg"] = float(np.degrees(truth[k]))
-                row["gap_deg"] = row["offset_deg"] - row["true_deg"]
+                row["true_rad"] = float(truth[k])
+                row["gap_rad"] = row["offset_rad"] - row["true_rad"]
             if reference is not None:
-                row["reference_deg"] = float(np.degrees(reference[k]))
-                row["gap_reference_deg"] = row["offset_deg"] - row["reference_deg"]
+                row["reference_rad"] = float(reference[k])
+                row["gap_reference_rad"] = row["offset_rad"] - row["reference_rad"]
             rows.append(row)
         return {
             "joints": rows,
             "rms_m_s2": self.rms,
-            "mean_angle_deg": self.angle_deg,
+            "mean_angle_rad": float(np.radians(self.angle_deg)),
             "active_bounds": self.active_bounds,
             "unidentifiable": self.unidentifiable,
         }
+
+    def warnings(self, bound_deg: float) -> list[str]:
+        """Notes on a doubtful fit: a residual far above sensor noise (units, uncalibrated sensors, wrong sites
+        or description) or offsets stuck at the ±bound (the fit wanted more)."""
+        notes = []
+        if self.rms > 0.5:
+            notes.append(
+                f"residual rms {self.rms:.3g} m/s² is large (a calibrated static sensor fits to ~0.02): are the "
+                "accelerations calibrated and in m/s², and the sensor sites and robot description right?"
+            )
+        if self.active_bounds:
+            notes.append(
+                f"offsets at the ±{bound_deg:g} deg bound: {', '.join(self.active_bounds)} — the fit wanted "
+                "more; check the robot description's zero angles, or raise --bound-deg"
+            )
+        return notes
 
 
 def speed_limit(distance: float, delta_alpha: float = 0.01) -> float:
@@ -154,6 +170,25 @@ class SpeedCheck:
     def too_fast(self) -> bool:
         return self.max_speed_deg_s > self.limit_deg_s
 
+    def as_dict(self) -> dict:
+        """The check in SI units (rad/s), as files carry it."""
+        return {
+            "max_speed_rad_s": float(np.radians(self.max_speed_deg_s)),
+            "limit_rad_s": float(np.radians(self.limit_deg_s)),
+            "reach_m": self.reach_m,
+            "delta_alpha_m_s2": self.delta_alpha,
+            "too_fast": self.too_fast,
+        }
+
+    def warning(self) -> str | None:
+        """A note when the recording moved faster than the slow-motion limit."""
+        if not self.too_fast:
+            return None
+        return (
+            f"max joint speed {self.max_speed_deg_s:.2f} deg/s exceeds the slow-motion limit "
+            f"{self.limit_deg_s:.2f} deg/s: non-gravity accelerations bias the offsets; move slower"
+        )
+
 
 def check_speed(
     model: RobotModel, t: np.ndarray, q: np.ndarray, sensors: list[str], delta_alpha: float = 0.01
@@ -162,6 +197,12 @@ def check_speed(
     if len(t) < 3 or np.any(np.diff(t) <= 0):
         raise DataError("encoder-offset recording: time stamps must increase")
     w = max(1, int(np.searchsorted(t, t[0] + 0.1)))  # 0.1 s baseline: encoder steps would dominate at 1 ms
+    if w >= len(t):
+        raise DataError(
+            f"encoder-offset recording too short for the slow-motion check: {len(t)} samples over "
+            f"{t[-1] - t[0]:.3g} s (the speed is measured over 0.1 s; a calibration needs a slow motion of "
+            "seconds)"
+        )
     qd = (q[w:] - q[:-w]) / (t[w:] - t[:-w])[:, None]
     d = sensor_reach(model, q[:: max(1, len(q) // 200)], sensors)
     return SpeedCheck(

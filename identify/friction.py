@@ -14,6 +14,7 @@ curve flat at 0⁺ (boundary-lubrication plateau); it is imposed exactly (KKT sy
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,6 +77,7 @@ class FrictionFit:
     cond: float  # of XᵀX
     vs_scan: list[tuple[float, float]] = field(default_factory=list)  # (v_s, rms) when v_s was searched
     extra: dict[str, float] = field(default_factory=dict)  # τ_s [N·m], k_pwm [N·m/%], inertia_extra [kg·m²]
+    warnings: list[str] = field(default_factory=list)  # physically doubtful results, for the user
 
     @property
     def tau_s(self) -> float | None:
@@ -196,8 +198,10 @@ def fit_friction(
         raise DataError("the zero-slope constraint applies to the Stribeck model only")
     y = tau_j + inertia * omega_dot
     keep = select_samples(omega, omega_dot, accel_max, speed_min, margin, exclude)
+    note = rejection_note(omega, omega_dot, keep, accel_max, speed_min)
     if keep.sum() < 10:
-        raise DataError(f"only {int(keep.sum())} samples left after outlier rejection; need ≥ 10")
+        why = f" — {note}" if note else ""
+        raise DataError(f"only {int(keep.sum())} samples left after outlier rejection; need ≥ 10{why}")
     w, yk = omega[keep], y[keep]
     names = PARAMS[model]
     extra = (
@@ -228,8 +232,16 @@ def fit_friction(
             extra={n: p[n] for n, _ in extra},
         )
 
-    if model != "stribeck" or v_s is not None:
-        return one(v_s)
+    best = one(v_s) if model != "stribeck" or v_s is not None else _search_vs(one, w)
+    best.warnings = [*([note] if note else []), *check_signs(best)]
+    if model == "stribeck":
+        searched = None if v_s is not None else (best.vs_scan[0][0], best.vs_scan[-1][0])
+        best.warnings += stribeck_notes(best, w, searched)
+    return best
+
+
+def _search_vs(one: Callable[[float], FrictionFit], w: np.ndarray) -> FrictionFit:
+    """The Stribeck fit at the v_s of least rms: a log grid over the data's speeds, then golden section."""
     hi = max(float(np.percentile(np.abs(w), 95)), 1e-6)
     grid = np.geomspace(hi / 300, hi / 2, 40)
     fits = []
@@ -259,6 +271,81 @@ def fit_friction(
     best = fa if fa.rms < fb.rms else fb
     best.vs_scan = [(f.v_s, f.rms) for f in fits]
     return best
+
+
+COULOMB = ("Kc", "Kc+", "Kc-")
+VISCOUS = ("Kv", "Kv+", "Kv-")
+
+
+def check_signs(fit: FrictionFit) -> list[str]:
+    """Notes on negative parameters (friction opposes motion: all are ≥ 0); DataError when every Coulomb and
+    viscous term is significantly negative (< −2 SE), the mark of a torque recorded with the opposite sign."""
+    p, se = fit.params, fit.se
+    core = [k for k in p if k in COULOMB + VISCOUS]
+    if core and all(p[k] < -2 * se.get(k, 0.0) for k in core):
+        shown = ", ".join(f"{k} {p[k]:.3g} {unit_of(k)}" for k in core)
+        raise DataError(
+            f"{fit.model} friction fit gives {shown}: negative friction, so tau likely has the opposite sign; "
+            "poise's tau is the joint torque applied to the child link (motor off: tau = −f − I ω̇), negate "
+            "the column"
+        )
+    notes = [
+        f"{fit.model}: {k} = {v:.3g} {unit_of(k)} < 0 is physically impossible (friction parameters are ≥ 0)"
+        + (
+            "; the data show no Stribeck effect on that side: try --model coulomb-viscous or asymmetric"
+            if k.startswith("sigma")
+            else ""
+        )
+        for k, v in p.items()
+        if v < 0
+    ]
+    if fit.extra.get("k_pwm", 0.0) < 0:
+        notes.append(
+            f"{fit.model}: K*_pwm = {fit.extra['k_pwm']:.3g} N·m/% < 0: PWM and tau have opposite signs"
+        )
+    return notes
+
+
+def rejection_note(
+    omega: np.ndarray, omega_dot: np.ndarray, keep: np.ndarray, accel_max: float | None, speed_min: float
+) -> str | None:
+    """A note when the rejection looks like a units mistake: most samples over the acceleration limit (q in
+    degrees makes ω̇ 57× larger), or nearly all rejected. A joint that sticks much of the time (a servo driven
+    by small PWM) loses most samples to the speed limit legitimately: that alone is no note."""
+    frac = 1.0 - float(np.mean(keep))
+    fast = float(np.mean(np.abs(omega_dot) > accel_max)) if accel_max is not None else 0.0
+    slow = float(np.mean(np.abs(omega) <= speed_min))
+    if fast <= 0.5 and frac <= 0.9:
+        return None
+    cause = (
+        "is q in radians (degrees make ω̇ 57× larger) and t in seconds? or raise --accel-max"
+        if fast >= slow
+        else "is q in radians and t in seconds? does the joint move? or lower --speed-min"
+    )
+    fast_text = f"{100 * fast:.0f} % with |ω̇| > {accel_max:g} rad/s², " if accel_max is not None else ""
+    return (
+        f"{100 * frac:.0f} % of the samples rejected ({fast_text}{100 * slow:.0f} % with |ω| ≤ {speed_min:g} "
+        f"rad/s, before widening by --margin): {cause}"
+    )
+
+
+def stribeck_notes(fit: FrictionFit, w_used: np.ndarray, searched: tuple[float, float] | None) -> list[str]:
+    """Notes on a Stribeck velocity the data do not support: at an end of its search range (no clear knee)
+    or below the slowest speed used (the dip is extrapolated where there are no samples)."""
+    notes = []
+    vs = fit.v_s
+    if searched is not None and not searched[0] * 1.2 < vs < searched[1] / 1.2:
+        notes.append(
+            f"stribeck: v_s {vs:.3g} rad/s is at an end of its search range {searched[0]:.3g}–{searched[1]:.3g} "
+            "rad/s: the data show no clear Stribeck knee; give --vs or use --model coulomb-viscous"
+        )
+    slowest = float(np.min(np.abs(w_used)))
+    if vs < slowest:
+        notes.append(
+            f"stribeck: v_s {vs:.3g} rad/s is below the slowest speed used, {slowest:.3g} rad/s: the Stribeck "
+            "dip lies where there are no data (lower --speed-min, or use --model coulomb-viscous)"
+        )
+    return notes
 
 
 def friction_from_dict(doc: dict, source: str = "friction result") -> FrictionFit:

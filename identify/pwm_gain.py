@@ -30,6 +30,22 @@ class PwmGainFit:
     rms: float
     method: str
 
+    def warnings(self) -> list[str]:
+        """Notes on physically impossible values: a negative gain (PWM and torque of opposite sign conventions)
+        or a negative hysteresis half-width (the torque leads the PWM: not static friction)."""
+        notes = []
+        if self.k_pwm < 0:
+            notes.append(
+                f"K*_pwm = {self.k_pwm:.3g} N·m/% < 0: PWM and tau have opposite signs (tau is the torque "
+                "applied to the child link, positive PWM drives it positive)"
+            )
+        if self.hysteresis is not None and self.hysteresis < 0:
+            notes.append(
+                f"hysteresis half-width h = {self.hysteresis:.3g} N·m < 0 is impossible for static friction: "
+                "the torque leads the PWM (time stamps of PWM and tau shifted?)"
+            )
+        return notes
+
     def as_dict(self) -> dict:
         return {
             "method": self.method,
@@ -85,6 +101,17 @@ def fit_pwm_gain(
     X = np.column_stack([np.ones(keep.sum()), pwm[keep]])
     theta, se, rms = _ls(X, y[keep], ["tau0", "k_pwm"])
     return PwmGainFit(float(theta[1]), float(theta[0]), None, se, int(keep.sum()), rms, "moving link")
+
+
+def check_held(q: np.ndarray, source: str, limit: float = 0.1) -> None:
+    """DataError when the joint of a fixture recording moves by more than `limit` [rad]: the fixture fit
+    assumes ω ≈ 0, a moving link needs its friction compensated (`--link free`)."""
+    span = float(np.ptp(q)) if len(q) else 0.0
+    if span > limit:
+        raise DataError(
+            f"{source}: q spans {span:.3g} rad, so the link moved; a fixture fit (--link fixture, the default) "
+            "needs a held link: use --link free --friction FRICTION.json"
+        )
 
 
 def fit_pwm_gain_fixture(

@@ -35,7 +35,7 @@ class StaticFit:
     se: np.ndarray  # standard errors (nan for fixed)
     rel_se_pct: np.ndarray
     well_identified: np.ndarray
-    sigma: float  # residual standard deviation σ̂ (m)
+    sigma: float  # residual standard deviation σ̂ (m), of the CoP residuals as they are (unweighted)
     dof: int
     cov: np.ndarray  # covariance of the estimated parameters (m²)
     corr: np.ndarray
@@ -48,6 +48,8 @@ class StaticFit:
     weighted: bool
     fixed_reason: dict[int, str] = field(default_factory=dict)
     reference: dict = field(default_factory=dict)
+    # weighted: the residuals' scale in units of the recording's cop_sd (1: the spreads explain them); nan otherwise
+    sigma_scale: float = float("nan")
 
 
 def check_double_support(
@@ -192,7 +194,7 @@ class StaticCoMEstimator:
             se=se_all,
             rel_se_pct=rel,
             well_identified=np.where(np.isfinite(rel), rel < WELL_IDENTIFIED_PCT, False),
-            sigma=float(np.sqrt(sigma2)) if np.isfinite(sigma2) else float("nan"),
+            sigma=float(np.sqrt(np.sum(resid**2) / dof)) if dof > 0 else float("nan"),
             dof=dof,
             cov=cov,
             corr=corr,
@@ -204,6 +206,7 @@ class StaticCoMEstimator:
             n_postures=m,
             weighted=self.weighted,
             fixed_reason=dict(var.reason),
+            sigma_scale=float(np.sqrt(sigma2)) if self.weighted and np.isfinite(sigma2) else float("nan"),
         )
         if self.reference is not None:
             self.result_.reference = self.compare(self.reference, q, cop)
@@ -262,6 +265,7 @@ def fit_to_json(fit: StaticFit, bm: BaseModel, recording: str | None = None) -> 
         "units": {"length": "m"},
         "parameters": params,
         "sigma_m": fit.sigma,
+        **({"sigma_scale": fit.sigma_scale} if fit.weighted else {}),
         "dof": fit.dof,
         "kappa": fit.kappa,
         "cop_residual_norm_mean_m": fit.residual_norm_mean,

@@ -13,7 +13,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from formats.errors import PoiseError  # noqa: E402
 from poise.argtypes import OneLineParser, UsageError, check_outputs  # noqa: E402
-from poise.output import json_written, print_json  # noqa: E402
+from robots.interrupt import interrupts, unwatch, watch  # noqa: E402
 
 # Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`.
 COMMAND_MODULES = [
@@ -42,27 +42,46 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run one command; Ctrl-C at any point (the commands' imports included) ends it with exit 130."""
+    watching = watch()
+    try:
+        return _command(sys.argv[1:] if argv is None else argv, interrupts() if watching else None)
+    except KeyboardInterrupt:
+        print("poise: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if watching:
+            unwatch()
+
+
+def _command(argv: list[str], mark: int | None) -> int:
+    from poise.output import json_written
+
     json_written(reset=True)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:  # reported in one line; with --json also as JSON for a script
         if "--json" in argv:
+            from poise.output import print_json
+
             print_json({"ok": False, "error": exc.said})
         return 2
     except SystemExit as exc:  # --help (0)
         return int(exc.code or 0)
     try:
-        check_outputs(args)
-        return int(args.func(args) or 0)
+        try:
+            check_outputs(args)
+            return int(args.func(args) or 0)
+        except BaseException:
+            # Ctrl-C that a library turned into another error (an import half done, a failed solve): interrupted
+            if mark is not None and interrupts() > mark:
+                raise KeyboardInterrupt from None
+            raise
     except PoiseError as exc:
-        return _failed(args, str(exc))
+        return _failed(args, str(exc), getattr(exc, "details", None))
     except MemoryError:  # sizes from the input (durations, sample counts) too large for this machine
         return _failed(args, "not enough memory for this input (check durations, rates and sizes)")
-    except KeyboardInterrupt:
-        print("poise: interrupted", file=sys.stderr)
-        return 130
     except EOFError:  # a prompt for the operator (place the robot, a weight) with stdin closed or at its end
         return _failed(args, "the operator's input ended (stdin closed) at a prompt; run it at a terminal, or with "
                        "--yes where the command has it")  # fmt: skip
@@ -73,12 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         return _failed(args, f"{exc.strerror or exc}{where}")
 
 
-def _failed(args: argparse.Namespace, said: str) -> int:
+def _failed(args: argparse.Namespace, said: str, details: dict | None = None) -> int:
     """A user's or the environment's error: one `poise: error:` line on stderr (exit 2); with --json also
-    {"ok": false, "error": …} on stdout, unless the command wrote its own error object."""
+    {"ok": false, "error": …, and the error's details} on stdout, unless the command already wrote its JSON."""
+    from poise.output import json_written, print_json
+
     print(f"poise: error: {said}", file=sys.stderr)
     if getattr(args, "json", False) and not json_written():
-        print_json({"ok": False, "error": said})
+        print_json((details or {}) | {"ok": False, "error": said})
     return 2
 
 

@@ -14,7 +14,27 @@ from rich.table import Table
 from drivers.wbb.geometry import cell_positions
 from formats.plan import Placement
 from poise import argtypes as at
-from poise.output import console, err_console, print_json
+from poise.output import console, draws_progress, err_console, print_json
+
+
+def boards_arg(text: str) -> str:
+    """--boards: `poise.argtypes.boards_endpoint`, then `sim` in any case (SIM, Sim) as sim, and each bt: address
+    checked as a Bluetooth MAC (a typo named as such, not met later as a missing Bluetooth stack)."""
+    from drivers.transports import parse_endpoint
+    from drivers.wbb.open import check_bt_address
+    from formats.errors import DeviceError
+
+    text = at.boards_endpoint(text)
+    ep = parse_endpoint(text)
+    if ep.scheme == "sim":
+        return "sim"
+    if ep.scheme == "bt":
+        for t in (t for t in ep.target.split(",") if t):
+            try:
+                check_bt_address(t)
+            except DeviceError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,9 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = s.add_parser("read", help="live per-cell kg, total and CoP of each board")
     r.add_argument(
         "--boards",
-        type=at.boards_endpoint,
+        type=boards_arg,
         required=True,
-        help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT",
+        help="sim | bt:MAC,MAC | evdev:PATH,PATH | serial:PORT,PORT",
     )
     r.add_argument("--seconds", type=at.positive, default=5.0, help="how long to read (s)")
     r.add_argument(
@@ -34,13 +54,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--board-gains", type=at.text_file, metavar="FILE",
                    help="per-cell gains measured on these boards (`poise boards calibrate`)")  # fmt: skip
-    r.add_argument("--json", action="store_true", help="print mean values as JSON at the end")
+    r.add_argument("--json", action="store_true",
+                   help="print the means (and SDs) over the whole read as JSON at the end")  # fmt: skip
     r.set_defaults(func=cmd_read)
     c = s.add_parser(
         "calibrate", help="each cell's gain from a known weight placed over it in turn (file for runs)"
     )
-    c.add_argument("--boards", type=at.boards_endpoint, required=True,
-                   help="sim | bt:ADDR,ADDR | evdev:PATH,PATH | serial:PORT,PORT (sim: the emulated boards of "
+    c.add_argument("--boards", type=boards_arg, required=True,
+                   help="sim | bt:MAC,MAC | evdev:PATH,PATH | serial:PORT,PORT (sim: the emulated boards of "
                         "`poise run --boards sim`)")  # fmt: skip
     c.add_argument("--weight", type=at.number(0.5, 150.0), required=True, metavar="KG",
                    help="the known weight [kg], placed over each cell in turn (one per board, all boards at once)")  # fmt: skip
@@ -55,21 +76,68 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=cmd_calibrate)
 
 
-def _table(boards, samples) -> Table:
-    t = Table(title="balance boards (CoP in each board's frame)")
-    for c in ("board", "TR \\[kg]", "BR \\[kg]", "TL \\[kg]", "BL \\[kg]", "total \\[kg]", "CoP x \\[mm]", "CoP y \\[mm]",
-              "reports", "bad", "battery"):  # fmt: skip
+MIN_COP_KG = 0.5  # below this total there is no load to locate: CoP shown as —
+
+
+class _Window:
+    """Running mean and SD of every report over the whole reading window (the four cells and their total)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.mean = np.zeros(5)
+        self.m2 = np.zeros(5)
+
+    def add(self, samples) -> None:
+        if not samples:
+            return
+        kg = np.array([s.kg for s in samples], float)
+        x = np.column_stack([kg, kg.sum(axis=1)])
+        k, m = len(x), x.mean(axis=0)
+        d = m - self.mean
+        n = self.n + k
+        self.m2 = self.m2 + ((x - m) ** 2).sum(axis=0) + d**2 * self.n * k / n  # Chan et al.'s merge
+        self.mean = self.mean + d * k / n
+        self.n = n
+
+    @property
+    def sd(self) -> np.ndarray:
+        return np.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else np.full(5, np.nan)
+
+    def cop_m(self) -> np.ndarray | None:
+        """CoP [m, board frame] of the mean load; None with under MIN_COP_KG on the board (or no reports)."""
+        tot = self.mean[4]
+        return self.mean[:4] @ cell_positions() / tot if self.n and tot >= MIN_COP_KG else None
+
+
+def _battery(b) -> str:
+    pct = b.stats.battery_percent
+    return "—" if pct is None else str(pct)
+
+
+def _table(boards, windows, window_s: float, tared: bool) -> Table:
+    t = Table(title=f"balance boards: means over the whole {window_s:.1f} s read, every report (CoP in each "
+                    "board's frame)")  # fmt: skip
+    for c in ("board", "TR \\[kg]", "BR \\[kg]", "TL \\[kg]", "BL \\[kg]", "total \\[kg]", "total SD \\[kg]",
+              "CoP x \\[mm]", "CoP y \\[mm]", "reports", "bad", "battery \\[%]"):  # fmt: skip
         t.add_column(c, justify="right")
-    cells = cell_positions()
-    for b, ss in zip(boards, samples, strict=True):
-        if not ss:
-            t.add_row(b.name, *["—"] * 7, str(b.stats.reports), str(b.stats.bad), str(b.stats.battery))
+    no_cop = False
+    for b, w in zip(boards, windows, strict=True):
+        if not w.n:
+            t.add_row(b.name, *["—"] * 8, "0", str(b.stats.bad), _battery(b))
             continue
-        kg = np.mean([s.kg for s in ss[-20:]], axis=0)
-        tot = kg.sum()
-        cop = kg @ cells / tot * 1000 if tot > 0.5 else (np.nan, np.nan)
-        t.add_row(b.name, *(f"{v:.3f}" for v in kg), f"{tot:.3f}", f"{cop[0]:.1f}", f"{cop[1]:.1f}",
-                  str(b.stats.reports), str(b.stats.bad), str(b.stats.battery))  # fmt: skip
+        cop = w.cop_m()
+        no_cop |= cop is None
+        xy = ("—", "—") if cop is None else (f"{cop[0] * 1000:.1f}", f"{cop[1] * 1000:.1f}")
+        sd = w.sd[4]
+        t.add_row(b.name, *(f"{v:.3f}" for v in w.mean[:4]), f"{w.mean[4]:.3f}",
+                  "—" if not np.isfinite(sd) else f"{sd:.3f}", *xy, str(w.n), str(b.stats.bad),
+                  _battery(b))  # fmt: skip
+    notes = ["reports: in this window; bad: since connecting"]
+    if not tared:
+        notes.append("untared: each cell includes its zero-load offset (--tare S with the boards empty)")
+    if no_cop:
+        notes.append(f"CoP —: under {MIN_COP_KG:g} kg on the board, no load to locate")
+    t.caption = "; ".join(notes)
     return t
 
 
@@ -101,51 +169,79 @@ def opened_boards(spec: str):
             world.close()
 
 
+def _report_link(text: str) -> None:
+    err_console.print(text)
+
+
 def cmd_read(args: argparse.Namespace) -> int:
     from drivers.wbb.board import tare_all
     from drivers.wbb.recalibrate import apply_cell_gains
     from formats.board_gains import load_board_gains
 
     gains = None if args.board_gains is None else load_board_gains(args.board_gains)
+    interrupted = False
     with opened_boards(args.boards) as (boards, world):
         if gains is not None:
             apply_cell_gains(boards, gains)
-        if args.tare > 0:
-            tare_all(boards, args.tare)
-        if world is not None:  # the simulated robot stands on the boards at its zero posture
-            world.plant.torque[:] = True
-            cfg = world.config
-            world.robot.place(Placement(0, (0.0, 0.13, 0.0)).left_foot, cfg.right_board, cfg.left_board)
-        samples = [[] for _ in boards]
-        end = time.monotonic() + args.seconds
-        live = (
-            None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
-        )
-        if live:
-            live.start()
+        if draws_progress():  # a lost board's reconnect attempts, as they happen
+            for b in boards:
+                b.on_link = _report_link
+        windows = [_Window() for _ in boards]
+        began = None
+        live = None
         try:
+            if args.tare > 0:
+                err_console.print(f"taring over {args.tare:g} s: keep the boards empty …")
+                tare_all(boards, args.tare)
+                if world is None:
+                    err_console.print(
+                        f"tared: step on / put the load on now (reading for {args.seconds:g} s)"
+                    )
+                else:
+                    err_console.print("tared: the emulated robot stands on the boards now")
+            if world is not None:  # the simulated robot stands on the boards at its zero posture
+                world.plant.torque[:] = True
+                cfg = world.config
+                world.robot.place(Placement(0, (0.0, 0.13, 0.0)).left_foot, cfg.right_board, cfg.left_board)
+            for b in boards:
+                b.drain()  # the window starts now (the tare's reports are not in it)
+            began = time.monotonic()
+            end = began + args.seconds
+            if not args.json and console.is_terminal:
+                live = Live(console=err_console, refresh_per_second=8, transient=True)
+                live.start()
             while time.monotonic() < end:
                 time.sleep(0.05)
-                for i, b in enumerate(boards):
+                for b, w in zip(boards, windows, strict=True):
                     b.check()
-                    samples[i].extend(b.drain())
+                    w.add(b.drain())
                 if live:
-                    live.update(_table(boards, samples))
+                    live.update(_table(boards, windows, time.monotonic() - began, args.tare > 0))
+        except KeyboardInterrupt:  # what was read so far is reported, then exit 130
+            interrupted = True
         finally:
             if live:
                 live.stop()
+        window_s = 0.0 if began is None else min(time.monotonic() - began, args.seconds)
         if args.json:
             out = []
-            for b, ss in zip(boards, samples, strict=True):
-                kg = np.mean([s.kg for s in ss], axis=0) if ss else np.full(4, np.nan)
-                tot = float(kg.sum())
-                cop = (kg @ cell_positions() / tot).tolist() if tot > 0.5 else None
+            for b, w in zip(boards, windows, strict=True):
+                kg = w.mean[:4] if w.n else np.full(4, np.nan)
+                cop = w.cop_m()
                 out.append({"board": b.name, "cells": ["TR", "BR", "TL", "BL"], "kg": kg.tolist(),
-                            "total_kg": tot, "cop_m": cop, "reports": b.stats.reports, "bad": b.stats.bad,
-                            "reconnects": b.stats.reconnects, "battery": b.stats.battery})  # fmt: skip
-            print_json({"seconds": args.seconds, "boards": out})
+                            "kg_sd": w.sd[:4].tolist(), "total_kg": float(w.mean[4]) if w.n else None,
+                            "total_sd_kg": float(w.sd[4]), "cop_m": None if cop is None else cop.tolist(),
+                            "reports": w.n, "bad": b.stats.bad, "reconnects": b.stats.reconnects,
+                            "battery_percent": b.stats.battery_percent})  # fmt: skip
+            print_json({"seconds": args.seconds, "window_s": window_s, "tared": args.tare > 0,
+                        "interrupted": interrupted, "boards": out})  # fmt: skip
         else:
-            console.print(_table(boards, samples))
+            console.print(_table(boards, windows, window_s, args.tare > 0))
+    if interrupted:
+        err_console.print(
+            f"poise: interrupted after {window_s:.1f} s of reading (the means above are over it)"
+        )
+        return 130
     return 0
 
 
@@ -172,8 +268,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         err_console.print(
             f"taring {len(boards)} board(s) over {args.tare_s:g} s, then a weight over each cell ..."
         )
+        if draws_progress():  # a lost board's reconnect attempts, as they happen
+            for b in boards:
+                b.on_link = _report_link
         put = ask if world is None else (lambda cell: world.place_weight(cell, args.weight))
-        gains = tare_and_recalibrate(boards, put, args.weight, args.seconds, args.tare_s)
+        # no load change with the weight asked for (Enter pressed before placing it): the person is asked again
+        retry = None if world is not None else (lambda msg: person.ask_on_stderr(msg))
+        gains = tare_and_recalibrate(boards, put, args.weight, args.seconds, args.tare_s, retry)
         names = tuple(b.name for b in boards)
         se = np.array([b.calibration.gain_se for b in boards])
     bg = BoardGains(names, np.array(gains), args.weight, args.boards, se, args.weight_sd)

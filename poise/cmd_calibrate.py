@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from formats.atomic import write_text_atomic
@@ -23,14 +24,19 @@ from formats.calibration_recording import (
 from formats.errors import DataError
 from formats.pwm_plan import load_pwm_plan, recommended, save_pwm_plan, sweeps
 from poise import argtypes as at
-from poise.output import console, dumps, print_json
+from poise.output import console, dumps, err_console, named_errors, print_json
 
 
-def _common(p: argparse.ArgumentParser, what: str, sim_help: str) -> None:
+def _common(
+    p: argparse.ArgumentParser,
+    what: str,
+    sim_help: str,
+    seed_help: str = "with --simulate: its seed (default 0)",
+) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("recording", nargs="?", help=f"{what} CSV (see formats/calibration_recording.py)")
     src.add_argument("--simulate", action="store_true", help=sim_help)
-    p.add_argument("--seed", type=at.seed, default=0, help="simulation seed")
+    p.add_argument("--seed", type=at.seed, help=seed_help)
     p.add_argument("--save-recording", type=at.out_file, metavar="CSV", help="with --simulate: keep the data")
     p.add_argument("--out", type=at.out_file, metavar="JSON", help="write the result here")
     p.add_argument("--plot", type=at.image_file, help="write a figure here (png, pdf, svg)")
@@ -111,8 +117,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     e = s.add_parser(
         "encoder-offsets", help="joint encoder offsets from link accelerometers (Table 3.5 report)"
     )
-    _common(e, "encoder-offset recording", "simulate a slow motion of the robot with accelerometers")
-    e.add_argument("--robot", default="icub-right-arm", help="with --simulate: built-in robot or description")
+    _common(
+        e,
+        "encoder-offset recording",
+        "simulate a slow motion of the robot with accelerometers",
+        "seed of the random buckets (and of --simulate), default 0",
+    )
+    e.add_argument("--robot", help="with --simulate: built-in robot or description (default icub-right-arm)")
     e.add_argument("--sensors", help="comma-separated sensor sites (default: ≥ 1 per 3 joints, chosen)")
     e.add_argument("--bound-deg", type=at.number(0.0, 90.0, lo_open=True), default=20.0, help="offset bound")
     e.add_argument("--buckets", type=at.count, default=5, help="random buckets for the robustness check")
@@ -153,13 +164,34 @@ def _drive_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--margin", type=at.integer(0, 1000), default=5, help="widen rejected stretches [samples]")
 
 
-def _emit(args, result: dict, table: Table | None) -> None:
+def _emit(args, result: dict, table: Table | None, notes: list[str]) -> None:
+    """Write --out, print the JSON or the table, then each warning on stderr (also in the result's `warnings`).
+    Called after any figure is drawn, so a failed --plot leaves no result behind."""
+    result["warnings"] = notes
     if args.out:
         write_text_atomic(args.out, dumps(result) + "\n", "result")
     if args.json:
         print_json(result)
     elif table is not None:
         console.print(table)
+    for note in notes:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
+
+
+def _simulation_only(args, *opts: tuple[str, object, str], seed_is_simulation: bool = True) -> None:
+    """Refuse options that only shape a simulation when a recording is given (they would be ignored); default
+    --seed to 0."""
+    if not args.simulate:
+        seed = (("--seed", args.seed, "seeds the simulation"),) if seed_is_simulation else ()
+        for opt, value, why in (
+            *seed,
+            ("--save-recording", args.save_recording, "writes the simulated recording"),
+            *opts,
+        ):
+            if value is not None:
+                raise DataError(f"{opt} {why}: not with a recording")
+    if args.seed is None:
+        args.seed = 0
 
 
 def _inertia(args, rec) -> float:
@@ -172,31 +204,47 @@ def _inertia(args, rec) -> float:
 # --- friction ----------------------------------------------------------------------------------------------
 
 
-def cmd_friction(args: argparse.Namespace) -> int:
-    from identify.actuation_sim import DriveTruth, Noise, simulate_external, simulate_free
-    from identify.drive_signals import drive_signals
-    from identify.friction import MODELS, fit_friction, select_samples, unit_of
+def _plan_for(args, link: str):
+    """The --plan of a simulation (JSON path, or 'recommended' / 'sweeps' where allowed) for `link`; DataError
+    when the plan file says the link was held another way."""
+    named = {"recommended": recommended, "sweeps": sweeps}
+    if args.plan in named:
+        return named[args.plan](link=link)
+    plan = load_pwm_plan(args.plan)
+    if plan.link != link:
+        raise DataError(
+            f"--plan {args.plan} is a plan for a link {'in a fixture' if plan.link == 'fixture' else 'moving'} "
+            f"(its 'link' is {plan.link!r}); this simulation needs link {link!r}"
+        )
+    return plan
 
-    truth = None
-    if args.plan and not args.simulate:
-        raise DataError("--plan is for --simulate; a recording already holds its PWM")
-    if args.simulate:
-        truth = DriveTruth()
-        if args.plan:
-            named = {"recommended": recommended, "sweeps": sweeps}
-            plan = named[args.plan](link="free") if args.plan in named else load_pwm_plan(args.plan)
-            rec = simulate_free(plan, truth, Noise(seed=args.seed))
-            source = f"simulated PWM plan {args.plan}, free link, seed {args.seed}"
-        else:
-            rec = simulate_external(truth=truth, noise=Noise(seed=args.seed))
-            if not args.offset:  # a motor-off experiment starts by zeroing the torque sensor
-                rec.tau = rec.tau - truth.tau_offset
-            source = f"simulated motor-off experiment, seed {args.seed}"
-        if args.save_recording:
-            write_drive(rec, args.save_recording)
+
+def _friction_source(args):
+    """(drive recording, truth or None, source label) of `calibrate friction`: the file or a simulation."""
+    from identify.actuation_sim import DriveTruth, Noise, simulate_external, simulate_free
+
+    if not args.simulate:
+        return read_drive(args.recording), None, str(args.recording)
+    truth = DriveTruth()
+    if args.plan:
+        rec = simulate_free(_plan_for(args, "free"), truth, Noise(seed=args.seed))
+        source = f"simulated PWM plan {args.plan}, free link, seed {args.seed}"
     else:
-        rec = read_drive(args.recording)
-        source = str(args.recording)
+        rec = simulate_external(truth=truth, noise=Noise(seed=args.seed))
+        if not args.offset:  # a motor-off experiment starts by zeroing the torque sensor
+            rec.tau = rec.tau - truth.tau_offset
+        source = f"simulated motor-off experiment, seed {args.seed}"
+    if args.save_recording:
+        write_drive(rec, args.save_recording)
+    return rec, truth, source
+
+
+def cmd_friction(args: argparse.Namespace) -> int:
+    from identify.drive_signals import drive_signals
+    from identify.friction import MODELS, fit_friction
+
+    _simulation_only(args, ("--plan", args.plan, "is the PWM plan a simulation drives"))
+    rec, truth, source = _friction_source(args)
     inertia = _inertia(args, rec)
     sig = drive_signals(rec, args.cutoff_hz)
     with_pwm = bool(np.any(rec.pwm != 0))  # PWM applied: fit model 2.32 (K*_pwm, τ_s) with the friction
@@ -228,6 +276,19 @@ def cmd_friction(args: argparse.Namespace) -> int:
         "fits": [f.as_dict() for f in fits],
         "truth": {**ref, "v_s": truth.v_s} if truth else None,
     }
+    notes = list(dict.fromkeys(w for f in fits for w in f.warnings))  # the rejection note once, not per model
+    table = _friction_table(fits, truth, source)
+    if args.plot:
+        _plot_friction(args, rec, sig, inertia, fits, source)
+    _emit(args, result, table, notes)
+    return 0
+
+
+def _friction_table(fits, truth, source: str) -> Table:
+    """The fitted parameters with SE and units (and the truth and error when simulated), one block per model."""
+    from identify.friction import unit_of
+
+    ref = truth.params() if truth else {}
     t = Table(title=f"Friction — {source} (f = torque the drive must add, sign of ω; parameters ≥ 0)")
     for c in ("model", "parameter", "value", "± SE", "unit", "true", "error"):
         t.add_column(c, justify="left" if c in ("model", "parameter", "unit") else "right")
@@ -268,72 +329,100 @@ def cmd_friction(args: argparse.Namespace) -> int:
             "",
             "",
         )
-    _emit(args, result, t)
-    if args.plot:
-        from identify.calibration_plots import plot_friction
+    return t
 
-        kept = select_samples(
-            sig.omega, sig.omega_dot, args.accel_max, args.speed_min, args.margin, rec.gaps()
-        )
-        ref_fit = next((f for f in fits if f.model == "stribeck"), fits[0])
-        # measured f = K PWM + τ_s − (τ_j + I ω̇)
-        inertia_all = inertia + ref_fit.extra.get("inertia_extra", 0.0)
-        y = ref_fit.extra.get("k_pwm", 0.0) * sig.pwm - sig.tau - inertia_all * sig.omega_dot
-        plot_friction(sig.omega, y + (ref_fit.tau_s or 0.0), kept, fits, args.plot, source)
-    return 0
+
+def _plot_friction(args, rec, sig, inertia: float, fits, source: str) -> None:
+    """The measured friction f against ω (kept and rejected samples) with the fitted curves."""
+    from identify.calibration_plots import plot_friction
+    from identify.friction import select_samples
+
+    kept = select_samples(sig.omega, sig.omega_dot, args.accel_max, args.speed_min, args.margin, rec.gaps())
+    ref_fit = next((f for f in fits if f.model == "stribeck"), fits[0])
+    # measured f = K PWM + τ_s − (τ_j + I ω̇)
+    inertia_all = inertia + ref_fit.extra.get("inertia_extra", 0.0)
+    y = ref_fit.extra.get("k_pwm", 0.0) * sig.pwm - sig.tau - inertia_all * sig.omega_dot
+    plot_friction(sig.omega, y + (ref_fit.tau_s or 0.0), kept, fits, args.plot, source)
 
 
 # --- PWM gain ----------------------------------------------------------------------------------------------
 
 
-def cmd_pwm_gain(args: argparse.Namespace) -> int:
-    from identify.actuation_sim import DriveTruth, Noise, simulate_external, simulate_fixture, simulate_free
-    from identify.drive_signals import drive_signals
-    from identify.friction import fit_friction, friction_from_dict
-    from identify.pwm_gain import fit_pwm_gain, fit_pwm_gain_fixture
+def _load_friction(path: str):
+    """(friction fit, inertia the friction fit found missing [kg·m²]) from a `calibrate friction --out` file."""
+    from identify.friction import friction_from_dict
 
-    if args.plan and not args.simulate:
-        raise DataError("--plan is for --simulate; a recording already holds its PWM")
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    fits = doc.get("fits") if isinstance(doc, dict) else None
+    if not fits:
+        raise DataError(f"{path}: not a friction result (no 'fits')")
+    by_model = {f.get("model"): f for f in fits if isinstance(f, dict)}
+    chosen = by_model.get("stribeck", fits[0])
+    fric = friction_from_dict(chosen, path)
+    try:  # the inertia the friction fit found missing (--fit-inertia) is missing here too
+        inertia_extra = float(chosen.get("inertia_extra_kg_m2") or 0.0)
+    except (TypeError, ValueError):
+        inertia_extra = float("nan")
+    if not np.isfinite(inertia_extra):
+        raise DataError(f"{path}: inertia_extra_kg_m2 is not a finite number")
+    return fric, inertia_extra
+
+
+def _check_pwm_gain_options(args) -> None:
+    """Refuse options the chosen experiment would ignore."""
+    _simulation_only(args, ("--plan", args.plan, "is the PWM plan a simulation drives"))
+    if args.link == "fixture":
+        for opt, value, why in (
+            ("--friction", args.friction, "compensates a moving link's friction"),
+            ("--inertia", args.inertia, "is the moving link's drive inertia"),
+        ):
+            if value is not None:
+                raise DataError(f"{opt} {why}: not with --link fixture (the default); add --link free")
+
+
+def _simulated_friction(args, truth):
+    """The friction experiment a simulated moving-link run starts with (motor off, sensor zeroed)."""
+    from identify.actuation_sim import Noise, simulate_external
+    from identify.drive_signals import drive_signals
+    from identify.friction import fit_friction
+
+    ext = simulate_external(truth=truth, noise=Noise(seed=args.seed + 1))
+    s0 = drive_signals(ext, args.cutoff_hz)
+    return fit_friction(
+        s0.omega,
+        s0.omega_dot,
+        s0.tau - truth.tau_offset,
+        truth.inertia,
+        "stribeck",
+        v_s=truth.v_s,
+        accel_max=args.accel_max,
+        speed_min=args.speed_min,
+        margin=args.margin,
+    )
+
+
+def cmd_pwm_gain(args: argparse.Namespace) -> int:
+    from identify.actuation_sim import DriveTruth, Noise, simulate_fixture, simulate_free
+    from identify.drive_signals import drive_signals
+    from identify.pwm_gain import check_held, fit_pwm_gain, fit_pwm_gain_fixture
+
+    _check_pwm_gain_options(args)
     truth, fric, inertia_extra = None, None, 0.0
     if args.friction:
-        try:
-            doc = json.loads(Path(args.friction).read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{args.friction}: not JSON ({exc.msg}, line {exc.lineno})") from None
-        fits = doc.get("fits") if isinstance(doc, dict) else None
-        if not fits:
-            raise DataError(f"{args.friction}: not a friction result (no 'fits')")
-        by_model = {f.get("model"): f for f in fits if isinstance(f, dict)}
-        chosen = by_model.get("stribeck", fits[0])
-        fric = friction_from_dict(chosen, args.friction)
-        try:  # the inertia the friction fit found missing (--fit-inertia) is missing here too
-            inertia_extra = float(chosen.get("inertia_extra_kg_m2") or 0.0)
-        except (TypeError, ValueError):
-            inertia_extra = float("nan")
-        if not np.isfinite(inertia_extra):
-            raise DataError(f"{args.friction}: inertia_extra_kg_m2 is not a finite number")
+        fric, inertia_extra = _load_friction(args.friction)
     if args.simulate:
         truth = DriveTruth()
-        plan = load_pwm_plan(args.plan) if args.plan else recommended(link=args.link)
+        plan = _plan_for(args, args.link) if args.plan else recommended(link=args.link)
         noise = Noise(seed=args.seed)
         if args.link == "fixture":
             rec = simulate_fixture(plan, truth, noise)
         else:
             rec = simulate_free(plan, truth, noise)
-            if fric is None:  # the friction experiment first (motor off, sensor zeroed)
-                ext = simulate_external(truth=truth, noise=Noise(seed=args.seed + 1))
-                s0 = drive_signals(ext, args.cutoff_hz)
-                fric = fit_friction(
-                    s0.omega,
-                    s0.omega_dot,
-                    s0.tau - truth.tau_offset,
-                    truth.inertia,
-                    "stribeck",
-                    v_s=truth.v_s,
-                    accel_max=args.accel_max,
-                    speed_min=args.speed_min,
-                    margin=args.margin,
-                )
+            if fric is None:
+                fric = _simulated_friction(args, truth)
         if args.save_recording:
             write_drive(rec, args.save_recording)
         source = f"simulated {args.link} experiment, seed {args.seed}"
@@ -345,6 +434,7 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
                 "a moving-link recording needs --friction RESULT.json (from calibrate friction --out)"
             )
     if args.link == "fixture":
+        check_held(rec.q, source)
         fit = fit_pwm_gain_fixture(rec.t, rec.pwm, rec.tau)
         pwm, y = rec.pwm, rec.tau
     else:
@@ -369,6 +459,17 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
         **fit.as_dict(),
         "true_k_pwm_Nm_per_pct": k_true,
     }
+    table = _pwm_gain_table(fit, k_true, source)
+    if args.plot:
+        from identify.calibration_plots import plot_pwm_gain
+
+        plot_pwm_gain(pwm, y, fit, args.plot, source)
+    _emit(args, result, table, fit.warnings())
+    return 0
+
+
+def _pwm_gain_table(fit, k_true: float | None, source: str) -> Table:
+    """K*_pwm, τ₀ (and the hysteresis band) with SE and units, the residual and the samples used."""
     t = Table(title=f"PWM gain — {source}")
     for c in ("quantity", "value", "± SE", "unit", "true"):
         t.add_column(c, justify="left" if c in ("quantity", "unit") else "right")
@@ -386,12 +487,7 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
         )
     t.add_row("residual rms", f"{fit.rms:.3g}", "", "N·m", "")
     t.add_row("samples used", str(fit.n_used), "", "", "")
-    _emit(args, result, t)
-    if args.plot:
-        from identify.calibration_plots import plot_pwm_gain
-
-        plot_pwm_gain(pwm, y, fit, args.plot, source)
-    return 0
+    return t
 
 
 def cmd_pwm_plan(args: argparse.Namespace) -> int:
@@ -417,11 +513,13 @@ def cmd_accelerometer(args: argparse.Namespace) -> int:
         PARAM_NAMES,
         calibrate_two_step,
         fit_ellipsoid,
+        plausibility_warnings,
         split_recording,
         tumble_offset,
     )
     from identify.sensor_sim import AccelExperiment, simulate_accelerometer
 
+    _simulation_only(args)
     if args.runs > 1 and not args.simulate:
         raise DataError("--runs repeats a simulation; use it with --simulate")
     truth = None
@@ -440,93 +538,112 @@ def cmd_accelerometer(args: argparse.Namespace) -> int:
         runs.append(cals)
     methods = [c.method for c in runs[0]]
     vec = {m: np.array([r[i].vector() for r in runs]) for i, m in enumerate(methods)}
+    rms = {m: float(np.mean([r[i].rms for r in runs])) for i, m in enumerate(methods)}
     result = {
         "format": "poise accelerometer result",
         "source": f"simulated, seeds {args.seed}…{args.seed + args.runs - 1}"
         if args.simulate
         else str(args.recording),
         "parameters": list(PARAM_NAMES),
+        "units": {n: ("m/s²" if n.startswith("o") else "-") for n in PARAM_NAMES},
         "methods": {
             m: {
                 "mean": vec[m].mean(axis=0).tolist(),
                 "std": vec[m].std(axis=0, ddof=1).tolist() if args.runs > 1 else None,
-                "rms_m_s2": float(np.mean([r[i].rms for r in runs])),
+                "rms_m_s2": rms[m],
             }
-            for i, m in enumerate(methods)
+            for m in methods
         },
         "truth": None,
     }
     if truth is not None:
         o, C = truth
         result["truth"] = [*o, C[0, 0], C[1, 1], C[2, 2], C[1, 0], C[2, 0], C[2, 1]]
+    notes = list(dict.fromkeys(n for cals in runs for c in cals for n in plausibility_warnings(c)))
+    table = _accelerometer_table(args.runs, methods, vec, rms, result["truth"])
+    if args.plot:
+        from identify.calibration_plots import plot_accelerometer
+
+        plot_accelerometer(grid, runs[-1], args.plot)
+    _emit(args, result, table, notes)
+    return 0
+
+
+def _accelerometer_table(n_runs: int, methods, vec, rms, truth) -> Table:
+    """Offsets and gain entries per method (mean, and std over simulated runs), with the fit's residual rms."""
+    from identify.accelerometer import PARAM_NAMES
+
     t = Table(
-        title="Accelerometer a = C (r − o): offsets \\[m/s²], C entries \\[-]"
-        + (f", {args.runs} runs" if args.runs > 1 else "")
+        title="Accelerometer a = C (r − o): offsets \\[m/s²], C entries \\[-], rms of ‖a‖ − g \\[m/s²]"
+        + (f", {n_runs} runs" if n_runs > 1 else "")
     )
     t.add_column("method")
     t.add_column("")
     for n in PARAM_NAMES:
         t.add_column(n, justify="right")
+    t.add_column("rms \\[m/s²]", justify="right")
     for m in methods:
-        t.add_row(m, "mean", *(f"{v:.4g}" for v in vec[m].mean(axis=0)))
-        if args.runs > 1:
-            t.add_row("", "std", *(f"{v:.3g}" for v in vec[m].std(axis=0, ddof=1)))
+        t.add_row(m, "mean", *(f"{v:.4g}" for v in vec[m].mean(axis=0)), f"{rms[m]:.3g}")
+        if n_runs > 1:
+            t.add_row("", "std", *(f"{v:.3g}" for v in vec[m].std(axis=0, ddof=1)), "")
     if truth is not None:
-        t.add_row("truth", "", *(f"{v:.4g}" for v in result["truth"]))
-    _emit(args, result, t)
-    if args.plot:
-        from identify.calibration_plots import plot_accelerometer
-
-        plot_accelerometer(grid, runs[-1], args.plot)
-    return 0
+        t.add_row("truth", "", *(f"{v:.4g}" for v in truth), "")
+    return t
 
 
 # --- encoder offsets ---------------------------------------------------------------------------------------
 
 
-def cmd_encoder_offsets(args: argparse.Namespace) -> int:
-    from identify.encoder_offsets import check_speed, default_sensors, fit_with_buckets, prepare
+def _offset_data(args):
+    """(model, sensors, q, acc, t, truth or None, source) of `calibrate encoder-offsets`: file or simulation."""
+    from identify.encoder_offsets import default_sensors
     from identify.sensor_sim import simulate_offsets
     from robots.registry import get_model
 
-    if args.smooth_window > 1 and (args.smooth_window % 2 == 0 or args.smooth_window < 5):
-        raise DataError(f"--smooth-window must be 1 (off) or an odd number ≥ 5, got {args.smooth_window}")
-    truth = None
-    if args.simulate:
-        model = get_model(args.robot)
-        sensors = [s.strip() for s in args.sensors.split(",")] if args.sensors else default_sensors(model)
-        for s in sensors:
-            model.site(s)
-        rng = np.random.default_rng(args.seed)
-        truth = np.radians(rng.uniform(-6.0, 6.0, model.nq))
-        q, acc, _ = simulate_offsets(
-            model, sensors, truth, n=20000, rate_hz=1000, speed_deg_s=4, seed=args.seed
-        )
-        t_rec = np.arange(len(q)) / 1000.0
-        if args.save_recording:
-            from formats.calibration_recording import OffsetRecording
-
-            rec = OffsetRecording(args.robot, model.joint_names, sensors, q, acc, t_rec)
-            write_offsets(rec, args.save_recording)
-        source = f"simulated {args.robot}, seed {args.seed}"
-    else:
+    if not args.simulate:
         rec = read_offsets(args.recording)
         model = get_model(rec.robot)
         rec = read_offsets(args.recording, model.joint_names)
-        sensors, q, acc, t_rec = rec.sensors, rec.q, rec.acc, rec.t
-        if args.sensors:
-            raise DataError("--sensors is for --simulate; a recording names its sensors")
-        source = str(args.recording)
+        return model, rec.sensors, rec.q, rec.acc, rec.t, None, str(args.recording)
+    robot = args.robot or "icub-right-arm"
+    model = get_model(robot)
+    sensors = [s.strip() for s in args.sensors.split(",")] if args.sensors else default_sensors(model)
+    for s in sensors:
+        model.site(s)
+    rng = np.random.default_rng(args.seed)
+    truth = np.radians(rng.uniform(-6.0, 6.0, model.nq))
+    q, acc, _ = simulate_offsets(model, sensors, truth, n=20000, rate_hz=1000, speed_deg_s=4, seed=args.seed)
+    t_rec = np.arange(len(q)) / 1000.0
+    if args.save_recording:
+        from formats.calibration_recording import OffsetRecording
+
+        write_offsets(OffsetRecording(robot, model.joint_names, sensors, q, acc, t_rec), args.save_recording)
+    return model, sensors, q, acc, t_rec, truth, f"simulated {robot}, seed {args.seed}"
+
+
+def cmd_encoder_offsets(args: argparse.Namespace) -> int:
+    from identify.encoder_offsets import check_speed, fit_with_buckets, prepare
+
+    _simulation_only(
+        args,
+        ("--robot", args.robot, "picks the simulated robot (a recording names its own)"),
+        ("--sensors", args.sensors, "picks the simulated sensors (a recording names its own)"),
+        seed_is_simulation=False,  # it seeds the random buckets too
+    )
+    if args.smooth_window > 1 and (args.smooth_window % 2 == 0 or args.smooth_window < 5):
+        raise DataError(f"--smooth-window must be 1 (off) or an odd number ≥ 5, got {args.smooth_window}")
+    model, sensors, q, acc, t_rec, truth, source = _offset_data(args)
     reference = None
     if args.reference_deg is not None:
         if len(args.reference_deg) != model.nq:
             raise DataError(f"--reference-deg has {len(args.reference_deg)} values for {model.nq} joints")
         reference = np.radians(args.reference_deg)
-    speed = check_speed(model, t_rec, q, sensors) if t_rec is not None else None
-    q, acc = prepare(q, acc, args.smooth_window, args.decimate)
-    fit = fit_with_buckets(
-        model, q, acc, sensors, args.buckets, args.bucket_size, args.seed, bound_deg=args.bound_deg
-    )
+    with named_errors(None if args.simulate else args.recording):  # "too short" etc. name the file
+        speed = check_speed(model, t_rec, q, sensors) if t_rec is not None else None
+        q, acc = prepare(q, acc, args.smooth_window, args.decimate)
+        fit = fit_with_buckets(
+            model, q, acc, sensors, args.buckets, args.bucket_size, args.seed, bound_deg=args.bound_deg
+        )
     report = fit.as_dict(truth, reference)
     result = {
         "format": "poise encoder-offset result",
@@ -534,16 +651,27 @@ def cmd_encoder_offsets(args: argparse.Namespace) -> int:
         "robot": model.name,
         "sensors": sensors,
         **report,
-        "speed_check": None
-        if speed is None
-        else {
-            "max_speed_deg_s": speed.max_speed_deg_s,
-            "limit_deg_s": speed.limit_deg_s,
-            "reach_m": speed.reach_m,
-            "delta_alpha_m_s2": speed.delta_alpha,
-            "too_fast": speed.too_fast,
-        },
+        "speed_check": None if speed is None else speed.as_dict(),
     }
+    notes = fit.warnings(args.bound_deg) + ([speed.warning()] if speed and speed.too_fast else [])
+    table = _offsets_table(report, fit, speed, source, len(q), sensors, args)
+    if args.plot:
+        from identify.calibration_plots import plot_offsets
+
+        plot_offsets(
+            model.joint_names,
+            [np.degrees(r["offset_rad"]) for r in report["joints"]],
+            [np.degrees(r["bucket_std_rad"]) for r in report["joints"]],
+            None if truth is None else np.degrees(truth),
+            args.plot,
+        )
+    _emit(args, result, table, notes)
+    return 0
+
+
+def _offsets_table(report: dict, fit, speed, source: str, n: int, sensors: list[str], args) -> Table:
+    """Table 3.5 layout in degrees (the result file holds radians), with the fit and speed check as caption."""
+    with_ref = args.reference_deg is not None
     t = Table(title=f"Encoder offsets θ = q + δ — {source} (Table 3.5 style)")
     for c in (
         "joint",
@@ -552,25 +680,25 @@ def cmd_encoder_offsets(args: argparse.Namespace) -> int:
         "buckets std \\[deg]",
         "true \\[deg]",
         "gap \\[deg]",
-        *(("reference \\[deg]", "gap to ref. \\[deg]") if reference is not None else ()),
+        *(("reference \\[deg]", "gap to ref. \\[deg]") if with_ref else ()),
     ):
         t.add_column(c, justify="left" if c == "joint" else "right")
+
+    def deg(r: dict, key: str, fmt: str = ".3f") -> str:
+        return f"{np.degrees(r[key]):{fmt}}" if key in r else "—"
+
     for r in report["joints"]:
         t.add_row(
             r["joint"],
-            f"{r['offset_deg']:.3f}",
-            f"{r['bucket_mean_deg']:.3f}",
-            f"{r['bucket_std_deg']:.3f}",
-            f"{r['true_deg']:.3f}" if "true_deg" in r else "—",
-            f"{r['gap_deg']:+.3f}" if "gap_deg" in r else "—",
-            *(
-                (f"{r['reference_deg']:.3f}", f"{r['gap_reference_deg']:+.3f}")
-                if reference is not None
-                else ()
-            ),
+            deg(r, "offset_rad"),
+            deg(r, "bucket_mean_rad"),
+            deg(r, "bucket_std_rad"),
+            deg(r, "true_rad"),
+            deg(r, "gap_rad", "+.3f"),
+            *((deg(r, "reference_rad"), deg(r, "gap_reference_rad", "+.3f")) if with_ref else ()),
         )
     t.caption = (
-        f"{len(q)} samples, {len(sensors)} sensors ({', '.join(sensors)}); residual {fit.rms:.3g} m/s², "
+        f"{n} samples, {len(sensors)} sensors ({', '.join(sensors)}); residual {fit.rms:.3g} m/s², "
         f"mean angle {fit.angle_deg:.3f} deg; {args.buckets} buckets × {args.bucket_size}"
         + (f"; at bound: {', '.join(fit.active_bounds)}" if fit.active_bounds else "")
         + (
@@ -581,15 +709,4 @@ def cmd_encoder_offsets(args: argparse.Namespace) -> int:
             + (" — TOO FAST: non-gravity accelerations bias the offsets" if speed.too_fast else "")
         )
     )
-    _emit(args, result, t)
-    if args.plot:
-        from identify.calibration_plots import plot_offsets
-
-        plot_offsets(
-            model.joint_names,
-            [r["offset_deg"] for r in report["joints"]],
-            [r["bucket_std_deg"] for r in report["joints"]],
-            None if truth is None else np.degrees(truth),
-            args.plot,
-        )
-    return 0
+    return t

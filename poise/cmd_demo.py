@@ -19,9 +19,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="postures: TUlip's static postures and CoM parameters (default; the options below); arm: a UR5's "
                         "excitation trajectories, identified from its motor currents; standing: TUlip's "
                         "balance-constrained excitation in double support, identified from the boards' wrench (arm "
-                        "and standing print and run the poise commands of the pipeline; they take --out and --seed)")  # fmt: skip
+                        "and standing print and run the poise commands of the pipeline; they take --out, --seed, --force and --json)")  # fmt: skip
     p.add_argument("--out", type=at.out_dir, default=None,
-                   help="directory for the plans, runs and figures (default out/demo, out/demo_arm, out/demo_standing)")  # fmt: skip
+                   help="directory for the plans, runs and figures (default out/demo, out/demo_arm, out/demo_standing): new, "
+                        "empty or an earlier run's of the same demo, whose outputs are replaced once the new ones "
+                        "are made (restored if the run fails or is interrupted)")  # fmt: skip
     p.add_argument("--postures", type=at.integer(13), default=None,
                    help="number of postures (default 18 on the physics twin, 30 on the kinematic robot)")  # fmt: skip
     p.add_argument(
@@ -57,17 +59,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--thesis-conditions", action="store_true",
                    help="the thesis's bench: problem 1 designed with TUlipMC (Table D.4), no load share, the robot "
                         "as Table 4.6, boards off by σ 5 mm / 2°, no gravity feed-forward (options above override)")  # fmt: skip
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    # what `poise demo arm|standing` refuses when given: every option but the pipeline, --out and --seed
-    posture_only = {
-        a.dest: a.default for a in p._actions if a.dest not in ("help", "pipeline", "out", "seed")
-    }
+    p.add_argument("--json", action="store_true",
+                   help="print the result as JSON (arm, standing: the identification's verdict; their commands' "
+                        "output goes to stderr)")  # fmt: skip
+    p.add_argument("--force", action="store_true",
+                   help="write into an --out holding files the demo did not write (they are kept; the demo replaces "
+                        "only its own outputs, which an earlier run of the same demo left there)")  # fmt: skip
+    # what `poise demo arm|standing` refuses when given: every option but these
+    shared = ("help", "pipeline", "out", "seed", "json", "force")
+    posture_only = {a.dest: a.default for a in p._actions if a.dest not in shared}
     p.set_defaults(func=cmd_demo, posture_only=posture_only)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.live import Live
+
     from formats.errors import DataError
-    from poise.workflows.demo import demo_conditions, run_demo
+    from poise.cmd_run import ProgressView
+    from poise.output import draws_progress
+    from poise.workflows.demo import check_demo, demo_conditions, run_demo
+    from poise.workflows.dynamic_demo import DemoFolder
 
     if args.pipeline != "postures":
         return _dynamic_demo(args)
@@ -85,9 +98,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
         args.thesis_conditions, args.load_share, args.uncertainty, args.truth,
         None if mm_ is None else (mm_ / 1000, math.radians(deg)), args.gravity_comp, twin,
     )  # fmt: skip
+    check_demo(args)  # what the run would refuse after the design, refused now
+    folder = DemoFolder(Path(args.out), "postures", args.force)
+    folder.check()  # before any work: nothing is written into a folder that is refused
 
     log = (lambda *a: None) if args.json else (lambda msg: err_console.print(msg))
-    res = run_demo(args, log=log)
+    live = Live(console=err_console, refresh_per_second=8, transient=True) if draws_progress() else None
+    note = folder.begin()
+    if note:
+        log(f"    {note}")
+    try:
+        res = run_demo(args, progress=ProgressView(live), log=log, live=live)
+    except BaseException:
+        if folder.rollback():
+            err_console.print(f"poise demo: the earlier run's outputs in {args.out} are restored")
+        raise
+    folder.commit()
     if args.json:
         print_json({
             "plan": str(res.plan_path), "run_dir": str(res.run_dir), "kappa": res.kappa,
@@ -164,24 +190,74 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _dynamic_demo(args: argparse.Namespace) -> int:
-    """`poise demo arm|standing`: the pipeline's commands, each printed, then run in this process."""
+    """`poise demo arm|standing`: the pipeline's commands, each printed, then run in this process; the earlier
+    run's outputs in --out replaced only once the new run has made its own. With --json: the commands' output on
+    stderr, the identification's verdict (`dynamic_verdict`) on stdout."""
+    import contextlib
+    import io
+    import json
     from pathlib import Path
 
     from formats.errors import DataError
     from poise.cli import main
-    from poise.workflows.dynamic_demo import DEFAULT_SEED, arm_steps, prepare_out, run_steps, standing_steps
+    from poise.output import json_written
+    from poise.workflows.dynamic_demo import (
+        DEFAULT_SEED,
+        DemoFolder,
+        Step,
+        arm_steps,
+        dynamic_verdict,
+        run_steps,
+        standing_steps,
+    )
 
     given = [f"--{k.replace('_', '-')}" for k, v in args.posture_only.items() if getattr(args, k) != v]
     if given:
-        raise DataError(f"{', '.join(given)}: the posture demo's options; `poise demo {args.pipeline}` takes --out "
-                        "and --seed and prints each command's output")  # fmt: skip
+        raise DataError(f"{', '.join(given)}: the posture demo's options; `poise demo {args.pipeline}` takes --out, "
+                        "--seed, --force and --json and prints each command's output")  # fmt: skip
     out = Path(args.out or f"out/demo_{args.pipeline}")
     seed = DEFAULT_SEED[args.pipeline] if args.seed is None else args.seed
     steps = (arm_steps if args.pipeline == "arm" else standing_steps)(out, seed)
-    prepare_out(out, args.pipeline)
-    rc = run_steps(steps, main, lambda msg: err_console.print(msg, highlight=False, soft_wrap=True))
-    if rc == 0:
-        err_console.print(f"\n[bold]poise demo {args.pipeline}[/bold]: plans, runs and figures in {out}/")
+    folder = DemoFolder(out, args.pipeline, args.force)
+    folder.check()  # before any work
+    if args.json:  # the identification's JSON is the verdict's source
+        steps[-1] = Step(steps[-1].what, (*steps[-1].argv, "--json"))
+    captured = io.StringIO()
+
+    def run(argv: list[str]) -> int:
+        last = args.json and tuple(argv) == steps[-1].argv
+        with contextlib.redirect_stdout(captured if last else sys.stderr if args.json else sys.stdout):
+            return main(argv)
+
+    say = lambda msg: err_console.print(msg, highlight=False, soft_wrap=True)  # noqa: E731
+    note = folder.begin()
+    if note:
+        say(note)
+    try:
+        rc = run_steps(steps, run, say)
+    except BaseException:
+        if folder.rollback():
+            say(f"poise demo {args.pipeline}: the earlier run's outputs in {out} are restored")
+        raise
+    json_written(reset=True)  # the steps' JSON was theirs: the demo writes its own
+    if rc:
+        if folder.rollback():
+            say(f"poise demo {args.pipeline}: the earlier run's outputs in {out} are restored")
+        if args.json:
+            print_json({"ok": False, "error": f"poise demo {args.pipeline}: a step failed (exit {rc})"})
+        return rc
+    folder.commit()
+    if args.json:
+        said = captured.getvalue()
+        start = said.find("{") if said.startswith("{") else said.find("\n{") + 1  # JSON, after any other text
+        sys.stderr.write(said[:start])
+        try:
+            fit = json.loads(said[start:])
+        except ValueError:
+            raise DataError(f"poise demo {args.pipeline}: the identification wrote no JSON") from None
+        print_json(dynamic_verdict(args.pipeline, out, fit))
+        return 0
+    err_console.print(f"\n[bold]poise demo {args.pipeline}[/bold]: plans, runs and figures in {out}/")
     return rc
 
 

@@ -241,7 +241,7 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     _twin_options(args, how.standing)
     if how.standing:
         truth = physical_truth(truth)
-        with console.status(f"MuJoCo inverse dynamics (floating robot, soles held) of {len(t)} samples"):
+        with err_console.status(f"MuJoCo inverse dynamics (floating robot, soles held) of {len(t)} samples"):
             wrench = standing_wrench(
                 model, truth, plan.base, q, qd, qdd, args.force_noise, args.moment_noise, rng
             )
@@ -250,7 +250,7 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     else:
         im = ArmImperfections(args.viscous, args.coulomb, args.effort_noise, args.encoder_ticks / (2 * np.pi),
                               args.armature)  # fmt: skip
-        with console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
+        with err_console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
             qm, tau = arm_efforts(model, truth, q, qd, qdd, im, rng)
     meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}", **how.meta}
     # the joints' truth, which a parameter set cannot hold (identify dynamic --reference)
@@ -326,14 +326,16 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         raise DataError("--torque-constant: no recording holds motor currents (i:… columns); torques are used as "
                         "recorded")  # fmt: skip
     runs = [_run_of(path) for path in args.recording]  # each run.json read once
-    partial = [{"recording": k + 1, "status": run.partial} for k, run in enumerate(runs)
+    partial = [{"recording": k + 1, "file": path, "status": run.partial}
+               for k, (path, run) in enumerate(zip(args.recording, runs, strict=True))
                if not isinstance(run, Exception) and run.partial]  # fmt: skip
     for p in partial:  # before the fit: a stopped run's motion is not the plan's (its band, its forecast)
-        err_console.print(f"[yellow]warning:[/yellow] recording {p['recording']} is a partial run ({escape(p['status'])}"
+        err_console.print(f"[yellow]warning:[/yellow] {escape(p['file'])} is a partial run ({escape(p['status'])}"
                           "): fitted as recorded; the plan's forecast does not hold for it", highlight=False)  # fmt: skip
     if args.instruments == []:
         args.instruments = [_run_plan(path, run) for path, run in zip(args.recording, runs, strict=True)]
     planned = _planned_angles(args.instruments, recs, model) if args.instruments else None
+    ran = None if planned is not None else _angles_that_ran(args.recording, runs, recs, model)
     quantity = "torque" if rec.tau is not None else "wrench"
     source = args.recording[0] if len(recs) == 1 else f"{len(recs)} recordings"
     plans = [None if isinstance(run, Exception) else str(run.sha) for run in runs]
@@ -342,6 +344,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         source += f", the runs of each plan averaged ({len(rep.groups)} fitted)"
         recs = rep.recordings
         planned = None if planned is None else [planned[g[0]] for g in rep.groups]
+        ran = None if ran is None else [ran[g[0]] for g in rep.groups]
     est = DynamicEstimator(
         model,
         rec.base,
@@ -367,6 +370,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     nb = est.dynamic_base_.rank
     for item in (*fit.gaps, *fit.dropped, *fit.placements):  # recordings numbered as given, not as fitted
         item["recording"] = rep.groups[item["recording"] - 1][0] + 1
+        item["file"] = args.recording[item["recording"] - 1]
     if args.reference:
         # a physics twin's run compared with its own truth: the joints' rotor inertia, damping and dry friction
         # from its run.json, the grouped rotor inertia added to the base parameters that hold it
@@ -450,7 +454,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         shared = _shared_noise(rep.groups, runs)
         if shared:
             out["repeats_sharing_noise"] = [[k + 1 for k in g] for g in shared]
-    rocked = _rocked(runs)
+    rocked = _rocked(args.recording, runs)
     if rocked:
         out["soles_rocked"] = rocked
     scatter = None
@@ -467,7 +471,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         out["validation"] = validation_error(pred, meas) | {"recording": args.validate, "rows": out["rows"]}
         vrun = _run_of(args.validate)  # what its run.json says of how it went: the prediction misses that too
         if not isinstance(vrun, Exception):
-            said = [{"sole": r["sole"], "rocked_share": r["rocked_share"]} for r in _rocked([vrun])]
+            said = [{"sole": r["sole"], "rocked_share": r["rocked_share"]}
+                    for r in _rocked([args.validate], [vrun])]  # fmt: skip
             out["validation"] |= {"soles_rocked": said} if said else {}
             out["validation"] |= {"partial_run": vrun.partial} if vrun.partial else {}
     if args.plot:
@@ -480,6 +485,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             else ["Fz\n[N]", "Mx\n[N·m]", "My\n[N·m]"]
         )
         _plot(rows, est.predicted_times(shown), pred, meas, args.plot)
+    if ran is not None and not fit.instruments:  # last: the forecast prepares rows with the estimator
+        _warn_if_below_plan(out, est, recs, ran)
     if args.json:
         print_json(out)
         return 0
@@ -566,19 +573,19 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             f"measured efforts lag the encoders by {text}, {how}; moved back before the fit", highlight=False
         )
     for r in rocked:
-        console.print(f"[yellow]recording {r['recording']}: {r['sole']} on three corners for "
+        console.print(f"[yellow]{escape(r['file'])}: {r['sole']} on three corners for "
                       f"{100 * r['rocked_share']:.0f} % of its ticks (run.json): the fixed-feet model misses that "
                       "rocking, and the estimates carry it (poise run --gravity-comp keeps the legs' internal moments "
                       "off the soles)[/yellow]")  # fmt: skip
     for g in fit.gaps:
-        console.print(f"[yellow]recording {g['recording']}: no samples from {g['from_s']:.3f} to {g['to_s']:.3f} s — "
+        console.print(f"[yellow]{escape(g['file'])}: no samples from {g['from_s']:.3f} to {g['to_s']:.3f} s — "
                       "the pieces either side are filtered and fitted apart[/yellow]")  # fmt: skip
     for d in fit.dropped:
-        console.print(f"[yellow]recording {d['recording']}: {d['from_s']:.3f}–{d['to_s']:.3f} s between gaps is "
+        console.print(f"[yellow]{escape(d['file'])}: {d['from_s']:.3f}–{d['to_s']:.3f} s between gaps is "
                       f"too short for the cut-off and is not fitted[/yellow]")  # fmt: skip
     for pl in fit.placements:
         console.print(
-            f"recording {pl['recording']}: other sole {pl['shift_mm']:.1f} mm / {pl['turn_deg']:.2f}° from the "
+            f"{escape(pl['file'])}: other sole {pl['shift_mm']:.1f} mm / {pl['turn_deg']:.2f}° from the "
             f"first's; the first's base parameters miss its Fz, Mx, My by "
             + ", ".join(f"{m:.2g}" for m in pl["misfit"])
             + f" N, N·m rms (guessed parameters): a bias of at most {pl['max_bias_se']:.2f} SE"
@@ -986,13 +993,13 @@ def _repeats(recs: list, plans: list[str | None], average: bool):
     return average_repeats(recs, plans)
 
 
-def _rocked(runs: list) -> list[dict]:
+def _rocked(paths: list[str], runs: list) -> list[dict]:
     """The soles that rocked in the runs (`_run_of`'s answers, recordings numbered as given): on three corners for
     more than ROCKED_WARN of a run's ticks, by the run's own tally from its boards."""
     from drivers.trajectory_run import rocked_soles
 
-    return [{"recording": k + 1, "sole": sole, "rocked_share": run.rocked[sole]}
-            for k, run in enumerate(runs) if not isinstance(run, Exception)
+    return [{"recording": k + 1, "file": path, "sole": sole, "rocked_share": run.rocked[sole]}
+            for k, (path, run) in enumerate(zip(paths, runs, strict=True)) if not isinstance(run, Exception)
             for sole in rocked_soles(run.rocked)]  # fmt: skip
 
 
@@ -1033,6 +1040,39 @@ def _run_plan(recording: str, run: RunOf | Exception) -> str:
     return plan
 
 
+def _angles_that_ran(paths: list[str], runs: list, recs: list, model) -> list[np.ndarray] | None:
+    """Each recording's planned angles, when every one's run.json names the plan it ran (unchanged); else None."""
+    try:
+        return _planned_angles([_run_plan(path, run) for path, run in zip(paths, runs, strict=True)], recs, model)
+    except DataError:
+        return None
+
+
+def _warn_if_below_plan(out: dict, est, recs: list, planned: list[np.ndarray]) -> None:
+    """The least-squares SEs against the plans' forecast at the fit's noise (`se_against_plan` in the JSON); a
+    warning when far below it: the recording moved in ways the plans do not, and least squares took that as exact."""
+    from identify.forecast import SE_BELOW_PLAN, se_against_plans
+
+    try:
+        agreement = se_against_plans(est, recs, planned)
+    except DataError:  # the plans' motions cannot be forecast together (the fit's own checks): no comparison
+        return
+    out["se_against_plan"] = agreement.to_dict()
+    if not agreement.optimistic:
+        return
+    lacks = (f"the plans alone leave {', '.join(agreement.plan_unexcited)} undetermined"
+             if agreement.plan_unexcited else
+             f"the SEs are a median {agreement.median:.2g}× what the plans forecast at this noise (below "
+             f"{SE_BELOW_PLAN:g})")  # fmt: skip
+    err_console.print(
+        f"[yellow]warning:[/yellow] {lacks}: the recorded angles stray {1000 * agreement.tracking_rad:.2g} mrad "
+        "rms from the planned, and least squares counts that unplanned motion (the encoders' steps in it too) as "
+        "exact excitation, so these SEs are optimistic; --instruments (the planned angles as instruments) gives SEs "
+        "that rest on the plan's motion, or plan a motion that excites more",
+        highlight=False,
+    )
+
+
 def _planned_angles(plans: list[str], recs: list, model) -> list[np.ndarray]:
     """Each recording's planned joint angles at its samples (one plan for all recordings, or one each)."""
     from formats.trajectory_plan import load_trajectory_plan
@@ -1056,7 +1096,7 @@ def _planned_angles(plans: list[str], recs: list, model) -> list[np.ndarray]:
         if tp[0] < -tick or tp[-1] > traj.duration + tick:
             what = "times" if rec.t_plan is None else "plan times (t_plan_s)"
             raise DataError(
-                f"--instruments {path}: recording {k + 1}'s {what} span {tp[0]:.3f}–{tp[-1]:.3f} s, the plan "
+                f"--instruments {path}: {rec.label or f'recording {k + 1}'}'s {what} span {tp[0]:.3f}–{tp[-1]:.3f} s, the plan "
                 f"0–{traj.duration:.3f} s: not a recording of this plan"
             )
         out.append(traj.sample(np.clip(tp, 0.0, traj.duration))[0])

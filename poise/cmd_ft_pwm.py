@@ -127,7 +127,7 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
         model = get_model(args.robot)
         groups = transmissions(model, args.description)
         model.site(args.sensor)
-        with console.status("simulating on the MuJoCo twin …") if not args.json else _null():
+        with err_console.status("simulating on the MuJoCo twin …"):
             runs = synthetic_runs(
                 model, groups, args.sensor, args.duration, args.seed, noise=_noise(args.noise)
             )
@@ -159,7 +159,7 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
         cutoff_hz=args.cutoff_hz,
         differentiation=args.differentiation,
     )
-    with console.status("fitting …") if not args.json else _null():
+    with err_console.status("fitting …"):
         est.fit(rec)
         val = validate(est, rec, vrecs, args.alpha, covariance=args.covariance) if vrecs else None
     fit = est.fit_
@@ -187,12 +187,6 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
     return 0
 
 
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
 
 
 def _print(est, out: dict, source: str) -> None:

@@ -111,7 +111,9 @@ def print_fit(fit, bm, title: str, truth: np.ndarray | None = None) -> None:
     fixed = ", ".join(bm.params[g].symbol for g in range(bm.n) if g not in fit.estimated)
     console.print(f"fixed (not estimated): {fixed}")
     console.print(
-        f"σ̂ = {fit.sigma * 1000:.2f} mm (dof {fit.dof}), κ(H) = {fit.kappa:.1f}; CoP residual norm per posture: "
+        f"σ̂ = {fit.sigma * 1000:.2f} mm (dof {fit.dof}"
+        + (f"; weighted, the residuals are {fit.sigma_scale:.3g}× the recording's cop_sd" if fit.weighted else "")
+        + f"), κ(H) = {fit.kappa:.1f}; CoP residual norm per posture: "
         f"mean {fit.residual_norm_mean * 1000:.2f} mm, max {fit.residual_norm_max * 1000:.2f} mm"
     )
     if fit.reference:

@@ -93,10 +93,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         _print_nearest(corrections, summary["nearest"]["base_error"], applied=args.nearest)
     try:
         res = export_urdf(urdf, model, ps, force=args.force)
-    except DataError as exc:
-        if args.json:  # what was found, with the error as every command's JSON error object holds it
-            print_json(summary | {"written": False, "ok": False, "error": str(exc)})
-        raise
+    except DataError as exc:  # what was found goes with the error into --json's error object
+        raise DataError(str(exc), **summary, written=False) from None
     write_text_atomic(out, res.text, "URDF")
     summary |= {"written": True, "used_nearest": bool(bad and args.nearest)} | res.to_dict()
     if args.json:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, err_console, mm, print_json, vanish_on_error
+from poise.output import console, draws_progress, err_console, mm, print_json, vanish_on_error
 from robots.stance_spec import default_base, other_base, stance_spec
 from robots.tree import RobotModel
 
@@ -209,7 +209,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
         TimeElapsedColumn(),
         console=err_console,
         transient=False,
-        disable=args.json,
+        disable=not draws_progress(),
     )
     with vanish_on_error(progress):
         task = progress.add_task("starts", total=args.starts, best="best κ —")
@@ -383,7 +383,7 @@ def _stand_on_twin(args: argparse.Namespace, model, plan):
     truth = twin_truth(model, args.truth)
     config = load_config(args.config)
     mm_, deg = args.placement_error
-    with Progress(console=err_console, disable=args.json, transient=True) as bar:
+    with Progress(console=err_console, disable=not draws_progress(), transient=True) as bar:
         task = bar.add_task("standing each posture on the physics twin", total=len(plan.postures))
         return stand_each(model, plan, config, truth, args.gravity_comp, (mm_ / 1000, math.radians(deg)),
                           progress=lambda _: bar.advance(task))  # fmt: skip

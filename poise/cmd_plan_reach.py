@@ -7,7 +7,7 @@ import math
 
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, err_console, print_json, vanish_on_error
+from poise.output import console, draws_progress, err_console, print_json, vanish_on_error
 
 
 def register(s: argparse._SubParsersAction) -> None:
@@ -59,7 +59,7 @@ def cmd_reach(args: argparse.Namespace) -> int:
         )
     progress = Progress(TextColumn("[bold]designs"), BarColumn(), TextColumn("{task.completed}"),
                         TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err_console,
-                        disable=args.json)  # fmt: skip
+                        disable=not draws_progress())  # fmt: skip
     with vanish_on_error(progress):
         task = progress.add_task("designs", total=None, last="")
         reach = parameter_reach(

@@ -14,7 +14,15 @@ from formats.dynamic_recording import MIN_SAMPLES as MIN_RECORDED_SAMPLES
 from formats.errors import DataError
 from formats.trajectory_plan import MAX_RATE_HZ
 from poise import argtypes as at
-from poise.output import console, err_console, named_errors, print_json, quantity_table, vanish_on_error
+from poise.output import (
+    console,
+    draws_progress,
+    err_console,
+    named_errors,
+    print_json,
+    quantity_table,
+    vanish_on_error,
+)
 
 if TYPE_CHECKING:  # the commands import what they run lazily (a fast CLI start)
     from drivers.config import RobotConfig
@@ -398,7 +406,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         TextColumn("{task.fields[best]}"),
         TimeElapsedColumn(),
         console=err_console,
-        disable=args.json,
+        disable=not draws_progress(),
     )
     with vanish_on_error(progress):
         task = progress.add_task("starts", total=args.starts, best="")
@@ -424,12 +432,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         if args.single_support:
             pick, shift = weight_shift_start(args.robot, model, results, settings, args.rate_hz, cfg)
             if pick is None:
-                msg = _refused_message(shift, args.out)
-                if args.json:
-                    print_json(
-                        {"robot": model.name, "out": None, "ok": False, "error": msg, "weight_shift": shift}
-                    )
-                raise DataError(msg)
+                raise DataError(_refused_message(shift, args.out), robot=model.name, out=None, weight_shift=shift)
         best = results[pick]
         if not math.isfinite(best.kappa) and not _prior_takes(best, bool(experiments)):
             un = best.verification.get("unexcited") or []
@@ -437,9 +440,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
             msg = (f"the design does not excite every base parameter (κ infinite{'; unexcited: ' if un else ''}"
                    f"{named}): give more --harmonics (or --waypoints), a longer --period or --duration, or more "
                    "--max-iter; nothing written")  # fmt: skip
-            if args.json:
-                print_json({"robot": model.name, "out": None, "ok": False, "error": msg, "unexcited": un})
-            raise DataError(msg)
+            raise DataError(msg, robot=model.name, out=None, unexcited=un)
     # the winning start's own seed: `--seed S --starts 1` designs this plan again
     plan = make_plan(args.robot, model, best, settings, best.seed, args.rate_hz)
     plan.design["starts"] = {"count": args.starts, "first_seed": args.seed}
@@ -448,9 +449,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     if not best.verification.get("ok") and not _rebuilds(plan):  # e.g. a closed chain that does not close
         msg = (f"the design failed its own check ({'; '.join(best.verification['problems'])}); no plan written: its "
                "trajectory cannot be rebuilt, so no command could read it")  # fmt: skip
-        if args.json:
-            print_json({"robot": model.name, "out": None, "ok": False, "error": msg})
-        raise DataError(msg)
+        raise DataError(msg, robot=model.name, out=None)
     save_trajectory_plan(plan, args.out)
     summary = {
         "robot": model.name,
@@ -522,9 +521,11 @@ def design_notes(best: ExcitationResult, with_prior: bool) -> list[str]:
     does not excite every base parameter (unless prior runs take them: their combined κ is finite)."""
     notes = []
     if best.status not in ("Solve_Succeeded", "Solved_To_Acceptable_Level"):
+        stages = [int(st.get("iterations", 0)) for st in best.stages]
+        over = f" ({' + '.join(map(str, stages))} over {len(stages)} stages, --max-iter capping each)" if len(stages) > 1 else ""
         notes.append(f"IPOPT stopped without converging ({best.status or 'no status'}) after {best.iterations} "
-                     "iteration(s): more --max-iter, another --seed or a longer --duration may design a better "
-                     "motion")  # fmt: skip
+                     f"iteration(s){over}: more --max-iter, another --seed or a longer --duration may design a "
+                     "better motion")  # fmt: skip
     unexcited = best.verification.get("unexcited") or []
     if unexcited and not _prior_takes(best, with_prior):
         notes.append(unexcited_note(unexcited, len(unexcited)))

@@ -16,7 +16,7 @@ from drivers.run_events import attribute, per_posture
 from formats.errors import DataError
 from formats.plan import check_compatible, load_plan
 from poise import argtypes as at
-from poise.output import console, err_console, print_json
+from poise.output import console, draws_progress, err_console, print_json
 
 if TYPE_CHECKING:  # the command imports what it runs lazily (a fast CLI start)
     from drivers.config import RobotConfig
@@ -388,7 +388,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ):  # designed for an edited description: its limits, feet and stance rules are the plan's
         model = get_model(plan.robot_file)
         check_compatible(plan, model, args.plan)
-    live = None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
+    live = None if not draws_progress() else Live(console=err_console, refresh_per_second=8)
     try:
         if live:
             live.start()

@@ -14,7 +14,7 @@ from rich.live import Live
 from drivers.config import load_config, servo_order
 from drivers.pwm_run import preflight, run_pwm
 from formats.pwm_plan import load_pwm_plan
-from poise.output import console, err_console, print_json, quantity_table
+from poise.output import console, draws_progress, err_console, print_json, quantity_table
 from robots.registry import get_model
 
 
@@ -69,7 +69,7 @@ def cmd_run_pwm(args: argparse.Namespace) -> int:
             bus = DxlBusEmulator(servos, JointPlant(q0), drives={stream.servo.id: drive})
             robot = f"dxl:{bus.path}?baud={config.baud}"
         live = (
-            None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
+            None if not draws_progress() else Live(console=err_console, refresh_per_second=8)
         )
         if live:
             live.start()

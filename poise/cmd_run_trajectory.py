@@ -44,7 +44,7 @@ from poise.cmd_run import (
     run_config,
     uncalibrated_boards_note,
 )
-from poise.output import console, err_console, print_json, quantity_table
+from poise.output import console, draws_progress, err_console, print_json, quantity_table
 from robots.tree import RobotModel
 
 
@@ -310,7 +310,7 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             twin_trace=getattr(args, "twin_trace", False),
             noise_seed=args.noise_seed,
         )
-    live = None if args.json or not console.is_terminal else Live(console=err_console, refresh_per_second=8)
+    live = None if not draws_progress() else Live(console=err_console, refresh_per_second=8)
     try:
         if live:
             live.start()

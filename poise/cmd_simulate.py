@@ -8,7 +8,7 @@ import numpy as np
 
 from formats.static_recording import write_recording
 from poise import argtypes as at
-from poise.output import console
+from poise.output import console, err_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,7 +49,7 @@ def cmd_static(args: argparse.Namespace) -> int:
         truth = perturbed(model.params["sim"], np.random.default_rng(args.seed + 1000), name="perturbed")
     else:
         truth = resolve_params(args.truth, model)
-    with console.status(f"sampling {args.postures} balanced double-support postures"):
+    with err_console.status(f"sampling {args.postures} balanced double-support postures"):
         rec = simulate_static(model, args.postures, truth, args.noise_mm / 1000, args.base, args.seed)
     write_recording(args.out, rec)
     if args.truth_out:

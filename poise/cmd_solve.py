@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import pathlib
 import time
 
 import numpy as np
@@ -15,12 +16,19 @@ from formats.doggy_plan import DURATION_S, load_doggy_plan
 from formats.doggy_recording import read_csv, write_csv
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, dumps, err_console, print_json
+from poise.output import console, draws_progress, dumps, err_console, print_json
 
 # Whitened χ²/dof of a block beyond which the model misses the data far beyond its noise: a good fit is ≈ 1 (a
 # simulated 20 s run: measurement 0.65, bias 0.99, dynamics 0.026, initial 0.0014); encoder angles logged in
 # degrees gave 5e4. 100 leaves two orders of magnitude of room for real data's unmodelled effects.
 CHI2_WARN = 100.0
+# Open-loop verification θ̇ RMSE over what noise and the fit explain (`identify.doggy_verify.explained_rmse`: the
+# larger of the batch fit's own θ̇ residual and the encoder noise of the measured θ̇) beyond which the identified
+# model does not reproduce the recorded motion. A correct model stays at ≈ 1 (simulated 10 s and 60 s runs: 1.1
+# on every axis: the open-loop θ̇ is as close to the measurement as the fit's free states are); a stuck encoder
+# gave 35–550. Positions drift open loop by design and the gyros carry unmodelled bearing rocking (20× their noise
+# on good data), so only θ̇ is judged; 10 leaves an order of magnitude for real data's unmodelled effects.
+VERIFY_WARN = 10.0
 DEG_PER_RAD = 180.0 / math.pi
 HELP_SECTION = "README, 'Doggy calibration' → 'Recording format (CSV)'"
 
@@ -43,13 +51,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument(
         "--plan", type=at.text_file, help="with --simulate: run this excitation plan (poise plan doggy)"
     )
-    d.add_argument("--out", type=at.out_file, required=True, help="result JSON path")
+    d.add_argument("--out", type=at.out_file, help="result JSON path (needed unless --json)")
     at.add_force(d)
     d.add_argument(
         "--plot",
         metavar="DIR",
-        type=at.out_dir,
-        help="write verification figures (PNG) here (existing ones only with --force)",
+        type=_figure_dir,
+        help="directory for the verification figures doggy_verification_N.png (existing ones only with --force, "
+        "which also removes an earlier run's extra ones)",
     )
     d.add_argument(
         "--save-recording",
@@ -76,6 +85,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=cmd_doggy)
 
 
+def _figure_dir(text: str) -> str:
+    """--plot DIR: a directory (the figures are doggy_verification_N.png in it); a path ending in an image suffix
+    is refused rather than made a directory of that name."""
+    path = pathlib.Path(text)
+    if not path.is_dir() and path.suffix.lower() in at._image_suffixes():
+        hint = "figs/" if str(path.parent) == "." else f"{path.parent}/"
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a figure file name, but --plot takes a directory (doggy_verification_N.png are written "
+            f"into it): give a directory such as {hint!r}"
+        )
+    return at.out_dir(text)
+
+
 def _fmt(v, digits=4) -> str:
     return "—" if v is None or not math.isfinite(v) else f"{v:.{digits}g}"
 
@@ -90,6 +112,11 @@ def _check_options(args: argparse.Namespace) -> None:
         ):
             if value is not None:
                 raise DataError(f"{opt} {why}: not with --data")
+    if args.out is None and not args.json:
+        raise DataError(
+            "--out FILE is needed for the result file (or --json to print the result on stdout): the tables alone "
+            "omit the rotations, rank report and iteration log"
+        )
     if args.paper_gyro2 and args.no_bias_block:
         raise DataError(
             "--no-bias-block conflicts with --paper-gyro2: with eq 26 as printed only the bias block determines "
@@ -118,17 +145,23 @@ def _simulated(args: argparse.Namespace):
 
 def _check_figures(args: argparse.Namespace, windows: int) -> None:
     """--plot DIR's figure files that exist need --force, as every output file does (checked before solving)."""
-    from identify.doggy_verify import figure_paths
+    from identify.doggy_verify import figure_paths, stale_figures
 
     if not args.plot or args.force:
         return
     existing = [p for p in figure_paths(args.plot, windows) if p.exists()]
     if existing:
         raise DataError(f"--plot {args.plot}: {existing[0]} exists (use --force to overwrite it)")
+    stale = stale_figures(args.plot, windows)
+    if stale:
+        raise DataError(
+            f"--plot {args.plot}: {stale[0]} exists, from an earlier run this one would not overwrite (use --force "
+            "to replace that run's doggy_verification_*.png)"
+        )
 
 
 def _calibrate(rec, opts, solver, quiet: bool):
-    """Run the calibration with a live status line on stderr (none with --json)."""
+    """Run the calibration with a live status line on a terminal's stderr."""
     from identify import doggy as dg
     from identify import slom
 
@@ -153,9 +186,46 @@ def _calibrate(rec, opts, solver, quiet: bool):
             status.stop()
 
 
+def _nonpositive_note(report: dict) -> str | None:
+    """Estimates of parameters that must be > 0 (`identify.doggy.must_be_positive`) that came out ≤ 0."""
+    rows = report.get("parameters") or []
+    if not rows:
+        return None
+    from identify.doggy import must_be_positive
+
+    positive = set(must_be_positive())
+    bad = [r for r in rows if r["name"] in positive and not r["estimate"] > 0]  # NaN is no positive value
+    if not bad:
+        return None
+    shown = ", ".join(f"{r['name']} {r['estimate']:.4g} {r['unit']}" for r in bad)
+    return (
+        f"physically impossible estimate(s) ≤ 0: {shown} (inertia, gains, friction, stiffness and damping must be "
+        "> 0): the model does not explain this recording — check for a stuck or swapped channel, the command's "
+        "sign (a negative k_pwm) and the units"
+    )
+
+
+def _verification_note(report: dict) -> str | None:
+    """The open-loop θ̇ far above what noise and the fit explain (VERIFY_WARN)."""
+    got = (report.get("verification_rmse") or {}).get("theta_dot")
+    floor = (report.get("verification_explained_rmse") or {}).get("theta_dot")
+    if not got or not floor:
+        return None
+    far = [(j, g, f) for j, (g, f) in enumerate(zip(got, floor, strict=True)) if not g <= VERIFY_WARN * f]
+    if not far:
+        return None
+    shown = "; ".join(f"axis {j + 1} {g:.3g} rad/s, {g / f:.3g}× the {f:.2g} rad/s" for j, g, f in far)
+    return (
+        f"the open-loop verification misses the recorded motion (θ̇ RMSE {shown} that noise and the fit explain; "
+        f"warned above {VERIFY_WARN:g}×): the identified model does not reproduce the data — check for a stuck or "
+        "swapped channel, the command's sign and the units"
+    )
+
+
 def fit_warnings(report: dict) -> list[str]:
-    """What a user must not miss in a finished fit: the solver stopped early, or a block's whitened χ²/dof is
-    far above 1 (the model misses the data far beyond its noise, e.g. angles logged in degrees)."""
+    """What a user must not miss in a finished fit: the solver stopped early, a block's whitened χ²/dof is far
+    above 1 (the model misses the data far beyond its noise, e.g. angles logged in degrees), a parameter that must
+    be positive came out ≤ 0, or the open-loop verification is far off what noise and the fit explain."""
     notes = []
     if not report["converged"]:
         notes.append(
@@ -173,6 +243,7 @@ def fit_warnings(report: dict) -> list[str]:
             f"≈ 1, warned above {CHI2_WARN:g}): check the recording's units (angles in rad, gyros in rad/s) "
             "and columns"
         )
+    notes += [n for n in (_nonpositive_note(report), _verification_note(report)) if n]
     return notes
 
 
@@ -205,6 +276,7 @@ def _report(args, rec, cal, ver, rows, source: str, opts, wall_s: float) -> dict
         "residuals": [vars(s) for s in res.stats],
         "verification_rmse": ver.rmse,
         "verification_rmse_units": dict(SIGNALS),
+        "verification_explained_rmse": ver.explained,
         "iteration_log": [vars(e) for e in res.log],
     }
 
@@ -218,6 +290,7 @@ def cmd_doggy(args: argparse.Namespace) -> int:
     truth = None
     if args.data:
         rec, source = read_csv(args.data), str(args.data)
+        dg.check_recording(rec, source)
         windows = figure_windows(rec.t)
         _check_figures(args, windows)
     else:  # the figures checked before an experiment is simulated, its recording written after
@@ -230,14 +303,17 @@ def cmd_doggy(args: argparse.Namespace) -> int:
         friction_on=args.friction_on, debias_gyro1=not args.paper_gyro2, bias_block=not args.no_bias_block
     )
     t0 = time.perf_counter()
-    cal = _calibrate(rec, opts, slom.Options(method=args.method, max_iter=args.max_iter), args.json)
-    ver = verify(rec, cal.estimate, cal.states[0], opts.friction_on, opts.debias_gyro1)
-    rows = dg.parameter_rows(cal, truth)
+    cal = _calibrate(
+        rec, opts, slom.Options(method=args.method, max_iter=args.max_iter), not draws_progress()
+    )
+    ver = verify(rec, cal.estimate, cal.states[0], opts.friction_on, opts.debias_gyro1, cal.states)
+    rows = dg.parameter_rows(cal, truth, angle_unit="rad")
     report = _report(args, rec, cal, ver, rows, source, opts, time.perf_counter() - t0)
     if args.plot:
         report["figures"] = [str(p) for p in plot(ver, args.plot, windows=windows)]
     report["warnings"] = fit_warnings(report)  # NaN stays NaN in memory; `dumps` writes it as null
-    write_text_atomic(args.out, dumps(report) + "\n", "result")
+    if args.out:
+        write_text_atomic(args.out, dumps(report) + "\n", "result")
     if args.json:
         print_json(report)
     else:
@@ -245,19 +321,21 @@ def cmd_doggy(args: argparse.Namespace) -> int:
     for note in report["warnings"]:
         err_console.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
     if not report["converged"]:
-        err_console.print(f"{escape(str(args.out))} is written, but holds no converged fit", soft_wrap=True)
+        where = f"{escape(str(args.out))} is written" if args.out else "the result is printed"
+        err_console.print(f"{where}, but holds no converged fit", soft_wrap=True)
         return 1
     return 0
 
 
 def _shown_row(r: dict) -> dict:
-    """A parameter row as the table shows it: gyro biases (rad/s in the result) in deg/s, as Table 1 prints."""
-    if r["unit"] != "rad/s":
+    """A parameter row as the table shows it: gyro biases (rad/s in the result) in deg/s, as Table 1 prints, and
+    the rotations' angles from nominal (rad in the result) in deg."""
+    shown_unit = {"rad/s": "deg/s", "rad": "deg"}.get(r["unit"])
+    if shown_unit is None:
         return r
-    scaled = {k: (None if r.get(k) is None else r[k] * DEG_PER_RAD) for k in ("initial", "estimate", "sigma")}
-    if "truth" in r:
-        scaled["truth"] = None if r["truth"] is None else r["truth"] * DEG_PER_RAD
-    return r | scaled | {"unit": "deg/s"}
+    keys = [k for k in ("initial", "estimate", "sigma", "truth", "error") if k in r]
+    scaled = {k: (None if r[k] is None else r[k] * DEG_PER_RAD) for k in keys}
+    return r | scaled | {"unit": shown_unit}
 
 
 def _print_tables(rep: dict, simulated: bool) -> None:

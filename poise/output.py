@@ -19,6 +19,12 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, highlight=False)
 
 
+def draws_progress() -> bool:
+    """Whether progress bars and spinners are drawn: on stderr when it is a terminal, with `--json` too (stdout keeps
+    the JSON; a log or a pipe gets neither)."""
+    return err_console.is_terminal
+
+
 def _default(o: Any):
     if isinstance(o, np.ndarray):
         return o.tolist()

@@ -17,6 +17,7 @@ import casadi as ca
 import numpy as np
 
 from formats.errors import DataError
+from robots.interrupt import held
 from robots.kinematics import link_frames, link_frames_sym
 from robots.memo import per_model
 from robots.tree import RobotModel
@@ -74,7 +75,8 @@ def fit_spheres(
 
 def _geometry_mesh(geom, origin: np.ndarray, urdf_path: Path):
     """One URDF collision geometry as a trimesh in its link frame (None for an empty geometry)."""
-    import trimesh
+    with held():  # trimesh swallows Ctrl-C around its own imports
+        import trimesh
 
     if geom.mesh is not None:
         from robots.urdf import resolve_package_uri
@@ -103,8 +105,9 @@ def link_spheres(model: RobotModel) -> tuple[SphereSet, ...]:
     """Sphere sets of the links of `model` that have collision elements in its source URDF (none without one)."""
     if not model.source or not Path(model.source).exists():
         return ()
-    import trimesh
-    import yourdfpy
+    with held():  # trimesh (yourdfpy imports it) swallows Ctrl-C around its own imports
+        import trimesh
+        import yourdfpy
 
     urdf_path = Path(model.source)
     robot = yourdfpy.URDF.load(str(urdf_path), load_meshes=False, build_scene_graph=False)

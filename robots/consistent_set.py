@@ -23,6 +23,7 @@ from formats.errors import DataError
 from formats.parameter_set import ParameterSet
 from robots import dynamics as dyn
 from robots.full_set import parameter_set_from_standard, standard_scales
+from robots.interrupt import interruptible
 from robots.tree import RobotModel
 
 JITTER = 1e-9  # relative to a link's size: a start strictly inside the cone
@@ -108,7 +109,8 @@ def consistent_within_se(
     d = (phi_all - ca.DM(phi0)) / ca.DM(scale)
     opts = {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes", "ipopt.max_iter": 3000}
     solver = ca.nlpsol("consistent", "ipopt", {"x": u, "f": ca.sumsqr(d), "g": r}, opts)
-    sol = solver(x0=np.array(x0), lbg=-within, ubg=within)
+    with interruptible():
+        sol = solver(x0=np.array(x0), lbg=-within, ubg=within)
     st = solver.stats()
     if not st.get("success"):
         raise DataError(f"no physically consistent set found whose base parameters lie within {within:g} SE of the "

@@ -17,6 +17,7 @@ import numpy as np
 
 from formats.errors import DataError
 from formats.parameter_set import ParameterSet, check_masses
+from robots.interrupt import held
 from robots.physical import principal_moments, triangle_gap
 from robots.tree import Joint, Link, Mimic, RobotModel, Site
 
@@ -113,8 +114,10 @@ def check_inertial(name: str, ine: UrdfInertial, source: str) -> str | None:
 
 
 def _parse(path: Path):
-    import yourdfpy
     from lxml import etree
+
+    with held():  # trimesh (yourdfpy imports it) swallows Ctrl-C around its own imports
+        import yourdfpy
 
     try:
         return yourdfpy.URDF.load(

@@ -201,8 +201,8 @@ def test_encoder_offsets_recovered_within_0p1_deg_with_bucket_report(arm):
     assert np.max(np.abs(err)) < 0.1, err
     report = fit.as_dict(truth)
     assert [r["joint"] for r in report["joints"]] == arm.joint_names
-    assert all(abs(r["gap_deg"]) < 0.1 for r in report["joints"])
-    assert all(r["bucket_std_deg"] < 0.3 for r in report["joints"])  # 200-sample buckets are noisier
+    assert all(abs(np.degrees(r["gap_rad"])) < 0.1 for r in report["joints"])  # files carry radians
+    assert all(np.degrees(r["bucket_std_rad"]) < 0.3 for r in report["joints"])  # 200-sample buckets: noisier
     assert not fit.active_bounds
 
 
@@ -339,7 +339,7 @@ def test_cli_accelerometer_and_encoder_offsets(tmp_path, capsys):
     sim = json.loads(
         _run(["calibrate", "encoder-offsets", "--simulate", "--save-recording", str(rec), "--json"], capsys)
     )
-    assert all(abs(r["gap_deg"]) < 0.1 for r in sim["joints"])
+    assert all(abs(np.degrees(r["gap_rad"])) < 0.1 for r in sim["joints"])
     manual = ",".join(["1.0"] * len(sim["joints"]))
     out = tmp_path / "off.json"
     table = _run(
@@ -347,10 +347,11 @@ def test_cli_accelerometer_and_encoder_offsets(tmp_path, capsys):
     )
     assert "buckets std [deg]" in table and "gap to ref. [deg]" in table and "r_elbow" in table
     again = json.loads(out.read_text())
-    assert [r["offset_deg"] for r in again["joints"]] == pytest.approx(
-        [r["offset_deg"] for r in sim["joints"]], abs=1e-3
+    assert [r["offset_rad"] for r in again["joints"]] == pytest.approx(
+        [r["offset_rad"] for r in sim["joints"]], abs=2e-5
     )
-    assert again["joints"][0]["gap_reference_deg"] == pytest.approx(again["joints"][0]["offset_deg"] - 1.0)
+    first = again["joints"][0]
+    assert first["gap_reference_rad"] == pytest.approx(first["offset_rad"] - np.radians(1.0))
     assert again["speed_check"]["too_fast"] is False
     assert "max joint speed" in table
 

@@ -63,25 +63,26 @@ def test_a_failing_step_ends_the_demo_with_its_code():
 def test_a_demo_replaces_only_an_earlier_demos_outputs(tmp_path, capsys):
     (tmp_path / "estimation").mkdir()
     (tmp_path / "estimation" / "recording.csv").write_text("yours")
-    with pytest.raises(
-        DataError, match="not empty and no demo wrote it"
-    ):  # a folder of the user's: untouched
+    # a folder of the user's: untouched
+    with pytest.raises(DataError, match="which `poise demo standing` did not write"):
         prepare_out(tmp_path, "standing")
     assert (tmp_path / "estimation" / "recording.csv").read_text() == "yours"
-    (tmp_path / MARKER).write_text("")  # an earlier demo's folder: its outputs go, the rest stays
-    for name in OUTPUTS[:3]:
+    # an earlier demo's folder: its outputs go, the rest stays (with --force)
+    (tmp_path / MARKER).write_text("written by poise demo standing\n")
+    for name in OUTPUTS["standing"][:3]:
         (tmp_path / name).write_text("old")
     (tmp_path / "notes.txt").write_text("mine")
-    prepare_out(tmp_path, "standing")
+    with pytest.raises(DataError, match="holds notes.txt"):
+        prepare_out(tmp_path, "standing")
+    prepare_out(tmp_path, "standing", force=True).commit()
     assert sorted(p.name for p in tmp_path.iterdir()) == [MARKER, "notes.txt"]
     fresh = tmp_path / "new" / "demo"
+    fresh.parent.mkdir()
     prepare_out(fresh, "arm")
     assert (fresh / MARKER).is_file()
 
 
-@pytest.mark.parametrize(
-    "option", [["--json"], ["--postures", "18"], ["--no-noise"], ["--physics", "kinematic"]]
-)
+@pytest.mark.parametrize("option", [["--postures", "18"], ["--no-noise"], ["--physics", "kinematic"]])
 def test_the_posture_demos_options_are_refused_by_the_dynamic_ones(option, tmp_path, capsys):
     assert main(["demo", "standing", "--out", str(tmp_path / "d"), *option]) == 2
     err = capsys.readouterr().err

@@ -193,6 +193,24 @@ def test_identification_recovers_the_total_mass(tulip, run_dir, capsys):
     assert out["parameters"][total]["rel_se_pct"] < 1.0
 
 
+def test_identify_says_least_squares_ses_lean_on_motion_the_plan_lacks(run_dir, capsys):
+    """The plan barely moves (peak q̈ 0.27 rad/s²); the servos' tracking adds motion it does not have, and least
+    squares takes that (and the encoders' steps in it) as exact excitation: the fit's SEs came out a median 0.0075×
+    the plan's forecast at the fit's own noise. `identify dynamic` compares the two (the plan named by run.json)
+    and warns; with the planned angles as instruments there is nothing to compare."""
+    argv = ["identify", "dynamic", str(run_dir / "recording.csv"), "--simplified", "--no-friction"]
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 0
+    out = capsys.readouterr()
+    agreement = json.loads(out.out)["se_against_plan"]
+    assert agreement["optimistic"] and agreement["median_ratio"] < 0.2, agreement
+    assert 0 < agreement["tracking_rms_rad"] < 0.01  # the servos follow within mrad
+    assert "these SEs are optimistic" in " ".join(out.err.split())
+    assert main([*argv, "--instruments", "--json"]) == 0
+    out = capsys.readouterr()
+    assert "se_against_plan" not in json.loads(out.out) and "optimistic" not in out.err
+
+
 def test_a_tick_too_close_to_the_sole_edge_is_refused_before_moving(plan_path, tmp_path, capsys):
     """The configuration's min_margin above what the design keeps: refused (exit 2), nothing written."""
     config = tmp_path / "robot.toml"

@@ -66,7 +66,7 @@ def test_the_tally_counts_the_ticks_on_three_corners():
 
 def test_identify_dynamic_names_the_soles_that_rocked(setup, tmp_path, capsys):  # noqa: F811
     """`identify dynamic` reads each run's tally from its run.json and names the soles on three corners for more
-    than ROCKED_WARN of the ticks, recordings numbered as given; a damaged tally loses only the note."""
+    than ROCKED_WARN of the ticks, each recording numbered as given and named by its file; a damaged tally loses only the note."""
     from poise.cli import main
     from tests.test_dynamic_identify import _record
     from tests.test_recording_scatter import runs_of_plans
@@ -83,9 +83,10 @@ def test_identify_dynamic_names_the_soles_that_rocked(setup, tmp_path, capsys): 
     capsys.readouterr()
     assert main(["identify", "dynamic", *paths, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["soles_rocked"] == [{"recording": 2, "sole": "sole_r", "rocked_share": 0.27}]
+    assert out["soles_rocked"] == [{"recording": 2, "file": paths[1], "sole": "sole_r", "rocked_share": 0.27}]
     assert main(["identify", "dynamic", *paths]) == 0
-    assert "recording 2: sole_r on three corners for 27 % of its ticks" in capsys.readouterr().out
+    said = "".join(capsys.readouterr().out.split())  # the file named, not its number
+    assert f"{paths[1]}: sole_r on three corners for 27 % of its ticks".replace(" ", "") in said
     run = tmp_path / paths[1].split("/")[-2] / "run.json"
     run.write_text(json.dumps({**json.loads(run.read_text()), "soles": "damaged"}))
     assert main(["identify", "dynamic", *paths, "--json"]) == 0

@@ -75,9 +75,9 @@ def test_a_stopped_run_is_identified_with_a_warning(standing, tmp_path, capsys):
     assert main(["identify", "dynamic", str(run / "recording.csv"), "--simplified", "--json"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["partial_runs"] == [
-        {"recording": 1, "status": "stopped: KeyboardInterrupt after 165 of 1001 ticks"}
+        {"recording": 1, "file": str(run / "recording.csv"), "status": "stopped: KeyboardInterrupt after 165 of 1001 ticks"}
     ]
-    assert "is a partial run" in " ".join(out.err.split())
+    assert f"{run / 'recording.csv'} is a partial run".replace(" ", "") in "".join(out.err.split())
     meta["status"] = "completed"
     (run / "run.json").write_text(json.dumps(meta))
     assert main(["identify", "dynamic", str(run / "recording.csv"), "--simplified", "--json"]) == 0

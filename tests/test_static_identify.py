@@ -62,6 +62,13 @@ def test_weighted_least_squares_uses_cop_sd(model, truth):
     plain = StaticCoMEstimator(model, "right", "simplified").fit(rec).result_
     w = StaticCoMEstimator(model, "right", "simplified", weighted=True).fit(rec).result_
     assert w.weighted and not np.allclose(w.theta, plain.theta)
+    # σ̂ stays a length (the residuals' own SD, m); the weighted scale is the residuals in units of cop_sd — the
+    # simulation's 3 mm noise against cop_sd values declared 10× too large for half the postures
+    resid_sd = np.sqrt(np.sum(w.residuals**2) / w.dof)
+    assert w.sigma == pytest.approx(resid_sd) and 0.001 < w.sigma < 0.006
+    assert np.isnan(plain.sigma_scale) and w.sigma_scale > 0
+    e = w.residuals.reshape(-1) / rec.cop_sd.reshape(-1)
+    assert w.sigma_scale == pytest.approx(np.sqrt(e @ e / w.dof))
 
 
 def test_predict_cop_matches_fitted_residuals(model, recording):

@@ -33,6 +33,7 @@ from robots.conditioning import (
     normalised_gradient,
     surrogate,
 )
+from robots.interrupt import interruptible
 from robots.tree import RobotModel
 from trajectories.design_grid import (
     design_bases,
@@ -851,8 +852,9 @@ def solve_stages(
         if blunt not in solvers:
             solvers[blunt] = ca.nlpsol(name, "ipopt", nlp, loose if blunt else opts)
         solver = solvers[blunt]
-        sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"], lbx=prob.get("lbx", -np.inf),
-                     ubx=prob.get("ubx", np.inf))  # fmt: skip
+        with interruptible():
+            sol = solver(x0=x, lbg=prob["lbg"], ubg=prob["ubg"], lbx=prob.get("lbx", -np.inf),
+                         ubx=prob.get("ubx", np.inf))  # fmt: skip
         st = solver.stats()
         x = np.asarray(sol["x"]).ravel()
         iterations += int(st.get("iter_count", 0))

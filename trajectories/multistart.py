@@ -4,12 +4,11 @@ the same path), best first."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 
+from robots.parallel import in_processes
 from robots.registry import get_model
 from trajectories.excitation import ExcitationResult, ExcitationSettings, Prior, optimise
 
@@ -90,12 +89,9 @@ def _finished(
         for k in range(starts):
             yield k, design_one(robot, settings, seed + k, prior)
     else:
-        # fresh interpreters, as the posture design's starts (design.multistart): a forked copy of a process with
-        # threads (the CLI's progress, a caller's) can deadlock on a lock one of them held
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = {pool.submit(design_one, robot, settings, seed + k, prior): k for k in range(starts)}
-            for fut in as_completed(futures):
-                yield futures[fut], fut.result()
+        yield from in_processes(
+            design_one, {k: (robot, settings, seed + k, prior) for k in range(starts)}, workers
+        )
 
 
 def settings_dict(settings: ExcitationSettings) -> dict:

@@ -29,6 +29,7 @@ from scipy import sparse
 
 from formats.errors import DataError
 from robots import dynamics as dyn
+from robots.interrupt import interruptible
 from robots.kinematics import site_pose_sym
 from robots.motion_class import standing_base
 from robots.one_sole import placed_sole_corners, sole_corners, sole_polygon
@@ -334,8 +335,9 @@ def nominal_posture(model: RobotModel, base: str, params: str, settings: Excitat
     g = ca.vertcat(zmp, lifted)
     solver = ca.nlpsol("single_support_nominal", "ipopt", {"x": q, "f": ca.sumsqr(q - mid), "g": g},
                        {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes"})  # fmt: skip
-    sol = solver(x0=mid, lbx=np.where(np.isfinite(lo), lo, -np.pi), ubx=np.where(np.isfinite(hi), hi, np.pi),
-                 lbg=np.r_[np.full(zmp.numel(), -np.inf), lo_h], ubg=np.r_[np.zeros(zmp.numel()), hi_h])  # fmt: skip
+    with interruptible():
+        sol = solver(x0=mid, lbx=np.where(np.isfinite(lo), lo, -np.pi), ubx=np.where(np.isfinite(hi), hi, np.pi),
+                     lbg=np.r_[np.full(zmp.numel(), -np.inf), lo_h], ubg=np.r_[np.zeros(zmp.numel()), hi_h])  # fmt: skip
     if not solver.stats()["success"]:
         raise DataError(f"{model.name!r} finds no posture standing on {base!r} with the other sole lifted")
     return np.asarray(sol["x"]).ravel()

@@ -30,6 +30,7 @@ from shapely.geometry import MultiPoint
 
 from formats.errors import DataError
 from robots import dynamics as dyn
+from robots.interrupt import interruptible
 from robots.one_sole import one_sole, one_sole_problems, sole_corners, sole_polygon
 from robots.stance import lever_share, other_pose
 from robots.tree import RobotModel
@@ -152,7 +153,8 @@ def _posture(
     solver = ca.nlpsol("weight_shift_posture", "ipopt", {"x": q, "f": ca.sumsqr(q - near), "g": ca.vertcat(*g)},
                        {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes",
                         "ipopt.bound_relax_factor": 0.0})  # fmt: skip
-    sol = solver(x0=np.clip(near, lbx, ubx), lbx=lbx, ubx=ubx, lbg=np.concatenate(lo), ubg=np.concatenate(hi))
+    with interruptible():
+        sol = solver(x0=np.clip(near, lbx, ubx), lbx=lbx, ubx=ubx, lbg=np.concatenate(lo), ubg=np.concatenate(hi))
     if not solver.stats()["success"]:
         return None
     return np.asarray(sol["x"]).ravel()

@@ -39,8 +39,13 @@ class BoardStats:
     bad: int = 0  # short, corrupted, implausible or unknown reports (skipped)
     other: int = 0  # well-formed non-data reports seen while streaming (status, acks)
     reconnects: int = 0
-    battery: int | None = None
+    battery: int | None = None  # the last 0x20 status report's battery level byte (raw, 0..255)
     mode_resends: int = 0  # data reporting mode re-sent after a status report reset it
+
+    @property
+    def battery_percent(self) -> int | None:
+        """The battery level in % as hid-wiimote gives it (`protocol.battery_percent`); None before a status."""
+        return P.battery_percent(self.battery)
 
 
 class _BoardBase(abc.ABC):
@@ -50,6 +55,9 @@ class _BoardBase(abc.ABC):
     lost_after_s = 1.0
     reconnect_attempts = 3
     reconnect_delay_s = 0.2
+    # called (from the reader thread) with a one-line status while a lost link is being reconnected, e.g. to
+    # show it on stderr; None: silent
+    on_link: Callable[[str], None] | None = None
 
     def __init__(self, index: int, name: str, clock: Clock | None = None) -> None:
         self.index = index
@@ -147,9 +155,11 @@ class _BoardBase(abc.ABC):
         self.connected = False
         self._close_transport()
         reason = "no data"
-        for _ in range(self.reconnect_attempts):
+        n = self.reconnect_attempts
+        for k in range(n):
             if self._stop.wait(self.reconnect_delay_s):
                 return False
+            self._notify(f"board {self.name}: link lost, reconnecting (attempt {k + 1} of {n}) …")
             try:
                 self._open()
             except DeviceError as exc:
@@ -157,11 +167,19 @@ class _BoardBase(abc.ABC):
                 continue
             self.stats.reconnects += 1
             self.connected = True
+            self._notify(f"board {self.name}: reconnected")
             return True
         self._error = DeviceError(
             f"board {self.name} lost and not reconnected after {self.reconnect_attempts} attempts ({reason})"
         )
         return False
+
+    def _notify(self, text: str) -> None:
+        if self.on_link is not None:
+            try:
+                self.on_link(text)
+            except Exception:  # a status line that cannot be shown must not stop the reconnect
+                pass
 
     @abc.abstractmethod
     def _open(self) -> None:
@@ -293,7 +311,9 @@ class HidBoard(_BoardBase):
         except ValueError as exc:
             raise DeviceError(f"board {self.name}: bad calibration block {cal_raw}: {exc}") from exc
         if self.calibration is not None:  # keep tare and gains across reconnects
-            cal.offset_kg, cal.gain = self.calibration.offset_kg, self.calibration.gain
+            old = self.calibration
+            cal.offset_kg, cal.gain, cal.gain_se = old.offset_kg, old.gain, old.gain_se
+            cal.offset_se, cal.noise_sd = old.offset_se, old.noise_sd
         self.calibration = cal
         span = cal.raw[2] - cal.raw[0]
         self._plausible = (cal.raw[0] - 0.5 * span, cal.raw[2] + 3.0 * span)
@@ -336,8 +356,7 @@ class HidBoard(_BoardBase):
             self.stats.bad += 1
             self._seq += 1
             return False
-        if len(data) == 23:
-            self.stats.battery = data[14]
+        # (0x34's extension byte 10 is not the status report's battery byte hid-wiimote converts: not used)
         self._emit(raw)
         return True
 

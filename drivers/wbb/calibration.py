@@ -24,6 +24,7 @@ class Calibration:
     gain: np.ndarray = field(default_factory=lambda: np.ones(4))
     gain_se: np.ndarray | None = None  # the gains' standard errors from the recalibration's readings
     offset_se: np.ndarray | None = None  # the tare's standard errors (kg) from the scatter of its readings
+    noise_sd: np.ndarray | None = None  # kg: each cell's reading-to-reading SD in the tare (its noise)
 
     def __post_init__(self) -> None:
         self.raw = np.asarray(self.raw, dtype=float).reshape(3, 4)
@@ -68,7 +69,8 @@ class Calibration:
             raise ValueError("tare needs at least one sample")
         kg = self.untared_kg(raw_samples)
         self.offset_kg = kg.mean(axis=0)
-        self.offset_se = kg.std(axis=0, ddof=1) / np.sqrt(len(kg)) if len(kg) > 1 else None
+        self.noise_sd = kg.std(axis=0, ddof=1) if len(kg) > 1 else None
+        self.offset_se = self.noise_sd / np.sqrt(len(kg)) if len(kg) > 1 else None
 
     def recalibrate(self, loads: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """Per-cell gains from known loads: pairs (true per-cell kg (4,), raw samples (n, 4)).

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import re
+
 from drivers.clock import Clock
 from drivers.transports import parse_endpoint
 from drivers.wbb.board import EvdevBoard, HidBoard, _BoardBase, open_evdev
 from drivers.wbb.transports import open_bluetooth, open_serial_bridge
 from formats.errors import DeviceError
+
+USAGE = "one of sim, bt:MAC,MAC, serial:PORT,PORT or evdev:PATH,PATH"
+_MAC = re.compile(r"[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}")
+
+
+def check_bt_address(address: str) -> str:
+    """A Bluetooth MAC address XX:XX:XX:XX:XX:XX (hex digits), else DeviceError naming it (before any socket is
+    tried: a typo is not reported as a missing Bluetooth stack)."""
+    if not _MAC.fullmatch(address):
+        raise DeviceError(
+            f"bt:{address}: not a Bluetooth address (expected XX:XX:XX:XX:XX:XX in hex, e.g. 00:1E:35:3B:7C:12)"
+        )
+    return address
 
 
 def board_drivers(spec: str, openers=None, clock: Clock | None = None) -> list[_BoardBase]:
@@ -15,7 +30,13 @@ def board_drivers(spec: str, openers=None, clock: Clock | None = None) -> list[_
     if openers is not None:
         return [HidBoard(op, index=i, name=f"sim{i}", clock=clock) for i, op in enumerate(openers)]
     ep = parse_endpoint(spec)
+    if ep.scheme not in ("bt", "serial", "evdev"):
+        what = "the emulated boards need the emulated bench" if ep.scheme == "sim" else "unknown endpoint"
+        raise DeviceError(f"boards {spec!r}: {what} ({USAGE})")
     targets = [t for t in ep.target.split(",") if t]
+    if ep.scheme == "bt":
+        for t in targets:
+            check_bt_address(t)
     if not targets:
         raise DeviceError(f"boards {spec!r}: no addresses given")
     mode = 0x34 if ep.options.get("mode") == "34" else 0x32
@@ -31,12 +52,8 @@ def board_drivers(spec: str, openers=None, clock: Clock | None = None) -> list[_
                     lambda p=t, b=baud: open_serial_bridge(p, b), i, f"serial:{t}", mode=mode, method=method
                 )
             )
-        elif ep.scheme == "evdev":
+        else:  # evdev
             out.append(EvdevBoard(lambda p=t: open_evdev(p), i, f"evdev:{t}"))
-        else:
-            raise DeviceError(
-                f"unknown boards endpoint {spec!r} (use sim, bt:ADDR,ADDR, evdev:PATH,PATH or serial:PORT,PORT)"
-            )
     return out
 
 

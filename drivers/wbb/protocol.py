@@ -85,11 +85,18 @@ def read_memory(address: int, size: int, space: int = SPACE_REGISTERS) -> bytes:
 # ---------------------------------------------------------------- board -> host
 
 
+def battery_percent(level: int | None) -> int | None:
+    """The battery level byte of a 0x20 status report ("BB BB LF 00 00 VV": VV) as a percentage, as the Linux
+    kernel's hid-wiimote reports it (wiimod_battery_get_property: capacity = VV * 100 / 255, integer division):
+    0xB0 (176) -> 69 %."""
+    return None if level is None else int(level) * 100 // 255
+
+
 @dataclass(frozen=True)
 class Status:
     buttons: int
     extension: bool
-    battery: int  # raw level byte 0..255
+    battery: int  # raw level byte 0..255 (`battery_percent` converts it)
 
 
 @dataclass(frozen=True)

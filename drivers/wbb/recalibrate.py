@@ -16,23 +16,60 @@ from formats.board_gains import BoardGains
 from formats.errors import DeviceError
 
 
+class NoLoadChange(DeviceError):
+    """With the weight asked over a cell, no cell of a board read a load beyond its noise (nothing placed)."""
+
+
+NOISE_SDS = 5.0  # a cell's load changed if its tared mean is beyond this many of its tare's reading SDs
+MIN_CHANGE_KG = 0.05  # … and beyond this (a noise-free or single-reading tare has no SD to go by)
+
+
+def _changed(board, raw: np.ndarray) -> bool:
+    """Whether any cell's mean tared reading moved beyond its noise (the tare's reading SD)."""
+    cal = board.calibration
+    tared = np.abs((cal.untared_kg(raw) - cal.offset_kg).mean(axis=0))
+    noise = np.zeros(4) if cal.noise_sd is None else np.asarray(cal.noise_sd, float)
+    return bool(np.any(tared > np.maximum(NOISE_SDS * noise, MIN_CHANGE_KG)))
+
+
 def recalibrate_boards(
-    boards: list, put_weight: Callable[[int | None], None], weight_kg: float, seconds: float = 1.0
+    boards: list,
+    put_weight: Callable[[int | None], None],
+    weight_kg: float,
+    seconds: float = 1.0,
+    retry: Callable[[str], None] | None = None,
+    tries: int = 3,
 ) -> list[np.ndarray]:
     """`put_weight(cell)` places a weight over cell index 0..3 (TR, BR, TL, BL) of every board (one weight per
     board, all read at once), `put_weight(None)` removes them. Returns each board's per-cell gains (already
-    applied to its calibration)."""
+    applied to its calibration).
+
+    A board on which no cell's load changed beyond its noise (the weight not placed) is `NoLoadChange`; with
+    `retry`, it is first called with the message (a prompt: place the weight, press Enter) and the cell read
+    again, up to `tries` readings in all."""
     loads: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in boards]
     try:
         for c in range(4):
             put_weight(c)
-            collect_all(boards, 0.2 * seconds)  # let it settle
+            for attempt in range(1, tries + 1):
+                collect_all(boards, 0.2 * seconds)  # let it settle
+                raws = []
+                for board, samples in zip(boards, collect_all(boards, seconds), strict=True):
+                    if not samples:
+                        raise DeviceError(f"board {board.name}: no data with the weight on cell {CELLS[c]}")
+                    raws.append(np.array([s.raw for s in samples], float))
+                idle = [b.name for b, raw in zip(boards, raws, strict=True) if not _changed(b, raw)]
+                if not idle:
+                    break
+                on = f"board{'s' if len(idle) > 1 else ''} {', '.join(idle)}"
+                what = f"no load change on {on} (every cell within its noise)"
+                place = f"place the {weight_kg:g} kg weight over cell {CELLS[c]}"
+                if retry is None or attempt == tries:
+                    raise NoLoadChange(f"{what}: {place} when asked (nothing was written)")
+                retry(f"{what}: {place}, then press Enter ")
             true = np.zeros(4)
             true[c] = weight_kg
-            for board, samples, got in zip(boards, collect_all(boards, seconds), loads, strict=True):
-                if not samples:
-                    raise DeviceError(f"board {board.name}: no data with the weight on cell {CELLS[c]}")
-                raw = np.array([s.raw for s in samples], float)
+            for board, raw, got in zip(boards, raws, loads, strict=True):
                 _check_one_cell_loaded(board, raw, c, weight_kg)
                 got.append((true, raw))
     finally:
@@ -44,11 +81,16 @@ def recalibrate_boards(
 
 
 def tare_and_recalibrate(
-    boards: list, put_weight: Callable[[int | None], None], weight_kg: float, seconds: float, tare_s: float
+    boards: list,
+    put_weight: Callable[[int | None], None],
+    weight_kg: float,
+    seconds: float,
+    tare_s: float,
+    retry: Callable[[str], None] | None = None,
 ) -> list[np.ndarray]:
     """The boards tared side by side from `tare_s` of empty readings, then recalibrated (`recalibrate_boards`)."""
     tare_all(boards, tare_s)
-    return recalibrate_boards(boards, put_weight, weight_kg, seconds)
+    return recalibrate_boards(boards, put_weight, weight_kg, seconds, retry)
 
 
 OFF_CELL_SHARE = 0.1  # of the weight: more on another cell, and the weight was not right above its own

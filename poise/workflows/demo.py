@@ -151,18 +151,37 @@ def stand_alone(model, plan: Plan, config, cond: Conditions, seed: int, log=prin
     return [r.summary() for r in res]
 
 
-def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
+def _setup(args: argparse.Namespace):
+    """The demo's robot, configuration, conditions and emulated bench from its options."""
+    model = tulip()
+    config = load_config()
+    cond = args.conditions if getattr(args, "conditions", None) is not None else Conditions()
+    if cond.gravity_comp:
+        config.executor.gravity_compensation = True
+    opts = WorldOptions(noise=not args.no_noise, seed=args.seed, physics=getattr(args, "physics", "kinematic"),
+                        time_scale=args.time_scale, truth=cond.truth, placement_error=cond.placement_error)  # fmt: skip
+    return model, config, cond, opts
+
+
+def check_demo(args: argparse.Namespace) -> None:
+    """What the run would refuse after the design (the twin's --truth, the bench's options), refused before any
+    work, by the checks `poise run` applies (`poise.cmd_run.check_bench`)."""
+    from poise.cmd_run import check_bench
+
+    model, config, _, opts = _setup(args)
+    check_bench(model, config, "sim", "sim", opts, standing=True)  # its --truth too
+
+
+def run_demo(args: argparse.Namespace, progress=None, log=print, live=None) -> DemoResult:
+    """The demo into args.out (its folder checked and made ready by the caller: `DemoFolder`); `progress`: the
+    executor's progress callback, drawn by `live` (a rich Live, started for the run only)."""
     from design.criteria import n_identifiable
     from poise.cmd_run import execute
 
     timings = {}
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    model = tulip()
-    config = load_config()
-    cond = args.conditions if getattr(args, "conditions", None) is not None else Conditions()
-    if cond.gravity_comp:
-        config.executor.gravity_compensation = True
+    model, config, cond, opts = _setup(args)
     t0 = time.monotonic()
     log(
         f"1/3 design: {args.postures} postures in {args.placements} placements, CasADi + IPOPT, one start ..."
@@ -179,10 +198,7 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     )
 
     t0 = time.monotonic()
-    run_dir = out / "run"
-    if run_dir.exists():
-        for f in run_dir.iterdir():
-            f.unlink()
+    run_dir = out / "run"  # absent: an earlier run's is aside (DemoFolder)
     log(f"2/3 run: {len(plan.postures)} postures, time compressed x{args.time_scale:g}, dxl bus on a pty, "
         "boards on a socket pair and a pty ...")  # fmt: skip
     ns = argparse.Namespace(plan=str(plan_path), robot="sim", boards="sim", out=str(run_dir), resume=False,
@@ -193,23 +209,19 @@ def run_demo(args: argparse.Namespace, progress=None, log=print) -> DemoResult:
     standing = None
     if twin:
         standing = stand_alone(model, plan, config, cond, args.seed, log)
-    opts = WorldOptions(noise=not args.no_noise, seed=args.seed, physics=physics, time_scale=args.time_scale,
-                        truth=truth_spec, placement_error=cond.placement_error)  # fmt: skip
     prepare = None if args.no_recalibrate else recalibrate_sim_boards
     if prepare:
         log("    boards: tare, then per-cell recalibration with a 10 kg weight over each cell")
     stopped = None
     try:
-        result, _ = execute(
-            ns,
-            model,
-            plan,
-            config,
-            world_opts=opts,
-            progress=progress,
-            prepare=prepare,
-            tare_s=0.0 if prepare else 4.0,
-        )
+        if live is not None:
+            live.start()
+        try:
+            result, _ = execute(ns, model, plan, config, world_opts=opts, progress=progress, prepare=prepare,
+                                tare_s=0.0 if prepare else 4.0)  # fmt: skip
+        finally:
+            if live is not None:
+                live.stop()
         j = result.jitter()
         log(f"    {len(result.completed)} postures recorded; "
             f"setpoints {j['period_mean_ms']:.2f} ± {j['period_std_ms']:.2f} ms")  # fmt: skip

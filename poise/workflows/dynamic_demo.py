@@ -4,6 +4,9 @@ printed before it runs, so the demo doubles as a recipe."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shlex
 import shutil
 import time
@@ -67,7 +70,8 @@ def arm_steps(out: Path, seed: int) -> list[Step]:
     motor currents identified, the second's torques predicted."""
     d = str(out)
     packaged_file("ur5")  # its package there, before any step
-    steps = [Step(f"design the {name} motion: exciting, within the joints' limits",
+    steps = [Step(f"design the {name} motion: exciting, within the joints' limits (quick: --max-iter 30 per stage "
+                  "of the criterion's continuation, 15 + 30 = 45 IPOPT iterations, stops short of convergence)",
                   ("plan", "trajectory", "ur5", *ARM_DESIGN, "--seed", str(s), "--out", f"{d}/{name}.json"))
              for name, s in (("estimation", seed), ("validation", seed + 1))]  # fmt: skip
     for name in ("estimation", "validation"):
@@ -81,33 +85,162 @@ def arm_steps(out: Path, seed: int) -> list[Step]:
     return steps
 
 
-OUTPUTS = ("gains.json", "estimation.json", "validation.json", "estimation.png", "estimation", "validation",
-           "wrench.png", "efforts.png")  # fmt: skip
+OUTPUTS = {
+    "postures": ("plan.json", "run", "cop_fit.png"),
+    "arm": ("estimation.json", "validation.json", "estimation", "validation", "efforts.png"),
+    "standing": ("gains.json", "estimation.json", "validation.json", "estimation.png", "estimation", "validation",
+                 "wrench.png"),
+}  # fmt: skip
+"""What each demo writes in its --out: all it ever replaces there."""
+
+MARKER = ".poise-demo"  # in a folder a demo wrote: which demo (JSON {"pipeline": ...})
+ASIDE = ".poise-demo-previous"  # an earlier run's outputs while a new run makes its own
 
 
-MARKER = ".poise-demo"  # in a folder a dynamic demo wrote: its outputs may be replaced
+def marker_pipeline(out: Path) -> str | None:
+    """Which demo wrote `out` (its marker; an unreadable marker: "unknown"), else None. A posture demo's folder from
+    before the marker (its plan.json designed by the demo) is the posture demo's."""
+    path = out / MARKER
+    if not path.is_file():
+        return "postures" if _legacy_posture_demo(out) else None
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        pipeline = json.loads(text)["pipeline"]
+    except (ValueError, KeyError, TypeError):  # the first markers' text: "written by poise demo standing"
+        m = re.search(r"poise demo (\w+)", text)
+        pipeline = m.group(1) if m else None
+    return pipeline if pipeline in OUTPUTS else "unknown"
 
 
-def prepare_out(out: Path, pipeline: str) -> None:
-    """`out` made ready: created, or an earlier demo's folder (its marker) with that demo's outputs removed. A
-    folder holding anything else is refused: its files would be lost or mixed with the demo's."""
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
-        raise DataError(
-            f"{out} is not empty and no demo wrote it: give `poise demo {pipeline}` an empty or new --out"
-        )
-    out.mkdir(parents=True, exist_ok=True)
-    clear_outputs(out)
-    (out / MARKER).write_text(f"written by poise demo {pipeline}\n", encoding="utf-8")
+def _legacy_posture_demo(out: Path) -> bool:
+    try:
+        plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+        return plan["settings"]["design"] == "demo (quick)"
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
-def clear_outputs(out: Path) -> None:
-    """The demo's own files from an earlier run of it are removed (nothing else in `out`)."""
-    for name in OUTPUTS:
-        p = out / name
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
+def _named(names: list[str]) -> str:
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return shown
+
+
+class DemoFolder:
+    """A demo's --out: checked before any work (`check`), its earlier outputs moved aside while the new run makes
+    its own (`begin`), then dropped (`commit`) or, when the run fails or is interrupted, restored (`rollback`).
+    Only the demo's own outputs (`OUTPUTS`, in a folder its marker says it wrote) are ever moved or removed:
+    anything else is refused unless --force, and with --force kept untouched."""
+
+    def __init__(self, out: Path, pipeline: str, force: bool = False) -> None:
+        self.out, self.pipeline, self.force = Path(out), pipeline, force
+        self.outputs = OUTPUTS[pipeline]
+        self.previous: list[str] = []
+
+    def check(self) -> list[str]:
+        """DataError for a folder another demo wrote, or holding anything this demo did not write (without
+        --force; with it, such a thing at one of the demo's output names all the same). Returns what is kept."""
+        out, demo = self.out, f"`poise demo{'' if self.pipeline == 'postures' else ' ' + self.pipeline}`"
+        if not out.is_dir():
+            return []
+        owner = marker_pipeline(out)
+        if owner is not None and owner != self.pipeline:
+            who = "another demo (its marker unreadable)" if owner == "unknown" else f"`poise demo {owner}`"
+            raise DataError(f"{out} holds the outputs of {who}: give {demo} another --out")
+        ours = {*self.outputs, MARKER, ASIDE} if owner else set()
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in ours)
+        if foreign and not self.force:
+            raise DataError(f"{out} holds {_named(foreign)}, which {demo} did not write: give an empty or new --out, "
+                            "or --force to write beside them (they are kept)")  # fmt: skip
+        clash = [n for n in foreign if n in self.outputs]
+        if clash:
+            raise DataError(f"{out}: {_named(clash)}, which {demo} did not write, would be replaced by its outputs: "
+                            "move them or give another --out (even --force replaces only the demo's own)")  # fmt: skip
+        return foreign
+
+    def begin(self) -> str | None:
+        """The folder made or marked, the earlier run's outputs moved aside (a run killed before it ended left
+        them aside: they are put back first). Returns a note for the log, if any."""
+        out = self.out
+        out.mkdir(exist_ok=True)
+        note = None
+        if (out / ASIDE).is_dir():
+            self._restore()
+            note = f"{out}: an interrupted run's outputs replaced by the earlier run's, kept aside in {ASIDE}"
+        (out / MARKER).write_text(json.dumps({"pipeline": self.pipeline, "outputs": list(self.outputs)}) + "\n",
+                                  encoding="utf-8")  # fmt: skip
+        self.previous = [n for n in self.outputs if _exists(out / n)]
+        if self.previous:
+            (out / ASIDE).mkdir()
+            for name in self.previous:
+                os.replace(out / name, out / ASIDE / name)
+        return note
+
+    def commit(self) -> None:
+        """The new run succeeded: the earlier outputs go."""
+        if (self.out / ASIDE).is_dir():
+            shutil.rmtree(self.out / ASIDE)
+
+    def rollback(self) -> bool:
+        """The new run failed or was interrupted: the earlier outputs, if there were any, replace what it wrote
+        (True); without earlier ones, what it wrote stays for a look (False)."""
+        if not (self.out / ASIDE).is_dir():
+            return False
+        self._restore()
+        return True
+
+    def _restore(self) -> None:
+        aside = self.out / ASIDE
+        for name in self.outputs:  # the new run's (partial) outputs give way to the earlier run's
+            if _exists(self.out / name):
+                _remove(self.out / name)
+        for p in aside.iterdir():
+            os.replace(p, self.out / p.name)
+        aside.rmdir()
+
+
+def _exists(p: Path) -> bool:
+    return p.exists() or p.is_symlink()
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    else:
+        p.unlink()
+
+
+def prepare_out(out: Path, pipeline: str, force: bool = False) -> DemoFolder:
+    """`out` checked (`DemoFolder.check`), then made ready (`begin`): the folder to commit or roll back."""
+    folder = DemoFolder(out, pipeline, force)
+    folder.check()
+    folder.begin()
+    return folder
+
+
+def dynamic_verdict(pipeline: str, out: Path, fit: dict) -> dict:
+    """`poise demo arm|standing --json`: the figures the demo's identification prints, from its `identify dynamic
+    --json` (`fit`), and the paths written. `fit` in full under "identification"."""
+    ref, val = fit.get("reference") or {}, fit.get("validation") or {}
+    joints = ref.get("joints")
+    written = [str(out / n) for n in OUTPUTS[pipeline] if (out / n).exists()]
+    return {
+        "ok": True,
+        "pipeline": pipeline,
+        "out": str(out),
+        "well_pct": fit.get("well_pct"),
+        "determined": len(fit.get("determined", [])),
+        "estimated": len(fit.get("determined", [])) + len(fit.get("not_determined", [])),
+        "determined_parameters": fit.get("determined", []),
+        "within_3se": ref.get("within_3se"),
+        "within_3se_of": ref.get("estimated"),
+        "max_abs_z": ref.get("max_abs_z"),
+        "joints_within_3se": None if joints is None else joints["within_3se"],
+        "joints_within_3se_of": None if joints is None else joints["estimated"],
+        "validation_rms_pct": val.get("total_relative_pct"),
+        "validation_rows": dict(zip(val.get("rows", []), val.get("relative_pct", []), strict=False)),
+        "written": written,
+        "identification": fit,
+    }
 
 
 def run_steps(steps: list[Step], run: Callable[[list[str]], int], log: Callable[[str], None]) -> int:

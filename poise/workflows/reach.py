@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from formats.errors import DataError
+from robots.parallel import in_processes
 from trajectories.excitation import ExcitationResult, ExcitationSettings
 from trajectories.multistart import design_one
 from trajectories.plan import make_plan
@@ -191,10 +191,10 @@ def _design(
             if on_design:
                 on_design(label)
         return out
-    with ProcessPoolExecutor(workers) as pool:
-        futures = {pool.submit(design_one, robot, s, seed): label for label, s in jobs.items()}
-        for fut in as_completed(futures):
-            out[futures[fut]] = fut.result()
-            if on_design:
-                on_design(futures[fut])
+    for label, result in in_processes(
+        design_one, {label: (robot, s, seed) for label, s in jobs.items()}, workers
+    ):
+        out[label] = result
+        if on_design:
+            on_design(label)
     return out

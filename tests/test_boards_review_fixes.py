@@ -1,0 +1,221 @@
+"""`poise boards` review fixes: Enter without the weight, endpoint checks, the read's window, Ctrl-C, CoP without a
+tare, battery in %, the tare cue and the reconnect status line."""
+
+import argparse
+import json
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import poise.cmd_boards as cb
+from drivers.config import load_config
+from drivers.emulators.wbb import Faults, WbbEmulator
+from drivers.emulators.world import SimWorld, WorldOptions
+from drivers.wbb import protocol as P
+from drivers.wbb.board import HidBoard
+from formats.errors import DeviceError
+from poise.cli import main
+from robots.registry import get_model
+
+BT = "bt:00:1E:35:00:00:01,00:1E:35:00:00:02"
+
+
+@pytest.fixture
+def real_boards(monkeypatch):
+    """`--boards bt:…` served by the emulated bench (the HID driver over its links), as in test_board_gains."""
+    import drivers.session
+    import drivers.wbb.open as wbb_open
+
+    world = SimWorld(get_model("tulip"), load_config(), WorldOptions())
+    real = wbb_open.board_drivers
+
+    def served(spec, *a, **k):
+        return real("sim", world.board_openers())
+
+    monkeypatch.setattr(wbb_open, "board_drivers", served)
+    monkeypatch.setattr(drivers.session, "board_drivers", served)
+    yield world
+    world.close()
+
+
+# -- 1: Enter pressed without the weight
+
+
+def test_enter_without_the_weight_asks_again_then_reads_it(real_boards, tmp_path, monkeypatch):
+    world, asked = real_boards, []
+
+    def person(prompt: str) -> str:
+        asked.append(prompt)
+        if prompt.startswith("no load change"):  # the second time, the weight goes on
+            world.place_weight(0, 10.0)
+        for k, c in enumerate(P.CELLS):
+            if k and f"over cell {c} " in prompt:
+                world.place_weight(k, 10.0)
+        if prompt.startswith("Take"):
+            world.place_weight(None, 10.0)
+        return ""
+
+    monkeypatch.setattr("drivers.session.ask_on_stderr", person)
+    out = tmp_path / "g.json"
+    args = ["boards", "calibrate", "--boards", BT, "--weight", "10", "--seconds", "0.3", "--tare-s", "0.5",
+            "--out", str(out)]  # fmt: skip
+    assert main(args) == 0 and out.exists()
+    again = [a for a in asked if a.startswith("no load change")]
+    assert len(again) == 1
+    assert "no load change on boards sim0, sim1 (every cell within its noise)" in again[0]
+    assert "place the 10 kg weight over cell TR, then press Enter" in again[0]
+
+
+def test_a_weight_never_placed_is_refused_as_no_load_change(real_boards, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("builtins.input", lambda: "")
+    args = ["boards", "calibrate", "--boards", BT, "--weight", "10", "--seconds", "0.2", "--tare-s", "0.3",
+            "--out", str(tmp_path / "g.json"), "--json"]  # fmt: skip
+    assert main(args) == 2
+    cap = capsys.readouterr()
+    assert cap.err.count("no load change") == 3  # asked twice more, then refused
+    assert "place the 10 kg weight over cell TR when asked" in cap.err and "within [0.5, 2]" not in cap.err
+    assert "Traceback" not in cap.err and json.loads(cap.out)["ok"] is False
+    assert not (tmp_path / "g.json").exists()
+
+
+# -- 2: endpoints
+
+
+def test_endpoints_sim_in_any_case_and_bad_bluetooth_addresses(capsys):
+    from drivers.wbb.open import board_drivers
+
+    assert cb.boards_arg("SIM") == "sim" and cb.boards_arg("Sim") == "sim"
+    assert cb.boards_arg("bt:00:1e:35:3B:7C:12") == "bt:00:1e:35:3B:7C:12"
+    for bad in ("bt:notamac", "bt:00:1E:35:00:00:01,00:1E:35:00:00", "bt:00:1E:35:00:00:0G"):
+        with pytest.raises(argparse.ArgumentTypeError, match="not a Bluetooth address"):
+            cb.boards_arg(bad)
+    assert main(["boards", "read", "--boards", "bt:notamac", "--seconds", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "bt:notamac: not a Bluetooth address" in err and "AF_BLUETOOTH" not in err
+    with pytest.raises(DeviceError, match="not a Bluetooth address"):
+        board_drivers("bt:notamac")
+    with pytest.raises(DeviceError, match="emulated bench .*one of sim, bt:MAC"):
+        board_drivers("SIM")
+
+
+# -- 3: the read
+
+
+def _samples(kg):
+    return [SimpleNamespace(kg=np.asarray(k, float)) for k in kg]
+
+
+def test_window_is_the_mean_and_sd_of_every_report():
+    rng = np.random.default_rng(1)
+    kg = rng.normal(5.0, 0.2, (300, 4))
+    w = cb._Window()
+    for chunk in np.array_split(kg, 17):
+        w.add(_samples(chunk))
+    w.add([])
+    assert w.n == 300
+    np.testing.assert_allclose(w.mean[:4], kg.mean(axis=0))
+    np.testing.assert_allclose(w.sd[:4], kg.std(axis=0, ddof=1))
+    np.testing.assert_allclose(w.sd[4], kg.sum(axis=1).std(ddof=1))
+
+
+def test_untared_cop_is_shown_and_an_empty_board_has_none(capsys):
+    from rich.console import Console
+
+    loaded, empty = cb._Window(), cb._Window()
+    loaded.add(_samples([[3.0, 3.0, 1.0, 1.0]] * 5))
+    empty.add(_samples([[-0.5, -0.5, 0.4, 0.4]] * 5))
+    boards = [SimpleNamespace(name=n, stats=SimpleNamespace(bad=0, battery_percent=69)) for n in ("a", "b")]
+    assert loaded.cop_m() is not None and empty.cop_m() is None
+    c = Console(width=200, record=True)
+    c.print(cb._table(boards, [loaded, empty], 2.0, tared=False))
+    text = " ".join(c.export_text().split())
+    assert "nan" not in text and "whole 2.0 s read" in text and "battery [%]" in text and "69" in text
+    assert "untared" in text and "CoP —: under 0.5 kg" in text
+
+
+def test_battery_byte_is_given_in_percent_as_hid_wiimote_does():
+    assert P.battery_percent(0xB0) == 69 and P.battery_percent(255) == 100 and P.battery_percent(0) == 0
+    assert P.battery_percent(None) is None
+
+
+def test_read_json_is_over_the_whole_window_and_ctrl_c_keeps_what_was_read(monkeypatch, capsys):
+    calls = [0]
+
+    def sleep(s):
+        calls[0] += 1
+        if calls[0] > 8:
+            raise KeyboardInterrupt
+        time.sleep(s)
+
+    monkeypatch.setattr(cb, "time", SimpleNamespace(sleep=sleep, monotonic=time.monotonic))
+    assert main(["boards", "read", "--boards", "sim", "--seconds", "30", "--json"]) == 130
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["interrupted"] is True and 0 < doc["window_s"] < 5 and doc["tared"] is False
+    b = doc["boards"][0]
+    assert b["reports"] > 0 and len(b["kg_sd"]) == 4 and b["battery_percent"] == 69
+    assert "interrupted after" in cap.err and "Traceback" not in cap.err
+
+
+# -- 4: the tare cue
+
+
+def test_tare_ends_with_a_cue_on_stderr(real_boards, capsys):
+    assert main(["boards", "read", "--boards", BT, "--seconds", "0.2", "--tare", "0.3", "--json"]) == 0
+    cap = capsys.readouterr()
+    assert "tared: step on / put the load on now" in cap.err
+    doc = json.loads(cap.out)
+    assert doc["tared"] is True and doc["interrupted"] is False
+
+
+# -- 5: reconnect status
+
+
+def test_reconnect_attempts_are_reported_as_they_happen():
+    emu = WbbEmulator(
+        lambda: np.ones(4), rate_hz=100, faults=Faults(disconnect_after=10, refuse_reconnect=True)
+    )
+    said = []
+    board = HidBoard(emu.connect_socketpair, name="b1")
+    board.lost_after_s, board.reconnect_delay_s = 0.2, 0.05
+    board.on_link = said.append
+    board.start()
+    try:
+        deadline = time.monotonic() + 3
+        with pytest.raises(DeviceError, match="b1 lost"):
+            while time.monotonic() < deadline:
+                board.check()
+                time.sleep(0.02)
+    finally:
+        board.close()
+        emu.close()
+    assert said == [f"board b1: link lost, reconnecting (attempt {k} of 3) …" for k in (1, 2, 3)]
+
+
+def test_read_shows_reconnects_only_when_progress_is_drawn(monkeypatch):
+    seen = []
+    real = cb.opened_boards
+
+    def spy(spec):
+        cm = real(spec)
+
+        class Wrap:
+            def __enter__(self):
+                got = cm.__enter__()
+                seen.append(got[0])
+                return got
+
+            def __exit__(self, *exc):
+                return cm.__exit__(*exc)
+
+        return Wrap()
+
+    monkeypatch.setattr(cb, "opened_boards", spy)
+    monkeypatch.setattr(cb, "draws_progress", lambda: True)
+    assert main(["boards", "read", "--boards", "sim", "--seconds", "0.1", "--json"]) == 0
+    monkeypatch.setattr(cb, "draws_progress", lambda: False)
+    assert main(["boards", "read", "--boards", "sim", "--seconds", "0.1", "--json"]) == 0
+    assert all(b.on_link is cb._report_link for b in seen[0])
+    assert all(b.on_link is None for b in seen[1])
