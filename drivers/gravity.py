@@ -37,13 +37,13 @@ import numpy as np
 from drivers.config import RobotConfig, servo_order
 from formats.errors import DataError
 from formats.parameter_set import ParameterSet
+from formats.units import GRAVITY as G
 from robots import dynamics as dyn
 from robots.kinematics import com_position, site_pose
 from robots.stance import lever_share, other_pose, other_site, resolve_base
 from robots.tree import RobotModel
 
 PWM_FULL_SCALE = 885  # X-series PWM limit register at 100 %
-G = 9.81  # m/s², as robots.dynamics.GRAVITY
 
 
 def servo_stiffness(model: RobotModel, config: RobotConfig, p_gains: np.ndarray | None = None) -> np.ndarray:

@@ -28,6 +28,7 @@ import numpy as np
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
+from formats.units import GRAVITY as G
 
 
 def _body_lines(text: str) -> tuple[dict[str, str], list[tuple[int, str]]]:
@@ -88,7 +89,6 @@ def read_table(
     return meta, cols
 
 
-G = 9.81  # m/s², the gravity a static accelerometer's readings must be near
 
 
 def check_seconds(src: str, t: np.ndarray, min_step: float = 1e-4) -> None:

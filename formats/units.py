@@ -10,6 +10,8 @@ from formats.errors import DataError
 
 ANGLE_UNITS = {"rad": 1.0, "deg": math.pi / 180.0}
 LENGTH_UNITS = {"m": 1.0, "mm": 1e-3}
+GRAVITY = 9.81  # m/s²: the models' gravity (robots.dynamics), and what a static accelerometer reads
+STANDARD_GRAVITY = 9.80665  # m/s²: the kilogram-force the boards' kilograms are defined by
 
 
 def check_angle_unit(raw: np.ndarray, unit: str, source: str, rad_limit: bool = True) -> None:

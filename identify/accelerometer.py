@@ -17,8 +17,8 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from formats.errors import DataError, IdentifiabilityError
+from formats.units import GRAVITY as G
 
-G = 9.81
 PARAM_NAMES = ("ox", "oy", "oz", "gxx", "gyy", "gzz", "gyx", "gzx", "gzy")
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import matplotlib
 
+from formats.units import GRAVITY
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
@@ -58,7 +60,7 @@ def plot_pwm_gain(pwm, y, fit, out: str | Path, title: str = "") -> Path:
     return save_figure(fig, out, dpi=120)
 
 
-def plot_accelerometer(r, cals, out: str | Path, g: float = 9.81) -> Path:
+def plot_accelerometer(r, cals, out: str | Path, g: float = GRAVITY) -> Path:
     """‖a‖ − g per pose, raw (offset-free sphere assumption) and for each calibration."""
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.plot(np.linalg.norm(r, axis=1) - g, "o", ms=3, color="0.6", label="raw ‖r‖ − g")

@@ -72,12 +72,21 @@ BORDER_ORDER = ["phys", "bias1", "bias2", "R1", "R2"]
 
 
 def must_be_positive() -> list[str]:
-    """The parameters whose estimate must be > 0 to be physical: every entry of ϑ_phys, by its role in f_dyn
+    """The parameters whose estimate must be > 0 to be physical, as Doggy's description marks them
+    (`[flexible_joints.parameters] positive`, one flag per name): every entry of ϑ_phys, by its role in f_dyn
     (robots/doggy.py, eqs 5–12) — k_pwm the motor torque per volt of PWM (a negative one means the logged command's
     sign is opposite the encoders'), k_mi the back-EMF damping (k_mi θ̇ opposes the motion), b the motor-side
     inertia (θ̈ = τ / b), µ_fm the Coulomb friction level (µ tanh(200 v) opposes the motion), k_s the belt
-    stiffness and d_s its damping (the spring and damper of τ_c). Gyro biases and rotations may take any value."""
-    return list(_facts().PHYS_NAMES)
+    stiffness and d_s its damping (the spring and damper of τ_c). Gyro biases and rotations may take any value.
+    A description without the flags marks none."""
+    f = _facts()
+    flags = f.ROBOT.model.extra["flexible_joints"]["parameters"].get("positive", [False] * len(f.PHYS_NAMES))
+    if len(flags) != len(f.PHYS_NAMES) or not all(isinstance(x, bool) for x in flags):
+        raise DataError(
+            f"[flexible_joints.parameters] positive: expected {len(f.PHYS_NAMES)} true/false flags, one per "
+            f"name, got {flags!r}"
+        )
+    return [n for n, positive in zip(f.PHYS_NAMES, flags, strict=True) if positive]
 
 
 def _joint_reach(rb: FlexibleJointRobot) -> np.ndarray:

@@ -299,7 +299,7 @@ def _unexcited(
 
 
 # median fit SE / plan forecast SE below which the recording excited what its plan does not: the double-support
-# twin's runs measured 0.78–0.90 (0.34 the least of one parameter); the single-support twin run 0.0075, the
+# twin's runs measured 0.78–0.90 (0.24 the least of one parameter); the single-support twin run 0.0077, the
 # servos' tracking adding motion (and the encoders' quantisation in it) that least squares counts in full
 SE_BELOW_PLAN = 0.2
 
@@ -307,17 +307,18 @@ SE_BELOW_PLAN = 0.2
 @dataclass(frozen=True)
 class PlanAgreement:
     """A least-squares fit's standard errors against its plans' forecast at the fit's own noise level, and how far
-    the recorded angles strayed from the planned ones."""
+    the recorded angles strayed from the planned ones. The ratios are None when the plans alone leave some base
+    parameters undetermined (`plan_unexcited`), which the fit determined from motion the plans lack."""
 
-    median: float  # of fit SE / forecast SE over the base parameters (0: the plans leave some undetermined)
-    low: float
-    high: float
+    median: float | None  # of fit SE / forecast SE over the base parameters
+    low: float | None
+    high: float | None
     tracking_rad: float  # rms of recorded − planned angles, all joints and samples
     plan_unexcited: list[str]  # base parameters the plans alone leave undetermined at any length
 
     @property
     def optimistic(self) -> bool:
-        return self.median < SE_BELOW_PLAN
+        return bool(self.plan_unexcited) or (self.median is not None and self.median < SE_BELOW_PLAN)
 
     def to_dict(self) -> dict:
         return {"median_ratio": self.median, "min_ratio": self.low, "max_ratio": self.high,
@@ -333,19 +334,17 @@ def se_against_plans(
     the plan does not (servos' tracking), which least squares takes as exact excitation."""
     fit = estimator.fit_
     nb = estimator.dynamic_base_.rank
-    tracking = float(
-        np.sqrt(np.mean(np.concatenate([(r.q - q).ravel() ** 2 for r, q in zip(recs, planned, strict=True)])))
-    )
-    white = np.asarray(fit.sigma) / math.sqrt(
-        filtered_autocorrelation(recs[0].rate_hz, estimator.cutoff_, 1, 0)[0]
-    )
+    strays = np.concatenate([(r.q - q).ravel() for r, q in zip(recs, planned, strict=True)])
+    tracking = float(np.sqrt(np.mean(strays**2)))
+    rate = common_rate(list(recs))  # the fit's own check: one rate, one noise model
+    white = np.asarray(fit.sigma) / math.sqrt(filtered_autocorrelation(rate, estimator.cutoff_, 1, 0)[0])
     motions = [(r.t, q, r.meta) for r, q in zip(recs, planned, strict=True)]
     try:
         fc = forecast_motions(estimator, motions, white, reuse_base=True, labels=[r.label for r in recs])
     except UnexcitedError as exc:
-        return PlanAgreement(0.0, 0.0, 0.0, tracking, [s for s in exc.unexcited if s in fit.symbols[:nb]])
+        return PlanAgreement(None, None, None, tracking, [s for s in exc.unexcited if s in fit.symbols[:nb]])
     ratio = fit.se[:nb] / fc.se[:nb]
     ratio = ratio[np.isfinite(ratio) & (ratio > 0)]  # parameters held at a prior have no SE
     if not ratio.size:
-        return PlanAgreement(math.nan, math.nan, math.nan, tracking, [])
+        return PlanAgreement(None, None, None, tracking, [])
     return PlanAgreement(float(np.median(ratio)), float(ratio.min()), float(ratio.max()), tracking, [])

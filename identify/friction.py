@@ -232,16 +232,21 @@ def fit_friction(
             extra={n: p[n] for n, _ in extra},
         )
 
-    best = one(v_s) if model != "stribeck" or v_s is not None else _search_vs(one, w)
+    at_end = False
+    if model != "stribeck" or v_s is not None:
+        best = one(v_s)
+    else:
+        best, at_end = _search_vs(one, w)
     best.warnings = [*([note] if note else []), *check_signs(best)]
     if model == "stribeck":
         searched = None if v_s is not None else (best.vs_scan[0][0], best.vs_scan[-1][0])
-        best.warnings += stribeck_notes(best, w, searched)
+        best.warnings += stribeck_notes(best, w, searched, at_end)
     return best
 
 
-def _search_vs(one: Callable[[float], FrictionFit], w: np.ndarray) -> FrictionFit:
-    """The Stribeck fit at the v_s of least rms: a log grid over the data's speeds, then golden section."""
+def _search_vs(one: Callable[[float], FrictionFit], w: np.ndarray) -> tuple[FrictionFit, bool]:
+    """The Stribeck fit at the v_s of least rms: a log grid over the data's speeds, then golden section; and
+    whether the grid's least rms was at its first or last v_s (the minimum may lie beyond the range searched)."""
     hi = max(float(np.percentile(np.abs(w), 95)), 1e-6)
     grid = np.geomspace(hi / 300, hi / 2, 40)
     fits = []
@@ -270,7 +275,7 @@ def _search_vs(one: Callable[[float], FrictionFit], w: np.ndarray) -> FrictionFi
             fb = one(float(np.exp(b)))
     best = fa if fa.rms < fb.rms else fb
     best.vs_scan = [(f.v_s, f.rms) for f in fits]
-    return best
+    return best, k in (0, len(fits) - 1)
 
 
 COULOMB = ("Kc", "Kc+", "Kc-")
@@ -329,12 +334,16 @@ def rejection_note(
     )
 
 
-def stribeck_notes(fit: FrictionFit, w_used: np.ndarray, searched: tuple[float, float] | None) -> list[str]:
-    """Notes on a Stribeck velocity the data do not support: at an end of its search range (no clear knee)
-    or below the slowest speed used (the dip is extrapolated where there are no samples)."""
+def stribeck_notes(
+    fit: FrictionFit, w_used: np.ndarray, searched: tuple[float, float] | None, at_end: bool = False
+) -> list[str]:
+    """Notes on a Stribeck velocity the data do not support: at an end of its search range `searched` (no
+    clear knee: `at_end`, the search grid's least rms at its first or last v_s — the golden-section refinement
+    between a grid minimum's neighbours may end near an end of the range from an interior minimum, which is
+    no note) or below the slowest speed used (the dip is extrapolated where there are no samples)."""
     notes = []
     vs = fit.v_s
-    if searched is not None and not searched[0] * 1.2 < vs < searched[1] / 1.2:
+    if searched is not None and at_end:
         notes.append(
             f"stribeck: v_s {vs:.3g} rad/s is at an end of its search range {searched[0]:.3g}–{searched[1]:.3g} "
             "rad/s: the data show no clear Stribeck knee; give --vs or use --model coulomb-viscous"

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from formats.calibration_recording import AccelRecording
-
-G = 9.81
+from formats.units import GRAVITY as G
 
 
 def rot(axis: str, angle: float) -> np.ndarray:

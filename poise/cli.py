@@ -13,7 +13,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from formats.errors import PoiseError  # noqa: E402
 from poise.argtypes import OneLineParser, UsageError, check_outputs  # noqa: E402
-from robots.interrupt import interrupts, unwatch, watch  # noqa: E402
+from robots.interrupt import interrupts, unwatch, watch, watching  # noqa: E402
 
 # Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`.
 COMMAND_MODULES = [
@@ -43,14 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; Ctrl-C at any point (the commands' imports included) ends it with exit 130."""
-    watching = watch()
+    installed = watch()  # False inside a command that runs others (demo): its caller's counter stays
     try:
-        return _command(sys.argv[1:] if argv is None else argv, interrupts() if watching else None)
+        return _command(sys.argv[1:] if argv is None else argv, interrupts() if watching() else None)
     except KeyboardInterrupt:
         print("poise: interrupted", file=sys.stderr)
         return 130
     finally:
-        if watching:
+        if installed:
             unwatch()
 
 

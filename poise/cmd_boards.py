@@ -207,7 +207,7 @@ def cmd_read(args: argparse.Namespace) -> int:
                 b.drain()  # the window starts now (the tare's reports are not in it)
             began = time.monotonic()
             end = began + args.seconds
-            if not args.json and console.is_terminal:
+            if draws_progress():  # the live table on stderr, a terminal (stdout keeps the table or the JSON)
                 live = Live(console=err_console, refresh_per_second=8, transient=True)
                 live.start()
             while time.monotonic() < end:

@@ -84,6 +84,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     if args.pipeline != "postures":
         return _dynamic_demo(args)
+    default_out = args.out is None  # out/demo: made with its folders (out/ is not in a fresh clone)
     args.out = args.out or "out/demo"
     args.seed = 1 if args.seed is None else args.seed
     twin = args.physics == "mujoco"
@@ -99,7 +100,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         None if mm_ is None else (mm_ / 1000, math.radians(deg)), args.gravity_comp, twin,
     )  # fmt: skip
     check_demo(args)  # what the run would refuse after the design, refused now
-    folder = DemoFolder(Path(args.out), "postures", args.force)
+    folder = DemoFolder(Path(args.out), "postures", args.force, parents=default_out)
     folder.check()  # before any work: nothing is written into a folder that is refused
 
     log = (lambda *a: None) if args.json else (lambda msg: err_console.print(msg))
@@ -113,7 +114,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if folder.rollback():
             err_console.print(f"poise demo: the earlier run's outputs in {args.out} are restored")
         raise
-    folder.commit()
+    kept = None
+    # stopped short (a safety stop) is a failure: the earlier run's outputs come back (if any), this run's aside
+    if res.stopped:
+        kept = folder.keep_stopped()
+        if kept is not None:
+            res = _relocated(res, Path(args.out), kept)
+            err_console.print(f"poise demo: the run stopped short: the earlier run's outputs in {args.out} are "
+                              f"restored; this run's are in {kept}", soft_wrap=True, highlight=False)  # fmt: skip
+    else:
+        folder.commit()
     if args.json:
         print_json({
             "plan": str(res.plan_path), "run_dir": str(res.run_dir), "kappa": res.kappa,
@@ -124,6 +134,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "twin_timing": res.twin_timing, "execution": res.execution, "standing": res.standing,
             "standing_count": None if res.standing is None else sum(r["stands"] for r in res.standing),
             "conditions": dataclasses.asdict(res.conditions) if res.conditions else None,
+            "earlier_outputs_restored": kept is not None,
         })  # fmt: skip
         return 0
     if res.standing is not None:
@@ -218,7 +229,7 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
     out = Path(args.out or f"out/demo_{args.pipeline}")
     seed = DEFAULT_SEED[args.pipeline] if args.seed is None else args.seed
     steps = (arm_steps if args.pipeline == "arm" else standing_steps)(out, seed)
-    folder = DemoFolder(out, args.pipeline, args.force)
+    folder = DemoFolder(out, args.pipeline, args.force, parents=args.out is None)
     folder.check()  # before any work
     if args.json:  # the identification's JSON is the verdict's source
         steps[-1] = Step(steps[-1].what, (*steps[-1].argv, "--json"))
@@ -259,6 +270,19 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
         return 0
     err_console.print(f"\n[bold]poise demo {args.pipeline}[/bold]: plans, runs and figures in {out}/")
     return rc
+
+
+def _relocated(res, out, to):
+    """`res` with its paths in `out` moved to `to` (a stopped run's outputs, `DemoFolder.keep_stopped`)."""
+    from pathlib import Path
+
+    def moved(p):
+        if p is None or not Path(p).is_relative_to(out):
+            return p
+        return to / Path(p).relative_to(out)
+
+    return dataclasses.replace(res, plan_path=moved(res.plan_path), run_dir=moved(res.run_dir),
+                               figure=moved(res.figure))  # fmt: skip
 
 
 def _print_twin_events(events: list[dict] | None) -> None:

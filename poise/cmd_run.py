@@ -15,6 +15,7 @@ from drivers.recorder import RunRecorder, plan_sha256
 from drivers.run_events import attribute, per_posture
 from formats.errors import DataError
 from formats.plan import check_compatible, load_plan
+from formats.units import STANDARD_GRAVITY
 from poise import argtypes as at
 from poise.output import console, draws_progress, err_console, print_json
 
@@ -426,7 +427,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         t.add_column(c, justify="right")
     for r in result.completed:
         t.add_row(str(r.posture), str(r.placement), f"{r.cop[0] * 1000:.2f}", f"{r.cop[1] * 1000:.2f}",
-                  f"{r.cop_sd[0] * 1000:.2f}", f"{r.cop_sd[1] * 1000:.2f}", f"{r.force_n / 9.80665:.2f}", str(r.samples))  # fmt: skip
+                  f"{r.cop_sd[0] * 1000:.2f}", f"{r.cop_sd[1] * 1000:.2f}", f"{r.force_n / STANDARD_GRAVITY:.2f}", str(r.samples))  # fmt: skip
     console.print(t)
     console.print(execution_table(result.completed))
     j = result.jitter()

@@ -215,17 +215,37 @@ def waypoint_jump(wps: np.ndarray) -> str | None:
     return None
 
 
+def projection_jump(wps: np.ndarray, Q: np.ndarray, cosine: bool) -> str | None:
+    """A step between consecutive projected postures Q (`ground_path` of the waypoints wps) beyond MAX_STRETCH × the
+    largest the waypoints imply per tick (and JUMP_MIN): the projection switched branch of the closed chain there,
+    between waypoints that each lie on it (a plan passed `plan check` whose run then jumped 0.16 rad in a tick)."""
+    steps = np.abs(np.diff(np.vstack([wps[0], Q]), axis=0)).max(axis=1)
+    seg = len(wps) - 1
+    per_tick = float(np.abs(np.diff(wps, axis=0)).max()) * seg / len(Q) * (math.pi / 2 if cosine else 1.0)
+    k = int(steps.argmax())
+    if steps[k] > max(JUMP_MIN, MAX_STRETCH * per_tick):
+        return (
+            f"the path projected on the closed chain jumps {math.degrees(steps[k]):.1f}° at {100 * (k + 1) / len(Q):.0f} % "
+            f"of the move ({steps[k] / per_tick:.0f}× its waypoints' step): it switches branch there"
+        )
+    return None
+
+
 def ground_transition_issues(
     model: RobotModel, wps: np.ndarray, pose, params: str, base: str, margin: float, what: str
 ) -> list[str]:
-    """What stops a transition's waypoints from being followed on the ground: a jump between two waypoints, or
-    any of PATH_TICKS postures per segment off the chain, outside the limits or the margin (`path_issues`)."""
+    """What stops a transition's waypoints from being followed on the ground: a jump between two waypoints or in
+    their projection, or any of PATH_TICKS postures per segment off the chain, outside the limits or the margin
+    (`path_issues`)."""
     wps = np.asarray(wps, dtype=float)
     jump = waypoint_jump(wps)
     if jump:
         return [f"{what}: {jump}"]
     seg = len(wps) - 1
     Q = ground_path(model, wps, PATH_TICKS * seg, seg == 1, pose, params, base)
+    jump = projection_jump(wps, Q, seg == 1)
+    if jump:
+        return [f"{what}: {jump}"]
     return path_issues(model, Q, seg, pose, params, base, margin, what)
 
 

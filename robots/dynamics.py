@@ -24,10 +24,11 @@ import numpy as np
 
 from formats.errors import DataError
 from formats.parameter_set import ParameterSet
+from formats.units import GRAVITY as G
 from robots.kinematics import link_frames, link_frames_sym, site_pose, site_pose_sym
 from robots.tree import RobotModel
 
-GRAVITY = (0.0, 0.0, -9.81)
+GRAVITY = (0.0, 0.0, -G)
 STANDARD_NAMES = ("m", "mcx", "mcy", "mcz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
 STANDARD_UNITS = dict(zip(STANDARD_NAMES, ("kg",) + ("kg·m",) * 3 + ("kg·m²",) * 6, strict=True))
 _SYM = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))  # (row, col) of each inertia parameter

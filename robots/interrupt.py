@@ -23,35 +23,41 @@ def interrupts() -> int:
     return _count[0]
 
 
+def watching() -> bool:
+    """Whether Ctrl-C's are being counted (our handler in place, in the main thread)."""
+    return threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is _raise
+
+
 def watch() -> bool:
     """Count Ctrl-C's from now on, raising KeyboardInterrupt as Python does: in the main thread, in place of Python's
-    default handler only (a worker that ignores it, a caller's own handler, stay). Whether they are counted."""
-    main = threading.current_thread() is threading.main_thread()
-    if main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    default handler only (a worker that ignores it, a caller's own handler, stay). Whether this call put the counter
+    in (a nested command's must not take out its caller's)."""
+    if threading.current_thread() is threading.main_thread() and (
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ):
         signal.signal(signal.SIGINT, _raise)
-    return main and signal.getsignal(signal.SIGINT) is _raise
+        return True
+    return False
 
 
 def unwatch() -> None:
     """Python's default handler back, if `watch` put ours in."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is _raise:
+    if watching():
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @contextmanager
 def interruptible() -> Iterator[None]:
     """A solve after which Ctrl-C during it raises KeyboardInterrupt, whatever CasADi made of it."""
-    ours = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is _raise
-    if not ours and not watch():
-        yield
-        return
-    before = _count[0]
+    before, installed, counted = _count[0], False, False
     try:
+        installed = watch()
+        counted = watching()
         yield
     finally:
-        if not ours:  # watched for this solve only: Python's handler back
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-    if _count[0] > before:
+        if installed:  # counted for this solve only
+            unwatch()
+    if counted and _count[0] > before:
         raise KeyboardInterrupt
 
 
@@ -68,7 +74,7 @@ def held() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-    if got and previous is not signal.SIG_IGN:
-        if previous is _raise:
+        if got and previous is _raise:  # counted even when the body failed: the CLI reports the interrupt
             _count[0] += 1
+    if got and previous is not signal.SIG_IGN:
         raise KeyboardInterrupt

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
+import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -16,23 +19,38 @@ def _ignore_interrupt() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _keyed(job: tuple[Hashable, Callable[..., Any], tuple]) -> tuple[Hashable, Any]:
-    key, fn, args = job
-    return key, fn(*args)
+@contextmanager
+def _children_ignore_interrupt() -> Iterator[None]:
+    """Ctrl-C ignored while workers start, so that they inherit it ignored through their imports (the initializer
+    only runs after them); the parent's handler back at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def in_processes(
     fn: Callable[..., Any], calls: Mapping[Hashable, tuple], workers: int
 ) -> Iterator[tuple[Hashable, Any]]:
     """(key, fn(*args)) for each `calls` entry, in the order they finish, from `workers` processes. A worker's
-    exception is raised here; an exception here (Ctrl-C) or a caller that stops iterating ends the workers."""
-    pool = mp.get_context("spawn").Pool(workers, initializer=_ignore_interrupt)
+    exception is raised here, and a worker that dies (killed, out of memory) raises BrokenProcessPool; an exception
+    here (Ctrl-C) or a caller that stops iterating ends the workers."""
+    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_ignore_interrupt)
     try:
-        yield from pool.imap_unordered(_keyed, [(key, fn, args) for key, args in calls.items()])
+        with _children_ignore_interrupt():  # a spawn pool starts a worker per submit, up to `workers`
+            futures = {pool.submit(fn, *args): key for key, args in calls.items()}
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
     except BaseException:  # GeneratorExit included: the caller stopped, or its frame unwound
-        pool.terminate()
+        processes = list((pool._processes or {}).values())  # no public handle before 3.14's terminate_workers
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            proc.terminate()
+        for proc in processes:
+            proc.join()
         raise
-    else:
-        pool.close()
-    finally:
-        pool.join()
+    pool.shutdown(wait=True)

@@ -219,3 +219,83 @@ def test_read_shows_reconnects_only_when_progress_is_drawn(monkeypatch):
     assert main(["boards", "read", "--boards", "sim", "--seconds", "0.1", "--json"]) == 0
     assert all(b.on_link is cb._report_link for b in seen[0])
     assert all(b.on_link is None for b in seen[1])
+
+
+# -- second review: Enter pressed too early at a later cell; the read's live table wherever progress is drawn
+
+
+def test_enter_too_early_at_the_second_cell_asks_again(real_boards, tmp_path, monkeypatch):
+    """At BR the weight is still over TR when Enter is pressed: a load, but not over the asked cell. That is no
+    placement (not a misplaced weight refused by the one-cell check): the person is asked again."""
+    world, asked = real_boards, []
+
+    def person(prompt: str) -> str:
+        asked.append(prompt)
+        for k, c in enumerate(P.CELLS):
+            early = c == "BR" and prompt.startswith("Place")  # the first time at BR: nothing moved
+            if f"over cell {c} " in prompt and not early or f"on cell {c} of" in prompt:
+                world.place_weight(k, 10.0)
+        if prompt.startswith("Take"):
+            world.place_weight(None, 10.0)
+        return ""
+
+    monkeypatch.setattr("drivers.session.ask_on_stderr", person)
+    out = tmp_path / "g.json"
+    args = ["boards", "calibrate", "--boards", BT, "--weight", "10", "--seconds", "0.3", "--tare-s", "0.5",
+            "--out", str(out)]  # fmt: skip
+    assert main(args) == 0 and out.exists()
+    again = [a for a in asked if a.startswith("no load")]
+    assert len(again) == 1, asked
+    assert (
+        "no load on cell BR of boards sim0, sim1 (within its noise: is the weight still over cell TR?)"
+        in again[0]
+    )
+    assert "place the 10 kg weight over cell BR, then press Enter" in again[0]
+    gains = np.array([b["gain"] for b in json.loads(out.read_text())["boards"]])
+    assert np.all(np.abs(gains - 1) < 0.2)  # BR's gain from the weight over BR, not from the early reading
+
+
+def test_an_early_enter_never_followed_by_the_move_is_no_load_change(
+    real_boards, tmp_path, monkeypatch, capsys
+):
+    world = real_boards
+
+    def person(prompt: str) -> str:  # the weight goes over TR and stays there
+        if "over cell TR " in prompt:
+            world.place_weight(0, 10.0)
+        return ""
+
+    monkeypatch.setattr("drivers.session.ask_on_stderr", person)
+    args = ["boards", "calibrate", "--boards", BT, "--weight", "10", "--seconds", "0.2", "--tare-s", "0.3",
+            "--out", str(tmp_path / "g.json")]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "no load on cell BR" in err and "place the 10 kg weight over cell BR when asked" in err
+    assert "reads +" not in err and not (tmp_path / "g.json").exists()  # not the one-cell check's refusal
+
+
+def test_read_draws_its_live_table_on_stderr_with_json_too(monkeypatch, capsys):
+    made = []
+
+    class Spy:
+        def __init__(self, *a, **k):
+            made.append(k)
+
+        def start(self):
+            made.append("start")
+
+        def update(self, table):
+            made.append("update")
+
+        def stop(self):
+            made.append("stop")
+
+    monkeypatch.setattr(cb, "Live", Spy)
+    monkeypatch.setattr(cb, "draws_progress", lambda: True)  # stderr a terminal, stdout a pipe
+    assert main(["boards", "read", "--boards", "sim", "--seconds", "0.2", "--json"]) == 0
+    assert made[0]["console"] is cb.err_console and "update" in made and made[-1] == "stop"
+    assert json.loads(capsys.readouterr().out)["boards"]
+    made.clear()
+    monkeypatch.setattr(cb, "draws_progress", lambda: False)  # stderr a log: no live table
+    assert main(["boards", "read", "--boards", "sim", "--seconds", "0.1"]) == 0
+    assert made == []

@@ -179,7 +179,7 @@ def test_friction_warns_on_negative_static_friction_and_unsupported_stribeck_vel
     notes = check_signs(fit) + stribeck_notes(fit, np.array([0.022, -0.03, 1.0]), (0.005, 0.75))
     assert any("sigma- = -3.9" in n and "impossible" in n for n in notes), notes
     assert any("below the slowest speed used" in n for n in notes), notes
-    edge = stribeck_notes(fit, np.array([0.01, 1.0]), (0.014, 0.75))
+    edge = stribeck_notes(fit, np.array([0.01, 1.0]), (0.014, 0.75), at_end=True)
     assert any("end of its search range" in n for n in edge), edge
     good = FrictionFit("stribeck", STRIBECK, {}, 0.35, False, 1, 0, 0.0, 1.0)
     assert check_signs(good) == [] and stribeck_notes(good, np.array([0.03, 1.5]), (0.005, 0.75)) == []

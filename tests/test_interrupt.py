@@ -84,6 +84,33 @@ def test_calls_in_processes_finish_or_raise_the_workers_error():
         dict(in_processes(_fails, {"a": (1,), "b": (2,)}, 2))
 
 
+def _dies(x: int) -> int:
+    if x == 2:
+        os._exit(9)  # as the kernel's OOM killer or a crash in native code would end it
+    return x
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang():
+    """multiprocessing.Pool waited for ever for a dead worker's result; the executor names it."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    with pytest.raises(BrokenProcessPool):
+        dict(in_processes(_dies, {"a": (1,), "b": (2,)}, 2))
+
+
+def test_a_command_run_by_a_command_keeps_its_callers_counter():
+    """`poise demo` runs `main` for each step: the inner call must not take out the outer one's Ctrl-C counter."""
+    from robots.interrupt import unwatch, watch, watching
+
+    assert watch() and watching()
+    try:
+        assert not watch()  # already counted: the inner call did not put it in
+        assert watching()
+    finally:
+        unwatch()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_a_caller_that_stops_ends_the_workers():
     import multiprocessing as mp
 
@@ -147,6 +174,22 @@ def test_ctrl_c_during_a_held_import_is_raised_after_it():
         signal.raise_signal(signal.SIGINT)
         done.append("the body ran to its end")
     assert done and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_held_import_that_fails_after_ctrl_c_counts_the_interrupt():
+    """An import that fails once Ctrl-C came (a half-initialised module) still counts it: the CLI reports the
+    interrupt, not the import's error."""
+    from robots.interrupt import held, interrupts, unwatch, watch
+
+    watch()
+    try:
+        before = interrupts()
+        with pytest.raises(ImportError), held():
+            signal.raise_signal(signal.SIGINT)
+            raise ImportError("half initialised")
+        assert interrupts() == before + 1
+    finally:
+        unwatch()
 
 
 def test_an_error_a_library_made_of_ctrl_c_is_reported_as_interrupted(monkeypatch, capsys):

@@ -86,10 +86,28 @@ def _report_with(estimates: dict[str, float]) -> dict:
     return {"converged": True, "residuals": [], "parameters": rows}
 
 
-def test_every_drive_parameter_must_be_positive():
-    assert dg.must_be_positive() == list(dg.PHYS_NAMES)
-    assert {"k_pwm", "k_mi", "b", "mu_fm1", "k_s2", "d_s3"} <= set(dg.must_be_positive())
-    assert not any(n.startswith(("bias", "R")) for n in dg.must_be_positive())
+def test_a_negative_belt_stiffness_is_warned_and_a_positive_one_not():
+    units = dict(zip(dg.PHYS_NAMES, dg.ROBOT.phys_units, strict=True))
+    rows = lambda k_s1: [{"name": n, "unit": units[n], "estimate": k_s1 if n == "k_s1" else 1.0}  # noqa: E731
+                         for n in dg.PHYS_NAMES]  # fmt: skip
+    (note,) = fit_warnings({"converged": True, "residuals": [], "parameters": rows(-12.5)})
+    assert "physically impossible" in note and "k_s1 -12.5 N·m/rad" in note and "k_s2" not in note
+    assert fit_warnings({"converged": True, "residuals": [], "parameters": rows(400.0)}) == []
+
+
+def test_what_must_be_positive_is_marked_in_doggys_description(monkeypatch):
+    from formats.errors import DataError
+
+    par = dg.ROBOT.model.extra["flexible_joints"]["parameters"]
+    flags = [n != "k_s1" for n in dg.PHYS_NAMES]  # a description that lets k_s1 take any sign
+    monkeypatch.setitem(par, "positive", flags)
+    assert "k_s1" not in dg.must_be_positive() and "k_s2" in dg.must_be_positive()
+    est = {"k_s1": -12.5, "k_s2": -1.0}
+    (note,) = fit_warnings(_report_with(est))
+    assert "k_s2 -1" in note and "k_s1" not in note
+    monkeypatch.setitem(par, "positive", flags[:-1])
+    with pytest.raises(DataError, match="positive: expected 12 true/false flags"):
+        dg.must_be_positive()
 
 
 def test_nonpositive_estimates_are_named_and_others_not():

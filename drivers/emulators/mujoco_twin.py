@@ -29,6 +29,7 @@ import numpy as np
 from drivers.wbb.geometry import CELL_SPAN_X, CELL_SPAN_Y, cell_positions
 from formats.errors import DataError, DeviceError
 from formats.parameter_set import ParameterSet
+from formats.units import STANDARD_GRAVITY
 from robots.kinematics import _offset
 from robots.physical import inertia_matrix, nearest_consistent
 from robots.stance_spec import default_base
@@ -850,7 +851,7 @@ class Twin:
                 return self._cache[1]
             loads = np.zeros(8)
             if self.placed:
-                loads = np.concatenate([self._board_wrench(i) for i in range(2)]) / 9.80665
+                loads = np.concatenate([self._board_wrench(i) for i in range(2)]) / STANDARD_GRAVITY
             self._cache = (float(self.d.time), loads)
             return loads
 
@@ -882,7 +883,7 @@ class Twin:
             means = self._ext_sum / self._ext_n[:, None]
             for i in range(2):
                 self._ext_last[i] = means[i]
-                self._queue(i, self._board_wrench(i, means[i]) / 9.80665)
+                self._queue(i, self._board_wrench(i, means[i]) / STANDARD_GRAVITY)
         self._ext_sum[:], self._ext_n[:] = 0.0, 0
 
     def _queue(self, board: int, cells_kg: np.ndarray) -> None:
@@ -922,7 +923,7 @@ class Twin:
             self._advance()
             if not self.placed or self._ext_last[board] is None:
                 return self.cell_loads()[4 * board : 4 * board + 4]
-            return self._board_wrench(board, self._ext_last[board]) / 9.80665
+            return self._board_wrench(board, self._ext_last[board]) / STANDARD_GRAVITY
 
     def _trace_step(self, t: float, qpos: np.ndarray, qvel: np.ndarray) -> None:
         """One row of the trace: the state the step just taken started from (time t, qpos, qvel) with the

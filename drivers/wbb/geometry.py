@@ -11,13 +11,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from formats.errors import DataError
+from formats.units import STANDARD_GRAVITY
 
 CELL_SPAN_X = 0.433
 CELL_SPAN_Y = 0.238
 # m, the top surface above the plane the cells measure in (the floor): vertical cells give the moments about
 # that plane, which include the lever PLATE_HEIGHT of the horizontal forces on the plate
 PLATE_HEIGHT = 0.053
-G = 9.80665
+G = STANDARD_GRAVITY  # the boards' kilograms are kilograms-force
 
 
 def cell_levers(cells_xy: np.ndarray) -> np.ndarray:

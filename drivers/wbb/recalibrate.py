@@ -17,19 +17,34 @@ from formats.errors import DeviceError
 
 
 class NoLoadChange(DeviceError):
-    """With the weight asked over a cell, no cell of a board read a load beyond its noise (nothing placed)."""
+    """With the weight asked over a cell, that cell of a board read no load beyond its noise (nothing placed
+    there: not yet placed, or still over the cell before)."""
 
 
 NOISE_SDS = 5.0  # a cell's load changed if its tared mean is beyond this many of its tare's reading SDs
 MIN_CHANGE_KG = 0.05  # … and beyond this (a noise-free or single-reading tare has no SD to go by)
 
 
+def _tared_over_noise(board, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's mean tared reading (kg) and its noise threshold: NOISE_SDS of the tare's reading SD, at least
+    MIN_CHANGE_KG."""
+    cal = board.calibration
+    tared = (cal.untared_kg(raw) - cal.offset_kg).mean(axis=0)[:4]
+    noise = np.zeros(4) if cal.noise_sd is None else np.asarray(cal.noise_sd, float)[:4]
+    return tared, np.maximum(NOISE_SDS * noise, MIN_CHANGE_KG)
+
+
 def _changed(board, raw: np.ndarray) -> bool:
     """Whether any cell's mean tared reading moved beyond its noise (the tare's reading SD)."""
-    cal = board.calibration
-    tared = np.abs((cal.untared_kg(raw) - cal.offset_kg).mean(axis=0))
-    noise = np.zeros(4) if cal.noise_sd is None else np.asarray(cal.noise_sd, float)
-    return bool(np.any(tared > np.maximum(NOISE_SDS * noise, MIN_CHANGE_KG)))
+    tared, limit = _tared_over_noise(board, raw)
+    return bool(np.any(np.abs(tared) > limit))
+
+
+def _placed(board, raw: np.ndarray, cell: int) -> bool:
+    """Whether the weight is over `cell`: its tared load rose beyond its noise. A load elsewhere (the weight
+    still over the cell before, Enter pressed too early) does not count."""
+    tared, limit = _tared_over_noise(board, raw)
+    return bool(tared[cell] > limit[cell])
 
 
 def recalibrate_boards(
@@ -44,9 +59,9 @@ def recalibrate_boards(
     board, all read at once), `put_weight(None)` removes them. Returns each board's per-cell gains (already
     applied to its calibration).
 
-    A board on which no cell's load changed beyond its noise (the weight not placed) is `NoLoadChange`; with
-    `retry`, it is first called with the message (a prompt: place the weight, press Enter) and the cell read
-    again, up to `tries` readings in all."""
+    A board whose asked cell's load did not rise beyond its noise (the weight not placed, or still over the cell
+    before) is `NoLoadChange`; with `retry`, it is first called with the message (a prompt: place the weight,
+    press Enter) and the cell read again, up to `tries` readings in all."""
     loads: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in boards]
     try:
         for c in range(4):
@@ -58,11 +73,15 @@ def recalibrate_boards(
                     if not samples:
                         raise DeviceError(f"board {board.name}: no data with the weight on cell {CELLS[c]}")
                     raws.append(np.array([s.raw for s in samples], float))
-                idle = [b.name for b, raw in zip(boards, raws, strict=True) if not _changed(b, raw)]
+                idle = [(b, raw) for b, raw in zip(boards, raws, strict=True) if not _placed(b, raw, c)]
                 if not idle:
                     break
-                on = f"board{'s' if len(idle) > 1 else ''} {', '.join(idle)}"
-                what = f"no load change on {on} (every cell within its noise)"
+                on = f"board{'s' if len(idle) > 1 else ''} {', '.join(b.name for b, _ in idle)}"
+                if any(_changed(b, raw) for b, raw in idle):  # a load, but not over the asked cell
+                    before = f": is the weight still over cell {CELLS[c - 1]}?" if c else ""
+                    what = f"no load on cell {CELLS[c]} of {on} (within its noise{before})"
+                else:
+                    what = f"no load change on {on} (every cell within its noise)"
                 place = f"place the {weight_kg:g} kg weight over cell {CELLS[c]}"
                 if retry is None or attempt == tries:
                     raise NoLoadChange(f"{what}: {place} when asked (nothing was written)")

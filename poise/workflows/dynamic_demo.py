@@ -95,6 +95,8 @@ OUTPUTS = {
 
 MARKER = ".poise-demo"  # in a folder a demo wrote: which demo (JSON {"pipeline": ...})
 ASIDE = ".poise-demo-previous"  # an earlier run's outputs while a new run makes its own
+MOVED = ".moved"  # in ASIDE, written before the first move: the earlier run's output names (JSON list)
+STOPPED = ".poise-demo-stopped"  # a run stopped short (safety stop), its outputs kept for a look
 
 
 def marker_pipeline(out: Path) -> str | None:
@@ -127,12 +129,14 @@ def _named(names: list[str]) -> str:
 
 class DemoFolder:
     """A demo's --out: checked before any work (`check`), its earlier outputs moved aside while the new run makes
-    its own (`begin`), then dropped (`commit`) or, when the run fails or is interrupted, restored (`rollback`).
-    Only the demo's own outputs (`OUTPUTS`, in a folder its marker says it wrote) are ever moved or removed:
-    anything else is refused unless --force, and with --force kept untouched."""
+    its own (`begin`), then dropped (`commit`) or, when the run fails, is interrupted or stops short, restored
+    (`rollback`, `keep_stopped`). Only the demo's own outputs (`OUTPUTS`, in a folder its marker says it wrote)
+    are ever moved or removed: anything else is refused unless --force, and with --force kept untouched.
+    `parents`: the demo's default --out (out/demo…, in a fresh clone without out/) is made with its folders; a
+    given --out is made only in a folder that exists (as `poise.argtypes.out_dir` checks)."""
 
-    def __init__(self, out: Path, pipeline: str, force: bool = False) -> None:
-        self.out, self.pipeline, self.force = Path(out), pipeline, force
+    def __init__(self, out: Path, pipeline: str, force: bool = False, parents: bool = False) -> None:
+        self.out, self.pipeline, self.force, self.parents = Path(out), pipeline, force, parents
         self.outputs = OUTPUTS[pipeline]
         self.previous: list[str] = []
 
@@ -146,7 +150,7 @@ class DemoFolder:
         if owner is not None and owner != self.pipeline:
             who = "another demo (its marker unreadable)" if owner == "unknown" else f"`poise demo {owner}`"
             raise DataError(f"{out} holds the outputs of {who}: give {demo} another --out")
-        ours = {*self.outputs, MARKER, ASIDE} if owner else set()
+        ours = {*self.outputs, MARKER, ASIDE, STOPPED} if owner else set()
         foreign = sorted(p.name for p in out.iterdir() if p.name not in ours)
         if foreign and not self.force:
             raise DataError(f"{out} holds {_named(foreign)}, which {demo} did not write: give an empty or new --out, "
@@ -159,9 +163,10 @@ class DemoFolder:
 
     def begin(self) -> str | None:
         """The folder made or marked, the earlier run's outputs moved aside (a run killed before it ended left
-        them aside: they are put back first). Returns a note for the log, if any."""
+        them aside: they are put back first). Returns a note for the log, if any. The names to move are written
+        aside before the first move: a run killed part-way through the moves loses none of them."""
         out = self.out
-        out.mkdir(exist_ok=True)
+        out.mkdir(parents=self.parents, exist_ok=True)
         note = None
         if (out / ASIDE).is_dir():
             self._restore()
@@ -170,15 +175,19 @@ class DemoFolder:
                                   encoding="utf-8")  # fmt: skip
         self.previous = [n for n in self.outputs if _exists(out / n)]
         if self.previous:
-            (out / ASIDE).mkdir()
+            aside = out / ASIDE
+            aside.mkdir()
+            (aside / f"{MOVED}.tmp").write_text(json.dumps(self.previous), encoding="utf-8")
+            os.replace(aside / f"{MOVED}.tmp", aside / MOVED)  # whole or absent
             for name in self.previous:
-                os.replace(out / name, out / ASIDE / name)
+                os.replace(out / name, aside / name)
         return note
 
     def commit(self) -> None:
-        """The new run succeeded: the earlier outputs go."""
-        if (self.out / ASIDE).is_dir():
-            shutil.rmtree(self.out / ASIDE)
+        """The new run succeeded: the earlier outputs go, and a stopped run's kept ones (`keep_stopped`)."""
+        for name in (ASIDE, STOPPED):
+            if _exists(self.out / name):
+                _remove(self.out / name)
 
     def rollback(self) -> bool:
         """The new run failed or was interrupted: the earlier outputs, if there were any, replace what it wrote
@@ -188,14 +197,39 @@ class DemoFolder:
         self._restore()
         return True
 
-    def _restore(self) -> None:
-        aside = self.out / ASIDE
-        for name in self.outputs:  # the new run's (partial) outputs give way to the earlier run's
+    def keep_stopped(self) -> Path | None:
+        """The new run stopped short (a safety stop): a failure too. With earlier outputs, what it wrote moves
+        to `<out>/.poise-demo-stopped` (replacing a stopped run's kept there) and the earlier outputs come back:
+        returns that folder. Without earlier ones, what it wrote stays where it is (None)."""
+        if not (self.out / ASIDE).is_dir():
+            return None
+        stopped = self.out / STOPPED
+        if _exists(stopped):
+            _remove(stopped)
+        stopped.mkdir()
+        for name in self.outputs:
             if _exists(self.out / name):
-                _remove(self.out / name)
-        for p in aside.iterdir():
-            os.replace(p, self.out / p.name)
-        aside.rmdir()
+                os.replace(self.out / name, stopped / name)
+        self._restore()
+        return stopped
+
+    def _restore(self) -> None:
+        """The earlier run's outputs back from ASIDE. A name in `out` goes only when it is the new run's: a copy
+        of it is aside, or the list of moved names (`MOVED`) does not hold it; an earlier output the kill left
+        unmoved stays. Without that list (killed before it was written) only names with a copy aside go."""
+        aside = self.out / ASIDE
+        try:
+            moved = set(json.loads((aside / MOVED).read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            moved = None
+        for name in self.outputs:
+            here = self.out / name
+            if _exists(here) and (_exists(aside / name) or (moved is not None and name not in moved)):
+                _remove(here)
+        for name in self.outputs:
+            if _exists(aside / name):
+                os.replace(aside / name, self.out / name)
+        shutil.rmtree(aside)  # the list of moved names, all that is left
 
 
 def _exists(p: Path) -> bool:
@@ -209,9 +243,9 @@ def _remove(p: Path) -> None:
         p.unlink()
 
 
-def prepare_out(out: Path, pipeline: str, force: bool = False) -> DemoFolder:
+def prepare_out(out: Path, pipeline: str, force: bool = False, parents: bool = False) -> DemoFolder:
     """`out` checked (`DemoFolder.check`), then made ready (`begin`): the folder to commit or roll back."""
-    folder = DemoFolder(out, pipeline, force)
+    folder = DemoFolder(out, pipeline, force, parents)
     folder.check()
     folder.begin()
     return folder
