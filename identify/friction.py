@@ -204,6 +204,10 @@ def fit_friction(
         raise DataError(f"only {int(keep.sum())} samples left after outlier rejection; need ≥ 10{why}")
     w, yk = omega[keep], y[keep]
     names = PARAMS[model]
+    # the asymmetric Coulomb terms hold a constant offset (1 = [ω>0] + [ω<0] on the kept samples): c⁺ − τ_s and
+    # c⁻ + τ_s are what the data determine, so no τ_s column (it made the model rank deficient with PWM)
+    absorbed = offset and model == "asymmetric"
+    offset = offset and not absorbed
     extra = (
         ([("k_pwm", np.asarray(pwm, dtype=float)[keep])] if pwm is not None else [])
         + ([("tau_s", np.ones(len(w)))] if offset else [])
@@ -238,6 +242,9 @@ def fit_friction(
     else:
         best, at_end = _search_vs(one, w)
     best.warnings = [*([note] if note else []), *check_signs(best)]
+    if absorbed:
+        best.warnings.append("asymmetric model: a constant torque offset τ_s is not separable from its Coulomb "
+                             "terms, which hold it (Kc+ − τ_s, Kc- + τ_s); the other models fit it apart")  # fmt: skip
     if model == "stribeck":
         searched = None if v_s is not None else (best.vs_scan[0][0], best.vs_scan[-1][0])
         best.warnings += stribeck_notes(best, w, searched, at_end)

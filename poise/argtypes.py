@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from formats.errors import DataError
+from formats.errors import DataError, DeviceError
 
 __all__ = [
     "OneLineParser",
@@ -338,6 +338,16 @@ def boards_endpoint(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r}: mode must be 32 or 34")
     if ep.options.get("fit", "piecewise") not in ("piecewise", "linear"):
         raise argparse.ArgumentTypeError(f"{text!r}: fit must be piecewise or linear")
+    if ep.scheme == "sim":  # in any case: SIM, Sim
+        return "sim"
+    if ep.scheme == "bt":  # a typo named as such, not met later as a missing Bluetooth stack
+        from drivers.wbb.open import check_bt_address
+
+        for address in (t for t in ep.target.split(",") if t):
+            try:
+                check_bt_address(address)
+            except DeviceError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
     return text.strip()
 
 

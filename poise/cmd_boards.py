@@ -17,26 +17,6 @@ from poise import argtypes as at
 from poise.output import console, draws_progress, err_console, print_json
 
 
-def boards_arg(text: str) -> str:
-    """--boards: `poise.argtypes.boards_endpoint`, then `sim` in any case (SIM, Sim) as sim, and each bt: address
-    checked as a Bluetooth MAC (a typo named as such, not met later as a missing Bluetooth stack)."""
-    from drivers.transports import parse_endpoint
-    from drivers.wbb.open import check_bt_address
-    from formats.errors import DeviceError
-
-    text = at.boards_endpoint(text)
-    ep = parse_endpoint(text)
-    if ep.scheme == "sim":
-        return "sim"
-    if ep.scheme == "bt":
-        for t in (t for t in ep.target.split(",") if t):
-            try:
-                check_bt_address(t)
-            except DeviceError as exc:
-                raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("boards", help="balance-board utilities")
     s = p.add_subparsers(dest="boards_cmd", metavar="SUBCOMMAND")
@@ -44,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = s.add_parser("read", help="live per-cell kg, total and CoP of each board")
     r.add_argument(
         "--boards",
-        type=boards_arg,
+        type=at.boards_endpoint,
         required=True,
         help="sim | bt:MAC,MAC | evdev:PATH,PATH | serial:PORT,PORT",
     )
@@ -60,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = s.add_parser(
         "calibrate", help="each cell's gain from a known weight placed over it in turn (file for runs)"
     )
-    c.add_argument("--boards", type=boards_arg, required=True,
+    c.add_argument("--boards", type=at.boards_endpoint, required=True,
                    help="sim | bt:MAC,MAC | evdev:PATH,PATH | serial:PORT,PORT (sim: the emulated boards of "
                         "`poise run --boards sim`)")  # fmt: skip
     c.add_argument("--weight", type=at.number(0.5, 150.0), required=True, metavar="KG",

@@ -8,36 +8,29 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from test_board_gains import bench_as_real_boards  # noqa: F401  (the fixture, shared)
 
+import poise.argtypes as at
 import poise.cmd_boards as cb
-from drivers.config import load_config
 from drivers.emulators.wbb import Faults, WbbEmulator
-from drivers.emulators.world import SimWorld, WorldOptions
 from drivers.wbb import protocol as P
 from drivers.wbb.board import HidBoard
 from formats.errors import DeviceError
 from poise.cli import main
-from robots.registry import get_model
 
 BT = "bt:00:1E:35:00:00:01,00:1E:35:00:00:02"
 
 
 @pytest.fixture
-def real_boards(monkeypatch):
-    """`--boards bt:…` served by the emulated bench (the HID driver over its links), as in test_board_gains."""
-    import drivers.session
-    import drivers.wbb.open as wbb_open
+def real_boards(bench_as_real_boards):  # noqa: F811
+    """`--boards bt:…` served by the emulated bench (the HID driver over its links): test_board_gains' fixture."""
+    return bench_as_real_boards
 
-    world = SimWorld(get_model("tulip"), load_config(), WorldOptions())
-    real = wbb_open.board_drivers
 
-    def served(spec, *a, **k):
-        return real("sim", world.board_openers())
-
-    monkeypatch.setattr(wbb_open, "board_drivers", served)
-    monkeypatch.setattr(drivers.session, "board_drivers", served)
-    yield world
-    world.close()
+def _calibrate(out, *extra: str) -> int:
+    """`boards calibrate` of the emulated bench behind `BT` with a 10 kg weight, gains to `out`."""
+    return main(["boards", "calibrate", "--boards", BT, "--weight", "10", "--seconds", "0.3", "--tare-s", "0.5",
+                 "--out", str(out), *extra])  # fmt: skip
 
 
 # -- 1: Enter pressed without the weight
@@ -59,9 +52,7 @@ def test_enter_without_the_weight_asks_again_then_reads_it(real_boards, tmp_path
 
     monkeypatch.setattr("drivers.session.ask_on_stderr", person)
     out = tmp_path / "g.json"
-    args = ["boards", "calibrate", "--boards", BT, "--weight", "10", "--seconds", "0.3", "--tare-s", "0.5",
-            "--out", str(out)]  # fmt: skip
-    assert main(args) == 0 and out.exists()
+    assert _calibrate(out) == 0 and out.exists()
     again = [a for a in asked if a.startswith("no load change")]
     assert len(again) == 1
     assert "no load change on boards sim0, sim1 (every cell within its noise)" in again[0]
@@ -86,14 +77,17 @@ def test_a_weight_never_placed_is_refused_as_no_load_change(real_boards, tmp_pat
 def test_endpoints_sim_in_any_case_and_bad_bluetooth_addresses(capsys):
     from drivers.wbb.open import board_drivers
 
-    assert cb.boards_arg("SIM") == "sim" and cb.boards_arg("Sim") == "sim"
-    assert cb.boards_arg("bt:00:1e:35:3B:7C:12") == "bt:00:1e:35:3B:7C:12"
+    assert at.boards_endpoint("SIM") == "sim" and at.boards_endpoint("Sim") == "sim"
+    assert at.boards_endpoint("bt:00:1e:35:3B:7C:12") == "bt:00:1e:35:3B:7C:12"
     for bad in ("bt:notamac", "bt:00:1E:35:00:00:01,00:1E:35:00:00", "bt:00:1E:35:00:00:0G"):
         with pytest.raises(argparse.ArgumentTypeError, match="not a Bluetooth address"):
-            cb.boards_arg(bad)
+            at.boards_endpoint(bad)
     assert main(["boards", "read", "--boards", "bt:notamac", "--seconds", "0.1"]) == 2
     err = capsys.readouterr().err
     assert "bt:notamac: not a Bluetooth address" in err and "AF_BLUETOOTH" not in err
+    # `poise run` takes the same --boards, refused as it is parsed (before the plan is read)
+    assert main(["run", "no-such-plan.json", "--robot", "sim", "--boards", "bt:notamac", "--out", "r"]) == 2
+    assert "bt:notamac: not a Bluetooth address" in capsys.readouterr().err
     with pytest.raises(DeviceError, match="not a Bluetooth address"):
         board_drivers("bt:notamac")
     with pytest.raises(DeviceError, match="emulated bench .*one of sim, bt:MAC"):
@@ -241,9 +235,7 @@ def test_enter_too_early_at_the_second_cell_asks_again(real_boards, tmp_path, mo
 
     monkeypatch.setattr("drivers.session.ask_on_stderr", person)
     out = tmp_path / "g.json"
-    args = ["boards", "calibrate", "--boards", BT, "--weight", "10", "--seconds", "0.3", "--tare-s", "0.5",
-            "--out", str(out)]  # fmt: skip
-    assert main(args) == 0 and out.exists()
+    assert _calibrate(out) == 0 and out.exists()
     again = [a for a in asked if a.startswith("no load")]
     assert len(again) == 1, asked
     assert (

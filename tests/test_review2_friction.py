@@ -57,3 +57,25 @@ def test_the_note_needs_a_search():
     fit = FrictionFit("stribeck", STRIBECK, {}, 0.0152, False, 1, 0, 0.0, 1.0)
     assert stribeck_notes(fit, np.array([0.01, 1.0]), None, at_end=True) == []  # v_s given: nothing searched
     assert stribeck_notes(fit, np.array([0.01, 1.0]), (0.014, 0.75)) == []  # interior grid minimum
+
+
+def test_the_asymmetric_model_with_pwm_holds_the_offset_in_its_coulomb_terms():
+    """With PWM applied the fit adds a constant τ_s, which the asymmetric Coulomb terms already hold
+    (1 = [ω>0] + [ω<0] on the samples used): `--model all` failed as rank deficient on any PWM recording. The
+    asymmetric fit now leaves τ_s out, says so, and returns c⁺ − τ_s and c⁻ + τ_s."""
+    from identify.friction import fit_friction
+
+    rng = np.random.default_rng(1)
+    w = rng.uniform(-2.0, 2.0, 2000)
+    w = w[np.abs(w) > 0.05]
+    pwm = rng.uniform(-20.0, 20.0, len(w))
+    c_pos, c_neg, v_pos, v_neg, k, tau_s = 0.9, 1.3, 0.8, 1.1, 1.12, 0.2
+    f = np.where(w > 0, c_pos + v_pos * w, -c_neg + v_neg * w)
+    y = k * pwm - f + tau_s  # τ_j with ω̇ = 0
+    fit = fit_friction(w, np.zeros_like(w), y, 0.0, "asymmetric", offset=True, pwm=pwm)
+    assert fit.tau_s is None and any("not separable" in n for n in fit.warnings)
+    assert fit.params["Kc+"] == pytest.approx(c_pos - tau_s) and fit.params["Kc-"] == pytest.approx(c_neg + tau_s)
+    assert fit.extra["k_pwm"] == pytest.approx(k)
+    sym = fit_friction(w, np.zeros_like(w), y + np.where(w > 0, c_pos - 1.1, -(c_neg - 1.1)), 0.0,
+                       "coulomb-viscous", offset=True, pwm=pwm)  # fmt: skip
+    assert sym.tau_s is not None  # the other models still fit it apart
