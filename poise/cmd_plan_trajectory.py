@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -820,6 +822,27 @@ def plan_verdict(
     return PlanVerdict(check, tr, run_cfg, run_problems)
 
 
+@contextmanager
+def _fine_grid_progress(path: str, duration: float) -> Iterator[None]:
+    """A bar per stage of the fine-grid check (joint torques, the soles' split, …) on a terminal's stderr."""
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    from trajectories.verify import reporting
+
+    if not draws_progress():
+        yield
+        return
+    bar = Progress(TextColumn(f"[bold]checking {escape(path)} ({duration:g} s):"), TextColumn("{task.description}"),
+                   BarColumn(), TaskProgressColumn(), TimeElapsedColumn(), console=err_console, transient=True)  # fmt: skip
+    task = bar.add_task("", total=None)
+
+    def report(what: str, done: int, total: int) -> None:
+        bar.update(task, description=what, completed=done, total=total)
+
+    with bar, reporting(report):
+        yield
+
+
 def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: str | None = None) -> int:
     """`plan check` for a trajectory plan: every limit on a 1 ms grid, κ recomputed; a single-support plan's
     weight shifts planned as `poise run` plays them (`drivers.single_support_stream.plan_transitions`); with
@@ -835,7 +858,7 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     name = params or plan.params or next(iter(model.params))
     ps = resolve_params(params, model) if params else name  # a set's name, or a parameter-set file
     # on stderr and only on a terminal: a one-hour plan's 1 ms check takes minutes
-    with err_console.status(f"checking {path} ({traj.duration:g} s) on its fine grid"):
+    with _fine_grid_progress(path, traj.duration):
         v = plan_verdict(path, plan, model, traj, ps, config)
     check, tr, run_cfg, problems = v.check, v.transitions, v.run_config, v.problems
     run_said = None if run_cfg is None else {"config": run_cfg.source, "rate_hz": run_cfg.executor.rate_hz,

@@ -75,3 +75,33 @@ def test_a_long_plans_figure_draws_at_most_figure_samples(tmp_path, monkeypatch)
         import matplotlib.pyplot as plt
 
         plt.close(fig)
+
+
+def test_the_chunks_report_their_progress_stage_by_stage(monkeypatch, capsys):
+    """`plan check` draws a bar per stage of the fine-grid check (a 3600 s plan's took 2:15 under a spinner):
+    each chunked stage reports its samples done of all, ending at all, and nothing is reported outside
+    `reporting`."""
+    plan = load_trajectory_plan(DATA / "tulip_double_support_10s.json")
+    model = plan_model(plan)
+    traj = plan_trajectory(plan, model)
+    monkeypatch.setattr(verify, "CHUNK_SAMPLES", 1000)
+    said: list[tuple[str, int, int]] = []
+    with verify.reporting(lambda what, done, total: said.append((what, done, total))):
+        check = verify.check_trajectory(model, traj, plan.base, plan.params, 0.002, zmp_margin=0.06,
+                                        load_share=0.25)  # fmt: skip
+    stages = list(dict.fromkeys(w for w, _, _ in said))
+    assert set(stages) == {"the two soles' split", "the boards' wrench"}, stages  # (its torques: the split's)
+    for stage in stages:
+        done = [d for w, d, _ in said if w == stage]
+        total = {t for w, _, t in said if w == stage}
+        assert total == {check.grid_points} and done == sorted(done) and done[-1] == check.grid_points
+        assert len(done) == -(-check.grid_points // 1000)  # one report a chunk
+    n = len(said)
+    verify.check_trajectory(model, traj, plan.base, plan.params, 0.002)
+    assert len(said) == n  # the listener is gone
+    from poise import cmd_plan_trajectory
+    from poise.cli import main
+
+    monkeypatch.setattr(cmd_plan_trajectory, "draws_progress", lambda: True)  # as on a terminal
+    assert main(["plan", "check", str(DATA / "tulip_double_support_10s.json"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"]  # stdout keeps the JSON with the bar drawn

@@ -3,6 +3,8 @@ robot description, torques from numpy RNEA with the guessed parameters, κ of th
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 
 import numpy as np
@@ -216,13 +218,32 @@ def _rest_posture_problems(model: RobotModel, q: np.ndarray, rest: np.ndarray) -
 CHUNK_SAMPLES = 20_000
 
 
-def in_chunks(fn, *arrays: np.ndarray):
+_listeners: list[Callable[[str, int, int], None]] = []
+
+
+@contextmanager
+def reporting(listener: Callable[[str, int, int], None]) -> Iterator[None]:
+    """The chunked checks report to `listener(what, samples done, samples in all)` after each chunk: a long plan's
+    1 ms check takes minutes (a 3600 s plan 2:15), worth a progress bar."""
+    _listeners.append(listener)
+    try:
+        yield
+    finally:
+        _listeners.remove(listener)
+
+
+def in_chunks(fn, *arrays: np.ndarray, what: str = "samples"):
     """fn(*arrays) evaluated CHUNK_SAMPLES samples (rows) at a time, its per-sample results (an array, or a
-    dataclass whose array fields are per sample; its other fields the first chunk's) joined along the samples."""
+    dataclass whose array fields are per sample; its other fields the first chunk's) joined along the samples;
+    each chunk reported as `what` to the `reporting` listeners."""
     K = len(arrays[0])
-    if K <= CHUNK_SAMPLES:
-        return fn(*arrays)
-    parts = [fn(*(a[i : i + CHUNK_SAMPLES] for a in arrays)) for i in range(0, K, CHUNK_SAMPLES)]
+    parts = []
+    for i in range(0, max(K, 1), CHUNK_SAMPLES):
+        parts.append(fn(*(a[i : i + CHUNK_SAMPLES] for a in arrays)))
+        for listener in _listeners:
+            listener(what, min(i + CHUNK_SAMPLES, K), K)
+    if len(parts) == 1:
+        return parts[0]
     if not is_dataclass(parts[0]):
         return np.concatenate(parts)
     first = parts[0]
@@ -233,7 +254,7 @@ def in_chunks(fn, *arrays: np.ndarray):
 
 def _torques(model, q, qd, qdd, params, base, tmax, problems) -> float:
     """Largest joint torque / effort limit (inverse dynamics, `base` fixed); problems appended."""
-    r = np.abs(in_chunks(lambda *s: dyn.rnea(model, *s, params, base), q, qd, qdd)) / tmax
+    r = np.abs(in_chunks(lambda *s: dyn.rnea(model, *s, params, base), q, qd, qdd, what="joint torques")) / tmax
     tr = float(r.max())
     if tr > 1 + 1e-6:
         j = int(np.argmax(r.max(axis=0)))
@@ -244,7 +265,8 @@ def _torques(model, q, qd, qdd, params, base, tmax, problems) -> float:
 def _split_torques(model, chain, t, q, qd, qdd, params, tmax, problems) -> float:
     """Largest joint torque / effort limit in double support over the samples, for the split of the load
     between the soles that needs least (`double_support_split`); problems appended."""
-    s = in_chunks(lambda *x: double_support_split(model, chain, *x, params, tmax), q, qd, qdd)
+    s = in_chunks(lambda *x: double_support_split(model, chain, *x, params, tmax), q, qd, qdd,
+                  what="the two soles' split")  # fmt: skip
     k = int(np.argmax(s.ratio))
     tr = float(s.ratio[k])
     if tr > 1 + 1e-6:
@@ -348,7 +370,7 @@ def _single_support(model, traj, q, qd, qdd, params, problems, zmp_margin) -> tu
     (`robots.one_sole`); problems appended."""
     from robots.one_sole import one_sole, one_sole_problems
 
-    s = in_chunks(lambda *x: one_sole(model, *x, traj.base, traj.other, params), q, qd, qdd)
+    s = in_chunks(lambda *x: one_sole(model, *x, traj.base, traj.other, params), q, qd, qdd, what="one sole's balance")
     problems += one_sole_problems(s, traj.base, "lifted", zmp_margin, traj.lift, traj.max_lift, traj.max_tilt)
     lifted = (float(s.lowest.min()), float(s.highest.max()), float(s.tilt.max()), float(s.apart.min()))
     return float(s.margin.min()), lifted
@@ -436,7 +458,8 @@ def double_support_balance(model, chain, q, qd, qdd, params, problems, zmp_margi
     if drift > 1e-6:
         problems.append(f"the held sole drifts {drift * 1000:.3f} mm from its pose")
     phi = dyn.standard_parameters(model, params)
-    w = in_chunks(lambda *s: dyn.base_wrench_regressor(model, *s, chain.base, params) @ phi, q, qd, qdd)
+    w = in_chunks(lambda *s: dyn.base_wrench_regressor(model, *s, chain.base, params) @ phi, q, qd, qdd,
+                  what="the boards' wrench")  # fmt: skip
     if w[:, 2].min() <= 0:
         problems.append("the feet would leave the ground (Fz ≤ 0)")
     _, _, hull = support_halfplanes(model, chain)
@@ -458,7 +481,7 @@ def _self_collision(model, q, params, margin: float, problems: list[str]) -> tup
     cp = collision_pairs(model, params)
     if not cp.pairs:
         return None, None
-    d = in_chunks(lambda x: clearance(model, cp, x, params, exact_below=margin + NEAR), q)
+    d = in_chunks(lambda x: clearance(model, cp, x, params, exact_below=margin + NEAR), q, what="link clearances")
     k = int(np.argmin(d.min(axis=0)))
     low = float(d[:, k].min())
     name = cp.names()[k]
