@@ -29,6 +29,7 @@ from robots.chain_path import (  # noqa: F401 (re-exported)
     ground_path,
     path_issues,
     project_to_chain,
+    projection_jump,
 )
 from robots.kinematics import com_position
 from robots.stance import LIMIT_TOL, check_posture, other_sole_problems  # noqa: F401 (LIMIT_TOL re-exported)
@@ -195,6 +196,8 @@ def ground_move(
             f"{what}: setpoints jump ({speed:.2f} rad/s > velocity_limit {ex.velocity_limit:g} rad/s "
             "after stretching): the path cannot be kept on the ground"
         )
+    elif jump := projection_jump(wps, sp, tr is None):  # the planner's and plan check's criterion, at these ticks
+        problems.append(f"{what}: {jump}")
     problems += path_issues(model, sp, seg, pose, plan.params, plan.base, margin, what)
     return move, problems
 

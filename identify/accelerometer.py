@@ -189,6 +189,8 @@ def _direction(v: np.ndarray) -> str:
     return "(" + ", ".join(f"{x:+.2f}" for x in v) + ")" + axis
 
 
+# 0.02 g: tumbled poses spread their means by ~g along every axis, while a static sensor's noise and a
+# misaligned mount move a plane of poses out of it by well under 0.01 g
 def check_excitation(r: np.ndarray, g: float = G, min_spread: float = 0.02) -> None:
     """IdentifiabilityError unless the pose means spread in all three directions by more than `min_spread`·g
     (rms about their mean): readings in one plane (or one line, or one point) leave the ellipsoid's extent
@@ -214,7 +216,10 @@ def check_excitation(r: np.ndarray, g: float = G, min_spread: float = 0.02) -> N
 
 
 def plausibility_warnings(cal: AccelCalibration, g: float = G) -> list[str]:
-    """Notes on a calibration no real accelerometer has: an offset beyond g/2 or a gain off by more than 2×."""
+    """Notes on a calibration no real accelerometer has: an offset beyond g/2 or a gain off by more than 2× (MEMS
+    data sheets give offsets of a few % of g and sensitivities within ~10 %: these bounds leave room for a badly
+    trimmed part and catch unit mistakes, g vs m/s² being 9.81×), or a residual beyond 5 % of g (static poses of
+    one sensor fit to well under 1 %)."""
     notes = []
     off = float(np.linalg.norm(cal.offset))
     if off > g / 2:

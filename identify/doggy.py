@@ -90,10 +90,11 @@ def must_be_positive() -> list[str]:
 
 
 def _joint_reach(rb: FlexibleJointRobot) -> np.ndarray:
-    """Per joint, the largest |angle| (rad) the description lets the joint reach; 2π where it sets no limit."""
+    """Per joint, the largest |angle| (rad) the description lets the joint reach, and at least a full turn: the
+    paper gives no limits (the description's ±π are placeholders), and angles in degrees pass a turn at once."""
     lo, hi = np.abs(np.asarray(rb.model.lower, float)), np.abs(np.asarray(rb.model.upper, float))
     reach = np.maximum(lo, hi)
-    return np.where(np.isfinite(reach), reach, 2 * np.pi)
+    return np.maximum(np.where(np.isfinite(reach), reach, 2 * np.pi), 2 * np.pi)
 
 
 def check_recording(rec: DoggyRecording, source: str = "recording") -> None:

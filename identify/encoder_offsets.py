@@ -123,7 +123,7 @@ class OffsetFit:
         """Notes on a doubtful fit: a residual far above sensor noise (units, uncalibrated sensors, wrong sites
         or description) or offsets stuck at the ±bound (the fit wanted more)."""
         notes = []
-        if self.rms > 0.5:
+        if self.rms > 0.5:  # 25× what a calibrated static sensor fits to; 1° of offset error moves g by 0.17
             notes.append(
                 f"residual rms {self.rms:.3g} m/s² is large (a calibrated static sensor fits to ~0.02): are the "
                 "accelerations calibrated and in m/s², and the sensor sites and robot description right?"

@@ -241,7 +241,7 @@ def fit_friction(
         best = one(v_s)
     else:
         best, at_end = _search_vs(one, w)
-    best.warnings = [*([note] if note else []), *check_signs(best)]
+    best.warnings = [*([note] if note else []), *check_signs(best, ("Kc+", "Kc-") if absorbed else ())]
     if absorbed:
         best.warnings.append("asymmetric model: a constant torque offset τ_s is not separable from its Coulomb "
                              "terms, which hold it (Kc+ − τ_s, Kc- + τ_s); the other models fit it apart")  # fmt: skip
@@ -289,10 +289,11 @@ COULOMB = ("Kc", "Kc+", "Kc-")
 VISCOUS = ("Kv", "Kv+", "Kv-")
 
 
-def check_signs(fit: FrictionFit) -> list[str]:
+def check_signs(fit: FrictionFit, shifted: tuple[str, ...] = ()) -> list[str]:
     """Notes on negative parameters (friction opposes motion: all are ≥ 0); DataError when every Coulomb and
-    viscous term is significantly negative (< −2 SE), the mark of a torque recorded with the opposite sign."""
-    p, se = fit.params, fit.se
+    viscous term is significantly negative (< −2 SE), the mark of a torque recorded with the opposite sign.
+    `shifted`: parameters that hold an offset as well (the asymmetric Coulomb terms with PWM), not judged."""
+    p, se = {k: v for k, v in fit.params.items() if k not in shifted}, fit.se
     core = [k for k in p if k in COULOMB + VISCOUS]
     if core and all(p[k] < -2 * se.get(k, 0.0) for k in core):
         shown = ", ".join(f"{k} {p[k]:.3g} {unit_of(k)}" for k in core)

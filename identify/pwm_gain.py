@@ -105,7 +105,8 @@ def fit_pwm_gain(
 
 def check_held(q: np.ndarray, source: str, limit: float = 0.1) -> None:
     """DataError when the joint of a fixture recording moves by more than `limit` [rad]: the fixture fit
-    assumes ω ≈ 0, a moving link needs its friction compensated (`--link free`)."""
+    assumes ω ≈ 0, a moving link needs its friction compensated (`--link free`). 0.1 rad: a held link's gear
+    backlash and compliance give milliradians; the free-link sweeps swing ±0.6 rad."""
     span = float(np.ptp(q)) if len(q) else 0.0
     if span > limit:
         raise DataError(

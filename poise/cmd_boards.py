@@ -11,7 +11,8 @@ import numpy as np
 from rich.live import Live
 from rich.table import Table
 
-from drivers.wbb.geometry import cell_positions
+from drivers.wbb.geometry import MIN_COP_KG, cell_positions, cop
+from formats.errors import DataError
 from formats.plan import Placement
 from poise import argtypes as at
 from poise.output import console, draws_progress, err_console, print_json
@@ -56,9 +57,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=cmd_calibrate)
 
 
-MIN_COP_KG = 0.5  # below this total there is no load to locate: CoP shown as —
-
-
 class _Window:
     """Running mean and SD of every report over the whole reading window (the four cells and their total)."""
 
@@ -84,9 +82,14 @@ class _Window:
         return np.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else np.full(5, np.nan)
 
     def cop_m(self) -> np.ndarray | None:
-        """CoP [m, board frame] of the mean load; None with under MIN_COP_KG on the board (or no reports)."""
-        tot = self.mean[4]
-        return self.mean[:4] @ cell_positions() / tot if self.n and tot >= MIN_COP_KG else None
+        """CoP [m, board frame] of the mean load (`drivers.wbb.geometry.cop`); None when the board carries too
+        little to locate one (or no reports)."""
+        if not self.n:
+            return None
+        try:
+            return cop(self.mean[:4], cell_positions()).cop
+        except DataError:  # below the shared minimum load
+            return None
 
 
 def _battery(b) -> str:

@@ -105,10 +105,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     log = (lambda *a: None) if args.json else (lambda msg: err_console.print(msg))
     live = Live(console=err_console, refresh_per_second=8, transient=True) if draws_progress() else None
-    note = folder.begin()
-    if note:
-        log(f"    {note}")
-    try:
+    try:  # begin inside: a Ctrl-C while it moves the earlier outputs aside puts them back
+        note = folder.begin()
+        if note:
+            log(f"    {note}")
         res = run_demo(args, progress=ProgressView(live), log=log, live=live)
     except BaseException:
         if folder.rollback():
@@ -241,10 +241,10 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
             return main(argv)
 
     say = lambda msg: err_console.print(msg, highlight=False, soft_wrap=True)  # noqa: E731
-    note = folder.begin()
-    if note:
-        say(note)
-    try:
+    try:  # begin inside: a Ctrl-C while it moves the earlier outputs aside puts them back
+        note = folder.begin()
+        if note:
+            say(note)
         rc = run_steps(steps, run, say)
     except BaseException:
         if folder.rollback():

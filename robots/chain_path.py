@@ -221,7 +221,8 @@ def projection_jump(wps: np.ndarray, Q: np.ndarray, cosine: bool) -> str | None:
     between waypoints that each lie on it (a plan passed `plan check` whose run then jumped 0.16 rad in a tick)."""
     steps = np.abs(np.diff(np.vstack([wps[0], Q]), axis=0)).max(axis=1)
     seg = len(wps) - 1
-    per_tick = float(np.abs(np.diff(wps, axis=0)).max()) * seg / len(Q) * (math.pi / 2 if cosine else 1.0)
+    # a cosine move (`cosine_profile`) peaks at twice its mean speed
+    per_tick = float(np.abs(np.diff(wps, axis=0)).max()) * seg / len(Q) * (2.0 if cosine else 1.0)
     k = int(steps.argmax())
     if steps[k] > max(JUMP_MIN, MAX_STRETCH * per_tick):
         return (

@@ -197,9 +197,12 @@ def test_a_weight_between_two_cells_is_refused_by_name(bench_as_real_boards, tmp
     written and the message says where the weight belongs."""
     world = bench_as_real_boards
 
-    def person(prompt: str) -> str:
+    asked = []
+
+    def person(prompt: str) -> str:  # asked again, the person leaves the weight where it is
+        asked.append(prompt)
         for emu in world.boards:
-            emu.load_override = np.array([0.0, 6.0, 0.0, 4.0]) if "over cell BR " in prompt else None
+            emu.load_override = np.array([0.0, 6.0, 0.0, 4.0]) if "cell BR" in prompt else None
         if "over cell TR " in prompt:
             world.place_weight(0, 10.0)
         return ""
@@ -213,6 +216,7 @@ def test_a_weight_between_two_cells_is_refused_by_name(bench_as_real_boards, tmp
         "with the weight over cell BR, cell BL reads +4.00 kg" in err and "right above cell BR's foot" in err
     )
     assert not (tmp_path / "g.json").exists()
+    assert sum("right above cell BR's foot, then press Enter" in a for a in asked) == 2  # asked twice more
 
 
 def test_a_tares_uncertainty_is_its_readings_scatter():

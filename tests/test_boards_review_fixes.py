@@ -291,3 +291,31 @@ def test_read_draws_its_live_table_on_stderr_with_json_too(monkeypatch, capsys):
     monkeypatch.setattr(cb, "draws_progress", lambda: False)  # stderr a log: no live table
     assert main(["boards", "read", "--boards", "sim", "--seconds", "0.1"]) == 0
     assert made == []
+
+
+def test_a_weight_just_off_the_cell_before_is_asked_again(real_boards, tmp_path, monkeypatch):
+    """Enter at BR with the weight still over TR, a centimetre off (0.2 kg on BR: beyond the noise): BR does not
+    carry the weight, so it is asked again — not refused as a weight between two cells."""
+    world, asked = real_boards, []
+
+    def person(prompt: str) -> str:
+        asked.append(prompt)
+        for emu in world.boards:
+            emu.load_override = None
+        if prompt.startswith("Place") and "over cell BR " in prompt:
+            for emu in world.boards:
+                emu.load_override = np.array([9.8, 0.2, 0.0, 0.0])
+            return ""
+        for k, c in enumerate(P.CELLS):
+            if f"over cell {c} " in prompt or f"on cell {c} of" in prompt:
+                world.place_weight(k, 10.0)
+        if prompt.startswith("Take"):
+            world.place_weight(None, 10.0)
+        return ""
+
+    monkeypatch.setattr("drivers.session.ask_on_stderr", person)
+    out = tmp_path / "g.json"
+    assert _calibrate(out) == 0 and out.exists()
+    assert [a for a in asked if a.startswith("no load")] == [
+        next(a for a in asked if a.startswith("no load on cell BR"))
+    ]

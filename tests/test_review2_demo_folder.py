@@ -113,6 +113,40 @@ def test_a_killed_runs_own_outputs_go_even_where_the_earlier_run_had_none(tmp_pa
     assert folder.rollback() and _tree(tmp_path) == before
 
 
+def test_a_run_killed_while_committing_keeps_its_own_outputs(tmp_path, monkeypatch):
+    """A finished run removes what it replaced; killed part-way through that removal, the next run must not take
+    the remains for an interrupted run's earlier outputs and put them back over the finished run's."""
+    _earlier(tmp_path, "arm", "old")
+    folder = DemoFolder(tmp_path, "arm")
+    folder.begin()
+    for name in OUTPUTS["arm"]:  # the new run's outputs
+        if "." in name:
+            (tmp_path / name).write_text("new")
+        else:
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "recording.csv").write_text("new")
+    finished = _tree(tmp_path)
+    removed = []
+    real = dd._remove
+
+    def killed(p: Path) -> None:  # the kill lands while removing
+        removed.append(p.name)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dd, "_remove", killed)
+    with pytest.raises(KeyboardInterrupt):
+        folder.commit()
+    assert removed == [dd.DISCARD] and not (tmp_path / ASIDE).exists()  # renamed in one step first
+    monkeypatch.setattr(dd, "_remove", real)
+    DemoFolder(tmp_path, "arm").begin()  # the next run: the finished run's outputs are the earlier ones now
+    assert not (tmp_path / dd.DISCARD).exists()
+    after = {k: v for k, v in _tree(tmp_path).items() if not k.startswith(ASIDE) and k != MARKER}
+    aside = {k[len(ASIDE) + 1 :]: v for k, v in _tree(tmp_path).items() if k.startswith(ASIDE + "/")}
+    assert after == {} and {k: v for k, v in aside.items() if k != dd.MOVED} == {
+        k: v for k, v in finished.items() if k != MARKER and not k.startswith(ASIDE)
+    }
+
+
 # -- 3: a posture run stopped short for safety
 
 

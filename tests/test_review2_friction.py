@@ -76,6 +76,9 @@ def test_the_asymmetric_model_with_pwm_holds_the_offset_in_its_coulomb_terms():
     assert fit.tau_s is None and any("not separable" in n for n in fit.warnings)
     assert fit.params["Kc+"] == pytest.approx(c_pos - tau_s) and fit.params["Kc-"] == pytest.approx(c_neg + tau_s)
     assert fit.extra["k_pwm"] == pytest.approx(k)
+    # an offset larger than c⁺ makes Kc+ negative: the offset's doing, not "physically impossible" friction
+    shifted = fit_friction(w, np.zeros_like(w), y + 0.95, 0.0, "asymmetric", offset=True, pwm=pwm)
+    assert shifted.params["Kc+"] < 0 and not any("impossible" in n for n in shifted.warnings)
     sym = fit_friction(w, np.zeros_like(w), y + np.where(w > 0, c_pos - 1.1, -(c_neg - 1.1)), 0.0,
                        "coulomb-viscous", offset=True, pwm=pwm)  # fmt: skip
     assert sym.tau_s is not None  # the other models still fit it apart

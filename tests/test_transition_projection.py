@@ -13,7 +13,7 @@ import numpy as np
 from drivers.setpoints import check_run
 from formats.plan import load_plan
 from poise.cli import main
-from robots.chain_path import projection_jump
+from robots.chain_path import cosine_profile, projection_jump
 
 
 def test_a_step_far_beyond_the_waypoints_is_a_jump():
@@ -24,9 +24,13 @@ def test_a_step_far_beyond_the_waypoints_is_a_jump():
     bent[70:, 1] += 0.15  # another branch from tick 70 on, the waypoints themselves unchanged
     said = projection_jump(wps, bent, cosine=False)
     assert said and "8.7°" in said and "36 %" in said  # 0.151 rad at tick 71 of 200
-    # a cosine profile's middle steps are π/2 × the mean: not a jump
-    t = (1 - np.cos(np.pi * np.arange(1, 201) / 200)) / 2
-    assert projection_jump(wps[[0, -1]], 0.2 * t[:, None] * np.ones((1, 3)), cosine=True) is None
+    # the executor's cosine move peaks at twice its mean speed: not a jump; the same step 3× faster is
+    q0, q1 = np.zeros(3), np.full(3, 0.2)
+    smooth = np.array([cosine_profile(q0, q1, i / 200) for i in range(1, 201)])
+    assert projection_jump(np.array([q0, q1]), smooth, cosine=True) is None
+    kinked = smooth.copy()
+    kinked[100:] += 0.05  # one tick 0.05 rad beyond: 3.5× the peak
+    assert projection_jump(np.array([q0, q1 + 0.05]), kinked, cosine=True)
 
 
 def test_the_planner_lifts_the_move_the_run_could_not_keep_on_the_ground(model, cfg, tmp_path, capsys):

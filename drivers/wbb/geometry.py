@@ -64,7 +64,10 @@ class CopResult:
     per_board_kg: np.ndarray
 
 
-def cop(cell_kg: np.ndarray, cell_xy: np.ndarray, min_total_kg: float = 0.5) -> CopResult:
+MIN_COP_KG = 0.5  # below this total there is no load to locate
+
+
+def cop(cell_kg: np.ndarray, cell_xy: np.ndarray, min_total_kg: float = MIN_COP_KG) -> CopResult:
     """CoP = sum F_i p_i / sum F_i over all cells; cell_kg (n,) matched to cell_xy (n, 2)."""
     f = np.asarray(cell_kg, dtype=float).ravel()
     total = float(f.sum())

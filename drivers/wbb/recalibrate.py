@@ -40,11 +40,17 @@ def _changed(board, raw: np.ndarray) -> bool:
     return bool(np.any(np.abs(tared) > limit))
 
 
-def _placed(board, raw: np.ndarray, cell: int) -> bool:
-    """Whether the weight is over `cell`: its tared load rose beyond its noise. A load elsewhere (the weight
-    still over the cell before, Enter pressed too early) does not count."""
+# of the weight: the asked cell carries more, and the weight is on it. A weight still over the cell before puts
+# well under this on its neighbour (more than OFF_CELL_SHARE is refused anyway), and a cell whose gain is at the
+# accepted bound 0.5 still reads half the weight
+PLACED_SHARE = 0.3
+
+
+def _placed(board, raw: np.ndarray, cell: int, weight_kg: float) -> bool:
+    """Whether the weight is over `cell`: its tared load rose beyond its noise and PLACED_SHARE of the weight. A
+    load elsewhere (the weight still over the cell before, Enter pressed too early) does not count."""
     tared, limit = _tared_over_noise(board, raw)
-    return bool(tared[cell] > limit[cell])
+    return bool(tared[cell] > max(limit[cell], PLACED_SHARE * weight_kg))
 
 
 def recalibrate_boards(
@@ -73,9 +79,15 @@ def recalibrate_boards(
                     if not samples:
                         raise DeviceError(f"board {board.name}: no data with the weight on cell {CELLS[c]}")
                     raws.append(np.array([s.raw for s in samples], float))
-                idle = [(b, raw) for b, raw in zip(boards, raws, strict=True) if not _placed(b, raw, c)]
+                idle = [(b, raw) for b, raw in zip(boards, raws, strict=True) if not _placed(b, raw, c, weight_kg)]
                 if not idle:
-                    break
+                    off = [m for b, raw in zip(boards, raws, strict=True) if (m := _off_cell(b, raw, c, weight_kg))]
+                    if not off:
+                        break
+                    if retry is None or attempt == tries:  # a gain from such a reading would be wrong
+                        raise DeviceError(off[0])
+                    retry(f"{off[0]}, then press Enter ")
+                    continue
                 on = f"board{'s' if len(idle) > 1 else ''} {', '.join(b.name for b, _ in idle)}"
                 if any(_changed(b, raw) for b, raw in idle):  # a load, but not over the asked cell
                     before = f": is the weight still over cell {CELLS[c - 1]}?" if c else ""
@@ -88,8 +100,7 @@ def recalibrate_boards(
                 retry(f"{what}: {place}, then press Enter ")
             true = np.zeros(4)
             true[c] = weight_kg
-            for board, raw, got in zip(boards, raws, loads, strict=True):
-                _check_one_cell_loaded(board, raw, c, weight_kg)
+            for got, raw in zip(loads, raws, strict=True):
                 got.append((true, raw))
     finally:
         put_weight(None)
@@ -115,18 +126,17 @@ def tare_and_recalibrate(
 OFF_CELL_SHARE = 0.1  # of the weight: more on another cell, and the weight was not right above its own
 
 
-def _check_one_cell_loaded(board, raw: np.ndarray, cell: int, weight_kg: float) -> None:
-    """A weight right above one cell loads that cell alone: DeviceError naming the cell that carries more than
-    OFF_CELL_SHARE of it too (a gain from such a reading would be wrong)."""
+def _off_cell(board, raw: np.ndarray, cell: int, weight_kg: float) -> str | None:
+    """A weight right above one cell loads that cell alone: what is wrong when another cell carries more than
+    OFF_CELL_SHARE of it too (a gain from such a reading would be wrong), naming that cell; None when right."""
     cal = board.calibration
     tared = (cal.untared_kg(raw) - cal.offset_kg).mean(axis=0)
     others = [k for k in range(4) if k != cell]
     worst = max(others, key=lambda k: abs(tared[k]))
-    if abs(tared[worst]) > OFF_CELL_SHARE * weight_kg:
-        raise DeviceError(
-            f"board {board.name}: with the weight over cell {CELLS[cell]}, cell {CELLS[worst]} reads "
-            f"{tared[worst]:+.2f} kg: place the weight right above cell {CELLS[cell]}'s foot"
-        )
+    if abs(tared[worst]) <= OFF_CELL_SHARE * weight_kg:
+        return None
+    return (f"board {board.name}: with the weight over cell {CELLS[cell]}, cell {CELLS[worst]} reads "
+            f"{tared[worst]:+.2f} kg: place the weight right above cell {CELLS[cell]}'s foot")  # fmt: skip
 
 
 def check_gains_for(names: list[str], gains: BoardGains) -> None:

@@ -97,6 +97,7 @@ MARKER = ".poise-demo"  # in a folder a demo wrote: which demo (JSON {"pipeline"
 ASIDE = ".poise-demo-previous"  # an earlier run's outputs while a new run makes its own
 MOVED = ".moved"  # in ASIDE, written before the first move: the earlier run's output names (JSON list)
 STOPPED = ".poise-demo-stopped"  # a run stopped short (safety stop), its outputs kept for a look
+DISCARD = ".poise-demo-discard"  # what a finished run replaced, renamed here in one step, then removed
 
 
 def marker_pipeline(out: Path) -> str | None:
@@ -150,7 +151,7 @@ class DemoFolder:
         if owner is not None and owner != self.pipeline:
             who = "another demo (its marker unreadable)" if owner == "unknown" else f"`poise demo {owner}`"
             raise DataError(f"{out} holds the outputs of {who}: give {demo} another --out")
-        ours = {*self.outputs, MARKER, ASIDE, STOPPED} if owner else set()
+        ours = {*self.outputs, MARKER, ASIDE, STOPPED, DISCARD} if owner else set()
         foreign = sorted(p.name for p in out.iterdir() if p.name not in ours)
         if foreign and not self.force:
             raise DataError(f"{out} holds {_named(foreign)}, which {demo} did not write: give an empty or new --out, "
@@ -168,6 +169,8 @@ class DemoFolder:
         out = self.out
         out.mkdir(parents=self.parents, exist_ok=True)
         note = None
+        if _exists(out / DISCARD):  # a finished run killed while removing what it replaced
+            _remove(out / DISCARD)
         if (out / ASIDE).is_dir():
             self._restore()
             note = f"{out}: an interrupted run's outputs replaced by the earlier run's, kept aside in {ASIDE}"
@@ -184,10 +187,15 @@ class DemoFolder:
         return note
 
     def commit(self) -> None:
-        """The new run succeeded: the earlier outputs go, and a stopped run's kept ones (`keep_stopped`)."""
+        """The new run succeeded: the earlier outputs go, and a stopped run's kept ones (`keep_stopped`). Each is
+        renamed to DISCARD first (one step) and removed from there: a kill while removing leaves no half-removed
+        ASIDE for the next run to take for an interrupted run's."""
         for name in (ASIDE, STOPPED):
             if _exists(self.out / name):
-                _remove(self.out / name)
+                if _exists(self.out / DISCARD):
+                    _remove(self.out / DISCARD)
+                os.replace(self.out / name, self.out / DISCARD)
+                _remove(self.out / DISCARD)
 
     def rollback(self) -> bool:
         """The new run failed or was interrupted: the earlier outputs, if there were any, replace what it wrote
