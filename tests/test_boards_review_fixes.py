@@ -33,23 +33,32 @@ def _calibrate(out, *extra: str) -> int:
                  "--out", str(out), *extra])  # fmt: skip
 
 
+def _person(world, asked: list[str], early=lambda prompt: False):
+    """At each prompt: the weight over the cell it names (asked or asked again), off when told to take it;
+    `early(prompt)` True: Enter pressed with nothing moved (the test's mistake)."""
+
+    def answer(prompt: str) -> str:
+        asked.append(prompt)
+        if early(prompt):
+            return ""
+        for k, c in enumerate(P.CELLS):
+            if f"over cell {c} " in prompt or f"over cell {c}," in prompt or f"on cell {c} of" in prompt:
+                world.place_weight(k, 10.0)
+        if prompt.startswith("Take"):
+            world.place_weight(None, 10.0)
+        return ""
+
+    return answer
+
+
 # -- 1: Enter pressed without the weight
 
 
 def test_enter_without_the_weight_asks_again_then_reads_it(real_boards, tmp_path, monkeypatch):
     world, asked = real_boards, []
 
-    def person(prompt: str) -> str:
-        asked.append(prompt)
-        if prompt.startswith("no load change"):  # the second time, the weight goes on
-            world.place_weight(0, 10.0)
-        for k, c in enumerate(P.CELLS):
-            if k and f"over cell {c} " in prompt:
-                world.place_weight(k, 10.0)
-        if prompt.startswith("Take"):
-            world.place_weight(None, 10.0)
-        return ""
-
+    # the first time at TR, Enter with nothing placed; the second time (asked again) the weight goes on
+    person = _person(world, asked, early=lambda p: p.startswith("Place") and "over cell TR " in p)
     monkeypatch.setattr("drivers.session.ask_on_stderr", person)
     out = tmp_path / "g.json"
     assert _calibrate(out) == 0 and out.exists()
@@ -223,16 +232,8 @@ def test_enter_too_early_at_the_second_cell_asks_again(real_boards, tmp_path, mo
     placement (not a misplaced weight refused by the one-cell check): the person is asked again."""
     world, asked = real_boards, []
 
-    def person(prompt: str) -> str:
-        asked.append(prompt)
-        for k, c in enumerate(P.CELLS):
-            early = c == "BR" and prompt.startswith("Place")  # the first time at BR: nothing moved
-            if f"over cell {c} " in prompt and not early or f"on cell {c} of" in prompt:
-                world.place_weight(k, 10.0)
-        if prompt.startswith("Take"):
-            world.place_weight(None, 10.0)
-        return ""
-
+    # the first time at BR, Enter with the weight still over TR
+    person = _person(world, asked, early=lambda p: p.startswith("Place") and "over cell BR " in p)
     monkeypatch.setattr("drivers.session.ask_on_stderr", person)
     out = tmp_path / "g.json"
     assert _calibrate(out) == 0 and out.exists()
@@ -298,22 +299,13 @@ def test_a_weight_just_off_the_cell_before_is_asked_again(real_boards, tmp_path,
     carry the weight, so it is asked again — not refused as a weight between two cells."""
     world, asked = real_boards, []
 
-    def person(prompt: str) -> str:
-        asked.append(prompt)
+    def off_tr(prompt: str) -> bool:  # the first time at BR: the weight still over TR, a centimetre off
+        first = prompt.startswith("Place") and "over cell BR " in prompt
         for emu in world.boards:
-            emu.load_override = None
-        if prompt.startswith("Place") and "over cell BR " in prompt:
-            for emu in world.boards:
-                emu.load_override = np.array([9.8, 0.2, 0.0, 0.0])
-            return ""
-        for k, c in enumerate(P.CELLS):
-            if f"over cell {c} " in prompt or f"on cell {c} of" in prompt:
-                world.place_weight(k, 10.0)
-        if prompt.startswith("Take"):
-            world.place_weight(None, 10.0)
-        return ""
+            emu.load_override = np.array([9.8, 0.2, 0.0, 0.0]) if first else None
+        return first
 
-    monkeypatch.setattr("drivers.session.ask_on_stderr", person)
+    monkeypatch.setattr("drivers.session.ask_on_stderr", _person(world, asked, early=off_tr))
     out = tmp_path / "g.json"
     assert _calibrate(out) == 0 and out.exists()
     assert [a for a in asked if a.startswith("no load")] == [
