@@ -141,6 +141,7 @@ def standing_baseline(model, settings: ExcitationSettings, waypoints: int, seed:
     design of the same seed stands in."""
     from trajectories.balance_excitation import (
         other_share,
+        share_coefficients,
         support_halfplanes,
         zmp_of,
         zmp_spec,
@@ -177,6 +178,8 @@ def standing_baseline(model, settings: ExcitationSettings, waypoints: int, seed:
             return np.nan
         return kappa(normalised_columns(W)[0])
 
+    share = share_coefficients(model, chain)  # the placement's: once, not per finite-difference evaluation
+
     def cons(x):
         try:
             q, qd, qdd = states(x)
@@ -186,7 +189,7 @@ def standing_baseline(model, settings: ExcitationSettings, waypoints: int, seed:
         zmp = zmp_of(w)
         ratio = double_support_split(model, chain, q, qd, qdd, params, tmax).ratio
         return np.concatenate([q.ravel(), qd.ravel(), qdd.ravel(), (zmp @ N.T - d).ravel(),
-                               other_share(model, chain, zmp), ratio, qdd[[0, -1]][:, ind].ravel()])  # fmt: skip
+                               other_share(model, chain, zmp, share), ratio, qdd[[0, -1]][:, ind].ravel()])  # fmt: skip
 
     K = len(t)
     lbg = np.concatenate([np.tile(lo, K), np.tile(-vmax, K), np.tile(-amax, K), np.full(K * len(d), -np.inf),

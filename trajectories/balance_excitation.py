@@ -141,10 +141,16 @@ def zmp_of(w: np.ndarray) -> np.ndarray:
     return np.stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]], axis=1)
 
 
-def other_share(model: RobotModel, chain: ClosedChain, zmp: np.ndarray) -> np.ndarray:
-    """The other sole's lever-rule share of the load at ZMPs (K, 2) in this chain's placement (`share_coefficients`;
-    unclipped: beyond [0, 1] a sole would leave the ground)."""
-    s0, gx, gy = share_coefficients(model, chain)
+def other_share(
+    model: RobotModel,
+    chain: ClosedChain,
+    zmp: np.ndarray,
+    coefficients: tuple[float, float, float] | None = None,
+) -> np.ndarray:
+    """The other sole's lever-rule share of the load at ZMPs (K, 2) in this chain's placement (`share_coefficients`,
+    or their values given — computed once where this is evaluated again and again; unclipped: beyond [0, 1] a sole
+    would leave the ground)."""
+    s0, gx, gy = coefficients if coefficients is not None else share_coefficients(model, chain)
     return s0 + zmp @ np.array([gx, gy])
 
 

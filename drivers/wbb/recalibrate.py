@@ -34,9 +34,8 @@ def _tared_over_noise(board, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return tared, np.maximum(NOISE_SDS * noise, MIN_CHANGE_KG)
 
 
-def _changed(board, raw: np.ndarray) -> bool:
-    """Whether any cell's mean tared reading moved beyond its noise (the tare's reading SD)."""
-    tared, limit = _tared_over_noise(board, raw)
+def _changed(tared: np.ndarray, limit: np.ndarray) -> bool:
+    """Whether any cell's mean tared reading (`_tared_over_noise`) moved beyond its noise."""
     return bool(np.any(np.abs(tared) > limit))
 
 
@@ -46,10 +45,10 @@ def _changed(board, raw: np.ndarray) -> bool:
 PLACED_SHARE = 0.3
 
 
-def _placed(board, raw: np.ndarray, cell: int, weight_kg: float) -> bool:
-    """Whether the weight is over `cell`: its tared load rose beyond its noise and PLACED_SHARE of the weight. A
-    load elsewhere (the weight still over the cell before, Enter pressed too early) does not count."""
-    tared, limit = _tared_over_noise(board, raw)
+def _placed(tared: np.ndarray, limit: np.ndarray, cell: int, weight_kg: float) -> bool:
+    """Whether the weight is over `cell`: its tared load (`_tared_over_noise`) rose beyond its noise and
+    PLACED_SHARE of the weight. A load elsewhere (the weight still over the cell before, Enter pressed too early)
+    does not count."""
     return bool(tared[cell] > max(limit[cell], PLACED_SHARE * weight_kg))
 
 
@@ -79,17 +78,18 @@ def recalibrate_boards(
                     if not samples:
                         raise DeviceError(f"board {board.name}: no data with the weight on cell {CELLS[c]}")
                     raws.append(np.array([s.raw for s in samples], float))
-                idle = [(b, raw) for b, raw in zip(boards, raws, strict=True) if not _placed(b, raw, c, weight_kg)]
+                read = [(b, *_tared_over_noise(b, raw)) for b, raw in zip(boards, raws, strict=True)]
+                idle = [(b, tared, lim) for b, tared, lim in read if not _placed(tared, lim, c, weight_kg)]
                 if not idle:
-                    off = [m for b, raw in zip(boards, raws, strict=True) if (m := _off_cell(b, raw, c, weight_kg))]
+                    off = [m for b, tared, _ in read if (m := _off_cell(b.name, tared, c, weight_kg))]
                     if not off:
                         break
                     if retry is None or attempt == tries:  # a gain from such a reading would be wrong
                         raise DeviceError(off[0])
                     retry(f"{off[0]}, then press Enter ")
                     continue
-                on = f"board{'s' if len(idle) > 1 else ''} {', '.join(b.name for b, _ in idle)}"
-                if any(_changed(b, raw) for b, raw in idle):  # a load, but not over the asked cell
+                on = f"board{'s' if len(idle) > 1 else ''} {', '.join(b.name for b, _, _ in idle)}"
+                if any(_changed(tared, lim) for _, tared, lim in idle):  # a load, but not over the asked cell
                     before = f": is the weight still over cell {CELLS[c - 1]}?" if c else ""
                     what = f"no load on cell {CELLS[c]} of {on} (within its noise{before})"
                 else:
@@ -126,16 +126,15 @@ def tare_and_recalibrate(
 OFF_CELL_SHARE = 0.1  # of the weight: more on another cell, and the weight was not right above its own
 
 
-def _off_cell(board, raw: np.ndarray, cell: int, weight_kg: float) -> str | None:
+def _off_cell(name: str, tared: np.ndarray, cell: int, weight_kg: float) -> str | None:
     """A weight right above one cell loads that cell alone: what is wrong when another cell carries more than
-    OFF_CELL_SHARE of it too (a gain from such a reading would be wrong), naming that cell; None when right."""
-    cal = board.calibration
-    tared = (cal.untared_kg(raw) - cal.offset_kg).mean(axis=0)
+    OFF_CELL_SHARE of it too (a gain from such a reading would be wrong), naming that cell; None when right.
+    `tared`: board `name`'s mean tared cell loads (`_tared_over_noise`)."""
     others = [k for k in range(4) if k != cell]
     worst = max(others, key=lambda k: abs(tared[k]))
     if abs(tared[worst]) <= OFF_CELL_SHARE * weight_kg:
         return None
-    return (f"board {board.name}: with the weight over cell {CELLS[cell]}, cell {CELLS[worst]} reads "
+    return (f"board {name}: with the weight over cell {CELLS[cell]}, cell {CELLS[worst]} reads "
             f"{tared[worst]:+.2f} kg: place the weight right above cell {CELLS[cell]}'s foot")  # fmt: skip
 
 
