@@ -139,11 +139,11 @@ def standing_baseline(model, settings: ExcitationSettings, waypoints: int, seed:
     inside the soles' polygon, each sole's lever-rule share of the load and the joint torques of the split of the
     load that needs least, all on the grid — every derivative by finite differences. The placement is the one poise's
     design of the same seed stands in."""
+    from robots.dynamics import zmp_of
     from trajectories.balance_excitation import (
         other_share,
         share_coefficients,
         support_halfplanes,
-        zmp_of,
         zmp_spec,
     )
     from trajectories.closed_chain import ClosedChainTrajectory, make_chain

@@ -101,7 +101,7 @@ def other_sole_force(
     else:
         w = dyn.base_wrench_regressor(model, q, np.atleast_2d(qd), np.atleast_2d(qdd), base, params)
         w = w @ dyn.standard_parameters(model, params)
-        weight, com = w[:, 2], np.column_stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]])
+        weight, com = w[:, 2], dyn.zmp_of(w)
     poses = other_pose(model, q, params, base)
     if share is None:
         share = np.array([lever_share(model, c, pose, base) for c, pose in zip(com, poses, strict=True)])

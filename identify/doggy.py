@@ -97,10 +97,26 @@ def _joint_reach(rb: FlexibleJointRobot) -> np.ndarray:
     return np.maximum(np.where(np.isfinite(reach), reach, 2 * np.pi), 2 * np.pi)
 
 
+# The links turn only as fast as their joints: a gyro reads at most Σ|θ̇_j| plus the bearings' rocking (simulated
+# runs of 4–60 s: the larger gyro's rms |ω| / rms Σ|θ̇| 0.77–0.88); the same runs in deg/s gave 44–50. 10 leaves
+# room for real bearings' rocking.
+GYRO_EXCESS = 10.0
+
+
+def gyro_excess(rec: DoggyRecording) -> float:
+    """How much faster the gyros turn than the encoders allow: the larger gyro's rms |ω| over the rms of the
+    joints' summed rates |θ̇| (finite differences of the encoders; their noise only lowers the ratio)."""
+    rates = np.abs(np.gradient(rec.theta, rec.t, axis=0)).sum(axis=1)
+    allowed = np.sqrt(np.mean(rates**2))
+    gyro = max(np.sqrt(np.mean(np.sum(g**2, axis=1))) for g in (rec.gyro1, rec.gyro2))
+    return float(gyro / allowed) if allowed > 0 else float("inf")
+
+
 def check_recording(rec: DoggyRecording, source: str = "recording") -> None:
     """Refuse, before the solve and with a one-line DataError naming the cause, a (validated) recording the
     calibration cannot use: shorter than `--simulate` accepts, encoder angles beyond the joints' reach (logged in
-    degrees, or motor-side), a sensor channel that never changes (stuck), or no command at all."""
+    degrees, or motor-side), a sensor channel that never changes (stuck), gyros faster than the joints turn (deg/s),
+    or no command at all."""
     rb = _facts().ROBOT
     duration, lo = float(rec.t[-1] - rec.t[0]), DURATION_S[0]
     if duration <= lo:
@@ -127,6 +143,12 @@ def check_recording(rec: DoggyRecording, source: str = "recording") -> None:
         raise DataError(
             f"{source}: {', '.join(stuck)} {verb} (every sample {channels[0, names.index(stuck[0])]:.6g}): a "
             f"stuck sensor or dead channel{joint}; the calibration needs every encoder and gyro reading"
+        )
+    slow = gyro_excess(rec)
+    if slow > GYRO_EXCESS:
+        raise DataError(
+            f"{source}: the gyros turn {slow:.3g}× faster than the encoders let the links turn (rms of |ω| against "
+            f"rms of Σ|θ̇|, about 1 for real data): gyros logged in deg/s? w1x..w2z must be in rad/s"
         )
     if rec.zero_command_samples() == rec.n:
         raise DataError(

@@ -92,6 +92,10 @@ class _Window:
             return None
 
 
+# After a tare, how long `boards read` waits for the load to arrive and stand still before its window.
+LOAD_WAIT_S = 20.0
+
+
 def _battery(b) -> str:
     pct = b.stats.battery_percent
     return "—" if pct is None else str(pct)
@@ -159,6 +163,7 @@ def _report_link(text: str) -> None:
 def cmd_read(args: argparse.Namespace) -> int:
     from drivers.wbb.board import tare_all
     from drivers.wbb.recalibrate import apply_cell_gains
+    from drivers.wbb.settle import wait_for_load
     from formats.board_gains import load_board_gains
 
     gains = None if args.board_gains is None else load_board_gains(args.board_gains)
@@ -170,7 +175,7 @@ def cmd_read(args: argparse.Namespace) -> int:
             for b in boards:
                 b.on_link = _report_link
         windows = [_Window() for _ in boards]
-        began = None
+        began = settled = None
         live = None
         try:
             if args.tare > 0:
@@ -178,7 +183,8 @@ def cmd_read(args: argparse.Namespace) -> int:
                 tare_all(boards, args.tare)
                 if world is None:
                     err_console.print(
-                        f"tared: step on / put the load on now (reading for {args.seconds:g} s)"
+                        f"tared: step on / put the load on now (the {args.seconds:g} s read starts once it "
+                        f"stands still; up to {LOAD_WAIT_S:g} s)"
                     )
                 else:
                     err_console.print("tared: the emulated robot stands on the boards now")
@@ -186,6 +192,13 @@ def cmd_read(args: argparse.Namespace) -> int:
                 world.plant.torque[:] = True
                 cfg = world.config
                 world.robot.place(Placement(0, (0.0, 0.13, 0.0)).left_foot, cfg.right_board, cfg.left_board)
+            if args.tare > 0:  # the read holds the load standing, not the stepping on
+                settled = wait_for_load(boards, LOAD_WAIT_S)
+                err_console.print(
+                    f"no load held still within {LOAD_WAIT_S:g} s: reading the boards as they are"
+                    if settled is None
+                    else f"the load stands still ({settled:.1f} s after the tare): reading for {args.seconds:g} s"
+                )
             for b in boards:
                 b.drain()  # the window starts now (the tare's reports are not in it)
             began = time.monotonic()
@@ -217,7 +230,7 @@ def cmd_read(args: argparse.Namespace) -> int:
                             "reports": w.n, "bad": b.stats.bad, "reconnects": b.stats.reconnects,
                             "battery_percent": b.stats.battery_percent})  # fmt: skip
             print_json({"seconds": args.seconds, "window_s": window_s, "tared": args.tare > 0,
-                        "interrupted": interrupted, "boards": out})  # fmt: skip
+                        "settled_after_s": settled, "interrupted": interrupted, "boards": out})  # fmt: skip
         else:
             console.print(_table(boards, windows, window_s, args.tare > 0))
     if interrupted:

@@ -545,6 +545,12 @@ def torque_regressor_function(
     return ca.Function("torque_regressor", [q, qd, qdd], [Y], ["q", "qd", "qdd"], ["Y"])
 
 
+def zmp_of(w: np.ndarray) -> np.ndarray:
+    """The ZMP (−My/Fz, Mx/Fz) of base wrenches w (K, 6: fx, fy, fz, mx, my, mz), base frame (m): where the
+    ground's vertical force acts for a robot standing on its base frame, whatever the contacts."""
+    return np.stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]], axis=1)
+
+
 def base_wrench_regressor_function(
     model: RobotModel, base: str, params: str | ParameterSet | None = None, gravity=GRAVITY
 ) -> ca.Function:

@@ -40,11 +40,37 @@ def test_calibration_recovers_each_emulated_cells_gain_error(gains_file):
     bg = load_board_gains(gains_file)
     assert bg.boards == ("sim0", "sim1") and bg.weight_kg == 10.0
     assert np.abs(errors).max() > 0.01  # there is something to correct
-    assert np.allclose(bg.gains * (1 + errors), 1.0, atol=0.002), bg.gains * (1 + errors)
-    # each gain's SE from its readings' scatter covers its error (the tare's error, not in it, is alike in size)
+    assert np.allclose(bg.gains * (1 + errors), 1.0, atol=0.004), bg.gains * (1 + errors)
+    # each gain's SE, from its readings' scatter and the tare's, covers its error
     off = np.abs(bg.gains * (1 + errors) - 1)
-    assert bg.gain_se is not None and np.all((bg.gain_se > 1e-5) & (bg.gain_se < 1e-3)), bg.gain_se
+    assert bg.gain_se is not None and np.all((bg.gain_se > 1e-4) & (bg.gain_se < 2e-3)), bg.gain_se
     assert np.all(off < 5 * bg.gain_se), off / bg.gain_se
+
+
+def test_a_weight_off_its_cells_centre_gives_the_gains_of_a_centred_one():
+    """8 % of the weight on the next cell (under the 10 % `boards calibrate` refuses): the cells still carry it
+    all between them, so the gains come out as right as a centred weight's (known kg / the asked cell's reading
+    alone would be 8.7 % high)."""
+    from drivers.wbb.open import board_drivers, start_all
+    from drivers.wbb.recalibrate import tare_and_recalibrate
+
+    world = SimWorld(tulip(), load_config(), WorldOptions())
+    boards = start_all(board_drivers("sim", world.board_openers()))
+
+    def off_centre(cell):
+        for emu in world.boards:
+            emu.load_override = None if cell is None else 10.0 * (0.92 * np.eye(4)[cell] + 0.08 * np.eye(4)[cell - 1])
+
+    try:
+        errors = np.array([b.imp.gain_error for b in world.boards])
+        gains = np.array(tare_and_recalibrate(boards, off_centre, 10.0, 0.5, 1.0))
+        se = np.array([b.calibration.gain_se for b in boards])
+    finally:
+        for b in boards:
+            b.close()
+        world.close()
+    off = np.abs(gains * (1 + errors) - 1)
+    assert np.all(off < 5 * se) and off.max() < 0.004, off / se
 
 
 def test_gains_of_other_boards_are_refused(gains_file, tmp_path, capsys):

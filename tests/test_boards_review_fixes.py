@@ -165,12 +165,54 @@ def test_read_json_is_over_the_whole_window_and_ctrl_c_keeps_what_was_read(monke
 # -- 4: the tare cue
 
 
-def test_tare_ends_with_a_cue_on_stderr(real_boards, capsys):
+def _stepping_on(monkeypatch, world, steps: list[tuple[float, float]]) -> None:
+    """Once the tare is done, a load over cell TR of each board that changes to kg after s seconds, per step."""
+    import threading
+
+    import drivers.wbb.board as wbb_board
+
+    real = wbb_board.tare_all
+
+    def person():
+        for s, kg in steps:
+            time.sleep(s)
+            world.place_weight(0, kg)
+
+    def tare_then_step_on(*a, **k):
+        out = real(*a, **k)
+        threading.Thread(target=person, daemon=True).start()
+        return out
+
+    monkeypatch.setattr(wbb_board, "tare_all", tare_then_step_on)
+
+
+def test_tare_ends_with_a_cue_on_stderr(real_boards, monkeypatch, capsys):
+    _stepping_on(monkeypatch, real_boards, [(0.1, 10.0)])
     assert main(["boards", "read", "--boards", BT, "--seconds", "0.2", "--tare", "0.3", "--json"]) == 0
     cap = capsys.readouterr()
-    assert "tared: step on / put the load on now" in cap.err
+    assert "tared: step on / put the load on now" in cap.err and "the load stands still" in cap.err
     doc = json.loads(cap.out)
     assert doc["tared"] is True and doc["interrupted"] is False
+
+
+def test_read_after_a_tare_starts_once_the_load_stands_still(real_boards, monkeypatch, capsys):
+    """Stepping on (4, 7 kg for 0.4 s each) is not in the window: its mean is the 10 kg standing."""
+    _stepping_on(monkeypatch, real_boards, [(0.2, 4.0), (0.4, 7.0), (0.4, 10.0)])
+    assert main(["boards", "read", "--boards", BT, "--seconds", "0.5", "--tare", "0.3", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["settled_after_s"] > 1.0 + 0.8  # the last step, then a second standing still
+    for b, emu in zip(doc["boards"], real_boards.boards, strict=True):  # 10 kg as the board's cell TR reads it
+        on_tr = 10.0 * (1.0 + emu.imp.gain_error[0])
+        assert b["total_kg"] == pytest.approx(on_tr, abs=0.05) and b["total_sd_kg"] < 0.2  # stepping on: SD > 2
+
+
+def test_read_after_a_tare_with_nothing_put_on_reads_the_boards_as_they_are(real_boards, monkeypatch, capsys):
+    monkeypatch.setattr(cb, "LOAD_WAIT_S", 0.5)
+    assert main(["boards", "read", "--boards", BT, "--seconds", "0.2", "--tare", "0.3", "--json"]) == 0
+    cap = capsys.readouterr()
+    assert "no load held still within 0.5 s: reading the boards as they are" in " ".join(cap.err.split())
+    doc = json.loads(cap.out)
+    assert doc["settled_after_s"] is None and abs(doc["boards"][0]["total_kg"]) < 0.1
 
 
 # -- 5: reconnect status

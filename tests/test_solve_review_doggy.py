@@ -175,6 +175,15 @@ def test_angles_within_reach_are_not_mistaken_for_degrees(tmp_path):
     dg.check_recording(rec)
 
 
+def test_gyros_in_degrees_per_second_are_named_before_the_fit(tmp_path, capsys):
+    rec = simulate(SimConfig(duration=4.0, seed=5), make_plan(4.0, 3)).recording
+    dg.check_recording(rec)  # as simulated, in rad/s
+    assert dg.gyro_excess(rec) < 1.5
+    degrees = dataclasses.replace(rec, gyro1=np.degrees(rec.gyro1), gyro2=np.degrees(rec.gyro2))
+    err = _refused(tmp_path, capsys, degrees)
+    assert "deg/s" in err and "rad/s" in err and "faster than the encoders" in err
+
+
 def test_a_too_short_recording_is_named(tmp_path, capsys):
     err = _refused(tmp_path, capsys, _synthetic(n=20, rest=20))
     assert "0.019 s (20 samples) is too short" in err and "unobservable" not in err

@@ -96,6 +96,27 @@ def test_board_disconnecting_reconnects_and_keeps_counting(emu_factory):
     assert len(samples) > 60
 
 
+def test_a_reconnect_keeps_every_correction_made_before_it(emu_factory):
+    emu = emu_factory(faults=Faults(disconnect_after=40))
+    board = HidBoard(emu.connect_socketpair)
+    board.lost_after_s = 0.3
+    board.start()
+    try:
+        board.collect(0.1)  # connected, before the link drops
+        cal = board.calibration
+        cal.offset_kg, cal.offset_se = np.array([1.0, 0.5, 2.0, 0.2]), np.full(4, 0.003)
+        cal.gain, cal.gain_se, cal.noise_sd = np.array([1.1, 0.9, 1.05, 0.95]), np.full(4, 0.01), np.full(4, 0.02)
+        before = dict(vars(cal))
+        samples = board.collect(1.5)
+    finally:
+        board.close()
+    assert board.stats.reconnects == 1 and board.calibration is not cal  # the factory block was read anew
+    for name, value in before.items():
+        np.testing.assert_array_equal(getattr(board.calibration, name), value, err_msg=name)
+    kg = np.mean([s.kg for s in samples[-20:]], axis=0)  # after the reconnect: tared, then the gains
+    np.testing.assert_allclose(kg, (LOAD - cal.offset_kg) * cal.gain, atol=0.02)
+
+
 def test_board_gone_for_good_fails_clearly(emu_factory):
     emu = emu_factory(faults=Faults(disconnect_after=10, refuse_reconnect=True))
     board = HidBoard(emu.connect_socketpair, name="b1")

@@ -136,11 +136,6 @@ def share_coefficients(model: RobotModel, chain: ClosedChain) -> tuple[float, fl
     return s0, gx, gy
 
 
-def zmp_of(w: np.ndarray) -> np.ndarray:
-    """The ZMP (−My/Fz, Mx/Fz) of base wrenches w (K, 6: fx, fy, fz, mx, my, mz), base frame (m)."""
-    return np.stack([-w[:, 4] / w[:, 2], w[:, 3] / w[:, 2]], axis=1)
-
-
 def other_share(
     model: RobotModel,
     chain: ClosedChain,

@@ -125,7 +125,7 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
     its margin line) and, on both soles, the other sole's share of the load against its bounds."""
     import matplotlib.pyplot as plt
 
-    from trajectories.balance_excitation import zmp_of
+    from robots.dynamics import zmp_of
 
     w = dyn.base_wrench_regressor(model, q, qd, qdd, base, params) @ dyn.standard_parameters(model, params)
     zmp = zmp_of(w)

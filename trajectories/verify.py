@@ -449,9 +449,10 @@ def _coupled(model: RobotModel, q: np.ndarray) -> list[str]:
 def double_support_balance(model, chain, q, qd, qdd, params, problems, zmp_margin, load_share=0.0):
     """Held-sole drift, ZMP margin (shapely, numpy dynamics) and the other sole's lever-rule share of the
     load (min, max) over the samples; problems appended."""
+    from robots.dynamics import zmp_of
     from robots.kinematics import site_pose
     from robots.stance import signed_margin
-    from trajectories.balance_excitation import other_share, support_halfplanes, zmp_of
+    from trajectories.balance_excitation import other_share, support_halfplanes
 
     _, p = site_pose(model, q, params, chain.other, chain.base)
     drift = float(np.abs(p - chain.target_p).max())

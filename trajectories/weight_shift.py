@@ -439,7 +439,7 @@ def check_weight_shift(
 
 def _zmp(model: RobotModel, base: str, params: str, q: np.ndarray) -> np.ndarray:
     """The CoM's ground projection (the ZMP at rest) of postures q (K, nq), base frame."""
-    from trajectories.balance_excitation import zmp_of
+    from robots.dynamics import zmp_of
 
     z = np.zeros_like(q)
     w = dyn.base_wrench_regressor(model, q, z, z, base, params) @ dyn.standard_parameters(model, params)

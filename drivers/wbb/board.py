@@ -12,7 +12,7 @@ import collections
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -306,14 +306,14 @@ class HidBoard(_BoardBase):
         if ext_id != P.WBB_EXT_ID:
             raise DeviceError(f"board {self.name}: extension id {ext_id.hex()} is not a balance board")
         cal_raw = P.decode_calibration(self._read_block(tr, P.CAL_ADDR, P.CAL_LEN))
-        try:
-            cal = Calibration(np.array(cal_raw, float), method=self.method)
+        raw = np.array(cal_raw, float)
+        try:  # a reconnect reads the factory block anew and keeps every correction made since (tare, gains)
+            if self.calibration is None:
+                cal = Calibration(raw, method=self.method)
+            else:
+                cal = replace(self.calibration, raw=raw, method=self.method)
         except ValueError as exc:
             raise DeviceError(f"board {self.name}: bad calibration block {cal_raw}: {exc}") from exc
-        if self.calibration is not None:  # keep tare and gains across reconnects
-            old = self.calibration
-            cal.offset_kg, cal.gain, cal.gain_se = old.offset_kg, old.gain, old.gain_se
-            cal.offset_se, cal.noise_sd = old.offset_se, old.noise_sd
         self.calibration = cal
         span = cal.raw[2] - cal.raw[0]
         self._plausible = (cal.raw[0] - 0.5 * span, cal.raw[2] + 3.0 * span)

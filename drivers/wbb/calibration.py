@@ -75,25 +75,30 @@ class Calibration:
     def recalibrate(self, loads: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """Per-cell gains from known loads: pairs (true per-cell kg (4,), raw samples (n, 4)).
 
-        Least squares per cell of true = gain * (tared reading), over the loads that put weight on that
-        cell; returns and applies the gains. `gain_se`: each gain's standard error from the scatter of its
-        readings (independent reports; the tare's own error is not included).
-        """
-        num = np.zeros(4)
-        den = np.zeros(4)
-        var = np.zeros(4)  # of Σ true · mean reading, through the readings' means
+        Wherever a load stands on the board, the cells carry all of it between them: Σ_c gain_c · tared_c = the
+        load's total, one equation per load, solved by least squares (four loads, one near each cell, determine
+        the four gains). A weight a little off its cell's centre, its neighbour carrying part of it, thus gives
+        the gains a weight right above the cell would. Returns and applies the gains. `gain_se`: their standard
+        errors from the scatter of the readings (independent reports) and the tare's (`offset_se`)."""
+        rows, totals, row_var = [], [], []
+        carried = np.zeros(4, bool)
         for true_kg, raw in loads:
             true_kg = np.asarray(true_kg, float)
             tared = self.untared_kg(np.asarray(raw, float).reshape(-1, 4)) - self.offset_kg
-            meas = tared.mean(axis=0)
-            on = true_kg > 0
-            num[on] += meas[on] * true_kg[on]
-            den[on] += meas[on] ** 2
-            if len(tared) > 1:
-                var[on] += (true_kg[on] ** 2) * tared[:, on].var(axis=0, ddof=1) / len(tared)
-        if np.any(den <= 0):
+            carried |= true_kg > 0
+            rows.append(tared.mean(axis=0))
+            totals.append(true_kg.sum())
+            row_var.append(tared.var(axis=0, ddof=1) / len(tared) if len(tared) > 1 else np.zeros(4))
+        if not carried.all():
             raise ValueError("recalibration needs a known load on every cell")
-        self.gain = num / den
-        # the relative SE of Σ true · mean reading: the gain's, exactly so for one load per cell (gain = true / mean)
-        self.gain_se = np.sqrt(var) * self.gain / num
+        R, w = np.array(rows), np.array(totals)
+        if np.linalg.matrix_rank(R) < 4:
+            raise ValueError("the loads' readings do not tell the cells apart: place the weight near each cell")
+        pinv = np.linalg.pinv(R)
+        self.gain = pinv @ w
+        # each equation's error from its readings' means, and the tare's error, which every equation shares
+        cov = np.diag(np.array(row_var) @ self.gain**2)
+        if self.offset_se is not None:
+            cov = cov + np.sum((self.gain * self.offset_se) ** 2)
+        self.gain_se = np.sqrt(np.einsum("ck,kl,cl->c", pinv, cov, pinv))
         return self.gain

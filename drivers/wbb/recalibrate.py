@@ -1,7 +1,7 @@
 """Per-cell recalibration from a known weight placed over each cell in turn (after taring).
 
-A weight right above a cell loads only that cell, so each cell's gain follows from one placement:
-gain = known kg / tared reading (least squares when several loads are used).
+Wherever the weight stands, the cells' tared readings times their gains sum to it: one placement near each cell
+gives the four gains (`Calibration.recalibrate`), a weight a little off its cell's centre included.
 """
 
 from __future__ import annotations
