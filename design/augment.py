@@ -15,7 +15,8 @@ import numpy as np
 from design.criteria import design_matrix, kappa
 from design.greedy import greedy_augment
 from design.planner import make_posture, plan_kappa
-from design.verify import margin_rules, own_posture_issues, plan_robust_margin
+from design.replicates import find_replicates
+from design.verify import margin_rules, own_posture_issues, plan_robust_margin, unidentified
 from formats.errors import DataError
 from formats.plan import Placement, Plan
 from robots.kinematics import site_pose
@@ -28,7 +29,7 @@ DRAWS_PER_CANDIDATE = 20  # give up after this many plain double-support draws p
 @dataclass
 class AugmentResult:
     plan: Plan
-    kappa_before: float
+    kappa_before: float  # inf: the plan's postures could not identify every parameter
     kappa_after: list[float]  # κ after each added posture
     pool: int
     draws: int  # double-support postures drawn to fill the pool (more than `pool` for robust plans)
@@ -58,10 +59,19 @@ def candidate_pool(model: RobotModel, plan: Plan, n: int, rng: np.random.Generat
     )
 
 
-def augment_plan(model: RobotModel, plan: Plan, add: int, pool: int, seed: int) -> AugmentResult:
-    """A new plan with `add` postures chosen greedily from `pool` random postures that pass the plan's check."""
+def check_additions(model: RobotModel, plan: Plan, add: int, pool: int) -> None:
+    """Refuse, before anything is sampled, an --add/--pool that cannot work: fewer than one posture, a pool smaller
+    than the additions, or too few additions to identify every parameter (DataError)."""
     if add < 1 or pool < add:
         raise DataError("need --add ≥ 1 and --pool ≥ --add")
+    short = _too_few(model, plan, add)
+    if short:
+        raise DataError(f"--add {add} is too few: {short}")
+
+
+def augment_plan(model: RobotModel, plan: Plan, add: int, pool: int, seed: int) -> AugmentResult:
+    """A new plan with `add` postures chosen greedily from `pool` random postures that pass the plan's check."""
+    check_additions(model, plan, add, pool)
     _, _, ell = margin_rules(plan)
     cand, draws = candidate_pool(model, plan, pool, np.random.default_rng(seed))
     k0 = kappa(design_matrix(model, plan.q, plan.base))
@@ -81,9 +91,21 @@ def augment_plan(model: RobotModel, plan: Plan, add: int, pool: int, seed: int) 
             make_posture(model, next_po + k, next_pl + k, q, move_s, hold_s, plan.params, plan.base, ell, rm)
         )
     settings = dict(plan.settings)
-    settings["augmented"] = {"added": add, "pool": pool, "seed": seed, "kappa_before": k0, "draws": draws}
-    q_all = np.array([p.q for p in postures])
-    new = replace(
-        plan, placements=placements, postures=postures, kappa=plan_kappa(model, q_all), settings=settings
-    )
-    return AugmentResult(new, k0, res.kappas, pool, draws)
+    before = k0 if math.isfinite(k0) else None  # None: not identifiable (JSON has no infinity)
+    settings["augmented"] = {"added": add, "pool": pool, "seed": seed, "kappa_before": before, "draws": draws}
+    new = replace(plan, placements=placements, postures=postures, settings=settings)
+    short = _too_few(model, new, 0)
+    if short:
+        raise DataError(
+            f"after adding {add} postures from a pool of {pool}, {short}: use a larger --add or --pool"
+        )
+    return AugmentResult(replace(new, kappa=plan_kappa(model, new.q)), k0, res.kappas, pool, draws)
+
+
+def _too_few(model: RobotModel, plan: Plan, add: int) -> str:
+    """Why `add` more postures cannot make the plan identify every parameter ("" when they can, or may)."""
+    for base in sorted(model.bases, key=lambda b: b != plan.base):
+        gap = unidentified(model, plan.q, base)
+        if gap is not None and add < gap.postures_short:
+            return gap.message(len(plan.postures), find_replicates(plan.postures).distinct)
+    return ""

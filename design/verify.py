@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from design.criteria import design_matrix, kappa
+from design.criteria import base_model, design_columns, design_matrix, kappa
 from design.geometry import foot_rects, placed_corners
 from design.replicates import Replicates, find_replicates
 from design.uncertainty import Ellipsoid, nominal_cop, robust_margin
 from formats.errors import DataError
 from formats.plan import Plan, check_compatible
 from robots.chain_path import air_route, ground_transition_issues
+from robots.com_base import rank_report
 from robots.params_io import resolve_params
 from robots.stance import (  # noqa: F401 (tolerances re-exported)
     FLAT_TOL,
@@ -39,8 +40,44 @@ class PostureCheck:
 
 
 @dataclass
+class Unidentified:
+    """Base parameters a set of postures cannot identify (the shared rank decision, `rank_report`)."""
+
+    base: str
+    rank: int
+    n: int  # identifiable parameters of static design (`design_columns`)
+    names: list[str]  # "ϑ7 (−z of 3)" for each parameter left undetermined
+
+    @property
+    def postures_short(self) -> int:
+        """Fewest postures to add: each brings two CoP equations, so at most two to the rank."""
+        return -(-(self.n - self.rank) // 2)
+
+    def message(self, postures: int, distinct: int) -> str:
+        what = f"{postures} postures" + (f" ({distinct} distinct)" if distinct != postures else "")
+        return (
+            f"the {what} cannot identify {len(self.names)} parameter(s) ({self.base} base): "
+            f"{', '.join(self.names)} — rank {self.rank} of {self.n}; add at least {self.postures_short} "
+            "posture(s) that move these columns (`plan augment`)"
+        )
+
+
+def unidentified(model: RobotModel, q: np.ndarray, base: str) -> Unidentified | None:
+    """What the postures' CoP equations leave undetermined on a base (None: they identify every parameter)."""
+    bm, cols = base_model(model, base), design_columns(model, base)
+    q = np.atleast_2d(q)
+    H = design_matrix(model, q, base) if len(q) else np.zeros((0, len(cols)))
+    rank, dep = rank_report(H, [bm.symbols[g] for g in cols])
+    if rank == len(cols):
+        return None
+    names = [f"{bm.symbols[cols[j]]} ({bm.params[cols[j]].column})" for j in dep]
+    return Unidentified(base, rank, len(cols), names)
+
+
+@dataclass
 class CheckReport:
-    """Result of `check_plan`: per-posture results, plan-level issues, recomputed κ."""
+    """Result of `check_plan`: per-posture results, plan-level issues, recomputed κ and what the postures
+    cannot identify (`kappa_issues`: the one kind `plan augment` mends, so kept apart)."""
 
     postures: list[PostureCheck]
     transitions: list[str]
@@ -49,15 +86,20 @@ class CheckReport:
     params: str
     required_margin: float
     replicates: Replicates | None = None
+    kappa_issues: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.plan_issues and not self.transitions and not any(p.issues for p in self.postures)
+        return not self.kappa_issues and not self.feasibility_problems()
 
-    def problems(self) -> list[str]:
+    def feasibility_problems(self) -> list[str]:
+        """Everything wrong with the postures, placements and transitions themselves (κ aside)."""
         out = list(self.plan_issues)
         out += [f"posture {p.index}: {m}" for p in self.postures for m in p.issues]
         return out + self.transitions
+
+    def problems(self) -> list[str]:
+        return self.kappa_issues + self.feasibility_problems()
 
     def to_dict(self) -> dict:
         return {
@@ -174,14 +216,7 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
         # the box the posture designer bounds every placement to and the description's feet gap: the one
         # placement check the executor's pre-flight and the weight shifts share (robots.stance)
         plan_issues += [f"placement {pl.index}: {m}" for m in other_sole_problems(model, base, pl.other_foot)]
-    ks = {}
-    try:
-        ks = {b: kappa(design_matrix(model, plan.q, b)) for b in model.bases}
-    except DataError as exc:
-        plan_issues.append(str(exc))
-    for b, k in ks.items():
-        if b in plan.kappa and abs(plan.kappa[b] - k) > kappa_rtol * k:
-            plan_issues.append(f"κ ({b} base) recomputed {k:.2f} differs from the plan's {plan.kappa[b]:.2f}")
+    ks, kappa_issues = plan_kappa_issues(model, plan, kappa_rtol)
     by_index = {p.index: p for p in plan.postures}
     tr_issues = []
     for t in plan.transitions:
@@ -209,4 +244,22 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1
         if not bad:
             tr_issues += ground_transition_issues(model, t.q, pose, plan.params, base, required, what)
     reps = find_replicates(plan.postures)
-    return CheckReport(results, tr_issues, plan_issues, ks, params.name, required, reps)
+    return CheckReport(results, tr_issues, plan_issues, ks, params.name, required, reps, kappa_issues)
+
+
+def plan_kappa_issues(model: RobotModel, plan: Plan, rtol: float) -> tuple[dict[str, float], list[str]]:
+    """κ of the plan's postures on every base, and what is wrong with it: parameters the postures cannot
+    identify (κ infinite or ~1e16) or a κ other than the plan states (beyond `rtol`, relative)."""
+    ks, issues = {}, []
+    try:
+        ks = {b: kappa(design_matrix(model, plan.q, b)) for b in model.bases}
+    except DataError as exc:
+        return ks, [str(exc)]
+    for b in sorted(ks, key=lambda b: b != plan.base):  # the plan's base first; one base's gap is enough
+        gap = unidentified(model, plan.q, b)
+        if gap is not None:
+            return ks, [gap.message(len(plan.postures), find_replicates(plan.postures).distinct)]
+    for b, k in ks.items():
+        if b in plan.kappa and not abs(plan.kappa[b] - k) <= rtol * k:
+            issues.append(f"κ ({b} base) recomputed {k:.2f} differs from the plan's {plan.kappa[b]:.2f}")
+    return ks, issues

@@ -31,6 +31,8 @@ class BoardGains:
     gain_se: np.ndarray | None = None  # (boards, 4): the gains' standard errors from their readings, if known
     # kg: the known weight's own uncertainty, if stated: a scale error common to every gain (`identify dynamic`)
     weight_sd_kg: float | None = None
+    # (boards,): relative SD of the scale each board's calibration tare put on its four gains alike, if known
+    tare_scale_se: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         g = np.asarray(self.gains, dtype=float)
@@ -52,6 +54,11 @@ class BoardGains:
             if se.shape != g.shape or not np.all(np.isfinite(se) & (se >= 0)):
                 raise DataError(f"board gains: gain_se must be {g.shape[0]} × 4 non-negative numbers")
             object.__setattr__(self, "gain_se", se)
+        if self.tare_scale_se is not None:
+            ts = np.asarray(self.tare_scale_se, dtype=float)
+            if ts.shape != (g.shape[0],) or not np.all(np.isfinite(ts) & (ts >= 0)):
+                raise DataError(f"board gains: tare_scale_se must be one non-negative number per board ({g.shape[0]})")
+            object.__setattr__(self, "tare_scale_se", ts)
 
 
 def check_weight_sd(weight_kg: float, sd_kg: float | None) -> None:
@@ -73,6 +80,7 @@ def save_board_gains(bg: BoardGains, path: str | Path) -> None:
         "boards": [
             {"board": b, "gain": [float(v) for v in g]}
             | ({} if bg.gain_se is None else {"gain_se": [float(v) for v in bg.gain_se[k]]})
+            | ({} if bg.tare_scale_se is None else {"tare_scale_se": float(bg.tare_scale_se[k])})
             for k, (b, g) in enumerate(zip(bg.boards, bg.gains, strict=True))
         ],
     }
@@ -98,6 +106,10 @@ def load_board_gains(path: str | Path) -> BoardGains:
         if any(x is not None for x in ses) and not all(isinstance(x, list) and len(x) == 4 for x in ses):
             raise ValueError("gain_se: each board's is a list of 4 numbers, or none has one")
         gain_se = np.array([[float(v) for v in x] for x in ses]) if ses[0] is not None else None
+        scales = [b.get("tare_scale_se") for b in d["boards"]]
+        if any(x is not None for x in scales) and not all(isinstance(x, int | float) for x in scales):
+            raise ValueError("tare_scale_se: each board's is a number, or none has one")
+        tare_scale = None if scales[0] is None else np.array(scales, dtype=float)
         weight = float(d["weight_kg"])
         weight_sd = None if d.get("weight_sd_kg") is None else float(d["weight_sd_kg"])
     except (KeyError, TypeError, ValueError) as exc:
@@ -105,6 +117,6 @@ def load_board_gains(path: str | Path) -> BoardGains:
     if not boards:
         raise DataError(f"{path}: no boards")
     try:
-        return BoardGains(boards, gains, weight, str(d.get("endpoint", "")), gain_se, weight_sd)
+        return BoardGains(boards, gains, weight, str(d.get("endpoint", "")), gain_se, weight_sd, tare_scale)
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None

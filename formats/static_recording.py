@@ -48,7 +48,7 @@ class StaticRecording:
     placement: np.ndarray  # (m,) int
     q: np.ndarray  # (m, nq) rad
     cop: np.ndarray  # (m, 2) m
-    cop_sd: np.ndarray | None = None  # (m, 2) m, standard deviation of the averaged samples
+    cop_sd: np.ndarray | None = None  # (m, 2) m, spread (SD) of the CoP samples averaged, per sample
     force: np.ndarray | None = None  # (m,) N
     samples: np.ndarray | None = None  # (m,) samples averaged per posture
     meta: dict[str, str] = field(default_factory=dict)
@@ -77,7 +77,10 @@ def _header(
 def _row(posture: int, placement: int, q, cop, extra: dict[str, float], optional: list[str]) -> str:
     vals = [str(int(posture)), str(int(placement))]
     vals += [repr(float(v)) for v in q] + [repr(float(c)) for c in cop]
-    vals += [repr(float(extra[k])) if k in extra and extra[k] is not None else "" for k in optional]
+    vals += [
+        repr(float(extra[k])) if extra.get(k) is not None and math.isfinite(extra[k]) else ""
+        for k in optional
+    ]
     return ",".join(vals) + "\n"
 
 
@@ -175,24 +178,8 @@ def _truncate_partial_line(path: Path) -> None:
             fh.truncate(data.rfind(b"\n") + 1)
 
 
-def read_recording(
-    path: str | Path,
-    joint_names: list[str] | None = None,
-    allow_partial_last_line: bool = False,
-    bases: Collection[str] | None = None,
-) -> StaticRecording:
-    """Read and validate a recording; every problem is a `DataError` naming the file, line and column.
-
-    With `joint_names` / `bases` (from the robot model) the joint columns and the base are checked too.
-    """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file (expected a poise static recording)") from None
-    if allow_partial_last_line and text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-    lines = text.splitlines()
+def _parse_meta(path: Path, lines: list[str]) -> tuple[dict[str, str], int | None]:
+    """The `# key: value` lines (checked: format line, version, robot and base present) and the header's line index."""
     meta: dict[str, str] = {}
     body_start = None
     for n, line in enumerate(lines):
@@ -217,6 +204,41 @@ def read_recording(
     for key in ("robot", "base"):
         if key not in meta:
             raise DataError(f"{path}: missing metadata line '# {key}: …'")
+    return meta, body_start
+
+
+def read_meta(path: str | Path) -> dict[str, str]:
+    """A recording's metadata lines only (robot, base, robot_source, …): to find the robot before reading rows."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file (expected a poise static recording)") from None
+    except OSError as exc:
+        raise DataError(f"{path}: {exc.strerror or exc}") from None
+    meta, _ = _parse_meta(path, text.splitlines())
+    return {k: v for k, v in meta.items() if not k.startswith("_")}
+
+
+def read_recording(
+    path: str | Path,
+    joint_names: list[str] | None = None,
+    allow_partial_last_line: bool = False,
+    bases: Collection[str] | None = None,
+) -> StaticRecording:
+    """Read and validate a recording; every problem is a `DataError` naming the file, line and column.
+
+    With `joint_names` / `bases` (from the robot model) the joint columns and the base are checked too.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's byte-order mark is not content
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file (expected a poise static recording)") from None
+    if allow_partial_last_line and text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    lines = text.splitlines()
+    meta, body_start = _parse_meta(path, lines)
     if bases is not None and meta["base"] not in bases:
         raise DataError(
             f"{path}: base {meta['base']!r} is not a base of the robot (allowed: {', '.join(sorted(bases))})"
@@ -231,18 +253,16 @@ def read_recording(
         raise DataError(f"{path}: no column header line")
     reader = csv.reader(lines[body_start:])
     header = [c.strip() for c in next(reader)]
+    repeated = sorted({c for c in header if header.count(c) > 1})
+    if repeated:
+        raise DataError(f"{path}: column(s) {', '.join(repeated)} appear more than once in the header")
     jnames = [c for c in header if c not in ("posture", "placement", "cop_x", "cop_y", *OPTIONAL_COLUMNS)]
     missing = [c for c in ("posture", "cop_x", "cop_y") if c not in header]
     if missing:
         raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
     if joint_names is not None:
-        if len(jnames) != len(joint_names):
-            raise DataError(
-                f"{path}: {len(jnames)} joint columns, the model has {len(joint_names)} ({', '.join(joint_names)})"
-            )
-        if jnames != list(joint_names):
-            raise DataError(f"{path}: joint columns {jnames} do not match the model's {list(joint_names)}")
-    rows = []
+        _check_joint_columns(path, jnames, list(joint_names))
+    rows, linenos = [], []
     for k, row in enumerate(reader):
         lineno = body_start + 2 + k
         if not any(c.strip() for c in row):
@@ -262,6 +282,7 @@ def read_recording(
             if not math.isfinite(vals[col]):
                 raise DataError(f"{path}, line {lineno}, column {col}: value is {cell} (NaN/inf not allowed)")
         rows.append(vals)
+        linenos.append(lineno)
     if not rows:
         raise DataError(f"{path}: no postures recorded")
     col = lambda c: np.array([r[c] for r in rows])  # noqa: E731
@@ -271,15 +292,19 @@ def read_recording(
     cop = np.stack([col("cop_x"), col("cop_y")], axis=1)
     check_length_unit(cop, lunit, str(path))
     cop = cop * LENGTH_UNITS[lunit]
-    posture = col("posture").astype(int)
+    posture = _integers(path, linenos, col("posture"), "posture")
     if len(set(posture.tolist())) != len(posture):
         dup = sorted({p for p in posture.tolist() if (posture == p).sum() > 1})
         raise DataError(f"{path}: posture index repeated: {dup}")
-    placement = col("placement").astype(int) if "placement" in header else np.zeros(len(rows), dtype=int)
+    placement = (
+        _integers(path, linenos, col("placement"), "placement")
+        if "placement" in header
+        else np.zeros(len(rows), dtype=int)
+    )
     opt = {c: col(c) for c in OPTIONAL_COLUMNS if c in header}
     cop_sd = None
-    if "cop_sd_x" in opt and "cop_sd_y" in opt and np.all(np.isfinite(opt["cop_sd_x"])):
-        cop_sd = np.stack([opt["cop_sd_x"], opt["cop_sd_y"]], axis=1) * LENGTH_UNITS[lunit]
+    if "cop_sd_x" in opt and "cop_sd_y" in opt:
+        cop_sd = _spreads(path, linenos, posture, np.stack([opt["cop_sd_x"], opt["cop_sd_y"]], axis=1), lunit)
     extra_meta = {k: v for k, v in meta.items() if not k.startswith("_")}
     return StaticRecording(
         robot=meta["robot"],
@@ -294,3 +319,53 @@ def read_recording(
         samples=opt.get("samples"),
         meta=extra_meta,
     )
+
+
+# no CoP sample can spread a metre about its mean on a support polygon a robot stands on: a larger "m" spread is in mm
+SPREAD_MAX_M = 1.0
+
+
+def _check_joint_columns(path: Path, jnames: list[str], model_joints: list[str]) -> None:
+    """The joint columns must be the model's joints in its order; columns that are not joints are named."""
+    unknown = [c for c in jnames if c not in model_joints]
+    if unknown:
+        raise DataError(
+            f"{path}: column(s) {', '.join(unknown)} are not joints of the robot (its joints: "
+            f"{', '.join(model_joints)}; the other columns are {', '.join(['posture', 'placement', 'cop_x', 'cop_y', *OPTIONAL_COLUMNS])})"
+        )
+    absent = [j for j in model_joints if j not in jnames]
+    if absent:
+        raise DataError(
+            f"{path}: {len(jnames)} joint columns, the model has {len(model_joints)}: {', '.join(absent)} missing"
+        )
+    if jnames != model_joints:
+        raise DataError(f"{path}: joint columns {jnames} are not in the model's order {model_joints}")
+
+
+def _integers(path: Path, linenos: list[int], values: np.ndarray, column: str) -> np.ndarray:
+    """Index columns hold whole numbers: 0.5 is not silently posture 0."""
+    bad = np.flatnonzero(values != np.round(values))
+    if bad.size:
+        k = bad[0]
+        raise DataError(f"{path}, line {linenos[k]}, column {column}: {values[k]:g} is not a whole number")
+    return values.astype(int)
+
+
+def _spreads(
+    path: Path, linenos: list[int], posture: np.ndarray, raw: np.ndarray, lunit: str
+) -> np.ndarray | None:
+    """The CoP spreads in m (blank cells NaN; None when all are blank): negative or mm-sized ones refused."""
+    if np.all(np.isnan(raw)):
+        return None
+    neg = np.flatnonzero(np.any(raw < 0, axis=1))
+    if neg.size:
+        k = neg[0]
+        more = f" ({neg.size} postures in all)" if neg.size > 1 else ""
+        raise DataError(f"{path}, line {linenos[k]} (posture {posture[k]}): negative cop_sd{more}")
+    sd = raw * LENGTH_UNITS[lunit]
+    if np.nanmax(sd) > SPREAD_MAX_M:
+        raise DataError(
+            f"{path}: cop_sd up to {np.nanmax(raw):g} {lunit} — a CoP cannot spread that far; these look like mm: "
+            f"write cop_sd in the file's length unit ({lunit}), as cop_x/cop_y"
+        )
+    return sd

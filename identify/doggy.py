@@ -104,11 +104,14 @@ GYRO_EXCESS = 10.0
 
 
 def gyro_excess(rec: DoggyRecording) -> float:
-    """How much faster the gyros turn than the encoders allow: the larger gyro's rms |ω| over the rms of the
-    joints' summed rates |θ̇| (finite differences of the encoders; their noise only lowers the ratio)."""
+    """How much faster the gyros turn than the encoders allow: the larger gyro's rms |ω| (less its mean over the
+    leading zero-command window, its bias) over the rms of the joints' summed rates |θ̇| (finite differences of
+    the encoders; their noise only lowers the ratio)."""
     rates = np.abs(np.gradient(rec.theta, rec.t, axis=0)).sum(axis=1)
     allowed = np.sqrt(np.mean(rates**2))
-    gyro = max(np.sqrt(np.mean(np.sum(g**2, axis=1))) for g in (rec.gyro1, rec.gyro2))
+    rest = rec.zero_command_samples()  # the gyros' biases are no motion: their means over the leading rest
+    bias = [g[:rest].mean(axis=0) if rest >= 10 else np.zeros(3) for g in (rec.gyro1, rec.gyro2)]
+    gyro = max(np.sqrt(np.mean(np.sum((g - b) ** 2, axis=1))) for g, b in zip((rec.gyro1, rec.gyro2), bias, strict=True))
     return float(gyro / allowed) if allowed > 0 else float("inf")
 
 

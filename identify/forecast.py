@@ -102,6 +102,13 @@ class DynamicForecast:
         with np.errstate(divide="ignore", invalid="ignore"):
             return 100.0 * self.se / np.abs(self.guess)
 
+    @property
+    def correlation_factor(self) -> float:
+        """Median over the base inertial parameters of SE / isolated SE: how much correlation between parameters
+        multiplies their SEs over fitting each alone."""
+        k = self.inertial
+        return float(np.median(self.se[:k] / self.isolated_se[:k]))
+
     def needed_s(self, pct: float = WELL_IDENTIFIED_PCT) -> np.ndarray:
         """Length (s) of the fewest whole runs of the motion (`duration_s` each, the plans together), each recorded
         and trimmed of its filter's ends as this one, fitted together, that bring it to `pct` % relative SE (SE ∝
@@ -146,6 +153,7 @@ class DynamicForecast:
             "cutoff_hz": self.cutoff_hz,
             "duration_s": self.duration_s,
             "kappa_scaled": self.kappa_scaled,
+            "correlation_factor_median": self.correlation_factor,
             "well_pct": pct,
             "practical_s": practical_s,
             "determined": now,
@@ -198,6 +206,19 @@ def forecast_dynamic(
     return forecast_motions(estimator, [(t, q, meta or {})], noise, params, reuse_base)
 
 
+WRENCH_NOISE_ROWS = ("fz", "mx", "my")  # a standing robot's fitted rows: the boards' Fz [N], Mx, My [N·m]
+
+
+def noise_per_row(noise: Sequence[float], rows: Sequence[str]) -> np.ndarray:
+    """σ per fitted row from one σ for all or one per row (DataError naming the rows otherwise, or a σ ≤ 0)."""
+    sig = np.asarray(noise, dtype=float).ravel()
+    if sig.size == 1:
+        sig = np.full(len(rows), sig[0])
+    if sig.shape != (len(rows),) or not np.all(np.isfinite(sig) & (sig > 0)):
+        raise DataError(f"noise must be {len(rows)} positive σ ({', '.join(rows)}) or one, got {list(noise)}")
+    return sig
+
+
 def forecast_motions(
     estimator: DynamicEstimator,
     motions: Sequence[tuple[np.ndarray, np.ndarray, dict[str, str]]],
@@ -214,12 +235,8 @@ def forecast_motions(
     its entry of `labels`, else by number, as a `what`: "recording", or "plan" — `identify.dynamic.APART`).
     UnexcitedError (a DataError) when the motions leave fitted parameters undetermined at any length."""
     model = estimator.model
-    rows = list(model.joint_names) if estimator.quantity == "torque" else ["fz", "mx", "my"]
-    sig = np.asarray(noise, dtype=float).ravel()
-    if sig.size == 1:
-        sig = np.full(len(rows), sig[0])
-    if sig.shape != (len(rows),) or not np.all(np.isfinite(sig) & (sig > 0)):
-        raise DataError(f"noise must be {len(rows)} positive σ ({', '.join(rows)}) or one, got {list(noise)}")
+    rows = list(model.joint_names) if estimator.quantity == "torque" else list(WRENCH_NOISE_ROWS)
+    sig = noise_per_row(noise, rows)
     if not motions:
         raise DataError("no motion to forecast")
     recs = []

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg as sla
 
+from design.replicates import find_replicates
 from formats.errors import DataError, IdentifiabilityError
+from formats.plan import Posture
 from formats.static_recording import StaticRecording
 from formats.static_result import result_document
 from robots.com_base import BaseModel, rank_report
 from robots.com_variants import CoMVariant, base_model, variant
-from robots.stance import flat_residual
+from robots.stance import check_posture, flat_residual
 from robots.tree import ParameterSet, RobotModel
 
 WELL_IDENTIFIED_PCT = 15.0
@@ -50,22 +52,91 @@ class StaticFit:
     reference: dict = field(default_factory=dict)
     # weighted: the residuals' scale in units of the recording's cop_sd (1: the spreads explain them); nan otherwise
     sigma_scale: float = float("nan")
+    posture_ids: np.ndarray | None = None  # the recording's posture ids, row by row (default: row numbers)
+    guess_name: str = ""  # the parameter set the unidentifiable parameters are fixed at
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return np.arange(self.n_postures) if self.posture_ids is None else np.asarray(self.posture_ids)
+
+    @property
+    def worst_posture(self) -> int:
+        """The posture id with the largest CoP residual norm."""
+        return int(self.ids[int(np.argmax(np.linalg.norm(self.residuals, axis=1)))])
+
+
+def require_soles(model: RobotModel, where: str = "") -> None:
+    """Static CoM identification needs a robot standing on two soles (its description's [bases])."""
+    if len(model.bases) < 2:
+        raise DataError(
+            f"{where}{model.name!r} names no bases (soles): static identification from CoPs needs a robot "
+            "standing on two soles (a biped description)"
+        )
 
 
 def check_double_support(
-    model: RobotModel, q: np.ndarray, base: str, z_tol: float = 0.005, tilt_tol_deg: float = 2.0
+    model: RobotModel,
+    q: np.ndarray,
+    base: str,
+    z_tol: float = 0.005,
+    tilt_tol_deg: float = 2.0,
+    ids: np.ndarray | None = None,
 ):
     """Refuse postures whose other foot is not flat on the ground: the CoP model assumes double support."""
+    ids = np.arange(len(q)) if ids is None else np.asarray(ids)
     res = flat_residual(model, q, "sim", base)
     tilt = np.degrees(np.arcsin(np.clip(np.linalg.norm(res[:, 1:], axis=1), 0, 1)))
     bad = np.flatnonzero((np.abs(res[:, 0]) > z_tol) | (tilt > tilt_tol_deg))
     if bad.size:
-        shown = ", ".join(f"#{i} (z {res[i, 0] * 1000:+.1f} mm, tilt {tilt[i]:.1f}°)" for i in bad[:5])
+        shown = ", ".join(f"#{ids[i]} (z {res[i, 0] * 1000:+.1f} mm, tilt {tilt[i]:.1f}°)" for i in bad[:5])
         more = f" and {bad.size - 5} more" if bad.size > 5 else ""
         raise DataError(
             f"{bad.size} posture(s) are not in double support (other foot off the ground or tilted): {shown}{more}; "
             f"check the base foot ('{base}') and the joint order"
         )
+
+
+def cops_outside(
+    model: RobotModel,
+    q: np.ndarray,
+    cop: np.ndarray,
+    base: str,
+    geometry: str | ParameterSet,
+    ids: np.ndarray,
+    tol: np.ndarray,
+) -> str:
+    """CoPs outside the support polygon by more than `tol` (m, per posture), named (empty if none): no standing
+    robot presses there, so the base foot, the CoP's axes or units, or the row is wrong (the shared `check_posture`)."""
+    margins = np.array(
+        [check_posture(model, qi, geometry, base, cop=ci).margin for qi, ci in zip(q, cop, strict=True)]
+    )
+    bad = np.flatnonzero(margins < -tol)
+    if not bad.size:
+        return ""
+    order = bad[np.argsort(margins[bad])]
+    shown = ", ".join(f"posture {ids[i]} ({-margins[i] * 1000:.1f} mm outside)" for i in order[:5])
+    more = f" and {bad.size - 5} more" if bad.size > 5 else ""
+    return (
+        f"{bad.size} of {len(q)} CoPs lie outside the support polygon of both soles, where no standing robot "
+        f"presses: {shown}{more}; check the base foot ('{base}'), the CoP's axes (x forward, y left) and units, "
+        "or remove those rows"
+    )
+
+
+def describe_repeats(q: np.ndarray, ids: np.ndarray, need: int) -> str:
+    """Postures that repeat an earlier one (joint angles within REPEAT_TOL), named with the distinct count when
+    fewer than `need` remain (empty if none): said when the postures cannot identify the parameters."""
+    reps = find_replicates(
+        [Posture(int(i), 0, qi, 0.0, 0.0, (0.0, 0.0), 0.0) for i, qi in zip(ids, q, strict=True)]
+    )
+    said = [f"posture {i} repeats posture {j}" for i, (j, _) in reps.repeats.items()]
+    if not said:
+        return ""
+    text = f"{', '.join(said[:5])}{' …' if len(said) > 5 else ''}"
+    if reps.distinct < need:
+        return f"{text}: {reps.distinct} distinct postures, {need} needed"
+    return f"{text}: they add no equations"
 
 
 def regressor_xy(bm: BaseModel, q: np.ndarray) -> np.ndarray:
@@ -77,6 +148,45 @@ def condition_number(H: np.ndarray) -> float:
     """True 2-norm condition number σ_max/σ_min."""
     s = np.linalg.svd(H, compute_uv=False)
     return float(s[0] / s[-1]) if s[-1] > 0 else float("inf")
+
+
+# a measured CoP this far outside the support polygon (m), or this many SDs of its averaged samples, is no noise
+OUTSIDE_TOL_M = 0.005
+OUTSIDE_SDS = 4.0
+
+
+def mean_spread(cop_sd: np.ndarray | None, samples: np.ndarray | None, ids: np.ndarray) -> np.ndarray | None:
+    """The SD (m) of each posture's averaged CoP: the recording's per-sample spread `cop_sd` over √samples (one
+    sample where `samples` is absent or blank); NaN where a spread is blank."""
+    if cop_sd is None:
+        return None
+    n = np.ones(len(ids)) if samples is None else np.where(np.isfinite(samples), samples, 1.0)
+    n = np.where(n >= 1, n, np.nan)  # fewer than one sample: no spread known
+    return np.asarray(cop_sd, dtype=float) / np.sqrt(n)[:, None]
+
+
+def weights(sd_mean: np.ndarray | None, ids: np.ndarray) -> np.ndarray:
+    """Row weights 1/SD of the averaged CoP, x and y of each posture; blank or zero spreads are named."""
+    if sd_mean is None:
+        raise DataError(
+            "weighted least squares needs per-posture CoP spreads: the recording has no cop_sd_x, cop_sd_y values"
+        )
+    bad = np.flatnonzero(np.any(~np.isfinite(sd_mean) | (sd_mean <= 0), axis=1))
+    if bad.size:
+        shown = ", ".join(str(ids[i]) for i in bad[:5]) + (
+            f" and {bad.size - 5} more" if bad.size > 5 else ""
+        )
+        raise DataError(
+            f"weighted least squares: cop_sd blank or zero (or samples < 1) at posture(s) {shown}"
+        )
+    return 1.0 / sd_mean.reshape(-1)
+
+
+def dof_warning(dof: int, p: int) -> str:
+    """A fit with at most one spare equation has a σ̂ (and so standard errors) that means little."""
+    if dof <= 1:
+        return f"only {dof} spare equation(s) for {p} parameters: σ̂ and the standard errors rest on almost nothing"
+    return ""
 
 
 class StaticCoMEstimator:
@@ -119,14 +229,17 @@ class StaticCoMEstimator:
                 )
             if rec.joint_names != self.model.joint_names:
                 raise DataError(f"recording joints {rec.joint_names} do not match model {self.model.name!r}")
-            q, cop, cop_sd = rec.q, rec.cop, rec.cop_sd
+            q, cop, cop_sd, samples, ids = rec.q, rec.cop, rec.cop_sd, rec.samples, rec.posture
+        else:
+            samples, ids = None, None
         q = self.model.check_q(np.atleast_2d(q))
+        ids = np.arange(q.shape[0]) if ids is None else np.asarray(ids)
         cop = np.asarray(cop, dtype=float)
         if cop.shape != (q.shape[0], 2):
             raise DataError(f"expected CoP of shape ({q.shape[0]}, 2), got {cop.shape}")
         if not np.all(np.isfinite(cop)):
             raise DataError("CoP data contain NaN or infinite values")
-        check_double_support(self.model, q, self.base)
+        check_double_support(self.model, q, self.base, ids=ids)
         bm, var = self.base_model_, self.variant_
         est = list(var.estimated)
         p, m = len(est), q.shape[0]
@@ -135,6 +248,13 @@ class StaticCoMEstimator:
             raise IdentifiabilityError(
                 f"{m} postures give {2 * m} equations for {p} parameters: need at least {need} postures"
             )
+        sd_mean = mean_spread(cop_sd, samples, ids)
+        tol = np.maximum(
+            OUTSIDE_TOL_M,
+            OUTSIDE_SDS * np.nan_to_num(np.max(sd_mean, axis=1) if sd_mean is not None else 0.0),
+        )
+        outside = cops_outside(self.model, q, cop, self.base, self.guess, ids, np.broadcast_to(tol, (m,)))
+        repeats = describe_repeats(q, ids, need)
         H_all = regressor_xy(bm, q)
         guess_theta = bm.values(self.guess)
         fixed = [g for g in range(bm.n) if g not in est]
@@ -145,21 +265,15 @@ class StaticCoMEstimator:
         H = H_all[:, est]
         w = np.ones(2 * m)
         if self.weighted:
-            if cop_sd is None:
-                raise DataError(
-                    "weighted least squares needs per-posture CoP standard deviations (cop_sd_x, cop_sd_y)"
-                )
-            sd = np.asarray(cop_sd, dtype=float).reshape(-1)
-            if np.any(~np.isfinite(sd)) or np.any(sd <= 0):
-                raise DataError("CoP standard deviations must be positive numbers for weighted least squares")
-            w = 1.0 / sd
+            w = weights(sd_mean, ids)
         Hw, yw = H * w[:, None], y * w
         rank, dep = rank_report(Hw, [bm.symbols[g] for g in est])
         if rank < p:
             names = ", ".join(f"{bm.symbols[est[j]]} ({bm.params[est[j]].column})" for j in dep)
             raise IdentifiabilityError(
-                f"the postures cannot identify {len(dep)} parameter(s): {names} — "
-                f"rank {rank} of {p}; add postures that move these columns or use --model simplified"
+                (f"{repeats}; " if repeats else "")
+                + f"the postures cannot identify {len(dep)} parameter(s): "
+                f"{names} — rank {rank} of {p}; add postures that move these columns or use --model simplified"
             )
         Q, R = sla.qr(Hw, mode="economic")
         theta_est = sla.solve_triangular(R, Q.T @ yw)
@@ -207,6 +321,9 @@ class StaticCoMEstimator:
             weighted=self.weighted,
             fixed_reason=dict(var.reason),
             sigma_scale=float(np.sqrt(sigma2)) if self.weighted and np.isfinite(sigma2) else float("nan"),
+            posture_ids=ids,
+            guess_name=self.model.parameter_set(self.guess).name,
+            warnings=[w for w in (outside, dof_warning(dof, p)) if w],
         )
         if self.reference is not None:
             self.result_.reference = self.compare(self.reference, q, cop)
@@ -262,6 +379,13 @@ def fit_to_json(fit: StaticFit, bm: BaseModel, recording: str | None = None) -> 
         "recording": recording,
         "n_postures": fit.n_postures,
         "weighted": fit.weighted,
+        "guess": fit.guess_name,
+        "fixed": {
+            bm.params[g].symbol: {"value_m": float(fit.theta[g]), "because": fit.fixed_reason.get(g, "")}
+            for g in range(bm.n)
+            if g not in fit.estimated
+        },  # fmt: skip
+        "warnings": fit.warnings,
         "units": {"length": "m"},
         "parameters": params,
         "sigma_m": fit.sigma,
@@ -270,7 +394,9 @@ def fit_to_json(fit: StaticFit, bm: BaseModel, recording: str | None = None) -> 
         "kappa": fit.kappa,
         "cop_residual_norm_mean_m": fit.residual_norm_mean,
         "cop_residual_norm_max_m": fit.residual_norm_max,
+        "cop_residual_norm_max_posture": fit.worst_posture,
         "residuals_m": fit.residuals.tolist(),
+        "residual_postures": [int(i) for i in fit.ids],
         "correlation": {"symbols": est_syms, "matrix": fit.corr.tolist()},
         "top_correlations": [{"a": a, "b": b, "rho": r} for a, b, r in fit.top_correlations],
     }

@@ -20,7 +20,9 @@ def simulate_static(
     margin: float = 0.02,
     postures: np.ndarray | None = None,
 ) -> StaticRecording:
-    """Postures (random, balanced with `margin` under the guess `sim`) and CoPs of the true robot + noise (m)."""
+    """Postures (random, balanced with `margin` under the guess `sim`) and CoPs of the true robot + noise (m).
+
+    Each posture is its own placement (the other foot lands anew); the noise is written as `cop_sd` of 1 sample."""
     rng = np.random.default_rng(seed)
     q = (
         postures
@@ -34,9 +36,11 @@ def simulate_static(
         base=base,
         joint_names=model.joint_names,
         posture=np.arange(len(q)),
-        placement=np.arange(len(q)) // 5,
+        placement=np.arange(len(q)),  # every posture puts the other foot somewhere else: its own placement
         q=q,
         cop=cop,
+        # the noise is one sample's: its spread, over √1 sample, is the SD of the posture's CoP
         cop_sd=np.full((len(q), 2), cop_noise) if cop_noise > 0 else None,
+        samples=np.ones(len(q)) if cop_noise > 0 else None,
         meta={"source": f"synthetic: truth={name}, cop_noise={cop_noise} m, seed={seed}"},
     )

@@ -17,6 +17,9 @@ from formats.plan import Placement
 from poise import argtypes as at
 from poise.output import console, draws_progress, err_console, print_json
 
+# After a tare, how long `boards read` waits for the load to arrive and stand still before its window.
+LOAD_WAIT_S = 20.0
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("boards", help="balance-board utilities")
@@ -33,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--tare", type=at.nonnegative, default=0.0, help="tare over this many seconds first (boards empty)"
     )
+    r.add_argument("--wait-s", type=at.nonnegative, default=LOAD_WAIT_S, metavar="S",
+                   help="after --tare: wait up to S s for the load to arrive and stand still before reading "
+                        f"(0: read at once; default {LOAD_WAIT_S:g})")  # fmt: skip
     r.add_argument("--board-gains", type=at.text_file, metavar="FILE",
                    help="per-cell gains measured on these boards (`poise boards calibrate`)")  # fmt: skip
     r.add_argument("--json", action="store_true",
@@ -64,12 +70,14 @@ class _Window:
         self.n = 0
         self.mean = np.zeros(5)
         self.m2 = np.zeros(5)
+        self.last_total = 0.0  # kg: the latest report's total
 
     def add(self, samples) -> None:
         if not samples:
             return
         kg = np.array([s.kg for s in samples], float)
         x = np.column_stack([kg, kg.sum(axis=1)])
+        self.last_total = float(x[-1, 4])
         k, m = len(x), x.mean(axis=0)
         d = m - self.mean
         n = self.n + k
@@ -90,10 +98,6 @@ class _Window:
             return cop(self.mean[:4], cell_positions()).cop
         except DataError:  # below the shared minimum load
             return None
-
-
-# After a tare, how long `boards read` waits for the load to arrive and stand still before its window.
-LOAD_WAIT_S = 20.0
 
 
 def _battery(b) -> str:
@@ -163,7 +167,7 @@ def _report_link(text: str) -> None:
 def cmd_read(args: argparse.Namespace) -> int:
     from drivers.wbb.board import tare_all
     from drivers.wbb.recalibrate import apply_cell_gains
-    from drivers.wbb.settle import wait_for_load
+    from drivers.wbb.settle import drifted, wait_for_load
     from formats.board_gains import load_board_gains
 
     gains = None if args.board_gains is None else load_board_gains(args.board_gains)
@@ -176,26 +180,26 @@ def cmd_read(args: argparse.Namespace) -> int:
                 b.on_link = _report_link
         windows = [_Window() for _ in boards]
         began = settled = None
+        totals: list[float] = []  # the boards' total at each poll of the window
         live = None
         try:
             if args.tare > 0:
                 err_console.print(f"taring over {args.tare:g} s: keep the boards empty …")
                 tare_all(boards, args.tare)
                 if world is None:
-                    err_console.print(
-                        f"tared: step on / put the load on now (the {args.seconds:g} s read starts once it "
-                        f"stands still; up to {LOAD_WAIT_S:g} s)"
-                    )
+                    then = (f"the {args.seconds:g} s read starts once it stands still; up to {args.wait_s:g} s"
+                            if args.wait_s > 0 else f"reading for {args.seconds:g} s")  # fmt: skip
+                    err_console.print(f"tared: step on / put the load on now ({then})")
                 else:
                     err_console.print("tared: the emulated robot stands on the boards now")
             if world is not None:  # the simulated robot stands on the boards at its zero posture
                 world.plant.torque[:] = True
                 cfg = world.config
                 world.robot.place(Placement(0, (0.0, 0.13, 0.0)).left_foot, cfg.right_board, cfg.left_board)
-            if args.tare > 0:  # the read holds the load standing, not the stepping on
-                settled = wait_for_load(boards, LOAD_WAIT_S)
+            if args.tare > 0 and args.wait_s > 0:  # the read holds the load standing, not the stepping on
+                settled = wait_for_load(boards, args.wait_s)
                 err_console.print(
-                    f"no load held still within {LOAD_WAIT_S:g} s: reading the boards as they are"
+                    f"no load held still within {args.wait_s:g} s: reading the boards as they are"
                     if settled is None
                     else f"the load stands still ({settled:.1f} s after the tare): reading for {args.seconds:g} s"
                 )
@@ -211,6 +215,8 @@ def cmd_read(args: argparse.Namespace) -> int:
                 for b, w in zip(boards, windows, strict=True):
                     b.check()
                     w.add(b.drain())
+                if all(w.n for w in windows):  # a board not yet heard from would read as 0 kg
+                    totals.append(sum(w.last_total for w in windows))
                 if live:
                     live.update(_table(boards, windows, time.monotonic() - began, args.tare > 0))
         except KeyboardInterrupt:  # what was read so far is reported, then exit 130
@@ -219,6 +225,7 @@ def cmd_read(args: argparse.Namespace) -> int:
             if live:
                 live.stop()
         window_s = 0.0 if began is None else min(time.monotonic() - began, args.seconds)
+        moved = drifted(totals)
         if args.json:
             out = []
             for b, w in zip(boards, windows, strict=True):
@@ -230,9 +237,15 @@ def cmd_read(args: argparse.Namespace) -> int:
                             "reports": w.n, "bad": b.stats.bad, "reconnects": b.stats.reconnects,
                             "battery_percent": b.stats.battery_percent})  # fmt: skip
             print_json({"seconds": args.seconds, "window_s": window_s, "tared": args.tare > 0,
-                        "settled_after_s": settled, "interrupted": interrupted, "boards": out})  # fmt: skip
+                        "settled_after_s": settled, "drift_kg": moved, "interrupted": interrupted,
+                        "boards": out})  # fmt: skip
         else:
             console.print(_table(boards, windows, window_s, args.tare > 0))
+        if moved is not None:
+            err_console.print(
+                f"warning: the load moved by {moved:+.2f} kg during the reading (its last quarter against its "
+                "first): stepping on or off, or leaning? the means are over both"
+            )
     if interrupted:
         err_console.print(
             f"poise: interrupted after {window_s:.1f} s of reading (the means above are over it)"
@@ -242,8 +255,9 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    """Tare the empty boards, then read them with the known weight over each cell in turn; the gains (known /
-    tared reading per cell) are saved. Emulated boards (`sim`) place the weight themselves; real ones ask."""
+    """Tare the empty boards, then read them with the known weight over each cell in turn; the gains (the cells'
+    tared readings times them sum to the weight, at each placement) are saved. Emulated boards (`sim`) place the
+    weight themselves; real ones ask."""
     import drivers.session as person
     from drivers.wbb.protocol import CELLS
     from drivers.wbb.recalibrate import tare_and_recalibrate
@@ -273,18 +287,23 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         gains = tare_and_recalibrate(boards, put, args.weight, args.seconds, args.tare_s, retry)
         names = tuple(b.name for b in boards)
         se = np.array([b.calibration.gain_se for b in boards])
-    bg = BoardGains(names, np.array(gains), args.weight, args.boards, se, args.weight_sd)
+        scales = [b.calibration.tare_scale_se for b in boards]
+    tare_scale = None if any(x is None for x in scales) else np.array(scales)
+    bg = BoardGains(names, np.array(gains), args.weight, args.boards, se, args.weight_sd, tare_scale)
     save_board_gains(bg, args.out)
     if args.json:
         print_json({"out": str(args.out), "weight_kg": args.weight, "cells": list(CELLS),
-                    "boards": [{"board": n, "gain": g.tolist(), "gain_se": e.tolist()}
-                               for n, g, e in zip(names, bg.gains, se, strict=True)]})  # fmt: skip
+                    "boards": [{"board": n, "gain": g.tolist(), "gain_se": e.tolist(),
+                                "tare_scale_se": None if tare_scale is None else float(tare_scale[k])}
+                               for k, (n, g, e) in enumerate(zip(names, bg.gains, se, strict=True))]})  # fmt: skip
         return 0
     t = Table(title=f"cell gains → {args.out}: gain − 1 ± its SE (load = tared reading × gain)")
     t.add_column("board")
     for c in CELLS:
         t.add_column(f"{c} \\[%]", justify="right")
-    for n, g, e in zip(names, bg.gains, se, strict=True):
-        t.add_row(n, *(f"{(v - 1) * 100:+.2f} ± {x * 100:.2f}" for v, x in zip(g, e, strict=True)))
+    t.add_column("tare's scale on all four \\[%]", justify="right")
+    for k, (n, g, e) in enumerate(zip(names, bg.gains, se, strict=True)):
+        t.add_row(n, *(f"{(v - 1) * 100:+.2f} ± {x * 100:.2f}" for v, x in zip(g, e, strict=True)),
+                  "—" if tare_scale is None else f"± {tare_scale[k] * 100:.2f}")  # fmt: skip
     console.print(t)
     return 0

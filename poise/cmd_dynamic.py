@@ -407,6 +407,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         "practical_s": args.practical_s,
         "beyond_practical": beyond,
     }
+    out = _whose(model, first) | out
     # the exact combinations: the result means the same in any version's base (model export)
     if quantity == "torque":
         K, names = est.dynamic_base_.combination_matrix(), est.dynamic_base_.names
@@ -693,6 +694,14 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     return 0
 
 
+def _whose(model, rec) -> dict:
+    """Whose parameters a result holds: the robot, and the description file when the recording names one
+    (`model export` refuses a result for another robot)."""
+    return {"robot": model.name} | (
+        {"robot_source": str(model.source)} if rec.meta.get("robot_source") else {}
+    )
+
+
 def _with_unit(label: str, value: float) -> str:
     """'shoulder_pan_joint N·m', 0.164 → 'shoulder_pan_joint 0.164 N·m'."""
     name, unit = label.rsplit(" ", 1)
@@ -844,6 +853,8 @@ class RunOf(NamedTuple):
     )
     weight_key: str | None = None  # which weight (kg ± relative SD): calibrations with it share its error
     partial: str | None = None  # how a run that did not stream its whole plan ended (None: it did)
+    # (boards,) the relative SD of the scale each board's calibration tare put on its four gains (board_gain_tare_se)
+    gain_tare_se: np.ndarray | None = None
 
 
 def _run_of(recording: str) -> RunOf | Exception:
@@ -875,7 +886,20 @@ def _run_of(recording: str) -> RunOf | Exception:
     scale = float(scale) if isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0 else None
     partial = partial_status(meta)
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
-                 sd, cov, rel_se, key, scale, weight if scale is not None else None, partial)  # fmt: skip
+                 sd, cov, rel_se, key, scale, weight if scale is not None else None, partial,
+                 _gain_tare_se(meta, rel_se))  # fmt: skip
+
+
+def _gain_tare_se(meta: dict, rel_se: np.ndarray | None) -> np.ndarray | None:
+    """From run.json, by board, the relative SD of the scale its calibration's tare put on its gains
+    (`board_gain_tare_se`, boards in `board_gain_se`'s order); None without it, or damaged."""
+    try:
+        boards = list(meta["board_gain_se"])
+        out = np.array([float(meta["board_gain_tare_se"][b]) for b in boards])
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return None
+    ok = rel_se is not None and len(out) * 4 == len(rel_se) and np.all(np.isfinite(out) & (out >= 0))
+    return out if ok else None
 
 
 def _gain_rel_se(meta: dict) -> tuple[np.ndarray | None, str | None, str | None]:
@@ -943,6 +967,11 @@ def _gain_sources(groups: list[list[int]], runs: list, recs: list) -> GainSource
         cells = max((x[1].shape[1] for x in per_rec if x is not None), default=0)
         for c in range(cells):
             sources.append([None if x is None else x[0][c] * G * x[1][:, c, None] * x[2][c] for x in per_rec])
+        # each board's calibration tare: one scale on its four gains, its four cells' wrench × that SD
+        tare = next((r.gain_tare_se for r in ok if r is not None and r.gains_key == key), None)
+        for b in range(0 if tare is None else len(tare)):
+            on = slice(4 * b, 4 * b + 4)
+            sources.append([None if x is None else tare[b] * G * x[1][:, on] @ x[2][on] for x in per_rec])
     rows = [WRENCH_ROWS_ALL.index(r) for r in WRENCH_ROWS]
     for weight in sorted({r.weight_key for r in ok if r is not None and r.weight_key is not None}):
         per_rec = []
@@ -1043,7 +1072,9 @@ def _run_plan(recording: str, run: RunOf | Exception) -> str:
 def _angles_that_ran(paths: list[str], runs: list, recs: list, model) -> list[np.ndarray] | None:
     """Each recording's planned angles, when every one's run.json names the plan it ran (unchanged); else None."""
     try:
-        return _planned_angles([_run_plan(path, run) for path, run in zip(paths, runs, strict=True)], recs, model)
+        return _planned_angles(
+            [_run_plan(path, run) for path, run in zip(paths, runs, strict=True)], recs, model
+        )
     except DataError:
         return None
 

@@ -8,9 +8,9 @@ import numpy as np
 from rich.table import Table
 
 from formats.atomic import write_text_atomic
-from formats.static_recording import read_recording
+from formats.static_recording import read_meta, read_recording
 from poise import argtypes as at
-from poise.output import console, dumps, mm, print_json
+from poise.output import console, dumps, err_console, mm, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,15 +42,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmd_ft_pwm.register_identify(s)
 
 
+def static_model(path: str):
+    """The robot a static recording names, found as dynamic recordings find theirs (`# robot_source:`, else a
+    built-in or packaged name), checked to stand on two soles."""
+    from types import SimpleNamespace
+
+    from identify.recording_model import model_of_recording
+    from identify.static import require_soles
+
+    meta = read_meta(path)
+    model = model_of_recording(SimpleNamespace(robot=meta["robot"], meta=meta), path)
+    require_soles(model, f"{path}: ")
+    return model
+
+
 def run_static(args: argparse.Namespace):
     from identify.static import StaticCoMEstimator
     from robots.params_io import resolve_params
-    from robots.registry import get_model
 
-    rec = read_recording(args.recording)
-    model = get_model(rec.robot)
-    if rec.joint_names != model.joint_names or rec.base not in model.bases:
-        read_recording(args.recording, model.joint_names, bases=model.bases)  # raises the precise message
+    model = static_model(args.recording)
+    rec = read_recording(args.recording, model.joint_names, bases=model.bases)
     guess = resolve_params(args.guess, model)
     ref = resolve_params(args.reference, model) if args.reference else None
     est = StaticCoMEstimator(model, rec.base, args.model, guess=guess, reference=ref, weighted=args.weighted)
@@ -73,7 +84,9 @@ def cmd_static(args: argparse.Namespace) -> int:
         if fit.reference:
             ref_res = rec.cop - est.predict_cop(rec.q, fit.reference["theta"])
         plot_cop_fit(fit.residuals, rec.placement, args.plot, ref_res, fit.reference.get("name", ""),
-                     f"{model.name}, {fit.model_variant} model, {rec.base}-foot base")  # fmt: skip
+                     f"{model.name}, {fit.model_variant} model, {rec.base}-foot base", posture_ids=rec.posture)  # fmt: skip
+    for w in fit.warnings:  # before the table: what follows is a fit of data to doubt
+        err_console.print(f"[bold yellow]warning:[/] {w}")
     if args.json:
         print_json(result)
         return 0
@@ -85,6 +98,17 @@ def cmd_static(args: argparse.Namespace) -> int:
     if args.out:
         console.print(f"result written to {args.out}")
     return 0
+
+
+def fixed_text(fit, bm) -> str:
+    """Each fixed parameter with its value (mm) and where it comes from (the guess set, or the model's zero)."""
+    parts = []
+    for g in range(bm.n):
+        if g not in fit.estimated:
+            why = fit.fixed_reason.get(g, "")
+            src = f"guess '{fit.guess_name}'" if "not identifiable" in why else why
+            parts.append(f"{bm.params[g].symbol} = {mm(fit.theta[g], 2)} mm ({src})")
+    return ", ".join(parts)
 
 
 def print_fit(fit, bm, title: str, truth: np.ndarray | None = None) -> None:
@@ -108,13 +132,17 @@ def print_fit(fit, bm, title: str, truth: np.ndarray | None = None) -> None:
             row += [mm(truth[g], 2), f"{abs(fit.theta[g] - truth[g]) / fit.se[g]:.2f}"]
         table.add_row(*row)
     console.print(table)
-    fixed = ", ".join(bm.params[g].symbol for g in range(bm.n) if g not in fit.estimated)
-    console.print(f"fixed (not estimated): {fixed}")
+    console.print(f"fixed (not estimated): {fixed_text(fit, bm)}")
     console.print(
         f"σ̂ = {fit.sigma * 1000:.2f} mm (dof {fit.dof}"
-        + (f"; weighted, the residuals are {fit.sigma_scale:.3g}× the recording's cop_sd" if fit.weighted else "")
+        + (
+            f"; weighted, the residuals are {fit.sigma_scale:.3g}× the averaged CoPs' SD, cop_sd/√samples"
+            if fit.weighted
+            else ""
+        )
         + f"), κ(H) = {fit.kappa:.1f}; CoP residual norm per posture: "
-        f"mean {fit.residual_norm_mean * 1000:.2f} mm, max {fit.residual_norm_max * 1000:.2f} mm"
+        f"mean {fit.residual_norm_mean * 1000:.2f} mm, max {fit.residual_norm_max * 1000:.2f} mm "
+        f"(posture {fit.worst_posture})"
     )
     if fit.reference:
         r = fit.reference

@@ -46,8 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument(
         "--motion",
         choices=MOTION_CLASSES,
-        default="free",
-        help="dynamic regressors: the motion class the data come from (double-support: both soles flat and still)",
+        default=None,
+        help="dynamic regressors: the motion class the data come from (default free; double-support: both soles "
+        "flat and still)",
     )
     show.add_argument("--json", action="store_true", help="machine-readable output (values in metres)")
     show.set_defaults(func=cmd_show)
@@ -64,8 +65,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     regressor = args.regressor or ("com" if model.bases else "torque")
     if regressor != "com":
         spec = parse_regressor(regressor, model, args.base)
-        rc = show_dynamic(model, spec, ps, args.simplified, args.motion, args.json)
+        rc = show_dynamic(model, spec, ps, args.simplified, args.motion or "free", args.json)
     else:
+        _refuse_dynamic_options(args)
         rc = show_com(model, ps, args.base, args.json)
     if model.warnings and not args.json:
         # After the output, and only when it succeeded: a user error stays one line.
@@ -74,6 +76,18 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"[yellow]warning:[/yellow] {model.warnings[0]}{more}", highlight=False, soft_wrap=True
         )
     return rc
+
+
+def _refuse_dynamic_options(args: argparse.Namespace) -> None:
+    """--simplified and --motion choose a dynamic regressor's model: the CoM table shows both variants already."""
+    given = [
+        flag for flag, on in (("--simplified", args.simplified), ("--motion", args.motion is not None)) if on
+    ]
+    if given:
+        raise DataError(
+            f"{given[0]} applies to dynamic regressors (--regressor torque|base-wrench|ft:FRAME); the CoM table "
+            "shows the double-support identifiable and simplified parameters in its own columns"
+        )
 
 
 def show_com(model: RobotModel, ps, base: str | None, as_json: bool) -> int:

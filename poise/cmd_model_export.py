@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 from rich.table import Table
 
-from formats.atomic import write_text_atomic
+from formats.atomic import write_atomic
 from formats.errors import DataError
 from poise import argtypes as at
 from poise.output import console, print_json
@@ -26,10 +27,11 @@ def register(s: argparse._SubParsersAction) -> None:
         help="parameter set (JSON), `poise identify dynamic --json` output or a static result",
     )
     e.add_argument("--out", type=at.out_file, required=True, help="URDF to write (never the input)")
+    e.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     e.add_argument(
-        "--force",
+        "--inconsistent",
         action="store_true",
-        help="overwrite --out, and write a physically inconsistent set as it is",
+        help="write a physically inconsistent set as it is (poise, Pinocchio and MuJoCo may refuse the file)",
     )
     e.add_argument(
         "--nearest",
@@ -72,6 +74,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     fs = load_full_set(args.params, model)
     if args.consistent is not None and args.nearest:
         raise DataError("--consistent or --nearest: two ways to a consistent set, give one")
+    if args.inconsistent and (args.nearest or args.consistent is not None):
+        raise DataError("--inconsistent writes the set as it is; --nearest and --consistent make it consistent: "
+                        "give one")  # fmt: skip
     fit = _consistent(model, fs, args.params, args.consistent) if args.consistent is not None else None
     ps = fs.params if fit is None else fit.params
     changed = changed_links(urdf, model, ps)
@@ -92,15 +97,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not args.json and bad:
         _print_nearest(corrections, summary["nearest"]["base_error"], applied=args.nearest)
     try:
-        res = export_urdf(urdf, model, ps, force=args.force)
+        res = export_urdf(urdf, model, ps, force=args.inconsistent, out=out)
     except DataError as exc:  # what was found goes with the error into --json's error object
         raise DataError(str(exc), **summary, written=False) from None
-    write_text_atomic(out, res.text, "URDF")
+    write_atomic(out, lambda tmp: tmp.write_bytes(res.data), "URDF")
     summary |= {"written": True, "used_nearest": bool(bad and args.nearest)} | res.to_dict()
+    summary["written_fit"] = _written_fit(fs, ps, model)
     if args.json:
         print_json(summary)
         return 0
-    _print_changes(res, model, fs if fit is None else None, out)
+    _print_changes(res, model, fs if fit is None else None, out, summary["written_fit"])
     if fit is not None:
         console.print(
             f"physically consistent set closest to the URDF's: its {len(fit.z)} base parameters within "
@@ -111,15 +117,32 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _written_fit(fs, ps, model) -> dict | None:
+    """How well the set written reproduces the identified base parameters: max relative residual and, when the
+    result has SEs, the largest |written − identified| / SE (None for a parameter set)."""
+    if fs.base_error is None:
+        return None
+    out: dict = {"base_residual": fs.base_error(ps), "max_abs_z": None}
+    if fs.base_matrix is not None and fs.base_se is not None:
+        from robots import dynamics as dyn
+
+        z = (fs.base_matrix @ dyn.standard_parameters(model, ps) - fs.base_values) / fs.base_se
+        out["max_abs_z"] = float(np.max(np.abs(z), initial=0.0))
+        out["worst"] = f"ϑ{int(np.argmax(np.abs(z))) + 1}"
+    return out
+
+
 def _consistent(model, fs, source: str, within: float):
     """`--consistent`: the consistent set within the SEs of a dynamic result (refused for other inputs)."""
     from robots.consistent_set import consistent_within_se
+    from robots.full_set import with_placeholder_bodies
 
     if fs.base_matrix is None:
         raise DataError(f"--consistent: {source} is a {fs.kind}; it needs a dynamic identification result")
     if fs.base_se is None:
         raise DataError(f"--consistent: {source} gives no positive standard error for every base parameter")
-    prior = model.parameter_set(next(iter(model.params)))
+    # a massless link the result gives parameters to is a body to fit, not a frame to keep
+    prior, _ = with_placeholder_bodies(model, fs.base_matrix, model.parameter_set(next(iter(model.params))))
     return consistent_within_se(model, fs.base_matrix, fs.base_values, fs.base_se, prior, within)
 
 
@@ -137,7 +160,7 @@ def _print_nearest(corrections, base_error: float | None, applied: bool) -> None
         )
 
 
-def _print_changes(res, model, fs, out: Path) -> None:
+def _print_changes(res, model, fs, out: Path, written: dict | None) -> None:
     mc = res.max_change
     console.print(
         f"wrote {out}: {len(res.changed)} of {len(model.links)} links' inertials rewritten "
@@ -145,10 +168,23 @@ def _print_changes(res, model, fs, out: Path) -> None:
         f"CoM {1000 * mc['com_m']:.3g} mm, inertia {mc['inertia_kgm2']:.3g} kg·m²",
         highlight=False,
     )
-    if fs is not None and fs.kind != "parameter set":
+    if res.paths_rewritten:
         console.print(
-            f"full set from a {fs.kind}: {fs.imposed} base parameters reproduced to {fs.residual:.2g} "
-            f"(closest to the URDF's parameters, ‖δ‖ = {fs.correction_norm:.3g})",
+            f"{res.paths_rewritten} relative mesh paths rewritten for {out.parent}", highlight=False
+        )
+    if fs is not None and fs.kind != "parameter set" and written is not None:
+        z = written.get("max_abs_z")
+        off = f"; up to {z:.3g} SE off ({written['worst']})" if z is not None else ""
+        console.print(
+            f"full set from a {fs.kind}: {fs.imposed} base parameters, as written reproduced to "
+            f"{written['base_residual']:.2g} (relative to max(1, |ϑ|)){off}; closest to the URDF's parameters, "
+            f"‖δ‖ = {fs.correction_norm:.3g}",
+            highlight=False,
+        )
+    if fs is not None and fs.placeholders:
+        console.print(
+            f"massless in the URDF, started from a placeholder body (the lightest body's mass): "
+            f"{', '.join(fs.placeholders)}",
             highlight=False,
         )
     if res.violations:

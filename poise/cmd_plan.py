@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 
@@ -89,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument(
         "--uncertainty-sigma",
         type=at.positive,
-        default=3.0,
+        default=None,
         metavar="K",
         help="ellipsoid size in standard deviations for --uncertainty RESULT.json (default 3)",
     )
@@ -148,16 +149,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=cmd_show)
 
 
-def _uncertainty(arg: str, model, sigma: float):
-    """--uncertainty: a radius in m (float) or the path of a static identification result (ellipsoid)."""
+ELLIPSOID_SIGMA = 3.0  # --uncertainty-sigma's default: the ellipsoid's size in standard deviations
+
+
+def _uncertainty(arg: str, model, sigma: float | None):
+    """--uncertainty: a radius in m (float) or the path of a static identification result (ellipsoid, `sigma`
+    standard deviations in size; a radius has none, so a sigma with it is refused rather than ignored)."""
     from design.uncertainty import load_ellipsoid
 
     try:
         radius = float(arg)
     except ValueError:
-        return 0.0, load_ellipsoid(arg, model, default_base(model), sigma)
+        return 0.0, load_ellipsoid(arg, model, default_base(model), sigma or ELLIPSOID_SIGMA)
     if not radius >= 0 or radius == float("inf"):
         raise DataError(f"--uncertainty must be a radius ≥ 0 (m) or a result file, got {arg!r}")
+    if sigma is not None:
+        raise DataError(
+            f"--uncertainty-sigma sizes the ellipsoid of --uncertainty RESULT.json; --uncertainty {arg} is a "
+            "radius in m (the ball's size itself): drop --uncertainty-sigma"
+        )
     return radius, None
 
 
@@ -172,6 +182,8 @@ def _settings(args, model):
             f"({n_identifiable(model)} identifiable parameters, 2 equations per posture)"
         )
     radius, ellipsoid = _uncertainty(args.uncertainty, model, args.uncertainty_sigma)
+    if args.problem == "free-com":
+        _margin_fits(model, args.margin, args.feet_gap)
     extra = {} if args.sharpness is None else {"sharpness": args.sharpness}
     return Settings(
         problem=args.problem,
@@ -182,6 +194,37 @@ def _settings(args, model):
         ellipsoid=ellipsoid,
         **extra,
     )
+
+
+PLACEMENT_PROBES = 256  # placements drawn to bound the CoP margin any placement of the feet allows
+# the probes' widest can only fall short of the box's: a margin up to this much beyond it is left to the sampler
+PROBE_SLACK = 1.1
+
+
+def widest_margin(model, feet_gap: float | None) -> float:
+    """Largest CoP margin (m) a support polygon allows: the radius of its largest inscribed circle, at the widest
+    of PLACEMENT_PROBES placements drawn as the sampler draws them (fixed seed)."""
+    import numpy as np
+    import shapely
+
+    from design.geometry import support_polygon
+    from design.sampler import sample_placement
+
+    rng, base = np.random.default_rng(0), default_base(model)
+    polys = [support_polygon(model, sample_placement(model, rng, False, base, feet_gap), base)
+             for _ in range(PLACEMENT_PROBES)]  # fmt: skip
+    return max(shapely.maximum_inscribed_circle(p).length for p in polys)
+
+
+def _margin_fits(model, margin: float, feet_gap: float | None) -> None:
+    """Refuse a --margin no placement of the feet leaves room for, before any start samples placements."""
+    widest = widest_margin(model, feet_gap)
+    if margin >= PROBE_SLACK * widest:
+        raise DataError(
+            f"--margin {margin:g} m: no placement of the feet keeps the CoP that far inside the support polygon "
+            f"(the widest of {PLACEMENT_PROBES} placements in the [stance] box allows {mm(widest, 1)} mm); "
+            "use a smaller --margin"
+        )
 
 
 def cmd_postures(args: argparse.Namespace) -> int:
@@ -263,6 +306,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
             {
                 "out": args.out,
                 "kappa": plan.kappa,
+                "min_margin_m": min(p.margin for p in plan.postures),
                 "starts": summary,
                 "wall_s": solver["wall_s"],
                 **reps.to_dict(),
@@ -357,7 +401,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             "ok" if not pc.issues else "[red]" + escape("; ".join(pc.issues)),
         )
     console.print(table)
-    console.print("κ recomputed: " + ", ".join(f"{b} base {k:.1f}" for b, k in report.kappa.items()))
+    console.print("κ recomputed: " + ", ".join(f"{b} base {kappa_text(k)}" for b, k in report.kappa.items()))
     console.print(f"transitions checked: {len(plan.transitions)}")
     console.print(report.replicates.describe())
     if twin is not None:
@@ -370,10 +414,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1
 
 
+def kappa_text(k: float | None) -> str:
+    """κ for people: an infinite (or absent) κ means the postures cannot identify every parameter."""
+    return f"{k:.1f}" if k is not None and math.isfinite(k) else "not identifiable"
+
+
 def _stand_on_twin(args: argparse.Namespace, model, plan):
     """`plan check --twin`: every posture stood on the physics twin (drivers/emulators/standing.py)."""
-    import math
-
     from rich.progress import Progress
 
     from drivers.config import load_config
@@ -420,18 +467,22 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_augment(args: argparse.Namespace) -> int:
-    from design.augment import augment_plan
+    from design.augment import augment_plan, check_additions
     from formats.plan import load_plan, save_plan
 
+    _posture_plan_format(args.plan, "plan augment")
     plan = load_plan(args.plan)
     model = plan_model(plan)
     plan = load_plan(args.plan, model)
+    check_additions(model, plan, args.add, args.pool)  # cheap, before the plan's whole check
+    _augmentable(model, plan, args.plan)
     with err_console.status(f"sampling {args.pool} verified postures, adding {args.add} greedily"):
         res = augment_plan(model, plan, args.add, args.pool, args.seed)
     save_plan(res.plan, args.out)
     added = [{"index": p.index, "margin_m": p.margin, "robust_margin_m": p.robust_margin}
              for p in res.plan.postures[len(plan.postures):]]  # fmt: skip
-    summary = {"out": args.out, "kappa_before": res.kappa_before, "kappa_after_each": res.kappa_after,
+    before = res.kappa_before if math.isfinite(res.kappa_before) else None  # null: not identifiable
+    summary = {"out": args.out, "kappa_before": before, "kappa_after_each": res.kappa_after,
                "kappa": res.plan.kappa, "postures": len(res.plan.postures), "pool": res.pool,
                "draws": res.draws, "added": added}  # fmt: skip
     if args.json:
@@ -440,8 +491,26 @@ def cmd_augment(args: argparse.Namespace) -> int:
     robust = [a["robust_margin_m"] for a in added if a["robust_margin_m"] is not None]
     worst = f", worst-case margin ≥ {mm(min(robust), 1)} mm" if robust else ""
     console.print(
-        f"κ {res.kappa_before:.1f} → {res.plan.kappa[plan.base]:.1f} with {args.add} added postures "
+        f"κ {kappa_text(res.kappa_before)} → {res.plan.kappa[plan.base]:.1f} with {args.add} added postures "
         f"(from a pool of {res.pool}, {res.draws} drawn{worst}); {len(res.plan.postures)} postures; "
         f"wrote {args.out}"
     )
     return 0
+
+
+def _augmentable(model, plan, path: str) -> None:
+    """Refuse to top up a plan `plan check` rejects for its postures, placements or transitions: the new plan
+    would keep them. A plan that cannot identify every parameter is fine (augmenting is how to mend it)."""
+    from design.verify import check_plan
+
+    with err_console.status(f"checking {path} as `plan check` does"):
+        bad = check_plan(model, plan).feasibility_problems()
+    if bad:
+        more = (
+            f" (and {len(bad) - 1} more problem(s): `poise plan check {path}` lists them)"
+            if len(bad) > 1
+            else ""
+        )
+        raise DataError(
+            f"{path}: {bad[0]}{more}; augmenting keeps every posture of the plan: design it again"
+        )

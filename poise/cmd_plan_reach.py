@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 from formats.errors import DataError
 from poise import argtypes as at
@@ -27,11 +28,13 @@ def register(s: argparse._SubParsersAction) -> None:
     from poise.cmd_plan_trajectory import add_design_arguments
 
     add_design_arguments(r)
-    r.add_argument("--well", type=at.positive, default=15.0, metavar="PCT",
-                   help="relative SE [%%] a parameter must reach to count as determined (default 15)")  # fmt: skip
+    r.add_argument("--well", type=at.number(0.0, 100.0, lo_open=True), default=15.0, metavar="PCT",
+                   help="relative SE [%%] in (0, 100] a parameter must reach to count as determined (default 15)")  # fmt: skip
     r.add_argument("--practical-s", type=at.positive, metavar="S",
                    help="longest recording worth making [s] (default 600, or the plans' length if longer)")  # fmt: skip
     r.add_argument("--workers", type=at.count, default=None, help="worker processes (default: the CPUs)")
+    r.add_argument("--out", type=at.out_dir, metavar="DIR",
+                   help="write each design's plan into this folder: all.json (the design for all), ϑN.json")  # fmt: skip
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--plot", type=at.image_file, help="bar chart of the relative SEs (PNG)")
     at.add_force(r)
@@ -53,11 +56,9 @@ def cmd_reach(args: argparse.Namespace) -> int:
         model.parameter_set(args.params)
     if settings.motion != "free" and len(model.bases) < 2:
         raise DataError(f"{model.name!r} describes no two soles: a standing design needs a biped description")
-    if settings.motion != "free" and len(args.noise) not in (1, 3):
-        raise DataError(
-            f"a standing robot's noise is Fz, Mx, My (or one for all), got {len(args.noise)} values"
-        )
-    progress = Progress(TextColumn("[bold]designs"), BarColumn(), TextColumn("{task.completed}"),
+    check_noise(model, settings.motion, args.noise)
+    outputs = plan_files(args.out, args.only, args.force)
+    progress = Progress(TextColumn("[bold]designs"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err_console,
                         disable=not draws_progress())  # fmt: skip
     with vanish_on_error(progress):
@@ -65,18 +66,20 @@ def cmd_reach(args: argparse.Namespace) -> int:
         reach = parameter_reach(
             args.robot, model, settings, args.noise, args.only, args.seed, args.rate_hz, args.well,
             args.practical_s, args.workers, lambda label: progress.update(task, advance=1, last=label),
+            lambda total: progress.update(task, total=total),
         )  # fmt: skip
-    out = {"robot": model.name, **reach.to_dict()}
+    out = {"robot": model.name, **reach.to_dict(), "plans": write_plans(reach.plans, outputs)}
     if args.plot:
         import numpy as np
 
         from identify.plots import plot_forecast
 
         ps = reach.parameters
+        units = "N, N·m, N·m" if settings.motion != "free" else "N·m"
         plot_forecast([p.symbol for p in ps], np.array([p.rel_se_pct for p in ps]),
                       np.array([p.needed_s for p in ps]), reach.duration_s, reach.well_pct, reach.practical_s,
                       args.plot, f"{model.name}: the better of a {reach.duration_s:g} s run for each parameter and one for all, "
-                      f"noise {' / '.join(f'{v:g}' for v in reach.noise)}",
+                      f"noise {' / '.join(f'{v:g}' for v in reach.noise)} ({units}) per sample",
                       ("designed for it alone", np.array([p.alone_rel_se_pct for p in ps])))  # fmt: skip
     if args.json:
         print_json(out)
@@ -98,18 +101,73 @@ def cmd_reach(args: argparse.Namespace) -> int:
             p.symbol,
             p.unit,
             f"{p.guess:.4g}",
-            _pct(p.alone_rel_se_pct),
-            _pct(p.all_at_once_rel_se_pct),
+            _pct(p.alone_rel_se_pct) + ("" if p.alone_verified else " ✗"),
+            _pct(p.all_at_once_rel_se_pct) + ("" if reach.all_at_once_verified else " ✗"),
             verdict,
         )
     console.print(table)
+    if not reach.all_at_once_verified or not all(p.alone_verified for p in reach.parameters):
+        console.print("✗: that design fails verification (plan check): its relative SE is not counted")
     console.print(
         f"by the better design, determined to {reach.well_pct:g} % in one run: {len(out['one_run'])}; repeated within "
         f"{reach.practical_s:g} s: {len(out['if_repeated'])}; beyond (this motion class cannot determine them at "
         f"this noise): {len(out['beyond_practical'])} — {', '.join(out['beyond_practical']) or 'none'}. The design "
-        f"for all at once determines {len(reach.all_at_once_determined)} in one run."
+        f"for all at once {_all_verdict(reach)}."
     )
     return 0
+
+
+def _all_verdict(reach) -> str:
+    """What the summary says of the design for all: how many it determines, unless it fails verification."""
+    if not reach.all_at_once_verified:
+        return "fails verification (not counted)"
+    return f"determines {len(reach.all_at_once_determined)} in one run"
+
+
+def check_noise(model, motion: str, noise: list[float]) -> None:
+    """The noise before any design, by the forecast's own rule: Fz, Mx, My standing, one per joint for an arm (or
+    one for all)."""
+    from identify.forecast import WRENCH_NOISE_ROWS, noise_per_row
+
+    noise_per_row(noise, model.joint_names if motion == "free" else WRENCH_NOISE_ROWS)
+
+
+def plan_files(folder: str | None, only: list[int] | None, force: bool) -> Path | None:
+    """--out's folder (made once the designs are done, `write_plans`), refused before any design if it holds plans
+    this run would write (with no --only: any ϑN.json) unless --force, or if it cannot be one; None without
+    --out."""
+    if folder is None:
+        return None
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise DataError(f"--out {folder}: is a file, not a folder")
+    if not path.parent.is_dir():
+        raise DataError(f"--out {folder}: its parent folder {path.parent} does not exist")
+    names = {"all.json", *(f"ϑ{k + 1}.json" for k in set(only or []))}
+    present = path.iterdir() if path.is_dir() else ()
+    clash = sorted(p.name for p in present if p.name in names or (not only and _is_parameter_plan(p.name)))
+    if clash and not force:
+        raise DataError(f"--out {folder}: {', '.join(clash)} exist(s) (use --force to overwrite)")
+    return path
+
+
+def _is_parameter_plan(name: str) -> bool:
+    """Whether a file name is a design's plan for one base parameter (ϑN.json)."""
+    return name.startswith("ϑ") and name.endswith(".json") and name[1:-5].isdigit()
+
+
+def write_plans(plans: dict, folder: Path | None) -> dict[str, str]:
+    """Each design's plan written as LABEL.json into --out's folder: {label: path} (empty without --out)."""
+    if folder is None:
+        return {}
+    from formats.trajectory_plan import save_trajectory_plan
+
+    folder.mkdir(exist_ok=True)
+    written = {}
+    for label, plan in plans.items():
+        save_trajectory_plan(plan, folder / f"{label}.json")
+        written[label] = str(folder / f"{label}.json")
+    return written
 
 
 def _pct(value: float) -> str:

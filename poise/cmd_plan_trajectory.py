@@ -118,10 +118,10 @@ def register(s: argparse._SubParsersAction) -> None:
         help="white noise σ on each recorded sample: standing plans Fz [N], Mx, My [N·m] (or one for all); "
         "arms one per joint or one for all [N·m]",
     )  # fmt: skip
-    f.add_argument("--rate-hz", type=at.number(0.0, 10_000.0, lo_open=True),
-                   help="recording rate (default: the plan's streaming rate)")  # fmt: skip
-    f.add_argument("--well", type=at.positive, default=15.0, metavar="PCT",
-                   help="relative SE [%%] a parameter must reach to count as determined (default 15)")  # fmt: skip
+    f.add_argument("--rate-hz", type=at.number(0.0, MAX_RATE_HZ, lo_open=True),
+                   help=f"recording rate, ≤ {MAX_RATE_HZ:g} Hz (default: the plan's streaming rate)")  # fmt: skip
+    f.add_argument("--well", type=at.number(0.0, 100.0, lo_open=True), default=15.0, metavar="PCT",
+                   help="relative SE [%%] in (0, 100] a parameter must reach to count as determined (default 15)")  # fmt: skip
     f.add_argument("--practical-s", type=at.positive, metavar="S",
                    help="longest recording worth making [s] (default 600, or the plans' length if longer)")  # fmt: skip
     f.add_argument("--params", help="guessed parameter set (default: the plan's)")
@@ -135,13 +135,14 @@ def register(s: argparse._SubParsersAction) -> None:
 
     sp = s.add_parser(
         "sample",
-        help="a trajectory plan's setpoints on a uniform grid (CSV: q, q̇, q̈ and optionally feed-forward torques) "
-        "for a controller poise does not drive",
+        help="a trajectory plan's setpoints every 1/rate s, the last step shorter when the rate does not divide the "
+        "duration (CSV: q, q̇, q̈ and optionally feed-forward torques) for a controller poise does not drive",
     )
     sp.add_argument("plan", help="trajectory plan (JSON)")
     sp.add_argument("--out", type=at.out_file, required=True, help="setpoints file to write (CSV)")
-    sp.add_argument("--rate-hz", type=at.number(0.0, 100_000.0, lo_open=True),
-                    help="setpoint rate (default: the plan's streaming rate)")  # fmt: skip
+    sp.add_argument("--rate-hz", type=at.number(0.0, MAX_RATE_HZ, lo_open=True),
+                    help=f"setpoint rate, ≤ {MAX_RATE_HZ:g} Hz and above what carries the plan's motion band "
+                    "(default: the plan's streaming rate)")  # fmt: skip
     sp.add_argument("--torques", action="store_true",
                     help="fixed-base arms: feed-forward joint torques (RNEA, the plan's guessed parameters) too")  # fmt: skip
     sp.add_argument("--json", action="store_true", help="print a machine-readable summary")
@@ -235,6 +236,14 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
         help="do not keep links apart (e.g. no collision geometry)",
     )
     p.add_argument(
+        "--min-excursion",
+        type=at.number(0.0, 1.0),
+        default=None,
+        help="fixed-base arms: each joint's angle SD at least this fraction of that of the largest sinusoid at "
+        "the base frequency its limits allow (κ of scaled columns is blind to a joint left still; 0: no floor; "
+        "default 0.25)",
+    )
+    p.add_argument(
         "--rest-posture",
         type=at.angles,
         metavar="Q1,Q2,...",
@@ -287,10 +296,12 @@ ONE_KIND_OPTIONS = (
     ("load_share", ("double-support",), 0.0),
     ("zmp_margin", ("double-support", "single-support"), 0.02),
     ("collision_margin", ("self-collision",), 0.01),
+    ("min_excursion", ("free",), 0.25),
 )
 KIND_NEEDS = {"fourier": "a Fourier design (no --waypoints)", "single-support": "--single-support",
               "double-support": "--double-support or --single-support", "self-collision": "a design keeping links "
-              "apart (not --no-self-collision)"}  # fmt: skip
+              "apart (not --no-self-collision)", "free": "a fixed-base arm (not --double-support or "
+              "--single-support)"}  # fmt: skip
 
 
 def _one_kind_options(args: argparse.Namespace, kinds: set[str]) -> None:
@@ -360,6 +371,7 @@ def _settings(args: argparse.Namespace):
         parametrisation="spline" if spline else "fourier",
         waypoints=args.waypoints if spline else ExcitationSettings.waypoints,
         friction=args.friction,
+        min_excursion=args.min_excursion,
     )
     s.validate()
     return s
@@ -434,7 +446,9 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         if args.single_support:
             pick, shift = weight_shift_start(args.robot, model, results, settings, args.rate_hz, cfg)
             if pick is None:
-                raise DataError(_refused_message(shift, args.out), robot=model.name, out=None, weight_shift=shift)
+                raise DataError(
+                    _refused_message(shift, args.out), robot=model.name, out=None, weight_shift=shift
+                )
         best = results[pick]
         if not math.isfinite(best.kappa) and not _prior_takes(best, bool(experiments)):
             un = best.verification.get("unexcited") or []
@@ -524,7 +538,11 @@ def design_notes(best: ExcitationResult, with_prior: bool) -> list[str]:
     notes = []
     if best.status not in ("Solve_Succeeded", "Solved_To_Acceptable_Level"):
         stages = [int(st.get("iterations", 0)) for st in best.stages]
-        over = f" ({' + '.join(map(str, stages))} over {len(stages)} stages, --max-iter capping each)" if len(stages) > 1 else ""
+        over = (
+            f" ({' + '.join(map(str, stages))} over {len(stages)} stages, --max-iter capping each)"
+            if len(stages) > 1
+            else ""
+        )
         notes.append(f"IPOPT stopped without converging ({best.status or 'no status'}) after {best.iterations} "
                      f"iteration(s){over}: more --max-iter, another --seed or a longer --duration may design a "
                      "better motion")  # fmt: skip
@@ -849,12 +867,14 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     `config`, a fixed-base or double-support plan's setpoints as `poise run` streams and checks them at its rate
     (`setpoints`)."""
     from formats.trajectory_plan import load_trajectory_plan
+    from robots.description import placeholder_limits
     from robots.params_io import resolve_params
     from trajectories.plan import plan_model, plan_trajectory
 
     plan = load_trajectory_plan(path)
     model = plan_model(plan)
     traj = plan_trajectory(plan, model)
+    placeholders = placeholder_limits(model)
     name = params or plan.params or next(iter(model.params))
     ps = resolve_params(params, model) if params else name  # a set's name, or a parameter-set file
     # on stderr and only on a terminal: a one-hour plan's 1 ms check takes minutes
@@ -864,16 +884,20 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     run_said = None if run_cfg is None else {"config": run_cfg.source, "rate_hz": run_cfg.executor.rate_hz,
                                              "ok": not v.run_problems}  # fmt: skip
     if as_json:
-        out = check.to_dict() | {"problems": problems, "ok": not problems}
+        out = check.to_dict() | {"problems": problems, "ok": not problems, "placeholder_limits": placeholders}
         out |= {} if run_said is None else {"run": run_said}
         print_json(out if tr is None else out | {"weight_shift": tr.summary()})
         return 0 if not problems else 1
     rows = [
         ("grid", f"{check.grid_points} × {check.dt * 1000:.2f}", "ms"),
         ("min position margin", f"{check.min_position_margin_rad:.4f}", "rad"),
-        ("peak velocity / limit", f"{check.velocity_ratio:.3f}", "—"),
+        (
+            "peak velocity / limit",
+            _ratio_cell(check.velocity_ratio, placeholders.get("velocity"), model),
+            "—",
+        ),
         ("peak acceleration / limit", f"{check.acceleration_ratio:.3f}", "—"),
-        ("peak torque / limit", "—" if check.torque_ratio is None else f"{check.torque_ratio:.3f}", "—"),
+        ("peak torque / limit", _ratio_cell(check.torque_ratio, placeholders.get("effort"), model), "—"),
         ("κ raw / column-scaled", f"{_kappa(check.kappa, 1)} / {_kappa(check.kappa_scaled, 3)}", "—"),
     ]
     rows += _standing_rows(check.to_dict())
@@ -882,6 +906,7 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     console.print(table)
     if check.unexcited:
         err_console.print(f"[yellow]{escape(unexcited_note(check.unexcited, len(check.unexcited)))}")
+    _note_placeholders(model)
     if run_said is not None and run_said["ok"]:
         console.print(f"run ({escape(str(run_cfg.source))}): the setpoints at {run_cfg.executor.rate_hz:g} Hz pass "
                       "the run's pre-flight (joint and velocity limits, start posture)")  # fmt: skip
@@ -891,6 +916,45 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     for msg in problems:  # escaped: a message's "[stance]" is no markup tag
         console.print(f"[red]FAIL[/red] {escape(msg)}")
     return 1
+
+
+def _ratio_cell(ratio: float | None, placeholders: dict[str, float] | None, model: RobotModel) -> str:
+    """A peak / limit table cell: not checked where every joint's limit is a URDF placeholder (the ratio would
+    read ~0), the placeholder joints named where some are."""
+    if ratio is None:
+        return "—"
+    if not placeholders:
+        return f"{ratio:.3f}"
+    if set(placeholders) >= set(model.joint_names):
+        return "not checked: the URDF's placeholders"
+    return f"{ratio:.3f} (not checked on {', '.join(placeholders)}: placeholders)"
+
+
+def placeholder_note(model: RobotModel) -> str | None:
+    """What a check of `model`'s limits leaves unchecked: the velocity and torque limits that are the URDF's
+    placeholders (`robots.description.placeholder_limits`); None when there are none."""
+    from robots.description import placeholder_limits
+
+    found = placeholder_limits(model)
+    parts = []
+    for kind, label, unit in (("velocity", "velocity", "rad/s"), ("effort", "torque", "N·m")):
+        vals = found.get(kind)
+        if vals:
+            where = "every joint" if set(vals) >= set(model.joint_names) else ", ".join(vals)
+            parts.append(
+                (label, f"{'/'.join(f'{v:g}' for v in sorted(set(vals.values())))} {unit} on {where}")
+            )
+    if not parts:
+        return None
+    return (f"{'/'.join(k for k, _ in parts)} limits are the URDF's placeholders ({'; '.join(v for _, v in parts)}): "
+            "not checked — set [joint_limits.NAME] velocity/effort in the robot description")  # fmt: skip
+
+
+def _note_placeholders(model: RobotModel) -> None:
+    """`placeholder_note` on stderr, if any."""
+    note = placeholder_note(model)
+    if note:
+        err_console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
 
 
 def _run_config(model: RobotModel, traj, config: str | None, optional: bool = False) -> RobotConfig | None:
@@ -950,9 +1014,8 @@ def cmd_show_trajectory(path: str, out: str) -> int:
     model = plan_model(plan)
     margin = float(plan.settings.get("zmp_margin", 0.0)) if plan.settings.get("motion") in STANDING else 0.0
     traj, ps = plan_trajectory(plan, model), plan.params or next(iter(model.params))
-    problems = plan_verdict(
-        path, plan, model, traj, ps, None, optional=True
-    ).problems  # a figure never hides a failing plan
+    with _fine_grid_progress(path, traj.duration):  # a figure never hides a failing plan
+        problems = plan_verdict(path, plan, model, traj, ps, None, optional=True).problems
     acc = float(plan.settings.get("acceleration_default", DEFAULT_ACCELERATION))
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
         fig = trajectory_figure(
@@ -964,44 +1027,134 @@ def cmd_show_trajectory(path: str, out: str) -> int:
         err_console.print(f"[yellow]warning:[/yellow] `plan check {escape(path)}` fails it ({len(problems)} "
                           f"problem(s): {escape('; '.join(problems[:3]))}{'; …' if len(problems) > 3 else ''}"
                           "): drawn as it is", highlight=False)  # fmt: skip
+    _note_placeholders(model)
     return 0
 
 
+def _load_trajectory_plan(path: str, command: str) -> TrajectoryPlan:
+    """The trajectory plan at `path`; any other file refused as `plan check` refuses it, naming what it reads."""
+    from formats.json_format import json_format
+    from formats.trajectory_plan import FORMAT, is_trajectory_plan, load_trajectory_plan
+
+    if not is_trajectory_plan(path):
+        fmt = json_format(path)
+        if fmt is not None or _is_json(path):  # unreadable files and non-JSON get the reader's own message
+            raise DataError(f"{path}: not a trajectory plan (format {fmt!r}): `poise plan {command}` reads trajectory "
+                            f"plans ({FORMAT!r}, `plan trajectory`)")  # fmt: skip
+    return load_trajectory_plan(path)
+
+
+def _is_json(path: str) -> bool:
+    """The file reads as JSON."""
+    import json
+    from pathlib import Path
+
+    try:
+        json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return True
+
+
+@contextmanager
+def _working(what: str) -> Iterator[None]:
+    """A spinner with the elapsed time on a terminal's stderr while a step without chunks of its own runs."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    if not draws_progress():
+        yield
+        return
+    bar = Progress(SpinnerColumn(), TextColumn(f"[bold]{escape(what)}"), TimeElapsedColumn(), console=err_console,
+                   transient=True)  # fmt: skip
+    bar.add_task("", total=None)
+    with bar:
+        yield
+
+
+def _row_units(model: RobotModel, rows: list[str], standing: bool) -> dict[str, str]:
+    """The unit of each forecast row's noise: a board's Fz N and moments N·m; a joint's effort N·m, or N for a
+    prismatic joint."""
+    if standing:
+        return {r: "N" if r.lower().startswith("f") else "N·m" for r in rows}
+    kinds = {jt.name: jt.type for jt in model.joints}
+    return {r: "N" if kinds.get(r) == "prismatic" else "N·m" for r in rows}
+
+
+def _noise_with_units(noise, units: dict[str, str]) -> str:
+    """σ per row with its unit ("0.49 N (Fz) / 1.42 N·m (Mx) / …"); one σ for all rows: "0.2 N·m"."""
+    rows = list(units)
+    if len(noise) == 1 or len(set(noise)) == 1 and len(set(units.values())) == 1:
+        return f"{noise[0]:g} {next(iter(units.values()), '')}".strip()
+    return " / ".join(f"{v:g} {units[r]} ({r})" for v, r in zip(noise, rows, strict=False))
+
+
 def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
-    """`plan forecast`: the base parameters a plan determines, from its own regressor and a stated noise level."""
-    import numpy as np
+    """`plan forecast`: the base parameters a plan determines, from its own regressor and a stated noise level;
+    a plan `plan check` fails is forecast with a warning naming its failures."""
+    from poise.workflows.plan_forecast import forecast_plans, plan_problems
 
-    from formats.trajectory_plan import load_trajectory_plan
-    from poise.workflows.plan_forecast import forecast_plans
-
-    plans = [load_trajectory_plan(p) for p in args.plan]
-    pf = forecast_plans(
-        plans,
-        args.plan,
-        args.noise,
-        args.params,
-        args.rate_hz,
-        not args.no_friction,
-        args.armature,
-        args.practical_s,
-    )
+    plans = [_load_trajectory_plan(p, "forecast") for p in args.plan]
+    with _working(f"forecasting {' + '.join(args.plan)}"):
+        pf = forecast_plans(
+            plans,
+            args.plan,
+            args.noise,
+            args.params,
+            args.rate_hz,
+            not args.no_friction,
+            args.armature,
+            args.practical_s,
+        )
+    with _fine_grid_progress(" + ".join(args.plan), pf.forecast.duration_s):  # as `plan check` draws it
+        problems = plan_problems(plans, args.plan)
     fc, model, params, rate, standing = pf.forecast, pf.model, pf.params, pf.rate_hz, pf.standing
     practical_s = pf.practical_s
     out = fc.to_dict(args.well, practical_s)
+    units = _row_units(model, fc.rows, standing)
+    out = {"robot": model.name, "plans": list(args.plan), "rate_hz": rate, "params": params.name,
+           "noise_units": units} | out | {"plan_problems": problems}  # fmt: skip
     if args.plot:
         from identify.plots import plot_forecast
 
         nb = fc.inertial
         plot_forecast(fc.symbols[:nb], fc.rel_se_pct[:nb], fc.needed_s(args.well)[:nb], fc.duration_s, args.well,
-                      practical_s, args.plot, f"{' + '.join(args.plan)}: noise {' / '.join(f'{v:g}' for v in fc.noise)}")  # fmt: skip
+                      practical_s, args.plot, f"{' + '.join(args.plan)}: noise per sample "
+                      f"{_noise_with_units(fc.noise, units)}")  # fmt: skip
+    _warn_plan_problems(problems)
     if args.json:
         print_json(out)
         return 0
-    units = "N, N·m, N·m" if standing else "N·m"
+    noise = ", ".join(f"{r} {v:g} {units[r]}" for r, v in zip(fc.rows, fc.noise, strict=True))
+    if len(set(fc.noise.tolist())) == 1 and len(set(units.values())) == 1:
+        noise = f"{fc.noise[0]:g} {next(iter(units.values()))} on each of {len(fc.rows)}"
     title = (
-        f"{' + '.join(args.plan)}: {model.name}, {fc.duration_s:.1f} s at {rate:g} Hz, noise {' / '.join(f'{v:g}' for v in fc.noise)}"
-        f" ({units}) per sample, cut-off {fc.cutoff_hz:.3g} Hz, guessed parameters {params.name!r}"
+        f"{' + '.join(args.plan)}: {model.name}, {fc.duration_s:.1f} s at {rate:g} Hz, noise {noise} per sample, "
+        f"cut-off {fc.cutoff_hz:.3g} Hz, guessed parameters {params.name!r}"
     )
+    _forecast_table(out, fc, title, args.well)
+    console.print(
+        f"determined to {args.well:g} %: {len(out['determined'])}/{fc.inertial}; with the motion repeated up to "
+        f"{practical_s:g} s: {len(out['determined_if_repeated'])} more; beyond: {len(out['beyond_practical'])}"
+        f" (noise alone); guessed 0 (no relative SE to judge): {len(out['zero_guess'])}. Correlation between "
+        f"parameters multiplies the SEs by {fc.correlation_factor:.3g} (median) over fitting each alone; κ "
+        f"column-scaled of the fitted rows {fc.kappa_scaled:.4g}."
+    )
+    return 0
+
+
+def _warn_plan_problems(problems: list[str]) -> None:
+    """The warning of a forecast whose plan(s) `plan check` fails: `poise run` refuses them as they are."""
+    if problems:
+        err_console.print(f"[yellow]warning:[/yellow] `plan check` finds {len(problems)} problem(s) in the plan(s) "
+                          f"({escape('; '.join(problems[:3]))}{'; …' if len(problems) > 3 else ''}): `poise run` "
+                          "refuses them; forecast as they are", highlight=False)  # fmt: skip
+
+
+def _forecast_table(out: dict, fc, title: str, well: float) -> None:
+    """`plan forecast`'s table of base parameters (`DynamicForecast.to_dict`'s `out`), then its rotor inertia
+    and friction SEs."""
+    from rich.table import Table
+
     rows = []
     for p in out["parameters"][: fc.inertial]:
         rel = p["rel_se_pct"]
@@ -1014,10 +1167,8 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
         )  # fmt: skip
         rows.append((p["symbol"], p["unit"], f"{p['guess']:.4g}" if p["guess"] is not None else "—",
                      f"{p['se']:.3g}", "—" if rel is None else f"{rel:.3g}", verdict))  # fmt: skip
-    from rich.table import Table
-
     table = Table(title=title)
-    for col in ("base parameter", "unit", "guess", "SE", "rel. SE [%]", f"to {args.well:g} %"):
+    for col in ("base parameter", "unit", "guess", "SE", "rel. SE [%]", f"to {well:g} %"):
         table.add_column(col, justify="left" if col.startswith(("base", "unit", "to")) else "right")
     for r in rows:
         table.add_row(*r)
@@ -1031,63 +1182,96 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     if friction:
         console.print("friction SE (estimated beside the base parameters): "
                       + ", ".join(f"{p['symbol']} {p['se']:.3g} {p['unit']}" for p in friction), highlight=False)  # fmt: skip
-    ratio = fc.se[: fc.inertial] / fc.isolated_se[: fc.inertial]
-    console.print(
-        f"determined to {args.well:g} %: {len(out['determined'])}/{fc.inertial}; with the motion repeated up to "
-        f"{practical_s:g} s: {len(out['determined_if_repeated'])} more; beyond: {len(out['beyond_practical'])}"
-        f" (noise alone); guessed 0 (no relative SE to judge): {len(out['zero_guess'])}. Correlation between parameters multiplies the SEs by {np.median(ratio):.3g} (median) over"
-        " fitting each alone; κ column-scaled of the fitted rows "
-        f"{fc.kappa_scaled:.4g}."
-    )
-    return 0
+
+
+# bytes `plan sample` holds per value it writes (a row's t, q, q̇, q̈, τ): the arrays, their stacked copy and the
+# CSV text built in memory (`formats.setpoints.write_setpoints`) — 54 B measured on the iCub arm's 60 s at 10 kHz
+# (`/usr/bin/time -v`, 13.2 M values, 712 MB peak); past `plan_forecast.STATE_BYTES` it is refused with a rate
+SETPOINT_BYTES_PER_VALUE = 64
+GRID_NOTE = (
+    "every 1/rate_hz s from 0; the last step ends at the duration, shorter when the rate does not divide it"
+)
 
 
 def cmd_sample_trajectory(args: argparse.Namespace) -> int:
-    """`plan sample`: the plan's q, q̇, q̈ (and feed-forward torques) on a uniform grid, for the user's controller."""
-    import numpy as np
-
+    """`plan sample`: the plan's q, q̇, q̈ (and feed-forward torques) every 1/rate s, for the user's controller;
+    refused at a rate that cannot carry the motion's band, or whose file would not fit in memory."""
     from drivers.trajectory_run import tick_times
     from formats.setpoints import Setpoints, write_setpoints
-    from formats.trajectory_plan import load_trajectory_plan, plan_digest
-    from robots import dynamics as dyn
+    from formats.trajectory_plan import plan_digest
+    from poise.workflows.plan_forecast import check_band_rate, check_memory
     from trajectories.plan import check_plan, plan_model, plan_recording, plan_trajectory
 
-    plan = load_trajectory_plan(args.plan)
+    plan = _load_trajectory_plan(args.plan, "sample")
     model = plan_model(plan)
     traj = plan_trajectory(plan, model)
+    how = plan_recording(plan, traj)
+    if args.torques and how.standing:  # refused before the long check
+        raise DataError("--torques: a standing robot's joint torques depend on how its soles share the load; "
+                        "feed-forward torques are a fixed-base arm's")  # fmt: skip
     rate = args.rate_hz or plan.rate_hz
-    t = tick_times(traj.duration, rate)  # at the plan's rate, the ticks `poise run` streams
-    if len(t) < MIN_RECORDED_SAMPLES:  # as `plan trajectory` and `simulate trajectory` refuse
-        raise DataError(f"--rate-hz {rate:g}: {traj.duration:g} s at it is {len(t)} setpoints; a controller needs "
+    rows = max(1, math.ceil(traj.duration * rate - 1e-9)) + 1  # `tick_times`' count, before making them
+    if rows < MIN_RECORDED_SAMPLES:  # as `plan trajectory` and `simulate trajectory` refuse
+        raise DataError(f"--rate-hz {rate:g}: {traj.duration:g} s at it is {rows} setpoints; a controller needs "
                         f"at least {MIN_RECORDED_SAMPLES} (the rate is in Hz)")  # fmt: skip
+    check_band_rate(args.plan, how.meta, traj.duration, rate, "setpoints")
+    columns = 1 + (4 if args.torques else 3) * model.nq
+    check_memory(
+        [traj.duration], rate, SETPOINT_BYTES_PER_VALUE * columns, "its setpoints would take about {gib}"
+    )
+    t = tick_times(traj.duration, rate)  # at the plan's rate, the ticks `poise run` streams
     # setpoints go where poise does not guard the run: only a plan `plan check`'s checks pass (a single-support
     # plan's weight shift, which `poise run` plans, is the user's to make)
-    with named_errors(args.plan):
-        problems = check_plan(plan, model, traj, plan.params or next(iter(model.params))).problems
+    ps = plan.params or next(iter(model.params))
+    with named_errors(args.plan), _fine_grid_progress(args.plan, traj.duration):
+        problems = check_plan(plan, model, traj, ps).problems
     if problems:
         raise DataError(f"`plan check {args.plan}` fails it ({len(problems)} problem(s): {'; '.join(problems[:3])}"
                         f"{'; …' if len(problems) > 3 else ''}): no setpoints written")  # fmt: skip
     q, qd, qdd = traj.sample(t)
-    tau = None
-    if args.torques:
-        if plan_recording(plan, traj).standing:
-            raise DataError("--torques: a standing robot's joint torques depend on how its soles share the load; "
-                            "feed-forward torques are a fixed-base arm's")  # fmt: skip
-        tau = dyn.rnea(model, q, qd, qdd, plan.params or next(iter(model.params)), plan.base)
-    meta = {"rate_hz": f"{rate:g}", "duration_s": f"{traj.duration:g}", "plan_sha256": plan_digest(plan),
-            "base": plan.base} | plan_recording(plan, traj).meta  # a recording of it then declares the same  # fmt: skip
+    tau = _feed_forward(model, q, qd, qdd, ps, plan.base) if args.torques else None
+    meta = {"rate_hz": f"{rate:g}", "grid": GRID_NOTE, "duration_s": f"{traj.duration:g}",
+            "plan_sha256": plan_digest(plan), "base": plan.base} | how.meta  # a recording of it then declares the same  # fmt: skip
     if tau is not None:
-        meta["torques"] = f"feed-forward, RNEA with parameter set {plan.params or next(iter(model.params))!r}"
+        meta["torques"] = f"feed-forward, RNEA with parameter set {ps!r}"
     write_setpoints(Setpoints(model.name, list(model.joint_names), t, q, qd, qdd, tau, meta), args.out)
-    summary = {"out": args.out, "samples": len(t), "rate_hz": rate, "duration_s": traj.duration,
-               "start_rad": q[0].tolist(), "torques": tau is not None,
-               "peak_velocity_rad_s": np.abs(qd).max(axis=0).tolist()}  # fmt: skip
-    if args.json:
-        print_json(summary)
-    else:
-        single = meta.get("motion") == "single-support"
-        console.print(f"wrote {len(t)} setpoints ({traj.duration:g} s at {rate:g} Hz) to {args.out}; the robot "
-                      "must stand at the first row's posture, at rest, before the stream starts"
-                      + (" — on one sole: the weight shift onto it, which `poise run` plans, is yours to make"
-                         if single else ""))  # fmt: skip
+    _sample_report(args, model, meta, t, q, qd, traj.duration, rate, tau is not None)
     return 0
+
+
+def _feed_forward(model: RobotModel, q, qd, qdd, ps: str, base: str):
+    """RNEA joint torques of the samples, CHUNK_SAMPLES at a time as the checks evaluate dynamics: at once it
+    held 2 kB a sample and joint (4.4 GB for the iCub arm's 60 s at 5 kHz)."""
+    import numpy as np
+
+    from robots import dynamics as dyn
+    from trajectories.verify import CHUNK_SAMPLES
+
+    with _working("feed-forward torques (RNEA)"):
+        return np.vstack([dyn.rnea(model, q[k : k + CHUNK_SAMPLES], qd[k : k + CHUNK_SAMPLES],
+                                   qdd[k : k + CHUNK_SAMPLES], ps, base) for k in range(0, len(q), CHUNK_SAMPLES)])  # fmt: skip
+
+
+def _sample_report(
+    args, model: RobotModel, meta: dict, t, q, qd, duration: float, rate: float, torques: bool
+) -> None:
+    """`plan sample`'s summary: a line, or with --json the same as JSON (joints named, the caveats included)."""
+    import numpy as np
+
+    single = meta.get("motion") == "single-support"
+    start = "the robot must stand at the first row's posture, at rest, before the stream starts"
+    shift = (
+        "on one sole: the weight shift onto it, which `poise run` plans, is yours to make" if single else None
+    )
+    limits = placeholder_note(model)
+    if args.json:
+        names = list(model.joint_names)
+        print_json({"out": args.out, "robot": model.name, "motion": meta.get("motion", "free"), "samples": len(t),
+                    "rate_hz": rate, "duration_s": duration, "last_step_s": float(t[-1] - t[-2]), "grid": GRID_NOTE,
+                    "joint_names": names, "start_rad": q[0].tolist(), "torques": torques,
+                    "peak_velocity_rad_s": np.abs(qd).max(axis=0).tolist(),  # in joint_names' order
+                    "notes": [start] + ([shift] if shift else []) + ([limits] if limits else [])})  # fmt: skip
+        return
+    console.print(f"wrote {len(t)} setpoints ({duration:g} s at {rate:g} Hz) to {args.out}; {start}"
+                  + (f" — {shift}" if shift else ""))  # fmt: skip
+    _note_placeholders(model)

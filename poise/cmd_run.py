@@ -268,7 +268,8 @@ def gains_meta(gains) -> dict:
 
 def gain_se_meta(gains) -> dict:
     """The gains' uncertainty for run.json (`identify dynamic` adds it to the SEs): `board_gain_se`, each gain's
-    relative SE by board, and `board_gain_scale_se`, the known weight's relative SD (a scale on every gain), each
+    relative SE by board, `board_gain_scale_se`, the known weight's relative SD (a scale on every gain), and
+    `board_gain_tare_se`, by board the relative SD of the scale its calibration's tare put on its four gains, each
     where the gains file has it; apart from `board_gains`, which a resumed run must match."""
     if gains is None:
         return {}
@@ -278,6 +279,8 @@ def gain_se_meta(gains) -> dict:
                                                                          strict=True)}  # fmt: skip
     if gains.weight_sd_kg is not None:
         out["board_gain_scale_se"] = gains.weight_sd_kg / gains.weight_kg
+    if gains.tare_scale_se is not None:
+        out["board_gain_tare_se"] = {b: float(s) for b, s in zip(gains.boards, gains.tare_scale_se, strict=True)}
     return out
 
 

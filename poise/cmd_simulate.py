@@ -39,11 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_static(args: argparse.Namespace) -> int:
+    from identify.static import require_soles
     from identify.synthetic import simulate_static
     from robots.params_io import perturbed, resolve_params, save_parameter_set
     from robots.registry import get_model
+    from trajectories.plan import robot_reference
 
     model = get_model(args.robot)
+    require_soles(model)
     model.base_site(args.base)
     if args.truth == "perturbed":
         truth = perturbed(model.params["sim"], np.random.default_rng(args.seed + 1000), name="perturbed")
@@ -51,10 +54,26 @@ def cmd_static(args: argparse.Namespace) -> int:
         truth = resolve_params(args.truth, model)
     with err_console.status(f"sampling {args.postures} balanced double-support postures"):
         rec = simulate_static(model, args.postures, truth, args.noise_mm / 1000, args.base, args.seed)
+    source, _ = robot_reference(args.robot)
+    if source:  # a robot no name finds: identify static reads its description from here, as dynamic recordings
+        rec.meta["robot_source"] = source
     write_recording(args.out, rec)
+    _warn_too_few(model, args.base, args.postures)
     if args.truth_out:
         save_parameter_set(truth, args.truth_out)
     console.print(
         f"wrote {len(rec)} postures to {args.out} (truth: {truth.name}, CoP noise {args.noise_mm} mm)"
     )
     return 0
+
+
+def _warn_too_few(model, base: str, n: int) -> None:
+    """`identify static` needs ⌈p/2⌉ postures for p parameters: say so before writing a file it would refuse."""
+    from robots.com_variants import variant
+
+    need = {v: -(-len(variant(model, base, v).estimated) // 2) for v in ("full", "simplified")}
+    if n < need["full"]:
+        err_console.print(
+            f"[yellow]warning:[/] {n} postures: `identify static` needs at least {need['full']} "
+            f"({need['simplified']} with --model simplified)"
+        )

@@ -73,6 +73,10 @@ def fit_spheres(
     return SphereSet(link, tuple(map(tuple, centres[used].tolist())), tuple(radii[used].tolist()))
 
 
+# what a user without the collision meshes can do: the links' clearance is the only thing that needs them
+NO_MESHES = "; self-collision checks need the collision meshes (`plan trajectory --no-self-collision` designs without)"
+
+
 def _geometry_mesh(geom, origin: np.ndarray, urdf_path: Path):
     """One URDF collision geometry as a trimesh in its link frame (None for an empty geometry)."""
     with held():  # trimesh swallows Ctrl-C around its own imports
@@ -81,11 +85,11 @@ def _geometry_mesh(geom, origin: np.ndarray, urdf_path: Path):
     if geom.mesh is not None:
         from robots.urdf import resolve_package_uri
 
-        path = resolve_package_uri(geom.mesh.filename, urdf_path)
+        path = resolve_package_uri(geom.mesh.filename, urdf_path, NO_MESHES)
         try:
             mesh = trimesh.load(str(path), force="mesh")
         except Exception as exc:  # trimesh raises many kinds on unreadable files
-            raise DataError(f"{urdf_path}: collision mesh {path} cannot be read ({exc})") from None
+            raise DataError(f"{urdf_path}: collision mesh {path} cannot be read ({exc}){NO_MESHES}") from None
         if geom.mesh.scale is not None:
             mesh.apply_scale(np.broadcast_to(np.asarray(geom.mesh.scale, dtype=float), (3,)))
     elif geom.box is not None:

@@ -71,6 +71,41 @@ def _named_lengths(model: RobotModel, spec: dict, source: str) -> tuple[list, di
 
 
 _LIMIT_KEYS = ("lower", "upper", "velocity", "effort", "acceleration")
+# rad/s (m/s) or N·m (N): a URDF velocity or effort limit this large is a placeholder (e.g. iCub's 50000), no joint's
+PLACEHOLDER_LIMIT = 1e4
+PLACEHOLDER_KINDS = ("velocity", "effort")
+
+
+def placeholder_limits(model: RobotModel) -> dict[str, dict[str, float]]:
+    """The velocity and effort limits that are the URDF's placeholders, not the joint's ({kind: {joint: value}}):
+    those the description declares so (`placeholder_limits = ["velocity", "effort"]`) or that are implausibly large
+    (≥ PLACEHOLDER_LIMIT), unless its [joint_limits] set them. A check against them checks nothing."""
+    if "placeholder_limits" in model.extra:
+        return model.extra["placeholder_limits"]
+    return _placeholders(model.joints, (), set())
+
+
+def _placeholders(joints: list, declared, overridden: set[tuple[str, str]]) -> dict[str, dict[str, float]]:
+    """`placeholder_limits` of `joints`: the `declared` kinds and the implausibly large values, but for the
+    (joint, kind) pairs [joint_limits] set (`overridden`)."""
+    out: dict[str, dict[str, float]] = {}
+    for kind in PLACEHOLDER_KINDS:
+        found = {jt.name: float(getattr(jt, kind)) for jt in joints if jt.type != "fixed"
+                 and (jt.name, kind) not in overridden and math.isfinite(getattr(jt, kind))
+                 and (kind in declared or getattr(jt, kind) >= PLACEHOLDER_LIMIT)}  # fmt: skip
+        if found:
+            out[kind] = found
+    return out
+
+
+def _declared_placeholders(doc: dict, source: str) -> tuple[str, ...]:
+    """The description's `placeholder_limits`: which of the URDF's limits (velocity, effort) are placeholders."""
+    kinds = doc.get("placeholder_limits", [])
+    if not isinstance(kinds, list) or not set(kinds) <= set(PLACEHOLDER_KINDS):
+        raise _fail(
+            source, f"placeholder_limits must be a list among {', '.join(PLACEHOLDER_KINDS)}, got {kinds!r}"
+        )
+    return tuple(kinds)
 
 
 def _joint_limits(joints: list, spec: dict, source: str) -> list:
@@ -245,6 +280,8 @@ def apply_description(model: RobotModel, doc: dict, path: Path) -> RobotModel:
         model = _reduce(model, doc["reduce"], source)
     joints, lengths = _named_lengths(model, doc.get("lengths", {}), source)
     joints = _joint_limits(joints, doc.get("joint_limits", {}), source)
+    overridden = {(str(j), str(k)) for j, lim in doc.get("joint_limits", {}).items() for k in lim}
+    placeholders = _placeholders(joints, _declared_placeholders(doc, source), overridden)
     link_spec = doc.get("links", {})
     unknown = set(link_spec) - {lk.name for lk in model.links}
     if unknown:
@@ -300,7 +337,7 @@ def apply_description(model: RobotModel, doc: dict, path: Path) -> RobotModel:
         stance=doc.get("stance"),
         published_bases=_published(doc.get("published_bases", {}), path),
         published_estimates=_published(doc.get("published_estimates", {}), path, "published estimates"),
-        extra={k: doc[k] for k in EXTRA_SECTIONS if k in doc},
+        extra={k: doc[k] for k in EXTRA_SECTIONS if k in doc} | {"placeholder_limits": placeholders},
         source=model.source,
         warnings=model.warnings,
     )

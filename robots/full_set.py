@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +31,11 @@ from formats.static_result import load_static_result
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec, cached_dynamic_base, same_formula
 from robots.physical import inertia_matrix
+from robots.registry import same_robot
 from robots.tree import RobotModel
 
 CHECK_TOL = 1e-9  # |K·φ − ϑ| allowed, relative to max(1, |ϑ|)
+ROW_SPACE_TOL = 1e-6  # a stated combination's distance from the model's base row space, relative to its norm
 _LINK_REF = re.compile(r"@([^\s]+)")
 
 
@@ -51,6 +53,7 @@ class FullSet:
     base_matrix: np.ndarray | None = None
     base_values: np.ndarray | None = None
     base_se: np.ndarray | None = None
+    placeholders: list[str] = field(default_factory=list)  # massless links given a placeholder body first
 
     def to_dict(self) -> dict:
         return {
@@ -58,6 +61,7 @@ class FullSet:
             "base_parameters_imposed": self.imposed,
             "base_residual": self.residual,
             "correction_norm": self.correction_norm,
+            "placeholder_bodies": self.placeholders,
         }
 
 
@@ -104,6 +108,7 @@ def min_norm_update(
     """φ₀ + δ with δ the minimum-norm solution of K·δ = target − K·φ₀ (norm of δ / scale if given)."""
     s = np.ones_like(phi0) if scale is None else scale
     delta = s * np.linalg.lstsq(K * s[None, :], target - K @ phi0, rcond=None)[0]
+    delta[~np.any(K, axis=0)] = 0.0  # parameters no combination holds stay exactly as they were
     return phi0 + delta
 
 
@@ -111,11 +116,41 @@ def _residual(K: np.ndarray, phi: np.ndarray, target: np.ndarray) -> float:
     return float(np.max(np.abs(K @ phi - target) / np.maximum(1.0, np.abs(target)), initial=0.0))
 
 
+def with_placeholder_bodies(
+    model: RobotModel, K: np.ndarray, prior: ParameterSet
+) -> tuple[ParameterSet, list[str]]:
+    """The prior with a placeholder body on each massless link whose parameters enter K: the lightest body's
+    mass at the link origin, inertia of a 1 cm sphere. A massless link cannot carry the first moments m·c a
+    result gives it; with a mass it can (c = m·c / m)."""
+    masses = [m for m in prior.mass.values() if m > 0]
+    light = min(masses) if masses else 1.0
+    given = []
+    mass, com, inertia = dict(prior.mass), dict(prior.com), dict(prior.inertia)
+    for i, lk in enumerate(model.links):
+        if prior.mass[lk.name] == 0 and np.any(K[:, 10 * i : 10 * i + 10]):
+            j = 0.4 * light * 0.01**2
+            mass[lk.name], com[lk.name], inertia[lk.name] = light, (0.0, 0.0, 0.0), (j, 0.0, 0.0, j, 0.0, j)
+            given.append(lk.name)
+    ps = ParameterSet(prior.name, mass, com, dict(prior.lengths), inertia, prior.description)
+    return ps, given
+
+
 def full_from_dynamic(
     model: RobotModel, K: np.ndarray, values: np.ndarray, prior: ParameterSet, scaled: bool = True
 ) -> FullSet:
     """The full set nearest the prior whose base parameters K·φ equal `values`; `scaled` measures the
-    correction relative to each link's size (`standard_scales`), else in raw SI units."""
+    correction relative to each link's size (`standard_scales`), else in raw SI units. Massless links the
+    result gives first moments to start from a placeholder body (`with_placeholder_bodies`)."""
+    fs = _nearest_dynamic(model, K, values, prior, scaled)
+    if fs.residual > CHECK_TOL:
+        seeded, given = with_placeholder_bodies(model, K, prior)
+        fs = replace(_nearest_dynamic(model, K, values, seeded, scaled), placeholders=given)
+    return _checked(fs)
+
+
+def _nearest_dynamic(
+    model: RobotModel, K: np.ndarray, values: np.ndarray, prior: ParameterSet, scaled: bool
+) -> FullSet:
     phi0 = dyn.standard_parameters(model, prior)
     scale = standard_scales(model, prior) if scaled else None
     ps = parameter_set_from_standard(model, min_norm_update(K, values, phi0, scale), prior, "identified")
@@ -124,7 +159,7 @@ def full_from_dynamic(
         return _residual(K, dyn.standard_parameters(model, p), values)
 
     dphi = float(np.linalg.norm(dyn.standard_parameters(model, ps) - phi0))
-    return _checked(FullSet(ps, "dynamic result", len(values), error(ps), dphi, error))
+    return FullSet(ps, "dynamic result", len(values), error(ps), dphi, error)
 
 
 def full_from_static(model: RobotModel, base: str, values: dict[str, float], prior: ParameterSet) -> FullSet:
@@ -167,7 +202,7 @@ def _checked(fs: FullSet) -> FullSet:
 
 
 def _dynamic(path: Path, d: dict, model: RobotModel, prior: ParameterSet) -> FullSet:
-    if "robot" in d and d["robot"] != model.name:
+    if "robot" in d and not same_robot(str(d["robot"]), model.name):
         raise DataError(f"{path}: a result for robot {d['robot']!r}, not {model.name!r}")
     try:  # friction: not in a URDF
         inertial = [p for p in d["parameters"] if not str(p["symbol"]).startswith(("fv@", "fc@"))]
@@ -192,6 +227,8 @@ def _dynamic(path: Path, d: dict, model: RobotModel, prior: ParameterSet) -> Ful
     K = _stated_combinations(path, inertial, model)
     if K is None:
         K = _matching_base(path, [f for _, f, _ in entries], model)
+    else:
+        _check_identifiable(path, d, K, model)
     return replace(full_from_dynamic(model, K, values, prior), base_matrix=K, base_values=values, base_se=se)
 
 
@@ -206,6 +243,36 @@ def _matching_base(path: Path, formulas: list[str], model: RobotModel) -> np.nda
     raise DataError(
         f"{path}: its base parameters match none of {model.name!r}'s joint-torque bases (full or simplified); "
         "a board-wrench result depends on its foot placement and cannot be exported"
+    )
+
+
+def _outside_row_space(K: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """Each row of K's distance from the row space of `basis`, relative to the row's norm."""
+    u, sv, vt = np.linalg.svd(basis, full_matrices=False)
+    V = vt[sv > sv.max(initial=0.0) * 1e-10]
+    rest = K - (K @ V.T) @ V
+    return np.linalg.norm(rest, axis=1) / np.maximum(np.linalg.norm(K, axis=1), 1e-300)
+
+
+def _check_identifiable(path: Path, d: dict, K: np.ndarray, model: RobotModel) -> None:
+    """DataError unless every stated combination is one of this model's joint-torque base parameters (full or
+    simplified): a result of a robot with other kinematics (link lengths, axes) has combinations this URDF's
+    dynamics cannot reproduce, and exporting it would write parameters that mean something else."""
+    candidates = [False] + ([True] if model.simplified_dynamic_zero else [])
+    offs = []
+    for simplified in candidates:
+        db = cached_dynamic_base(model, RegressorSpec("torque", model.root), simplified)
+        offs.append(_outside_row_space(K, db.combination_matrix()))
+        if offs[-1].max(initial=0.0) <= ROW_SPACE_TOL:
+            return
+    off = min(offs, key=lambda o: float(o.max(initial=0.0)))
+    worst, rows = float(off.max(initial=0.0)), np.flatnonzero(off > ROW_SPACE_TOL)
+    src = f" ({d['robot_source']})" if d.get("robot_source") else ""
+    who = f"robot {d['robot']!r}{src}" if d.get("robot") else "the identified robot"
+    raise DataError(
+        f"{path}: these base parameters are not those of {model.name!r} ({model.source or 'built-in'}): kinematics differ "
+        f"from {who}'s (ϑ{', ϑ'.join(str(a + 1) for a in rows[:5])}{', …' if len(rows) > 5 else ''} lie "
+        f"{worst:.2g} outside its base); export into the URDF the result was identified with"
     )
 
 

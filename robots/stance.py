@@ -6,7 +6,7 @@ The base sole defines the ground. The other sole is flat when its origin has z =
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import casadi as ca
 import numpy as np
@@ -155,14 +155,21 @@ class Balance:
 
 
 def balance(
-    model: RobotModel, q: np.ndarray, params: str | ParameterSet | None = None, base: str | None = None
+    model: RobotModel,
+    q: np.ndarray,
+    params: str | ParameterSet | None = None,
+    base: str | None = None,
+    geometry: str | ParameterSet | None = None,
 ) -> Balance:
-    """Support polygon (convex hull of all foot corners), CoP margin and feet separation, with shapely."""
+    """Support polygon (convex hull of all foot corners), CoP margin and feet separation, with shapely: the
+    soles placed by the kinematics of `geometry` (default: `params`), the CoP the CoM of `params`."""
     params, base = _p(model, params), resolve_base(model, base)
+    geometry = params if geometry is None else geometry
     q = model.check_q(q)
     if q.ndim != 1:
         raise DataError("balance() takes one posture")
-    corners = foot_corners(model, q, params, base)
+    corners = foot_corners(model, q, geometry, base)
+    params = mass_on_geometry(model, params, geometry)
     feet = {name: Polygon(c) for name, c in corners.items()}
     hull = MultiPoint(np.concatenate(list(corners.values()))).convex_hull
     cop = com_position(model, q, params, base)[:2]
@@ -173,6 +180,17 @@ def balance(
     overlap = bool(polys[0].intersects(polys[1]))
     gap = 0.0 if overlap else float(polys[0].distance(polys[1]))
     return Balance(cop, float(margin), gap, overlap, hull, feet)
+
+
+def mass_on_geometry(
+    model: RobotModel, params: str | ParameterSet, geometry: str | ParameterSet
+) -> str | ParameterSet:
+    """The mass distribution of `params` on the lengths of `geometry`: another parameter set's CoM where the soles
+    stand as `geometry` puts them (one robot, two guesses of its masses)."""
+    mass, geo = model.parameter_set(params), model.parameter_set(geometry)
+    if mass is geo or mass.lengths == geo.lengths:
+        return params
+    return replace(mass, name=f"{mass.name} on {geo.name}'s lengths", lengths=dict(geo.lengths))
 
 
 def signed_margin(polygon: Polygon, points: np.ndarray) -> np.ndarray:
@@ -429,7 +447,7 @@ def check_posture(
         issues.append(
             f"{other} not flat on the ground (z {res[0] * 1000:.3f} mm, tilt {np.abs(res[1:]).max():.1e} rad)"
         )
-    b = balance(model, q, params, base)
+    b = balance(model, q, params, base, geometry)
     m = b.margin if cop is None else float(signed_margin(b.polygon, np.reshape(cop, (1, 2)))[0])
     if b.feet_overlap:
         issues.append("feet overlap")

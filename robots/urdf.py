@@ -10,6 +10,7 @@ halves of an arm around an F/T sensor) stay separate bodies.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,8 +54,9 @@ def package_search_path(urdf_path: Path) -> list[Path]:
     return roots
 
 
-def resolve_package_uri(uri: str, urdf_path: str | Path) -> Path:
-    """File path of a `package://NAME/rel` or `file://` URI or a relative path in a URDF; DataError if missing."""
+def resolve_package_uri(uri: str, urdf_path: str | Path, hint: str = "") -> Path:
+    """File path of a `package://NAME/rel` or `file://` URI or a relative path in a URDF; DataError if missing
+    (ending with `hint`, e.g. the caller's option to do without the file)."""
     urdf_path = Path(urdf_path)
     if uri.startswith("file://"):
         p = Path(uri[len("file://") :])
@@ -67,7 +69,9 @@ def resolve_package_uri(uri: str, urdf_path: str | Path) -> Path:
         for cand in (root / pkg / rel, root / rel if root.name == pkg else None):
             if cand is not None and cand.exists():
                 return cand
-    raise DataError(f"{urdf_path}: cannot resolve {uri!r} (package {pkg!r} not found; set ROS_PACKAGE_PATH)")
+    raise DataError(
+        f"{urdf_path}: cannot resolve {uri!r} (package {pkg!r} not found; set ROS_PACKAGE_PATH{hint})"
+    )
 
 
 @dataclass(frozen=True)
@@ -113,12 +117,34 @@ def check_inertial(name: str, ine: UrdfInertial, source: str) -> str | None:
     return None
 
 
+def _check_xml(path: Path) -> None:
+    """Refuse a file that is not well-formed XML or whose root is not a named <robot>: yourdfpy would recover
+    from a truncated file and load a smaller robot."""
+    from lxml import etree
+
+    parser = etree.XMLParser(recover=False, resolve_entities=False, no_network=True, huge_tree=False)
+    try:
+        root = etree.parse(str(path), parser).getroot()
+    except etree.XMLSyntaxError as exc:
+        if b"\0" in path.read_bytes()[:4096]:
+            raise DataError(f"{path}: not a text URDF file") from None
+        msg = re.sub(r", line \d+, column \d+$", "", str(exc.msg))
+        raise DataError(f"{path}: not well-formed XML (line {exc.lineno}: {msg})") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc})") from None
+    if root.tag != "robot":
+        raise DataError(f"{path}: not a URDF: the root element is <{root.tag}>, not <robot>")
+    if not root.get("name"):
+        raise DataError(f"{path}: malformed URDF: <robot> has no name attribute")
+
+
 def _parse(path: Path):
     from lxml import etree
 
     with held():  # trimesh (yourdfpy imports it) swallows Ctrl-C around its own imports
         import yourdfpy
 
+    _check_xml(path)
     try:
         return yourdfpy.URDF.load(
             str(path),
@@ -129,7 +155,9 @@ def _parse(path: Path):
         )
     except etree.XMLSyntaxError as exc:
         raise DataError(f"{path}: not well-formed XML ({exc})") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except KeyError as exc:
+        raise DataError(f"{path}: malformed URDF (an element lacks its required attribute {exc})") from None
+    except (ValueError, TypeError, AttributeError) as exc:
         raise DataError(f"{path}: malformed URDF ({exc})") from None
 
 
@@ -159,6 +187,41 @@ def _check_graph(robot, source: str) -> None:
     roots = [n for n in links if n not in parent_of]
     if len(roots) != 1:
         raise DataError(f"{source}: a URDF needs exactly one root link, found {sorted(roots)}")
+
+
+def _check_joints(robot, source: str) -> None:
+    """Joint-level refusals that name the file: duplicate names, a mimic of a missing or fixed joint, no
+    moving joint at all (nothing to identify or move)."""
+    names = [jt.name for jt in robot.joints]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise DataError(f"{source}: duplicate joint names ({', '.join(map(repr, dup))})")
+    types = {jt.name: jt.type for jt in robot.joints}
+    for jt in robot.joints:
+        if jt.mimic is None:
+            continue
+        if jt.mimic.joint not in types:
+            raise DataError(f"{source}: joint {jt.name!r} mimics {jt.mimic.joint!r}, which does not exist")
+        if types[jt.mimic.joint] == "fixed":
+            raise DataError(f"{source}: joint {jt.name!r} mimics {jt.mimic.joint!r}, which is a fixed joint")
+    if not any(jt.type != "fixed" and jt.mimic is None for jt in robot.joints):
+        raise DataError(
+            f"{source}: no moving joint (every joint is fixed or mimics another): nothing to move"
+        )
+
+
+def _limit_warnings(robot) -> list[str]:
+    """Revolute/prismatic joints whose <limit> range is [0, 0] (what leaving out lower and upper means): the
+    joint is pinned, which is rarely what the author meant."""
+    return [
+        f"joint {jt.name!r}: its <limit> range is [0, 0] (lower and upper default to 0): the joint cannot move; "
+        "give lower and upper, or make it continuous"
+        for jt in robot.joints
+        if jt.type in ("revolute", "prismatic")
+        and jt.limit is not None
+        and not (jt.limit.lower or 0.0)
+        and not (jt.limit.upper or 0.0)
+    ]
 
 
 def _joint(jt, source: str) -> Joint:
@@ -215,19 +278,16 @@ def load_urdf(path: str | Path, name: str | None = None, keep_massless: bool = F
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such URDF file")
-    try:
-        head = path.read_bytes()[:4096]
-        head.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text (UTF-8) URDF file") from None
     urdf = _parse(path)
     robot = urdf.robot
     source = str(path)
     _check_graph(robot, source)
+    _check_joints(robot, source)
     inertials = {lk.name: _inertial(lk) for lk in robot.links}
     warnings = [
         w for n, ine in inertials.items() if ine is not None and (w := check_inertial(n, ine, source))
     ]
+    warnings += _limit_warnings(robot)
     joints = [_joint(jt, source) for jt in robot.joints]
     by_child = {jt.child: jt for jt in joints}
     has_children = {jt.parent for jt in joints}

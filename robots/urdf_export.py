@@ -18,6 +18,8 @@ The result is re-imported and checked against the intended parameters (1e-12) be
 
 from __future__ import annotations
 
+import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +58,13 @@ class UrdfExport:
     violations: list[Violation] = field(default_factory=list)  # of written links (only with force)
     inherited: list[Violation] = field(default_factory=list)  # of links left as the input has them
     check_error: float = 0.0  # max |re-imported − intended| over all model links
+    encoding: str = "utf-8"  # the input's (its XML declaration's): `data` encodes the text in it
+    paths_rewritten: int = 0  # relative mesh `filename`s rewritten for the output's folder
+
+    @property
+    def data(self) -> bytes:
+        """The new URDF as bytes in the input's encoding."""
+        return self.text.encode(self.encoding)
 
     def to_dict(self) -> dict:
         return {
@@ -67,6 +76,7 @@ class UrdfExport:
             "violations": [{"link": v.link, "problem": v.what} for v in self.violations],
             "inherited_violations": [{"link": v.link, "problem": v.what} for v in self.inherited],
             "reimport_max_error": self.check_error,
+            "mesh_paths_rewritten": self.paths_rewritten,
         }
 
 
@@ -95,6 +105,25 @@ def target_inertials(model: RobotModel, ps: ParameterSet, prior: dict[str, Inert
     return out
 
 
+SAME_TOL = 1e-12  # a value within this (relative to max(1, |value|)) of the file's is the file's: float noise
+
+
+def same_value(a: float, b: float) -> bool:
+    """`a` is `b` up to the float noise of the parameter conversions (the re-import check's tolerance)."""
+    return abs(a - b) <= SAME_TOL * max(1.0, abs(b))
+
+
+def same_inertial(a: Inertial, b: Inertial) -> bool:
+    """Every mass, CoM and inertia entry of `a` is `b`'s up to float noise."""
+    pairs = zip((a.mass, *a.com, *a.inertia), (b.mass, *b.com, *b.inertia), strict=True)
+    return all(same_value(x, y) for x, y in pairs)
+
+
+def _noise_free(target: dict[str, Inertial], prior: dict[str, Inertial]) -> dict[str, Inertial]:
+    """The target with each link that only differs from the file by float noise set to the file's values."""
+    return {n: prior[n] if same_inertial(t, prior[n]) else t for n, t in target.items()}
+
+
 def changed_links(urdf_path: str | Path, model: RobotModel, ps: ParameterSet) -> list[str]:
     """The model links whose inertials in `ps` differ from the URDF's (what an export rewrites)."""
     prior = file_inertials(urdf_path)
@@ -102,7 +131,7 @@ def changed_links(urdf_path: str | Path, model: RobotModel, ps: ParameterSet) ->
     if missing:
         raise DataError(f"{urdf_path}: has no body link(s) {', '.join(missing)} of robot {model.name!r}")
     target = target_inertials(model, ps, prior)
-    return [lk.name for lk in model.links if target[lk.name] != prior[lk.name]]
+    return [lk.name for lk in model.links if not same_inertial(target[lk.name], prior[lk.name])]
 
 
 def urdf_parameter_set(model: RobotModel, values: dict[str, Inertial], name: str) -> ParameterSet:
@@ -123,6 +152,12 @@ def _floats(text: str) -> list[float] | None:
         return [float(v) for v in text.split()]
     except ValueError:
         return None
+
+
+def _same_floats(text: str, values: list[float]) -> bool:
+    """An attribute's numbers are `values` up to float noise (it is then left as written)."""
+    old = _floats(text)
+    return old is not None and len(old) == len(values) and all(map(same_value, values, old))
 
 
 class _Editor:
@@ -187,7 +222,7 @@ def _rewrite(ed: _Editor, ine_el: Element, new: Inertial) -> None:
     if mass is None:
         ed.add_child(ine_el, f'<mass value="{fmt(new.mass)}"/>')
     else:
-        ed.set_attr(mass, "value", fmt(new.mass), lambda old: _floats(old) == [new.mass])
+        ed.set_attr(mass, "value", fmt(new.mass), lambda old: _same_floats(old, [new.mass]))
     origin = ine_el.child("origin")
     R = np.eye(3)
     xyz = " ".join(fmt(c) for c in new.com)
@@ -200,7 +235,7 @@ def _rewrite(ed: _Editor, ine_el: Element, new: Inertial) -> None:
             if rpy is None or len(rpy) != 3:
                 raise DataError(f"inertial origin rpy {origin.attrs['rpy'].value!r} is not 3 numbers")
             R = rpy_matrix(rpy)
-        ed.set_attr(origin, "xyz", xyz, lambda old: _floats(old) == list(new.com))
+        ed.set_attr(origin, "xyz", xyz, lambda old: _same_floats(old, list(new.com)))
     I_in = R.T @ inertia_matrix(new.inertia) @ R if not np.array_equal(R, np.eye(3)) else None
     vals = [float(I_in[r, c]) for r, c in _SYM] if I_in is not None else list(new.inertia)
     inertia = ine_el.child("inertia")
@@ -209,7 +244,7 @@ def _rewrite(ed: _Editor, ine_el: Element, new: Inertial) -> None:
         ed.add_child(ine_el, f"<inertia {attrs}/>")
         return
     for k, v in zip(_I_KEYS, vals, strict=True):
-        ed.set_attr(inertia, k, fmt(v), lambda old, v=v: _floats(old) == [v])
+        ed.set_attr(inertia, k, fmt(v), lambda old, v=v: _same_floats(old, [v]))
 
 
 def _links(root: Element, source: str) -> dict[str, Element]:
@@ -246,10 +281,10 @@ def read_inertials(path: str | Path) -> dict[str, Inertial]:
     return out
 
 
-def _reimport_error(text: str, urdf_path: Path, want: dict[str, Inertial]) -> float:
+def _reimport_error(text: str, urdf_path: Path, want: dict[str, Inertial], encoding: str = "utf-8") -> float:
     with tempfile.TemporaryDirectory() as tmp:
         p = Path(tmp) / urdf_path.name
-        p.write_text(text, encoding="utf-8")
+        p.write_text(text, encoding=encoding)
         got = read_inertials(p)
     err = 0.0
     for n, w in want.items():
@@ -261,25 +296,26 @@ def _reimport_error(text: str, urdf_path: Path, want: dict[str, Inertial]) -> fl
 
 
 def export_urdf(
-    urdf_path: str | Path, model: RobotModel, ps: ParameterSet, force: bool = False, rewrite_all: bool = False
+    urdf_path: str | Path,
+    model: RobotModel,
+    ps: ParameterSet,
+    force: bool = False,
+    rewrite_all: bool = False,
+    out: str | Path | None = None,
 ) -> UrdfExport:
     """A copy of the URDF `model` was loaded from with `ps`'s inertials; DataError for an inconsistent set
     (naming each link and what is violated) unless `force`. `rewrite_all` rewrites every model link's
-    inertial even when unchanged (a test of the writer)."""
+    inertial even when unchanged (a test of the writer). With `out`, the file the copy goes to, relative mesh
+    paths are rewritten to name the same files from there."""
     urdf_path = Path(urdf_path)
     source = str(urdf_path)
-    try:
-        text = urdf_path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read {urdf_path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{urdf_path}: not a text (UTF-8) URDF file") from None
+    text, encoding = read_urdf_text(urdf_path)
     prior = file_inertials(urdf_path)
     names = [lk.name for lk in model.links]
     missing = [n for n in names if n not in prior]
     if missing:
         raise DataError(f"{source}: has no body link(s) {', '.join(missing)} of robot {model.name!r}")
-    target = target_inertials(model, ps, prior)
+    target = _noise_free(target_inertials(model, ps, prior), prior)
     # Only what this export writes is checked; a link left as it was keeps the input's (possibly
     # inconsistent) values, reported as `inherited`.
     todo = [n for n in names if target[n] != prior[n] or rewrite_all]
@@ -290,9 +326,10 @@ def export_urdf(
     if bad and not force:
         raise DataError(
             "physically inconsistent parameters: " + "; ".join(str(v) for v in bad)
-            + " (--force writes them anyway; --nearest writes the nearest consistent set)"
+            + " (--nearest writes the nearest consistent set; --inconsistent writes them anyway)"
         )  # fmt: skip
-    links = _links(parse_spans(text, source), source)
+    root = parse_spans(text, source)
+    links = _links(root, source)
     ed = _Editor(text)
     changed, inserted = [], []
     for n in todo:
@@ -321,11 +358,48 @@ def export_urdf(
         else:
             continue
         changed.append(n)
+    inertial_edits = [(s, e) for s, e, _ in sorted(ed.edits)]
+    moved = _relocate_paths(ed, root, urdf_path, Path(out)) if out is not None else 0
     new_text = ed.apply()
-    err = _reimport_error(new_text, urdf_path, target) if ed.edits else 0.0
+    err = _reimport_error(new_text, urdf_path, target, encoding) if inertial_edits else 0.0
     if err > 1e-12:
         raise DataError(f"{source}: export check failed: re-imported parameters differ by {err:.3g}")
     return UrdfExport(
-        new_text, changed, inserted, [(s, e) for s, e, _ in sorted(ed.edits)],
-        _max_change(prior, target, names), bad, inherited, err,
+        new_text, changed, inserted, inertial_edits, _max_change(prior, target, names), bad, inherited, err,
+        encoding, moved,
     )  # fmt: skip
+
+
+def read_urdf_text(path: Path) -> tuple[str, str]:
+    """A URDF's text and encoding: the one its XML declaration names (UTF-8 without one)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror}") from None
+    m = re.match(rb"""^(?:\xef\xbb\xbf)?<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""", data)
+    encoding = m.group(1).decode("ascii") if m else "utf-8"
+    try:
+        return data.decode(encoding), encoding
+    except (LookupError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: not text in its declared encoding {encoding} ({exc})") from None
+
+
+def _relocate_paths(ed: _Editor, root: Element, urdf_path: Path, out: Path) -> int:
+    """Rewrite relative `filename` attributes of meshes and textures so they name the same files from the
+    output's folder; `package://`, `file://` and absolute paths stay. Returns how many were rewritten."""
+    src, dst = urdf_path.resolve().parent, out.resolve().parent
+    if src == dst:
+        return 0
+    n = 0
+    stack = [root]
+    while stack:
+        el = stack.pop()
+        stack += el.children
+        a = (
+            el.attrs.get("filename") if el.name in ("mesh", "texture") else None
+        )  # not <plugin filename=lib.so>
+        if a is None or "://" in a.value or "&" in a.value or os.path.isabs(a.value) or not a.value:
+            continue
+        ed.edits.append((a.start, a.end, Path(os.path.relpath(src / a.value, dst)).as_posix()))
+        n += 1
+    return n

@@ -41,10 +41,13 @@ def test_calibration_recovers_each_emulated_cells_gain_error(gains_file):
     assert bg.boards == ("sim0", "sim1") and bg.weight_kg == 10.0
     assert np.abs(errors).max() > 0.01  # there is something to correct
     assert np.allclose(bg.gains * (1 + errors), 1.0, atol=0.004), bg.gains * (1 + errors)
-    # each gain's SE, from its readings' scatter and the tare's, covers its error
+    # each gain's SE from its readings' scatter, with the scale the tare's error puts on its board's four, covers
+    # its error
     off = np.abs(bg.gains * (1 + errors) - 1)
     assert bg.gain_se is not None and np.all((bg.gain_se > 1e-4) & (bg.gain_se < 2e-3)), bg.gain_se
-    assert np.all(off < 5 * bg.gain_se), off / bg.gain_se
+    assert bg.tare_scale_se is not None and np.all((bg.tare_scale_se > 1e-4) & (bg.tare_scale_se < 2e-3))
+    se = np.hypot(bg.gain_se, bg.tare_scale_se[:, None] * bg.gains)
+    assert np.all(off < 5 * se), off / se
 
 
 def test_a_weight_off_its_cells_centre_gives_the_gains_of_a_centred_one():
@@ -64,7 +67,8 @@ def test_a_weight_off_its_cells_centre_gives_the_gains_of_a_centred_one():
     try:
         errors = np.array([b.imp.gain_error for b in world.boards])
         gains = np.array(tare_and_recalibrate(boards, off_centre, 10.0, 0.5, 1.0))
-        se = np.array([b.calibration.gain_se for b in boards])
+        tare = np.array([[b.calibration.tare_scale_se] for b in boards])
+        se = np.hypot([b.calibration.gain_se for b in boards], tare * gains)
     finally:
         for b in boards:
             b.close()
@@ -89,7 +93,12 @@ def test_board_gains_round_trip_and_refusals(tmp_path):
     save_board_gains(bg, tmp_path / "g.json")
     back = load_board_gains(tmp_path / "g.json")
     assert back.boards == bg.boards and np.array_equal(back.gains, bg.gains) and back.endpoint == "bt:A,B"
-    assert np.array_equal(back.gain_se, se)
+    assert np.array_equal(back.gain_se, se) and back.tare_scale_se is None
+    tared = BoardGains(bg.boards, bg.gains, 5.0, "bt:A,B", se, tare_scale_se=np.array([3e-4, 4e-4]))
+    save_board_gains(tared, tmp_path / "t.json")
+    assert np.array_equal(load_board_gains(tmp_path / "t.json").tare_scale_se, [3e-4, 4e-4])
+    with pytest.raises(DataError, match="tare_scale_se"):
+        BoardGains(bg.boards, bg.gains, 5.0, "", se, tare_scale_se=np.array([3e-4]))
     with pytest.raises(DataError, match="gain_se"):
         BoardGains(("a",), np.ones((1, 4)), 5.0, "", np.full((1, 4), -1.0))
     with pytest.raises(DataError, match="2 × 4 gains"):
@@ -124,6 +133,7 @@ def test_a_noisy_standing_run_on_calibrated_boards_weighs_the_robot(gains_file, 
     assert meta["board_gains"]["boards"]["sim1"] == load_board_gains(gains_file).gains[1].tolist()
     bg = load_board_gains(gains_file)
     assert np.allclose(meta["board_gain_se"]["sim1"], bg.gain_se[1] / bg.gains[1])  # relative
+    assert meta["board_gain_tare_se"]["sim1"] == bg.tare_scale_se[1]
     # the cells behind the wrench are recorded beside it, placed: they give the recorded wrench again
     rec = read_dynamic_recording(out / "recording.csv")
     assert rec.cells.shape == (len(rec.t), 8)
@@ -279,6 +289,31 @@ def test_a_run_on_uncalibrated_boards_says_so():
     )  # ideal boards
     assert uncalibrated_boards_note(Namespace(boards="bt:A,B", gains=bg)) is None
     assert uncalibrated_boards_note(Namespace(boards=None, gains=None)) is None  # an arm on its stand
+
+
+def test_each_boards_calibration_tare_is_one_scale_on_its_four_cells():
+    """The tare's error moves a board's four gains alike: one source per board (its four cells' wrench × the
+    relative SD), from run.json's `board_gain_tare_se`, beside the eight per-cell ones."""
+    from poise.cmd_dynamic import RunOf, _gain_rel_se, _gain_sources, _gain_tare_se
+
+    meta = {"board_gains": {"boards": {"sim0": [1.05] * 4, "sim1": [1.0] * 4}},
+            "board_gain_se": {"sim0": [1e-3] * 4, "sim1": [2e-3] * 4},
+            "board_gain_tare_se": {"sim0": 3e-4, "sim1": 5e-4}}  # fmt: skip
+    se, key, _ = _gain_rel_se(meta)
+    tare = _gain_tare_se(meta, se)
+    assert np.allclose(tare, [3e-4, 5e-4])
+    assert _gain_tare_se({**meta, "board_gain_tare_se": {"sim0": 3e-4}}, se) is None  # a board without: none
+    t, q = np.arange(20) * 0.01, np.zeros((20, 12))
+    xy = np.arange(16.0).reshape(8, 2) / 100
+    cells = np.random.default_rng(1).uniform(1.0, 4.0, (20, 8))
+    rec = DynamicRecording("tulip", "right", [f"j{k}" for k in range(12)], t, q, wrench=np.zeros((20, 6)),
+                           meta={"cells_xy_m": " ".join(map(str, xy.ravel()))}, cells=cells)  # fmt: skip
+    run = RunOf("p.json", "sha", {}, None, gain_rel_se=se, gains_key=key, gain_tare_se=tare)
+    found = _gain_sources([[0]], [run], [rec])
+    assert len(found.sources) == 8 + 2
+    levers = cell_levers(xy)
+    assert np.allclose(found.sources[9][0], 5e-4 * 9.80665 * cells[:, 4:] @ levers[4:])
+    assert np.allclose(found.sources[8][0], 3e-4 * 9.80665 * cells[:, :4] @ levers[:4])
 
 
 def test_runs_on_the_same_gains_share_their_errors():

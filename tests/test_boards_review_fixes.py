@@ -191,8 +191,9 @@ def test_tare_ends_with_a_cue_on_stderr(real_boards, monkeypatch, capsys):
     assert main(["boards", "read", "--boards", BT, "--seconds", "0.2", "--tare", "0.3", "--json"]) == 0
     cap = capsys.readouterr()
     assert "tared: step on / put the load on now" in cap.err and "the load stands still" in cap.err
+    assert "the load moved" not in cap.err
     doc = json.loads(cap.out)
-    assert doc["tared"] is True and doc["interrupted"] is False
+    assert doc["tared"] is True and doc["interrupted"] is False and doc["drift_kg"] is None
 
 
 def test_read_after_a_tare_starts_once_the_load_stands_still(real_boards, monkeypatch, capsys):
@@ -207,12 +208,26 @@ def test_read_after_a_tare_starts_once_the_load_stands_still(real_boards, monkey
 
 
 def test_read_after_a_tare_with_nothing_put_on_reads_the_boards_as_they_are(real_boards, monkeypatch, capsys):
-    monkeypatch.setattr(cb, "LOAD_WAIT_S", 0.5)
-    assert main(["boards", "read", "--boards", BT, "--seconds", "0.2", "--tare", "0.3", "--json"]) == 0
+    args = ["boards", "read", "--boards", BT, "--seconds", "0.2", "--tare", "0.3", "--json"]
+    assert main([*args, "--wait-s", "0.5"]) == 0
     cap = capsys.readouterr()
     assert "no load held still within 0.5 s: reading the boards as they are" in " ".join(cap.err.split())
     doc = json.loads(cap.out)
     assert doc["settled_after_s"] is None and abs(doc["boards"][0]["total_kg"]) < 0.1
+    began = time.monotonic()
+    assert main([*args, "--wait-s", "0"]) == 0  # no wait at all
+    assert time.monotonic() - began < 0.5 + 2.0 and json.loads(capsys.readouterr().out)["settled_after_s"] is None
+
+
+def test_a_load_that_moves_during_the_reading_is_warned(real_boards, monkeypatch, capsys):
+    """Read at once after the tare (--wait-s 0) while the weight goes on: the reading holds both, and says so."""
+    _stepping_on(monkeypatch, real_boards, [(0.3, 10.0)])
+    assert main(["boards", "read", "--boards", BT, "--seconds", "0.8", "--tare", "0.3", "--wait-s", "0",
+                 "--json"]) == 0  # fmt: skip
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert doc["drift_kg"] > 2 * 5.0  # both boards' weights arrived within the window
+    assert "the load moved by" in " ".join(cap.err.split())
 
 
 # -- 5: reconnect status

@@ -179,6 +179,8 @@ def test_gyros_in_degrees_per_second_are_named_before_the_fit(tmp_path, capsys):
     rec = simulate(SimConfig(duration=4.0, seed=5), make_plan(4.0, 3)).recording
     dg.check_recording(rec)  # as simulated, in rad/s
     assert dg.gyro_excess(rec) < 1.5
+    biased = dataclasses.replace(rec, gyro1=rec.gyro1 + 2.0, gyro2=rec.gyro2 - 2.0)  # biases are no motion
+    assert dg.gyro_excess(biased) == pytest.approx(dg.gyro_excess(rec), rel=1e-3)
     degrees = dataclasses.replace(rec, gyro1=np.degrees(rec.gyro1), gyro2=np.degrees(rec.gyro2))
     err = _refused(tmp_path, capsys, degrees)
     assert "deg/s" in err and "rad/s" in err and "faster than the encoders" in err

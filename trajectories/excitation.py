@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import casadi as ca
@@ -116,8 +116,14 @@ class ExcitationSettings:
     # dynamic` fits them — a motion that excites friction apart from gravity (one that never reverses a joint has
     # a Coulomb column as constant as a gravity term)
     friction: bool = False
+    # free motion: every joint's position std over the criterion grid ≥ this fraction of that of the largest
+    # fundamental sinusoid its limits allow (`excursion_floor`): column scaling makes κ blind to a joint left still
+    # (a 2-joint arm's j1 spanned 0.0006 rad at scaled κ 1.98); 0: no floor
+    min_excursion: float = 0.25
 
     def validate(self) -> None:
+        if not (np.isfinite(self.min_excursion) and 0 <= self.min_excursion <= 1):
+            raise DataError(f"min_excursion must be in [0, 1], got {self.min_excursion}")
         if self.friction and self.motion != "free":
             raise DataError(f"friction columns are the joint torques' (a fixed-base arm); a {self.motion} motion "
                             "is identified from the boards' wrench")  # fmt: skip
@@ -602,7 +608,26 @@ def position_range(model: RobotModel, margin: float) -> tuple[np.ndarray, np.nda
     return lo, hi
 
 
+def check_rate_limits(model: RobotModel) -> None:
+    """DataError naming the joints whose velocity or effort limit is zero or missing (CAD URDFs often leave them
+    out): a design bounds its speed and torques by them, and without them would run unbounded or not at all."""
+    bad = []
+    for name, v, e in zip(model.joint_names, model.velocity_limit, model.effort_limit, strict=True):
+        what = [f"{kind} {'missing' if not np.isfinite(x) else f'{x:g}'}"
+                for kind, x in (("velocity", v), ("effort", e)) if not (np.isfinite(x) and x > 0)]  # fmt: skip
+        if what:
+            bad.append(f"{name} ({', '.join(what)})")
+    if bad:
+        raise DataError(
+            f"joint limit(s) zero or missing: {'; '.join(bad)}; a design needs every joint's velocity [rad/s] and "
+            "effort [N·m] limits: set them in a robot description (.poise.toml: [joint_limits.NAME] velocity = …, "
+            'effort = …, README "Robot descriptions")'
+        )
+
+
 def _limits(model: RobotModel, settings: ExcitationSettings):
+    """Position range less the margin, and the velocity, acceleration and effort limits less their fractions."""
+    check_rate_limits(model)
     lo, hi = position_range(model, settings.position_margin)
     vmax = model.velocity_limit * settings.velocity_fraction
     amax = acceleration_limits(model, settings.acceleration_default) * settings.acceleration_fraction
@@ -709,10 +734,13 @@ def fourier_problem(x, W, tau, g, lbg, ubg, db, limits, params, base, nodes, **e
     }  # fmt: skip  (callbacks in `nodes` must outlive the solver)
 
 
-def design_problem(model: RobotModel, settings: ExcitationSettings, torque_rows: bool = True):
+def design_problem(
+    model: RobotModel, settings: ExcitationSettings, torque_rows: bool = True, excursion_rows: bool = False
+):
     """The NLP pieces: decision X ((1+2L) × n coefficients or (waypoints+2) × n, vec), W(X) (MX), constraints
     g(X) with bounds, helpers.
-    `torque_rows` False leaves the torque limits out of g (`tau_fun` still evaluates them): see `optimise`."""
+    `torque_rows` False leaves the torque limits out of g (`tau_fun` still evaluates them); `excursion_rows` True
+    adds every joint's minimum excursion (`excursion_floor`): see `optimise`."""
     settings.validate()
     base = settings.base or model.root
     params = settings.params or next(iter(model.params))
@@ -744,12 +772,68 @@ def design_problem(model: RobotModel, settings: ExcitationSettings, torque_rows:
         g.append(tau)
         lbg.append(np.repeat(-tmax, K))  # rows ordered by joint, then sample (as W's)
         ubg.append(np.repeat(tmax, K))
+    if excursion_rows:  # variance of each joint's angle over the grid ≥ the floor squared
+        g.append(grid_variances(P, X))
+        lbg.append(excursion_floor(model, settings) ** 2)
+        ubg.append(np.full(n, np.inf))
     nodes = [tau_node] + clearance_rows(model, settings, params, (P, V, A), x, g, lbg, ubg)
     symbols = list(db.symbols) + (friction_symbols(model) if settings.friction else [])
     return fourier_problem(
         x, W, tau, g, lbg, ubg, db, (lo, hi, vmax, amax, tmax), params, base, nodes, symbols=symbols,
         linear=linear,
     )  # fmt: skip
+
+
+def grid_variances(P: np.ndarray, X) -> ca.MX:
+    """Each joint's angle variance over the grid q = P X (n × 1): quadratic in the design's coefficients."""
+    C = P - P.mean(axis=0)
+    M = C.T @ C / P.shape[0]
+    return ca.transpose(ca.sum1(X * (ca.DM(M) @ X)))
+
+
+def excursion_floor(model: RobotModel, settings: ExcitationSettings) -> np.ndarray:
+    """Per joint, the least std of its angle (rad) a free design keeps: `min_excursion` × that of the largest
+    sinusoid at the fundamental frequency its position, velocity and acceleration limits allow (A/√2). Over a
+    period the RMS velocity is then at least 2π/period × this (Wirtinger), so friction and inertia see motion."""
+    lo, hi, vmax, amax, _ = _limits(model, settings)
+    w = 2 * math.pi / settings.period
+    amplitude = np.minimum.reduce([(hi - lo) / 2, vmax / w, amax / w**2])
+    return settings.min_excursion * amplitude / math.sqrt(2)
+
+
+def short_joints(
+    model: RobotModel, settings: ExcitationSettings, x: np.ndarray, slack: float = 1.0
+) -> list[int]:
+    """The joints whose angle std on the criterion grid falls below `slack` × `excursion_floor`."""
+    P, _, _ = design_bases(settings, design_times(settings, settings.samples))
+    q = P @ np.asarray(x, float).reshape(P.shape[1], model.nq, order="F")
+    return [int(j) for j in np.flatnonzero(q.std(axis=0) < slack * excursion_floor(model, settings))]
+
+
+def solve_free(
+    model: RobotModel, settings: ExcitationSettings, x0: np.ndarray, prior: Prior | None
+) -> tuple[dict, np.ndarray, int, str, list[dict]]:
+    """`solve_lazy_torques` on the free-motion problem, then the joints' excursion floor the same lazy way: a
+    design that leaves a joint short is solved again (last stage) with the floor's rows — designs that move
+    every joint enough are unchanged."""
+    prob, x, iterations, status, stages = solve_lazy_torques(
+        lambda rows: design_problem(model, settings, torque_rows=rows), settings, x0, prior
+    )
+    short = short_joints(model, settings, x)
+    if not short:
+        return prob, x, iterations, status, stages
+    torques = any(st.get("torque_rows") for st in stages)
+    for rows in (torques, True) if not torques else (True,):
+        prob = design_problem(model, settings, torque_rows=rows, excursion_rows=True)
+        x, extra, status, again = solve_stages(prob, settings, prior, x, last_only=True)
+        iterations += extra
+        names = [model.joint_names[j] for j in short]
+        stages += [{**st, "excursion_rows": names} | ({"torque_rows": True} if rows else {}) for st in again]
+        ratio = _torque_ratio(prob, x) if np.all(np.isfinite(prob["limits"][4])) else None
+        stages[-1]["torque_ratio"] = ratio
+        if ratio is None or ratio <= 1.0:
+            break
+    return prob, x, iterations, status, stages
 
 
 def friction_columns(qd: ca.SX) -> ca.SX:
@@ -932,9 +1016,7 @@ def optimise(
         return optimise_single_support(model, settings, seed, prior)
     t0 = time.perf_counter()
     x0 = start if start is not None else random_start(model, settings, np.random.default_rng(seed))
-    prob, x, iterations, status, stages = solve_lazy_torques(
-        lambda rows: design_problem(model, settings, torque_rows=rows), settings, np.asarray(x0, float), prior
-    )
+    prob, x, iterations, status, stages = solve_free(model, settings, np.asarray(x0, float), prior)
     x = onto_equalities(*prob["linear"], x)
     traj = design_trajectory(settings, x.reshape(-1, model.nq, order="F"))
     W = np.asarray(prob["W_fun"](x))
@@ -953,4 +1035,36 @@ def optimise(
         rest_posture=rest_posture(model, settings),
     )
     result.verification = check.to_dict()
+    still_short(model, settings, x, result.verification)
     return result
+
+
+# A joint whose angle SD stays below this share of its excursion floor barely moves: a plan fails verification (the
+# designer's, `plan check`'s, the run's). The design aims at the floor itself; one stopped at --max-iter may fall
+# somewhat short of it, which is no failure.
+BARELY = 0.25
+
+
+def barely_moving(joint_names: Sequence[str], q: np.ndarray, floor: np.ndarray) -> str | None:
+    """One problem line naming the joints whose angle SD over the samples q (K, n) stays below BARELY × their
+    excursion floor (rad, `excursion_floor`): such a motion cannot identify what those joints carry; None."""
+    sd, floor = np.asarray(q, float).std(axis=0), np.asarray(floor, float)
+    short = np.flatnonzero(sd < BARELY * floor)
+    if not len(short):
+        return None
+    named = ", ".join(f"{joint_names[j]} (SD {sd[j]:.3g} < {BARELY * floor[j]:.3g} rad)" for j in short)
+    return (f"joint(s) {named} barely move: below {BARELY:g} of the excursion floor (`min_excursion` of the largest "
+            "sinusoid their limits allow)")  # fmt: skip
+
+
+def still_short(model: RobotModel, settings: ExcitationSettings, x: np.ndarray, verification: dict) -> None:
+    """Adds a verification problem naming the joints the design leaves barely moving (`barely_moving`, on the
+    criterion grid)."""
+    if settings.min_excursion <= 0:
+        return
+    P, _, _ = design_bases(settings, design_times(settings, settings.samples))
+    q = P @ np.asarray(x, float).reshape(P.shape[1], model.nq, order="F")
+    problem = barely_moving(model.joint_names, q, excursion_floor(model, settings))
+    if problem:
+        verification["problems"] = [*verification.get("problems", []), problem]
+        verification["ok"] = False

@@ -86,10 +86,29 @@ class FourierTrajectory:
 
     @classmethod
     def from_json(cls, d: dict) -> FourierTrajectory:
+        """From `to_json`'s object, every value a JSON number (a quoted "0.5" is refused, naming its field, as
+        the plan's rate_hz is)."""
+        if not isinstance(d, dict):
+            raise DataError(f"malformed Fourier trajectory (an object expected, got {type(d).__name__})")
+        missing = [k for k in ("period_s", "duration_s", "q0", "a", "b") if k not in d]
+        if missing:
+            raise DataError(f"malformed Fourier trajectory (missing {', '.join(repr(k) for k in missing)})")
+        for key in ("period_s", "duration_s", "q0", "a", "b"):
+            _numbers(d[key], key)
         try:
             return cls(float(d["period_s"]), float(d["duration_s"]), d["q0"], d["a"], d["b"])
-        except (KeyError, TypeError, ValueError) as exc:
+        except (TypeError, ValueError) as exc:
             raise DataError(f"malformed Fourier trajectory ({exc})") from None
+
+
+def _numbers(value, where: str) -> None:
+    """DataError naming `where` (e.g. a[2][1]) when `value`, or any item of its nested lists, is not a JSON number
+    (a string or a boolean is not silently converted)."""
+    if isinstance(value, list):
+        for k, item in enumerate(value):
+            _numbers(item, f"{where}[{k}]")
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise DataError(f"Fourier trajectory {where}: expected a number, got {value!r}")
 
 
 def basis(t: np.ndarray, harmonics: int, omega: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -58,6 +58,8 @@ def make_plan(
             "base_parameters": list(result.base_symbols),
             "verification": _finite(result.verification),
             "stages": _finite(result.stages),  # the criterion's stages: sharpness, status, iterations, κ
+            # rad per joint: the angle SD a free motion aims at; `plan check` fails one that barely moves
+            "excursion_floor_rad": _floor(model, settings),
         },
         settings=settings_dict(settings),
         seed=seed,
@@ -65,6 +67,15 @@ def make_plan(
 
 
 STANDING = ("double-support", "single-support")  # motions whose ZMP the plan keeps inside the soles
+
+
+def _floor(model: RobotModel, settings: ExcitationSettings) -> list[float] | None:
+    """A free motion's excursion floor per joint (rad; `excursion_floor`), None for a standing one or no floor."""
+    from trajectories.excitation import excursion_floor
+
+    if settings.motion != "free" or settings.min_excursion <= 0:
+        return None
+    return [float(v) for v in excursion_floor(model, settings)]
 
 
 def _finite(v):
@@ -155,7 +166,7 @@ def check_plan(
     placement box and feet gap); `poise run` refuses on the same result."""
     from robots.stance import other_sole_problems
     from trajectories.closed_chain import ClosedChainTrajectory
-    from trajectories.verify import DEFAULT_ACCELERATION, check_trajectory
+    from trajectories.verify import DEFAULT_ACCELERATION, check_trajectory, sample_grid
 
     ps = params or plan.params or next(iter(model.params))
     model.parameter_set(ps)
@@ -177,6 +188,13 @@ def check_plan(
     if isinstance(traj, ClosedChainTrajectory):  # where the held sole stands
         where = other_sole_problems(model, traj.chain.base, traj.chain.ground_pose())
         check.problems += [f"placement: {m}" for m in where]
+    floor = (plan.design or {}).get("excursion_floor_rad")
+    if floor is not None and len(floor) == model.nq:  # the designer's own check of the joints' motion
+        from trajectories.excitation import barely_moving
+
+        q, _, _ = traj.sample(sample_grid(traj, max(dt, traj.duration / 20000)))  # an SD needs no finer grid
+        if problem := barely_moving(model.joint_names, q, np.asarray(floor, dtype=float)):
+            check.problems.append(problem)
     return check
 
 

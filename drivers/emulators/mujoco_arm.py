@@ -28,7 +28,16 @@ def mujoco_from_urdf_text(text: str):
     try:
         return mujoco.MjModel.from_xml_string(text)
     except ValueError as exc:
-        raise DataError(f"MuJoCo cannot load the robot: {exc}") from None
+        raise DataError(_load_error(str(exc))) from None
+
+
+def _load_error(msg: str) -> str:
+    """MuJoCo's load error as one line, naming the link for its best-known one (a moving body without mass)."""
+    body = re.search(r"Element name '([^']*)'", msg)
+    if "mjMINVAL" in msg and body:
+        return (f"MuJoCo cannot simulate link {body.group(1)!r}: a joint moves it but it has no mass or no inertia; "
+                "give it an <inertial> (mass and inertia > 0) or a --truth set that does")  # fmt: skip
+    return "MuJoCo cannot load the robot: " + " ".join(msg.replace("Error:", "").split())
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,10 @@ def arm_efforts(
 
     rng = rng or np.random.default_rng(0)
     m = mujoco_from_urdf_text(model_to_urdf(model, truth))
+    mimics = [jt.name for jt in model.joints if jt.mimic is not None]
+    if m.nv != model.nq and mimics:
+        raise DataError(f"the MuJoCo twin cannot simulate {model.name!r}: it moves mimic joint(s) "
+                        f"{', '.join(mimics)} as independent joints, not coupled to the joints they follow")  # fmt: skip
     names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, i) for i in range(m.njnt)]
     try:
         dof = np.array([m.jnt_dofadr[names.index(j)] for j in model.joint_names])

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 REF_KG = np.array([0.0, 17.0, 34.0])
+# Loads whose readings are this ill-conditioned (one near each cell gives about 1, 10 % of it on a neighbour 1.2)
+# do not tell the cells apart: a few grams of noise would move the gains by percent.
+MAX_COND = 10.0
 
 
 @dataclass
@@ -25,6 +28,7 @@ class Calibration:
     gain_se: np.ndarray | None = None  # the gains' standard errors from the recalibration's readings
     offset_se: np.ndarray | None = None  # the tare's standard errors (kg) from the scatter of its readings
     noise_sd: np.ndarray | None = None  # kg: each cell's reading-to-reading SD in the tare (its noise)
+    tare_scale_se: float | None = None  # relative: the scale the recalibration's tare error puts on every gain
 
     def __post_init__(self) -> None:
         self.raw = np.asarray(self.raw, dtype=float).reshape(3, 4)
@@ -73,14 +77,16 @@ class Calibration:
         self.offset_se = self.noise_sd / np.sqrt(len(kg)) if len(kg) > 1 else None
 
     def recalibrate(self, loads: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """Per-cell gains from known loads: pairs (true per-cell kg (4,), raw samples (n, 4)).
+        """Per-cell gains from known loads: pairs (the load per cell, kg (4,): only its total counts, not where it
+        stands; raw samples (n, 4)), one load near each cell at least.
 
         Wherever a load stands on the board, the cells carry all of it between them: Σ_c gain_c · tared_c = the
-        load's total, one equation per load, solved by least squares (four loads, one near each cell, determine
-        the four gains). A weight a little off its cell's centre, its neighbour carrying part of it, thus gives
-        the gains a weight right above the cell would. Returns and applies the gains. `gain_se`: their standard
-        errors from the scatter of the readings (independent reports) and the tare's (`offset_se`)."""
-        rows, totals, row_var = [], [], []
+        load's total, one equation per load, solved by least squares. A weight a little off its cell's centre,
+        its neighbour carrying part of it, thus gives the gains a weight right above the cell would. Returns and
+        applies the gains. `gain_se`: each gain's SE from the scatter of its readings (independent reports; each
+        gain's own, nearly independent of the others'); `tare_scale_se`: the relative SD of the scale the tare's
+        error puts on all four gains alike (every equation shares it)."""
+        rows, totals, tared_all = [], [], []
         carried = np.zeros(4, bool)
         for true_kg, raw in loads:
             true_kg = np.asarray(true_kg, float)
@@ -88,17 +94,20 @@ class Calibration:
             carried |= true_kg > 0
             rows.append(tared.mean(axis=0))
             totals.append(true_kg.sum())
-            row_var.append(tared.var(axis=0, ddof=1) / len(tared) if len(tared) > 1 else np.zeros(4))
+            tared_all.append(tared)
         if not carried.all():
             raise ValueError("recalibration needs a known load on every cell")
         R, w = np.array(rows), np.array(totals)
-        if np.linalg.matrix_rank(R) < 4:
-            raise ValueError("the loads' readings do not tell the cells apart: place the weight near each cell")
+        if len(R) < 4 or np.linalg.cond(R) > MAX_COND:
+            raise ValueError("the loads' readings do not tell the cells apart: place the weight near each cell in turn")
         pinv = np.linalg.pinv(R)
         self.gain = pinv @ w
-        # each equation's error from its readings' means, and the tare's error, which every equation shares
-        cov = np.diag(np.array(row_var) @ self.gain**2)
-        if self.offset_se is not None:
-            cov = cov + np.sum((self.gain * self.offset_se) ** 2)
-        self.gain_se = np.sqrt(np.einsum("ck,kl,cl->c", pinv, cov, pinv))
+        # each equation's error: the scatter of its gain-weighted total over its reports (cells' correlations in)
+        eq_var = np.array([(t @ self.gain).var(ddof=1) / len(t) if len(t) > 1 else 0.0 for t in tared_all])
+        self.gain_se = np.sqrt((pinv**2) @ eq_var)
+        # the tare's error −Σ g_c ε_c is one offset on every equation: it moves the gains by −pinv·1·Σ g ε, close to
+        # a common relative scale Σ g ε / the load
+        self.tare_scale_se = (
+            None if self.offset_se is None else float(np.linalg.norm(self.gain * self.offset_se) / np.mean(w))
+        )
         return self.gain

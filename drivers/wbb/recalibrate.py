@@ -84,7 +84,7 @@ def recalibrate_boards(
                     off = [m for b, tared, _ in read if (m := _off_cell(b.name, tared, c, weight_kg))]
                     if not off:
                         break
-                    if retry is None or attempt == tries:  # a gain from such a reading would be wrong
+                    if retry is None or attempt == tries:  # the weight is not where the person was asked to put it
                         raise DeviceError(off[0])
                     retry(f"{off[0]}, then press Enter ")
                     continue
@@ -128,8 +128,9 @@ OFF_CELL_SHARE = 0.1  # of the weight: more on another cell, and the weight was 
 
 def _off_cell(name: str, tared: np.ndarray, cell: int, weight_kg: float) -> str | None:
     """A weight right above one cell loads that cell alone: what is wrong when another cell carries more than
-    OFF_CELL_SHARE of it too (a gain from such a reading would be wrong), naming that cell; None when right.
-    `tared`: board `name`'s mean tared cell loads (`_tared_over_noise`)."""
+    OFF_CELL_SHARE of it too, naming that cell; None when right. The gains' equations hold wherever the weight
+    stands, but a weight that far off is not where the person was asked to put it (placed on the wrong cell, or
+    while the board was being moved). `tared`: board `name`'s mean tared cell loads (`_tared_over_noise`)."""
     others = [k for k in range(4) if k != cell]
     worst = max(others, key=lambda k: abs(tared[k]))
     if abs(tared[worst]) <= OFF_CELL_SHARE * weight_kg:

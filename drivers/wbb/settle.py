@@ -28,7 +28,7 @@ def wait_for_load(
     began = monotonic()
     recent: collections.deque[tuple[float, float]] = collections.deque()
     last = np.zeros(len(boards))
-    while (now := monotonic()) - began < timeout_s:
+    while monotonic() - began < timeout_s:
         time.sleep(poll_s)
         for k, b in enumerate(boards):
             b.check()
@@ -38,12 +38,23 @@ def wait_for_load(
         now = monotonic()
         total = float(last.sum())
         recent.append((now, total))
-        while recent and recent[0][0] < now - STILL_S:
+        while len(recent) > 1 and recent[1][0] <= now - STILL_S:  # keep one reading at least STILL_S old
             recent.popleft()
         span = max(t for _, t in recent) - min(t for _, t in recent)
-        held = now - recent[0][0] >= STILL_S - 2 * poll_s
+        held = now - recent[0][0] >= STILL_S - poll_s / 2  # the polls' own timing aside
         if total >= ARRIVED_KG and held and span <= max(STILL_KG, STILL_SHARE * total):
             return now - began
         if total < ARRIVED_KG:  # the stillness is the load's: it counts from its arrival
             recent.clear()
     return None
+
+
+def drifted(totals: list[float]) -> float | None:
+    """How far a reading's total moved (kg, last quarter's mean − first quarter's) when that is beyond what
+    `wait_for_load` calls still (the load stepped on, or off, during the reading); None when it held still.
+    `totals`: the boards' total at each poll, in order."""
+    n = len(totals) // 4
+    if n == 0:
+        return None
+    first, last = float(np.mean(totals[:n])), float(np.mean(totals[-n:]))
+    return last - first if abs(last - first) > max(STILL_KG, STILL_SHARE * abs(last)) else None

@@ -102,23 +102,33 @@ def forecast_plans(
 
 def _check_memory(trajs: list, rate: float, nq: int) -> None:
     """DataError naming a rate that fits when the plans' samples at `rate` would hold more than STATE_BYTES."""
-    per_sample = BYTES_PER_SAMPLE_JOINT * (nq + 1)
-    # `sample_grid`'s count, without making the grid
-    samples = sum(max(2, math.ceil(traj.duration / (1.0 / rate)) + 1) for _, traj, _ in trajs)
+    check_memory([traj.duration for _, traj, _ in trajs], rate, BYTES_PER_SAMPLE_JOINT * (nq + 1),
+                 "the forecast would hold about {gib} of joint states")  # fmt: skip
+
+
+def check_memory(durations: Sequence[float], rate: float, per_sample: float, holds: str) -> None:
+    """DataError naming a --rate-hz that fits when motions of `durations` s sampled at `rate` (as `sample_grid`
+    counts: ⌈D·r⌉ + 1 samples each) at `per_sample` bytes a sample would take more than STATE_BYTES; `holds`
+    says what takes them, its "{gib}" the size."""
+    samples = sum(max(2, math.ceil(d * rate) + 1) for d in durations)
     if samples * per_sample <= STATE_BYTES:
         return
-    seconds = sum(traj.duration for _, traj, _ in trajs)
-    # ⌈D·r⌉ + 1 ≤ D·r + 2 samples a plan
-    fits = math.floor((STATE_BYTES / per_sample - 2 * len(trajs)) / seconds)
-    raise DataError(f"{seconds:g} s of motion at {rate:g} Hz is {samples:,} samples: the forecast would hold about "
-                    f"{samples * per_sample / 2**30:.1f} GiB of joint states, over the {STATE_BYTES / 2**30:g} GiB "
-                    f"it allows itself — give --rate-hz {fits:g} or less")  # fmt: skip
+    seconds = sum(durations)
+    fits = math.floor((STATE_BYTES / per_sample - 2 * len(durations)) / seconds)  # ⌈D·r⌉ + 1 ≤ D·r + 2
+    gib = f"{samples * per_sample / 2**30:.1f} GiB"
+    raise DataError(f"{seconds:g} s of motion at {rate:g} Hz is {samples:,} samples: {holds.format(gib=gib)}, over "
+                    f"the {STATE_BYTES / 2**30:g} GiB it allows itself — give --rate-hz {fits:g} or less")  # fmt: skip
 
 
 def _check_cutoff(name: str, meta: dict, duration: float, rate: float) -> None:
-    """The fit's cut-off for this plan's motion (`identify.dynamic.default_cutoff`) needs a recording rate above
-    twice it: DataError naming the --rate-hz that does (`identify dynamic`'s own message points at its
-    --cutoff-hz, which a forecast does not have)."""
+    """The fit's cut-off for this plan's motion needs a recording rate above twice it (`check_band_rate`)."""
+    check_band_rate(name, meta, duration, rate, "a recording")
+
+
+def band_rate(meta: dict, duration: float) -> tuple[float, float, str]:
+    """The lowest whole rate (Hz) above twice the cut-off `identify dynamic` fits a plan's motion with
+    (`identify.dynamic.band_cutoff` of its declared `motion_band_hz`, else the fit's default), that cut-off, and
+    why it is that."""
     from identify.dynamic import DEFAULT_CUTOFF_HZ, band_cutoff
 
     if "motion_band_hz" not in meta:
@@ -126,12 +136,36 @@ def _check_cutoff(name: str, meta: dict, duration: float, rate: float) -> None:
     else:
         band = float(meta["motion_band_hz"])
         fc, why = band_cutoff(band, duration), f"its motion's band {band:g} Hz"
+    return math.floor(2 * fc) + 1, fc, why
+
+
+def check_band_rate(name: str, meta: dict, duration: float, rate: float, what: str) -> None:
+    """DataError naming the --rate-hz that carries a plan's motion when `rate` is at or below twice the fit's
+    cut-off for it (`band_rate`): `what` (a recording, setpoints) at `rate` would alias the motion, and `identify
+    dynamic`'s own message points at its --cutoff-hz, which neither `plan forecast` nor `plan sample` has."""
+    need, fc, why = band_rate(meta, duration)
     if fc < rate / 2:
         return
-    need = math.floor(2 * fc) + 1
     raise DataError(f"{name}: identify dynamic fits this motion with a {fc:.3g} Hz cut-off ({why}), at or above half "
-                    f"the sample rate of a recording at {rate:g} Hz ({rate / 2:g} Hz): give --rate-hz {need:g} or "
+                    f"the sample rate of {what} at {rate:g} Hz ({rate / 2:g} Hz): give --rate-hz {need:g} or "
                     "more")  # fmt: skip
+
+
+def plan_problems(plans: Sequence[TrajectoryPlan], names: Sequence[str]) -> list[str]:
+    """What `plan check PLAN` finds wrong in each plan (`trajectories.plan.check_plan`, its 1 ms grid), each problem
+    prefixed by the plan's name: a forecast of a plan `poise run` refuses is of a run that will not happen."""
+    from trajectories.plan import check_plan, plan_model, plan_trajectory
+
+    out = []
+    for name, p in zip(names, plans, strict=True):
+        model = plan_model(p)
+        traj = plan_trajectory(p, model)
+        try:
+            problems = check_plan(p, model, traj).problems
+        except DataError as exc:  # e.g. a closed chain that does not close at some sample
+            problems = [str(exc)]
+        out += [f"{name}: {msg}" for msg in problems]
+    return out
 
 
 def _unexcited_by_plans(exc, plan: TrajectoryPlan, names: Sequence[str], friction: bool):

@@ -13,14 +13,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from formats.errors import DataError
 from robots.parallel import in_processes
 from trajectories.excitation import ExcitationResult, ExcitationSettings
-from trajectories.multistart import design_one
+from trajectories.multistart import design_one, settings_dict
 from trajectories.plan import make_plan
 
 VERDICTS = ("one run", "repeated", "beyond", "infeasible", "zero guess")
@@ -44,6 +44,7 @@ class ParameterReach:
     verdict: str
     seconds: float  # its design's time
     unit: str = ""  # kg, kg·m or kg·m²
+    alone_verified: bool = True  # its own design passes verification (else its forecast is not counted)
 
 
 @dataclass
@@ -55,7 +56,13 @@ class Reach:
     noise: list[float]
     well_pct: float
     practical_s: float
-    all_at_once_determined: list[str]
+    all_at_once_determined: list[str]  # none when the design for all fails verification
+    all_at_once_verified: bool = True
+    rate_hz: float = 100.0
+    seed: int = 1
+    settings: ExcitationSettings | None = None  # the design for all's (each ϑk's adds its focus)
+    friction_fitted: bool = True  # the forecasts fit each arm joint's friction, as `identify dynamic` does
+    plans: dict = field(default_factory=dict)  # label ("all", "ϑk") → its TrajectoryPlan
 
     def symbols(self, verdict: str) -> list[str]:
         return [p.symbol for p in self.parameters if p.verdict == verdict]
@@ -69,6 +76,12 @@ class Reach:
             "noise": self.noise,
             "well_pct": self.well_pct,
             "practical_s": self.practical_s,
+            "rate_hz": self.rate_hz,
+            "seed": self.seed,
+            "motion": self.settings.motion if self.settings else None,
+            "friction_fitted": self.friction_fitted,
+            "settings": settings_dict(self.settings) if self.settings else None,
+            "all_at_once_verified": self.all_at_once_verified,
             **{key: self.symbols(v) for key, v in zip(
                 ("one_run", "if_repeated", "beyond_practical", "infeasible", "zero_guess"), VERDICTS, strict=True)},
             "all_at_once_determined": self.all_at_once_determined,
@@ -77,7 +90,7 @@ class Reach:
                  "rel_se_pct": num(p.rel_se_pct),
                  "needed_s": num(p.needed_s), "best_design": p.best_design,
                  "alone_rel_se_pct": num(p.alone_rel_se_pct), "all_at_once_rel_se_pct": num(p.all_at_once_rel_se_pct),
-                 "verdict": p.verdict, "seconds": p.seconds}
+                 "alone_verified": p.alone_verified, "verdict": p.verdict, "seconds": p.seconds}
                 for p in self.parameters
             ],
         }  # fmt: skip
@@ -95,10 +108,12 @@ def parameter_reach(
     practical_s: float | None = None,
     workers: int | None = None,
     on_design: Callable[[str], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
 ) -> Reach:
     """Design one run for every base parameter in `which` (0-based; default all) alone and one for all at once
     (logvar, raw units, rows weighted by the noise when standing), in worker processes, and forecast each under
-    white `noise` per recorded sample (`plan forecast`'s). `on_design(label)` after each design."""
+    white `noise` per recorded sample (`plan forecast`'s). `on_design(label)` after each design, `on_total(n)` when
+    the number of designs is known (with `which` none: after the design for all)."""
     from identify.forecast import UnexcitedError, practical_length
     from poise.workflows.plan_forecast import forecast_plans
 
@@ -116,10 +131,13 @@ def parameter_reach(
         if not which:
             raise DataError("name at least one base parameter")
         jobs |= {f"ϑ{k + 1}": replace(base, focus=(k,)) for k in which}
+    if on_total:
+        on_total(len(jobs))
     results = _design(robot, jobs, seed, workers, on_design)
+    plans = {}
 
     def forecast(res: ExcitationResult, s: ExcitationSettings, label: str):
-        plan = make_plan(robot, model, res, s, seed, rate_hz)
+        plan = plans[label] = make_plan(robot, model, res, s, seed, rate_hz)
         # as `identify dynamic` fits an arm by default: with friction (a standing robot has none to fit)
         try:
             return forecast_plans([plan], [robot], noise, rate_hz=rate_hz, friction=True).forecast
@@ -131,13 +149,16 @@ def parameter_reach(
     if which is None:  # now that the base is known
         which = list(range(nb))
         more = {f"ϑ{k + 1}": replace(base, focus=(k,)) for k in which}
+        if on_total:
+            on_total(1 + len(more))
         results |= _design(robot, more, seed, workers, on_design)
         jobs |= more
     elif max(which) >= nb:
         raise DataError(f"ϑ{max(which) + 1} is not a base inertial parameter of this motion (ϑ1–ϑ{nb})")
     if list(results["all"].base_symbols[:nb]) != list(every.symbols[:nb]):
         raise DataError("the design's base parameters are not the fit's: cannot match them by name")
-    now, _, _ = every.determined(well_pct, practical_s)
+    all_ok = bool(results["all"].verification.get("ok"))
+    now = every.determined(well_pct, practical_s)[0] if all_ok else []
     out = []
     for k in which:
         label = f"ϑ{k + 1}"
@@ -145,7 +166,7 @@ def parameter_reach(
         fc = forecast(res, jobs[label], label)
         alone, other = float(fc.rel_se_pct[k]), float(every.rel_se_pct[k])
         tried = [(alone, float(fc.needed_s(well_pct)[k]), "alone")] if res.verification.get("ok") else []
-        if results["all"].verification.get("ok"):
+        if all_ok:
             tried.append((other, float(every.needed_s(well_pct)[k]), "all"))
         rel, need, best = min(tried, key=lambda r: r[0]) if tried else (alone, math.inf, "alone")
         verdict = (
@@ -154,9 +175,11 @@ def parameter_reach(
             else "one run" if rel < well_pct else "repeated" if need <= practical_s else "beyond"
         )  # fmt: skip
         out.append(ParameterReach(fc.symbols[k], fc.formulas[k], float(fc.guess[k]), rel, need, best, alone,
-                                  other, verdict, res.seconds, fc.units[k] if fc.units else ""))  # fmt: skip
+                                  other, verdict, res.seconds, fc.units[k] if fc.units else "",
+                                  bool(res.verification.get("ok"))))  # fmt: skip
     sig = [float(v) for v in np.atleast_1d(noise)]
-    return Reach(out, settings.duration, sig, well_pct, practical_s, now)
+    return Reach(out, settings.duration, sig, well_pct, practical_s, list(now), all_ok, rate_hz, seed, base,
+                 base.motion == "free", plans)  # fmt: skip
 
 
 def _unexcited_by_design(exc, label: str, settings: ExcitationSettings):
