@@ -9,6 +9,18 @@ from pathlib import Path
 from formats.errors import DataError
 
 
+def read_text(path: str | Path, expected: str = "") -> str:
+    """A text file's content (UTF-8; a spreadsheet's byte-order mark is not content); one-line DataError for an
+    unreadable or non-text file, naming what was `expected` there."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file{f' (expected {expected})' if expected else ''}") from None
+    except OSError as exc:
+        raise DataError(f"{path}: {exc.strerror or exc}") from None
+
+
 def read_commented(
     path: str | Path, repeatable: Collection[str] = (), known: Collection[str] = ()
 ) -> tuple[dict[str, str], list[str], int]:
@@ -20,13 +32,7 @@ def read_commented(
     the logger's own, kept as given (the last of a repeated one). One-line DataError for unreadable
     or non-text files."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file") from None
-    except OSError as exc:
-        raise DataError(f"{path}: {exc.strerror}") from None
-    lines = text.splitlines()
+    lines = read_text(path).splitlines()
     meta: dict[str, str] = {}
     i = 0
     while i < len(lines) and lines[i].startswith("#"):

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from formats.atomic import write_text_atomic
+from formats.commented_csv import read_text
 from formats.errors import DataError
 from formats.units import ANGLE_UNITS, LENGTH_UNITS, check_angle_unit, check_length_unit
 
@@ -210,13 +211,7 @@ def _parse_meta(path: Path, lines: list[str]) -> tuple[dict[str, str], int | Non
 def read_meta(path: str | Path) -> dict[str, str]:
     """A recording's metadata lines only (robot, base, robot_source, …): to find the robot before reading rows."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file (expected a poise static recording)") from None
-    except OSError as exc:
-        raise DataError(f"{path}: {exc.strerror or exc}") from None
-    meta, _ = _parse_meta(path, text.splitlines())
+    meta, _ = _parse_meta(path, read_text(path, "a poise static recording").splitlines())
     return {k: v for k, v in meta.items() if not k.startswith("_")}
 
 
@@ -231,10 +226,7 @@ def read_recording(
     With `joint_names` / `bases` (from the robot model) the joint columns and the base are checked too.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's byte-order mark is not content
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file (expected a poise static recording)") from None
+    text = read_text(path, "a poise static recording")
     if allow_partial_last_line and text and not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
     lines = text.splitlines()
