@@ -188,7 +188,10 @@ def own_posture_issues(
     return issues, m, gap
 
 
-def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = 1e-4) -> CheckReport:
+KAPPA_RTOL = 1e-4  # a plan's stated κ against the recomputed one (relative)
+
+
+def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = KAPPA_RTOL) -> CheckReport:
     """Verify every posture and transition of a plan; `params` defaults to the plan's design parameters
     (with an identification ellipsoid in the settings: its centre for the CoP and its worst case)."""
     check_compatible(plan, model)

@@ -220,6 +220,22 @@ class DynamixelLink:
                 lo = self._read(s.id, ADDR_MIN_POSITION_LIMIT, 4, "min position limit")
                 self.position_limits[s.id] = (lo, hi)
 
+    def outside_limits(self, goals: np.ndarray) -> tuple[int, int, float, float] | None:
+        """The first goal the servos' position limits (read on connect) would refuse, checked before anything is
+        sent: (row of `goals` (n, nq) rad, joint index, limit low, limit high in rad), or None."""
+        g = np.atleast_2d(np.asarray(goals, dtype=float))
+        first = None
+        for j, s in enumerate(self.servos):
+            if s.id not in self.position_limits:
+                continue
+            lo, hi = self.position_limits[s.id]
+            ticks = np.rint(s.zero + s.direction * s.ticks_per_rad * g[:, j])
+            bad = np.flatnonzero((ticks < lo) | (ticks > hi))
+            if bad.size and (first is None or bad[0] < first[0]):
+                a, b = sorted((s.to_rad(lo), s.to_rad(hi)))
+                first = (int(bad[0]), j, a, b)
+        return first
+
     def _check(self, sid: int, instruction: str, err: int) -> None:
         """Raise DeviceError for a status packet's error byte (0 = fine)."""
         if not err:

@@ -47,6 +47,7 @@ from robots.stance import foot_corners, other_pose, placement_deviation, signed_
 from robots.tree import RobotModel
 
 SETTLE_STILL_S = 0.3  # s (robot time): a posture is still when no joint moved settle_tol_deg over this long
+STILL_TICKS = 5  # ... and over at least this many settle ticks (a compressed bench's window is K× shorter)
 ADAPT_FROM_M, ADAPT_FROM_RAD = 5e-4, np.radians(0.1)  # measured placement this close: the pre-flight move
 ADAPT_LIMIT_M, ADAPT_LIMIT_RAD = 0.02, np.radians(5.0)  # farther than this: stop rather than adapt
 TIP_TOL = 0.005  # m: measured CoP this far outside the support polygon ...
@@ -77,6 +78,29 @@ class SafetyTrip(PoiseError):
 def preflight(plan: Plan, model: RobotModel, config: RobotConfig) -> list[str]:
     """Everything that makes the plan or config unsafe to run (empty = fine). Nothing is sent before this passes."""
     return check_run(plan, model, config).problems
+
+
+def check_servo_limits(
+    link, joint_names: list[str], stages: list[tuple[str, np.ndarray, np.ndarray | None]]
+) -> None:
+    """Refuse, before the first command, a goal outside the position limits the link read from its servos (a
+    link without them: nothing to check). `stages`: (what, goals (n, nq) rad as sent, each goal's robot time in s
+    or None for a single goal) — the refusal names the joint, the stage and time, and the limit."""
+    outside = getattr(link, "outside_limits", None)
+    if outside is None:
+        return
+    for what, goals, times in stages:
+        hit = outside(goals)
+        if hit is None:
+            continue
+        row, j, lo, hi = hit
+        when = f" at t = {float(times[row]):.2f} s" if times is not None else ""
+        goal = float(np.atleast_2d(goals)[row, j])
+        raise DataError(
+            f"plan refused before moving: {joint_names[j]} goal {goal:.4f} rad ({math.degrees(goal):.1f} deg) "
+            f"{what}{when} is outside its servo's position limits [{lo:.4f}, {hi:.4f}] rad "
+            f"([{math.degrees(lo):.1f}, {math.degrees(hi):.1f}] deg); nothing moved"
+        )
 
 
 # ------------------------------------------------------------------ running
@@ -340,6 +364,11 @@ class Executor:
             )
         return mv
 
+    def _still_window(self) -> float:
+        """How long (bench clock) every joint must stay put to count as still: SETTLE_STILL_S of robot time, and at
+        least STILL_TICKS settle ticks — on a compressed bench 0.3 s / K can be shorter than one tick."""
+        return max(SETTLE_STILL_S / self.k, STILL_TICKS / self.ex.rate_hz)
+
     def _settle(self, q_to, posture, ramp: bool = False) -> tuple[bool, np.ndarray]:
         """Command the posture until it is settled (True) or settle_timeout_s passes. Settled: every joint within
         settle_tol_deg of the target, or — a position servo under load holds with a steady offset — every joint
@@ -351,6 +380,7 @@ class Executor:
         recent: list[tuple[float, np.ndarray]] = []
         feedforward = self._offsets(q_to)
         ramp = ramp and self.gravity_compensation
+        window = self._still_window()
         while (now := self.clock.now()) - t0 < self.ex.settle_timeout_s / self.k:
             share = min(1.0, (now - t0) * self.k / FEEDFORWARD_RAMP_S) if ramp else 1.0
             q = self._tick(q_to, posture, "settle", None, share * feedforward)
@@ -359,8 +389,8 @@ class Executor:
             err = float(np.max(np.abs(q - q_to)))
             if err < tol:
                 return True, q
-            recent = [(t, x) for t, x in recent if now - t <= SETTLE_STILL_S / self.k] + [(now, q)]
-            still = now - recent[0][0] >= 0.9 * SETTLE_STILL_S / self.k
+            recent = [(t, x) for t, x in recent if now - t <= window] + [(now, q)]
+            still = now - recent[0][0] >= 0.9 * window
             if still and err < offset and np.ptp([x for _, x in recent], axis=0).max() < tol:
                 return True, q
         return False, q
@@ -479,6 +509,33 @@ class Executor:
         sd = np.std(series, axis=0) if len(series) > 1 else np.zeros(2)
         return PostureResult(p.index, p.placement, qs.mean(axis=0), cop, sd, total * G, int(min(counts)), 1)
 
+    def _tick_times(self, setpoints: np.ndarray) -> np.ndarray:
+        """Each setpoint's robot time into its move (one per tick at `rate_hz`, the first one tick in)."""
+        return np.arange(1, len(setpoints) + 1) / self.ex.rate_hz
+
+    def _limit_stages(self, q: np.ndarray, todo: list) -> list[tuple[str, np.ndarray, np.ndarray | None]]:
+        """The goals of the postures to run as they will be sent, for `check_servo_limits`: each move from the
+        encoders' `q` (air moves plain, moves on the ground with their feed-forward) and each posture's goal. A move
+        adapted to a slid sole is checked as it is sent (by the link)."""
+        stages: list[tuple[str, np.ndarray, np.ndarray | None]] = []
+        prev = None
+        for p in todo:
+            if prev is None or prev.placement != p.placement or p.index in self.checked.relift:
+                mv, issues = air_move(self.model, self.plan, q, p, self.cfg)
+                if issues:  # refused as it comes, by run()
+                    break
+                stages.append(
+                    (f"on the move to posture {p.index}", mv.setpoints, self._tick_times(mv.setpoints))
+                )
+            else:
+                sp = self.checked.moves[p.index].setpoints
+                stages.append(
+                    (f"on the transition to posture {p.index}", sp + self._offsets(sp), self._tick_times(sp))
+                )
+            stages.append((f"at posture {p.index}", (p.q + self._offsets(p.q))[None], None))
+            q, prev = p.q, p
+        return stages
+
     # -- the run
     @steady_gc()
     def run(self) -> RunResult:
@@ -490,6 +547,7 @@ class Executor:
             position_p_gain_configured=float(self.ex.position_p_gain),
             **self._read_gains(),
         )
+        check_servo_limits(self.link, self.model.joint_names, self._limit_stages(q, todo))
         try:
             if todo:
                 self.operator.lift(None)

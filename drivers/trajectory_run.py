@@ -54,7 +54,7 @@ from shapely.geometry import MultiPoint
 from drivers.board_timeline import BoardTimeline
 from drivers.clock import Clock
 from drivers.config import RobotConfig
-from drivers.executor import LATE_PERIODS, Executor, Operator, Progress, SafetyTrip
+from drivers.executor import LATE_PERIODS, Executor, Operator, Progress, SafetyTrip, check_servo_limits
 from drivers.gravity import goal_offsets
 from drivers.realtime import steady_gc
 from drivers.run_files import new_run_dir, write_run_meta
@@ -553,20 +553,37 @@ class TrajectoryExecutor(Executor):
         z = np.zeros_like(np.asarray(q, dtype=float))  # held still on one sole: gravity only
         return feedforward_offsets(self.model, self.cfg, q, z, z, self.sp.base, self.sp.params, self._p_gains)
 
-    def _to_start(self, q: np.ndarray) -> np.ndarray:
+    def _start_move(self, q: np.ndarray) -> np.ndarray:
+        """The setpoints of the move from the encoders' `q` to the plan's start (in the air for a standing robot)."""
         p = self.plan.postures[0]
         if self.sp.standing:
             mv, issues = air_move(self.model, self.plan, q, p, self.cfg)
             if issues:  # refused before the first setpoint of the move
                 raise SafetyTrip(f"{issues[0]}; nothing streamed")
-            return self._move(mv.setpoints, 0, on_ground=False)  # in the air: no feed-forward
+            return mv.setpoints
         d = max(
             0.5, 2.0 * float(np.max(np.abs(p.q - q))) / self.ex.velocity_limit
         )  # cosine: peak 2·mean speed
         n = ticks(d, self.ex.rate_hz)
-        return self._move(
-            np.array([cosine_profile(q, p.q, i / n) for i in range(1, n + 1)]), 0, on_ground=False
-        )
+        return np.array([cosine_profile(q, p.q, i / n) for i in range(1, n + 1)])
+
+    def _to_start(self, setpoints: np.ndarray) -> np.ndarray:
+        """Stream the start move (`_start_move`; in the air or on the stand: no feed-forward)."""
+        return self._move(setpoints, 0, on_ground=False)
+
+    def _check_servo_limits(self, start: np.ndarray) -> None:
+        """Refuse before the first command a start move, start posture or streamed goal (with its feed-forward)
+        outside the servos' position limits; the weight shift's parts are checked without their feed-forward."""
+        sp, q0 = self.sp, self.plan.postures[0].q
+        stages = [("on the move to the start", start, self._tick_times(start)),
+                  ("at the start posture", (q0 + self._offsets(q0))[None], None)]  # fmt: skip
+        for ws, when in ((sp.lead_in, "start"), (sp.lead_out, "end")):
+            if ws is not None:
+                stages += [(f"in the {when}'s weight shift", ws.shift.q, ws.shift.t),
+                           (f"in the {when}'s sole lift", ws.lift.q, ws.lift.t)]  # fmt: skip
+        goals = sp.q if self._ff is None else sp.q + self._ff
+        stages.append(("of the trajectory", goals, sp.t))
+        check_servo_limits(self.link, self.model.joint_names, stages)
 
     @steady_gc()
     def run(self) -> TrajectoryRunResult:
@@ -578,13 +595,15 @@ class TrajectoryExecutor(Executor):
             self._ff = self._stream_offsets()
         cells = polygon = None
         try:
+            start = self._start_move(q)
+            self._check_servo_limits(start)
             if sp.standing:
                 self.operator.lift(None)
                 self.progress_cb(Progress(0, len(sp.t), 0, 0, "tare"))
                 self.rec.update_meta(tare_kg=[b.tare(self.tare_s).tolist() for b in self.boards],
                                      tare_mass_sd_kg=tare_mass_sd(self.boards))  # fmt: skip
             self.progress_cb(Progress(0, len(sp.t), 0, 0, "move"))
-            q = self._to_start(q)
+            q = self._to_start(start)
             if sp.standing:
                 right_off, left_off = self.cfg.board_offsets(0)
                 placement = self.plan.placement(0)

@@ -27,6 +27,7 @@ from formats.errors import DataError
 MAGIC = "poise ft-pwm recording"
 VERSION = 1
 WRENCH = ["fx_n", "fy_n", "fz_n", "mx_nm", "my_nm", "mz_nm"]
+SLOWEST_STEP_S = 0.5  # a median time step above this resolves no arm motion: the stamps are likely in ms
 
 
 @dataclass
@@ -86,6 +87,30 @@ def write_ft_pwm_recording(rec: FtPwmRecording, path: str | Path) -> None:
     write_text_atomic(path, buf.getvalue(), "recording")
 
 
+def _check_cells(data: np.ndarray, header: list[str], line_no: list[int], path: Path) -> None:
+    """Name the file, line and column of the first non-finite value or non-increasing time stamp, and refuse
+    time stamps too far apart for seconds (logged in ms)."""
+    bad = np.argwhere(~np.isfinite(data))
+    if len(bad):
+        r, c = bad[0]
+        raise DataError(
+            f"{path}:{line_no[r]}: column {header[c]} is {data[r, c]} (every value must be finite)"
+        )
+    t = data[:, 0]
+    back = np.flatnonzero(np.diff(t) <= 0)
+    if len(back):
+        r = back[0] + 1
+        raise DataError(
+            f"{path}:{line_no[r]}: t_s = {t[r]:.10g} does not increase (previous row {t[r - 1]:.10g}): time "
+            "stamps must strictly increase"
+        )
+    if len(t) > 1 and (step := float(np.median(np.diff(t)))) > SLOWEST_STEP_S:
+        raise DataError(
+            f"{path}: median time step {step:.4g} s ({1 / step:.3g} Hz), too slow for an arm's dynamics (at "
+            f"most {SLOWEST_STEP_S:g} s): t_s in ms? t_s is in seconds"
+        )
+
+
 def read_ft_pwm_recording(path: str | Path) -> FtPwmRecording:
     """Read and validate an F/T + PWM recording (one-line DataError on anything malformed)."""
     path = Path(path)
@@ -111,10 +136,11 @@ def read_ft_pwm_recording(path: str | Path) -> FtPwmRecording:
     has_contact = header[-1] == "contact"
     if header != expected + (["contact"] if has_contact else []):
         raise DataError(f"{path}: columns must be {', '.join(expected)}[, contact] in this order")
-    values = []
+    values, line_no = [], []
     for ln, r in enumerate(lines[i + 1 :], start=i + 2):
         if not r.strip():
             continue
+        line_no.append(ln)
         cells = r.split(",")
         if len(cells) != len(header):
             raise DataError(
@@ -127,6 +153,7 @@ def read_ft_pwm_recording(path: str | Path) -> FtPwmRecording:
     if not values:
         raise DataError(f"{path}: no samples")
     data = np.array(values, dtype=float)
+    _check_cells(data, header, line_no, path)
     n, m = len(joints), len(motors)
     contact = None
     if has_contact:

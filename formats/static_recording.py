@@ -78,11 +78,15 @@ def _header(
 def _row(posture: int, placement: int, q, cop, extra: dict[str, float], optional: list[str]) -> str:
     vals = [str(int(posture)), str(int(placement))]
     vals += [repr(float(v)) for v in q] + [repr(float(c)) for c in cop]
-    vals += [
-        repr(float(extra[k])) if extra.get(k) is not None and math.isfinite(extra[k]) else ""
-        for k in optional
-    ]
+    vals += [_optional(k, extra.get(k)) for k in optional]
     return ",".join(vals) + "\n"
+
+
+def _optional(key: str, value) -> str:
+    """An optional column's cell: blank for none or a non-finite value; `samples` a whole count."""
+    if value is None or not math.isfinite(value):
+        return ""
+    return str(int(value)) if key == "samples" else repr(float(value))
 
 
 def write_recording(path: str | Path, rec: StaticRecording) -> None:

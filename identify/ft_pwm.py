@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import casadi as ca
 import numpy as np
-from scipy.ndimage import minimum_filter1d
+from scipy.ndimage import maximum_filter1d, minimum_filter1d
 
 from formats.errors import DataError, IdentifiabilityError
 from formats.ft_pwm_recording import FtPwmRecording
@@ -41,6 +41,13 @@ from robots.memo import per_model
 from robots.tree import ParameterSet, RobotModel
 
 WRENCH_ROWS = ("fx", "fy", "fz", "mx", "my", "mz")
+LIMIT_MARGIN_RAD = (
+    0.2  # a recording's angles may pass the description's limits by this much (encoder, mounting)
+)
+MASS_RATIO = (0.5, 2.0)  # fitted over described mass outside this: the wrench is likely in the wrong unit
+STILL_RAD = 1e-3  # a joint whose angle spans less than this in a recording does not move
+UNITS = {"m": "kg", "mc": "kg·m", "I": "kg·m²", "w_O:f": "N", "w_O:m": "N·m", "c": "N·m", "v": "N·m·s/rad",
+         "k": "N·m/PWM unit"}  # fmt: skip
 FRICTION = ("c+", "c-", "v+", "v-")
 METHODS = ("pls", "ols", "ridge", "iv")
 
@@ -73,6 +80,29 @@ class Layout:
     @property
     def joint_rows(self) -> int:
         return len(self.rows) - 6
+
+
+def unit_of(name: str) -> str:
+    """The unit of a standard unknown (e.g. 'mcx@hand' → kg·m); a base combination has its leading term's."""
+    head = name.split("@")[0]
+    for prefix in ("w_O:f", "w_O:m", "mc", "m", "I", "c", "v", "k"):
+        if head.startswith(prefix):
+            return UNITS[prefix]
+    return "?"
+
+
+def check_angles(model: RobotModel, rec: FtPwmRecording, source: str) -> None:
+    """Refuse angles beyond the description's limits plus a margin: logged in degrees (or another robot's)."""
+    lo, hi = model.lower - LIMIT_MARGIN_RAD, model.upper + LIMIT_MARGIN_RAD
+    for j, name in enumerate(rec.joint_names):
+        q = rec.q[:, j]
+        if q.min() < lo[j] or q.max() > hi[j]:
+            k = int(np.argmax(np.maximum(lo[j] - q, q - hi[j])))
+            raise DataError(
+                f"{source}: q:{name} = {q[k]:.4g} at t = {rec.t[k]:.4g} s is beyond the joint's limits "
+                f"[{model.lower[j]:.3g}, {model.upper[j]:.3g}] rad (+{LIMIT_MARGIN_RAD:g} rad margin): angles "
+                "logged in degrees? q columns must be in rad"
+            )
 
 
 def layout(model: RobotModel, groups: list[Transmission]) -> Layout:
@@ -199,6 +229,9 @@ class FtPwmFit:
     samples: int
     vanishing: list[str]
     top_correlations: list[tuple[str, str, float]] = field(default_factory=list)
+    units: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    contact_samples: int = 0  # samples marked contact=1, left out of the fit
 
     def to_dict(self) -> dict:
         return {
@@ -208,8 +241,10 @@ class FtPwmFit:
             "n_components": self.n_components,
             "rank": self.rank,
             "parameters": [
-                {"symbol": s, "formula": f, "value": float(v), "se": float(e)}
-                for s, f, v, e in zip(self.symbols, self.formulas, self.values, self.se, strict=True)
+                {"symbol": s, "formula": f, "value": float(v), "se": float(e), "unit": u}
+                for s, f, v, e, u in zip(
+                    self.symbols, self.formulas, self.values, self.se, self.units, strict=True
+                )
             ],
             "press": self.press.tolist(),
             "q2": self.q2.tolist(),
@@ -223,6 +258,8 @@ class FtPwmFit:
             "samples": self.samples,
             "vanishing": self.vanishing,
             "top_correlations": [list(c) for c in self.top_correlations],
+            "contact_samples_dropped": self.contact_samples,
+            "warnings": self.warnings,
         }
 
 
@@ -281,6 +318,20 @@ class FtPwmEstimator:
             raise DataError(f"recording motors {rec.motor_names} do not match the description's {motors}")
         if rec.sensor != self.sensor:
             raise DataError(f"recording sensor {rec.sensor!r} is not {self.sensor!r}")
+        check_angles(self.model, rec, "recording")
+
+    def still_joints(self, rec: FtPwmRecording) -> list[str]:
+        """Joints whose angle spans less than STILL_RAD in the recording: their parameters are not excited."""
+        return [n for j, n in enumerate(rec.joint_names) if np.ptp(rec.q[:, j]) < STILL_RAD]
+
+    def _contact_free(self, rec: FtPwmRecording, sl: np.ndarray) -> np.ndarray:
+        """Mask of the decimated samples `sl` at least one filter window away from a sample marked contact=1
+        (an external force the model has no term for)."""
+        if rec.contact is None:
+            return np.ones(len(sl), dtype=bool)
+        window = int(np.ceil(rec.rate_hz / self.cutoff_hz))
+        near = maximum_filter1d(rec.contact.astype(np.uint8), 2 * window + 1) > 0
+        return ~near[sl]
 
     def _states(self, rec: FtPwmRecording):
         q, qd, qdd = states(rec.t, rec.q, self.differentiation, self.cutoff_hz)
@@ -333,6 +384,11 @@ class FtPwmEstimator:
                 )
                 keep[:, row : row + len(g.joints)] = ~slow[sl, None]
                 row += len(g.joints)
+        free = self._contact_free(rec, sl)
+        self.contact_dropped_ = int(np.sum(~free))
+        keep &= free[:, None]
+        if not keep.any():
+            raise DataError("every sample of the recording is marked contact=1 (or near one): nothing to fit")
         kind = np.broadcast_to(np.arange(R), (K, R))
         sample = np.broadcast_to(np.arange(K)[:, None], (K, R))
         return A[keep], b[keep], kind[keep], sample[keep]
@@ -385,8 +441,67 @@ class FtPwmEstimator:
         return Z
 
     def fit(self, rec: FtPwmRecording) -> FtPwmEstimator:
-        """Build the weighted stacked system, estimate by the configured method, compare with the others."""
-        return self.fit_system(*self.system(rec), rec.rate_hz)
+        """Build the weighted stacked system, estimate by the configured method, compare with the others.
+        Samples marked contact=1 (and a filter window around them) are left out; `fit_.warnings` says so."""
+        system = self.system(rec)
+        try:
+            self.fit_system(*system, rec.rate_hz)
+        except IdentifiabilityError as exc:
+            still = self.still_joints(rec)
+            if not still:
+                raise
+            moves = f"{', '.join(still)} {'does' if len(still) == 1 else 'do'} not move (range < {STILL_RAD:g} rad)"
+            raise IdentifiabilityError(f"{exc}; {moves}") from None
+        fit = self.fit_
+        fit.contact_samples = self.contact_dropped_
+        if fit.contact_samples:
+            fit.warnings.append(
+                f"{fit.contact_samples} sample(s) marked contact=1 (or within a filter window of one) left out "
+                "of the fit: an external force is not in the model"
+            )
+        fit.warnings += self._unit_warnings()
+        return self
+
+    def _mass_index(self) -> int | None:
+        """The base parameter that is a sum of link masses only (the mass beyond the F/T sensor), if any."""
+        K = self.base_.combination_matrix()
+        is_mass = np.array([n.startswith("m@") for n in self.layout_.names])
+        for a in range(self.base_.rank):
+            nz = np.abs(K[a]) > 1e-9
+            if nz.any() and not np.any(nz & ~is_mass):
+                return a
+        return None
+
+    def described_values(self) -> np.ndarray:
+        """The base values of the description's inertial parameters (others zero): what the fit is compared to."""
+        params = "urdf" if "urdf" in self.model.params else next(iter(self.model.params))
+        phi = np.zeros(len(self.layout_.names))
+        phi[: self.layout_.n_inertial] = dyn.standard_parameters(self.model, params)
+        return self.base_.combination_matrix() @ phi
+
+    def _unit_warnings(self) -> list[str]:
+        """Warnings when the fitted mass beyond the sensor, or the size of its first moments (kg·m), is far from
+        the description's: a wrench logged in kgf or N·mm (or another robot) fits fine but scaled."""
+        fitted, described, out = self.fit_.values, self.described_values(), []
+        a = self._mass_index()
+        if a is not None and described[a] > 0:
+            ratio = float(fitted[a] / described[a])
+            if not MASS_RATIO[0] <= ratio <= MASS_RATIO[1]:
+                hint = " Forces in kgf? fx..fz must be in N." if 0.05 < ratio < 0.2 else ""
+                out.append(
+                    f"the fitted mass beyond the sensor {self.fit_.symbols[a]} = {fitted[a]:.4g} kg is "
+                    f"{ratio:.3g}× the description's {described[a]:.4g} kg: check the wrench units and the robot.{hint}"
+                )
+        first = np.array([u == UNITS["mc"] for u in self.fit_.units])
+        if first.any() and (size := np.linalg.norm(described[first])) > 0:
+            ratio = float(np.linalg.norm(fitted[first]) / size)
+            if not MASS_RATIO[0] <= ratio <= MASS_RATIO[1]:
+                hint = " Moments in N·mm? mx..mz must be in N·m." if 200 < ratio < 5000 else ""
+                out.append(
+                    f"the fitted first moments of mass (kg·m) are {ratio:.3g}× the description's in size: check "
+                    f"the wrench units and the robot.{hint}"
+                )
+        return out
 
     def fit_system(
         self, A: np.ndarray, b: np.ndarray, kind: np.ndarray, sample: np.ndarray, rate_hz: float
@@ -398,7 +513,9 @@ class FtPwmEstimator:
         rank = np.linalg.matrix_rank(compress(A, b)[0])
         if rank < A.shape[1]:
             _, piv = pivoted_qr(A)
-            missing = [syms[i] for i in piv[rank:]]
+            missing = [
+                syms[i] if syms[i] == db.formula(i) else f"{syms[i]} = {db.formula(i)}" for i in piv[rank:]
+            ]
             raise IdentifiabilityError(
                 f"the recording does not excite {A.shape[1] - rank} parameter(s): {', '.join(missing)}"
             )
@@ -407,10 +524,16 @@ class FtPwmEstimator:
         Rw, Qbw = compress(Aw, bw)
         x_ls = np.linalg.lstsq(Rw, Qbw, rcond=None)[0]
         gains = [c for cols in self._gain_columns() for c in cols]
-        bad = [syms[c] for c in gains if not x_ls[c] > 0]
+        bad = [f"{syms[c]} = {x_ls[c]:.3g}" for c in gains if not x_ls[c] > 0]
         if bad and self.method == "iv":
             raise DataError(
                 f"PWM gain(s) {', '.join(bad)} estimated ≤ 0: check the PWM columns' sign and motors"
+            )
+        warnings = []
+        if bad:
+            warnings.append(
+                f"PWM gain(s) {', '.join(bad)} N·m/PWM unit estimated ≤ 0: is the PWM logged with the opposite "
+                "sign (a positive PWM must drive its motor's positive direction), or the motors mislabelled?"
             )
         x_iv = None
         if not bad and (self.method == "iv" or self.compare):
@@ -459,6 +582,8 @@ class FtPwmEstimator:
             samples=int(sample.max() + 1),
             vanishing=[db.names[i] for i in db.vanishing],
             top_correlations=top,
+            units=[unit_of(db.names[i]) for i in db.independent],
+            warnings=warnings,
         )
         self.cov_ = cov
         return self

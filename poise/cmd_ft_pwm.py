@@ -107,23 +107,48 @@ def _noise(text: str):
     return FtPwmNoise(force, moment, pwm)
 
 
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse contradictory options before reading or simulating anything."""
+    if args.simulate == bool(args.recording):
+        raise DataError("give a recording or --simulate (not both)")
+    if args.simulate and args.validate:
+        raise DataError("--simulate makes its own validation runs; drop --validate")
+    if args.plot and not (args.simulate or args.validate):
+        raise DataError("--plot needs validation data (--validate FILE or --simulate)")
+    if args.components is not None and args.method != "pls":
+        raise DataError(
+            f"--components sets PLS's ν; --method {args.method} has none: drop it or use --method pls"
+        )
+    if args.save_dir and not args.simulate:
+        raise DataError("--save-dir keeps the simulated recordings: it needs --simulate")
+
+
+def _save_paths(args: argparse.Namespace) -> list[Path]:
+    """The recordings --save-dir will write, every name checked (exists without --force) before any work."""
+    if not args.save_dir:
+        return []
+    paths = [Path(args.save_dir) / f"{n}.csv" for n in ("identification", "validation", "contacts")]
+    taken = [str(p) for p in paths if p.exists() and not args.force]
+    if taken:
+        raise DataError(f"{', '.join(taken)}: file(s) exist (use --force to overwrite them)")
+    return paths
+
+
 def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
     from formats.ft_pwm_recording import read_ft_pwm_recording, write_ft_pwm_recording
-    from identify.ft_pwm import FtPwmEstimator
+    from identify.ft_pwm import FtPwmEstimator, check_angles
     from identify.ft_pwm_report import validate
     from robots.actuation import transmissions
     from robots.registry import get_model
 
     t0 = time.perf_counter()
     weights = _weights(args.weights)
-    if args.simulate == bool(args.recording):
-        raise DataError("give a recording or --simulate (not both)")
+    _check_options(args)
+    saves = _save_paths(args)
     truth = None
     if args.simulate:
         from identify.ft_pwm_sim import synthetic_runs
 
-        if args.validate:
-            raise DataError("--simulate makes its own validation runs; drop --validate")
         model = get_model(args.robot)
         groups = transmissions(model, args.description)
         model.site(args.sensor)
@@ -133,18 +158,17 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
             )
         rec, vrecs = runs[0].recording, [r.recording for r in runs[1:]]
         truth = (runs[0].truth, runs[0].extra)
-        if args.save_dir:
+        if saves:
             Path(args.save_dir).mkdir(parents=True, exist_ok=True)
-            for name, r in zip(("identification", "validation", "contacts"), (rec, *vrecs), strict=True):
-                p = Path(args.save_dir) / f"{name}.csv"
-                if p.exists() and not args.force:
-                    raise DataError(f"{p}: file exists (use --force to overwrite it)")
+            for p, r in zip(saves, (rec, *vrecs), strict=True):
                 write_ft_pwm_recording(r, p)
         source = f"twin ({args.duration:g} s runs, seed {args.seed})"
     else:
         rec = read_ft_pwm_recording(args.recording)
         vrecs = [read_ft_pwm_recording(v) for v in args.validate]  # all inputs read before the work
         model = get_model(rec.robot)
+        for path, r in zip([args.recording, *args.validate], [rec, *vrecs], strict=True):
+            check_angles(model, r, path)
         own = rec.robot if rec.robot.endswith(".toml") else None  # a robot given by its description file
         groups = transmissions(model, args.description or own)
         source = args.recording
@@ -176,9 +200,9 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
     if val is not None:
         out["validation"] = val.to_dict()
     out["run_time_s"] = time.perf_counter() - t0
+    for w in fit.warnings:
+        err_console.print(f"warning: {w}")
     if args.plot:
-        if val is None:
-            raise DataError("--plot needs validation data (--validate FILE or --simulate)")
         _plot(val, args.plot)
     if args.json:
         print_json(out)
@@ -187,25 +211,22 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
     return 0
 
 
-
-
 def _print(est, out: dict, source: str) -> None:
     fit = est.fit_
     truth = out.get("truth")
     table = Table(title=f"{est.model.name}: F/T + PWM parameters from {source} ({fit.samples} samples)")
-    cols = ["parameter", "grouping / meaning", "estimate", "SE"] + (["truth", "z"] if truth else [])
+    cols = ["parameter", "grouping / meaning", "unit", "estimate", "SE"] + (["truth", "z"] if truth else [])
     for c in cols:
-        table.add_column(c, justify="left" if c in ("parameter", "grouping / meaning") else "right")
+        table.add_column(c, justify="left" if c in ("parameter", "grouping / meaning", "unit") else "right")
     for k, (s, f) in enumerate(zip(fit.symbols, fit.formulas, strict=True)):
-        row = [s, f, f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}"]
+        row = [s, f, fit.units[k], f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}"]
         if truth:
             row += [f"{truth['values'][k]:.5g}", f"{truth['z'][k]:+.1f}"]
         table.add_row(*row)
     console.print(table)
-    console.print(
-        "units: inertial combinations in kg, kg·m, kg·m²; w_O in N / N·m; Coulomb c± in N·m, viscous v± in "
-        "N·m·s/rad; k in N·m per PWM unit (motor side)"
-    )
+    console.print("units: a combination's is its first term's; k per PWM unit on the motor side")
+    if fit.contact_samples:
+        console.print(f"{fit.contact_samples} samples marked contact=1 (or near one) left out of the fit")
     nu = f", ν = {fit.n_components} of rank {fit.rank} (CV)" if fit.n_components else f", rank {fit.rank}"
     console.print(f"method {fit.method}{nu}; κ = {fit.kappa:.0f}")
     if len(fit.q2):

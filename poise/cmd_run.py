@@ -13,6 +13,7 @@ from rich.table import Table
 from drivers.config import load_config
 from drivers.recorder import RunRecorder, plan_sha256
 from drivers.run_events import attribute, per_posture
+from drivers.run_files import COMPLETED, stopped_status
 from formats.errors import DataError
 from formats.plan import check_compatible, load_plan
 from formats.units import STANDARD_GRAVITY
@@ -210,39 +211,110 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
     gains = getattr(args, "gains", None)
     same = {"noise_seed": noise_seed_of(world_opts) if args.robot.startswith("sim") and world_opts.noise else None,
             "board_gains": None if gains is None else gains_meta(gains)}  # fmt: skip
-    rec = RunRecorder(args.out, model.name, plan.base, model.joint_names, resume=args.resume,
-                      plan_sha256=plan_sha256(plan), same=same)  # fmt: skip
-    try:
-        rec.update_meta(plan=str(args.plan), robot=args.robot, boards=args.boards, time_scale=args.time_scale,
-                        required_margin_m=checked.margin)  # fmt: skip
-        rec.update_meta(**gain_se_meta(gains))
-        with Session(
-            args.robot, args.boards, model, config, world_opts, prompt=not args.yes, board_gains=gains
-        ) as s:
+    if args.resume:
+        check_resume_alike(Path(args.out), config)
+    with Session(
+        args.robot, args.boards, model, config, world_opts, prompt=not args.yes, board_gains=gains
+    ) as s:  # the run directory only once the bench opened: a bench that does not open leaves none
+        rec = RunRecorder(args.out, model.name, plan.base, model.joint_names, resume=args.resume,
+                          plan_sha256=plan_sha256(plan), same=same)  # fmt: skip
+        status = "running"
+        try:
+            rec.update_meta(plan=str(args.plan), robot=args.robot, boards=args.boards, time_scale=args.time_scale,
+                            required_margin_m=checked.margin, **provenance_meta(config))  # fmt: skip
+            segments = rec.meta["segments"]  # what this segment ran with (the top-level keys: the latest)
+            segments[-1].update(robot=args.robot, boards=args.boards, time_scale=args.time_scale)
+            rec.update_meta(segments=segments, **gain_se_meta(gains))
             if prepare is not None:
                 prepare(s)
-            ex = Executor(
-                s.link,
-                s.boards,
-                plan,
-                model,
-                config,
-                rec,
-                args.time_scale,
-                s.operator,
-                progress,
-                tare_s,
-                checked,
-                s.clock,
-            )
+            ex = Executor(s.link, s.boards, plan, model, config, rec, args.time_scale, s.operator, progress, tare_s,
+                          checked, s.clock)  # fmt: skip
             try:
-                return ex.run(), rec.dir
+                result = ex.run()
+                status = COMPLETED
+                return result, rec.dir
             finally:
                 twin = getattr(s.world, "twin", None) if s.world is not None else None
                 if twin is not None:  # what the physics saw (falls, edges, slips), by simulated time
                     _save_twin_events(rec, twin, ex.result)
-    finally:
-        rec.close()
+        except BaseException as exc:
+            status = stopped_status(exc)
+            raise
+        finally:
+            rec.update_meta(status=status)
+            rec.close()
+
+
+def config_sha256(config: RobotConfig) -> str | None:
+    """sha256 of the configuration file's bytes (None for a configuration not read from a file)."""
+    import hashlib
+
+    path = Path(config.source)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def board_offsets_meta(config: RobotConfig) -> dict:
+    """The boards' poses in the soles' frames [m, m, rad] the run's CoPs are computed with: the defaults and
+    each placement's own."""
+    return {"right_board": [float(v) for v in config.right_board],
+            "left_board": [float(v) for v in config.left_board],
+            "placements": {str(k): [[float(v) for v in r], [float(v) for v in left]]
+                           for k, (r, left) in sorted(config.placement_offsets.items())}}  # fmt: skip
+
+
+def provenance_meta(config: RobotConfig) -> dict:
+    """What run.json says about the software and configuration of a run: poise's version, and the configuration's
+    file, its sha256, the servos' zeros [ticks] and the boards' poses."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        poise_version = version("poise")
+    except PackageNotFoundError:
+        poise_version = None
+    return {"poise_version": poise_version,
+            "config": {"path": str(Path(config.source).resolve()) if Path(config.source).is_file() else config.source,
+                       "sha256": config_sha256(config),
+                       "servo_zeros_ticks": {s.name: s.zero for s in config.servos}},
+            "board_offsets": board_offsets_meta(config)}  # fmt: skip
+
+
+def check_resume_alike(out: Path, config: RobotConfig) -> None:
+    """Refuse, before the bench opens, to resume a posture run whose recorded postures were measured with another
+    configuration file, other board offsets or gravity compensation on/off: its rows would not be alike. A value the
+    earlier run.json does not record (an older poise) is not compared."""
+    import json
+
+    try:
+        meta = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # nothing to resume (or the recorder says what is wrong with it)
+    if not isinstance(meta, dict) or not any(isinstance(g, dict) and g.get("completed")
+                                             for g in meta.get("segments", [])):  # fmt: skip
+        return
+    had_config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+    now = provenance_meta(config)
+    pairs = [
+        ("gravity compensation", meta.get("gravity_compensation"), bool(config.executor.gravity_compensation))
+    ]
+    had_offsets = meta.get("board_offsets") if isinstance(meta.get("board_offsets"), dict) else {}
+    pairs += [(f"{key.replace('_', ' ')} [m, m, rad]", had_offsets.get(key), value)
+              for key, value in now["board_offsets"].items()]  # fmt: skip
+    pairs.append(("config sha256", had_config.get("sha256"), now["config"]["sha256"]))
+    differ = [f"{what} {_said(old)} then, {_said(new)} now" for what, old, new in pairs
+              if old is not None and old != new]  # fmt: skip
+    if differ:
+        raise DataError(f"--resume: {out}'s postures were recorded under other conditions: {'; '.join(differ)} "
+                        f"(earlier config {had_config.get('path', '?')}); resume with the same --config and options, "
+                        "or choose another --out")  # fmt: skip
+
+
+def _said(value) -> str:
+    """A run.json value in a refusal: a hash shortened, a pose's numbers rounded."""
+    if isinstance(value, str) and len(value) == 64:
+        return f"{value[:12]}…"
+    if isinstance(value, list) and all(isinstance(v, float) for v in value):
+        return "[" + ", ".join(f"{v:.4g}" for v in value) + "]"
+    return repr(value)
 
 
 def uncalibrated_boards_note(args: argparse.Namespace) -> str | None:
@@ -280,7 +352,9 @@ def gain_se_meta(gains) -> dict:
     if gains.weight_sd_kg is not None:
         out["board_gain_scale_se"] = gains.weight_sd_kg / gains.weight_kg
     if gains.tare_scale_se is not None:
-        out["board_gain_tare_se"] = {b: float(s) for b, s in zip(gains.boards, gains.tare_scale_se, strict=True)}
+        out["board_gain_tare_se"] = {
+            b: float(s) for b, s in zip(gains.boards, gains.tare_scale_se, strict=True)
+        }
     return out
 
 
@@ -397,6 +471,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if live:
             live.start()
         result, run_dir = execute(args, model, plan, config, progress=ProgressView(live))
+    except KeyboardInterrupt:
+        if live:
+            live.stop()
+            live = None
+        return _interrupted(args)
     finally:
         if live:
             live.stop()
@@ -445,6 +524,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _interrupted(args: argparse.Namespace) -> int:
+    """Ctrl-C during a posture run: say (and with --json print) how many postures are kept and that --resume
+    continues, as a safety stop does; exit 130."""
+    import json
+
+    out = Path(args.out)
+    try:
+        segments = json.loads((out / "run.json").read_text(encoding="utf-8")).get("segments", [])
+    except (OSError, ValueError, AttributeError):
+        segments = []  # interrupted before the run directory was made
+    kept = sorted({int(p) for g in segments if isinstance(g, dict) for p in g.get("completed", [])})
+    this = segments[-1].get("completed", []) if segments and isinstance(segments[-1], dict) else []
+    if args.json:
+        print_json({"interrupted": True, "run_dir": str(out), "postures_kept": len(kept), "postures": kept,
+                    "completed_this_segment": list(this)})  # fmt: skip
+    err_console.print(
+        f"poise: interrupted; run stopped, {len(kept)} completed posture(s) kept in {out}/recording.csv"
+        + (" — `--resume` continues after the last" if kept else ""),
+        highlight=False,
+    )
+    return 130
 
 
 def _kinds(events: dict | None) -> str:

@@ -41,6 +41,7 @@ from poise.cmd_run import (
     gain_se_meta,
     gains_meta,
     noise_seed_of,
+    provenance_meta,
     run_config,
     uncalibrated_boards_note,
 )
@@ -84,6 +85,34 @@ def setpoints(
     return sp, check_stream(model, config, sp)
 
 
+def require_config(config: RobotConfig, robot: str) -> None:
+    """Refuse a configuration for another robot, naming the bundled configurations (drivers/*.toml) for this one."""
+    if config.robot == robot:
+        return
+    import tomllib
+
+    from drivers.config import DEFAULT_CONFIG
+
+    fits = []
+    for path in sorted(DEFAULT_CONFIG.parent.glob("*.toml")):
+        try:
+            if tomllib.loads(path.read_text(encoding="utf-8")).get("robot", "tulip") == robot:
+                fits.append(_shown(path))
+        except (OSError, ValueError):
+            continue
+    hint = " or ".join(f"--config {f}" for f in fits) if fits else f"a --config for {robot!r}"
+    raise DataError(f"the robot configuration {_shown(Path(config.source))} is for {config.robot!r}, the plan for "
+                    f"{robot!r}: pass {hint}")  # fmt: skip
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def prepare(
     plan: TrajectoryPlan, config: RobotConfig, params: str | None = None, start: str = "weight-shift"
 ) -> tuple[RobotModel, StreamPlan | None, list[str], StreamCheck | None]:
@@ -94,7 +123,7 @@ def prepare(
     from trajectories.plan import check_plan, plan_model, plan_trajectory
 
     model = plan_model(plan)
-    config.require_robot(model.name)
+    require_config(config, model.name)
     traj = plan_trajectory(plan, model)
     ps = params or plan.params or next(iter(model.params))
     check = check_plan(plan, model, traj, ps)
@@ -162,6 +191,7 @@ def run_trajectory(
             "standing": sp.standing, "motion": motion}  # fmt: skip
     if sp.single is not None:
         meta["start"] = start
+    meta.update(provenance_meta(config))
     if time_scale != 1.0:
         if world_opts is None or not robot.startswith("sim"):
             raise DataError(

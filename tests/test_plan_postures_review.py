@@ -131,3 +131,15 @@ def test_postures_names_margin_too_large_and_json_has_min_margin(tmp_path, capsy
     plan = load_plan(out)
     assert summary["min_margin_m"] == pytest.approx(min(p.margin for p in plan.postures))
     assert summary["min_margin_m"] >= margin - 1e-6
+
+
+def test_a_design_that_cannot_identify_fails_as_plan_check_would(tmp_path, capsys):
+    """One start, one placement, 13 postures (seed 1) ends at κ ~1e17: the plan is written (for `plan augment`) but
+    the command exits 1 naming the parameters, by `plan check`'s own rank decision."""
+    out = tmp_path / "p.json"
+    argv = ["plan", "postures", "tulip", "--postures", "13", "--placements", "1", "--starts", "1", "--seed", "1",
+            "--out", str(out), "--json"]  # fmt: skip
+    assert main(argv) == 1 and out.is_file()
+    gaps = json.loads(capsys.readouterr().out)["unidentified"]
+    assert len(gaps) == 1 and "cannot identify" in gaps[0] and "rank 22 of 25" in gaps[0]
+    assert main(["plan", "check", str(out)]) == 1

@@ -7,9 +7,16 @@ import numpy as np
 import pytest
 from evdev import ecodes
 
-from drivers.emulators.wbb import BoardImperfections, Faults, KernelEvdevBoard, WbbEmulator, kernel_units
+from drivers.emulators.wbb import (
+    BoardImperfections,
+    Faults,
+    KernelEvdevBoard,
+    WbbEmulator,
+    kernel_defuzz,
+    kernel_units,
+)
 from drivers.wbb import protocol as P
-from drivers.wbb.board import EvdevBoard, HidBoard
+from drivers.wbb.board import EVDEV_RATE_HZ, EvdevBoard, HidBoard
 from drivers.wbb.geometry import cell_positions, cop
 from drivers.wbb.transports import open_serial_bridge
 from formats.errors import DeviceError
@@ -164,23 +171,27 @@ def test_imperfect_board_error_levels(emu_factory):
 
 
 class _FakeEvdev:
-    """Stands in for evdev.InputDevice: a queue of events, selectable via a pipe."""
+    """Stands in for evdev.InputDevice: the axes' held state (`absinfo`) and a queue of the changes the kernel
+    sends (changed axes only, then SYN_REPORT), selectable via a pipe."""
 
-    def __init__(self, frames):
+    CODES = (ecodes.ABS_HAT0X, ecodes.ABS_HAT0Y, ecodes.ABS_HAT1X, ecodes.ABS_HAT1Y)
+
+    def __init__(self, state, changes):
         import os
 
         self.r, self.w = os.pipe()
+        self.state = dict(zip(self.CODES, state, strict=True))
         self.events = []
-        for vals in frames:
-            for code, v in zip(  # noqa: B905
-                (ecodes.ABS_HAT0X, ecodes.ABS_HAT0Y, ecodes.ABS_HAT1X, ecodes.ABS_HAT1Y), vals
-            ):
-                self.events.append(SimpleNamespace(type=ecodes.EV_ABS, code=code, value=v))
+        for change in changes:
+            self.events += [SimpleNamespace(type=ecodes.EV_ABS, code=self.CODES[k], value=v) for k, v in change]
             self.events.append(SimpleNamespace(type=ecodes.EV_SYN, code=ecodes.SYN_REPORT, value=0))
         os.write(self.w, b"x")
 
     def fileno(self):
         return self.r
+
+    def absinfo(self, code):
+        return SimpleNamespace(value=self.state[code])
 
     def read_one(self):
         return self.events.pop(0) if self.events else None
@@ -192,20 +203,39 @@ class _FakeEvdev:
         os.close(self.w)
 
 
-def test_evdev_board_decodes_hid_wiimote_units():
-    dev = _FakeEvdev([(300, 200, 400, 100), (310, 190, 400, 100)])
+def test_evdev_board_samples_the_held_state_of_hid_wiimote_units():
+    """The cells' state when the device opens (no event replays it), then only TR and BR change: every sample
+    holds all four cells, in 10 g units, at the board's rate."""
+    dev = _FakeEvdev((300, 200, 400, 100), [[(0, 310), (1, 190)]])
     board = EvdevBoard(lambda: dev)
     board.start()
-    samples, deadline = [], time.monotonic() + 5.0
-    try:  # drain (not collect: collect() drops what arrived before it was called, and the fake is instant)
-        while len(samples) < 2 and time.monotonic() < deadline:
-            samples += board.drain()
-            time.sleep(0.01)
+    try:
+        time.sleep(0.3)
+        samples = board.drain()
     finally:
         board.close()
-    assert len(samples) == 2
-    np.testing.assert_allclose(samples[0].kg, [3.0, 2.0, 4.0, 1.0], atol=1e-9)  # 10 g units
-    np.testing.assert_allclose(samples[1].kg, [3.1, 1.9, 4.0, 1.0], atol=1e-9)
+    assert len(samples) > 0.3 * EVDEV_RATE_HZ / 2
+    kg = np.array([s.kg for s in samples])
+    np.testing.assert_allclose(kg[-1], [3.1, 1.9, 4.0, 1.0], atol=1e-9)
+    np.testing.assert_allclose(kg[:, 2:], np.tile([4.0, 1.0], (len(kg), 1)), atol=1e-9)  # as opened: no event
+    t = np.array([s.t for s in samples])
+    assert np.median(np.diff(t)) == pytest.approx(1 / EVDEV_RATE_HZ, rel=0.3)
+
+
+def test_a_still_load_on_an_evdev_board_is_read_without_any_event(emu_factory):
+    """A noise-free still load: after the first report the kernel sends nothing (no change), yet the board is read
+    from its state, for longer than the silence that would call a HID link lost, with no reconnect."""
+    emu = emu_factory()  # noise-free, LOAD on the cells since before the device opened
+    dev = KernelEvdevBoard(emu)
+    board = EvdevBoard(lambda: dev, name="kernel")
+    samples = _run(board, 1.5)
+    assert board.stats.reconnects == 0 and len(samples) > 1.5 * EVDEV_RATE_HZ / 2
+    np.testing.assert_allclose(np.array([s.kg for s in samples]), np.tile(LOAD, (len(samples), 1)), atol=0.011)
+
+
+def test_the_kernels_fuzz_filter_smooths_small_steps_as_the_input_core_does():
+    assert [kernel_defuzz(v, 1000) for v in (1000, 1001, 999, 1002, 998, 1003, 1005)] == [
+        1000, 1000, 999, 1001, 999, 1001, 1005]  # fmt: skip
 
 
 def _reports(tr, seconds):
@@ -330,3 +360,17 @@ def test_boards_are_tared_and_recalibrated_side_by_side(emu_factory):
     finally:
         for b in boards:
             b.close()
+
+
+def test_a_board_is_known_by_its_extension_kind_as_hid_wiimote_knows_it(emu_factory):
+    """hid-wiimote takes any extension id whose bytes 4–5 are 04 02 for a balance board (third-party boards differ
+    in the others); another kind (a Nunchuk's 00 00) is refused by name."""
+    emu = emu_factory()
+    emu.memory[0xFA:0x100] = bytes([0x01, 0x00, 0xA4, 0x20, 0x04, 0x02])
+    assert len(_run(HidBoard(emu.connect_socketpair), 0.3)) > 10
+    other = emu_factory()
+    other.memory[0xFA:0x100] = bytes([0x00, 0x00, 0xA4, 0x20, 0x00, 0x00])
+    board = HidBoard(other.connect_socketpair)
+    with pytest.raises(DeviceError, match="extension id 0000a4200000 is not a balance board"):
+        board.start()
+    board.close()

@@ -28,8 +28,9 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from drivers.emulators.mujoco_arm import mujoco_from_urdf_text
+from drivers.emulators.mujoco_twin import physical_truth
 from formats.errors import DataError
-from robots.tree import RobotModel, rpy_matrix
+from robots.tree import ParameterSet, RobotModel, rpy_matrix
 from robots.urdf import matrix_rpy
 from robots.urdf_write import model_to_urdf
 
@@ -71,7 +72,7 @@ class ServoDriveTruth:
         return {"Kc": self.kc, "Kv": self.kv, "sigma+": self.sigma_pos, "sigma-": self.sigma_neg}
 
 
-def one_joint_urdf(model: RobotModel, params: str, joint: str, q_held: np.ndarray) -> str:
+def one_joint_urdf(model: RobotModel, params: str | ParameterSet, joint: str, q_held: np.ndarray) -> str:
     """The robot's URDF with every joint but `joint` fixed at its held angle (origin rotated by it)."""
     root = ET.fromstring(model_to_urdf(model, params))
     for j in root.findall("joint"):
@@ -114,7 +115,8 @@ class PwmDrive:
         if joint not in model.joint_names:
             raise DataError(f"PWM drive: {model.name} has no joint {joint!r}")
         self.truth, self.dt = truth, dt
-        ps = params or next(iter(model.params))
+        # inertias made physically consistent as the twin simulates them (MuJoCo refuses a triangle violation)
+        ps = physical_truth(model, model.parameter_set(params or next(iter(model.params))))
         m = mujoco_from_urdf_text(one_joint_urdf(model, ps, joint, np.asarray(q_held, float)))
         if m.nv != 1:
             raise DataError(f"PWM drive: expected one free joint, MuJoCo sees {m.nv}")

@@ -348,10 +348,28 @@ def kernel_units(cal: Calibration, raw: np.ndarray) -> np.ndarray:
     return np.where(raw <= r[0], 0, np.where(raw < r[1], lo, hi))
 
 
+# hid-wiimote registers the balance board's axes with input_set_abs_params(dev, ABS_HAT*, 0, 65535, 2, 4): fuzz 2
+KERNEL_FUZZ = 2
+
+
+def kernel_defuzz(value: int, old: int, fuzz: int = KERNEL_FUZZ) -> int:
+    """The input core's input_defuzz_abs_event: small changes are dropped or averaged into the old value."""
+    if fuzz:
+        if old - fuzz // 2 < value < old + fuzz // 2:  # C integer division, as the kernel
+            return old
+        if old - fuzz < value < old + fuzz:
+            return (old * 3 + value) // 4
+        if old - fuzz * 2 < value < old + fuzz * 2:
+            return (old + value) // 2
+    return value
+
+
 class KernelEvdevBoard:
     """The emulated board as the kernel's hid-wiimote presents it through evdev: stands in for an
-    evdev.InputDevice (fileno / read_one / close), streaming ABS_HAT0X/0Y/1X/1Y + SYN_REPORT at the board's
-    rate. Values come from `emu.reading_raw()` through `kernel_units`, so the clamp at 0 is the kernel's."""
+    evdev.InputDevice (fileno / read_one / absinfo / close). At the board's rate each axis's value passes the input
+    core's fuzz filter, and only changed ones are sent (ABS_HAT0X/0Y/1X/1Y), a SYN_REPORT after them only when one
+    was; `absinfo` gives the held state. Values come from `emu.reading_raw()` through `kernel_units`, so the clamp
+    at 0 is the kernel's."""
 
     def __init__(self, emu: WbbEmulator) -> None:
         from evdev import ecodes
@@ -363,6 +381,7 @@ class KernelEvdevBoard:
         self._r, self._w = os.pipe()
         os.set_blocking(self._r, False)
         self._events: list[tuple[int, int, int]] = []
+        self._state = [int(v) for v in kernel_units(emu.cal, np.array(emu.reading_raw()))]  # before the open
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"kernel-evdev-{emu.name}", daemon=True)
@@ -373,8 +392,15 @@ class KernelEvdevBoard:
         while not self._stop.wait(period):
             vals = kernel_units(self.emu.cal, np.array(self.emu.reading_raw()))
             with self._lock:
-                self._events += [(self._abs, c, int(v)) for c, v in zip(self._codes, vals, strict=True)]
-                self._events.append((self._syn, self._report, 0))
+                changed = []
+                for k, (c, v) in enumerate(zip(self._codes, vals, strict=True)):
+                    new = kernel_defuzz(int(v), self._state[k])
+                    if new != self._state[k]:
+                        self._state[k] = new
+                        changed.append((self._abs, c, new))
+                if not changed:
+                    continue
+                self._events += [*changed, (self._syn, self._report, 0)]
             try:
                 os.write(self._w, b"x")
             except OSError:
@@ -382,6 +408,13 @@ class KernelEvdevBoard:
 
     def fileno(self) -> int:
         return self._r
+
+    def absinfo(self, code: int):
+        """The axis's held value, as evdev.InputDevice.absinfo gives it (the fields the driver reads)."""
+        from types import SimpleNamespace
+
+        with self._lock:
+            return SimpleNamespace(value=self._state[self._codes.index(code)], fuzz=KERNEL_FUZZ, flat=4)
 
     def read_one(self):
         from types import SimpleNamespace

@@ -303,7 +303,7 @@ class HidBoard(_BoardBase):
             if ack.error:
                 raise DeviceError(f"board {self.name}: extension init write failed (error {ack.error})")
         ext_id = self._read_block(tr, P.EXT_ID_ADDR, P.EXT_ID_LEN)
-        if ext_id != P.WBB_EXT_ID:
+        if ext_id[4:6] != P.WBB_EXT_ID[4:6]:  # as hid-wiimote: bytes 4–5 name the kind (third-party boards vary)
             raise DeviceError(f"board {self.name}: extension id {ext_id.hex()} is not a balance board")
         cal_raw = P.decode_calibration(self._read_block(tr, P.CAL_ADDR, P.CAL_LEN))
         raw = np.array(cal_raw, float)
@@ -368,13 +368,20 @@ class HidBoard(_BoardBase):
 
 # evdev axes of hid-wiimote's balance board device, in the board's cell order
 EVDEV_AXES = ("ABS_HAT0X", "ABS_HAT0Y", "ABS_HAT1X", "ABS_HAT1Y")  # TR, BR, TL, BL
+# The input core passes on changed values only (after its fuzz filter: hid-wiimote registers the axes with fuzz 2)
+# and no SYN_REPORT when nothing changed, so evdev events are no count of the board's reports: the driver samples
+# the cells' held state at the board's own rate instead, a still load included.
+EVDEV_RATE_HZ = 100.0
 
 
 class EvdevBoard(_BoardBase):
     """A board bound to the kernel's hid-wiimote driver, read through python-evdev.
 
     The kernel applies the factory calibration and reports 10 g units, clamped at zero; we only tare.
-    `open_device()` returns an object with `read_one()` / `fileno()` / `close()` (an evdev.InputDevice).
+    `open_device()` returns an object with `read_one()` / `fileno()` / `absinfo(code)` / `close()` (an
+    evdev.InputDevice). Samples are the cells' held state every 1/EVDEV_RATE_HZ s, seeded from the device's state
+    when it opens (the kernel replays nothing: a cell that does not change sends no event); a lost device is one
+    whose reads fail (hid-wiimote removes it when the board disconnects), not one that is silent.
 
     Because of the clamp, a cell whose unloaded reading is negative reads 0 at tare and its offset cannot be
     measured: every later reading of that cell would be low by the unknown offset (a board reading
@@ -391,14 +398,18 @@ class EvdevBoard(_BoardBase):
         from evdev import ecodes
 
         self._codes = {getattr(ecodes, a): i for i, a in enumerate(EVDEV_AXES)}
-        self._ev_abs, self._ev_syn, self._syn_report = ecodes.EV_ABS, ecodes.EV_SYN, ecodes.SYN_REPORT
+        self._ev_abs = ecodes.EV_ABS
         self._values = [0, 0, 0, 0]
+        self._next_tick: float | None = None
 
     def _open(self) -> None:
         try:
             self.device = self.open_device()
+            for code, i in self._codes.items():  # the state before any event: unchanged cells send none
+                self._values[i] = int(self.device.absinfo(code).value)
         except OSError as exc:
             raise DeviceError(f"board {self.name}: cannot open evdev device: {exc}") from exc
+        self._next_tick = None
         if self.calibration is None:
             # identity "calibration" in 10 g units: 0 / 1700 / 3400 -> 0 / 17 / 34 kg
             self.calibration = Calibration(
@@ -427,23 +438,25 @@ class EvdevBoard(_BoardBase):
         dev = self.device
         if dev is None:
             raise LinkLost("not connected")
+        now = time.monotonic()
+        if self._next_tick is None:
+            self._next_tick = now
         try:
-            ready, _, _ = select.select([dev], [], [], timeout)
-            if not ready:
-                return False
-            emitted = False
-            while True:
-                ev = dev.read_one()
-                if ev is None:
-                    break
+            ready, _, _ = select.select([dev], [], [], min(timeout, max(0.0, self._next_tick - now)))
+            while ready and (ev := dev.read_one()) is not None:
                 if ev.type == self._ev_abs and ev.code in self._codes:
                     self._values[self._codes[ev.code]] = ev.value
-                elif ev.type == self._ev_syn and ev.code == self._syn_report:
-                    self._emit(tuple(self._values))
-                    emitted = True
-            return emitted
         except OSError as exc:
             raise LinkLost(f"{self.name}: {exc}") from exc
+        now = time.monotonic()
+        if now < self._next_tick:
+            return False
+        self._emit(tuple(self._values))
+        period = 1.0 / EVDEV_RATE_HZ
+        self._next_tick += period
+        if self._next_tick < now:  # behind (a stalled thread): resume the rate from now, no burst
+            self._next_tick = now + period
+        return True
 
     def _close_transport(self) -> None:
         if self.device is not None:
