@@ -262,7 +262,7 @@ class Executor:
     ) -> np.ndarray:
         """One control tick: send q_cmd (+ `offset`, the gravity feed-forward) at the streaming rate, record q_cmd
         and the encoders, drain the boards, and trip on the tracking error |encoders − q_cmd|."""
-        period = 1.0 / (self.ex.rate_hz * (self.k if phase in self.ROBOT_RATE_PHASES else 1.0))
+        period = self._period(phase)
         now = self.clock.now()
         behind = 0.0 if self._next_tick is None else now - self._next_tick
         if self._next_tick is None or behind > LATE_PERIODS * period:  # first tick, or a stall
@@ -367,7 +367,12 @@ class Executor:
     def _still_window(self) -> float:
         """How long (bench clock) every joint must stay put to count as still: SETTLE_STILL_S of robot time, and at
         least STILL_TICKS settle ticks — on a compressed bench 0.3 s / K can be shorter than one tick."""
-        return max(SETTLE_STILL_S / self.k, STILL_TICKS / self.ex.rate_hz)
+        return max(SETTLE_STILL_S / self.k, STILL_TICKS * self._period("settle"))
+
+    def _period(self, phase: str) -> float:
+        """Bench-clock seconds between ticks of a phase: `rate_hz` of robot time in ROBOT_RATE_PHASES, else of the
+        bench clock."""
+        return 1.0 / (self.ex.rate_hz * (self.k if phase in self.ROBOT_RATE_PHASES else 1.0))
 
     def _settle(self, q_to, posture, ramp: bool = False) -> tuple[bool, np.ndarray]:
         """Command the posture until it is settled (True) or settle_timeout_s passes. Settled: every joint within

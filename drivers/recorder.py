@@ -62,6 +62,43 @@ def _open_csv(path: pathlib.Path, header: str):
     return fh
 
 
+def read_run_meta(path: pathlib.Path) -> dict:
+    """A posture run's run.json (one-line DataError for anything else)."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{path}: not valid JSON ({exc}); choose another --out") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("segments", []), list):
+        raise DataError(f"{path}: not a run.json of poise run; choose another --out")
+    return meta
+
+
+def check_run_folder(
+    run_dir: pathlib.Path, resume: bool, plan_sha256: str | None = None, same: dict | None = None
+) -> None:
+    """The refusals of a posture run's folder, read only (so that a run checks them before its bench opens): a
+    recording there without `resume`, or one made with another plan or other `same` values (`RunRecorder`)."""
+    rec_path = run_dir / "recording.csv"
+    if _data_lines(rec_path) == 0:  # nothing completed yet: started afresh
+        return
+    if not resume:
+        raise DataError(f"{run_dir} already holds a recording; pass --resume to continue it or choose another --out")
+    meta_path = run_dir / "run.json"
+    meta = read_run_meta(meta_path) if meta_path.exists() else {}
+    if plan_sha256 is not None and meta.get("plan_sha256") != plan_sha256:
+        had = meta.get("plan_sha256")
+        raise DataError(
+            f"{run_dir} was recorded with a different plan (sha256 {had[:12]}…, this plan {plan_sha256[:12]}…); "
+            "resume with the same plan or choose another --out"
+            if had
+            else f"{run_dir}: run.json has no plan sha256, so it cannot be resumed safely; choose another --out"
+        )
+    for key, value in (same or {}).items():  # a resumed run's postures are measured alike, or not at all
+        if meta.get(key) != value:
+            raise DataError(f"{run_dir}: its postures were recorded with {key} {meta.get(key)!r}, this run has "
+                            f"{value!r}; resume alike or choose another --out")  # fmt: skip
+
+
 class RunRecorder:
     def __init__(
         self,
@@ -74,33 +111,17 @@ class RunRecorder:
         same: dict | None = None,
     ):
         """`same`: run.json values a resumed run's postures must share with those recorded (e.g. the noise seed
-        and board gains they were measured with), checked before run.json changes; then recorded."""
+        and board gains they were measured with), checked before run.json changes (`check_run_folder`); then
+        recorded."""
         self.dir = pathlib.Path(run_dir)
+        check_run_folder(self.dir, resume, plan_sha256, same)
         self.dir.mkdir(parents=True, exist_ok=True)
         rec_path = self.dir / "recording.csv"
         self.meta_path = self.dir / "run.json"
-        if (
-            _data_lines(rec_path) == 0
-        ):  # nothing completed yet (or a run that failed before its first posture)
+        if _data_lines(rec_path) == 0:  # nothing completed yet (or a run that failed before its first posture)
             for name in RUN_FILES:
                 (self.dir / name).unlink(missing_ok=True)
-        elif not resume:
-            raise DataError(
-                f"{self.dir} already holds a recording; pass --resume to continue it or choose another --out"
-            )
-        self.meta = self._read_meta() if self.meta_path.exists() else {}
-        if rec_path.exists() and plan_sha256 is not None and self.meta.get("plan_sha256") != plan_sha256:
-            had = self.meta.get("plan_sha256")
-            raise DataError(
-                f"{self.dir} was recorded with a different plan (sha256 {had[:12]}…, this plan {plan_sha256[:12]}…); "
-                "resume with the same plan or choose another --out"
-                if had
-                else f"{self.dir}: run.json has no plan sha256, so it cannot be resumed safely; choose another --out"
-            )
-        for key, value in (same or {}).items():  # a resumed run's postures are measured alike, or not at all
-            if rec_path.exists() and self.meta.get(key) != value:
-                raise DataError(f"{self.dir}: its postures were recorded with {key} {self.meta.get(key)!r}, this "
-                                f"run has {value!r}; resume alike or choose another --out")  # fmt: skip
+        self.meta = read_run_meta(self.meta_path) if self.meta_path.exists() else {}
         segments = self.meta.get("segments", [])
         if rec_path.exists():  # a kill between a posture's row and run.json: credit the row to its segment
             listed = {p for seg in segments for p in seg.get("completed", [])}
@@ -135,15 +156,6 @@ class RunRecorder:
     def use_clock(self, clock: Clock) -> None:
         """Stamp rows given on `clock` (the bench clock the executor and boards run by) as unix times from now."""
         self._t_offset = time.time() - clock.now()
-
-    def _read_meta(self) -> dict:
-        try:
-            meta = json.loads(self.meta_path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DataError(f"{self.meta_path}: not valid JSON ({exc}); choose another --out") from None
-        if not isinstance(meta, dict) or not isinstance(meta.get("segments", []), list):
-            raise DataError(f"{self.meta_path}: not a run.json of poise run; choose another --out")
-        return meta
 
     @property
     def done(self) -> set[int]:

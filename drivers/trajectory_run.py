@@ -572,18 +572,41 @@ class TrajectoryExecutor(Executor):
         return self._move(setpoints, 0, on_ground=False)
 
     def _check_servo_limits(self, start: np.ndarray) -> None:
-        """Refuse before the first command a start move, start posture or streamed goal (with its feed-forward)
-        outside the servos' position limits; the weight shift's parts are checked without their feed-forward."""
+        """Refuse before the first command any goal outside the servos' position limits, as it will be sent (with
+        its feed-forward): the start move, the start posture, the weight shifts and sole lifts and the holds
+        between them, and every streamed tick."""
         sp, q0 = self.sp, self.plan.postures[0].q
         stages = [("on the move to the start", start, self._tick_times(start)),
                   ("at the start posture", (q0 + self._offsets(q0))[None], None)]  # fmt: skip
-        for ws, when in ((sp.lead_in, "start"), (sp.lead_out, "end")):
-            if ws is not None:
-                stages += [(f"in the {when}'s weight shift", ws.shift.q, ws.shift.t),
-                           (f"in the {when}'s sole lift", ws.lift.q, ws.lift.t)]  # fmt: skip
+        if sp.lead_in is not None:
+            ws = sp.lead_in
+            lf = ws.lift
+            stages += [("in the start's weight shift", ws.shift.q + self._shift_offsets(ws, ws.shift), ws.shift.t),
+                       ("in the start's sole lift", lf.q + self._part_offsets(lf), lf.t),
+                       ("on one sole at the start", (sp.q[0] + self._offsets(sp.q[0]))[None], None)]  # fmt: skip
+        if sp.lead_out is not None:
+            ws = sp.lead_out
+            back = reverse(ws.shift)
+            for part in (reverse(part_slice(ws.lift, ws.raise_ticks - 1)), reverse(part_slice(ws.lift, 0, ws.raise_ticks))):
+                stages.append(("in the end's sole lowering", part.q + self._part_offsets(part), part.t))
+            stages.append(("in the end's weight shift", back.q + self._shift_offsets(ws, back, True), back.t))
         goals = sp.q if self._ff is None else sp.q + self._ff
         stages.append(("of the trajectory", goals, sp.t))
         check_servo_limits(self.link, self.model.joint_names, stages)
+
+    def _shift_offsets(self, ws: WeightShift, part, back: bool = False) -> np.ndarray:
+        """A weight shift's goal offsets as streamed: the free sole's lever-rule share falling to 0 (rising again
+        when played `back`)."""
+        lever = float(np.clip(self._lever_share(ws, ws.stand), 0.0, 1.0))
+        progress = ws.progress[::-1] if back else ws.progress
+        return goal_offsets(self.model, self.cfg, part.q, self.sp.params, self.sp.base, self._p_gains,
+                            lever * (1.0 - progress))  # fmt: skip
+
+    def _part_offsets(self, part) -> np.ndarray:
+        """A sole lift's or lowering's feed-forward offsets as streamed (on the base sole alone)."""
+        sp = self.sp
+        return feedforward_offsets(self.model, self.cfg, part.q, part.qd, part.qdd, sp.base, sp.params,
+                                   self._p_gains)  # fmt: skip
 
     @steady_gc()
     def run(self) -> TrajectoryRunResult:
@@ -676,9 +699,7 @@ class TrajectoryExecutor(Executor):
         free sole to the plan's start (single support) and hold it there; returns the base sole's polygon."""
         ws, sp = self.sp.lead_in, self.sp
         self.rec.update_meta(weight_shift=ws.summary())
-        lever = float(np.clip(self._lever_share(ws, ws.stand), 0.0, 1.0))
-        shares = lever * (1.0 - ws.progress)
-        off = goal_offsets(self.model, self.cfg, ws.shift.q, sp.params, sp.base, self._p_gains, shares)
+        off = self._shift_offsets(ws, ws.shift)
         self._stream_part("shift", ws.shift.t, ws.shift.q, off, cells, hull)
         loads: list[np.ndarray] = []
         t0 = self.clock.now()
@@ -703,10 +724,7 @@ class TrajectoryExecutor(Executor):
         self._both_soles = False
         polygon = self._support_polygon(ws.lift.q[0])
         lf = ws.lift
-        off = feedforward_offsets(
-            self.model, self.cfg, lf.q, lf.qd, lf.qdd, sp.base, sp.params, self._p_gains
-        )
-        self._stream_part("lift", lf.t, lf.q, off, cells, polygon)
+        self._stream_part("lift", lf.t, lf.q, self._part_offsets(lf), cells, polygon)
         t0, off0 = self.clock.now(), self._offsets(sp.q[0])
         while self.clock.now() - t0 < LANDING_S / self.k:  # at rest on one sole before the excitation
             self._tick(sp.q[0], 0, "settle", None, off0)
@@ -722,16 +740,13 @@ class TrajectoryExecutor(Executor):
             self.rec.update_meta(weight_shift_end=ws.summary())
         air = reverse(part_slice(ws.lift, ws.raise_ticks - 1))
         down = reverse(part_slice(ws.lift, 0, ws.raise_ticks))
-        ff = [feedforward_offsets(self.model, self.cfg, p.q, p.qd, p.qdd, sp.base, sp.params, self._p_gains)
-              for p in (air, down)]  # fmt: skip
+        ff = [self._part_offsets(p) for p in (air, down)]
         self._stream_part("lower", air.t, air.q, ff[0], cells, polygon)
         self.expect_sole(ws.other, False)
         self._both_soles = True  # the free sole may touch its board from here on
         self._stream_part("lower", down.t, down.q, ff[1], cells, polygon)
         back, hull = reverse(ws.shift), self._support_polygon(ws.stand)
-        lever = float(np.clip(self._lever_share(ws, ws.stand), 0.0, 1.0))
-        off = goal_offsets(self.model, self.cfg, back.q, sp.params, sp.base, self._p_gains,
-                           lever * (1.0 - ws.progress[::-1]))  # fmt: skip
+        off = self._shift_offsets(ws, back, True)
         self._stream_part("shift", back.t, back.q, off, cells, hull)
         t0 = self.clock.now()
         while self.clock.now() - t0 < LANDING_S / self.k:

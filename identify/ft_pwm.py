@@ -92,7 +92,11 @@ def unit_of(name: str) -> str:
 
 
 def check_angles(model: RobotModel, rec: FtPwmRecording, source: str) -> None:
-    """Refuse angles beyond the description's limits plus a margin: logged in degrees (or another robot's)."""
+    """Refuse angles beyond the description's limits plus a margin: logged in degrees (or another robot's); the
+    recording's joints must be the model's, in its order."""
+    if list(rec.joint_names) != list(model.joint_names):
+        raise DataError(f"{source}: joints {', '.join(rec.joint_names)} are not {model.name!r}'s "
+                        f"({', '.join(model.joint_names)})")  # fmt: skip
     lo, hi = model.lower - LIMIT_MARGIN_RAD, model.upper + LIMIT_MARGIN_RAD
     for j, name in enumerate(rec.joint_names):
         q = rec.q[:, j]

@@ -339,7 +339,8 @@ def cmd_postures(args: argparse.Namespace) -> int:
     )
     console.print(reps.describe())
     for gap in gaps:
-        err_console.print(f"poise: the design fails `plan check`: {gap}; more --starts may avoid it")
+        hint = "; more --starts may avoid it" if "cannot identify" in gap else ""
+        err_console.print(f"poise: the design fails `plan check`: {gap}{hint}")
     return 1 if gaps else 0
 
 

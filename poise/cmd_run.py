@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.table import Table
 
 from drivers.config import load_config
-from drivers.recorder import RunRecorder, plan_sha256
+from drivers.recorder import RunRecorder, check_run_folder, plan_sha256
 from drivers.run_events import attribute, per_posture
 from drivers.run_files import COMPLETED, stopped_status
 from formats.errors import DataError
@@ -211,6 +211,8 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
     gains = getattr(args, "gains", None)
     same = {"noise_seed": noise_seed_of(world_opts) if args.robot.startswith("sim") and world_opts.noise else None,
             "board_gains": None if gains is None else gains_meta(gains)}  # fmt: skip
+    # the run folder's refusals before the bench opens (the recorder itself is made only once it did)
+    check_run_folder(Path(args.out), args.resume, plan_sha256(plan), same)
     if args.resume:
         check_resume_alike(Path(args.out), config)
     with Session(
@@ -221,7 +223,7 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
         status = "running"
         try:
             rec.update_meta(plan=str(args.plan), robot=args.robot, boards=args.boards, time_scale=args.time_scale,
-                            required_margin_m=checked.margin, **provenance_meta(config))  # fmt: skip
+                            required_margin_m=checked.margin, status=status, **provenance_meta(config))  # fmt: skip
             segments = rec.meta["segments"]  # what this segment ran with (the top-level keys: the latest)
             segments[-1].update(robot=args.robot, boards=args.boards, time_scale=args.time_scale)
             rec.update_meta(segments=segments, **gain_se_meta(gains))
@@ -288,9 +290,9 @@ def check_resume_alike(out: Path, config: RobotConfig) -> None:
         meta = json.loads((out / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # nothing to resume (or the recorder says what is wrong with it)
-    if not isinstance(meta, dict) or not any(isinstance(g, dict) and g.get("completed")
-                                             for g in meta.get("segments", [])):  # fmt: skip
-        return
+    segments = meta.get("segments") if isinstance(meta, dict) else None
+    if not isinstance(segments, list) or not any(isinstance(g, dict) and g.get("completed") for g in segments):
+        return  # nothing recorded to be alike (or the recorder says what is wrong with the file)
     had_config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
     now = provenance_meta(config)
     pairs = [

@@ -187,3 +187,12 @@ def test_pwm_plan_runs_on_the_bundled_robot_twin(tmp_path, capsys):
     assert main(["run", str(plan), "--robot", "sim", "--joint", "theta1", "--out", str(out)]) == 0
     rows = (out / "recording.csv").read_text().splitlines()
     assert sum(1 for r in rows if r and r[0].isdigit()) > 50
+
+
+def test_a_recording_of_other_joints_is_one_line_not_a_traceback(sim, tmp_path, capsys):
+    """Joints other than the model's (here in another order) are named before any angle is judged against the
+    wrong joint's limits."""
+    rec = sim[0].recording
+    swapped = replace(rec, joint_names=list(reversed(rec.joint_names)), q=rec.q[:, ::-1])
+    code, _, err = _identify(swapped, tmp_path / "swapped.csv", capsys)
+    assert code == 2 and "are not" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -186,6 +186,7 @@ class _FakeEvdev:
             self.events += [SimpleNamespace(type=ecodes.EV_ABS, code=self.CODES[k], value=v) for k, v in change]
             self.events.append(SimpleNamespace(type=ecodes.EV_SYN, code=ecodes.SYN_REPORT, value=0))
         os.write(self.w, b"x")
+        os.set_blocking(self.r, False)
 
     def fileno(self):
         return self.r
@@ -194,7 +195,15 @@ class _FakeEvdev:
         return SimpleNamespace(value=self.state[code])
 
     def read_one(self):
-        return self.events.pop(0) if self.events else None
+        import os
+
+        if self.events:
+            return self.events.pop(0)
+        try:
+            os.read(self.r, 64)  # drained: the pipe is no longer ready (as a real evdev fd once read)
+        except BlockingIOError:
+            pass
+        return None
 
     def close(self):
         import os

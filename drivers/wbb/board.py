@@ -405,10 +405,14 @@ class EvdevBoard(_BoardBase):
     def _open(self) -> None:
         try:
             self.device = self.open_device()
+        except OSError as exc:
+            raise DeviceError(f"board {self.name}: cannot open evdev device: {exc}") from exc
+        try:
             for code, i in self._codes.items():  # the state before any event: unchanged cells send none
                 self._values[i] = int(self.device.absinfo(code).value)
         except OSError as exc:
-            raise DeviceError(f"board {self.name}: cannot open evdev device: {exc}") from exc
+            self._close_transport()  # each reconnect attempt would leave a descriptor open
+            raise DeviceError(f"board {self.name}: cannot read the evdev device's state: {exc}") from exc
         self._next_tick = None
         if self.calibration is None:
             # identity "calibration" in 10 g units: 0 / 1700 / 3400 -> 0 / 17 / 34 kg
