@@ -31,3 +31,13 @@ def json_format(path: str | Path) -> str | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
         return None
     return fmt if isinstance(fmt, str) else None
+
+
+def check_numbers(value, where: str, what: str) -> None:
+    """DataError naming `what` and `where` (e.g. a[2][1]) when `value`, or any item of its nested lists, is not a
+    JSON number: a string or a boolean in a file is not silently converted."""
+    if isinstance(value, list):
+        for k, item in enumerate(value):
+            check_numbers(item, f"{where}[{k}]", what)
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise DataError(f"{what} {where}: expected a number, got {value!r}")

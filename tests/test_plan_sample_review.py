@@ -202,3 +202,13 @@ def test_a_json_that_is_no_plan_is_named_so_by_every_command(tmp_path, capsys):
                  ["plan", "forecast", str(other), "--noise", "0.1"], ["plan", "check", str(other)]):  # fmt: skip
         err = _error(capsys, argv)
         assert "not a" in err and "poise.trajectory-plan" in err and "missing field" not in err
+
+
+def test_quoted_numbers_in_a_spline_trajectory_are_refused_naming_the_field():
+    from formats.errors import DataError
+    from trajectories.spline import SplineTrajectory
+
+    good = {"times_s": [0.0, 1.0, 2.0], "q": [[0.0, 0.1], [0.2, 0.3], [0.0, 0.1]]}
+    assert SplineTrajectory.from_json(good).q.shape == (3, 2)
+    with pytest.raises(DataError, match=r"spline trajectory q\[1\]\[0\]: expected a number, got '0.2'"):
+        SplineTrajectory.from_json(good | {"q": [[0.0, 0.1], ["0.2", 0.3], [0.0, 0.1]]})

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from formats.errors import DataError
+from formats.json_format import check_numbers
 
 
 @dataclass(frozen=True)
@@ -94,21 +95,11 @@ class FourierTrajectory:
         if missing:
             raise DataError(f"malformed Fourier trajectory (missing {', '.join(repr(k) for k in missing)})")
         for key in ("period_s", "duration_s", "q0", "a", "b"):
-            _numbers(d[key], key)
+            check_numbers(d[key], key, "Fourier trajectory")
         try:
             return cls(float(d["period_s"]), float(d["duration_s"]), d["q0"], d["a"], d["b"])
         except (TypeError, ValueError) as exc:
             raise DataError(f"malformed Fourier trajectory ({exc})") from None
-
-
-def _numbers(value, where: str) -> None:
-    """DataError naming `where` (e.g. a[2][1]) when `value`, or any item of its nested lists, is not a JSON number
-    (a string or a boolean is not silently converted)."""
-    if isinstance(value, list):
-        for k, item in enumerate(value):
-            _numbers(item, f"{where}[{k}]")
-    elif isinstance(value, bool) or not isinstance(value, int | float):
-        raise DataError(f"Fourier trajectory {where}: expected a number, got {value!r}")
 
 
 def basis(t: np.ndarray, harmonics: int, omega: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -8,6 +8,7 @@ import numpy as np
 from scipy.interpolate import CubicSpline
 
 from formats.errors import DataError
+from formats.json_format import check_numbers
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class SplineTrajectory:
     @classmethod
     def from_json(cls, d: dict) -> SplineTrajectory:
         try:
+            for key in ("times_s", "q"):
+                check_numbers(d[key], key, "spline trajectory")
             return cls(np.asarray(d["times_s"], dtype=float), np.asarray(d["q"], dtype=float))
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"malformed spline trajectory ({exc})") from None
