@@ -40,7 +40,7 @@ from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
     move_time_at_limit,
     waypoint_profile,
 )
-from drivers.wbb.geometry import G, board_poses_for, cells_in_base
+from drivers.wbb.geometry import MIN_COP_KG, G, board_poses_for, cells_in_base
 from formats.errors import DataError, DeviceError, PoiseError
 from formats.plan import Plan
 from robots.stance import foot_corners, other_pose, placement_deviation, signed_margin
@@ -318,7 +318,7 @@ class Executor:
             return None, None
         f = np.concatenate(self._latest_kg)
         total = float(f.sum())
-        if total < 0.5:
+        if total < MIN_COP_KG:
             return None, total
         return f @ cells / total, total
 

@@ -148,10 +148,14 @@ class SoleRocking:
         return {"ticks": self.ticks, "rocked_share": self.share, "max_corner_index": self.max_index}
 
 
+def tick_count(duration: float, rate_hz: float) -> int:
+    """How many ticks `tick_times` makes (known before making them)."""
+    return max(1, math.ceil(duration * rate_hz - 1e-9)) + 1
+
+
 def tick_times(duration: float, rate_hz: float) -> np.ndarray:
     """k / rate_hz for every whole tick inside the trajectory, then its end (a last, shorter step)."""
-    n = max(1, math.ceil(duration * rate_hz - 1e-9))
-    t = np.arange(n + 1) / rate_hz
+    t = np.arange(tick_count(duration, rate_hz)) / rate_hz
     t[-1] = duration
     return t
 

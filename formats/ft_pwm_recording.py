@@ -22,12 +22,12 @@ import numpy as np
 
 from formats.atomic import write_text_atomic
 from formats.commented_csv import read_commented
+from formats.dynamic_recording import SLOWEST_STEP_S  # one "t_s in ms?" threshold
 from formats.errors import DataError
 
 MAGIC = "poise ft-pwm recording"
 VERSION = 1
 WRENCH = ["fx_n", "fy_n", "fz_n", "mx_nm", "my_nm", "mz_nm"]
-SLOWEST_STEP_S = 0.5  # a median time step above this resolves no arm motion: the stamps are likely in ms
 
 
 @dataclass

@@ -40,14 +40,19 @@ def check_base(model: RobotModel, base: str, quantity: str) -> None:
 
 
 def model_of_recording(rec: DynamicRecording, path: str | Path) -> RobotModel:
-    """The robot a recording names: its `robot_source` (a description file, as given or beside the recording),
-    which must describe the robot its `robot` line names, else a built-in robot."""
-    src = rec.meta.get("robot_source")
+    """The robot a recording names (`model_of`)."""
+    return model_of(rec.robot, rec.meta, path)
+
+
+def model_of(robot: str, meta: dict, path: str | Path) -> RobotModel:
+    """The robot a recording's header names: its `robot_source` (a description file, as given or beside the
+    recording), which must describe the robot its `robot` line names, else a built-in robot."""
+    src = meta.get("robot_source")
     if not src:
         try:
-            return get_model(rec.robot)
+            return get_model(robot)
         except DataError as exc:
-            if is_named(rec.robot):  # its package is missing: the error says which
+            if is_named(robot):  # its package is missing: the error says which
                 raise DataError(f"{path}: {exc}") from None
             raise DataError(f"{path}: {exc}; a recording of another robot names its description: "
                             "'# robot_source: PATH' (absolute, or beside the recording)") from None  # fmt: skip
@@ -55,7 +60,7 @@ def model_of_recording(rec: DynamicRecording, path: str | Path) -> RobotModel:
         model = get_model(source_beside(src, path))
     except DataError as exc:
         raise DataError(f"{path}: robot_source: {exc}") from None
-    check_described(str(path), rec.robot, src, model)
+    check_described(str(path), robot, src, model)
     return model
 
 

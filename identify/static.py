@@ -254,7 +254,6 @@ class StaticCoMEstimator:
             OUTSIDE_SDS * np.nan_to_num(np.max(sd_mean, axis=1) if sd_mean is not None else 0.0),
         )
         outside = cops_outside(self.model, q, cop, self.base, self.guess, ids, np.broadcast_to(tol, (m,)))
-        repeats = describe_repeats(q, ids, need)
         H_all = regressor_xy(bm, q)
         guess_theta = bm.values(self.guess)
         fixed = [g for g in range(bm.n) if g not in est]
@@ -269,6 +268,7 @@ class StaticCoMEstimator:
         Hw, yw = H * w[:, None], y * w
         rank, dep = rank_report(Hw, [bm.symbols[g] for g in est])
         if rank < p:
+            repeats = describe_repeats(q, ids, need)  # only this message needs it
             names = ", ".join(f"{bm.symbols[est[j]]} ({bm.params[est[j]].column})" for j in dep)
             raise IdentifiabilityError(
                 (f"{repeats}; " if repeats else "")

@@ -45,13 +45,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def static_model(path: str):
     """The robot a static recording names, found as dynamic recordings find theirs (`# robot_source:`, else a
     built-in or packaged name), checked to stand on two soles."""
-    from types import SimpleNamespace
-
-    from identify.recording_model import model_of_recording
+    from identify.recording_model import model_of
     from identify.static import require_soles
 
     meta = read_meta(path)
-    model = model_of_recording(SimpleNamespace(robot=meta["robot"], meta=meta), path)
+    model = model_of(meta["robot"], meta, path)
     require_soles(model, f"{path}: ")
     return model
 

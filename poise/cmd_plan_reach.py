@@ -134,15 +134,11 @@ def check_noise(model, motion: str, noise: list[float]) -> None:
 
 def plan_files(folder: str | None, only: list[int] | None, force: bool) -> Path | None:
     """--out's folder (made once the designs are done, `write_plans`), refused before any design if it holds plans
-    this run would write (with no --only: any ϑN.json) unless --force, or if it cannot be one; None without
-    --out."""
+    this run would write (with no --only: any ϑN.json) unless --force (a folder argparse's `out_dir` checked);
+    None without --out."""
     if folder is None:
         return None
     path = Path(folder)
-    if path.exists() and not path.is_dir():
-        raise DataError(f"--out {folder}: is a file, not a folder")
-    if not path.parent.is_dir():
-        raise DataError(f"--out {folder}: its parent folder {path.parent} does not exist")
     names = {"all.json", *(f"ϑ{k + 1}.json" for k in set(only or []))}
     present = path.iterdir() if path.is_dir() else ()
     clash = sorted(p.name for p in present if p.name in names or (not only and _is_parameter_plan(p.name)))

@@ -1196,7 +1196,7 @@ GRID_NOTE = (
 def cmd_sample_trajectory(args: argparse.Namespace) -> int:
     """`plan sample`: the plan's q, q̇, q̈ (and feed-forward torques) every 1/rate s, for the user's controller;
     refused at a rate that cannot carry the motion's band, or whose file would not fit in memory."""
-    from drivers.trajectory_run import tick_times
+    from drivers.trajectory_run import tick_count, tick_times
     from formats.setpoints import Setpoints, write_setpoints
     from formats.trajectory_plan import plan_digest
     from poise.workflows.plan_forecast import check_band_rate, check_memory
@@ -1210,7 +1210,7 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
         raise DataError("--torques: a standing robot's joint torques depend on how its soles share the load; "
                         "feed-forward torques are a fixed-base arm's")  # fmt: skip
     rate = args.rate_hz or plan.rate_hz
-    rows = max(1, math.ceil(traj.duration * rate - 1e-9)) + 1  # `tick_times`' count, before making them
+    rows = tick_count(traj.duration, rate)
     if rows < MIN_RECORDED_SAMPLES:  # as `plan trajectory` and `simulate trajectory` refuse
         raise DataError(f"--rate-hz {rate:g}: {traj.duration:g} s at it is {rows} setpoints; a controller needs "
                         f"at least {MIN_RECORDED_SAMPLES} (the rate is in Hz)")  # fmt: skip
@@ -1242,14 +1242,11 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
 def _feed_forward(model: RobotModel, q, qd, qdd, ps: str, base: str):
     """RNEA joint torques of the samples, CHUNK_SAMPLES at a time as the checks evaluate dynamics: at once it
     held 2 kB a sample and joint (4.4 GB for the iCub arm's 60 s at 5 kHz)."""
-    import numpy as np
-
     from robots import dynamics as dyn
-    from trajectories.verify import CHUNK_SAMPLES
+    from trajectories.verify import in_chunks
 
     with _working("feed-forward torques (RNEA)"):
-        return np.vstack([dyn.rnea(model, q[k : k + CHUNK_SAMPLES], qd[k : k + CHUNK_SAMPLES],
-                                   qdd[k : k + CHUNK_SAMPLES], ps, base) for k in range(0, len(q), CHUNK_SAMPLES)])  # fmt: skip
+        return in_chunks(lambda *s: dyn.rnea(model, *s, ps, base), q, qd, qdd, what="feed-forward torques")
 
 
 def _sample_report(

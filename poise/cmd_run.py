@@ -213,8 +213,9 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
             "board_gains": None if gains is None else gains_meta(gains)}  # fmt: skip
     # the run folder's refusals before the bench opens (the recorder itself is made only once it did)
     check_run_folder(Path(args.out), args.resume, plan_sha256(plan), same)
+    provenance = provenance_meta(config)  # the config file hashed once
     if args.resume:
-        check_resume_alike(Path(args.out), config)
+        check_resume_alike(Path(args.out), config, provenance)
     with Session(
         args.robot, args.boards, model, config, world_opts, prompt=not args.yes, board_gains=gains
     ) as s:  # the run directory only once the bench opened: a bench that does not open leaves none
@@ -223,7 +224,7 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
         status = "running"
         try:
             rec.update_meta(plan=str(args.plan), robot=args.robot, boards=args.boards, time_scale=args.time_scale,
-                            required_margin_m=checked.margin, status=status, **provenance_meta(config))  # fmt: skip
+                            required_margin_m=checked.margin, status=status, **provenance)  # fmt: skip
             segments = rec.meta["segments"]  # what this segment ran with (the top-level keys: the latest)
             segments[-1].update(robot=args.robot, boards=args.boards, time_scale=args.time_scale)
             rec.update_meta(segments=segments, **gain_se_meta(gains))
@@ -280,7 +281,7 @@ def provenance_meta(config: RobotConfig) -> dict:
             "board_offsets": board_offsets_meta(config)}  # fmt: skip
 
 
-def check_resume_alike(out: Path, config: RobotConfig) -> None:
+def check_resume_alike(out: Path, config: RobotConfig, now: dict) -> None:
     """Refuse, before the bench opens, to resume a posture run whose recorded postures were measured with another
     configuration file, other board offsets or gravity compensation on/off: its rows would not be alike. A value the
     earlier run.json does not record (an older poise) is not compared."""
@@ -294,7 +295,6 @@ def check_resume_alike(out: Path, config: RobotConfig) -> None:
     if not isinstance(segments, list) or not any(isinstance(g, dict) and g.get("completed") for g in segments):
         return  # nothing recorded to be alike (or the recorder says what is wrong with the file)
     had_config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
-    now = provenance_meta(config)
     pairs = [
         ("gravity compensation", meta.get("gravity_compensation"), bool(config.executor.gravity_compensation))
     ]

@@ -805,9 +805,14 @@ def short_joints(
     model: RobotModel, settings: ExcitationSettings, x: np.ndarray, slack: float = 1.0
 ) -> list[int]:
     """The joints whose angle std on the criterion grid falls below `slack` × `excursion_floor`."""
-    P, _, _ = design_bases(settings, design_times(settings, settings.samples))
-    q = P @ np.asarray(x, float).reshape(P.shape[1], model.nq, order="F")
+    q = grid_angles(model, settings, x)
     return [int(j) for j in np.flatnonzero(q.std(axis=0) < slack * excursion_floor(model, settings))]
+
+
+def grid_angles(model: RobotModel, settings: ExcitationSettings, x: np.ndarray) -> np.ndarray:
+    """The design's joint angles (K, n) on its criterion grid."""
+    P, _, _ = design_bases(settings, design_times(settings, settings.samples))
+    return P @ np.asarray(x, float).reshape(P.shape[1], model.nq, order="F")
 
 
 def solve_free(
@@ -1062,9 +1067,7 @@ def still_short(model: RobotModel, settings: ExcitationSettings, x: np.ndarray, 
     criterion grid)."""
     if settings.min_excursion <= 0:
         return
-    P, _, _ = design_bases(settings, design_times(settings, settings.samples))
-    q = P @ np.asarray(x, float).reshape(P.shape[1], model.nq, order="F")
-    problem = barely_moving(model.joint_names, q, excursion_floor(model, settings))
+    problem = barely_moving(model.joint_names, grid_angles(model, settings, x), excursion_floor(model, settings))
     if problem:
         verification["problems"] = [*verification.get("problems", []), problem]
         verification["ok"] = False

@@ -14,7 +14,7 @@ from drivers.emulators.mujoco_twin import ServoModel, Twin, TwinOptions
 from drivers.emulators.sim_robot import true_parameters
 from drivers.executor import FEEDFORWARD_RAMP_S
 from drivers.gravity import goal_offsets
-from drivers.wbb.geometry import CopResult, board_poses_for, cells_in_base, cop
+from drivers.wbb.geometry import MIN_COP_KG, CopResult, board_poses_for, cells_in_base, cop
 from formats.plan import Plan
 from robots.kinematics import com_position
 from robots.tree import ParameterSet, RobotModel
@@ -151,7 +151,7 @@ def measure(
     p = next(x for x in plan.postures if x.index == index)
     truth = truth if truth is not None else true_parameters(model)
     loads = tw.cell_loads()
-    if loads.sum() < 0.5:  # fallen off the boards: no CoP
+    if loads.sum() < MIN_COP_KG:  # fallen off the boards: no CoP
         c = CopResult(np.full(2, np.nan), float(loads.sum()), np.array([loads[:4].sum(), loads[4:].sum()]))
     else:
         c = cop(loads, cells_in_base(poses))
