@@ -12,11 +12,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from design.criteria import design_matrix, kappa
 from design.greedy import greedy_augment
 from design.planner import make_posture, plan_kappa
 from design.replicates import find_replicates
-from design.verify import margin_rules, own_posture_issues, plan_robust_margin, unidentified
+from design.verify import (
+    identifiable_kappa,
+    margin_rules,
+    own_posture_issues,
+    plan_robust_margin,
+    unidentified,
+)
 from formats.errors import DataError
 from formats.plan import Placement, Plan
 from robots.kinematics import site_pose
@@ -29,8 +34,8 @@ DRAWS_PER_CANDIDATE = 20  # give up after this many plain double-support draws p
 @dataclass
 class AugmentResult:
     plan: Plan
-    kappa_before: float  # inf: the plan's postures could not identify every parameter
-    kappa_after: list[float]  # κ after each added posture
+    kappa_before: float | None  # None: the plan's postures could not identify every parameter (plan's base)
+    kappa_after: list[float | None]  # κ after each added posture (None while still not identifiable)
     pool: int
     draws: int  # double-support postures drawn to fill the pool (more than `pool` for robust plans)
 
@@ -74,7 +79,7 @@ def augment_plan(model: RobotModel, plan: Plan, add: int, pool: int, seed: int) 
     check_additions(model, plan, add, pool)
     _, _, ell = margin_rules(plan)
     cand, draws = candidate_pool(model, plan, pool, np.random.default_rng(seed))
-    k0 = kappa(design_matrix(model, plan.q, plan.base))
+    k0 = identifiable_kappa(model, plan.q, [plan.base])[plan.base]
     res = greedy_augment(model, plan.q, cand, add, plan.base)
     other = other_site(model, plan.base)
     placements, postures = list(plan.placements), list(plan.postures)
@@ -91,8 +96,7 @@ def augment_plan(model: RobotModel, plan: Plan, add: int, pool: int, seed: int) 
             make_posture(model, next_po + k, next_pl + k, q, move_s, hold_s, plan.params, plan.base, ell, rm)
         )
     settings = dict(plan.settings)
-    before = k0 if math.isfinite(k0) else None  # None: not identifiable (JSON has no infinity)
-    settings["augmented"] = {"added": add, "pool": pool, "seed": seed, "kappa_before": before, "draws": draws}
+    settings["augmented"] = {"added": add, "pool": pool, "seed": seed, "kappa_before": k0, "draws": draws}
     new = replace(plan, placements=placements, postures=postures, settings=settings)
     short = _too_few(model, new, 0)
     if short:

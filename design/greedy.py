@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from design.criteria import design_matrix, kappa, n_identifiable
+from robots.com_base import rank_report
 from robots.conditioning import singular_spread
 from robots.tree import RobotModel
 
@@ -18,7 +19,13 @@ from robots.tree import RobotModel
 @dataclass
 class GreedyResult:
     chosen: list[int]  # pool indices, in the order added
-    kappas: list[float]  # κ after each addition
+    kappas: list[float | None]  # κ after each addition (None while the rows cannot identify every parameter)
+
+
+def identified_kappa(H: np.ndarray) -> float | None:
+    """κ of H, or None when its rank is short (κ then infinite or a meaningless ~1e16–1e35; the rank decision of
+    `design.verify.unidentified`)."""
+    return float(kappa(H)) if rank_report(H, [])[0] == H.shape[1] else None
 
 
 def greedy_augment(
@@ -28,7 +35,7 @@ def greedy_augment(
     rows = design_matrix(model, base_q, base) if len(base_q) else np.zeros((0, n_identifiable(model, base)))
     pool_rows = design_matrix(model, pool_q, base).reshape(len(pool_q), 2, -1)
     chosen: list[int] = []
-    kappas: list[float] = []
+    kappas: list[float | None] = []
     remaining = list(range(len(pool_q)))
     for _ in range(min(count, len(remaining))):
         # κ; while rows are fewer than columns (κ infinite for every candidate), the rows' own spread, so the first
@@ -38,5 +45,5 @@ def greedy_augment(
         i = remaining.pop(k)
         chosen.append(i)
         rows = np.vstack([rows, pool_rows[i]])
-        kappas.append(float(kappa(rows)))  # the true κ (infinite while rows are fewer than columns)
+        kappas.append(identified_kappa(rows))
     return GreedyResult(chosen, kappas)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from design.geometry import foot_rects, placed_corners, support_polygon
+from design.verify import identifiable_kappa, margin_rules, posture_balance
 from formats.atomic import save_figure
 from formats.plan import Plan, check_compatible
 from robots.kinematics import link_frames
@@ -27,7 +28,7 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
     from shapely.geometry import Polygon
 
     check_compatible(plan, model)
-    margin = float(plan.settings.get("required_margin", 0.0))
+    margin = margin_rules(plan)[0]
     n = len(plan.placements)
     fig, axes = plt.subplots(n, 3, figsize=(12, 3.2 * n), squeeze=False)
     rb, ro = foot_rects(model, plan.base)
@@ -42,8 +43,9 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
         posts = [p for p in plan.postures if p.placement == pl.index]
         for k, p in enumerate(posts):
             color = f"C{k % 10}"
-            ax_top.plot(*p.predicted_cop, "o", ms=4, color=color)
-            ax_top.annotate(str(p.index), p.predicted_cop, fontsize=7)
+            cop = posture_balance(model, plan, p.q)[0]  # recomputed: the file's predicted_cop is unchecked
+            ax_top.plot(*cop, "o", ms=4, color=color)
+            ax_top.annotate(str(p.index), tuple(cop), fontsize=7)
             fr = link_frames(model, p.q, plan.params, plan.base)
             pts = _skeleton(model, fr.p, p.q, plan)
             for chain in pts:
@@ -56,10 +58,9 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
         for ax in (ax_side, ax_front):
             ax.set_aspect("equal")
             ax.axhline(0, color="k", lw=0.5)
-    k = plan.kappa
-    fig.suptitle(
-        f"{plan.robot}: {len(plan.postures)} postures, κ {k.get(plan.base, float('nan')):.1f}", fontsize=11
-    )
+    k = identifiable_kappa(model, plan.q, [plan.base])[plan.base]  # recomputed, as `plan check` reports it
+    shown = "not identifiable" if k is None else f"{k:.1f}"
+    fig.suptitle(f"{plan.robot}: {len(plan.postures)} postures, κ {shown}", fontsize=11)
     fig.tight_layout()
     save_figure(fig, out, dpi=90)
 

@@ -181,7 +181,8 @@ def make_transitions(
         ts = np.linspace(0.0, 1.0, waypoints)
         interp = [(1 - t) * a.q + t * b.q for t in ts]
         err_interp = max(foot_error(model, qi, pose, s.params, s.base) for qi in interp)
-        ca_, cb = np.array(a.predicted_cop), np.array(b.predicted_cop)
+        # the CoPs recomputed from the postures (never a file's unchecked predicted_cop)
+        ca_, cb = (nominal_cop(model, p.q, s.params, s.base, s.ellipsoid)[0] for p in (a, b))
         x0 = []
         for t, qi in zip(ts[1:-1], interp[1:-1], strict=True):
             qp, _ = project(model, qi, pose, (1 - t) * ca_ + t * cb, s.params, s.base)

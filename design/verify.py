@@ -16,7 +16,7 @@ from design.geometry import foot_rects, placed_corners
 from design.replicates import Replicates, find_replicates
 from design.uncertainty import Ellipsoid, nominal_cop, robust_margin
 from formats.errors import DataError
-from formats.plan import Plan, check_compatible
+from formats.plan import Plan, Posture, check_compatible, plan_required_margin
 from robots.chain_path import air_route, ground_transition_issues
 from robots.com_base import rank_report
 from robots.params_io import resolve_params
@@ -24,6 +24,7 @@ from robots.stance import (  # noqa: F401 (tolerances re-exported)
     FLAT_TOL,
     MARGIN_TOL,
     PLACE_TOL,
+    STATED_TOL,
     check_posture,
     lever_share,
     other_sole_problems,
@@ -62,11 +63,19 @@ class Unidentified:
         )
 
 
-def unidentified(model: RobotModel, q: np.ndarray, base: str) -> Unidentified | None:
-    """What the postures' CoP equations leave undetermined on a base (None: they identify every parameter)."""
-    bm, cols = base_model(model, base), design_columns(model, base)
+def _rows(model: RobotModel, q: np.ndarray, base: str) -> np.ndarray:
+    """H of postures q on a base (no rows for no postures)."""
     q = np.atleast_2d(q)
-    H = design_matrix(model, q, base) if len(q) else np.zeros((0, len(cols)))
+    return design_matrix(model, q, base) if len(q) else np.zeros((0, len(design_columns(model, base))))
+
+
+def unidentified(
+    model: RobotModel, q: np.ndarray, base: str, H: np.ndarray | None = None
+) -> Unidentified | None:
+    """What the postures' CoP equations leave undetermined on a base (None: they identify every parameter); H,
+    when the caller has it, is their design matrix (not built again)."""
+    bm, cols = base_model(model, base), design_columns(model, base)
+    H = _rows(model, q, base) if H is None else H
     rank, dep = rank_report(H, [bm.symbols[g] for g in cols])
     if rank == len(cols):
         return None
@@ -82,7 +91,7 @@ class CheckReport:
     postures: list[PostureCheck]
     transitions: list[str]
     plan_issues: list[str]
-    kappa: dict[str, float]
+    kappa: dict[str, float | None]  # None: the postures cannot identify every parameter on that base
     params: str
     required_margin: float
     replicates: Replicates | None = None
@@ -122,13 +131,22 @@ SHARE_TOL = 1e-6  # lever-rule share tolerance (the NLP's constraint is met to I
 
 def posture_issues(
     model: RobotModel, q: np.ndarray, params, base: str, margin: float, pose=None, ellipsoid=None,
-    geometry=None,
+    geometry=None, stated: Posture | None = None,
 ) -> tuple[list[str], float, float]:  # fmt: skip
     """Issues of one double-support posture by the shared check (`robots.stance.check_posture`); the CoP
-    from `params`, or from the ellipsoid's centre if given. Returns (issues, CoP margin m, feet gap m)."""
+    from `params`, or from the ellipsoid's centre if given; with `stated`, its stored CoP and margin checked
+    against them. Returns (issues, CoP margin m, feet gap m)."""
     cop = None if ellipsoid is None else nominal_cop(model, q, params, base, ellipsoid)[0]
-    st = check_posture(model, q, params, base, margin, pose=pose, cop=cop, geometry=geometry)
+    st = check_posture(model, q, params, base, margin, pose=pose, cop=cop, geometry=geometry,
+                       stated_cop=None if stated is None else stated.predicted_cop,
+                       stated_margin=None if stated is None else stated.margin)  # fmt: skip
     return st.issues, st.margin, st.feet_gap
+
+
+def posture_balance(model: RobotModel, plan: Plan, q: np.ndarray) -> tuple[np.ndarray, float]:
+    """Predicted CoP (x, y, m) and its margin (m) of a plan posture, recomputed under the plan's rules (its
+    design parameters, or its identification ellipsoid's centre): what `plan show` draws, never the file's."""
+    return nominal_cop(model, q, plan.params, plan.base, plan_ellipsoid(plan))
 
 
 def plan_ellipsoid(plan: Plan) -> Ellipsoid | None:
@@ -144,13 +162,12 @@ def plan_ellipsoid(plan: Plan) -> Ellipsoid | None:
 
 def margin_rules(plan: Plan) -> tuple[float, float, Ellipsoid | None]:
     """Required margin (m), ϑ_b ball radius (m, 0 = none) and identification ellipsoid of a plan's settings."""
-    s = plan.settings
+    required = plan_required_margin(plan)  # the executor's own reading of the settings
     try:
-        required = float(s.get("required_margin", s.get("margin", 0.0)))
-        radius = float(s.get("uncertainty") or 0.0)
+        radius = float(plan.settings.get("uncertainty") or 0.0)
     except (TypeError, ValueError):
-        required = radius = float("nan")
-    if not (np.isfinite(required) and np.isfinite(radius)):
+        radius = float("nan")
+    if not np.isfinite(radius):
         raise DataError("plan settings: 'required_margin'/'margin' and 'uncertainty' must be finite numbers")
     return required, radius, plan_ellipsoid(plan)
 
@@ -164,13 +181,14 @@ def plan_robust_margin(model: RobotModel, plan: Plan, q: np.ndarray) -> float | 
 
 
 def own_posture_issues(
-    model: RobotModel, plan: Plan, q: np.ndarray, pose=None, params=None
+    model: RobotModel, plan: Plan, q: np.ndarray, pose=None, params=None, stated: Posture | None = None
 ) -> tuple[list[str], float, float]:
     """`posture_issues` under the plan's own rules, as `check_plan` applies them without other parameters:
-    nominal margin (ellipsoid centre if any) and the worst case over the plan's ball/ellipsoid."""
+    nominal margin (ellipsoid centre if any) and the worst case over the plan's ball/ellipsoid; with
+    `stated`, the posture's stored CoP, margin and robust margin checked against the recomputed ones."""
     required, radius, ell = margin_rules(plan)
     params = resolve_params(params or plan.params, model)
-    issues, m, gap = posture_issues(model, q, params, plan.base, required, pose, ell, plan.params)
+    issues, m, gap = posture_issues(model, q, params, plan.base, required, pose, ell, plan.params, stated)
     share = float((plan.settings or {}).get("load_share") or 0.0)
     if share > 0 and pose is not None:
         cop = nominal_cop(model, q, params, plan.base, ell)[0]
@@ -179,13 +197,33 @@ def own_posture_issues(
             issues.append(
                 f"load share {s:.3f} (lever rule, 0 = base sole) outside [{share:g}, {1 - share:g}]"
             )
-    rm = plan_robust_margin(model, plan, q) if required > 0 else None
-    if rm is not None and rm < required - MARGIN_TOL:
-        what = f"the ϑ_b ball of {radius * 1000:.1f} mm" if ell is None else f"the {ell.sigma:g}σ ellipsoid"
+    stated_rm = None if stated is None else stated.robust_margin
+    rm = plan_robust_margin(model, plan, q) if required > 0 or stated_rm is not None else None
+    what = f"the ϑ_b ball of {radius * 1000:.1f} mm" if ell is None else f"the {ell.sigma:g}σ ellipsoid"
+    if rm is not None and required > 0 and rm < required - MARGIN_TOL:
         issues.append(
             f"worst-case CoP margin {rm * 1000:.2f} mm over {what} < required {required * 1000:.1f} mm"
         )
+    issues += _stated_robust_problems(stated_rm, rm)
     return issues, m, gap
+
+
+def _stated_robust_problems(stated: float | None, recomputed: float | None) -> list[str]:
+    """A stored robust_margin (m) the plan's settings cannot reproduce: no uncertainty to take the worst case
+    over, or a value other than the recomputed one (beyond STATED_TOL), one line in mm."""
+    if stated is None:
+        return []
+    if recomputed is None:
+        return [
+            f"stored robust_margin {stated * 1000:.1f} mm cannot be recomputed: the plan's settings give no "
+            "uncertainty (ball radius or ellipsoid); drop it or add the settings it was designed with"
+        ]
+    if abs(stated - recomputed) > STATED_TOL:
+        return [
+            f"stored robust_margin {stated * 1000:.1f} mm differs from the recomputed {recomputed * 1000:.1f} mm "
+            f"(tolerance {STATED_TOL * 1000:g} mm)"
+        ]
+    return []
 
 
 KAPPA_RTOL = 1e-4  # a plan's stated κ against the recomputed one (relative)
@@ -203,8 +241,9 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = K
     results = []
     for p in plan.postures:
         pose = plan.placement(p.placement).other_foot
+        # the stored CoP and margins are the plan's parameters' (or ellipsoid's): checked only under them
         if own:
-            issues, m, gap = own_posture_issues(model, plan, p.q, pose, params)
+            issues, m, gap = own_posture_issues(model, plan, p.q, pose, params, stated=p)
         else:
             issues, m, gap = posture_issues(model, p.q, params, base, required, pose, geometry=plan.params)
         results.append(PostureCheck(p.index, m, gap, issues))
@@ -250,16 +289,31 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = K
     return CheckReport(results, tr_issues, plan_issues, ks, params.name, required, reps, kappa_issues)
 
 
-def plan_kappa_issues(model: RobotModel, plan: Plan, rtol: float) -> tuple[dict[str, float], list[str]]:
-    """κ of the plan's postures on every base, and what is wrong with it: parameters the postures cannot
-    identify (κ infinite or ~1e16) or a κ other than the plan states (beyond `rtol`, relative)."""
-    ks, issues = {}, []
+def base_kappa(model: RobotModel, q: np.ndarray, base: str) -> tuple[float | None, Unidentified | None]:
+    """κ of postures q on one base, or (None, what they leave undetermined) when the rank is short: κ is then
+    infinite or a meaningless ~1e16–1e35, shown as "not identifiable" (one rank decision, `unidentified`)."""
+    H = _rows(model, q, base)
+    gap = unidentified(model, q, base, H)
+    return (None, gap) if gap is not None else (float(kappa(H)), None)
+
+
+def identifiable_kappa(model: RobotModel, q: np.ndarray, bases=None) -> dict[str, float | None]:
+    """κ of postures q on every base (or the given ones); None where they cannot identify every parameter."""
+    return {b: base_kappa(model, q, b)[0] for b in (model.bases if bases is None else bases)}
+
+
+def plan_kappa_issues(
+    model: RobotModel, plan: Plan, rtol: float
+) -> tuple[dict[str, float | None], list[str]]:
+    """κ of the plan's postures on every base (None: not identifiable), and what is wrong with it: parameters
+    the postures cannot identify or a κ other than the plan states (beyond `rtol`, relative)."""
     try:
-        ks = {b: kappa(design_matrix(model, plan.q, b)) for b in model.bases}
+        both = {b: base_kappa(model, plan.q, b) for b in model.bases}
     except DataError as exc:
-        return ks, [str(exc)]
-    for b in sorted(ks, key=lambda b: b != plan.base):  # the plan's base first; one base's gap is enough
-        gap = unidentified(model, plan.q, b)
+        return {}, [str(exc)]
+    ks, issues = {b: k for b, (k, _) in both.items()}, []
+    for b in sorted(both, key=lambda b: b != plan.base):  # the plan's base first; one base's gap is enough
+        gap = both[b][1]
         if gap is not None:
             return ks, [gap.message(len(plan.postures), find_replicates(plan.postures).distinct)]
     for b, k in ks.items():

@@ -62,3 +62,41 @@ def partial_run(recording) -> str | None:
 def write_run_meta(path: pathlib.Path, meta: dict) -> None:
     """Replace run.json whole (formats.atomic: a reader or a kill never sees half a file)."""
     write_text_atomic(path, json.dumps(meta, indent=1, default=float), "run metadata")
+
+
+def held_run(out) -> bool:
+    """Whether `out` already holds a run's run.json: one a Ctrl-C before this run began must not report."""
+    return (pathlib.Path(out) / "run.json").exists()
+
+
+def recording_rows(path) -> int | None:
+    """The data rows of a recording file (its `#` metadata and column header not counted); None without one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = sum(1 for line in f if line.strip() and not line.startswith("#"))
+    except OSError:
+        return None
+    return max(lines - 1, 0)
+
+
+def stopped_run(out, held: bool, raw: str | None = None) -> dict:
+    """What a stopped streamed run's directory `out` keeps, from its run.json (written at the stop), its recording
+    and its per-tick file `raw` (the run kind's own name); `held` (`held_run` before the run began): that run.json
+    is an earlier run's, so nothing is kept."""
+    recording = pathlib.Path(out) / "recording.csv"
+    raw_path = pathlib.Path(out) / raw if raw else None
+    try:
+        meta = {} if held else run_meta_beside(recording)
+    except (OSError, ValueError):
+        meta = {}  # interrupted before the run directory was made (or after it was removed: nothing sent)
+    ticks, rate, duration = (meta.get(k) for k in ("ticks_streamed", "rate_hz", "duration_s"))
+    ticks = ticks if isinstance(ticks, int) else 0
+    t = 0.0
+    if ticks and isinstance(rate, int | float) and isinstance(duration, int | float):
+        t = min((ticks - 1) / rate, float(duration))  # plan ticks at k / rate_hz, the last at its end
+    rows = recording_rows(recording) if meta else None
+    return {"interrupted": True, "run_dir": str(out) if meta else None, "status": meta.get("status"),
+            "ticks_recorded": ticks, "ticks_planned": meta.get("ticks_planned"), "t_recorded_s": t,
+            "duration_s": duration, "rate_hz": rate, "recording": str(recording) if rows is not None else None,
+            "recording_rows": rows,
+            "raw": str(raw_path) if meta and raw_path is not None and raw_path.is_file() else None}  # fmt: skip

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from drivers.config import RobotConfig, validate_config
-from formats.errors import DataError
-from formats.plan import Plan, Posture
+from formats.plan import Plan, Posture, plan_required_margin
 from robots.chain_path import (  # noqa: F401 (re-exported)
     AIR_CLEARANCE,
     FULL_CHECKS,
@@ -80,19 +79,6 @@ class RunCheck:
         default_factory=set
     )  # postures reached by lifting the robot instead of on the ground
     warnings: list[str] = field(default_factory=list)
-
-
-def plan_required_margin(plan: Plan) -> float:
-    """The CoP margin (m) the plan was designed to keep (settings `required_margin` or `margin`, else 0)."""
-    s = plan.settings or {}
-    v = s.get("required_margin", s.get("margin", 0.0))
-    try:
-        m = float(v if v is not None else 0.0)
-    except (TypeError, ValueError):
-        m = float("nan")
-    if not math.isfinite(m):
-        raise DataError(f"plan settings: required margin {v!r} is not a finite number")
-    return m
 
 
 def ticks(duration_s: float, rate_hz: float, multiple: int = 1) -> int:
@@ -196,7 +182,8 @@ def ground_move(
             f"{what}: setpoints jump ({speed:.2f} rad/s > velocity_limit {ex.velocity_limit:g} rad/s "
             "after stretching): the path cannot be kept on the ground"
         )
-    elif jump := projection_jump(wps, sp, tr is None):  # the planner's and plan check's criterion, at these ticks
+    # the planner's and plan check's criterion, at these ticks
+    elif jump := projection_jump(wps, sp, tr is None):
         problems.append(f"{what}: {jump}")
     problems += path_issues(model, sp, seg, pose, plan.params, plan.base, margin, what)
     return move, problems

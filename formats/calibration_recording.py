@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from formats.atomic import write_text_atomic
+from formats.commented_csv import check_delimiter
 from formats.errors import DataError
 from formats.units import GRAVITY as G
 
@@ -66,13 +67,12 @@ def read_table(
     meta, body = _body_lines(text)
     if not body:
         raise DataError(f"{src}: empty (expected a {what} CSV with a header row)")
+    check_delimiter(src, body[0][1])
     header = [h.strip() for h in body[0][1].split(",")]
     missing = [c for c in required if c not in header]
     if missing:
-        sep = next((d for d in (";", "\t") if len(header) == 1 and d in header[0]), None)
-        hint = f"; the header is separated by {sep!r}, write comma-separated values" if sep else ""
         raise DataError(
-            f"{src}: missing column(s) {', '.join(missing)} (a {what} CSV needs {', '.join(required)}){hint}"
+            f"{src}: missing column(s) {', '.join(missing)} (a {what} CSV needs {', '.join(required)})"
         )
     if len(body) == 1:
         raise DataError(f"{src}: no data rows (only the header)")
@@ -87,8 +87,6 @@ def read_table(
             row = int(np.flatnonzero(~np.isfinite(cols[c]))[0]) + 1
             raise DataError(f"{src}: non-finite value in column {c!r}, data row {row}")
     return meta, cols
-
-
 
 
 def check_seconds(src: str, t: np.ndarray, min_step: float = 1e-4) -> None:

@@ -21,6 +21,22 @@ def read_text(path: str | Path, expected: str = "") -> str:
         raise DataError(f"{path}: {exc.strerror or exc}") from None
 
 
+# what other spreadsheets and loggers put between fields, in the order named when a header row has no comma
+OTHER_DELIMITERS = (";", "\t", "|")
+
+
+def check_delimiter(path: str | Path, header: str) -> None:
+    """A header row with no comma but another delimiter is from a spreadsheet set to another locale: DataError
+    naming it, rather than "missing columns" for a row read as one field."""
+    if "," in header:
+        return
+    used = next((d for d in OTHER_DELIMITERS if d in header), None)
+    if used is not None:
+        shown = "tab" if used == "\t" else repr(used)
+        raise DataError(f"{path}: the file uses {shown} between fields; poise reads commas (export the CSV with "
+                        "',' as the delimiter)")  # fmt: skip
+
+
 def read_commented(
     path: str | Path, repeatable: Collection[str] = (), known: Collection[str] = ()
 ) -> tuple[dict[str, str], list[str], int]:
@@ -30,7 +46,7 @@ def read_commented(
     value is refused (but `repeatable` ones, read by the caller from the lines), and a key a letter or two off one
     of them as its typo (`# angle unit: deg` would otherwise leave the angles in the default unit); other keys are
     the logger's own, kept as given (the last of a repeated one). One-line DataError for unreadable
-    or non-text files."""
+    or non-text files, and for a header row with another delimiter than commas (`check_delimiter`)."""
     path = Path(path)
     lines = read_text(path).splitlines()
     meta: dict[str, str] = {}
@@ -50,4 +66,6 @@ def read_commented(
         elif body and i == 0:
             meta["magic"] = body
         i += 1
+    if i < len(lines):
+        check_delimiter(path, lines[i])
     return meta, lines, i

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from formats.atomic import write_text_atomic
+from formats.commented_csv import check_delimiter
 from formats.doggy_plan import is_doggy_plan
 from formats.errors import DataError
 
@@ -101,7 +102,9 @@ def validate(rec: DoggyRecording, source: str = "recording") -> DoggyRecording:
             f"{source}: gap of {dt[k]:.4f} s after sample {k} (median step {med:.5f} s); split the log"
         )
     if np.any(np.abs(rec.u) > 1.0):
-        raise DataError(f"{source}: PWM duty outside [-1, 1]")
+        raise DataError(
+            f"{source}: PWM duty outside [-1, 1] (largest |u| {np.abs(rec.u).max():.4g}): if u1..u3 are in percent, as `poise calibrate` takes them, divide by 100"
+        )
     return rec
 
 
@@ -196,6 +199,7 @@ def read_csv(path: str | pathlib.Path) -> DoggyRecording:
         i += 1
     if i >= len(lines):
         raise DataError(f"{path}: no header row")
+    check_delimiter(path, lines[i])
     header = [h.strip() for h in lines[i].split(",")]
     _check_header(header, path)
     data = _load_body(lines, i + 1, header, path)

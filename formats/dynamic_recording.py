@@ -51,8 +51,11 @@ CELLS_XY = "cells_xy_m"  # metadata: each cell's x y (m) in the base frame, in t
 TORQUE_CONSTANT = "torque_constant"  # metadata key prefix: `# torque_constant:JOINT: N·m/A`
 # what boards measure (their cells' vertical loads); the other wrench columns read 0 when absent
 WRENCH_NEEDED = ("fz_n", "mx_nm", "my_nm")
+# the motion classes' names, one definition for the whole program (formats is the bottom layer: robots and the
+# command line take them from here): a fixed-base robot's, and a biped's standing on two soles or on one
+MOTIONS = ("free", "double-support", "single-support")
 # `# motion:` of a standing recording (default: double support)
-MOTIONS = ("double-support", "single-support")
+STANDING_MOTIONS = MOTIONS[1:]
 # the header keys poise reads: a key a letter or two off one of them is refused as a typo (`read_commented`)
 KNOWN_KEYS = ("robot", "base", "angle_unit", "robot_source", "motion", "motion_band_hz", "moment_z_m", CELLS_XY,
               TORQUE_CONSTANT, "true_viscous_nm_s_rad", "true_coulomb_nm", "true_armature_kg_m2")  # fmt: skip
@@ -131,7 +134,7 @@ class DynamicRecording:
     @property
     def motion(self) -> str:
         """A standing recording's motion: `single-support` (the other sole free) or `double-support` (default)."""
-        return self.meta.get("motion", MOTIONS[0])
+        return self.meta.get("motion", STANDING_MOTIONS[0])
 
     @property
     def rate_hz(self) -> float:
@@ -181,7 +184,8 @@ def _header(
     torque_constant: Mapping[str, float] | None = None,
     cells: int = 0,
 ) -> str:
-    """The metadata lines and the column header (radians, SI units)."""
+    """The metadata lines and the column header (radians, SI units); a board-wrench recording's `# motion:` line
+    always (the default written out: identify dynamic checks the other sole against it)."""
     cols = ["t_s"] + [f"q:{j}" for j in joint_names]
     cols += [f"tau:{j}" for j in joint_names] if tau else []
     cols += [f"{CURRENT}{j}" for j in joint_names] if current else []
@@ -189,6 +193,8 @@ def _header(
     cols += [f"{CELL}{c}" for c in range(cells)]
     cols += [T_PLAN] if t_plan else []
     head = f"# {MAGIC} v{VERSION}\n# robot: {robot}\n# base: {base}\n# angle_unit: rad\n"
+    if wrench and not (tau or current) and "motion" not in meta:  # a board wrench says its motion class
+        head += f"# motion: {STANDING_MOTIONS[0]}\n"
     for k, v in meta.items():
         if k not in ("magic", "robot", "base", "angle_unit", TORQUE_CONSTANT):  # written above, or below
             head += f"# {k}: {v}\n"
@@ -324,9 +330,9 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     unit = meta.get("angle_unit", "rad")
     if unit not in ANGLE_UNITS:
         raise DataError(f"{path}: angle_unit {unit!r} unknown (rad or deg)")
-    if meta.get("motion", MOTIONS[0]) not in MOTIONS:
+    if meta.get("motion", STANDING_MOTIONS[0]) not in STANDING_MOTIONS:
         raise DataError(
-            f"{path}: motion {meta['motion']!r} unknown: {MOTIONS[0]} (the default) or {MOTIONS[1]}"
+            f"{path}: motion {meta['motion']!r} unknown: {STANDING_MOTIONS[0]} (the default) or {STANDING_MOTIONS[1]}"
         )
     numbered = [(i + 1 + k, r) for k, r in enumerate(csv.reader(lines[i:]))]  # (line number, row)
     if not numbered:

@@ -10,12 +10,14 @@ Layout (format "poise.posture-plan", version 1)::
      "joint_names": ["theta1", ..., "theta12"],
      "placements": [{"index": 0, "other_foot": [x, y, psi]}, ...],
      "postures": [{"index": 0, "placement": 0, "q": [nq floats], "move_s": 30, "hold_s": 60,
-                   "predicted_cop": [x, y], "margin": 0.093, "robust_margin": 0.087 | null}, ...],
+                   "predicted_cop": [x, y] | null, "margin": 0.093 | null, "robust_margin": 0.087 | null}, ...],
      "transitions": [{"from": 0, "to": 1, "q": [[nq floats], ...], "foot_error_interp": 0.004,
                       "min_margin": 0.081, "lifted": false}, ...],  # optional; absent pair -> cosine profile
      "kappa": {"right": 251.3, "left": 240.2},
      "solver": {...}, "seed": 1, "settings": {...}}
 
+`predicted_cop`, `margin` and `robust_margin` are what the design computed (optional: a plan written by hand
+may leave them out); `plan check` recomputes them from `q` and fails a plan whose stored values differ.
 A transition's `q` holds waypoints equally spaced in time over the destination posture's `move_s`,
 first = the `from` posture, last = the `to` posture; executors interpolate linearly between them.
 `lifted: true` (absent = false) marks a pair no path on the ground joins (the closed chain's feasible set is
@@ -63,15 +65,16 @@ class Placement:
 
 @dataclass
 class Posture:
-    """One static posture: joint angles (rad, model joint order) and its predicted balance (m)."""
+    """One static posture: joint angles (rad, model joint order) and the balance its design predicted (m; None:
+    not stored, as in a plan written by hand — recompute it, e.g. `design.verify.posture_balance`)."""
 
     index: int
     placement: int
     q: np.ndarray
     move_s: float
     hold_s: float
-    predicted_cop: tuple[float, float]
-    margin: float
+    predicted_cop: tuple[float, float] | None = None
+    margin: float | None = None
     robust_margin: float | None = None
 
 
@@ -159,7 +162,7 @@ def plan_to_dict(plan: Plan) -> dict:
                 "q": np.asarray(p.q, dtype=float).tolist(),
                 "move_s": p.move_s,
                 "hold_s": p.hold_s,
-                "predicted_cop": list(p.predicted_cop),
+                "predicted_cop": None if p.predicted_cop is None else list(p.predicted_cop),
                 "margin": p.margin,
                 "robust_margin": p.robust_margin,
             }
@@ -210,6 +213,11 @@ def _num(x: Any, where: str) -> float:
 
 def _opt_num(x: Any, where: str) -> float | None:
     return None if x is None else _num(x, where)
+
+
+def _opt_cop(x: Any, where: str) -> tuple[float, float] | None:
+    """A stored predicted CoP [x, y] (m), or None when absent or null."""
+    return None if x is None else tuple(float(v) for v in _vec(x, 2, where))
 
 
 def _opt_str(x: Any, where: str) -> str | None:
@@ -285,8 +293,8 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
                 q=_vec(_need(p, "q", w), nq, f"{w}.q (one angle per joint name)"),
                 move_s=move,
                 hold_s=hold,
-                predicted_cop=tuple(_vec(_need(p, "predicted_cop", w), 2, f"{w}.predicted_cop")),
-                margin=_num(_need(p, "margin", w), f"{w}.margin"),
+                predicted_cop=_opt_cop(p.get("predicted_cop"), f"{w}.predicted_cop"),
+                margin=_opt_num(p.get("margin"), f"{w}.margin"),
                 robust_margin=_opt_num(p.get("robust_margin"), f"{w}.robust_margin"),
             )
         )
@@ -321,6 +329,11 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
     seed = doc.get("seed")
     if seed is not None:
         seed = _int(seed, f"{source}: seed")
+    settings = doc.get("settings")
+    if settings is not None and not isinstance(settings, dict):
+        raise DataError(
+            f"{source}: settings must be an object {{name: value}}, got {type(settings).__name__}"
+        )
     plan = Plan(
         robot=str(robot),
         base=str(base),
@@ -331,7 +344,7 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
         kappa=kappa,
         solver=doc.get("solver") or {},
         seed=seed,
-        settings=doc.get("settings") or {},
+        settings=settings or {},
         params=str(doc.get("params", "sim")),
         robot_file=_opt_str(doc.get("robot_file"), f"{source}: robot_file"),
     )
@@ -384,3 +397,17 @@ def check_compatible(plan: Plan, model, source: str = "plan") -> None:
         raise DataError(
             f"{source}: plan base {plan.base!r} is not a base of {model.name!r} ({sorted(model.bases)})"
         )
+
+
+def plan_required_margin(plan: Plan) -> float:
+    """The CoP margin (m) the plan was designed to keep (settings `required_margin` or `margin`, else 0): the one
+    reading of it, shared by the executor (`drivers.setpoints`) and `plan check` (`design.verify.margin_rules`)."""
+    s = plan.settings or {}
+    v = s.get("required_margin", s.get("margin", 0.0))
+    try:
+        m = float(v if v is not None else 0.0)
+    except (TypeError, ValueError):
+        m = float("nan")
+    if not math.isfinite(m):
+        raise DataError(f"plan settings: required margin {v!r} is not a finite number")
+    return m

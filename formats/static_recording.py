@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from formats.atomic import write_text_atomic
-from formats.commented_csv import read_text
+from formats.commented_csv import check_delimiter, read_text
 from formats.errors import DataError
 from formats.units import ANGLE_UNITS, LENGTH_UNITS, check_angle_unit, check_length_unit
 
@@ -247,6 +247,7 @@ def read_recording(
         raise DataError(f"{path}: length_unit {lunit!r} not understood (use m or mm)")
     if body_start is None:
         raise DataError(f"{path}: no column header line")
+    check_delimiter(path, lines[body_start])
     reader = csv.reader(lines[body_start:])
     header = [c.strip() for c in next(reader)]
     repeated = sorted({c for c in header if header.count(c) > 1})

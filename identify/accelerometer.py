@@ -30,6 +30,7 @@ class AccelCalibration:
     C: np.ndarray
     rms: float  # m/s², ‖a‖ − g over the poses
     method: str
+    se: np.ndarray | None = None  # standard errors of `vector()` (NaN: held at a bound), from this one fit
 
     def apply(self, r: np.ndarray) -> np.ndarray:
         return (np.asarray(r) - self.offset) @ self.C.T
@@ -44,6 +45,7 @@ class AccelCalibration:
             "method": self.method,
             "rms_m_s2": self.rms,
             **dict(zip(PARAM_NAMES, map(float, self.vector()), strict=True)),
+            "se": None if self.se is None else [None if not np.isfinite(v) else float(v) for v in self.se],
         }
 
 
@@ -88,19 +90,45 @@ def algebraic_ellipsoid(r: np.ndarray, g: float = G) -> tuple[np.ndarray, np.nda
     return o, g * (U * np.sqrt(w)) @ U.T
 
 
-def _refine(r, o0, C0, g, lower=None, upper=None) -> tuple[np.ndarray, np.ndarray, float]:
+def _residuals(r: np.ndarray, p: np.ndarray, g: float) -> np.ndarray:
+    """‖C (r − o)‖ − g per pose for p = (o, the six entries of C)."""
+    return np.linalg.norm((r - p[:3]) @ _C(p).T, axis=1) - g
+
+
+def parameter_se(r: np.ndarray, o: np.ndarray, C: np.ndarray, g: float = G, held=()) -> np.ndarray:
+    """Standard errors of (o, C entries) of a geometric fit, s²(JᵀJ)⁻¹ with J the residuals' Jacobian (central
+    differences) — the same estimate the manifold solver's tangent covariance maps to; parameters `held` (at
+    a bound) are fixed and get NaN. Pose means are independent, so plain least squares is right here."""
+    p = np.array([*o, C[0, 0], C[1, 1], C[2, 2], C[1, 0], C[2, 0], C[2, 1]])
+    free = [k for k in range(9) if k not in held]
+    J = np.empty((len(r), len(free)))
+    for j, k in enumerate(free):
+        h = 1e-6 * max(1.0, abs(p[k]))
+        d = np.zeros(9)
+        d[k] = h
+        J[:, j] = (_residuals(r, p + d, g) - _residuals(r, p - d, g)) / (2 * h)
+    dof = len(r) - len(free)
+    se = np.full(9, np.nan)
+    if dof <= 0:
+        return se
+    res = _residuals(r, p, g)
+    cov = float(res @ res) / dof * np.linalg.pinv(J.T @ J)
+    se[free] = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    return se
+
+
+def _refine(r, o0, C0, g, lower=None, upper=None) -> tuple[np.ndarray, np.ndarray, float, list[int]]:
+    """Geometric fit on C's 6 entries (scipy trf), the offset optionally bounded; (o, C, rms, parameters held at a
+    bound — least_squares' active_mask)."""
     p0 = np.array([*o0, C0[0, 0], C0[1, 1], C0[2, 2], C0[1, 0], C0[2, 0], C0[2, 1]])
     lb = np.full(9, -np.inf)
     ub = np.full(9, np.inf)
     if lower is not None:
         lb[:3], ub[:3] = lower, upper
         p0[:3] = np.clip(p0[:3], lower + 1e-12, upper - 1e-12)
-
-    def res(p):
-        return np.linalg.norm((r - p[:3]) @ _C(p).T, axis=1) - g
-
-    sol = least_squares(res, p0, bounds=(lb, ub), method="trf", x_scale="jac")
-    return sol.x[:3], _C(sol.x), float(np.sqrt(np.mean(sol.fun**2)))
+    sol = least_squares(lambda p: _residuals(r, p, g), p0, bounds=(lb, ub), method="trf", x_scale="jac")
+    held = [int(k) for k in np.flatnonzero(sol.active_mask)]
+    return sol.x[:3], _C(sol.x), float(np.sqrt(np.mean(sol.fun**2))), held
 
 
 def sphere_fit(r: np.ndarray, g: float = G) -> tuple[np.ndarray, np.ndarray]:
@@ -127,11 +155,13 @@ def fit_ellipsoid(r: np.ndarray, g: float = G, solver: str = "slom") -> AccelCal
         raise DataError(f"unknown ellipsoid solver {solver!r} (slom, scipy)")
     refine = _refine_slom if solver == "slom" else _refine
     best = min((refine(r, o, C, g) for o, C in starts), key=lambda x: x[2])
-    return AccelCalibration(best[0], best[1], best[2], "ellipsoid")
+    o, C, rms, held = best
+    return AccelCalibration(o, C, rms, "ellipsoid", parameter_se(r, o, C, g, held))
 
 
-def _refine_slom(r, o0, C0, g) -> tuple[np.ndarray, np.ndarray, float]:
-    """Geometric ellipsoid fit with identify.slom: variables o (R³), eR (SO(3)), s (R³); one factor per pose."""
+def _refine_slom(r, o0, C0, g) -> tuple[np.ndarray, np.ndarray, float, list[int]]:
+    """Geometric ellipsoid fit with identify.slom: variables o (R³), eR (SO(3)), s (R³); one factor per pose
+    (unbounded: nothing held)."""
     import casadi as ca
 
     from identify import slom
@@ -154,7 +184,7 @@ def _refine_slom(r, o0, C0, g) -> tuple[np.ndarray, np.ndarray, float]:
     C = eRv.T @ np.diag(g / res.values["s"][0]) @ eRv
     o_hat = res.values["o"][0]
     rms = float(np.sqrt(np.mean((np.linalg.norm((r - o_hat) @ C.T, axis=1) - g) ** 2)))
-    return o_hat, C, rms
+    return o_hat, C, rms, []
 
 
 def tumble_offset(r_first: np.ndarray, r_second: np.ndarray) -> np.ndarray:
@@ -175,8 +205,8 @@ def calibrate_two_step(
     check_excitation(r, g)
     offset = np.asarray(offset, float)
     _, C0 = sphere_fit(r - offset, g)
-    o, C, rms = _refine(r, offset, C0, g, offset - bound, offset + bound)
-    return AccelCalibration(o, C, rms, "tumble + bounded ellipsoid")
+    o, C, rms, held = _refine(r, offset, C0, g, offset - bound, offset + bound)
+    return AccelCalibration(o, C, rms, "tumble + bounded ellipsoid", parameter_se(r, o, C, g, held))
 
 
 AXES = ("x", "y", "z")
@@ -245,6 +275,10 @@ def pose_means(pose: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 def split_recording(pose: np.ndarray, a: np.ndarray, tumble: np.ndarray):
     """(grid pose means, tumble first (K,3), tumble second (K,3)) from an accelerometer recording's columns."""
     grid = tumble == 0
+    if not grid.any():
+        raise DataError(
+            "no grid poses (rows with tumble 0): the ellipsoid fit needs them; tumble pairs alone give the offset only"
+        )
     _, rg = pose_means(pose[grid], a[grid])
     firsts, seconds = [], []
     for k in sorted(set(np.abs(tumble[~grid]).tolist())):

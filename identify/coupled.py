@@ -111,8 +111,10 @@ def compare(
     speed_min: float = 0.05,
     accel_max: float | None = None,
     validation: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    filtered: tuple[float, float] | None = None,
 ) -> CoupledComparison:
-    """Fit motor-wise and joint-wise models on (ω_j, ω̇_j, τ_j) (N, n) and compare joint-torque residuals."""
+    """Fit motor-wise and joint-wise models on (ω_j, ω̇_j, τ_j) (N, n) and compare joint-torque residuals;
+    `filtered`: (cut-off, rate) [Hz] of the signals' low-pass, for the motor fits' SEs and misfit test."""
     n = len(drive.joints)
     for a in (omega_j, omega_dot_j, tau_j):
         if a.ndim != 2 or a.shape != omega_j.shape or a.shape[1] != n or not np.all(np.isfinite(a)):
@@ -132,6 +134,7 @@ def compare(
             "coulomb-viscous",
             speed_min=speed_min,
             accel_max=accel_max,
+            filtered=filtered,
         )
         for i, m in enumerate(drive.motors)
     }

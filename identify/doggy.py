@@ -103,15 +103,29 @@ def _joint_reach(rb: FlexibleJointRobot) -> np.ndarray:
 GYRO_EXCESS = 10.0
 
 
+MIN_REST_SAMPLES = 10  # fewest leading zero-command samples whose gyro means are taken as the biases
+
+
+def rest_gyro_bias(rec: DoggyRecording) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each gyro's mean (rad/s) over the leading zero-command window, its bias as a lab takes it; None when the
+    window is shorter than MIN_REST_SAMPLES (a sample or two would pass their noise off as the bias)."""
+    m = rec.zero_command_samples()
+    if m < MIN_REST_SAMPLES:
+        return None
+    return rec.gyro1[:m].mean(axis=0), rec.gyro2[:m].mean(axis=0)
+
+
 def gyro_excess(rec: DoggyRecording) -> float:
     """How much faster the gyros turn than the encoders allow: the larger gyro's rms |ω| (less its mean over the
     leading zero-command window, its bias) over the rms of the joints' summed rates |θ̇| (finite differences of
     the encoders; their noise only lowers the ratio)."""
     rates = np.abs(np.gradient(rec.theta, rec.t, axis=0)).sum(axis=1)
     allowed = np.sqrt(np.mean(rates**2))
-    rest = rec.zero_command_samples()  # the gyros' biases are no motion: their means over the leading rest
-    bias = [g[:rest].mean(axis=0) if rest >= 10 else np.zeros(3) for g in (rec.gyro1, rec.gyro2)]
-    gyro = max(np.sqrt(np.mean(np.sum((g - b) ** 2, axis=1))) for g, b in zip((rec.gyro1, rec.gyro2), bias, strict=True))
+    bias = rest_gyro_bias(rec) or (np.zeros(3), np.zeros(3))  # the gyros' biases are no motion
+    gyro = max(
+        np.sqrt(np.mean(np.sum((g - b) ** 2, axis=1)))
+        for g, b in zip((rec.gyro1, rec.gyro2), bias, strict=True)
+    )
     return float(gyro / allowed) if allowed > 0 else float("inf")
 
 
@@ -198,6 +212,31 @@ def residual_functions(opts: ModelOptions = ModelOptions()) -> dict[str, ca.Func
     }
 
 
+def initial_sigma(rec: DoggyRecording) -> np.ndarray:
+    """σ of the initial block: eq 37 (velocities 0 to encoder precision) when the recording starts at rest (u = 0
+    at its first sample); else the robot already moves, and the velocity rows hold only the recording's largest
+    encoder rate, so the measurements and dynamics fix them (a zero-velocity prior there bent the states and the
+    gyro biases 12–85σ off)."""
+    sigma = _facts().SIGMA_INITIAL.copy()
+    if rec.zero_command_samples() > 0:
+        return sigma
+    nj = _facts().NJ
+    fastest = np.abs(np.diff(rec.theta, axis=0) / rec.dt()[:, None]).max(axis=0)
+    sigma[nj:] = np.tile(np.maximum(fastest, sigma[nj : 2 * nj]), 2)
+    return sigma
+
+
+def start_guess(rec: DoggyRecording, base: DoggyParams | None = None) -> DoggyParams:
+    """The start of the solve: `base` (default the description's initial guess) with each gyro bias the mean of
+    its gyro over the leading zero-command window (`rest_gyro_bias`); `base`'s biases when that window is too short."""
+    base = base or _facts().ROBOT.sets["initial"]
+    rest = rest_gyro_bias(rec)
+    if rest is None:
+        return base
+    b1, b2 = (tuple(float(v) for v in b) for b in rest)
+    return base.with_(bias1=b1, bias2=b2)
+
+
 def initial_states(rec: DoggyRecording) -> np.ndarray:
     """States from encoders: q = θ = θ_meas − θ0, velocities by forward differences (consistent with Euler)."""
     th = rec.theta - rec.theta0
@@ -225,7 +264,7 @@ def build_problem(
     pr.add_variable("R1", SO3(), SO3.to_flat(start.R_imu1), labels=[f"R1_{c}" for c in "xyz"])
     pr.add_variable("R2", SO3(), SO3.to_flat(start.R_imu2), labels=[f"R2_{c}" for c in "xyz"])
     pr.add_factor(
-        "initial", fns["initial"], [X[0:1]], [(rec.theta[0] - rec.theta0)[None, :]], sigma=f.SIGMA_INITIAL
+        "initial", fns["initial"], [X[0:1]], [(rec.theta[0] - rec.theta0)[None, :]], sigma=initial_sigma(rec)
     )
     pr.add_factor(
         "measurement",
@@ -269,9 +308,9 @@ def calibrate(
     callback: Callable | None = None,
     allow_unobservable: bool = False,
 ) -> Calibration:
-    """Solve the batch problem from `start` (default: the description's Table 1 initial guess); raise
-    IdentifiabilityError (naming parameters) if the data cannot fix some."""
-    start = start or _facts().ROBOT.sets["initial"]
+    """Solve the batch problem from `start` (default `start_guess`: Table 1's initial guess, the biases from the
+    rest window); raise IdentifiabilityError (naming parameters) if the data cannot fix some."""
+    start = start or start_guess(rec)
     pr = build_problem(rec, start, opts)
     res = slom.solve(pr, solver or slom.Options(), callback)
     if res.rank is not None and res.rank.deficient and not allow_unobservable:
@@ -307,7 +346,8 @@ def calibrate(
 
 
 def rotation_error_deg(R_est: np.ndarray, R_true: np.ndarray) -> float:
-    """Angle of R_trueᵀ R_est in degrees."""
+    """Angle of R_trueᵀ R_est (the same as of R_estᵀ R_true) in degrees: the rotation-to-rotation error, which
+    the difference of the two angles from nominal understates when the axes differ."""
     return float(np.degrees(np.linalg.norm(so3_log(R_true.T @ R_est))))
 
 

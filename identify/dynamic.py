@@ -40,7 +40,7 @@ from identify.differentiation import (
     velocity,
 )
 from identify.recording_model import check_base
-from identify.residual_covariance import banded_covariance
+from identify.residual_covariance import SPECTRUM_SPLITS, banded_covariance
 from robots import dynamics as dyn
 from robots.base_params import WRENCH_ROWS as WRENCH_ROWS_ALL
 from robots.base_params import (
@@ -92,11 +92,6 @@ CUTOFF_PER_BAND = 4.0
 EDGE_PERIODS = 2.0
 # the EDGE_PERIODS/f_c s dropped at each end may take at most this share of the recording (default_cutoff)
 MAX_EDGE_FRACTION = 0.1
-# the residuals' spectrum is estimated flat within bands split at these fractions of the cut-off. Chosen by a
-# Monte-Carlo (tests/test_dynamic_standard_errors.py) over white to AR(1) noise of up to 1 s correlation time: on a
-# 10 s TUlip design at 2 Hz, mean z² 0.87–1.17 at a 0.35 split (0.5: 1.03–1.59; 0.25: 0.44–0.71, SEs too large);
-# on a 20 s design at 1.2 Hz 0.95–1.10 (0.91–1.2 for the other splits)
-SPECTRUM_SPLITS = (0.35,)
 # decimation: 4 f_c exceeds the Nyquist rate 2 f_c of the filtered signals, so nothing is lost
 SAMPLES_PER_CUTOFF_PERIOD = 4
 # rad/s: below it (at 5 Hz) a joint's rows near a velocity reversal are dropped from the fit. It scales with the
@@ -109,6 +104,22 @@ def reversal_velocity_for(cutoff_hz: float) -> float:
     return REVERSAL_VELOCITY_AT_DEFAULT * (cutoff_hz / DEFAULT_CUTOFF_HZ) ** 1.5
 
 
+# an estimate within this many SEs of zero has no known scale: the time to determine it relative to its size is not
+# given, and beyond it the time is relative to |θ̂| minus this many SEs (dividing by the noisy estimate made times
+# 10–5000× too short: a review's rec.csv ϑ8 136 s against its plan's forecast 7.7e5 s, ϑ31 83 s against 5.0e4 s)
+SCALE_RESOLVED_SE = 2.0
+# an estimate physics keeps positive this many SEs below zero is reported impossible (noise alone: 1 in 740)
+IMPOSSIBLE_SE = 3.0
+# column-scaled κ above it: the regressor is rank deficient but for noise (quantised encoders' steps fill the
+# dependent columns). Measured: honest fits 58 (UR5) to 1.94e5 (TUlip's stored 6 s single-support plan, full model,
+# 16384-tick encoders; a physics-twin double-support run 3.26e4 full, 369 simplified); near-singular ones 9.6e7 (a
+# double-support recording fitted as single support: |ρ| = 1.0000 pairs, SEs 5e5 kg·m²) and 2.6e8 (a UR5 motion at
+# a 1 Hz cut-off). 10× the worst honest
+KAPPA_SCALED_MAX = 3e6
+# a parameter is named in a near-null direction when its unit column weighs more than this in it, and named so
+# when there are at most NAMED_NEAR_NULL such directions (beyond, the list would be every parameter)
+NEAR_NULL_WEIGHT = 0.1
+NAMED_NEAR_NULL = 3
 QUANTITIES = ("torque", "wrench")
 WRENCH_ROWS = ("fz", "mx", "my")  # what two balance boards give in sum: the ZMP model
 
@@ -157,6 +168,21 @@ class DynamicFit:
     # estimated apart (its column lies in their span), each with the estimates that hold it; None when not modelled
     armature_grouped: dict[str, list[str]] | None = None
     measured_rms: np.ndarray | None = None  # per row, the fitted (filtered) measurements' own RMS
+    residual_mean: np.ndarray | None = None  # per row, the residuals' mean (rmse² = sigma² + mean²)
+    recording_samples: int = 0  # the recordings' samples, all of them (`samples` counts regressor rows)
+    fitted_samples: int = 0  # the decimated samples whose rows are fitted (a sample gives one row per effort)
+    # the estimates physics keeps positive (friction, rotor inertia, a base parameter that is a sum of masses)
+    positive: list[int] = field(default_factory=list)
+
+    def impossible(self, nse: float = IMPOSSIBLE_SE) -> list[dict]:
+        """The estimates physics keeps positive that lie more than `nse` SE below zero: a model error or a
+        recording fault, not noise."""
+        return [
+            {"symbol": self.symbols[k], "value": float(self.values[k]), "se": float(self.se[k]),
+             "unit": self.units[k] if self.units else "", "meaning": self.formulas[k]}
+            for k in self.positive
+            if np.isfinite(self.se[k]) and self.values[k] < -nse * self.se[k]
+        ]  # fmt: skip
 
     def unexplained_rows(self) -> list[int]:
         """The rows the estimate misses by more than their own RMS (predicting 0 would fit them better): an
@@ -177,8 +203,19 @@ class DynamicFit:
 
     def needed_s(self, pct: float = WELL_IDENTIFIED_PCT) -> np.ndarray:
         """Recording length (s, ends included) at which each relative SE would reach `pct` % were this motion
-        repeated (SE ∝ 1/√fitted time under stationary noise, this cut-off): noise alone, no systematic error."""
-        return self.fitted_s * (self.rel_se_pct / pct) ** 2 + self.edges_s
+        repeated (SE ∝ 1/√fitted time under stationary noise, this cut-off): noise alone, no systematic error.
+        Relative to |θ̂| − SCALE_RESOLVED_SE SE, the size the estimate surely has (~97.5 %), not to the noisy |θ̂|,
+        which made times far too short; NaN where that is ≤ 0 (`scale_unresolved`): the size is not known."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lower = np.abs(self.values) - SCALE_RESOLVED_SE * self.se
+            t = self.fitted_s * (100 * self.se / (pct * lower)) ** 2 + self.edges_s
+        return np.where(self.scale_unresolved(), np.nan, t)
+
+    def scale_unresolved(self) -> np.ndarray:
+        """Per estimate: |θ̂| < SCALE_RESOLVED_SE SE (or no SE), so its size, and any time to determine it relative
+        to that size, is not known from this fit."""
+        with np.errstate(invalid="ignore"):
+            return ~(np.abs(self.values) > SCALE_RESOLVED_SE * self.se)
 
     def to_dict(self) -> dict:
         out = {
@@ -203,6 +240,11 @@ class DynamicFit:
             ],
             "sigma_nm": self.sigma.tolist(),
             "rmse_nm": self.rmse.tolist(),
+            "residual_mean_nm": None if self.residual_mean is None else self.residual_mean.tolist(),
+            "regressor_rows": self.samples,
+            "recording_samples": self.recording_samples,
+            "fitted_samples": self.fitted_samples,
+            "impossible": self.impossible(),
             "kappa": self.kappa,
             "kappa_scaled": self.kappa_scaled,
             "fixed": self.fixed,
@@ -608,27 +650,19 @@ class DynamicEstimator:
         n = self.rows_
         syms, forms, units = self._names()
         self._check_length(recs, A.shape)
-        rank = np.linalg.matrix_rank(A)
-        if rank < A.shape[1]:
-            _, piv = pivoted_qr(A)
-            missing = [syms[i] for i in piv[rank:]]
-            why = ""
-            if self._reversal_rows and any(m.startswith(("fv@", "fc@")) for m in missing):
-                why = (f" ({self._reversal_rows} rows were dropped where a joint moved slower than "
-                       f"{self.reversal_velocity:.3g} rad/s, around its velocity reversals at this cut-off: a joint that "
-                       "hardly moves leaves its friction undetermined; lower --cutoff-hz, or fit --no-friction)")  # fmt: skip
-            raise IdentifiabilityError(
-                f"the recording does not excite {A.shape[1] - rank} parameter(s): {', '.join(missing)}{why}"
-            )
-        if Z is not None and np.linalg.matrix_rank(Z) < rank:
-            raise IdentifiabilityError(
-                f"the planned angles excite {np.linalg.matrix_rank(Z)} of the {rank} parameters the recording "
-                "does: their regressor cannot serve as instruments"
-            )
+        held, kappa_scaled = self._check_rank(A, syms)
         db = self.dynamic_base_
         p = A.shape[1]
         x = np.zeros(p)
-        free, fixed = np.arange(p), {}
+        free = np.setdiff1d(np.arange(p), held)
+        fixed = {syms[i]: (f"not excited by this motion (column-scaled κ {kappa_scaled:.3g} > "
+                           f"{KAPPA_SCALED_MAX:.0e}): fixed at {getattr(self.prior, 'name', self.prior)!s}")
+                 for i in held}  # fmt: skip
+        if Z is not None and (z_rank := np.linalg.matrix_rank(Z[:, free])) < len(free):
+            raise IdentifiabilityError(
+                f"the planned angles excite {z_rank} of the {len(free)} parameters the recording does: their "
+                "regressor cannot serve as instruments"
+            )
         prior = np.zeros(p)
         if self.essential_pct is not None:
             prior[: db.rank] = self.reference_values(self.prior)
@@ -668,6 +702,7 @@ class DynamicEstimator:
         raw = b - A @ x
         self._system_ = (A, Z, w[joint], b)  # the delay's profile (`_estimated_delays`) refits these rows
         sigma = np.array([raw[joint == j].std() for j in range(n)])
+        residual_mean = np.array([raw[joint == j].mean() for j in range(n)])
         measured_rms = np.array([np.sqrt(np.mean(b[joint == j] ** 2)) for j in range(n)])
         rmse = np.array([np.sqrt(np.mean(raw[joint == j] ** 2)) for j in range(n)])
         placements = self._placement_misfits(
@@ -695,7 +730,7 @@ class DynamicEstimator:
             samples=len(b),
             unidentifiable=[db.names[i] for i in db.vanishing],
             weighted=self.weighted,
-            kappa_scaled=kappa(normalised_columns(A[:, free])[0]),
+            kappa_scaled=kappa_scaled if len(free) == p else kappa(normalised_columns(A[:, free])[0]),
             fixed=fixed,
             inertial=db.rank,
             fitted_s=fitted_s,
@@ -708,8 +743,63 @@ class DynamicEstimator:
             delay_estimated=isinstance(self.delay, str),
             armature_grouped=self._armature_grouped(syms) if self.armature else None,
             measured_rms=measured_rms,
+            residual_mean=residual_mean,
+            recording_samples=sum(len(r.t) for r in given),
+            fitted_samples=len(np.unique(sample)),
+            positive=self._positive(syms),
         )
         return self
+
+    def _positive(self, syms: list[str]) -> list[int]:
+        """The estimates physics keeps positive: friction, rotor inertia, and the base parameters that are a sum
+        of link masses (the total mass; a single link's mass)."""
+        db = self.dynamic_base_
+        K = db.combination_matrix()
+        mass = np.array([n.startswith("m@") for n in db.names])
+        tiny = 1e-12 * np.abs(K).max(axis=1)
+        sums = [
+            a
+            for a in range(db.rank)
+            if np.all(np.abs(K[a, ~mass]) <= tiny[a]) and np.all(K[a, mass] >= -tiny[a])
+        ]
+        return sums + [k for k, s in enumerate(syms) if s.startswith(("fv@", "fc@", "Ia@"))]
+
+    def _check_rank(self, A: np.ndarray, syms: list[str]) -> tuple[list[int], float]:
+        """The parameters to hold at the prior (with `essential_pct`, those the regressor leaves undetermined; else
+        none) and its column-scaled κ, from one SVD; IdentifiabilityError naming them otherwise. Undetermined:
+        exactly (rank deficient) or numerically (κ over KAPPA_SCALED_MAX — quantised encoders put noise in a
+        dependent column, which a default rank tolerance then counts as rank)."""
+        An, _ = normalised_columns(A)
+        _, s, vt = np.linalg.svd(An, full_matrices=False)
+        kappa_scaled = float(s[0] / s[-1]) if A.shape[0] >= A.shape[1] and s[-1] > 0 else float("inf")
+        exact = int(np.count_nonzero(s > s[0] * max(An.shape) * np.finfo(float).eps))
+        rank = min(exact, int(np.count_nonzero(s >= s[0] / KAPPA_SCALED_MAX)))
+        if rank == A.shape[1]:
+            return [], kappa_scaled
+        missing = [int(i) for i in pivoted_qr(An)[1][rank:]]
+        if self.essential_pct is not None and max(missing) < self.dynamic_base_.rank:
+            return missing, kappa_scaled
+        raise IdentifiabilityError(f"the recording does not excite {A.shape[1] - rank} parameter(s): "
+                                   f"{', '.join(syms[i] for i in missing)}{self._rank_why(syms, missing, s, vt, rank, exact)}")  # fmt: skip
+
+    def _rank_why(
+        self, syms: list[str], missing: list[int], s: np.ndarray, vt: np.ndarray, rank: int, exact: int
+    ) -> str:
+        """Why the regressor leaves `missing` undetermined, and the remedies: the rows dropped at velocity
+        reversals (friction), the κ that only noise keeps finite, a simpler model, a richer motion, --essential."""
+        why = ""
+        if self._reversal_rows and any(syms[m].startswith(("fv@", "fc@")) for m in missing):
+            why = (f" ({self._reversal_rows} rows were dropped where a joint moved slower than "
+                   f"{self.reversal_velocity:.3g} rad/s, around its velocity reversals at this cut-off: a joint that "
+                   "hardly moves leaves its friction undetermined; lower --cutoff-hz, or fit --no-friction)")  # fmt: skip
+        if rank < exact:
+            near = np.flatnonzero(np.max(np.abs(vt[rank:]), axis=0) > NEAR_NULL_WEIGHT)
+            which = f" {', '.join(syms[i] for i in near)}," if exact - rank <= NAMED_NEAR_NULL else ""
+            why += (f" (column-scaled κ {s[0] / s[-1]:.3g} > {KAPPA_SCALED_MAX:.0e}: only the recording's noise "
+                    f"sets apart the columns of{which or ' these and others'} which nearly cancel)")  # fmt: skip
+        held = max(missing) < self.dynamic_base_.rank
+        return why + ("; fit fewer parameters (--simplified), record a motion that excites them (plan one with "
+                      "`plan trajectory`)" + (", or hold them at the prior (--essential PCT)" if held else ""))  # fmt: skip
 
     def _source_rows(
         self, source: Sequence[np.ndarray | None], recs: list[DynamicRecording], delays, joint: np.ndarray
@@ -1068,7 +1158,7 @@ class DynamicEstimator:
                 "--cutoff-hz, or fit --no-friction"
             )
         raise DataError(
-            f"{what} ({total:.3g} s) too short for a {self.cutoff_:.3g} Hz cut-off: "
+            f"{what} ({total:.3g} s) {'is' if len(recs) == 1 else 'are'} too short for a {self.cutoff_:.3g} Hz cut-off: "
             f"after dropping {edge:.3g} s at each end (the filter's transients) and keeping "
             f"{SAMPLES_PER_CUTOFF_PERIOD} samples per cut-off period it leaves {rows} rows for {p} parameters; "
             "record longer or raise --cutoff-hz"

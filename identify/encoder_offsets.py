@@ -15,6 +15,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from formats.errors import DataError, IdentifiabilityError
+from identify.robust_se import hac_se
 from robots.dynamics import GRAVITY
 from robots.kinematics import link_frames, site_pose
 from robots.tree import RobotModel
@@ -90,6 +91,9 @@ class OffsetFit:
     active_bounds: list[str]
     buckets: np.ndarray | None = None  # (B, nq) per-bucket offsets [rad]
     unidentifiable: list[str] = field(default_factory=list)
+    se: np.ndarray | None = (
+        None  # [rad] from the fit (Newey–West: smoothed samples are correlated); NaN at a bound
+    )
 
     @property
     def bucket_std(self) -> np.ndarray | None:
@@ -101,6 +105,8 @@ class OffsetFit:
         rows = []
         for k, j in enumerate(self.joints):
             row = {"joint": j, "offset_rad": float(self.offsets[k])}
+            if self.se is not None and np.isfinite(self.se[k]):
+                row["se_rad"] = float(self.se[k])
             if self.buckets is not None:
                 row["bucket_mean_rad"] = float(self.buckets[:, k].mean())
                 row["bucket_std_rad"] = float(self.bucket_std[k])
@@ -253,6 +259,11 @@ def fit_offsets(
         return (expected_acc(model, q + d, sensors, params, gravity) - acc).ravel()
 
     names = model.joint_names
+    if not len(q) or all(np.ptp(q[:, k]) < 1e-6 for k in range(model.nq)):
+        raise IdentifiabilityError(
+            "encoder offsets not identifiable: no joint moved during the recording (constant posture); move the "
+            "joints slowly through their ranges"
+        )
     r0 = res(np.zeros(model.nq))  # rank check before solving: a blind joint makes the solver wander
     h = 1e-6
     _rank_check(np.column_stack([(res(h * e) - r0) / h for e in np.eye(model.nq)]), names)
@@ -269,7 +280,20 @@ def fit_offsets(
         float(np.sqrt(np.mean(sol.fun**2))),
         float(np.degrees(np.mean(np.arccos(np.clip(cosang, -1, 1))))),
         active,
+        se=_offset_se(sol.jac, sol.fun, len(q), [names.index(a) for a in active]),
     )
+
+
+def _offset_se(J: np.ndarray, fun: np.ndarray, samples: int, held: list[int]) -> np.ndarray:
+    """Newey–West SEs of the offsets from the solver's Jacobian (rows: samples × sensors × axes, the bandwidth in
+    samples); joints `held` at a bound are fixed and get NaN."""
+    J = np.asarray(J.toarray() if hasattr(J, "toarray") else J)
+    free = [k for k in range(J.shape[1]) if k not in held]
+    se = np.full(J.shape[1], np.nan)
+    if free:
+        sample = np.repeat(np.arange(samples), len(fun) // samples)
+        se[free] = hac_se(J[:, free], -fun, np.zeros(len(free)), sample)[0]
+    return se
 
 
 def fit_with_buckets(

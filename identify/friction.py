@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from formats.errors import DataError, IdentifiabilityError
+from identify.robust_se import corr_samples, fit_se, misfit_note, null_space
 from robots.actuation import friction_rows
 
 MODELS = ("coulomb-viscous", "asymmetric", "stribeck")
@@ -78,6 +79,8 @@ class FrictionFit:
     vs_scan: list[tuple[float, float]] = field(default_factory=list)  # (v_s, rms) when v_s was searched
     extra: dict[str, float] = field(default_factory=dict)  # τ_s [N·m], k_pwm [N·m/%], inertia_extra [kg·m²]
     warnings: list[str] = field(default_factory=list)  # physically doubtful results, for the user
+    se_method: str = "white residuals"  # how the SEs were found (identify.robust_se.fit_se)
+    misfit: str | None = None  # note when the residuals show a systematic misfit
 
     @property
     def tau_s(self) -> float | None:
@@ -99,6 +102,8 @@ class FrictionFit:
             "n_rejected": self.n_rejected,
             "rms_Nm": self.rms,
             "cond_XtX": self.cond,
+            "se_method": self.se_method,
+            "model_misfit": self.misfit is not None,
             "tau_s_Nm": self.tau_s,
             "k_pwm_Nm_per_pct": self.extra.get("k_pwm"),
             "inertia_extra_kg_m2": self.extra.get("inertia_extra"),
@@ -139,7 +144,8 @@ def _check(*arrays: np.ndarray) -> int:
 
 
 def _solve(X: np.ndarray, y: np.ndarray, names: tuple[str, ...], C: np.ndarray | None = None):
-    """Least squares, optionally with equality rows C θ = 0; (θ, se, rms, cond)."""
+    """Least squares, optionally with equality rows C θ = 0; (θ, se, rms, cond), se assuming white residuals
+    (cheap: for the Stribeck v_s search; `identify.robust_se.fit_se` gives the reported ones)."""
     n, p = X.shape
     XtX = X.T @ X
     cond = float(np.linalg.cond(XtX))
@@ -147,23 +153,12 @@ def _solve(X: np.ndarray, y: np.ndarray, names: tuple[str, ...], C: np.ndarray |
         dead = [names[k] for k in range(p) if np.allclose(X[:, k], 0)]
         hint = f" (no data for {', '.join(dead)})" if dead else " (the data do not excite every term)"
         raise IdentifiabilityError(f"friction regressor is rank deficient, cond(XᵀX) = {cond:.3g}{hint}")
-    if C is None:
-        theta = np.linalg.solve(XtX, X.T @ y)
-        dof = max(n - p, 1)
-        res = y - X @ theta
-        s2 = float(res @ res) / dof
-        cov = s2 * np.linalg.inv(XtX)
-    else:
-        m = C.shape[0]
-        K = np.block([[XtX, C.T], [C, np.zeros((m, m))]])
-        sol = np.linalg.solve(K, np.concatenate([X.T @ y, np.zeros(m)]))
-        theta = sol[:p]
-        res = y - X @ theta
-        s2 = float(res @ res) / max(n - p + m, 1)
-        # covariance on the constraint's null space
-        _, _, Vt = np.linalg.svd(C)
-        N = Vt[m:].T
-        cov = s2 * N @ np.linalg.inv(N.T @ XtX @ N) @ N.T
+    N = null_space(C, p)
+    Xn = X @ N
+    theta = N @ np.linalg.solve(Xn.T @ Xn, Xn.T @ y)
+    res = y - X @ theta
+    s2 = float(res @ res) / max(n - N.shape[1], 1)
+    cov = s2 * N @ np.linalg.inv(Xn.T @ Xn) @ N.T
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
     return theta, se, float(np.sqrt(np.mean(res**2))), cond
 
@@ -183,11 +178,16 @@ def fit_friction(
     pwm: np.ndarray | None = None,
     fit_inertia: bool = False,
     exclude: np.ndarray | None = None,
+    filtered: tuple[float, float] | None = None,
+    q_span: float | None = None,
 ) -> FrictionFit:
     """Fit f from y = τ_j + I ω̇ = −f(ω) (motor off); v_s=None for the Stribeck model searches it (profile RSS).
     `offset` adds a constant τ_s (eq. 2.32's static term, e.g. an unzeroed torque sensor); `pwm` [%] adds the
     PWM column, fitting the whole identification model 2.32, y = K*_pwm PWM − f(ω) + τ_s, in one regression;
-    `fit_inertia` adds a column −ω̇ for the inertia the given one lacks (ΔI, e.g. a servo's unknown rotor)."""
+    `fit_inertia` adds a column −ω̇ for the inertia the given one lacks (ΔI, e.g. a servo's unknown rotor).
+    `filtered`: (cut-off, sample rate) [Hz] of the zero-phase low-pass the signals went through — the SEs then
+    model its correlated residuals and a runs test flags a misfit; without it, Newey–West SEs and no runs test.
+    `q_span`: the joint angle's span [rad], if known, for the degrees check (`check_accelerations`)."""
     omega, omega_dot, tau_j = (np.asarray(a, dtype=float) for a in (omega, omega_dot, tau_j))
     _check(omega, omega_dot, tau_j, *(() if pwm is None else (np.asarray(pwm, dtype=float),)))
     if model not in MODELS:
@@ -197,6 +197,7 @@ def fit_friction(
     if zero_slope and model != "stribeck":
         raise DataError("the zero-slope constraint applies to the Stribeck model only")
     y = tau_j + inertia * omega_dot
+    check_accelerations(omega_dot, accel_max, q_span)
     keep = select_samples(omega, omega_dot, accel_max, speed_min, margin, exclude)
     note = rejection_note(omega, omega_dot, keep, accel_max, speed_min)
     if keep.sum() < 10:
@@ -215,12 +216,16 @@ def fit_friction(
     )
     cols = names + tuple(n for n, _ in extra)
 
-    def one(vs: float | None) -> FrictionFit:
+    def system(vs: float | None) -> tuple[np.ndarray, np.ndarray | None]:
         X = -regressor(model, w, vs)  # y = −f(ω) + …
         C = np.array([[1.0, vs, -1.0, 0.0]]) if zero_slope else None  # Kc + Kv v_s − σs⁺ = 0
         if extra:
             X = np.column_stack([X, *(c for _, c in extra)])
             C = None if C is None else np.column_stack([C, np.zeros((1, len(extra)))])
+        return X, C
+
+    def one(vs: float | None) -> FrictionFit:
+        X, C = system(vs)
         theta, se, rms, cond = _solve(X, yk, cols, C)
         p = {k: float(v) for k, v in zip(cols, theta, strict=True)}
         return FrictionFit(
@@ -241,7 +246,19 @@ def fit_friction(
         best = one(v_s)
     else:
         best, at_end = _search_vs(one, w)
-    best.warnings = [*([note] if note else []), *check_signs(best, ("Kc+", "Kc-") if absorbed else ())]
+    X, C = system(best.v_s)
+    if best.vs_scan:  # v_s searched: its column ∂(Xθ)/∂v_s, so that the SEs carry its uncertainty
+        theta = np.array([{**best.params, **best.extra}[k] for k in cols])
+        h = 1e-4 * best.v_s
+        dv = (system(best.v_s + h)[0] - system(best.v_s - h)[0]) @ theta / (2 * h)
+        X = np.column_stack([X, dv])
+        C = None if C is None else np.column_stack([C, [best.params["Kv"]]])
+    _robust_se(best, X, C, yk, np.flatnonzero(keep), filtered)
+    best.warnings = [
+        *([note] if note else []),
+        *check_signs(best, ("Kc+", "Kc-") if absorbed else ()),
+        *([best.misfit] if best.misfit else []),
+    ]
     if absorbed:
         best.warnings.append("asymmetric model: a constant torque offset τ_s is not separable from its Coulomb "
                              "terms, which hold it (Kc+ − τ_s, Kc- + τ_s); the other models fit it apart")  # fmt: skip
@@ -249,6 +266,24 @@ def fit_friction(
         searched = None if v_s is not None else (best.vs_scan[0][0], best.vs_scan[-1][0])
         best.warnings += stribeck_notes(best, w, searched, at_end)
     return best
+
+
+def _robust_se(
+    fit: FrictionFit,
+    X: np.ndarray,
+    C: np.ndarray | None,
+    y: np.ndarray,
+    sample: np.ndarray,
+    filtered: tuple[float, float] | None,
+) -> None:
+    """Replace `fit`'s white-residual SEs by ones honest for correlated residuals; note a model misfit, if any."""
+    cols = list(fit.params) + list(fit.extra)
+    theta = np.array([{**fit.params, **fit.extra}[k] for k in cols])
+    if X.shape[1] > len(cols):  # the searched v_s's column: at the optimum its step is 0
+        cols, theta = [*cols, "v_s"], np.append(theta, 0.0)
+    se, fit.se_method = fit_se(X, y, theta, sample, C, filtered)
+    fit.se = {k: float(v) for k, v in zip(cols, se, strict=True)}
+    fit.misfit = misfit_note(y - X @ theta, sample, corr_samples(filtered), fit.model)
 
 
 def _search_vs(one: Callable[[float], FrictionFit], w: np.ndarray) -> tuple[FrictionFit, bool]:
@@ -319,6 +354,34 @@ def check_signs(fit: FrictionFit, shifted: tuple[str, ...] = ()) -> list[str]:
     return notes
 
 
+DEGREES_WITHIN = (
+    0.9  # share of samples within --accel-max once divided by 57.3, for a run to look like degrees
+)
+DEGREES_OVER = (
+    0.85  # share over --accel-max that marks degrees when the angle's span is unknown (a 1 rad 0.5 Hz
+)
+# sinusoid has 67 % over the default 5 rad/s², the simulated friction run in degrees 89 %)
+
+
+def check_accelerations(omega_dot: np.ndarray, accel_max: float | None, q_span: float | None = None) -> None:
+    """DataError when ω̇ looks like degrees: most samples over the acceleration limit, ≥ 90 % within it once divided
+    by 57.3, and the joint angle spanning over a turn (`q_span` [rad]; unknown: over 85 % of the samples over the
+    limit). A fast motion in radians only loses samples (rejection_note warns); t in ms makes ω̇ smaller."""
+    if accel_max is None or not len(omega_dot):
+        return
+    a = np.abs(omega_dot)
+    fast = float(np.mean(a > accel_max))
+    as_radians = float(np.mean(np.degrees(1.0) * accel_max >= a))
+    turns = fast > DEGREES_OVER if q_span is None else q_span > 2 * np.pi
+    if fast > 0.5 and as_radians >= DEGREES_WITHIN and turns:
+        span = "" if q_span is None else f", q spans {q_span:.3g} rad"
+        raise DataError(
+            f"{100 * fast:.0f} % of the samples have |ω̇| > {accel_max:g} rad/s², {100 * as_radians:.0f} % within it "
+            f"once divided by 57.3{span}: is q in degrees? It must be radians. If the motion is truly that fast, "
+            "raise --accel-max"
+        )
+
+
 def rejection_note(
     omega: np.ndarray, omega_dot: np.ndarray, keep: np.ndarray, accel_max: float | None, speed_min: float
 ) -> str | None:
@@ -355,6 +418,12 @@ def stribeck_notes(
         notes.append(
             f"stribeck: v_s {vs:.3g} rad/s is at an end of its search range {searched[0]:.3g}–{searched[1]:.3g} "
             "rad/s: the data show no clear Stribeck knee; give --vs or use --model coulomb-viscous"
+        )
+    fastest = float(np.max(np.abs(w_used)))
+    if vs > fastest:
+        notes.append(
+            f"stribeck: v_s {vs:.3g} rad/s is above the fastest speed used, {fastest:.3g} rad/s: the Stribeck dip "
+            "then spans all the data and trades off against Kc and Kv (give a smaller --vs or let it be searched)"
         )
     slowest = float(np.min(np.abs(w_used)))
     if vs < slowest:

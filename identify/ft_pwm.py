@@ -29,9 +29,10 @@ from scipy.ndimage import maximum_filter1d, minimum_filter1d
 from formats.errors import DataError, IdentifiabilityError
 from formats.ft_pwm_recording import FtPwmRecording
 from identify.differentiation import DIFFERENTIATIONS, lowpass, states
-from identify.dynamic import SPECTRUM_SPLITS, top_pairs
+from identify.dynamic import top_pairs
 from identify.pls import PLSRegression, compress, cv_ols, cv_ridge, fold_factors, ridge
-from identify.residual_covariance import banded_covariance
+from identify.recording_checks import limits_problem
+from identify.residual_covariance import SPECTRUM_SPLITS, banded_covariance
 from robots import dynamics as dyn
 from robots.actuation import FtPwmTruth, Transmission, friction_rows, motor_velocities, transmissions
 from robots.base_params import DynamicBase, RegressorSpec, random_states
@@ -41,9 +42,6 @@ from robots.memo import per_model
 from robots.tree import ParameterSet, RobotModel
 
 WRENCH_ROWS = ("fx", "fy", "fz", "mx", "my", "mz")
-LIMIT_MARGIN_RAD = (
-    0.2  # a recording's angles may pass the description's limits by this much (encoder, mounting)
-)
 MASS_RATIO = (0.5, 2.0)  # fitted over described mass outside this: the wrench is likely in the wrong unit
 STILL_RAD = 1e-3  # a joint whose angle spans less than this in a recording does not move
 UNITS = {"m": "kg", "mc": "kg·m", "I": "kg·m²", "w_O:f": "N", "w_O:m": "N·m", "c": "N·m", "v": "N·m·s/rad",
@@ -92,21 +90,15 @@ def unit_of(name: str) -> str:
 
 
 def check_angles(model: RobotModel, rec: FtPwmRecording, source: str) -> None:
-    """Refuse angles beyond the description's limits plus a margin: logged in degrees (or another robot's); the
-    recording's joints must be the model's, in its order."""
+    """Refuse angles beyond the description's limits by more than the slack every recording is allowed
+    (`recording_checks.limits_problem`): logged in degrees, or another robot's; the recording's joints must be the
+    model's, in its order."""
     if list(rec.joint_names) != list(model.joint_names):
         raise DataError(f"{source}: joints {', '.join(rec.joint_names)} are not {model.name!r}'s "
                         f"({', '.join(model.joint_names)})")  # fmt: skip
-    lo, hi = model.lower - LIMIT_MARGIN_RAD, model.upper + LIMIT_MARGIN_RAD
-    for j, name in enumerate(rec.joint_names):
-        q = rec.q[:, j]
-        if q.min() < lo[j] or q.max() > hi[j]:
-            k = int(np.argmax(np.maximum(lo[j] - q, q - hi[j])))
-            raise DataError(
-                f"{source}: q:{name} = {q[k]:.4g} at t = {rec.t[k]:.4g} s is beyond the joint's limits "
-                f"[{model.lower[j]:.3g}, {model.upper[j]:.3g}] rad (+{LIMIT_MARGIN_RAD:g} rad margin): angles "
-                "logged in degrees? q columns must be in rad"
-            )
+    # the format takes radians only: its hint is to convert them, not to declare degrees
+    if problem := limits_problem(model, rec.q, "q:", degrees_declared=True):
+        raise DataError(f"{source}: {problem}: angles logged in degrees? q columns must be in rad")
 
 
 def layout(model: RobotModel, groups: list[Transmission]) -> Layout:

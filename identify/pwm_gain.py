@@ -16,6 +16,7 @@ import numpy as np
 
 from formats.errors import DataError, IdentifiabilityError
 from identify.friction import FrictionFit, select_samples
+from identify.robust_se import corr_samples, fit_se, misfit_note
 
 
 @dataclass
@@ -29,6 +30,7 @@ class PwmGainFit:
     n_used: int
     rms: float
     method: str
+    misfit: str | None = None  # note when the residuals show a systematic misfit
 
     def warnings(self) -> list[str]:
         """Notes on physically impossible values: a negative gain (PWM and torque of opposite sign conventions)
@@ -39,6 +41,8 @@ class PwmGainFit:
                 f"K*_pwm = {self.k_pwm:.3g} N·m/% < 0: PWM and tau have opposite signs (tau is the torque "
                 "applied to the child link, positive PWM drives it positive)"
             )
+        if self.misfit:
+            notes.append(self.misfit)
         if self.hysteresis is not None and self.hysteresis < 0:
             notes.append(
                 f"hysteresis half-width h = {self.hysteresis:.3g} N·m < 0 is impossible for static friction: "
@@ -55,10 +59,14 @@ class PwmGainFit:
             "se": self.se,
             "n_used": self.n_used,
             "rms_Nm": self.rms,
+            "model_misfit": self.misfit is not None,
         }
 
 
-def _ls(X: np.ndarray, y: np.ndarray, names: list[str]):
+def _ls(X: np.ndarray, y: np.ndarray, names: list[str], sample: np.ndarray, filtered=None, raw: bool = False):
+    """Least squares of rows at time indices `sample`: (θ, SEs for correlated residuals, rms, misfit note or None);
+    `filtered` (cut-off, rate) [Hz] of the low-pass the rows went through (identify.robust_se.fit_se); `raw` rows
+    are unfiltered samples, one sample their correlation length (for the misfit test)."""
     if X.shape[0] < X.shape[1] + 2:
         raise DataError(f"only {X.shape[0]} usable samples for the PWM gain")
     XtX = X.T @ X
@@ -70,9 +78,9 @@ def _ls(X: np.ndarray, y: np.ndarray, names: list[str]):
         )
     theta = np.linalg.solve(XtX, X.T @ y)
     res = y - X @ theta
-    s2 = float(res @ res) / (len(y) - len(theta))
-    se = np.sqrt(np.diag(s2 * np.linalg.inv(XtX)))
-    return theta, dict(zip(names, map(float, se), strict=True)), float(np.sqrt(np.mean(res**2)))
+    se, _ = fit_se(X, y, theta, sample, None, filtered)
+    note = misfit_note(res, sample, 1 if raw else corr_samples(filtered), "PWM gain")
+    return theta, dict(zip(names, map(float, se), strict=True)), float(np.sqrt(np.mean(res**2))), note
 
 
 def fit_pwm_gain(
@@ -86,8 +94,10 @@ def fit_pwm_gain(
     speed_min: float = 0.05,
     margin: int = 5,
     exclude: np.ndarray | None = None,
+    filtered: tuple[float, float] | None = None,
 ) -> PwmGainFit:
-    """Moving-link gain regression after friction compensation, y = τ_j + I ω̇ + f(ω) on rows [1, PWMᵢ]."""
+    """Moving-link gain regression after friction compensation, y = τ_j + I ω̇ + f(ω) on rows [1, PWMᵢ];
+    `filtered`: (cut-off, rate) [Hz] of the signals' low-pass, for their SEs and the misfit test."""
     arrays = [np.asarray(a, dtype=float) for a in (pwm, omega, omega_dot, tau_j)]
     if len({len(a) for a in arrays}) != 1 or not all(np.all(np.isfinite(a)) for a in arrays):
         raise DataError("PWM gain: PWM, ω, ω̇, τ_j must be finite arrays of equal length")
@@ -98,9 +108,25 @@ def fit_pwm_gain(
         keep = select_samples(omega, omega_dot, accel_max, speed_min, margin, exclude)
     else:
         keep = np.ones(len(y), bool)
+    if keep.sum() < 4 and np.mean(np.abs(omega) <= speed_min) > 0.9:
+        raise DataError(
+            f"PWM gain: the link hardly moves (|ω| ≤ {speed_min:g} rad/s in {100 * np.mean(np.abs(omega) <= speed_min):.0f} "
+            "% of the samples): a recording of a held link needs --link fixture"
+        )
     X = np.column_stack([np.ones(keep.sum()), pwm[keep]])
-    theta, se, rms = _ls(X, y[keep], ["tau0", "k_pwm"])
-    return PwmGainFit(float(theta[1]), float(theta[0]), None, se, int(keep.sum()), rms, "moving link")
+    theta, se, rms, note = _ls(X, y[keep], ["tau0", "k_pwm"], np.flatnonzero(keep), filtered)
+    return PwmGainFit(float(theta[1]), float(theta[0]), None, se, int(keep.sum()), rms, "moving link", note)
+
+
+def check_pwm_percent(pwm: np.ndarray, source: str, least: float = 1.0) -> None:
+    """DataError when the PWM never reaches `least` % of full scale: PWM is in %, and a peak below 1 % looks
+    like a fraction of full scale (gain 100× too large) — too little drive for a gain anyway."""
+    peak = float(np.max(np.abs(pwm))) if len(pwm) else 0.0
+    if 0 < peak < least:
+        raise DataError(
+            f"{source}: the PWM peaks at {peak:.3g} %: PWM is in % of full scale (−100…100); a fraction "
+            "(−1…1) must be multiplied by 100"
+        )
 
 
 def check_held(q: np.ndarray, source: str, limit: float = 0.1) -> None:
@@ -118,7 +144,8 @@ def check_held(q: np.ndarray, source: str, limit: float = 0.1) -> None:
 def fit_pwm_gain_fixture(
     t: np.ndarray, pwm: np.ndarray, tau_j: np.ndarray, stick_ratio: float = 0.5
 ) -> PwmGainFit:
-    """Procedure B (link held): rows [1, PWM, −sign(dPWM/dt)] over the samples where τ_j follows the PWM."""
+    """Procedure B (link held): rows [1, PWM, −sign(dPWM/dt)] over the samples where τ_j follows the PWM (raw
+    samples: Newey–West SEs, the misfit test on neighbours)."""
     t, pwm, tau_j = (np.asarray(a, dtype=float) for a in (t, pwm, tau_j))
     if not (len(t) == len(pwm) == len(tau_j)) or not all(np.all(np.isfinite(a)) for a in (t, pwm, tau_j)):
         raise DataError("PWM gain: t, PWM, τ_j must be finite arrays of equal length")
@@ -131,7 +158,8 @@ def fit_pwm_gain_fixture(
     k0 = np.median(dtau[moving] / dp[moving])
     follows = moving & (np.sign(dtau) == np.sign(dp * k0)) & (np.abs(dtau) > stick_ratio * np.abs(k0 * dp))
     X = np.column_stack([np.ones(follows.sum()), pwm[follows], -np.sign(dp[follows])])
-    theta, se, rms = _ls(X, tau_j[follows], ["tau0", "k_pwm", "hysteresis"])
+    names = ["tau0", "k_pwm", "hysteresis"]
+    theta, se, rms, note = _ls(X, tau_j[follows], names, np.flatnonzero(follows), raw=True)
     return PwmGainFit(
-        float(theta[1]), float(theta[0]), float(theta[2]), se, int(follows.sum()), rms, "fixture"
+        float(theta[1]), float(theta[0]), float(theta[2]), se, int(follows.sum()), rms, "fixture", note
     )

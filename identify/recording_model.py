@@ -10,13 +10,10 @@ import numpy as np
 
 from formats.dynamic_recording import DynamicRecording, in_joint_order
 from formats.errors import DataError
+from identify.recording_checks import limits_problem, standing_problem
 from robots.registry import check_described, get_model, is_named, source_beside
 from robots.tree import RobotModel
 
-# beyond a joint's limits by more than the larger of this and this share of its range, a recorded value is not the
-# robot's: rad for revolute joints, m for prismatic ones
-LIMIT_SLACK = {"revolute": 0.2, "prismatic": 0.02}
-LIMIT_SLACK_SHARE = 0.1
 EFFORT_LIMIT_FACTOR = 3.0  # recorded efforts this many times a joint's effort limit are in another unit
 
 
@@ -68,8 +65,9 @@ def checked_for_model(
     rec: DynamicRecording, path: str | Path, model: RobotModel, own_cutoff: bool = True
 ) -> DynamicRecording:
     """The recording with its columns in the model's joint order, checked against the robot: its base, every joint
-    within its limits (degrees written as radians reach far beyond them) and, with `own_cutoff` (the fit takes its
-    cut-off from the recording, not from the user), the motion band its metadata declares."""
+    within its limits (degrees written as radians reach far beyond them), with `own_cutoff` (the fit takes its
+    cut-off from the recording, not from the user) the motion band its metadata declares, and a board wrench as the
+    robot's standing on its soles as labelled (`standing_problem`: units, base sole, motion class)."""
     from identify.dynamic import default_cutoff, moment_reference
 
     quantity = "torque" if rec.tau is not None or rec.current is not None else "wrench"
@@ -82,20 +80,14 @@ def checked_for_model(
             moment_reference(rec)
     except DataError as exc:
         raise DataError(f"{path}: {exc}") from None
-    prismatic = np.array([model.joints[c].type == "prismatic" for c in model.coordinates])
-    span = model.upper - model.lower
-    least = np.where(prismatic, LIMIT_SLACK["prismatic"], LIMIT_SLACK["revolute"])
-    slack = np.maximum(least, LIMIT_SLACK_SHARE * np.where(np.isfinite(span), span, 0.0))
-    low, high = rec.q.min(axis=0), rec.q.max(axis=0)
-    beyond = np.maximum(model.lower - low, high - model.upper) - slack
-    if np.any(beyond > 0):
-        j = int(np.argmax(beyond))
-        unit = "m" if prismatic[j] else "rad"
-        hint = "" if prismatic[j] or rec.meta.get("angle_unit") == "deg" else (
-            "; angles in degrees? declare '# angle_unit: deg'")  # fmt: skip
-        raise DataError(f"{path}: q:{model.joint_names[j]} spans [{low[j]:.4g}, {high[j]:.4g}] {unit}, beyond the "
-                        f"joint's limits [{model.lower[j]:.4g}, {model.upper[j]:.4g}] {unit} by more than "
-                        f"{slack[j]:.2g} {unit}{hint}")  # fmt: skip
+    degrees = rec.meta.get("angle_unit") == "deg"
+    if problem := limits_problem(model, rec.q, "q:", degrees):
+        raise DataError(f"{path}: {problem}")
+    if rec.wrench is not None and rec.tau is None and rec.current is None:
+        problem = standing_problem(model, rec.q, rec.wrench, rec.base, rec.motion, next(iter(model.params)),
+                                   moment_reference(rec))  # fmt: skip
+        if problem:
+            raise DataError(f"{path}: {problem}")
     return rec
 
 

@@ -17,9 +17,10 @@ from formats.errors import DataError, IdentifiabilityError
 from formats.plan import Posture
 from formats.static_recording import StaticRecording
 from formats.static_result import result_document
+from identify.recording_checks import limits_problem, support_margins
 from robots.com_base import BaseModel, rank_report
 from robots.com_variants import CoMVariant, base_model, variant
-from robots.stance import check_posture, flat_residual
+from robots.stance import flat_residual
 from robots.tree import ParameterSet, RobotModel
 
 WELL_IDENTIFIED_PCT = 15.0
@@ -107,10 +108,9 @@ def cops_outside(
     tol: np.ndarray,
 ) -> str:
     """CoPs outside the support polygon by more than `tol` (m, per posture), named (empty if none): no standing
-    robot presses there, so the base foot, the CoP's axes or units, or the row is wrong (the shared `check_posture`)."""
-    margins = np.array(
-        [check_posture(model, qi, geometry, base, cop=ci).margin for qi, ci in zip(q, cop, strict=True)]
-    )
+    robot presses there, so the base foot, the CoP's axes or units, or the row is wrong (the polygon and margins
+    dynamic recordings are checked with too: `support_margins`)."""
+    margins = support_margins(model, q, cop, base, geometry)
     bad = np.flatnonzero(margins < -tol)
     if not bad.size:
         return ""
@@ -218,9 +218,14 @@ class StaticCoMEstimator:
         return variant(self.model, self.base, self.variant_name)
 
     def fit(
-        self, q: np.ndarray | StaticRecording, cop: np.ndarray | None = None, cop_sd: np.ndarray | None = None
+        self,
+        q: np.ndarray | StaticRecording,
+        cop: np.ndarray | None = None,
+        cop_sd: np.ndarray | None = None,
+        source: str = "postures",
     ):
-        """Fit to postures q (m, nq) and CoPs (m, 2), or to a `StaticRecording`."""
+        """Fit to postures q (m, nq) and CoPs (m, 2), or to a `StaticRecording`; `source` (its file) begins the
+        errors that name a posture's fault, as a dynamic recording's begin with its path."""
         if isinstance(q, StaticRecording):
             rec = q
             if rec.base != self.base:
@@ -230,9 +235,12 @@ class StaticCoMEstimator:
             if rec.joint_names != self.model.joint_names:
                 raise DataError(f"recording joints {rec.joint_names} do not match model {self.model.name!r}")
             q, cop, cop_sd, samples, ids = rec.q, rec.cop, rec.cop_sd, rec.samples, rec.posture
+            degrees = rec.meta.get("angle_unit") == "deg"
         else:
-            samples, ids = None, None
+            samples, ids, degrees = None, None, False
         q = self.model.check_q(np.atleast_2d(q))
+        if problem := limits_problem(self.model, q, "", degrees):  # the slack dynamic recordings are allowed
+            raise DataError(f"{source}: {problem}")
         ids = np.arange(q.shape[0]) if ids is None else np.asarray(ids)
         cop = np.asarray(cop, dtype=float)
         if cop.shape != (q.shape[0], 2):

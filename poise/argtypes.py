@@ -334,7 +334,7 @@ def boards_endpoint(text: str) -> str:
         raise argparse.ArgumentTypeError(f"unknown endpoint {text!r} (use {usage})")
     if ep.scheme != "sim" and not [t for t in ep.target.split(",") if t]:
         raise argparse.ArgumentTypeError(f"{text!r}: no board addresses given")
-    if ep.options.get("mode", "32") not in ("32", "34"):
+    if ep.options.get("mode", "34") not in ("32", "34"):
         raise argparse.ArgumentTypeError(f"{text!r}: mode must be 32 or 34")
     if ep.options.get("fit", "piecewise") not in ("piecewise", "linear"):
         raise argparse.ArgumentTypeError(f"{text!r}: fit must be piecewise or linear")

@@ -1,5 +1,6 @@
-"""`poise boards read`: live per-cell load, total and CoP of the balance boards; `poise boards calibrate`: each
-cell's gain from a known weight, saved for the runs (`poise run --board-gains`)."""
+"""`poise boards list`: the boards (and candidate endpoints) found on this host; `poise boards read`: live per-cell
+load, total and CoP of the balance boards; `poise boards calibrate`: each cell's gain from a known weight, saved for
+the runs (`poise run --board-gains`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("boards", help="balance-board utilities")
     s = p.add_subparsers(dest="boards_cmd", metavar="SUBCOMMAND")
     s.required = True
+    ls = s.add_parser("list", help="find the boards on this host: the endpoints to pass to --boards")
+    ls.add_argument("--json", action="store_true", help="print what was found as a JSON list")
+    ls.set_defaults(func=cmd_list)
     r = s.add_parser("read", help="live per-cell kg, total and CoP of each board")
     r.add_argument(
         "--boards",
@@ -61,6 +65,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     at.add_force(c)
     c.add_argument("--json", action="store_true", help="print the gains as JSON")
     c.set_defaults(func=cmd_calibrate)
+
+
+NOTHING_FOUND = (
+    "no balance board found. Check: the board is paired and connected (bluetoothctl; press its red sync button), "
+    "the hid-wiimote kernel module is loaded (lsmod | grep hid_wiimote), and you may read /dev/input/event* (the "
+    "input group); a serial bridge shows up as a serial port"
+)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """The evdev boards, kernel-connected Wii HID devices and serial ports found, as endpoints for --boards."""
+    from drivers.wbb import discover
+
+    found = discover.find_boards()
+    if args.json:
+        print_json([f.as_dict() for f in found])
+    elif found:
+        t = Table(
+            title="balance-board endpoints on this host (pass one to --boards; several: comma-separated)"
+        )
+        t.add_column("endpoint", overflow="fold")  # every character shown, folded on a narrow terminal
+        for c in ("kind", "name", "address"):
+            t.add_column(c, no_wrap=True)
+        t.add_column("note")
+        for f in found:
+            t.add_row(f.endpoint, f.kind, f.name, f.address or "—", f.note)
+        console.print(t)
+    if not discover.boards_found(found):
+        err_console.print(NOTHING_FOUND)
+    return 0
 
 
 class _Window:

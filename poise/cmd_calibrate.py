@@ -152,16 +152,35 @@ def _degrees_list(text: str) -> tuple[float, ...]:
     return vals
 
 
+DRIVE_DEFAULTS = {"accel_max": 5.0, "speed_min": 0.02, "margin": 5}  # the cut-off: drive_signals.CUTOFF_HZ
+DRIVE_FLAGS = {
+    "cutoff_hz": "--cutoff-hz",
+    "accel_max": "--accel-max",
+    "speed_min": "--speed-min",
+    "margin": "--margin",
+}
+
+
 def _drive_opts(p: argparse.ArgumentParser) -> None:
+    """The moving-link signal options; default None so that one given where it is ignored can be refused."""
     p.add_argument(
         "--inertia", type=at.nonnegative, help="drive inertia at the joint [kg·m²] (else the file's)"
     )
-    p.add_argument("--cutoff-hz", type=at.positive, default=12.0, help="differentiation low-pass cut-off")
-    p.add_argument("--accel-max", type=at.positive, default=5.0, help="reject |ω̇| above this [rad/s²]")
+    p.add_argument("--cutoff-hz", type=at.positive, help="differentiation low-pass cut-off (default 12)")
+    p.add_argument("--accel-max", type=at.positive, help="reject |ω̇| above this [rad/s²] (default 5)")
     p.add_argument(
-        "--speed-min", type=at.nonnegative, default=0.02, help="reject |ω| at or below this [rad/s]"
+        "--speed-min", type=at.nonnegative, help="reject |ω| at or below this [rad/s] (default 0.02)"
     )
-    p.add_argument("--margin", type=at.integer(0, 1000), default=5, help="widen rejected stretches [samples]")
+    p.add_argument(
+        "--margin", type=at.integer(0, 1000), help="widen rejected stretches [samples] (default 5)"
+    )
+
+
+def _drive_defaults(args) -> None:
+    """Fill the moving-link signal options not given with their defaults."""
+    for k, v in DRIVE_DEFAULTS.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
 
 
 def _emit(args, result: dict, table: Table | None, notes: list[str]) -> None:
@@ -219,6 +238,15 @@ def _plan_for(args, link: str):
     return plan
 
 
+def _check_friction_options(args) -> None:
+    """Refuse Stribeck-only options with a single other model (they would be dropped)."""
+    if args.model in ("all", "stribeck"):
+        return
+    for opt, given in (("--vs", args.vs is not None), ("--zero-slope", args.zero_slope)):
+        if given:
+            raise DataError(f"{opt} shapes the Stribeck model only: not with --model {args.model}")
+
+
 def _friction_source(args):
     """(drive recording, truth or None, source label) of `calibrate friction`: the file or a simulation."""
     from identify.actuation_sim import DriveTruth, Noise, simulate_external, simulate_free
@@ -242,14 +270,20 @@ def _friction_source(args):
 def cmd_friction(args: argparse.Namespace) -> int:
     from identify.drive_signals import drive_signals
     from identify.friction import MODELS, fit_friction
+    from identify.pwm_gain import check_pwm_percent
 
     _simulation_only(args, ("--plan", args.plan, "is the PWM plan a simulation drives"))
+    _check_friction_options(args)
+    _drive_defaults(args)
     rec, truth, source = _friction_source(args)
     inertia = _inertia(args, rec)
     sig = drive_signals(rec, args.cutoff_hz)
     with_pwm = bool(np.any(rec.pwm != 0))  # PWM applied: fit model 2.32 (K*_pwm, τ_s) with the friction
+    if with_pwm:
+        check_pwm_percent(rec.pwm, source)
     models = MODELS if args.model == "all" else (args.model,)
     opts = dict(accel_max=args.accel_max, speed_min=args.speed_min, margin=args.margin)
+    opts.update(filtered=sig.filtered, q_span=float(np.ptp(rec.q)) if len(rec.q) else None)
     fits = []
     for m in models:
         fits.append(
@@ -304,7 +338,12 @@ def _friction_table(fits, truth, source: str) -> Table:
                 "—" if tr is None else f"{tr:.4g}",
                 "—" if tr is None else f"{100 * (v / tr - 1):+.2f} %",
             )
-        extra = f"v_s {f.v_s:.3g} rad/s, " if f.v_s else ""
+        if f.v_s:
+            tr = truth.v_s if truth else None
+            t.add_row(
+                f.model, "v_s", f"{f.v_s:.3g}", f"{f.se['v_s']:.2g}" if "v_s" in f.se else "given", "rad/s",
+                "—" if tr is None else f"{tr:.4g}", "—" if tr is None else f"{100 * (f.v_s / tr - 1):+.2f} %",
+            )  # fmt: skip
         for k, v in f.extra.items():
             tr = None
             if truth and k == "tau_s":
@@ -323,12 +362,14 @@ def _friction_table(fits, truth, source: str) -> Table:
         t.add_row(
             f.model,
             "fit",
-            f"{extra}rms {f.rms:.3g} N·m, {f.n_used} used, {f.n_rejected} rejected",
+            f"rms {f.rms:.3g} N·m, {f.n_used} used, {f.n_rejected} rejected",
             "",
             "",
             "",
             "",
         )
+        if f.misfit:
+            t.add_row(f.model, "MODEL MISFIT", "residuals run in long stretches: SEs do not bound the bias")
     return t
 
 
@@ -338,11 +379,15 @@ def _plot_friction(args, rec, sig, inertia: float, fits, source: str) -> None:
     from identify.friction import select_samples
 
     kept = select_samples(sig.omega, sig.omega_dot, args.accel_max, args.speed_min, args.margin, rec.gaps())
-    ref_fit = next((f for f in fits if f.model == "stribeck"), fits[0])
-    # measured f = K PWM + τ_s − (τ_j + I ω̇)
-    inertia_all = inertia + ref_fit.extra.get("inertia_extra", 0.0)
-    y = ref_fit.extra.get("k_pwm", 0.0) * sig.pwm - sig.tau - inertia_all * sig.omega_dot
-    plot_friction(sig.omega, y + (ref_fit.tau_s or 0.0), kept, fits, args.plot, source)
+    ys = [_measured_friction(sig, inertia, f) for f in fits]
+    plot_friction(sig.omega, ys, kept, fits, args.plot, source)
+
+
+def _measured_friction(sig, inertia: float, fit) -> np.ndarray:
+    """The data as friction under `fit`'s own terms: f = K PWM + τ_s − (τ_j + (I + ΔI) ω̇)."""
+    inertia_all = inertia + fit.extra.get("inertia_extra", 0.0)
+    y = fit.extra.get("k_pwm", 0.0) * sig.pwm - sig.tau - inertia_all * sig.omega_dot
+    return y + (fit.tau_s or 0.0)
 
 
 # --- PWM gain ----------------------------------------------------------------------------------------------
@@ -362,6 +407,11 @@ def _load_friction(path: str):
     by_model = {f.get("model"): f for f in fits if isinstance(f, dict)}
     chosen = by_model.get("stribeck", fits[0])
     fric = friction_from_dict(chosen, path)
+    fric.warnings = (
+        []
+        if len(by_model) < 2
+        else [f"{path} holds {len(by_model)} friction fits: the {fric.model} one is used"]
+    )
     try:  # the inertia the friction fit found missing (--fit-inertia) is missing here too
         inertia_extra = float(chosen.get("inertia_extra_kg_m2") or 0.0)
     except (TypeError, ValueError):
@@ -381,6 +431,13 @@ def _check_pwm_gain_options(args) -> None:
         ):
             if value is not None:
                 raise DataError(f"{opt} {why}: not with --link fixture (the default); add --link free")
+        for k, flag in DRIVE_FLAGS.items():
+            if getattr(args, k) is not None:
+                raise DataError(
+                    f"{flag} filters a moving link's signals: not with --link fixture (the default, which fits the "
+                    "raw samples); add --link free"
+                )
+    _drive_defaults(args)
 
 
 def _simulated_friction(args, truth):
@@ -391,23 +448,24 @@ def _simulated_friction(args, truth):
 
     ext = simulate_external(truth=truth, noise=Noise(seed=args.seed + 1))
     s0 = drive_signals(ext, args.cutoff_hz)
-    return fit_friction(
+    return fit_friction(  # as a user would: v_s searched, the recording's inertia
         s0.omega,
         s0.omega_dot,
         s0.tau - truth.tau_offset,
-        truth.inertia,
+        _inertia(args, ext),
         "stribeck",
-        v_s=truth.v_s,
         accel_max=args.accel_max,
         speed_min=args.speed_min,
         margin=args.margin,
+        filtered=s0.filtered,
+        q_span=float(np.ptp(ext.q)),
     )
 
 
 def cmd_pwm_gain(args: argparse.Namespace) -> int:
     from identify.actuation_sim import DriveTruth, Noise, simulate_fixture, simulate_free
     from identify.drive_signals import drive_signals
-    from identify.pwm_gain import check_held, fit_pwm_gain, fit_pwm_gain_fixture
+    from identify.pwm_gain import check_held, check_pwm_percent, fit_pwm_gain, fit_pwm_gain_fixture
 
     _check_pwm_gain_options(args)
     truth, fric, inertia_extra = None, None, 0.0
@@ -433,9 +491,10 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
             raise DataError(
                 "a moving-link recording needs --friction RESULT.json (from calibrate friction --out)"
             )
+    check_pwm_percent(rec.pwm, source)
     if args.link == "fixture":
         check_held(rec.q, source)
-        fit = fit_pwm_gain_fixture(rec.t, rec.pwm, rec.tau)
+        fit = fit_pwm_gain_fixture(rec.t, rec.pwm, rec.tau)  # raw samples: white noise
         pwm, y = rec.pwm, rec.tau
     else:
         inertia = _inertia(args, rec) + inertia_extra
@@ -450,6 +509,7 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
             args.accel_max,
             max(args.speed_min, 0.05),
             exclude=rec.gaps(),
+            filtered=sig.filtered,
         )
         pwm, y = sig.pwm, sig.tau + inertia * sig.omega_dot + fric.torque(sig.omega)
     k_true = truth.k_pwm * truth.pwm_full_scale / 100 if truth else None
@@ -458,41 +518,65 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
         "source": source,
         **fit.as_dict(),
         "true_k_pwm_Nm_per_pct": k_true,
+        **_pwm_truth(truth, args.link),
+        "friction_model": None if fric is None else fric.model,
     }
-    table = _pwm_gain_table(fit, k_true, source)
+    table = _pwm_gain_table(fit, result, source, fric)
     if args.plot:
         from identify.calibration_plots import plot_pwm_gain
 
         plot_pwm_gain(pwm, y, fit, args.plot, source)
-    _emit(args, result, table, fit.warnings())
+    _emit(args, result, table, (fric.warnings if args.friction else []) + fit.warnings())
     return 0
 
 
-def _pwm_gain_table(fit, k_true: float | None, source: str) -> Table:
+def _pwm_truth(truth, link: str) -> dict:
+    """A simulation's true τ₀ and h: in a fixture the static band [−σs⁺, σs⁻] is centred at (σs⁻ − σs⁺)/2 above
+    the sensor offset, half-width (σs⁺ + σs⁻)/2; a moving link's τ₀ is the sensor offset alone."""
+    if truth is None:
+        return {"true_tau0_Nm": None, "true_hysteresis_half_width_Nm": None}
+    if link == "free":
+        return {"true_tau0_Nm": truth.tau_offset, "true_hysteresis_half_width_Nm": None}
+    return {
+        "true_tau0_Nm": truth.tau_offset + (truth.sigma_neg - truth.sigma_pos) / 2,
+        "true_hysteresis_half_width_Nm": (truth.sigma_pos + truth.sigma_neg) / 2,
+    }
+
+
+def _pwm_gain_table(fit, result: dict, source: str, fric=None) -> Table:
     """K*_pwm, τ₀ (and the hysteresis band) with SE and units, the residual and the samples used."""
     t = Table(title=f"PWM gain — {source}")
     for c in ("quantity", "value", "± SE", "unit", "true"):
         t.add_column(c, justify="left" if c in ("quantity", "unit") else "right")
+
+    def true(key: str, fmt: str = ".4g") -> str:
+        return "—" if result.get(key) is None else f"{result[key]:{fmt}}"
+
     t.add_row(
-        "K*_pwm",
-        f"{fit.k_pwm:.5g}",
-        f"{fit.se['k_pwm']:.2g}",
-        "N·m/%",
-        "—" if k_true is None else f"{k_true:.5g}",
+        "K*_pwm", f"{fit.k_pwm:.5g}", f"{fit.se['k_pwm']:.2g}", "N·m/%", true("true_k_pwm_Nm_per_pct", ".5g")
     )
-    t.add_row("τ₀", f"{fit.tau0:.4g}", f"{fit.se['tau0']:.2g}", "N·m", "")
+    t.add_row("τ₀", f"{fit.tau0:.4g}", f"{fit.se['tau0']:.2g}", "N·m", true("true_tau0_Nm"))
     if fit.hysteresis is not None:
         t.add_row(
-            "hysteresis h (width 2h)", f"{fit.hysteresis:.4g}", f"{fit.se['hysteresis']:.2g}", "N·m", ""
-        )
-    t.add_row("residual rms", f"{fit.rms:.3g}", "", "N·m", "")
+            "hysteresis h (width 2h)", f"{fit.hysteresis:.4g}", f"{fit.se['hysteresis']:.2g}", "N·m",
+            true("true_hysteresis_half_width_Nm"),
+        )  # fmt: skip
+    t.add_row(
+        "residual rms", f"{fit.rms:.3g}" + (" (MODEL MISFIT: SEs do not bound the bias)" if fit.misfit else ""), "",
+        "N·m", "",
+    )  # fmt: skip
     t.add_row("samples used", str(fit.n_used), "", "", "")
+    if fric is not None:
+        vs = f", v_s {fric.v_s:.3g} rad/s" if fric.v_s else ""
+        t.add_row("friction compensated", f"{fric.model}{vs} (its uncertainty is not in the SEs)", "", "", "")
     return t
 
 
 def cmd_pwm_plan(args: argparse.Namespace) -> int:
     from formats.pwm_plan import plan_to_json
 
+    if args.joint is not None and not args.joint.strip():
+        raise DataError("--joint is empty: give the joint's name, or leave the option out")
     plan = (sweeps if args.sweeps else recommended)(args.joint, args.link)
     save_pwm_plan(plan, args.out)
     if args.json:
@@ -551,8 +635,9 @@ def cmd_accelerometer(args: argparse.Namespace) -> int:
                 "mean": vec[m].mean(axis=0).tolist(),
                 "std": vec[m].std(axis=0, ddof=1).tolist() if args.runs > 1 else None,
                 "rms_m_s2": rms[m],
+                "se": runs[0][i].as_dict()["se"] if args.runs == 1 else None,
             }
-            for m in methods
+            for i, m in enumerate(methods)
         },
         "truth": None,
     }
@@ -560,17 +645,25 @@ def cmd_accelerometer(args: argparse.Namespace) -> int:
         o, C = truth
         result["truth"] = [*o, C[0, 0], C[1, 1], C[2, 2], C[1, 0], C[2, 0], C[2, 1]]
     notes = list(dict.fromkeys(n for cals in runs for c in cals for n in plausibility_warnings(c)))
-    table = _accelerometer_table(args.runs, methods, vec, rms, result["truth"])
+    se = {m: result["methods"][m]["se"] for m in methods}
+    table = _accelerometer_table(args.runs, methods, vec, rms, result["truth"], se)
     if args.plot:
         from identify.calibration_plots import plot_accelerometer
 
-        plot_accelerometer(grid, runs[-1], args.plot)
+        plot_accelerometer(
+            grid,
+            runs[-1],
+            args.plot,
+            tumble=np.vstack([first, second]),
+            title=f"Accelerometer — {result['source']}",
+        )
     _emit(args, result, table, notes)
     return 0
 
 
-def _accelerometer_table(n_runs: int, methods, vec, rms, truth) -> Table:
-    """Offsets and gain entries per method (mean, and std over simulated runs), with the fit's residual rms."""
+def _accelerometer_table(n_runs: int, methods, vec, rms, truth, se) -> Table:
+    """Offsets and gain entries per method (the estimate and its SE from one run, or mean and std over simulated
+    runs), with the fit's residual rms."""
     from identify.accelerometer import PARAM_NAMES
 
     t = Table(
@@ -583,7 +676,11 @@ def _accelerometer_table(n_runs: int, methods, vec, rms, truth) -> Table:
         t.add_column(n, justify="right")
     t.add_column("rms \\[m/s²]", justify="right")
     for m in methods:
-        t.add_row(m, "mean", *(f"{v:.4g}" for v in vec[m].mean(axis=0)), f"{rms[m]:.3g}")
+        t.add_row(
+            m, "mean" if n_runs > 1 else "value", *(f"{v:.4g}" for v in vec[m].mean(axis=0)), f"{rms[m]:.3g}"
+        )
+        if se[m] is not None:
+            t.add_row("", "± SE", *("bound" if v is None else f"{v:.2g}" for v in se[m]), "")
         if n_runs > 1:
             t.add_row("", "std", *(f"{v:.3g}" for v in vec[m].std(axis=0, ddof=1)), "")
     if truth is not None:
@@ -676,6 +773,7 @@ def _offsets_table(report: dict, fit, speed, source: str, n: int, sensors: list[
     for c in (
         "joint",
         "δ \\[deg]",
+        "± SE \\[deg]",
         "buckets mean \\[deg]",
         "buckets std \\[deg]",
         "true \\[deg]",
@@ -691,6 +789,7 @@ def _offsets_table(report: dict, fit, speed, source: str, n: int, sensors: list[
         t.add_row(
             r["joint"],
             deg(r, "offset_rad"),
+            deg(r, "se_rad"),
             deg(r, "bucket_mean_rad"),
             deg(r, "bucket_std_rad"),
             deg(r, "true_rad"),
@@ -699,12 +798,13 @@ def _offsets_table(report: dict, fit, speed, source: str, n: int, sensors: list[
         )
     t.caption = (
         f"{n} samples, {len(sensors)} sensors ({', '.join(sensors)}); residual {fit.rms:.3g} m/s², "
-        f"mean angle {fit.angle_deg:.3f} deg; {args.buckets} buckets × {args.bucket_size}"
+        f"mean angle {fit.angle_deg:.3f} deg; {args.buckets} buckets × {args.bucket_size}; ± SE from the fit "
+        "(Newey–West)"
         + (f"; at bound: {', '.join(fit.active_bounds)}" if fit.active_bounds else "")
         + (
             ""
             if speed is None
-            else f"; max joint speed {speed.max_speed_deg_s:.2f} deg/s, limit √(Δα/d) {speed.limit_deg_s:.2f} "
+            else f"\nmax joint speed {speed.max_speed_deg_s:.2f} deg/s, limit √(Δα/d) {speed.limit_deg_s:.2f} "
             f"deg/s (d {speed.reach_m:.2f} m, Δα {speed.delta_alpha} m/s²)"
             + (" — TOO FAST: non-gravity accelerations bias the offsets" if speed.too_fast else "")
         )

@@ -55,10 +55,15 @@ def register_simulate(s: argparse._SubParsersAction) -> None:
     t.add_argument("--force-noise", type=at.nonnegative, help="standing: board force noise σ in N (2.0)")
     t.add_argument("--moment-noise", type=at.nonnegative, help="standing: board moment noise σ in N·m (0.3)")
     t.add_argument(
-        "--encoder-ticks", type=at.integer(0), default=16384, help="encoder ticks per revolution (0: exact)"
+        "--encoder-ticks",
+        type=at.integer(0),
+        default=16384,
+        help="encoder ticks per revolution the recorded angles are rounded to (default 16384; 0: exact)",
     )
     t.add_argument("--seed", type=at.seed, default=0,
                    help="seed of the noise and, with --truth perturbed, of the perturbation (another truth per seed)")  # fmt: skip
+    t.add_argument("--json", action="store_true",
+                   help="print what was written as JSON (paths, samples, duration, noise; SI units)")  # fmt: skip
     t.set_defaults(func=cmd_simulate_trajectory)
 
 
@@ -73,7 +78,11 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     d.add_argument(
         "--cutoff-hz",
         type=at.positive,
-        help="zero-phase Butterworth cut-off (default: 4× the recording's motion_band_hz, 5 Hz if undeclared)",
+        # identify.dynamic.band_cutoff's rule (CUTOFF_PER_BAND, EDGE_PERIODS / MAX_EDGE_FRACTION, DEFAULT_CUTOFF_HZ),
+        # spelled out: importing that module here would cost every poise command seconds
+        help="zero-phase Butterworth cut-off, Hz (default: 4× the recording's motion_band_hz, raised for a short "
+        "recording to 20 Hz·s / its duration but not past 5 Hz, so the filter's transients, 2 cut-off periods at "
+        "each end, stay within 10 %% of it; 5 Hz if undeclared)",
     )
     d.add_argument(
         "--differentiation",
@@ -108,8 +117,8 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         "--essential",
         type=at.positive,
         metavar="PCT",
-        help="estimate only the base parameters the recording determines to PCT %% relative SE; the others are "
-        "held at their --prior value and named (e.g. 15)",
+        help="estimate only the base parameters the recording determines to PCT %% relative SE; the others, and "
+        "those the motion does not excite at all, are held at their --prior value and named (e.g. 15)",
     )
     d.add_argument("--prior", help="parameter set (name|FILE) for --essential (default: the model's first)")
     d.add_argument(
@@ -154,7 +163,8 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     d.add_argument(
         "--plot",
         type=at.image_file,
-        help="predicted vs measured efforts figure (PNG) of the validation (or fit) data",
+        help="predicted vs measured figure (PNG) of the validation (or fit) data: joint efforts, or a standing "
+        "recording's board wrench (Fz, Mx, My)",
     )
     at.add_force(d)
     d.set_defaults(func=cmd_identify_dynamic)
@@ -263,13 +273,18 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     write_dynamic_recording(rec, args.out)
     if args.truth_out:
         save_parameter_set(truth, args.truth_out)
+    if args.json:
+        from poise.cmd_simulate import trajectory_summary
+
+        print_json(trajectory_summary(args, rec, truth.name, traj.duration))
+        return 0
     console.print(f"wrote {len(t)} samples ({traj.duration:.1f} s at {args.rate_hz:g} Hz) to {args.out}")
     return 0
 
 
 def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     from formats.dynamic_recording import read_dynamic_recording
-    from identify.dynamic import DynamicEstimator, validation_error
+    from identify.dynamic import SCALE_RESOLVED_SE, DynamicEstimator, validation_error
     from identify.recording_model import checked_for_model, efforts_beyond_limits, model_of_recording
     from robots.params_io import resolve_params
     from robots.registry import same_robot
@@ -396,16 +411,18 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             fit.reference["joints"] = _joint_reference(fit, twin, nb, joints_from)
     good, poor = fit.determined(args.well)
     needed = dict(zip(fit.symbols[:nb], fit.needed_s(args.well)[:nb], strict=True))
-    beyond = [s for s in poor if needed[s] > args.practical_s]
+    unresolved = [s for s in poor if not np.isfinite(needed[s])]
+    beyond = [s for s in poor if np.isfinite(needed[s]) and needed[s] > args.practical_s]
     out = fit.to_dict() | {
         "cutoff_hz": cutoff,
         "differentiation": args.differentiation,
         "well_pct": args.well,
         "determined": good,
         "not_determined": poor,
-        "needed_s": {s: float(needed[s]) for s in poor},
+        "needed_s": {s: float(needed[s]) if np.isfinite(needed[s]) else None for s in poor},
         "practical_s": args.practical_s,
         "beyond_practical": beyond,
+        "scale_unresolved": unresolved,
     }
     out = _whose(model, first) | out
     # the exact combinations: the result means the same in any version's base (model export)
@@ -415,8 +432,11 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             p["terms"] = {names[i]: float(K[a, i]) for i in np.flatnonzero(K[a])}
     if currents:
         out["efforts_from_currents"] = currents
-    # what sigma_nm, rmse_nm (and validation's lists) are of, in order
+    # what sigma_nm, rmse_nm (and validation's lists) are of, in order, and their units (the _nm keys carry N for
+    # a force row: their names are kept for compatibility)
     out["rows"] = _row_labels(model, quantity)
+    out["row_units"] = [label.rsplit(" ", 1)[1] for label in out["rows"]]
+    _warn_impossible(out["impossible"])
     missed = [(out["rows"][j], fit.rmse[j], fit.measured_rms[j]) for j in fit.unexplained_rows()]
     if missed:  # before the table: its SEs and the 3-SE tally mean nothing here
         out["unexplained_rows"] = [
@@ -491,13 +511,16 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
         return 0
-    table = Table(title=f"{model.name}: dynamic base parameters from {source} ({fit.samples} samples)")
+    table = Table(
+        title=f"{model.name}: dynamic base parameters from {source} ({fit.samples} regressor rows from "
+        f"{fit.fitted_samples} decimated samples of {fit.recording_samples} recorded)"
+    )
     for col in ("parameter", "grouping / meaning", "unit", "estimate", "SE", "rel. SE %") + (
         ("reference", "z") if args.reference else ()
     ):
         table.add_column(col, justify="left" if col.startswith(("param", "group", "unit")) else "right")
     for k, (s, f, u) in enumerate(zip(fit.symbols, fit.formulas, fit.units, strict=True)):
-        row = [s, f, u, f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}", f"{fit.rel_se_pct[k]:.1f}"]
+        row = [s, f, u, f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}", _rel_text(fit.rel_se_pct[k])]
         if args.reference:
             joints = fit.reference.get("joints", {"values": {}, "z": {}})
             if k < nb:
@@ -610,8 +633,13 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     )
     rows = out["rows"]
     console.print(
-        f"κ(regressor) = {fit.kappa:.1f} raw, {fit.kappa_scaled:.1f} column-scaled; residual σ: "
-        + ", ".join(_with_unit(r, s) for r, s in zip(rows, fit.sigma, strict=True))
+        f"κ(regressor) = {fit.kappa:.1f} raw, {fit.kappa_scaled:.1f} column-scaled; residual RMS (its SD σ about "
+        "the residuals' mean, and that mean): "
+        + ", ".join(
+            f"{_with_unit(r, e)} (σ {s:.3g}, mean {f'{m:+.3g}' if abs(m) >= 1e-3 * e else '≈ 0'})"
+            for r, e, s, m in zip(rows, fit.rmse, fit.sigma, fit.residual_mean, strict=True)
+        ),
+        highlight=False,
     )
     if fit.unidentifiable:
         single = rec.motion == "single-support"
@@ -632,13 +660,15 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             f"not determined to {args.well:g} % by this motion ({len(poor)}; estimated all the same, their SEs in "
             "the table): " + ", ".join(poor)
         )
-        within = [s for s in poor if s not in beyond]
+        within = [s for s in poor if s not in beyond and s not in unresolved]
         console.print(
-            f"this motion repeated (noise alone, at this cut-off) would determine {len(within)} of them within "
-            f"{args.practical_s:g} s: "
+            f"this motion repeated (noise alone, at this cut-off; relative to |estimate| − {SCALE_RESOLVED_SE:g} SE) "
+            f"would determine {len(within)} of them within {args.practical_s:g} s: "
             + (", ".join(f"{s} ({needed[s]:.0f} s)" for s in within) or "none")
             + f"; {len(beyond)} would take longer: "
             + (", ".join(beyond) or "none")
+            + f"; scale unresolved (|estimate| ≤ {SCALE_RESOLVED_SE:g} SE: no time to give, `plan forecast` times "
+            f"them from the plan's guessed values) {len(unresolved)}: " + (", ".join(unresolved) or "none")
         )
     if scatter is not None:
         big = [s for s, r in zip(fit.symbols, scatter.ratio, strict=True) if r > 2]
@@ -689,7 +719,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             console.print(f"[yellow]validation recording: a partial run ({escape(v['partial_run'])}): its motion is "
                           "not its plan's[/yellow]")  # fmt: skip
     if args.plot:
-        console.print(f"wrote {args.plot}: predicted and measured efforts of {args.validate or args.recording[0]}",
+        what = "joint efforts" if quantity == "torque" else "board wrench (Fz, Mx, My)"
+        console.print(f"wrote {args.plot}: predicted and measured {what} of {args.validate or args.recording[0]}",
                       highlight=False)  # fmt: skip
     return 0
 
@@ -700,6 +731,28 @@ def _whose(model, rec) -> dict:
     return {"robot": model.name} | (
         {"robot_source": str(model.source)} if rec.meta.get("robot_source") else {}
     )
+
+
+def _rel_text(pct: float) -> str:
+    """A relative SE (%) for the table: two significant digits below 10 % (0.0147 → '0.015', not '0.0')."""
+    if not math.isfinite(pct):
+        return "—"
+    return f"{pct:.2g}" if pct < 10 else f"{pct:.0f}"
+
+
+def _warn_impossible(found: list[dict]) -> None:
+    """Warn of estimates physics keeps positive found more than IMPOSSIBLE_SE SE below zero, each named."""
+    from identify.dynamic import IMPOSSIBLE_SE
+
+    if found:
+        err_console.print(
+            f"[yellow]warning:[/yellow] physically impossible estimate(s), over {IMPOSSIBLE_SE:g} SE below zero: "
+            + ", ".join(
+                f"{d['symbol']} = {d['value']:.3g} ± {d['se']:.2g} {d['unit']}".rstrip() for d in found
+            )
+            + " — a model the recording does not follow (friction, a load, sensor scale or sign), not noise",
+            highlight=False,
+        )
 
 
 def _with_unit(label: str, value: float) -> str:
@@ -1120,6 +1173,9 @@ def _planned_angles(plans: list[str], recs: list, model) -> list[np.ndarray]:
         if list(plan.joint_names) != list(rec.joint_names):
             raise DataError(f"--instruments {path}: its joints {plan.joint_names} are not the recording's "
                             f"{list(rec.joint_names)}")  # fmt: skip
+        if plan.base != rec.base:  # a standing plan's angles are those of its own base sole's chain
+            raise DataError(f"--instruments {path}: planned with base {plan.base!r}, the recording's base is "
+                            f"{rec.base!r}: not a recording of this plan")  # fmt: skip
         traj = plan_trajectory(plan, model)
         tick = float(np.median(np.diff(rec.t)))
         # the plan time commanded at each sample (`poise run` records it: a stalled tick puts it behind t_s)

@@ -63,7 +63,7 @@ def run_static(args: argparse.Namespace):
     guess = resolve_params(args.guess, model)
     ref = resolve_params(args.reference, model) if args.reference else None
     est = StaticCoMEstimator(model, rec.base, args.model, guess=guess, reference=ref, weighted=args.weighted)
-    est.fit(rec)
+    est.fit(rec, source=args.recording)
     return rec, model, est
 
 

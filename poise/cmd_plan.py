@@ -139,6 +139,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "of its setpoints at the executor's rate (a single-support plan's weight shifts are planned "
                         "with its rate, velocity limit and min_margin; default: bundled)")  # fmt: skip
     at.add_gravity_comp(c, "--twin: ")
+    c.add_argument("--margin", type=at.nonnegative, default=None,
+                   help="posture plans: required CoP margin in m, at least the plan's own (default: the plan's settings; "
+                        "a plan without settings, e.g. written by hand, requires 0)")  # fmt: skip
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_check)
 
@@ -304,12 +307,12 @@ def cmd_postures(args: argparse.Namespace) -> int:
     reps = find_replicates(plan.postures)
     # the design's own postures by `plan check`'s rank decision: a start that ended with postures the CoP equations
     # cannot tell apart (κ ~1e17) is written, for `plan augment`, but is no success
-    _, gaps = plan_kappa_issues(model, plan, KAPPA_RTOL)
+    ks, gaps = plan_kappa_issues(model, plan, KAPPA_RTOL)  # κ None where the rank is short: not identifiable
     if args.json:
         print_json(
             {
                 "out": args.out,
-                "kappa": plan.kappa,
+                "kappa": ks,
                 "min_margin_m": min(p.margin for p in plan.postures),
                 "starts": summary,
                 "wall_s": solver["wall_s"],
@@ -334,7 +337,7 @@ def cmd_postures(args: argparse.Namespace) -> int:
     console.print(table)
     margins = [p.margin for p in plan.postures]
     console.print(
-        f"best κ {plan.kappa[plan.base]:.1f} ({plan.base} base), {plan.kappa[other]:.1f} ({other} base); "
+        f"best κ {kappa_text(ks.get(plan.base))} ({plan.base} base), {kappa_text(ks.get(other))} ({other} base); "
         f"min CoP margin {mm(min(margins), 1)} mm; wrote {args.out}"
     )
     console.print(reps.describe())
@@ -374,6 +377,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     if is_trajectory_plan(args.plan):
         from poise.cmd_plan_trajectory import cmd_check_trajectory
 
+        if args.margin is not None:
+            raise DataError(f"--margin sets a posture plan's required CoP margin; {args.plan} is a trajectory plan "
+                            "(its margin is in the plan): drop --margin")  # fmt: skip
         if args.twin or twin_options:
             raise DataError(f"{(['--twin'] if args.twin else twin_options)[0]} stands a posture plan's postures on "
                             f"the twin; {args.plan} is a trajectory plan: run it there (poise run --robot sim)")  # fmt: skip
@@ -384,11 +390,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     _posture_plan_format(args.plan, "plan check")
     plan = load_plan(args.plan)
     model = plan_model(plan)
+    plan, source = _required_margin(plan, args.margin)
     report = check_plan(model, plan, args.params)
     twin = _stand_on_twin(args, model, plan) if args.twin else None
     twin_ok = twin is None or all(r.stands for r in twin)
     if args.json:
-        out = report.to_dict()
+        out = {**report.to_dict(), "required_margin_from": source}
         if twin is not None:
             out["twin"] = [r.summary() for r in twin]
         print_json(out)
@@ -409,6 +416,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             "ok" if not pc.issues else "[red]" + escape("; ".join(pc.issues)),
         )
     console.print(table)
+    if source.startswith(MARGIN_DEFAULT):
+        console.print(
+            f"[yellow]{source.removeprefix(MARGIN_DEFAULT).split(',')[0]}:[/yellow] required CoP margin 0 mm (the "
+            "CoP only has to stay inside the support polygon); give --margin M (m) to require more"
+        )
     console.print("κ recomputed: " + ", ".join(f"{b} base {kappa_text(k)}" for b, k in report.kappa.items()))
     console.print(f"transitions checked: {len(plan.transitions)}")
     console.print(report.replicates.describe())
@@ -420,6 +432,33 @@ def cmd_check(args: argparse.Namespace) -> int:
     for msg in report.problems():  # escaped: a message's "[stance]" is no markup tag
         console.print(f"[red]FAIL[/red] {escape(msg)}")
     return 1
+
+
+MARGIN_DEFAULT = "none: "  # where the requirement comes from when the plan states none (`_no_margin`)
+
+
+def _no_margin(plan) -> str:
+    """Why the plan requires no margin: no settings at all (written by hand), or settings without one."""
+    said = "no required margin in the plan's settings" if plan.settings else "no settings in the plan"
+    return f"{MARGIN_DEFAULT}{said}, 0 required"
+
+
+def _required_margin(plan, margin: float | None):
+    """The plan with --margin as its required CoP margin (m) if given, and where the requirement comes from:
+    "--margin", "settings" or `_no_margin` (a plan without one, e.g. written by hand, requires 0). A
+    --margin below the plan's own is refused: `poise run` holds the plan to its own, so a looser check lies."""
+    from dataclasses import replace
+
+    from formats.plan import plan_required_margin
+
+    own = plan_required_margin(plan)
+    if margin is None:
+        stated = "required_margin" in plan.settings or "margin" in plan.settings
+        return plan, "settings" if stated else _no_margin(plan)
+    if margin < own:
+        raise DataError(f"--margin {margin * 1000:g} mm is below the plan's own {own * 1000:g} mm, which `poise run` "
+                        "requires: drop --margin or give at least that")  # fmt: skip
+    return replace(plan, settings={**plan.settings, "required_margin": margin}), "--margin"
 
 
 def kappa_text(k: float | None) -> str:
@@ -489,8 +528,7 @@ def cmd_augment(args: argparse.Namespace) -> int:
     save_plan(res.plan, args.out)
     added = [{"index": p.index, "margin_m": p.margin, "robust_margin_m": p.robust_margin}
              for p in res.plan.postures[len(plan.postures):]]  # fmt: skip
-    before = res.kappa_before if math.isfinite(res.kappa_before) else None  # null: not identifiable
-    summary = {"out": args.out, "kappa_before": before, "kappa_after_each": res.kappa_after,
+    summary = {"out": args.out, "kappa_before": res.kappa_before, "kappa_after_each": res.kappa_after,
                "kappa": res.plan.kappa, "postures": len(res.plan.postures), "pool": res.pool,
                "draws": res.draws, "added": added}  # fmt: skip
     if args.json:
@@ -499,7 +537,7 @@ def cmd_augment(args: argparse.Namespace) -> int:
     robust = [a["robust_margin_m"] for a in added if a["robust_margin_m"] is not None]
     worst = f", worst-case margin ≥ {mm(min(robust), 1)} mm" if robust else ""
     console.print(
-        f"κ {kappa_text(res.kappa_before)} → {res.plan.kappa[plan.base]:.1f} with {args.add} added postures "
+        f"κ {kappa_text(res.kappa_before)} → {kappa_text(res.kappa_after[-1])} with {args.add} added postures "
         f"(from a pool of {res.pool}, {res.draws} drawn{worst}); {len(res.plan.postures)} postures; "
         f"wrote {args.out}"
     )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 
 from formats.dynamic_recording import MIN_SAMPLES as MIN_RECORDED_SAMPLES
+from formats.dynamic_recording import MOTIONS
 from formats.errors import DataError
 from formats.trajectory_plan import MAX_RATE_HZ
 from poise import argtypes as at
@@ -202,6 +203,13 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
         "Fz/Mx/My regressor",
     )
     p.add_argument(
+        "--motion",
+        choices=MOTIONS,
+        default=None,
+        help="the motion class: free (a fixed-base arm, the default), double-support or single-support (the same "
+        "as --double-support, --single-support); `model show --motion` derives the first two's base parameters",
+    )
+    p.add_argument(
         "--lift",
         type=at.number(0.0, 1.0),
         default=None,
@@ -269,8 +277,9 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
         "--max-iter",
         type=at.count,
         default=400,
-        help="IPOPT iterations of each stage of the criterion's continuation (default 400; an arm design's earlier, "
-        "warm-start stages get half): the table's total is their sum",
+        help="IPOPT iterations of each stage of the criterion's continuation (default 400; the earlier, warm-start "
+        "stages of an arm's or a single-support design get half, a double-support design's the full count): the "
+        "table's total is their sum",
     )
     p.add_argument("--seed", type=at.seed, default=1)
     p.add_argument(
@@ -282,9 +291,19 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _motion(args: argparse.Namespace) -> str:
-    if args.double_support and args.single_support:
-        raise DataError("choose one of --double-support and --single-support")
-    return "double-support" if args.double_support else "single-support" if args.single_support else "free"
+    """The design's motion class from --motion or its alias flags --double-support / --single-support (which it
+    sets, so the rest reads one form); conflicting choices are an error."""
+    flags = {
+        m
+        for m, on in (("double-support", args.double_support), ("single-support", args.single_support))
+        if on
+    }
+    chosen = flags | ({args.motion} if getattr(args, "motion", None) else set())
+    if len(chosen) > 1:
+        raise DataError(f"choose one motion class: {' and '.join(sorted(chosen))} given")
+    motion = next(iter(chosen), "free")
+    args.double_support, args.single_support = motion == "double-support", motion == "single-support"
+    return motion
 
 
 # options that apply to one kind of design only: (option, the designs it applies to, its default)
@@ -386,6 +405,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     from trajectories.plan import make_plan
 
     model = get_model(args.robot)
+    _motion(args)  # --motion sets its alias flags, which the rest reads
     section = model.extra.get("flexible_joints")
     flexible = section.get("joints") if isinstance(section, dict) else None
     if (
@@ -401,8 +421,9 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     if args.params:
         model.parameter_set(args.params)  # before the progress bar starts: a bad name stays one line
     if args.double_support or args.single_support:
-        if args.base:
-            model.base_site(args.base)
+        if args.base and model.base_site(args.base).rect is None:
+            raise DataError(f"--base {args.base!r}: a standing design's base is a sole of {model.name!r}, one of "
+                            f"{', '.join(sorted(model.bases))}")  # fmt: skip
         if len(model.bases) < 2:
             flag = "--double-support" if args.double_support else "--single-support"
             raise DataError(f"{model.name!r} describes no two soles: {flag} needs a biped description")

@@ -292,7 +292,9 @@ def check_resume_alike(out: Path, config: RobotConfig, now: dict) -> None:
     except (OSError, ValueError):
         return  # nothing to resume (or the recorder says what is wrong with it)
     segments = meta.get("segments") if isinstance(meta, dict) else None
-    if not isinstance(segments, list) or not any(isinstance(g, dict) and g.get("completed") for g in segments):
+    if not isinstance(segments, list) or not any(
+        isinstance(g, dict) and g.get("completed") for g in segments
+    ):
         return  # nothing recorded to be alike (or the recorder says what is wrong with the file)
     had_config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
     pairs = [
@@ -548,6 +550,30 @@ def _interrupted(args: argparse.Namespace) -> int:
         + (" — `--resume` continues after the last" if kept else ""),
         highlight=False,
     )
+    return 130
+
+
+def interrupted_stream(args: argparse.Namespace, held: bool, raw: str) -> int:
+    """Ctrl-C during a streamed run (a trajectory or PWM plan): say in one line (and with --json print) how much of
+    the plan its run directory keeps (`drivers.run_files.stopped_run`); exit 130. `held`: `held_run` before it;
+    `raw`: the run kind's per-tick file, named when the recording cannot be read."""
+    from rich.markup import escape
+
+    from drivers.run_files import stopped_run
+
+    kept = stopped_run(args.out, held, raw)
+    if args.json:
+        print_json(kept)
+    if kept["run_dir"] is None:
+        said = "run stopped before its run directory was made; nothing recorded"
+    elif not kept["ticks_recorded"]:
+        said = f"run stopped before streaming; nothing of the plan recorded (run.json in {escape(kept['run_dir'])})"
+    else:
+        where = escape(kept["recording"] or kept["raw"] or kept["run_dir"])
+        said = (f"run stopped after {kept['ticks_recorded']} of {kept['ticks_planned']} ticks (the plan's first "
+                f"{kept['t_recorded_s']:.2f} of {kept['duration_s']:.2f} s), kept in {where}; a new run needs "
+                "another --out")  # fmt: skip
+    err_console.print(f"poise: interrupted; {said}", highlight=False, soft_wrap=True)
     return 130
 
 

@@ -13,7 +13,9 @@ from rich.live import Live
 
 from drivers.config import load_config, servo_order
 from drivers.pwm_run import preflight, run_pwm
+from drivers.run_files import held_run
 from formats.pwm_plan import load_pwm_plan
+from poise.cmd_run import interrupted_stream
 from poise.output import console, draws_progress, err_console, print_json, quantity_table
 from robots.registry import get_model
 
@@ -57,6 +59,7 @@ def cmd_run_pwm(args: argparse.Namespace) -> int:
     stream = preflight(plan, model, config, args.joint, margin)  # refused here: nothing opened
     bus = None
     robot = args.robot
+    held = held_run(args.out)
     try:
         if robot.startswith("sim"):
             from drivers.emulators.dxl_bus import DxlBusEmulator
@@ -68,9 +71,7 @@ def cmd_run_pwm(args: argparse.Namespace) -> int:
             servos = servo_order(config, model.joint_names)
             bus = DxlBusEmulator(servos, JointPlant(q0), drives={stream.servo.id: drive})
             robot = f"dxl:{bus.path}?baud={config.baud}"
-        live = (
-            None if not draws_progress() else Live(console=err_console, refresh_per_second=8)
-        )
+        live = None if not draws_progress() else Live(console=err_console, refresh_per_second=8)
         if live:
             live.start()
         try:
@@ -86,6 +87,11 @@ def cmd_run_pwm(args: argparse.Namespace) -> int:
                 args.drive_inertia,
                 _View(live),
             )
+        except KeyboardInterrupt:
+            if live:
+                live.stop()
+                live = None
+            return interrupted_stream(args, held, "raw.csv")
         finally:
             if live:
                 live.stop()

@@ -18,7 +18,7 @@ from rich.markup import escape
 from drivers.config import RobotConfig
 from drivers.emulators.world import WorldOptions
 from drivers.executor import Progress
-from drivers.run_files import COMPLETED, stopped_status
+from drivers.run_files import COMPLETED, held_run, stopped_status
 from drivers.session import Session
 from drivers.single_support_stream import SingleSupport, plan_margin, plan_transitions
 from drivers.trajectory_run import (
@@ -40,6 +40,7 @@ from poise.cmd_run import (
     check_bench,
     gain_se_meta,
     gains_meta,
+    interrupted_stream,
     noise_seed_of,
     provenance_meta,
     run_config,
@@ -341,6 +342,7 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             noise_seed=args.noise_seed,
         )
     live = None if not draws_progress() else Live(console=err_console, refresh_per_second=8)
+    held = held_run(args.out)
     try:
         if live:
             live.start()
@@ -348,6 +350,11 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             args.plan, args.robot, args.boards, args.out, config, opts, not args.yes, _View(live),
             time_scale=args.time_scale, start=getattr(args, "start", None), board_gains=getattr(args, "gains", None),
         )  # fmt: skip
+    except KeyboardInterrupt:
+        if live:
+            live.stop()
+            live = None
+        return interrupted_stream(args, held, "raw_joints.csv")
     finally:
         if live:
             live.stop()

@@ -8,7 +8,7 @@ import numpy as np
 
 from formats.static_recording import write_recording
 from poise import argtypes as at
-from poise.output import console, err_console
+from poise.output import console, err_console, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--seed", type=at.seed, default=0)
     st.add_argument("--truth-out", type=at.out_file, help="write the true parameter set (JSON) here")
     st.add_argument("--out", type=at.out_file, required=True, help="recording file to write (CSV)")
+    st.add_argument(
+        "--json", action="store_true", help="print what was written as JSON (paths, counts, noise in m)"
+    )
     at.add_force(st)
     st.set_defaults(func=cmd_static)
 
@@ -55,16 +58,47 @@ def cmd_static(args: argparse.Namespace) -> int:
     with err_console.status(f"sampling {args.postures} balanced double-support postures"):
         rec = simulate_static(model, args.postures, truth, args.noise_mm / 1000, args.base, args.seed)
     source, _ = robot_reference(args.robot)
-    if source:  # a robot no name finds: identify static reads its description from here, as dynamic recordings
+    if (
+        source
+    ):  # a robot no name finds: identify static reads its description from here, as dynamic recordings
         rec.meta["robot_source"] = source
     write_recording(args.out, rec)
     _warn_too_few(model, args.base, args.postures)
     if args.truth_out:
         save_parameter_set(truth, args.truth_out)
+    if args.json:
+        print_json({"out": str(args.out), "truth_out": args.truth_out and str(args.truth_out), "robot": model.name,
+                    "base": args.base, "postures": len(rec), "truth": truth.name, "seed": args.seed,
+                    "cop_noise_m": args.noise_mm / 1000})  # fmt: skip
+        return 0
     console.print(
         f"wrote {len(rec)} postures to {args.out} (truth: {truth.name}, CoP noise {args.noise_mm} mm)"
     )
     return 0
+
+
+def trajectory_summary(args: argparse.Namespace, rec, truth_name: str, duration_s: float) -> dict:
+    """What `simulate trajectory` wrote, for --json: the files, the samples, the motion and the noise it added (SI
+    units; None where the recording has no such quantity)."""
+    standing = rec.wrench is not None and rec.tau is None
+    arm = {"viscous_nm_s_rad": args.viscous, "coulomb_nm": args.coulomb, "effort_noise_nm": args.effort_noise,
+           "armature_kg_m2": args.armature}  # fmt: skip
+    return {
+        "out": str(args.out),
+        "truth_out": args.truth_out and str(args.truth_out),
+        "robot": rec.robot,
+        "base": rec.base,
+        "motion": rec.motion if standing else None,
+        "samples": len(rec.t),
+        "duration_s": duration_s,
+        "rate_hz": args.rate_hz,
+        "truth": truth_name,
+        "seed": args.seed,
+        "encoder_ticks": args.encoder_ticks,
+        "force_noise_n": args.force_noise if standing else None,
+        "moment_noise_nm": args.moment_noise if standing else None,
+        **({k: None for k in arm} if standing else arm),
+    }
 
 
 def _warn_too_few(model, base: str, n: int) -> None:

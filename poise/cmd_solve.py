@@ -180,7 +180,7 @@ def _calibrate(rec, opts, solver, quiet: bool):
     if status is not None:
         status.start()
     try:
-        return dg.calibrate(rec, dg.ROBOT.sets["initial"], opts, solver, progress)
+        return dg.calibrate(rec, dg.start_guess(rec), opts, solver, progress)
     finally:
         if status is not None:
             status.stop()
@@ -342,15 +342,22 @@ def _print_tables(rep: dict, simulated: bool) -> None:
     t = Table(
         title=f"Doggy calibration — {rep['source']} ({rep['samples']} samples, {rep['unknowns']} unknowns)"
     )
-    cols = ["parameter", "unit", "initial", "estimate", "1σ"] + (["truth", "|error|/σ"] if simulated else [])
+    cols = ["parameter", "unit", "initial", "estimate", "1σ"] + (
+        ["truth", "error", "|error|/σ"] if simulated else []
+    )
     for c in cols:
         t.add_column(c, justify="left" if c in ("parameter", "unit") else "right")
     for r in map(_shown_row, rep["parameters"]):
         row = [r["name"], r["unit"], _fmt(r["initial"], 5), _fmt(r["estimate"], 5), _fmt(r["sigma"], 2)]
         if simulated:
-            row += [_fmt(r.get("truth"), 5), _fmt(r.get("error_sigmas"), 2)]
+            row += [_fmt(r.get("truth"), 5), _fmt(r.get("error"), 2), _fmt(r.get("error_sigmas"), 2)]
         t.add_row(*row)
     console.print(t)
+    if simulated:
+        console.print(
+            "error = estimate − truth; for R1 and R2 the angle of R_estᵀ R_true, which the two angles from nominal "
+            "do not give"
+        )
     console.print(
         f"{rep['reason']} after {rep['iterations']} iterations, cost {rep['initial_cost']:.4g} → "
         f"{rep['cost']:.4g}, {rep['wall_s']:.1f} s wall"

@@ -23,6 +23,7 @@ from robots.stance import (
     foot_corners,
     other_pose,
     other_site,
+    placement_error,
 )
 from robots.tree import RobotModel
 
@@ -149,8 +150,7 @@ def _tick_issues(
     `robots.stance`: joint limits, other sole flat at `pose`, CoP margin in each row's support polygon."""
     res = np.abs(flat_residual(model, Q, params, base)).max(axis=-1)
     op = other_pose(model, Q, params, base)
-    yaw = np.angle(np.exp(1j * (op[:, 2] - pose[2])))
-    place = np.maximum(np.abs(op[:, :2] - np.asarray(pose[:2])).max(axis=-1), np.abs(yaw))
+    sole = other_site(model, base)
     corners = np.concatenate(list(foot_corners(model, Q, params, base).values()), axis=1)  # (n, 8, 2)
     k = corners.shape[1]
     hulls = shapely.convex_hull(
@@ -164,8 +164,9 @@ def _tick_issues(
         issues = model.limit_violations(q, LIMIT_TOL)
         if res[i] > FLAT_TOL:
             issues.append(f"other sole not flat on the ground ({res[i] * 1000:.3f} mm/rad)")
-        if place[i] > PLACE_TOL:
-            issues.append(f"other sole {place[i] * 1000:.3f} mm/mrad away from its placement")
+        off = placement_error(sole, op[i], pose, PLACE_TOL)
+        if off:
+            issues.append(off)
         if m[i] < margin - MARGIN_TOL:
             issues.append(f"CoP margin {m[i] * 1000:.2f} mm < required {margin * 1000:.1f} mm")
         out.append(issues)

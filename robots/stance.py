@@ -30,6 +30,9 @@ from robots.tree import ParameterSet, RobotModel
 FLAT_TOL = 1e-6  # other sole flat on the ground: |z| (m) and tilt (rad)
 PLACE_TOL = 1e-6  # other sole at its placement: x, y (m) and yaw (rad)
 MARGIN_TOL = 1e-9  # CoP margin below the requirement (m)
+STATED_TOL = (
+    5e-4  # a plan's stored predicted CoP or margin against the recomputed one (m): rounding to the mm passes
+)
 LIMIT_TOL = 1e-9  # joint and coupled limits (rad or m)
 PROJECT_BATCH = 64  # random postures projected onto double support at once
 # Recordings fitted together in double support (`identify dynamic A.csv B.csv`), and a recording taken as a
@@ -430,13 +433,16 @@ def check_posture(
     pose: np.ndarray | tuple[float, float, float] | None = None,
     cop: np.ndarray | None = None,
     geometry: str | ParameterSet | None = None,
+    stated_cop: tuple[float, float] | None = None,
+    stated_margin: float | None = None,
 ) -> PostureStatus:
     """The one check of a static double-support posture, shared by the planner, `plan check` and the executor.
 
-    Joint and coupled limits, other sole flat on the ground, feet disjoint, CoP margin ≥ `margin` (m) and, with
-    `pose` (x, y, yaw), the other sole at that placement. The CoP is the CoM of `params` unless `cop` (x, y)
-    is given; kinematics use `geometry` (default: `params`). Tolerances: FLAT_TOL, PLACE_TOL, MARGIN_TOL,
-    LIMIT_TOL of this module.
+    Joint and coupled limits, other sole flat on the ground, feet disjoint, CoP margin ≥ `margin` (m), with
+    `pose` (x, y, yaw) the other sole at that placement, and a plan's stored CoP/margin (`stated_cop`,
+    `stated_margin`, m; None: not stored) equal to the recomputed ones. The CoP is the CoM of `params` unless
+    `cop` (x, y) is given; kinematics use `geometry` (default: `params`). Tolerances: FLAT_TOL, PLACE_TOL,
+    MARGIN_TOL, LIMIT_TOL, STATED_TOL of this module.
     """
     params, base = _p(model, params), resolve_base(model, base)
     geometry = params if geometry is None else geometry
@@ -448,17 +454,75 @@ def check_posture(
             f"{other} not flat on the ground (z {res[0] * 1000:.3f} mm, tilt {np.abs(res[1:]).max():.1e} rad)"
         )
     b = balance(model, q, params, base, geometry)
-    m = b.margin if cop is None else float(signed_margin(b.polygon, np.reshape(cop, (1, 2)))[0])
+    if cop is None:
+        cop, m = b.cop, b.margin
+    else:
+        cop = np.reshape(cop, 2)
+        m = float(signed_margin(b.polygon, np.reshape(cop, (1, 2)))[0])
     if b.feet_overlap:
         issues.append("feet overlap")
     if m < margin - MARGIN_TOL:
         issues.append(f"CoP margin {m * 1000:.2f} mm < required {margin * 1000:.1f} mm")
     if pose is not None:
-        x, y, yaw = other_pose(model, q, geometry, base)
-        err = max(abs(x - pose[0]), abs(y - pose[1]), abs(_wrap(yaw - pose[2])))
-        if err > PLACE_TOL:
-            issues.append(f"{other} {err * 1000:.3f} mm/mrad away from its placement")
-    return PostureStatus(issues, float(m), b.feet_gap)
+        off = placement_error(other, other_pose(model, q, geometry, base), pose)
+        if off:
+            issues.append(off)
+    issues += stated_problems(cop, m, stated_cop, stated_margin)
+    return PostureStatus(issues, m, b.feet_gap)
+
+
+def placement_error(sole: str, actual, pose, tol: float = PLACE_TOL) -> str | None:
+    """Why a sole standing at `actual` (x, y, yaw) is not at its placement `pose`: the x/y distance (mm) and the
+    yaw (mrad), which exceeds `tol` (m, rad), and both poses (None: within `tol`)."""
+    dx, dy = float(actual[0]) - float(pose[0]), float(actual[1]) - float(pose[1])
+    dyaw = _wrap(float(actual[2]) - float(pose[2]))
+    shift_bad, yaw_bad = max(abs(dx), abs(dy)) > tol, abs(dyaw) > tol
+    if not (shift_bad or yaw_bad):
+        return None
+
+    tol_mm = f"{tol * 1000:g}"
+    return (
+        f"{sole} away from its placement: x/y off by {_fix(np.hypot(dx, dy) * 1000)} mm "
+        f"({'>' if shift_bad else '≤'} {tol_mm} mm), yaw by {_fix(abs(dyaw) * 1000)} mrad "
+        f"({'>' if yaw_bad else '≤'} {tol_mm} mrad); the sole stands at {_pose_mm(actual)}, its placement at "
+        f"{_pose_mm(pose)}"
+    )
+
+
+def _fix(v: float) -> str:
+    """v to 3 decimals without a "-0.000"."""
+    return f"{round(float(v), 3) + 0.0:.3f}"
+
+
+def _pose_mm(pose) -> str:
+    """A ground pose (x, y m, yaw rad) as "(x … mm, y … mm, yaw … deg)"."""
+    x, y, yaw = float(pose[0]) * 1000, float(pose[1]) * 1000, np.degrees(_wrap(float(pose[2])))
+    return f"(x {_fix(x)} mm, y {_fix(y)} mm, yaw {_fix(yaw)} deg)"
+
+
+def stated_problems(
+    cop, margin: float, stated_cop=None, stated_margin: float | None = None, tol: float = STATED_TOL
+) -> list[str]:
+    """Where a plan's stored predicted CoP or margin (m; None: not stored) differs from the recomputed `cop`
+    (x, y) and `margin` by more than `tol` m, one line each in mm: stored values are shown and drawn, so
+    they must be the checked ones."""
+    out = []
+    if (
+        stated_cop is not None
+        and np.hypot(*(np.asarray(stated_cop, float) - np.asarray(cop, float)[:2])) > tol
+    ):
+        sx, sy = (float(v) * 1000 for v in stated_cop)
+        rx, ry = (float(v) * 1000 for v in cop[:2])
+        out.append(
+            f"stored predicted_cop ({sx:.1f}, {sy:.1f}) mm differs from the recomputed ({rx:.1f}, {ry:.1f}) mm "
+            f"(tolerance {tol * 1000:g} mm)"
+        )
+    if stated_margin is not None and abs(stated_margin - margin) > tol:
+        out.append(
+            f"stored margin {stated_margin * 1000:.1f} mm differs from the recomputed {margin * 1000:.1f} mm "
+            f"(tolerance {tol * 1000:g} mm)"
+        )
+    return out
 
 
 def posture_problems(

@@ -378,6 +378,7 @@ CORPUS: list[tuple[str, list[str]]] = [
         ],
     ),
     # boards read
+    ("boards list", ["--json", "/dev/input/event3"]),  # takes no endpoint: it finds them
     ("boards read", ["--boards", "serial:/dev/null?baud=abc"]),
     ("boards read", ["--boards", "bt:"]),
     ("boards read", ["--boards", "usb:1,2"]),

@@ -158,16 +158,15 @@ def test_friction_on_good_stribeck_data_gives_no_warnings(tmp_path, capsys):
     assert doc["fits"][0]["params"]["Kc"] == pytest.approx(0.85, rel=0.05)
 
 
-def test_friction_warns_when_most_samples_are_rejected_q_in_degrees(tmp_path, capsys):
-    rec = _drive(tmp_path / "deg.csv", q_scale=np.degrees(1.0), freq=0.07)
-    rc, out, err = _cli(["calibrate", "friction", rec, "--model", "coulomb-viscous", "--json"], capsys)
-    assert rc == 0
-    notes = json.loads(out)["warnings"]
-    assert any("samples rejected" in n and "radians" in n for n in notes), notes
-    assert "warning:" in err and "samples rejected" in err
-    faster = _drive(tmp_path / "deg_fast.csv", q_scale=np.degrees(1.0))  # nothing left: the error says why
+def test_friction_refuses_q_in_degrees_naming_the_unit(tmp_path, capsys):
+    rec = _drive(tmp_path / "deg.csv", q_scale=np.degrees(1.0), freq=0.07)  # most samples too fast
+    rc, out, err = _cli(["calibrate", "friction", rec, "--model", "coulomb-viscous"], capsys)
+    assert (
+        rc == 2 and out == "" and "degrees" in err and "radians" in err and len(err.strip().splitlines()) == 1
+    )
+    faster = _drive(tmp_path / "deg_fast.csv", q_scale=np.degrees(1.0))
     rc, _, err = _cli(["calibrate", "friction", faster, "--model", "coulomb-viscous"], capsys)
-    assert rc == 2 and "samples left" in err and "radians" in err
+    assert rc == 2 and "degrees" in err and "radians" in err
 
 
 def test_friction_warns_on_negative_static_friction_and_unsupported_stribeck_velocity(tmp_path, capsys):

@@ -351,3 +351,19 @@ def test_a_double_support_design_the_fine_grid_fails_is_solved_again_with_its_bo
     assert margins[-1] == pytest.approx(0.02 + 0.0015 + TIGHTEN_SLACK)
     assert any(st.get("tightened") for st in res.stages) and not res.stages[0].get("tightened")
     assert res.verification == checks[-1].to_dict()
+
+
+def test_a_standing_design_refuses_missing_effort_limits_as_an_arm_design_does(tulip, chain):
+    """The standing designer takes its bounds from the arm designer's `_limits`: a joint without an effort limit is
+    named before designing (it used to drop the torque rows silently)."""
+    import copy
+
+    from formats.errors import DataError
+
+    lame = copy.copy(tulip)
+    lame.effort_limit = tulip.effort_limit.copy()
+    lame.effort_limit[2] = np.nan
+    for torque_rows in (False, True):  # the default path (no torque rows) refuses too
+        with pytest.raises(DataError, match=f"{tulip.joint_names[2]} \\(effort missing\\)"):
+            design_balance_problem(lame, QUICK, chain, 0.02, torque_rows=torque_rows)
+    assert np.all(np.isfinite(tulip.effort_limit))  # the fixture's model is untouched

@@ -252,7 +252,11 @@ def test_identify_names_what_this_motion_determines(tulip, run_dir, capsys):
     assert sorted(out["determined"] + out["not_determined"]) == sorted(p["symbol"] for p in params)
     assert all((p["rel_se_pct"] < WELL) == (p["symbol"] in out["determined"]) for p in params)
     assert sorted(out["needed_s"]) == sorted(out["not_determined"])
-    assert set(out["beyond_practical"]) == {s for s, t in out["needed_s"].items() if t > out["practical_s"]}
+    # a parameter whose estimate lies within 2 SE of zero gets no time (`scale_unresolved`, null)
+    assert {s for s, t in out["needed_s"].items() if t is None} == set(out["scale_unresolved"])
+    assert set(out["beyond_practical"]) == {
+        s for s, t in out["needed_s"].items() if t is not None and t > out["practical_s"]
+    }
 
 
 def test_instruments_take_the_encoders_bias_off_the_torsos_ixz(slow_run_dir, capsys):

@@ -53,7 +53,7 @@ def test_the_table_names_the_recording_and_its_residuals_their_joints_and_units(
     # was "from run.json twin_joints" whenever --reference was given
     assert f"dynamic base parameters from {recording}" in out.replace("\n", "")
     assert "twin_joints" not in out
-    line = next(x for x in out.splitlines() if "residual σ" in x)
+    line = next(x for x in out.splitlines() if "residual RMS" in x)
     assert re.search(r"shoulder_pan_joint \d\S* N·m", line), line
 
 

@@ -7,7 +7,7 @@ Nothing from `robots/` is used to make the data: the chain (spec §1) and Table 
 import json
 
 import numpy as np
-from indep_tulip import com, in_right_sole
+from indep_tulip import HI, LO, com, in_right_sole
 from scipy.optimize import least_squares
 
 from poise.cli import main
@@ -37,7 +37,9 @@ def make_postures(n, rng):
         sol = least_squares(flat, q0[6:], xtol=1e-15, ftol=1e-15, gtol=1e-15)
         q = np.concatenate([q0[:6], sol.x])
         com, R, p = com_and_left_sole(q)
-        if np.abs(flat(sol.x)).max() < 1e-10 and p[1] > 0.13 and abs(q[6] - q[0]) < 0.5:
+        # within the robot's joint limits: identify static refuses postures beyond them
+        within = np.all((q >= LO) & (q <= HI))
+        if np.abs(flat(sol.x)).max() < 1e-10 and p[1] > 0.13 and abs(q[6] - q[0]) < 0.5 and within:
             out.append(q)
     return np.array(out)
 

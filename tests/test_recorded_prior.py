@@ -198,13 +198,15 @@ def test_a_prior_recording_of_a_stopped_run_is_taken_with_a_warning(recorded, tm
 
 
 def _moved(recorded, dy: float) -> str:
-    """The stored design with the other sole `dy` m further out, recorded (4 s at 100 Hz)."""
-    tulip, _, traj, _, d = recorded
+    """The stored design with the other sole `dy` m further out, recorded (4 s at 100 Hz), with the unmoved
+    recording's wrench (the robot's weight, its CoP inside the wider polygon: a plausible board recording)."""
+    tulip, _, traj, rec_path, d = recorded
     chain = replace(traj.chain, target_p=traj.chain.target_p + [0.0, dy, 0.0])
     t = np.arange(401) / RATE
     q = ClosedChainTrajectory(tulip, chain, traj.independent).sample(t)[0]
     path = d / f"moved_{dy}.csv"
-    write_dynamic_recording(_board_recording(t, q, np.zeros((len(t), 3))), path)
+    w = read_dynamic_recording(rec_path).wrench[: len(t), 2:5]
+    write_dynamic_recording(_board_recording(t, q, w), path)
     return str(path)
 
 
@@ -240,6 +242,15 @@ def _edited(recorded, name: str, edit) -> str:
     return str(out)
 
 
+def _single_support(recorded) -> str:
+    """A single-support recording of the stored single-support plan (the twin's inverse dynamics, 100 Hz)."""
+    path = recorded[4] / "ss.csv"
+    if not path.exists():
+        plan = TEST_DESIGN.parent / "tulip_single_support_6s.json"
+        assert main(["simulate", "trajectory", str(plan), "--out", str(path), "--rate-hz", "100"]) == 0
+    return str(path)
+
+
 @pytest.mark.parametrize(
     "case, message",
     [
@@ -269,17 +280,16 @@ def test_cli_refuses_recordings_the_design_cannot_take(recorded, case, message, 
     tolerance from the prior plan's, a recording too short for its filter, a file of neither kind: exit 2, one
     line, nothing designed or written."""
     lines = Path(recorded[3]).read_text().splitlines(keepends=True)
+    head = sum(x.startswith("#") for x in lines)  # then the column names and 61 samples: 0.6 s
     path = {
         "robot": lambda: _edited(recorded, "ur5.csv", lambda s: s.replace("# robot: tulip", "# robot: ur5")),
-        "single": lambda: _edited(
-            recorded,
-            "ss.csv",
-            lambda s: s.replace("# base: right\n", "# base: right\n# motion: single-support\n"),
-        ),
+        "single": lambda: _single_support(recorded),
         "placement": lambda: _moved(recorded, 0.03),
         # 0.6 s of a recording without its band: the 5 Hz default drops 0.4 s at each end
         "short": lambda: _edited(
-            recorded, "short.csv", lambda s: "".join(x for x in lines[:68] if "motion_band_hz" not in x)
+            recorded,
+            "short.csv",
+            lambda s: "".join(x for x in lines[: head + 62] if "motion_band_hz" not in x),
         ),
         "neither": lambda: _edited(
             recorded, "neither.csv", lambda s: s.replace("# poise dynamic recording v1", "#")

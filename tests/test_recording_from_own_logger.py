@@ -175,7 +175,8 @@ def test_a_board_logger_writes_the_three_wrench_columns_it_measures(tmp_path, ca
     negated = [rows[0]] + [[f"{-float(x):.10g}" if k in w else x for k, x in enumerate(r)] for r in rows[1:]]
     code, err = _identify(capsys, _write(tmp_path / "neg.csv", head, negated), "--simplified")
     assert code == 2 and "fz_n averages -" in err and "negate it" in err
-    code, err = _identify(capsys, _write(tmp_path / "m.csv", head + ["# motion: single support"], rows))
+    said = [h for h in head if not h.startswith("# motion:")]  # simulate trajectory says its motion class
+    code, err = _identify(capsys, _write(tmp_path / "m.csv", said + ["# motion: single support"], rows))
     assert (
         code == 2 and "motion 'single support' unknown: double-support (the default) or single-support" in err
     )

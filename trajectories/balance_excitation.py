@@ -52,10 +52,10 @@ from trajectories.excitation import (
     ExcitationSettings,
     Prior,
     _JacobianNode,
+    _limits,
     check_focus,
     check_prior,
     design_result,
-    position_range,
     posture_clearance_rows,
     solve_stages,
 )
@@ -69,7 +69,6 @@ from trajectories.retighten import (
     solve_and_retighten,
 )
 from trajectories.spline import SplineTrajectory
-from trajectories.verify import acceleration_limits
 
 ZMP_ROWS = ("fz", "mx", "my")
 ZMP_BUFFER = 0.005  # m added to the ZMP margin at the grid samples
@@ -320,13 +319,13 @@ def design_balance_problem(
     `torque_rows`: six more variables per sample, the other sole's contact wrench, with the joint torques it
     leaves within the effort limits (× `torque_fraction`) — the split of the load the soles may choose."""
     settings.validate()
+    lo, hi, vmax, amax, tmax = _limits(model, settings)  # refuses missing rate limits, as arm designs do
     guess = settings.params or chain.params
     db = chain_base(model, chain, settings.simplified)
     ind, dep = list(chain.independent), list(chain.dependent)
     nI, nD, K = len(ind), len(dep), settings.samples
     P, V, A = (ca.DM(B) for B in design_bases(settings, design_times(settings, K)))
     m = design_rows(settings)
-    torque_rows = torque_rows and bool(np.all(np.isfinite(model.effort_limit)))
     nL = 6 if torque_rows else 0
     xF = ca.MX.sym("xF", m * nI)
     Z = ca.MX.sym("Z", 3 * nD + nL, K)
@@ -341,9 +340,6 @@ def design_balance_problem(
     eq, w3 = out[:18, :], out[18:21, :]
     r = db.rank
     W = ca.transpose(ca.reshape(wb, r, 3 * K))  # 3K × r, rows (fz, mx, my) per sample
-    lo, hi = position_range(model, settings.position_margin)
-    vmax = model.velocity_limit * settings.velocity_fraction
-    amax = acceleration_limits(model, settings.acceleration_default) * settings.acceleration_fraction
     Kd = K * settings.dense_factor
     Pd, Vd, Ad = (ca.DM(B) for B in design_bases(settings, design_times(settings, Kd)))
     N, d, hull = support_halfplanes(model, chain)
@@ -366,7 +362,6 @@ def design_balance_problem(
     lbg += [np.zeros(18 * K), np.full(len(d) * K, -np.inf), np.zeros(K)]
     ubg += [np.zeros(18 * K), np.zeros(len(d) * K), np.full(K, np.inf)]
     if torque_rows:  # rows by sample, then joint
-        tmax = model.effort_limit * settings.torque_fraction
         g.append(ca.vec(out[21:, :]))
         lbg.append(np.tile(-tmax, K))
         ubg.append(np.tile(tmax, K))
@@ -481,7 +476,7 @@ def optimise_balance(
             prob, design, prior, x0, warm=False, name="balance_excitation"
         )
         ratio = grid_torque_ratio(model, chain, design, prob, x)
-        if ratio is not None and ratio > 1.0:
+        if ratio > 1.0:
             stages[-1]["torque_ratio"] = ratio  # without the torque rows: why they were added
             prob = design_balance_problem(model, design, chain, margin, torque_rows=True)
             x = with_split(model, chain, design, prob, x)
@@ -562,14 +557,12 @@ def grid_states(model: RobotModel, chain: ClosedChain, prob: dict, x: np.ndarray
 
 def grid_torque_ratio(
     model: RobotModel, chain: ClosedChain, settings: ExcitationSettings, prob: dict, x: np.ndarray
-) -> float | None:
+) -> float:
     """Peak joint torque / (effort × `torque_fraction`) on the design grid for the split of the load between
-    the soles that needs least (`verify.double_support_split`); None without effort limits."""
+    the soles that needs least (`verify.double_support_split`)."""
     from trajectories.verify import double_support_split
 
-    tmax = model.effort_limit * settings.torque_fraction
-    if not np.all(np.isfinite(tmax)):
-        return None
+    tmax = _limits(model, settings)[4]
     q, qd, qdd = grid_states(model, chain, prob, x)
     return float(double_support_split(model, chain, q, qd, qdd, prob["params"], tmax).ratio.max())
 
@@ -581,7 +574,7 @@ def with_split(
     at the weighted least-squares split of its torques."""
     q, qd, qdd = grid_states(model, chain, prob | {"split": 0}, x)
     K = q.shape[0]
-    tmax = model.effort_limit * settings.torque_fraction
+    tmax = _limits(model, settings)[4]
     tau_b = dyn.rnea(model, q, qd, qdd, prob["params"], chain.base) / tmax
     _, C = functions(model, chain)[0].map(K)(q.T)
     C = np.asarray(C).reshape(6, K, model.nq).transpose(1, 0, 2)

@@ -21,6 +21,7 @@ import casadi as ca
 import numpy as np
 from scipy import sparse
 
+from formats.dynamic_recording import MOTIONS
 from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec, cached_dynamic_base
@@ -50,7 +51,6 @@ from trajectories.verify import acceleration_limits, check_trajectory
 
 CRITERIA = ("kappa", "logdet", "logvar")
 SCALINGS = ("columns", "none")
-MOTIONS = ("free", "double-support", "single-support")
 PARAMETRISATIONS = ("fourier", "spline")
 COUPLED_MARGIN = 1e-3  # rad (or its combination) kept from coupled limits while optimising
 COLLISION_BUFFER = 0.01  # m added to the clearance on the criterion grid: links move between its points
@@ -1067,7 +1067,9 @@ def still_short(model: RobotModel, settings: ExcitationSettings, x: np.ndarray, 
     criterion grid)."""
     if settings.min_excursion <= 0:
         return
-    problem = barely_moving(model.joint_names, grid_angles(model, settings, x), excursion_floor(model, settings))
+    problem = barely_moving(
+        model.joint_names, grid_angles(model, settings, x), excursion_floor(model, settings)
+    )
     if problem:
         verification["problems"] = [*verification.get("problems", []), problem]
         verification["ok"] = False

@@ -163,9 +163,10 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
     ax3.plot(zmp[:, 0] * 1000, zmp[:, 1] * 1000, lw=0.8, color="C3", label="ZMP (guessed parameters)")
     ax3.plot(zmp[0, 0] * 1000, zmp[0, 1] * 1000, "o", color="C3", ms=5, label="ZMP at the start")
     ax3.set_aspect("equal")
-    ax3.set_xlabel("x [mm] (base sole frame)")
+    ax3.set_xlabel(f"x [mm] (frame of the base sole: {base}, {model.base_site(base).name})")
     ax3.set_ylabel("y [mm]")
-    ax3.legend(fontsize=7)
+    # beside the panel, never over the polygon or the ZMP path it is about
+    ax3.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     ax3.grid(alpha=0.3)
     if double:
         _plot_share(fig.add_subplot(grid[2, 1]), model, traj.chain, t, zmp, load_share)

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.interpolate import CubicSpline
 
+from formats.dynamic_recording import MOTIONS
 from formats.errors import DataError
-
-MOTIONS = ("free", "double-support", "single-support")  # `ExcitationSettings.motion`'s terms
 
 
 @dataclass(frozen=True, eq=False)

@@ -308,7 +308,7 @@ def design_single_support_problem(
     lbx = np.r_[np.full(lines + 2 * K, -np.inf), lo_q]
     ubx = np.r_[np.full(lines + 2 * K, np.inf), hi_q]
     tau = tau_node(xc)
-    if torque_rows and np.all(np.isfinite(tmax)):
+    if torque_rows:
         g.append(tau)
         lbg.append(np.repeat(-tmax, K))
         ubg.append(np.repeat(tmax, K))

@@ -91,6 +91,7 @@ class WbbEmulator:
         self.memory[0xFA:0x100] = P.WBB_EXT_ID
         self.sent_reports = 0
         self.requests: list[int] = []
+        self.modes: list[int] = []  # the data reporting modes the host asked for (0x32 / 0x34), in order
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -165,7 +166,8 @@ class WbbEmulator:
         if rid == P.OUT_STATUS_REQUEST:
             self._send_status(link, state)
         elif rid == P.OUT_REPORT_MODE and len(payload) >= 2:
-            if payload[1] in (P.IN_BUTTONS_EXT8, P.IN_BUTTONS_EXT19):
+            if payload[1] in (P.IN_BUTTONS_EXT8, P.IN_BUTTONS_EXT19):  # 12- or 23-byte reports (with 0xA1)
+                self.modes.append(payload[1])
                 state["mode"] = payload[1]
                 state["next"] = time.monotonic()
             if payload[0] & 0x02:

@@ -205,7 +205,7 @@ class HidBoard(_BoardBase):
         open_transport: Callable[[], object],
         index: int = 0,
         name: str = "board",
-        mode: int = P.IN_BUTTONS_EXT8,
+        mode: int = P.DEFAULT_MODE,
         method: str = "piecewise",
         request_timeout: float = 0.5,
         clock: Clock | None = None,
@@ -303,7 +303,8 @@ class HidBoard(_BoardBase):
             if ack.error:
                 raise DeviceError(f"board {self.name}: extension init write failed (error {ack.error})")
         ext_id = self._read_block(tr, P.EXT_ID_ADDR, P.EXT_ID_LEN)
-        if ext_id[4:6] != P.WBB_EXT_ID[4:6]:  # as hid-wiimote: bytes 4–5 name the kind (third-party boards vary)
+        # as hid-wiimote: bytes 4–5 name the kind (third-party boards vary)
+        if ext_id[4:6] != P.WBB_EXT_ID[4:6]:
             raise DeviceError(f"board {self.name}: extension id {ext_id.hex()} is not a balance board")
         cal_raw = P.decode_calibration(self._read_block(tr, P.CAL_ADDR, P.CAL_LEN))
         raw = np.array(cal_raw, float)
@@ -471,12 +472,22 @@ class EvdevBoard(_BoardBase):
             self.device = None
 
 
+# hid-wiimote names a balance board's input device WIIMOTE_NAME " Balance Board" (wiimod_bboard_probe in
+# drivers/hid/hid-wiimote-modules.c; WIIMOTE_NAME is "Nintendo Wii Remote")
+BOARD_EVDEV_NAME = "Nintendo Wii Remote Balance Board"
+
+
+def is_board_evdev(name: str) -> bool:
+    """Whether an evdev node's name is hid-wiimote's for a balance board (`boards list` and opening agree)."""
+    return name == BOARD_EVDEV_NAME
+
+
 def open_evdev(path: str):
-    """Open an evdev node and check it is a balance board (name 'Nintendo Wii Remote Balance Board')."""
+    """Open an evdev node and check it is a balance board (`is_board_evdev`)."""
     import evdev
 
     dev = evdev.InputDevice(path)
-    if "Balance Board" not in dev.name:
+    if not is_board_evdev(dev.name):
         dev.close()
         raise DeviceError(f"{path} is {dev.name!r}, not a hid-wiimote balance board")
     return dev

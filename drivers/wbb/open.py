@@ -6,6 +6,7 @@ import re
 
 from drivers.clock import Clock
 from drivers.transports import parse_endpoint
+from drivers.wbb import protocol as P
 from drivers.wbb.board import EvdevBoard, HidBoard, _BoardBase, open_evdev
 from drivers.wbb.transports import open_bluetooth, open_serial_bridge
 from formats.errors import DeviceError
@@ -39,7 +40,7 @@ def board_drivers(spec: str, openers=None, clock: Clock | None = None) -> list[_
             check_bt_address(t)
     if not targets:
         raise DeviceError(f"boards {spec!r}: no addresses given")
-    mode = 0x34 if ep.options.get("mode") == "34" else 0x32
+    mode = {"32": P.IN_BUTTONS_EXT8, "34": P.IN_BUTTONS_EXT19}.get(ep.options.get("mode", ""), P.DEFAULT_MODE)
     method = ep.options.get("fit", "piecewise")
     out: list[_BoardBase] = []
     for i, t in enumerate(targets):

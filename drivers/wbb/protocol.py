@@ -19,12 +19,15 @@ OUT_STATUS_REQUEST = 0x15
 OUT_WRITE_MEMORY = 0x16
 OUT_READ_MEMORY = 0x17
 
-# input report ids
+# input report ids (lengths below include the 0xA1 header: 0x32 = 2 button + 8 extension bytes, 0x34 = 2 + 19)
 IN_STATUS = 0x20
 IN_READ_DATA = 0x21
 IN_ACK = 0x22
 IN_BUTTONS_EXT8 = 0x32
 IN_BUTTONS_EXT19 = 0x34
+# The data reporting mode asked for by default: 0x34, as Linux's hid-wiimote asks every balance board for it
+# (hid-wiimote-core.c: some third-party boards are hard-coded to report in that mode); 0x32 stays selectable.
+DEFAULT_MODE = IN_BUTTONS_EXT19
 
 REPORT_LENGTHS = {IN_STATUS: 8, IN_READ_DATA: 23, IN_ACK: 6, IN_BUTTONS_EXT8: 12, IN_BUTTONS_EXT19: 23}
 
@@ -52,7 +55,7 @@ class ReportError(ValueError):
 # ---------------------------------------------------------------- host -> board
 
 
-def report_mode(mode: int = IN_BUTTONS_EXT8, continuous: bool = True) -> bytes:
+def report_mode(mode: int = DEFAULT_MODE, continuous: bool = True) -> bytes:
     """0x12: choose the data reporting mode (0x32 or 0x34 for the board); continuous = report even if unchanged."""
     return bytes([HID_OUT, OUT_REPORT_MODE, 0x04 if continuous else 0x00, mode])
 
@@ -188,7 +191,7 @@ def encode_ack(report: int, error: int = 0, buttons: int = 0) -> bytes:
 
 def encode_cells(
     raw: tuple[int, int, int, int] | list[int],
-    mode: int = IN_BUTTONS_EXT8,
+    mode: int = DEFAULT_MODE,
     temperature: int = 0x19,
     battery: int = 0x83,
     buttons: int = 0,

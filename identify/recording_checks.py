@@ -1,0 +1,260 @@
+"""Checks a recording must pass to be a standing robot's, shared by static and dynamic identification: joint angles
+within the robot's limits, centres of pressure within the soles' support polygon, a board wrench in N and N·m that
+carries the robot's weight, and the other sole where the recording's motion class puts it. Each is one
+implementation, with its tolerances here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from shapely.geometry import MultiPoint
+
+from robots.dynamics import G
+from robots.stance import flat_residual, foot_corners, other_pose, other_site, signed_margin
+from robots.tree import ParameterSet, RobotModel
+
+# beyond a joint's limits by more than the larger of this and this share of its range, a recorded value is not the
+# robot's: rad for revolute joints, m for prismatic ones
+LIMIT_SLACK = {"revolute": 0.2, "prismatic": 0.02}
+LIMIT_SLACK_SHARE = 0.1
+# a board CoP this far outside the soles' polygon (m) in more than this share of samples is not the recorded robot
+# standing on those soles: the wrong base sole, another frame. Honest recordings stay inside (simulated: 22 mm in at
+# least in single support, 42 mm in double; a twin run 52.6 mm); the other foot's sole named as base puts it up to
+# 81 mm out (TUlip's stored double-support plan).
+COP_OUTSIDE_TOL_M = 0.02
+COP_OUTSIDE_SHARE = 0.1
+# mean Fz over the guessed total weight m·g: the guess is the description's (a ±50 % error is a wrong guess, a
+# factor g a force in kgf)
+WEIGHT_RATIO = (0.5, 1.5)
+# the moments' median lever |M|/Fz over the soles' extent beyond this: moments in N·mm, not N·m
+LEVER_FACTOR = 10.0
+# double support: the other sole stays where it is, judged about its median (height, tilt, x, y, yaw): a constant
+# error in q (encoder offsets, the description's geometry) moves it by about a constant. Within these in all but
+# COP_OUTSIDE_SHARE of samples. Measured (p90 of the samples): a twin run 0.48 mm, 0.20°, 1.6 mm / 0.13°; random
+# offsets of σ 2° on TUlip's 12 joints (worst of 20 draws) 17 mm, 2.5°, 34 mm / 1.7°
+SOLE_Z_TOL_M = 0.03
+SOLE_TILT_TOL_DEG = 5.0
+SOLE_SHIFT_TOL_M = 0.05
+SOLE_TURN_TOL_DEG = 5.0
+# the other sole's median height (m) and tilt (°) on the ground: beyond them it is lifted (single support) or the
+# angles are not the robot's. Measured: σ 2° offsets put it up to 28 mm / 15° off; the stored single-support plan
+# lifts it by 122–146 mm
+SOLE_GROUND_M = 0.05
+SOLE_GROUND_TILT_DEG = 20.0
+# samples whose Fz is below this share of the guessed weight have no CoP to judge: left out of the lever and CoP checks
+LOADED_SHARE = 0.1
+MAX_CHECKED = 2000  # samples the geometric checks look at, evenly spread (a long recording's are alike)
+
+
+def limits_problem(
+    model: RobotModel, q: np.ndarray, column: str = "q:", degrees_declared: bool = False
+) -> str | None:
+    """Where recorded joint values (K, nq) reach beyond a joint's limits by more than its slack (LIMIT_SLACK, or
+    LIMIT_SLACK_SHARE of its range): the first such joint named, None if none. Degrees written as radians and
+    another robot's joints reach far beyond them."""
+    prismatic = np.array([model.joints[c].type == "prismatic" for c in model.coordinates])
+    span = model.upper - model.lower
+    least = np.where(prismatic, LIMIT_SLACK["prismatic"], LIMIT_SLACK["revolute"])
+    slack = np.maximum(least, LIMIT_SLACK_SHARE * np.where(np.isfinite(span), span, 0.0))
+    q = np.atleast_2d(q)
+    low, high = q.min(axis=0), q.max(axis=0)
+    beyond = np.maximum(model.lower - low, high - model.upper) - slack
+    if not np.any(beyond > 0):
+        return None
+    j = int(np.argmax(beyond))
+    unit = "m" if prismatic[j] else "rad"
+    hint = "" if prismatic[j] or degrees_declared else "; angles in degrees? declare '# angle_unit: deg'"
+    return (f"{column}{model.joint_names[j]} spans [{low[j]:.4g}, {high[j]:.4g}] {unit}, beyond the joint's limits "
+            f"[{model.lower[j]:.4g}, {model.upper[j]:.4g}] {unit} by more than {slack[j]:.2g} {unit}{hint}")  # fmt: skip
+
+
+def support_corners(
+    model: RobotModel, q: np.ndarray, base: str, geometry: str | ParameterSet, single: bool = False
+) -> np.ndarray:
+    """x-y corners (K, c, 2) of the soles the robot stands on at postures q (K, nq), base frame (m): both soles'
+    contact rectangles, or with `single` (single support) the base sole's alone."""
+    corners = foot_corners(model, np.atleast_2d(q), geometry, base)
+    sites = [model.base_site(base).name] if single else list(corners)
+    return np.concatenate([corners[s] for s in sites], axis=-2)
+
+
+def support_margins(
+    model: RobotModel,
+    q: np.ndarray,
+    cop: np.ndarray,
+    base: str,
+    geometry: str | ParameterSet,
+    single: bool = False,
+) -> np.ndarray:
+    """Signed distance (m, positive inside) of each CoP (K, 2) to the support polygon at its posture (K, nq): the
+    convex hull of the soles' corners (`support_corners`). No standing robot presses outside it."""
+    pts = support_corners(model, q, base, geometry, single)
+    cop = np.atleast_2d(cop)
+    return np.array(
+        [signed_margin(MultiPoint(p).convex_hull, c[None])[0] for p, c in zip(pts, cop, strict=True)]
+    )
+
+
+def _spread(n: int) -> np.ndarray:
+    """At most MAX_CHECKED sample indices, evenly spread over n."""
+    return np.unique(np.linspace(0, n - 1, min(n, MAX_CHECKED)).round().astype(int))
+
+
+def board_cop(wrench: np.ndarray, moment_z: float = 0.0) -> np.ndarray:
+    """The CoP (K, 2) on the soles' plane (z = 0 of the base frame, m) of board wrenches (K, 6) whose moments are
+    taken about (0, 0, moment_z): −My/Fz, Mx/Fz about the origin."""
+    mx = wrench[:, 3] - moment_z * wrench[:, 1]
+    my = wrench[:, 4] + moment_z * wrench[:, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):  # unloaded samples: `loaded` leaves them out
+        return np.stack([-my / wrench[:, 2], mx / wrench[:, 2]], axis=1)
+
+
+def loaded(model: RobotModel, wrench: np.ndarray, guess: str | ParameterSet) -> np.ndarray:
+    """The samples (bool, K) whose Fz carries at least LOADED_SHARE of the guessed weight: only these have a CoP
+    (the robot lifted off the boards, or their first samples, have none)."""
+    return wrench[:, 2] >= LOADED_SHARE * model.parameter_set(guess).total_mass * G
+
+
+def weight_problem(model: RobotModel, wrench: np.ndarray, guess: str | ParameterSet) -> str | None:
+    """The boards carry the robot's weight: mean Fz against the guessed m·g (WEIGHT_RATIO), named with the likely
+    unit when it is far off; None when plausible."""
+    ps = model.parameter_set(guess)
+    weight = ps.total_mass * G
+    fz = float(np.mean(wrench[:, 2]))
+    ratio = fz / weight
+    if WEIGHT_RATIO[0] <= ratio <= WEIGHT_RATIO[1]:
+        return None
+    hint = (
+        "forces in kgf (kg) rather than N?"
+        if abs(ratio * G - 1) < 0.5
+        else "forces in another unit, or another robot?"
+    )
+    return (f"fz_n averages {fz:.4g} N, {ratio:.3g}× the weight of {model.name!r} ({ps.total_mass:.4g} kg × g = "
+            f"{weight:.4g} N, {ps.name!r}): {hint}")  # fmt: skip
+
+
+def lever_problem(
+    model: RobotModel,
+    q: np.ndarray,
+    wrench: np.ndarray,
+    base: str,
+    geometry: str | ParameterSet,
+    moment_z: float,
+) -> str | None:
+    """The moments' lever |(Mx, My)|/Fz about the soles' plane (median) against the soles' extent (the farthest
+    corner from the base origin): LEVER_FACTOR beyond it, the moments are in N·mm; None otherwise."""
+    idx = _spread(len(q))
+    extent = float(np.max(np.linalg.norm(support_corners(model, q[idx], base, geometry), axis=-1)))
+    lever = float(np.nanmedian(np.linalg.norm(board_cop(wrench[idx], moment_z), axis=1)))
+    if lever <= LEVER_FACTOR * extent:
+        return None
+    return (f"the moments' lever |M|/Fz is {lever * 1000:.4g} mm (median), {lever / extent:.0f}× the soles' extent "
+            f"{extent * 1000:.0f} mm: moments in N·mm rather than N·m?")  # fmt: skip
+
+
+def cop_problem(
+    model: RobotModel,
+    q: np.ndarray,
+    cop: np.ndarray,
+    base: str,
+    geometry: str | ParameterSet,
+    single: bool,
+) -> str | None:
+    """Board CoPs outside the soles' polygon (`support_margins`) by more than COP_OUTSIDE_TOL_M in more than
+    COP_OUTSIDE_SHARE of the samples: the wrench is not this robot's on these soles; None otherwise."""
+    idx = _spread(len(q))
+    margins = support_margins(model, q[idx], cop[idx], base, geometry, single)
+    out = -margins > COP_OUTSIDE_TOL_M
+    if out.mean() <= COP_OUTSIDE_SHARE:
+        return None
+    soles = f"base sole's ({base!r}, single support)" if single else "soles'"
+    return (f"the boards' CoP lies up to {-margins.min() * 1000:.0f} mm (median {np.median(-margins[out]) * 1000:.0f} "
+            f"mm) outside the {soles} polygon in {100 * out.mean():.0f} % of samples: is '# base: {base}' the sole "
+            "on the first board (and the wrench in its frame, x forward, y left)?")  # fmt: skip
+
+
+def other_sole_problem(
+    model: RobotModel, q: np.ndarray, base: str, geometry: str | ParameterSet, motion: str
+) -> str | None:
+    """The other sole where the motion class puts it: in single support lifted (median height above
+    SOLE_GROUND_M), in double support on the ground (`_sole_off_ground`) and still about its median
+    (`_sole_moved`). None when consistent."""
+    idx = _spread(len(q))
+    sole = other_site(model, base)
+    res = flat_residual(model, q[idx], geometry, base)
+    z = float(np.median(res[:, 0]))
+    if motion == "single-support":
+        if z > SOLE_GROUND_M:
+            return None
+        return (f"{sole} stays on the ground (median height {z * 1000:.0f} mm ≤ {SOLE_GROUND_M * 1000:g} mm) "
+                "throughout a single-support recording: a double-support motion? remove '# motion: "
+                "single-support'")  # fmt: skip
+    return _sole_off_ground(sole, res) or _sole_moved(model, q[idx], res, base, geometry)
+
+
+def _tilt_deg(r: np.ndarray) -> np.ndarray:
+    """The tilt (°) of a sole whose z axis has x, y components r (..., 2) in the base frame."""
+    return np.degrees(np.arcsin(np.clip(np.linalg.norm(r, axis=-1), 0, 1)))
+
+
+def _sole_off_ground(sole: str, res: np.ndarray) -> str | None:
+    """Double support: the other sole's median height or tilt (`flat_residual` rows res) beyond SOLE_GROUND_M,
+    SOLE_GROUND_TILT_DEG: lifted throughout, or angles that are not the robot's; None otherwise."""
+    z = float(np.median(res[:, 0]))
+    tilt = float(_tilt_deg(np.median(res[:, 1:], axis=0)))
+    if abs(z) <= SOLE_GROUND_M and tilt <= SOLE_GROUND_TILT_DEG:
+        return None
+    why = "a single-support motion? declare '# motion: single-support'; else " if z > SOLE_GROUND_M else ""
+    return (f"the recorded angles put {sole} {z * 1000:.0f} mm above the ground, tilted {tilt:.1f}° (median; double "
+            f"support allows {SOLE_GROUND_M * 1000:g} mm, {SOLE_GROUND_TILT_DEG:g}°): {why}encoder offsets "
+            "(`calibrate encoder-offsets`) or a description whose geometry is not the robot's?")  # fmt: skip
+
+
+def _sole_moved(
+    model: RobotModel, q: np.ndarray, res: np.ndarray, base: str, geometry: str | ParameterSet
+) -> str | None:
+    """Double support: the other sole's height, tilt, x, y, yaw about their medians beyond SOLE_*_TOL in more than
+    COP_OUTSIDE_SHARE of samples: it steps or slides; None otherwise."""
+    pose = other_pose(model, q, geometry, base)
+    mid = np.median(pose, axis=0)
+    dz = np.abs(res[:, 0] - np.median(res[:, 0]))
+    tilt = _tilt_deg(res[:, 1:] - np.median(res[:, 1:], axis=0))
+    shift = np.hypot(*(pose[:, :2] - mid[:2]).T)
+    turn = np.degrees(np.abs(np.angle(np.exp(1j * (pose[:, 2] - mid[2])))))
+    moved = (
+        (dz > SOLE_Z_TOL_M)
+        | (tilt > SOLE_TILT_TOL_DEG)
+        | (shift > SOLE_SHIFT_TOL_M)
+        | (turn > SOLE_TURN_TOL_DEG)
+    )
+    if moved.mean() <= COP_OUTSIDE_SHARE:
+        return None
+    return (f"{other_site(model, base)} leaves its place in {100 * moved.mean():.0f} % of samples (about its median: "
+            f"height up to {dz.max() * 1000:.0f} mm, tilt {tilt.max():.1f}°, {shift.max() * 1000:.0f} mm / "
+            f"{turn.max():.1f}°; double support allows {SOLE_Z_TOL_M * 1000:g} mm, {SOLE_TILT_TOL_DEG:g}°, "
+            f"{SOLE_SHIFT_TOL_M * 1000:g} mm / {SOLE_TURN_TOL_DEG:g}°): a single-support or stepping motion? "
+            "declare '# motion: single-support'")  # fmt: skip
+
+
+def standing_problem(
+    model: RobotModel,
+    q: np.ndarray,
+    wrench: np.ndarray,
+    base: str,
+    motion: str,
+    geometry: str | ParameterSet,
+    moment_z: float = 0.0,
+) -> str | None:
+    """What makes a standing (board-wrench) recording not this robot's standing as labelled, the first found in
+    the order that names the cause best: weight (force unit), lever (moment unit), the other sole against the
+    motion class, the CoP against the soles' polygon; lever and CoP on the `loaded` samples. None when all pass."""
+    single = motion == "single-support"
+    on = loaded(model, wrench, geometry)
+    checks: Sequence[Callable[[], str | None]] = (
+        lambda: weight_problem(model, wrench, geometry),
+        lambda: lever_problem(model, q[on], wrench[on], base, geometry, moment_z),
+        lambda: other_sole_problem(model, q, base, geometry, motion),
+        lambda: cop_problem(model, q[on], board_cop(wrench[on], moment_z), base, geometry, single),
+    )
+    return next((p for p in (check() for check in checks) if p), None)
