@@ -16,7 +16,7 @@ from design.greedy import greedy_augment
 from design.planner import make_posture, plan_kappa
 from design.replicates import find_replicates
 from design.verify import (
-    identifiable_kappa,
+    base_kappa,
     margin_rules,
     own_posture_issues,
     plan_robust_margin,
@@ -79,7 +79,7 @@ def augment_plan(model: RobotModel, plan: Plan, add: int, pool: int, seed: int) 
     check_additions(model, plan, add, pool)
     _, _, ell = margin_rules(plan)
     cand, draws = candidate_pool(model, plan, pool, np.random.default_rng(seed))
-    k0 = identifiable_kappa(model, plan.q, [plan.base])[plan.base]
+    k0 = base_kappa(model, plan.q, plan.base)[0]
     res = greedy_augment(model, plan.q, cand, add, plan.base)
     other = other_site(model, plan.base)
     placements, postures = list(plan.placements), list(plan.postures)

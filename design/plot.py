@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from design.geometry import foot_rects, placed_corners, support_polygon
-from design.verify import identifiable_kappa, margin_rules, posture_balance
+from design.verify import base_kappa, margin_rules, posture_balance
 from formats.atomic import save_figure
 from formats.plan import Plan, check_compatible
 from robots.kinematics import link_frames
@@ -58,7 +58,7 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
         for ax in (ax_side, ax_front):
             ax.set_aspect("equal")
             ax.axhline(0, color="k", lw=0.5)
-    k = identifiable_kappa(model, plan.q, [plan.base])[plan.base]  # recomputed, as `plan check` reports it
+    k = base_kappa(model, plan.q, plan.base)[0]  # recomputed, as `plan check` reports it
     shown = "not identifiable" if k is None else f"{k:.1f}"
     fig.suptitle(f"{plan.robot}: {len(plan.postures)} postures, κ {shown}", fontsize=11)
     fig.tight_layout()

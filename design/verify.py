@@ -297,11 +297,6 @@ def base_kappa(model: RobotModel, q: np.ndarray, base: str) -> tuple[float | Non
     return (None, gap) if gap is not None else (float(kappa(H)), None)
 
 
-def identifiable_kappa(model: RobotModel, q: np.ndarray, bases=None) -> dict[str, float | None]:
-    """κ of postures q on every base (or the given ones); None where they cannot identify every parameter."""
-    return {b: base_kappa(model, q, b)[0] for b in (model.bases if bases is None else bases)}
-
-
 def plan_kappa_issues(
     model: RobotModel, plan: Plan, rtol: float
 ) -> tuple[dict[str, float | None], list[str]]:

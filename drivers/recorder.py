@@ -75,14 +75,17 @@ def read_run_meta(path: pathlib.Path) -> dict:
 
 def check_run_folder(
     run_dir: pathlib.Path, resume: bool, plan_sha256: str | None = None, same: dict | None = None
-) -> None:
+) -> dict | None:
     """The refusals of a posture run's folder, read only (so that a run checks them before its bench opens): a
-    recording there without `resume`, or one made with another plan or other `same` values (`RunRecorder`)."""
+    recording there without `resume`, or one made with another plan or other `same` values (`RunRecorder`).
+    Returns the run.json to resume (empty without one), or None for a folder with no recorded posture."""
     rec_path = run_dir / "recording.csv"
     if _data_lines(rec_path) == 0:  # nothing completed yet: started afresh
-        return
+        return None
     if not resume:
-        raise DataError(f"{run_dir} already holds a recording; pass --resume to continue it or choose another --out")
+        raise DataError(
+            f"{run_dir} already holds a recording; pass --resume to continue it or choose another --out"
+        )
     meta_path = run_dir / "run.json"
     meta = read_run_meta(meta_path) if meta_path.exists() else {}
     if plan_sha256 is not None and meta.get("plan_sha256") != plan_sha256:
@@ -97,6 +100,7 @@ def check_run_folder(
         if meta.get(key) != value:
             raise DataError(f"{run_dir}: its postures were recorded with {key} {meta.get(key)!r}, this run has "
                             f"{value!r}; resume alike or choose another --out")  # fmt: skip
+    return meta
 
 
 class RunRecorder:
@@ -114,14 +118,14 @@ class RunRecorder:
         and board gains they were measured with), checked before run.json changes (`check_run_folder`); then
         recorded."""
         self.dir = pathlib.Path(run_dir)
-        check_run_folder(self.dir, resume, plan_sha256, same)
+        kept = check_run_folder(self.dir, resume, plan_sha256, same)
         self.dir.mkdir(parents=True, exist_ok=True)
         rec_path = self.dir / "recording.csv"
         self.meta_path = self.dir / "run.json"
-        if _data_lines(rec_path) == 0:  # nothing completed yet (or a run that failed before its first posture)
+        if kept is None:  # nothing completed yet (or a run that failed before its first posture)
             for name in RUN_FILES:
                 (self.dir / name).unlink(missing_ok=True)
-        self.meta = read_run_meta(self.meta_path) if self.meta_path.exists() else {}
+        self.meta = kept or {}
         segments = self.meta.get("segments", [])
         if rec_path.exists():  # a kill between a posture's row and run.json: credit the row to its segment
             listed = {p for seg in segments for p in seg.get("completed", [])}

@@ -148,6 +148,12 @@ class SoleRocking:
         return {"ticks": self.ticks, "rocked_share": self.share, "max_corner_index": self.max_index}
 
 
+def _lowering(ws: WeightShift) -> tuple:
+    """The end's sole lowering: the lift played back in the air (to straight above its ground pose), then onto
+    its board."""
+    return reverse(part_slice(ws.lift, ws.raise_ticks - 1)), reverse(part_slice(ws.lift, 0, ws.raise_ticks))
+
+
 def tick_count(duration: float, rate_hz: float) -> int:
     """How many ticks `tick_times` makes (known before making them)."""
     return max(1, math.ceil(duration * rate_hz - 1e-9)) + 1
@@ -528,6 +534,7 @@ class TrajectoryExecutor(Executor):
         self.traj_result = TrajectoryRunResult(planned=len(sp.t))
         self._soles: list[tuple[str, np.ndarray]] = []  # double support: each board's sole and its pose
         self._touch_since: float | None = None
+        self._lead_ff: dict[str, np.ndarray] | None = None  # `_lead_offsets`, cached
         if sp.single is not None:
             self.gravity_compensation = True
         self.gravity_compensation = self.gravity_compensation and sp.standing
@@ -582,21 +589,37 @@ class TrajectoryExecutor(Executor):
         sp, q0 = self.sp, self.plan.postures[0].q
         stages = [("on the move to the start", start, self._tick_times(start)),
                   ("at the start posture", (q0 + self._offsets(q0))[None], None)]  # fmt: skip
+        ff = self._lead_offsets()
         if sp.lead_in is not None:
             ws = sp.lead_in
             lf = ws.lift
-            stages += [("in the start's weight shift", ws.shift.q + self._shift_offsets(ws, ws.shift), ws.shift.t),
-                       ("in the start's sole lift", lf.q + self._part_offsets(lf), lf.t),
+            stages += [("in the start's weight shift", ws.shift.q + ff["shift"], ws.shift.t),
+                       ("in the start's sole lift", lf.q + ff["lift"], lf.t),
                        ("on one sole at the start", (sp.q[0] + self._offsets(sp.q[0]))[None], None)]  # fmt: skip
         if sp.lead_out is not None:
             ws = sp.lead_out
             back = reverse(ws.shift)
-            for part in (reverse(part_slice(ws.lift, ws.raise_ticks - 1)), reverse(part_slice(ws.lift, 0, ws.raise_ticks))):
-                stages.append(("in the end's sole lowering", part.q + self._part_offsets(part), part.t))
-            stages.append(("in the end's weight shift", back.q + self._shift_offsets(ws, back, True), back.t))
+            for part, off in zip(_lowering(ws), (ff["air"], ff["down"]), strict=True):
+                stages.append(("in the end's sole lowering", part.q + off, part.t))
+            stages.append(("in the end's weight shift", back.q + ff["back"], back.t))
         goals = sp.q if self._ff is None else sp.q + self._ff
         stages.append(("of the trajectory", goals, sp.t))
         check_servo_limits(self.link, self.model.joint_names, stages)
+
+    def _lead_offsets(self) -> dict[str, np.ndarray]:
+        """The weight-shift start's and end's feed-forward offsets as streamed, computed once for the servo-limit
+        check and the streaming: the start's "shift" and "lift", the end's lowering ("air", "down") and "back"."""
+        if self._lead_ff is None:
+            sp, ff = self.sp, {}
+            if sp.lead_in is not None:
+                ws = sp.lead_in
+                ff["shift"], ff["lift"] = self._shift_offsets(ws, ws.shift), self._part_offsets(ws.lift)
+            if sp.lead_out is not None:
+                ws = sp.lead_out
+                ff["air"], ff["down"] = (self._part_offsets(p) for p in _lowering(ws))
+                ff["back"] = self._shift_offsets(ws, reverse(ws.shift), True)
+            self._lead_ff = ff
+        return self._lead_ff
 
     def _shift_offsets(self, ws: WeightShift, part, back: bool = False) -> np.ndarray:
         """A weight shift's goal offsets as streamed: the free sole's lever-rule share falling to 0 (rising again
@@ -703,7 +726,7 @@ class TrajectoryExecutor(Executor):
         free sole to the plan's start (single support) and hold it there; returns the base sole's polygon."""
         ws, sp = self.sp.lead_in, self.sp
         self.rec.update_meta(weight_shift=ws.summary())
-        off = self._shift_offsets(ws, ws.shift)
+        off = self._lead_offsets()["shift"]
         self._stream_part("shift", ws.shift.t, ws.shift.q, off, cells, hull)
         loads: list[np.ndarray] = []
         t0 = self.clock.now()
@@ -728,7 +751,7 @@ class TrajectoryExecutor(Executor):
         self._both_soles = False
         polygon = self._support_polygon(ws.lift.q[0])
         lf = ws.lift
-        self._stream_part("lift", lf.t, lf.q, self._part_offsets(lf), cells, polygon)
+        self._stream_part("lift", lf.t, lf.q, self._lead_offsets()["lift"], cells, polygon)
         t0, off0 = self.clock.now(), self._offsets(sp.q[0])
         while self.clock.now() - t0 < LANDING_S / self.k:  # at rest on one sole before the excitation
             self._tick(sp.q[0], 0, "settle", None, off0)
@@ -742,15 +765,14 @@ class TrajectoryExecutor(Executor):
         ws, sp = self.sp.lead_out, self.sp
         if ws is not sp.lead_in:
             self.rec.update_meta(weight_shift_end=ws.summary())
-        air = reverse(part_slice(ws.lift, ws.raise_ticks - 1))
-        down = reverse(part_slice(ws.lift, 0, ws.raise_ticks))
-        ff = [self._part_offsets(p) for p in (air, down)]
-        self._stream_part("lower", air.t, air.q, ff[0], cells, polygon)
+        air, down = _lowering(ws)
+        ff = self._lead_offsets()
+        self._stream_part("lower", air.t, air.q, ff["air"], cells, polygon)
         self.expect_sole(ws.other, False)
         self._both_soles = True  # the free sole may touch its board from here on
-        self._stream_part("lower", down.t, down.q, ff[1], cells, polygon)
+        self._stream_part("lower", down.t, down.q, ff["down"], cells, polygon)
         back, hull = reverse(ws.shift), self._support_polygon(ws.stand)
-        off = self._shift_offsets(ws, back, True)
+        off = ff["back"]
         self._stream_part("shift", back.t, back.q, off, cells, hull)
         t0 = self.clock.now()
         while self.clock.now() - t0 < LANDING_S / self.k:

@@ -91,9 +91,8 @@ class OffsetFit:
     active_bounds: list[str]
     buckets: np.ndarray | None = None  # (B, nq) per-bucket offsets [rad]
     unidentifiable: list[str] = field(default_factory=list)
-    se: np.ndarray | None = (
-        None  # [rad] from the fit (Newey–West: smoothed samples are correlated); NaN at a bound
-    )
+    # [rad] from the fit (Newey–West: smoothed samples are correlated); NaN at a bound
+    se: np.ndarray | None = None
 
     @property
     def bucket_std(self) -> np.ndarray | None:

@@ -155,10 +155,11 @@ def _solve(X: np.ndarray, y: np.ndarray, names: tuple[str, ...], C: np.ndarray |
         raise IdentifiabilityError(f"friction regressor is rank deficient, cond(XᵀX) = {cond:.3g}{hint}")
     N = null_space(C, p)
     Xn = X @ N
-    theta = N @ np.linalg.solve(Xn.T @ Xn, Xn.T @ y)
+    G = Xn.T @ Xn
+    theta = N @ np.linalg.solve(G, Xn.T @ y)
     res = y - X @ theta
     s2 = float(res @ res) / max(n - N.shape[1], 1)
-    cov = s2 * N @ np.linalg.inv(Xn.T @ Xn) @ N.T
+    cov = s2 * N @ np.linalg.inv(G) @ N.T
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
     return theta, se, float(np.sqrt(np.mean(res**2))), cond
 
@@ -354,13 +355,11 @@ def check_signs(fit: FrictionFit, shifted: tuple[str, ...] = ()) -> list[str]:
     return notes
 
 
-DEGREES_WITHIN = (
-    0.9  # share of samples within --accel-max once divided by 57.3, for a run to look like degrees
-)
-DEGREES_OVER = (
-    0.85  # share over --accel-max that marks degrees when the angle's span is unknown (a 1 rad 0.5 Hz
-)
-# sinusoid has 67 % over the default 5 rad/s², the simulated friction run in degrees 89 %)
+# share of samples within --accel-max once divided by 57.3, for a run to look like degrees
+DEGREES_WITHIN = 0.9
+# share over --accel-max that marks degrees when the angle's span is unknown (a 1 rad 0.5 Hz sinusoid has 67 % over
+# the default 5 rad/s², the simulated friction run in degrees 89 %)
+DEGREES_OVER = 0.85
 
 
 def check_accelerations(omega_dot: np.ndarray, accel_max: float | None, q_span: float | None = None) -> None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from shapely.geometry import MultiPoint
+import shapely
 
-from robots.dynamics import G
-from robots.stance import flat_residual, foot_corners, other_pose, other_site, signed_margin
+from robots.base_params import moments_about
+from robots.dynamics import G, zmp_of
+from robots.stance import flat_residual, foot_corners, other_pose, other_site
 from robots.tree import ParameterSet, RobotModel
 
 # beyond a joint's limits by more than the larger of this and this share of its range, a recorded value is not the
@@ -89,11 +90,12 @@ def support_margins(
 ) -> np.ndarray:
     """Signed distance (m, positive inside) of each CoP (K, 2) to the support polygon at its posture (K, nq): the
     convex hull of the soles' corners (`support_corners`). No standing robot presses outside it."""
-    pts = support_corners(model, q, base, geometry, single)
-    cop = np.atleast_2d(cop)
-    return np.array(
-        [signed_margin(MultiPoint(p).convex_hull, c[None])[0] for p, c in zip(pts, cop, strict=True)]
-    )
+    pts = support_corners(model, q, base, geometry, single)  # (K, c, 2)
+    k, c = pts.shape[:2]
+    hulls = shapely.convex_hull(shapely.multipoints(pts.reshape(-1, 2), indices=np.repeat(np.arange(k), c)))
+    cop = shapely.points(np.atleast_2d(np.asarray(cop, dtype=float)))
+    d = shapely.distance(shapely.boundary(hulls), cop)
+    return np.where(shapely.contains(hulls, cop), d, -d)
 
 
 def _spread(n: int) -> np.ndarray:
@@ -104,10 +106,9 @@ def _spread(n: int) -> np.ndarray:
 def board_cop(wrench: np.ndarray, moment_z: float = 0.0) -> np.ndarray:
     """The CoP (K, 2) on the soles' plane (z = 0 of the base frame, m) of board wrenches (K, 6) whose moments are
     taken about (0, 0, moment_z): −My/Fz, Mx/Fz about the origin."""
-    mx = wrench[:, 3] - moment_z * wrench[:, 1]
-    my = wrench[:, 4] + moment_z * wrench[:, 0]
+    about_origin = moments_about(np.asarray(wrench, dtype=float).T, -moment_z).T
     with np.errstate(divide="ignore", invalid="ignore"):  # unloaded samples: `loaded` leaves them out
-        return np.stack([-my / wrench[:, 2], mx / wrench[:, 2]], axis=1)
+        return zmp_of(about_origin)
 
 
 def loaded(model: RobotModel, wrench: np.ndarray, guess: str | ParameterSet) -> np.ndarray:

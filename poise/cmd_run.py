@@ -18,7 +18,7 @@ from formats.errors import DataError
 from formats.plan import check_compatible, load_plan
 from formats.units import STANDARD_GRAVITY
 from poise import argtypes as at
-from poise.output import console, draws_progress, err_console, print_json
+from poise.output import console, err_console, print_json, run_progress
 
 if TYPE_CHECKING:  # the command imports what it runs lazily (a fast CLI start)
     from drivers.config import RobotConfig
@@ -470,19 +470,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     ):  # designed for an edited description: its limits, feet and stance rules are the plan's
         model = get_model(plan.robot_file)
         check_compatible(plan, model, args.plan)
-    live = None if not draws_progress() else Live(console=err_console, refresh_per_second=8)
     try:
-        if live:
-            live.start()
-        result, run_dir = execute(args, model, plan, config, progress=ProgressView(live))
+        with run_progress() as live:
+            result, run_dir = execute(args, model, plan, config, progress=ProgressView(live))
     except KeyboardInterrupt:
-        if live:
-            live.stop()
-            live = None
         return _interrupted(args)
-    finally:
-        if live:
-            live.stop()
     summary = {
         "run_dir": str(run_dir),
         "completed": [r.posture for r in result.completed],

@@ -16,7 +16,7 @@ from drivers.pwm_run import preflight, run_pwm
 from drivers.run_files import held_run
 from formats.pwm_plan import load_pwm_plan
 from poise.cmd_run import interrupted_stream
-from poise.output import console, draws_progress, err_console, print_json, quantity_table
+from poise.output import console, print_json, quantity_table, run_progress
 from robots.registry import get_model
 
 
@@ -71,30 +71,22 @@ def cmd_run_pwm(args: argparse.Namespace) -> int:
             servos = servo_order(config, model.joint_names)
             bus = DxlBusEmulator(servos, JointPlant(q0), drives={stream.servo.id: drive})
             robot = f"dxl:{bus.path}?baud={config.baud}"
-        live = None if not draws_progress() else Live(console=err_console, refresh_per_second=8)
-        if live:
-            live.start()
         try:
-            result, stream, load, run_dir = run_pwm(
-                plan,
-                args.plan,
-                model,
-                config,
-                robot,
-                args.out,
-                args.joint,
-                margin,
-                args.drive_inertia,
-                _View(live),
-            )
+            with run_progress() as live:
+                result, stream, load, run_dir = run_pwm(
+                    plan,
+                    args.plan,
+                    model,
+                    config,
+                    robot,
+                    args.out,
+                    args.joint,
+                    margin,
+                    args.drive_inertia,
+                    _View(live),
+                )
         except KeyboardInterrupt:
-            if live:
-                live.stop()
-                live = None
             return interrupted_stream(args, held, "raw.csv")
-        finally:
-            if live:
-                live.stop()
     finally:
         if bus is not None:
             bus.close()

@@ -46,7 +46,7 @@ from poise.cmd_run import (
     run_config,
     uncalibrated_boards_note,
 )
-from poise.output import console, draws_progress, err_console, print_json, quantity_table
+from poise.output import console, print_json, quantity_table, run_progress
 from robots.tree import RobotModel
 
 
@@ -341,23 +341,16 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             twin_trace=getattr(args, "twin_trace", False),
             noise_seed=args.noise_seed,
         )
-    live = None if not draws_progress() else Live(console=err_console, refresh_per_second=8)
     held = held_run(args.out)
     try:
-        if live:
-            live.start()
-        run = run_trajectory(
-            args.plan, args.robot, args.boards, args.out, config, opts, not args.yes, _View(live),
-            time_scale=args.time_scale, start=getattr(args, "start", None), board_gains=getattr(args, "gains", None),
-        )  # fmt: skip
+        with run_progress() as live:
+            run = run_trajectory(
+                args.plan, args.robot, args.boards, args.out, config, opts, not args.yes, _View(live),
+                time_scale=args.time_scale, start=getattr(args, "start", None),
+                board_gains=getattr(args, "gains", None),
+            )  # fmt: skip
     except KeyboardInterrupt:
-        if live:
-            live.stop()
-            live = None
         return interrupted_stream(args, held, "raw_joints.csv")
-    finally:
-        if live:
-            live.stop()
     r = run.result
     summary = {
         "run_dir": run.run_dir,

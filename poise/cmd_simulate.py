@@ -58,9 +58,8 @@ def cmd_static(args: argparse.Namespace) -> int:
     with err_console.status(f"sampling {args.postures} balanced double-support postures"):
         rec = simulate_static(model, args.postures, truth, args.noise_mm / 1000, args.base, args.seed)
     source, _ = robot_reference(args.robot)
-    if (
-        source
-    ):  # a robot no name finds: identify static reads its description from here, as dynamic recordings
+    # a robot no name finds: identify static reads its description from here, as dynamic recordings
+    if source:
         rec.meta["robot_source"] = source
     write_recording(args.out, rec)
     _warn_too_few(model, args.base, args.postures)

@@ -101,6 +101,22 @@ def quantity_table(title: str, rows: list[tuple[str, str, str]], first: str = "q
 
 
 @contextmanager
+def run_progress() -> Iterator[Any]:
+    """A run's one-line live status on stderr (a rich `Live`; None when stderr draws no progress), stopped on
+    leaving — before a Ctrl-C's or an error's message is printed."""
+    from rich.live import Live
+
+    live = Live(console=err_console, refresh_per_second=8) if draws_progress() else None
+    if live:
+        live.start()
+    try:
+        yield live
+    finally:
+        if live:
+            live.stop()
+
+
+@contextmanager
 def named_errors(what: str | None) -> Iterator[None]:
     """A DataError from the work inside names `what` (the file it is about) when it does not already."""
     try:

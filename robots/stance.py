@@ -30,9 +30,8 @@ from robots.tree import ParameterSet, RobotModel
 FLAT_TOL = 1e-6  # other sole flat on the ground: |z| (m) and tilt (rad)
 PLACE_TOL = 1e-6  # other sole at its placement: x, y (m) and yaw (rad)
 MARGIN_TOL = 1e-9  # CoP margin below the requirement (m)
-STATED_TOL = (
-    5e-4  # a plan's stored predicted CoP or margin against the recomputed one (m): rounding to the mm passes
-)
+# a plan's stored predicted CoP or margin against the recomputed one (m): rounding to the mm passes
+STATED_TOL = 5e-4
 LIMIT_TOL = 1e-9  # joint and coupled limits (rad or m)
 PROJECT_BATCH = 64  # random postures projected onto double support at once
 # Recordings fitted together in double support (`identify dynamic A.csv B.csv`), and a recording taken as a

@@ -23,14 +23,22 @@ pytest.importorskip("icub_models")
 SENSOR = "r_arm_ft_sensor"
 
 
-@pytest.fixture(scope="module")
-def runs():
-    from identify.ft_pwm_sim import default_truth, simulate_experiment
+def arm_twin() -> dict:
+    """The iCub arm twin's simulation arguments (model, groups, sensor and one truth), shared by the ft-pwm tests."""
+    from identify.ft_pwm_sim import default_truth
 
     model = get_model("icub-right-arm")
     groups = transmissions(model)
     truth = default_truth(model, groups, np.random.default_rng(7))
-    sim = dict(model=model, groups=groups, sensor=SENSOR, truth=truth)
+    return dict(model=model, groups=groups, sensor=SENSOR, truth=truth)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    from identify.ft_pwm_sim import simulate_experiment
+
+    sim = arm_twin()
+    model, groups, truth = sim["model"], sim["groups"], sim["truth"]
     ident = simulate_experiment(duration=120.0, seed=1, **sim)
     val = simulate_experiment(duration=60.0, seed=2, **sim)
     contact = simulate_experiment(duration=60.0, seed=3, contacts=(1.0, 5.0), **sim)

@@ -24,14 +24,10 @@ SENSOR = "r_arm_ft_sensor"
 @pytest.fixture(scope="module")
 def sim():
     """A 40 s identification run and a contact run of the iCub arm twin (one truth)."""
-    from identify.ft_pwm_sim import default_truth, simulate_experiment
-    from robots.actuation import transmissions
-    from robots.registry import get_model
+    from identify.ft_pwm_sim import simulate_experiment
+    from tests.test_ft_pwm import arm_twin
 
-    model = get_model("icub-right-arm")
-    groups = transmissions(model)
-    truth = default_truth(model, groups, np.random.default_rng(7))
-    kw = dict(model=model, groups=groups, sensor=SENSOR, truth=truth)
+    kw = arm_twin()
     ident = simulate_experiment(duration=40.0, seed=1, **kw)
     contact = simulate_experiment(duration=40.0, seed=3, contacts=(1.0, 5.0), **kw)
     return ident, contact

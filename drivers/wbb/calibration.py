@@ -28,7 +28,8 @@ class Calibration:
     gain_se: np.ndarray | None = None  # the gains' standard errors from the recalibration's readings
     offset_se: np.ndarray | None = None  # the tare's standard errors (kg) from the scatter of its readings
     noise_sd: np.ndarray | None = None  # kg: each cell's reading-to-reading SD in the tare (its noise)
-    tare_scale_se: float | None = None  # relative: the scale the recalibration's tare error puts on every gain
+    # relative: the scale the recalibration's tare error puts on every gain
+    tare_scale_se: float | None = None
 
     def __post_init__(self) -> None:
         self.raw = np.asarray(self.raw, dtype=float).reshape(3, 4)
@@ -99,7 +100,9 @@ class Calibration:
             raise ValueError("recalibration needs a known load on every cell")
         R, w = np.array(rows), np.array(totals)
         if len(R) < 4 or np.linalg.cond(R) > MAX_COND:
-            raise ValueError("the loads' readings do not tell the cells apart: place the weight near each cell in turn")
+            raise ValueError(
+                "the loads' readings do not tell the cells apart: place the weight near each cell in turn"
+            )
         pinv = np.linalg.pinv(R)
         self.gain = pinv @ w
         # each equation's error: the scatter of its gain-weighted total over its reports (cells' correlations in)

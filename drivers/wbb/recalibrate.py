@@ -84,7 +84,8 @@ def recalibrate_boards(
                     off = [m for b, tared, _ in read if (m := _off_cell(b.name, tared, c, weight_kg))]
                     if not off:
                         break
-                    if retry is None or attempt == tries:  # the weight is not where the person was asked to put it
+                    # the weight is not where the person was asked to put it
+                    if retry is None or attempt == tries:
                         raise DeviceError(off[0])
                     retry(f"{off[0]}, then press Enter ")
                     continue
