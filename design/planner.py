@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from design.criteria import design_matrix, kappa
 from design.multistart import StartSpec, run_starts, settings_dict
-from design.problems import Settings, SolveResult
+from design.problems import KAPPA_TIE_RTOL, Settings, SolveResult
 from design.sampler import PostureSet
-from design.uncertainty import nominal_cop
+from design.uncertainty import design_rule, nominal_cop
 from formats.plan import Placement, Plan, Posture
+from robots.plan_rules import rule_margin
+from robots.stance_spec import other_base
 from robots.tree import RobotModel
+
+if TYPE_CHECKING:
+    from design.verify import Unidentified
 
 FORMAT_NOTE = "angles rad, lengths m, durations s; CoP/margins from the design parameters"
 
@@ -19,9 +27,8 @@ def robust_margins(model: RobotModel, q: np.ndarray, s: Settings) -> np.ndarray 
     """Worst-case margin over the ϑ_b ball or ellipsoid of the settings (closed form), per posture (m)."""
     if s.uncertainty <= 0 and s.ellipsoid is None:
         return None
-    from design.uncertainty import robust_margin
-
-    return np.array([robust_margin(model, qi, s.uncertainty, s.params, s.base, s.ellipsoid) for qi in q])
+    rule = design_rule(model, s.base, s.uncertainty, s.ellipsoid)  # the one worst case (robots.plan_rules)
+    return np.array([rule_margin(model, s.base, s.params, qi, rule) for qi in q])
 
 
 def make_posture(
@@ -122,21 +129,65 @@ def design(
     best: SolveResult | None = None
     summary = []
     for k, res in run_starts(specs, workers, scheduler, model):
-        summary.append(
-            {
-                "start": k,
-                "kappa_initial": res.kappa_initial,
-                "kappa": res.kappa,
-                "kappa_other": res.kappa_other,
-                "wall_s": res.wall_s,
-                "sample_s": res.stats.get("sample_s"),
-                "iterations": res.stats.get("iterations"),
-            }
-        )
-        if best is None or res.kappa < best.kappa:
+        summary.append(start_summary(model, k, res, s.base))
+        if best is None or _rank_key(model, res, s.base) < _rank_key(model, best, s.base):
             best = res
         if on_result:
             on_result(k, res, best)
     summary.sort(key=lambda d: d["start"])
     assert best is not None
     return best, summary
+
+
+def start_summary(model: RobotModel, k: int, res: SolveResult, base: str) -> dict:
+    """One start's row: κ before/after on the design base and after on the other (None: the postures cannot identify
+    every parameter, `plan check`'s rank decision), how IPOPT ended and the times (s)."""
+    from design.verify import base_kappa
+
+    initial = res.stats.get("initial", {}).get("q")
+    return {
+        "start": k,
+        "kappa_initial": None if initial is None else base_kappa(model, np.asarray(initial), base)[0],
+        "kappa": base_kappa(model, res.postures.q, base)[0],
+        "kappa_other": base_kappa(model, res.postures.q, other_base(model, base))[0],
+        "true_kappa": {"initial": _finite(res.kappa_initial), "kept": _finite(res.kappa)},
+        "start_broken": res.stats.get("start_broken"),
+        "kappa_worse": bool(res.kappa > res.kappa_initial * (1 + KAPPA_TIE_RTOL)),
+        **res.stats.get("outcome", {}),
+        "wall_s": res.wall_s,
+        "sample_s": res.stats.get("sample_s"),
+        "iterations": res.stats.get("iterations"),
+    }
+
+
+def _finite(k: float) -> float | None:
+    """κ for JSON: None when infinite (a singular design matrix)."""
+    return float(k) if np.isfinite(k) else None
+
+
+def _rank_key(model: RobotModel, res: SolveResult, base: str) -> tuple[bool, float]:
+    """Order of starts: those whose postures identify every parameter first, then by true κ."""
+    from design.verify import unidentified
+
+    return unidentified(model, res.postures.q, base) is not None, res.kappa
+
+
+def placements_can_identify(
+    model: RobotModel,
+    s: Settings,
+    n_placements: int,
+    seed: int,
+    per_placement: int = 24,
+    bases: Sequence[str] | None = None,
+) -> tuple[Unidentified | None, int]:
+    """What random valid postures on `n_placements` placements leave undetermined on the first of `bases` where
+    they leave anything (None: nothing; default bases: the design's), with the number sampled: whether more starts
+    of this size can identify every parameter at all on the bases a design fell short on."""
+    from design.sampler import sample_posture_set
+    from design.verify import unidentified
+
+    s = s.resolved(model)
+    ps = sample_posture_set(model, per_placement * n_placements, n_placements, np.random.default_rng([seed, 7919]),
+                            margin=s.margin, centred=s.centred, params=s.params, base=s.base, feet_gap=s.feet_gap)  # fmt: skip
+    gaps = (unidentified(model, ps.q, b) for b in (bases or [s.base]))
+    return next((g for g in gaps if g is not None), None), len(ps.q)

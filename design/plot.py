@@ -21,6 +21,15 @@ def _draw_poly(ax, poly, **kw):
 
 def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
     """Write the plan figure to `out` (format from the extension)."""
+    save_figure(plan_figure(model, plan), out, dpi=DPI)
+
+
+DPI = 90
+
+
+def plan_figure(model: RobotModel, plan: Plan):
+    """The plan figure: per placement a top view with each posture's CoP labelled by its index (labels kept apart)
+    and side/front stick figures in the same colours, named in a legend."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -30,8 +39,9 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
     check_compatible(plan, model)
     margin = margin_rules(plan)[0]
     n = len(plan.placements)
-    fig, axes = plt.subplots(n, 3, figsize=(12, 3.2 * n), squeeze=False)
+    fig, axes = plt.subplots(n, 3, figsize=(13, 3.2 * n), squeeze=False, dpi=DPI)
     rb, ro = foot_rects(model, plan.base)
+    labels = []
     for row, pl in enumerate(plan.placements):
         ax_top, ax_side, ax_front = axes[row]
         poly = support_polygon(model, pl.other_foot, plan.base)
@@ -41,28 +51,83 @@ def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
         if margin > 0:
             _draw_poly(ax_top, poly.buffer(-margin), color="tab:blue", ls="--", lw=1)
         posts = [p for p in plan.postures if p.placement == pl.index]
-        for k, p in enumerate(posts):
-            color = f"C{k % 10}"
+        colors = _colors(len(posts))
+        cops = []
+        for p, color in zip(posts, colors, strict=True):
             cop = posture_balance(model, plan, p.q)[0]  # recomputed: the file's predicted_cop is unchecked
             ax_top.plot(*cop, "o", ms=4, color=color)
-            ax_top.annotate(str(p.index), tuple(cop), fontsize=7)
+            cops.append((tuple(cop), str(p.index), color))
             fr = link_frames(model, p.q, plan.params, plan.base)
-            pts = _skeleton(model, fr.p, p.q, plan)
-            for chain in pts:
-                ax_side.plot(chain[:, 0], chain[:, 2], lw=1, color=color)
+            for k, chain in enumerate(_skeleton(model, fr.p, p.q, plan)):
+                name = f"posture {p.index}" if k == 0 else None
+                ax_side.plot(chain[:, 0], chain[:, 2], lw=1, color=color, label=name)
                 ax_front.plot(chain[:, 1], chain[:, 2], lw=1, color=color)
+        labels.append((ax_top, cops))
         ax_top.set_aspect("equal")
-        ax_top.set_title(f"placement {pl.index}: top view (m)", fontsize=9)
+        ax_top.set_title(f"placement {pl.index}: top view (m), CoP of each posture", fontsize=9)
         ax_side.set_title("side (x–z, m)", fontsize=9)
         ax_front.set_title("front (y–z, m)", fontsize=9)
         for ax in (ax_side, ax_front):
             ax.set_aspect("equal")
             ax.axhline(0, color="k", lw=0.5)
+        if posts:
+            ax_front.legend(*ax_side.get_legend_handles_labels(), fontsize=7, loc="center left",
+                            bbox_to_anchor=(1.02, 0.5), frameon=False, title="stick figures", title_fontsize=7)  # fmt: skip
     k = base_kappa(model, plan.q, plan.base)[0]  # recomputed, as `plan check` reports it
     shown = "not identifiable" if k is None else f"{k:.1f}"
     fig.suptitle(f"{plan.robot}: {len(plan.postures)} postures, κ {shown}", fontsize=11)
     fig.tight_layout()
-    save_figure(fig, out, dpi=90)
+    for ax, cops in labels:  # after the layout: labels are placed in screen space, where overlaps show
+        _label_apart(ax, cops)
+    return fig
+
+
+def _colors(n: int) -> list:
+    """n distinct colours (the tab10 cycle up to 10, tab20 beyond), so no two postures of a placement share one."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(k % cmap.N) for k in range(n)]
+
+
+LABEL_PT = 7  # font size of the CoP labels (points)
+
+
+def _label_apart(ax, cops: list[tuple[tuple[float, float], str, object]]) -> None:
+    """Label each CoP with its posture index next to it, at the nearest of rings of offsets whose box overlaps no
+    label placed before it (in display space, so the check holds in the written figure); rings widen until one
+    fits, so many equal CoPs fan out around it (in the stick figure's colour)."""
+    fig = ax.figure
+    px = fig.dpi / 72
+    pts = ax.transData.transform([c for c, _, _ in cops]) if cops else []
+    boxes: list[tuple[float, float, float, float]] = []
+    for (xy, text, color), (x, y) in zip(cops, pts, strict=True):
+        w, h = (0.62 * LABEL_PT * len(text) + 2) * px, (LABEL_PT + 2) * px
+        box = _free_box(x, y, w, h, px, boxes)
+        boxes.append(box)
+        off = (((box[0] + box[2]) / 2 - x) / px, ((box[1] + box[3]) / 2 - y) / px)
+        ax.annotate(text, xy, xytext=off, textcoords="offset points", fontsize=LABEL_PT, color=color,
+                    ha="center", va="center")  # fmt: skip
+
+
+def _free_box(x: float, y: float, w: float, h: float, px: float, boxes: list) -> tuple:
+    """The box (display units) nearest (x, y) on rings 6 pt apart, each with offsets about a label height apart,
+    that overlaps none of `boxes`."""
+    for k in range(
+        400
+    ):  # 400 rings reach 2400 pt: beyond any figure, so the fallback is never met in practice
+        r = 7 + 6 * k
+        n = max(8, int(2 * np.pi * r * px / h))
+        for a in 2 * np.pi * (np.arange(n) + 0.5 * (k % 2)) / n:
+            cx, cy = x + r * px * np.cos(a), y + r * px * np.sin(a)
+            cand = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
+            if not any(_overlap(cand, b) for b in boxes):
+                return cand
+    return (x - w / 2, y - h / 2, x + w / 2, y + h / 2)
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def _skeleton(model: RobotModel, p: np.ndarray, q: np.ndarray, plan: Plan) -> list[np.ndarray]:

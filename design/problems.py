@@ -160,7 +160,7 @@ def _geometry(model: RobotModel, s: Settings, placement: np.ndarray, structs: li
     V = ca.vertcat(ca.vec(cop), ca.vec(G), ca.vec(PL))
     spec = s.cop_spec(model)
     rb, ro = geo.foot_rects(model, s.base)
-    g, lbg, ubg = [], [], []
+    g, lbg, ubg, names = [], [], [], []  # names: (what, unit) per entry of lbg
     d = s.required_margin + (1e-7 if s.required_margin > 0 else 0.0)
     for j, st in enumerate(structs):
         verts = [ca.DM(v) for v in rb] + geo.placed_corners_sym(ro, PL[0, j], PL[1, j], PL[2, j])
@@ -168,11 +168,13 @@ def _geometry(model: RobotModel, s: Settings, placement: np.ndarray, structs: li
         lo, hi = separation_bounds(s.feet_gap)
         lbg += [[v] for v in lo]
         ubg += [[v] for v in hi]
+        names += [(f"feet apart (placement {j})", "m")] * len(lo)
         for c in geo.convexity_sym(verts, st.hull):
             if _varies(c, V):  # turns between three base-foot corners are constant: left out
                 g.append(c)
                 lbg.append([0.0])
                 ubg.append([np.inf])
+                names.append((f"support hull convex (placement {j})", "m²"))
         normals = geo.edge_normals_sym(verts, st.hull)
         idx = np.flatnonzero(placement == j)
         if s.centred:
@@ -187,10 +189,12 @@ def _geometry(model: RobotModel, s: Settings, placement: np.ndarray, structs: li
                         g.append(c)
                         lbg.append([0.0])
                         ubg.append([np.inf])
+                        names.append((f"support box corners (placement {j})", "m"))
             for i in idx:
                 g.append(cop[:, i] - centre)
                 lbg.append(np.zeros(2))
                 ubg.append(np.zeros(2))
+                names.append((f"CoP at the support centre (posture {i})", "m"))
         if (
             s.load_share > 0
         ):  # lever rule along the soles' centres: s = 0 all on the base sole, 1 all on the other
@@ -201,6 +205,9 @@ def _geometry(model: RobotModel, s: Settings, placement: np.ndarray, structs: li
                 g.append(ca.dot(cop[:, i] - cb, axis) / ca.dot(axis, axis))
                 lbg.append([s.load_share])
                 ubg.append([1.0 - s.load_share])
+                names.append(
+                    (f"load share {s.load_share:g}–{1 - s.load_share:g} (posture {i})", "of the weight")
+                )
         for i in idx:
             for k, ne in enumerate(normals):
                 a = verts[st.hull[k]]
@@ -212,8 +219,10 @@ def _geometry(model: RobotModel, s: Settings, placement: np.ndarray, structs: li
                 g.append(m)
                 lbg.append([d])
                 ubg.append([np.inf])
+                robust = "robust " if spec is not None and spec.scale > 0 else ""
+                names.append((f"{robust}CoP margin ≥ {s.required_margin * 1e3:g} mm (posture {i})", "m"))
     fn = ca.Function("geometry", [cop, G, PL], [ca.vertcat(*g)])
-    return fn, lbg, ubg
+    return fn, lbg, ubg, [nm for nm, b in zip(names, lbg, strict=True) for _ in np.ravel(b)]
 
 
 def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[geo.Structure]):
@@ -235,7 +244,7 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
         g.append(ca.vec(A @ Q))
         lbg.append(np.full(N * len(model.coupled_b), -np.inf))
         ubg.append(np.tile(model.coupled_b, N))
-    geometry, lbgeo, ubgeo = _geometry(model, s, placement, structs)
+    geometry, lbgeo, ubgeo, geo_names = _geometry(model, s, placement, structs)
     g.append(geometry(cop, G, PL))
     lbg += lbgeo
     ubg += ubgeo
@@ -246,7 +255,12 @@ def _build(model: RobotModel, s: Settings, placement: np.ndarray, structs: list[
     n_linear = N * len(model.coupled_b)
     posture = posture_function(model, s.params, s.base, spec)
     hess_lag = LagrangianHessian(posture, geometry, placement, nq, n_linear, obj.cache)
-    nlp = {"x": X, "p": sharp, "f": f, "g": g, "_keep": (obj, hess_lag)}
+    g_names = [(f"foot flat at its placement (posture {k // 6})", "m or rad") for k in range(6 * N)]
+    g_names += [(f"coupled joint limits (posture {k // len(model.coupled_b)})", "rad")
+                for k in range(N * len(model.coupled_b))] + geo_names  # fmt: skip
+    x_names = [(f"joint limits (posture {k // nq})", "rad") for k in range(N * nq)]
+    x_names += [(f"placement bounds (placement {k // 5})", "m or rad") for k in range(5 * P)]
+    nlp = {"x": X, "p": sharp, "f": f, "g": g, "_keep": (obj, hess_lag), "_names": (g_names, x_names)}
     return nlp, (
         lbx,
         ubx,
@@ -282,8 +296,9 @@ Stage = Callable[[list, np.ndarray, float], tuple[np.ndarray, str, int, float]]
 
 
 def continuation(model: RobotModel, start: PostureSet, s: Settings, stage: Stage, log=None) -> SolveResult:
-    """The continuation shared by both backends: per sharpness p, solve with fixed structures, accept the
-    result if feasible (max violation < 1e-6, whatever IPOPT's status), re-detect and repeat if it changed.
+    """The continuation shared by both backends: per sharpness p, solve with fixed structures, keep the result if
+    feasible (max violation < 1e-6) and no worse in true κ (ties within `KAPPA_TIE_RTOL` keep it), whatever IPOPT's
+    status; re-detect and repeat if it changed. A start that breaks a constraint is replaced by any feasible stage. Each stage's IPOPT status and whether it was kept go to `stats["stages"]` (`solver_outcome`).
 
     `stage(structs, x0, p)` returns (x, status, iterations, max violation) for the packed variable vector.
     """
@@ -293,17 +308,21 @@ def continuation(model: RobotModel, start: PostureSet, s: Settings, stage: Stage
     seps = np.array([geo.separating_line(pose, model, s.base)[:2] for pose in start.poses])
     x = _pack(start, seps)
     k0 = kappa(design_matrix(model, start.q, s.base))
-    stats: dict = {"stages": [], "iterations": 0}
+    broken = worst_violation(model, s, start.placement, _structures(model, start.poses, s.base), x)
+    # feasibility first: a start that breaks a constraint (the sampler does not draw for the load share or the
+    # robust margin) is replaced by any feasible stage, even one of higher κ; `stats["start_broken"]` says so
+    feasible = broken["violation"] < 1e-6
+    kk = k0 if feasible else np.inf
+    stats: dict = {"stages": [], "iterations": 0, "start_broken": None if feasible else broken}
     for p in s.sharpness:
         for rnd in range(s.max_rounds):
             _, poses, _ = _unpack(x, N, P, nq)
             structs = _structures(model, poses, s.base)
             x_new, status, iters, viol = stage(structs, x, p)
-            accepted = viol < 1e-6
-            if accepted:
-                x = x_new
-            qn, posesn, _ = _unpack(x, N, P, nq)
-            kk = kappa(design_matrix(model, qn, s.base))
+            k_new = kappa(design_matrix(model, _unpack(x_new, N, P, nq)[0], s.base))
+            rejected = _rejected(viol, k_new, kk)
+            if rejected is None:
+                x, kk = x_new, k_new
             stats["stages"].append(
                 {
                     "p": p,
@@ -311,15 +330,20 @@ def continuation(model: RobotModel, start: PostureSet, s: Settings, stage: Stage
                     "status": status,
                     "iterations": iters,
                     "max_violation": viol,
-                    "accepted": accepted,
-                    "kappa": kk,
+                    "accepted": rejected is None,
+                    "rejected": rejected,
+                    "kappa": k_new,
                 }
             )
             stats["iterations"] += iters
             if log:
-                log(f"p={p:g} round {rnd}: {status}, {iters} it, κ={kk:.1f}")
-            if _structures(model, posesn, s.base) == structs or not accepted:
+                log(
+                    f"p={p:g} round {rnd}: {status}, {iters} it, κ={k_new:.1f}"
+                    + (f" ({rejected})" if rejected else "")
+                )
+            if rejected is not None or _structures(model, _unpack(x, N, P, nq)[1], s.base) == structs:
                 break
+    stats["outcome"] = solver_outcome(stats["stages"])
     q, poses, _ = _unpack(x, N, P, nq)
     return SolveResult(
         PostureSet(q, start.placement.copy(), poses),
@@ -329,6 +353,56 @@ def continuation(model: RobotModel, start: PostureSet, s: Settings, stage: Stage
         time.perf_counter() - t0,
         stats,
     )
+
+
+def violation(model: RobotModel, s: Settings, placement: np.ndarray, structs: list, x: np.ndarray) -> float:
+    """Largest violation of the NLP's constraints and bounds at packed x: a sampled start meets the margin but
+    not necessarily the load share or robust margin, so it is a point to keep only when this is ~0."""
+    return worst_violation(model, s, placement, structs, x)["violation"]
+
+
+def worst_violation(
+    model: RobotModel, s: Settings, placement: np.ndarray, structs: list, x: np.ndarray
+) -> dict:
+    """The largest violation at packed x with the constraint it breaks and its unit (`violation`), so a report can
+    say why a start was not a point to keep."""
+    nlp, (lbx, ubx, lbg, ubg) = _build(model, s, placement, structs)
+    g = np.asarray(ca.Function("g", [nlp["x"]], [nlp["g"]])(x)).ravel()
+    g_names, x_names = nlp["_names"]
+    over = np.concatenate([lbg - g, g - ubg, lbx - x, x - ubx])
+    names = [*g_names, *g_names, *x_names, *x_names]
+    k = int(np.argmax(over)) if over.size else 0
+    v = float(max(over[k], 0.0)) if over.size else 0.0
+    return {
+        "violation": v,
+        "constraint": names[k][0] if v > 0 else None,
+        "unit": names[k][1] if v > 0 else None,
+    }
+
+
+# κ of a later stage within this relative amount of the current point's is a tie, and ties keep the later stage
+# (re-solved with re-detected hull structures): round-off moves κ by ~1e-9 relative between equal solutions.
+KAPPA_TIE_RTOL = 1e-6
+
+
+def _rejected(viol: float, k_new: float, k_old: float) -> str | None:
+    """Why a stage's end point may not replace the current one of κ `k_old` (inf: an infeasible sample), None if
+    it may: infeasible, or a worse true κ (a failed IPOPT stage can end feasible with κ raised by orders)."""
+    if not viol < 1e-6:
+        return f"infeasible (violation {viol:.1e})"
+    if not k_new <= k_old * (1 + KAPPA_TIE_RTOL):
+        return "κ worse than at its start"
+    return None
+
+
+def solver_outcome(stages: list[dict]) -> dict:
+    """How IPOPT ended in a start: each distinct stage status (in order) and how many stages were kept."""
+    statuses = list(dict.fromkeys(str(st["status"]) for st in stages))
+    return {
+        "ipopt_status": statuses,
+        "stages": len(stages),
+        "stages_kept": sum(bool(st["accepted"]) for st in stages),
+    }
 
 
 def solve(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveResult:
@@ -344,6 +418,7 @@ def solve(model: RobotModel, start: PostureSet, s: Settings, log=None) -> SolveR
             built.clear()
             nlp, bounds = _build(model, s, start.placement, structs)
             keep = nlp.pop("_keep")
+            nlp.pop("_names")
             opts = {
                 "ipopt": dict(IPOPT_OPTIONS, max_iter=s.max_iter),
                 "print_time": False,

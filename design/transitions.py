@@ -21,6 +21,7 @@ from formats.plan import Plan, Transition
 from robots.chain_path import ground_transition_issues
 from robots.interrupt import interruptible
 from robots.memo import per_model
+from robots.plan_rules import path_theta
 from robots.stance_spec import design_params, resolve_base
 from robots.tree import RobotModel
 
@@ -174,6 +175,7 @@ def make_transitions(
     inner = waypoints - 2
     margin = s.required_margin
     solver, lbg, ubg = _path_solver(model, s.params, s.base, inner, margin, s.cop_spec(model))
+    theta = path_theta(model, plan)  # the plan's CoP rule, as `plan check` and the executor check the ticks
     for a, b in itertools.pairwise(plan.postures):
         if a.placement != b.placement:
             continue
@@ -194,7 +196,7 @@ def make_transitions(
             sol = solver(x0=np.concatenate(x0), p=par, lbx=lbx, ubx=ubx, lbg=lbg, ubg=ubg)
         wps = np.vstack([a.q, np.asarray(sol["x"]).reshape(inner, model.nq), b.q])
         what = f"transition {a.index}→{b.index}"
-        lifted = bool(ground_transition_issues(model, wps, pose, s.params, s.base, margin, what))
+        lifted = bool(ground_transition_issues(model, wps, pose, s.params, s.base, margin, what, theta))
         if lifted:  # the chain's feasible set is split between the postures: lift, air move, set down
             wps = np.array([a.q, b.q])
         margins = [nominal_cop(model, qk, s.params, s.base, s.ellipsoid)[1] for qk in wps]

@@ -8,15 +8,14 @@ Either a ball (L = r·I around the design parameter set) or the covariance of a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
-from shapely.geometry import Point
 
 from design.criteria import base_model
-from design.geometry import all_corners, hull_indices, support_polygon
 from formats.errors import DataError
 from formats.static_result import load_static_result
+from robots.plan_rules import CopRule, rule_balance, rule_margin, settings_rule
 from robots.stance import other_pose
 from robots.stance_spec import design_params, resolve_base
 from robots.tree import RobotModel
@@ -94,11 +93,11 @@ def left_pose(
     return other_pose(model, q, params, base)
 
 
-def _theta_and_sigma(model, radius, params, base, ellipsoid):
-    bm = base_model(model, base)
-    if ellipsoid is not None:
-        return np.array(ellipsoid.theta_m), ellipsoid.sigma_matrix
-    return bm.values(params), radius**2 * np.eye(bm.n)
+def design_rule(model: RobotModel, base: str, radius: float, ellipsoid: Ellipsoid | None) -> CopRule:
+    """The CoP rule of a design's uncertainty (ball `radius` m or `ellipsoid`), decided as for the plan it
+    writes (`robots.plan_rules.settings_rule`, which `plan check` and the executor read back)."""
+    ell = None if ellipsoid is None else asdict(ellipsoid)
+    return settings_rule(model, base, {"uncertainty": radius, "ellipsoid": ell})
 
 
 def robust_margin(
@@ -109,28 +108,13 @@ def robust_margin(
     base: str | None = None,
     ellipsoid: Ellipsoid | None = None,
 ) -> float:
-    """Smallest CoP margin (m) over the ball of `radius` (m) around the design values, or the ellipsoid."""
+    """Smallest CoP margin (m) over the ball of `radius` (m) around the design values, or the ellipsoid
+    (`robots.plan_rules.rule_margin`, the worst case `plan check` recomputes)."""
     params, base = params or design_params(model), resolve_base(model, base)
-    Rxy = base_model(model, base).regressor(q)[:2, :]
-    theta, S = _theta_and_sigma(model, radius, params, base, ellipsoid)
-    cop = Rxy @ theta
-    pts = all_corners(model, other_pose(model, q, params, base), base)
-    hull = hull_indices(pts)
-    out = np.inf
-    for k in range(len(hull)):
-        a, b = pts[hull[k]], pts[hull[(k + 1) % len(hull)]]
-        e = (b - a) / np.linalg.norm(b - a)
-        n = np.array([-e[1], e[0]])
-        w = Rxy.T @ n
-        out = min(out, float(n @ (cop - a) - np.sqrt(max(w @ S @ w, 0.0))))
-    return out
+    return rule_margin(model, base, params, q, design_rule(model, base, radius, ellipsoid))
 
 
 def nominal_cop(model: RobotModel, q: np.ndarray, params: str, base: str, ellipsoid: Ellipsoid | None):
-    """Predicted CoP (m) and its shapely margin (m): the ellipsoid's centre if given, else the parameter set."""
-    Rxy = base_model(model, base).regressor(q)[:2, :]
-    theta = np.array(ellipsoid.theta_m) if ellipsoid is not None else base_model(model, base).values(params)
-    cop = Rxy @ theta
-    poly = support_polygon(model, other_pose(model, q, params, base), base)
-    d = poly.exterior.distance(Point(cop))
-    return cop, float(d if poly.contains(Point(cop)) else -d)
+    """Predicted CoP (m) and its shapely margin (m): the ellipsoid's centre if given, else the parameter set
+    (`robots.plan_rules.rule_balance`)."""
+    return rule_balance(model, base, params, q, design_rule(model, base, 0.0, ellipsoid))

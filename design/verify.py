@@ -14,19 +14,31 @@ import numpy as np
 from design.criteria import base_model, design_columns, design_matrix, kappa
 from design.geometry import foot_rects, placed_corners
 from design.replicates import Replicates, find_replicates
-from design.uncertainty import Ellipsoid, nominal_cop, robust_margin
+from design.uncertainty import Ellipsoid
 from formats.errors import DataError
 from formats.plan import Plan, Posture, check_compatible, plan_required_margin
 from robots.chain_path import air_route, ground_transition_issues
 from robots.com_base import rank_report
 from robots.params_io import resolve_params
+from robots.plan_rules import (  # noqa: F401 (SHARE_TOL re-exported)
+    SHARE_TOL,
+    CopRule,
+    cop_at,
+    cop_rule,
+    ground_setpoints,
+    move_label,
+    path_theta,
+    plan_posture_check,
+    rule_cop,
+    worst_case_margin,
+)
 from robots.stance import (  # noqa: F401 (tolerances re-exported)
     FLAT_TOL,
     MARGIN_TOL,
     PLACE_TOL,
     STATED_TOL,
+    balance,
     check_posture,
-    lever_share,
     other_sole_problems,
 )
 from robots.tree import RobotModel
@@ -96,6 +108,9 @@ class CheckReport:
     required_margin: float
     replicates: Replicates | None = None
     kappa_issues: list[str] = field(default_factory=list)
+    default_paths: int = 0  # moves without a stored transition whose executor path was checked
+    default_paths_skipped: int = 0  # such moves not checked: one of their postures fails already
+    cop_from: str = ""  # what predicts the CoP: the parameter set ('sim') or the plan's ellipsoid centre ϑ₀
 
     @property
     def ok(self) -> bool:
@@ -114,9 +129,12 @@ class CheckReport:
         return {
             "ok": self.ok,
             "params": self.params,
+            "cop_from": self.cop_from or repr(self.params),
             "required_margin_m": self.required_margin,
             "kappa": self.kappa,
             "min_margin_m": min((p.margin for p in self.postures), default=None),
+            "default_paths_checked": self.default_paths,
+            "default_paths_skipped": self.default_paths_skipped,
             "problems": self.problems(),
             **(self.replicates.to_dict() if self.replicates else {}),
             "postures": [
@@ -126,17 +144,14 @@ class CheckReport:
         }
 
 
-SHARE_TOL = 1e-6  # lever-rule share tolerance (the NLP's constraint is met to IPOPT's tolerance)
-
-
 def posture_issues(
-    model: RobotModel, q: np.ndarray, params, base: str, margin: float, pose=None, ellipsoid=None,
+    model: RobotModel, q: np.ndarray, params, base: str, margin: float, pose=None, rule: CopRule | None = None,
     geometry=None, stated: Posture | None = None,
 ) -> tuple[list[str], float, float]:  # fmt: skip
     """Issues of one double-support posture by the shared check (`robots.stance.check_posture`); the CoP
-    from `params`, or from the ellipsoid's centre if given; with `stated`, its stored CoP and margin checked
-    against them. Returns (issues, CoP margin m, feet gap m)."""
-    cop = None if ellipsoid is None else nominal_cop(model, q, params, base, ellipsoid)[0]
+    from `params`, or by `rule` if given (the plan's `robots.plan_rules.cop_rule`: its ellipsoid's centre);
+    with `stated`, its stored CoP and margin checked against them. Returns (issues, CoP margin m, feet gap m)."""
+    cop = None if rule is None else cop_at(model, base, q, rule)
     st = check_posture(model, q, params, base, margin, pose=pose, cop=cop, geometry=geometry,
                        stated_cop=None if stated is None else stated.predicted_cop,
                        stated_margin=None if stated is None else stated.margin)  # fmt: skip
@@ -145,8 +160,12 @@ def posture_issues(
 
 def posture_balance(model: RobotModel, plan: Plan, q: np.ndarray) -> tuple[np.ndarray, float]:
     """Predicted CoP (x, y, m) and its margin (m) of a plan posture, recomputed under the plan's rules (its
-    design parameters, or its identification ellipsoid's centre): what `plan show` draws, never the file's."""
-    return nominal_cop(model, q, plan.params, plan.base, plan_ellipsoid(plan))
+    design parameters, or its identification ellipsoid's centre: `robots.plan_rules.cop_rule`): what `plan
+    show` draws, never the file's."""
+    cop = rule_cop(model, plan, q, cop_rule(model, plan))
+    if cop is None:
+        cop = balance(model, q, plan.params, plan.base).cop
+    return cop, check_posture(model, q, plan.params, plan.base, cop=cop).margin
 
 
 def plan_ellipsoid(plan: Plan) -> Ellipsoid | None:
@@ -174,70 +193,38 @@ def margin_rules(plan: Plan) -> tuple[float, float, Ellipsoid | None]:
 
 def plan_robust_margin(model: RobotModel, plan: Plan, q: np.ndarray) -> float | None:
     """Worst-case CoP margin (m) of a posture over the plan's ϑ_b ball or ellipsoid (None: no uncertainty)."""
-    _, radius, ell = margin_rules(plan)
-    if radius <= 0 and ell is None:
-        return None
-    return robust_margin(model, q, radius, plan.params, plan.base, ell)
+    return worst_case_margin(model, plan, q)
 
 
 def own_posture_issues(
     model: RobotModel, plan: Plan, q: np.ndarray, pose=None, params=None, stated: Posture | None = None
 ) -> tuple[list[str], float, float]:
-    """`posture_issues` under the plan's own rules, as `check_plan` applies them without other parameters:
-    nominal margin (ellipsoid centre if any) and the worst case over the plan's ball/ellipsoid; with
-    `stated`, the posture's stored CoP, margin and robust margin checked against the recomputed ones."""
-    required, radius, ell = margin_rules(plan)
+    """The posture check under the plan's own rules (`robots.plan_rules.plan_posture_check`, which the executor's
+    pre-flight applies too): nominal margin, load share, worst case and, with `stated`, the stored values."""
     params = resolve_params(params or plan.params, model)
-    issues, m, gap = posture_issues(model, q, params, plan.base, required, pose, ell, plan.params, stated)
-    share = float((plan.settings or {}).get("load_share") or 0.0)
-    if share > 0 and pose is not None:
-        cop = nominal_cop(model, q, params, plan.base, ell)[0]
-        s = lever_share(model, cop, pose, plan.base)
-        if not (share - SHARE_TOL <= s <= 1 - share + SHARE_TOL):
-            issues.append(
-                f"load share {s:.3f} (lever rule, 0 = base sole) outside [{share:g}, {1 - share:g}]"
-            )
-    stated_rm = None if stated is None else stated.robust_margin
-    rm = plan_robust_margin(model, plan, q) if required > 0 or stated_rm is not None else None
-    what = f"the ϑ_b ball of {radius * 1000:.1f} mm" if ell is None else f"the {ell.sigma:g}σ ellipsoid"
-    if rm is not None and required > 0 and rm < required - MARGIN_TOL:
-        issues.append(
-            f"worst-case CoP margin {rm * 1000:.2f} mm over {what} < required {required * 1000:.1f} mm"
-        )
-    issues += _stated_robust_problems(stated_rm, rm)
-    return issues, m, gap
-
-
-def _stated_robust_problems(stated: float | None, recomputed: float | None) -> list[str]:
-    """A stored robust_margin (m) the plan's settings cannot reproduce: no uncertainty to take the worst case
-    over, or a value other than the recomputed one (beyond STATED_TOL), one line in mm."""
-    if stated is None:
-        return []
-    if recomputed is None:
-        return [
-            f"stored robust_margin {stated * 1000:.1f} mm cannot be recomputed: the plan's settings give no "
-            "uncertainty (ball radius or ellipsoid); drop it or add the settings it was designed with"
-        ]
-    if abs(stated - recomputed) > STATED_TOL:
-        return [
-            f"stored robust_margin {stated * 1000:.1f} mm differs from the recomputed {recomputed * 1000:.1f} mm "
-            f"(tolerance {STATED_TOL * 1000:g} mm)"
-        ]
-    return []
+    st = plan_posture_check(model, plan, q, pose, params=params, stated=stated)
+    return st.issues, st.margin, st.feet_gap
 
 
 KAPPA_RTOL = 1e-4  # a plan's stated κ against the recomputed one (relative)
 
 
-def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = KAPPA_RTOL) -> CheckReport:
-    """Verify every posture and transition of a plan; `params` defaults to the plan's design parameters
-    (with an identification ellipsoid in the settings: its centre for the CoP and its worst case)."""
+def check_plan(
+    model: RobotModel, plan: Plan, params=None, kappa_rtol: float = KAPPA_RTOL,
+    executor: tuple[float, float] | None = None,
+) -> CheckReport:  # fmt: skip
+    """Verify every posture and transition of a plan, and the moves without a stored transition as the run makes
+    them (`default_path_issues`; `executor`: the robot configuration's velocity limit rad/s and rate Hz, default
+    the bundled configuration's); `params`
+    defaults to the plan's design parameters (with an identification ellipsoid in the settings: its centre for
+    the CoP and its worst case)."""
     check_compatible(plan, model)
     params_arg = params
     params = resolve_params(params or plan.params, model)
     base = plan.base
-    required, _, ell = margin_rules(plan)
+    required, _, _ = margin_rules(plan)
     own = params_arg is None or params.name == plan.params  # the design guess, not another parameter set
+    rule, theta = cop_rule(model, plan), path_theta(model, plan)  # the plan's CoP rule: waypoints, ticks
     results = []
     for p in plan.postures:
         pose = plan.placement(p.placement).other_foot
@@ -277,16 +264,69 @@ def check_plan(model: RobotModel, plan: Plan, params=None, kappa_rtol: float = K
         bad = False
         for k, qk in enumerate(t.q[1:-1], start=1):
             iss, _, _ = posture_issues(
-                model, qk, params, base, required, pose, ell if own else None, plan.params
+                model, qk, params, base, required, pose, rule if own else None, plan.params
             )
             if iss:
                 tr_issues.append(f"{what} waypoint {k}: {iss[0]}")
                 bad = True
                 break
         if not bad:
-            tr_issues += ground_transition_issues(model, t.q, pose, plan.params, base, required, what)
+            tr_issues += ground_transition_issues(model, t.q, pose, plan.params, base, required, what, theta)
+    bad_postures = {pc.index for pc in results if pc.issues}
+    n_default, default_issues = default_path_issues(model, plan, required, bad_postures, executor)
+    n_skipped = sum(1 for a, b in default_moves(plan) if {a.index, b.index} & bad_postures)
     reps = find_replicates(plan.postures)
-    return CheckReport(results, tr_issues, plan_issues, ks, params.name, required, reps, kappa_issues)
+    cop_from = (
+        f"the centre ϑ₀ of {rule.what} in its settings"
+        if own and rule.theta is not None
+        else repr(params.name)
+    )
+    return CheckReport(results, tr_issues + default_issues, plan_issues, ks, params.name, required, reps,
+                       kappa_issues, n_default, n_skipped, cop_from)  # fmt: skip
+
+
+def default_moves(plan: Plan) -> list[tuple[Posture, Posture]]:
+    """The moves a run makes on the ground without a stored transition: consecutive postures of one placement."""
+    return [(a, b) for a, b in zip(plan.postures[:-1], plan.postures[1:], strict=True)
+            if a.placement == b.placement and plan.transition(a.index, b.index) is None]  # fmt: skip
+
+
+def bundled_executor() -> tuple[float, float]:
+    """Velocity limit (rad/s) and rate (Hz) of the bundled robot configuration: what a run streams at unless
+    its --config says otherwise (the default of every default-path check)."""
+    from drivers.config import load_config  # the run's own reading of its configuration
+
+    ex = load_config(None).executor
+    return ex.velocity_limit, ex.rate_hz
+
+
+def default_path_issues(
+    model: RobotModel, plan: Plan, required: float, skip: set[int] = frozenset(),
+    executor: tuple[float, float] | None = None,
+) -> tuple[int, list[str]]:  # fmt: skip
+    """The moves the executor makes on the ground without a stored transition (consecutive postures of one
+    placement, neither in `skip`): its default path, a cosine profile between the two postures projected onto
+    the closed chain, as the very setpoints a run streams (`robots.plan_rules.ground_setpoints`) at `executor`'s
+    velocity limit rad/s and rate Hz (default: `bundled_executor`). Returns the moves checked and their problems."""
+    executor = bundled_executor() if executor is None else executor
+    n, out = 0, []
+    for a, b in default_moves(plan):
+        if {a.index, b.index} & skip:
+            continue
+        n += 1
+        pose = np.asarray(plan.placement(a.placement).other_foot, dtype=float)
+        wps = np.array([a.q, b.q], dtype=float)
+        what = move_label(a.index, b.index, stored=False)
+        out += ground_setpoints(model, plan, wps, True, b.move_s, *executor, pose, required, what)[2][:1]
+    return n, out
+
+
+def plan_default_path_issues(
+    model: RobotModel, plan: Plan, executor: tuple[float, float] | None = None
+) -> list[str]:
+    """The run's default paths of a plan (`default_path_issues` at its required margin) that cannot be followed
+    on the ground, one line each: what the planner reports for a plan it writes without transitions."""
+    return default_path_issues(model, plan, plan_required_margin(plan), executor=executor)[1]
 
 
 def base_kappa(model: RobotModel, q: np.ndarray, base: str) -> tuple[float | None, Unidentified | None]:

@@ -243,6 +243,23 @@ def validate_config(cfg: RobotConfig) -> None:
             raise DataError(f"{where}{what}: expected three finite numbers")
 
 
+def _known_robot(robot: str, where: str) -> None:
+    """A robot name that is neither known nor a description file is refused here, naming the config file: the
+    registry's own refusal (`get_model`) would come later without it."""
+    from robots.registry import SUFFIX, get_model, is_named
+
+    if (
+        is_named(robot)
+        or pathlib.Path(robot).suffix.lower() in (".urdf", ".toml", ".xml")
+        or robot.endswith(SUFFIX)
+    ):
+        return
+    try:
+        get_model(robot)
+    except DataError as exc:
+        raise DataError(f"{where}robot = {robot!r}: {exc}") from None
+
+
 def load_config(path: str | pathlib.Path | None = None) -> RobotConfig:
     """Read a robot TOML file (defaults: the bundled TUlip-on-Dynamixel file); DataError names a bad field."""
     path = pathlib.Path(path) if path else DEFAULT_CONFIG
@@ -257,6 +274,7 @@ def load_config(path: str | pathlib.Path | None = None) -> RobotConfig:
     robot = doc.get("robot", "tulip")
     if not isinstance(robot, str) or not robot.strip():
         raise DataError(f"{where}robot = {robot!r}: must be a non-empty string")
+    _known_robot(robot, where)
     cfg = RobotConfig(robot=robot, source=str(path))
     link = _table(doc, "link", where)
     _unknown(link, ("baud", "current_unit_ma"), f"{where}[link]")

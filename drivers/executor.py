@@ -30,6 +30,7 @@ from drivers.gravity import goal_offsets
 from drivers.link import LinkTimeout, Silence, link_meta
 from drivers.realtime import steady_gc
 from drivers.recorder import RunRecorder
+from drivers.run_files import left_to_run
 from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
     Move,
     RunCheck,
@@ -245,11 +246,11 @@ class Executor:
 
     # -- plan order and resume
     def todo(self) -> list:
-        done = self.rec.done
         postures = self.plan.postures
-        last = max((i for i, p in enumerate(postures) if p.index in done), default=-1)
-        self.result.skipped = [p.index for p in postures[: last + 1]]
-        return postures[last + 1 :]
+        left = left_to_run([p.index for p in postures], self.rec.done)
+        first = len(postures) - len(left)
+        self.result.skipped = [p.index for p in postures[:first]]
+        return postures[first:]
 
     # -- streaming primitives
     def _tick(

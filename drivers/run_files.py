@@ -4,9 +4,12 @@ thread (a killed run keeps what it recorded)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
-from collections.abc import Iterable
+import signal
+import threading
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
@@ -100,3 +103,46 @@ def stopped_run(out, held: bool, raw: str | None = None) -> dict:
             "duration_s": duration, "rate_hz": rate, "recording": str(recording) if rows is not None else None,
             "recording_rows": rows,
             "raw": str(raw_path) if meta and raw_path is not None and raw_path.is_file() else None}  # fmt: skip
+
+
+def left_to_run(order: Sequence[int], done: Collection[int]) -> list[int]:
+    """The postures (indices in plan order) a resumed posture run still makes: those after the last one already
+    recorded (`done`), as the executor resumes (`drivers.executor.Executor.todo`)."""
+    last = max((i for i, p in enumerate(order) if p in done), default=-1)
+    return list(order[last + 1 :])
+
+
+def recorded_postures(run_dir) -> set[int]:
+    """The postures a posture run's recording.csv in `run_dir` holds (empty without one), read as the recorder
+    reads them on --resume."""
+    from formats.static_recording import read_recording
+
+    path = pathlib.Path(run_dir) / "recording.csv"
+    if recording_rows(path) in (None, 0):
+        return set()
+    return {int(p) for p in read_recording(path, allow_partial_last_line=True).posture}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`): stops a run as Ctrl-C does, so what is recorded is kept and run.json says it stopped."""
+
+    def __init__(self) -> None:
+        super().__init__("SIGTERM")
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises `Terminated` (a KeyboardInterrupt) in the main thread: the run's Ctrl-C
+    path then keeps its completed postures and records the stop; the previous handler is restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -5,14 +5,14 @@ ground (consecutive postures of one placement) the joints follow the plan's tran
 spaced in time, every waypoint commanded exactly) or a cosine profile; each tick's interpolated angles are
 projected (minimum-norm Gauss–Newton) onto the closed chain: other sole flat at its placement, CoP on the
 straight line between its neighbours' CoPs. Every placement must lie in the description's placement box and
-keep its feet gap (`robots.stance.other_sole_problems`), every ground tick and every posture must pass
-`robots.stance.check_posture` — the checks `plan check` applies — and no joint may move faster than the
+keep its feet gap (`robots.stance.other_sole_problems`), every posture must pass
+`robots.plan_rules.plan_posture_check` and every ground tick `robots.stance.check_posture` — the checks `plan
+check` applies — and no joint may move faster than the
 velocity limit between ticks. Moves between placements are made with the robot lifted off the boards (limits only).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,15 +26,24 @@ from robots.chain_path import (  # noqa: F401 (re-exported)
     air_route,
     cosine_profile,
     ground_path,
+    path_cops,
     path_issues,
     project_to_chain,
     projection_jump,
 )
-from robots.kinematics import com_position
+from robots.plan_rules import (  # noqa: F401 (STEP_RTOL, move_time_at_limit, ticks re-exported)
+    STEP_RTOL,
+    cop_rule,
+    ground_setpoints,
+    move_label,
+    move_time_at_limit,
+    path_theta,
+    plan_posture_check,
+    rule_cop,
+    ticks,
+)
 from robots.stance import LIMIT_TOL, check_posture, other_sole_problems  # noqa: F401 (LIMIT_TOL re-exported)
 from robots.tree import RobotModel
-
-STEP_RTOL = 1e-6  # a tick may exceed the velocity limit by this relative amount (rounding)
 
 
 def waypoint_profile(wps: np.ndarray, tau: float) -> np.ndarray:
@@ -43,19 +52,6 @@ def waypoint_profile(wps: np.ndarray, tau: float) -> np.ndarray:
     x = tau * (len(wps) - 1)
     k = min(int(x), len(wps) - 2)
     return wps[k] + (wps[k + 1] - wps[k]) * (x - k)
-
-
-def move_time_at_limit(q_from: np.ndarray, q_to: np.ndarray, tr, velocity_limit: float) -> float:
-    """Shortest duration that keeps every joint within the velocity limit: a cosine move peaks at twice its
-    mean speed; a waypoint path (equal time per segment) is limited by its longest segment."""
-    if tr is None:
-        return 2.0 * float(np.max(np.abs(np.asarray(q_to) - np.asarray(q_from)))) / velocity_limit
-    return (len(tr.q) - 1) * float(np.max(np.abs(np.diff(tr.q, axis=0)))) / velocity_limit
-
-
-@dataclass
-class _Waypoints:
-    q: np.ndarray
 
 
 @dataclass
@@ -79,14 +75,6 @@ class RunCheck:
         default_factory=set
     )  # postures reached by lifting the robot instead of on the ground
     warnings: list[str] = field(default_factory=list)
-
-
-def ticks(duration_s: float, rate_hz: float, multiple: int = 1) -> int:
-    """Number of control ticks for a move of `duration_s` robot seconds, a multiple of `multiple` (≥ 1): the rate
-    is the robot's, so an emulated bench's time compression (`--time-scale`) streams the same setpoints faster
-    instead of fewer, coarser ones (at 6× the robot saw a step every 60 ms, and its soles slid up to 17 mm)."""
-    n = max(1, math.ceil(duration_s * rate_hz - 1e-9))
-    return multiple * math.ceil(n / multiple)
 
 
 def _cosine_segment(q0: np.ndarray, q1: np.ndarray, min_s: float, config: RobotConfig):
@@ -137,7 +125,7 @@ def ground_move(
     the last setpoint is then the adapted b."""
     ex = config.executor
     tr = plan.transition(a.index, b.index)
-    what = f"move {a.index}->{b.index}"
+    what = move_label(a.index, b.index, stored=tr is not None)  # as `plan check` names it
     empty = Move(b.index, np.empty((0, model.nq)), 0.0, True)
     if tr is not None:
         wps = np.asarray(tr.q, dtype=float)
@@ -152,40 +140,22 @@ def ground_move(
     planned = np.asarray(plan.placement(b.placement).other_foot, dtype=float)
     if start is not None or pose is not None:
         wps = wps.copy()
-        if pose is not None and np.abs(np.asarray(pose) - planned).max() > 0:
-            cops = com_position(model, wps[1:], plan.params, plan.base)[:, :2]
-            wps[1:] = project_to_chain(model, wps[1:], pose, cops, plan.params, plan.base)
+        if pose is not None and np.abs(np.asarray(pose) - planned).max() > 0:  # CoPs by the plan's rule
+            theta = path_theta(model, plan)
+            cops = path_cops(model, wps[1:], plan.params, plan.base, theta)
+            wps[1:] = project_to_chain(model, wps[1:], pose, cops, plan.params, plan.base, theta=theta)
         if start is not None:
             wps[0] = np.asarray(start, dtype=float)
     pose = planned if pose is None else np.asarray(pose, dtype=float)
+    rule = cop_rule(model, plan)  # the plan's CoP prediction, as `plan check` and the ticks use it
     for k, w in enumerate(wps[1:-1], start=1):  # waypoints first: an unsafe one makes the path meaningless
-        issues = check_posture(model, w, plan.params, plan.base, margin, pose=pose).issues
+        cop = rule_cop(model, plan, w, rule)
+        issues = check_posture(model, w, plan.params, plan.base, margin, pose=pose, cop=cop).issues
         if issues:
             return empty, [f"{what} waypoint {k}: {'; '.join(issues)}"]
-    d = max(b.move_s, move_time_at_limit(wps[0], wps[-1], _Waypoints(wps) if tr is not None else None,
-                                         ex.velocity_limit))  # fmt: skip
-    seg = len(wps) - 1
-    d0 = d
-    for _ in range(4):  # projection lengthens the path a little: stretch until no tick is too fast
-        if d > MAX_STRETCH * d0:
-            break  # a jump, not a longer path: refused below
-        n = ticks(d, ex.rate_hz, seg)
-        sp = ground_path(model, wps, n, tr is None, pose, plan.params, plan.base)
-        speed = float(np.abs(np.diff(np.vstack([wps[0], sp]), axis=0)).max()) * n / d
-        if speed <= ex.velocity_limit * (1 + STEP_RTOL):
-            break
-        d *= speed / ex.velocity_limit * (1 + 1e-3)
+    sp, d, problems = ground_setpoints(model, plan, wps, tr is None, b.move_s, ex.velocity_limit, ex.rate_hz, pose,
+                                       margin, what)  # fmt: skip
     move = Move(b.index, sp, d, on_ground=True)
-    problems = []
-    if speed > ex.velocity_limit * (1 + STEP_RTOL):
-        problems.append(
-            f"{what}: setpoints jump ({speed:.2f} rad/s > velocity_limit {ex.velocity_limit:g} rad/s "
-            "after stretching): the path cannot be kept on the ground"
-        )
-    # the planner's and plan check's criterion, at these ticks
-    elif jump := projection_jump(wps, sp, tr is None):
-        problems.append(f"{what}: {jump}")
-    problems += path_issues(model, sp, seg, pose, plan.params, plan.base, margin, what)
     return move, problems
 
 
@@ -197,9 +167,11 @@ def check_run(plan: Plan, model: RobotModel, config: RobotConfig) -> RunCheck:
     for pl in plan.placements:  # where the other sole is put down: the placement check `plan check` applies
         issues = other_sole_problems(model, plan.base, pl.other_foot)
         problems += [f"placement {pl.index}: {m}" for m in issues]
-    for p in plan.postures:
+    for p in (
+        plan.postures
+    ):  # the posture check `plan check` applies: the plan's CoP rule, share, worst case, stored values
         pose = plan.placement(p.placement).other_foot
-        for msg in check_posture(model, p.q, plan.params, plan.base, margin, pose=pose).issues:
+        for msg in plan_posture_check(model, plan, p.q, pose, stated=p, margin=margin).issues:
             problems.append(f"posture {p.index}: {msg}")
     out = RunCheck(problems, {}, margin)
     if problems:

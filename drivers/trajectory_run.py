@@ -171,7 +171,7 @@ def start_plan(model: RobotModel, sp: StreamPlan) -> Plan:
     A weight-shift start stands on both soles first: its standing posture."""
     q0 = sp.q[0] if sp.lead_in is None else sp.lead_in.stand
     pose = tuple(float(v) for v in other_pose(model, q0, sp.params, sp.base))
-    posture = Posture(0, 0, q0.copy(), move_s=0.0, hold_s=0.0, predicted_cop=(0.0, 0.0), margin=0.0)
+    posture = Posture(0, 0, q0.copy(), move_s=0.0, hold_s=0.0)
     return Plan(
         model.name, sp.base, list(model.joint_names), [Placement(0, pose)], [posture], params=sp.params
     )
@@ -876,7 +876,7 @@ class TrajectoryExecutor(Executor):
 
 def start_plan_free(model: RobotModel, sp: StreamPlan) -> Plan:
     """A one-posture plan holding the start of a fixed-base trajectory (no placement: nothing is placed)."""
-    posture = Posture(0, 0, sp.q[0].copy(), move_s=0.0, hold_s=0.0, predicted_cop=(0.0, 0.0), margin=0.0)
+    posture = Posture(0, 0, sp.q[0].copy(), move_s=0.0, hold_s=0.0)
     return Plan(
         model.name,
         sp.base,

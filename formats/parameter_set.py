@@ -82,16 +82,21 @@ def parameter_set_from_json(d, links: list[str], source: str = "parameter set") 
     """Validate a parsed parameter-set document against the model's link names."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise DataError(f"{source}: not a poise parameter set file")
-    for key in ("mass", "com", "lengths"):
+    for key in ("mass", "com"):
         if not isinstance(d.get(key), dict):
             raise DataError(f"{source}: missing '{key}' table")
+    if not isinstance(
+        d.get("lengths", {}), dict
+    ):  # optional: missing lengths keep the model's (callers merge)
+        raise DataError(f"{source}: 'lengths' must be a table of numbers (m)")
+    lengths = d.get("lengths", {})
     missing = [n for n in links if n not in d["mass"] or n not in d["com"]]
     if missing:
         raise DataError(f"{source}: no mass/CoM for link(s) {', '.join(missing)}")
     if any(not isinstance(d["com"][n], list) or len(d["com"][n]) != 3 for n in links):
         raise DataError(f"{source}: every CoM needs 3 components")
     values = [d["mass"][n] for n in links] + [c for n in links for c in d["com"][n]]
-    if not _finite(values + list(d["lengths"].values())):
+    if not _finite(values + list(lengths.values())):
         raise DataError(f"{source}: masses, CoMs and lengths must be finite numbers")
     check_masses({n: d["mass"][n] for n in links}, source)
     inertia = {}
@@ -110,7 +115,7 @@ def parameter_set_from_json(d, links: list[str], source: str = "parameter set") 
         name=str(d.get("name", source)),
         mass={n: float(d["mass"][n]) for n in links},
         com={n: tuple(float(c) for c in d["com"][n]) for n in links},
-        lengths={k: float(v) for k, v in d["lengths"].items()},
+        lengths={k: float(v) for k, v in lengths.items()},
         inertia=inertia,
         description=str(d.get("description", "")),
     )

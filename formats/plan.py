@@ -300,9 +300,11 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
         )
     ids = [p.index for p in postures]
     if len(set(ids)) != len(ids):
-        raise DataError(f"{source}: duplicate posture indices")
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise DataError(f"{source}: duplicate posture indices {dup}: each posture needs its own index")
     transitions = []
-    raw_tr = doc.get("transitions") or []
+    raw_tr = doc.get("transitions")
+    raw_tr = [] if raw_tr is None else raw_tr
     if not isinstance(raw_tr, list):
         raise DataError(f"{source}: transitions must be a list")
     for i, t in enumerate(raw_tr):
@@ -322,13 +324,17 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
                 a, b, q, _opt_num(t.get("foot_error_interp"), w), _opt_num(t.get("min_margin"), w), lifted
             )
         )
-    kappa = doc.get("kappa") or {}
+    kappa = doc.get("kappa")
+    kappa = {} if kappa is None else kappa
     if not isinstance(kappa, dict):
-        raise DataError(f"{source}: kappa must be an object {{base: value}}")
+        raise DataError(f"{source}: kappa must be an object {{base: value}}, got {type(kappa).__name__}")
     kappa = {str(k): _num(v, f"{source}: kappa.{k}") for k, v in kappa.items()}
     seed = doc.get("seed")
     if seed is not None:
         seed = _int(seed, f"{source}: seed")
+    solver = doc.get("solver")
+    if solver is not None and not isinstance(solver, dict):
+        raise DataError(f"{source}: solver must be an object {{name: value}}, got {type(solver).__name__}")
     settings = doc.get("settings")
     if settings is not None and not isinstance(settings, dict):
         raise DataError(
@@ -342,10 +348,10 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
         postures=postures,
         transitions=transitions,
         kappa=kappa,
-        solver=doc.get("solver") or {},
+        solver=solver or {},
         seed=seed,
         settings=settings or {},
-        params=str(doc.get("params", "sim")),
+        params=_opt_str(doc.get("params"), f"{source}: params") or "sim",
         robot_file=_opt_str(doc.get("robot_file"), f"{source}: robot_file"),
     )
     return plan
@@ -403,11 +409,15 @@ def plan_required_margin(plan: Plan) -> float:
     """The CoP margin (m) the plan was designed to keep (settings `required_margin` or `margin`, else 0): the one
     reading of it, shared by the executor (`drivers.setpoints`) and `plan check` (`design.verify.margin_rules`)."""
     s = plan.settings or {}
-    v = s.get("required_margin", s.get("margin", 0.0))
+    return settings_number(s.get("required_margin", s.get("margin", 0.0)), "required margin")
+
+
+def settings_number(v: Any, what: str) -> float:
+    """A number of a plan's settings (absent or null: 0), DataError naming it when it is not a finite number."""
     try:
-        m = float(v if v is not None else 0.0)
+        x = float(v if v is not None else 0.0)
     except (TypeError, ValueError):
-        m = float("nan")
-    if not math.isfinite(m):
-        raise DataError(f"plan settings: required margin {v!r} is not a finite number")
-    return m
+        x = float("nan")
+    if not math.isfinite(x):
+        raise DataError(f"plan settings: {what} {v!r} is not a finite number")
+    return x

@@ -53,6 +53,9 @@ class StaticRecording:
     force: np.ndarray | None = None  # (m,) N
     samples: np.ndarray | None = None  # (m,) samples averaged per posture
     meta: dict[str, str] = field(default_factory=dict)
+    # why cop_sd is implausible (smaller than any force plate's spread: written in another unit), None if it is not;
+    # refused where the spreads are used (weighted fits), a warning where they are not
+    spread_issue: str | None = None
 
     def __len__(self) -> int:
         return len(self.posture)
@@ -294,14 +297,21 @@ def read_recording(
         dup = sorted({p for p in posture.tolist() if (posture == p).sum() > 1})
         raise DataError(f"{path}: posture index repeated: {dup}")
     placement = (
-        _integers(path, linenos, col("placement"), "placement")
+        _integers(path, linenos, col("placement"), "placement", posture)
         if "placement" in header
         else np.zeros(len(rows), dtype=int)
     )
     opt = {c: col(c) for c in OPTIONAL_COLUMNS if c in header}
-    cop_sd = None
+    cop_sd, spread_issue = None, None
     if "cop_sd_x" in opt and "cop_sd_y" in opt:
-        cop_sd = _spreads(path, linenos, posture, np.stack([opt["cop_sd_x"], opt["cop_sd_y"]], axis=1), lunit)
+        raw_sd = np.stack([opt["cop_sd_x"], opt["cop_sd_y"]], axis=1)
+        cop_sd = _spreads(path, linenos, posture, raw_sd, lunit)
+        spread_issue = None if cop_sd is None else _tiny_spreads(path, raw_sd, lunit)
+    if "force_n" in opt:
+        _positive(path, linenos, posture, opt["force_n"], "force_n", "the load on the boards, in N")
+    if "samples" in opt:
+        _positive(path, linenos, posture, opt["samples"], "samples", "the count of CoP samples averaged")
+        _integers(path, linenos, np.nan_to_num(opt["samples"], nan=1.0), "samples", posture)
     extra_meta = {k: v for k, v in meta.items() if not k.startswith("_")}
     return StaticRecording(
         robot=meta["robot"],
@@ -315,11 +325,15 @@ def read_recording(
         force=opt.get("force_n"),
         samples=opt.get("samples"),
         meta=extra_meta,
+        spread_issue=spread_issue,
     )
 
 
 # no CoP sample can spread a metre about its mean on a support polygon a robot stands on: a larger "m" spread is in mm
 SPREAD_MAX_M = 1.0
+# nor does any force plate's CoP spread less than 10 µm, in either unit: a smaller spread is in another unit (in mm
+# files, m); refused where it weights a fit (`StaticRecording.spread_issue`)
+SPREAD_MIN_M = 1e-5
 
 
 def _check_joint_columns(path: Path, jnames: list[str], model_joints: list[str]) -> None:
@@ -339,13 +353,31 @@ def _check_joint_columns(path: Path, jnames: list[str], model_joints: list[str])
         raise DataError(f"{path}: joint columns {jnames} are not in the model's order {model_joints}")
 
 
-def _integers(path: Path, linenos: list[int], values: np.ndarray, column: str) -> np.ndarray:
-    """Index columns hold whole numbers: 0.5 is not silently posture 0."""
+def _integers(
+    path: Path, linenos: list[int], values: np.ndarray, column: str, posture: np.ndarray | None = None
+) -> np.ndarray:
+    """Index columns hold whole numbers: 0.5 is not silently posture 0. Errors name the posture where it is known
+    (`posture`), as the other columns' do."""
     bad = np.flatnonzero(values != np.round(values))
     if bad.size:
         k = bad[0]
-        raise DataError(f"{path}, line {linenos[k]}, column {column}: {values[k]:g} is not a whole number")
+        where = f"line {linenos[k]}" + ("" if posture is None else f" (posture {posture[k]})")
+        raise DataError(f"{path}, {where}, column {column}: {values[k]:g} is not a whole number")
     return values.astype(int)
+
+
+def _positive(
+    path: Path, linenos: list[int], posture: np.ndarray, values: np.ndarray, column: str, what: str
+):
+    """An optional column's filled cells must be positive (`what` it holds says why): blank cells pass."""
+    bad = np.flatnonzero(values <= 0)
+    if bad.size:
+        k = bad[0]
+        more = f" ({bad.size} postures in all)" if bad.size > 1 else ""
+        raise DataError(
+            f"{path}, line {linenos[k]} (posture {posture[k]}), column {column}: {values[k]:g} is not positive "
+            f"({what}){more}"
+        )
 
 
 def _spreads(
@@ -366,3 +398,17 @@ def _spreads(
             f"write cop_sd in the file's length unit ({lunit}), as cop_x/cop_y"
         )
     return sd
+
+
+def _tiny_spreads(path: Path, raw: np.ndarray, lunit: str) -> str | None:
+    """Why cop_sd is smaller than any force plate's CoP spread, in either length unit (None: it is not); the
+    caller refuses it where the spreads weight the fit and warns where they are not used."""
+    top = float(np.nanmax(raw)) * LENGTH_UNITS[lunit]
+    if not 0 < top < SPREAD_MIN_M:
+        return None
+    smaller = {"m": "written in a smaller unit than m?", "mm": "these look like m"}.get(
+        lunit, "another unit?"
+    )
+    return (f"{path}: cop_sd at most {np.nanmax(raw):g} {lunit} — no force plate's CoP spreads less than "
+            f"{SPREAD_MIN_M / LENGTH_UNITS[lunit]:g} {lunit}; {smaller}: write cop_sd in the file's length unit "
+            f"({lunit}), as cop_x/cop_y")  # fmt: skip

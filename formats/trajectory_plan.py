@@ -103,6 +103,17 @@ def trajectory_plan_from_dict(doc: Any, source: str = "trajectory plan") -> Traj
     for key in ("robot", "base"):
         if not isinstance(_need(doc, key, source), str):
             raise DataError(f"{source}: {key} must be a string")
+    for key in ("params", "robot_source"):
+        if doc.get(key) is not None and not (isinstance(doc[key], str) and doc[key]):
+            raise DataError(f"{source}: {key} must be a non-empty string, got {doc[key]!r}")
+    for key in ("design", "settings"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise DataError(
+                f"{source}: {key} must be an object {{name: value}}, got {type(doc[key]).__name__}"
+            )
+    seed = doc.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise DataError(f"{source}: seed must be an integer, got {seed!r}")
     return TrajectoryPlan(
         robot=doc["robot"],
         base=doc["base"],
@@ -113,7 +124,7 @@ def trajectory_plan_from_dict(doc: Any, source: str = "trajectory plan") -> Traj
         robot_source=doc.get("robot_source"),
         design=doc.get("design") or {},
         settings=doc.get("settings") or {},
-        seed=doc.get("seed"),
+        seed=seed,
         source=source,
     )
 

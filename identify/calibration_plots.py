@@ -24,7 +24,7 @@ def plot_friction(omega, ys, kept, fits, out: str | Path, title: str = "") -> Pa
     w = np.linspace(np.min(omega), np.max(omega), 600)
     w = w[w != 0]
     for ax, (y, which) in zip(axes[:, 0], panels, strict=True):
-        ax.plot(omega[~kept], y[~kept], ".", ms=2, color="0.75", label="rejected (reversals, sticking)")
+        ax.plot(omega[~kept], y[~kept], ".", ms=2, color="0.75", label="rejected (sticking, |ω̇| outliers)")
         ax.plot(omega[kept], y[kept], ".", ms=2, color="C0", alpha=0.5, label="used")
         for k in which:
             f = fits[k]

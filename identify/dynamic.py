@@ -171,8 +171,15 @@ class DynamicFit:
     residual_mean: np.ndarray | None = None  # per row, the residuals' mean (rmse² = sigma² + mean²)
     recording_samples: int = 0  # the recordings' samples, all of them (`samples` counts regressor rows)
     fitted_samples: int = 0  # the decimated samples whose rows are fitted (a sample gives one row per effort)
+    # rows dropped around velocity reversals (friction: the Coulomb step's timing is uncertain there)
+    reversal_rows: int = 0
     # the estimates physics keeps positive (friction, rotor inertia, a base parameter that is a sum of masses)
     positive: list[int] = field(default_factory=list)
+
+    @property
+    def reversal_share(self) -> float:
+        """The share of the rows the reversals took (of those fitted and dropped together)."""
+        return self.reversal_rows / max(1, self.samples + self.reversal_rows)
 
     def impossible(self, nse: float = IMPOSSIBLE_SE) -> list[dict]:
         """The estimates physics keeps positive that lie more than `nse` SE below zero: a model error or a
@@ -244,6 +251,8 @@ class DynamicFit:
             "regressor_rows": self.samples,
             "recording_samples": self.recording_samples,
             "fitted_samples": self.fitted_samples,
+            "reversal_rows_dropped": self.reversal_rows,
+            "reversal_rows_share": self.reversal_share,
             "impossible": self.impossible(),
             "kappa": self.kappa,
             "kappa_scaled": self.kappa_scaled,
@@ -746,6 +755,7 @@ class DynamicEstimator:
             residual_mean=residual_mean,
             recording_samples=sum(len(r.t) for r in given),
             fitted_samples=len(np.unique(sample)),
+            reversal_rows=self._reversal_rows,
             positive=self._positive(syms),
         )
         return self
@@ -1087,7 +1097,9 @@ class DynamicEstimator:
         self._reversal_rows = 0
         for k, r in enumerate(recs):
             A, b, joint, sample = self._system(r)
+            dropped = self._reversal_rows  # the instruments' rows drop the same ones: counted once
             Z = A if planned is None else self._system(r, angles=planned[k])[0]
+            self._reversal_rows = dropped
             parts.append((A, Z, b, joint, sample + offset))
             offset += (int(sample.max()) + 1 if len(sample) else 0) + gap
         if len(parts) > 1 and self.drift:  # each recording's sole creeps its own way: its drift columns apart
@@ -1456,12 +1468,14 @@ def top_pairs(corr: np.ndarray, symbols: list[str], top: int = 5) -> list[tuple[
 
 
 def validation_error(pred: np.ndarray, meas: np.ndarray) -> dict:
-    """RMS prediction error per joint, absolute (N·m) and relative to the measured RMS (%)."""
+    """RMS prediction error per joint, absolute (N·m) and relative to the measured RMS (%); None (and the row in
+    `zero_rms_rows`) where the measured RMS is 0, which has no relative error."""
     rmse = np.sqrt(np.mean((pred - meas) ** 2, axis=0))
     rms = np.sqrt(np.mean(meas**2, axis=0))
-    total = float(np.linalg.norm(pred - meas) / np.linalg.norm(meas))
+    whole = float(np.linalg.norm(meas))
     return {
         "rmse_nm": rmse.tolist(),
-        "relative_pct": (100 * rmse / rms).tolist(),
-        "total_relative_pct": 100 * total,
+        "relative_pct": [float(100 * e / m) if m > 0 else None for e, m in zip(rmse, rms, strict=True)],
+        "total_relative_pct": 100 * float(np.linalg.norm(pred - meas)) / whole if whole > 0 else None,
+        "zero_rms_rows": [j for j, m in enumerate(rms) if not m > 0],
     }

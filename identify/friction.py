@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from formats.errors import DataError, IdentifiabilityError
+from identify.drive_signals import Unfiltered
 from identify.robust_se import corr_samples, fit_se, misfit_note, null_space
 from robots.actuation import friction_rows
 
@@ -81,6 +82,7 @@ class FrictionFit:
     warnings: list[str] = field(default_factory=list)  # physically doubtful results, for the user
     se_method: str = "white residuals"  # how the SEs were found (identify.robust_se.fit_se)
     misfit: str | None = None  # note when the residuals show a systematic misfit
+    n_below_vs: int | None = None  # used samples with |ω| < v_s: the data behind the Stribeck dip
 
     @property
     def tau_s(self) -> float | None:
@@ -100,6 +102,7 @@ class FrictionFit:
             "zero_slope": self.zero_slope,
             "n_used": self.n_used,
             "n_rejected": self.n_rejected,
+            "n_below_vs": self.n_below_vs,
             "rms_Nm": self.rms,
             "cond_XtX": self.cond,
             "se_method": self.se_method,
@@ -131,6 +134,26 @@ def select_samples(
     if margin > 0:
         bad = np.convolve(bad.astype(float), np.ones(2 * margin + 1), mode="same") > 0
     return ~bad
+
+
+def gated_lowpass(a: np.ndarray, moving: np.ndarray, filtered: tuple[float, float]) -> np.ndarray:
+    """`a` (samples along axis 0) zeroed where the joint sticks (not `moving`: friction is whatever the applied
+    torque is there, no model's) and then low-passed by `filtered` = (cut-off, rate) [Hz]: the measured torque
+    and the model's columns both go through this, so that the two ring alike at reversals and stops."""
+    from identify.differentiation import lowpass
+
+    cutoff, rate = filtered
+    a = np.asarray(a, dtype=float)
+    gate = moving.astype(float).reshape(-1, *([1] * (a.ndim - 1)))
+    return lowpass((a * gate).reshape(len(a), -1), rate, cutoff).reshape(a.shape)
+
+
+def filtered_friction(
+    fit: FrictionFit, raw: Unfiltered, filtered: tuple[float, float], moving: np.ndarray
+) -> np.ndarray:
+    """f(ω) of `fit` on the nearly unfiltered ω of `raw` (identify.drive_signals.Unfiltered), gated and
+    low-passed as the torque (`gated_lowpass`): what to subtract from that torque."""
+    return gated_lowpass(fit.torque(raw.omega), moving, filtered)
 
 
 def _check(*arrays: np.ndarray) -> int:
@@ -181,6 +204,7 @@ def fit_friction(
     exclude: np.ndarray | None = None,
     filtered: tuple[float, float] | None = None,
     q_span: float | None = None,
+    raw: Unfiltered | None = None,
 ) -> FrictionFit:
     """Fit f from y = τ_j + I ω̇ = −f(ω) (motor off); v_s=None for the Stribeck model searches it (profile RSS).
     `offset` adds a constant τ_s (eq. 2.32's static term, e.g. an unzeroed torque sensor); `pwm` [%] adds the
@@ -188,6 +212,9 @@ def fit_friction(
     `fit_inertia` adds a column −ω̇ for the inertia the given one lacks (ΔI, e.g. a servo's unknown rotor).
     `filtered`: (cut-off, sample rate) [Hz] of the zero-phase low-pass the signals went through — the SEs then
     model its correlated residuals and a runs test flags a misfit; without it, Newey–West SEs and no runs test.
+    `raw` (identify.drive_signals.Unfiltered) with `filtered`: parallel filtering — the model's columns, evaluated
+    on the nearly unfiltered ω, and the recorded τ_j and PWM are gated where the joint sticks and low-passed alike
+    (`gated_lowpass`), so the friction's jump at a reversal rings on both sides and no sample near one is dropped.
     `q_span`: the joint angle's span [rad], if known, for the degrees check (`check_accelerations`)."""
     omega, omega_dot, tau_j = (np.asarray(a, dtype=float) for a in (omega, omega_dot, tau_j))
     _check(omega, omega_dot, tau_j, *(() if pwm is None else (np.asarray(pwm, dtype=float),)))
@@ -197,6 +224,11 @@ def fit_friction(
         raise DataError(f"drive inertia must be finite and ≥ 0, got {inertia}")
     if zero_slope and model != "stribeck":
         raise DataError("the zero-slope constraint applies to the Stribeck model only")
+    parallel = raw is not None and filtered is not None
+    moving = np.abs(raw.omega) > speed_min if parallel else np.ones(len(omega), bool)
+    if parallel:  # ω̇ ≈ 0 where the joint sticks: I ω̇ needs no gate
+        tau_j = gated_lowpass(raw.tau, moving, filtered)
+        pwm = None if pwm is None else gated_lowpass(raw.pwm, moving, filtered)
     y = tau_j + inertia * omega_dot
     check_accelerations(omega_dot, accel_max, q_span)
     keep = select_samples(omega, omega_dot, accel_max, speed_min, margin, exclude)
@@ -212,13 +244,20 @@ def fit_friction(
     offset = offset and not absorbed
     extra = (
         ([("k_pwm", np.asarray(pwm, dtype=float)[keep])] if pwm is not None else [])
-        + ([("tau_s", np.ones(len(w)))] if offset else [])
+        + (
+            [("tau_s", gated_lowpass(moving, moving, filtered)[keep] if parallel else np.ones(len(w)))]
+            if offset
+            else []
+        )
         + ([("inertia_extra", -omega_dot[keep])] if fit_inertia else [])
     )
     cols = names + tuple(n for n, _ in extra)
 
     def system(vs: float | None) -> tuple[np.ndarray, np.ndarray | None]:
-        X = -regressor(model, w, vs)  # y = −f(ω) + …
+        if parallel:  # the columns filtered as the torque was
+            X = -gated_lowpass(regressor(model, raw.omega, vs), moving, filtered)[keep]
+        else:
+            X = -regressor(model, w, vs)  # y = −f(ω) + …
         C = np.array([[1.0, vs, -1.0, 0.0]]) if zero_slope else None  # Kc + Kv v_s − σs⁺ = 0
         if extra:
             X = np.column_stack([X, *(c for _, c in extra)])
@@ -265,6 +304,7 @@ def fit_friction(
                              "terms, which hold it (Kc+ − τ_s, Kc- + τ_s); the other models fit it apart")  # fmt: skip
     if model == "stribeck":
         searched = None if v_s is not None else (best.vs_scan[0][0], best.vs_scan[-1][0])
+        best.n_below_vs = int(np.sum(np.abs(w) < best.v_s))
         best.warnings += stribeck_notes(best, w, searched, at_end)
     return best
 
@@ -404,13 +444,19 @@ def rejection_note(
     )
 
 
+# used samples below v_s under which the Stribeck dip counts as unsupported: a couple of reversals' worth at
+# 100 Hz (the simulated motor-off run keeps ~240 below v_s = 0.35 rad/s)
+MIN_BELOW_VS = 20
+
+
 def stribeck_notes(
     fit: FrictionFit, w_used: np.ndarray, searched: tuple[float, float] | None, at_end: bool = False
 ) -> list[str]:
     """Notes on a Stribeck velocity the data do not support: at an end of its search range `searched` (no
     clear knee: `at_end`, the search grid's least rms at its first or last v_s — the golden-section refinement
     between a grid minimum's neighbours may end near an end of the range from an interior minimum, which is
-    no note) or below the slowest speed used (the dip is extrapolated where there are no samples)."""
+    no note) or with fewer than MIN_BELOW_VS used samples below it (the dip is extrapolated where there are hardly
+    any: a few stray slow samples would not support it)."""
     notes = []
     vs = fit.v_s
     if searched is not None and at_end:
@@ -424,11 +470,13 @@ def stribeck_notes(
             f"stribeck: v_s {vs:.3g} rad/s is above the fastest speed used, {fastest:.3g} rad/s: the Stribeck dip "
             "then spans all the data and trades off against Kc and Kv (give a smaller --vs or let it be searched)"
         )
-    slowest = float(np.min(np.abs(w_used)))
-    if vs < slowest:
+    below = int(np.sum(np.abs(w_used) < vs))
+    if below < MIN_BELOW_VS:
+        slowest = float(np.min(np.abs(w_used)))
         notes.append(
-            f"stribeck: v_s {vs:.3g} rad/s is below the slowest speed used, {slowest:.3g} rad/s: the Stribeck "
-            "dip lies where there are no data (lower --speed-min, or use --model coulomb-viscous)"
+            f"stribeck: only {below} used samples lie below v_s {vs:.3g} rad/s (slowest {slowest:.3g} rad/s, "
+            f"fewer than {MIN_BELOW_VS}): the Stribeck dip lies where there are hardly any data (lower "
+            "--speed-min, record slower reversals, or use --model coulomb-viscous)"
         )
     return notes
 

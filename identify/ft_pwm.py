@@ -37,7 +37,7 @@ from robots import dynamics as dyn
 from robots.actuation import FtPwmTruth, Transmission, friction_rows, motor_velocities, transmissions
 from robots.base_params import DynamicBase, RegressorSpec, random_states
 from robots.com_base import numeric_base, pivoted_qr
-from robots.conditioning import kappa
+from robots.conditioning import kappa, normalised_columns
 from robots.memo import per_model
 from robots.tree import ParameterSet, RobotModel
 
@@ -48,6 +48,10 @@ UNITS = {"m": "kg", "mc": "kg·m", "I": "kg·m²", "w_O:f": "N", "w_O:m": "N·m"
          "k": "N·m/PWM unit"}  # fmt: skip
 FRICTION = ("c+", "c-", "v+", "v-")
 METHODS = ("pls", "ols", "ridge", "iv")
+# what `kappa` and `kappa_scaled` are the condition numbers of, as `identify dynamic` gives its two
+KAPPA_OF = ("the row-weighted regressor (rows × their weights, 1/σ of each row's residuals with --weights auto): "
+            "raw (changes with the parameters' units) and column-scaled (unit-norm columns: the parameters' units "
+            "do not count); both change with the row weights")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -221,13 +225,20 @@ class FtPwmFit:
     comparison: list[MethodResult]
     row_sigma: dict[str, float]  # residual σ per row (N, N·m)
     row_weights: dict[str, float]
-    kappa: float
+    kappa: float  # raw κ of the row-weighted regressor: changes with the units of its columns and rows
     samples: int
     vanishing: list[str]
     top_correlations: list[tuple[str, str, float]] = field(default_factory=list)
     units: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     contact_samples: int = 0  # samples marked contact=1, left out of the fit
+    kappa_scaled: float = float("nan")  # κ of the row-weighted regressor with unit-norm columns
+
+    @property
+    def rel_se_pct(self) -> np.ndarray:
+        """100 · SE / |estimate| per parameter (inf where the estimate is 0), as `identify dynamic` tables it."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return 100.0 * self.se / np.abs(self.values)
 
     def to_dict(self) -> dict:
         return {
@@ -237,10 +248,23 @@ class FtPwmFit:
             "n_components": self.n_components,
             "rank": self.rank,
             "parameters": [
-                {"symbol": s, "formula": f, "value": float(v), "se": float(e), "unit": u}
-                for s, f, v, e, u in zip(
-                    self.symbols, self.formulas, self.values, self.se, self.units, strict=True
-                )
+                {
+                    "symbol": s,
+                    "formula": f,
+                    "value": float(v),
+                    "se": float(e),
+                    "unit": u,
+                    "rel_se_pct": float(r) if np.isfinite(r) else None,
+                }
+                for s, f, v, e, u, r in zip(
+                    self.symbols,
+                    self.formulas,
+                    self.values,
+                    self.se,
+                    self.units,
+                    self.rel_se_pct,
+                    strict=True,
+                )  # fmt: skip
             ],
             "press": self.press.tolist(),
             "q2": self.q2.tolist(),
@@ -251,6 +275,8 @@ class FtPwmFit:
             "row_sigma": self.row_sigma,
             "row_weights": self.row_weights,
             "kappa": self.kappa,
+            "kappa_scaled": self.kappa_scaled,
+            "kappa_of": KAPPA_OF,
             "samples": self.samples,
             "vanishing": self.vanishing,
             "top_correlations": [list(c) for c in self.top_correlations],
@@ -330,11 +356,25 @@ class FtPwmEstimator:
         return ~near[sl]
 
     def _states(self, rec: FtPwmRecording):
+        self.check_length(rec)
         q, qd, qdd = states(rec.t, rec.q, self.differentiation, self.cutoff_hz)
-        edge = self._edge(rec.rate_hz)
-        if len(rec.t) <= 2 * edge + 10:
-            raise DataError(f"recording too short: {len(rec.t)} samples at {rec.rate_hz:.0f} Hz")
-        return q, qd, qdd, edge
+        return q, qd, qdd, self._edge(rec.rate_hz)
+
+    def min_samples(self, rate_hz: float) -> int:
+        """The fewest samples a recording at `rate_hz` may have: the filter's transients dropped at both ends
+        (`_edge`) and ten samples left to fit."""
+        return 2 * self._edge(rate_hz) + 11
+
+    def check_length(self, rec: FtPwmRecording, source: str | None = None) -> None:
+        """Refuse (DataError, naming `source` when given) a recording shorter than `min_samples`."""
+        need = self.min_samples(rec.rate_hz)
+        if len(rec.t) < need:
+            where = f"{source}: " if source else ""
+            raise DataError(
+                f"{where}recording too short: {len(rec.t)} samples ({len(rec.t) / rec.rate_hz:.2f} s) at "
+                f"{rec.rate_hz:.0f} Hz; the fit needs at least {need} ({need / rec.rate_hz:.2f} s: the low-pass "
+                f"filter's transients, 5/f_c at cut-off {self.cutoff_hz:g} Hz, dropped at both ends)"
+            )
 
     def _edge(self, rate_hz: float) -> int:
         """Samples dropped at each end: the filter's transients (5/f_c)."""
@@ -575,6 +615,7 @@ class FtPwmEstimator:
             row_sigma={r: float(raw[kind == k].std()) for k, r in enumerate(rows)},
             row_weights={r: float(w[k]) for k, r in enumerate(rows)},
             kappa=kappa(Rw),
+            kappa_scaled=kappa(normalised_columns(Rw)[0]),
             samples=int(sample.max() + 1),
             vanishing=[db.names[i] for i in db.vanishing],
             top_correlations=top,

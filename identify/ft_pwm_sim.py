@@ -26,8 +26,7 @@ def multisine(
     if duration <= 0 or rate_hz <= 0:
         raise DataError("duration and rate must be positive")
     t = np.arange(int(round(duration * rate_hz))) / rate_hz
-    lo = np.where(np.isfinite(model.lower), model.lower, -np.pi)
-    hi = np.where(np.isfinite(model.upper), model.upper, np.pi)
+    lo, hi = model.sampling_bounds()
     q0, half = (lo + hi) / 2, (hi - lo) / 2 * (1 - 2 * margin)
     n = model.nq
     f = rng.uniform(fmin, fmax, (harmonics, n))

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from formats.errors import DataError, IdentifiabilityError
-from identify.friction import FrictionFit, select_samples
+from identify.drive_signals import Unfiltered
+from identify.friction import FrictionFit, filtered_friction, gated_lowpass, select_samples
 from identify.robust_se import corr_samples, fit_se, misfit_note
 
 
@@ -95,25 +96,35 @@ def fit_pwm_gain(
     margin: int = 5,
     exclude: np.ndarray | None = None,
     filtered: tuple[float, float] | None = None,
+    raw: Unfiltered | None = None,
 ) -> PwmGainFit:
     """Moving-link gain regression after friction compensation, y = τ_j + I ω̇ + f(ω) on rows [1, PWMᵢ];
-    `filtered`: (cut-off, rate) [Hz] of the signals' low-pass, for their SEs and the misfit test."""
+    `filtered`: (cut-off, rate) [Hz] of the signals' low-pass, for the SEs and the misfit test; with `raw` (the
+    unfiltered signals) f(ω) and the rows are filtered as τ_j, stuck samples gated out (identify.friction
+    `gated_lowpass`: the friction's jump at a reversal then rings alike on both sides)."""
     arrays = [np.asarray(a, dtype=float) for a in (pwm, omega, omega_dot, tau_j)]
     if len({len(a) for a in arrays}) != 1 or not all(np.all(np.isfinite(a)) for a in arrays):
         raise DataError("PWM gain: PWM, ω, ω̇, τ_j must be finite arrays of equal length")
     pwm, omega, omega_dot, tau_j = arrays
     y = tau_j + inertia * omega_dot
-    if friction is not None:
+    ones = np.ones(len(y))
+    if friction is not None and raw is not None and filtered is not None:
+        moving = np.abs(raw.omega) > speed_min  # stuck: friction is no model's, gated out before filtering
+        tau_j, pwm, ones = (gated_lowpass(a, moving, filtered) for a in (raw.tau, raw.pwm, moving))
+        y = tau_j + inertia * omega_dot + filtered_friction(friction, raw, filtered, moving)
+    elif friction is not None:
         y = y + friction.torque(omega)  # K PWM + τ₀ = τ_j + I ω̇ + f(ω)
-        keep = select_samples(omega, omega_dot, accel_max, speed_min, margin, exclude)
-    else:
-        keep = np.ones(len(y), bool)
+    keep = (
+        select_samples(omega, omega_dot, accel_max, speed_min, margin, exclude)
+        if friction is not None
+        else np.ones(len(y), bool)
+    )
     if keep.sum() < 4 and np.mean(np.abs(omega) <= speed_min) > 0.9:
         raise DataError(
             f"PWM gain: the link hardly moves (|ω| ≤ {speed_min:g} rad/s in {100 * np.mean(np.abs(omega) <= speed_min):.0f} "
             "% of the samples): a recording of a held link needs --link fixture"
         )
-    X = np.column_stack([np.ones(keep.sum()), pwm[keep]])
+    X = np.column_stack([ones[keep], pwm[keep]])
     theta, se, rms, note = _ls(X, y[keep], ["tau0", "k_pwm"], np.flatnonzero(keep), filtered)
     return PwmGainFit(float(theta[1]), float(theta[0]), None, se, int(keep.sum()), rms, "moving link", note)
 

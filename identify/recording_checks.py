@@ -46,6 +46,12 @@ SOLE_GROUND_TILT_DEG = 20.0
 # samples whose Fz is below this share of the guessed weight have no CoP to judge: left out of the lever and CoP checks
 LOADED_SHARE = 0.1
 MAX_CHECKED = 2000  # samples the geometric checks look at, evenly spread (a long recording's are alike)
+# joint efforts' RMS over those the guessed parameters predict on the recorded motion (rigid bodies, no friction):
+# beyond EFFORT_WARN× (or 1/EFFORT_WARN×) a warning, beyond EFFORT_REFUSE× a refusal. Honest recordings measured
+# 0.96–1.3× (twins of the description), 11× (iCub twin at viscous 12 N·m·s/rad, Coulomb 5 N·m), 0.039× (a description
+# whose masses are 0.04× the robot's); a unit is 1000× (mN·m, N·mm, mA) or 1/30–1/100× (a missing torque constant)
+EFFORT_WARN = 10.0
+EFFORT_REFUSE = 30.0
 
 
 def limits_problem(
@@ -259,3 +265,58 @@ def standing_problem(
         lambda: cop_problem(model, q[on], board_cop(wrench[on], moment_z), base, geometry, single),
     )
     return next((p for p in (check() for check in checks) if p), None)
+
+
+def _rms(x: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """Root mean square (over `axis`)."""
+    return np.sqrt(np.mean(np.square(x), axis=axis))
+
+
+def effort_scale_problem(
+    model: RobotModel,
+    motion: tuple[np.ndarray, np.ndarray, np.ndarray],
+    tau: np.ndarray,
+    guess: str | ParameterSet,
+    base: str,
+    currents: bool = False,
+) -> tuple[str, bool] | None:
+    """The measured joint efforts (K, nq) against the guessed parameters' inverse dynamics on the recorded motion
+    (q, q̇, q̈), RMS over all joints and samples: beyond EFFORT_WARN× either way a message, refusing (True) beyond
+    EFFORT_REFUSE×, naming the likely unit and the joint farthest off; None when plausible or nothing is predicted.
+    Independent of the description's effort limits (placeholders on some)."""
+    from robots.dynamics import rnea
+
+    idx = _spread(len(tau))
+    q, qd, qdd = (np.asarray(a)[idx] for a in motion)
+    pred = rnea(model, q, qd, qdd, guess, base)
+    meas = np.asarray(tau)[idx]
+    predicted, measured = float(_rms(pred)), float(_rms(meas))
+    if not predicted > 0:
+        return None
+    ratio = measured / predicted
+    off = max(ratio, 1 / ratio) if ratio > 0 else np.inf
+    if off <= EFFORT_WARN:
+        return None
+    refuse = off > EFFORT_REFUSE
+    per = _rms(meas, 0) / np.maximum(_rms(pred, 0), 1e-12 * predicted)
+    j = int(np.argmax(np.abs(np.log(np.maximum(per, 1e-300)))))
+    band = EFFORT_REFUSE if refuse else EFFORT_WARN
+    tail = "" if refuse else f"; refused beyond 1/{EFFORT_REFUSE:g}–{EFFORT_REFUSE:g}×, the fit goes on"
+    return (f"the joint efforts' RMS is {measured:.4g} N·m, {ratio:.3g}× what {model.name!r}'s parameters "
+            f"({model.parameter_set(guess).name!r}) predict on the recorded motion without friction ({predicted:.4g} "
+            f"N·m; farthest joint {model.joint_names[j]} at {per[j]:.3g}×), beyond 1/{band:g}–{band:g}×{tail}: "
+            f"{_effort_hint(ratio, currents)}, or the description's masses/friction far from this robot (check "
+            "--prior)?", refuse)  # fmt: skip
+
+
+def _effort_hint(ratio: float, currents: bool) -> str:
+    """The unit mistake an effort-scale ratio points to."""
+    if ratio > 1:
+        if currents:
+            return "currents in mA rather than A, or a torque constant in another unit"
+        return (
+            "efforts in mN·m rather than N·m" if abs(np.log10(ratio) - 3) < 1 else "efforts in another unit"
+        )
+    if currents:
+        return "a torque constant too small (motor's alone, without the gear ratio)"
+    return "motor currents or motor-side torques written as joint torques (a missing torque constant or gear ratio)"

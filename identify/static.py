@@ -17,7 +17,8 @@ from formats.errors import DataError, IdentifiabilityError
 from formats.plan import Posture
 from formats.static_recording import StaticRecording
 from formats.static_result import result_document
-from identify.recording_checks import limits_problem, support_margins
+from formats.units import GRAVITY, LENGTH_UNITS
+from identify.recording_checks import limits_problem, support_corners, support_margins
 from robots.com_base import BaseModel, rank_report
 from robots.com_variants import CoMVariant, base_model, variant
 from robots.stance import flat_residual
@@ -139,6 +140,78 @@ def describe_repeats(q: np.ndarray, ids: np.ndarray, need: int) -> str:
     return f"{text}: they add no equations"
 
 
+def copied_rows(q: np.ndarray, cop: np.ndarray, ids: np.ndarray) -> list[tuple[int, int, int]]:
+    """Rows whose joint angles and CoP equal an earlier row's to the last digit: (row, earlier row's id, row's id)."""
+    first: dict[bytes, int] = {}
+    copies = []
+    for i, row in enumerate(np.hstack([q, cop]) + 0.0):  # + 0.0: -0.0 and 0.0 alike
+        j = first.setdefault(row.tobytes(), i)
+        if j != i:
+            copies.append((i, int(ids[j]), int(ids[i])))
+    return copies
+
+
+def check_copies(
+    q: np.ndarray, cop: np.ndarray, sd_mean: np.ndarray | None, ids: np.ndarray, source: str
+) -> str:
+    """A row copied under a new id adds no measurement but counts in the dof, so σ̂ and the SEs shrink: refused
+    where its CoP spread says the samples were noisy (noisy averages never agree to the last digit), otherwise a
+    warning (a noiseless twin does repeat exactly); empty without copies."""
+    copies = copied_rows(q, cop, ids)
+    if not copies:
+        return ""
+    said = ", ".join(f"posture {c} repeats posture {o}" for _, o, c in copies[:5]) + (
+        " …" if len(copies) > 5 else ""
+    )
+    if sd_mean is not None and any(np.nanmax(np.r_[sd_mean[i], 0.0]) > 0 for i, _, _ in copies):
+        raise DataError(
+            f"{source}: {said} to the last digit (joint angles and CoP), though their CoP samples spread: a row "
+            "copied under a new id, which adds no measurement but would shrink σ̂ and the standard errors; remove it"
+        )
+    return (
+        f"{said} to the last digit (joint angles and CoP): a copied row adds no measurement but counts in the dof "
+        "(σ̂ and the SEs shrink) — remove it unless the CoPs are noiseless"
+    )
+
+
+# force_n within this fraction of the robot's mass (kg) is kilograms, not newtons
+FORCE_KG_TOL = 0.3
+
+
+def check_force(force: np.ndarray | None, mass_kg: float, source: str) -> None:
+    """force_n is informational (the fit uses the CoPs), but a column of kilograms says the file's units are
+    not what it declares: refused, naming the unit."""
+    if force is None or not np.any(np.isfinite(force)):
+        return
+    mean = float(np.nanmean(force))
+    if abs(mean / mass_kg - 1.0) < FORCE_KG_TOL:
+        raise DataError(
+            f"{source}: force_n averages {mean:.3g}, the robot's mass in kg ({mass_kg:.3g} kg in its description, "
+            f"a weight of {mass_kg * GRAVITY:.0f} N): these look like kg; write force_n in N"
+        )
+
+
+def check_spread_extent(
+    model: RobotModel, q: np.ndarray, cop_sd: np.ndarray | None, base: str, geometry, ids: np.ndarray, unit: str,
+    source: str,
+) -> None:  # fmt: skip
+    """No CoP spreads (SD) more than half the support polygon's extent along its axis (the most any distribution on
+    that interval can): a larger cop_sd is in another unit than the file declares (`unit`), refused naming it."""
+    if cop_sd is None:
+        return
+    half = np.ptp(support_corners(model, q, base, geometry), axis=1) / 2  # (K, 2) m
+    bad = np.flatnonzero(np.any(cop_sd > half, axis=1))
+    if bad.size:
+        k = bad[0]
+        a = int(np.nanargmax(cop_sd[k] - half[k]))
+        hint = "these look like mm" if unit == "m" else "check their unit"
+        raise DataError(
+            f"{source}: cop_sd_{'xy'[a]} {cop_sd[k, a] / LENGTH_UNITS[unit]:g} {unit} at posture {ids[k]} "
+            f"({bad.size} postures in all) exceeds half the soles' extent along {'xy'[a]} ({half[k, a] * 1000:.0f} "
+            f"mm), the most a CoP can spread: {hint}; write cop_sd in the file's length unit ({unit}), as cop_x/cop_y"
+        )
+
+
 def regressor_xy(bm: BaseModel, q: np.ndarray) -> np.ndarray:
     """Stacked x/y rows of R_b over postures: (2m, n), row 2i = x of posture i, 2i+1 = y."""
     return bm.regressor(np.atleast_2d(q))[:, :2, :].reshape(-1, bm.n)
@@ -180,6 +253,14 @@ def weights(sd_mean: np.ndarray | None, ids: np.ndarray) -> np.ndarray:
             f"weighted least squares: cop_sd blank or zero (or samples < 1) at posture(s) {shown}"
         )
     return 1.0 / sd_mean.reshape(-1)
+
+
+def _spread_issue(issue: str | None, weighted: bool) -> str | None:
+    """A recording's implausible cop_sd (`StaticRecording.spread_issue`): refused when it would weight the fit,
+    else the warning that it is not used."""
+    if issue and weighted:
+        raise DataError(issue)
+    return f"{issue} (not used: the fit is unweighted)" if issue else None
 
 
 def dof_warning(dof: int, p: int) -> str:
@@ -235,9 +316,11 @@ class StaticCoMEstimator:
             if rec.joint_names != self.model.joint_names:
                 raise DataError(f"recording joints {rec.joint_names} do not match model {self.model.name!r}")
             q, cop, cop_sd, samples, ids = rec.q, rec.cop, rec.cop_sd, rec.samples, rec.posture
+            spread_issue = _spread_issue(rec.spread_issue, self.weighted)
             degrees = rec.meta.get("angle_unit") == "deg"
+            force, unit = rec.force, rec.meta.get("length_unit", "m")
         else:
-            samples, ids, degrees = None, None, False
+            samples, ids, degrees, force, unit, spread_issue = None, None, False, None, "m", None
         q = self.model.check_q(np.atleast_2d(q))
         if problem := limits_problem(self.model, q, "", degrees):  # the slack dynamic recordings are allowed
             raise DataError(f"{source}: {problem}")
@@ -248,6 +331,10 @@ class StaticCoMEstimator:
         if not np.all(np.isfinite(cop)):
             raise DataError("CoP data contain NaN or infinite values")
         check_double_support(self.model, q, self.base, ids=ids)
+        check_force(force, self.model.parameter_set(self.guess).total_mass, source)
+        if cop_sd is not None:
+            cop_sd = np.asarray(cop_sd, dtype=float)
+            check_spread_extent(self.model, q, cop_sd, self.base, self.guess, ids, unit, source)
         bm, var = self.base_model_, self.variant_
         est = list(var.estimated)
         p, m = len(est), q.shape[0]
@@ -257,6 +344,7 @@ class StaticCoMEstimator:
                 f"{m} postures give {2 * m} equations for {p} parameters: need at least {need} postures"
             )
         sd_mean = mean_spread(cop_sd, samples, ids)
+        copies = check_copies(q, cop, sd_mean, ids, source)
         tol = np.maximum(
             OUTSIDE_TOL_M,
             OUTSIDE_SDS * np.nan_to_num(np.max(sd_mean, axis=1) if sd_mean is not None else 0.0),
@@ -331,7 +419,7 @@ class StaticCoMEstimator:
             sigma_scale=float(np.sqrt(sigma2)) if self.weighted and np.isfinite(sigma2) else float("nan"),
             posture_ids=ids,
             guess_name=self.model.parameter_set(self.guess).name,
-            warnings=[w for w in (outside, dof_warning(dof, p)) if w],
+            warnings=[w for w in (spread_issue, copies, outside, dof_warning(dof, p)) if w],
         )
         if self.reference is not None:
             self.result_.reference = self.compare(self.reference, q, cop)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -299,6 +300,7 @@ def cmd_friction(args: argparse.Namespace) -> int:
                 pwm=sig.pwm if with_pwm else None,
                 fit_inertia=args.fit_inertia,
                 exclude=rec.gaps(),
+                raw=sig.raw,
                 **opts,
             )
         )
@@ -362,7 +364,8 @@ def _friction_table(fits, truth, source: str) -> Table:
         t.add_row(
             f.model,
             "fit",
-            f"rms {f.rms:.3g} N·m, {f.n_used} used, {f.n_rejected} rejected",
+            f"rms {f.rms:.3g} N·m, {f.n_used} used, {f.n_rejected} rejected"
+            + ("" if f.n_below_vs is None else f", {f.n_below_vs} used below v_s"),
             "",
             "",
             "",
@@ -459,6 +462,7 @@ def _simulated_friction(args, truth):
         margin=args.margin,
         filtered=s0.filtered,
         q_span=float(np.ptp(ext.q)),
+        raw=replace(s0.raw, tau=s0.raw.tau - truth.tau_offset),
     )
 
 
@@ -510,6 +514,7 @@ def cmd_pwm_gain(args: argparse.Namespace) -> int:
             max(args.speed_min, 0.05),
             exclude=rec.gaps(),
             filtered=sig.filtered,
+            raw=sig.raw,
         )
         pwm, y = sig.pwm, sig.tau + inertia * sig.omega_dot + fric.torque(sig.omega)
     k_true = truth.k_pwm * truth.pwm_full_scale / 100 if truth else None

@@ -27,7 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--postures", type=at.integer(13), default=None,
                    help="number of postures (default 18 on the physics twin, 30 on the kinematic robot)")  # fmt: skip
     p.add_argument(
-        "--placements", type=at.count, default=6, help="foot placements (default 6: five postures each)"
+        "--placements",
+        type=at.count,
+        default=6,
+        help="foot placements (default 6: three postures each on the physics twin, five on the kinematic robot; "
+        "--postures must be a multiple)",
     )
     p.add_argument(
         "--move-s", type=at.nonnegative, default=4.0, help="move duration per posture (robot time, s)"

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, err_console, named_errors, print_json
+from poise.output import console, err_console, named_errors, print_json, rel_se_text
 
 if TYPE_CHECKING:
     from formats.dynamic_recording import DynamicRecording
@@ -285,7 +285,14 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
 def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     from formats.dynamic_recording import read_dynamic_recording
     from identify.dynamic import SCALE_RESOLVED_SE, DynamicEstimator, validation_error
-    from identify.recording_model import checked_for_model, efforts_beyond_limits, model_of_recording
+    from identify.recording_model import (
+        checked_for_model,
+        efforts_beyond_limits,
+        model_of_recording,
+        repeated_recordings,
+        run_problem,
+        stuck_efforts,
+    )
     from robots.params_io import resolve_params
     from robots.registry import same_robot
 
@@ -295,7 +302,15 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     first = read_dynamic_recording(args.recording[0])
     model = model_of_recording(first, args.recording[0])
     too_large: list[str] = []  # recordings whose efforts pass the joints' effort limits several times over
+    stuck: list[str] = []  # moving joints whose effort reads 0 most of the time
+    scale: list[str] = []  # recordings whose efforts are far (not a unit) off the description's dynamics
     own_cutoff = args.cutoff_hz is None  # the fit's cut-off from the recordings' declared band
+    if args.prior and args.essential is None:
+        raise DataError("--prior is the parameter set --essential fixes poorly determined parameters at: give "
+                        "--essential PCT too, or drop it")  # fmt: skip
+    prior = (
+        resolve_params(args.prior, model) if args.prior else None
+    )  # the efforts' scale is checked against it
 
     def other_robot(r, path: str, what: str) -> None:
         if not same_robot(r.robot, first.robot):
@@ -308,14 +323,12 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         r, used = _efforts_of(checked_for_model(r, path, model, own_cutoff), path, args.torque_constant)
         recs.append(r)
         currents += [used | {"role": "fit"}] if used else []
-        too_large += efforts_beyond_limits(r, path, model)
+        too_large += (limits := efforts_beyond_limits(r, path, model))
+        stuck += stuck_efforts(r, path, model)
+        scale += _effort_scale(r, path, model, prior, limits)
     rec = recs[0]
     # Every input is read before the fit: a bad --reference or --validate fails now, not after the work.
     ref_ps = resolve_params(args.reference, model) if args.reference else None
-    if args.prior and args.essential is None:
-        raise DataError("--prior is the parameter set --essential fixes poorly determined parameters at: give "
-                        "--essential PCT too, or drop it")  # fmt: skip
-    prior = resolve_params(args.prior, model) if args.prior else None
     if args.essential is not None:
         _finite("essential", args.essential, positive=True)
     vrec = read_dynamic_recording(args.validate) if args.validate else None
@@ -333,14 +346,26 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             args.validate,
             args.torque_constant,
         )
-        too_large += efforts_beyond_limits(vrec, args.validate, model)
+        too_large += (limits := efforts_beyond_limits(vrec, args.validate, model))
+        stuck += stuck_efforts(vrec, args.validate, model)
+        scale += _effort_scale(vrec, args.validate, model, prior, limits)
         currents += [used | {"role": "validation"}] if used else []
-    for msg in too_large:  # before the fit: a unit mistake is worth knowing before waiting for it
-        err_console.print(f"[yellow]warning:[/yellow] {escape(msg)}", highlight=False)
     if args.torque_constant is not None and not currents:
         raise DataError("--torque-constant: no recording holds motor currents (i:… columns); torques are used as "
                         "recorded")  # fmt: skip
-    runs = [_run_of(path) for path in args.recording]  # each run.json read once
+    runs = [run_of(path) for path in args.recording]  # each run.json read once
+    plans = [None if isinstance(run, Exception) else str(run.sha) for run in runs]
+    repeated_recordings(recs, args.recording, plans, None if vrec is None else (vrec, args.validate))
+    for r, path, run in zip(recs, args.recording, runs, strict=True):
+        if not isinstance(run, Exception):
+            run_problem(r, path, run.ticks, run.rate_hz)
+    vrun = run_of(args.validate) if vrec is not None else None
+    if vrun is not None and not isinstance(vrun, Exception):
+        run_problem(vrec, args.validate, vrun.ticks, vrun.rate_hz)
+    for msg in (
+        too_large + scale + stuck
+    ):  # after the refusals, before the fit: a unit mistake is worth knowing early
+        err_console.print(f"[yellow]warning:[/yellow] {escape(msg)}", highlight=False)
     partial = [{"recording": k + 1, "file": path, "status": run.partial}
                for k, (path, run) in enumerate(zip(args.recording, runs, strict=True))
                if not isinstance(run, Exception) and run.partial]  # fmt: skip
@@ -353,7 +378,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     ran = None if planned is not None else _angles_that_ran(args.recording, runs, recs, model)
     quantity = "torque" if rec.tau is not None else "wrench"
     source = args.recording[0] if len(recs) == 1 else f"{len(recs)} recordings"
-    plans = [None if isinstance(run, Exception) else str(run.sha) for run in runs]
+    recorded = sum(len(r.t) for r in recs)  # every recording's rows, before repeats are averaged
     rep = _repeats(recs, plans, average=not args.no_average)
     if rep.averaged:
         source += f", the runs of each plan averaged ({len(rep.groups)} fitted)"
@@ -425,6 +450,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         "scale_unresolved": unresolved,
     }
     out = _whose(model, first) | out
+    out["recording_samples"] = recorded  # the rows recorded, before runs of one plan are averaged
     # the exact combinations: the result means the same in any version's base (model export)
     if quantity == "torque":
         K, names = est.dynamic_base_.combination_matrix(), est.dynamic_base_.names
@@ -458,6 +484,10 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         )
     if too_large:
         out["efforts_beyond_limits"] = too_large
+    if scale:
+        out["effort_scale_far_off"] = scale
+    if stuck:
+        out["efforts_stuck_at_zero"] = stuck
     if partial:
         out["partial_runs"] = partial
     uncal = [k + 1 for k, run in enumerate(runs) if not isinstance(run, Exception) and run.uncalibrated]
@@ -490,8 +520,14 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         with named_errors(f"--validate {args.validate}"):
             pred, meas = est.predict(vrec)
         out["validation"] = validation_error(pred, meas) | {"recording": args.validate, "rows": out["rows"]}
-        vrun = _run_of(args.validate)  # what its run.json says of how it went: the prediction misses that too
-        if not isinstance(vrun, Exception):
+        zero = out["validation"]["zero_rms_rows"] = [
+            out["rows"][j] for j in out["validation"]["zero_rms_rows"]
+        ]
+        if zero:  # null in relative_pct: no relative error of a row that measured nothing
+            out["validation"]["relative_pct_null"] = "the row's measured efforts are all 0: no relative error"
+        differ = _physics_differ(first, runs[0], vrec, vrun, model)
+        out["validation"] |= {"declared_physics_differ": differ} if differ else {}
+        if not isinstance(vrun, Exception):  # its run.json says how it went: the prediction misses that too
             said = [{"sole": r["sole"], "rocked_share": r["rocked_share"]}
                     for r in _rocked([args.validate], [vrun])]  # fmt: skip
             out["validation"] |= {"soles_rocked": said} if said else {}
@@ -513,14 +549,20 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         return 0
     table = Table(
         title=f"{model.name}: dynamic base parameters from {source} ({fit.samples} regressor rows from "
-        f"{fit.fitted_samples} decimated samples of {fit.recording_samples} recorded)"
+        f"{fit.fitted_samples} decimated samples of {recorded} recorded"
+        + (
+            f"; {fit.reversal_rows} rows ({100 * fit.reversal_share:.0f} %) dropped around velocity reversals"
+            if fit.reversal_rows
+            else ""
+        )
+        + ")"
     )
     for col in ("parameter", "grouping / meaning", "unit", "estimate", "SE", "rel. SE %") + (
         ("reference", "z") if args.reference else ()
     ):
         table.add_column(col, justify="left" if col.startswith(("param", "group", "unit")) else "right")
     for k, (s, f, u) in enumerate(zip(fit.symbols, fit.formulas, fit.units, strict=True)):
-        row = [s, f, u, f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}", _rel_text(fit.rel_se_pct[k])]
+        row = [s, f, u, f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}", rel_se_text(fit.rel_se_pct[k])]
         if args.reference:
             joints = fit.reference.get("joints", {"values": {}, "z": {}})
             if k < nb:
@@ -698,19 +740,37 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
             else ""
         )
         if quantity == "wrench":  # N and N·m pooled: Fz's weight would hide the moments' misses
-            worst = int(np.argmax(v["relative_pct"]))
+            worst = int(np.argmax([-1.0 if r is None else r for r in v["relative_pct"]]))
             row = out["rows"][worst].split()[0]
-            head = (f"RMS error up to {v['relative_pct'][worst]:.1f} % of a row's RMS ({row}; pooled over Fz, Mx, My "
-                    f"{v['total_relative_pct']:.2f} %, mostly Fz's weight)")  # fmt: skip
+            head = (
+                "measured wrench all 0"
+                if v["total_relative_pct"] is None
+                else f"RMS error up to {v['relative_pct'][worst]:.1f} % of a row's RMS ({row}; pooled over Fz, Mx, "
+                f"My {v['total_relative_pct']:.2f} %, mostly Fz's weight)"
+            )
         else:
-            head = f"RMS error {v['total_relative_pct']:.2f} % of the measured efforts"
+            total = v["total_relative_pct"]
+            head = (
+                "measured efforts all 0"
+                if total is None
+                else f"RMS error {total:.2f} % of the measured efforts"
+            )
         console.print(
             f"validation on {args.validate}{how}: {head}; per row (% of its RMS): "
             + ", ".join(
-                f"{_with_unit(label, x)} ({r:.1f} %)"
+                f"{_with_unit(label, x)} ({'its RMS 0' if r is None else f'{r:.1f} %'})"
                 for label, x, r in zip(out["rows"], v["rmse_nm"], v["relative_pct"], strict=True)
             )
         )
+        if v.get("declared_physics_differ"):
+            console.print(
+                "[yellow]note:[/yellow] the two recordings' declared physics differ ("
+                + "; ".join(f"{d['kind']} at {d['joint']}: {d['fit']:.4g} by the fit's {d['fit_field']}, "
+                            f"{d['validation']:.4g} by the validation's {d['validation_field']}"
+                            for d in v["declared_physics_differ"])
+                + "): its error holds that difference, not only the estimate's",
+                highlight=False,
+            )  # fmt: skip
         for r in v.get("soles_rocked", []):
             console.print(f"[yellow]validation recording: {r['sole']} on three corners for "
                           f"{100 * r['rocked_share']:.0f} % of its ticks (run.json): the fixed-feet model's "
@@ -731,13 +791,6 @@ def _whose(model, rec) -> dict:
     return {"robot": model.name} | (
         {"robot_source": str(model.source)} if rec.meta.get("robot_source") else {}
     )
-
-
-def _rel_text(pct: float) -> str:
-    """A relative SE (%) for the table: two significant digits below 10 % (0.0147 → '0.015', not '0.0')."""
-    if not math.isfinite(pct):
-        return "—"
-    return f"{pct:.2g}" if pct < 10 else f"{pct:.0f}"
 
 
 def _warn_impossible(found: list[dict]) -> None:
@@ -836,7 +889,7 @@ TWIN_JOINT_KINDS = {"fv": "viscous", "fc": "coulomb", "Ia": "armature"}
 def _twin_joints(
     reference: str, recording: str, run: RunOf | Exception, model
 ) -> dict[str, dict[str, float]] | None:
-    """The physics twin's joint truth (`run`: `_run_of`'s answer for `recording`) when `reference` is that run's
+    """The physics twin's joint truth (`run`: `run_of`'s answer for `recording`) when `reference` is that run's
     own truth.json; None otherwise, or when its run.json lacks a complete, finite one."""
     from pathlib import Path
 
@@ -870,6 +923,46 @@ def _declared_joints(recs, model) -> dict[str, dict[str, float]] | None:
         return None
     one = dict(zip(DECLARED_JOINTS, next(iter(vals)), strict=True))
     return {j: dict(one) for j in model.joint_names}
+
+
+def _ticks_rate(meta: dict) -> tuple[int | None, float | None]:
+    """run.json's ticks_streamed and rate_hz, None where absent or damaged."""
+    ticks, rate = meta.get("ticks_streamed"), meta.get("rate_hz")
+    ok = isinstance(rate, int | float) and math.isfinite(rate) and rate > 0
+    return (ticks if isinstance(ticks, int) and ticks > 0 else None), (float(rate) if ok else None)
+
+
+def _physics(rec, run: RunOf | Exception, model) -> dict[str, tuple[str, dict[str, float]]]:
+    """The joint physics a recording declares, by kind (viscous, coulomb, armature): (where it is said, its value
+    by joint), from its run.json's twin_joints or its own header (`simulate trajectory`)."""
+    out = {}
+    twin = None if isinstance(run, Exception) else run.twin_joints
+    for kind, key in DECLARED_JOINTS.items():
+        try:
+            if isinstance(twin, dict):
+                out[kind] = (
+                    f"run.json twin_joints {kind}",
+                    {j: float(twin[j][kind]) for j in model.joint_names},
+                )
+            elif key in rec.meta:
+                out[kind] = (key, dict.fromkeys(model.joint_names, float(rec.meta[key])))
+        except (KeyError, ValueError, TypeError):
+            continue
+    return out
+
+
+def _physics_differ(rec, run, vrec, vrun, model) -> list[dict]:
+    """Where the fit's first recording and the validation recording declare different joint physics (friction,
+    rotor inertia): their predictions cannot agree there whatever the estimate."""
+    mine, theirs = _physics(rec, run, model), _physics(vrec, vrun, model)
+    out = []
+    for kind in [k for k in DECLARED_JOINTS if k in mine and k in theirs]:
+        (fa, a), (fb, b) = mine[kind], theirs[kind]
+        j = max(a, key=lambda n: abs(a[n] - b[n]))
+        if not math.isclose(a[j], b[j], rel_tol=1e-6, abs_tol=1e-12):
+            out.append({"kind": kind, "joint": j, "fit_field": fa, "fit": a[j], "validation_field": fb,
+                        "validation": b[j]})  # fmt: skip
+    return out
 
 
 def _joint_reference(fit, twin: dict[str, dict[str, float]], nb: int, source: str) -> dict:
@@ -908,9 +1001,11 @@ class RunOf(NamedTuple):
     partial: str | None = None  # how a run that did not stream its whole plan ended (None: it did)
     # (boards,) the relative SD of the scale each board's calibration tare put on its four gains (board_gain_tare_se)
     gain_tare_se: np.ndarray | None = None
+    ticks: int | None = None  # ticks streamed (run.json ticks_streamed): the recording's rows
+    rate_hz: float | None = None  # its executor's rate (run.json rate_hz): the recording's sample rate
 
 
-def _run_of(recording: str) -> RunOf | Exception:
+def run_of(recording: str) -> RunOf | Exception:
     """The run.json beside a recording (`RunOf`); where there is none, why (the OSError, ValueError, KeyError or
     TypeError reading it raised)."""
     from drivers.run_files import partial_status, run_meta_beside
@@ -940,7 +1035,7 @@ def _run_of(recording: str) -> RunOf | Exception:
     partial = partial_status(meta)
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
                  sd, cov, rel_se, key, scale, weight if scale is not None else None, partial,
-                 _gain_tare_se(meta, rel_se))  # fmt: skip
+                 _gain_tare_se(meta, rel_se), *_ticks_rate(meta))  # fmt: skip
 
 
 def _gain_tare_se(meta: dict, rel_se: np.ndarray | None) -> np.ndarray | None:
@@ -1065,6 +1160,20 @@ def _shared_noise(groups: list[list[int]], runs: list) -> list[list[int]]:
     return out
 
 
+def _effort_scale(rec, path: str, model, prior, limits: list[str]) -> list[str]:
+    """`effort_scale`'s warnings; its refusal carries the effort-limit warning (`efforts_beyond_limits`) of the same
+    recording, which the refusal would otherwise hide."""
+    from identify.recording_model import effort_scale
+
+    try:
+        return effort_scale(rec, path, model, prior)
+    except DataError as exc:
+        if not limits:
+            raise
+        also = limits[0].removeprefix(f"{path}: ").removesuffix(" (the fit goes on)")
+        raise DataError(f"{exc}; {also}") from None
+
+
 def _repeats(recs: list, plans: list[str | None], average: bool):
     """The recordings to fit: with `average`, the runs of one plan (`plans`, from the run.json beside each)
     averaged."""
@@ -1076,7 +1185,7 @@ def _repeats(recs: list, plans: list[str | None], average: bool):
 
 
 def _rocked(paths: list[str], runs: list) -> list[dict]:
-    """The soles that rocked in the runs (`_run_of`'s answers, recordings numbered as given): on three corners for
+    """The soles that rocked in the runs (`run_of`'s answers, recordings numbered as given): on three corners for
     more than ROCKED_WARN of a run's ticks, by the run's own tally from its boards."""
     from drivers.trajectory_run import rocked_soles
 
@@ -1086,7 +1195,7 @@ def _rocked(paths: list[str], runs: list) -> list[dict]:
 
 
 def _unreadable_run(exc: Exception) -> str:
-    """Why a run.json could not serve (`_run_of`'s exception), as the end of a sentence."""
+    """Why a run.json could not serve (`run_of`'s exception), as the end of a sentence."""
     import json
 
     if isinstance(exc, FileNotFoundError):
@@ -1101,7 +1210,7 @@ def _unreadable_run(exc: Exception) -> str:
 
 
 def _run_plan(recording: str, run: RunOf | Exception) -> str:
-    """The plan a `poise run` recording executed: named by the run.json beside it (`run`: `_run_of`'s answer),
+    """The plan a `poise run` recording executed: named by the run.json beside it (`run`: `run_of`'s answer),
     unchanged since (sha256)."""
     from pathlib import Path
 

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, err_console, print_json
+from poise.output import console, err_console, print_json, rel_se_text
 
 
 def register_identify(s: argparse._SubParsersAction) -> None:
@@ -183,6 +183,9 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
         cutoff_hz=args.cutoff_hz,
         differentiation=args.differentiation,
     )
+    if not args.simulate:  # each file named when it is too short, before the fit
+        for path, r in zip([args.recording, *args.validate], [rec, *vrecs], strict=True):
+            est.check_length(r, path)
     with err_console.status("fitting …"):
         est.fit(rec)
         val = validate(est, rec, vrecs, args.alpha, covariance=args.covariance) if vrecs else None
@@ -211,15 +214,25 @@ def cmd_identify_ft_pwm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kappa_scope(weights) -> str:
+    """What the two κ move with: the parameters' units only the raw one; the row weights both (column scaling
+    leaves the rows as weighted)."""
+    rows = ("1/σ of each row's least-squares residuals (--weights auto): they move with how well each row fits"
+            if weights == "auto" else "--weights FORCE,MOMENT,JOINT per N, N·m and N·m of torque")  # fmt: skip
+    return f"the parameters' units count in raw κ only; both move with the row weights, {rows}"
+
+
 def _print(est, out: dict, source: str) -> None:
     fit = est.fit_
     truth = out.get("truth")
     table = Table(title=f"{est.model.name}: F/T + PWM parameters from {source} ({fit.samples} samples)")
-    cols = ["parameter", "grouping / meaning", "unit", "estimate", "SE"] + (["truth", "z"] if truth else [])
+    cols = ["parameter", "grouping / meaning", "unit", "estimate", "SE", "rel. SE %"] + (
+        ["truth", "z"] if truth else []
+    )
     for c in cols:
         table.add_column(c, justify="left" if c in ("parameter", "grouping / meaning", "unit") else "right")
     for k, (s, f) in enumerate(zip(fit.symbols, fit.formulas, strict=True)):
-        row = [s, f, fit.units[k], f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}"]
+        row = [s, f, fit.units[k], f"{fit.values[k]:.5g}", f"{fit.se[k]:.2g}", rel_se_text(fit.rel_se_pct[k])]
         if truth:
             row += [f"{truth['values'][k]:.5g}", f"{truth['z'][k]:+.1f}"]
         table.add_row(*row)
@@ -228,7 +241,8 @@ def _print(est, out: dict, source: str) -> None:
     if fit.contact_samples:
         console.print(f"{fit.contact_samples} samples marked contact=1 (or near one) left out of the fit")
     nu = f", ν = {fit.n_components} of rank {fit.rank} (CV)" if fit.n_components else f", rank {fit.rank}"
-    console.print(f"method {fit.method}{nu}; κ = {fit.kappa:.0f}")
+    console.print(f"method {fit.method}{nu}; κ(row-weighted regressor) = {fit.kappa:.0f} raw, "
+                  f"{fit.kappa_scaled:.1f} column-scaled ({_kappa_scope(est.weights)})")  # fmt: skip
     if len(fit.q2):
         console.print("Q²(ν): " + " ".join(f"{q:.4f}" for q in fit.q2))
     console.print(

@@ -54,6 +54,21 @@ def static_model(path: str):
     return model
 
 
+UNCALIBRATED_NOTE = (
+    "the recording read boards without per-cell gains (its run.json): a cell's gain error biases the CoPs, and so "
+    "the estimates, beyond these SEs (`poise boards calibrate`, `poise run --board-gains`)"
+)
+
+
+def uncalibrated_boards(recording: str) -> bool:
+    """Whether the run.json beside a recording says its boards ran without per-cell gains, as `identify dynamic`
+    reads it (`cmd_dynamic.run_of`); False without a run.json."""
+    from poise.cmd_dynamic import run_of
+
+    run = run_of(recording)
+    return not isinstance(run, Exception) and run.uncalibrated
+
+
 def run_static(args: argparse.Namespace):
     from identify.static import StaticCoMEstimator
     from robots.params_io import resolve_params
@@ -73,6 +88,8 @@ def cmd_static(args: argparse.Namespace) -> int:
     rec, model, est = run_static(args)
     fit, bm = est.result_, est.base_model_
     result = fit_to_json(fit, bm, recording=str(args.recording))
+    if uncalibrated_boards(args.recording):
+        result["uncalibrated_boards"] = True
     if args.out:
         write_text_atomic(args.out, dumps(result) + "\n", "result")
     if args.plot:
@@ -85,6 +102,8 @@ def cmd_static(args: argparse.Namespace) -> int:
                      f"{model.name}, {fit.model_variant} model, {rec.base}-foot base", posture_ids=rec.posture)  # fmt: skip
     for w in fit.warnings:  # before the table: what follows is a fit of data to doubt
         err_console.print(f"[bold yellow]warning:[/] {w}")
+    if result.get("uncalibrated_boards"):
+        err_console.print(f"[yellow]note:[/yellow] {UNCALIBRATED_NOTE}", highlight=False)
     if args.json:
         print_json(result)
         return 0

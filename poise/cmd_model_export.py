@@ -11,7 +11,7 @@ from rich.table import Table
 from formats.atomic import write_atomic
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, print_json
+from poise.output import console, err_console, print_json
 
 
 def register(s: argparse._SubParsersAction) -> None:
@@ -102,6 +102,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise DataError(str(exc), **summary, written=False) from None
     write_atomic(out, lambda tmp: tmp.write_bytes(res.data), "URDF")
     summary |= {"written": True, "used_nearest": bool(bad and args.nearest)} | res.to_dict()
+    summary["warnings"] = mass_jumps(ps, changed, prior_mass)
+    for w in summary["warnings"]:
+        err_console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     summary["written_fit"] = _written_fit(fs, ps, model)
     if args.json:
         print_json(summary)
@@ -115,6 +118,21 @@ def cmd_export(args: argparse.Namespace) -> int:
             highlight=False,
         )
     return 0
+
+
+MASS_RATIO_WARN = 10.0  # a link's mass changed by more than this factor: grams for kilograms, most likely
+
+
+def mass_jumps(ps, changed, prior_mass: dict[str, float]) -> list[str]:
+    """Links whose exported mass differs from the URDF's by more than MASS_RATIO_WARN× either way (units?)."""
+    out = []
+    for n in changed:
+        old, new = prior_mass.get(n, 0.0), ps.mass.get(n, 0.0)
+        if old > 0 and new > 0 and max(new / old, old / new) > MASS_RATIO_WARN:
+            out.append(
+                f"link {n!r}: mass {old:.4g} kg → {new:.4g} kg ({new / old:.3g}×): grams for kilograms?"
+            )
+    return out
 
 
 def _written_fit(fs, ps, model) -> dict | None:

@@ -135,7 +135,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--placement-error", type=at.pair_of_nonnegative, default=(0.0, 0.0), metavar="MM,DEG",
                    help="--twin: σ of the boards' placement error, mm and degrees (default 0,0)")  # fmt: skip
     c.add_argument("--config", type=at.text_file,
-                   help="--twin: robot TOML (board offsets, servo gain); a trajectory plan: the run's pre-flight "
+                   help="robot TOML: a posture plan is held to its executor.min_margin where that exceeds the "
+                        "plan's; --twin: board offsets, servo gain; a trajectory plan: the run's pre-flight "
                         "of its setpoints at the executor's rate (a single-support plan's weight shifts are planned "
                         "with its rate, velocity limit and min_margin; default: bundled)")  # fmt: skip
     at.add_gravity_comp(c, "--twin: ")
@@ -233,9 +234,9 @@ def _margin_fits(model, margin: float, feet_gap: float | None) -> None:
 def cmd_postures(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from design.planner import build_plan, design
+    from design.planner import build_plan, design, placements_can_identify
     from design.replicates import find_replicates
-    from design.verify import KAPPA_RTOL, plan_kappa_issues
+    from design.verify import KAPPA_RTOL, plan_default_path_issues, plan_kappa_issues
     from formats.plan import save_plan
     from robots.registry import get_model, is_named
 
@@ -262,7 +263,8 @@ def cmd_postures(args: argparse.Namespace) -> int:
         task = progress.add_task("starts", total=args.starts, best="best κ —")
 
         def on_result(k, res, best):
-            progress.update(task, advance=1, best=f"best κ {best.kappa:.1f} (start {k}: {res.kappa:.1f})")
+            shown = f"best κ {_start_kappa(model, best, s)} (start {k}: {_start_kappa(model, res, s)})"
+            progress.update(task, advance=1, best=shown)
 
         best, summary = design(
             model,
@@ -308,6 +310,16 @@ def cmd_postures(args: argparse.Namespace) -> int:
     # the design's own postures by `plan check`'s rank decision: a start that ended with postures the CoP equations
     # cannot tell apart (κ ~1e17) is written, for `plan augment`, but is no success
     ks, gaps = plan_kappa_issues(model, plan, KAPPA_RTOL)  # κ None where the rank is short: not identifiable
+    paths = plan_default_path_issues(
+        model, plan
+    )  # moves without a transition: the run's path, as `plan check`
+    short_bases = [b for b, k in ks.items() if k is None]  # the bases whose rank is short
+    short = gaps[0] if short_bases and gaps else None  # plan_kappa_issues reports a rank gap alone
+    anywhere = (
+        None
+        if short is None
+        else placements_can_identify(model, s, args.placements, args.seed, bases=short_bases)
+    )
     if args.json:
         print_json(
             {
@@ -317,20 +329,26 @@ def cmd_postures(args: argparse.Namespace) -> int:
                 "starts": summary,
                 "wall_s": solver["wall_s"],
                 "unidentified": gaps,
+                "default_paths": paths,
+                **({} if anywhere is None else {"placements_identify_all": anywhere[0] is None}),
                 **reps.to_dict(),
             }
         )
         return 1 if gaps else 0
     table = Table(title=f"{args.problem}: {args.postures} postures in {args.placements} placements")
     other = other_base(model, plan.base)
-    for col in ("start", "initial κ", "optimised κ", f"{other}-base κ", "sample (s)", "solve (s)"):
+    for col in ("start", "initial κ", "optimised κ", f"{other}-base κ", "IPOPT status", "stages kept",
+                "sample (s)", "solve (s)"):  # fmt: skip
         table.add_column(col, justify="right")
     for r in summary:
+        true_k = r.get("true_kappa", {})
         table.add_row(
             str(r["start"]),
-            f"{r['kappa_initial']:.1f}",
-            f"{r['kappa']:.1f}",
-            f"{r['kappa_other']:.1f}",
+            _row_kappa(r["kappa_initial"], true_k.get("initial")),
+            _row_kappa(r["kappa"], true_k.get("kept")),
+            kappa_text(r["kappa_other"]),
+            ", ".join(r.get("ipopt_status", [])),
+            f"{r.get('stages_kept', 0)} of {r.get('stages', 0)}",
             f"{r['sample_s']:.1f}",
             f"{r['wall_s']:.1f}",
         )
@@ -341,10 +359,80 @@ def cmd_postures(args: argparse.Namespace) -> int:
         f"min CoP margin {mm(min(margins), 1)} mm; wrote {args.out}"
     )
     console.print(reps.describe())
+    for r in summary:
+        note = _feasibility_note(r)
+        if note:
+            err_console.print(f"poise: {note}")
+    unoptimised = _unoptimised(best)
+    if unoptimised:
+        err_console.print(f"poise: {unoptimised}")
     for gap in gaps:
-        hint = "; more --starts may avoid it" if "cannot identify" in gap else ""
+        hint = _identify_hint(anywhere, args.placements) if gap is short else ""
         err_console.print(f"poise: the design fails `plan check`: {gap}{hint}")
+    for msg in paths:  # asked for no transitions: the plan is what was asked, but say what the run will do
+        err_console.print(f"poise: warning: {escape(msg)} — `plan check` fails this move and `poise run` lifts the "
+                          "robot there; drop --no-transitions to plan it on the ground")  # fmt: skip
     return 1 if gaps else 0
+
+
+def _row_kappa(k: float | None, true_k: float | None) -> str:
+    """A per-start κ cell: the rank decision's κ, or "not identifiable" with the true κ beside it, so a start whose
+    κ rose by orders still shows by how much."""
+    if k is not None or true_k is None:
+        return kappa_text(k)
+    return f"not identifiable (κ {true_k:.2g})"
+
+
+def _feasibility_note(row: dict) -> str:
+    """Why a start kept a point of higher κ than its sample: the sample broke a constraint (named, by how much),
+    and a plan must meet its constraints first ("" when the sample was feasible)."""
+    broken = row.get("start_broken")
+    if not broken:
+        return ""
+    text = f"start {row['start']}: the sampled postures break {broken['constraint']} by {broken['violation']:.3g} {broken['unit']}"
+    if not row.get("stages_kept"):
+        return f"{text}, and no IPOPT stage met the constraints: its postures break them"
+    text += ", so a feasible IPOPT point replaced them"
+    if not row.get("kappa_worse"):
+        return text
+    true_k = row.get("true_kappa", {})
+    kept = _true_kappa_text(true_k.get("kept"), row.get("kappa"))
+    initial = _true_kappa_text(true_k.get("initial"), row.get("kappa_initial"))
+    return f"{text} although its κ {kept} is worse than the sample's κ {initial} (feasibility first)"
+
+
+def _true_kappa_text(true_k: float | None, ranked: float | None) -> str:
+    """The true κ in a sentence, marked "(rank-short)" where `plan check` calls it not identifiable."""
+    if true_k is None:
+        return "∞"
+    return f"{true_k:.2g}" + (" (rank-short)" if ranked is None else "")
+
+
+def _start_kappa(model, res, s) -> str:
+    """A start's κ as the per-start table shows it ("not identifiable" when the rank is short)."""
+    from design.verify import base_kappa
+
+    return kappa_text(base_kappa(model, res.postures.q, s.resolved(model).base)[0])
+
+
+def _unoptimised(best) -> str:
+    """A line saying the best start's postures are the sampled ones when IPOPT kept no stage ("" otherwise)."""
+    out = best.stats.get("outcome", {})
+    if not out.get("stages") or out.get("stages_kept"):
+        return ""
+    return (f"start {best.stats.get('start')}: no IPOPT stage was kept (IPOPT ended {', '.join(out['ipopt_status'])}): "
+            "its postures are the sampled ones, not optimised")  # fmt: skip
+
+
+def _identify_hint(anywhere, placements: int) -> str:
+    """Whether more starts can help a design that cannot identify every parameter, from a random sample of valid
+    postures on as many placements (`placements_can_identify`)."""
+    gap, n = anywhere
+    if gap is None:
+        return f"; {n} random valid postures on {placements} placements identify every parameter: more --starts may avoid it"
+    return (f"; {n} random valid postures on {placements} placements reach only rank {gap.rank} of {gap.n} "
+            f"({gap.base} base) too: more "
+            "--starts cannot help, use more --placements")  # fmt: skip
 
 
 def _posture_plan_format(path: str, command: str) -> None:
@@ -368,6 +456,7 @@ def _posture_plan_format(path: str, command: str) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from design.verify import check_plan
+    from drivers.config import load_config
     from formats.plan import load_plan
     from formats.trajectory_plan import is_trajectory_plan
 
@@ -390,8 +479,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     _posture_plan_format(args.plan, "plan check")
     plan = load_plan(args.plan)
     model = plan_model(plan)
+    config = load_config(args.config)
+    if args.config is not None:  # the bundled configuration only lends its rate and velocity limit
+        config.require_robot(plan.robot)
     plan, source = _required_margin(plan, args.margin)
-    report = check_plan(model, plan, args.params)
+    if args.config is not None:
+        plan, source = _config_margin(plan, source, config)
+    ex = config.executor  # the run's default paths are built at its rate and velocity limit
+    report = check_plan(model, plan, args.params, executor=(ex.velocity_limit, ex.rate_hz))
     twin = _stand_on_twin(args, model, plan) if args.twin else None
     twin_ok = twin is None or all(r.stands for r in twin)
     if args.json:
@@ -401,7 +496,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print_json(out)
         return 0 if report.ok and twin_ok else 1
     table = Table(
-        title=f"{args.plan}: CoP from {report.params!r}, required margin {mm(report.required_margin, 1)} mm"
+        title=f"{args.plan}: CoP from {report.cop_from}, required margin {mm(report.required_margin, 1)} mm "
+        f"({_margin_source_text(source)})"
     )
     for col in ("posture", "placement", "repeat of", "margin (mm)", "feet gap (mm)", "status"):
         table.add_column(col, justify="right")
@@ -422,7 +518,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             "CoP only has to stay inside the support polygon); give --margin M (m) to require more"
         )
     console.print("κ recomputed: " + ", ".join(f"{b} base {kappa_text(k)}" for b, k in report.kappa.items()))
-    console.print(f"transitions checked: {len(plan.transitions)}")
+    skipped = report.default_paths_skipped
+    console.print(
+        f"transitions checked: {len(plan.transitions)}; moves without one (the run's default path) checked: "
+        f"{report.default_paths}"
+        + (f", {skipped} not checked (a posture of theirs fails)" if skipped else "")
+    )
     console.print(report.replicates.describe())
     if twin is not None:
         _print_twin(twin, args)
@@ -459,6 +560,27 @@ def _required_margin(plan, margin: float | None):
         raise DataError(f"--margin {margin * 1000:g} mm is below the plan's own {own * 1000:g} mm, which `poise run` "
                         "requires: drop --margin or give at least that")  # fmt: skip
     return replace(plan, settings={**plan.settings, "required_margin": margin}), "--margin"
+
+
+def _config_margin(plan, source: str, config):
+    """The required margin raised to the config's `executor.min_margin` where that is larger: `poise run` with
+    this config requires the larger of the two, so the check holds the plan to what the run will."""
+    from dataclasses import replace
+
+    from formats.plan import plan_required_margin
+
+    need = float(config.executor.min_margin)
+    if need <= plan_required_margin(plan):
+        return plan, source
+    tightened = replace(plan, settings={**plan.settings, "required_margin": need})
+    return tightened, f"{config.source}: executor.min_margin"
+
+
+def _margin_source_text(source: str) -> str:
+    """Where the required margin comes from, for the table's title."""
+    if source.startswith(MARGIN_DEFAULT):
+        return "the plan states none"
+    return {"settings": "the plan's settings", "--margin": "--margin"}.get(source, source)
 
 
 def kappa_text(k: float | None) -> str:
@@ -549,7 +671,7 @@ def _augmentable(model, plan, path: str) -> None:
     would keep them. A plan that cannot identify every parameter is fine (augmenting is how to mend it)."""
     from design.verify import check_plan
 
-    with err_console.status(f"checking {path} as `plan check` does"):
+    with err_console.status(f"checking {path} as `plan check` does"):  # default paths: the bundled config's
         bad = check_plan(model, plan).feasibility_problems()
     if bad:
         more = (

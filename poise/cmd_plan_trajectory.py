@@ -400,6 +400,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from formats.trajectory_plan import save_trajectory_plan
+    from robots.description import placeholder_limits
     from robots.registry import get_model
     from trajectories.multistart import design_starts, ranked
     from trajectories.plan import make_plan
@@ -505,6 +506,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         "seconds": time.perf_counter() - t0,
         "verification": best.verification,
         "kappa_with_prior_scaled": best.kappa_with_prior_scaled,
+        "placeholder_limits": placeholder_limits(model),  # the ratios to them checked nothing
     }
     if shift is not None:
         summary["weight_shift"] = shift
@@ -514,7 +516,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
-        _print_design(summary)
+        _print_design(summary, model)
         if auto_focus is not None:
             console.print(
                 "focus (auto): " + " ".join(auto_focus["focus"]) + " — what the prior runs would determine "
@@ -746,8 +748,10 @@ def _recorded_motions(rec, path: str) -> tuple[list, float]:
     return motions, cutoff
 
 
-def _print_design(s: dict) -> None:
-    v = s["verification"]
+def _print_design(s: dict, model: RobotModel) -> None:
+    """The design's table; a peak / limit ratio to the URDF's placeholder limits shown as not checked
+    (`_ratio_cell`), the placeholders noted on stderr."""
+    v, placeholders = s["verification"], s["placeholder_limits"]
     what = "base regressor with friction columns" if s.get("friction_columns") else "base regressor"
     rows = [
         (f"κ, column-scaled {what}", _kappa(s["kappa_scaled"], 3), "—"),
@@ -765,9 +769,9 @@ def _print_design(s: dict) -> None:
         ("IPOPT iterations (best start)", f"{s['iterations']} ({s['solver_status']})", "—"),
         ("wall time", f"{s['seconds']:.1f}", "s"),
         ("min position margin", f"{v['min_position_margin_rad']:.3f}", "rad"),
-        ("peak velocity / limit", f"{v['velocity_ratio']:.3f}", "—"),
+        ("peak velocity / limit", _ratio_cell(v["velocity_ratio"], placeholders.get("velocity"), model), "—"),
         ("peak acceleration / limit", f"{v['acceleration_ratio']:.3f}", "—"),
-        ("peak torque / limit", "—" if v["torque_ratio"] is None else f"{v['torque_ratio']:.3f}", "—"),
+        ("peak torque / limit", _ratio_cell(v["torque_ratio"], placeholders.get("effort"), model), "—"),
         ("verification grid step", f"{v['dt'] * 1000:.2f}", "ms"),
     ]
     rows += _standing_rows(v)
@@ -780,6 +784,7 @@ def _print_design(s: dict) -> None:
             refused = f"; {len(ws['refused'])} better start(s) refused" if ws["refused"] else ""
             rows.append((label, f"pass (start seed {ws['seed']}{refused})", "—"))
     console.print(quantity_table(f"{s['robot']}: excitation trajectory → {s['out']}", rows))
+    _note_placeholders(model)
 
 
 def _kappa(k: float, decimals: int) -> str:
@@ -836,29 +841,22 @@ class PlanVerdict:
 def plan_verdict(
     path: str, plan: TrajectoryPlan, model: RobotModel, traj, ps, config: str | None, optional: bool = False
 ) -> PlanVerdict:
-    """`plan check`'s verdict on a plan, which `plan show` warns with: every limit on a 1 ms grid; a single-support
-    plan's weight shifts planned as `poise run` plays them (`drivers.single_support_stream.plan_transitions`, with
-    `config` or the bundled configuration); with `config`, a fixed-base or double-support plan's setpoints as
-    `poise run` streams and checks them at its rate (`setpoints`). `optional`: a robot without a run configuration
-    has its weight shifts unchecked rather than refused."""
-    from drivers.single_support_stream import plan_transitions
+    """`plan check`'s verdict on a plan, which `plan show` warns with: with a run configuration (`config`; a
+    single-support plan's weight shifts need one: the bundled one without `config`), `poise run`'s own pre-flight
+    (`poise.cmd_run_trajectory.preflight`: every limit on a 1 ms grid, every setpoint at the run's rate, the weight
+    shifts); without, the plan-check checks alone. `optional`: a robot without a run configuration has its
+    single-support run unchecked rather than refused."""
+    from poise.cmd_run_trajectory import preflight
     from trajectories.plan import check_plan
 
-    cfg = _run_config(model, traj, config, optional)  # a bad configuration refused before the long checks
-    # a fixed-base or double-support plan with `config`: the run's own pre-flight of its setpoints (a single-support
-    # plan's configuration plans its weight shifts, whose ticks `plan_transitions` checks)
-    run_cfg = _robot_config(model, config) if config is not None and cfg is None else None
+    # a bad configuration refused before the long checks
+    cfg = _robot_config(model, config) if config is not None else _run_config(model, traj, None, optional)
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
-        check = check_plan(plan, model, traj, ps, 0.001)
-    tr = None if cfg is None else plan_transitions(model, cfg, plan, traj, ps)
-    run_problems: list[str] = []
-    if run_cfg is not None:  # what `poise run` refuses before moving: the setpoints at the run's rate
-        from poise.cmd_run_trajectory import setpoints
-
-        run_problems = [
-            f"run ({run_cfg.source}): {p}" for p in setpoints(plan, model, traj, run_cfg, ps)[1].problems
-        ]
-    return PlanVerdict(check, tr, run_cfg, run_problems)
+        if cfg is None:
+            return PlanVerdict(check_plan(plan, model, traj, ps, 0.001), None, None, [])
+        pf = preflight(plan, model, traj, cfg, ps)
+    run_problems = [f"run ({cfg.source}): {p}" for p in pf.stream.problems]
+    return PlanVerdict(pf.check, pf.transitions, cfg, run_problems)
 
 
 @contextmanager
@@ -883,10 +881,9 @@ def _fine_grid_progress(path: str, duration: float) -> Iterator[None]:
 
 
 def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: str | None = None) -> int:
-    """`plan check` for a trajectory plan: every limit on a 1 ms grid, κ recomputed; a single-support plan's
-    weight shifts planned as `poise run` plays them (`drivers.single_support_stream.plan_transitions`); with
-    `config`, a fixed-base or double-support plan's setpoints as `poise run` streams and checks them at its rate
-    (`setpoints`)."""
+    """`plan check` for a trajectory plan: every limit on a 1 ms grid, κ recomputed; with `config` (a
+    single-support plan: or the bundled one) the run's whole pre-flight, as `poise run` refuses on it
+    (`plan_verdict`)."""
     from formats.trajectory_plan import load_trajectory_plan
     from robots.description import placeholder_limits
     from robots.params_io import resolve_params
@@ -904,8 +901,13 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     check, tr, run_cfg, problems = v.check, v.transitions, v.run_config, v.problems
     run_said = None if run_cfg is None else {"config": run_cfg.source, "rate_hz": run_cfg.executor.rate_hz,
                                              "ok": not v.run_problems}  # fmt: skip
+    friction = _friction_kappa(plan, model, traj, check.dt) if plan.settings.get("friction") else None
     if as_json:
         out = check.to_dict() | {"problems": problems, "ok": not problems, "placeholder_limits": placeholders}
+        out |= {"kappa_model": "rigid body"} if friction is None else {
+            "kappa_model": "rigid body, without friction columns",
+            "kappa_with_friction": friction.kappa, "kappa_scaled_with_friction": friction.kappa_scaled,
+            "kappa_with_friction_grid": friction.grid, "kappa_with_friction_samples": friction.samples}  # fmt: skip
         out |= {} if run_said is None else {"run": run_said}
         print_json(out if tr is None else out | {"weight_shift": tr.summary()})
         return 0 if not problems else 1
@@ -919,8 +921,16 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
         ),
         ("peak acceleration / limit", f"{check.acceleration_ratio:.3f}", "—"),
         ("peak torque / limit", _ratio_cell(check.torque_ratio, placeholders.get("effort"), model), "—"),
-        ("κ raw / column-scaled", f"{_kappa(check.kappa, 1)} / {_kappa(check.kappa_scaled, 3)}", "—"),
+        (
+            "κ raw / column-scaled" + ("" if friction is None else ", rigid body (without friction columns)"),
+            f"{_kappa(check.kappa, 1)} / {_kappa(check.kappa_scaled, 3)}",
+            "—",
+        ),
     ]
+    if friction is not None:  # the design's own criterion: as `plan trajectory --friction` reported it
+        on = "the design's grid" if friction.grid == "design" else "the check's grid, thinned"
+        rows.append((f"κ raw / column-scaled, with friction columns ({on}: {friction.samples} samples)",
+                     f"{_kappa(friction.kappa, 1)} / {_kappa(friction.kappa_scaled, 3)}", "—"))  # fmt: skip
     rows += _standing_rows(check.to_dict())
     rows += [] if tr is None else _transition_rows(tr)
     table = quantity_table(f"{path}: {model.name}, {traj.duration:.1f} s, parameters {name!r}", rows, "check")
@@ -930,13 +940,56 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     _note_placeholders(model)
     if run_said is not None and run_said["ok"]:
         console.print(f"run ({escape(str(run_cfg.source))}): the setpoints at {run_cfg.executor.rate_hz:g} Hz pass "
-                      "the run's pre-flight (joint and velocity limits, start posture)")  # fmt: skip
+                      "the run's pre-flight (joint and velocity limits, balance when standing, start posture)")  # fmt: skip
     if not problems:
         console.print("[green]trajectory OK")
         return 0
     for msg in problems:  # escaped: a message's "[stance]" is no markup tag
         console.print(f"[red]FAIL[/red] {escape(msg)}")
     return 1
+
+
+@dataclass
+class FrictionKappa:
+    """κ raw and column-scaled of a plan's base regressor with each joint's friction columns (what a `--friction`
+    design optimised), and the grid it is on: the design's own, else the check's thinned."""
+
+    kappa: float
+    kappa_scaled: float
+    grid: str  # "design" (the criterion's samples: its stored κ) or "check" (~2000 of the check's grid)
+    samples: int
+
+
+def _friction_kappa(plan: TrajectoryPlan, model: RobotModel, traj, dt: float) -> FrictionKappa:
+    """`FrictionKappa` on the design's grid (`trajectories.design_grid.design_times`: the κ the design stored),
+    or, for a plan whose settings do not give that grid, on about 2000 samples of the check's `dt` grid."""
+    from robots.conditioning import kappa, normalised_columns
+    from trajectories.plan import motion_rows
+    from trajectories.verify import sample_grid
+
+    t, grid = _design_grid(plan), "design"
+    if t is None:
+        t, grid = sample_grid(traj, dt), "check"
+        t = t[:: max(1, len(t) // 2000)]
+    W = motion_rows(model, traj, plan.base, bool(plan.settings.get("simplified", False)), True, t)
+    return FrictionKappa(kappa(W), kappa(normalised_columns(W)[0]), grid, len(t))
+
+
+def _design_grid(plan: TrajectoryPlan):
+    """The times (s) the design's criterion sampled the motion at, from the plan's settings; None where they do not
+    say (a plan not made by `plan trajectory`)."""
+    from types import SimpleNamespace
+
+    from trajectories.design_grid import design_times
+
+    st = plan.settings
+    try:
+        grid = SimpleNamespace(parametrisation=st.get("parametrisation", "fourier"), period=float(st["period"]),
+                               duration=float(st["duration"]), waypoints=int(st.get("waypoints", 0)))  # fmt: skip
+        samples = int(st["samples"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return design_times(grid, samples) if samples >= 2 else None
 
 
 def _ratio_cell(ratio: float | None, placeholders: dict[str, float] | None, model: RobotModel) -> str:

@@ -13,7 +13,14 @@ from rich.table import Table
 from drivers.config import load_config
 from drivers.recorder import RunRecorder, check_run_folder, plan_sha256
 from drivers.run_events import attribute, per_posture
-from drivers.run_files import COMPLETED, stopped_status
+from drivers.run_files import (
+    COMPLETED,
+    Terminated,
+    left_to_run,
+    recorded_postures,
+    sigterm_as_interrupt,
+    stopped_status,
+)
 from formats.errors import DataError
 from formats.plan import check_compatible, load_plan
 from formats.units import STANDARD_GRAVITY
@@ -216,6 +223,8 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
     provenance = provenance_meta(config)  # the config file hashed once
     if args.resume:
         check_resume_alike(Path(args.out), config, provenance)
+        if not left_to_run([p.index for p in plan.postures], recorded_postures(args.out)):
+            raise NothingLeft(args.out, len(plan.postures))
     with Session(
         args.robot, args.boards, model, config, world_opts, prompt=not args.yes, board_gains=gains
     ) as s:  # the run directory only once the bench opened: a bench that does not open leaves none
@@ -228,6 +237,8 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
             segments = rec.meta["segments"]  # what this segment ran with (the top-level keys: the latest)
             segments[-1].update(robot=args.robot, boards=args.boards, time_scale=args.time_scale)
             rec.update_meta(segments=segments, **gain_se_meta(gains))
+            if s.world is not None:
+                _save_bench_truth(s.world, rec.dir / "truth.json")
             if prepare is not None:
                 prepare(s)
             ex = Executor(s.link, s.boards, plan, model, config, rec, args.time_scale, s.operator, progress, tare_s,
@@ -246,6 +257,14 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
         finally:
             rec.update_meta(status=status)
             rec.close()
+
+
+class NothingLeft(Exception):
+    """--resume of a posture run whose recording already holds every posture of the plan: nothing to run."""
+
+    def __init__(self, out, postures: int) -> None:
+        super().__init__(f"{out} already holds all {postures} postures of the plan: nothing left to run")
+        self.out, self.postures = str(out), postures
 
 
 def config_sha256(config: RobotConfig) -> str | None:
@@ -362,6 +381,19 @@ def gain_se_meta(gains) -> dict:
     return out
 
 
+def _save_bench_truth(world, path: Path) -> None:
+    """The emulated robot's true parameter set in RUN/truth.json, written as a trajectory run writes it
+    (`poise.cmd_run_trajectory._save_truth`): what `identify static --reference RUN/truth.json` compares with."""
+    from types import SimpleNamespace
+
+    from poise.cmd_run_trajectory import _save_truth
+
+    twin = world.twin or SimpleNamespace(
+        model=world.robot.model, truth=world.robot.params
+    )  # kinematic: SimRobot
+    _save_truth(twin, path)
+
+
 def _save_twin_events(rec: RunRecorder, twin, result) -> None:
     """The twin's events in run.json, each with the posture and phase it happened in when the drivers ran on
     the twin's clock (robot time = simulated time), and in each completed posture's report: those of the move
@@ -471,10 +503,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         model = get_model(plan.robot_file)
         check_compatible(plan, model, args.plan)
     try:
-        with run_progress() as live:
+        with sigterm_as_interrupt(), run_progress() as live:
             result, run_dir = execute(args, model, plan, config, progress=ProgressView(live))
-    except KeyboardInterrupt:
-        return _interrupted(args)
+    except NothingLeft as done:
+        if args.json:
+            print_json(
+                {"run_dir": done.out, "completed": [], "nothing_left": True, "postures": done.postures}
+            )
+        else:
+            console.print(f"{done}", highlight=False, soft_wrap=True)
+        return 0
+    except KeyboardInterrupt as exc:
+        return _interrupted(args, exc)
     summary = {
         "run_dir": str(run_dir),
         "completed": [r.posture for r in result.completed],
@@ -522,9 +562,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _interrupted(args: argparse.Namespace) -> int:
-    """Ctrl-C during a posture run: say (and with --json print) how many postures are kept and that --resume
-    continues, as a safety stop does; exit 130."""
+def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt | None = None) -> int:
+    """Ctrl-C (or SIGTERM, `Terminated`) during a posture run: say (and with --json print) how many postures are
+    kept and that --resume continues, as a safety stop does; exit 130 (143 for SIGTERM)."""
     import json
 
     out = Path(args.out)
@@ -534,26 +574,32 @@ def _interrupted(args: argparse.Namespace) -> int:
         segments = []  # interrupted before the run directory was made
     kept = sorted({int(p) for g in segments if isinstance(g, dict) for p in g.get("completed", [])})
     this = segments[-1].get("completed", []) if segments and isinstance(segments[-1], dict) else []
+    term = isinstance(exc, Terminated)
     if args.json:
-        print_json({"interrupted": True, "run_dir": str(out), "postures_kept": len(kept), "postures": kept,
-                    "completed_this_segment": list(this)})  # fmt: skip
+        print_json({"interrupted": True, "signal": "SIGTERM" if term else "SIGINT", "run_dir": str(out),
+                    "postures_kept": len(kept), "postures": kept, "completed_this_segment": list(this)})  # fmt: skip
     err_console.print(
-        f"poise: interrupted; run stopped, {len(kept)} completed posture(s) kept in {out}/recording.csv"
-        + (" — `--resume` continues after the last" if kept else ""),
+        f"poise: {'terminated (SIGTERM)' if term else 'interrupted'}; run stopped, {len(kept)} completed posture(s) "
+        f"kept in {out}/recording.csv" + (" — `--resume` continues after the last" if kept else ""),
         highlight=False,
+        soft_wrap=True,
     )
-    return 130
+    return 143 if term else 130
 
 
-def interrupted_stream(args: argparse.Namespace, held: bool, raw: str) -> int:
-    """Ctrl-C during a streamed run (a trajectory or PWM plan): say in one line (and with --json print) how much of
-    the plan its run directory keeps (`drivers.run_files.stopped_run`); exit 130. `held`: `held_run` before it;
-    `raw`: the run kind's per-tick file, named when the recording cannot be read."""
+def interrupted_stream(
+    args: argparse.Namespace, held: bool, raw: str, exc: KeyboardInterrupt | None = None
+) -> int:
+    """Ctrl-C (or SIGTERM, `Terminated`) during a streamed run (a trajectory or PWM plan): say in one line (and with
+    --json print) how much of the plan its run directory keeps (`drivers.run_files.stopped_run`); exit 130 (143 for
+    SIGTERM). `held`: `held_run` before it; `raw`: the run kind's per-tick file, named when the recording cannot be
+    read."""
     from rich.markup import escape
 
     from drivers.run_files import stopped_run
 
-    kept = stopped_run(args.out, held, raw)
+    term = isinstance(exc, Terminated)
+    kept = {**stopped_run(args.out, held, raw), "signal": "SIGTERM" if term else "SIGINT"}
     if args.json:
         print_json(kept)
     if kept["run_dir"] is None:
@@ -565,8 +611,10 @@ def interrupted_stream(args: argparse.Namespace, held: bool, raw: str) -> int:
         said = (f"run stopped after {kept['ticks_recorded']} of {kept['ticks_planned']} ticks (the plan's first "
                 f"{kept['t_recorded_s']:.2f} of {kept['duration_s']:.2f} s), kept in {where}; a new run needs "
                 "another --out")  # fmt: skip
-    err_console.print(f"poise: interrupted; {said}", highlight=False, soft_wrap=True)
-    return 130
+    err_console.print(
+        f"poise: {'terminated (SIGTERM)' if term else 'interrupted'}; {said}", highlight=False, soft_wrap=True
+    )
+    return 143 if term else 130
 
 
 def _kinds(events: dict | None) -> str:

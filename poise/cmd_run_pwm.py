@@ -13,7 +13,7 @@ from rich.live import Live
 
 from drivers.config import load_config, servo_order
 from drivers.pwm_run import preflight, run_pwm
-from drivers.run_files import held_run
+from drivers.run_files import held_run, sigterm_as_interrupt
 from formats.pwm_plan import load_pwm_plan
 from poise.cmd_run import interrupted_stream
 from poise.output import console, print_json, quantity_table, run_progress
@@ -72,7 +72,7 @@ def cmd_run_pwm(args: argparse.Namespace) -> int:
             bus = DxlBusEmulator(servos, JointPlant(q0), drives={stream.servo.id: drive})
             robot = f"dxl:{bus.path}?baud={config.baud}"
         try:
-            with run_progress() as live:
+            with sigterm_as_interrupt(), run_progress() as live:
                 result, stream, load, run_dir = run_pwm(
                     plan,
                     args.plan,
@@ -85,8 +85,8 @@ def cmd_run_pwm(args: argparse.Namespace) -> int:
                     args.drive_inertia,
                     _View(live),
                 )
-        except KeyboardInterrupt:
-            return interrupted_stream(args, held, "raw.csv")
+        except KeyboardInterrupt as exc:
+            return interrupted_stream(args, held, "raw.csv", exc)
     finally:
         if bus is not None:
             bus.close()

@@ -11,6 +11,7 @@ import argparse
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.live import Live
 from rich.markup import escape
@@ -18,9 +19,9 @@ from rich.markup import escape
 from drivers.config import RobotConfig
 from drivers.emulators.world import WorldOptions
 from drivers.executor import Progress
-from drivers.run_files import COMPLETED, held_run, stopped_status
+from drivers.run_files import COMPLETED, held_run, sigterm_as_interrupt, stopped_status
 from drivers.session import Session
-from drivers.single_support_stream import SingleSupport, plan_margin, plan_transitions
+from drivers.single_support_stream import SingleSupport, Transitions, plan_margin, plan_transitions
 from drivers.trajectory_run import (
     ROCKED_WARN,
     StreamCheck,
@@ -49,6 +50,9 @@ from poise.cmd_run import (
 from poise.output import console, print_json, quantity_table, run_progress
 from robots.tree import RobotModel
 
+if TYPE_CHECKING:
+    from trajectories.verify import TrajectoryCheck
+
 
 @dataclass
 class TrajectoryRun:
@@ -67,6 +71,7 @@ class TrajectoryRun:
 
 
 START_CHOICES = ("weight-shift", "set-down")  # how a single-support run starts
+SHOWN_PROBLEMS = 6  # problems a refusal names; `plan check --config` lists them all
 
 
 def setpoints(
@@ -114,30 +119,62 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+@dataclass
+class Preflight:
+    """The run's pre-flight of a plan: the plan-check checks, the setpoints at the configuration's rate and their
+    check, and a single-support plan's weight shifts (None for any other plan, or one set down on its sole)."""
+
+    check: TrajectoryCheck
+    sp: StreamPlan
+    stream: StreamCheck
+    transitions: Transitions | None = None
+
+    @property
+    def problems(self) -> list[str]:
+        """Every problem, in the order found: the plan's, its weight shifts', its setpoints' (the start's last)."""
+        shifts = [] if self.transitions is None else self.transitions.problems
+        return list(self.check.problems) + shifts + list(self.stream.problems)
+
+
+def preflight(
+    plan: TrajectoryPlan,
+    model: RobotModel,
+    traj,
+    config: RobotConfig,
+    params: str,
+    start: str = "weight-shift",
+) -> Preflight:
+    """The run's pre-flight, which `plan check` prints and `poise run` refuses on, for every plan kind: the
+    plan-check checks (`check_plan`), every setpoint at the configuration's rate (`setpoints`) and, for a
+    single-support plan started by a weight shift (`start`), its weight shifts (`plan_transitions`) and the
+    posture it stands in before them (`check_start`); all of them, none cut short."""
+    from trajectories.plan import check_plan
+
+    check = check_plan(plan, model, traj, params)
+    sp, stream = setpoints(plan, model, traj, config, params)
+    if sp.single is None or start != "weight-shift":
+        return Preflight(check, sp, stream)
+    tr = plan_transitions(model, config, plan, traj, params)
+    if not tr.problems:  # the start's posture (where a shift failed, its problems say why already)
+        sp.lead_in, sp.lead_out = tr.start, tr.end  # their ticks checked by plan_transitions
+        stream = check_start(model, config, sp, stream.problems)
+    return Preflight(check, sp, stream, tr)
+
+
 def prepare(
     plan: TrajectoryPlan, config: RobotConfig, params: str | None = None, start: str = "weight-shift"
-) -> tuple[RobotModel, StreamPlan | None, list[str], StreamCheck | None]:
-    """(model, setpoints, problems, their check): the plan-check checks first; when they pass, the trajectory
-    sampled at the configuration's rate and every setpoint checked (`setpoints`); a single-support plan's start
-    planned (`start`: a weight shift from both soles and one back at the end, `plan_transitions`, or set down on
-    the base sole) and checked too."""
-    from trajectories.plan import check_plan, plan_model, plan_trajectory
+) -> tuple[RobotModel, StreamPlan, list[str], StreamCheck]:
+    """(model, setpoints, problems, their check): the run's pre-flight (`preflight`) of `plan` for this
+    configuration; `start`: a single-support plan's (a weight shift from both soles and one back at the end, or
+    set down on the base sole)."""
+    from trajectories.plan import plan_model, plan_trajectory
 
     model = plan_model(plan)
     require_config(config, model.name)
     traj = plan_trajectory(plan, model)
     ps = params or plan.params or next(iter(model.params))
-    check = check_plan(plan, model, traj, ps)
-    if not check.ok:  # the setpoints of a trajectory that fails its own checks are not worth checking
-        return model, None, list(check.problems), None
-    sp, stream = setpoints(plan, model, traj, config, ps)
-    if sp.single is not None and start == "weight-shift" and not stream.problems:
-        tr = plan_transitions(model, config, plan, traj, ps)
-        if tr.problems:
-            return model, sp, tr.problems, stream
-        sp.lead_in, sp.lead_out = tr.start, tr.end  # their ticks checked by plan_transitions
-        stream = check_start(model, config, sp, stream.problems)
-    return model, sp, stream.problems, stream
+    pf = preflight(plan, model, traj, config, ps, start)
+    return model, pf.sp, pf.problems, pf.stream
 
 
 def run_trajectory(
@@ -168,8 +205,7 @@ def run_trajectory(
         raise DataError("--clamp-soles straps both soles to their boards; a single-support plan lifts one")
     start = start or "weight-shift"
     if problems:
-        shown = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
-        raise DataError(f"trajectory refused before moving ({len(problems)} problem(s)): {shown}")
+        raise DataError(_refusal(problems, plan_path, config))
     motion = "single-support" if sp.single is not None else "double-support" if sp.standing else "fixed-base"
     if not sp.standing:
         if boards is not None:
@@ -278,6 +314,15 @@ def run_trajectory(
     )
 
 
+def _refusal(problems: list[str], plan_path: str, config: RobotConfig) -> str:
+    """The pre-flight's refusal: how many problems, the first SHOWN_PROBLEMS, and the command listing them all."""
+    shown = "; ".join(problems[:SHOWN_PROBLEMS])
+    if len(problems) > SHOWN_PROBLEMS:
+        shown += (f"; and {len(problems) - SHOWN_PROBLEMS} more (`poise plan check {plan_path} --config "
+                  f"{_shown(Path(config.source))}` lists them all)")  # fmt: skip
+    return f"trajectory refused before moving ({len(problems)} problem(s)): {shown}"
+
+
 def torque_constants(config: RobotConfig, model: RobotModel, world=None) -> dict[str, float]:
     """The joints' known torque constants (N·m/A at the joint): the configuration's, or the emulated servos'."""
     from drivers.config import servo_order
@@ -343,14 +388,14 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
         )
     held = held_run(args.out)
     try:
-        with run_progress() as live:
+        with sigterm_as_interrupt(), run_progress() as live:
             run = run_trajectory(
                 args.plan, args.robot, args.boards, args.out, config, opts, not args.yes, _View(live),
                 time_scale=args.time_scale, start=getattr(args, "start", None),
                 board_gains=getattr(args, "gains", None),
             )  # fmt: skip
-    except KeyboardInterrupt:
-        return interrupted_stream(args, held, "raw_joints.csv")
+    except KeyboardInterrupt as exc:
+        return interrupted_stream(args, held, "raw_joints.csv", exc)
     r = run.result
     summary = {
         "run_dir": run.run_dir,
@@ -384,7 +429,7 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
     if run.torque_constants is not None:  # an arm: its currents in recording.csv, for `identify dynamic`
         rows += [("motor currents (recording.csv)", "recorded", "A"),
                  ("torque constants known", str(len(run.torque_constants)), "joints")]  # fmt: skip
-    t = quantity_table(f"trajectory run → {run.run_dir}", rows)
+    t = quantity_table(f"trajectory run → {escape(run.run_dir)}", rows)  # a directory's "[…]" is no markup
     console.print(t)
     rocked = rocked_soles({site: v.share for site, v in r.soles.items()})
     if rocked:
@@ -395,11 +440,10 @@ def cmd_run_trajectory(args: argparse.Namespace) -> int:
             "internal moments off the soles.[/yellow]"
         )
     if run.plan_rate_hz and abs(run.plan_rate_hz - run.rate_hz) > 1e-9 * run.rate_hz:
-        console.print(
-            f"[yellow]the plan's rate_hz is {run.plan_rate_hz:g} Hz; this bench streamed and recorded at "
-            f"{run.rate_hz:g} Hz (its [executor] rate_hz): forecast what it records with `poise plan forecast "
-            f"{escape(args.plan)} --noise SIGMA --rate-hz {run.rate_hz:g}`[/yellow]"
-        )
+        note = (f"the plan's rate_hz is {run.plan_rate_hz:g} Hz; this bench streamed and recorded at {run.rate_hz:g} Hz "
+                f"(its [executor] rate_hz): forecast what it records with `poise plan forecast {args.plan} --noise "
+                f"SIGMA --rate-hz {run.rate_hz:g}`")  # fmt: skip
+        console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False)  # "[executor]" is no markup tag
     note = uncalibrated_boards_note(args)
     if note:
         console.print(note, highlight=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,13 +17,22 @@ from formats.errors import DataError
 
 # Pipes and CI logs get wide tables instead of folded 80-column ones.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, highlight=False)
+# Errors and warnings stay one line each in a log or a pipe (README: "one line"); a terminal folds them itself.
+err_console = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
 
 
 def draws_progress() -> bool:
     """Whether progress bars and spinners are drawn: on stderr when it is a terminal, with `--json` too (stdout keeps
     the JSON; a log or a pipe gets neither)."""
     return err_console.is_terminal
+
+
+def rel_se_text(pct: float) -> str:
+    """A relative SE (%) for a table: two significant digits below 10 % (0.0147 → '0.015', not '0.0'), '—' where
+    it is undefined (an estimate of 0)."""
+    if not math.isfinite(pct):
+        return "—"
+    return f"{pct:.2g}" if pct < 10 else f"{pct:.0f}"
 
 
 def _default(o: Any):

@@ -63,8 +63,7 @@ def parse_regressor(text: str, model: RobotModel, base: str | None = None) -> Re
 
 def random_states(model: RobotModel, n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     """q uniform in the joint limits (±π where unlimited), q̇ and q̈ standard normal."""
-    lo = np.where(np.isfinite(model.lower), model.lower, -np.pi)
-    hi = np.where(np.isfinite(model.upper), model.upper, np.pi)
+    lo, hi = model.sampling_bounds()
     q = rng.uniform(lo, hi, (n, model.nq))
     return q, rng.standard_normal((n, model.nq)), rng.standard_normal((n, model.nq))
 

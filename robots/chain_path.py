@@ -4,14 +4,17 @@ The executor's ground moves (`drivers.setpoints`) and `plan check` (`design.veri
 
 from __future__ import annotations
 
+import functools
 import math
 
 import casadi as ca
 import numpy as np
 import shapely
 
+from robots.com_base import BaseModel, derive_base
 from robots.kinematics import com_position, com_position_sym, site_pose_sym
 from robots.memo import per_model
+from robots.native import compiled
 from robots.stance import (
     FLAT_TOL,
     LIMIT_TOL,
@@ -34,6 +37,10 @@ PATH_TICKS = (
 )
 FULL_CHECKS = 60  # postures per path that get the full `check_posture` (besides waypoints)
 
+Theta = (
+    tuple[float, ...] | None
+)  # ϑ_b centre (m) predicting the CoP, a plan's CoP rule; None: the CoM of params
+
 
 def cosine_profile(q0: np.ndarray, q1: np.ndarray, tau: float) -> np.ndarray:
     """Raised-cosine velocity: zero velocity at both ends, peak 2|Δq|/T at mid-move. tau in [0, 1]."""
@@ -43,24 +50,59 @@ def cosine_profile(q0: np.ndarray, q1: np.ndarray, tau: float) -> np.ndarray:
 
 
 @per_model
-def _chain_function(model: RobotModel, params: str, base: str) -> ca.Function:
-    """Residual and Jacobian of: other sole flat at pose (x, y, yaw) (6) and CoM x-y at a target (2)."""
-    q = ca.SX.sym("q", model.nq)
-    pose = ca.SX.sym("pose", 3)
-    target = ca.SX.sym("cop", 2)
+def plan_base_model(model: RobotModel, base: str) -> BaseModel:
+    """The CoM base-parameter model of a base, derived once per model (`design.criteria.base_model`'s)."""
+    return derive_base(model, base)
+
+
+def path_cops(model: RobotModel, Q: np.ndarray, params: str, base: str, theta: Theta = None) -> np.ndarray:
+    """Predicted CoPs (n, 2) m of postures Q (n, nq): R_b(q) ϑ_b at `theta` (the plan's CoP rule,
+    `robots.plan_rules.cop_rule`), else the CoM of `params`."""
+    Q = np.atleast_2d(np.asarray(Q, dtype=float))
+    if theta is None:
+        return com_position(model, Q, params, base)[:, :2]
+    return plan_base_model(model, base).regressor(Q)[:, :2, :] @ np.asarray(theta, dtype=float)
+
+
+def _chain_rows(model: RobotModel, params: str, base: str, theta: Theta, q, pose, target) -> ca.SX:
+    """The 8 chain rows at symbols q (nq), pose (x, y, yaw) and CoP target (2): other sole flat at the pose (6),
+    CoP x-y at the target (2), the CoP by `theta` (`path_cops`)."""
     R, p = site_pose_sym(model, q, params, other_site(model, base), base)
-    com = com_position_sym(model, q, params, base)
-    c = ca.vertcat(
-        p[2],
-        R[0, 2],
-        R[1, 2],
-        p[0] - pose[0],
-        p[1] - pose[1],
-        -ca.sin(pose[2]) * R[0, 0] + ca.cos(pose[2]) * R[1, 0],
-        com[0] - target[0],
-        com[1] - target[1],
+    if theta is None:
+        com = com_position_sym(model, q, params, base)
+    else:
+        com = plan_base_model(model, base).regressor_sym(q) @ ca.DM(list(theta))
+    return ca.cse(
+        ca.vertcat(
+            p[2],
+            R[0, 2],
+            R[1, 2],
+            p[0] - pose[0],
+            p[1] - pose[1],
+            -ca.sin(pose[2]) * R[0, 0] + ca.cos(pose[2]) * R[1, 0],
+            com[0] - target[0],
+            com[1] - target[1],
+        )
     )
-    return ca.Function("chain", [q, pose, target], [c, ca.jacobian(c, q)])
+
+
+@per_model
+def _chain_function(model: RobotModel, params: str, base: str, theta: Theta = None) -> ca.Function:
+    """Residual and Jacobian of the chain rows (`_chain_rows`), compiled to native code where a compiler is."""
+    q, pose, target = ca.SX.sym("q", model.nq), ca.SX.sym("pose", 3), ca.SX.sym("cop", 2)
+    c = _chain_rows(model, params, base, theta, q, pose, target)
+    return compiled(ca.Function("chain", [q, pose, target], [c, ca.cse(ca.jacobian(c, q))]))
+
+
+@per_model
+def _chain_residual(model: RobotModel, params: str, base: str, theta: Theta = None) -> ca.Function:
+    """The residual of `_chain_function` alone (a seventh of its cost): whether a row is on the chain yet."""
+    q, pose, target = ca.SX.sym("q", model.nq), ca.SX.sym("pose", 3), ca.SX.sym("cop", 2)
+    return compiled(
+        ca.Function(
+            "chain_residual", [q, pose, target], [_chain_rows(model, params, base, theta, q, pose, target)]
+        )
+    )
 
 
 def _priority_step(J, c, A, g, active, free) -> np.ndarray:
@@ -78,50 +120,67 @@ def _priority_step(J, c, A, g, active, free) -> np.ndarray:
     return dq + np.einsum("nij,nj->ni", np.linalg.pinv(JsN, rcond=1e-6), rs - np.einsum("nij,nj->ni", Js, dq))
 
 
+@functools.lru_cache(maxsize=64)
+def _mapped(fn: ca.Function, n: int) -> ca.Function:
+    """fn evaluated over n columns at once (built once per size: the rows still to converge shrink)."""
+    return fn.map(n)
+
+
 def project_to_chain(model: RobotModel, Q0: np.ndarray, pose, cops: np.ndarray, params: str, base: str,
-                     iters: int = 30) -> np.ndarray:  # fmt: skip
+                     iters: int = 30, theta: Theta = None) -> np.ndarray:  # fmt: skip
     """Minimum-norm Gauss–Newton, for each row of Q0 (n, nq) at once, onto: other sole flat at `pose`
-    (x, y, yaw), CoP at the matching row of `cops` (n, 2) (m)."""
+    (x, y, yaw), CoP (`path_cops` by `theta`) at the matching row of `cops` (n, 2) (m). A row stops once it
+    is on the chain, so a long move costs what its slowest rows need, not iters × all rows."""
     Q = np.array(Q0, dtype=float, ndmin=2)
-    n = len(Q)
-    if n == 0:
+    if len(Q) == 0:
         return Q
-    fn = _chain_function(model, params, base).map(n)
-    P = np.tile(np.asarray(pose, dtype=float)[:, None], (1, n))
-    T = np.asarray(cops, dtype=float).reshape(n, 2).T
+    fn, res = _chain_function(model, params, base, theta), _chain_residual(model, params, base, theta)
+    T_all = np.asarray(cops, dtype=float).reshape(len(Q), 2)
     lo, hi = np.asarray(model.lower, dtype=float), np.asarray(model.upper, dtype=float)
     A = np.asarray(model.coupled_A, dtype=float).reshape(-1, model.nq)
     b = np.asarray(model.coupled_b, dtype=float).reshape(-1)
+    todo = np.arange(len(Q))
     for _ in range(iters):
-        c, J = fn(Q.T, P, T)
-        c = np.asarray(c).T  # (n, 8)
-        g = Q @ A.T - b  # coupled limits A q ≤ b: (n, K)
-        if np.abs(c).max() < 1e-12 and (g.size == 0 or g.max() <= 0):
+        Qt, P = Q[todo], np.tile(np.asarray(pose, dtype=float)[:, None], (1, len(todo)))
+        c = np.asarray(_mapped(res, len(todo))(Qt.T, P, T_all[todo].T)).T  # (n, 8)
+        g = Qt @ A.T - b  # coupled limits A q ≤ b: (n, K)
+        keep = (np.abs(c).max(axis=1) >= 1e-12) | (g.max(axis=1, initial=-np.inf) > 0)
+        if not keep.any():
             break
+        todo, Qt, c, g, n = todo[keep], Qt[keep], c[keep], g[keep], int(keep.sum())
+        J = _mapped(fn, n)(Qt.T, P[:, :n], T_all[todo].T)[1]
         J = np.asarray(J).reshape(8, n, model.nq).transpose(1, 0, 2)  # (n, 8, nq)
         active = g > -COUPLED_HOLD  # a coupled limit reached (or nearly) becomes an equality just inside it
-        free = np.ones_like(Q, dtype=bool)
+        free = np.ones_like(Qt, dtype=bool)
         for _ in range(3):  # joints the step would push past a limit stay at it; the others correct
             dq = _priority_step(J, c, A, g, active, free)
-            Qn = Q - dq
+            Qn = Qt - dq
             out = ((Qn < lo) | (Qn > hi)) & free
             if not out.any():
                 break
             free &= ~out
         big = np.abs(dq).max(axis=1, keepdims=True)
         dq *= np.minimum(1.0, MAX_PROJECTION_STEP / np.maximum(big, 1e-300))  # Gauss–Newton steps, limited
-        Q = np.clip(Q - dq, lo, hi)
+        Q[todo] = np.clip(Qt - dq, lo, hi)
     return Q
 
 
 def ground_path(
-    model: RobotModel, wps: np.ndarray, n: int, cosine: bool, pose, params: str, base: str
+    model: RobotModel,
+    wps: np.ndarray,
+    n: int,
+    cosine: bool,
+    pose,
+    params: str,
+    base: str,
+    theta: Theta = None,
 ) -> np.ndarray:
     """n postures (ticks i/n, i = 1..n) along the waypoints wps (K, nq) — linear between them, or a cosine
     profile between the two rows when `cosine` — each projected onto the closed chain (other sole flat at
-    `pose`, CoP on the line between the neighbouring waypoints' CoPs); every waypoint itself exactly."""
+    `pose`, CoP (`path_cops` by `theta`, the plan's rule) on the line between the neighbouring waypoints' CoPs);
+    every waypoint itself exactly."""
     seg = len(wps) - 1
-    cops = com_position(model, wps, params, base)[:, :2]
+    cops = path_cops(model, wps, params, base, theta)
     out = np.empty((n, model.nq))
     targets = np.empty((n, 2))
     exact = np.zeros(n, dtype=bool)
@@ -139,15 +198,30 @@ def ground_path(
             out[i - 1] = wps[k] + (wps[k + 1] - wps[k]) * (x - k)
             targets[i - 1] = cops[k] + (x - k) * (cops[k + 1] - cops[k])
     free = ~exact
-    out[free] = project_to_chain(model, out[free], pose, targets[free], params, base)
+    out[free] = project_to_chain(model, out[free], pose, targets[free], params, base, theta=theta)
     return out
 
 
+def _outside_limits(model: RobotModel, Q: np.ndarray) -> np.ndarray:
+    """Rows of Q (n, nq) that `RobotModel.limit_violations` would report (joint ranges, mimic joints' own, coupled
+    limits, beyond LIMIT_TOL): only those are worded, one by one."""
+    from robots.joint_limits import joint_limits
+
+    jl = joint_limits(model)
+    x = jl.positions(Q)
+    bad = ((x < jl.lower - LIMIT_TOL) | (x > jl.upper + LIMIT_TOL)).any(axis=1)
+    A = np.asarray(model.coupled_A, dtype=float).reshape(-1, model.nq)
+    if len(A):
+        bad |= (Q @ A.T > np.asarray(model.coupled_b, dtype=float).reshape(-1) + LIMIT_TOL).any(axis=1)
+    return bad
+
+
 def _tick_issues(
-    model: RobotModel, Q: np.ndarray, pose, margin: float, params: str, base: str
+    model: RobotModel, Q: np.ndarray, pose, margin: float, params: str, base: str, theta: Theta = None
 ) -> list[list[str]]:
     """The posture check's conditions for every row of Q (n, nq) at once, with the tolerances of
-    `robots.stance`: joint limits, other sole flat at `pose`, CoP margin in each row's support polygon."""
+    `robots.stance`: joint limits, other sole flat at `pose`, CoP margin in each row's support polygon (the
+    CoP by `path_cops`: the plan's rule `theta`, or the CoM of `params`)."""
     res = np.abs(flat_residual(model, Q, params, base)).max(axis=-1)
     op = other_pose(model, Q, params, base)
     sole = other_site(model, base)
@@ -156,12 +230,13 @@ def _tick_issues(
     hulls = shapely.convex_hull(
         shapely.multipoints(corners.reshape(-1, 2), indices=np.repeat(np.arange(len(Q)), k))
     )
-    pts = shapely.points(com_position(model, Q, params, base)[:, :2])
+    pts = shapely.points(path_cops(model, Q, params, base, theta))
     d = shapely.distance(shapely.boundary(hulls), pts)
     m = np.where(shapely.contains(hulls, pts), d, -d)
     out = []
+    outside = _outside_limits(model, Q)
     for i, q in enumerate(Q):
-        issues = model.limit_violations(q, LIMIT_TOL)
+        issues = model.limit_violations(q, LIMIT_TOL) if outside[i] else []
         if res[i] > FLAT_TOL:
             issues.append(f"other sole not flat on the ground ({res[i] * 1000:.3f} mm/rad)")
         off = placement_error(sole, op[i], pose, PLACE_TOL)
@@ -174,20 +249,21 @@ def _tick_issues(
 
 
 def path_issues(
-    model: RobotModel, Q: np.ndarray, seg: int, pose, params: str, base: str, margin: float, what: str
-) -> list[str]:
+    model: RobotModel, Q: np.ndarray, seg: int, pose, params: str, base: str, margin: float, what: str,
+    theta: Theta = None,
+) -> list[str]:  # fmt: skip
     """What is unsafe about the path Q (n, nq) (ticks i/n of a path over `seg` waypoint segments; the last row,
     the destination, is checked as a posture elsewhere): every row gets the vectorised conditions of the posture
     check, the waypoints and at least every ceil(n / FULL_CHECKS)-th row `check_posture` itself. One line for
-    the first unsafe row, with the count."""
+    the first unsafe row, with the count. The CoP by `path_cops` (`theta`: the plan's rule)."""
     n = len(Q)
-    issues = _tick_issues(model, Q, pose, margin, params, base)
+    issues = _tick_issues(model, Q, pose, margin, params, base, theta)
+    cops = [None] * n if theta is None else path_cops(model, Q, params, base, theta)
     step = max(1, math.ceil(n / FULL_CHECKS))
     for i in range(1, n):
         if i % step == 0 or (i * seg) % n == 0:
-            issues[i - 1] = (
-                check_posture(model, Q[i - 1], params, base, margin, pose=pose).issues + issues[i - 1]
-            )
+            st = check_posture(model, Q[i - 1], params, base, margin, pose=pose, cop=cops[i - 1])
+            issues[i - 1] = st.issues + issues[i - 1]
     bad = [(i, iss[0]) for i, iss in enumerate(issues[:-1], start=1) if iss]
     if not bad:
         return []
@@ -234,21 +310,22 @@ def projection_jump(wps: np.ndarray, Q: np.ndarray, cosine: bool) -> str | None:
 
 
 def ground_transition_issues(
-    model: RobotModel, wps: np.ndarray, pose, params: str, base: str, margin: float, what: str
-) -> list[str]:
+    model: RobotModel, wps: np.ndarray, pose, params: str, base: str, margin: float, what: str,
+    theta: Theta = None,
+) -> list[str]:  # fmt: skip
     """What stops a transition's waypoints from being followed on the ground: a jump between two waypoints or in
     their projection, or any of PATH_TICKS postures per segment off the chain, outside the limits or the margin
-    (`path_issues`)."""
+    (`path_issues`; the CoP by `theta`, the plan's rule, as the path's projection)."""
     wps = np.asarray(wps, dtype=float)
     jump = waypoint_jump(wps)
     if jump:
         return [f"{what}: {jump}"]
     seg = len(wps) - 1
-    Q = ground_path(model, wps, PATH_TICKS * seg, seg == 1, pose, params, base)
+    Q = ground_path(model, wps, PATH_TICKS * seg, seg == 1, pose, params, base, theta)
     jump = projection_jump(wps, Q, seg == 1)
     if jump:
         return [f"{what}: {jump}"]
-    return path_issues(model, Q, seg, pose, params, base, margin, what)
+    return path_issues(model, Q, seg, pose, params, base, margin, what, theta)
 
 
 AIR_CLEARANCE = (

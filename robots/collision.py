@@ -154,16 +154,15 @@ def _adjacent(model: RobotModel, a: str, b: str) -> bool:
     """Links joined by one moving joint, possibly through fixed joints on either side (they touch by design)."""
     by_child = {j.child: j for j in model.joints}
 
-    def rigid(link: str) -> list[str]:
-        chain = [link]
+    def body(link: str) -> str:
+        """The topmost link of the rigid group `link` belongs to (walking up through fixed joints)."""
         while link in by_child and by_child[link].type == "fixed":
             link = by_child[link].parent
-            chain.append(link)
-        return chain
+        return link
 
-    ra, rb = rigid(a), rigid(b)
-    ja, jb = by_child.get(ra[-1]), by_child.get(rb[-1])
-    return (ja is not None and ja.parent in rb) or (jb is not None and jb.parent in ra)
+    ba, bb = body(a), body(b)
+    ja, jb = by_child.get(ba), by_child.get(bb)
+    return (ja is not None and body(ja.parent) == bb) or (jb is not None and body(jb.parent) == ba)
 
 
 @per_model
@@ -309,8 +308,7 @@ def near_pairs(
     cp = collision_pairs(model, params)
     if not cp.pairs:
         return cp
-    lo = np.where(np.isfinite(model.lower), model.lower, -np.pi)
-    hi = np.where(np.isfinite(model.upper), model.upper, np.pi)
+    lo, hi = model.sampling_bounds()
     q = np.random.default_rng(0).uniform(lo, hi, size=(samples, model.nq))
     if len(model.coupled_b):
         q = q[np.all(q @ model.coupled_A.T <= model.coupled_b, axis=1)]

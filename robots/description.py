@@ -19,8 +19,9 @@ import numpy as np
 
 from formats.errors import DataError
 from formats.parameter_set import ParameterSet, parameter_set_from_json
+from robots.params_io import keep_lengths
 from robots.tree import Joint, Link, RobotModel, Site, parse_length, rpy_matrix
-from robots.urdf import URDF_SET, load_urdf, matrix_rpy
+from robots.urdf import PLACEHOLDER_LIMIT, URDF_SET, load_urdf, matrix_rpy
 
 FORMAT = "poise robot description"
 SUFFIX = ".poise.toml"
@@ -72,7 +73,6 @@ def _named_lengths(model: RobotModel, spec: dict, source: str) -> tuple[list, di
 
 _LIMIT_KEYS = ("lower", "upper", "velocity", "effort", "acceleration")
 # rad/s (m/s) or N·m (N): a URDF velocity or effort limit this large is a placeholder (e.g. iCub's 50000), no joint's
-PLACEHOLDER_LIMIT = 1e4
 PLACEHOLDER_KINDS = ("velocity", "effort")
 
 
@@ -246,6 +246,14 @@ def _published(spec: dict, path: Path, what: str = "published base") -> dict[str
     return out
 
 
+def _overridden(doc: dict) -> set[tuple[str, str]]:
+    """The (joint, limit) pairs the description's [joint_limits] set (checked when applied)."""
+    spec = doc.get("joint_limits", {})
+    if not isinstance(spec, dict):
+        return set()
+    return {(str(j), str(k)) for j, lim in spec.items() if isinstance(lim, dict) for k in lim}
+
+
 def load_description(path: str | Path) -> RobotModel:
     """A `RobotModel` from a poise robot description (TOML) and the URDF it names."""
     path = Path(path)
@@ -256,7 +264,8 @@ def load_description(path: str | Path) -> RobotModel:
     if "urdf" not in doc:
         raise _fail(source, "missing 'urdf' (path of the robot's URDF, relative to this file)")
     urdf_path = _urdf_path(str(doc["urdf"]), path)
-    model = load_urdf(urdf_path, name=str(doc.get("name", path.name.removesuffix(SUFFIX))))
+    name = str(doc.get("name", path.name.removesuffix(SUFFIX)))
+    model = load_urdf(urdf_path, name=name, overridden=frozenset(_overridden(doc)))
     return apply_description(model, doc, path)
 
 
@@ -280,7 +289,7 @@ def apply_description(model: RobotModel, doc: dict, path: Path) -> RobotModel:
         model = _reduce(model, doc["reduce"], source)
     joints, lengths = _named_lengths(model, doc.get("lengths", {}), source)
     joints = _joint_limits(joints, doc.get("joint_limits", {}), source)
-    overridden = {(str(j), str(k)) for j, lim in doc.get("joint_limits", {}).items() for k in lim}
+    overridden = _overridden(doc)
     placeholders = _placeholders(joints, _declared_placeholders(doc, source), overridden)
     link_spec = doc.get("links", {})
     unknown = set(link_spec) - {lk.name for lk in model.links}
@@ -312,8 +321,7 @@ def apply_description(model: RobotModel, doc: dict, path: Path) -> RobotModel:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise _fail(source, f"parameter set {key!r}: cannot read {file} ({exc})") from None
         ps = parameter_set_from_json(d, names, str(file))
-        ps.lengths = {**lengths, **ps.lengths}
-        params[str(key)] = ps
+        params[str(key)] = keep_lengths(ps, lengths)
     stub = RobotModel(model.name, links, joints, sites, None, None, params, {})
     A, b, labels = _coupled(stub, doc.get("coupled_limits", []), source)
     simplified = [tuple(x) for x in doc.get("simplified", {}).get("zero", [])]

@@ -30,6 +30,7 @@ from formats.static_result import FORMAT as STATIC_FORMAT
 from formats.static_result import load_static_result
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec, cached_dynamic_base, same_formula
+from robots.params_io import keep_lengths, model_lengths
 from robots.physical import inertia_matrix
 from robots.registry import same_robot
 from robots.tree import RobotModel
@@ -318,9 +319,7 @@ def _parameter_set(path: Path, d: dict, model: RobotModel) -> FullSet:
         if unknown:
             raise DataError(f"{path}: {key} for link(s) {', '.join(unknown[:5])} unknown to {model.name!r}")
     ps = parameter_set_from_json(d, names, str(path))
-    prior = model.parameter_set(next(iter(model.params)))
-    ps.lengths = {**prior.lengths, **ps.lengths}
-    return FullSet(ps, "parameter set")
+    return FullSet(keep_lengths(ps, model_lengths(model)), "parameter set")
 
 
 def load_full_set(path: str | Path, model: RobotModel) -> FullSet:

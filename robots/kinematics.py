@@ -111,6 +111,9 @@ def _traverse(model: RobotModel, q, lengths: dict[str, float], ops, qcol):
         Rp, pp = R[joint.parent], p[joint.parent]
         pc = pp + ops.mv(Rp, _offset(joint.offset, lengths))
         Rc = Rp if not any(joint.rpy) else ops.mm(Rp, ops.const(rpy_matrix(joint.rpy)))
+        if not joint.moves:  # a fixed joint's axis (often 0 0 0) is never used
+            p[joint.child], R[joint.child] = pc, Rc
+            continue
         x = _joint_value(model, j, qcol)
         axis = np.asarray(joint.axis, dtype=float) / np.linalg.norm(joint.axis)
         if joint.type in ("revolute", "continuous"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,12 +12,31 @@ from formats.errors import DataError
 from formats.parameter_set import ParameterSet, load_parameter_set, save_parameter_set
 from robots.tree import RobotModel
 
-__all__ = ["load_model_parameter_set", "perturbed", "resolve_params", "save_parameter_set"]
+__all__ = [
+    "keep_lengths",
+    "load_model_parameter_set",
+    "model_lengths",
+    "perturbed",
+    "resolve_params",
+    "save_parameter_set",
+]
+
+
+def model_lengths(model: RobotModel) -> dict[str, float]:
+    """The model's named lengths (m): its first parameter set's, the URDF's own set, whose lengths the robot
+    description's [lengths] name and every set it lists shares."""
+    return dict(next(iter(model.params.values())).lengths) if model.params else {}
+
+
+def keep_lengths(ps: ParameterSet, lengths: dict[str, float]) -> ParameterSet:
+    """`ps` with the lengths it leaves out taken from `lengths` (its own win): the one rule for a parameter-set
+    file without (all) lengths, wherever it is read."""
+    return replace(ps, lengths={**lengths, **ps.lengths})
 
 
 def load_model_parameter_set(path: str | Path, model: RobotModel) -> ParameterSet:
-    """A parameter-set file checked against the model's links."""
-    return load_parameter_set(path, [lk.name for lk in model.links])
+    """A parameter-set file checked against the model's links; lengths it leaves out keep the model's."""
+    return keep_lengths(load_parameter_set(path, [lk.name for lk in model.links]), model_lengths(model))
 
 
 def resolve_params(arg: str | ParameterSet, model: RobotModel, also: Sequence[str] = ()) -> ParameterSet:

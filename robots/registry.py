@@ -80,7 +80,7 @@ def get_model(name: str) -> RobotModel:
     if key in PACKAGED:
         return _describe(packaged_file(key))
     path = Path(name)
-    if path.suffix.lower() in (".urdf", ".toml", ".xml") or path.name.endswith(SUFFIX):
+    if path.suffix.lower() in (".urdf", ".toml", ".xml", ".xacro") or path.name.endswith(SUFFIX):
         if not path.is_file():
             raise DataError(f"{name}: no such robot file")
         return _describe(path)

@@ -551,7 +551,7 @@ def random_double_support(
     params, base = _p(model, params), resolve_base(model, base)
     out: list[np.ndarray] = []
     tries = 0
-    lo, hi = model.lower, model.upper
+    lo, hi = model.sampling_bounds()
     while len(out) < n:
         if tries >= max_tries:
             raise DataError(

@@ -106,6 +106,77 @@ class Joint:
         return self.type != "fixed" and self.mimic is None
 
 
+def _mimic_problem(jt, types: dict[str, str], mimics: set[str]) -> str | None:
+    """Why joint `jt`'s mimic cannot be followed (None when it can): q must be a coordinate's multiple."""
+    target = jt.mimic.joint
+    if target == jt.name:
+        return "mimics itself"
+    if target not in types:
+        return f"mimics {target!r}, which does not exist"
+    if types[target] == "fixed":
+        return f"mimics {target!r}, which is a fixed joint"
+    if target in mimics:
+        return f"mimics {target!r}, which is itself a mimic joint (chained mimics are not supported)"
+    return None
+
+
+def _check_links(links: list[str], joints, where: str) -> str:
+    """The joints form one tree over `links`: every link named exists, one parent each, no cycle, one root."""
+    if len(set(links)) != len(links):
+        dup = sorted({n for n in links if links.count(n) > 1})
+        raise DataError(f"{where}duplicate <link> names ({', '.join(map(repr, dup))})")
+    known, children = set(links), {}
+    for jt in joints:
+        for role, ln in (("parent", jt.parent), ("child", jt.child)):
+            if ln not in known:
+                raise DataError(f"{where}joint {jt.name!r}: {role} link {ln!r} does not exist")
+        if jt.child in children:
+            raise DataError(
+                f"{where}link {jt.child!r} is the child of two joints ({children[jt.child]!r}, {jt.name!r})"
+            )
+        children[jt.child] = jt.name
+    parent_of = {jt.child: jt.parent for jt in joints}
+    for start in parent_of:
+        seen, n = set(), start
+        while n in parent_of:
+            if n in seen:
+                raise DataError(f"{where}the joints form a cycle through link {n!r}")
+            seen.add(n)
+            n = parent_of[n]
+    roots = [n for n in links if n not in parent_of]
+    if len(roots) != 1:
+        raise DataError(f"{where}a kinematic tree needs exactly one root link, found {sorted(roots)}")
+    return roots[0]
+
+
+def check_structure(links: list[str], joints, source: str = "", require_motion: bool = False) -> str:
+    """The one check of a joint structure (URDF import and every RobotModel): names, types, axes, mimics and the
+    tree; DataError naming `source` and the element. `joints` need name, parent, child, type, axis and mimic
+    (with .joint). Returns the root link."""
+    where = f"{source}: " if source else ""
+    names = [jt.name for jt in joints]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise DataError(f"{where}duplicate joint names ({', '.join(map(repr, dup))})")
+    for jt in joints:
+        if jt.type not in JOINT_TYPES:
+            raise DataError(
+                f"{where}joint {jt.name!r}: type {jt.type!r} is not supported ({', '.join(JOINT_TYPES)})"
+            )
+        axis = (1.0, 0.0, 0.0) if jt.axis is None else jt.axis  # URDF's default axis
+        if jt.type != "fixed" and not np.linalg.norm(np.asarray(axis, dtype=float)) > 0:
+            raise DataError(f"{where}joint {jt.name!r}: <axis> is zero")
+    types = {jt.name: jt.type for jt in joints}
+    mimics = {jt.name for jt in joints if jt.mimic is not None}
+    for jt in joints:
+        if jt.mimic is not None and (why := _mimic_problem(jt, types, mimics)):
+            raise DataError(f"{where}joint {jt.name!r} {why}")
+    root = _check_links(links, joints, where)
+    if require_motion and not any(jt.type != "fixed" and jt.mimic is None for jt in joints):
+        raise DataError(f"{where}no moving joint (every joint is fixed or mimics another): nothing to move")
+    return root
+
+
 def rpy_matrix(rpy) -> np.ndarray:
     """URDF fixed-axis roll-pitch-yaw: R = Rz(yaw) · Ry(pitch) · Rx(roll)."""
     r, p, y = (float(v) for v in rpy)
@@ -165,34 +236,12 @@ class RobotModel:
 
     def __post_init__(self) -> None:
         names = [lk.name for lk in self.links]
-        if len(set(names)) != len(names):
-            raise DataError("duplicate link names")
-        jnames = [j.name for j in self.joints]
-        if len(set(jnames)) != len(jnames):
-            raise DataError("duplicate joint names")
+        self.root = check_structure(names, self.joints, self.source)
         self._link_index = {n: i for i, n in enumerate(names)}
-        self._parent_joint = {}
-        for j, joint in enumerate(self.joints):
-            if joint.type not in JOINT_TYPES:
-                raise DataError(f"joint {joint.name!r}: unknown type {joint.type!r} (one of {JOINT_TYPES})")
-            if joint.child in self._parent_joint:
-                raise DataError(f"link {joint.child!r} has two parent joints")
-            for ln in (joint.parent, joint.child):
-                if ln not in self._link_index:
-                    raise DataError(f"joint {joint.name!r} refers to unknown link {ln!r}")
-            if joint.moves and not np.linalg.norm(joint.axis) > 0:
-                raise DataError(f"joint {joint.name!r} has a zero axis")
-            self._parent_joint[joint.child] = j
-        roots = [n for n in names if n not in self._parent_joint]
-        if len(roots) != 1:
-            raise DataError(f"a kinematic tree needs exactly one root link, found {roots}")
-        self.root = roots[0]
+        self._parent_joint = {jt.child: j for j, jt in enumerate(self.joints)}
         self._topo = self._topological_order()
         self.coordinates = [j for j, jt in enumerate(self.joints) if jt.is_coordinate]
         self._coord_of = {self.joints[j].name: k for k, j in enumerate(self.coordinates)}
-        for jt in self.joints:
-            if jt.mimic is not None and jt.mimic.joint not in self._coord_of:
-                raise DataError(f"joint {jt.name!r} mimics {jt.mimic.joint!r}, which is not a moving joint")
         coord_joints = [self.joints[j] for j in self.coordinates]
         if self.lower is None:
             self.lower = np.array([jt.lower for jt in coord_joints], dtype=float)
@@ -243,6 +292,13 @@ class RobotModel:
     def nq(self) -> int:
         """Number of coordinates (moving joints that are not mimics)."""
         return len(self.coordinates)
+
+    def sampling_bounds(self, lower=None, upper=None) -> tuple[np.ndarray, np.ndarray]:
+        """The joint range (or the given bounds) with ±π where it is unlimited: the one box random postures and
+        solver bounds draw from (a continuous joint has no limit; uniform(−∞, ∞) has no meaning)."""
+        lo = self.lower if lower is None else np.asarray(lower, dtype=float)
+        hi = self.upper if upper is None else np.asarray(upper, dtype=float)
+        return np.where(np.isfinite(lo), lo, -np.pi), np.where(np.isfinite(hi), hi, np.pi)
 
     @property
     def joint_names(self) -> list[str]:
@@ -302,18 +358,12 @@ class RobotModel:
         return q
 
     def limit_violations(self, q: np.ndarray, tol: float = 1e-9) -> list[str]:
-        """Human-readable list of joint-limit and coupled-limit violations of one posture."""
+        """Human-readable list of one posture's joint-limit violations (coordinates and mimic joints' own ranges,
+        through `robots.joint_limits`, the one such check) and coupled-limit violations."""
+        from robots.joint_limits import joint_limits  # it builds on RobotModel
+
         q = self.check_q(q)
-        out = []
-        for i, name in enumerate(self.joint_names):
-            if q[i] < self.lower[i] - tol or q[i] > self.upper[i] + tol:
-                if self.joints[self.coordinates[i]].type == "prismatic":
-                    out.append(f"{name} = {q[i]:.4f} m outside [{self.lower[i]:.4f}, {self.upper[i]:.4f}] m")
-                    continue
-                out.append(
-                    f"{name} = {np.degrees(q[i]):.2f} deg outside "
-                    f"[{np.degrees(self.lower[i]):.1f}, {np.degrees(self.upper[i]):.1f}] deg"
-                )
+        out = joint_limits(self).violations(q, tol)
         for k in range(len(self.coupled_b)):
             val = float(self.coupled_A[k] @ q)
             if val > self.coupled_b[k] + tol:

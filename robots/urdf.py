@@ -9,6 +9,7 @@ halves of an arm around an F/T sensor) stay separate bodies.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from formats.errors import DataError
 from formats.parameter_set import ParameterSet, check_masses
 from robots.interrupt import held
 from robots.physical import principal_moments, triangle_gap
-from robots.tree import Joint, Link, Mimic, RobotModel, Site
+from robots.tree import Joint, Link, Mimic, RobotModel, Site, check_structure
 
 URDF_SET = "urdf"
 
@@ -96,25 +97,101 @@ def _inertial(link) -> UrdfInertial | None:
     return UrdfInertial(mass, tuple(_clean(v) for v in T[:3, 3]), tuple(_clean(v) for v in six))
 
 
+INERTIA_ATOL = 1e-10  # kg·m²: a principal moment this far below 0 is rounding (a 1 g, 1 cm body has ~1e-8)
+
+
 def check_inertial(name: str, ine: UrdfInertial, source: str) -> str | None:
     """DataError naming the link for a negative mass or a non-positive-definite inertia; a warning (returned)
     for principal moments that violate the triangle inequality (physically impossible, but CAD exports and
     thesis tables contain them)."""
     if not np.isfinite(ine.mass) or ine.mass < 0:
         raise DataError(f"{source}: link {name!r}: <mass value> must be ≥ 0, got {ine.mass}")
-    if ine.mass == 0:
-        return None
     if not np.all(np.isfinite(ine.inertia)):
         raise DataError(f"{source}: link {name!r}: <inertia> has non-finite entries")
     ev, tol = principal_moments(ine.inertia)
-    if ev.min() <= -tol:
+    tol = max(tol, INERTIA_ATOL)  # massive or massless link alike: rounding noise of a printed tensor passes
+    if ev.min() < -tol:
         raise DataError(
             f"{source}: link {name!r}: <inertia> is not positive definite (eigenvalues {', '.join(f'{e:.3g}' for e in ev)})"
         )
     a, b, c = ev
-    if triangle_gap(ev, tol):
+    if ine.mass > 0 and triangle_gap(ev, tol):
         return f"link {name!r}: principal inertias {a:.3g}, {b:.3g}, {c:.3g} kg·m² violate the triangle inequality"
     return None
+
+
+_VECTORS = {"origin": ("xyz", "rpy"), "axis": ("xyz",)}
+_NUMBERS = {
+    "limit": ("lower", "upper", "velocity", "effort"),
+    "mass": ("value",),
+    "inertia": ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"),
+    "mimic": ("multiplier", "offset"),
+    "dynamics": ("damping", "friction"),
+}
+_REQUIRED = {"mass": ("value",), "inertia": _NUMBERS["inertia"]}
+_NON_NEGATIVE = {"limit": ("velocity", "effort")}  # a negative mass: check_inertial (read_inertials reads it)
+
+
+# An element in the xacro namespace (…/xacro, …/xacro/) or an attribute with a ${…} property: searched in C.
+_XACRO_LEFT = 'boolean(//*[contains(concat(namespace-uri(), "/"), "/xacro/")] | //@*[contains(., "${")])'
+
+
+def _check_not_xacro(path: Path, root) -> None:
+    """Refuse an unexpanded xacro file (macros or ${…} properties left; an expanded file may keep xmlns:xacro):
+    it would load as a broken or smaller robot. One XPath query (lxml, in C) rather than a Python walk."""
+    if root.xpath(_XACRO_LEFT):
+        raise DataError(f"{path}: a xacro file (macros not expanded): expand it with xacro first "
+                        f"(`xacro {path.name} > robot.urdf`)")  # fmt: skip
+
+
+def _number(text: str, where: str, tag: str, attr: str) -> float:
+    """A finite float from attribute `attr` of <tag>; DataError naming `where`, tag and attribute otherwise (the
+    message is built only then: thousands of numbers per file)."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise DataError(f"{where}: <{tag} {attr}> is not a number ({text!r})") from None
+    if not math.isfinite(x):
+        raise DataError(f"{where}: <{tag} {attr}> must be finite, got {text!r}")
+    return x
+
+
+def _check_attributes(el, where: str) -> None:
+    """One element's numeric attributes: vectors of three finite numbers, required and non-negative values."""
+    tag = el.tag
+    attrib = el.attrib
+    for attr in _VECTORS.get(tag, ()):
+        text = attrib.get(attr)
+        if text is None:
+            continue
+        parts = text.split()
+        if len(parts) != 3:
+            raise DataError(f"{where}: <{tag} {attr}> needs 3 numbers, got {len(parts)} ({text!r})")
+        for v in parts:
+            _number(v, where, tag, attr)
+    for attr in _REQUIRED.get(tag, ()):
+        if attr not in attrib:
+            raise DataError(f"{where}: <{tag}> lacks its required attribute {attr!r}")
+    non_negative = _NON_NEGATIVE.get(tag, ())
+    for attr in _NUMBERS.get(tag, ()):
+        text = attrib.get(attr)
+        if text is not None:
+            x = _number(text.strip(), where, tag, attr)
+            if x < 0 and attr in non_negative:
+                raise DataError(f"{where}: <{tag} {attr}> must be ≥ 0, got {x:g}")
+
+
+_CHECKED_TAGS = tuple(sorted({*_VECTORS, *_NUMBERS, *_REQUIRED}))
+
+
+def _check_elements(root, source: str) -> None:
+    """Every link's and joint's numbers as written (yourdfpy would default a missing attribute or fail later
+    without naming the element): DataError naming the file, the element and the attribute. Only the elements
+    that carry numbers are visited (lxml filters the tags)."""
+    for top in root.iterchildren("link", "joint"):
+        where = f"{source}: {top.tag} {top.get('name')!r}"
+        for el in top.iter(*_CHECKED_TAGS):
+            _check_attributes(el, where)
 
 
 def _check_xml(path: Path) -> None:
@@ -128,14 +205,19 @@ def _check_xml(path: Path) -> None:
     except etree.XMLSyntaxError as exc:
         if b"\0" in path.read_bytes()[:4096]:
             raise DataError(f"{path}: not a text URDF file") from None
+        if b"xacro:" in path.read_bytes()[:1_000_000]:
+            raise DataError(f"{path}: a xacro file (xacro: prefix not declared): expand it with xacro first "
+                            f"(`xacro {path.name} > robot.urdf`)") from None  # fmt: skip
         msg = re.sub(r", line \d+, column \d+$", "", str(exc.msg))
         raise DataError(f"{path}: not well-formed XML (line {exc.lineno}: {msg})") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc})") from None
+    _check_not_xacro(path, root)
     if root.tag != "robot":
         raise DataError(f"{path}: not a URDF: the root element is <{root.tag}>, not <robot>")
     if not root.get("name"):
         raise DataError(f"{path}: malformed URDF: <robot> has no name attribute")
+    _check_elements(root, str(path))
 
 
 def _parse(path: Path):
@@ -161,55 +243,6 @@ def _parse(path: Path):
         raise DataError(f"{path}: malformed URDF ({exc})") from None
 
 
-def _check_graph(robot, source: str) -> None:
-    links = {lk.name for lk in robot.links}
-    if len(links) != len(robot.links):
-        raise DataError(f"{source}: duplicate <link> names")
-    children: dict[str, str] = {}
-    for jt in robot.joints:
-        if jt.parent not in links:
-            raise DataError(f"{source}: joint {jt.name!r}: parent link {jt.parent!r} does not exist")
-        if jt.child not in links:
-            raise DataError(f"{source}: joint {jt.name!r}: child link {jt.child!r} does not exist")
-        if jt.child in children:
-            raise DataError(
-                f"{source}: link {jt.child!r} is the child of two joints ({children[jt.child]!r}, {jt.name!r})"
-            )
-        children[jt.child] = jt.name
-    parent_of = {jt.child: jt.parent for jt in robot.joints}
-    for start in parent_of:
-        seen, n = set(), start
-        while n in parent_of:
-            if n in seen:
-                raise DataError(f"{source}: the joints form a cycle through link {n!r}")
-            seen.add(n)
-            n = parent_of[n]
-    roots = [n for n in links if n not in parent_of]
-    if len(roots) != 1:
-        raise DataError(f"{source}: a URDF needs exactly one root link, found {sorted(roots)}")
-
-
-def _check_joints(robot, source: str) -> None:
-    """Joint-level refusals that name the file: duplicate names, a mimic of a missing or fixed joint, no
-    moving joint at all (nothing to identify or move)."""
-    names = [jt.name for jt in robot.joints]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise DataError(f"{source}: duplicate joint names ({', '.join(map(repr, dup))})")
-    types = {jt.name: jt.type for jt in robot.joints}
-    for jt in robot.joints:
-        if jt.mimic is None:
-            continue
-        if jt.mimic.joint not in types:
-            raise DataError(f"{source}: joint {jt.name!r} mimics {jt.mimic.joint!r}, which does not exist")
-        if types[jt.mimic.joint] == "fixed":
-            raise DataError(f"{source}: joint {jt.name!r} mimics {jt.mimic.joint!r}, which is a fixed joint")
-    if not any(jt.type != "fixed" and jt.mimic is None for jt in robot.joints):
-        raise DataError(
-            f"{source}: no moving joint (every joint is fixed or mimics another): nothing to move"
-        )
-
-
 def _limit_warnings(robot) -> list[str]:
     """Revolute/prismatic joints whose <limit> range is [0, 0] (what leaving out lower and upper means): the
     joint is pinned, which is rarely what the author meant."""
@@ -224,18 +257,55 @@ def _limit_warnings(robot) -> list[str]:
     ]
 
 
+# URDF limits are radians (rad/s). A revolute bound beyond ±DEGREES_RANGE[0] or a speed above DEGREES_SPEED[0],
+# up to the band's top, reads as degrees (±170°, 180°/s) and is refused. Both thresholds keep a margin above the
+# placeholders real files use: ±4π written as 12.5664 or 12.57 (and ±3π, ±10 rad) pass below 13 rad; 100 rad/s
+# (iCub, Alex) passes below 110 rad/s. Other bounds beyond ±2π and speeds from PLAUSIBLE_SPEED up to
+# PLACEHOLDER_LIMIT load with a warning; speeds ≥ PLACEHOLDER_LIMIT are placeholders (robots.description).
+DEGREES_RANGE = (13.0, 360.0)  # rad
+DEGREES_SPEED = (110.0, 720.0)  # rad/s
+PLAUSIBLE_SPEED = 720.0  # rad/s
+PLACEHOLDER_LIMIT = (
+    1e4  # rad/s or N·m: a velocity or effort limit this large is a placeholder, not the joint's
+)
+
+
+def _in_band(x: float, band: tuple[float, float]) -> bool:
+    return bool(band[0] < x <= band[1] + 1e-9)
+
+
+def _degree_checks(joints: list[Joint], source: str, overridden: frozenset = frozenset()) -> list[str]:
+    """DataError naming the first rotary joint whose limits look like degrees; warnings for rotary bounds beyond
+    ±2π or speeds from PLAUSIBLE_SPEED up to PLACEHOLDER_LIMIT. Limits a robot description sets instead
+    (`overridden`: (joint, 'lower'|'upper'|'velocity') pairs) are not judged: the description's values apply."""
+    warnings = []
+    for jt in joints:
+        if jt.type not in ("revolute", "continuous"):
+            continue
+        ranged = jt.type == "revolute" and not {(jt.name, "lower"), (jt.name, "upper")} <= overridden
+        bound = max(abs(jt.lower), abs(jt.upper)) if ranged else 0.0
+        speed = 0.0 if (jt.name, "velocity") in overridden else jt.velocity
+        if _in_band(bound, DEGREES_RANGE) or _in_band(speed, DEGREES_SPEED):
+            raise DataError(
+                f"{source}: joint {jt.name!r}: <limit> lower {jt.lower:g}, upper {jt.upper:g} rad, velocity "
+                f"{jt.velocity:g} rad/s look like degrees (URDF limits are radians; refused: a bound beyond "
+                f"±{DEGREES_RANGE[0]:g} rad, up to ±{DEGREES_RANGE[1]:g}, or a speed above {DEGREES_SPEED[0]:g} "
+                f"rad/s, up to {DEGREES_SPEED[1]:g}): convert the file, or set the joint's limits in a robot "
+                f"description (.poise.toml: [joint_limits.{jt.name}] lower, upper, velocity)"
+            )
+        if bound > 2 * np.pi + 1e-6 and np.isfinite(bound):
+            warnings.append(f"joint {jt.name!r}: range [{jt.lower:g}, {jt.upper:g}] rad exceeds ±2π")
+        elif PLAUSIBLE_SPEED < speed < PLACEHOLDER_LIMIT:
+            warnings.append(f"joint {jt.name!r}: velocity limit {jt.velocity:g} rad/s is implausibly high")
+    return warnings
+
+
 def _joint(jt, source: str) -> Joint:
     T = np.asarray(jt.origin) if jt.origin is not None else np.eye(4)
     rpy = tuple(_clean(v) for v in matrix_rpy(T[:3, :3]))
     xyz = tuple(_clean(v) for v in T[:3, 3])
     jtype = jt.type
-    if jtype not in ("revolute", "continuous", "prismatic", "fixed"):
-        raise DataError(
-            f"{source}: joint {jt.name!r}: type {jtype!r} is not supported (revolute, continuous, prismatic, fixed)"
-        )
     axis = tuple(float(v) for v in (jt.axis if jt.axis is not None else (1.0, 0.0, 0.0)))
-    if jtype != "fixed" and not np.linalg.norm(axis) > 0:
-        raise DataError(f"{source}: joint {jt.name!r}: <axis> is zero")
     lim = jt.limit
     lower, upper, vel, eff = -np.inf, np.inf, np.inf, np.inf
     if lim is not None:
@@ -250,7 +320,8 @@ def _joint(jt, source: str) -> Joint:
         raise DataError(f"{source}: joint {jt.name!r}: <limit> lower {lower} > upper {upper}")
     mimic = None
     if jt.mimic is not None:
-        mimic = Mimic(jt.mimic.joint, float(jt.mimic.multiplier or 1.0), float(jt.mimic.offset or 0.0))
+        mult = 1.0 if jt.mimic.multiplier is None else float(jt.mimic.multiplier)  # 0 is a valid multiplier
+        mimic = Mimic(jt.mimic.joint, mult, float(jt.mimic.offset or 0.0))
     damping = friction = 0.0
     if jt.dynamics is not None:
         damping = float(jt.dynamics.damping or 0.0)
@@ -273,22 +344,28 @@ def _joint(jt, source: str) -> Joint:
     )
 
 
-def load_urdf(path: str | Path, name: str | None = None, keep_massless: bool = False) -> RobotModel:
-    """A `RobotModel` from a URDF file; errors name the offending element."""
+def load_urdf(
+    path: str | Path,
+    name: str | None = None,
+    keep_massless: bool = False,
+    overridden: frozenset = frozenset(),
+) -> RobotModel:
+    """A `RobotModel` from a URDF file; errors name the offending element. `overridden`: the (joint, limit) pairs a
+    robot description sets, which the degrees heuristic leaves to it."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such URDF file")
     urdf = _parse(path)
     robot = urdf.robot
     source = str(path)
-    _check_graph(robot, source)
-    _check_joints(robot, source)
+    check_structure([lk.name for lk in robot.links], robot.joints, source, require_motion=True)
     inertials = {lk.name: _inertial(lk) for lk in robot.links}
     warnings = [
         w for n, ine in inertials.items() if ine is not None and (w := check_inertial(n, ine, source))
     ]
     warnings += _limit_warnings(robot)
     joints = [_joint(jt, source) for jt in robot.joints]
+    warnings += _degree_checks(joints, source, overridden)
     by_child = {jt.child: jt for jt in joints}
     has_children = {jt.parent for jt in joints}
     # Massless leaves on fixed joints are frames, not bodies.

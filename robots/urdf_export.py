@@ -400,6 +400,8 @@ def _relocate_paths(ed: _Editor, root: Element, urdf_path: Path, out: Path) -> i
         )  # not <plugin filename=lib.so>
         if a is None or "://" in a.value or "&" in a.value or os.path.isabs(a.value) or not a.value:
             continue
-        ed.edits.append((a.start, a.end, Path(os.path.relpath(src / a.value, dst)).as_posix()))
-        n += 1
+        moved = Path(os.path.relpath(src / a.value, dst)).as_posix()
+        if moved != a.value:  # e.g. a folder and its sibling of the same name: the text stays
+            ed.edits.append((a.start, a.end, moved))
+            n += 1
     return n

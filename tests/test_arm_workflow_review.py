@@ -126,21 +126,22 @@ def test_validation_on_another_base_and_recordings_of_two_robots_are_refused(rec
     assert "a dynamic recording; `poise plan check` reads plans (JSON)" in err
 
 
-def test_efforts_in_another_unit_are_warned_of_and_the_rows_named(recording, tmp_path, capsys):
+def test_efforts_in_another_unit_are_refused_and_the_unit_named(recording, tmp_path, capsys):
+    """Efforts logged in N·mm (mN·m) as N·m are 1000× what the description's own inverse dynamics predict on the
+    recorded motion: refused before the fit in one line naming the file and the likely unit, in the table's run and
+    in --json's; the recording as simulated fits, with no effort warning."""
     rec = read_dynamic_recording(recording)
     milli = tmp_path / "nmm.csv"
     rec.tau = rec.tau * 1000.0  # N·mm logged as N·m
     write_dynamic_recording(rec, milli)
-    assert main(["identify", "dynamic", str(milli), "--json"]) == 0
-    out = capsys.readouterr()
-    doc = json.loads(out.out)
-    assert len(doc["efforts_beyond_limits"]) == 1 and "its effort limit" in doc["efforts_beyond_limits"][0]
-    assert doc["rows"] == [f"{j} N·m" for j in rec.joint_names] and len(doc["sigma_nm"]) == len(doc["rows"])
+    err = _err(capsys, ["identify", "dynamic", str(milli)])
+    assert f"{milli}: the joint efforts' RMS is" in err and "efforts in mN·m rather than N·m" in err
+    assert main(["identify", "dynamic", str(milli), "--json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and f"poise: error: {doc['error']}" == err
     assert main(["identify", "dynamic", str(recording), "--json"]) == 0
-    assert "efforts_beyond_limits" not in json.loads(capsys.readouterr().out)
-    assert main(["identify", "dynamic", str(milli)]) == 0
-    said = " ".join(capsys.readouterr().err.split())  # the console wraps its lines
-    assert "efforts in milli-units rather than N·m?" in said
+    doc = json.loads(capsys.readouterr().out)
+    assert "efforts_beyond_limits" not in doc and doc["rows"] == [f"{j} N·m" for j in rec.joint_names]
 
 
 def test_forecast_tells_zero_guesses_from_what_noise_puts_beyond_reach(capsys):

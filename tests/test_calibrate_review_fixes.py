@@ -22,7 +22,7 @@ from formats.calibration_recording import (
 from formats.errors import DataError, IdentifiabilityError
 from formats.pwm_plan import recommended, save_pwm_plan
 from identify.accelerometer import AccelCalibration, check_excitation, plausibility_warnings
-from identify.friction import FrictionFit, friction_torque, stribeck_notes
+from identify.friction import MIN_BELOW_VS, FrictionFit, friction_torque, stribeck_notes
 
 G = 9.81
 STRIBECK = {"Kc": 0.85, "Kv": 1.2, "sigma+": 1.27, "sigma-": 1.95}
@@ -150,7 +150,8 @@ def test_friction_refuses_sign_flipped_torque_naming_the_convention(tmp_path, ca
 
 
 def test_friction_on_good_stribeck_data_gives_no_warnings(tmp_path, capsys):
-    rec = _drive(tmp_path / "good.csv")
+    # 0.15 Hz: reversals slow enough (|ω̇| 0.9 rad/s²) for many samples below v_s (the Stribeck note counts them)
+    rec = _drive(tmp_path / "good.csv", freq=0.15)
     rc, out, err = _cli(["calibrate", "friction", rec, "--model", "stribeck", "--json"], capsys)
     assert rc == 0 and err == ""
     doc = json.loads(out)
@@ -177,11 +178,12 @@ def test_friction_warns_on_negative_static_friction_and_unsupported_stribeck_vel
     )
     notes = check_signs(fit) + stribeck_notes(fit, np.array([0.022, -0.03, 1.0]), (0.005, 0.75))
     assert any("sigma- = -3.9" in n and "impossible" in n for n in notes), notes
-    assert any("below the slowest speed used" in n for n in notes), notes
+    assert any("below v_s" in n for n in notes), notes
     edge = stribeck_notes(fit, np.array([0.01, 1.0]), (0.014, 0.75), at_end=True)
     assert any("end of its search range" in n for n in edge), edge
     good = FrictionFit("stribeck", STRIBECK, {}, 0.35, False, 1, 0, 0.0, 1.0)
-    assert check_signs(good) == [] and stribeck_notes(good, np.array([0.03, 1.5]), (0.005, 0.75)) == []
+    w = np.append(np.linspace(0.03, 0.34, MIN_BELOW_VS), 1.5)  # enough samples below v_s = 0.35
+    assert check_signs(good) == [] and stribeck_notes(good, w, (0.005, 0.75)) == []
 
 
 # --- 3. / 7. encoder offsets -------------------------------------------------------------------------------

@@ -23,3 +23,6 @@ def test_demo_pipeline_kinematic(tmp_path, capsys):
     assert out["cop_error_m"]["estimated"]["mean"] < 1e-3
     assert (tmp_path / "run" / "recording.csv").exists() and (tmp_path / "cop_fit.png").exists()
     assert out["twin_events"] is None and out["twin_timing"] is None
+    # the demo recalibrated the boards per cell: the identification must not call its recording uncalibrated
+    assert main(["identify", "static", str(tmp_path / "run" / "recording.csv"), "--json"]) == 0
+    assert "uncalibrated_boards" not in json.loads(capsys.readouterr().out)

@@ -17,7 +17,7 @@ from robots.stance import posture_problems, random_double_support
 from robots.stance_spec import default_base, other_base, stance_spec
 
 TULIP_URDF = Path(__file__).parents[1] / "robots" / "data" / "tulip" / "tulip.urdf"
-QUICK = ["--postures", "15", "--placements", "3", "--sharpness", "8", "--no-transitions", "--seed", "3"]
+QUICK = ["--postures", "15", "--placements", "3", "--sharpness", "8", "--seed", "3"]
 
 # A second biped: TUlip's joints, but 54 mm longer shins, its own sole and base names, and it stands on the
 # sole of its second leg (so the other foot is placed at negative y).

@@ -6,6 +6,8 @@ boards' wrench with `identify dynamic` against the twin's saved truth."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import numpy as np
@@ -19,6 +21,7 @@ from formats.trajectory_plan import load_trajectory_plan, save_trajectory_plan
 from identify.dynamic import DynamicEstimator
 from identify.forecast import filtered_autocorrelation, forecast_dynamic
 from poise.cli import main
+from poise.workflows.plan_forecast import forecast_plans
 from robots.kinematics import site_pose
 from robots.params_io import resolve_params
 from trajectories.balance_excitation import optimise_balance
@@ -232,6 +235,22 @@ def _identify(run_dir, capsys, *extra: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+def _json_of(argv: list[str]) -> dict:
+    """`poise ARGV --json` run once for the tests of a module fixture (no capsys there): its JSON."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture(scope="module")
+def iv_fit(design, run_dir) -> dict:
+    """`identify dynamic` of the run with its plan as instruments (IV): four tests hold the same fit to their
+    figures, so it is computed once."""
+    return _json_of(["identify", "dynamic", str(run_dir / "recording.csv"), "--simplified", "--no-friction",
+                     "--reference", str(run_dir / "truth.json"), "--json", "--instruments", str(design[1])])  # fmt: skip
+
+
 def test_identify_names_what_this_motion_determines(tulip, run_dir, capsys):
     """The recording declares the plan's 0.7 Hz band; the default cut-off is 4× it, 2.8 Hz. All 37 base parameters
     are estimated (none held at a prior: a prior that is not the truth biases the others), and the output names
@@ -274,25 +293,25 @@ def test_instruments_take_the_encoders_bias_off_the_torsos_ixz(slow_run_dir, cap
     assert abs(z_iv) < 1.5 and z_iv > z_ls, (z_ls, z_iv)
 
 
-def _forecast(capsys, *plans) -> dict:
-    """`plan forecast` of the plans' runs fitted together, at the twin's white-noise equivalent: its JSON."""
-    capsys.readouterr()
-    assert main(["plan", "forecast", *map(str, plans), "--noise", "0.49", "1.42", "1.29", "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+def _forecast(*plans) -> dict:
+    """What `plan forecast PLANS --noise 0.49 1.42 1.29 --json` prints of the plans' runs fitted together, at the
+    twin's white-noise equivalent (`forecast_plans`, the command's own forecast, without the fine-grid `plan check`
+    of each plan behind its warnings, which this test does not read: two of them per call)."""
+    pf = forecast_plans([load_trajectory_plan(p) for p in plans], [str(p) for p in plans], (0.49, 1.42, 1.29))
+    return pf.forecast.to_dict(WELL, pf.practical_s)
 
 
 def _median_rel_se(forecast: dict) -> float:
     return float(np.median([p["rel_se_pct"] for p in forecast["parameters"] if p["rel_se_pct"] is not None]))
 
 
-def _identify_pair(design, run_dir, next_run_dir, capsys) -> dict:
-    """`identify dynamic` of the two runs together, each with its own plan as instruments: its JSON."""
-    capsys.readouterr()
-    argv = ["identify", "dynamic", str(run_dir / "recording.csv"), str(next_run_dir / "recording.csv"),
-            "--simplified", "--no-friction", "--reference", str(run_dir / "truth.json"), "--json",
-            "--instruments", str(design[1]), str(NEXT_DESIGN)]  # fmt: skip
-    assert main(argv) == 0
-    return json.loads(capsys.readouterr().out)
+@pytest.fixture(scope="module")
+def pair_fit(design, run_dir, next_run_dir) -> dict:
+    """`identify dynamic` of the two runs together, each with its own plan as instruments: its JSON (two tests
+    hold the same fit to their figures)."""
+    return _json_of(["identify", "dynamic", str(run_dir / "recording.csv"), str(next_run_dir / "recording.csv"),
+                     "--simplified", "--no-friction", "--reference", str(run_dir / "truth.json"), "--json",
+                     "--instruments", str(design[1]), str(NEXT_DESIGN)])  # fmt: skip
 
 
 # At `--time-scale 1` the lockstep makes the runs of one plan nearly the same realisation (no sensor noise; what
@@ -304,27 +323,27 @@ def _identify_pair(design, run_dir, next_run_dir, capsys) -> dict:
 # first 3.01 and one pair 3.67. See README, Time scale.
 
 
-def test_what_it_determines_lies_within_3_se_of_the_truth(tulip, design, run_dir, capsys):
+def test_what_it_determines_lies_within_3_se_of_the_truth(iv_fit):
     """Every base parameter the run determines to 15 % relative SE (IV, the planned angles as instruments) lies
     within 3 SE of the twin's truth."""
-    out = _identify(run_dir, capsys, "--instruments", str(design[1]))
+    out = iv_fit
     params, z = out["parameters"][:37], np.array(out["reference"]["z"][:37], dtype=float)
     det = [k for k, p in enumerate(params) if p["symbol"] in out["determined"]]
     assert np.all(np.abs(z[det]) <= 3), {params[k]["symbol"]: round(z[k], 2) for k in det}
 
 
-def test_it_determines_the_total_mass_and_the_torsos_lateral_moment(tulip, design, run_dir, capsys):
+def test_it_determines_the_total_mass_and_the_torsos_lateral_moment(tulip, iv_fit):
     """The total mass and the torso's lateral first moment (ϑ3, with the left leg's mass at the hip's offset) are
     determined to 15 % (IV) in every run and lie within 3 SE of the twin's truth (max |z| 2.09 and 2.07 over nine
     runs)."""
-    out = _identify(run_dir, capsys, "--instruments", str(design[1]))
+    out = iv_fit
     params, z = out["parameters"][:37], np.array(out["reference"]["z"][:37], dtype=float)
     total = next(k for k, p in enumerate(params) if p["formula"].count("m@") == len(tulip.links))
     for k in (total, next(k for k, p in enumerate(params) if p["symbol"] == "ϑ3")):
         assert params[k]["symbol"] in out["determined"] and abs(z[k]) <= 3, (params[k]["symbol"], z[k])
 
 
-def test_a_run_designed_for_the_first_adds_what_it_lacked(tulip, design, run_dir, next_run_dir, capsys):
+def test_a_run_designed_for_the_first_adds_what_it_lacked(design, iv_fit, pair_fit):
     """Two 10 s runs fitted together, the second designed for the first (`--prior`): each run's own plan as its
     instruments, their samples fitted as independent recordings. Together they determine at least as many base
     parameters as the first alone and shrink the SEs (within 3 SE: the test below). Measured with the designs in
@@ -334,13 +353,12 @@ def test_a_run_designed_for_the_first_adds_what_it_lacked(tulip, design, run_dir
     of the three against the twin's truth names. Before, in the pivoted basis: 5, 7 (2.45), with a repeat of the
     first 6 (34/37, 3.17), three 8 (1.98) — where one 30 s run of the first lost the criterion (34/37, 31/37): each
     short run starts with its soles where they were put."""
-    forecast, repeat = _forecast(capsys, design[1], NEXT_DESIGN), _forecast(capsys, design[1], design[1])
+    forecast, repeat = _forecast(design[1], NEXT_DESIGN), _forecast(design[1], design[1])
     # forecast, the designed pair beats a repeat of the first: as many determined (8 and 8: the repeat already
     # takes ϑ4, ϑ20, ϑ34 to 13–14 %), and the median relative SE 250 % against 342 %
     assert len(forecast["determined"]) >= len(repeat["determined"])
     assert _median_rel_se(forecast) < 0.85 * _median_rel_se(repeat)
-    first = _identify(run_dir, capsys, "--instruments", str(design[1]))
-    both = _identify_pair(design, run_dir, next_run_dir, capsys)
+    first, both = iv_fit, pair_fit
     assert both["estimator"] == "iv" and not both["gaps"]
     assert len(both["determined"]) >= len(first["determined"]), (both["determined"], first["determined"])
     # the SEs shrink (their ratio, not the relative SEs: those divide by estimates, which move between fits — one
@@ -349,11 +367,11 @@ def test_a_run_designed_for_the_first_adds_what_it_lacked(tulip, design, run_dir
     assert np.median(se[1] / se[0]) < 1, se[1] / se[0]
 
 
-def test_what_the_pair_determines_lies_within_3_se_of_the_truth(design, run_dir, next_run_dir, capsys):
+def test_what_the_pair_determines_lies_within_3_se_of_the_truth(pair_fit):
     """The two runs fitted together (IV): every base parameter they determine within 3 SE of the truth (measured
     with the first run at max |z| 0.98 among the determined: 2.45, 37/37; with it at 3.63: 4.03). With the boards
     tared side by side (the runs starting 1 s earlier) ϑ3 and ϑ16 went to 3.0–4.0 in 4 of 4 fits: see README."""
-    out = _identify_pair(design, run_dir, next_run_dir, capsys)
+    out = pair_fit
     params, z = out["parameters"][:37], np.array(out["reference"]["z"][:37], dtype=float)
     det = [k for k, p in enumerate(params) if p["symbol"] in out["determined"]]
     assert np.all(np.abs(z[det]) <= 3), {params[k]["symbol"]: round(z[k], 2) for k in det}
@@ -370,10 +388,10 @@ def test_what_the_pair_determines_lies_within_3_se_of_the_truth(design, run_dir,
     "misfit at the exact angles) and the boards lag the encoders by ~1 ms. No SE from residuals shows such a misfit within the motion's band; see README",
     strict=False,
 )
-def test_every_base_parameter_within_3_se_of_the_truth(design, run_dir, capsys):
+def test_every_base_parameter_within_3_se_of_the_truth(iv_fit):
     """Each of the 37 base parameters, estimated together at the default cut-off (IV, the planned angles as
     instruments), within 3 SE of the twin's truth."""
-    z = np.array(_identify(run_dir, capsys, "--instruments", str(design[1]))["reference"]["z"], dtype=float)
+    z = np.array(iv_fit["reference"]["z"], dtype=float)
     assert len(z) == 37 and np.all(np.isfinite(z))
     assert np.all(np.abs(z) <= 3), np.round(z, 1)
 

@@ -101,8 +101,11 @@ def test_residuals_report_their_rms_sd_and_mean_per_row_with_units(noisy, capsys
     assert out["regressor_rows"] == out["samples"] <= len(rmse) * out["fitted_samples"]
     assert main(["identify", "dynamic", str(noisy)]) == 0
     text = " ".join(capsys.readouterr().out.split())
+    dropped = out["reversal_rows_dropped"]  # friction: rows around velocity reversals, said with their share
+    assert dropped > 0 and out["reversal_rows_share"] == dropped / (dropped + out["regressor_rows"])
     assert (f"({out['regressor_rows']} regressor rows from {out['fitted_samples']} decimated samples of "
-            f"{recorded} recorded)") in text  # fmt: skip
+            f"{recorded} recorded; {dropped} rows ({100 * out['reversal_rows_share']:.0f} %) dropped around velocity "
+            "reversals)") in text  # fmt: skip
     first = out["rows"][0].rsplit(" ", 1)
     assert "residual RMS" in text and f"{first[0]} {rmse[0]:.3g} {first[1]} (σ {sd[0]:.3g}, mean" in text
 

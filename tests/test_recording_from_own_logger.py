@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import simulated_recording
 
 from formats.dynamic_recording import in_joint_order, read_dynamic_recording
 from formats.errors import DataError
@@ -20,10 +19,27 @@ from poise.cli import main
 PLAN = Path(__file__).parent / "data" / "ur5_6s.json"
 
 
+def _simulate(out: Path, *extra: str) -> Path:
+    """`poise simulate trajectory` of the UR5's stored plan on the MuJoCo twin at 200 Hz into `out`."""
+    assert main(["simulate", "trajectory", str(PLAN), "--out", str(out), "--rate-hz", "200", *extra]) == 0
+    return out
+
+
 @pytest.fixture(scope="module")
 def arm_csv(tmp_path_factory) -> Path:
-    """The UR5's stored plan on the MuJoCo twin (`poise simulate trajectory`), 200 Hz: poise's own file."""
-    return simulated_recording(tmp_path_factory.mktemp("logger"), PLAN, 200.0)
+    """The UR5's stored plan on the MuJoCo twin (`poise simulate trajectory`), 200 Hz: poise's own file; the
+    twin's truth beside it (truth.json)."""
+    folder = tmp_path_factory.mktemp("logger")
+    return _simulate(folder / "recording.csv", "--truth-out", str(folder / "truth.json"))
+
+
+@pytest.fixture(scope="module")
+def held_out(arm_csv) -> Path:
+    """The plan run again on the same twin (`arm_csv`'s truth) under another noise seed: a recording the fit has
+    not seen, to validate on (a fitted one is refused as in-sample)."""
+    return _simulate(
+        arm_csv.with_name("held_out.csv"), "--truth", str(arm_csv.with_name("truth.json")), "--seed", "1"
+    )
 
 
 def _split(path: Path) -> tuple[list[str], list[list[str]]]:
@@ -182,7 +198,7 @@ def test_a_board_logger_writes_the_three_wrench_columns_it_measures(tmp_path, ca
     )
 
 
-def test_a_band_too_high_for_the_rate_is_fitted_at_the_cut_off_given(arm_csv, tmp_path, capsys):
+def test_a_band_too_high_for_the_rate_is_fitted_at_the_cut_off_given(arm_csv, held_out, tmp_path, capsys):
     """The declared band sets the default cut-off; one beyond half the rate is refused unless --cutoff-hz is given
     (then the band is not used), and a validation recording's band never matters (the fit's cut-off is used)."""
     head, rows = _split(arm_csv)
@@ -192,8 +208,11 @@ def test_a_band_too_high_for_the_rate_is_fitted_at_the_cut_off_given(arm_csv, tm
     assert code == 2 and "above half the sample rate" in err and str(fast) in err
     code, out = _identify(capsys, fast, "--cutoff-hz", "3")
     assert code == 0 and out["cutoff_hz"] == 3.0
-    code, out = _identify(capsys, arm_csv, "--validate", str(fast))
-    assert code == 0 and out["validation"]["recording"] == str(fast)
+    head, rows = _split(held_out)
+    head = [line for line in head if not line.startswith("# motion_band_hz")] + ["# motion_band_hz: 30"]
+    fast_held_out = _write(tmp_path / "fast_held_out.csv", head, rows)
+    code, out = _identify(capsys, arm_csv, "--validate", str(fast_held_out))
+    assert code == 0 and out["validation"]["recording"] == str(fast_held_out)
 
 
 def test_a_hand_written_spline_must_start_and_end_at_rest(tmp_path, capsys):
@@ -215,7 +234,7 @@ def test_a_hand_written_spline_must_start_and_end_at_rest(tmp_path, capsys):
     assert not any("at rest" in p for p in json.loads(capsys.readouterr().out)["problems"])
 
 
-def test_what_the_fit_finds_wrong_names_the_file(arm_csv, tmp_path, capsys):
+def test_what_the_fit_finds_wrong_names_the_file(arm_csv, held_out, tmp_path, capsys):
     """A time stamp off by 8 % of the step, or a validation recording too short for the cut-off: found while
     fitting, told with the file they are in."""
     head, rows = _split(arm_csv)
@@ -226,7 +245,7 @@ def test_what_the_fit_finds_wrong_names_the_file(arm_csv, tmp_path, capsys):
     jitter = _write(tmp_path / "jitter.csv", head, rows)
     code, err = _identify(capsys, jitter)
     assert code == 2 and err.startswith(f"poise: error: {jitter}: time stamps are not uniform")
-    head, rows = _split(arm_csv)
+    head, rows = _split(held_out)
     short = _write(tmp_path / "short.csv", head, rows[:40])
     code, err = _identify(capsys, arm_csv, "--validate", str(short))
     assert (

@@ -85,7 +85,8 @@ def test_averaged_runs_are_named_by_file_not_by_their_fitted_number(pair, tmp_pa
     third given, was the fit's "recording 2"."""
     home, far = pair
     paths = []
-    for name, rec, sha in (("r1", home, "aa"), ("r2", home, "aa"), ("r3", far, "bb")):
+    again = replace(home, wrench=home.wrench + np.random.default_rng(1).normal(0.0, 2.0, home.wrench.shape))
+    for name, rec, sha in (("r1", home, "aa"), ("r2", again, "aa"), ("r3", far, "bb")):  # r2: its own noise
         (tmp_path / name).mkdir()
         write_dynamic_recording(rec, tmp_path / name / "rec.csv")
         (tmp_path / name / "run.json").write_text(json.dumps({"plan": f"{sha}.json", "plan_sha256": sha}))

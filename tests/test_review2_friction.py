@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from identify.friction import FrictionFit, _search_vs, stribeck_notes
+from identify.friction import MIN_BELOW_VS, FrictionFit, _search_vs, stribeck_notes
 
 STRIBECK = {"Kc": 0.85, "Kv": 1.2, "sigma+": 1.27, "sigma-": 1.95}
 W = np.linspace(-1.5, 1.5, 301)
@@ -55,8 +55,9 @@ def test_a_grid_minimum_at_an_end_is_noted(k):
 
 def test_the_note_needs_a_search():
     fit = FrictionFit("stribeck", STRIBECK, {}, 0.0152, False, 1, 0, 0.0, 1.0)
-    assert stribeck_notes(fit, np.array([0.01, 1.0]), None, at_end=True) == []  # v_s given: nothing searched
-    assert stribeck_notes(fit, np.array([0.01, 1.0]), (0.014, 0.75)) == []  # interior grid minimum
+    w = np.append(np.full(MIN_BELOW_VS, 0.01), 1.0)  # enough samples below v_s for the dip
+    assert stribeck_notes(fit, w, None, at_end=True) == []  # v_s given: nothing searched
+    assert stribeck_notes(fit, w, (0.014, 0.75)) == []  # interior grid minimum
 
 
 def test_the_asymmetric_model_with_pwm_holds_the_offset_in_its_coulomb_terms():
@@ -74,7 +75,8 @@ def test_the_asymmetric_model_with_pwm_holds_the_offset_in_its_coulomb_terms():
     y = k * pwm - f + tau_s  # τ_j with ω̇ = 0
     fit = fit_friction(w, np.zeros_like(w), y, 0.0, "asymmetric", offset=True, pwm=pwm)
     assert fit.tau_s is None and any("not separable" in n for n in fit.warnings)
-    assert fit.params["Kc+"] == pytest.approx(c_pos - tau_s) and fit.params["Kc-"] == pytest.approx(c_neg + tau_s)
+    assert fit.params["Kc+"] == pytest.approx(c_pos - tau_s)
+    assert fit.params["Kc-"] == pytest.approx(c_neg + tau_s)
     assert fit.extra["k_pwm"] == pytest.approx(k)
     # an offset larger than c⁺ makes Kc+ negative: the offset's doing, not "physically impossible" friction
     shifted = fit_friction(w, np.zeros_like(w), y + 0.95, 0.0, "asymmetric", offset=True, pwm=pwm)

@@ -6,6 +6,8 @@ simulate / identify, and exact identification of the base parameters every singl
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import casadi as ca
@@ -59,6 +61,16 @@ def plan_path(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def checked(plan_path) -> dict:
+    """`plan check PLAN --json` of the design, once: two tests read it (the design's figures, the lifted sole's
+    height a bad copy of the plan is then held below)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plan", "check", str(plan_path), "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
 def test_wrench_lift_and_start_rows_have_exact_jacobians(tulip):
     s = ExcitationSettings(period=10.0, duration=10.0, harmonics=2, samples=12, simplified=True,
                            motion="single-support", zmp_margin=MARGIN)  # fmt: skip
@@ -81,7 +93,7 @@ def test_wrench_lift_and_start_rows_have_exact_jacobians(tulip):
         assert np.abs(fd - J[:, k]).max() <= 1e-5 * max(1.0, np.abs(J[:, k]).max())
 
 
-def test_design_stands_on_one_sole_and_is_well_conditioned(tulip, plan_path, capsys):
+def test_design_stands_on_one_sole_and_is_well_conditioned(tulip, plan_path, checked):
     plan = load_trajectory_plan(plan_path)
     traj = plan_trajectory(plan, tulip)
     assert isinstance(traj, SingleSupportTrajectory) and traj.base == "right"
@@ -108,8 +120,7 @@ def test_design_stands_on_one_sole_and_is_well_conditioned(tulip, plan_path, cap
     apart = min(sole.distance(Polygon(c).convex_hull) for c in tops)
     assert apart >= stance_spec(tulip).feet_gap - 1e-4
     # plan check passes, the run's weight shift from both boards included (planned as `poise run` plays it)
-    assert main(["plan", "check", str(plan_path), "--json"]) == 0
-    check = json.loads(capsys.readouterr().out)
+    check = checked
     assert check["min_sole_apart_m"] == pytest.approx(apart, abs=2e-3)
     assert check["ok"] and not check["problems"] and check["weight_shift"]["feasible"]
     assert check["weight_shift"]["ends_where_it_starts"] and check["weight_shift"]["start"]["shift_ticks"] > 0
@@ -141,11 +152,10 @@ def test_the_start_rows_keep_the_start_standable_on_both_boards(tulip, plan_path
     assert min(-rows[3:7].max(), rows[7:].min()) == pytest.approx(gap / 2, abs=1e-9)
 
 
-def test_a_sole_above_its_ceiling_is_refused_by_plan_check_and_run(plan_path, tmp_path, capsys):
+def test_a_sole_above_its_ceiling_is_refused_by_plan_check_and_run(plan_path, checked, tmp_path, capsys):
     """The plan's own ceiling for the lifted sole, lowered below what the motion reaches: `plan check` fails
     and `poise run` refuses before anything moves (the drivers' per-tick check, robots.one_sole)."""
-    assert main(["plan", "check", str(plan_path), "--json"]) == 0
-    high = json.loads(capsys.readouterr().out)["max_sole_height_m"]
+    high = checked["max_sole_height_m"]
     doc = json.loads(plan_path.read_text())
     doc["trajectory"]["max_lift_m"] = high - 0.01
     bad = tmp_path / "low.json"

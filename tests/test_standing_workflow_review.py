@@ -6,11 +6,10 @@ their design stages; joint names taken for base parameters."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from conftest import UR5, simulated_recording
+from conftest import UR5
 from conftest import one_line_error as _err
 
 from drivers.run_files import stopped_status
@@ -20,10 +19,27 @@ DATA = Path(__file__).parent / "data"
 STANDING = DATA / "tulip_double_support_10s.json"
 
 
+def _simulate(out: Path, *extra: str) -> Path:
+    """`poise simulate trajectory` of the stored double-support plan (MuJoCo's inverse dynamics) at 100 Hz."""
+    assert main(["simulate", "trajectory", str(STANDING), "--out", str(out), "--rate-hz", "100", *extra]) == 0
+    return out
+
+
 @pytest.fixture(scope="module")
 def standing(tmp_path_factory) -> Path:
-    """The stored double-support plan simulated (`poise simulate trajectory`: MuJoCo's inverse dynamics)."""
-    return simulated_recording(tmp_path_factory.mktemp("standing"), STANDING, 100.0)
+    """The stored double-support plan simulated (`poise simulate trajectory`: MuJoCo's inverse dynamics); the
+    twin's truth beside it (truth.json)."""
+    folder = tmp_path_factory.mktemp("standing")
+    return _simulate(folder / "recording.csv", "--truth-out", str(folder / "truth.json"))
+
+
+@pytest.fixture(scope="module")
+def held_out(standing) -> Path:
+    """The plan run again on the same twin (`standing`'s truth) under another noise seed: a recording the fit has
+    not seen, to validate on (a fitted one is refused as in-sample)."""
+    return _simulate(
+        standing.with_name("held_out.csv"), "--truth", str(standing.with_name("truth.json")), "--seed", "1"
+    )
 
 
 def test_essential_below_every_parameter_is_refused_not_a_crash(standing, capsys):
@@ -66,16 +82,22 @@ def test_a_plan_whose_chain_does_not_close_is_not_rebuilt(tmp_path):
 def test_a_stopped_run_is_identified_with_a_warning(standing, tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
-    shutil.copy(standing, run / "recording.csv")
+    lines = standing.read_text().splitlines(keepends=True)
+    head = next(i for i, line in enumerate(lines) if not line.startswith("#")) + 1
+    (run / "recording.csv").write_text("".join(lines[: head + 600]))  # the 600 ticks the stopped run streamed
     status = stopped_status(KeyboardInterrupt())
     assert status == "stopped: KeyboardInterrupt"  # no dangling colon for an exception without a message
-    meta = {"plan": str(STANDING), "plan_sha256": "0" * 64, "status": status, "ticks_streamed": 165,
+    meta = {"plan": str(STANDING), "plan_sha256": "0" * 64, "status": status, "ticks_streamed": 600,
             "ticks_planned": 1001}  # fmt: skip
     (run / "run.json").write_text(json.dumps(meta))
     assert main(["identify", "dynamic", str(run / "recording.csv"), "--simplified", "--json"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["partial_runs"] == [
-        {"recording": 1, "file": str(run / "recording.csv"), "status": "stopped: KeyboardInterrupt after 165 of 1001 ticks"}
+        {
+            "recording": 1,
+            "file": str(run / "recording.csv"),
+            "status": "stopped: KeyboardInterrupt after 600 of 1001 ticks",
+        }
     ]
     assert f"{run / 'recording.csv'} is a partial run".replace(" ", "") in "".join(out.err.split())
     meta["status"] = "completed"
@@ -84,7 +106,9 @@ def test_a_stopped_run_is_identified_with_a_warning(standing, tmp_path, capsys):
     assert "partial_runs" not in json.loads(capsys.readouterr().out)
 
 
-def test_a_standing_validation_names_its_worst_row_and_the_plot_its_file(standing, tmp_path, capsys):
+def test_a_standing_validation_names_its_worst_row_and_the_plot_its_file(
+    standing, held_out, tmp_path, capsys
+):
     plot = tmp_path / "fit.png"
     argv = [
         "identify",
@@ -92,7 +116,7 @@ def test_a_standing_validation_names_its_worst_row_and_the_plot_its_file(standin
         str(standing),
         "--simplified",
         "--validate",
-        str(standing),
+        str(held_out),
         "--plot",
         str(plot),
     ]
@@ -149,13 +173,17 @@ def test_a_fit_that_misses_a_row_by_more_than_the_row_itself_is_warned(tmp_path,
     assert "unexplained_rows" not in json.loads(out.out) and "the fit misses" not in out.err
 
 
-def test_a_validation_recordings_rocking_and_stop_are_reported(standing, tmp_path, capsys):
+def test_a_validation_recordings_rocking_and_stop_are_reported(standing, held_out, tmp_path, capsys):
     """What the validation recording's run.json says of its run — a sole on three corners for 40 % of the ticks, a
     stop after 500 of 1001 ticks — is said beside its prediction error (JSON `validation`), as for a fitted one."""
     run = tmp_path / "val"
     run.mkdir()
-    shutil.copy(standing, run / "recording.csv")
-    meta = {"plan": str(STANDING), "plan_sha256": "0" * 64, "status": "stopped: KeyboardInterrupt",
+    lines = held_out.read_text().splitlines(keepends=True)
+    head = (
+        next(i for i, line in enumerate(lines) if not line.startswith("#")) + 1
+    )  # comments and the column row
+    (run / "recording.csv").write_text("".join(lines[: head + 500]))  # the 500 ticks the stopped run streamed
+    meta = {"plan": str(STANDING), "plan_sha256": "0" * 64, "status": "stopped: KeyboardInterrupt", "rate_hz": 100,
             "ticks_streamed": 500, "ticks_planned": 1001, "soles": {"sole_l": {"rocked_share": 0.4}}}  # fmt: skip
     (run / "run.json").write_text(json.dumps(meta))
     argv = ["identify", "dynamic", str(standing), "--simplified", "--validate", str(run / "recording.csv")]

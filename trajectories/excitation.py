@@ -35,6 +35,7 @@ from robots.conditioning import (
     surrogate,
 )
 from robots.interrupt import interruptible
+from robots.joint_limits import mimic_limits, mimic_ranges
 from robots.tree import RobotModel
 from trajectories.design_grid import (
     design_bases,
@@ -594,10 +595,7 @@ def criterion_stages(settings: ExcitationSettings) -> list[tuple[ExcitationSetti
 def position_range(model: RobotModel, margin: float) -> tuple[np.ndarray, np.ndarray]:
     """The positions a design may use: the limits less `margin` (continuous joints ±π); DataError names a joint
     the margin leaves no range (a gripper finger, say: lock it in a robot description)."""
-    lo = model.lower + margin
-    hi = model.upper - margin
-    lo = np.where(np.isfinite(lo), lo, -np.pi)
-    hi = np.where(np.isfinite(hi), hi, np.pi)
+    lo, hi = model.sampling_bounds(model.lower + margin, model.upper - margin)
     if np.any(lo >= hi):
         bad = [model.joint_names[i] for i in np.flatnonzero(lo >= hi)]
         raise DataError(
@@ -617,11 +615,13 @@ def check_rate_limits(model: RobotModel) -> None:
                 for kind, x in (("velocity", v), ("effort", e)) if not (np.isfinite(x) and x > 0)]  # fmt: skip
         if what:
             bad.append(f"{name} ({', '.join(what)})")
+    m = mimic_limits(model)  # a mimic's own velocity limit: missing is no limit, zero allows no motion
+    bad += [f"{n} (mimic joint: velocity {v:g})" for n, v in zip(m.names, m.velocity, strict=True) if v <= 0]
     if bad:
         raise DataError(
             f"joint limit(s) zero or missing: {'; '.join(bad)}; a design needs every joint's velocity [rad/s] and "
             "effort [N·m] limits: set them in a robot description (.poise.toml: [joint_limits.NAME] velocity = …, "
-            'effort = …, README "Robot descriptions")'
+            'effort = …, README "Robot models (`robots/`)")'
         )
 
 
@@ -653,6 +653,25 @@ def rest_posture(model: RobotModel, settings: ExcitationSettings) -> np.ndarray 
     return r
 
 
+def _mimic_rows(
+    model: RobotModel, settings: ExcitationSettings, bases, blocks: list, lbg: list, ubg: list
+) -> None:
+    """Appends the mimic joints' own position range (less the margin) and velocity limit (times its fraction) on
+    the dense grid: q_m = A q + b (`robots.joint_limits`), rows kron(A, P) and kron(A, V)."""
+    m = mimic_ranges(model, *position_range(model, settings.position_margin), settings.position_margin)
+    Pd, Vd = bases
+    K = Pd.shape[0]
+    lo = np.where(np.isfinite(m.lower), m.lower + settings.position_margin - m.b, -np.inf)
+    hi = np.where(np.isfinite(m.upper), m.upper - settings.position_margin - m.b, np.inf)
+    vmax = m.velocity * settings.velocity_fraction
+    for B, lb, ub in ((Pd, lo, hi), (Vd, -vmax, vmax)):
+        keep = np.isfinite(lb) | np.isfinite(ub)
+        if np.any(keep):
+            blocks.append(sparse.kron(m.A[keep], B))
+            lbg.append(np.repeat(lb[keep], K))
+            ubg.append(np.repeat(ub[keep], K))
+
+
 def linear_limit_rows(
     model: RobotModel, settings: ExcitationSettings
 ) -> tuple[sparse.csc_matrix, list, list]:
@@ -675,6 +694,7 @@ def linear_limit_rows(
         blocks.append(sparse.kron(eye, S))
         lbg.append(np.repeat(rest, len(S)))
         ubg.append(np.repeat(rest, len(S)))
+    _mimic_rows(model, settings, (Pd, Vd), blocks, lbg, ubg)
     if len(model.coupled_b):  # linear coupled limits (e.g. tendon lengths) on the dense grid
         blocks.append(sparse.kron(model.coupled_A, Pd))
         lbg.append(np.full(Kd * len(model.coupled_b), -np.inf))

@@ -231,7 +231,6 @@ def prior_experiments(
     (the prior plans' closed chain, else one built at the first recording's: `recorded_chain`); on one sole, the
     design's stance sole."""
     from robots.stance_spec import resolve_base
-    from trajectories.verify import stacked_base_regressor
 
     stance = resolve_base(model, settings.base) if settings.motion == "single-support" else None
     dt = settings.period / settings.samples  # the design's grid: a periodic motion's end is its start
@@ -257,9 +256,8 @@ def prior_experiments(
             raise DataError(f"prior plan stands on {traj.base!r}, the design on {stance!r}: their base "
                             f"parameters differ (--base {traj.base} designs on its sole)")  # fmt: skip
         t = np.arange(int(np.ceil(traj.duration / dt - 1e-9))) * dt
-        rows[k] = stacked_base_regressor(model, traj, settings.base or model.root, settings.simplified, t)
-        if settings.friction:  # the design's criterion has each joint's friction columns: so have its rows
-            rows[k] = np.hstack([rows[k], friction_rows(traj.sample(t)[1])])
+        base = settings.base or model.root
+        rows[k] = motion_rows(model, traj, base, settings.simplified, settings.friction, t)
     recorded = [(k, p) for k, p in enumerate(priors) if isinstance(p, RecordedMotion)]
     for _, m in recorded:
         check_recorded(model, settings, m, stance)
@@ -274,6 +272,17 @@ def prior_experiments(
 
         return Prior(by_component(stacked))
     return Prior(stacked, chain)
+
+
+def motion_rows(
+    model: RobotModel, traj: Trajectory, base: str, simplified: bool, friction: bool, t: np.ndarray
+) -> np.ndarray:
+    """A planned motion's base-regressor rows at times t, with each joint's friction columns when the design's
+    criterion had them (`friction`): what a design's κ, and a prior plan's rows in the next design, are of."""
+    from trajectories.verify import stacked_base_regressor
+
+    rows = stacked_base_regressor(model, traj, base, simplified, t)
+    return np.hstack([rows, friction_rows(traj.sample(t)[1])]) if friction else rows
 
 
 RECORDING_KINDS = {"free": "joint-torque", "double-support": "double-support board",

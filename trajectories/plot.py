@@ -26,7 +26,8 @@ def trajectory_figure(
 ):
     """Stacked panels over time, each joint's curve over its limit (dashed lines at ±1; the legend gives the limits
     in their units); an arm's position, velocity, acceleration (the description's limit, else
-    `acceleration_default`) and torque. A standing robot's ZMP panel draws the line `zmp_margin` (m) inside the
+    `acceleration_default`) and torque (velocity and torque in their units where a limit is the URDF's placeholder,
+    `_limit_panel`). A standing robot's ZMP panel draws the line `zmp_margin` (m) inside the
     support polygon that the ZMP must keep to; on both soles, the other sole's lever-rule share of the load with
     the bounds `load_share` and 1 − `load_share` each sole must carry."""
     import matplotlib
@@ -58,17 +59,18 @@ def trajectory_figure(
     mid, half = _range_scale(model)
     amax = acceleration_limits(model, acceleration_default)
     panels = [
-        ("position (0 = mid-range, ±1 = limits)", (q - mid) / half),
-        ("velocity / limit", qd / model.velocity_limit),
-        ("acceleration / limit", qdd / amax),
-        ("torque / effort limit", tau / model.effort_limit),
+        ("position (0 = mid-range, ±1 = limits)", (q - mid) / half, True),
+        _limit_panel(model, "velocity", qd, "velocity / limit"),
+        ("acceleration / limit", qdd / amax, True),
+        _limit_panel(model, "effort", tau, "torque / effort limit"),
     ]
     fig, axes = plt.subplots(4, 1, figsize=(12, 10), sharex=True)
-    for ax, (label, y) in zip(axes, panels, strict=True):
+    for ax, (label, y, limited) in zip(axes, panels, strict=True):
         for j in range(model.nq):
             ax.plot(t, y[:, j], lw=0.8, label=_limits_label(model, j, amax), **joint_style(j))
-        for s in (-1, 1):
-            ax.axhline(s, color="k", ls="--", lw=0.7)
+        if limited:  # ±1: the limits
+            for s in (-1, 1):
+                ax.axhline(s, color="k", ls="--", lw=0.7)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     # beside the panels, not over the curves that cross a limit
@@ -81,16 +83,45 @@ def trajectory_figure(
     return fig
 
 
+def _limit_panel(model: RobotModel, kind: str, y: np.ndarray, label: str) -> tuple[str, np.ndarray, bool]:
+    """(label, curves, limited) of a velocity or torque panel: each joint's curve over its limit, or — where
+    any joint's limit is the URDF's placeholder (`robots.description.placeholder_limits`: a ratio to it draws a
+    flat line at 0) — the curves in their units, no limit lines, the label saying why."""
+    from robots.description import placeholder_limits
+
+    found = placeholder_limits(model).get(kind)
+    if not found:
+        return label, y / (model.velocity_limit if kind == "velocity" else model.effort_limit), True
+    unit = _unit(model, kind)
+    where = "" if set(found) >= set(model.joint_names) else f" on {len(found)} joints"
+    what = "velocity" if kind == "velocity" else "torque"
+    # e.g. a standing robot's "(least-demanding split)"
+    qualifier = "".join(f"\n{x}" for x in label.split("\n")[1:])
+    return f"{what} [{unit}]{qualifier}\n(limit is a placeholder{where}:\nnot drawn)", y, False
+
+
+def _unit(model: RobotModel, kind: str) -> str:
+    """The unit of the joints' velocities or efforts: rad/s and N·m, m/s and N for prismatic joints."""
+    prismatic = [model.joints[model.coordinates[j]].type == "prismatic" for j in range(model.nq)]
+    units = {"velocity": ("rad/s", "m/s"), "effort": ("N·m", "N")}[kind]
+    found = sorted({units[p] for p in prismatic}, key=units.index)
+    return " or ".join(found)
+
+
 def _limits_label(model: RobotModel, j: int, amax: np.ndarray | None = None) -> str:
     """A joint's legend entry with the limits its curves are divided by, in their units."""
     prismatic = model.joints[model.coordinates[j]].type == "prismatic"
     u, f = ("m", "N") if prismatic else ("rad", "N·m")
     lo, hi = model.lower[j], model.upper[j]
     pos = f"{lo:.3g}…{hi:.3g} {u}" if np.isfinite(lo) and np.isfinite(hi) else "unlimited"
-    parts = [pos, f"{model.velocity_limit[j]:.3g} {u}/s"]
+    from robots.description import placeholder_limits
+
+    found, name = placeholder_limits(model), model.joint_names[j]
+    tag = {kind: " (placeholder)" if name in found.get(kind, {}) else "" for kind in ("velocity", "effort")}
+    parts = [pos, f"{model.velocity_limit[j]:.3g} {u}/s{tag['velocity']}"]
     if amax is not None:
         parts.append(f"{amax[j]:.3g} {u}/s²")
-    return f"{model.joint_names[j]}: " + ", ".join(parts + [f"{model.effort_limit[j]:.3g} {f}"])
+    return f"{name}: " + ", ".join(parts + [f"{model.effort_limit[j]:.3g} {f}{tag['effort']}"])
 
 
 def joint_style(j: int) -> dict:
@@ -138,13 +169,17 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
     ax2 = fig.add_subplot(grid[1, 0], sharex=ax1)
     ax4 = fig.add_subplot(grid[2, 0], sharex=ax1)
     ax3 = fig.add_subplot(grid[:2, 1])
+    v_label, v, v_limited = _limit_panel(model, "velocity", qd, "velocity / limit")
+    tau_label, tau, tau_limited = _limit_panel(model, "effort", tau, tau_label)
     for j in range(model.nq):
         ax1.plot(t, (q[:, j] - mid[j]) / half[j], lw=0.8, label=_limits_label(model, j), **joint_style(j))
-        ax2.plot(t, qd[:, j] / model.velocity_limit[j], lw=0.8, **joint_style(j))
-        ax4.plot(t, tau[:, j] / model.effort_limit[j], lw=0.8, **joint_style(j))
-    for ax, label in ((ax1, "position (±1 = limits)"), (ax2, "velocity / limit"), (ax4, tau_label)):
-        for sgn in (-1, 1):
-            ax.axhline(sgn, color="k", ls="--", lw=0.7)
+        ax2.plot(t, v[:, j], lw=0.8, **joint_style(j))
+        ax4.plot(t, tau[:, j], lw=0.8, **joint_style(j))
+    for ax, label, limited in ((ax1, "position (±1 = limits)", True), (ax2, v_label, v_limited),
+                               (ax4, tau_label, tau_limited)):  # fmt: skip
+        if limited:  # ±1: the limits
+            for sgn in (-1, 1):
+                ax.axhline(sgn, color="k", ls="--", lw=0.7)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     ax1.legend(ncol=2, fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.02), title="joint: limits",

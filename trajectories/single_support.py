@@ -230,9 +230,8 @@ def shift_stance_bounds(model: RobotModel, base: str) -> tuple[np.ndarray, np.nd
 
 def shift_posture_bounds(model: RobotModel) -> tuple[np.ndarray, np.ndarray]:
     """The NLP's bounds of the shifted posture: SHIFT_ROOM inside the joint limits."""
-    lo = np.where(np.isfinite(model.lower), model.lower, -np.pi) + SHIFT_ROOM
-    hi = np.where(np.isfinite(model.upper), model.upper, np.pi) - SHIFT_ROOM
-    return lo, hi
+    lo, hi = model.sampling_bounds()
+    return lo + SHIFT_ROOM, hi - SHIFT_ROOM
 
 
 def start_stance_function(model: RobotModel, base: str, params: str) -> ca.Function:
@@ -335,8 +334,9 @@ def nominal_posture(model: RobotModel, base: str, params: str, settings: Excitat
     g = ca.vertcat(zmp, lifted)
     solver = ca.nlpsol("single_support_nominal", "ipopt", {"x": q, "f": ca.sumsqr(q - mid), "g": g},
                        {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes"})  # fmt: skip
+    lbx, ubx = model.sampling_bounds()
     with interruptible():
-        sol = solver(x0=mid, lbx=np.where(np.isfinite(lo), lo, -np.pi), ubx=np.where(np.isfinite(hi), hi, np.pi),
+        sol = solver(x0=mid, lbx=lbx, ubx=ubx,
                      lbg=np.r_[np.full(zmp.numel(), -np.inf), lo_h], ubg=np.r_[np.zeros(zmp.numel()), hi_h])  # fmt: skip
     if not solver.stats()["success"]:
         raise DataError(f"{model.name!r} finds no posture standing on {base!r} with the other sole lifted")

@@ -13,6 +13,7 @@ from formats.errors import DataError
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec, cached_dynamic_base, evaluate
 from robots.conditioning import kappa, normalised_columns
+from robots.joint_limits import joint_limits
 from robots.motion_class import standing_base
 from robots.tree import RobotModel
 from trajectories.parametrisation import Trajectory
@@ -108,20 +109,22 @@ def check_trajectory(
         return TrajectoryCheck(len(t), float(t[1] - t[0]), float("nan"), float("nan"), float("nan"), None,
                                False, False, float("inf"), float("inf"), [str(exc)])  # fmt: skip
     problems: list[str] = []
-    lo = np.where(np.isfinite(model.lower), model.lower, -np.inf)
-    hi = np.where(np.isfinite(model.upper), model.upper, np.inf)
-    margin = float(min(np.min(q - lo), np.min(hi - q)))
+    lim = joint_limits(model)  # the coordinates and the mimic joints with limits of their own
+    qj = lim.positions(q)
+    margin = float(min(np.min(qj - lim.lower), np.min(lim.upper - qj)))
     if margin < -1e-9:
-        j = int(np.argmin(np.minimum(q - lo, hi - q).min(axis=0)))
-        problems.append(f"joint {model.joint_names[j]} leaves its position range by {-margin:.4g} rad")
-    vr = np.abs(qd) / model.velocity_limit
+        j = int(np.argmin(np.minimum(qj - lim.lower, lim.upper - qj).min(axis=0)))
+        problems.append(f"joint {lim.names[j]} leaves its position range by {-margin:.4g} {lim.unit(j)}")
+    vr = lim.velocity_ratios(qd)  # never NaN: a zero limit shows a moving joint as inf×
     ar = np.abs(qdd) / acceleration_limits(model, acceleration_default)
-    for name, r, unit in (("velocity", vr, "rad/s"), ("acceleration", ar, "rad/s²")):
+    for name, r, units, names in (
+        ("velocity", vr, [f"{lim.unit(i)}/s" for i in range(len(lim.names))], lim.names),
+        ("acceleration", ar, [f"{lim.unit(i)}/s²" for i in range(model.nq)], model.joint_names),
+    ):
         if r.max() > 1 + 1e-6:
             j = int(np.argmax(r.max(axis=0)))
-            problems.append(
-                f"joint {model.joint_names[j]} exceeds its {name} limit ({r.max():.3f}× the limit in {unit})"
-            )
+            problems.append(f"joint {names[j]} moves although its {name} limit is 0 {units[j]}" if np.isinf(r.max())
+                            else f"joint {names[j]} exceeds its {name} limit ({r.max():.3f}× the limit in {units[j]})")  # fmt: skip
     tmax = model.effort_limit
     tr = None
     zmp_min = drift = None
@@ -254,7 +257,10 @@ def in_chunks(fn, *arrays: np.ndarray, what: str = "samples"):
 
 def _torques(model, q, qd, qdd, params, base, tmax, problems) -> float:
     """Largest joint torque / effort limit (inverse dynamics, `base` fixed); problems appended."""
-    r = np.abs(in_chunks(lambda *s: dyn.rnea(model, *s, params, base), q, qd, qdd, what="joint torques")) / tmax
+    r = (
+        np.abs(in_chunks(lambda *s: dyn.rnea(model, *s, params, base), q, qd, qdd, what="joint torques"))
+        / tmax
+    )
     tr = float(r.max())
     if tr > 1 + 1e-6:
         j = int(np.argmax(r.max(axis=0)))
@@ -370,7 +376,9 @@ def _single_support(model, traj, q, qd, qdd, params, problems, zmp_margin) -> tu
     (`robots.one_sole`); problems appended."""
     from robots.one_sole import one_sole, one_sole_problems
 
-    s = in_chunks(lambda *x: one_sole(model, *x, traj.base, traj.other, params), q, qd, qdd, what="one sole's balance")
+    s = in_chunks(
+        lambda *x: one_sole(model, *x, traj.base, traj.other, params), q, qd, qdd, what="one sole's balance"
+    )
     problems += one_sole_problems(s, traj.base, "lifted", zmp_margin, traj.lift, traj.max_lift, traj.max_tilt)
     lifted = (float(s.lowest.min()), float(s.highest.max()), float(s.tilt.max()), float(s.apart.min()))
     return float(s.margin.min()), lifted
@@ -482,10 +490,14 @@ def _self_collision(model, q, params, margin: float, problems: list[str]) -> tup
     cp = collision_pairs(model, params)
     if not cp.pairs:
         return None, None
-    d = in_chunks(lambda x: clearance(model, cp, x, params, exact_below=margin + NEAR), q, what="link clearances")
+    d = in_chunks(
+        lambda x: clearance(model, cp, x, params, exact_below=margin + NEAR), q, what="link clearances"
+    )
     k = int(np.argmin(d.min(axis=0)))
     low = float(d[:, k].min())
     name = cp.names()[k]
     if low < margin - 1e-4:
-        problems.append(f"links {name} come {low * 1000:.1f} mm apart (< {margin * 1000:.1f} mm required)")
+        mm = abs(low) * 1000
+        gap = f"{mm:.1f} mm apart" if low >= 0 else f"into each other, overlapping by {mm:.1f} mm"
+        problems.append(f"links {name} come {gap} (< {margin * 1000:.1f} mm required)")
     return low, name

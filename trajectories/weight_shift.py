@@ -147,14 +147,16 @@ def _posture(
         g.append((s0 - share) * w[0] - gx * w[2] + gy * w[1])
         lo.append(np.zeros(1))
         hi.append(np.zeros(1))
-    lbx = np.where(np.isfinite(model.lower), model.lower, -np.pi) + POSTURE_ROOM
-    ubx = np.where(np.isfinite(model.upper), model.upper, np.pi) - POSTURE_ROOM
+    lbx, ubx = model.sampling_bounds()
+    lbx, ubx = lbx + POSTURE_ROOM, ubx - POSTURE_ROOM
     # bound_relax_factor 0: IPOPT's default relaxation returned postures up to 1e-8 rad past a joint limit
     solver = ca.nlpsol("weight_shift_posture", "ipopt", {"x": q, "f": ca.sumsqr(q - near), "g": ca.vertcat(*g)},
                        {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes",
                         "ipopt.bound_relax_factor": 0.0})  # fmt: skip
     with interruptible():
-        sol = solver(x0=np.clip(near, lbx, ubx), lbx=lbx, ubx=ubx, lbg=np.concatenate(lo), ubg=np.concatenate(hi))
+        sol = solver(
+            x0=np.clip(near, lbx, ubx), lbx=lbx, ubx=ubx, lbg=np.concatenate(lo), ubg=np.concatenate(hi)
+        )
     if not solver.stats()["success"]:
         return None
     return np.asarray(sol["x"]).ravel()

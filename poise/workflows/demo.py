@@ -136,6 +136,32 @@ def recalibrate_sim_boards(
     )
 
 
+RECALIBRATION_WEIGHT_KG = 10.0  # the known weight the demo recalibrates the emulated boards with
+
+
+def _recording_gains(into: dict):
+    """`recalibrate_sim_boards` as `execute`'s prepare step, keeping the boards' names and gains in `into`."""
+
+    def prepare(session) -> None:
+        gains = recalibrate_sim_boards(session, RECALIBRATION_WEIGHT_KG)
+        into["gains"] = (tuple(b.name for b in session.boards), gains)
+
+    return prepare
+
+
+def _record_gains(run_dir: pathlib.Path, meta: dict, gains: tuple) -> dict:
+    """run.json with the recalibrated gains as `poise run --board-gains` records them (`board_gains`), so the
+    identifications know the run read per-cell calibrated boards."""
+    from drivers.run_files import write_run_meta
+
+    names, values = gains
+    meta = {**meta, "board_gains": {"source": "poise demo: per-cell recalibration", "weight_kg": RECALIBRATION_WEIGHT_KG,
+                                    "boards": {n: np.asarray(g, dtype=float).tolist()
+                                               for n, g in zip(names, values, strict=True)}}}  # fmt: skip
+    write_run_meta(run_dir / "run.json", meta)
+    return meta
+
+
 def stand_alone(model, plan: Plan, config, cond: Conditions, seed: int, log=print) -> list[dict]:
     """Every posture stood on its own on the physics twin in simulated time (as `plan check --twin`): what the
     thesis counted as executable — no fall, no sole on an edge, lifted or slid, feet apart."""
@@ -209,9 +235,12 @@ def run_demo(args: argparse.Namespace, progress=None, log=print, live=None) -> D
     standing = None
     if twin:
         standing = stand_alone(model, plan, config, cond, args.seed, log)
-    prepare = None if args.no_recalibrate else recalibrate_sim_boards
+    recalibrated: dict = {}  # the per-cell gains the recalibration measured, for run.json
+    prepare = None if args.no_recalibrate else _recording_gains(recalibrated)
     if prepare:
-        log("    boards: tare, then per-cell recalibration with a 10 kg weight over each cell")
+        log(
+            f"    boards: tare, then per-cell recalibration with a {RECALIBRATION_WEIGHT_KG:g} kg weight over each cell"
+        )
     stopped = None
     try:
         if live is not None:
@@ -230,6 +259,8 @@ def run_demo(args: argparse.Namespace, progress=None, log=print, live=None) -> D
         log(f"    run stopped for safety: {stopped}")
     timings["run_s"] = time.monotonic() - t0
     meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    if recalibrated:
+        meta = _record_gains(run_dir, meta, recalibrated["gains"])
     events = meta.get("twin_events")
     if events is not None:
         kinds = sorted({e["kind"] for e in events})
