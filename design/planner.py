@@ -127,11 +127,16 @@ def design(
     ref = robot or model.name
     specs = [StartSpec(ref, n_postures, n_placements, seed, k, s, backend) for k in range(starts)]
     best: SolveResult | None = None
+    best_key: tuple[bool, float] | None = None
     summary = []
     for k, res in run_starts(specs, workers, scheduler, model):
-        summary.append(start_summary(model, k, res, s.base))
-        if best is None or _rank_key(model, res, s.base) < _rank_key(model, best, s.base):
-            best = res
+        row = start_summary(model, k, res, s.base)
+        summary.append(row)
+        # order of starts: those whose postures identify every parameter first (the row's rank decision, None:
+        # not identifiable), then by true κ
+        key = (row["kappa"] is None, res.kappa)
+        if best_key is None or key < best_key:
+            best, best_key = res, key
         if on_result:
             on_result(k, res, best)
     summary.sort(key=lambda d: d["start"])
@@ -163,13 +168,6 @@ def start_summary(model: RobotModel, k: int, res: SolveResult, base: str) -> dic
 def _finite(k: float) -> float | None:
     """κ for JSON: None when infinite (a singular design matrix)."""
     return float(k) if np.isfinite(k) else None
-
-
-def _rank_key(model: RobotModel, res: SolveResult, base: str) -> tuple[bool, float]:
-    """Order of starts: those whose postures identify every parameter first, then by true κ."""
-    from design.verify import unidentified
-
-    return unidentified(model, res.postures.q, base) is not None, res.kappa
 
 
 def placements_can_identify(

@@ -113,9 +113,8 @@ def _label_apart(ax, cops: list[tuple[tuple[float, float], str, object]]) -> Non
 def _free_box(x: float, y: float, w: float, h: float, px: float, boxes: list) -> tuple:
     """The box (display units) nearest (x, y) on rings 6 pt apart, each with offsets about a label height apart,
     that overlaps none of `boxes`."""
-    for k in range(
-        400
-    ):  # 400 rings reach 2400 pt: beyond any figure, so the fallback is never met in practice
+    # 400 rings reach 2400 pt: beyond any figure, so the fallback is never met in practice
+    for k in range(400):
         r = 7 + 6 * k
         n = max(8, int(2 * np.pi * r * px / h))
         for a in 2 * np.pi * (np.arange(n) + 0.5 * (k % 2)) / n:

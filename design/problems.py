@@ -24,9 +24,8 @@ from design.objective import CasadiObjective
 from design.sampler import PostureSet
 from design.uncertainty import CopSpec, Ellipsoid, cop_spec
 from robots.interrupt import interruptible
-from robots.kinematics import site_pose_sym
 from robots.memo import per_model
-from robots.stance import other_site, separation_bounds, separation_sym
+from robots.stance import flat_at_pose_sym, separation_bounds, separation_sym
 from robots.stance_spec import design_params, other_base, resolve_base, stance_spec
 from robots.tree import RobotModel
 
@@ -116,15 +115,7 @@ def posture_function(model: RobotModel, params: str, base: str, spec: CopSpec | 
     CoP and S come from `spec` (default: the parameter set `params`, S = I)."""
     q = ca.SX.sym("q", model.nq)
     pose = ca.SX.sym("pose", 3)
-    Rf, pf = site_pose_sym(model, q, params, other_site(model, base), base)
-    eq = ca.vertcat(
-        pf[2],
-        Rf[0, 2],
-        Rf[1, 2],
-        pf[0] - pose[0],
-        pf[1] - pose[1],
-        -ca.sin(pose[2]) * Rf[0, 0] + ca.cos(pose[2]) * Rf[1, 0],
-    )
+    eq = flat_at_pose_sym(model, q, params, base, pose)
     bm = base_model(model, base)
     Rxy = bm.regressor_sym(q)[0:2, :]
     theta = bm.values(params) if spec is None or spec.theta is None else np.array(spec.theta)

@@ -16,12 +16,12 @@ import casadi as ca
 import numpy as np
 
 from design.problems import Settings, posture_function
-from design.uncertainty import nominal_cop
+from design.uncertainty import design_rule
 from formats.plan import Plan, Transition
 from robots.chain_path import ground_transition_issues
 from robots.interrupt import interruptible
 from robots.memo import per_model
-from robots.plan_rules import path_theta
+from robots.plan_rules import path_theta, rule_balance
 from robots.stance_spec import design_params, resolve_base
 from robots.tree import RobotModel
 
@@ -176,6 +176,11 @@ def make_transitions(
     margin = s.required_margin
     solver, lbg, ubg = _path_solver(model, s.params, s.base, inner, margin, s.cop_spec(model))
     theta = path_theta(model, plan)  # the plan's CoP rule, as `plan check` and the executor check the ticks
+    nominal = design_rule(model, s.base, 0.0, s.ellipsoid)  # `nominal_cop`'s rule, decided once
+
+    def cop_and_margin(q: np.ndarray):
+        return rule_balance(model, s.base, s.params, q, nominal)  # = nominal_cop(model, q, …, s.ellipsoid)
+
     for a, b in itertools.pairwise(plan.postures):
         if a.placement != b.placement:
             continue
@@ -184,7 +189,7 @@ def make_transitions(
         interp = [(1 - t) * a.q + t * b.q for t in ts]
         err_interp = max(foot_error(model, qi, pose, s.params, s.base) for qi in interp)
         # the CoPs recomputed from the postures (never a file's unchecked predicted_cop)
-        ca_, cb = (nominal_cop(model, p.q, s.params, s.base, s.ellipsoid)[0] for p in (a, b))
+        ca_, cb = (cop_and_margin(p.q)[0] for p in (a, b))
         x0 = []
         for t, qi in zip(ts[1:-1], interp[1:-1], strict=True):
             qp, _ = project(model, qi, pose, (1 - t) * ca_ + t * cb, s.params, s.base)
@@ -199,6 +204,6 @@ def make_transitions(
         lifted = bool(ground_transition_issues(model, wps, pose, s.params, s.base, margin, what, theta))
         if lifted:  # the chain's feasible set is split between the postures: lift, air move, set down
             wps = np.array([a.q, b.q])
-        margins = [nominal_cop(model, qk, s.params, s.base, s.ellipsoid)[1] for qk in wps]
+        margins = [cop_and_margin(qk)[1] for qk in wps]
         out.append(Transition(a.index, b.index, wps, err_interp, float(min(margins)), lifted))
     return out

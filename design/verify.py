@@ -274,7 +274,7 @@ def check_plan(
             tr_issues += ground_transition_issues(model, t.q, pose, plan.params, base, required, what, theta)
     bad_postures = {pc.index for pc in results if pc.issues}
     n_default, default_issues = default_path_issues(model, plan, required, bad_postures, executor)
-    n_skipped = sum(1 for a, b in default_moves(plan) if {a.index, b.index} & bad_postures)
+    n_skipped = len(default_moves(plan)) - n_default  # those `default_path_issues` left out
     reps = find_replicates(plan.postures)
     cop_from = (
         f"the centre ϑ₀ of {rule.what} in its settings"

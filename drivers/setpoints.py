@@ -167,9 +167,8 @@ def check_run(plan: Plan, model: RobotModel, config: RobotConfig) -> RunCheck:
     for pl in plan.placements:  # where the other sole is put down: the placement check `plan check` applies
         issues = other_sole_problems(model, plan.base, pl.other_foot)
         problems += [f"placement {pl.index}: {m}" for m in issues]
-    for p in (
-        plan.postures
-    ):  # the posture check `plan check` applies: the plan's CoP rule, share, worst case, stored values
+    # the posture check `plan check` applies: the plan's CoP rule, share, worst case, stored values
+    for p in plan.postures:
         pose = plan.placement(p.placement).other_foot
         for msg in plan_posture_check(model, plan, p.q, pose, stated=p, margin=margin).issues:
             problems.append(f"posture {p.index}: {msg}")

@@ -85,11 +85,9 @@ def parameter_set_from_json(d, links: list[str], source: str = "parameter set") 
     for key in ("mass", "com"):
         if not isinstance(d.get(key), dict):
             raise DataError(f"{source}: missing '{key}' table")
-    if not isinstance(
-        d.get("lengths", {}), dict
-    ):  # optional: missing lengths keep the model's (callers merge)
+    lengths = d.get("lengths", {})  # optional: missing lengths keep the model's (callers merge)
+    if not isinstance(lengths, dict):
         raise DataError(f"{source}: 'lengths' must be a table of numbers (m)")
-    lengths = d.get("lengths", {})
     missing = [n for n in links if n not in d["mass"] or n not in d["com"]]
     if missing:
         raise DataError(f"{source}: no mass/CoM for link(s) {', '.join(missing)}")

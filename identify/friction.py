@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from formats.errors import DataError, IdentifiabilityError
+from identify.differentiation import lowpass
 from identify.drive_signals import Unfiltered
 from identify.robust_se import corr_samples, fit_se, misfit_note, null_space
 from robots.actuation import friction_rows
@@ -140,8 +141,6 @@ def gated_lowpass(a: np.ndarray, moving: np.ndarray, filtered: tuple[float, floa
     """`a` (samples along axis 0) zeroed where the joint sticks (not `moving`: friction is whatever the applied
     torque is there, no model's) and then low-passed by `filtered` = (cut-off, rate) [Hz]: the measured torque
     and the model's columns both go through this, so that the two ring alike at reversals and stops."""
-    from identify.differentiation import lowpass
-
     cutoff, rate = filtered
     a = np.asarray(a, dtype=float)
     gate = moving.astype(float).reshape(-1, *([1] * (a.ndim - 1)))

@@ -308,9 +308,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.prior and args.essential is None:
         raise DataError("--prior is the parameter set --essential fixes poorly determined parameters at: give "
                         "--essential PCT too, or drop it")  # fmt: skip
-    prior = (
-        resolve_params(args.prior, model) if args.prior else None
-    )  # the efforts' scale is checked against it
+    # the efforts' scale is checked against it
+    prior = resolve_params(args.prior, model) if args.prior else None
 
     def other_robot(r, path: str, what: str) -> None:
         if not same_robot(r.robot, first.robot):
@@ -362,9 +361,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     vrun = run_of(args.validate) if vrec is not None else None
     if vrun is not None and not isinstance(vrun, Exception):
         run_problem(vrec, args.validate, vrun.ticks, vrun.rate_hz)
-    for msg in (
-        too_large + scale + stuck
-    ):  # after the refusals, before the fit: a unit mistake is worth knowing early
+    # after the refusals, before the fit: a unit mistake is worth knowing early
+    for msg in too_large + scale + stuck:
         err_console.print(f"[yellow]warning:[/yellow] {escape(msg)}", highlight=False)
     partial = [{"recording": k + 1, "file": path, "status": run.partial}
                for k, (path, run) in enumerate(zip(args.recording, runs, strict=True))

@@ -310,9 +310,8 @@ def cmd_postures(args: argparse.Namespace) -> int:
     # the design's own postures by `plan check`'s rank decision: a start that ended with postures the CoP equations
     # cannot tell apart (κ ~1e17) is written, for `plan augment`, but is no success
     ks, gaps = plan_kappa_issues(model, plan, KAPPA_RTOL)  # κ None where the rank is short: not identifiable
-    paths = plan_default_path_issues(
-        model, plan
-    )  # moves without a transition: the run's path, as `plan check`
+    # moves without a transition: the run's path, as `plan check` checks it
+    paths = plan_default_path_issues(model, plan)
     short_bases = [b for b, k in ks.items() if k is None]  # the bases whose rank is short
     short = gaps[0] if short_bases and gaps else None  # plan_kappa_issues reports a rank gap alone
     anywhere = (

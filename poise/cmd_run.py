@@ -388,9 +388,8 @@ def _save_bench_truth(world, path: Path) -> None:
 
     from poise.cmd_run_trajectory import _save_truth
 
-    twin = world.twin or SimpleNamespace(
-        model=world.robot.model, truth=world.robot.params
-    )  # kinematic: SimRobot
+    # the physics twin, or the kinematic robot (a SimRobot) in its shape
+    twin = world.twin or SimpleNamespace(model=world.robot.model, truth=world.robot.params)
     _save_truth(twin, path)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import shapely
 
 from robots.com_base import BaseModel, derive_base
-from robots.kinematics import com_position, com_position_sym, site_pose_sym
+from robots.kinematics import com_position, com_position_sym
 from robots.memo import per_model
 from robots.native import compiled
 from robots.stance import (
@@ -22,6 +22,7 @@ from robots.stance import (
     PLACE_TOL,
     check_posture,
     contact_clearance,
+    flat_at_pose_sym,
     flat_residual,
     foot_corners,
     other_pose,
@@ -67,19 +68,13 @@ def path_cops(model: RobotModel, Q: np.ndarray, params: str, base: str, theta: T
 def _chain_rows(model: RobotModel, params: str, base: str, theta: Theta, q, pose, target) -> ca.SX:
     """The 8 chain rows at symbols q (nq), pose (x, y, yaw) and CoP target (2): other sole flat at the pose (6),
     CoP x-y at the target (2), the CoP by `theta` (`path_cops`)."""
-    R, p = site_pose_sym(model, q, params, other_site(model, base), base)
     if theta is None:
         com = com_position_sym(model, q, params, base)
     else:
         com = plan_base_model(model, base).regressor_sym(q) @ ca.DM(list(theta))
     return ca.cse(
         ca.vertcat(
-            p[2],
-            R[0, 2],
-            R[1, 2],
-            p[0] - pose[0],
-            p[1] - pose[1],
-            -ca.sin(pose[2]) * R[0, 0] + ca.cos(pose[2]) * R[1, 0],
+            flat_at_pose_sym(model, q, params, base, pose),
             com[0] - target[0],
             com[1] - target[1],
         )
@@ -208,8 +203,7 @@ def _outside_limits(model: RobotModel, Q: np.ndarray) -> np.ndarray:
     from robots.joint_limits import joint_limits
 
     jl = joint_limits(model)
-    x = jl.positions(Q)
-    bad = ((x < jl.lower - LIMIT_TOL) | (x > jl.upper + LIMIT_TOL)).any(axis=1)
+    bad = jl.outside(jl.positions(Q), LIMIT_TOL).any(axis=1)
     A = np.asarray(model.coupled_A, dtype=float).reshape(-1, model.nq)
     if len(A):
         bad |= (Q @ A.T > np.asarray(model.coupled_b, dtype=float).reshape(-1) + LIMIT_TOL).any(axis=1)
@@ -217,11 +211,11 @@ def _outside_limits(model: RobotModel, Q: np.ndarray) -> np.ndarray:
 
 
 def _tick_issues(
-    model: RobotModel, Q: np.ndarray, pose, margin: float, params: str, base: str, theta: Theta = None
+    model: RobotModel, Q: np.ndarray, pose, margin: float, params: str, base: str, cops: np.ndarray
 ) -> list[list[str]]:
     """The posture check's conditions for every row of Q (n, nq) at once, with the tolerances of
     `robots.stance`: joint limits, other sole flat at `pose`, CoP margin in each row's support polygon (the
-    CoP by `path_cops`: the plan's rule `theta`, or the CoM of `params`)."""
+    CoPs (n, 2) by `path_cops`: the plan's rule, or the CoM of `params`)."""
     res = np.abs(flat_residual(model, Q, params, base)).max(axis=-1)
     op = other_pose(model, Q, params, base)
     sole = other_site(model, base)
@@ -230,7 +224,7 @@ def _tick_issues(
     hulls = shapely.convex_hull(
         shapely.multipoints(corners.reshape(-1, 2), indices=np.repeat(np.arange(len(Q)), k))
     )
-    pts = shapely.points(path_cops(model, Q, params, base, theta))
+    pts = shapely.points(cops)
     d = shapely.distance(shapely.boundary(hulls), pts)
     m = np.where(shapely.contains(hulls, pts), d, -d)
     out = []
@@ -257,12 +251,13 @@ def path_issues(
     check, the waypoints and at least every ceil(n / FULL_CHECKS)-th row `check_posture` itself. One line for
     the first unsafe row, with the count. The CoP by `path_cops` (`theta`: the plan's rule)."""
     n = len(Q)
-    issues = _tick_issues(model, Q, pose, margin, params, base, theta)
-    cops = [None] * n if theta is None else path_cops(model, Q, params, base, theta)
+    cops = path_cops(model, Q, params, base, theta)
+    issues = _tick_issues(model, Q, pose, margin, params, base, cops)
     step = max(1, math.ceil(n / FULL_CHECKS))
     for i in range(1, n):
         if i % step == 0 or (i * seg) % n == 0:
-            st = check_posture(model, Q[i - 1], params, base, margin, pose=pose, cop=cops[i - 1])
+            cop = None if theta is None else cops[i - 1]  # None: `check_posture`'s own CoM of params
+            st = check_posture(model, Q[i - 1], params, base, margin, pose=pose, cop=cop)
             issues[i - 1] = st.issues + issues[i - 1]
     bad = [(i, iss[0]) for i, iss in enumerate(issues[:-1], start=1) if iss]
     if not bad:

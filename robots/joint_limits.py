@@ -48,12 +48,16 @@ class JointLimits:
             r = v / self.velocity
         return np.where(v == 0, 0.0, np.where(self.velocity > 0, r, np.inf))
 
+    def outside(self, x: np.ndarray, tol: float = 1e-9) -> np.ndarray:
+        """Which joint positions x (…, k) (`positions`) leave their range by > tol (bool, …, k)."""
+        return (x < self.lower - tol) | (x > self.upper + tol)
+
     def violations(self, q: np.ndarray, tol: float = 1e-9) -> list[str]:
         """One line per joint (coordinate or mimic) whose position in posture q (nq,) leaves its range by > tol:
         degrees for rotary joints, metres for prismatic ones."""
         x = self.positions(q)
         out = []
-        for i in np.flatnonzero((x < self.lower - tol) | (x > self.upper + tol)):
+        for i in np.flatnonzero(self.outside(x, tol)):
             if self.linear[i]:
                 out.append(
                     f"{self.names[i]} = {x[i]:.4f} m outside [{self.lower[i]:.4f}, {self.upper[i]:.4f}] m"

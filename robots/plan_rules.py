@@ -276,14 +276,14 @@ def ground_setpoints(
     theta = path_theta(model, plan)  # the plan's CoP rule, for the projection and the checks
     d = max(move_s, move_time_at_limit(wps[0], wps[-1], None if cosine else _Waypoints(wps), velocity_limit))
     seg, d0, limit = len(wps) - 1, d, velocity_limit * (1 + STEP_RTOL)
-    sp, used, speed, jump = _stretched(model, plan, wps, cosine, d, rate_hz, pose, theta, limit)
+    sp, used, speed, jump = _stretched(model, plan, wps, cosine, d, rate_hz, pose, theta)
     for _ in range(STRETCHES):
         # projection lengthens the path a little: stretch until no tick is too fast (a jump, a branch switch
         # of the projection, does not shrink with it; beyond MAX_STRETCH the path is not merely longer)
         d = used * speed / velocity_limit * (1 + 1e-3)
         if speed <= limit or jump or d > MAX_STRETCH * d0:
             break
-        sp, used, speed, jump = _stretched(model, plan, wps, cosine, d, rate_hz, pose, theta, limit)
+        sp, used, speed, jump = _stretched(model, plan, wps, cosine, d, rate_hz, pose, theta)
     problems = []
     if jump:  # the planner's and plan check's criterion, at these ticks
         problems.append(f"{what}: {jump}")
@@ -304,7 +304,6 @@ def ground_setpoints(
 
 def _stretched(
     model: RobotModel, plan: Plan, wps: np.ndarray, cosine: bool, d: float, rate_hz: float, pose, theta: Theta,
-    limit: float,
 ) -> tuple[np.ndarray, float, float, str | None]:  # fmt: skip
     """`ground_path` of wps over d s at `rate_hz`: (setpoints, d, fastest joint speed rad/s, branch switch or
     None)."""

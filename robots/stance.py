@@ -233,6 +233,21 @@ def other_pose_sym(model: RobotModel, q: ca.SX, params: str | ParameterSet, base
     return ca.vertcat(p[0], p[1], ca.atan2(R[1, 0], R[0, 0]))
 
 
+def flat_at_pose_sym(model: RobotModel, q: ca.SX, params: str | ParameterSet, base: str, pose) -> ca.SX:
+    """The 6 rows, zero when the other sole of symbolic posture q lies flat at `pose` (x, y, yaw): z, the two
+    tilts (R02, R12), x, y and yaw (as sin of the yaw error, −sin ψ R00 + cos ψ R10) — the chain's and the
+    design NLP's equalities."""
+    R, p = site_pose_sym(model, q, params, other_site(model, base), base)
+    return ca.vertcat(
+        p[2],
+        R[0, 2],
+        R[1, 2],
+        p[0] - pose[0],
+        p[1] - pose[1],
+        -ca.sin(pose[2]) * R[0, 0] + ca.cos(pose[2]) * R[1, 0],
+    )
+
+
 def separation_sym(base_xy: list, other_xy: list, phi, c) -> list:
     """n·v − c, n = (cos φ, sin φ), at the base sole's corners, then at the other's: within `separation_bounds`
     they prove the soles at least the gap apart (the smooth form of `balance`'s feet_gap)."""

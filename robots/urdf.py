@@ -203,9 +203,10 @@ def _check_xml(path: Path) -> None:
     try:
         root = etree.parse(str(path), parser).getroot()
     except etree.XMLSyntaxError as exc:
-        if b"\0" in path.read_bytes()[:4096]:
+        head = path.read_bytes()[:1_000_000]
+        if b"\0" in head[:4096]:
             raise DataError(f"{path}: not a text URDF file") from None
-        if b"xacro:" in path.read_bytes()[:1_000_000]:
+        if b"xacro:" in head:
             raise DataError(f"{path}: a xacro file (xacro: prefix not declared): expand it with xacro first "
                             f"(`xacro {path.name} > robot.urdf`)") from None  # fmt: skip
         msg = re.sub(r", line \d+, column \d+$", "", str(exc.msg))

@@ -44,12 +44,15 @@ def poise_in_fresh_process(*argv: str) -> None:
                    env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
 
 
-def simulated_recording(folder: Path, plan: Path, rate_hz: float) -> Path:
-    """`poise simulate trajectory PLAN` (MuJoCo's inverse dynamics on the twin's truth) into folder/recording.csv."""
+def simulated_recording(
+    folder: Path, plan: Path, rate_hz: float, *extra: str, name: str = "recording.csv"
+) -> Path:
+    """`poise simulate trajectory PLAN [EXTRA]` (MuJoCo's inverse dynamics on the twin's truth) into folder/name."""
     from poise.cli import main
 
-    out = folder / "recording.csv"
-    assert main(["simulate", "trajectory", str(plan), "--out", str(out), "--rate-hz", f"{rate_hz:g}"]) == 0
+    out = folder / name
+    argv = ["simulate", "trajectory", str(plan), "--out", str(out), "--rate-hz", f"{rate_hz:g}", *extra]
+    assert main(argv) == 0
     return out
 
 

@@ -21,13 +21,7 @@ from formats.plan import Placement, Plan, Posture, save_plan
 from poise.cli import main
 from robots.chain_path import project_to_chain
 from robots.plan_rules import plan_base_model
-from robots.registry import get_model
 from robots.stance import balance, check_posture, default_base, other_pose, random_double_support
-
-
-@pytest.fixture(scope="module")
-def tulip():
-    return get_model("tulip")
 
 
 def _bad_moves(messages: list[str]) -> set[str]:

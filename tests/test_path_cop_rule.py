@@ -15,7 +15,6 @@ from drivers.setpoints import check_run
 from formats.plan import Placement, Plan, Posture
 from robots.chain_path import project_to_chain
 from robots.plan_rules import cop_rule, plan_base_model, worst_case_margin
-from robots.registry import get_model
 from robots.stance import (
     balance,
     default_base,
@@ -27,11 +26,6 @@ from robots.stance import (
 )
 
 SHIFT = 0.012  # m: how far the ellipsoid's centre moves the predicted CoPs inward
-
-
-@pytest.fixture(scope="module")
-def tulip():
-    return get_model("tulip")
 
 
 @pytest.fixture(scope="module")

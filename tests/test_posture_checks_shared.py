@@ -26,11 +26,6 @@ FAST = ["--robot", "sim", "--boards", "sim", "--physics", "kinematic", "--no-noi
 
 
 @pytest.fixture(scope="module")
-def tulip():
-    return get_model("tulip")
-
-
-@pytest.fixture(scope="module")
 def posture(tulip):
     return random_double_support(tulip, 1, np.random.default_rng(5), margin=0.03)[0]
 

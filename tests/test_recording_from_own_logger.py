@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import simulated_recording
 
 from formats.dynamic_recording import in_joint_order, read_dynamic_recording
 from formats.errors import DataError
@@ -19,26 +20,21 @@ from poise.cli import main
 PLAN = Path(__file__).parent / "data" / "ur5_6s.json"
 
 
-def _simulate(out: Path, *extra: str) -> Path:
-    """`poise simulate trajectory` of the UR5's stored plan on the MuJoCo twin at 200 Hz into `out`."""
-    assert main(["simulate", "trajectory", str(PLAN), "--out", str(out), "--rate-hz", "200", *extra]) == 0
-    return out
-
-
 @pytest.fixture(scope="module")
 def arm_csv(tmp_path_factory) -> Path:
     """The UR5's stored plan on the MuJoCo twin (`poise simulate trajectory`), 200 Hz: poise's own file; the
     twin's truth beside it (truth.json)."""
     folder = tmp_path_factory.mktemp("logger")
-    return _simulate(folder / "recording.csv", "--truth-out", str(folder / "truth.json"))
+    return simulated_recording(folder, PLAN, 200, "--truth-out", str(folder / "truth.json"))
 
 
 @pytest.fixture(scope="module")
 def held_out(arm_csv) -> Path:
     """The plan run again on the same twin (`arm_csv`'s truth) under another noise seed: a recording the fit has
     not seen, to validate on (a fitted one is refused as in-sample)."""
-    return _simulate(
-        arm_csv.with_name("held_out.csv"), "--truth", str(arm_csv.with_name("truth.json")), "--seed", "1"
+    truth = str(arm_csv.with_name("truth.json"))
+    return simulated_recording(
+        arm_csv.parent, PLAN, 200, "--truth", truth, "--seed", "1", name="held_out.csv"
     )
 
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import UR5
+from conftest import UR5, simulated_recording
 from conftest import one_line_error as _err
 
 from drivers.run_files import stopped_status
@@ -19,26 +19,21 @@ DATA = Path(__file__).parent / "data"
 STANDING = DATA / "tulip_double_support_10s.json"
 
 
-def _simulate(out: Path, *extra: str) -> Path:
-    """`poise simulate trajectory` of the stored double-support plan (MuJoCo's inverse dynamics) at 100 Hz."""
-    assert main(["simulate", "trajectory", str(STANDING), "--out", str(out), "--rate-hz", "100", *extra]) == 0
-    return out
-
-
 @pytest.fixture(scope="module")
 def standing(tmp_path_factory) -> Path:
     """The stored double-support plan simulated (`poise simulate trajectory`: MuJoCo's inverse dynamics); the
     twin's truth beside it (truth.json)."""
     folder = tmp_path_factory.mktemp("standing")
-    return _simulate(folder / "recording.csv", "--truth-out", str(folder / "truth.json"))
+    return simulated_recording(folder, STANDING, 100, "--truth-out", str(folder / "truth.json"))
 
 
 @pytest.fixture(scope="module")
 def held_out(standing) -> Path:
     """The plan run again on the same twin (`standing`'s truth) under another noise seed: a recording the fit has
     not seen, to validate on (a fitted one is refused as in-sample)."""
-    return _simulate(
-        standing.with_name("held_out.csv"), "--truth", str(standing.with_name("truth.json")), "--seed", "1"
+    truth = str(standing.with_name("truth.json"))
+    return simulated_recording(
+        standing.parent, STANDING, 100, "--truth", truth, "--seed", "1", name="held_out.csv"
     )
 
 

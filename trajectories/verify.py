@@ -117,14 +117,16 @@ def check_trajectory(
         problems.append(f"joint {lim.names[j]} leaves its position range by {-margin:.4g} {lim.unit(j)}")
     vr = lim.velocity_ratios(qd)  # never NaN: a zero limit shows a moving joint as inf×
     ar = np.abs(qdd) / acceleration_limits(model, acceleration_default)
-    for name, r, units, names in (
-        ("velocity", vr, [f"{lim.unit(i)}/s" for i in range(len(lim.names))], lim.names),
-        ("acceleration", ar, [f"{lim.unit(i)}/s²" for i in range(model.nq)], model.joint_names),
+    # velocity: the coordinates and the limited mimic joints; acceleration: the coordinates (lim's first rows)
+    for name, r, per, names in (
+        ("velocity", vr, "/s", lim.names),
+        ("acceleration", ar, "/s²", model.joint_names),
     ):
         if r.max() > 1 + 1e-6:
             j = int(np.argmax(r.max(axis=0)))
-            problems.append(f"joint {names[j]} moves although its {name} limit is 0 {units[j]}" if np.isinf(r.max())
-                            else f"joint {names[j]} exceeds its {name} limit ({r.max():.3f}× the limit in {units[j]})")  # fmt: skip
+            unit = lim.unit(j) + per
+            problems.append(f"joint {names[j]} moves although its {name} limit is 0 {unit}" if np.isinf(r.max())
+                            else f"joint {names[j]} exceeds its {name} limit ({r.max():.3f}× the limit in {unit})")  # fmt: skip
     tmax = model.effort_limit
     tr = None
     zmp_min = drift = None
