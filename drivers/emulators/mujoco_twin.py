@@ -30,6 +30,7 @@ from drivers.wbb.geometry import CELL_SPAN_X, CELL_SPAN_Y, cell_positions
 from formats.errors import DataError, DeviceError
 from formats.parameter_set import ParameterSet
 from formats.units import STANDARD_GRAVITY
+from robots.description import placeholder_limits
 from robots.kinematics import _offset
 from robots.physical import inertia_matrix, nearest_consistent
 from robots.stance_spec import default_base
@@ -69,6 +70,13 @@ FREE_AFTER_S = 0.25
 # once, so no driver waits on simulated time elsewhere; a driver thread stalled past FREE_AFTER_S (a loaded
 # machine) let the arm's physics run on without it, and the stream's next setpoints met an arm that had stopped
 FREE_AFTER_S_FIXED_BASE = 2.0
+# a servo of stiffness kp on a joint of inertia I is a spring the physics step integrates explicitly: stable only
+# while ω·dt = √(kp/I)·dt stays below about 2 (semi-implicit Euler's bound); above it the twin blows up
+STABLE_OMEGA_DT = 2.0
+
+
+class TwinDiverged(DeviceError):
+    """The physics twin's simulation blew up (NaN, Inf or huge accelerations): it stopped, and says why."""
 
 
 @dataclass(frozen=True)
@@ -282,10 +290,15 @@ def _add_servos(spec, model: RobotModel, opts: TwinOptions) -> None:
     """A position servo on every joint: rotor inertia, dry friction, back-EMF damping, P action to the effort limit."""
     import mujoco
 
+    placeholders = placeholder_limits(model).get("effort", {})
     for j, name in enumerate(model.joint_names):
         effort, vel = _limit(model.effort_limit, j), _limit(model.velocity_limit, j)
         if not effort > 0:
             raise DataError(f"{model.name!r}: joint {name!r} has no effort limit; the twin's servos need one")
+        if name in placeholders:  # its servo's stiffness and torque would follow it: the physics blows up
+            raise DataError(f"{model.name!r}: joint {name!r}: its effort limit {effort:g} N·m is the URDF's "
+                            "placeholder, and the twin's servo stiffness follows it; set the joint's real one "
+                            f"([joint_limits.{name}] effort in the robot description)")  # fmt: skip
         jt = spec.joint(name)
         jt.armature = opts.servo.armature
         jt.frictionloss = opts.servo.coulomb
@@ -407,6 +420,8 @@ class Twin:
         self._free_after_s = FREE_AFTER_S_FIXED_BASE if opts.fixed_base else FREE_AFTER_S
         self._driver_asked = threading.Event()  # set when they wait for a later time: a held physics goes on
         self.held_s = 0.0  # wall s the physics waited for late drivers
+        # why the physics blew up and stopped (TwinDiverged); None while it is sound
+        self.diverged: str | None = None
         # simulated times the physics stopped waiting for drivers gone elsewhere
         self.freed_at: list[float] = []
         self.d.qpos[self.qadr] = self.goal
@@ -484,8 +499,11 @@ class Twin:
                     time.sleep(wait)
                 next_allowed = max(next_allowed, time.monotonic() - 0.1) + chunk / cap
             n = chunk if allowed is None else min(chunk, allowed)
-            with self.lock:
-                self.run_steps(n)
+            try:
+                with self.lock:
+                    self.run_steps(n)
+            except TwinDiverged:
+                return  # the physics is gone: wait_until tells the drivers why
             self._t_wall += n * self.opts.timestep / self.opts.time_scale
             lag = time.monotonic() - self._t_wall
             if lag > 0.1:  # more than 100 ms behind: slow down rather than run a burst
@@ -523,6 +541,9 @@ class Twin:
         chunk = max(1, int(round(0.01 / self.opts.timestep)))
         with self.lock:
             while n > 0:
+                if self.diverged is not None:
+                    raise TwinDiverged(self.diverged)
+                t_chunk = float(self.d.time)
                 k = min(n, chunk)
                 averaging = self.placed and self.opts.board_averaging
                 tracing = self.placed and self.opts.trace
@@ -546,6 +567,7 @@ class Twin:
                             self._trace_step(t0, *state)
                 else:
                     self.mj.mj_step(self.m, self.d, nstep=k)
+                self._check_divergence(t_chunk)
                 if self.opts.board_averaging and not averaging:  # lifted: the boards go on converting, empty
                     self._idle_conversions()
                 n -= k
@@ -570,6 +592,39 @@ class Twin:
         with self._stepped:
             self._stepped.notify_all()
 
+    def _check_divergence(self, t0: float) -> None:
+        """Stop the twin (TwinDiverged) if the steps since `t0` blew up: MuJoCo's bad acceleration, velocity or position
+        warning (it then resets the state to the model's home, rewinding time, and would blow up again) or NaNs."""
+        w = self.mj.mjtWarning
+        bad = [self.d.warning[k] for k in (w.mjWARN_BADQACC, w.mjWARN_BADQVEL, w.mjWARN_BADQPOS)]
+        fired = [b for b in bad if b.number > 0]
+        if not fired and np.isfinite(self.d.qpos).all() and np.isfinite(self.d.qvel).all():
+            return
+        self.d.time = t0  # the reset rewound it: the physics stopped here
+        self.diverged = self._divergence_cause(t0, int(fired[0].lastinfo) if fired else None)
+        self.events.append(TwinEvent(t0, "diverged", self.diverged))
+        raise TwinDiverged(self.diverged)
+
+    def _divergence_cause(self, t0: float, dof: int | None) -> str:
+        """One line: where the physics blew up and the likely cause — the stiffest servo's ω·dt on its joint's
+        inertia at the home pose (MuJoCo's dof_M0, armature included) against the step's stability bound."""
+        names = self.model.joint_names
+        at = [n for n, v in zip(names, self.vadr, strict=True) if v == dof]
+        where = f" (MuJoCo: NaN, Inf or huge value at joint {at[0]!r})" if at else ""
+        dt = self.opts.timestep
+        omega_dt = np.sqrt(self._kp / self.m.dof_M0[self.vadr]) * dt
+        j = int(np.argmax(omega_dt))
+        head = f"the physics twin diverged after t = {t0:.3f} s (simulated){where} and stopped"
+        if omega_dt[j] < STABLE_OMEGA_DT:
+            return (f"{head}; its servos are within the {1000 * dt:g} ms step's stability bound (largest "
+                    f"ω·dt {omega_dt[j]:.2f} < {STABLE_OMEGA_DT:g}, joint {names[j]!r}): check the robot's "
+                    "link inertias and masses")  # fmt: skip
+        return (f"{head}: its servos are too stiff for the links' inertias at the {1000 * dt:g} ms step — joint "
+                f"{names[j]!r}: kp {self._kp[j]:.3g} N·m/rad (effort limit {self._effort[j]:g} N·m at Position "
+                f"P Gain {self.p_gain[j]:g}) on {self.m.dof_M0[self.vadr[j]]:.3g} kg·m² gives ω·dt "
+                f"{omega_dt[j]:.2f} (stable below {STABLE_OMEGA_DT:g}); give the robot description realistic "
+                "effort limits or lower the config's position_p_gain")  # fmt: skip
+
     def wait_until(self, t_sim: float, poll_s: float = 0.05) -> None:
         """Block until simulated time reaches `t_sim` (s). With the physics thread running this waits for it;
         without, the physics is run here. Raises DeviceError if the physics thread has stopped."""
@@ -586,6 +641,8 @@ class Twin:
         with self._stepped:
             while self.d.time < t_sim - 1e-9:
                 thread = self._thread
+                if self.diverged is not None:
+                    raise TwinDiverged(self.diverged)
                 if thread is None or not thread.is_alive():
                     raise DeviceError(
                         f"the physics twin stopped at t = {self.d.time:.3f} s (simulated) while the drivers "
