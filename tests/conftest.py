@@ -206,3 +206,18 @@ def tulip_with_stance(folder: Path, **stance: str) -> Path:
             end += 1
     robot.write_text("".join(lines), encoding="utf-8")
     return robot
+
+
+def stop_after(monkeypatch, owner, name: str, after: int, counts=lambda *a, **k: True) -> None:
+    """Patch `owner.name` to raise KeyboardInterrupt (a Ctrl-C) on every call that `counts` (given the method's
+    arguments) takes into account after the first `after` of them, before the original method would run."""
+    original, calls = getattr(owner, name), []
+
+    def stopping(*a, **k):
+        if counts(*a, **k):
+            calls.append(1)
+            if len(calls) > after:
+                raise KeyboardInterrupt
+        return original(*a, **k)
+
+    monkeypatch.setattr(owner, name, stopping)

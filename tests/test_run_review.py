@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import UR5
+from conftest import UR5, stop_after
 
 from drivers.config import DEFAULT_CONFIG
 from formats.plan import load_plan, save_plan
@@ -146,16 +146,7 @@ def test_ctrl_c_reports_the_postures_kept(tmp_path, capsys, monkeypatch):
     from drivers.executor import Executor
 
     plan = _posture_plan(tmp_path / "plan.json", 2)
-    hold = Executor._hold
-    calls = []
-
-    def interrupted(self, *a, **k):
-        calls.append(1)
-        if len(calls) > 1:
-            raise KeyboardInterrupt
-        return hold(self, *a, **k)
-
-    monkeypatch.setattr(Executor, "_hold", interrupted)
+    stop_after(monkeypatch, Executor, "_hold", 1)
     out = tmp_path / "run"
     capsys.readouterr()
     assert main(["run", str(plan), *FAST, "--json", "--out", str(out)]) == 130

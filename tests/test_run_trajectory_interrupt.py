@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import UR5
+from conftest import UR5, stop_after
 
 from formats.dynamic_recording import read_dynamic_recording
 from poise.cli import main
@@ -30,16 +30,20 @@ def _interrupt_at(monkeypatch, phase: str, after: int) -> None:
     """Ctrl-C at the executor's tick number `after` + 1 of `phase` (that tick is never sent)."""
     from drivers.trajectory_run import TrajectoryExecutor
 
-    tick, calls = TrajectoryExecutor._tick, []
+    stop_after(
+        monkeypatch, TrajectoryExecutor, "_tick", after, lambda self, q, posture, ph, *a, **k: ph == phase
+    )
 
-    def interrupted(self, q, posture, ph, *a, **k):
-        if ph == phase:
-            calls.append(1)
-            if len(calls) > after:
-                raise KeyboardInterrupt
-        return tick(self, q, posture, ph, *a, **k)
 
-    monkeypatch.setattr(TrajectoryExecutor, "_tick", interrupted)
+def _interrupted_arm_run(tmp_path, capsys, monkeypatch, phase: str, after: int):
+    """The stored UR5 plan run on the emulated arm with Ctrl-C at tick `after` + 1 of `phase`: exit 130; its run
+    folder, the captured output and the --json document."""
+    _interrupt_at(monkeypatch, phase, after)
+    out = tmp_path / "run"
+    capsys.readouterr()
+    assert main(["run", str(_arm_plan(tmp_path / "arm.json")), *ARM, "--out", str(out)]) == 130
+    got = capsys.readouterr()
+    return out, got, json.loads(got.out)
 
 
 def _kept(out: Path, doc: dict, ticks: int):
@@ -73,12 +77,7 @@ def _one_line(err: str) -> str:
 def test_ctrl_c_while_streaming_an_arm_trajectory_keeps_its_rows(tmp_path, capsys, monkeypatch):
     """Interrupted after 120 streamed ticks: those ticks kept (raw rows, the recording up to the last one's
     plan time), run.json stopped by the interrupt; the JSON and the one line say so."""
-    _interrupt_at(monkeypatch, "stream", 120)
-    out = tmp_path / "run"
-    capsys.readouterr()
-    assert main(["run", str(_arm_plan(tmp_path / "arm.json")), *ARM, "--out", str(out)]) == 130
-    got = capsys.readouterr()
-    doc = json.loads(got.out)
+    out, got, doc = _interrupted_arm_run(tmp_path, capsys, monkeypatch, "stream", 120)
     rec, meta = _kept(out, doc, 120)
     assert rec.current is not None  # the arm's currents, for `identify dynamic`
     line = _one_line(got.err)
@@ -91,12 +90,7 @@ def test_ctrl_c_while_streaming_an_arm_trajectory_keeps_its_rows(tmp_path, capsy
 
 def test_ctrl_c_before_streaming_says_nothing_of_the_plan_is_recorded(tmp_path, capsys, monkeypatch):
     """Interrupted on the move to the trajectory's start: no tick of the plan recorded, run.json says why."""
-    _interrupt_at(monkeypatch, "move", 5)
-    out = tmp_path / "run"
-    capsys.readouterr()
-    assert main(["run", str(_arm_plan(tmp_path / "arm.json")), *ARM, "--out", str(out)]) == 130
-    got = capsys.readouterr()
-    doc = json.loads(got.out)
+    out, got, doc = _interrupted_arm_run(tmp_path, capsys, monkeypatch, "move", 5)
     assert doc["interrupted"] is True and doc["ticks_recorded"] == 0 and doc["t_recorded_s"] == 0.0
     assert json.loads((out / "run.json").read_text())["status"] == "stopped: KeyboardInterrupt"
     assert "nothing of the plan recorded" in _one_line(got.err)
@@ -127,15 +121,7 @@ def test_ctrl_c_during_a_pwm_plan_keeps_its_rows(tmp_path, capsys, monkeypatch):
     from drivers.pwm_run import PwmRecorder
     from formats.pwm_plan import PwmPlan, Segment, save_pwm_plan
 
-    tick, calls = PwmRecorder.tick, []
-
-    def interrupted(self, *a, **k):
-        calls.append(1)
-        if len(calls) > 40:
-            raise KeyboardInterrupt
-        return tick(self, *a, **k)
-
-    monkeypatch.setattr(PwmRecorder, "tick", interrupted)
+    stop_after(monkeypatch, PwmRecorder, "tick", 40)
     plan = tmp_path / "p.json"
     save_pwm_plan(PwmPlan((Segment("triangle", 8.0, 0.3, 1.0),), link="free"), plan)
     out = tmp_path / "run"
