@@ -13,18 +13,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from design.greedy import greedy_augment
-from design.planner import make_posture, plan_kappa
+from design.planner import plan_kappa
 from design.replicates import find_replicates
-from design.verify import (
-    base_kappa,
-    margin_rules,
-    own_posture_issues,
-    plan_robust_margin,
-    unidentified,
-)
+from design.verify import base_kappa, own_posture_issues, unidentified
 from formats.errors import DataError
-from formats.plan import Placement, Plan
+from formats.plan import Placement, Plan, Posture, plan_required_margin
 from robots.kinematics import site_pose
+from robots.plan_rules import cop_rule, rule_balance, worst_case_margin
 from robots.stance import other_pose, other_site, other_sole_problems, random_double_support
 from robots.tree import RobotModel
 
@@ -43,9 +38,9 @@ class AugmentResult:
 def candidate_pool(model: RobotModel, plan: Plan, n: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
     """`n` random double-support postures that `check_plan` accepts under the plan's rules (posture and placement),
     and the draws used."""
-    required, radius, ell = margin_rules(plan)
-    # Prefilter on the design CoP's margin; with an ellipsoid the checked CoP is its centre, so none.
-    pre = required if ell is None else -np.inf
+    required, rule = plan_required_margin(plan), cop_rule(model, plan)
+    # Prefilter on the design CoP's margin; with an ellipsoid the checked CoP is its centre ϑ₀, so none.
+    pre = required if rule.theta is None else -np.inf
     out: list[np.ndarray] = []
     max_draws = DRAWS_PER_CANDIDATE * max(n, 5)
     for draws in range(1, max_draws + 1):
@@ -57,7 +52,7 @@ def candidate_pool(model: RobotModel, plan: Plan, n: int, rng: np.random.Generat
             out.append(q)
             if len(out) == n:
                 return np.array(out), draws
-    what = "" if radius <= 0 and ell is None else " (worst case over the plan's ϑ_b uncertainty)"
+    what = "" if rule.shape is None else " (worst case over the plan's ϑ_b uncertainty)"
     raise DataError(
         f"only {len(out)} of {max_draws} random double-support postures keep the plan's "
         f"{required * 1000:.1f} mm CoP margin{what}, fewer than --pool {n}; use a smaller --pool"
@@ -77,7 +72,7 @@ def check_additions(model: RobotModel, plan: Plan, add: int, pool: int) -> None:
 def augment_plan(model: RobotModel, plan: Plan, add: int, pool: int, seed: int) -> AugmentResult:
     """A new plan with `add` postures chosen greedily from `pool` random postures that pass the plan's check."""
     check_additions(model, plan, add, pool)
-    _, _, ell = margin_rules(plan)
+    rule = cop_rule(model, plan)  # the plan's CoP and worst case (`robots.plan_rules.settings_rule`)
     cand, draws = candidate_pool(model, plan, pool, np.random.default_rng(seed))
     k0 = base_kappa(model, plan.q, plan.base)[0]
     res = greedy_augment(model, plan.q, cand, add, plan.base)
@@ -91,10 +86,10 @@ def augment_plan(model: RobotModel, plan: Plan, add: int, pool: int, seed: int) 
         q = cand[i]
         R, p = site_pose(model, q, plan.params, other, plan.base)
         placements.append(Placement(next_pl + k, (float(p[0]), float(p[1]), math.atan2(R[1, 0], R[0, 0]))))
-        rm = plan_robust_margin(model, plan, q)
-        postures.append(
-            make_posture(model, next_po + k, next_pl + k, q, move_s, hold_s, plan.params, plan.base, ell, rm)
-        )
+        cop, margin = rule_balance(model, plan.base, plan.params, q, rule)  # stored as the planner stores it
+        rm = worst_case_margin(model, plan, q, rule)
+        postures.append(Posture(next_po + k, next_pl + k, q, move_s, hold_s, (float(cop[0]), float(cop[1])),
+                                margin, rm))  # fmt: skip
     settings = dict(plan.settings)
     settings["augmented"] = {"added": add, "pool": pool, "seed": seed, "kappa_before": k0, "draws": draws}
     new = replace(plan, placements=placements, postures=postures, settings=settings)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from design.geometry import foot_rects, placed_corners, support_polygon
-from design.verify import base_kappa, margin_rules, posture_balance
+from design.verify import base_kappa, posture_balance
 from formats.atomic import save_figure
-from formats.plan import Plan, check_compatible
+from formats.plan import Plan, check_compatible, plan_required_margin
 from robots.kinematics import link_frames
 from robots.tree import RobotModel
 
@@ -37,7 +37,7 @@ def plan_figure(model: RobotModel, plan: Plan):
     from shapely.geometry import Polygon
 
     check_compatible(plan, model)
-    margin = margin_rules(plan)[0]
+    margin = plan_required_margin(plan)
     n = len(plan.placements)
     fig, axes = plt.subplots(n, 3, figsize=(13, 3.2 * n), squeeze=False, dpi=DPI)
     rb, ro = foot_rects(model, plan.base)

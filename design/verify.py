@@ -14,7 +14,6 @@ import numpy as np
 from design.criteria import base_model, design_columns, design_matrix, kappa
 from design.geometry import foot_rects, placed_corners
 from design.replicates import Replicates, find_replicates
-from design.uncertainty import Ellipsoid
 from formats.errors import DataError
 from formats.plan import Plan, Posture, check_compatible, plan_required_margin
 from robots.chain_path import air_route, ground_transition_issues
@@ -30,7 +29,6 @@ from robots.plan_rules import (  # noqa: F401 (SHARE_TOL re-exported)
     path_theta,
     plan_posture_check,
     rule_cop,
-    worst_case_margin,
 )
 from robots.stance import (  # noqa: F401 (tolerances re-exported)
     FLAT_TOL,
@@ -168,34 +166,6 @@ def posture_balance(model: RobotModel, plan: Plan, q: np.ndarray) -> tuple[np.nd
     return cop, check_posture(model, q, plan.params, plan.base, cop=cop).margin
 
 
-def plan_ellipsoid(plan: Plan) -> Ellipsoid | None:
-    """The identification ellipsoid recorded in a plan's settings, if any (DataError if malformed)."""
-    d = plan.settings.get("ellipsoid")
-    if not d:
-        return None
-    try:
-        return Ellipsoid.from_dict(d)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"plan settings: malformed 'ellipsoid' ({exc})") from None
-
-
-def margin_rules(plan: Plan) -> tuple[float, float, Ellipsoid | None]:
-    """Required margin (m), ϑ_b ball radius (m, 0 = none) and identification ellipsoid of a plan's settings."""
-    required = plan_required_margin(plan)  # the executor's own reading of the settings
-    try:
-        radius = float(plan.settings.get("uncertainty") or 0.0)
-    except (TypeError, ValueError):
-        radius = float("nan")
-    if not np.isfinite(radius):
-        raise DataError("plan settings: 'required_margin'/'margin' and 'uncertainty' must be finite numbers")
-    return required, radius, plan_ellipsoid(plan)
-
-
-def plan_robust_margin(model: RobotModel, plan: Plan, q: np.ndarray) -> float | None:
-    """Worst-case CoP margin (m) of a posture over the plan's ϑ_b ball or ellipsoid (None: no uncertainty)."""
-    return worst_case_margin(model, plan, q)
-
-
 def own_posture_issues(
     model: RobotModel, plan: Plan, q: np.ndarray, pose=None, params=None, stated: Posture | None = None
 ) -> tuple[list[str], float, float]:
@@ -222,7 +192,7 @@ def check_plan(
     params_arg = params
     params = resolve_params(params or plan.params, model)
     base = plan.base
-    required, _, _ = margin_rules(plan)
+    required = plan_required_margin(plan)
     own = params_arg is None or params.name == plan.params  # the design guess, not another parameter set
     rule, theta = cop_rule(model, plan), path_theta(model, plan)  # the plan's CoP rule: waypoints, ticks
     results = []

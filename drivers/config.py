@@ -82,7 +82,8 @@ EXECUTOR_RANGES: dict[str, tuple[float, float, bool, str]] = {
     "goal_profile_ms": (0.0, 32767.0, True, "ms"),
 }
 BOOL_SETTINGS = ("gravity_compensation",)
-MAX_BAUD = 10_500_000
+# Dynamixel Baud Rate (8) values (ROBOTIS e-Manual: X-series 0 … 7 = 9 600 … 4.5 M bps; PRO series also 10.5 M)
+DXL_BAUDS = (9_600, 57_600, 115_200, 1_000_000, 2_000_000, 3_000_000, 4_000_000, 4_500_000, 10_500_000)
 MAX_TORQUE_CONSTANT = 1e4  # N·m/A at the joint
 MAX_CURRENT_UNIT_MA = 100.0
 
@@ -205,6 +206,21 @@ def _servo(j, where: str) -> ServoMap:
     return ServoMap(name, sid, zero, int(direction), tpr, kt)
 
 
+def dxl_baud(v, where: str) -> int:
+    """A Dynamixel bus baud rate (an int, or the text of an endpoint's ?baud=): DataError unless the servos' Baud Rate
+    register (8) can hold it: a servo set to anything else never answers."""
+    x = v
+    if isinstance(v, str):
+        try:
+            x = int(v.strip())
+        except ValueError:
+            x = v
+    if not _is_int(x) or int(x) not in DXL_BAUDS:
+        rates = ", ".join(f"{b:_}".replace("_", " ") for b in DXL_BAUDS)
+        raise DataError(f"{where} = {v!r}: not a Dynamixel baud rate ({rates})")
+    return int(x)
+
+
 def _current_unit(v, where: str) -> float:
     x = _number(v, where)
     if not 0 < x <= MAX_CURRENT_UNIT_MA:
@@ -219,7 +235,7 @@ def validate_config(cfg: RobotConfig) -> None:
     where = f"{cfg.source}: "
     for f in fields(ExecutorSettings):
         _setting(f.name, getattr(cfg.executor, f.name), where)
-    _integer(cfg.baud, f"{where}[link] baud", 1, MAX_BAUD)
+    dxl_baud(cfg.baud, f"{where}[link] baud")
     _current_unit(cfg.current_unit_ma, f"{where}[link] current_unit_ma")
     for k, s in enumerate(cfg.servos):
         _servo(
@@ -278,7 +294,7 @@ def load_config(path: str | pathlib.Path | None = None) -> RobotConfig:
     cfg = RobotConfig(robot=robot, source=str(path))
     link = _table(doc, "link", where)
     _unknown(link, ("baud", "current_unit_ma"), f"{where}[link]")
-    cfg.baud = _integer(link.get("baud", cfg.baud), f"{where}[link] baud", 1, MAX_BAUD)
+    cfg.baud = dxl_baud(link.get("baud", cfg.baud), f"{where}[link] baud")
     cfg.current_unit_ma = _current_unit(
         link.get("current_unit_ma", cfg.current_unit_ma), f"{where}[link] current_unit_ma"
     )

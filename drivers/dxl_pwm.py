@@ -3,7 +3,8 @@
 
 Control table (ROBOTIS e-Manual, X-series): Operating Mode (11) = 16 for PWM control, writable only while
 Torque Enable (64) = 0; PWM Limit (36, 0…885); Goal PWM (100, 2 bytes signed, −PWM Limit … PWM Limit,
-885 = 100 %, 0.113 % per unit); Present PWM (124, 2), Present Current (126, 2, 2.69 mA), Present Velocity
+885 = 100 %, 0.113 % per unit); Present PWM (124, 2), Present Current (126, 2, in the
+link's `[link] current_unit_ma`; NaN on a model without it), Present Velocity
 (128, 4, 0.229 rpm), Present Position (132, 4, ticks) — read in one SYNC READ of the 16 bytes from Realtime
 Tick (120, 2, ms, wraps at 32767), which stamps each sample with the servo's own clock (the host's clock
 jitters with its load; the servo's does not).
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from dynamixel_sdk import COMM_SUCCESS, GroupSyncRead, GroupSyncWrite, PortHandler
 
 from drivers.config import ServoMap
-from drivers.dynamixel import ADDR_OPERATING_MODE, ADDR_TORQUE_ENABLE, DynamixelLink
+from drivers.dynamixel import ADDR_OPERATING_MODE, ADDR_TORQUE_ENABLE, DynamixelLink, damaged_instruction
 from drivers.link import LinkTimeout
 from formats.errors import DeviceError
 
@@ -33,7 +34,6 @@ ADDR_PWM_LIMIT, ADDR_GOAL_PWM, ADDR_REALTIME_TICK = 36, 100, 120
 PWM_CONTROL_MODE = 16
 PWM_FULL_SCALE = 885  # Goal PWM units at 100 %
 VELOCITY_UNIT = 0.229 * 2 * math.pi / 60  # rad/s per Present Velocity unit
-CURRENT_UNIT = 2.69e-3  # A per Present Current unit
 STATE_BYTES = 16  # Realtime Tick, Moving, Moving Status, Present PWM, Current, Velocity, Position
 TICK_WRAP = 32768  # Realtime Tick counts 0 … 32767 ms
 
@@ -88,6 +88,10 @@ class PwmChannel:
             raise DeviceError("PWM channel: the Dynamixel link is not connected")
         self.link, self.servo = link, servo
         self.where = f"dxl:{link.port_name}: servo {servo.id} ({servo.name})"
+        k = next(i for i, s in enumerate(link.servos) if s.id == servo.id)
+        self.current_unit_a = float(
+            link.current_units_a[k]
+        )  # A per Present Current unit, as the link reads it
         self.original_mode = link._read(servo.id, ADDR_OPERATING_MODE, 1, "operating mode")
         self.pwm_limit = self._read2(ADDR_PWM_LIMIT, "PWM limit")
         self._writer = GroupSyncWrite(link.port, link.packet, ADDR_GOAL_PWM, 2)
@@ -151,7 +155,7 @@ class PwmChannel:
         lk = self.link
         data, res, err = lk.packet.readRx(lk.port, self.servo.id, STATE_BYTES)
         t1 = time.monotonic()
-        if res != COMM_SUCCESS:
+        if res != COMM_SUCCESS or damaged_instruction(err):  # error 3: the servo got a damaged instruction
             return self._silent()
         lk._check(
             self.servo.id, f"SYNC READ realtime tick…present position (address {ADDR_REALTIME_TICK})", err
@@ -171,7 +175,7 @@ class PwmChannel:
             self.servo.to_rad(pos),
             d * vel * VELOCITY_UNIT,
             d * units_to_pct(pwm),
-            d * cur * CURRENT_UNIT,
+            d * cur * self.current_unit_a,
             (t0 + t1) / 2,
         )
 

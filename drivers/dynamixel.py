@@ -10,11 +10,24 @@ Position P Gain (XM430 control table, RAM, address 84, 2 bytes, 0 … 16383, fac
 `position_p_gain` the link writes it to every servo on connect, before torque comes on, and reads it back; the
 servos' Position D Gain (80) and I Gain (82) are left as they are. `read_position_gains` reads all three from
 every servo (what a run records: the gains the servos actually ran).
+
+On connect (ROBOTIS e-Manual, X-series): every servo must be in Position Control Mode (Operating Mode 11 = 3), the
+only mode whose Goal Position is bounded by Min/Max Position Limit (48/52) — current, velocity and PWM modes
+ignore Goal Position; extended and current-based position modes do not use the limit registers — and must sit
+inside those limits. The model number each servo answers PING with is recorded with its Velocity Limit (44), and
+a configured `current_unit_ma` other than the model's Present Current unit is a warning (XL430/XC430/2XL430 hold
+Present Load at 126, not a current: their currents read NaN). A status with error number 3 (CRC Error: the servo
+got a damaged instruction and did not act on it) is retried like silence and counted in `comm_errors`. Warnings go
+to stderr, one line each, and stay in `warnings` (a run records them with `servo_info`).
 """
 
 from __future__ import annotations
 
+import math
 import numbers
+import os
+import re
+import sys
 import time
 
 import numpy as np
@@ -44,6 +57,29 @@ ADDR_POSITION_D_GAIN, ADDR_POSITION_I_GAIN, ADDR_POSITION_P_GAIN = 80, 82, 84  #
 ADDR_DRIVE_MODE, TIME_BASED_PROFILE = 10, 0x04  # EEPROM; bit 2: Profile Velocity (112) is a time in ms
 ADDR_PROFILE_ACCELERATION, ADDR_PROFILE_VELOCITY = 108, 112  # 4 bytes each, RAM
 POSITION_CONTROL_MODE = 3  # the only mode in which the servo enforces the position limits
+OPERATING_MODES = {
+    0: "Current Control Mode",
+    1: "Velocity Control Mode",
+    3: "Position Control Mode",
+    4: "Extended Position Control Mode",
+    5: "Current-based Position Control Mode",
+    16: "PWM Control Mode",
+}
+ADDR_VELOCITY_LIMIT, VELOCITY_UNIT = 44, 0.229 * 2 * math.pi / 60  # 4 bytes, 0.229 rev/min -> rad/s
+# Model Number (PING / address 0) -> (name, mA per Present Current unit; None: address 126 is Present Load, 0.1 %),
+# each checked against its e-Manual control table; models not listed are recorded without a unit check.
+MODELS: dict[int, tuple[str, float | None]] = {
+    1000: ("XH430-W350", 2.69),
+    1020: ("XM430-W350", 2.69),
+    1030: ("XM430-W210", 2.69),
+    1040: ("XH430-V350", 1.34),
+    1050: ("XH430-V210", 1.34),
+    1060: ("XL430-W250", None),
+    1120: ("XM540-W270", 2.69),
+    1190: ("XL330-M077", 1.0),
+    1200: ("XL330-M288", 1.0),
+}
+USB_SERIAL_SYSFS = "/sys/bus/usb-serial/devices"  # FTDI (U2D2) latency_timer, ms
 READ_BLOCK_S = 0.001  # s: longest wait of one serial read inside a status packet (see connect)
 
 
@@ -89,8 +125,14 @@ class DynamixelLink:
         self.comm_errors = 0
         self.position_limits: dict[int, tuple[int, int]] = {}  # servo id -> (min, max) ticks
         self.current_unit_a = current_unit_ma * 1e-3
+        self.current_units_a = np.full(len(servos), self.current_unit_a)  # per servo; NaN: no Present Current
         self.fast_sync_read = False  # every servo answers FAST SYNC READ (found on connect)
         self.currents: np.ndarray | None = None  # A, joint side (servo direction applied), at the last read
+        self.model_numbers: dict[int, int] = {}  # servo id -> model number it answered PING with
+        self.servo_info: dict[
+            str, dict
+        ] = {}  # joint -> what its servo reported on connect (see `_read_setup`)
+        self.warnings: list[str] = []  # the connect's warnings (also printed to stderr)
 
     def connect(self) -> None:
         port = PortHandler(self.port_name)
@@ -105,9 +147,13 @@ class DynamixelLink:
         # the sdk's own packet timeout in charge.
         port.ser.timeout = READ_BLOCK_S
         self.port = port
+        self.warnings = []
         try:
             self._ping_all()
-            self._read_position_limits()
+            self._read_setup()
+            latency = latency_timer_warning(self.port_name)
+            if latency:
+                self._warn(latency)
             if self.position_p_gain is not None:  # before torque on: the servos hold with the gain asked for
                 self._write_position_p_gain(self.position_p_gain)
             if self.goal_profile_ms:
@@ -118,6 +164,7 @@ class DynamixelLink:
             self.fast_sync_read = self._detect_fast_sync_read()
             self._writer = GroupSyncWrite(port, self.packet, ADDR_GOAL_POSITION, 4)
             q = self.read()
+            self._check_inside_limits(q)
             self._send_goal(q)  # goal = where we are, before torque comes on
             self._torque(True)
         except DeviceError:
@@ -128,10 +175,14 @@ class DynamixelLink:
         missing = []
         for s in self.servos:
             for _ in range(self.retries + 1):
-                _, res, err = self.packet.ping(self.port, s.id)
-                if res == COMM_SUCCESS:
+                model, res, err = self.packet.ping(self.port, s.id)
+                if res == COMM_SUCCESS and not damaged_instruction(err):
                     self._check(s.id, "PING", err)
+                    self.model_numbers[s.id] = int(model)
                     break
+                self.comm_errors += int(
+                    res == COMM_SUCCESS
+                )  # error 3 counted; a silent servo is reported missing
             else:
                 missing.append(s.id)
         if missing:
@@ -144,7 +195,7 @@ class DynamixelLink:
         late status of an earlier request, e.g. a ping answered after its timeout); its error byte is checked."""
         for _ in range(self.retries + 1):
             data, res, err = self.packet.readTxRx(self.port, sid, addr, size)
-            if res == COMM_SUCCESS and len(data) == size:
+            if res == COMM_SUCCESS and len(data) == size and not damaged_instruction(err):
                 self._check(sid, f"READ {what} (address {addr})", err)
                 return int.from_bytes(bytes(data), "little")
             self.comm_errors += 1
@@ -157,7 +208,7 @@ class DynamixelLink:
         instruction = f"WRITE {what} = {value} (address {addr})"
         for _ in range(self.retries + 1):
             res, err = fn(self.port, sid, addr, value & ((1 << 8 * size) - 1))  # two's complement
-            if res == COMM_SUCCESS:
+            if res == COMM_SUCCESS and not damaged_instruction(err):
                 self._check(sid, instruction, err)
                 return
             self.comm_errors += 1
@@ -210,15 +261,84 @@ class DynamixelLink:
             }  # fmt: skip
         return out
 
-    def _read_position_limits(self) -> None:
-        """Min/Max Position Limit of servos in position control mode: a goal outside them would be dropped
-        by the servo without a word (sync write has no status), so `_send_goal` refuses it first."""
-        self.position_limits = {}
+    def _read_setup(self) -> None:
+        """Each servo's Operating Mode (refused unless Position Control Mode), Min/Max Position Limit (a goal outside
+        them would be dropped by the servo without a word — sync write has no status — so `_send_goal` refuses it
+        first) and Velocity Limit; its model (from PING) against the configured current unit."""
+        self.position_limits, self.servo_info = {}, {}
+        units = []
         for s in self.servos:
-            if self._read(s.id, ADDR_OPERATING_MODE, 1, "operating mode") == POSITION_CONTROL_MODE:
-                hi = self._read(s.id, ADDR_MAX_POSITION_LIMIT, 4, "max position limit")
-                lo = self._read(s.id, ADDR_MIN_POSITION_LIMIT, 4, "min position limit")
-                self.position_limits[s.id] = (lo, hi)
+            mode = self._read(s.id, ADDR_OPERATING_MODE, 1, "operating mode")
+            if mode != POSITION_CONTROL_MODE:
+                name = OPERATING_MODES.get(mode, "an unknown mode")
+                why = (
+                    "it does not use its Min/Max Position Limit (48/52) there"
+                    if mode in (4, 5)
+                    else "it ignores Goal Position there"
+                )
+                raise DeviceError(
+                    f"dxl:{self.port_name}: servo {s.id} ({s.name}) is in Operating Mode {mode} ({name}): poise "
+                    f"needs Position Control Mode (3) — {why}; set address 11 to 3 (torque off) and connect again"
+                )
+            hi = self._read(s.id, ADDR_MAX_POSITION_LIMIT, 4, "max position limit")
+            lo = self._read(s.id, ADDR_MIN_POSITION_LIMIT, 4, "min position limit")
+            self.position_limits[s.id] = (lo, hi)
+            vlim = self._read(s.id, ADDR_VELOCITY_LIMIT, 4, "velocity limit")
+            model = self.model_numbers.get(s.id)
+            name, unit_ma = MODELS.get(model, (None, self.current_unit_a * 1e3))
+            units.append(self._current_unit_check(s, model, name, unit_ma))
+            self.servo_info[s.name] = {
+                "id": s.id,
+                "model_number": model,
+                "model": name,
+                "operating_mode": mode,
+                "position_limits_ticks": [lo, hi],
+                "velocity_limit_rad_s": vlim * VELOCITY_UNIT,
+                "current_unit_ma": None if math.isnan(units[-1]) else units[-1] * 1e3,
+            }
+        self.current_units_a = np.array(units)
+
+    def _current_unit_check(
+        self, s: ServoMap, model: int | None, name: str | None, unit_ma: float | None
+    ) -> float:
+        """A per Present Current unit the link reads this servo with: the configured unit, warned about when the
+        model's e-Manual gives another; NaN for a model without Present Current (refused if its joint has a torque
+        constant: its efforts would come from a load percentage)."""
+        where = f"dxl:{self.port_name}: servo {s.id} ({s.name}) is an {name} (model {model})"
+        if name is not None and unit_ma is None:
+            if s.torque_constant is not None:
+                raise DeviceError(
+                    f"{where}: it has no Present Current (address 126 is Present Load, 0.1 %), so its "
+                    f"torque_constant cannot turn currents into efforts; remove torque_constant for {s.name}"
+                )
+            self._warn(
+                f"{where}: it has no Present Current (address 126 is Present Load, 0.1 %): its currents read NaN"
+            )
+            return math.nan
+        configured = self.current_unit_a * 1e3
+        if name is not None and not math.isclose(unit_ma, configured, rel_tol=1e-6):
+            self._warn(
+                f"{where}, whose Present Current unit is {unit_ma:g} mA, but [link] current_unit_ma is "
+                f"{configured:g}: its currents are off by a factor {configured / unit_ma:.3g}"
+            )
+        return self.current_unit_a
+
+    def _warn(self, text: str) -> None:
+        """A connect warning: kept in `warnings` and printed to stderr, one line."""
+        self.warnings.append(text)
+        print(f"warning: {text}", file=sys.stderr, flush=True)
+
+    def _check_inside_limits(self, q: np.ndarray) -> None:
+        """Refuse to connect a robot sitting outside a servo's position limits: its hold goal (where it is) would be
+        dropped by the servo, and torque would come on towards its last goal."""
+        for s, v in zip(self.servos, q, strict=True):
+            ticks = s.to_ticks(float(v))
+            lo, hi = self.position_limits[s.id]
+            if not lo <= ticks <= hi:
+                raise DeviceError(
+                    f"dxl:{self.port_name}: servo {s.id} ({s.name}) is at {ticks} ticks, outside its position limits "
+                    f"[{lo}, {hi}]; move it inside before connecting"
+                )
 
     def outside_limits(self, goals: np.ndarray) -> tuple[int, int, float, float] | None:
         """The first goal the servos' position limits (read on connect) would refuse, checked before anything is
@@ -263,7 +383,7 @@ class DynamixelLink:
                 q = np.array([s.to_rad(t) for s, t in zip(self.servos, ticks, strict=True)])
                 self.currents = (
                     np.array([s.direction * r for s, r in zip(self.servos, raw, strict=True)])
-                    * self.current_unit_a
+                    * self.current_units_a
                 )
                 self._last = q
                 return q
@@ -282,6 +402,10 @@ class DynamixelLink:
             res, got = self._plain_sync_read()
         if res != COMM_SUCCESS:
             return res, []
+        if any(
+            damaged_instruction(err) for _, err, _ in got
+        ):  # a servo got a damaged instruction: read again
+            return COMM_RX_CORRUPT, []
         for sid, err, _ in got:
             if err:
                 self._check(
@@ -367,3 +491,29 @@ class DynamixelLink:
         if self.port is not None:
             self.port.closePort()
             self.port = None
+
+
+def damaged_instruction(err: int) -> bool:
+    """A status saying error number 3 (CRC Error): the servo received a damaged instruction and did nothing; the
+    instruction is sent again like one left unanswered. With the alert bit it stays an error (`_check`)."""
+    return err == D.ERR_CRC
+
+
+def latency_timer_warning(port: str, sysfs: str = USB_SERIAL_SYSFS) -> str | None:
+    """For a /dev/ttyUSBn port (symlinks followed) whose USB serial adapter's latency timer is above 1 ms (FTDI and
+    so the U2D2 default to 16): a one-line warning with the command that sets it to 1 ms, else None."""
+    dev = os.path.basename(os.path.realpath(port)) if port.startswith("/dev/") else ""
+    if not re.fullmatch(r"ttyUSB\d+", dev):
+        return None
+    path = os.path.join(sysfs, dev, "latency_timer")
+    try:
+        with open(path, encoding="ascii") as f:
+            ms = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    if ms <= 1:
+        return None
+    return (
+        f"dxl:{port}: the USB serial latency timer of {dev} is {ms} ms, so every sync read waits about that long "
+        f"(a 100 Hz run cannot keep up); set it to 1 ms: echo 1 | sudo tee {path}"
+    )

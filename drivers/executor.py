@@ -73,6 +73,30 @@ class SafetyTrip(PoiseError):
     """The run was stopped for safety (tracking error, lost board); completed postures are kept."""
 
 
+def link_label(link) -> str:
+    """The link as its endpoint names it (`dxl:PORT`, `serial:PORT`), for a one-line message."""
+    scheme = {"DynamixelLink": "dxl", "FramedLink": "serial"}.get(type(link).__name__)
+    port = getattr(link, "port_name", None)
+    return f"{scheme}:{port}" if scheme and port else type(link).__name__
+
+
+def check_readings(link, names: list[str], **readings) -> None:
+    """Every run's reading of its robot passes here (the executors' `_read`/`_command`, the PWM stream's
+    exchange): DeviceError, as for a link fault, on the first non-finite value of a reading (`angle=q`,
+    `velocity=qd`, `current=i`; None: not read), naming the joint and the link. A NaN compares False with every
+    bound: unchecked, it neither trips the tracking error nor counts as settled, and the robot keeps moving."""
+    for what, values in readings.items():
+        if values is None:
+            continue
+        v = np.atleast_1d(np.asarray(values, dtype=float))
+        bad = np.flatnonzero(~np.isfinite(v))
+        if bad.size:
+            j = int(bad[0])
+            raise DeviceError(
+                f"{link_label(link)}: {names[j]} read a non-finite {what} ({v[j]}); streaming stopped"
+            )
+
+
 # ------------------------------------------------------------------ pre-flight
 
 
@@ -291,19 +315,32 @@ class Executor:
             store.append(("q", t, q_meas))
         err = np.degrees(np.max(np.abs(q_meas - q_cmd)))
         self._worst[phase] = max(self._worst.get(phase, 0.0), float(err))
-        if phase in ("settle", "hold") and err > self.ex.track_trip_deg:
+        if phase in ("settle", "hold") and not err <= self.ex.track_trip_deg:  # a NaN trips too
             raise SafetyTrip(
                 f"posture {posture}: tracking error {err:.1f} deg > {self.ex.track_trip_deg} deg"
             )
         return q_meas
 
+    def _read(self) -> np.ndarray:
+        """The encoders before anything is sent, checked as every tick's are (`check_readings`)."""
+        q = self.link.read()
+        check_readings(
+            self.link, self.model.joint_names, angle=q, current=getattr(self.link, "currents", None)
+        )
+        return q
+
     def _command(self, q_cmd: np.ndarray) -> np.ndarray:
-        """Send a setpoint, resending it while the robot is silent for less than `link_timeout_s` (`Silence`)."""
+        """Send a setpoint, resending it while the robot is silent for less than `link_timeout_s` (`Silence`); the
+        reading is checked (`check_readings`)."""
         silence = Silence(self.ex.link_timeout_s)
         while True:
             asked = time.monotonic()
             try:
-                return self.link.command(q_cmd)
+                q = self.link.command(q_cmd)
+                check_readings(
+                    self.link, self.model.joint_names, angle=q, current=getattr(self.link, "currents", None)
+                )
+                return q
             except LinkTimeout as exc:
                 if silence.missed(asked):
                     raise DeviceError(
@@ -547,7 +584,7 @@ class Executor:
     def run(self) -> RunResult:
         todo = self.todo()
         total = len(todo)
-        q = self.link.read()
+        q = self._read()
         self.rec.update_meta(
             gravity_compensation=self.gravity_compensation,
             position_p_gain_configured=float(self.ex.position_p_gain),

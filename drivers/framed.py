@@ -3,7 +3,8 @@
 Frame:  A5 5A | seq u8 | type u8 | len u8 | payload (len bytes) | crc u16 LE
         crc = CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF) over seq..payload.
 Every host request gets exactly one reply carrying the same seq. Floats are IEEE-754 float32 little-endian.
-See docs/drivers.md for the message table, retransmission and the controller's heartbeat watchdog.
+See README.md, "The poise framed protocol (`serial:PORT`)", for the message table, retransmission and the
+controller's heartbeat watchdog.
 """
 
 from __future__ import annotations
@@ -209,6 +210,13 @@ class FramedLink:
         if rep.kind != STATE:
             raise DeviceError(f"serial:{self.port_name}: expected STATE, got 0x{rep.kind:02x}")
         q, self.flags = unpack_state(rep.payload, self.n)
+        bad = np.flatnonzero(~np.isfinite(q))
+        if bad.size:  # an intact frame (its CRC checked) carrying a non-number: the controller's own fault
+            j = int(bad[0])
+            raise DeviceError(
+                f"serial:{self.port_name}: controller fault: its STATE reply gives {self.joint_names[j]} a "
+                f"non-finite angle ({q[j]}) in an intact frame"
+            )
         self._last = q
         return q
 

@@ -69,10 +69,10 @@ def open_link(endpoint: str, joint_names: list[str], config) -> RobotLink:
 
     ep = parse_endpoint(endpoint)
     if ep.scheme == "dxl":
-        from drivers.config import servo_order
+        from drivers.config import dxl_baud, servo_order
         from drivers.dynamixel import DynamixelLink
 
-        baud = int(ep.options.get("baud", config.baud))
+        baud = dxl_baud(ep.options.get("baud", config.baud), f"robot endpoint {endpoint!r}: baud")
         return DynamixelLink(
             ep.target, servo_order(config, joint_names), joint_names, baud=baud,
             position_p_gain=config.executor.position_p_gain, current_unit_ma=config.current_unit_ma,
@@ -89,16 +89,19 @@ def open_link(endpoint: str, joint_names: list[str], config) -> RobotLink:
 def link_meta(link) -> dict:
     """What a run records about its link, read from the servos themselves: `servo_gains` (joint -> {"p", "i",
     "d"}, Dynamixel units), `position_p_gain` (the P gain they all hold, or null when they differ) and
-    `fast_sync_read` (whether each tick reads the bus with one FAST SYNC READ). A link that cannot tell (the
-    framed protocol) records nulls."""
+    `fast_sync_read` (whether each tick reads the bus with one FAST SYNC READ), `servos` (joint -> what each servo
+    reported on connect: id, model number and name, operating mode, velocity limit, current unit) and
+    `link_warnings` (the connect's warnings, one line each). A link that cannot tell (the framed protocol) records
+    nulls."""
     fast = getattr(link, "fast_sync_read", None)
+    info = {"servos": getattr(link, "servo_info", None), "link_warnings": getattr(link, "warnings", None)}
     read = getattr(link, "read_position_gains", None)
     if read is None:
-        return {"position_p_gain": None, "servo_gains": None, "fast_sync_read": fast}
+        return {"position_p_gain": None, "servo_gains": None, "fast_sync_read": fast} | info
     gains = read()
     ps = {g["p"] for g in gains.values()}
     return {
         "position_p_gain": ps.pop() if len(ps) == 1 else None,
         "servo_gains": gains,
         "fast_sync_read": fast,
-    }
+    } | info

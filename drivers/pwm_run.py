@@ -40,7 +40,7 @@ import numpy as np
 from drivers.clock import HOST_CLOCK, Clock
 from drivers.config import RobotConfig, ServoMap, servo_order
 from drivers.dxl_pwm import PwmChannel, PwmState
-from drivers.executor import SafetyTrip
+from drivers.executor import SafetyTrip, check_readings
 from drivers.link import LinkTimeout, Silence
 from drivers.realtime import steady_gc
 from drivers.run_files import COMPLETED, new_run_dir, stopped_status, write_run_meta
@@ -293,7 +293,9 @@ def stream_pwm(
             f"PWM plan refused before the mode change: it reaches {peak:g} %, above servo {stream.servo.id}'s "
             f"PWM Limit (36) of {ch.pwm_limit} units = {ch.limit_pct:.1f} %"
         )
-    q0 = float(link.read()[stream.index])
+    q_all = link.read()
+    check_readings(link, link.joint_names, angle=q_all)
+    q0 = float(q_all[stream.index])
     if not stream.lower + stream.margin < q0 < stream.upper - stream.margin:
         raise DataError(
             f"joint {stream.joint} at {q0:.3f} rad is within {math.degrees(stream.margin):g} deg of its limits "
@@ -315,6 +317,7 @@ def stream_pwm(
                     raise LinkTimeout(
                         f"servo {stream.servo.id} silent for {link_timeout_s:g} s at t = {tk:.2f} s; {rec.rows} row(s) kept"
                     )
+            check_readings(link, [stream.joint], angle=s.q, velocity=s.qd, current=s.current_a)
             rec.tick(k, float(u), s)
             ticks = k + 1
             times.append(t_write)

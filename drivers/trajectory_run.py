@@ -35,7 +35,8 @@ RUN_DIR/
                   torque_constant) for `identify dynamic`
   raw_joints.csv  every tick of every phase: t (s, run clock), phase, t_traj (s on the trajectory, empty
                   outside streaming), q_cmd (n), q_meas (n), rad
-  raw_boards.csv  every board report: t (arrival), phase, board, seq (damaged reports counted too), kg (4, tared)
+  raw_boards.csv  every board report: t (arrival), phase, board, seq (the reports that arrived, damaged ones
+                  counted too; one lost over the air leaves no gap), kg (4, tared)
   run.json        plan, its sha256, endpoints, rate, status (running | completed | stopped: reason), ticks
 All files are appended in whole lines and fsynced at least every 0.25 s, so a killed run keeps what it recorded.
 """
@@ -638,7 +639,7 @@ class TrajectoryExecutor(Executor):
     @steady_gc()
     def run(self) -> TrajectoryRunResult:
         sp, res, p = self.sp, self.traj_result, self.plan.postures[0]
-        q = self.link.read()
+        q = self._read()
         self.rec.update_meta(position_p_gain_configured=float(self.cfg.executor.position_p_gain),
                              gravity_compensation=self.gravity_compensation, **self._read_gains())  # fmt: skip
         if self._p_gains is not None:  # the servos reported their gains: the offsets' stiffness follows them
@@ -793,7 +794,7 @@ class TrajectoryExecutor(Executor):
         for k, (tk, qk) in enumerate(zip(t, q, strict=True)):
             q_meas = self._tick(qk, 0, phase, None, off[k])
             err = np.degrees(np.abs(q_meas - qk))
-            if err.max() > self.ex.track_trip_deg:
+            if not err.max() <= self.ex.track_trip_deg:  # a NaN trips too
                 j = int(np.argmax(err))
                 raise SafetyTrip(
                     f"tracking error {err[j]:.1f} deg ({self.model.joint_names[j]}) > {self.ex.track_trip_deg:g} "
@@ -838,7 +839,7 @@ class TrajectoryExecutor(Executor):
                 rec.stream_tick(self._last_tick, q_meas, cells, float(tk))
             elif rec.uniform is not None:  # an arm whose link reads its currents
                 rec.arm_tick(self._last_tick, q_meas, self.link.currents, float(tk))
-            if err.max() > self.ex.track_trip_deg:
+            if not err.max() <= self.ex.track_trip_deg:  # a NaN trips too
                 j = int(np.argmax(err))
                 raise SafetyTrip(
                     f"tracking error {err[j]:.1f} deg ({self.model.joint_names[j]}) > {self.ex.track_trip_deg:g} deg "

@@ -56,9 +56,16 @@ class DoggyRecording:
         return DoggyRecording(self.t[s], self.u[s], self.theta[s], self.gyro1[s], self.gyro2[s], self.theta0)
 
 
-def validate(rec: DoggyRecording, source: str = "recording") -> DoggyRecording:
-    """Raise DataError with a one-line reason if shapes, finiteness or time stamps are wrong."""
+def validate(
+    rec: DoggyRecording, source: str = "recording", file_lines: np.ndarray | None = None
+) -> DoggyRecording:
+    """Raise DataError with a one-line reason if shapes, finiteness or time stamps are wrong; with `file_lines`
+    (each sample's 1-based line in the file) the reason names the file line after the 0-based sample index."""
     n = len(rec.t)
+
+    def at(k: int) -> str:
+        return f"sample {k}" + (f" (file line {int(file_lines[k])})" if file_lines is not None else "")
+
     if n < 3:
         raise DataError(f"{source}: need at least 3 samples, got {n}")
     for name, arr, cols in (
@@ -69,23 +76,21 @@ def validate(rec: DoggyRecording, source: str = "recording") -> DoggyRecording:
     ):
         if arr.shape != (n, cols):
             raise DataError(f"{source}: {name} has shape {arr.shape}, expected ({n}, {cols})")
-    for name, arr in (
-        ("t", rec.t),
-        ("u", rec.u),
-        ("theta", rec.theta),
-        ("gyro1", rec.gyro1),
-        ("gyro2", rec.gyro2),
-        ("theta0", rec.theta0),
-    ):
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            row = int(np.argwhere(bad)[0][0])
-            raise DataError(f"{source}: non-finite value (NaN/inf) in {name} at sample {row}")
+    if not np.all(np.isfinite(rec.theta0)):
+        raise DataError(f"{source}: non-finite value (NaN/inf) in the theta0 metadata")
+    table = np.column_stack([rec.t, rec.u, rec.theta, rec.gyro1, rec.gyro2])  # COLUMNS' order
+    bad = ~np.isfinite(table)
+    if bad.any():
+        row, col = (int(v) for v in np.argwhere(bad)[0])  # the first bad sample, its first bad column
+        family = ["t"] + ["u"] * 3 + ["theta"] * 3 + ["gyro1"] * 3 + ["gyro2"] * 3
+        raise DataError(
+            f"{source}: non-finite value (NaN/inf) in column {COLUMNS[col]} of {family[col]} at {at(row)}"
+        )
     dt = np.diff(rec.t)
     if np.any(dt <= 0):
         k = int(np.flatnonzero(dt <= 0)[0])
         raise DataError(
-            f"{source}: time stamps not strictly increasing at sample {k + 1} "
+            f"{source}: time stamps not strictly increasing at {at(k + 1)} "
             f"(t={rec.t[k]:.6f} s then {rec.t[k + 1]:.6f} s)"
         )
     med = float(np.median(dt))
@@ -99,11 +104,12 @@ def validate(rec: DoggyRecording, source: str = "recording") -> DoggyRecording:
     if np.any(dt > 20 * med):
         k = int(np.flatnonzero(dt > 20 * med)[0])
         raise DataError(
-            f"{source}: gap of {dt[k]:.4f} s after sample {k} (median step {med:.5f} s); split the log"
+            f"{source}: gap of {dt[k]:.4f} s after {at(k)} (median step {med:.5f} s); split the log"
         )
     if np.any(np.abs(rec.u) > 1.0):
+        k = int(np.argmax(np.abs(rec.u).max(axis=1)))
         raise DataError(
-            f"{source}: PWM duty outside [-1, 1] (largest |u| {np.abs(rec.u).max():.4g}): if u1..u3 are in percent, as `poise calibrate` takes them, divide by 100"
+            f"{source}: PWM duty outside [-1, 1] (largest |u| {np.abs(rec.u).max():.4g}, at {at(k)}): if u1..u3 are in percent, as `poise calibrate` takes them, divide by 100"
         )
     return rec
 
@@ -203,6 +209,8 @@ def read_csv(path: str | pathlib.Path) -> DoggyRecording:
     header = [h.strip() for h in lines[i].split(",")]
     _check_header(header, path)
     data = _load_body(lines, i + 1, header, path)
+    # the file line (1-based) of each data row, as np.loadtxt skips comment-only and blank lines
+    file_lines = np.array([k + 1 for k in range(i + 1, len(lines)) if lines[k].split("#", 1)[0].strip()])
     col = {h: data[:, j] for j, h in enumerate(header)}
     try:
         theta0 = np.array([float(v) for v in meta.get("theta0", "0 0 0").split()], float)
@@ -218,4 +226,4 @@ def read_csv(path: str | pathlib.Path) -> DoggyRecording:
         gyro2=np.column_stack([col[c] for c in ("w2x", "w2y", "w2z")]),
         theta0=theta0,
     )
-    return validate(rec, str(path))
+    return validate(rec, str(path), file_lines if len(file_lines) == len(rec.t) else None)

@@ -30,9 +30,11 @@ a plan for a robot that is not built in was designed with, so `plan check` and `
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import pathlib
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +46,19 @@ from formats.json_format import json_format, read_json
 
 FORMAT = "poise.posture-plan"
 VERSION = 1
+
+# The keys of a posture plan's `settings` that poise writes or reads, the one list of them: the design settings
+# `plan postures` writes whole (`design.problems.Settings`: problem … load_share), the required margin every
+# check and run holds the plan to (`required_margin`, else the older `margin`), what `plan postures` and `demo`
+# record beside them (postures … design) and `plan augment`'s record. Any other key is read by nothing: a plan
+# loads with a warning naming it (`unknown_settings`), so that "min_margin" is not silently a margin of 0.
+SETTINGS_KEYS = frozenset({
+    "problem", "margin", "feet_gap", "uncertainty", "ellipsoid", "params", "base", "sharpness", "max_iter",
+    "max_rounds", "load_share", "required_margin", "postures", "placements", "starts", "backend", "design",
+    "augmented",
+})  # fmt: skip
+# those `plan check` and the run's pre-flight hold the postures to (`robots.plan_rules`)
+SAFETY_KEYS = frozenset({"required_margin", "margin", "uncertainty", "ellipsoid", "load_share"})
 
 
 @dataclass
@@ -340,6 +355,8 @@ def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
         raise DataError(
             f"{source}: settings must be an object {{name: value}}, got {type(settings).__name__}"
         )
+    for line in unknown_settings(settings or {}, SETTINGS_KEYS, SAFETY_KEYS, source):
+        warn(line)
     plan = Plan(
         robot=str(robot),
         base=str(base),
@@ -407,7 +424,7 @@ def check_compatible(plan: Plan, model, source: str = "plan") -> None:
 
 def plan_required_margin(plan: Plan) -> float:
     """The CoP margin (m) the plan was designed to keep (settings `required_margin` or `margin`, else 0): the one
-    reading of it, shared by the executor (`drivers.setpoints`) and `plan check` (`design.verify.margin_rules`)."""
+    reading of it, shared by the executor (`drivers.setpoints`), `plan check`, `plan augment` and `plan show`."""
     s = plan.settings or {}
     return settings_number(s.get("required_margin", s.get("margin", 0.0)), "required margin")
 
@@ -419,5 +436,32 @@ def settings_number(v: Any, what: str) -> float:
     except (TypeError, ValueError):
         x = float("nan")
     if not math.isfinite(x):
-        raise DataError(f"plan settings: {what} {v!r} is not a finite number")
+        raise DataError(
+            f"plan settings: {what} is {v!r}; margins, shares, uncertainties and σ must be finite numbers"
+        )
     return x
+
+
+def unknown_settings(settings: dict, known: frozenset, safety: frozenset, source: str) -> list[str]:
+    """One line per key of a plan's `settings` that is not in `known` (the keys poise writes or reads), naming
+    the closest known key (difflib), said to be a safety bound when it is in `safety`: a warning, not a
+    refusal, so that plans from newer versions still load."""
+    out = []
+    for key in sorted(str(k) for k in settings if k not in known):
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        hint = ""
+        if close:
+            bound = ", a safety bound the plan is checked and run with" if close[0] in safety else ""
+            hint = f" (did you mean {close[0]!r}{bound}?)"
+        out.append(f"{source}: settings key {key!r} is not one poise reads, ignored{hint}")
+    return out
+
+
+_WARNED: set[str] = set()
+
+
+def warn(line: str) -> None:
+    """A one-line warning on stderr, once per process (a plan may be read again by the same command)."""
+    if line not in _WARNED:
+        _WARNED.add(line)
+        print(f"warning: {line}", file=sys.stderr)

@@ -28,11 +28,27 @@ from typing import Any
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
 from formats.json_format import json_format, read_json
-from formats.plan import _clean, _need, _num
+from formats.plan import _clean, _need, _num, unknown_settings, warn
 
 FORMAT = "poise.trajectory-plan"
 VERSION = 1
 MAX_RATE_HZ = 10_000.0  # the streaming rate a plan may ask for (`plan trajectory --rate-hz` takes up to it)
+
+# The keys of a trajectory plan's `settings` that poise writes or reads, the one list of them: the design settings
+# `plan trajectory` writes whole (`trajectories.excitation.ExcitationSettings`). Any other key is read by nothing:
+# a plan loads with a warning naming it and the closest of these (`formats.plan.unknown_settings`).
+SETTINGS_KEYS = frozenset({
+    "period", "duration", "harmonics", "samples", "dense_factor", "criterion", "scaling", "sharpness",
+    "position_margin", "velocity_fraction", "acceleration_fraction", "torque_fraction", "acceleration_default",
+    "max_iter", "base", "params", "simplified", "motion", "zmp_margin", "load_share", "amplitude", "lift",
+    "max_lift", "max_sole_tilt", "max_kappa", "row_noise", "self_collision", "collision_margin", "focus",
+    "rest_posture", "parametrisation", "waypoints", "friction", "min_excursion",
+})  # fmt: skip
+# those `plan check` and the run hold the motion to (`trajectories.plan.check_plan`, the streams)
+SAFETY_KEYS = frozenset({
+    "zmp_margin", "load_share", "collision_margin", "self_collision", "acceleration_default", "torque_fraction",
+    "motion", "rest_posture",
+})  # fmt: skip
 
 
 @dataclass
@@ -111,6 +127,8 @@ def trajectory_plan_from_dict(doc: Any, source: str = "trajectory plan") -> Traj
             raise DataError(
                 f"{source}: {key} must be an object {{name: value}}, got {type(doc[key]).__name__}"
             )
+    for line in unknown_settings(doc.get("settings") or {}, SETTINGS_KEYS, SAFETY_KEYS, source):
+        warn(line)
     seed = doc.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise DataError(f"{source}: seed must be an integer, got {seed!r}")

@@ -8,6 +8,7 @@ bias (6, per sample of the leading zero-command window).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -226,11 +227,71 @@ def initial_sigma(rec: DoggyRecording) -> np.ndarray:
     return sigma
 
 
+def start_source(rec: DoggyRecording) -> str:
+    """Where `start_guess`'s values come from, for the result's reader."""
+    m = rec.zero_command_samples()
+    biases = (
+        f"each gyro's mean over the {m}-sample zero-command window"
+        if rest_gyro_bias(rec) is not None
+        else "0 (no zero-command window of at least "
+        f"{MIN_REST_SAMPLES} samples; Table 1's initial biases are the paper's rest-window means, not used)"
+    )
+    return (
+        "k_pwm … d_s: Table 1's initial guess (the paper's start, robots/data/doggy); gyro biases: "
+        f"{biases}; R1, R2: the URDF's nominal sensor frames"
+    )
+
+
+# A weakly determined parameter: its 1σ beyond this fraction of its estimate (parameters that must be > 0).
+WEAK_RELATIVE_SIGMA = 1.0
+# Blocks whose weight is re-estimated for the covariance (`slom.Options.rescale_blocks`): the dynamics' Σ (eq 36)
+# is a modelling allowance, not a sensor's noise; its fitted χ²/dof (a simulated 20 s run: 0.026) says how much
+# of it the data used. The sensor blocks keep their datasheet noise (χ²/dof 0.65–1).
+RESCALED_BLOCKS = ("dynamics",)
+
+
+def weak_parameters(cal: Calibration) -> list[str]:
+    """Parameters the data fix only weakly: components (> 0.1 of the largest) of the Jacobi-scaled border
+    information's weak directions (`slom.RankReport.weak_directions`, from the weights the solve used, before any
+    rescale), and parameters that must be > 0 whose 1σ (the larger of the rescaled one and the one under the solve's
+    weights) exceeds WEAK_RELATIVE_SIGMA × |estimate|; in BORDER_ORDER."""
+    res = cal.result
+    names = {k.split("#")[0] for d in (res.rank.weak_directions if res.rank else []) for k in d}
+    phys = dict(zip(_facts().PHYS_NAMES, cal.estimate.phys(), strict=True))
+    for n in must_be_positive():  # the larger of the rescaled σ and the σ under the solve's own weights
+        both = (cal.sigma.get(n, float("nan")), (res.rank.sigmas if res.rank else {}).get(n, float("nan")))
+        sig = max((v for v in both if np.isfinite(v)), default=float("nan"))
+        if np.isfinite(sig) and sig > WEAK_RELATIVE_SIGMA * abs(phys[n]):
+            names.add(n)
+    return [lab for lab in res.border_labels if lab in names]
+
+
+def weak_hint(names: list[str]) -> str:
+    """What would fix `names` (weak_parameters): excitation of the joints whose own parameters they are."""
+    rb = _facts().ROBOT
+    joints = sorted({int(n[-1]) for n in names if n[-1].isdigit() and not n.startswith(("bias", "R"))})
+    hints = (
+        [f"more excitation of joint {', '.join(f'{j} ({rb.joints[j - 1]})' for j in joints)}"]
+        if joints
+        else []
+    )
+    if any(n.startswith(("bias", "R")) for n in names):
+        hints.append("a zero-command window at the start and motion of every joint (sensor biases/rotations)")
+    if any(n in ("k_pwm", "k_mi", "b") for n in names):
+        hints.append("larger and faster commands (the shared motor constants)")
+    return "; ".join(hints) or "more excitation"
+
+
 def start_guess(rec: DoggyRecording, base: DoggyParams | None = None) -> DoggyParams:
-    """The start of the solve: `base` (default the description's initial guess) with each gyro bias the mean of
-    its gyro over the leading zero-command window (`rest_gyro_bias`); `base`'s biases when that window is too short."""
-    base = base or _facts().ROBOT.sets["initial"]
+    """The start of the solve: `base` (default the description's initial guess, Table 1's "initial" column) with
+    each gyro bias the mean of its gyro over the leading zero-command window (`rest_gyro_bias`). When that window
+    is too short: `base`'s biases if given, else 0 — Table 1's initial biases are the paper's own rest-window means
+    (equal to its identified ones, which the simulator takes as the truth), so no start for another recording."""
     rest = rest_gyro_bias(rec)
+    if base is None:
+        base = _facts().ROBOT.sets["initial"]
+        if rest is None:
+            return base.with_(bias1=(0.0, 0.0, 0.0), bias2=(0.0, 0.0, 0.0))
     if rest is None:
         return base
     b1, b2 = (tuple(float(v) for v in b) for b in rest)
@@ -298,6 +359,7 @@ class Calibration:
     states: np.ndarray
     result: slom.SolveResult
     bias_window: int
+    weak: list[str] = dataclasses.field(default_factory=list)  # weak_parameters
 
 
 def calibrate(
@@ -312,7 +374,10 @@ def calibrate(
     rest window); raise IdentifiabilityError (naming parameters) if the data cannot fix some."""
     start = start or start_guess(rec)
     pr = build_problem(rec, start, opts)
-    res = slom.solve(pr, solver or slom.Options(), callback)
+    solver = solver or slom.Options()
+    if not solver.rescale_blocks:
+        solver = dataclasses.replace(solver, rescale_blocks=RESCALED_BLOCKS)
+    res = slom.solve(pr, solver, callback)
     if res.rank is not None and res.rank.deficient and not allow_unobservable:
         names = sorted({k for d in res.rank.null_directions for k in d})
         m = rec.zero_command_samples()
@@ -342,7 +407,9 @@ def calibrate(
     est = DoggyParams.from_vectors(
         v["phys"][0], v["bias1"][0], v["bias2"][0], SO3.to_matrix(v["R1"][0]), SO3.to_matrix(v["R2"][0])
     )
-    return Calibration(est, start, res.sigmas(), v["x"], res, rec.zero_command_samples())
+    cal = Calibration(est, start, res.sigmas(), v["x"], res, rec.zero_command_samples())
+    cal.weak = weak_parameters(cal)
+    return cal
 
 
 def rotation_error_deg(R_est: np.ndarray, R_true: np.ndarray) -> float:

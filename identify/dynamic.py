@@ -168,6 +168,7 @@ class DynamicFit:
     # estimated apart (its column lies in their span), each with the estimates that hold it; None when not modelled
     armature_grouped: dict[str, list[str]] | None = None
     measured_rms: np.ndarray | None = None  # per row, the fitted (filtered) measurements' own RMS
+    measured_sd: np.ndarray | None = None  # per row, their SD (about their mean)
     residual_mean: np.ndarray | None = None  # per row, the residuals' mean (rmse² = sigma² + mean²)
     recording_samples: int = 0  # the recordings' samples, all of them (`samples` counts regressor rows)
     fitted_samples: int = 0  # the decimated samples whose rows are fitted (a sample gives one row per effort)
@@ -713,6 +714,7 @@ class DynamicEstimator:
         sigma = np.array([raw[joint == j].std() for j in range(n)])
         residual_mean = np.array([raw[joint == j].mean() for j in range(n)])
         measured_rms = np.array([np.sqrt(np.mean(b[joint == j] ** 2)) for j in range(n)])
+        measured_sd = np.array([b[joint == j].std() for j in range(n)])
         rmse = np.array([np.sqrt(np.mean(raw[joint == j] ** 2)) for j in range(n)])
         placements = self._placement_misfits(
             given,
@@ -752,6 +754,7 @@ class DynamicEstimator:
             delay_estimated=isinstance(self.delay, str),
             armature_grouped=self._armature_grouped(syms) if self.armature else None,
             measured_rms=measured_rms,
+            measured_sd=measured_sd,
             residual_mean=residual_mean,
             recording_samples=sum(len(r.t) for r in given),
             fitted_samples=len(np.unique(sample)),

@@ -16,6 +16,7 @@ import numpy as np
 
 from formats.dynamic_recording import DynamicRecording
 from formats.errors import DataError, IdentifiabilityError
+from formats.units import STANDARD_GRAVITY
 from identify.differentiation import lowpass
 from identify.dynamic import (
     WELL_IDENTIFIED_PCT,
@@ -27,6 +28,11 @@ from robots import dynamics as dyn
 from robots.conditioning import kappa, normalised_columns
 
 PRACTICAL_S = 600.0  # s: a recording length an operator will sit through (identify dynamic's --practical-s)
+# kg: SD of the total load a run's tare leaves on every row of a standing recording (`poise run` tares the boards
+# on 1 s of empty readings; `drivers.trajectory_run.tare_mass_sd`): eight cells of 0.03 kg noise per report
+# (`drivers.emulators.wbb.BoardImperfections.thesis_like`, the thesis's boards) at 80 reports/s → √8·0.03/√80. The
+# twin's run of `poise demo standing` recorded 0.0099 kg (run.json tare_mass_sd_kg).
+TARE_MASS_SD_KG = math.sqrt(8) * 0.03 / math.sqrt(80)
 
 
 def practical_length(given: float | None, duration_s: float, what: str = "the plan(s) to run") -> float:
@@ -39,6 +45,21 @@ def practical_length(given: float | None, duration_s: float, what: str = "the pl
                         f"recording worth making holds at least one run — give at least --practical-s "
                         f"{math.ceil(duration_s):g}")  # fmt: skip
     return given
+
+
+# how `identify dynamic` counts a parameter's needed time (`DynamicFit.needed_s`), said beside the forecast's own
+IDENTIFY_RULE = (
+    "identify dynamic judges SE / |estimate| and counts continuous seconds of the recorded motion "
+    "(SE ∝ 1/√fitted time, plus the filter's ends) until the SE is {pct:g} % of |estimate| − 2 SE"
+)
+
+
+def forecast_rule(against: str, pct: float) -> str:
+    """How the forecast judges and counts (`DynamicForecast.determined`, `needed_s`), one sentence."""
+    return (
+        f"the forecast judges SE / |value in {against}| and counts the fewest whole runs of the plan(s) "
+        f"(SE ∝ 1/√runs) until the SE is {pct:g} % of that value"
+    )
 
 
 STILL_RAD = 1e-9  # a joint whose planned angle spans less does not move (`UnexcitedError.still`)
@@ -95,6 +116,11 @@ class DynamicForecast:
     # rotor inertia estimated (`DynamicEstimator(armature=True)`): the joints whose is grouped into the base
     # parameters instead; None when not modelled
     armature_grouped: list[str] | None = None
+    # a standing forecast's tare: SD (kg) of the constant total-load offset each run's tare leaves, 0 for none;
+    # None for an arm (no boards). `offset_se`: the share of each SE it makes (the SEs include it)
+    tare_mass_sd: float | None = None
+    offset_se: np.ndarray | None = None
+    params_name: str = ""  # the parameter set the relative SEs are against
 
     @property
     def rel_se_pct(self) -> np.ndarray:
@@ -186,6 +212,16 @@ class DynamicForecast:
         }
         if self.armature_grouped is not None:
             out["armature_grouped"] = list(self.armature_grouped)
+        if self.tare_mass_sd is not None:
+            out["tare_mass_sd_kg"] = self.tare_mass_sd
+            if self.offset_se is not None:
+                for p, e in zip(out["parameters"], self.offset_se, strict=True):
+                    p["tare_se"] = float(e)
+        out["against"] = self.params_name
+        out["rules"] = {
+            "forecast": forecast_rule(self.params_name, pct),
+            "identify": IDENTIFY_RULE.format(pct=pct),
+        }
         return out
 
 
@@ -227,13 +263,18 @@ def forecast_motions(
     reuse_base: bool = False,
     labels: Sequence[str] | None = None,
     what: str = "recording",
+    tare_mass_sd: float | None = None,
 ) -> DynamicForecast:
     """Forecast for several recordings fitted together (`identify dynamic REC1 REC2 …`), each motion given as
     (t, q, meta) like `forecast_dynamic`'s; the base parameters are those of the first (as in the fit); the rows
     built as the fit builds them (a chunk at a time beyond `identify.dynamic.CHUNK_BYTES`). The motions must share
     the first's motion kind and, in double support, foot placement (the fit's own check: DataError naming each by
     its entry of `labels`, else by number, as a `what`: "recording", or "plan" — `identify.dynamic.APART`).
-    UnexcitedError (a DataError) when the motions leave fitted parameters undetermined at any length."""
+    UnexcitedError (a DataError) when the motions leave fitted parameters undetermined at any length.
+    `tare_mass_sd` (kg, board wrench only): each run's tare leaves its Fz a constant offset of that SD (× g), the
+    runs' independent; the SEs include its effect through the estimator as `identify dynamic` adds a run's
+    tare_wrench_cov (`DynamicEstimator._offset_covariance`). Its moments' share is left out: on the twin's run
+    (run.json tare_wrench_cov) they were 0.02 N·m, moving the CoM terms by under 0.002 kg·m."""
     model = estimator.model
     rows = list(model.joint_names) if estimator.quantity == "torque" else list(WRENCH_NOISE_ROWS)
     sig = noise_per_row(noise, rows)
@@ -262,7 +303,20 @@ def forecast_motions(
     S = toeplitz_gram(R, Aw, sample, kind)
     G = Aw.T @ Aw
     H = np.linalg.inv(G)
-    se = np.sqrt(np.diag(H @ S @ H))
+    cov = H @ S @ H
+    offset = None
+    if tare_mass_sd is not None and estimator.quantity == "wrench":
+        row_motion = np.asarray(estimator._row_piece)  # `_stacked`: each row's motion
+        fz = WRENCH_NOISE_ROWS.index("fz")
+        sd_n = tare_mass_sd * STANDARD_GRAVITY  # the boards' kilograms are kilograms-force
+        # one constant Fz offset per run, independent: m = H AwᵀW u, u that offset on the run's Fz rows
+        U = np.stack(
+            [np.where((row_motion == k) & (kind == fz), sd_n, 0.0) for k in range(len(recs))], axis=1
+        )
+        M = H @ (Aw.T @ (w[:, None] * U))
+        offset = np.sqrt(np.sum(M**2, axis=1))
+        cov = cov + M @ M.T
+    se = np.sqrt(np.diag(cov))
     isolated = np.sqrt(np.diag(S)) / np.diag(G)  # one parameter fitted alone, the others known
     db = estimator.dynamic_base_
     syms, forms, units = estimator._names()
@@ -275,6 +329,8 @@ def forecast_motions(
         cutoff_hz=estimator.cutoff_, duration_s=float(sum(r.t[-1] - r.t[0] for r in recs)), fitted_s=fitted,
         edges_s=edges, kappa_scaled=kappa(normalised_columns(A)[0]), inertial=db.rank, units=units,
         armature_grouped=[model.joint_names[j] for j in estimator.armature_.grouped] if estimator.armature else None,
+        tare_mass_sd=(tare_mass_sd or 0.0) if estimator.quantity == "wrench" else None, offset_se=offset,
+        params_name=str(getattr(prior, "name", prior)),
     )  # fmt: skip
 
 
@@ -344,11 +400,15 @@ class PlanAgreement:
 
 
 def se_against_plans(
-    estimator: DynamicEstimator, recs: Sequence[DynamicRecording], planned: Sequence[np.ndarray]
+    estimator: DynamicEstimator,
+    recs: Sequence[DynamicRecording],
+    planned: Sequence[np.ndarray],
+    tare_mass_sd: float | None = None,
 ) -> PlanAgreement:
     """The fitted estimator's SEs against a forecast of the planned angles (`planned`, one array per recording at
     its samples) at the fit's white-noise equivalent: SEs far below the plan's mean the recording moved in ways
-    the plan does not (servos' tracking), which least squares takes as exact excitation."""
+    the plan does not (servos' tracking), which least squares takes as exact excitation. `tare_mass_sd` (kg, board
+    wrench): the runs' tare in the forecast too, when the fit's SEs hold it (`forecast_motions`)."""
     fit = estimator.fit_
     nb = estimator.dynamic_base_.rank
     strays = np.concatenate([(r.q - q).ravel() for r, q in zip(recs, planned, strict=True)])
@@ -357,7 +417,8 @@ def se_against_plans(
     white = np.asarray(fit.sigma) / math.sqrt(filtered_autocorrelation(rate, estimator.cutoff_, 1, 0)[0])
     motions = [(r.t, q, r.meta) for r, q in zip(recs, planned, strict=True)]
     try:
-        fc = forecast_motions(estimator, motions, white, reuse_base=True, labels=[r.label for r in recs])
+        fc = forecast_motions(estimator, motions, white, reuse_base=True, labels=[r.label for r in recs],
+                              tare_mass_sd=tare_mass_sd)  # fmt: skip
     except UnexcitedError as exc:
         return PlanAgreement(None, None, None, tracking, [s for s in exc.unexcited if s in fit.symbols[:nb]])
     ratio = fit.se[:nb] / fc.se[:nb]

@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.table import Table
 
 from drivers.wbb.geometry import MIN_COP_KG, cell_positions, cop
-from formats.errors import DataError
+from formats.errors import DataError, DeviceError
 from formats.plan import Placement
 from poise import argtypes as at
 from poise.output import console, draws_progress, err_console, print_json
@@ -36,10 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="sim | bt:MAC,MAC | evdev:PATH,PATH | serial:PORT,PORT",
     )
-    r.add_argument("--seconds", type=at.positive, default=5.0, help="how long to read (s)")
-    r.add_argument(
-        "--tare", type=at.nonnegative, default=0.0, help="tare over this many seconds first (boards empty)"
-    )
+    r.add_argument("--seconds", type=at.positive, default=5.0, help="how long to read [s] (default 5)")
+    r.add_argument("--tare", type=at.nonnegative, default=0.0, metavar="S",
+                   help="tare over S s first, the boards empty (default 0: no tare)")  # fmt: skip
     r.add_argument("--wait-s", type=at.nonnegative, default=LOAD_WAIT_S, metavar="S",
                    help="after --tare: wait up to S s for the load to arrive and stand still before reading "
                         f"(0: read at once; default {LOAD_WAIT_S:g})")  # fmt: skip
@@ -59,8 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--weight-sd", type=at.nonnegative, default=None, metavar="KG",
                    help="the known weight's own uncertainty [kg] (its class or certificate), a scale error on every "
                         "gain that `identify dynamic` adds to the SEs; without it, none is assumed and it says so")  # fmt: skip
-    c.add_argument("--seconds", type=at.positive, default=2.0, help="reading time per cell [s]")
-    c.add_argument("--tare-s", type=at.positive, default=4.0, help="tare time, boards empty [s]")
+    c.add_argument("--seconds", type=at.positive, default=2.0, help="reading time per cell [s] (default 2)")
+    c.add_argument("--tare-s", type=at.positive, default=4.0, help="tare time, boards empty [s] (default 4)")
     c.add_argument("--out", type=at.out_file, required=True, help="board-gains file to write (JSON)")
     at.add_force(c)
     c.add_argument("--json", action="store_true", help="print the gains as JSON")
@@ -139,11 +138,40 @@ def _battery(b) -> str:
     return "—" if pct is None else str(pct)
 
 
+# the battery figure is the status report's level byte × 100 / 255, as hid-wiimote reports it: a balance board's
+# byte is no calibrated charge level (it reads high whatever the batteries hold)
+BATTERY_NOTE = (
+    "hid-wiimote battery: the status byte * 100 / 255 as hid-wiimote reports it, not a charge level"
+)
+
+# a board whose read got fewer than this share of its nominal rate × the read time is warned of
+SHORT_SHARE = 0.8
+
+
+def _expected(b, span: float) -> int | None:
+    """The reports board `b` sends over `span` s at its nominal rate (None: no nominal rate)."""
+    hz = getattr(b, "nominal_hz", None)
+    return None if hz is None else round(hz * span)
+
+
+def _few_reports(boards, windows, spans) -> list[dict]:
+    """The boards whose read got fewer than SHORT_SHARE of the reports their nominal rate gives over the time
+    read (`spans`: s on each board's clock; a board stopped sending, was lost, or reports were lost): board,
+    reports, the expected count and the rate. A shortfall within a quarter second of reports is no warning."""
+    out = []
+    for b, w, span in zip(boards, windows, spans, strict=True):
+        if (expected := _expected(b, span)) is None:
+            continue
+        if w.n < SHORT_SHARE * expected and expected - w.n > 0.25 * b.nominal_hz:
+            out.append({"board": b.name, "reports": w.n, "expected": expected, "nominal_hz": b.nominal_hz})
+    return out
+
+
 def _table(boards, windows, window_s: float, tared: bool) -> Table:
     t = Table(title=f"balance boards: means over the whole {window_s:.1f} s read, every report (CoP in each "
                     "board's frame)")  # fmt: skip
     for c in ("board", "TR \\[kg]", "BR \\[kg]", "TL \\[kg]", "BL \\[kg]", "total \\[kg]", "total SD \\[kg]",
-              "CoP x \\[mm]", "CoP y \\[mm]", "reports", "bad", "battery \\[%]"):  # fmt: skip
+              "CoP x \\[mm]", "CoP y \\[mm]", "reports", "bad", "hid-wiimote battery \\[%]"):  # fmt: skip
         t.add_column(c, justify="right")
     no_cop = False
     for b, w in zip(boards, windows, strict=True):
@@ -157,7 +185,7 @@ def _table(boards, windows, window_s: float, tared: bool) -> Table:
         t.add_row(b.name, *(f"{v:.3f}" for v in w.mean[:4]), f"{w.mean[4]:.3f}",
                   "—" if not np.isfinite(sd) else f"{sd:.3f}", *xy, str(w.n), str(b.stats.bad),
                   _battery(b))  # fmt: skip
-    notes = ["reports: in this window; bad: since connecting"]
+    notes = ["reports: in this window; bad: since connecting", BATTERY_NOTE]
     if not tared:
         notes.append("untared: each cell includes its zero-load offset (--tare S with the boards empty)")
     if no_cop:
@@ -206,6 +234,7 @@ def cmd_read(args: argparse.Namespace) -> int:
 
     gains = None if args.board_gains is None else load_board_gains(args.board_gains)
     interrupted = False
+    lost: DeviceError | None = None
     with opened_boards(args.boards) as (boards, world):
         if gains is not None:
             apply_cell_gains(boards, gains)
@@ -240,39 +269,50 @@ def cmd_read(args: argparse.Namespace) -> int:
             for b in boards:
                 b.drain()  # the window starts now (the tare's reports are not in it)
             began = time.monotonic()
+            starts = [b.clock.now() for b in boards]  # each board's count is over its own clock's time
+            spans = [0.0] * len(boards)
             end = began + args.seconds
             if draws_progress():  # the live table on stderr, a terminal (stdout keeps the table or the JSON)
                 live = Live(console=err_console, refresh_per_second=8, transient=True)
                 live.start()
             while time.monotonic() < end:
                 time.sleep(0.05)
-                for b, w in zip(boards, windows, strict=True):
+                for k, (b, w) in enumerate(zip(boards, windows, strict=True)):
                     b.check()
                     w.add(b.drain())
+                    spans[k] = b.clock.now() - starts[k]
                 if all(w.n for w in windows):  # a board not yet heard from would read as 0 kg
                     totals.append(sum(w.last_total for w in windows))
                 if live:
                     live.update(_table(boards, windows, time.monotonic() - began, args.tare > 0))
         except KeyboardInterrupt:  # what was read so far is reported, then exit 130
             interrupted = True
+        except DeviceError as exc:  # a board lost for good: what was read so far is reported with the error
+            if began is None:
+                raise
+            lost = exc
         finally:
             if live:
                 live.stop()
         window_s = 0.0 if began is None else min(time.monotonic() - began, args.seconds)
         moved = drifted(totals)
+        few = [] if began is None else _few_reports(boards, windows, spans)
         if args.json:
             out = []
-            for b, w in zip(boards, windows, strict=True):
+            for k, (b, w) in enumerate(zip(boards, windows, strict=True)):
                 kg = w.mean[:4] if w.n else np.full(4, np.nan)
                 cop = w.cop_m()
                 out.append({"board": b.name, "cells": ["TR", "BR", "TL", "BL"], "kg": kg.tolist(),
                             "kg_sd": w.sd[:4].tolist(), "total_kg": float(w.mean[4]) if w.n else None,
                             "total_sd_kg": float(w.sd[4]), "cop_m": None if cop is None else cop.tolist(),
-                            "reports": w.n, "bad": b.stats.bad, "reconnects": b.stats.reconnects,
-                            "battery_percent": b.stats.battery_percent})  # fmt: skip
-            print_json({"seconds": args.seconds, "window_s": window_s, "tared": args.tare > 0,
-                        "settled_after_s": settled, "drift_kg": moved, "interrupted": interrupted,
-                        "boards": out})  # fmt: skip
+                            "reports": w.n, "reports_expected": None if began is None else _expected(b, spans[k]),
+                            "bad": b.stats.bad, "reconnects": b.stats.reconnects,
+                            "hid_wiimote_battery_percent": b.stats.battery_percent})  # fmt: skip
+            doc = {"seconds": args.seconds, "window_s": window_s, "tared": args.tare > 0,
+                   "settled_after_s": settled, "drift_kg": moved, "few_reports": few, "interrupted": interrupted,
+                   "battery_note": BATTERY_NOTE, "boards": out}  # fmt: skip
+            if lost is None:
+                print_json(doc)
         else:
             console.print(_table(boards, windows, window_s, args.tare > 0))
         if moved is not None:
@@ -280,6 +320,17 @@ def cmd_read(args: argparse.Namespace) -> int:
                 f"warning: the load moved by {moved:+.2f} kg during the reading (its last quarter against its "
                 "first): stepping on or off, or leaning? the means are over both"
             )
+        for f in few:
+            err_console.print(
+                f"warning: board {f['board']}: {f['reports']} reports in the read, {f['expected']} expected at its "
+                f"nominal {f['nominal_hz']:g} Hz ({f['reports'] / f['expected']:.0%}): it stopped sending, was lost, "
+                "or reports were lost; the means are over those read"
+            )  # fmt: skip
+    # a board lost: the JSON with ok: false and the partial result (poise.cli), or the table above, and the line
+    if lost is not None:
+        said = (f"{lost}; {window_s:.1f} s into the read: the means {'in the JSON' if args.json else 'above'} are "
+                "over what was read before")  # fmt: skip
+        raise DeviceError(said, **(doc if args.json else {}))
     if interrupted:
         err_console.print(
             f"poise: interrupted after {window_s:.1f} s of reading (the means above are over it)"
@@ -315,7 +366,16 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if draws_progress():  # a lost board's reconnect attempts, as they happen
             for b in boards:
                 b.on_link = _report_link
-        put = ask if world is None else (lambda cell: world.place_weight(cell, args.weight))
+        place = ask if world is None else (lambda cell: world.place_weight(cell, args.weight))
+
+        def put(cell: int | None) -> None:  # each stage announced as it starts (a log shows no progress)
+            place(cell)
+            if cell is not None:
+                err_console.print(
+                    f"cell {CELLS[cell]} ({cell + 1} of 4): the weight over it, reading {args.seconds:g} s once it "
+                    "settles …"
+                )
+
         # no load change with the weight asked for (Enter pressed before placing it): the person is asked again
         retry = None if world is not None else (lambda msg: person.ask_on_stderr(msg))
         gains = tare_and_recalibrate(boards, put, args.weight, args.seconds, args.tare_s, retry)

@@ -240,9 +240,16 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
     captured = io.StringIO()
 
     def run(argv: list[str]) -> int:
+        from poise.cmd_plan_trajectory import DESIGN_FOR
+
         last = args.json and tuple(argv) == steps[-1].argv
-        with contextlib.redirect_stdout(captured if last else sys.stderr if args.json else sys.stdout):
-            return main(argv)
+        # its designs' notes speak of the demo's settings, not of the user's own
+        demo = DESIGN_FOR.set(f"poise demo {args.pipeline}")
+        try:
+            with contextlib.redirect_stdout(captured if last else sys.stderr if args.json else sys.stdout):
+                return main(argv)
+        finally:
+            DESIGN_FOR.reset(demo)
 
     say = lambda msg: err_console.print(msg, highlight=False, soft_wrap=True)  # noqa: E731
     try:  # begin inside: a Ctrl-C while it moves the earlier outputs aside puts them back

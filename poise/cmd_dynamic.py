@@ -138,6 +138,12 @@ def register_identify(s: argparse._SubParsersAction) -> None:
         "when noise alone separates them)",
     )  # fmt: skip
     d.add_argument(
+        "--partial",
+        action="store_true",
+        help="fit a recording whose run stopped before its plan's end (run.json status 'stopped…'); refused without "
+        "it: the plan's excitation was cut there, so the fit and the plan's forecast rest on part of the design",
+    )
+    d.add_argument(
         "--no-average", action="store_true",
         help="fit repeated runs of one plan (run.json) as independent recordings; by default the runs of a plan "
         "on the same sample times are averaged sample by sample first: what repeats share (quantisation, timing, "
@@ -364,12 +370,21 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     # after the refusals, before the fit: a unit mistake is worth knowing early
     for msg in too_large + scale + stuck:
         err_console.print(f"[yellow]warning:[/yellow] {escape(msg)}", highlight=False)
-    partial = [{"recording": k + 1, "file": path, "status": run.partial}
-               for k, (path, run) in enumerate(zip(args.recording, runs, strict=True))
+    partial = [{"recording": k + 1, "file": path, "status": run.partial} | _coverage(r, run)
+               for k, (path, run, r) in enumerate(zip(args.recording, runs, recs, strict=True))
                if not isinstance(run, Exception) and run.partial]  # fmt: skip
+    if partial and not args.partial:  # the design's excitation was cut: its fit is not the plan's
+        p = partial[0]
+        raise DataError(f"{p['file']}: its run stopped before the plan's end ({p['status']}): {_covers(p)}, the "
+                        "plan's excitation cut there; fit it anyway with --partial, or run the plan again")  # fmt: skip
     for p in partial:  # before the fit: a stopped run's motion is not the plan's (its band, its forecast)
         err_console.print(f"[yellow]warning:[/yellow] {escape(p['file'])} is a partial run ({escape(p['status'])}"
-                          "): fitted as recorded; the plan's forecast does not hold for it", highlight=False)  # fmt: skip
+                          f"): {_covers(p)}; fitted as recorded (--partial), the plan's forecast does not hold for "
+                          "it", highlight=False)  # fmt: skip
+    late = _late_runs(args.recording, runs)
+    vlate = _late_runs([args.validate], [vrun]) if vrun is not None else []
+    for p in late + vlate:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(_late_text(p))}", highlight=False)
     if args.instruments == []:
         args.instruments = [_run_plan(path, run) for path, run in zip(args.recording, runs, strict=True)]
     planned = _planned_angles(args.instruments, recs, model) if args.instruments else None
@@ -488,6 +503,21 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         out["efforts_stuck_at_zero"] = stuck
     if partial:
         out["partial_runs"] = partial
+    if late:
+        out["late_ticks"] = late
+    from identify.recording_checks import MISFIT_WARN
+
+    misfit = _misfit(est, recs, model) if quantity == "torque" else []
+    if misfit:  # a joint the model does not follow: its map in the robot's configuration, most often
+        out["joint_misfit"] = misfit
+        err_console.print(
+            "[yellow]warning:[/yellow] the fit leaves "
+            + ", ".join(f"{m['joint']} {100 * m['share']:.0f} %" for m in misfit)
+            + f" of the measured effort's spread unexplained beyond its noise (honest fits leave under "
+            f"{100 * MISFIT_WARN:.0f} %): check those joints' direction, zero and servo id in the robot's "
+            "configuration (a flipped or swapped joint shows on its neighbours too)",
+            highlight=False,
+        )
     uncal = [k + 1 for k, run in enumerate(runs) if not isinstance(run, Exception) and run.uncalibrated]
     if uncal:
         out["uncalibrated_boards"] = uncal
@@ -530,6 +560,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
                     for r in _rocked([args.validate], [vrun])]  # fmt: skip
             out["validation"] |= {"soles_rocked": said} if said else {}
             out["validation"] |= {"partial_run": vrun.partial} if vrun.partial else {}
+            out["validation"] |= (
+                {"late_ticks": {k: v for k, v in vlate[0].items() if k != "recording"}} if vlate else {}
+            )
     if args.plot:
         shown = rec if pred is None else vrec
         if pred is None:
@@ -541,7 +574,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         )
         _plot(rows, est.predicted_times(shown), pred, meas, args.plot)
     if ran is not None and not fit.instruments:  # last: the forecast prepares rows with the estimator
-        _warn_if_below_plan(out, est, recs, ran)
+        _warn_if_below_plan(out, est, recs, ran, _fitted_tare_sd(rep.groups, runs, offsets))
     if args.json:
         print_json(out)
         return 0
@@ -702,13 +735,14 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         )
         within = [s for s in poor if s not in beyond and s not in unresolved]
         console.print(
-            f"this motion repeated (noise alone, at this cut-off; relative to |estimate| − {SCALE_RESOLVED_SE:g} SE) "
-            f"would determine {len(within)} of them within {args.practical_s:g} s: "
+            f"needed time: continuous seconds of this motion until SE ≤ {args.well:g} % of |estimate| − "
+            f"{SCALE_RESOLVED_SE:g} SE (`plan forecast` counts whole runs against its given values; noise alone, at "
+            f"this cut-off): {len(within)} of them within {args.practical_s:g} s: "
             + (", ".join(f"{s} ({needed[s]:.0f} s)" for s in within) or "none")
             + f"; {len(beyond)} would take longer: "
             + (", ".join(beyond) or "none")
             + f"; scale unresolved (|estimate| ≤ {SCALE_RESOLVED_SE:g} SE: no time to give, `plan forecast` times "
-            f"them from the plan's guessed values) {len(unresolved)}: " + (", ".join(unresolved) or "none")
+            f"them from its given values) {len(unresolved)}: " + (", ".join(unresolved) or "none")
         )
     if scatter is not None:
         big = [s for s, r in zip(fit.symbols, scatter.ratio, strict=True) if r > 2]
@@ -923,6 +957,86 @@ def _declared_joints(recs, model) -> dict[str, dict[str, float]] | None:
     return {j: dict(one) for j in model.joint_names}
 
 
+def _coverage(rec, run: RunOf) -> dict:
+    """How much of its plan a stopped run's recording covers: its seconds, the plan's (run.json duration_s), the
+    share; {} where run.json does not say."""
+    if not run.planned_s or len(rec.t) < 2:
+        return {}
+    covered = float(rec.t[-1] - rec.t[0])
+    return {"covered_s": covered, "planned_s": run.planned_s, "covered_share": covered / run.planned_s}
+
+
+def _covers(p: dict) -> str:
+    """`_coverage` as a phrase."""
+    if "covered_s" not in p:
+        return "it covers part of the plan"
+    return (f"it covers {p['covered_s']:.3g} s of the plan's {p['planned_s']:.3g} s "
+            f"({100 * p['covered_share']:.0f} %)")  # fmt: skip
+
+
+def _late_runs(paths: list[str], runs: list) -> list[dict]:
+    """The runs (`run_of`'s answers) whose ticks came more than a period late (run.json jitter late_max_ms), with
+    how many streamed ticks were later than LATE_TICK_PERIODS periods (from raw_joints.csv; None without it)."""
+    from identify.recording_checks import late_ticks
+
+    out = []
+    for k, (path, run) in enumerate(zip(paths, runs, strict=True)):
+        if isinstance(run, Exception) or run.late_max_ms is None or not run.rate_hz:
+            continue
+        period = 1 / run.rate_hz
+        if run.late_max_ms <= 1000 * period:
+            continue
+        times = _stream_ticks(path)
+        n = None if times is None else late_ticks(times, period)
+        out.append({"recording": k + 1, "file": path, "late_max_ms": run.late_max_ms, "period_ms": 1000 * period,
+                    "ticks_late": n, "ticks_streamed": run.ticks})  # fmt: skip
+    return out
+
+
+def _late_text(p: dict) -> str:
+    """`_late_runs`' entry as one line."""
+    from identify.recording_checks import LATE_TICK_PERIODS
+
+    many = ("" if p["ticks_late"] is None else f", {p['ticks_late']} of its {p['ticks_streamed'] or '?'} streamed "
+            f"ticks more than {LATE_TICK_PERIODS:g} periods late (raw_joints.csv)")  # fmt: skip
+    return (f"{p['file']}: its run's ticks came up to {p['late_max_ms']:.3g} ms late (run.json jitter "
+            f"late_max_ms; a tick is {p['period_ms']:.3g} ms){many}: the recording interpolates across them, so "
+            "its motion there (accelerations most) is not measured; rerun on a less loaded machine if the fit "
+            "or its validation misses")  # fmt: skip
+
+
+def _stream_ticks(recording: str) -> np.ndarray | None:
+    """The times (s) of a run's streamed ticks: raw_joints.csv's t of its 'stream' phase beside the recording;
+    None when absent or unreadable."""
+    import csv
+    from pathlib import Path
+
+    try:
+        with open(Path(recording).parent / "raw_joints.csv", newline="", encoding="utf-8") as fh:
+            return np.array([float(row["t"]) for row in csv.DictReader(fh) if row.get("phase") == "stream"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _misfit(est, recs: list, model) -> list[dict]:
+    """`misfit_joints` of a torque fit: its residual against the recordings' noise in the fit's band."""
+    from identify.recording_checks import band_noise, misfit_joints
+
+    fit = est.fit_
+    if fit.measured_sd is None:
+        return []
+    sq = [band_noise(r.tau, 1 / float(np.median(np.diff(r.t))), est.cutoff_) ** 2 * len(r.t) for r in recs]
+    noise = np.sqrt(np.sum(sq, axis=0) / sum(len(r.t) for r in recs))
+    return misfit_joints(model.joint_names, fit.rmse, fit.measured_sd, noise)
+
+
+def _late_ms(meta: dict) -> float | None:
+    """run.json's jitter late_max_ms, None where absent or damaged."""
+    jitter = meta.get("jitter")
+    late = jitter.get("late_max_ms") if isinstance(jitter, dict) else None
+    return float(late) if isinstance(late, int | float) and math.isfinite(late) and late >= 0 else None
+
+
 def _ticks_rate(meta: dict) -> tuple[int | None, float | None]:
     """run.json's ticks_streamed and rate_hz, None where absent or damaged."""
     ticks, rate = meta.get("ticks_streamed"), meta.get("rate_hz")
@@ -1001,6 +1115,8 @@ class RunOf(NamedTuple):
     gain_tare_se: np.ndarray | None = None
     ticks: int | None = None  # ticks streamed (run.json ticks_streamed): the recording's rows
     rate_hz: float | None = None  # its executor's rate (run.json rate_hz): the recording's sample rate
+    planned_s: float | None = None  # the plan's duration (run.json duration_s)
+    late_max_ms: float | None = None  # its latest tick's lateness (run.json jitter late_max_ms)
 
 
 def run_of(recording: str) -> RunOf | Exception:
@@ -1033,7 +1149,13 @@ def run_of(recording: str) -> RunOf | Exception:
     partial = partial_status(meta)
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
                  sd, cov, rel_se, key, scale, weight if scale is not None else None, partial,
-                 _gain_tare_se(meta, rel_se), *_ticks_rate(meta))  # fmt: skip
+                 _gain_tare_se(meta, rel_se), *_ticks_rate(meta), _planned_s(meta), _late_ms(meta))  # fmt: skip
+
+
+def _planned_s(meta: dict) -> float | None:
+    """run.json's duration_s, None where absent or damaged."""
+    d = meta.get("duration_s")
+    return float(d) if isinstance(d, int | float) and math.isfinite(d) and d > 0 else None
 
 
 def _gain_tare_se(meta: dict, rel_se: np.ndarray | None) -> np.ndarray | None:
@@ -1239,13 +1361,31 @@ def _angles_that_ran(paths: list[str], runs: list, recs: list, model) -> list[np
         return None
 
 
-def _warn_if_below_plan(out: dict, est, recs: list, planned: list[np.ndarray]) -> None:
+def _fitted_tare_sd(groups: list[list[int]], runs: list, offsets: list | None) -> float | None:
+    """The tare σ (kg) the fit's SEs hold, for the plans' forecast to hold it too: the largest over the fitted
+    recordings whose tare is in the fit (`_tare_offsets`) of their run's run.json tare_mass_sd_kg — of averaged
+    runs √(Σ σ²) / N, as their offsets are averaged —; None when no fitted recording's SEs hold a tare (torque
+    fits, runs without a recorded tare)."""
+    if offsets is None:
+        return None
+    sds = []
+    for g, cov in zip(groups, offsets, strict=True):
+        each = [None if isinstance(runs[k], Exception) else runs[k].tare_mass_sd for k in g]
+        if cov is not None and all(v is not None for v in each):
+            sds.append(math.sqrt(sum(v**2 for v in each)) / len(g))
+    return max(sds, default=None)
+
+
+def _warn_if_below_plan(
+    out: dict, est, recs: list, planned: list[np.ndarray], tare_mass_sd: float | None = None
+) -> None:
     """The least-squares SEs against the plans' forecast at the fit's noise (`se_against_plan` in the JSON); a
-    warning when far below it: the recording moved in ways the plans do not, and least squares took that as exact."""
+    warning when far below it: the recording moved in ways the plans do not, and least squares took that as exact.
+    `tare_mass_sd` (kg): the runs' tare the fit's SEs hold (`_fitted_tare_sd`), in the forecast too."""
     from identify.forecast import SE_BELOW_PLAN, se_against_plans
 
     try:
-        agreement = se_against_plans(est, recs, planned)
+        agreement = se_against_plans(est, recs, planned, tare_mass_sd=tare_mass_sd)
     except DataError:  # the plans' motions cannot be forecast together (the fit's own checks): no comparison
         return
     out["se_against_plan"] = agreement.to_dict()

@@ -51,12 +51,20 @@ def cmd_reach(args: argparse.Namespace) -> int:
     from robots.registry import get_model
 
     model = get_model(args.robot)
+    if args.motion is None and not args.double_support and not args.single_support and len(model.bases) >= 2:
+        raise DataError(f"plan reach {args.robot}: {model.name!r} stands on soles ({', '.join(model.bases)}): give its "
+                        "motion class — --double-support, --single-support, or --motion free to treat it as a "
+                        "fixed-base arm (joint torques, --noise in N·m per joint); see poise plan reach --help")  # fmt: skip
+    check_design_limits(args)
     settings = _settings(args)
     if args.params:
         model.parameter_set(args.params)
     if settings.motion != "free" and len(model.bases) < 2:
         raise DataError(f"{model.name!r} describes no two soles: a standing design needs a biped description")
-    check_noise(model, settings.motion, args.noise)
+    try:
+        check_noise(model, settings.motion, args.noise)
+    except DataError as exc:
+        raise DataError(f"plan reach --noise: {exc}; see poise plan reach --help") from None
     outputs = plan_files(args.out, args.only, args.force)
     progress = Progress(TextColumn("[bold]designs"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err_console,
@@ -109,19 +117,36 @@ def cmd_reach(args: argparse.Namespace) -> int:
     if not reach.all_at_once_verified or not all(p.alone_verified for p in reach.parameters):
         console.print("✗: that design fails verification (plan check): its relative SE is not counted")
     console.print(
-        f"by the better design, determined to {reach.well_pct:g} % in one run: {len(out['one_run'])}; repeated within "
-        f"{reach.practical_s:g} s: {len(out['if_repeated'])}; beyond (this motion class cannot determine them at "
-        f"this noise): {len(out['beyond_practical'])} — {', '.join(out['beyond_practical']) or 'none'}. The design "
-        f"for all at once {_all_verdict(reach)}."
+        f"by the better design, determined to {reach.well_pct:g} % in one run: {_named(out['one_run'])}; repeated "
+        f"within {reach.practical_s:g} s: {_named(out['if_repeated'])}; beyond {reach.practical_s:g} s (this motion "
+        f"class cannot determine them at this noise): {_named(out['beyond_practical'])}. The design for all at once "
+        f"{_all_verdict(reach)}. Relative SEs are against the guessed values (the 'guess' column): a guess k times "
+        "the true size makes them k times too small.",
+        highlight=False,
     )
     return 0
 
 
+def _named(symbols: list[str]) -> str:
+    """A count with its parameters named ("2 (ϑ1, ϑ3)"), or "none"."""
+    return f"{len(symbols)} ({', '.join(symbols)})" if symbols else "none"
+
+
 def _all_verdict(reach) -> str:
-    """What the summary says of the design for all: how many it determines, unless it fails verification."""
+    """What the summary says of the design for all: what it determines, unless it fails verification."""
     if not reach.all_at_once_verified:
         return "fails verification (not counted)"
-    return f"determines {len(reach.all_at_once_determined)} in one run"
+    return f"determines in one run: {_named(reach.all_at_once_determined)}"
+
+
+def check_design_limits(args: argparse.Namespace) -> None:
+    """The single-support limits in the options' own names before any design: --max-lift above twice --lift
+    (`trajectories.excitation.ExcitationSettings.validate`'s rule; --max-sole-tilt's (0, 90)° its parser's)."""
+    lift = 0.02 if args.lift is None else args.lift
+    if args.max_lift is not None and not args.max_lift > 2 * lift:
+        raise DataError(f"--max-lift {args.max_lift:g} m: must be above twice --lift ({2 * lift:g} m): the lifted "
+                        "sole's corners stay between --lift and --max-lift above the ground, and a design needs room "
+                        "to move between them; see poise plan reach --help")  # fmt: skip
 
 
 def check_noise(model, motion: str, noise: list[float]) -> None:

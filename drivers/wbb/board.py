@@ -27,8 +27,9 @@ from formats.errors import DeviceError
 class BoardSample:
     t: float  # time of receipt on the driver's clock (the host's monotonic clock, or the emulated bench's), s
     board: int  # board index (0 = under the right foot)
-    seq: int  # per-board report counter, continuous across reconnects; it counts the reports that arrived
-    # damaged too, so a gap is a conversion the board sent that did not arrive (`drivers.board_timeline`)
+    seq: int  # per-board count of the reports that reached the driver, damaged ones included, continuous across
+    # reconnects; a report lost over the air (Bluetooth drops bad packets before the host sees them; the board
+    # numbers nothing) leaves no gap in it: `drivers.board_timeline` finds those from the arrival times
     raw: tuple[int, int, int, int]  # TR, BR, TL, BL as sent by the board (evdev: 10 g units)
     kg: np.ndarray  # (4,) calibrated and tared
 
@@ -48,10 +49,18 @@ class BoardStats:
         return P.battery_percent(self.battery)
 
 
+# a balance board's conversions (one data report each) per second in continuous reporting mode, as the emulated
+# boards send them (`drivers.emulators.wbb`)
+BOARD_REPORT_HZ = 80.0
+
+
 class _BoardBase(abc.ABC):
     """Reader thread, sample queue, tare; subclasses implement `_open()` and `_read(timeout)`. Samples are
     stamped, and `collect` / `tare` timed, on `clock` (the bench clock); the lost-link watchdog on the host's."""
 
+    # reports per second the board sends while streaming (None: unknown); `boards read` warns of a read that got
+    # far fewer
+    nominal_hz: float | None = None
     lost_after_s = 1.0
     reconnect_attempts = 3
     reconnect_delay_s = 0.2
@@ -200,6 +209,8 @@ class HidBoard(_BoardBase):
     `open_transport()` returns a fresh transport; it is called again to reconnect.
     """
 
+    nominal_hz = BOARD_REPORT_HZ
+
     def __init__(
         self,
         open_transport: Callable[[], object],
@@ -330,7 +341,7 @@ class HidBoard(_BoardBase):
         tb = getattr(tr, "bad_frames", 0)  # serial bridge: frames that failed the CRC/length checks
         if tb > self._tr_bad:
             self.stats.bad += tb - self._tr_bad
-            # reports all the same: the counter numbers the board's conversions
+            # reports all the same: the count includes what reached the driver damaged
             self._seq += tb - self._tr_bad
             self._tr_bad = tb
         if data is None:
@@ -391,6 +402,7 @@ class EvdevBoard(_BoardBase):
     """
 
     max_zero_fraction = 0.1
+    nominal_hz = EVDEV_RATE_HZ  # the driver's own sampling of the held state
 
     def __init__(self, open_device: Callable[[], object], index: int = 0, name: str = "evdev") -> None:
         super().__init__(index, name)

@@ -10,6 +10,9 @@ REF_KG = np.array([0.0, 17.0, 34.0])
 # Loads whose readings are this ill-conditioned (one near each cell gives about 1, 10 % of it on a neighbour 1.2)
 # do not tell the cells apart: a few grams of noise would move the gains by percent.
 MAX_COND = 10.0
+# counts per 17 kg a real cell spans (~1700–1800): outside these, the block is no factory calibration
+MIN_SPAN, MAX_SPAN = 200.0, 20000.0
+CELL_NAMES = ("TR", "BR", "TL", "BL")
 
 
 @dataclass
@@ -33,8 +36,14 @@ class Calibration:
 
     def __post_init__(self) -> None:
         self.raw = np.asarray(self.raw, dtype=float).reshape(3, 4)
-        if np.any(np.diff(self.raw, axis=0) <= 0):
-            raise ValueError("calibration raw values must increase with load (0 < 17 < 34 kg) for every cell")
+        steps = np.diff(self.raw, axis=0)  # (2, 4): counts from 0 to 17 kg and from 17 to 34 kg
+        for i, c in enumerate(CELL_NAMES):
+            vals = "/".join(f"{v:g}" for v in self.raw[:, i])
+            if np.any(steps[:, i] <= 0):
+                raise ValueError(f"cell {c}: raw values {vals} at 0/17/34 kg do not increase with load")
+            if np.any(steps[:, i] < MIN_SPAN) or np.any(steps[:, i] > MAX_SPAN):
+                raise ValueError(f"cell {c}: raw values {vals} at 0/17/34 kg span {steps[0, i]:g}/{steps[1, i]:g} "
+                                 f"counts per 17 kg, outside [{MIN_SPAN:g}, {MAX_SPAN:g}] (real cells: ~1700)")  # fmt: skip
         if self.method not in ("piecewise", "linear"):
             raise ValueError(f"unknown calibration method {self.method!r}")
         r = self.raw

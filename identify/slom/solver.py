@@ -27,17 +27,35 @@ class Options:
     ftol: float = 1e-10  # stop when the relative cost decrease of an accepted step is below this
     xtol: float = 1e-10  # … or the Jacobi-scaled step norm is below this
     gtol: float = 1e-10  # … or the scaled gradient's max-norm is below this
+    # Stalled (not converged): the cost fell by less than stall_rtol (relative) over the last stall_window
+    # iterations — LM creeping along a flat valley of weakly determined parameters instead of settling.
+    stall_rtol: float = 1e-4
+    stall_window: int = 5
+    # … and a stall counts as converged only with no weak direction and the undamped Gauss–Newton step predicting
+    # a decrease below stall_gn_rtol × cost (the minimum is that close), else it is reported not converged
+    stall_gn_rtol: float = 1e-6
     threads: int = 1  # CasADi map threads; serial is fastest on a loaded 2-core machine
     jit: bool | None = None  # compile blocks to C; None: if a C compiler exists and ≥ 20 000 instances
     rank_rtol: float = 1e-10  # eigenvalue of the scaled border information below rtol·max → unobservable
     covariance: bool = True
+    # Covariance with each listed block's weight divided by its fitted whitened χ²/dof (its variance factor, one
+    # variance-component pass at the estimate; estimates unchanged): σ as the residuals' own scale says.
+    rescale_blocks: tuple[str, ...] = ()
+    # eigenvalue of the scaled border information below weak_rtol·max → weakly determined: a combination known
+    # more than 1/√weak_rtol (100) times worse than its components one at a time
+    weak_rtol: float = 1e-4
     state_covariance: dict[str, list[int]] = field(default_factory=dict)  # name → element indices
 
 
 @dataclass
 class IterationLog:
+    """One trial step (a rejected trial shares its iteration number with the trials after it)."""
+
     iteration: int
     cost: float
+    # Euclidean norm of the step in Jacobi-scaled tangent coordinates: each component times the square root of
+    # its normal-matrix diagonal (√ of its information), so dimensionless — a step of 1 moves a variable by about
+    # its one-at-a-time 1σ; it does not mean the variables move by that much in their own units.
     step_norm: float
     lam: float
     accepted: bool
@@ -65,6 +83,14 @@ class RankReport:
     size: int
     eigenvalues: list[float]
     null_directions: list[dict[str, float]]  # per unobservable direction: component label → weight
+    # per weakly determined direction (eigenvalue < weak_rtol·max of the Jacobi-scaled information, i.e. a
+    # combination known far worse than its components one at a time): component label → weight (scaled
+    # coordinates, largest 1)
+    weak_directions: list[dict[str, float]] = field(default_factory=list)
+    condition: float = float("nan")  # largest / smallest eigenvalue of the Jacobi-scaled border information
+    # 1σ of each border component from this same information (label → σ; NaN where unobservable): with
+    # `Options.rescale_blocks`, the σ under the weights the solve used, before the rescale
+    sigmas: dict[str, float] = field(default_factory=dict)
 
     @property
     def deficient(self) -> bool:
@@ -86,6 +112,9 @@ class SolveResult:
     rank: RankReport | None
     state_covariance: dict[str, dict[int, np.ndarray]]
     seconds: float
+    variance_factors: dict[str, float] = field(
+        default_factory=dict
+    )  # block → χ²/dof its weight was divided by
 
     def sigmas(self) -> dict[str, float]:
         """1σ of every border tangent component (label → σ; NaN where unobservable)."""
@@ -170,6 +199,7 @@ def solve(
     log: list[IterationLog] = []
     converged, reason = False, "maximum iterations reached"
     it = 0
+    costs = [cost]  # the cost after each iteration (the first: at the start)
     for it in range(1, opt.max_iter + 1):
         t0 = time.perf_counter()
         sc = normal.jacobi_scaling(ns)
@@ -177,6 +207,7 @@ def solve(
         gmax = float(max(np.abs(g_e).max(initial=0), np.abs(g_b).max(initial=0)))
         if gmax < opt.gtol:
             converged, reason = True, "gradient below gtol"
+            it -= 1  # no step taken in this iteration
             break
         while True:
             try:
@@ -192,6 +223,8 @@ def solve(
             pred = 0.5 * (lam * step**2 - (g_e @ y_e + g_b @ y_b))
             if opt.method != "gn" and 0 <= pred <= 0.5 * opt.ftol * cost:
                 converged, reason = True, "predicted decrease below ftol"
+                if not log or log[-1].iteration != it:
+                    it -= 1  # no trial in this iteration: `iterations` is the last one in the log
                 break
             trial = _retract(problem, layout, values, y_e / sc.d_e, y_b / sc.d_b)
             new_cost = cost_at(trial)
@@ -239,6 +272,15 @@ def solve(
         if step <= opt.xtol:
             converged, reason = True, "step below xtol"
             break
+        costs.append(cost)
+        w = opt.stall_window
+        if w > 0 and len(costs) > w and costs[-1 - w] - cost <= opt.stall_rtol * abs(costs[-1 - w]):
+            rel = (costs[-1 - w] - cost) / max(abs(costs[-1 - w]), 1e-300)
+            reason = (
+                f"stalled: the cost fell by {rel:.2g} (relative) over the last {w} iterations, less than "
+                f"{opt.stall_rtol:g}"
+            )
+            break
     return _finish(
         problem,
         layout,
@@ -278,10 +320,40 @@ def _finish(
     labels = border_labels(problem, layout)
     stats = residual_stats(problem, compiled, values)
     cov, rank, state_cov = None, None, {}
+    factors = {
+        b.name: b.chi2_per_dof
+        for b in stats
+        if b.name in opt.rescale_blocks and np.isfinite(b.chi2_per_dof) and b.chi2_per_dof > 0
+    }
     if opt.covariance:
         if ns is None:
             ns = _relinearize(problem, plan, compiled, values)
+        # rank, weak directions and condition from the information with the weights the solve used: a rescale
+        # (×1/χ²/dof of a block) would lift a direction only that block fixes, hiding it
         cov, rank, state_cov = _covariance(problem, layout, ns, labels, opt, reuse)
+        if factors:
+            scale = [1.0 / np.sqrt(factors.get(f.name, 1.0)) for f in problem.factors]
+            ns_r = _relinearize(problem, plan, compiled, values, scale)
+            cov, rank_r, state_cov = _covariance(problem, layout, ns_r, labels, opt)
+            rank.null_directions = rank.null_directions or rank_r.null_directions
+            rank.rank = min(rank.rank, rank_r.rank)
+        if reason.startswith("stalled") and not rank.weak_directions and not rank.deficient:
+            dec = _newton_decrement(ns)
+            if dec <= opt.stall_gn_rtol * max(cost, 1e-300):
+                converged = (
+                    True  # a flat cost, every parameter well determined, the quadratic model at its floor
+                )
+                reason = reason.replace(
+                    "stalled:",
+                    f"stalled at the minimum (no weakly determined parameter; the Gauss–Newton step would lower "
+                    f"the cost by {dec:.2g}, below stall_gn_rtol × cost):",
+                    1,
+                )
+            else:
+                reason += (
+                    f"; not at the minimum: the Gauss–Newton step would still lower the cost by {dec:.3g} "
+                    f"(> stall_gn_rtol × cost = {opt.stall_gn_rtol * cost:.3g})"
+                )
     return SolveResult(
         values,
         cost,
@@ -296,12 +368,29 @@ def _finish(
         rank,
         state_cov,
         time.perf_counter() - t_start,
+        factors,
     )
 
 
-def _relinearize(problem, plan, compiled, values):
+def _newton_decrement(ns) -> float:
+    """The cost decrease the undamped Gauss–Newton step predicts at this linearisation, ½ gᵀH⁻¹g (∞ if singular)."""
+    sc = normal.jacobi_scaling(ns)
+    ab, B, C, g_e, g_b = normal.scaled(ns, sc)
+    try:
+        y_e, y_b, _ = normal.factor_and_solve(ab, B, C, g_e, g_b, 0.0)
+    except np.linalg.LinAlgError:
+        return float("inf")
+    return float(-0.5 * (g_e @ y_e + g_b @ y_b))
+
+
+def _relinearize(problem, plan, compiled, values, scale=None):
+    """The normal system at `values`; each factor's whitened residuals and Jacobians times scale[i] if given."""
     rs, js = zip(*(eval_jacobians(problem, cf, values) for cf in compiled), strict=False)
-    return normal.assemble(problem, plan, list(rs), [list(j) for j in js])
+    rs, js = list(rs), [list(j) for j in js]
+    if scale is not None:
+        rs = [r * a for r, a in zip(rs, scale, strict=True)]
+        js = [[J * a for J in j] for j, a in zip(js, scale, strict=True)]
+    return normal.assemble(problem, plan, rs, js)
 
 
 def _covariance(problem: Problem, layout, ns, labels, opt: Options, reuse=None):
@@ -330,7 +419,16 @@ def _covariance(problem: Problem, layout, ns, labels, opt: Options, reuse=None):
             bad |= np.abs(V[:, k]) > 1e-6
         cov[bad, :] = np.nan
         cov[:, bad] = np.nan
-    report = RankReport(rank, n_b, [float(x) for x in w], nulls)
+    weak = []
+    wmax = float(w.max(initial=0.0))
+    for k in np.flatnonzero(good & (w < opt.weak_rtol * wmax)):
+        v = V[:, k] / np.abs(V[:, k]).max()  # scaled coordinates: comparable across units
+        weak.append({labels[i]: float(v[i]) for i in np.flatnonzero(np.abs(v) > 0.1)})
+    cond = wmax / float(w[good].min()) if good.any() else float("inf")
+    sig = {
+        labels[i]: float(np.sqrt(cov[i, i])) if np.isfinite(cov[i, i]) else float("nan") for i in range(n_b)
+    }
+    report = RankReport(rank, n_b, [float(x) for x in w], nulls, weak, cond, sig)
     state_cov: dict[str, dict[int, np.ndarray]] = {}
     for name, idxs in opt.state_covariance.items():
         var = problem.variables[name]

@@ -38,6 +38,7 @@ def forecast_plans(
     friction: bool = True,
     armature: bool = False,
     practical_s: float | None = None,
+    tare_kg: float | None = None,
 ) -> PlanForecast:
     """What the plans' runs, fitted together, determine under white noise `noise` per recorded sample: each plan
     sampled at the recording rate (default its streaming rate), standing ones with the moments about the boards'
@@ -45,18 +46,24 @@ def forecast_plans(
     rotor inertia too (`DynamicEstimator`'s; a standing plan's board wrench does not carry it: DataError).
     Errors name the plans (`names`) and `plan forecast`'s options; a motion that leaves parameters undetermined at
     any length raises `identify.forecast.UnexcitedError` saying which and what the motion lacks. `practical_s`
-    (--practical-s) is checked against the plans' length before the forecast is made."""
+    (--practical-s) is checked against the plans' length before the forecast is made. `params`: a parameter set
+    (name or file), or an `identify dynamic --json` result of the same motion, whose base parameters are then the
+    values the relative SEs are against. `tare_kg`: standing plans' tare, the SD (kg) of the total load each run's
+    tare leaves (default `identify.forecast.TARE_MASS_SD_KG`, 0 for ideal boards), in the SEs as `identify dynamic`
+    puts a run's."""
     from drivers.wbb.geometry import PLATE_HEIGHT
     from formats.dynamic_recording import MIN_SAMPLES, SLOWEST_STEP_S
     from identify.dynamic import DynamicEstimator
-    from identify.forecast import UnexcitedError, forecast_motions, practical_length
+    from identify.forecast import TARE_MASS_SD_KG, UnexcitedError, forecast_motions, practical_length
     from robots.params_io import resolve_params
     from trajectories.plan import plan_model, plan_recording, plan_trajectory
     from trajectories.verify import sample_grid
 
     plan = plans[0]
     model = plan_model(plan)
-    guess = resolve_params(params or plan.params or next(iter(model.params)), model)
+    fitted = _identify_result(params, model) if params else None
+    guess = resolve_params(plan.params or next(iter(model.params)) if fitted else params or plan.params
+                           or next(iter(model.params)), model)  # fmt: skip
     rate = rate_hz or plan.rate_hz
     if 1.0 / rate > SLOWEST_STEP_S:
         raise DataError(f"recording rate {rate:g} Hz: too slow to resolve a motion's dynamics (at least "
@@ -94,10 +101,82 @@ def forecast_plans(
     est = DynamicEstimator(model, base, simplified, friction and not standing,
                            quantity="wrench" if standing else "torque", armature=armature)  # fmt: skip
     try:  # standing: one motion kind and foot placement, the fit's own check, the plans named
-        fc = forecast_motions(est, motions, noise, guess, labels=names, what="plan")
+        tare = (TARE_MASS_SD_KG if tare_kg is None else tare_kg) if standing else None
+        fc = forecast_motions(est, motions, noise, guess, labels=names, what="plan", tare_mass_sd=tare)
     except UnexcitedError as exc:
         raise _unexcited_by_plans(exc, plan, names, friction and not standing) from None
+    if fitted:  # the relative SEs against the result's estimates, base parameter by base parameter
+        nb = fc.inertial
+        values = [
+            _same_parameter(fitted, sym, form)
+            for sym, form in zip(fc.symbols[:nb], fc.formulas[:nb], strict=True)
+        ]
+        missing = [
+            f"{sym} = {form}"
+            for sym, form, v in zip(fc.symbols, fc.formulas, values, strict=False)
+            if v is None
+        ]
+        if missing:
+            raise DataError(f"--params {params}: this identify dynamic result lacks {len(missing)} of the {nb} base "
+                            f"parameters the plan(s) fit (first: {missing[0]}): give a result of the same robot, "
+                            "motion and foot placement (--simplified alike), or a parameter set")  # fmt: skip
+        fc.guess[:nb] = values
+        fc.params_name = f"{params} (identify dynamic's estimates)"
     return PlanForecast(fc, model, guess, rate, standing, practical)
+
+
+COEFFICIENT_TOL = 0.01  # a base parameter's coefficients may differ so much between foot placements' bases
+
+
+def _same_parameter(fitted: dict[str, tuple[str, float]], symbol: str, formula: str) -> float | None:
+    """The value `fitted` ({symbol: (formula, value)}) holds for base parameter `symbol` of `formula`: its formula
+    the same up to COEFFICIENT_TOL on each standard parameter's coefficient (a standing fit takes its base at the
+    recording's middle posture, a plan's forecast at its own: 0.3015·mcx@foot_l − 0.0001021·mcz@foot_l against
+    0.2999·mcx@foot_l); else None."""
+    if symbol not in fitted:
+        return None
+    theirs, value = fitted[symbol]
+    a, b = _terms(theirs), _terms(formula)
+    same = all(
+        abs(a.get(k, 0.0) - b.get(k, 0.0)) <= COEFFICIENT_TOL * max(1.0, abs(b.get(k, 0.0))) for k in {*a, *b}
+    )
+    return value if same else None
+
+
+def _terms(formula: str) -> dict[str, float]:
+    """{standard parameter: coefficient} of a base parameter's formula ("mcy@torso + 0.15·m@hip_l_z − …")."""
+    import re
+
+    out = {}
+    for sign, coef, name in re.findall(
+        r"([+−-]?)\s*(?:([0-9.]+(?:e[+-]?[0-9]+)?)·)?([A-Za-z]+@[\w.]+)", formula
+    ):
+        out[name] = out.get(name, 0.0) + (-1.0 if sign in "−-" and sign else 1.0) * float(coef or 1.0)
+    return out
+
+
+def _identify_result(path: str, model) -> dict[str, tuple[str, float]] | None:
+    """{base-parameter symbol: (formula, value)} of an `identify dynamic --json` result at `path` (of `model`'s
+    robot), or None when `path` is not one (a parameter set's name or file)."""
+    import json
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        return None
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # not JSON: the parameter-set reader says what is wrong with it
+    if not isinstance(doc, dict) or not isinstance(doc.get("parameters"), list) or "sigma_nm" not in doc:
+        return None
+    if doc.get("robot") != model.name:
+        raise DataError(f"--params {path}: an identify dynamic result for {doc.get('robot')!r}, the plan is for "
+                        f"{model.name!r}")  # fmt: skip
+    try:
+        return {str(p["symbol"]): (str(p["formula"]), float(p["value"])) for p in doc["parameters"]}
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"--params {path}: an identify dynamic result whose parameters lack a formula or "
+                        "value") from None  # fmt: skip
 
 
 def _check_memory(trajs: list, rate: float, nq: int) -> None:

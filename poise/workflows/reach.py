@@ -108,12 +108,13 @@ def parameter_reach(
     practical_s: float | None = None,
     workers: int | None = None,
     on_design: Callable[[str], None] | None = None,
-    on_total: Callable[[int], None] | None = None,
+    on_total: Callable[[int | None], None] | None = None,
 ) -> Reach:
     """Design one run for every base parameter in `which` (0-based; default all) alone and one for all at once
     (logvar, raw units, rows weighted by the noise when standing), in worker processes, and forecast each under
     white `noise` per recorded sample (`plan forecast`'s). `on_design(label)` after each design, `on_total(n)` when
-    the number of designs is known (with `which` none: after the design for all)."""
+    the number of designs is known (with `which` none: after the design for all). The design for all is made and
+    forecast first: it numbers the base parameters `which` must be among."""
     from identify.forecast import UnexcitedError, practical_length
     from poise.workflows.plan_forecast import forecast_plans
 
@@ -130,9 +131,11 @@ def parameter_reach(
         which = sorted(set(which))
         if not which:
             raise DataError("name at least one base parameter")
-        jobs |= {f"ϑ{k + 1}": replace(base, focus=(k,)) for k in which}
+        count, exact = design_base_count(model, base)  # before any design: a misnamed one costs none
+        _check_asked(which, count, robot, base, exact)
     if on_total:
-        on_total(len(jobs))
+        on_total(1 + len(which) if which is not None else None)
+    # the design for all first: its forecast numbers the base parameters, which the asked ones must be among
     results = _design(robot, jobs, seed, workers, on_design)
     plans = {}
 
@@ -142,19 +145,19 @@ def parameter_reach(
         try:
             return forecast_plans([plan], [robot], noise, rate_hz=rate_hz, friction=True).forecast
         except UnexcitedError as exc:
-            raise _unexcited_by_design(exc, label, s) from None
+            raise _unexcited_by_design(exc, label, s, which) from None
 
     every = forecast(results["all"], base, "all")
     nb = every.inertial
     if which is None:  # now that the base is known
         which = list(range(nb))
-        more = {f"ϑ{k + 1}": replace(base, focus=(k,)) for k in which}
-        if on_total:
-            on_total(1 + len(more))
-        results |= _design(robot, more, seed, workers, on_design)
-        jobs |= more
-    elif max(which) >= nb:
-        raise DataError(f"ϑ{max(which) + 1} is not a base inertial parameter of this motion (ϑ1–ϑ{nb})")
+    else:  # a double-support design's placement may keep fewer than double support at large
+        _check_asked(which, nb, robot, base)
+    more = {f"ϑ{k + 1}": replace(base, focus=(k,)) for k in which}
+    if on_total:
+        on_total(1 + len(more))
+    results |= _design(robot, more, seed, workers, on_design)
+    jobs |= more
     if list(results["all"].base_symbols[:nb]) != list(every.symbols[:nb]):
         raise DataError("the design's base parameters are not the fit's: cannot match them by name")
     all_ok = bool(results["all"].verification.get("ok"))
@@ -182,9 +185,47 @@ def parameter_reach(
                  base.motion == "free", plans)  # fmt: skip
 
 
-def _unexcited_by_design(exc, label: str, settings: ExcitationSettings):
+def design_base_count(model, settings: ExcitationSettings) -> tuple[int, bool]:
+    """How many base inertial parameters a design of `settings` numbers, from the base regressor alone (no design):
+    an arm's joint torques, or one sole's board wrench (single support) — exact —; in double support the count
+    of double support at large, an upper bound (a design at one foot placement keeps a subset, known once its
+    placement is: `robots.motion_class.placement_base`). Returns (count, exact)."""
+    from robots.base_params import RegressorSpec, cached_dynamic_base
+    from robots.motion_class import standing_base
+    from robots.stance_spec import resolve_base
+    from trajectories.balance_excitation import zmp_spec
+
+    if settings.motion == "free":
+        spec = RegressorSpec("torque", settings.base or model.root)
+        return cached_dynamic_base(model, spec, settings.simplified).rank, True
+    spec = zmp_spec(resolve_base(model, settings.base))
+    if settings.motion == "single-support":
+        return standing_base(model, spec, settings.simplified).rank, True
+    return cached_dynamic_base(model, spec, settings.simplified, settings.motion, ordered=True).rank, False
+
+
+def _check_asked(
+    which: Sequence[int], nb: int, robot: str, settings: ExcitationSettings, exact: bool = True
+) -> None:
+    """--only's parameters (0-based) among the motion's `nb` base inertial parameters (`exact` False: at most
+    `nb`), else a DataError naming those that are not and the `model show` that lists them."""
+    if max(which) < nb:
+        return
+    bad = ", ".join(f"ϑ{k + 1}" for k in which if k >= nb)
+    has = f"which has {nb}" if exact else f"which has at most {nb}"
+    show = f"poise model show {robot} --regressor " + {
+        "free": "torque", "single-support": "base-wrench:fz,mx,my",
+        "double-support": "base-wrench:fz,mx,my --motion double-support",
+    }[settings.motion] + (f" --base {settings.base}" if settings.base else "") + (
+        " --simplified" if settings.simplified else "")  # fmt: skip
+    raise DataError(f"plan reach --only {bad}: not a base inertial parameter of this motion, {has} "
+                    f"(ϑ1–ϑ{nb}; `{show}` lists them)")  # fmt: skip
+
+
+def _unexcited_by_design(exc, label: str, settings: ExcitationSettings, asked: Sequence[int] | None = None):
     """`exc` (`identify.forecast.UnexcitedError`) said of the design `label` ("all", or "ϑk" designed alone), with
-    the design options that move more: what reach can change (its designs choose the motion)."""
+    the design options that move more: what reach can change (its designs choose the motion). `asked` (--only,
+    0-based): why parameters it did not name still block them."""
     from identify.forecast import UnexcitedError
 
     which = "the design for all at once" if label == "all" else f"the design for {label} alone"
@@ -195,6 +236,11 @@ def _unexcited_by_design(exc, label: str, settings: ExcitationSettings):
     msg = (f"{which} does not excite {len(exc.unexcited)} of the {exc.columns} fitted parameters ({exc.named()}): "
            f"no length of it determines them, so their reach is not known{' (' + why + ')' if why else ''}; give "
            f"{more}, or another --seed")  # fmt: skip
+    if asked is not None:
+        named = ", ".join(f"ϑ{k + 1}" for k in asked)
+        msg += (f". --only {named} does not avoid it: each SE comes from a fit of all {exc.columns} parameters "
+                "together, as identify dynamic fits a recording, and one the motion leaves undetermined leaves that "
+                "fit without a solution (a design for one parameter alone is forecast the same way)")  # fmt: skip
     return UnexcitedError(msg, exc.unexcited, exc.columns, exc.still, exc.slow, exc.reversal_velocity)
 
 
