@@ -5,8 +5,8 @@ varying delay (the link, the driver's reading), some together, a lost one now an
 load of the moment it arrived, or averaging whatever arrived within a servo tick, puts the loads at the wrong times
 — and the robot's servos load the boards in steps at the tick rate, so a few ms of error carry newtons into a
 dynamic identification's band. Here the k-th conversion covers (e_k − W, e_k] on a regular grid e_k = e_0 + k·W:
-W from the arrivals' long-run rate, the grid's phase from the earliest recent arrivals (a report cannot arrive
-before its conversion ends), k from the arrivals themselves.
+W from the arrivals' rate over the latest FIT_WINDOW reports, the grid's phase from the earliest recent arrivals (a
+report cannot arrive before its conversion ends), k from the arrivals themselves.
 
 The driver's count (`BoardSample.seq`) numbers what reached it, damaged reports included, but a report lost over
 the air leaves no trace in it (Bluetooth drops bad packets before the host sees them, a board has no report
@@ -35,6 +35,7 @@ ANCHOR = 16  # recent reports whose earliest arrival (against the grid) sets the
 # arrives (it moves the indices back)
 LATE_TOL = 0.25
 REFIT_EVERY = 256  # reports between fits of the period after the last RESOLVE_AT
+FIT_WINDOW = 4096  # latest reports the period is fitted to (~50 s at 80 Hz: each fit's cost stays bounded)
 RESOLVE_AT = frozenset(
     2**p for p in range(5, 11)
 )  # report counts at which every index is found again (32 … 1024)
@@ -56,9 +57,9 @@ class BoardTimeline:
         return len(self._t)
 
     def period(self) -> float | None:
-        """The conversion period W (run-clock s): a straight line through the arrivals on their conversion indices,
-        fitted again to the half that arrived soonest after it (delays only make reports late: a stall's late
-        burst must not tilt it), so the arrival jitter averages out (None before MIN_REPORTS reports)."""
+        """The conversion period W (run-clock s): a straight line through the latest FIT_WINDOW arrivals on their
+        conversion indices, fitted again to the half that arrived soonest after it (delays only make reports late: a
+        stall's late burst must not tilt it), so the arrival jitter averages out (None before MIN_REPORTS reports)."""
         return self._w
 
     def _fit(self) -> None:
@@ -66,8 +67,10 @@ class BoardTimeline:
         if n < MIN_REPORTS:
             self._w = None
             return
-        k = np.asarray(self._k, dtype=float)
-        t = np.asarray(self._t) - self._t[0]
+        lo = max(0, n - FIT_WINDOW)
+        n -= lo
+        k = np.asarray(self._k[lo:], dtype=float)
+        t = np.asarray(self._t[lo:]) - self._t[lo]
         use = np.ones(n, dtype=bool)
         w = None
         for _ in range(3):

@@ -17,7 +17,6 @@ separate writes left the servo on the new PWM for an unknown time before the rea
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,14 +25,19 @@ from dataclasses import dataclass
 from dynamixel_sdk import COMM_SUCCESS, GroupSyncRead, GroupSyncWrite, PortHandler
 
 from drivers.config import ServoMap
-from drivers.dynamixel import ADDR_OPERATING_MODE, ADDR_TORQUE_ENABLE, DynamixelLink, damaged_instruction
+from drivers.dynamixel import (
+    ADDR_OPERATING_MODE,
+    ADDR_TORQUE_ENABLE,
+    VELOCITY_UNIT,
+    DynamixelLink,
+    damaged_instruction,
+)
 from drivers.link import LinkTimeout
 from formats.errors import DeviceError
 
 ADDR_PWM_LIMIT, ADDR_GOAL_PWM, ADDR_REALTIME_TICK = 36, 100, 120
 PWM_CONTROL_MODE = 16
 PWM_FULL_SCALE = 885  # Goal PWM units at 100 %
-VELOCITY_UNIT = 0.229 * 2 * math.pi / 60  # rad/s per Present Velocity unit
 STATE_BYTES = 16  # Realtime Tick, Moving, Moving Status, Present PWM, Current, Velocity, Position
 TICK_WRAP = 32768  # Realtime Tick counts 0 … 32767 ms
 
@@ -89,9 +93,8 @@ class PwmChannel:
         self.link, self.servo = link, servo
         self.where = f"dxl:{link.port_name}: servo {servo.id} ({servo.name})"
         k = next(i for i, s in enumerate(link.servos) if s.id == servo.id)
-        self.current_unit_a = float(
-            link.current_units_a[k]
-        )  # A per Present Current unit, as the link reads it
+        # A per Present Current unit, as the link reads it (NaN: a model without Present Current)
+        self.current_unit_a = float(link.current_units_a[k])
         self.original_mode = link._read(servo.id, ADDR_OPERATING_MODE, 1, "operating mode")
         self.pwm_limit = self._read2(ADDR_PWM_LIMIT, "PWM limit")
         self._writer = GroupSyncWrite(link.port, link.packet, ADDR_GOAL_PWM, 2)

@@ -129,9 +129,8 @@ class DynamixelLink:
         self.fast_sync_read = False  # every servo answers FAST SYNC READ (found on connect)
         self.currents: np.ndarray | None = None  # A, joint side (servo direction applied), at the last read
         self.model_numbers: dict[int, int] = {}  # servo id -> model number it answered PING with
-        self.servo_info: dict[
-            str, dict
-        ] = {}  # joint -> what its servo reported on connect (see `_read_setup`)
+        # joint -> what its servo reported on connect (see `_read_setup`)
+        self.servo_info: dict[str, dict] = {}
         self.warnings: list[str] = []  # the connect's warnings (also printed to stderr)
 
     def connect(self) -> None:
@@ -180,9 +179,7 @@ class DynamixelLink:
                     self._check(s.id, "PING", err)
                     self.model_numbers[s.id] = int(model)
                     break
-                self.comm_errors += int(
-                    res == COMM_SUCCESS
-                )  # error 3 counted; a silent servo is reported missing
+                self.comm_errors += int(res == COMM_SUCCESS)  # error 3 counted; a silent servo: missing
             else:
                 missing.append(s.id)
         if missing:
@@ -285,7 +282,7 @@ class DynamixelLink:
             self.position_limits[s.id] = (lo, hi)
             vlim = self._read(s.id, ADDR_VELOCITY_LIMIT, 4, "velocity limit")
             model = self.model_numbers.get(s.id)
-            name, unit_ma = MODELS.get(model, (None, self.current_unit_a * 1e3))
+            name, unit_ma = MODELS.get(model, (None, None))
             units.append(self._current_unit_check(s, model, name, unit_ma))
             self.servo_info[s.name] = {
                 "id": s.id,
@@ -402,9 +399,7 @@ class DynamixelLink:
             res, got = self._plain_sync_read()
         if res != COMM_SUCCESS:
             return res, []
-        if any(
-            damaged_instruction(err) for _, err, _ in got
-        ):  # a servo got a damaged instruction: read again
+        if any(damaged_instruction(err) for _, err, _ in got):  # a damaged instruction: read again
             return COMM_RX_CORRUPT, []
         for sid, err, _ in got:
             if err:

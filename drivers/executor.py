@@ -84,17 +84,20 @@ def check_readings(link, names: list[str], **readings) -> None:
     """Every run's reading of its robot passes here (the executors' `_read`/`_command`, the PWM stream's
     exchange): DeviceError, as for a link fault, on the first non-finite value of a reading (`angle=q`,
     `velocity=qd`, `current=i`; None: not read), naming the joint and the link. A NaN compares False with every
-    bound: unchecked, it neither trips the tracking error nor counts as settled, and the robot keeps moving."""
+    bound: unchecked, it neither trips the tracking error nor counts as settled, and the robot keeps moving. A servo
+    without a current sensor (a NaN in the link's `current_units_a`, e.g. the XL430-W250) reads NaN by design."""
+    units = getattr(link, "current_units_a", None)
     for what, values in readings.items():
         if values is None:
             continue
-        v = np.atleast_1d(np.asarray(values, dtype=float))
-        bad = np.flatnonzero(~np.isfinite(v))
-        if bad.size:
-            j = int(bad[0])
-            raise DeviceError(
-                f"{link_label(link)}: {names[j]} read a non-finite {what} ({v[j]}); streaming stopped"
-            )
+        ok = np.isfinite(values)  # every tick: one small array, the message only on a fault
+        if what == "current" and units is not None:
+            ok = ok | np.isnan(units)
+        if ok.all():
+            continue
+        j = int(np.flatnonzero(~np.atleast_1d(ok))[0])
+        v = np.atleast_1d(np.asarray(values, dtype=float))[j]
+        raise DeviceError(f"{link_label(link)}: {names[j]} read a non-finite {what} ({v}); streaming stopped")
 
 
 # ------------------------------------------------------------------ pre-flight
@@ -321,13 +324,16 @@ class Executor:
             )
         return q_meas
 
-    def _read(self) -> np.ndarray:
-        """The encoders before anything is sent, checked as every tick's are (`check_readings`)."""
-        q = self.link.read()
+    def _checked(self, q: np.ndarray) -> np.ndarray:
+        """The link's reading `q` (and the currents read with it), through `check_readings`."""
         check_readings(
             self.link, self.model.joint_names, angle=q, current=getattr(self.link, "currents", None)
         )
         return q
+
+    def _read(self) -> np.ndarray:
+        """The encoders before anything is sent, checked as every tick's are."""
+        return self._checked(self.link.read())
 
     def _command(self, q_cmd: np.ndarray) -> np.ndarray:
         """Send a setpoint, resending it while the robot is silent for less than `link_timeout_s` (`Silence`); the
@@ -336,11 +342,7 @@ class Executor:
         while True:
             asked = time.monotonic()
             try:
-                q = self.link.command(q_cmd)
-                check_readings(
-                    self.link, self.model.joint_names, angle=q, current=getattr(self.link, "currents", None)
-                )
-                return q
+                return self._checked(self.link.command(q_cmd))
             except LinkTimeout as exc:
                 if silence.missed(asked):
                     raise DeviceError(

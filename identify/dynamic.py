@@ -601,6 +601,7 @@ class DynamicEstimator:
             self._db = None
         self._set_cutoff(recs)
         A, _, joint, sample, _ = self._stacked(recs)
+        self._piece_of = list(range(len(recs)))  # its rows' pieces are the recordings (`_constant_rows`)
         return A, joint, sample
 
     def _set_cutoff(self, recs: list[DynamicRecording]) -> None:

@@ -306,16 +306,12 @@ def forecast_motions(
     cov = H @ S @ H
     offset = None
     if tare_mass_sd is not None and estimator.quantity == "wrench":
-        row_motion = np.asarray(estimator._row_piece)  # `_stacked`: each row's motion
-        fz = WRENCH_NOISE_ROWS.index("fz")
-        sd_n = tare_mass_sd * STANDARD_GRAVITY  # the boards' kilograms are kilograms-force
-        # one constant Fz offset per run, independent: m = H AwᵀW u, u that offset on the run's Fz rows
-        U = np.stack(
-            [np.where((row_motion == k) & (kind == fz), sd_n, 0.0) for k in range(len(recs))], axis=1
-        )
-        M = H @ (Aw.T @ (w[:, None] * U))
-        offset = np.sqrt(np.sum(M**2, axis=1))
-        cov = cov + M @ M.T
+        # one constant Fz offset per run, independent, as the fit adds a run's tare_wrench_cov
+        C = np.zeros((len(rows), len(rows)))
+        C[rows.index("fz"), rows.index("fz")] = (tare_mass_sd * STANDARD_GRAVITY) ** 2  # kilograms-force
+        tare = estimator._offset_covariance(A, None, w, kind, [C] * len(recs), [])
+        offset = np.sqrt(np.diag(tare))
+        cov = cov + tare
     se = np.sqrt(np.diag(cov))
     isolated = np.sqrt(np.diag(S)) / np.diag(G)  # one parameter fitted alone, the others known
     db = estimator.dynamic_base_

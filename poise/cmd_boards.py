@@ -150,8 +150,7 @@ SHORT_SHARE = 0.8
 
 def _expected(b, span: float) -> int | None:
     """The reports board `b` sends over `span` s at its nominal rate (None: no nominal rate)."""
-    hz = getattr(b, "nominal_hz", None)
-    return None if hz is None else round(hz * span)
+    return None if b.nominal_hz is None else round(b.nominal_hz * span)
 
 
 def _few_reports(boards, windows, spans) -> list[dict]:

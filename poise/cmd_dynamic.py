@@ -1030,18 +1030,17 @@ def _misfit(est, recs: list, model) -> list[dict]:
     return misfit_joints(model.joint_names, fit.rmse, fit.measured_sd, noise)
 
 
-def _late_ms(meta: dict) -> float | None:
-    """run.json's jitter late_max_ms, None where absent or damaged."""
-    jitter = meta.get("jitter")
-    late = jitter.get("late_max_ms") if isinstance(jitter, dict) else None
-    return float(late) if isinstance(late, int | float) and math.isfinite(late) and late >= 0 else None
+def _number(value, positive: bool = False) -> float | None:
+    """A run.json number: finite and ≥ 0 (> 0 with `positive`); None where absent or damaged."""
+    ok = isinstance(value, int | float) and math.isfinite(value) and (value > 0 if positive else value >= 0)
+    return float(value) if ok else None
 
 
 def _ticks_rate(meta: dict) -> tuple[int | None, float | None]:
     """run.json's ticks_streamed and rate_hz, None where absent or damaged."""
-    ticks, rate = meta.get("ticks_streamed"), meta.get("rate_hz")
-    ok = isinstance(rate, int | float) and math.isfinite(rate) and rate > 0
-    return (ticks if isinstance(ticks, int) and ticks > 0 else None), (float(rate) if ok else None)
+    ticks = meta.get("ticks_streamed")
+    ticks = ticks if isinstance(ticks, int) and ticks > 0 else None
+    return ticks, _number(meta.get("rate_hz"), positive=True)
 
 
 def _physics(rec, run: RunOf | Exception, model) -> dict[str, tuple[str, dict[str, float]]]:
@@ -1136,26 +1135,21 @@ def run_of(recording: str) -> RunOf | Exception:
     seed = meta.get("noise_seed")
     boards = meta.get("boards")
     uncalibrated = bool(boards) and "board_gains" not in meta and (boards != "sim" or isinstance(seed, int))
-    sd = meta.get("tare_mass_sd_kg")
-    sd = float(sd) if isinstance(sd, int | float) and math.isfinite(sd) and sd >= 0 else None
+    sd = _number(meta.get("tare_mass_sd_kg"))
     try:
         cov = np.asarray(meta.get("tare_wrench_cov"), dtype=float)
     except (TypeError, ValueError):
         cov = None
     cov = cov if cov is not None and cov.shape == (3, 3) and np.all(np.isfinite(cov)) else None
     rel_se, key, weight = _gain_rel_se(meta)
-    scale = meta.get("board_gain_scale_se")
-    scale = float(scale) if isinstance(scale, int | float) and math.isfinite(scale) and scale >= 0 else None
+    scale = _number(meta.get("board_gain_scale_se"))
     partial = partial_status(meta)
+    jitter = meta.get("jitter")
+    late = _number(jitter.get("late_max_ms")) if isinstance(jitter, dict) else None
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
                  sd, cov, rel_se, key, scale, weight if scale is not None else None, partial,
-                 _gain_tare_se(meta, rel_se), *_ticks_rate(meta), _planned_s(meta), _late_ms(meta))  # fmt: skip
-
-
-def _planned_s(meta: dict) -> float | None:
-    """run.json's duration_s, None where absent or damaged."""
-    d = meta.get("duration_s")
-    return float(d) if isinstance(d, int | float) and math.isfinite(d) and d > 0 else None
+                 _gain_tare_se(meta, rel_se), *_ticks_rate(meta), _number(meta.get("duration_s"), positive=True),
+                 late)  # fmt: skip
 
 
 def _gain_tare_se(meta: dict, rel_se: np.ndarray | None) -> np.ndarray | None:

@@ -55,7 +55,6 @@ def cmd_reach(args: argparse.Namespace) -> int:
         raise DataError(f"plan reach {args.robot}: {model.name!r} stands on soles ({', '.join(model.bases)}): give its "
                         "motion class — --double-support, --single-support, or --motion free to treat it as a "
                         "fixed-base arm (joint torques, --noise in N·m per joint); see poise plan reach --help")  # fmt: skip
-    check_design_limits(args)
     settings = _settings(args)
     if args.params:
         model.parameter_set(args.params)
@@ -137,16 +136,6 @@ def _all_verdict(reach) -> str:
     if not reach.all_at_once_verified:
         return "fails verification (not counted)"
     return f"determines in one run: {_named(reach.all_at_once_determined)}"
-
-
-def check_design_limits(args: argparse.Namespace) -> None:
-    """The single-support limits in the options' own names before any design: --max-lift above twice --lift
-    (`trajectories.excitation.ExcitationSettings.validate`'s rule; --max-sole-tilt's (0, 90)° its parser's)."""
-    lift = 0.02 if args.lift is None else args.lift
-    if args.max_lift is not None and not args.max_lift > 2 * lift:
-        raise DataError(f"--max-lift {args.max_lift:g} m: must be above twice --lift ({2 * lift:g} m): the lifted "
-                        "sole's corners stay between --lift and --max-lift above the ground, and a design needs room "
-                        "to move between them; see poise plan reach --help")  # fmt: skip
 
 
 def check_noise(model, motion: str, noise: list[float]) -> None:

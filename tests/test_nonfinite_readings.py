@@ -84,3 +84,17 @@ def test_dynamixel_reading_a_nan_current_stops_the_run_within_a_tick(capsys, pla
     assert [r["posture"] for r in meta["report"]] == after_first_posture[:1]
     assert 1 <= len(bad) <= 2, len(bad)
     assert "nan" not in raw.lower()
+
+
+def test_a_servo_without_a_current_sensor_reads_nan_by_design():
+    """The link reads NaN currents for a servo whose model has no Present Current (its unit NaN): not a fault; a
+    NaN from a servo that has one still is, named."""
+    from types import SimpleNamespace
+
+    from drivers.executor import check_readings
+    from formats.errors import DeviceError
+
+    link = SimpleNamespace(current_units_a=np.array([2.69e-3, np.nan]), port="loop")
+    check_readings(link, ["a", "b"], angle=np.zeros(2), current=np.array([0.1, np.nan]))
+    with pytest.raises(DeviceError, match="a read a non-finite current"):
+        check_readings(link, ["a", "b"], angle=np.zeros(2), current=np.array([np.nan, np.nan]))

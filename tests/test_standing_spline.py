@@ -23,6 +23,7 @@ MARGIN = 0.02
 SPLINE = ExcitationSettings(
     period=6.0, duration=6.0, parametrisation="spline", waypoints=6, samples=32, max_iter=60, sharpness=(8.0,),
     simplified=True, motion="double-support", zmp_margin=MARGIN,
+    velocity_fraction=0.27,  # the bench's executor streams at ≤ 1 rad/s (velocity_limit); the model allows 3.3
 )  # fmt: skip
 
 

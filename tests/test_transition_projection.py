@@ -2,7 +2,9 @@
 tick by tick, the path switches branch of the chain between two waypoints. `plan check` passed such a plan
 (`plan postures tulip --postures 15 --placements 3 --starts 1 --seed 1 --load-share 0.25`, transition 7→8) whose
 run then jumped 0.16 rad in one tick (16 rad/s against the 1 rad/s limit) and lifted the robot unplanned. The
-shared ground-path check now names the jump, so the planner lifts that move by plan and the executor agrees."""
+shared ground-path check now names the jump, so the planner lifts that move by plan and the executor agrees. Which
+design has such a move depends on the solver's build (casadi 3.8.2 / numpy 2.4: seed 5's move 2→3; seeds 1–4, 6, 7
+lift none), so the test takes a seed that has one and holds the plan and the run to agreeing about it."""
 
 from __future__ import annotations
 
@@ -35,11 +37,11 @@ def test_a_step_far_beyond_the_waypoints_is_a_jump():
 
 def test_the_planner_lifts_the_move_the_run_could_not_keep_on_the_ground(model, cfg, tmp_path, capsys):
     out = tmp_path / "plan.json"
-    argv = ["plan", "postures", "tulip", "--postures", "15", "--placements", "3", "--starts", "1", "--seed", "1",
+    argv = ["plan", "postures", "tulip", "--postures", "15", "--placements", "3", "--starts", "1", "--seed", "5",
             "--load-share", "0.25", "--hold-s", "4", "--move-s", "3", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     lifted = {(t["from"], t["to"]) for t in json.loads(out.read_text())["transitions"] if t.get("lifted")}
-    assert (7, 8) in lifted
+    assert lifted, "this design lifts no move: the test needs a seed whose ground path jumps"
     capsys.readouterr()
     assert main(["plan", "check", str(out), "--json"]) == 0
     checked = check_run(load_plan(out), model, cfg)  # the executor's pre-flight, at its own ticks and limits

@@ -157,7 +157,8 @@ class ExcitationSettings:
             raise DataError(f"lift must be in [0, 1] m, got {self.lift}")
         if self.max_lift is not None and not (np.isfinite(self.max_lift) and self.max_lift > 2 * self.lift):
             raise DataError(f"--max-lift (max_lift) must be a height in m above twice --lift (lift {self.lift:g} m): "
-                            f"above {2 * self.lift:g} m, got {self.max_lift}")  # fmt: skip
+                            f"above {2 * self.lift:g} m, got --max-lift {self.max_lift:g} m: the lifted sole's corners "
+                            "stay between the two above the ground, and a design needs room to move between them")  # fmt: skip
         if self.max_sole_tilt is not None and not (
             np.isfinite(self.max_sole_tilt) and 0 < self.max_sole_tilt <= math.pi
         ):

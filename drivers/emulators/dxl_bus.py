@@ -173,9 +173,8 @@ class DxlBusEmulator(PtyDevice):
         self.served: Counter[tuple[int, int | None]] = Counter()
         self.errors: list[tuple[int, int]] = []  # (servo id, error) of every status packet with an error
         self.fail_writes: dict[tuple[int, int], int] = {}  # fault injection: (id, address) -> error number
-        self.damaged: Counter[int] = (
-            Counter()
-        )  # fault injection: servo id -> instructions left to answer error 3
+        # fault injection: servo id -> instructions left to answer error 3
+        self.damaged: Counter[int] = Counter()
         self._start("dxl-bus-emu")
 
     def inject_hardware_error(self, sid: int, bits: int) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 
 from drivers.transports import Pty
 from drivers.wbb import protocol as P
+from drivers.wbb.board import BOARD_REPORT_HZ
 from drivers.wbb.calibration import Calibration
 from drivers.wbb.transports import BridgeDecoder, SocketHidTransport, bridge_frame
 
@@ -65,7 +66,7 @@ class WbbEmulator:
         self,
         load_kg: Callable[[], np.ndarray],
         *,
-        rate_hz: float = 80.0,
+        rate_hz: float = BOARD_REPORT_HZ,
         imperfections: BoardImperfections | None = None,
         calibration: np.ndarray = DEFAULT_CAL,
         battery: int = 0xB0,

@@ -426,6 +426,19 @@ def factor_and_solve(ab, B, C, g_e, g_b, lam: float):
     return y_e, y_b, Factorization(cb, Z_B, S, lam)
 
 
+def newton_decrement(fact: Factorization, g_e: np.ndarray, g_b: np.ndarray) -> float:
+    """½ gᵀ(H + λI)⁻¹g for the scaled gradient (g_e, g_b) of the system `fact` factorises, from the factorisation
+    alone (one banded solve, no new Cholesky): with λ = 0, the cost decrease the Gauss–Newton step predicts.
+    gᵀH⁻¹g = ‖z‖² + rᵀS⁻¹r with z = L⁻¹g_e and r = g_b − Z_Bᵀz (∞ if S is singular)."""
+    z = _tb(fact.chol_ab, g_e[:, None], "N")[:, 0] if g_e.size else np.zeros(0)
+    r = g_b - fact.Z_B.T @ z
+    try:
+        y = sla.cho_solve(sla.cho_factor(fact.S, check_finite=False), r, check_finite=False) if r.size else r
+    except np.linalg.LinAlgError:
+        return float("inf")
+    return float(0.5 * (z @ z + r @ y))
+
+
 def state_marginal(fact: Factorization, S_inv: np.ndarray, offset: int, t: int) -> np.ndarray:
     """Scaled marginal covariance of the eliminated block [offset, offset+t): (A⁻¹)_kk + W_k S⁻¹ W_kᵀ with
     X = L⁻¹E_k, (A⁻¹)_kk = XᵀX and W_k = (A⁻¹B)_k = XᵀZ_B."""

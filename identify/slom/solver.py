@@ -330,15 +330,16 @@ def _finish(
             ns = _relinearize(problem, plan, compiled, values)
         # rank, weak directions and condition from the information with the weights the solve used: a rescale
         # (×1/χ²/dof of a block) would lift a direction only that block fixes, hiding it
-        cov, rank, state_cov = _covariance(problem, layout, ns, labels, opt, reuse)
+        sc, fact = _factor(ns, reuse)
+        cov, rank, state_cov = _covariance(problem, layout, sc, fact, labels, opt)
         if factors:
             scale = [1.0 / np.sqrt(factors.get(f.name, 1.0)) for f in problem.factors]
             ns_r = _relinearize(problem, plan, compiled, values, scale)
-            cov, rank_r, state_cov = _covariance(problem, layout, ns_r, labels, opt)
+            cov, rank_r, state_cov = _covariance(problem, layout, *_factor(ns_r), labels, opt)
             rank.null_directions = rank.null_directions or rank_r.null_directions
             rank.rank = min(rank.rank, rank_r.rank)
         if reason.startswith("stalled") and not rank.weak_directions and not rank.deficient:
-            dec = _newton_decrement(ns)
+            dec = normal.newton_decrement(fact, ns.g_e / sc.d_e, ns.g_b / sc.d_b)  # the factorisation above
             if dec <= opt.stall_gn_rtol * max(cost, 1e-300):
                 converged = (
                     True  # a flat cost, every parameter well determined, the quadratic model at its floor
@@ -372,17 +373,6 @@ def _finish(
     )
 
 
-def _newton_decrement(ns) -> float:
-    """The cost decrease the undamped Gauss–Newton step predicts at this linearisation, ½ gᵀH⁻¹g (∞ if singular)."""
-    sc = normal.jacobi_scaling(ns)
-    ab, B, C, g_e, g_b = normal.scaled(ns, sc)
-    try:
-        y_e, y_b, _ = normal.factor_and_solve(ab, B, C, g_e, g_b, 0.0)
-    except np.linalg.LinAlgError:
-        return float("inf")
-    return float(-0.5 * (g_e @ y_e + g_b @ y_b))
-
-
 def _relinearize(problem, plan, compiled, values, scale=None):
     """The normal system at `values`; each factor's whitened residuals and Jacobians times scale[i] if given."""
     rs, js = zip(*(eval_jacobians(problem, cf, values) for cf in compiled), strict=False)
@@ -393,13 +383,17 @@ def _relinearize(problem, plan, compiled, values, scale=None):
     return normal.assemble(problem, plan, rs, js)
 
 
-def _covariance(problem: Problem, layout, ns, labels, opt: Options, reuse=None):
-    """Marginal covariance of the border block (S⁻¹ on the observable subspace) and chosen states."""
+def _factor(ns, reuse=None):
+    """Jacobi scaling and undamped factorisation of the normal system `ns` (scaling, factorisation)."""
     if reuse is not None and reuse[0] is ns and reuse[2].lam <= REUSE_MAX_LAMBDA:
-        sc, fact = reuse[1], reuse[2]  # the last trial factorised this very system with negligible damping
-    else:
-        sc = normal.jacobi_scaling(ns)
-        _, _, fact = normal.factor_and_solve(*normal.scaled(ns, sc), 0.0)
+        return reuse[1], reuse[2]  # the last trial factorised this very system with negligible damping
+    sc = normal.jacobi_scaling(ns)
+    return sc, normal.factor_and_solve(*normal.scaled(ns, sc), 0.0)[2]
+
+
+def _covariance(problem: Problem, layout, sc, fact, labels, opt: Options):
+    """Marginal covariance of the border block (S⁻¹ on the observable subspace) and chosen states, from the
+    scaling and undamped factorisation `_factor` gives."""
     S = 0.5 * (fact.S + fact.S.T)
     n_b = S.shape[0]
     w, V = np.linalg.eigh(S) if n_b else (np.zeros(0), np.zeros((0, 0)))

@@ -62,8 +62,7 @@ def forecast_plans(
     plan = plans[0]
     model = plan_model(plan)
     fitted = _identify_result(params, model) if params else None
-    guess = resolve_params(plan.params or next(iter(model.params)) if fitted else params or plan.params
-                           or next(iter(model.params)), model)  # fmt: skip
+    guess = resolve_params((None if fitted else params) or plan.params or next(iter(model.params)), model)
     rate = rate_hz or plan.rate_hz
     if 1.0 / rate > SLOWEST_STEP_S:
         raise DataError(f"recording rate {rate:g} Hz: too slow to resolve a motion's dynamics (at least "
@@ -113,7 +112,7 @@ def forecast_plans(
         ]
         missing = [
             f"{sym} = {form}"
-            for sym, form, v in zip(fc.symbols, fc.formulas, values, strict=False)
+            for sym, form, v in zip(fc.symbols[:nb], fc.formulas[:nb], values, strict=True)
             if v is None
         ]
         if missing:
@@ -133,26 +132,19 @@ def _same_parameter(fitted: dict[str, tuple[str, float]], symbol: str, formula: 
     the same up to COEFFICIENT_TOL on each standard parameter's coefficient (a standing fit takes its base at the
     recording's middle posture, a plan's forecast at its own: 0.3015·mcx@foot_l − 0.0001021·mcz@foot_l against
     0.2999·mcx@foot_l); else None."""
+    from robots.base_params import formula_terms
+
     if symbol not in fitted:
         return None
     theirs, value = fitted[symbol]
-    a, b = _terms(theirs), _terms(formula)
+    try:
+        a, b = formula_terms(theirs), formula_terms(formula)
+    except ValueError:  # no formula of `DynamicBase.formula`'s
+        return None
     same = all(
         abs(a.get(k, 0.0) - b.get(k, 0.0)) <= COEFFICIENT_TOL * max(1.0, abs(b.get(k, 0.0))) for k in {*a, *b}
     )
     return value if same else None
-
-
-def _terms(formula: str) -> dict[str, float]:
-    """{standard parameter: coefficient} of a base parameter's formula ("mcy@torso + 0.15·m@hip_l_z − …")."""
-    import re
-
-    out = {}
-    for sign, coef, name in re.findall(
-        r"([+−-]?)\s*(?:([0-9.]+(?:e[+-]?[0-9]+)?)·)?([A-Za-z]+@[\w.]+)", formula
-    ):
-        out[name] = out.get(name, 0.0) + (-1.0 if sign in "−-" and sign else 1.0) * float(coef or 1.0)
-    return out
 
 
 def _identify_result(path: str, model) -> dict[str, tuple[str, float]] | None:
@@ -169,7 +161,9 @@ def _identify_result(path: str, model) -> dict[str, tuple[str, float]] | None:
         return None  # not JSON: the parameter-set reader says what is wrong with it
     if not isinstance(doc, dict) or not isinstance(doc.get("parameters"), list) or "sigma_nm" not in doc:
         return None
-    if doc.get("robot") != model.name:
+    from robots.registry import same_robot
+
+    if not same_robot(str(doc.get("robot")), model.name):
         raise DataError(f"--params {path}: an identify dynamic result for {doc.get('robot')!r}, the plan is for "
                         f"{model.name!r}")  # fmt: skip
     try:
