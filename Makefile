@@ -42,6 +42,7 @@ demo-standing: venv
 
 test: venv pynumero
 	$(PY) -m ruff check formats robots design trajectories identify drivers poise tests bench
+	$(PY) -m ruff format --check formats robots design trajectories identify drivers poise tests bench
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 bench: venv pynumero

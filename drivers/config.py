@@ -19,6 +19,9 @@ from formats.errors import DataError
 DEFAULT_CONFIG = pathlib.Path(__file__).with_name("tulip_robot.toml")
 
 
+HORN_TICKS_PER_RAD = 4096 / (2 * math.pi)  # a Dynamixel X horn's encoder: 4096 ticks per revolution
+
+
 @dataclass(frozen=True)
 class ServoMap:
     """One joint on one servo: ticks = zero + direction * ticks_per_rad * q. `torque_constant`: N·m at the joint
@@ -29,7 +32,7 @@ class ServoMap:
     id: int
     zero: int = 2048
     direction: int = 1
-    ticks_per_rad: float = 4096 / (2 * math.pi)
+    ticks_per_rad: float = HORN_TICKS_PER_RAD
     torque_constant: float | None = None
 
     def to_ticks(self, q: float) -> int:
@@ -193,7 +196,7 @@ def _servo(j, where: str) -> ServoMap:
     direction = j.get("direction", 1)
     if not _is_int(direction) or direction not in (1, -1):
         raise DataError(f"{where}.direction = {direction!r}: must be 1 or -1")
-    tpr = _number(j.get("ticks_per_rad", 4096 / (2 * math.pi)), f"{where}.ticks_per_rad")
+    tpr = _number(j.get("ticks_per_rad", HORN_TICKS_PER_RAD), f"{where}.ticks_per_rad")
     if tpr == 0 or abs(tpr) > 1e7:
         raise DataError(f"{where}.ticks_per_rad = {tpr!r}: must be non-zero and at most 1e7 in magnitude")
     kt = j.get("torque_constant")

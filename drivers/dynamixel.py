@@ -15,10 +15,12 @@ On connect (ROBOTIS e-Manual, X-series): every servo must be in Position Control
 only mode whose Goal Position is bounded by Min/Max Position Limit (48/52) — current, velocity and PWM modes
 ignore Goal Position; extended and current-based position modes do not use the limit registers — and must sit
 inside those limits. The model number each servo answers PING with is recorded with its Velocity Limit (44), and
-a configured `current_unit_ma` other than the model's Present Current unit is a warning (XL430/XC430/2XL430 hold
-Present Load at 126, not a current: their currents read NaN). A status with error number 3 (CRC Error: the servo
-got a damaged instruction and did not act on it) is retried like silence and counted in `comm_errors`. Warnings go
-to stderr, one line each, and stay in `warnings` (a run records them with `servo_info`).
+a configured `current_unit_ma` other than the model's Present Current unit is a warning (XL430/XC430/2XL430/2XC430
+and the MX-28(2.0) hold Present Load at 126, not a current: their currents read NaN); a model not in `MODELS` is
+warned about once (its unit is not checked: the configured one is used). A status with error number 3 (CRC Error:
+the servo got a damaged instruction and did not act on it) is retried like silence and counted in `comm_errors`; a
+servo that answers every PING so is named as such (cabling or noise), not as silent. Warnings go to stderr, one
+line each, and stay in `warnings` (a run records them with `servo_info`).
 """
 
 from __future__ import annotations
@@ -66,16 +68,26 @@ OPERATING_MODES = {
     16: "PWM Control Mode",
 }
 ADDR_VELOCITY_LIMIT, VELOCITY_UNIT = 44, 0.229 * 2 * math.pi / 60  # 4 bytes, 0.229 rev/min -> rad/s
-# Model Number (PING / address 0) -> (name, mA per Present Current unit; None: address 126 is Present Load, 0.1 %),
-# each checked against its e-Manual control table; models not listed are recorded without a unit check.
+# Model Number (PING / address 0) -> (name, mA per Present Current unit; None: address 126 is Present Load),
+# each checked against its e-Manual control table (model number and address 126); a model not listed is recorded
+# without a unit check and warned about once per connect (`_read_setup`).
 MODELS: dict[int, tuple[str, float | None]] = {
+    30: ("MX-28(2.0)", None),
+    311: ("MX-64(2.0)", 3.36),
+    321: ("MX-106(2.0)", 3.36),
     1000: ("XH430-W350", 2.69),
+    1010: ("XH430-W210", 2.69),
     1020: ("XM430-W350", 2.69),
     1030: ("XM430-W210", 2.69),
     1040: ("XH430-V350", 1.34),
     1050: ("XH430-V210", 1.34),
     1060: ("XL430-W250", None),
+    1070: ("XC430-W150", None),
+    1080: ("XC430-W240", None),
+    1090: ("2XL430-W250", None),
     1120: ("XM540-W270", 2.69),
+    1130: ("XM540-W150", 2.69),
+    1160: ("2XC430-W250", None),
     1190: ("XL330-M077", 1.0),
     1200: ("XL330-M288", 1.0),
 }
@@ -171,21 +183,33 @@ class DynamixelLink:
             raise
 
     def _ping_all(self) -> None:
-        missing = []
+        """PING every servo (retried); its model number is kept. Refused: servos that never answered (baud rate,
+        id, power) and servos that answered only with error 3 (a damaged instruction: cabling or noise)."""
+        missing, damaged = [], []
         for s in self.servos:
+            crc = 0
             for _ in range(self.retries + 1):
                 model, res, err = self.packet.ping(self.port, s.id)
                 if res == COMM_SUCCESS and not damaged_instruction(err):
                     self._check(s.id, "PING", err)
                     self.model_numbers[s.id] = int(model)
                     break
+                crc += int(res == COMM_SUCCESS)
                 self.comm_errors += int(res == COMM_SUCCESS)  # error 3 counted; a silent servo: missing
             else:
-                missing.append(s.id)
-        if missing:
-            raise DeviceError(
-                f"dxl:{self.port_name}: servos {missing} do not answer ping at {self.baud} baud"
+                (damaged if crc else missing).append((s.id, crc))
+        problems = []
+        if damaged:
+            tries = self.retries + 1
+            problems.append(
+                f"servos {[sid for sid, _ in damaged]} answered PING only with status error 3 (CRC Error: the "
+                f"servo received a damaged instruction; {', '.join(f'{n} of {tries}' for _, n in damaged)} tries) — "
+                "check the cabling, connectors and noise on the bus, not the baud rate"
             )
+        if missing:
+            problems.append(f"servos {[sid for sid, _ in missing]} do not answer ping at {self.baud} baud")
+        if problems:
+            raise DeviceError(f"dxl:{self.port_name}: " + "; ".join(problems))
 
     def _read(self, sid: int, addr: int, size: int, what: str) -> int:
         """READ one item (unsigned), retried while the servo is silent or the status carries another length (a
@@ -263,7 +287,7 @@ class DynamixelLink:
         them would be dropped by the servo without a word — sync write has no status — so `_send_goal` refuses it
         first) and Velocity Limit; its model (from PING) against the configured current unit."""
         self.position_limits, self.servo_info = {}, {}
-        units = []
+        units, unknown = [], {}
         for s in self.servos:
             mode = self._read(s.id, ADDR_OPERATING_MODE, 1, "operating mode")
             if mode != POSITION_CONTROL_MODE:
@@ -284,6 +308,8 @@ class DynamixelLink:
             model = self.model_numbers.get(s.id)
             name, unit_ma = MODELS.get(model, (None, None))
             units.append(self._current_unit_check(s, model, name, unit_ma))
+            if name is None:
+                unknown.setdefault(model, []).append(f"{s.id} ({s.name})")
             self.servo_info[s.name] = {
                 "id": s.id,
                 "model_number": model,
@@ -291,9 +317,16 @@ class DynamixelLink:
                 "operating_mode": mode,
                 "position_limits_ticks": [lo, hi],
                 "velocity_limit_rad_s": vlim * VELOCITY_UNIT,
+                "velocity_limit_raw": vlim,
                 "current_unit_ma": None if math.isnan(units[-1]) else units[-1] * 1e3,
             }
         self.current_units_a = np.array(units)
+        for model, which in unknown.items():  # one line per unknown model, whatever the number of its servos
+            self._warn(
+                f"dxl:{self.port_name}: servo{'s' if len(which) > 1 else ''} {', '.join(which)}: model {model} is "
+                f"not known to poise, so its Present Current unit was not checked; the configured "
+                f"current_unit_ma {self.current_unit_a * 1e3:g} mA is used"
+            )
 
     def _current_unit_check(
         self, s: ServoMap, model: int | None, name: str | None, unit_ma: float | None
@@ -301,15 +334,16 @@ class DynamixelLink:
         """A per Present Current unit the link reads this servo with: the configured unit, warned about when the
         model's e-Manual gives another; NaN for a model without Present Current (refused if its joint has a torque
         constant: its efforts would come from a load percentage)."""
-        where = f"dxl:{self.port_name}: servo {s.id} ({s.name}) is an {name} (model {model})"
+        article = "a" if (name or "x")[0].isdigit() else "an"  # a 2XL430-W250, an XL430-W250
+        where = f"dxl:{self.port_name}: servo {s.id} ({s.name}) is {article} {name} (model {model})"
         if name is not None and unit_ma is None:
             if s.torque_constant is not None:
                 raise DeviceError(
-                    f"{where}: it has no Present Current (address 126 is Present Load, 0.1 %), so its "
+                    f"{where}: it has no Present Current (address 126 is Present Load), so its "
                     f"torque_constant cannot turn currents into efforts; remove torque_constant for {s.name}"
                 )
             self._warn(
-                f"{where}: it has no Present Current (address 126 is Present Load, 0.1 %): its currents read NaN"
+                f"{where}: it has no Present Current (address 126 is Present Load): its currents read NaN"
             )
             return math.nan
         configured = self.current_unit_a * 1e3

@@ -32,6 +32,7 @@ from drivers.realtime import steady_gc
 from drivers.recorder import RunRecorder
 from drivers.run_files import left_to_run
 from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
+    HORN_TICKS_PER_RAD,
     Move,
     RunCheck,
     air_move,
@@ -39,6 +40,7 @@ from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
     cosine_profile,
     ground_move,
     move_time_at_limit,
+    servo_speed_problems,
     waypoint_profile,
 )
 from drivers.wbb.geometry import MIN_COP_KG, G, board_poses_for, cells_in_base
@@ -85,14 +87,23 @@ def check_readings(link, names: list[str], **readings) -> None:
     exchange): DeviceError, as for a link fault, on the first non-finite value of a reading (`angle=q`,
     `velocity=qd`, `current=i`; None: not read), naming the joint and the link. A NaN compares False with every
     bound: unchecked, it neither trips the tracking error nor counts as settled, and the robot keeps moving. A servo
-    without a current sensor (a NaN in the link's `current_units_a`, e.g. the XL430-W250) reads NaN by design."""
-    units = getattr(link, "current_units_a", None)
+    without a current sensor (a NaN in the link's `current_units_a`, e.g. the XL430-W250) reads NaN by design.
+    The units used are those of the joints in `names`, in that order (`current_units_a` holds one per servo, in
+    `link.servos` order; a link without servo names: one per name), so the PWM stream's single joint is checked
+    against its own servo's; units that cannot be matched to `names` allow no NaN."""
     for what, values in readings.items():
         if values is None:
             continue
         ok = np.isfinite(values)  # every tick: one small array, the message only on a fault
-        if what == "current" and units is not None:
-            ok = ok | np.isnan(units)
+        if what == "current" and not ok.all():
+            units = getattr(link, "current_units_a", None)
+            units = None if units is None else np.atleast_1d(np.asarray(units, dtype=float))
+            order = [s.name for s in getattr(link, "servos", None) or []]
+            if units is not None and order and len(order) == len(units):
+                at = {name: k for k, name in enumerate(order)}
+                units = units[[at[n] for n in names]] if all(n in at for n in names) else None
+            if units is not None and len(units) == len(np.atleast_1d(ok)):
+                ok = ok | np.isnan(units)
         if ok.all():
             continue
         j = int(np.flatnonzero(~np.atleast_1d(ok))[0])
@@ -129,6 +140,43 @@ def check_servo_limits(
             f"{what}{when} is outside its servo's position limits [{lo:.4f}, {hi:.4f}] rad "
             f"([{math.degrees(lo):.1f}, {math.degrees(hi):.1f}] deg); nothing moved"
         )
+
+
+def refuse_servo_speeds(link, joint_names: list[str], peak_rad_s, said=None, fix=None) -> None:
+    """Refuse, before the first command, to command a joint faster than its servo's Velocity Limit (44) as the link
+    read it on connect (`drivers.setpoints.servo_speed_problems`; a link without registers: nothing to check):
+    the first problem, as the servo-limit refusal says it."""
+    info = getattr(link, "servo_info", None)
+    if not info:
+        return
+    tpr = {s.name: s.ticks_per_rad for s in getattr(link, "servos", []) if hasattr(s, "ticks_per_rad")}
+    kw = {} if fix is None else {"fix": fix}
+    problems = servo_speed_problems(info, joint_names, peak_rad_s, said, ticks_per_rad=tpr, **kw)
+    if problems:
+        more = f" ({len(problems)} servos in all)" if len(problems) > 1 else ""
+        raise DataError(f"plan refused before moving: {problems[0]}{more}; nothing moved")
+
+
+def check_servo_speed(link, joint_names: list[str], velocity_limit: float) -> None:
+    """A posture run's moves are stretched to `[executor] velocity_limit` (any joint): refused, before the first
+    command, when that exceeds a servo's Velocity Limit (44)."""
+    peak = np.full(len(joint_names), float(velocity_limit))
+    info = getattr(link, "servo_info", None) or {}
+    tpr = {s.name: s.ticks_per_rad for s in getattr(link, "servos", []) if hasattr(s, "ticks_per_rad")}
+    # the slowest servo's register at its joint: the highest velocity_limit every servo allows
+    allowed = [
+        v * HORN_TICKS_PER_RAD / abs(tpr.get(n, HORN_TICKS_PER_RAD))
+        for n in joint_names
+        if (v := (info.get(n) or {}).get("velocity_limit_rad_s")) and math.isfinite(v) and v > 0
+    ]
+    most = f" to at most {math.floor(min(allowed) * 1000) / 1000:.3f} rad/s" if allowed else ""
+    refuse_servo_speeds(
+        link,
+        joint_names,
+        peak,
+        lambda joint, peak: f"[executor] velocity_limit {velocity_limit:g} rad/s of the robot configuration",
+        f"lower [executor] velocity_limit{most}",
+    )
 
 
 # ------------------------------------------------------------------ running
@@ -593,6 +641,7 @@ class Executor:
             **self._read_gains(),
         )
         check_servo_limits(self.link, self.model.joint_names, self._limit_stages(q, todo))
+        check_servo_speed(self.link, self.model.joint_names, self.ex.velocity_limit)
         try:
             if todo:
                 self.operator.lift(None)

@@ -13,11 +13,13 @@ velocity limit between ticks. Moves between placements are made with the robot l
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from drivers.config import RobotConfig, validate_config
+from drivers.config import HORN_TICKS_PER_RAD, RobotConfig, validate_config
 from formats.plan import Plan, Posture, plan_required_margin
 from robots.chain_path import (  # noqa: F401 (re-exported)
     AIR_CLEARANCE,
@@ -218,3 +220,64 @@ def tick_problems(model: RobotModel, config: RobotConfig, t: np.ndarray, q: np.n
             f"> velocity_limit {lim:g} rad/s of the robot configuration"
         )
     return problems
+
+
+def servo_speed_problems(
+    servo_info: Mapping[str, Mapping] | None,
+    joint_names: list[str],
+    peak_rad_s,
+    said: Callable[[str, float], str] | None = None,
+    fix: str | Callable[[str], str] = "plan or configure the motion slower",
+    ticks_per_rad: Mapping[str, float] | None = None,
+) -> list[str]:
+    """Joints commanded faster than their servo's Velocity Limit (44), one line each. `servo_info` as a Dynamixel
+    link records it on connect (joint -> {"id", "velocity_limit_rad_s", ...}); None, or a joint without the key
+    (links that read no registers, e.g. the framed link): not checked. `peak_rad_s`: each joint's peak commanded
+    speed (rad/s of robot time, in `joint_names` order). `said(joint, peak)` words the command (default: "JOINT's
+    commanded peak of PEAK rad/s"); `fix` (or `fix(joint)`) is the slower alternative to raising the register.
+    `ticks_per_rad` (joint -> the configuration's ticks per joint radian): a joint geared to its servo has the
+    register scaled to the joint (the horn turns 4096 ticks per revolution).
+
+    A register of 0 is not checked: the e-Manual bounds Goal Velocity (104) and Profile Velocity (112) by it, and
+    Profile Velocity 0 means an infinite velocity (no profile), so 0 caps no position-mode move."""
+    if not servo_info:
+        return []
+    said = said or (lambda joint, peak: f"{joint}'s commanded peak of {peak:.3f} rad/s")
+    problems = []
+    for j, name in enumerate(joint_names):
+        info = servo_info.get(name) or {}
+        horn = info.get("velocity_limit_rad_s")
+        if horn is None or not math.isfinite(horn) or horn <= 0:
+            continue
+        tpr = abs(float((ticks_per_rad or {}).get(name, HORN_TICKS_PER_RAD)))
+        limit = horn * HORN_TICKS_PER_RAD / tpr  # at the joint
+        peak = float(np.asarray(peak_rad_s, dtype=float)[j])
+        if not peak > limit * (1 + STEP_RTOL):  # NaN peaks are the tick checks' business
+            continue
+        raw = info.get("velocity_limit_raw")
+        units = "" if not raw else f" ({raw} × {horn / raw * 60 / (2 * math.pi):.3g} rev/min)"
+        at_joint = "" if math.isclose(limit, horn, rel_tol=1e-9) else f", {limit:.3f} rad/s at the joint"
+        problems.append(
+            f"{said(name, peak)} exceeds servo {info.get('id', '?')} ({name})'s Velocity Limit {horn:.3f} rad/s"
+            f"{units}{at_joint}; raise its Velocity Limit (44) with torque off, or "
+            f"{fix(name) if callable(fix) else fix}"
+        )
+    return problems
+
+
+def peak_speeds(
+    stages: list[tuple[str, np.ndarray, np.ndarray | None]], nq: int
+) -> list[tuple[float, str, float]]:
+    """Each joint's peak speed between consecutive goals of the timed `stages` ((what, goals (n, nq) rad, robot
+    times (n,) s or None for a single goal, not a motion)): (rad/s, the stage, the time of the later goal)."""
+    best = [(0.0, "", 0.0)] * nq
+    for what, goals, times in stages:
+        if times is None or len(goals) < 2:
+            continue
+        g, t = np.asarray(goals, dtype=float), np.asarray(times, dtype=float)
+        speed = np.abs(np.diff(g, axis=0)) / np.diff(t)[:, None]
+        for j in range(nq):
+            k = int(np.nanargmax(speed[:, j])) if np.isfinite(speed[:, j]).any() else 0
+            if speed[k, j] > best[j][0]:
+                best[j] = (float(speed[k, j]), what, float(t[k + 1]))
+    return best

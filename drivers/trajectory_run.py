@@ -55,11 +55,27 @@ from shapely.geometry import MultiPoint
 from drivers.board_timeline import BoardTimeline
 from drivers.clock import Clock
 from drivers.config import RobotConfig
-from drivers.executor import LATE_PERIODS, Executor, Operator, Progress, SafetyTrip, check_servo_limits
+from drivers.executor import (
+    LATE_PERIODS,
+    Executor,
+    Operator,
+    Progress,
+    SafetyTrip,
+    check_servo_limits,
+    refuse_servo_speeds,
+)
 from drivers.gravity import goal_offsets
 from drivers.realtime import steady_gc
 from drivers.run_files import new_run_dir, write_run_meta
-from drivers.setpoints import RunCheck, air_move, check_run, cosine_profile, tick_problems, ticks
+from drivers.setpoints import (
+    RunCheck,
+    air_move,
+    check_run,
+    cosine_profile,
+    peak_speeds,
+    tick_problems,
+    ticks,
+)
 from drivers.single_support_stream import (
     TOUCH_HOLD_S,
     TOUCH_SHARE,
@@ -583,10 +599,45 @@ class TrajectoryExecutor(Executor):
         """Stream the start move (`_start_move`; in the air or on the stand: no feed-forward)."""
         return self._move(setpoints, 0, on_ground=False)
 
-    def _check_servo_limits(self, start: np.ndarray) -> None:
+    def _check_servo_limits(self, start: np.ndarray, q: np.ndarray | None = None) -> None:
         """Refuse before the first command any goal outside the servos' position limits, as it will be sent (with
         its feed-forward): the start move, the start posture, the weight shifts and sole lifts and the holds
-        between them, and every streamed tick."""
+        between them, and every streamed tick; then, with the encoders' `q`, any joint whose goals move faster
+        between ticks than its servo's Velocity Limit (44) allows."""
+        stages = self._goal_stages(start)
+        check_servo_limits(self.link, self.model.joint_names, stages)
+        if q is not None:
+            self._check_servo_speeds(q, start, stages)
+
+    def _check_servo_speeds(self, q: np.ndarray, start: np.ndarray, stages: list) -> None:
+        """Each joint's peak speed between the goals streamed at the robot's rate (the start move from the encoders'
+        `q`, the weight shifts, sole lifts and lowerings, the trajectory; robot time) against its servo's Velocity
+        Limit (44): refused before the first command (`drivers.executor.refuse_servo_speeds`)."""
+        moves = [(what, g, t) for what, g, t in stages if t is not None]
+        if len(start):  # the start move's first tick is one tick away from where the encoders are
+            t0 = self._tick_times(start)
+            moves[0] = (moves[0][0], np.vstack([q, start]), np.concatenate([[0.0], t0]))
+        best = peak_speeds(moves, self.model.nq)
+
+        def said(joint: str, peak: float) -> str:
+            _, what, t = best[self.model.joint_names.index(joint)]
+            return f"{joint}'s goals move at {peak:.3f} rad/s between ticks {what} at t = {t:.3f} s, which"
+
+        def fix(joint: str) -> str:
+            what = best[self.model.joint_names.index(joint)][1]
+            if what == "on the move to the start":  # a cosine move stretched to the configuration's limit
+                return "lower [executor] velocity_limit"
+            return (
+                "plan the trajectory slower"
+                if what == "of the trajectory"
+                else "plan the trajectory's weight shift slower"
+            )
+
+        refuse_servo_speeds(self.link, self.model.joint_names, [b[0] for b in best], said, fix)
+
+    def _goal_stages(self, start: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray | None]]:
+        """The goals as they will be sent, stage by stage (what, goals (n, nq) rad, robot times or None for a
+        single goal held): the start move first."""
         sp, q0 = self.sp, self.plan.postures[0].q
         stages = [("on the move to the start", start, self._tick_times(start)),
                   ("at the start posture", (q0 + self._offsets(q0))[None], None)]  # fmt: skip
@@ -605,7 +656,7 @@ class TrajectoryExecutor(Executor):
             stages.append(("in the end's weight shift", back.q + ff["back"], back.t))
         goals = sp.q if self._ff is None else sp.q + self._ff
         stages.append(("of the trajectory", goals, sp.t))
-        check_servo_limits(self.link, self.model.joint_names, stages)
+        return stages
 
     def _lead_offsets(self) -> dict[str, np.ndarray]:
         """The weight-shift start's and end's feed-forward offsets as streamed, computed once for the servo-limit
@@ -647,7 +698,7 @@ class TrajectoryExecutor(Executor):
         cells = polygon = None
         try:
             start = self._start_move(q)
-            self._check_servo_limits(start)
+            self._check_servo_limits(start, q)
             if sp.standing:
                 self.operator.lift(None)
                 self.progress_cb(Progress(0, len(sp.t), 0, 0, "tare"))

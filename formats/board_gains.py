@@ -57,7 +57,9 @@ class BoardGains:
         if self.tare_scale_se is not None:
             ts = np.asarray(self.tare_scale_se, dtype=float)
             if ts.shape != (g.shape[0],) or not np.all(np.isfinite(ts) & (ts >= 0)):
-                raise DataError(f"board gains: tare_scale_se must be one non-negative number per board ({g.shape[0]})")
+                raise DataError(
+                    f"board gains: tare_scale_se must be one non-negative number per board ({g.shape[0]})"
+                )
             object.__setattr__(self, "tare_scale_se", ts)
 
 

@@ -46,7 +46,9 @@ def in_processes(
         for fut in as_completed(futures):
             yield futures[fut], fut.result()
     except BaseException:  # GeneratorExit included: the caller stopped, or its frame unwound
-        for proc in list((pool._processes or {}).values()):  # no public handle before 3.14's terminate_workers
+        for proc in list(
+            (pool._processes or {}).values()
+        ):  # no public handle before 3.14's terminate_workers
             proc.terminate()
         # then wait for the executor's own clean-up: it finds its workers gone and joins every one it has
         pool.shutdown(wait=True, cancel_futures=True)

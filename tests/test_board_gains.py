@@ -62,7 +62,9 @@ def test_a_weight_off_its_cells_centre_gives_the_gains_of_a_centred_one():
 
     def off_centre(cell):
         for emu in world.boards:
-            emu.load_override = None if cell is None else 10.0 * (0.92 * np.eye(4)[cell] + 0.08 * np.eye(4)[cell - 1])
+            emu.load_override = (
+                None if cell is None else 10.0 * (0.92 * np.eye(4)[cell] + 0.08 * np.eye(4)[cell - 1])
+            )
 
     try:
         errors = np.array([b.imp.gain_error for b in world.boards])

@@ -2,6 +2,7 @@
 latency timer, baud rates — against the pty bus emulator running dynamixel_sdk unmodified."""
 
 import contextlib
+import math
 import time
 
 import numpy as np
@@ -63,8 +64,10 @@ def test_model_number_recorded_and_a_wrong_current_unit_warned(capsys):
         info = link_meta(link)["servos"]
         assert [info[n]["model_number"] for n in ("j0", "j1", "j2")] == [1040, 1020, 4242]
         assert info["j0"]["model"] == "XH430-V350" and info["j2"]["model"] is None
-        assert info["j0"]["velocity_limit_rad_s"] == 0.0  # the emulator's table holds 0 at address 44
-        assert len(link.warnings) == 1 and "XH430-V350" in link.warnings[0] and "1.34 mA" in link.warnings[0]
+        # the XM430-W350 default the emulator holds at address 44: 200 × 0.229 rev/min
+        assert info["j0"]["velocity_limit_rad_s"] == pytest.approx(200 * 0.229 * 2 * math.pi / 60)
+        assert len(link.warnings) == 2 and "XH430-V350" in link.warnings[0] and "1.34 mA" in link.warnings[0]
+        assert "model 4242 is not known" in link.warnings[1]
         assert "servo 1 (j0)" in link.warnings[0] and link.warnings[0] in capsys.readouterr().err
     with bench(models={1: 1040, 2: 1040, 3: 1040}, current_unit_ma=1.34) as (bus, plant, link):
         assert link.warnings == []

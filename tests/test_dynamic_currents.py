@@ -106,7 +106,9 @@ def test_the_option_overrides_the_recorded_constants(runs, capsys):
     tau = _identify(capsys, runs["rec"])
     wrong = d / "wrong.csv"
     write_dynamic_recording(_as_currents(rec, K, dict.fromkeys(names, 1.0)), wrong)
-    far = _identify(capsys, wrong)["effort_scale_far_off"]  # the wrong constants alone: ~10× too small, warned
+    far = _identify(capsys, wrong)[
+        "effort_scale_far_off"
+    ]  # the wrong constants alone: ~10× too small, warned
     assert far and "torque constant" in json.dumps(far)
     option = ",".join(f"{j}={k}" for j, k in zip(names, K, strict=True))
     over = _identify(capsys, wrong, "--torque-constant", option)

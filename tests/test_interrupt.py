@@ -44,7 +44,13 @@ class _Slow(ca.Callback):
 
 def _solver(cb: _Slow) -> ca.Function:
     x = ca.MX.sym("x", 3)
-    opts = {"ipopt.print_level": 0, "print_time": False, "ipopt.sb": "yes", "ipopt.tol": 1e-30, "ipopt.max_iter": 200}
+    opts = {
+        "ipopt.print_level": 0,
+        "print_time": False,
+        "ipopt.sb": "yes",
+        "ipopt.tol": 1e-30,
+        "ipopt.max_iter": 200,
+    }
     return ca.nlpsol("slow", "ipopt", {"x": x, "f": cb(x) + ca.sumsqr(ca.sin(x))}, opts)
 
 

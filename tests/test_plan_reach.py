@@ -105,4 +105,6 @@ def test_a_standing_robots_noise_is_three_values(capsys):
         "2",
     ]
     assert main(args) == 2
-    assert "noise must be 3 positive σ (fz, mx, my) or one, got [1.0, 2.0]" in " ".join(capsys.readouterr().err.split())
+    assert "noise must be 3 positive σ (fz, mx, my) or one, got [1.0, 2.0]" in " ".join(
+        capsys.readouterr().err.split()
+    )

@@ -139,7 +139,12 @@ def test_open_loop_miss_is_warned_per_axis():
 def test_encoder_stuck_midway_warns_on_signs_and_verification(stuck_midway):
     code, err, rep = stuck_midway
     # the stalled fit leans on weak directions (the rank analysis under the solve's own weights): not converged
-    assert code == 1 and not rep["converged"] and rep["reason"].startswith("stalled") and rep["weakly_determined"]
+    assert (
+        code == 1
+        and not rep["converged"]
+        and rep["reason"].startswith("stalled")
+        and rep["weakly_determined"]
+    )
     assert all(b["chi2_per_dof"] < 100 for b in rep["residuals"])  # the χ² warning alone would not catch it
     neg = {r["name"] for r in rep["parameters"] if r["estimate"] <= 0 and r["name"] in dg.must_be_positive()}
     assert {"k_pwm", "b"} <= neg

@@ -88,7 +88,9 @@ def test_a_stopped_run_is_identified_with_a_warning(standing, tmp_path, capsys):
     # the design's excitation was cut there: refused unless --partial says to fit it anyway
     assert main(["identify", "dynamic", str(run / "recording.csv"), "--simplified", "--json"]) == 2
     assert "--partial" in capsys.readouterr().err
-    assert main(["identify", "dynamic", str(run / "recording.csv"), "--simplified", "--json", "--partial"]) == 0
+    assert (
+        main(["identify", "dynamic", str(run / "recording.csv"), "--simplified", "--json", "--partial"]) == 0
+    )
     out = capsys.readouterr()
     assert json.loads(out.out)["partial_runs"] == [
         {

@@ -57,6 +57,7 @@ def test_a_diverging_twin_ends_the_run_with_one_line_and_keeps_the_streamed_tick
 ):
     """The arm's physics blows up 50 ticks into streaming: exit 2 promptly, one stderr line saying the twin diverged
     and why, run.json stopped by it with the ticks streamed so far and a `diverged` twin event."""
+    monkeypatch.chdir(tmp_path)  # MuJoCo writes its warnings to MUJOCO_LOG.TXT in the working directory
     _blow_up_while_streaming(monkeypatch, 50)
     out = tmp_path / "run"
     capsys.readouterr()
@@ -74,9 +75,10 @@ def test_a_diverging_twin_ends_the_run_with_one_line_and_keeps_the_streamed_tick
     assert [e["kind"] for e in meta["twin_events"]] == ["diverged"]
 
 
-def test_a_blow_up_stops_the_twin_where_it_happened_instead_of_rewinding(capsys):
+def test_a_blow_up_stops_the_twin_where_it_happened_instead_of_rewinding(capsys, tmp_path, monkeypatch):
     """A real MuJoCo blow-up (a huge force on the first joint: "huge value in QACC", after which MuJoCo resets the
     state and rewinds time): waiting for a later time raises at once, the twin stays at the time it blew up."""
+    monkeypatch.chdir(tmp_path)  # MuJoCo's MUJOCO_LOG.TXT lands here, not in the checkout
     model = get_model("ur5")
     twin = Twin(model, twin_truth(model), TwinOptions(fixed_base=True, time_scale=5.0))
     twin.start()

@@ -187,7 +187,9 @@ def test_dynamic_result_exports_a_full_set_with_its_base_values(tmp_path):
     assert fs.kind == "dynamic result" and fs.imposed == db.rank
     assert np.allclose(db.values(dyn.standard_parameters(model, fs.params)), identified, rtol=0, atol=1e-9)
     out = tmp_path / "ur5_identified.urdf"
-    assert main(["model", "export", str(UR5), "--params", str(result), "--out", str(out), "--inconsistent"]) == 0
+    assert (
+        main(["model", "export", str(UR5), "--params", str(result), "--out", str(out), "--inconsistent"]) == 0
+    )
     # Written inconsistent as asked (the min-norm set breaks consistency here), so read without the importer's checks.
     back = read_inertials(out)
     phi = np.concatenate([dyn.link_standard(*_or_zero(back, n)) for n in [lk.name for lk in model.links]])

@@ -112,7 +112,11 @@ def test_a_reconnect_keeps_every_correction_made_before_it(emu_factory):
         board.collect(0.1)  # connected, before the link drops
         cal = board.calibration
         cal.offset_kg, cal.offset_se = np.array([1.0, 0.5, 2.0, 0.2]), np.full(4, 0.003)
-        cal.gain, cal.gain_se, cal.noise_sd = np.array([1.1, 0.9, 1.05, 0.95]), np.full(4, 0.01), np.full(4, 0.02)
+        cal.gain, cal.gain_se, cal.noise_sd = (
+            np.array([1.1, 0.9, 1.05, 0.95]),
+            np.full(4, 0.01),
+            np.full(4, 0.02),
+        )
         before = dict(vars(cal))
         samples = board.collect(1.5)
     finally:
@@ -183,7 +187,9 @@ class _FakeEvdev:
         self.state = dict(zip(self.CODES, state, strict=True))
         self.events = []
         for change in changes:
-            self.events += [SimpleNamespace(type=ecodes.EV_ABS, code=self.CODES[k], value=v) for k, v in change]
+            self.events += [
+                SimpleNamespace(type=ecodes.EV_ABS, code=self.CODES[k], value=v) for k, v in change
+            ]
             self.events.append(SimpleNamespace(type=ecodes.EV_SYN, code=ecodes.SYN_REPORT, value=0))
         os.write(self.w, b"x")
         os.set_blocking(self.r, False)
@@ -239,7 +245,9 @@ def test_a_still_load_on_an_evdev_board_is_read_without_any_event(emu_factory):
     board = EvdevBoard(lambda: dev, name="kernel")
     samples = _run(board, 1.5)
     assert board.stats.reconnects == 0 and len(samples) > 1.5 * EVDEV_RATE_HZ / 2
-    np.testing.assert_allclose(np.array([s.kg for s in samples]), np.tile(LOAD, (len(samples), 1)), atol=0.011)
+    np.testing.assert_allclose(
+        np.array([s.kg for s in samples]), np.tile(LOAD, (len(samples), 1)), atol=0.011
+    )
 
 
 def test_the_kernels_fuzz_filter_smooths_small_steps_as_the_input_core_does():

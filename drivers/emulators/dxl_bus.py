@@ -24,8 +24,10 @@ units, saturating at Current Limit (38).
 Operating Mode (11) is honoured as the e-Manual describes it for Goal Position (116): in Position Control Mode (3)
 it is bounded by Min/Max Position Limit (48/52); in Extended (4) and Current-based (5) Position Control Mode the
 limits are not used (range ±1,048,575); in Current (0), Velocity (1) and PWM (16) mode it is stored and ignored.
-`models` gives servos another Model Number (answered to PING and at address 0); `damage_next` makes a servo answer
-its next instructions with error number 3 (CRC Error: it received a damaged packet) and do nothing else.
+`models` gives servos another Model Number (answered to PING and at address 0); `velocity_limits` another Velocity
+Limit (44) than the XM430-W350's default (200 × 0.229 rev/min), which the bus holds for a driver to read and does
+not apply (a time-based profile's goal moves are not bounded by it); `damage_next` makes a servo answer its next
+instructions with error number 3 (CRC Error: it received a damaged packet) and do nothing else.
 The packets of one transmission (the bytes one read of the pty returns) act on it at the instant they arrived:
 a SYNC WRITE of Goal PWM and the SYNC READ sent with it see the same physics time, as on a real servo.
 """
@@ -53,6 +55,9 @@ ADDR_TORQUE, ADDR_LED, ADDR_GOAL, ADDR_MOVING, ADDR_PRESENT_VEL, ADDR_PRESENT_PO
 ADDR_HW_ERROR = 70
 ADDR_PWM_LIMIT, ADDR_GOAL_PWM, ADDR_PRESENT_PWM, ADDR_PRESENT_CURRENT = 36, 100, 124, 126
 ADDR_CURRENT_LIMIT, CURRENT_LIMIT_FACTORY = 38, 1193  # Current Limit: XM430-W350's power-on value (3.21 A)
+# Velocity Limit (EEPROM, 4 bytes, 0 … 1023, 0.229 rev/min): the XM430-W350's default in the e-Manual's control table
+# (200 = 45.8 rev/min, 4.80 rad/s)
+ADDR_VELOCITY_LIMIT, VELOCITY_LIMIT_FACTORY = 44, 200
 ADDR_DRIVE_MODE, TIME_BASED_PROFILE = 10, 0x04  # Drive Mode bit 2: Profile Velocity (112) is a time, ms
 ADDR_PROFILE_ACCELERATION, ADDR_PROFILE_VELOCITY = 108, 112
 ADDR_REALTIME_TICK = 120  # ms, 0 … 32767
@@ -147,7 +152,9 @@ class DxlBusEmulator(PtyDevice):
         drives: dict[int, PwmDrive] | None = None,
         torque_constants: dict[int, float] | None = None,
         models: dict[int, int] | None = None,
+        velocity_limits: dict[int, int] | None = None,
     ) -> None:
+        """`velocity_limits`: servo id -> Velocity Limit (44) register value, others at VELOCITY_LIMIT_FACTORY."""
         self.servos = {s.id: (k, s) for k, s in enumerate(servos)}
         self.plant = plant
         self.torque_constants = dict(torque_constants or {})  # servo id -> N·m/A at the joint (position mode)
@@ -163,6 +170,12 @@ class DxlBusEmulator(PtyDevice):
             table[ADDR_MAX_POS : ADDR_MAX_POS + 4] = (4095).to_bytes(4, "little")
             table[ADDR_PWM_LIMIT : ADDR_PWM_LIMIT + 2] = (885).to_bytes(2, "little")
             table[ADDR_CURRENT_LIMIT : ADDR_CURRENT_LIMIT + 2] = CURRENT_LIMIT_FACTORY.to_bytes(2, "little")
+            vlim = (velocity_limits or {}).get(sid, VELOCITY_LIMIT_FACTORY)
+            if not 0 <= vlim <= (ITEMS[ADDR_VELOCITY_LIMIT].hi or 0):
+                raise ValueError(
+                    f"servo {sid}: Velocity Limit {vlim} outside 0 … {ITEMS[ADDR_VELOCITY_LIMIT].hi}"
+                )
+            table[ADDR_VELOCITY_LIMIT : ADDR_VELOCITY_LIMIT + 4] = int(vlim).to_bytes(4, "little")
             table[68] = 2  # status return level: answer everything
             table[ADDR_POSITION_P_GAIN : ADDR_POSITION_P_GAIN + 2] = P_GAIN_FACTORY.to_bytes(2, "little")
             plant.set_p_gain(self.servos[sid][0], P_GAIN_FACTORY)  # the physics starts as the servo powers on
