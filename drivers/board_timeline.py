@@ -11,16 +11,27 @@ report cannot arrive before its conversion ends), k from the arrivals themselves
 The driver's count (`BoardSample.seq`) numbers what reached it, damaged reports included, but a report lost over
 the air leaves no trace in it (Bluetooth drops bad packets before the host sees them, a board has no report
 counter, and a status report stops the data for a few conversions): counted on, every report after a loss would
-be placed a period early, and the period itself would come out long. So each report's conversion index is the
-latest one that had ended by its arrival on the grid of the reports before it (a report that arrives a period or
-more after the previous one's slot means lost ones), never less than the driver's count allows; a report that
-arrives earlier than its index's slot shows that an earlier "loss" was only a late report (reports read
-together after a stall), and the indices since then are moved back.
+be placed a period early, and the period itself would come out long. A report is its conversion's end plus a
+delay that is never negative but may vary by a period or more (a loaded host reads late), so one report arriving
+a period late shows nothing: a loss shows as the reports after it ALL arriving a period or more late against the
+earliest arrivals of the FLOOR_OF reports before them (the lower envelope of the delays shifted by W). Each
+report is placed one index after the one before (or as far as the driver's count says); a run of reports all a
+period late becomes a loss once it is long enough to be improbable from the delays alone (LOSS_EVIDENCE at the
+share of recent reports that arrived that late: a few reports when the delays are small, up to LOOK_MAX when
+they spread over a period), and the loss is placed where the shift starts (before the run's last stretch that
+is late by the whole shift). Until then those reports are not counted as placed (`covered_until`). A report that
+arrives before its index's slot shows that an earlier "loss" was only a late stretch (reports read together
+after a stall, a latency step), and the indices since then are moved back. The period is fitted to the earliest
+arrivals on their indices, and found again from where the arrival times repeat (`_coherent_period`) while the
+run is young, so that a period made long by losses not yet found does not hide them.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
+from itertools import repeat
+from operator import mul, sub
 
 import numpy as np
 
@@ -30,10 +41,25 @@ DETECT_FROM = (
     32  # reports before lost ones are looked for (the period of fewer, jittered arrivals is too rough)
 )
 ANCHOR = 16  # recent reports whose earliest arrival (against the grid) sets the grid's phase
-# a report counts as after a loss when it arrives at least 1 − LATE_TOL periods after the slot of the one
-# counted on: a report late by less than 0.75 W is never taken for a loss, a later one only until a prompt one
-# arrives (it moves the indices back)
+# a report counts as a period late when it arrives at least 1 − LATE_TOL periods after the slot of the one
+# counted on, and as early (an earlier loss was only a late report) when it arrives LATE_TOL periods before its slot
 LATE_TOL = 0.25
+# a loss is taken only once the reports after it have all arrived a period late (the lower envelope of their
+# delays shifted by W), as many of them as make such a run improbable without one: LOSS_EVIDENCE at the share of
+# the latest LATE_SHARE_OF reports that arrived that late, never fewer than LOOK_MIN nor more than LOOK_MAX
+LOSS_EVIDENCE = 1e-6
+LATE_SHARE_OF = 128
+LOOK_MIN = 3
+LOOK_MAX = 32  # 0.4 s at 80 Hz
+# the reports whose earliest arrival (against the grid) is the phase a report's lateness is measured on: more than
+# ANCHOR, so that the earliest of them is on time even when the delays spread over more than a period
+FLOOR_OF = 64
+SHIFT_TOL = (
+    0.15  # periods a report after a loss may seem early by (the phase is from a few arrivals' earliest)
+)
+COHERE_OF = 1024  # the latest reports whose arrival times show the period at `_resolve`
+COHERENT = 4.0  # the gathering of their phases (× √n) that shows it: far above what scattered arrivals make
+UNDO_REACH = 1024  # reports back an early report may show a loss to have been a late stretch (~13 s at 80 Hz)
 REFIT_EVERY = 256  # reports between fits of the period after the last RESOLVE_AT
 FIT_WINDOW = 4096  # latest reports the period is fitted to (~50 s at 80 Hz: each fit's cost stays bounded)
 RESOLVE_AT = frozenset(
@@ -52,14 +78,22 @@ class BoardTimeline:
         self._seq: int | None = None  # the driver's count of the latest report
         self._w: float | None = None  # the period, fitted now and then (`_fit`)
         self._grid: tuple[float, float] | None = None  # (e_0, W), cached until the next report
+        self._run: int | None = None  # the first of the latest reports that all arrived a period late, if any
+        self._run_need = LOOK_MIN  # how many such reports make a loss before the first of them
+        self._gaps: list[int] = []  # the reports a loss was found before (ascending)
+        self._moved = 0  # counts the moves of placed reports (a cached phase is stale after one)
+        self._floor: tuple | None = (
+            None  # (W, moves, lo, hi, earliest's index, its t − k·W): `_anchor`'s cache
+        )
 
     def __len__(self) -> int:
         return len(self._t)
 
     def period(self) -> float | None:
         """The conversion period W (run-clock s): a straight line through the latest FIT_WINDOW arrivals on their
-        conversion indices, fitted again to the half that arrived soonest after it (delays only make reports late: a
-        stall's late burst must not tilt it), so the arrival jitter averages out (None before MIN_REPORTS reports)."""
+        conversion indices, fitted again to the half that arrived soonest after it and then to the soonest half of
+        those, a quarter (delays only make reports late: a stall's late burst must not tilt it), so the arrival
+        jitter averages out (None before MIN_REPORTS reports)."""
         return self._w
 
     def _fit(self) -> None:
@@ -84,41 +118,141 @@ class BoardTimeline:
                 break
         self._w = w if w is not None and w > 0 else None
 
-    def _expected(self, i: int, w: float) -> int:
-        """The latest conversion that had ended when report i arrived, on the grid of the ANCHOR reports before it."""
-        lo = max(0, i - ANCHOR)
-        a = min(self._t[j] - self._k[j] * w for j in range(lo, i))
-        return math.floor((self._t[i] - a) / w + LATE_TOL)
+    def _anchor(self, lo: int, hi: int, w: float) -> float:
+        """The grid's phase from reports lo..hi−1: their earliest arrival against their conversion ends."""
+        lo = max(0, lo)
+        c = self._floor
+        if c is not None and c[0] == w and c[1] == self._moved and c[2] <= lo <= c[4] and c[3] <= hi:
+            v, at = c[5], c[4]  # the window moved on by a report or two: the earliest is still in it
+            for j in range(c[3], hi):
+                x = self._t[j] - self._k[j] * w
+                if x < v:
+                    v, at = x, j
+        else:
+            f = list(map(sub, self._t[lo:hi], map(mul, self._k[lo:hi], repeat(w))))
+            v = min(f)
+            at = lo + f.index(v)
+        self._floor = (w, self._moved, lo, hi, at, v)
+        return v
+
+    def _excess(self, i: int, k: int, a: float, w: float) -> int:
+        """Conversions that had ended by report i's arrival (within LATE_TOL) beyond its index k, on phase a."""
+        return math.floor((self._t[i] - a) / w + LATE_TOL) - k
+
+    def _look_ahead(self, p: int, a: float, w: float) -> int:
+        """Reports that must stay a period late from report p on before a loss there is taken: as many as make a
+        run that long of late reports improbable (< LOSS_EVIDENCE) at the share of the recent reports that arrived
+        as late, within [LOOK_MIN, LOOK_MAX]."""
+        lo = max(0, p - LATE_SHARE_OF)
+        t = np.asarray(self._t[lo:p])
+        k = np.asarray(self._k[lo:p], dtype=float)
+        q = float(np.mean(t - k * w - a >= (1 - LATE_TOL) * w)) if p > lo else 0.0
+        if not q > 0:
+            return LOOK_MIN
+        if q >= 1:
+            return LOOK_MAX
+        return int(min(LOOK_MAX, max(LOOK_MIN, math.ceil(math.log(LOSS_EVIDENCE) / math.log(q)))))
 
     def _place(self, i: int, w: float | None) -> None:
-        """Report i's conversion index from the ones before it (they may move back, see the module's note)."""
+        """Report i's conversion index from the ones before it (they may move, see the module's note)."""
         if i == 0:
             self._k.append(0)
             return
         k = self._k[i - 1] + self._step[i]
-        if w is not None and w > 0:
-            want = self._expected(i, w)
-            if want > k:  # arrived a period or more after its slot: reports lost in between
-                k = want
-            j = i - 1
-            while want < k and j > 0 and i - j <= TAIL:  # arrived before its slot: an earlier "loss" was late
-                slack = self._k[j] - self._k[j - 1] - self._step[j]
-                if slack > 0:
-                    r = min(slack, k - want)
-                    for m in range(j, i):
-                        self._k[m] -= r
-                    k -= r
-                j -= 1
         self._k.append(k)
+        if w is None or not w > 0:
+            return
+        p = i if self._run is None else self._run  # a run's reports are measured against the phase before it
+        a = self._anchor(p - FLOOR_OF, p, w)
+        ex = self._excess(i, k, a, w)
+        if ex < 0:
+            # arrived before its slot: an earlier "loss" was only a late stretch (or the run of late ones was none)
+            self._run = None
+            want = k + ex
+            g = len(self._gaps)
+            while want < k and g > 0 and i - self._gaps[g - 1] <= UNDO_REACH:  # the latest losses first
+                g -= 1
+                j = self._gaps[g]
+                slack = self._k[j] - self._k[j - 1] - self._step[j]
+                r = min(slack, k - want)
+                for m in range(j, i + 1):
+                    self._k[m] -= r
+                self._moved += 1
+                k -= r
+                if r == slack:
+                    del self._gaps[g]
+            return
+        if ex == 0:  # on time, or late by less than a period: no run of late reports (any more)
+            self._run = None
+            return
+        if self._run is None:  # the first report a period late: maybe reports were lost just before it
+            self._run = i
+            self._run_need = self._look_ahead(i, a, w)
+        self._settle(i, w)
+
+    def _settle(self, i: int, w: float) -> None:
+        """Reports run..i all arrived a period or more late against the phase before the run: once enough have,
+        the lowest of their shifts is a loss, placed before the first report of the run's last stretch that all
+        arrived that shift late within SHIFT_TOL (the ones before it were late reports); reports still later
+        after the shift start a new run."""
+        while self._run is not None and i - self._run + 1 >= self._run_need:
+            p = self._run
+            a = self._anchor(p - FLOOR_OF, p, w)
+            late = [(self._t[j] - a) / w - self._k[j] for j in range(p, i + 1)]
+            s = min(math.floor(x + LATE_TOL) for x in late)
+            m = i + 1
+            while m > p and late[m - 1 - p] >= s - SHIFT_TOL:
+                m -= 1
+            if m > i:  # late by less than the shift all through: not a loss (yet); look again from the next
+                self._run = None
+                return
+            for j in range(m, i + 1):
+                self._k[j] += s
+            self._moved += 1
+            if not self._gaps or self._gaps[-1] != m:
+                bisect.insort(self._gaps, m)
+            # reports still a period late after the shift: a further loss, found from where their run starts
+            start, m = m, i + 1
+            while m > start and math.floor(late[m - 1 - p] - s + LATE_TOL) >= 1:
+                m -= 1
+            self._run = m if m <= i else None
 
     def _resolve(self) -> None:
         """Every report's index found again on the current period (the early ones were placed on a rough one)."""
-        for _ in range(2):
-            self._fit()
-            self._k = []
-            for i in range(len(self._t)):
-                self._place(i, self._w)
+        # a period fitted to the driver's count alone is long by the share of reports lost, and on it the reports
+        # after a loss drift back to on time before enough of them are seen: start from the period the arrival
+        # times repeat at, when they show one
         self._fit()
+        w = self._coherent_period()
+        for _ in range(3):
+            self._k = []
+            self._gaps = []
+            self._moved += 1
+            self._run = None
+            for i in range(len(self._t)):
+                self._place(i, w)
+            self._fit()
+            w = self._w
+
+    def _coherent_period(self) -> float | None:
+        """The period the latest COHERE_OF arrival times repeat at (the one their phases gather at most, searched
+        from the driver's count's period down by a quarter), if they gather clearly; else the fitted one."""
+        n = min(len(self._t), COHERE_OF)
+        t = np.asarray(self._t[-n:])
+        span = t[-1] - t[0]
+        steps = sum(self._step[-n + 1 :])
+        if n < MIN_REPORTS or not span > 0:
+            return self._w
+        hi = span / steps * 1.02
+        grid = np.arange(hi / 1.3, hi, 0.2 * hi * hi / span)
+        for _ in range(2):  # coarse, then fine around the best
+            c = np.abs(np.exp(2j * np.pi * (t - t[0])[None, :] / grid[:, None]).mean(axis=1))
+            best = int(np.argmax(c))
+            d = grid[1] - grid[0]
+            grid = np.linspace(grid[best] - d, grid[best] + d, 41)
+        if c.max() * math.sqrt(n) < COHERENT:
+            return self._w
+        return float(grid[20])
 
     def add(self, t: float, seq: int, value) -> None:
         """A report that arrived at run-clock time t, the driver's `seq`-th (its count includes the reports it
@@ -161,9 +295,13 @@ class BoardTimeline:
         return self._k[-1] - self._k[0] + 1 - len(self._k) if self._k else 0
 
     def covered_until(self) -> float:
-        """The end of the last conversion received (−inf before any can be placed)."""
+        """The end of the last conversion received and placed for good (−inf before any can be placed): the
+        latest reports, while they may yet show a loss before them, are not counted."""
         g = self.grid()
-        return -np.inf if g is None else g[0] + self._k[-1] * g[1]
+        if g is None:
+            return -np.inf
+        last = len(self._k) - 1 if self._run is None else max(0, self._run - 1)
+        return g[0] + self._k[last] * g[1]
 
     def mean(self, a: float, b: float) -> np.ndarray | None:
         """The time-weighted mean load over (a, b]: each conversion held over its interval, the first and the last

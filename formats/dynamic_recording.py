@@ -330,10 +330,6 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     unit = meta.get("angle_unit", "rad")
     if unit not in ANGLE_UNITS:
         raise DataError(f"{path}: angle_unit {unit!r} unknown (rad or deg)")
-    if meta.get("motion", STANDING_MOTIONS[0]) not in STANDING_MOTIONS:
-        raise DataError(
-            f"{path}: motion {meta['motion']!r} unknown: {STANDING_MOTIONS[0]} (the default) or {STANDING_MOTIONS[1]}"
-        )
     numbered = [(i + 1 + k, r) for k, r in enumerate(csv.reader(lines[i:]))]  # (line number, row)
     if not numbered:
         raise DataError(f"{path}: no header row")
@@ -364,6 +360,14 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
     if wrench_cols and not all(w in wrench_cols for w in WRENCH_NEEDED):
         raise DataError(f"{path}: a board wrench needs {', '.join(WRENCH_NEEDED)}; missing "
                         f"{', '.join(w for w in WRENCH_NEEDED if w not in wrench_cols)}")  # fmt: skip
+    if meta.get("motion", STANDING_MOTIONS[0]) not in STANDING_MOTIONS:  # told by what the columns record
+        motion = meta["motion"]
+        raise DataError(
+            f"{path}: motion {motion!r} unknown: {STANDING_MOTIONS[0]} (the default) or {STANDING_MOTIONS[1]}"
+            if wrench_cols
+            else f"{path}: '# motion: {motion}': the line names a standing recording's class (board wrench columns: "
+            f"{' or '.join(STANDING_MOTIONS)}); this one has none, a fixed-base robot's joint efforts: drop the line"
+        )
     has_plan = T_PLAN in header
     cell_cols = [c for c in header if c.startswith(CELL)]
     if cell_cols != [f"{CELL}{k}" for k in range(len(cell_cols))]:

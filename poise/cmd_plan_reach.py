@@ -27,7 +27,8 @@ def register(s: argparse._SubParsersAction) -> None:
                    help="these base parameters (default: every one)")  # fmt: skip
     from poise.cmd_plan_trajectory import add_design_arguments
 
-    add_design_arguments(r)
+    add_design_arguments(r, "a fixed-base arm, the default for a robot with one base; a standing robot, one with "
+                         "soles, needs its class given: --motion, --double-support or --single-support")  # fmt: skip
     r.add_argument("--well", type=at.number(0.0, 100.0, lo_open=True), default=15.0, metavar="PCT",
                    help="relative SE [%%] in (0, 100] a parameter must reach to count as determined (default 15)")  # fmt: skip
     r.add_argument("--practical-s", type=at.positive, metavar="S",

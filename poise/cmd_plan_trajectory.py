@@ -126,12 +126,13 @@ def register(s: argparse._SubParsersAction) -> None:
                    help="relative SE [%%] in (0, 100] a parameter must reach to count as determined (default 15)")  # fmt: skip
     f.add_argument("--practical-s", type=at.positive, metavar="S",
                    help="longest recording worth making [s] (default 600, or the plans' length if longer)")  # fmt: skip
-    f.add_argument("--params", help="guessed parameter set (default: the plan's)")
+    f.add_argument("--params", help="the values the relative SEs are against: a parameter set (name or file; "
+                   "default: the plan's), or a previous identify dynamic --json result of the same motion")  # fmt: skip
     f.add_argument("--tare-kg", type=at.nonnegative, default=None, metavar="SD",
-                   help="standing plans: the SD [kg] of the total load each run's board tare leaves, a constant Fz "
-                   "offset per run in the SEs as identify dynamic puts a run's recorded one (default: the "
-                   "forecast's TARE_MASS_SD_KG, the tare of 1 s of empty readings on two boards; 0: no tare, "
-                   "ideal boards)")  # fmt: skip
+                   help="standing plans only (refused for an arm's): the SD [kg] of the total load each run's "
+                   "board tare leaves, a constant Fz offset per run in the SEs as identify dynamic puts a run's "
+                   "recorded one (default: the forecast's TARE_MASS_SD_KG, the tare of 1 s of empty readings on two "
+                   "boards; 0: no tare, ideal boards)")  # fmt: skip
     f.add_argument("--no-friction", action="store_true", help="arms: rigid-body parameters only")
     f.add_argument("--armature", action="store_true",
                    help="arms: with each joint's rotor inertia estimated too (identify dynamic --armature)")  # fmt: skip
@@ -157,9 +158,12 @@ def register(s: argparse._SubParsersAction) -> None:
     sp.set_defaults(func=cmd_sample_trajectory)
 
 
-def add_design_arguments(p: argparse.ArgumentParser) -> None:
+def add_design_arguments(
+    p: argparse.ArgumentParser, free_note: str = "a fixed-base arm, the default"
+) -> None:
     """The options of what an excitation design is (duration, grid, motion, limits, seed) that `plan trajectory`
-    and `plan reach` share."""
+    and `plan reach` share; `free_note`: --motion's help on its `free` class (plan reach has no default for a
+    standing robot)."""
     p.add_argument(
         "--duration",
         type=at.number(0.0, 3600.0, lo_open=True),
@@ -212,7 +216,7 @@ def add_design_arguments(p: argparse.ArgumentParser) -> None:
         "--motion",
         choices=MOTIONS,
         default=None,
-        help="the motion class: free (a fixed-base arm, the default), double-support or single-support (the same "
+        help=f"the motion class: free ({free_note}), double-support or single-support (the same "
         "as --double-support, --single-support); `model show --motion` derives the first two's base parameters",
     )
     p.add_argument(
@@ -1206,6 +1210,8 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     fc, model, params, rate, standing = pf.forecast, pf.model, pf.params, pf.rate_hz, pf.standing
     practical_s = pf.practical_s
     out = fc.to_dict(args.well, practical_s)
+    out.pop("against")  # the same as `params`, put first
+    out["parameters"] = [_with_value(p) for p in out["parameters"]]
     units = _row_units(model, fc.rows, standing)
     out = {"robot": model.name, "plans": list(args.plan), "rate_hz": rate, "params": fc.params_name or params.name,
            "noise_units": units} | out | {"plan_problems": problems}  # fmt: skip
@@ -1227,30 +1233,55 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
         f"{' + '.join(args.plan)}: {model.name}, {fc.duration_s:.1f} s at {rate:g} Hz, noise {noise} per sample, "
         f"cut-off {fc.cutoff_hz:.3g} Hz; relative SEs against {out['params']!r}"
     )
-    _forecast_table(out, fc, title, args.well)
+    _forecast_table(out, fc, title, args.well, "estimate" if pf.fitted else "guess")
+    zero_word = "estimated" if pf.fitted else "guessed"
     named = ", ".join(out["determined"]) or "none"
     repeated = ", ".join(out["determined_if_repeated"]) or "none"
     console.print(
         f"determined to {args.well:g} % in one run: {len(out['determined'])}/{fc.inertial} ({named}); with the "
         f"motion repeated up to {practical_s:g} s: {len(out['determined_if_repeated'])} more ({repeated}); beyond "
-        f"{practical_s:g} s: {len(out['beyond_practical'])} (noise alone); guessed 0 (no relative SE to judge): "
+        f"{practical_s:g} s: {len(out['beyond_practical'])} (noise alone); {zero_word} 0 (no relative SE to judge): "
         f"{len(out['zero_guess'])}. Correlation between parameters multiplies the SEs by "
         f"{fc.correlation_factor:.3g} (median) over fitting each alone; κ column-scaled of the fitted rows "
         f"{fc.kappa_scaled:.4g}.",
         highlight=False,
     )
     if fc.tare_mass_sd is not None:
-        console.print(f"The SEs include each run's board tare: a constant total-load offset of σ "
-                      f"{fc.tare_mass_sd:.2g} kg (the thesis's boards tared on 1 s, as `poise run` does), as identify "
-                      "dynamic includes a run's recorded tare.", highlight=False)  # fmt: skip
+        console.print(_tare_sentence(fc.tare_mass_sd, args.tare_kg), highlight=False)
+    better = (
+        "they are that fit's estimates: as near the robot as its SEs say; a fit of more runs brings them nearer"
+        if pf.fitted
+        else "give --params with a previous identify dynamic --json result, or a better parameter set"
+    )
     console.print(
         f"The verdicts are against {out['params']!r}, not the robot: the SEs hardly depend on it, but a value "
-        "k times the true size makes a relative SE k times too small and the runs needed k² too few (give "
-        "--params with a previous identify dynamic --json result, or a better parameter set). "
+        f"k times the true size makes a relative SE k times too small and the runs needed k² too few ({better}). "
         f"{out['rules']['forecast'][0].upper()}{out['rules']['forecast'][1:]}; {out['rules']['identify']}.",
         highlight=False,
     )
     return 0
+
+
+def _with_value(p: dict) -> dict:
+    """A forecast parameter's JSON with `value` (what its relative SE is against: the given set's guess or the
+    identify dynamic result's estimate) after its unit; `guess` stays beside it, the same number, for readers of
+    the former name (deprecated)."""
+    head = {k: p[k] for k in ("symbol", "formula", "unit") if k in p}
+    return head | {"value": p["guess"]} | {k: v for k, v in p.items() if k not in head}
+
+
+def _tare_sentence(sd_kg: float, given: float | None) -> str:
+    """`plan forecast`'s line on the board tare in the SEs: σ `sd_kg`, from --tare-kg (`given`) or the default."""
+    if sd_kg == 0:
+        return ("The SEs leave out the board tare (--tare-kg 0: ideal boards); identify dynamic includes a run's "
+                "recorded tare.")  # fmt: skip
+    source = (
+        "the default: the thesis's boards tared on 1 s of empty readings, as `poise run` does"
+        if given is None
+        else "--tare-kg"
+    )
+    return (f"The SEs include each run's board tare: a constant total-load offset of σ {sd_kg:.2g} kg ({source}), "
+            "as identify dynamic includes a run's recorded tare.")  # fmt: skip
 
 
 def _warn_plan_problems(problems: list[str]) -> None:
@@ -1261,9 +1292,9 @@ def _warn_plan_problems(problems: list[str]) -> None:
                           "refuses them; forecast as they are", highlight=False)  # fmt: skip
 
 
-def _forecast_table(out: dict, fc, title: str, well: float) -> None:
+def _forecast_table(out: dict, fc, title: str, well: float, value: str = "guess") -> None:
     """`plan forecast`'s table of base parameters (`DynamicForecast.to_dict`'s `out`), then its rotor inertia
-    and friction SEs."""
+    and friction SEs; `value`: what the values are (a guess, or an identify dynamic result's estimate)."""
     from rich.table import Table
 
     rows = []
@@ -1273,10 +1304,10 @@ def _forecast_table(out: dict, fc, title: str, well: float) -> None:
         verdict = (
             "determined" if p["symbol"] in out["determined"]
             else f"if repeated: {need:.0f} s" if p["symbol"] in out["determined_if_repeated"]
-            else "guess 0: no relative SE" if p["symbol"] in out["zero_guess"]
+            else f"{value} 0: no relative SE" if p["symbol"] in out["zero_guess"]
             else "beyond " + (f"{need:.3g} s" if need is not None else "any length")
         )  # fmt: skip
-        rows.append((p["symbol"], p["unit"], f"{p['guess']:.4g}" if p["guess"] is not None else "—",
+        rows.append((p["symbol"], p["unit"], f"{p['value']:.4g}" if p["value"] is not None else "—",
                      f"{p['se']:.3g}", "—" if rel is None else f"{rel:.3g}", verdict))  # fmt: skip
     table = Table(title=title)
     for col in ("base parameter", "unit", "value", "SE", "rel. SE [%]", f"to {well:g} %"):
@@ -1342,9 +1373,12 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
     q, qd, qdd = traj.sample(t)
     tau = _feed_forward(model, q, qd, qdd, ps, plan.base) if args.torques else None
     meta = {"rate_hz": f"{rate:g}", "grid": GRID_NOTE, "duration_s": f"{traj.duration:g}",
-            "plan_sha256": plan_digest(plan), "base": plan.base,
-            # the motion class (`formats.dynamic_recording.MOTIONS`): `plan_recording` names only single support
-            "motion": "double-support" if how.standing else "free"} | how.meta  # a recording of it then declares the same  # fmt: skip
+            "plan_sha256": plan_digest(plan), "base": plan.base}  # fmt: skip
+    # a standing plan's motion class, which a board recording of it then declares (`plan_recording` names only
+    # single support); an arm's torque recording declares none
+    if how.standing:
+        meta["motion"] = "double-support"
+    meta |= how.meta
     if tau is not None:
         meta["torques"] = f"feed-forward, RNEA with parameter set {ps!r}"
     write_setpoints(Setpoints(model.name, list(model.joint_names), t, q, qd, qdd, tau, meta), args.out)
@@ -1376,7 +1410,7 @@ def _sample_report(
     limits = placeholder_note(model)
     if args.json:
         names = list(model.joint_names)
-        print_json({"out": args.out, "robot": model.name, "motion": meta["motion"], "samples": len(t),
+        print_json({"out": args.out, "robot": model.name, "motion": meta.get("motion", "free"), "samples": len(t),
                     "rate_hz": rate, "duration_s": duration, "last_step_s": float(t[-1] - t[-2]), "grid": GRID_NOTE,
                     "joint_names": names, "start_rad": q[0].tolist(), "torques": torques,
                     "peak_velocity_rad_s": np.abs(qd).max(axis=0).tolist(),  # in joint_names' order

@@ -23,10 +23,11 @@ class PlanForecast:
 
     forecast: object
     model: object
-    params: object  # the guessed parameter set
+    params: object  # the parameter set (the given or the plan's; with an identify dynamic result, the plan's)
     rate_hz: float
     standing: bool
     practical_s: float = 600.0  # the longest recording worth making (`identify.forecast.practical_length`)
+    fitted: bool = False  # the relative SEs are against an identify dynamic result's estimates, not a guess
 
 
 def forecast_plans(
@@ -50,7 +51,7 @@ def forecast_plans(
     (name or file), or an `identify dynamic --json` result of the same motion, whose base parameters are then the
     values the relative SEs are against. `tare_kg`: standing plans' tare, the SD (kg) of the total load each run's
     tare leaves (default `identify.forecast.TARE_MASS_SD_KG`, 0 for ideal boards), in the SEs as `identify dynamic`
-    puts a run's."""
+    puts a run's; given for plans that do not stand (joint torques, no boards): DataError."""
     from drivers.wbb.geometry import PLATE_HEIGHT
     from formats.dynamic_recording import MIN_SAMPLES, SLOWEST_STEP_S
     from identify.dynamic import DynamicEstimator
@@ -82,6 +83,10 @@ def forecast_plans(
     if len(kinds) > 1:
         raise DataError("the plans identify different things (standing or not, base, simplified model): "
                         "forecast them apart")  # fmt: skip
+    if tare_kg is not None and not next(iter(kinds))[0]:  # refused as --armature is for a standing plan
+        what = "is a plan" if len(names) == 1 else "are plans"
+        raise DataError(f"--tare-kg: the tare applies to board recordings of standing plans; {' + '.join(names)} "
+                        f"{what} of a fixed-base robot (joint torques, no boards): leave --tare-kg out")  # fmt: skip
     practical = practical_length(practical_s, sum(traj.duration for _, traj, _ in trajs))
     _check_memory(trajs, rate, model.nq)
     motions = []
@@ -121,7 +126,7 @@ def forecast_plans(
                             "motion and foot placement (--simplified alike), or a parameter set")  # fmt: skip
         fc.guess[:nb] = values
         fc.params_name = f"{params} (identify dynamic's estimates)"
-    return PlanForecast(fc, model, guess, rate, standing, practical)
+    return PlanForecast(fc, model, guess, rate, standing, practical, fitted=bool(fitted))
 
 
 COEFFICIENT_TOL = 0.01  # a base parameter's coefficients may differ so much between foot placements' bases
