@@ -54,9 +54,8 @@ LOOK_MAX = 32  # 0.4 s at 80 Hz
 # the reports whose earliest arrival (against the grid) is the phase a report's lateness is measured on: more than
 # ANCHOR, so that the earliest of them is on time even when the delays spread over more than a period
 FLOOR_OF = 64
-SHIFT_TOL = (
-    0.15  # periods a report after a loss may seem early by (the phase is from a few arrivals' earliest)
-)
+# periods a report after a loss may seem early by (the phase is from a few arrivals' earliest)
+SHIFT_TOL = 0.15
 COHERE_OF = 1024  # the latest reports whose arrival times show the period at `_resolve`
 COHERENT = 4.0  # the gathering of their phases (× √n) that shows it: far above what scattered arrivals make
 UNDO_REACH = 1024  # reports back an early report may show a loss to have been a late stretch (~13 s at 80 Hz)
@@ -82,9 +81,8 @@ class BoardTimeline:
         self._run_need = LOOK_MIN  # how many such reports make a loss before the first of them
         self._gaps: list[int] = []  # the reports a loss was found before (ascending)
         self._moved = 0  # counts the moves of placed reports (a cached phase is stale after one)
-        self._floor: tuple | None = (
-            None  # (W, moves, lo, hi, earliest's index, its t − k·W): `_anchor`'s cache
-        )
+        # `_anchor`'s cache: (W, moves, lo, hi, the earliest's index, its t − k·W)
+        self._floor: tuple | None = None
 
     def __len__(self) -> int:
         return len(self._t)
@@ -232,17 +230,21 @@ class BoardTimeline:
             for i in range(len(self._t)):
                 self._place(i, w)
             self._fit()
+            if self._w == w:  # a fixed point: another pass would place every report the same
+                break
             w = self._w
 
     def _coherent_period(self) -> float | None:
         """The period the latest COHERE_OF arrival times repeat at (the one their phases gather at most, searched
         from the driver's count's period down by a quarter), if they gather clearly; else the fitted one."""
         n = min(len(self._t), COHERE_OF)
+        if n < MIN_REPORTS:
+            return self._w
         t = np.asarray(self._t[-n:])
         span = t[-1] - t[0]
-        steps = sum(self._step[-n + 1 :])
-        if n < MIN_REPORTS or not span > 0:
+        if not span > 0:
             return self._w
+        steps = sum(self._step[-n + 1 :])
         hi = span / steps * 1.02
         grid = np.arange(hi / 1.3, hi, 0.2 * hi * hi / span)
         for _ in range(2):  # coarse, then fine around the best

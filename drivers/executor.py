@@ -32,7 +32,6 @@ from drivers.realtime import steady_gc
 from drivers.recorder import RunRecorder
 from drivers.run_files import left_to_run
 from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
-    HORN_TICKS_PER_RAD,
     Move,
     RunCheck,
     air_move,
@@ -40,6 +39,7 @@ from drivers.setpoints import (  # noqa: F401 (profiles re-exported)
     cosine_profile,
     ground_move,
     move_time_at_limit,
+    servo_speed_limits,
     servo_speed_problems,
     waypoint_profile,
 )
@@ -142,6 +142,11 @@ def check_servo_limits(
         )
 
 
+def _ticks_per_rad(link) -> dict[str, float]:
+    """Each joint's configured ticks per radian on the link's servos (a geared joint's Velocity Limit scales by it)."""
+    return {s.name: s.ticks_per_rad for s in getattr(link, "servos", []) if hasattr(s, "ticks_per_rad")}
+
+
 def refuse_servo_speeds(link, joint_names: list[str], peak_rad_s, said=None, fix=None) -> None:
     """Refuse, before the first command, to command a joint faster than its servo's Velocity Limit (44) as the link
     read it on connect (`drivers.setpoints.servo_speed_problems`; a link without registers: nothing to check):
@@ -149,9 +154,10 @@ def refuse_servo_speeds(link, joint_names: list[str], peak_rad_s, said=None, fix
     info = getattr(link, "servo_info", None)
     if not info:
         return
-    tpr = {s.name: s.ticks_per_rad for s in getattr(link, "servos", []) if hasattr(s, "ticks_per_rad")}
     kw = {} if fix is None else {"fix": fix}
-    problems = servo_speed_problems(info, joint_names, peak_rad_s, said, ticks_per_rad=tpr, **kw)
+    problems = servo_speed_problems(
+        info, joint_names, peak_rad_s, said, ticks_per_rad=_ticks_per_rad(link), **kw
+    )
     if problems:
         more = f" ({len(problems)} servos in all)" if len(problems) > 1 else ""
         raise DataError(f"plan refused before moving: {problems[0]}{more}; nothing moved")
@@ -160,20 +166,14 @@ def refuse_servo_speeds(link, joint_names: list[str], peak_rad_s, said=None, fix
 def check_servo_speed(link, joint_names: list[str], velocity_limit: float) -> None:
     """A posture run's moves are stretched to `[executor] velocity_limit` (any joint): refused, before the first
     command, when that exceeds a servo's Velocity Limit (44)."""
-    peak = np.full(len(joint_names), float(velocity_limit))
-    info = getattr(link, "servo_info", None) or {}
-    tpr = {s.name: s.ticks_per_rad for s in getattr(link, "servos", []) if hasattr(s, "ticks_per_rad")}
     # the slowest servo's register at its joint: the highest velocity_limit every servo allows
-    allowed = [
-        v * HORN_TICKS_PER_RAD / abs(tpr.get(n, HORN_TICKS_PER_RAD))
-        for n in joint_names
-        if (v := (info.get(n) or {}).get("velocity_limit_rad_s")) and math.isfinite(v) and v > 0
-    ]
-    most = f" to at most {math.floor(min(allowed) * 1000) / 1000:.3f} rad/s" if allowed else ""
+    limits = servo_speed_limits(getattr(link, "servo_info", None), joint_names, _ticks_per_rad(link))
+    most = min((at_joint for _, at_joint in limits.values()), default=None)
+    most = "" if most is None else f" to at most {math.floor(most * 1000) / 1000:.3f} rad/s"
     refuse_servo_speeds(
         link,
         joint_names,
-        peak,
+        np.full(len(joint_names), float(velocity_limit)),
         lambda joint, peak: f"[executor] velocity_limit {velocity_limit:g} rad/s of the robot configuration",
         f"lower [executor] velocity_limit{most}",
     )

@@ -222,6 +222,23 @@ def tick_problems(model: RobotModel, config: RobotConfig, t: np.ndarray, q: np.n
     return problems
 
 
+def servo_speed_limits(
+    servo_info: Mapping[str, Mapping] | None,
+    joint_names: list[str],
+    ticks_per_rad: Mapping[str, float] | None = None,
+) -> dict[str, tuple[float, float]]:
+    """Each joint's servo Velocity Limit (44), (rad/s at the horn, rad/s at the joint), for the joints whose
+    register bounds a move (`servo_speed_problems`' arguments; a joint without one, or at 0: left out)."""
+    limits = {}
+    for name in joint_names:
+        horn = ((servo_info or {}).get(name) or {}).get("velocity_limit_rad_s")
+        if horn is None or not math.isfinite(horn) or horn <= 0:
+            continue
+        tpr = abs(float((ticks_per_rad or {}).get(name, HORN_TICKS_PER_RAD)))
+        limits[name] = (horn, horn * HORN_TICKS_PER_RAD / tpr)
+    return limits
+
+
 def servo_speed_problems(
     servo_info: Mapping[str, Mapping] | None,
     joint_names: list[str],
@@ -240,17 +257,14 @@ def servo_speed_problems(
 
     A register of 0 is not checked: the e-Manual bounds Goal Velocity (104) and Profile Velocity (112) by it, and
     Profile Velocity 0 means an infinite velocity (no profile), so 0 caps no position-mode move."""
-    if not servo_info:
-        return []
+    limits = servo_speed_limits(servo_info, joint_names, ticks_per_rad)
     said = said or (lambda joint, peak: f"{joint}'s commanded peak of {peak:.3f} rad/s")
     problems = []
     for j, name in enumerate(joint_names):
-        info = servo_info.get(name) or {}
-        horn = info.get("velocity_limit_rad_s")
-        if horn is None or not math.isfinite(horn) or horn <= 0:
+        if name not in limits:
             continue
-        tpr = abs(float((ticks_per_rad or {}).get(name, HORN_TICKS_PER_RAD)))
-        limit = horn * HORN_TICKS_PER_RAD / tpr  # at the joint
+        info = servo_info[name]
+        horn, limit = limits[name]
         peak = float(np.asarray(peak_rad_s, dtype=float)[j])
         if not peak > limit * (1 + STEP_RTOL):  # NaN peaks are the tick checks' business
             continue

@@ -97,6 +97,12 @@ from trajectories.weight_shift import WeightShift, part_slice, reverse
 RUN_FILES = ("recording.csv", "raw_joints.csv", "raw_boards.csv", "run.json")
 LANDING_S = 0.5  # s (robot time) a standing robot holds its start posture on the boards before streaming
 UNLOAD_S = 0.5  # s (robot time) held after a weight shift; the free board's share: over its second half
+# the slower alternative a servo Velocity Limit refusal names, by the stage of its peak (`_goal_stages`; the weight
+# shifts, sole lifts and lowerings otherwise): the move to the start is a cosine stretched to [executor] velocity_limit
+SLOWER = {
+    "on the move to the start": "lower [executor] velocity_limit",
+    "of the trajectory": "plan the trajectory slower",
+}
 
 
 @dataclass
@@ -599,15 +605,14 @@ class TrajectoryExecutor(Executor):
         """Stream the start move (`_start_move`; in the air or on the stand: no feed-forward)."""
         return self._move(setpoints, 0, on_ground=False)
 
-    def _check_servo_limits(self, start: np.ndarray, q: np.ndarray | None = None) -> None:
+    def _check_servo_limits(self, start: np.ndarray, q: np.ndarray) -> None:
         """Refuse before the first command any goal outside the servos' position limits, as it will be sent (with
         its feed-forward): the start move, the start posture, the weight shifts and sole lifts and the holds
         between them, and every streamed tick; then, with the encoders' `q`, any joint whose goals move faster
         between ticks than its servo's Velocity Limit (44) allows."""
         stages = self._goal_stages(start)
         check_servo_limits(self.link, self.model.joint_names, stages)
-        if q is not None:
-            self._check_servo_speeds(q, start, stages)
+        self._check_servo_speeds(q, start, stages)
 
     def _check_servo_speeds(self, q: np.ndarray, start: np.ndarray, stages: list) -> None:
         """Each joint's peak speed between the goals streamed at the robot's rate (the start move from the encoders'
@@ -615,8 +620,8 @@ class TrajectoryExecutor(Executor):
         Limit (44): refused before the first command (`drivers.executor.refuse_servo_speeds`)."""
         moves = [(what, g, t) for what, g, t in stages if t is not None]
         if len(start):  # the start move's first tick is one tick away from where the encoders are
-            t0 = self._tick_times(start)
-            moves[0] = (moves[0][0], np.vstack([q, start]), np.concatenate([[0.0], t0]))
+            what, _, t0 = moves[0]
+            moves[0] = (what, np.vstack([q, start]), np.concatenate([[0.0], t0]))
         best = peak_speeds(moves, self.model.nq)
 
         def said(joint: str, peak: float) -> str:
@@ -625,13 +630,7 @@ class TrajectoryExecutor(Executor):
 
         def fix(joint: str) -> str:
             what = best[self.model.joint_names.index(joint)][1]
-            if what == "on the move to the start":  # a cosine move stretched to the configuration's limit
-                return "lower [executor] velocity_limit"
-            return (
-                "plan the trajectory slower"
-                if what == "of the trajectory"
-                else "plan the trajectory's weight shift slower"
-            )
+            return SLOWER.get(what, "plan the trajectory's weight shift slower")
 
         refuse_servo_speeds(self.link, self.model.joint_names, [b[0] for b in best], said, fix)
 

@@ -1233,8 +1233,14 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
         f"{' + '.join(args.plan)}: {model.name}, {fc.duration_s:.1f} s at {rate:g} Hz, noise {noise} per sample, "
         f"cut-off {fc.cutoff_hz:.3g} Hz; relative SEs against {out['params']!r}"
     )
-    _forecast_table(out, fc, title, args.well, "estimate" if pf.fitted else "guess")
-    zero_word = "estimated" if pf.fitted else "guessed"
+    # the values are an identify dynamic result's estimates, or a guess: the table's word, the summary's, the advice
+    value, zero_word, better = (
+        ("estimate", "estimated", "they are that fit's estimates: as near the robot as its SEs say; a fit of more "
+         "runs brings them nearer") if pf.fitted
+        else ("guess", "guessed", "give --params with a previous identify dynamic --json result, or a better "
+              "parameter set")
+    )  # fmt: skip
+    _forecast_table(out, fc, title, args.well, value)
     named = ", ".join(out["determined"]) or "none"
     repeated = ", ".join(out["determined_if_repeated"]) or "none"
     console.print(
@@ -1248,11 +1254,6 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     )
     if fc.tare_mass_sd is not None:
         console.print(_tare_sentence(fc.tare_mass_sd, args.tare_kg), highlight=False)
-    better = (
-        "they are that fit's estimates: as near the robot as its SEs say; a fit of more runs brings them nearer"
-        if pf.fitted
-        else "give --params with a previous identify dynamic --json result, or a better parameter set"
-    )
     console.print(
         f"The verdicts are against {out['params']!r}, not the robot: the SEs hardly depend on it, but a value "
         f"k times the true size makes a relative SE k times too small and the runs needed k² too few ({better}). "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_boards_review_fixes import indexed_board_run
 
 from drivers.board_timeline import BoardTimeline
 
@@ -136,18 +137,8 @@ def test_the_emulated_board_read_by_a_late_reader_loses_nothing(monkeypatch):
     report (about a period of spread): no loss found, the reports placed a period apart each."""
     import time
 
-    from drivers.emulators.wbb import Faults, WbbEmulator
+    from drivers.emulators.wbb import Faults
     from drivers.wbb.board import HidBoard
-
-    w, t0, done, ends = 1 / 80, time.monotonic(), [0], {}
-
-    def converter():  # conversion i ends at t0 + (i+1)·w; its TR/BR loads carry i
-        n, out = int((time.monotonic() - t0) / w), []
-        for i in range(done[0], n):
-            out.append(np.array([(i % 100) * 0.1, (i // 100 % 100) * 0.1, 5.0, 5.0]))
-            ends[i] = t0 + (i + 1) * w
-        done[0] = n
-        return out
 
     rng = np.random.default_rng(2)
     emit = HidBoard._emit
@@ -157,19 +148,7 @@ def test_the_emulated_board_read_by_a_late_reader_loses_nothing(monkeypatch):
         return emit(self, raw)
 
     monkeypatch.setattr(HidBoard, "_emit", late_emit)
-    emu = WbbEmulator(lambda: np.zeros(4), faults=Faults(), conversions=converter, seed=3)
-    board = HidBoard(emu.connect_socketpair, name="bt")
-    try:
-        board.start()
-        board.drain()
-        got = board.collect(4.0)
-    finally:
-        board.close()
-        emu.close()
-    tl = BoardTimeline()
-    for s in got:
-        tl.add(s.t, s.seq, s.kg)
-    idx = np.array([round(s.kg[0] / 0.1) + 100 * round(s.kg[1] / 0.1) for s in got])
+    got, tl, idx, ends, w = indexed_board_run(Faults(), 4.0)
     assert len(got) > 200 and tl.lost() == idx[-1] - idx[0] + 1 - len(idx)
     assert tl.period() == pytest.approx(w, rel=2e-3)
     err = tl.ends() - np.array([ends[i] for i in idx])

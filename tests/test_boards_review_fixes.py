@@ -381,9 +381,10 @@ def test_a_weight_just_off_the_cell_before_is_asked_again(real_boards, tmp_path,
 # -- reports lost over the air: the timeline finds them from the arrival times
 
 
-def test_reports_lost_over_the_air_keep_every_report_at_its_conversion_time():
-    """An 80 Hz board converting on a known clock, a tenth of its reports lost silently over the link (the
-    driver's count shows no gap): every report placed within a few ms of its conversion's end, the losses counted."""
+def indexed_board_run(faults: Faults, seconds: float):
+    """An 80 Hz board converting on a known clock over the socket link, each report's TR/BR loads carrying its
+    conversion's index, read for `seconds` and placed on a BoardTimeline: (reports, timeline, their conversion
+    indices, {index: its conversion's end}, W)."""
     from drivers.board_timeline import BoardTimeline
 
     w, t0, done, ends = 1 / 80, time.monotonic(), [0], {}
@@ -396,12 +397,12 @@ def test_reports_lost_over_the_air_keep_every_report_at_its_conversion_time():
         done[0] = n
         return out
 
-    emu = WbbEmulator(lambda: np.zeros(4), faults=Faults(drop=0.1), conversions=converter, seed=3)
+    emu = WbbEmulator(lambda: np.zeros(4), faults=faults, conversions=converter, seed=3)
     board = HidBoard(emu.connect_socketpair, name="bt")
     try:
         board.start()
         board.drain()
-        got = board.collect(3.0)
+        got = board.collect(seconds)
     finally:
         board.close()
         emu.close()
@@ -409,6 +410,13 @@ def test_reports_lost_over_the_air_keep_every_report_at_its_conversion_time():
     for s in got:
         tl.add(s.t, s.seq, s.kg)
     idx = np.array([round(s.kg[0] / 0.1) + 100 * round(s.kg[1] / 0.1) for s in got])
+    return got, tl, idx, ends, w
+
+
+def test_reports_lost_over_the_air_keep_every_report_at_its_conversion_time():
+    """An 80 Hz board converting on a known clock, a tenth of its reports lost silently over the link (the
+    driver's count shows no gap): every report placed within a few ms of its conversion's end, the losses counted."""
+    got, tl, idx, ends, w = indexed_board_run(Faults(drop=0.1), 3.0)
     assert np.all(np.diff([s.seq for s in got]) == 1)  # the driver saw no gap
     lost = idx[-1] - idx[0] + 1 - len(idx)
     assert lost > 10 and tl.lost() == lost

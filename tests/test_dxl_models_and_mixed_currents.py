@@ -5,70 +5,39 @@ pty bus emulator running dynamixel_sdk unmodified."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import numpy as np
 import pytest
+from test_dxl_review_fixes import bench
+from test_pwm_stream import TRUTH, pwm_bus, write_bench
+from test_pwm_stream import URDF as PWM_URDF
 
-from drivers.config import ServoMap, load_config, servo_order
-from drivers.dynamixel import MODELS, DynamixelLink
-from drivers.emulators.dxl_bus import DxlBusEmulator
-from drivers.emulators.plant import JointPlant
-from drivers.emulators.pwm_drive import PwmDrive, ServoDriveTruth
+from drivers.config import ServoMap
+from drivers.dynamixel import MODELS
 from drivers.executor import check_readings
 from drivers.link import link_meta
 from formats.errors import DeviceError
 from formats.pwm_plan import PwmPlan, Segment, save_pwm_plan
 from poise.cli import main
-from robots.registry import get_model
 
 XM430, XL430 = 1020, 1060
-TRUTH = ServoDriveTruth()
-URDF = """<?xml version="1.0"?>
-<robot name="pwm-bench2">
-  <link name="base_link"><inertial><origin xyz="0 0 0" rpy="0 0 0"/><mass value="1.0"/>
-    <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>
-  <link name="arm"><inertial><origin xyz="0 0 -0.2" rpy="0 0 0"/><mass value="0.3"/>
-    <inertia ixx="0.002" ixy="0" ixz="0" iyy="0.002" iyz="0" izz="0.0004"/></inertial></link>
-  <link name="arm2"><inertial><origin xyz="0 0 -0.1" rpy="0 0 0"/><mass value="0.1"/>
+# the one-joint bench's URDF with a second arm below the first, on joint 'other'
+URDF = PWM_URDF.replace('name="pwm-bench"', 'name="pwm-bench2"').replace(
+    "</robot>",
+    """  <link name="arm2"><inertial><origin xyz="0 0 -0.1" rpy="0 0 0"/><mass value="0.1"/>
     <inertia ixx="0.001" ixy="0" ixz="0" iyy="0.001" iyz="0" izz="0.0002"/></inertial></link>
-  <joint name="pivot" type="revolute"><parent link="base_link"/><child link="arm"/>
-    <origin xyz="0 0 0.5" rpy="0 0 0"/><axis xyz="0 1 0"/>
-    <limit lower="-1.6" upper="1.6" velocity="8" effort="3"/></joint>
   <joint name="other" type="revolute"><parent link="arm"/><child link="arm2"/>
     <origin xyz="0 0 -0.2" rpy="0 0 0"/><axis xyz="0 1 0"/>
     <limit lower="-1.6" upper="1.6" velocity="8" effort="3"/></joint>
-</robot>
-"""
-
-
-@contextlib.contextmanager
-def bench(n=2, servos=None, connect=True, models=None, **kw):
-    """(bus, plant, link) on the pty bus emulator, the link connected unless `connect` is False; both closed after."""
-    servos = servos or [ServoMap(f"j{i}", i + 1) for i in range(n)]
-    plant = JointPlant(np.zeros(len(servos)))
-    bus = DxlBusEmulator(servos, plant, models=models)
-    link = DynamixelLink(bus.path, servos, [s.name for s in servos], **kw)
-    try:
-        if connect:
-            link.connect()
-        yield bus, plant, link
-    finally:
-        link.close()
-        bus.close()
+</robot>""",
+)
 
 
 @pytest.fixture(scope="module")
 def two_joint_bench(tmp_path_factory):
     """Two joints on one bus, 'pivot' (servo 1) and 'other' (servo 2), and a triangle PWM plan for each."""
-    d = tmp_path_factory.mktemp("bench2")
-    (d / "bench.urdf").write_text(URDF)
-    (d / "bench.toml").write_text(
-        f'robot = "{d / "bench.urdf"}"\n[link]\nbaud = 1000000\n[executor]\nrate_hz = 100\n'
-        'link_timeout_s = 0.5\npwm_limit_pct = 20\n[[joints]]\nname = "pivot"\nid = 1\n'
-        '[[joints]]\nname = "other"\nid = 2\n'
-    )
+    d = write_bench(tmp_path_factory.mktemp("bench2"), URDF, ("pivot", "other"))
     for joint in ("pivot", "other"):
         plan = PwmPlan((Segment("triangle", 8.0, 0.3, 2.0),), joint=joint, link="free")
         save_pwm_plan(plan, d / f"{joint}.json")
@@ -77,14 +46,7 @@ def two_joint_bench(tmp_path_factory):
 
 def _pwm_run(d, out, joint, models):
     """`poise run` of the triangle on `joint` (its servo's PWM drive emulated), the servos' model numbers `models`."""
-    cfg = load_config(d / "bench.toml")
-    model = get_model(cfg.robot)
-    q0 = np.zeros(len(model.joint_names))
-    sid = {"pivot": 1, "other": 2}[joint]
-    drive = PwmDrive(model, joint, q0, TRUTH)
-    bus = DxlBusEmulator(
-        servo_order(cfg, model.joint_names), JointPlant(q0), drives={sid: drive}, models=models
-    )
+    bus, cfg = pwm_bus(d, joint, models)
     try:
         code = main(["run", str(d / f"{joint}.json"), "--robot", f"dxl:{bus.path}?baud={cfg.baud}", "--config",
                      str(d / "bench.toml"), "--out", str(out), "--drive-inertia", str(TRUTH.armature),
@@ -183,7 +145,7 @@ def test_unknown_model_is_warned_about_once(capsys):
 
 
 def test_a_servo_answering_ping_only_with_error_3_is_not_called_silent():
-    with bench(connect=False) as (bus, plant, link):
+    with bench(n=2, connect=False) as (bus, plant, link):
         bus.damage_next(1, 100)
         with pytest.raises(DeviceError) as err:
             link.connect()
@@ -191,7 +153,7 @@ def test_a_servo_answering_ping_only_with_error_3_is_not_called_silent():
         assert "servos [1]" in msg and "error 3" in msg and "damaged instruction" in msg and "cabling" in msg
         assert "do not answer" not in msg and "baud" in msg  # "not the baud rate"
         assert link.comm_errors == link.retries + 1
-    with bench(connect=False) as (bus, plant, link):
+    with bench(n=2, connect=False) as (bus, plant, link):
         link.servos[1] = ServoMap("j1", 9)  # no servo 9 on the bus: silent
         with pytest.raises(DeviceError, match=r"servos \[9\] do not answer ping at 1000000 baud"):
             link.connect()

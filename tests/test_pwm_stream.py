@@ -39,29 +39,38 @@ URDF = """<?xml version="1.0"?>
 """
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    """A one-joint servo bench (a 0.3 kg arm hanging 0.2 m below the axis) and its robot configuration."""
-    d = tmp_path_factory.mktemp("bench")
-    (d / "bench.urdf").write_text(URDF)
+def write_bench(d, urdf: str = URDF, joints: tuple[str, ...] = ("pivot",)):
+    """A servo bench's URDF and robot configuration written to folder `d` (joint k on servo k + 1): `d`."""
+    (d / "bench.urdf").write_text(urdf)
     (d / "bench.toml").write_text(
         f'robot = "{d / "bench.urdf"}"\n[link]\nbaud = 1000000\n[executor]\nrate_hz = 100\n'
-        'link_timeout_s = 0.5\npwm_limit_pct = 20\n[[joints]]\nname = "pivot"\nid = 1\n'
+        "link_timeout_s = 0.5\npwm_limit_pct = 20\n"
+        + "".join(f'[[joints]]\nname = "{n}"\nid = {k + 1}\n' for k, n in enumerate(joints))
     )
     return d
 
 
-def _bus(bench):
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    """A one-joint servo bench (a 0.3 kg arm hanging 0.2 m below the axis) and its robot configuration."""
+    return write_bench(tmp_path_factory.mktemp("bench"))
+
+
+def pwm_bus(bench, joint: str = "pivot", models: dict[int, int] | None = None):
+    """The emulated bus of `bench` (`write_bench`) with `joint`'s servo in PWM mode driving MuJoCo physics (TRUTH),
+    the servos' model numbers `models`: (bus, the robot configuration)."""
     cfg = load_config(bench / "bench.toml")
     model = get_model(cfg.robot)
-    q0 = np.zeros(1)
-    drive = PwmDrive(model, "pivot", q0, TRUTH)
-    bus = DxlBusEmulator(servo_order(cfg, model.joint_names), JointPlant(q0), drives={1: drive})
+    q0 = np.zeros(len(model.joint_names))
+    drive = PwmDrive(model, joint, q0, TRUTH)
+    servos = servo_order(cfg, model.joint_names)
+    sid = next(s.id for s in servos if s.name == joint)
+    bus = DxlBusEmulator(servos, JointPlant(q0), drives={sid: drive}, models=models)
     return bus, cfg
 
 
 def _run(bench, plan_file, out, *extra):
-    bus, cfg = _bus(bench)
+    bus, cfg = pwm_bus(bench)
     try:
         args = ["run", str(plan_file), "--robot", f"dxl:{bus.path}?baud={cfg.baud}", "--config",
                 str(bench / "bench.toml"), "--out", str(out), "--drive-inertia", str(TRUTH.armature),
@@ -229,7 +238,7 @@ def test_unknown_rotor_inertia_is_fitted(streamed, capsys, tmp_path):
 def test_plan_beyond_the_pwm_limit_is_refused_before_any_device_opens(bench, tmp_path, capsys):
     plan = tmp_path / "hot.json"
     save_pwm_plan(PwmPlan((Segment("triangle", 30.0, 0.3, 5.0),), joint="pivot", link="free"), plan)
-    bus, cfg = _bus(bench)
+    bus, cfg = pwm_bus(bench)
     try:
         args = ["run", str(plan), "--robot", f"dxl:{bus.path}", "--config", str(bench / "bench.toml"),
                 "--out", str(tmp_path / "run")]  # fmt: skip
@@ -271,7 +280,7 @@ def test_interrupted_stream_keeps_its_rows(bench, tmp_path, stop):
     from drivers.link import LinkTimeout, open_link
     from drivers.pwm_run import PwmRecorder, link_load, preflight, stream_pwm
 
-    bus, cfg = _bus(bench)
+    bus, cfg = pwm_bus(bench)
     model = get_model(cfg.robot)
     plan = PwmPlan((Segment("triangle", 12.0, 0.3, 5.0),), joint="pivot", link="free")
     stream = preflight(plan, model, cfg, None, 5.0)

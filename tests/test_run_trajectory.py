@@ -271,11 +271,11 @@ def test_killed_run_keeps_a_readable_recording(plan_file, tmp_path):
     assert json.loads((out / "run.json").read_text())["status"] == "running"  # killed: no word from it
 
 
-def test_fixed_base_arm_streams_encoders_over_dynamixel(tmp_path):
-    """An arm (no boards) on the emulated Dynamixel bus: moved to the start, streamed, encoders recorded."""
-    from drivers.config import DEFAULT_CONFIG, servo_order
-    from drivers.emulators.dxl_bus import DxlBusEmulator
-    from drivers.emulators.plant import JointPlant
+def arm_bench(tmp_path):
+    """An iCub right arm's trajectory plan (tmp_path / "arm.json", at rest at both ends) and its configuration on the
+    emulated Dynamixel bus (tmp_path / "arm.toml", joint k on servo k + 1): (the model, the configuration, the
+    plan's trajectory)."""
+    from drivers.config import DEFAULT_CONFIG
     from trajectories.fourier import FourierTrajectory
 
     arm = get_model("icub-right-arm")
@@ -295,7 +295,16 @@ def test_fixed_base_arm_streams_encoders_over_dynamixel(tmp_path):
         for i, n in enumerate(arm.joint_names)
     )
     (tmp_path / "arm.toml").write_text(head + joints)
-    cfg = load_config(tmp_path / "arm.toml")
+    return arm, load_config(tmp_path / "arm.toml"), traj
+
+
+def test_fixed_base_arm_streams_encoders_over_dynamixel(tmp_path):
+    """An arm (no boards) on the emulated Dynamixel bus: moved to the start, streamed, encoders recorded."""
+    from drivers.config import servo_order
+    from drivers.emulators.dxl_bus import DxlBusEmulator
+    from drivers.emulators.plant import JointPlant
+
+    arm, cfg, traj = arm_bench(tmp_path)
     plant = JointPlant(np.zeros(arm.nq), tau=0.03)
     bus = DxlBusEmulator(servo_order(cfg, arm.joint_names), plant)
     out = tmp_path / "run"

@@ -10,8 +10,9 @@ import math
 
 import numpy as np
 import pytest
+from test_run_trajectory import arm_bench
 
-from drivers.config import DEFAULT_CONFIG, ServoMap, load_config, servo_order
+from drivers.config import ServoMap, load_config, servo_order
 from drivers.dynamixel import DynamixelLink
 from drivers.emulators import dxl_bus
 from drivers.emulators.dxl_bus import DxlBusEmulator
@@ -20,11 +21,9 @@ from drivers.emulators.testplan import random_plan
 from drivers.emulators.world import WorldOptions
 from drivers.setpoints import servo_speed_problems
 from formats.errors import DataError
-from formats.trajectory_plan import TrajectoryPlan, save_trajectory_plan
 from poise import cmd_run
 from poise.cli import main
 from robots.registry import get_model
-from trajectories.fourier import FourierTrajectory
 
 RPM = 2 * math.pi / 60  # rad/s per rev/min
 
@@ -93,33 +92,11 @@ def test_emulated_bus_holds_the_register_the_driver_reads():
         DxlBusEmulator(servos, JointPlant(np.zeros(3)), velocity_limits={1: 1024})  # outside 0 … 1023
 
 
-def _arm_bench(tmp_path):
-    """An arm trajectory plan and configuration on the emulated Dynamixel bus (as test_run_trajectory's arm test)."""
-    arm = get_model("icub-right-arm")
-    mid = (np.asarray(arm.lower) + np.asarray(arm.upper)) / 2
-    a = np.zeros((arm.nq, 2))
-    a[:, 0], a[:, 1] = 0.15, -0.15  # at rest at both ends
-    traj = FourierTrajectory(2.0, 2.0, mid, a, np.zeros((arm.nq, 2)))
-    plan = TrajectoryPlan(
-        arm.name, arm.root, list(arm.joint_names), traj.to_json(), params=next(iter(arm.params))
-    )
-    save_trajectory_plan(plan, tmp_path / "arm.json")
-    head = (
-        DEFAULT_CONFIG.read_text().split("[boards]")[0].replace('robot = "tulip"', 'robot = "icub-right-arm"')
-    )
-    joints = "".join(
-        f'\n[[joints]]\nname = "{n}"\nid = {i + 1}\nzero = 2048\ndirection = 1\nticks_per_rad = 651.8986469\n'
-        for i, n in enumerate(arm.joint_names)
-    )
-    (tmp_path / "arm.toml").write_text(head + joints)
-    return arm, load_config(tmp_path / "arm.toml")
-
-
 @pytest.mark.parametrize("register", [None, 10])
 def test_trajectory_run_refused_when_a_servo_is_slower_than_its_streamed_goals(tmp_path, capsys, register):
     """Servo 2's register at 10 (2.29 rev/min, 0.240 rad/s), below the arm's streamed speeds: refused after
     connect, before the first tick, as the servo position-limit refusal is; at the default register it runs."""
-    arm, cfg = _arm_bench(tmp_path)
+    arm, cfg, _ = arm_bench(tmp_path)
     plant = JointPlant(np.zeros(arm.nq), tau=0.03)
     bus = DxlBusEmulator(
         servo_order(cfg, arm.joint_names), plant, velocity_limits={2: register} if register else None

@@ -83,7 +83,8 @@ def forecast_plans(
     if len(kinds) > 1:
         raise DataError("the plans identify different things (standing or not, base, simplified model): "
                         "forecast them apart")  # fmt: skip
-    if tare_kg is not None and not next(iter(kinds))[0]:  # refused as --armature is for a standing plan
+    ((standing, base, simplified),) = kinds
+    if tare_kg is not None and not standing:  # refused as --armature is for a standing plan
         what = "is a plan" if len(names) == 1 else "are plans"
         raise DataError(f"--tare-kg: the tare applies to board recordings of standing plans; {' + '.join(names)} "
                         f"{what} of a fixed-base robot (joint torques, no boards): leave --tare-kg out")  # fmt: skip
@@ -101,11 +102,10 @@ def forecast_plans(
         if how.standing:  # as `poise run` records it: moments about the boards' cells
             meta["moment_z_m"] = f"{-PLATE_HEIGHT:.6g}"
         motions.append((t, q, meta))
-    standing, base, simplified = kinds.pop()
     est = DynamicEstimator(model, base, simplified, friction and not standing,
                            quantity="wrench" if standing else "torque", armature=armature)  # fmt: skip
     try:  # standing: one motion kind and foot placement, the fit's own check, the plans named
-        tare = (TARE_MASS_SD_KG if tare_kg is None else tare_kg) if standing else None
+        tare = TARE_MASS_SD_KG if tare_kg is None else tare_kg  # a torque fit's is none (`forecast_motions`)
         fc = forecast_motions(est, motions, noise, guess, labels=names, what="plan", tare_mass_sd=tare)
     except UnexcitedError as exc:
         raise _unexcited_by_plans(exc, plan, names, friction and not standing) from None
