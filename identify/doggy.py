@@ -244,30 +244,57 @@ def start_source(rec: DoggyRecording) -> str:
 
 # A weakly determined parameter: its 1σ beyond this fraction of its estimate (parameters that must be > 0).
 WEAK_RELATIVE_SIGMA = 1.0
+# A component of a weak direction (`slom.RankReport.weak_directions`: relative eigen-scaling alone, which default
+# plans' condition numbers of 1.7e3–1.04e4 reach without any parameter being poorly known) is named only when its
+# 1σ is also large against the parameter's own scale: 10 % of the estimate (parameters that must be > 0), 0.1° per
+# rotation axis, a tenth of one gyro reading's noise (biases: known worse than a 100-sample rest mean).
+WEAK_DIRECTION_RELATIVE_SIGMA = 0.1
+WEAK_DIRECTION_ANGLE_SIGMA = float(np.radians(0.1))  # rad
+WEAK_DIRECTION_BIAS_SIGMAS = 0.1  # × σ_gyro
+# A zero-command window shorter than this is what a weak bias/rotation hint asks to lengthen (default plans: 0.8 s).
+SHORT_REST_S = 0.5
 # Blocks whose weight is re-estimated for the covariance (`slom.Options.rescale_blocks`): the dynamics' Σ (eq 36)
-# is a modelling allowance, not a sensor's noise; its fitted χ²/dof (a simulated 20 s run: 0.026) says how much
-# of it the data used. The sensor blocks keep their datasheet noise (χ²/dof 0.65–1).
+# is a modelling allowance, not a sensor's noise; its variance factor (χ² over the block's redundancy, the residual
+# count less what the states and parameters absorb: a simulated 4 s run about 0.14) says how much of it the data
+# used. The sensor blocks keep their datasheet noise (χ²/dof 0.65–1).
 RESCALED_BLOCKS = ("dynamics",)
+
+
+def _sigma_scale(name: str, estimate: dict[str, float]) -> float:
+    """The 1σ above which a weak direction's component `name` counts as poorly known (WEAK_DIRECTION_*)."""
+    if name.startswith("bias"):
+        return WEAK_DIRECTION_BIAS_SIGMAS * _facts().SIGMA_GYRO
+    if name.startswith("R"):
+        return WEAK_DIRECTION_ANGLE_SIGMA
+    return WEAK_DIRECTION_RELATIVE_SIGMA * abs(estimate.get(name, float("nan")))
 
 
 def weak_parameters(cal: Calibration) -> list[str]:
     """Parameters the data fix only weakly: components (> 0.1 of the largest) of the Jacobi-scaled border
     information's weak directions (`slom.RankReport.weak_directions`, from the weights the solve used, before any
-    rescale), and parameters that must be > 0 whose 1σ (the larger of the rescaled one and the one under the solve's
-    weights) exceeds WEAK_RELATIVE_SIGMA × |estimate|; in BORDER_ORDER."""
+    rescale) whose 1σ is large against their own scale (`_sigma_scale`), and parameters that must be > 0 whose 1σ
+    exceeds WEAK_RELATIVE_SIGMA × |estimate|; σ the larger of the rescaled one and the one under the solve's
+    weights; in BORDER_ORDER."""
     res = cal.result
-    names = {k.split("#")[0] for d in (res.rank.weak_directions if res.rank else []) for k in d}
     phys = dict(zip(_facts().PHYS_NAMES, cal.estimate.phys(), strict=True))
-    for n in must_be_positive():  # the larger of the rescaled σ and the σ under the solve's own weights
+
+    def sigma(n: str) -> float:
         both = (cal.sigma.get(n, float("nan")), (res.rank.sigmas if res.rank else {}).get(n, float("nan")))
-        sig = max((v for v in both if np.isfinite(v)), default=float("nan"))
+        return max((v for v in both if np.isfinite(v)), default=float("nan"))
+
+    in_weak = {k for d in (res.rank.weak_directions if res.rank else []) for k in d}
+    names = {k.split("#")[0] for k in in_weak if not sigma(k) <= _sigma_scale(k.split("#")[0], phys)}
+    for n in must_be_positive():
+        sig = sigma(n)
         if np.isfinite(sig) and sig > WEAK_RELATIVE_SIGMA * abs(phys[n]):
             names.add(n)
     return [lab for lab in res.border_labels if lab in names]
 
 
-def weak_hint(names: list[str]) -> str:
-    """What would fix `names` (weak_parameters): excitation of the joints whose own parameters they are."""
+def weak_hint(names: list[str], rest_s: float | None = None) -> str:
+    """What would fix `names` (weak_parameters): excitation of the joints whose own parameters they are; for
+    sensor biases/rotations a zero-command window only when the recording's (`rest_s`, s; None: unknown) is
+    shorter than SHORT_REST_S, else motion of every joint."""
     rb = _facts().ROBOT
     joints = sorted({int(n[-1]) for n in names if n[-1].isdigit() and not n.startswith(("bias", "R"))})
     hints = (
@@ -276,7 +303,17 @@ def weak_hint(names: list[str]) -> str:
         else []
     )
     if any(n.startswith(("bias", "R")) for n in names):
-        hints.append("a zero-command window at the start and motion of every joint (sensor biases/rotations)")
+        if rest_s is None or rest_s < SHORT_REST_S:
+            have = "" if rest_s is None else f" (this one: {rest_s:.3g} s)"
+            hints.append(
+                f"a zero-command window of at least {SHORT_REST_S:g} s at the start{have} and motion of every "
+                "joint (sensor biases/rotations)"
+            )
+        else:
+            hints.append(
+                f"larger motion of every joint (sensor biases/rotations; the {rest_s:.3g} s zero-command window is "
+                "long enough)"
+            )
     if any(n in ("k_pwm", "k_mi", "b") for n in names):
         hints.append("larger and faster commands (the shared motor constants)")
     return "; ".join(hints) or "more excitation"

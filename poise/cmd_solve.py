@@ -231,10 +231,17 @@ def fit_warnings(report: dict) -> list[str]:
     notes = []
     weak = report.get("weakly_determined") or []
     if not report["converged"]:
-        if weak:
-            more = "the cost is flat along them: more --max-iter will not help"
-        elif report["reason"].startswith("stalled"):
-            more = "check the data"
+        reason = report["reason"]
+        if reason.startswith("maximum iterations"):  # stopped by the limit while the cost still fell
+            more = "more --max-iter" + (
+                " (the weakly determined parameters below may keep it from settling)"
+                if weak
+                else ", or check the data"
+            )
+        elif reason.startswith("stalled"):
+            more = "the cost is flat along them: more --max-iter will not help" if weak else "check the data"
+        elif reason.startswith("damping diverged"):
+            more = "no step lowers the cost: check the data (units, columns)"
         else:
             more = "more --max-iter, or check the data"
         notes.append(
@@ -243,14 +250,25 @@ def fit_warnings(report: dict) -> list[str]:
         )
     if weak:
         notes.append(
-            f"weakly determined by this data: {', '.join(weak)} (1σ beyond the estimate, or a combination the data "
-            f"barely constrain; condition number {report['rank'].get('condition', float('nan')):.3g}): their "
+            f"weakly determined by this data: {', '.join(weak)} (1σ beyond the estimate, or in a combination the "
+            "data barely constrain with a 1σ large for the parameter — over 10 % of the estimate, 0.1° per rotation "
+            f"axis, a tenth of the gyro noise per bias; condition number "
+            f"{report['rank'].get('condition', float('nan')):.3g}): their "
             f"estimates are not to be trusted; add {report.get('weak_hint') or 'more excitation'}"
         )
-    if report.get("bias_window_samples", 1) == 0:
+    from identify.doggy import MIN_REST_SAMPLES
+
+    window = report.get("bias_window_samples", MIN_REST_SAMPLES)
+    if window == 0:
         notes.append(
             "no zero-command window at the start: the gyro biases come from the motion alone, which fixes them "
             "only weakly (and R1/R2 with them); record the robot at rest (u = 0) for about a second first"
+        )
+    elif window < MIN_REST_SAMPLES:
+        notes.append(
+            f"the zero-command window at the start holds only {window} sample(s), fewer than the {MIN_REST_SAMPLES} "
+            "whose gyro means the bias start needs: the gyro biases started at 0 and rest on these few samples and "
+            "the motion; record the robot at rest (u = 0) for about a second first"
         )
     high = [  # a non-finite one (a diverged block) is beyond any bound
         f"{b['name']} {b['chi2_per_dof']:.3g}"
@@ -265,6 +283,11 @@ def fit_warnings(report: dict) -> list[str]:
         )
     notes += [n for n in (_nonpositive_note(report), _verification_note(report)) if n]
     return notes
+
+
+def _rest_seconds(rec, m: int) -> float:
+    """Length (s) of the leading zero-command window of `m` samples: up to the first commanded sample."""
+    return float(rec.t[min(m, rec.n - 1)] - rec.t[0])
 
 
 def _report(args, rec, cal, ver, rows, source: str, opts, wall_s: float) -> dict:
@@ -289,11 +312,13 @@ def _report(args, rec, cal, ver, rows, source: str, opts, wall_s: float) -> dict
         "iterations": res.iterations,
         "start": dg.start_source(rec),
         "weakly_determined": cal.weak,
-        "weak_hint": dg.weak_hint(cal.weak) if cal.weak else None,
+        "weak_hint": dg.weak_hint(cal.weak, _rest_seconds(rec, cal.bias_window)) if cal.weak else None,
         "variance_factors": res.variance_factors,
+        "redundancy": res.redundancy,
         "sigma_note": (
-            "1σ from the information matrix at the estimate, the dynamics block's weight divided by its fitted "
-            "χ²/dof (variance_factors); sensor parameters' (biases, R1, R2) 1σ exclude unmodelled motion such as "
+            "1σ from the information matrix at the estimate, the dynamics block's weight divided by its variance "
+            "factor (variance_factors: its χ² over its redundancy — the residual count less what the states and "
+            "parameters absorb, redundancy); sensor parameters' (biases, R1, R2) 1σ exclude unmodelled motion such as "
             "the bearings' rocking, and understate their error by about 2× on simulated data"
         ),
         "initial_cost": res.initial_cost,

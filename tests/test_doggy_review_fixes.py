@@ -41,7 +41,7 @@ def test_covariance_rescaled_by_the_block_s_fitted_chi2_matches_least_squares_se
     scaled = slom.solve(pr, slom.Options(rescale_blocks=("obs",)))
     X = np.column_stack([np.ones_like(x), x])
     beta, *_ = np.linalg.lstsq(X, y, rcond=None)
-    s2 = np.sum((y - X @ beta) ** 2) / x.size  # the solver's χ²/dof divides by the residual count
+    s2 = np.sum((y - X @ beta) ** 2) / (x.size - 2)  # χ² over the redundancy: residuals less unknowns
     se = np.sqrt(np.diag(s2 * np.linalg.inv(X.T @ X)))
     assert np.allclose([scaled.sigmas()[k] for k in ("p0", "p1")], se, rtol=1e-6)
     assert plain.sigmas()["p0"] > 5 * scaled.sigmas()["p0"]  # the declared σ overstated the noise 10×

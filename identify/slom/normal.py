@@ -426,17 +426,39 @@ def factor_and_solve(ab, B, C, g_e, g_b, lam: float):
     return y_e, y_b, Factorization(cb, Z_B, S, lam)
 
 
-def newton_decrement(fact: Factorization, g_e: np.ndarray, g_b: np.ndarray) -> float:
-    """½ gᵀ(H + λI)⁻¹g for the scaled gradient (g_e, g_b) of the system `fact` factorises, from the factorisation
-    alone (one banded solve, no new Cholesky): with λ = 0, the cost decrease the Gauss–Newton step predicts.
-    gᵀH⁻¹g = ‖z‖² + rᵀS⁻¹r with z = L⁻¹g_e and r = g_b − Z_Bᵀz (∞ if S is singular)."""
+def _decrement_parts(fact: Factorization, g_e: np.ndarray, g_b: np.ndarray):
+    """(½‖z‖², ½ rᵀS⁻¹r, y_b) with z = L⁻¹g_e, r = g_b − Z_Bᵀz and y_b = S⁻¹r: the decrease a step of the states
+    alone (parameters held) predicts, what moving the parameters too (the states following) adds (∞ if S is
+    singular), and that parameter step (scaled coordinates; None if S is singular)."""
     z = _tb(fact.chol_ab, g_e[:, None], "N")[:, 0] if g_e.size else np.zeros(0)
     r = g_b - fact.Z_B.T @ z
     try:
         y = sla.cho_solve(sla.cho_factor(fact.S, check_finite=False), r, check_finite=False) if r.size else r
     except np.linalg.LinAlgError:
-        return float("inf")
-    return float(0.5 * (z @ z + r @ y))
+        return float(0.5 * (z @ z)), float("inf"), None
+    return float(0.5 * (z @ z)), float(0.5 * (r @ y)), y
+
+
+def newton_decrement(fact: Factorization, g_e: np.ndarray, g_b: np.ndarray) -> float:
+    """½ gᵀ(H + λI)⁻¹g for the scaled gradient (g_e, g_b) of the system `fact` factorises, from the factorisation
+    alone (one banded solve, no new Cholesky): with λ = 0, the cost decrease the Gauss–Newton step predicts.
+    gᵀH⁻¹g = ‖z‖² + rᵀS⁻¹r with z = L⁻¹g_e and r = g_b − Z_Bᵀz (∞ if S is singular)."""
+    state, param, _ = _decrement_parts(fact, g_e, g_b)
+    return state + param
+
+
+def parameter_step(fact: Factorization, g_e: np.ndarray, g_b: np.ndarray) -> tuple[float, np.ndarray | None]:
+    """The border (parameter) part of the Gauss–Newton step of the system `fact` factorises (λ = 0), the states
+    re-optimised along: (½ rᵀS⁻¹r — the parameter part of `newton_decrement`, the Schur complement term, in χ²
+    units —, each parameter's step over its marginal 1σ √(S⁻¹)_ii; None if S is singular). Scale-free: the same
+    in scaled and unscaled coordinates."""
+    _, dec, y = _decrement_parts(fact, g_e, g_b)
+    if y is None:
+        return dec, None
+    if not y.size:
+        return dec, y
+    sd = np.sqrt(np.diag(sla.cho_solve(sla.cho_factor(fact.S, check_finite=False), np.eye(len(y)))))
+    return dec, y / sd
 
 
 def state_marginal(fact: Factorization, S_inv: np.ndarray, offset: int, t: int) -> np.ndarray:
@@ -448,3 +470,108 @@ def state_marginal(fact: Factorization, S_inv: np.ndarray, offset: int, t: int) 
     X = _tb(fact.chol_ab, E, "N")
     Wk = X.T @ fact.Z_B
     return X.T @ X + Wk @ S_inv @ Wk.T
+
+
+@dataclass
+class SelectedInverse:
+    """The entries of A⁻¹ (scaled state block) within A's band, as a block-tridiagonal matrix of b×b blocks
+    (b = the bandwidth: a band of width b is block tridiagonal in blocks of b), W = A⁻¹B (scaled) and S⁺, the
+    Schur complement's inverse on its observable subspace — together every entry of H⁻¹ a factor touches:
+    H⁻¹ = [[A⁻¹ + W S⁺ Wᵀ, −W S⁺], [−S⁺ Wᵀ, S⁺]]."""
+
+    b: int
+    diag: np.ndarray  # (n_blocks, b, b): A⁻¹ diagonal blocks
+    sub: np.ndarray  # (n_blocks − 1, b, b): A⁻¹[k+1, k] blocks
+    W: np.ndarray  # (n_e, n_b)
+    S_inv: np.ndarray  # (n_b, n_b)
+
+    def a_inv(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """A⁻¹[i, j] for index arrays with |i − j| within the band."""
+        b = self.b
+        bi, bj, ii, jj = i // b, j // b, i % b, j % b
+        out = self.diag[bi, ii, jj]
+        if len(self.sub):
+            lo = np.minimum(bi, bj).clip(0, len(self.sub) - 1)
+            below = np.where(bi > bj, self.sub[lo, ii, jj], self.sub[lo, jj, ii])
+            out = np.where(bi == bj, out, below)
+        return out
+
+
+def selected_inverse(fact: Factorization, S_inv: np.ndarray) -> SelectedInverse:
+    """A⁻¹ within its band from the banded Cholesky factor alone (the block form of Takahashi's recurrence:
+    Σ_{k+1,k} = −Σ_{k+1,k+1} C_k D_k⁻¹, Σ_kk = D_k⁻ᵀD_k⁻¹ − Σ_{k+1,k}ᵀ C_k D_k⁻¹ for L's diagonal blocks D_k and
+    sub-diagonal blocks C_k) — O(n_e · b²), no dense inverse."""
+    n_b = fact.S.shape[0]
+    if fact.chol_ab is None or fact.chol_ab.shape[1] == 0:
+        return SelectedInverse(1, np.zeros((0, 1, 1)), np.zeros((0, 1, 1)), np.zeros((0, n_b)), S_inv)
+    cb = fact.chol_ab
+    p, n = cb.shape[0] - 1, cb.shape[1]
+    b = max(p, 1)
+    nb = -(-n // b)
+    D = np.zeros((nb, b, b))
+    C = np.zeros((max(nb - 1, 0), b, b))
+    pad = np.arange(n, nb * b)
+    D[pad // b, pad % b, pad % b] = 1.0  # padding: decoupled unit rows
+    c = np.arange(n)
+    for d in range(p + 1):
+        cc = c[: n - d]
+        r = cc + d
+        same = r // b == cc // b
+        D[cc[same] // b, r[same] % b, cc[same] % b] = cb[d, : n - d][same]
+        C[cc[~same] // b, r[~same] % b, cc[~same] % b] = cb[d, : n - d][~same]
+    Dinv = np.linalg.inv(D)
+    del D
+    M = np.matmul(C, Dinv[:-1]) if nb > 1 else C  # C_k D_k⁻¹, becomes Σ_{k+1,k}
+    del C
+    diag = np.matmul(Dinv.transpose(0, 2, 1), Dinv)  # D_k⁻ᵀ D_k⁻¹, becomes Σ_kk
+    del Dinv
+    for k in range(nb - 2, -1, -1):
+        s = -diag[k + 1] @ M[k]
+        diag[k] -= s.T @ M[k]
+        M[k] = s
+    sub = M
+    W = _tb(cb, fact.Z_B, "T") if n_b else np.zeros((n, 0))
+    return SelectedInverse(b, diag, sub, W, S_inv)
+
+
+def factor_leverage(
+    problem: Problem, plan: Plan, fi: int, jacobians: list[np.ndarray], sc: Scaling, si: SelectedInverse
+) -> float:
+    """tr(J_f H⁻¹ J_fᵀ) for factor `fi`'s whitened Jacobians (unscaled; H the undamped normal matrix `si` comes
+    from): the part of the unknowns this block's residuals absorb. Its residual count minus this is the block's
+    redundancy (degrees of freedom); over all blocks the leverages add up to the number of observable unknowns."""
+    lay = plan.layout
+    f = problem.factors[fi]
+    e_parts, b_parts = [], []
+    for ref, J in zip(f.variables, jacobians, strict=True):
+        offs, kind = _offsets(lay, ref, f.count)
+        if kind == "fixed":
+            continue
+        t = J.shape[2]
+        idx = offs[:, None] + np.arange(t)[None, :]  # (K, t)
+        d = (sc.d_e if kind == "e" else sc.d_b)[idx]
+        (e_parts if kind == "e" else b_parts).append((idx, J / d[:, None, :]))
+    n_b = lay.n_b
+    total = 0.0
+    chunk = max(1, 2_000_000 // max(1, f.dim * (n_b + 64)))
+    for s in range(0, f.count, chunk):
+        sl = slice(s, min(s + chunk, f.count))
+        k = sl.stop - sl.start
+        V = np.zeros((k, f.dim, n_b))
+        for idx, J in b_parts:
+            ib = idx[sl]
+            if np.all(ib == ib[0]):
+                V[:, :, ib[0]] += J[sl]
+            else:
+                for a in range(ib.shape[1]):
+                    np.add.at(V.transpose(0, 2, 1), (np.arange(k), ib[:, a]), J[sl][:, :, a])
+        if e_parts:
+            ie = np.concatenate([idx[sl] for idx, _ in e_parts], axis=1)
+            Je = np.concatenate([J[sl] for _, J in e_parts], axis=2)
+            Pe = np.einsum("kda,kdc->kac", Je, Je, optimize=True)
+            total += float(np.sum(Pe * si.a_inv(ie[:, :, None], ie[:, None, :])))
+            if n_b:
+                V -= np.einsum("kda,kab->kdb", Je, si.W[ie], optimize=True)
+        if n_b:
+            total += float(np.sum(V * (V @ si.S_inv)))
+    return total

@@ -31,16 +31,24 @@ class Options:
     # iterations — LM creeping along a flat valley of weakly determined parameters instead of settling.
     stall_rtol: float = 1e-4
     stall_window: int = 5
-    # … and a stall counts as converged only with no weak direction and the undamped Gauss–Newton step predicting
-    # a decrease below stall_gn_rtol × cost (the minimum is that close), else it is reported not converged
-    stall_gn_rtol: float = 1e-6
+    # … and a stall counts as converged only when the undamped Gauss–Newton step (the states re-optimised along)
+    # would move no parameter by more than stall_sigma of its own marginal 1σ (under the solve's weights) — an
+    # absolute test, whatever the recording's length; else it is reported not converged. The states' own part of
+    # the Newton decrement is left out: stiff friction lets LM creep the states for hundreds of iterations with the
+    # parameters fixed. Weak directions need no separate test: their σ is large, but so is the step a flat valley
+    # leaves.
+    stall_sigma: float = 0.1
     threads: int = 1  # CasADi map threads; serial is fastest on a loaded 2-core machine
     jit: bool | None = None  # compile blocks to C; None: if a C compiler exists and ≥ 20 000 instances
     rank_rtol: float = 1e-10  # eigenvalue of the scaled border information below rtol·max → unobservable
     covariance: bool = True
-    # Covariance with each listed block's weight divided by its fitted whitened χ²/dof (its variance factor, one
-    # variance-component pass at the estimate; estimates unchanged): σ as the residuals' own scale says.
+    # Covariance with each listed block's weight divided by its variance factor χ²_k / r_k — the whitened χ² over
+    # the block's redundancy r_k = n_k − tr(J_k H⁻¹ J_kᵀ), its residual count less the unknowns it absorbs (exact,
+    # from the factorisation: `normal.selected_inverse`), iterated to the fixed point (Förstner's variance-component
+    # estimation; secant steps, at most variance_passes refactorisations, until the factors change by < 1 %);
+    # estimates unchanged: σ as the residuals' own scale says.
     rescale_blocks: tuple[str, ...] = ()
+    variance_passes: int = 4
     # eigenvalue of the scaled border information below weak_rtol·max → weakly determined: a combination known
     # more than 1/√weak_rtol (100) times worse than its components one at a time
     weak_rtol: float = 1e-4
@@ -114,7 +122,8 @@ class SolveResult:
     seconds: float
     variance_factors: dict[str, float] = field(
         default_factory=dict
-    )  # block → χ²/dof its weight was divided by
+    )  # block → χ²/redundancy its weight was divided by
+    redundancy: dict[str, float] = field(default_factory=dict)  # rescaled block → its r_k at those weights
 
     def sigmas(self) -> dict[str, float]:
         """1σ of every border tangent component (label → σ; NaN where unobservable)."""
@@ -320,40 +329,43 @@ def _finish(
     labels = border_labels(problem, layout)
     stats = residual_stats(problem, compiled, values)
     cov, rank, state_cov = None, None, {}
-    factors = {
-        b.name: b.chi2_per_dof
-        for b in stats
-        if b.name in opt.rescale_blocks and np.isfinite(b.chi2_per_dof) and b.chi2_per_dof > 0
-    }
+    factors: dict[str, float] = {}
+    redundancy: dict[str, float] = {}
     if opt.covariance:
+        lin = None
+        if ns is None or any(f.name in opt.rescale_blocks for f in problem.factors):
+            lin = _jacobians(problem, compiled, values)
         if ns is None:
-            ns = _relinearize(problem, plan, compiled, values)
+            ns = normal.assemble(problem, plan, *lin)
         # rank, weak directions and condition from the information with the weights the solve used: a rescale
-        # (×1/χ²/dof of a block) would lift a direction only that block fixes, hiding it
+        # (×1/variance factor of a block) would lift a direction only that block fixes, hiding it
         sc, fact = _factor(ns, reuse)
         cov, rank, state_cov = _covariance(problem, layout, sc, fact, labels, opt)
+        wanted = [i for i, f in enumerate(problem.factors) if f.name in opt.rescale_blocks]
+        if wanted:
+            factors, redundancy, sc_r, fact_r = _variance_components(
+                problem, plan, lin, stats, wanted, opt, sc, fact
+            )
         if factors:
-            scale = [1.0 / np.sqrt(factors.get(f.name, 1.0)) for f in problem.factors]
-            ns_r = _relinearize(problem, plan, compiled, values, scale)
-            cov, rank_r, state_cov = _covariance(problem, layout, *_factor(ns_r), labels, opt)
+            cov, rank_r, state_cov = _covariance(problem, layout, sc_r, fact_r, labels, opt)
             rank.null_directions = rank.null_directions or rank_r.null_directions
             rank.rank = min(rank.rank, rank_r.rank)
-        if reason.startswith("stalled") and not rank.weak_directions and not rank.deficient:
-            dec = normal.newton_decrement(fact, ns.g_e / sc.d_e, ns.g_b / sc.d_b)  # the factorisation above
-            if dec <= opt.stall_gn_rtol * max(cost, 1e-300):
-                converged = (
-                    True  # a flat cost, every parameter well determined, the quadratic model at its floor
-                )
+        if reason.startswith("stalled") and not rank.deficient:
+            dec, z = normal.parameter_step(fact, ns.g_e / sc.d_e, ns.g_b / sc.d_b)  # the factorisation above
+            moves = float(np.abs(z).max(initial=0.0)) if z is not None else float("inf")
+            who = labels[int(np.argmax(np.abs(z)))] if z is not None and z.size else "a parameter"
+            if moves <= opt.stall_sigma:
+                converged = True  # a flat cost and no parameter that the quadratic model would still move
                 reason = reason.replace(
                     "stalled:",
-                    f"stalled at the minimum (no weakly determined parameter; the Gauss–Newton step would lower "
-                    f"the cost by {dec:.2g}, below stall_gn_rtol × cost):",
+                    f"stalled at the minimum (the Gauss–Newton step would move no parameter by more than "
+                    f"{moves:.2g}σ, within stall_sigma = {opt.stall_sigma:g}σ):",
                     1,
                 )
             else:
                 reason += (
-                    f"; not at the minimum: the Gauss–Newton step would still lower the cost by {dec:.3g} "
-                    f"(> stall_gn_rtol × cost = {opt.stall_gn_rtol * cost:.3g})"
+                    f"; not at the minimum: the Gauss–Newton step would still move {who} by {moves:.3g}σ "
+                    f"(> stall_sigma = {opt.stall_sigma:g}σ; it would lower the cost by {dec:.3g})"
                 )
     return SolveResult(
         values,
@@ -370,17 +382,83 @@ def _finish(
         state_cov,
         time.perf_counter() - t_start,
         factors,
+        redundancy,
     )
 
 
-def _relinearize(problem, plan, compiled, values, scale=None):
-    """The normal system at `values`; each factor's whitened residuals and Jacobians times scale[i] if given."""
+def _jacobians(problem, compiled, values):
+    """Whitened residuals and Jacobians at `values`, robust-weighted as the solve's normal system is."""
     rs, js = zip(*(eval_jacobians(problem, cf, values) for cf in compiled), strict=False)
     rs, js = list(rs), [list(j) for j in js]
-    if scale is not None:
-        rs = [r * a for r, a in zip(rs, scale, strict=True)]
-        js = [[J * a for J in j] for j, a in zip(js, scale, strict=True)]
-    return normal.assemble(problem, plan, rs, js)
+    _, w = _robust(problem, rs)
+    for i, wi in enumerate(w):
+        if wi is not None:
+            rs[i] = rs[i] * wi[:, None]
+            js[i] = [J * wi[:, None, None] for J in js[i]]
+    return rs, js
+
+
+def _next_factor(hist: list[tuple[float, float]]) -> float:
+    """The next variance factor to try for the fixed point v = f(v) (f: χ²/redundancy at weights 1/v), from the
+    (v, f(v)) pairs so far: f(v) at first, then a secant step on log f(v) − log v (the plain iteration oscillates
+    about the fixed point and needs 4–5 refactorisations on Doggy where the secant needs 2–3)."""
+    v1, f1 = hist[-1]
+    if len(hist) < 2:
+        return f1
+    v0, f0 = hist[-2]
+    x0, x1 = np.log(v0), np.log(v1)
+    g0, g1 = np.log(f0) - x0, np.log(f1) - x1
+    if g1 == g0 or not np.isfinite(g0 - g1):
+        return f1
+    x = x1 - g1 * (x1 - x0) / (g1 - g0)
+    lo, hi = sorted((np.log(f1), x1))
+    span = max(hi - lo, 1e-12)
+    return (
+        float(np.exp(x)) if lo - span <= x <= hi + span else f1
+    )  # a wild secant step: the plain one instead
+
+
+def _variance_components(problem, plan, lin, stats, wanted, opt: Options, sc, fact):
+    """Variance factors χ²_k / r_k of the factors `wanted` (r_k = n_k − tr(J_k H⁻¹ J_kᵀ), H at the current
+    weights), iterated: reweight by them, refactorise, recompute, until they change by < 1 % or
+    opt.variance_passes refactorisations. Returns (factors, redundancies, scaling, factorisation at those weights);
+    a block with no redundancy (r_k ≤ 0) or no χ² keeps its weight and is left out."""
+    rs, js = lin
+    chi2 = {i: stats[i].chi2_per_dof * stats[i].count * stats[i].dim for i in wanted}
+    vf = dict.fromkeys(wanted, 1.0)
+    red: dict[int, float] = {}
+    hist: dict[int, list[tuple[float, float]]] = {
+        i: [] for i in wanted
+    }  # (factor applied, its fixed-point map)
+    for p in range(opt.variance_passes + 1):
+        S = 0.5 * (fact.S + fact.S.T)
+        w, V = np.linalg.eigh(S) if S.size else (np.zeros(0), np.zeros((0, 0)))
+        good = w > opt.rank_rtol * max(float(w.max(initial=0.0)), 1e-300)
+        si = normal.selected_inverse(fact, (V[:, good] / w[good]) @ V[:, good].T)
+        new = {}
+        for i in wanted:
+            a = 1.0 / np.sqrt(vf[i])
+            h = normal.factor_leverage(problem, plan, i, [J * a for J in js[i]], sc, si)
+            red[i] = stats[i].count * stats[i].dim - h
+            new[i] = chi2[i] / red[i] if red[i] > 0 and chi2[i] > 0 and np.isfinite(chi2[i]) else vf[i]
+            hist[i].append((vf[i], new[i]))
+        del si
+        if p > 0 and all(abs(new[i] - vf[i]) <= 1e-2 * vf[i] for i in wanted):
+            break
+        if p == opt.variance_passes:
+            break
+        vf = {i: _next_factor(hist[i]) for i in wanted}
+        scale = [1.0 / np.sqrt(vf.get(i, 1.0)) for i in range(len(problem.factors))]
+        ns = normal.assemble(
+            problem,
+            plan,
+            [r * a for r, a in zip(rs, scale, strict=True)],
+            [[J * a for J in j] for j, a in zip(js, scale, strict=True)],
+        )
+        sc, fact = _factor(ns)
+    names = {i: problem.factors[i].name for i in wanted}
+    kept = [i for i in wanted if red[i] > 0 and vf[i] != 1.0]
+    return {names[i]: vf[i] for i in kept}, {names[i]: red[i] for i in wanted}, sc, fact
 
 
 def _factor(ns, reuse=None):
