@@ -322,19 +322,32 @@ def _effort_hint(ratio: float, currents: bool) -> str:
     return "motor currents or motor-side torques written as joint torques (a missing torque constant or gear ratio)"
 
 
-# per joint, the fit's residual RMS beyond what the recording's own noise explains (`band_noise`), over the spread
-# (SD) of the joint's measured effort on the fitted rows: beyond MISFIT_WARN a warning (a joint the model does not
-# follow: a flipped direction, a zero off, swapped servo ids). Measured (`identify dynamic`, UR5 ur5_6s.json on the
-# emulated Dynamixel bench): honest runs 0.036 at most (wrist_1; simulated UR5 and iCub recordings 0, their residual
-# all noise), shoulder_lift's direction flipped in the servo map 0.100 (shoulder_lift) and 0.143 (wrist_1), ids 2
-# and 3 swapped 0.189 (shoulder_lift) and 0.212 (wrist_1). A zero 35° off stays at 0.033: the fit absorbs it.
+# per joint, the fit's residual RMS beyond what an honest recording leaves (`band_noise`: the efforts' noise in the
+# fit's band; `honest_residuals`: the encoders' steps and noise, filtered and differentiated into q̇ and q̈, through
+# the fit), over the spread (SD) of the joint's measured effort on the fitted rows: beyond MISFIT_WARN a warning. It
+# catches a joint whose wrong map (a flipped direction, swapped servo ids) worsens the dynamics fit; a flip the
+# fitted parameters absorb leaves no trace (on the UR5 flips of shoulder_lift and elbow show, those of
+# shoulder_pan, wrist_1, wrist_2, wrist_3 stay at honest levels). Judged at the recordings' own cut-off when the fit's
+# is higher (`poise.cmd_dynamic._misfit`). Measured (`identify dynamic`, UR5 ur5_6s.json): an honest run on the
+# emulated Dynamixel bench 0.042 at most (wrist_1; the same at --cutoff-hz 10 and 20), simulated recordings (100 and
+# 500 Hz, 4096 and 16384 encoder ticks, --cutoff-hz 3.3, 10, 20) 0; elbow's direction flipped in the servo map 0.151
+# (shoulder_lift), shoulder_lift's 0.105 (shoulder_lift) and 0.133 (wrist_1); a simulated recording with elbow's
+# effort negated 0.57 (shoulder_lift), wrist_2 and wrist_3 swapped 0.29 and 0.62. A zero 35° off stays at 0.033:
+# the fit absorbs it.
 MISFIT_WARN = 0.08
+# the angles' noise is judged above this share of the Nyquist frequency (or above the fit's cut-off, if higher):
+# a robot's motion has nothing there, the encoders' noise and quantisation do
+ANGLE_NOISE_SPLIT = 0.5
+PREDICTION_NOISE_DRAWS = 4  # noise draws `honest_residuals` averages
+ENCODER_STEP_TOL = (
+    0.02  # share of an encoder step within which a step between samples is a whole number of it
+)
 
 
 def band_noise(tau: np.ndarray, rate_hz: float, cutoff_hz: float) -> np.ndarray:
-    """Per joint, the RMS (N·m) that white noise in recorded efforts (K, nq) leaves below the fit's cut-off: the
-    part above it (what a `lowpass` at cutoff_hz removes) taken as white and scaled to the band the fit keeps.
-    Ripple and quantisation count as noise; an upper bound (the fit absorbs some of it)."""
+    """Per joint, the RMS (the fitted efforts' unit: N·m, N) that white noise in recorded efforts (K, nq) leaves
+    below the fit's cut-off: the part above it (what a `lowpass` at cutoff_hz removes) taken as white and scaled to the
+    band the fit keeps. Ripple and quantisation count as noise; an upper bound (the fit absorbs some of it)."""
     from identify.differentiation import lowpass
 
     tau = np.asarray(tau, dtype=float)
@@ -343,15 +356,107 @@ def band_noise(tau: np.ndarray, rate_hz: float, cutoff_hz: float) -> np.ndarray:
     return above * np.sqrt(share / (1 - share))
 
 
+def encoder_steps(q: np.ndarray) -> np.ndarray:
+    """Per joint, the encoder step (rad, m) recorded angles (K, nq) sit on: the smallest step between samples,
+    when every step is a whole number of it (to within ENCODER_STEP_TOL of it, and the 1e-6 a CSV's six decimals
+    round to; steps under 1e-6/ENCODER_STEP_TOL are not told); 0 where they sit on none (interpolated between
+    ticks, or noise finer than the step)."""
+    return np.array([_step(c) for c in np.atleast_2d(np.asarray(q, dtype=float)).T])
+
+
+def _step(q: np.ndarray) -> float:
+    """`encoder_steps` of one joint's angles (K,)."""
+    steps = np.abs(np.diff(q))
+    steps = steps[steps > 1e-9]
+    if len(steps) < 10:
+        return 0.0
+    least = float(np.min(steps))
+    ones = steps[steps < 1.5 * least]
+    step = float(np.median(ones))
+    n = np.maximum(np.round(steps / step), 1)
+    step = float(np.sum(steps * n) / np.sum(n * n))  # the whole-number multiples' least-squares step
+    off = np.abs(steps - n * step)
+    # a CSV's six decimals put each step within ±1e-6 of its whole number: steps finer than that cannot be told
+    visible = step * ENCODER_STEP_TOL > 1e-6
+    return step if visible and np.all(off <= ENCODER_STEP_TOL * step + 1e-6) else 0.0
+
+
+def angle_noise(q: np.ndarray, rate_hz: float, cutoff_hz: float, steps: np.ndarray) -> np.ndarray:
+    """Per joint, the SD (rad, m) of white noise in recorded angles (K, nq) beyond their encoder's quantisation
+    (`steps`, `encoder_steps`: Δ²/12 of it taken out): their part above max(cutoff_hz, ANGLE_NOISE_SPLIT × Nyquist),
+    where a robot's motion has nothing, scaled to the whole band."""
+    from identify.differentiation import lowpass
+
+    q = np.asarray(q, dtype=float)
+    nyquist = rate_hz / 2
+    split = min(max(cutoff_hz, ANGLE_NOISE_SPLIT * nyquist), 0.9 * nyquist)
+    above = np.std(q - lowpass(q, rate_hz, split), axis=0) / np.sqrt(1 - split / nyquist)
+    return np.sqrt(np.maximum(above**2 - np.square(steps) / 12, 0.0))
+
+
+def honest_residuals(
+    systems: Sequence[Callable[[np.ndarray], np.ndarray]],
+    qs: Sequence[np.ndarray],
+    rates_hz: Sequence[float],
+    cutoff_hz: float,
+    steps: Sequence[np.ndarray],
+    sigmas: Sequence[np.ndarray],
+    theta: np.ndarray,
+    weights: np.ndarray,
+    keeps: Sequence[np.ndarray],
+    refit: bool = True,
+    draws: int = PREDICTION_NOISE_DRAWS,
+    seed: int = 0,
+) -> list[np.ndarray]:
+    """Per recording, per output row, the residual RMS a fit leaves on recordings that are this model's own (efforts
+    exactly `theta`'s on the recorded motion) and whose only error is the encoders' reading of the angles: what the
+    fit's residual holds beyond the efforts' noise on an honest recording. `systems[k](q)`: recording k's filtered
+    regressor rows (K', rows, columns) on angles q (K, nq), as the fit builds them. The motion is the recorded angles
+    low-passed at the fit's cut-off; its reading rounds it to each joint's encoder step (`steps`, `encoder_steps`,
+    at a random phase: a slow joint's staircase puts its error in the fit's band, as white noise of Δ²/12 would not)
+    and adds white noise of SD `sigmas` (`angle_noise`). With `refit`, least squares at the row `weights` refits
+    the read recordings together (the angles' noise in the regressor biases it: errors in variables); without (an
+    instrumental-variable fit, unbiased), `theta` predicts. Over the rows `keeps` (bool, as each prediction: the
+    fit drops a joint's rows around its velocity reversals, where the Coulomb step's sign is the encoders' noise's),
+    averaged over `draws` draws, seeded (the same answer every time)."""
+    from identify.differentiation import lowpass
+
+    rng = np.random.default_rng(seed)
+    smooth = [lowpass(np.asarray(q, dtype=float), r, cutoff_hz) for q, r in zip(qs, rates_hz, strict=True)]
+    clean = [system(m) for system, m in zip(systems, smooth, strict=True)]
+    theta = np.asarray(theta, dtype=float)[: clean[0].shape[-1]]
+    truth = [a @ theta for a in clean]
+    keeps = [np.asarray(k, dtype=bool) for k in keeps]
+    sq = [np.zeros(t.shape[1]) for t in truth]
+    for _ in range(draws):
+        read = []
+        for system, m, step, sigma in zip(systems, smooth, steps, sigmas, strict=True):
+            step = np.asarray(step, dtype=float)
+            phase = rng.uniform(size=step.shape) * step
+            on = np.where(step > 0, np.round((m + phase) / np.where(step > 0, step, 1)) * step - phase, m)
+            read.append(system(on + rng.standard_normal(m.shape) * sigma))
+        x = theta
+        if refit:
+            A = np.concatenate([(a * weights[None, :, None])[k] for a, k in zip(read, keeps, strict=True)])
+            b = np.concatenate([(t * weights)[k] for t, k in zip(truth, keeps, strict=True)])
+            x = np.linalg.lstsq(A, b, rcond=None)[0]
+        for i, (a, t, k) in enumerate(zip(read, truth, keeps, strict=True)):
+            sq[i] += np.sum(np.square(t - a @ x) * k, axis=0) / np.maximum(k.sum(axis=0), 1)
+    return [np.sqrt(v / draws) for v in sq]
+
+
 def misfit_joints(
     names: Sequence[str], rmse: np.ndarray, measured_sd: np.ndarray, noise: np.ndarray
 ) -> list[dict]:
-    """The joints whose fitted residual RMS (`rmse`), beyond their recordings' noise in band (`band_noise`), exceeds
-    MISFIT_WARN of their measured effort's SD: {joint, share, rmse, noise, measured_sd} each; [] when none."""
+    """The joints whose fitted residual RMS (`rmse`), beyond the noise their recordings explain (`noise`:
+    `band_noise` and `honest_residuals` in quadrature), exceeds MISFIT_WARN of their measured effort's SD:
+    {joint, share, rmse_nm, noise_nm, measured_sd_nm} each, in the fit's unit (N·m; N on a prismatic joint: the
+    `_nm` keys as the fit's sigma_nm, rmse_nm; motor currents are fitted as the torques their constants make);
+    [] when none."""
     excess = np.sqrt(np.maximum(np.square(rmse) - np.square(noise), 0.0))
     share = excess / np.maximum(measured_sd, 1e-12)
-    return [{"joint": names[j], "share": float(share[j]), "rmse": float(rmse[j]), "noise": float(noise[j]),
-             "measured_sd": float(measured_sd[j])}
+    return [{"joint": names[j], "share": float(share[j]), "rmse_nm": float(rmse[j]),
+             "noise_nm": float(noise[j]), "measured_sd_nm": float(measured_sd[j])}
             for j in np.flatnonzero(share > MISFIT_WARN)]  # fmt: skip
 
 

@@ -373,6 +373,18 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     partial = [{"recording": k + 1, "file": path, "status": run.partial} | _coverage(r, run)
                for k, (path, run, r) in enumerate(zip(args.recording, runs, recs, strict=True))
                if not isinstance(run, Exception) and run.partial]  # fmt: skip
+    # streamed whole and stopped after (the stop, a lead-out): by its ticks, or where run.json does not count them,
+    # by its recording covering the plan's duration
+    after = [{"recording": k + 1, "file": path, "status": run.stopped_after}
+             for k, (path, run) in enumerate(zip(args.recording, runs, strict=True))
+             if not isinstance(run, Exception) and run.stopped_after]  # fmt: skip
+    whole = [
+        p
+        for p in partial
+        if not runs[p["recording"] - 1].ticks_counted and _covers_plan(p, recs[p["recording"] - 1])
+    ]
+    after += [{"recording": p["recording"], "file": p["file"], "status": p["status"]} for p in whole]
+    partial = [p for p in partial if p not in whole]
     if partial and not args.partial:  # the design's excitation was cut: its fit is not the plan's
         p = partial[0]
         raise DataError(f"{p['file']}: its run stopped before the plan's end ({p['status']}): {_covers(p)}, the "
@@ -381,6 +393,9 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         err_console.print(f"[yellow]warning:[/yellow] {escape(p['file'])} is a partial run ({escape(p['status'])}"
                           f"): {_covers(p)}; fitted as recorded (--partial), the plan's forecast does not hold for "
                           "it", highlight=False)  # fmt: skip
+    for p in after:
+        err_console.print(f"[yellow]note:[/yellow] {escape(p['file'])}: its run stopped after streaming its whole "
+                          f"plan ({escape(p['status'])}): fitted whole", highlight=False)  # fmt: skip
     late = _late_runs(args.recording, runs)
     vlate = _late_runs([args.validate], [vrun]) if vrun is not None else []
     for p in late + vlate:
@@ -398,21 +413,25 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         recs = rep.recordings
         planned = None if planned is None else [planned[g[0]] for g in rep.groups]
         ran = None if ran is None else [ran[g[0]] for g in rep.groups]
-    est = DynamicEstimator(
-        model,
-        rec.base,
-        args.simplified,
-        not args.no_friction,
-        args.cutoff_hz,  # None: the recording's band sets it (est.cutoff_)
-        weighted=not args.ols,
-        quantity=quantity,
-        essential_pct=args.essential,
-        prior=prior,
-        drift=args.drift,
-        delay=args.delay,
-        armature=args.armature,
-        differentiation=args.differentiation,
-    )
+
+    def estimator(cutoff_hz: float | None) -> DynamicEstimator:
+        return DynamicEstimator(
+            model,
+            rec.base,
+            args.simplified,
+            not args.no_friction,
+            cutoff_hz,  # None: the recording's band sets it (est.cutoff_)
+            weighted=not args.ols,
+            quantity=quantity,
+            essential_pct=args.essential,
+            prior=prior,
+            drift=args.drift,
+            delay=args.delay,
+            armature=args.armature,
+            differentiation=args.differentiation,
+        )
+
+    est = estimator(args.cutoff_hz)
     offsets = _tare_offsets(rep.groups, runs) if quantity == "wrench" else None
     gains = _gain_sources(rep.groups, runs, recs) if quantity == "wrench" else GainSources([], [], [])
     with named_errors(
@@ -503,21 +522,19 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         out["efforts_stuck_at_zero"] = stuck
     if partial:
         out["partial_runs"] = partial
+    if after:
+        out["stopped_after_stream"] = after
     if late:
         out["late_ticks"] = late
-    from identify.recording_checks import MISFIT_WARN
-
-    misfit = _misfit(est, recs, model) if quantity == "torque" else []
+    misfit = (
+        _misfit(est, recs, model, estimator, [", ".join(args.recording[i] for i in g) for g in rep.groups])
+        if quantity == "torque"
+        else []
+    )
     if misfit:  # a joint the model does not follow: its map in the robot's configuration, most often
         out["joint_misfit"] = misfit
-        err_console.print(
-            "[yellow]warning:[/yellow] the fit leaves "
-            + ", ".join(f"{m['joint']} {100 * m['share']:.0f} %" for m in misfit)
-            + f" of the measured effort's spread unexplained beyond its noise (honest fits leave under "
-            f"{100 * MISFIT_WARN:.0f} %): check those joints' direction, zero and servo id in the robot's "
-            "configuration (a flipped or swapped joint shows on its neighbours too)",
-            highlight=False,
-        )
+        err_console.print(f"[yellow]warning:[/yellow] {escape(_misfit_text(misfit, len(args.recording) > 1, cutoff))}",
+                          highlight=False)  # fmt: skip
     uncal = [k + 1 for k, run in enumerate(runs) if not isinstance(run, Exception) and run.uncalibrated]
     if uncal:
         out["uncalibrated_boards"] = uncal
@@ -966,6 +983,14 @@ def _coverage(rec, run: RunOf) -> dict:
     return {"covered_s": covered, "planned_s": run.planned_s, "covered_share": covered / run.planned_s}
 
 
+def _covers_plan(p: dict, rec) -> bool:
+    """Whether a stopped run's recording (`_coverage` entry p) covers its plan's whole duration, to within half a
+    sample."""
+    if "covered_s" not in p or len(rec.t) < 2:
+        return False
+    return p["covered_s"] >= p["planned_s"] - 0.5 * float(np.median(np.diff(rec.t)))
+
+
 def _covers(p: dict) -> str:
     """`_coverage` as a phrase."""
     if "covered_s" not in p:
@@ -975,21 +1000,26 @@ def _covers(p: dict) -> str:
 
 
 def _late_runs(paths: list[str], runs: list) -> list[dict]:
-    """The runs (`run_of`'s answers) whose ticks came more than a period late (run.json jitter late_max_ms), with
-    how many streamed ticks were later than LATE_TICK_PERIODS periods (from raw_joints.csv; None without it)."""
-    from identify.recording_checks import late_ticks
+    """The runs (`run_of`'s answers) with streamed ticks more than LATE_TICK_PERIODS periods late, counted in
+    raw_joints.csv's stream phase (the recording's rows): how many, and the stream's latest (its longest step from
+    one tick to the next, less a period). run.json's jitter covers every phase (moves and settles before the
+    stream too): it only spares reading raw_joints.csv where no tick at all was that late. Nothing said of a run
+    without raw_joints.csv, or whose stream kept time."""
+    from identify.recording_checks import LATE_TICK_PERIODS, late_ticks
 
     out = []
     for k, (path, run) in enumerate(zip(paths, runs, strict=True)):
-        if isinstance(run, Exception) or run.late_max_ms is None or not run.rate_hz:
+        if isinstance(run, Exception) or not run.rate_hz:
             continue
         period = 1 / run.rate_hz
-        if run.late_max_ms <= 1000 * period:
+        if run.late_max_ms is not None and run.late_max_ms <= 1000 * LATE_TICK_PERIODS * period:
             continue
         times = _stream_ticks(path)
-        n = None if times is None else late_ticks(times, period)
-        out.append({"recording": k + 1, "file": path, "late_max_ms": run.late_max_ms, "period_ms": 1000 * period,
-                    "ticks_late": n, "ticks_streamed": run.ticks})  # fmt: skip
+        n = 0 if times is None or len(times) < 2 else late_ticks(times, period)
+        if n:
+            latest = float(np.max(np.diff(times))) - period
+            out.append({"recording": k + 1, "file": path, "ticks_late": n, "ticks_streamed": len(times),
+                        "late_max_ms": 1000 * latest, "period_ms": 1000 * period})  # fmt: skip
     return out
 
 
@@ -997,12 +1027,10 @@ def _late_text(p: dict) -> str:
     """`_late_runs`' entry as one line."""
     from identify.recording_checks import LATE_TICK_PERIODS
 
-    many = ("" if p["ticks_late"] is None else f", {p['ticks_late']} of its {p['ticks_streamed'] or '?'} streamed "
-            f"ticks more than {LATE_TICK_PERIODS:g} periods late (raw_joints.csv)")  # fmt: skip
-    return (f"{p['file']}: its run's ticks came up to {p['late_max_ms']:.3g} ms late (run.json jitter "
-            f"late_max_ms; a tick is {p['period_ms']:.3g} ms){many}: the recording interpolates across them, so "
-            "its motion there (accelerations most) is not measured; rerun on a less loaded machine if the fit "
-            "or its validation misses")  # fmt: skip
+    return (f"{p['file']}: {p['ticks_late']} of its run's {p['ticks_streamed']} streamed ticks came more than "
+            f"{LATE_TICK_PERIODS:g} periods late, the latest {p['late_max_ms']:.3g} ms (raw_joints.csv; a tick is "
+            f"{p['period_ms']:.3g} ms): the recording interpolates across them, so its motion there (accelerations "
+            "most) is not measured; rerun on a less loaded machine if the fit or its validation misses")  # fmt: skip
 
 
 def _stream_ticks(recording: str) -> np.ndarray | None:
@@ -1018,16 +1046,146 @@ def _stream_ticks(recording: str) -> np.ndarray | None:
         return None
 
 
-def _misfit(est, recs: list, model) -> list[dict]:
-    """`misfit_joints` of a torque fit: its residual against the recordings' noise in the fit's band."""
-    from identify.recording_checks import band_noise, misfit_joints
+def _misfit(est, recs: list, model, estimator, files: list[str]) -> list[dict]:
+    """`misfit_joints` of a torque fit (`_misfit_of`), each joint with the cut-off it was judged at and the
+    recordings (`files`, one entry per fitted recording) it is in: with several, those whose own fit leaves it
+    (`alone`: True), or all of them when none does (`alone`: False: the recordings disagree with each other). A fit
+    above the recordings' own cut-off (`default_cutoff`, their motion's band) is judged by a fit at that one
+    (`estimator(cutoff_hz)` makes it): above it the encoders' steps, differentiated twice, bias the fit itself
+    (errors in variables: the Coulomb column's sign wherever a joint creeps), which no noise band tells from a wrong
+    joint map, and the motion has nothing there that a map error would not show below."""
+    from identify.dynamic import default_cutoff
+
+    if est.fit_.measured_sd is None:
+        return []
+    try:
+        own = min(default_cutoff(r) for r in recs)
+    except DataError:
+        own = est.cutoff_
+    if est.cutoff_ > own * (1 + 1e-9):
+        est = estimator(own)
+        try:
+            est.fit(recs)
+        except DataError:
+            return []  # not fittable at the recordings' own cut-off (too short): the check is left out
+    out = _misfit_of(est, recs, model, files)
+    alone: dict[str, list[str]] = {}
+    if out and len(recs) > 1:
+        for r, f in zip(recs, files, strict=True):
+            one = estimator(est.cutoff_)
+            try:
+                one.fit([r])
+            except DataError:  # too short or too poor alone to say
+                continue
+            for m in _misfit_of(one, [r], model, [f]):
+                alone.setdefault(m["joint"], []).append(f)
+    for m in out:
+        m["files"] = alone.get(m["joint"]) or list(files)
+        m["alone"] = len(recs) == 1 or m["joint"] in alone
+        m["cutoff_hz"] = float(est.cutoff_)
+    return out
+
+
+def _misfit_of(est, recs: list, model, files: list[str]) -> list[dict]:
+    """`misfit_joints` of a torque fit: its residual against what honest recordings leave, the efforts' noise in
+    the fit's band (`band_noise`) and the encoders' reading of the angles through the fit (`honest_residuals`: their
+    steps from the recordings, or from raw_joints.csv beside `files` where the recording interpolated them)."""
+    import dataclasses
+
+    from identify.recording_checks import (
+        angle_noise,
+        band_noise,
+        encoder_steps,
+        honest_residuals,
+        misfit_joints,
+    )
 
     fit = est.fit_
     if fit.measured_sd is None:
         return []
-    sq = [band_noise(r.tau, 1 / float(np.median(np.diff(r.t))), est.cutoff_) ** 2 * len(r.t) for r in recs]
+    cut = est.cutoff_
+    rates = [1 / float(np.median(np.diff(r.t))) for r in recs]
+    steps = []
+    for r, f in zip(recs, files, strict=True):
+        s = encoder_steps(r.q)
+        if not np.all(s > 0) and "," not in f:  # interpolated between ticks: the run's own ticks say
+            s = np.where(s > 0, s, _raw_steps(f, r.joint_names))
+        steps.append(s)
+    sigmas = [angle_noise(r.q, rate, cut, s) for r, rate, s in zip(recs, rates, steps, strict=True)]
+    keeps = [_fitted_rows(est, r) for r in recs]
+
+    def system(r):
+        return lambda q: _regressor_rows(est, dataclasses.replace(r, q=q))
+
+    weights = 1 / np.maximum(fit.sigma, 1e-9) if est.weighted else np.ones(len(fit.sigma))
+    honest = honest_residuals([system(r) for r in recs], [r.q for r in recs], rates, cut, steps, sigmas,
+                              np.nan_to_num(fit.values), weights, keeps, refit=not fit.instruments)  # fmt: skip
+    sq = [
+        (band_noise(r.tau, rate, cut) ** 2 + h**2) * len(r.t)
+        for r, rate, h in zip(recs, rates, honest, strict=True)
+    ]
     noise = np.sqrt(np.sum(sq, axis=0) / sum(len(r.t) for r in recs))
     return misfit_joints(model.joint_names, fit.rmse, fit.measured_sd, noise)
+
+
+def _regressor_rows(est, rec) -> np.ndarray:
+    """The fit's filtered regressor rows (K', rows, columns) of a recording, every row kept, pieces one after the
+    other: `est.predict(rec)`'s predictions are these times the fitted values."""
+    out = []
+    for piece in est._pieces([est._moved_like_fit(rec)], None)[0]:
+        A = est._system(piece, drop_reversals=False)[0]
+        out.append(A.reshape(-1, est.rows_, A.shape[1]))
+    return np.concatenate(out)
+
+
+def _fitted_rows(est, rec) -> np.ndarray:
+    """Which of `est.predict(rec)`'s rows (bool, as its predictions) the fit keeps: a joint's rows around its
+    velocity reversals dropped, as the fit drops them from its own recordings."""
+    masks = []
+    for piece in est._pieces([est._moved_like_fit(rec)], None)[0]:
+        kept = est._kept(len(piece.t), piece.rate_hz)
+        masks.append(est._kept_rows(piece, kept, (len(range(len(piece.t))[kept]), est.rows_)))
+    return np.concatenate(masks)
+
+
+def _raw_steps(recording: str, joints: list[str]) -> np.ndarray:
+    """Per joint, the encoder step (`encoder_steps`) of the run's measured angles in raw_joints.csv beside the
+    recording (its streamed ticks, before the recording interpolated them onto its grid); 0 where unknown."""
+    import csv
+    from pathlib import Path
+
+    from identify.recording_checks import encoder_steps
+
+    try:
+        with open(Path(recording).parent / "raw_joints.csv", newline="", encoding="utf-8") as fh:
+            rows = [r for r in csv.DictReader(fh) if r.get("phase") == "stream"]
+        q = np.array([[float(r[f"q_meas_{j}"]) for j in joints] for r in rows])
+    except (OSError, ValueError, KeyError, TypeError):
+        return np.zeros(len(joints))
+    return encoder_steps(q) if len(q) > 1 else np.zeros(len(joints))
+
+
+def _misfit_text(misfit: list[dict], several: bool, cutoff_hz: float) -> str:
+    """`_misfit`'s joints as one warning line, each with its recordings when the fit has `several`; the cut-off
+    judged at said where it is not the fit's (`cutoff_hz`)."""
+    from identify.recording_checks import MISFIT_WARN
+
+    def where(m: dict) -> str:
+        if not several:
+            return ""
+        if m["alone"]:
+            return f" (in {', '.join(m['files'])})"
+        return " (in none alone: the recordings disagree with each other)"
+
+    joints = ", ".join(f"{m['joint']} {100 * m['share']:.0f} %{where(m)}" for m in misfit)
+    lead = "" if several else f"{misfit[0]['files'][0]}: "
+    at = misfit[0]["cutoff_hz"]
+    lead += "" if math.isclose(at, cutoff_hz) else f"judged at the recordings' own cut-off, {at:.3g} Hz, "
+    return (f"{lead}the fit leaves {joints} of the measured effort's spread unexplained beyond its noise (honest "
+            f"fits leave under {100 * MISFIT_WARN:.0f} %): check those joints' direction, zero and servo id in the "
+            "robot's configuration (a flipped or swapped joint shows on its neighbours too). Only a wrong map that "
+            "worsens the dynamics fit shows here: a flip the fitted parameters absorb leaves no trace, so a "
+            "recording without this warning is no proof of a right map")  # fmt: skip
 
 
 def _number(value, positive: bool = False) -> float | None:
@@ -1116,12 +1274,15 @@ class RunOf(NamedTuple):
     rate_hz: float | None = None  # its executor's rate (run.json rate_hz): the recording's sample rate
     planned_s: float | None = None  # the plan's duration (run.json duration_s)
     late_max_ms: float | None = None  # its latest tick's lateness (run.json jitter late_max_ms)
+    # how a run that streamed its whole plan and stopped after it ended (`stopped_after_stream`; None: it did not)
+    stopped_after: str | None = None
+    ticks_counted: bool = False  # run.json holds its ticks_streamed and ticks_planned
 
 
 def run_of(recording: str) -> RunOf | Exception:
     """The run.json beside a recording (`RunOf`); where there is none, why (the OSError, ValueError, KeyError or
     TypeError reading it raised)."""
-    from drivers.run_files import partial_status, run_meta_beside
+    from drivers.run_files import partial_status, run_meta_beside, stopped_after_stream
 
     try:
         meta = run_meta_beside(recording)
@@ -1149,7 +1310,8 @@ def run_of(recording: str) -> RunOf | Exception:
     return RunOf(plan, sha, rocked, meta.get("twin_joints"), seed if isinstance(seed, int) else None, uncalibrated,
                  sd, cov, rel_se, key, scale, weight if scale is not None else None, partial,
                  _gain_tare_se(meta, rel_se), *_ticks_rate(meta), _number(meta.get("duration_s"), positive=True),
-                 late)  # fmt: skip
+                 late, stopped_after_stream(meta),
+                 all(isinstance(meta.get(k), int) for k in ("ticks_streamed", "ticks_planned")))  # fmt: skip
 
 
 def _gain_tare_se(meta: dict, rel_se: np.ndarray | None) -> np.ndarray | None:
