@@ -133,6 +133,15 @@ def run_config(args: argparse.Namespace):
     return config
 
 
+def check_time_scale(robot: str, time_scale: float) -> None:
+    """`--time-scale` compresses robot time on the emulated bench only: real servos would move K × faster than the
+    velocity limits every check holds the plan to."""
+    if time_scale != 1.0 and not robot.startswith("sim"):
+        raise DataError(
+            "--time-scale applies to the emulated bench (--robot sim): real servos keep real time"
+        )
+
+
 def check_bench(
     model: RobotModel,
     config: RobotConfig,
@@ -210,6 +219,7 @@ def execute(args, model, plan, config, world_opts=None, progress=None, prepare=N
     if world_opts is None:
         world_opts = world_options(args)
     start = (plan.postures[0].q, plan.params, plan.base) if plan.postures else None
+    check_time_scale(args.robot, args.time_scale)
     check_bench(model, config, args.robot, args.boards, world_opts, standing=True, start=start,
                 gains=getattr(args, "gains", None))  # fmt: skip
     if not getattr(args, "json", False):

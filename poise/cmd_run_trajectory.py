@@ -39,6 +39,7 @@ from formats.errors import DataError
 from formats.trajectory_plan import TrajectoryPlan, load_trajectory_plan, plan_digest
 from poise.cmd_run import (
     check_bench,
+    check_time_scale,
     gain_se_meta,
     gains_meta,
     interrupted_stream,
@@ -229,11 +230,8 @@ def run_trajectory(
     if sp.single is not None:
         meta["start"] = start
     meta.update(provenance_meta(config))
+    check_time_scale(robot if world_opts is not None else "", time_scale)  # no emulated bench: real time
     if time_scale != 1.0:
-        if world_opts is None or not robot.startswith("sim"):
-            raise DataError(
-                "--time-scale applies to the emulated bench (--robot sim): real servos keep real time"
-            )
         world_opts = replace(world_opts, time_scale=time_scale)
         meta["time_scale"] = time_scale
     start_q = (sp.q[0], sp.params, sp.base) if sp.standing else None

@@ -65,6 +65,11 @@ def test_an_arm_trajectory_refuses_before_its_run_directory(extra, words, tmp_pa
     _refused([*ARM, *extra], tmp_path / "run", capsys, *words)
 
 
+def test_a_trajectory_on_real_servos_refuses_a_time_scale(tmp_path, capsys):
+    arm = [*ARM[:2], "dxl:/dev/nonexistent", *ARM[3:], "--time-scale", "3"]
+    _refused(arm, tmp_path / "run", capsys, "--time-scale", "real servos keep real time")
+
+
 def test_an_arm_refuses_gravity_compensation_from_its_configuration(tmp_path, capsys):
     """`[executor] gravity_compensation = true` in an arm's file is refused alike (the executor crashed on it)."""
     text = (ROOT / "drivers" / "ur5_emulated.toml").read_text()
@@ -98,8 +103,13 @@ def test_a_standing_trajectory_refuses_before_its_run_directory(extra, words, tm
             ["'nope'", "'mc'", "'sim'", "'thesis'", "nor an existing file"],
         ),
         (["--robot", "sim", "--boards", BT], ["--robot sim and --boards sim go together"]),
+        # real servos would move K × faster than the velocity limits the plan and the servos' registers allow
+        (
+            ["--robot", "dxl:/dev/nonexistent", "--boards", BT, "--time-scale", "4"],
+            ["--time-scale", "emulated bench", "real servos keep real time"],
+        ),
     ],
-    ids=["truth", "sim-robot-real-boards"],
+    ids=["truth", "sim-robot-real-boards", "time-scale-on-real-servos"],
 )
 def test_a_posture_plan_refuses_before_its_run_directory(extra, words, plan, tmp_path, capsys):
     save_plan(plan, tmp_path / "plan.json")
