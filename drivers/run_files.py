@@ -34,7 +34,7 @@ def stopped_status(exc: BaseException) -> str:
     return f"stopped: {type(exc).__name__}" + (f": {said}" if said else "")
 
 
-def _ticks(meta: dict) -> tuple[int | None, int | None]:
+def streamed_ticks(meta: dict) -> tuple[int | None, int | None]:
     """run.json's ticks_streamed and ticks_planned, None where absent or not whole numbers."""
     ticks, planned = meta.get("ticks_streamed"), meta.get("ticks_planned")
     whole = [v if isinstance(v, int) and not isinstance(v, bool) else None for v in (ticks, planned)]
@@ -45,29 +45,33 @@ def partial_status(meta: dict) -> str | None:
     """How a run that did not stream its whole plan ended, from its run.json (`meta`); None when it did (its
     status completed, or its ticks_streamed reaching ticks_planned: stopped after its stream, in the stop or the
     lead-out — `stopped_after_stream`) or when run.json does not say."""
-    status = meta.get("status")
-    ticks, planned = _ticks(meta)
-    if not isinstance(status, str) or status == COMPLETED or stopped_after_stream(meta):
+    status = _stopped(meta)
+    if status is None or stopped_after_stream(meta):
         return None
-    said = status.rstrip().rstrip(":")
-    return said + (f" after {ticks} of {planned} ticks" if ticks is not None and planned is not None else "")
+    ticks, planned = streamed_ticks(meta)
+    return status + (
+        f" after {ticks} of {planned} ticks" if ticks is not None and planned is not None else ""
+    )
 
 
 def stopped_after_stream(meta: dict) -> str | None:
     """The status of a run that streamed its whole plan (ticks_streamed ≥ ticks_planned) and stopped after it (a
     Ctrl-C in the stop or lead-out, a fault there), with its ticks; None otherwise (completed, or stopped before
     its plan's end, or run.json does not say)."""
-    status = meta.get("status")
-    ticks, planned = _ticks(meta)
-    if (
-        not isinstance(status, str)
-        or status == COMPLETED
-        or ticks is None
-        or planned is None
-        or ticks < planned
-    ):
+    status = _stopped(meta)
+    ticks, planned = streamed_ticks(meta)
+    if status is None or ticks is None or planned is None or ticks < planned:
         return None
-    return f"{status.rstrip().rstrip(':')}, {ticks} of {planned} ticks streamed"
+    return f"{status}, {ticks} of {planned} ticks streamed"
+
+
+def _stopped(meta: dict) -> str | None:
+    """run.json's status of a run that did not complete, its trailing colon dropped; None when it completed or
+    run.json does not say."""
+    status = meta.get("status")
+    if not isinstance(status, str) or status == COMPLETED:
+        return None
+    return status.rstrip().rstrip(":")
 
 
 def run_meta_beside(recording) -> dict:

@@ -11,7 +11,7 @@ correlated in time and across a sample's rows).
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -1218,6 +1218,26 @@ class DynamicEstimator:
             pred.append((A @ x).reshape(-1, self.rows_))
             meas.append(b.reshape(-1, self.rows_))
         return np.concatenate(pred), np.concatenate(meas)
+
+    def fit_rows(self, rec: DynamicRecording) -> tuple[Callable[[np.ndarray], np.ndarray], np.ndarray]:
+        """`predict`'s rows of a recording, pieces one after the other: `rows(angles)`, the fit's filtered regressor
+        rows (K', rows, columns) on joint angles (K, nq) in place of the recorded ones (on the recorded ones,
+        `predict`'s predictions are these times the fitted values), and `kept`, which of them the fit keeps
+        (bool (K', rows): a joint's rows around its recorded velocity reversals dropped, as the fit drops them from
+        its own recordings). Returns (rows, kept)."""
+
+        def rows(angles: np.ndarray) -> np.ndarray:
+            out = []
+            for piece in self._pieces([self._moved_like_fit(replace(rec, q=angles))], None)[0]:
+                A = self._system(piece, drop_reversals=False)[0]
+                out.append(A.reshape(-1, self.rows_, A.shape[1]))
+            return np.concatenate(out)
+
+        kept = []
+        for piece in self._pieces([self._moved_like_fit(rec)], None)[0]:
+            sl = self._kept(len(piece.t), piece.rate_hz)
+            kept.append(self._kept_rows(piece, sl, (len(range(len(piece.t))[sl]), self.rows_)))
+        return rows, np.concatenate(kept)
 
     def _moved_like_fit(self, rec: DynamicRecording) -> DynamicRecording:
         """Another recording of this recorder (validation): its efforts moved by the lag the fit used for all its

@@ -328,12 +328,12 @@ def _effort_hint(ratio: float, currents: bool) -> str:
 # catches a joint whose wrong map (a flipped direction, swapped servo ids) worsens the dynamics fit; a flip the
 # fitted parameters absorb leaves no trace (on the UR5 flips of shoulder_lift and elbow show, those of
 # shoulder_pan, wrist_1, wrist_2, wrist_3 stay at honest levels). Judged at the recordings' own cut-off when the fit's
-# is higher (`poise.cmd_dynamic._misfit`). Measured (`identify dynamic`, UR5 ur5_6s.json): an honest run on the
-# emulated Dynamixel bench 0.042 at most (wrist_1; the same at --cutoff-hz 10 and 20), simulated recordings (100 and
-# 500 Hz, 4096 and 16384 encoder ticks, --cutoff-hz 3.3, 10, 20) 0; elbow's direction flipped in the servo map 0.151
-# (shoulder_lift), shoulder_lift's 0.105 (shoulder_lift) and 0.133 (wrist_1); a simulated recording with elbow's
-# effort negated 0.57 (shoulder_lift), wrist_2 and wrist_3 swapped 0.29 and 0.62. A zero 35° off stays at 0.033:
-# the fit absorbs it.
+# is higher (`identify.joint_misfit.joint_misfits`). Measured (`identify dynamic`, UR5 ur5_6s.json): an honest run
+# on the emulated Dynamixel bench 0.042 at most (wrist_1; the same at --cutoff-hz 10 and 20), simulated recordings
+# (100 and 500 Hz, 4096 and 16384 encoder ticks, --cutoff-hz 3.3, 10, 20) 0; elbow's direction flipped in the servo
+# map 0.151 (shoulder_lift), shoulder_lift's 0.105 (shoulder_lift) and 0.133 (wrist_1); a simulated recording with
+# elbow's effort negated 0.57 (shoulder_lift), wrist_2 and wrist_3 swapped 0.29 and 0.62. A zero 35° off stays at
+# 0.033: the fit absorbs it.
 MISFIT_WARN = 0.08
 # the angles' noise is judged above this share of the Nyquist frequency (or above the fit's cut-off, if higher):
 # a robot's motion has nothing there, the encoders' noise and quantisation do

@@ -526,11 +526,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         out["stopped_after_stream"] = after
     if late:
         out["late_ticks"] = late
-    misfit = (
-        _misfit(est, recs, model, estimator, [", ".join(args.recording[i] for i in g) for g in rep.groups])
-        if quantity == "torque"
-        else []
-    )
+    fitted_files = [[args.recording[i] for i in g] for g in rep.groups]
+    misfit = _misfit(est, recs, model, estimator, fitted_files) if quantity == "torque" else []
     if misfit:  # a joint the model does not follow: its map in the robot's configuration, most often
         out["joint_misfit"] = misfit
         err_console.print(f"[yellow]warning:[/yellow] {escape(_misfit_text(misfit, len(args.recording) > 1, cutoff))}",
@@ -986,7 +983,7 @@ def _coverage(rec, run: RunOf) -> dict:
 def _covers_plan(p: dict, rec) -> bool:
     """Whether a stopped run's recording (`_coverage` entry p) covers its plan's whole duration, to within half a
     sample."""
-    if "covered_s" not in p or len(rec.t) < 2:
+    if "covered_s" not in p:
         return False
     return p["covered_s"] >= p["planned_s"] - 0.5 * float(np.median(np.diff(rec.t)))
 
@@ -1036,133 +1033,43 @@ def _late_text(p: dict) -> str:
 def _stream_ticks(recording: str) -> np.ndarray | None:
     """The times (s) of a run's streamed ticks: raw_joints.csv's t of its 'stream' phase beside the recording;
     None when absent or unreadable."""
+    times = _stream_columns(recording, ["t"])
+    return None if times is None else times[:, 0]
+
+
+def _stream_angles(recording: str, joints: list[str]) -> np.ndarray | None:
+    """A run's measured angles (ticks, joints) as streamed: raw_joints.csv's q_meas_ of its 'stream' phase beside
+    the recording (before the recording interpolated them onto its grid); None when absent or unreadable."""
+    return _stream_columns(recording, [f"q_meas_{j}" for j in joints])
+
+
+def _stream_columns(recording: str, columns: list[str]) -> np.ndarray | None:
+    """raw_joints.csv's `columns` (rows, columns) of its 'stream' phase beside the recording; None when absent or
+    unreadable."""
     import csv
     from pathlib import Path
 
     try:
         with open(Path(recording).parent / "raw_joints.csv", newline="", encoding="utf-8") as fh:
-            return np.array([float(row["t"]) for row in csv.DictReader(fh) if row.get("phase") == "stream"])
+            rows = [
+                [float(row[c]) for c in columns] for row in csv.DictReader(fh) if row.get("phase") == "stream"
+            ]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    return np.array(rows, dtype=float).reshape(len(rows), len(columns))
 
 
-def _misfit(est, recs: list, model, estimator, files: list[str]) -> list[dict]:
-    """`misfit_joints` of a torque fit (`_misfit_of`), each joint with the cut-off it was judged at and the
-    recordings (`files`, one entry per fitted recording) it is in: with several, those whose own fit leaves it
-    (`alone`: True), or all of them when none does (`alone`: False: the recordings disagree with each other). A fit
-    above the recordings' own cut-off (`default_cutoff`, their motion's band) is judged by a fit at that one
-    (`estimator(cutoff_hz)` makes it): above it the encoders' steps, differentiated twice, bias the fit itself
-    (errors in variables: the Coulomb column's sign wherever a joint creeps), which no noise band tells from a wrong
-    joint map, and the motion has nothing there that a map error would not show below."""
-    from identify.dynamic import default_cutoff
+def _misfit(est, recs: list, model, estimator, groups: list[list[str]]) -> list[dict]:
+    """`joint_misfits` of a torque fit, as JSON entries: each fitted recording named by its files (`groups`: the
+    runs averaged into it), the encoders' steps of a single run's recording read from its raw_joints.csv where the
+    recording interpolated them."""
+    from identify.joint_misfit import joint_misfits
 
-    if est.fit_.measured_sd is None:
-        return []
-    try:
-        own = min(default_cutoff(r) for r in recs)
-    except DataError:
-        own = est.cutoff_
-    if est.cutoff_ > own * (1 + 1e-9):
-        est = estimator(own)
-        try:
-            est.fit(recs)
-        except DataError:
-            return []  # not fittable at the recordings' own cut-off (too short): the check is left out
-    out = _misfit_of(est, recs, model, files)
-    alone: dict[str, list[str]] = {}
-    if out and len(recs) > 1:
-        for r, f in zip(recs, files, strict=True):
-            one = estimator(est.cutoff_)
-            try:
-                one.fit([r])
-            except DataError:  # too short or too poor alone to say
-                continue
-            for m in _misfit_of(one, [r], model, [f]):
-                alone.setdefault(m["joint"], []).append(f)
-    for m in out:
-        m["files"] = alone.get(m["joint"]) or list(files)
-        m["alone"] = len(recs) == 1 or m["joint"] in alone
-        m["cutoff_hz"] = float(est.cutoff_)
-    return out
+    def stream_angles(k: int) -> np.ndarray | None:
+        return _stream_angles(groups[k][0], recs[k].joint_names) if len(groups[k]) == 1 else None
 
-
-def _misfit_of(est, recs: list, model, files: list[str]) -> list[dict]:
-    """`misfit_joints` of a torque fit: its residual against what honest recordings leave, the efforts' noise in
-    the fit's band (`band_noise`) and the encoders' reading of the angles through the fit (`honest_residuals`: their
-    steps from the recordings, or from raw_joints.csv beside `files` where the recording interpolated them)."""
-    import dataclasses
-
-    from identify.recording_checks import (
-        angle_noise,
-        band_noise,
-        encoder_steps,
-        honest_residuals,
-        misfit_joints,
-    )
-
-    fit = est.fit_
-    if fit.measured_sd is None:
-        return []
-    cut = est.cutoff_
-    rates = [1 / float(np.median(np.diff(r.t))) for r in recs]
-    steps = []
-    for r, f in zip(recs, files, strict=True):
-        s = encoder_steps(r.q)
-        if not np.all(s > 0) and "," not in f:  # interpolated between ticks: the run's own ticks say
-            s = np.where(s > 0, s, _raw_steps(f, r.joint_names))
-        steps.append(s)
-    sigmas = [angle_noise(r.q, rate, cut, s) for r, rate, s in zip(recs, rates, steps, strict=True)]
-    keeps = [_fitted_rows(est, r) for r in recs]
-
-    def system(r):
-        return lambda q: _regressor_rows(est, dataclasses.replace(r, q=q))
-
-    weights = 1 / np.maximum(fit.sigma, 1e-9) if est.weighted else np.ones(len(fit.sigma))
-    honest = honest_residuals([system(r) for r in recs], [r.q for r in recs], rates, cut, steps, sigmas,
-                              np.nan_to_num(fit.values), weights, keeps, refit=not fit.instruments)  # fmt: skip
-    sq = [
-        (band_noise(r.tau, rate, cut) ** 2 + h**2) * len(r.t)
-        for r, rate, h in zip(recs, rates, honest, strict=True)
-    ]
-    noise = np.sqrt(np.sum(sq, axis=0) / sum(len(r.t) for r in recs))
-    return misfit_joints(model.joint_names, fit.rmse, fit.measured_sd, noise)
-
-
-def _regressor_rows(est, rec) -> np.ndarray:
-    """The fit's filtered regressor rows (K', rows, columns) of a recording, every row kept, pieces one after the
-    other: `est.predict(rec)`'s predictions are these times the fitted values."""
-    out = []
-    for piece in est._pieces([est._moved_like_fit(rec)], None)[0]:
-        A = est._system(piece, drop_reversals=False)[0]
-        out.append(A.reshape(-1, est.rows_, A.shape[1]))
-    return np.concatenate(out)
-
-
-def _fitted_rows(est, rec) -> np.ndarray:
-    """Which of `est.predict(rec)`'s rows (bool, as its predictions) the fit keeps: a joint's rows around its
-    velocity reversals dropped, as the fit drops them from its own recordings."""
-    masks = []
-    for piece in est._pieces([est._moved_like_fit(rec)], None)[0]:
-        kept = est._kept(len(piece.t), piece.rate_hz)
-        masks.append(est._kept_rows(piece, kept, (len(range(len(piece.t))[kept]), est.rows_)))
-    return np.concatenate(masks)
-
-
-def _raw_steps(recording: str, joints: list[str]) -> np.ndarray:
-    """Per joint, the encoder step (`encoder_steps`) of the run's measured angles in raw_joints.csv beside the
-    recording (its streamed ticks, before the recording interpolated them onto its grid); 0 where unknown."""
-    import csv
-    from pathlib import Path
-
-    from identify.recording_checks import encoder_steps
-
-    try:
-        with open(Path(recording).parent / "raw_joints.csv", newline="", encoding="utf-8") as fh:
-            rows = [r for r in csv.DictReader(fh) if r.get("phase") == "stream"]
-        q = np.array([[float(r[f"q_meas_{j}"]) for j in joints] for r in rows])
-    except (OSError, ValueError, KeyError, TypeError):
-        return np.zeros(len(joints))
-    return encoder_steps(q) if len(q) > 1 else np.zeros(len(joints))
+    files = [", ".join(g) for g in groups]
+    return [m.to_dict() for m in joint_misfits(est, recs, model.joint_names, estimator, files, stream_angles)]
 
 
 def _misfit_text(misfit: list[dict], several: bool, cutoff_hz: float) -> str:
@@ -1282,7 +1189,7 @@ class RunOf(NamedTuple):
 def run_of(recording: str) -> RunOf | Exception:
     """The run.json beside a recording (`RunOf`); where there is none, why (the OSError, ValueError, KeyError or
     TypeError reading it raised)."""
-    from drivers.run_files import partial_status, run_meta_beside, stopped_after_stream
+    from drivers.run_files import partial_status, run_meta_beside, stopped_after_stream, streamed_ticks
 
     try:
         meta = run_meta_beside(recording)
@@ -1311,7 +1218,7 @@ def run_of(recording: str) -> RunOf | Exception:
                  sd, cov, rel_se, key, scale, weight if scale is not None else None, partial,
                  _gain_tare_se(meta, rel_se), *_ticks_rate(meta), _number(meta.get("duration_s"), positive=True),
                  late, stopped_after_stream(meta),
-                 all(isinstance(meta.get(k), int) for k in ("ticks_streamed", "ticks_planned")))  # fmt: skip
+                 None not in streamed_ticks(meta))  # fmt: skip
 
 
 def _gain_tare_se(meta: dict, rel_se: np.ndarray | None) -> np.ndarray | None:
