@@ -23,7 +23,8 @@ is late by the whole shift). Until then those reports are not counted as placed 
 arrives before its index's slot shows that an earlier "loss" was only a late stretch (reports read together
 after a stall, a latency step), and the indices since then are moved back. The period is fitted to the earliest
 arrivals on their indices, and found again from where the arrival times repeat (`_coherent_period`) while the
-run is young, so that a period made long by losses not yet found does not hide them.
+run is young, so that a period made long by losses not yet found does not hide them (every index placed again
+beside the live placement, REPLACE_PER_ADD reports per report added, so that no report's `add` takes long).
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ COHERENT = 4.0  # the gathering of their phases (× √n) that shows it: far abo
 UNDO_REACH = 1024  # reports back an early report may show a loss to have been a late stretch (~13 s at 80 Hz)
 REFIT_EVERY = 256  # reports between fits of the period after the last RESOLVE_AT
 FIT_WINDOW = 4096  # latest reports the period is fitted to (~50 s at 80 Hz: each fit's cost stays bounded)
+# reports a pending re-placement (`_resolve`) places per `add` (each add's work stays bounded)
+REPLACE_PER_ADD = 128
+SPECTRUM_PAD = 5  # the coarse period search's spectrum: bins per peak width of the phases' gathering
 RESOLVE_AT = frozenset(
     2**p for p in range(5, 11)
 )  # report counts at which every index is found again (32 … 1024)
@@ -83,6 +87,8 @@ class BoardTimeline:
         self._moved = 0  # counts the moves of placed reports (a cached phase is stale after one)
         # `_anchor`'s cache: (W, moves, lo, hi, the earliest's index, its t − k·W)
         self._floor: tuple | None = None
+        # a pending re-placement: (its timeline, the period it places on, its pass)
+        self._job: tuple | None = None
 
     def __len__(self) -> int:
         return len(self._t)
@@ -216,27 +222,54 @@ class BoardTimeline:
             self._run = m if m <= i else None
 
     def _resolve(self) -> None:
-        """Every report's index found again on the current period (the early ones were placed on a rough one)."""
+        """Every report's index found again on the current period (the early ones were placed on a rough one): a
+        re-placement from the first report on, done REPLACE_PER_ADD reports per `add` beside the live placement
+        (`_advance`), whose state it takes over once it has caught up with the latest report."""
         # a period fitted to the driver's count alone is long by the share of reports lost, and on it the reports
         # after a loss drift back to on time before enough of them are seen: start from the period the arrival
         # times repeat at, when they show one
         self._fit()
-        w = self._coherent_period()
-        for _ in range(3):
-            self._k = []
-            self._gaps = []
+        self._new_pass(self._coherent_period(), 1)
+
+    def _new_pass(self, w: float | None, passes: int) -> None:
+        job = BoardTimeline()
+        # the reports shared: it places only reports 0 … len(job._k) − 1 of them
+        job._t, job._step, job._v = self._t, self._step, self._v
+        self._job = (job, w, passes)
+
+    def _advance(self) -> None:
+        """The pending re-placement moved on by at most REPLACE_PER_ADD reports; caught up with the latest report,
+        the period is fitted to it and, unless that period is the one it placed on (a fixed point) or it was the
+        third pass, it starts again on that period; else its placement replaces the live one."""
+        budget = REPLACE_PER_ADD
+        while self._job is not None and budget > 0:
+            job, w, passes = self._job
+            start = len(job._k)
+            stop = min(len(self._t), start + budget)
+            for i in range(start, stop):
+                job._place(i, w)
+            budget -= stop - start
+            if stop < len(self._t):
+                return
+            job._fit()
+            if job._w != w and passes < 3:
+                self._new_pass(job._w, passes + 1)
+                continue
+            self._job = None
+            self._k, self._gaps, self._run, self._run_need = job._k, job._gaps, job._run, job._run_need
+            self._w = job._w
             self._moved += 1
-            self._run = None
-            for i in range(len(self._t)):
-                self._place(i, w)
-            self._fit()
-            if self._w == w:  # a fixed point: another pass would place every report the same
-                break
-            w = self._w
+            self._floor = None
+
+    def _coherence(self, t: np.ndarray, periods: np.ndarray) -> np.ndarray:
+        """How closely the arrival times t gather in phase on each of the periods (1: all at one phase)."""
+        return np.abs(np.exp(2j * np.pi * t[None, :] / periods[:, None]).mean(axis=1))
 
     def _coherent_period(self) -> float | None:
         """The period the latest COHERE_OF arrival times repeat at (the one their phases gather at most, searched
-        from the driver's count's period down by a quarter), if they gather clearly; else the fitted one."""
+        from the driver's count's period down by a quarter), if they gather clearly; else the fitted one. The
+        coarse search reads the gathering of every candidate off one spectrum of the arrivals (shifted down to
+        the candidates' band and binned), then checks the best few candidates exactly and refines the best."""
         n = min(len(self._t), COHERE_OF)
         if n < MIN_REPORTS:
             return self._w
@@ -244,14 +277,29 @@ class BoardTimeline:
         span = t[-1] - t[0]
         if not span > 0:
             return self._w
+        t = t - t[0]
         steps = sum(self._step[-n + 1 :])
         hi = span / steps * 1.02
         grid = np.arange(hi / 1.3, hi, 0.2 * hi * hi / span)
-        for _ in range(2):  # coarse, then fine around the best
-            c = np.abs(np.exp(2j * np.pi * (t - t[0])[None, :] / grid[:, None]).mean(axis=1))
-            best = int(np.argmax(c))
-            d = grid[1] - grid[0]
-            grid = np.linspace(grid[best] - d, grid[best] + d, 41)
+        d = grid[1] - grid[0]
+        # the spectrum: frequencies 1/period within ±half of the band's centre fc, on bins of h (phase error
+        # ≤ π/32) and SPECTRUM_PAD times finer in frequency than the gatherings' peak width (1/span)
+        fc = (1 / grid[0] + 1 / grid[-1]) / 2
+        half = (1 / grid[0] - 1 / grid[-1]) / 2
+        h = 1 / (32 * half)
+        m = np.rint(t / h).astype(np.int64)
+        size = 1 << int(math.ceil(math.log2(max(m[-1] + 1, SPECTRUM_PAD * span / h))))
+        z = np.exp(2j * np.pi * fc * t)
+        spec = np.abs(np.fft.ifft(np.bincount(m, z.real, size) + 1j * np.bincount(m, z.imag, size)))
+        at = np.rint((1 / grid - fc) * size * h).astype(np.int64) % size
+        best = int(np.argmax(spec[at]))
+        lo = max(0, best - 3)
+        best = lo + int(np.argmax(self._coherence(t, grid[lo : best + 4])))
+        grid = np.linspace(grid[best] - d, grid[best] + d, 41)
+        c = self._coherence(t, grid)
+        best = int(np.argmax(c))
+        d = grid[1] - grid[0]
+        grid = np.linspace(grid[best] - d, grid[best] + d, 41)
         if c.max() * math.sqrt(n) < COHERENT:
             return self._w
         return float(grid[20])
@@ -273,17 +321,22 @@ class BoardTimeline:
             self._resolve()
         elif n < DETECT_FROM or n % REFIT_EVERY == 0:  # the grid's phase is local: W drifts slowly enough
             self._fit()
+        if self._job is not None:
+            self._advance()
         self._grid = None
 
     def grid(self) -> tuple[float, float] | None:
         """(e_0, W): conversion k ends at e_0 + k·W (a report arrives at or after its conversion's end; the
-        phase from the latest ANCHOR reports, so a board that restarted its conversions is followed)."""
+        phase from the latest ANCHOR reports before any run that may yet show a loss, so a board that restarted
+        its conversions is followed and the reports placed for good are not moved by one undecided)."""
         if self._grid is None:
             w = self.period()
             if w is None or not w > 0:
                 return None
-            lo = max(0, len(self._t) - ANCHOR)
-            t, k = np.asarray(self._t[lo:]), np.asarray(self._k[lo:], dtype=float)
+            # the reports of an undecided run are left out: their indices are still short by the loss not yet taken
+            hi = len(self._t) if self._run is None else max(1, self._run)
+            lo = max(0, hi - ANCHOR)
+            t, k = np.asarray(self._t[lo:hi]), np.asarray(self._k[lo:hi], dtype=float)
             self._grid = (float(np.min(t - k * w)), w)
         return self._grid
 

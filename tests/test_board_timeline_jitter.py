@@ -155,3 +155,117 @@ def test_the_emulated_board_read_by_a_late_reader_loses_nothing(monkeypatch):
     # the link's own least latency (the emulator's send loop, the socket) is not seen from the arrivals: the
     # placements are all late by about it, and none a period off
     assert abs(np.median(err)) < 0.5 * w and np.quantile(np.abs(err - np.median(err)), 0.95) < 0.2 * w
+
+
+def _live_errors(drop: float, top: float, seed: int, n: int = 3000) -> np.ndarray:
+    """Live, after every report from the 200th on: the placement error (s) of the newest reports counted as placed
+    (the last nine up to `covered_until`), on the grid a recording's rows are averaged on at that moment."""
+    rng = np.random.default_rng(seed)
+    ends = E0 + W * np.arange(n)
+    t = np.maximum.accumulate(ends + rng.uniform(0.0, top, n))
+    keep = rng.random(n) >= drop
+    tl = BoardTimeline()
+    idx: list[int] = []
+    errs: list[float] = []
+    for seq, i in enumerate(np.flatnonzero(keep)):
+        tl.add(float(t[i]), seq, [float(i)])
+        idx.append(int(i))
+        if len(idx) < 200:
+            continue
+        e0, w = tl.grid()
+        until = tl.covered_until()
+        placed = [j for j in range(max(0, len(idx) - 80), len(idx)) if e0 + tl._k[j] * w <= until + 1e-9]
+        errs += [e0 + tl._k[j] * w - ends[idx[j]] for j in placed[-9:]]
+    return np.abs(np.array(errs))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("drop", [0.02, 0.10])
+def test_live_placement_under_heavy_jitter_and_losses_stays_within_a_period(drop, seed):
+    """The reports after a loss not yet taken are a period early on their indices: the grid's phase must not come
+    from them, or every row written meanwhile is placed periods off."""
+    err = _live_errors(drop, 1.5 * W, seed)
+    assert len(err) > 20000
+    assert np.median(err) < 0.25 * W and np.quantile(err, 0.95) < W
+
+
+def test_an_undecided_loss_at_the_end_does_not_move_the_reports_before_it():
+    """A loss 20 reports before the last, under delays spread over 1.5 periods, is not yet taken at the end: the
+    reports before it stay where they were placed (on a grid whose phase is not taken from the late run)."""
+    rng = np.random.default_rng(0)
+    n = 400
+    ends = E0 + W * np.arange(n)
+    t = np.maximum.accumulate(ends + rng.uniform(0.0, 1.5 * W, n))
+    idx = np.delete(np.arange(n), 380)
+    tl = BoardTimeline()
+    for seq, i in enumerate(idx):
+        tl.add(float(t[i]), seq, [float(i)])
+    assert tl._run is not None and tl._run <= 380  # the loss is still undecided at the end
+    err = _errors(tl, idx)[: tl._run]
+    assert abs(np.median(err)) < 0.25 * W and np.quantile(np.abs(err), 0.95) < 0.5 * W
+
+
+def _feed_counting(monkeypatch, n: int, seed: int):
+    """_feed's arrivals (2 % lost, uniform 0..1.5 W) with each add's work counted: the reports placed (by the live
+    placement and by a pending re-placement) and the phase terms the period search sums."""
+    import drivers.board_timeline as bt
+
+    count = {"place": 0, "terms": 0}
+    place, coherence = bt.BoardTimeline._place, bt.BoardTimeline._coherence
+
+    def counted_place(self, i, w):
+        count["place"] += 1
+        return place(self, i, w)
+
+    def counted_coherence(self, t, periods):
+        count["terms"] += len(t) * len(periods)
+        return coherence(self, t, periods)
+
+    monkeypatch.setattr(bt.BoardTimeline, "_place", counted_place)
+    monkeypatch.setattr(bt.BoardTimeline, "_coherence", counted_coherence)
+    rng = np.random.default_rng(seed)
+    ends = E0 + W * np.arange(n)
+    t = np.maximum.accumulate(ends + rng.uniform(0.0, 1.5 * W, n))
+    idx = np.flatnonzero(rng.random(n) >= 0.02)
+    tl = BoardTimeline()
+    per_add = []
+    for seq, i in enumerate(idx):
+        before = dict(count)
+        tl.add(float(t[i]), seq, [float(i)])
+        per_add.append((count["place"] - before["place"], count["terms"] - before["terms"]))
+    return tl, idx, np.array(per_add)
+
+
+def test_no_single_add_places_the_whole_run_again_or_sweeps_every_candidate_period(monkeypatch):
+    import drivers.board_timeline as bt
+
+    tl, idx, work = _feed_counting(monkeypatch, 2200, 3)
+    assert work[:, 0].sum() > 3 * 1024  # the run was placed again (at 32 … 1024 reports) ...
+    assert work[:, 0].max() <= bt.REPLACE_PER_ADD + 1  # ... a bounded share of it in each add
+    # the period search's exact terms: a few dozen candidates on the latest COHERE_OF arrivals, not a thousand
+    assert 0 < work[:, 1].max() <= 60 * bt.COHERE_OF
+    assert tl._job is None and tl.lost() == idx[-1] - idx[0] + 1 - len(idx)
+    assert tl.period() == pytest.approx(W, rel=1e-4)
+
+
+@pytest.mark.parametrize("drop,seed", [(0.0, 0), (0.05, 1), (0.10, 2)])
+def test_the_period_search_finds_the_candidate_an_exhaustive_sweep_finds(drop, seed):
+    """The coarse search read off a spectrum lands on the candidate that a sweep over every candidate period
+    (each one's phases summed exactly) finds, and the refined period is that sweep's refined one."""
+    rng = np.random.default_rng(seed)
+    n = 1200
+    ends = E0 + W * np.arange(n)
+    t = np.maximum.accumulate(ends + rng.uniform(0.0, 1.5 * W, n))[rng.random(n) >= drop][:1024]
+    tl = BoardTimeline()
+    tl._t, tl._step = [float(x) for x in t], [1] * len(t)
+    got = tl._coherent_period()
+    x = t - t[0]
+    hi = x[-1] / (len(x) - 1) * 1.02
+    grid = np.arange(hi / 1.3, hi, 0.2 * hi * hi / x[-1])
+    for _ in range(2):
+        c = np.abs(np.exp(2j * np.pi * x[None, :] / grid[:, None]).mean(axis=1))
+        best = int(np.argmax(c))
+        d = grid[1] - grid[0]
+        grid = np.linspace(grid[best] - d, grid[best] + d, 41)
+    assert got == float(grid[20])
+    assert got == pytest.approx(W, rel=2e-3)
