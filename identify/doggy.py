@@ -251,6 +251,17 @@ WEAK_RELATIVE_SIGMA = 1.0
 WEAK_DIRECTION_RELATIVE_SIGMA = 0.1
 WEAK_DIRECTION_ANGLE_SIGMA = float(np.radians(0.1))  # rad
 WEAK_DIRECTION_BIAS_SIGMAS = 0.1  # × σ_gyro
+# A sensor parameter whose 1σ alone exceeds its kind's bound is weak whatever the weak directions say (the review's
+# 4 s seed-2 run with eq 36's Σ as process noise: converged, condition 4.7e3, R1_z in no weak direction, σ 2.2°,
+# 39σ off). Measured (the σ this rule uses): default plans, `--simulate 4` seeds 2, 3, 5–26, R1_z 0.18–1.25°
+# (seed 8; next 1.07°, 0.78°), `--simulate 20` seeds 0–2 ≤ 0.18°, `--simulate 2` seed 0 0.79°; process-noise
+# runs (4 s, seeds 1–6) R1_z 2.07–2.82°. Bound 1.6° per rotation axis, the geometric mean of 1.25° and 2.07°:
+# only 1.28× from either side. R2 (≤ 0.07° in all of them), the biases (honest ≤ 0.036 σ_gyro at 4 s, 0.050 at
+# 2 s; process noise 0.031–0.034: not separable) and the dynamic parameters (σ/|estimate| ≤ 0.30 honest, ≤ 0.36
+# with process noise: not separable; WEAK_RELATIVE_SIGMA) catch none of those runs: 0.1 σ_gyro per bias is 2× the
+# largest honest σ, a guard against biases no rest window fixes; R2 shares R1's bound.
+WEAK_ANGLE_SIGMA = float(np.radians(1.6))  # rad
+WEAK_BIAS_SIGMAS = 0.1  # × σ_gyro
 # A zero-command window shorter than this is what a weak bias/rotation hint asks to lengthen (default plans: 0.8 s).
 SHORT_REST_S = 0.5
 # Blocks whose weight is re-estimated for the covariance (`slom.Options.rescale_blocks`): the dynamics' Σ (eq 36)
@@ -269,12 +280,23 @@ def _sigma_scale(name: str, estimate: dict[str, float]) -> float:
     return WEAK_DIRECTION_RELATIVE_SIGMA * abs(estimate.get(name, float("nan")))
 
 
+def _kind_bound(name: str) -> float | None:
+    """The 1σ beyond which sensor parameter `name` is weak whatever the weak directions (WEAK_ANGLE_SIGMA,
+    WEAK_BIAS_SIGMAS); None for the dynamic parameters (WEAK_RELATIVE_SIGMA)."""
+    if name.startswith("bias"):
+        return WEAK_BIAS_SIGMAS * _facts().SIGMA_GYRO
+    if name.startswith("R"):
+        return WEAK_ANGLE_SIGMA
+    return None
+
+
 def weak_parameters(cal: Calibration) -> list[str]:
     """Parameters the data fix only weakly: components (> 0.1 of the largest) of the Jacobi-scaled border
     information's weak directions (`slom.RankReport.weak_directions`, from the weights the solve used, before any
-    rescale) whose 1σ is large against their own scale (`_sigma_scale`), and parameters that must be > 0 whose 1σ
-    exceeds WEAK_RELATIVE_SIGMA × |estimate|; σ the larger of the rescaled one and the one under the solve's
-    weights; in BORDER_ORDER."""
+    rescale) whose 1σ is large against their own scale (`_sigma_scale`), sensor parameters whose 1σ exceeds their
+    kind's bound (`_kind_bound`) in any direction, and parameters that must be > 0 whose 1σ exceeds
+    WEAK_RELATIVE_SIGMA × |estimate|; σ the larger of the rescaled one and the one under the solve's weights; in
+    BORDER_ORDER."""
     res = cal.result
     phys = dict(zip(_facts().PHYS_NAMES, cal.estimate.phys(), strict=True))
 
@@ -284,6 +306,10 @@ def weak_parameters(cal: Calibration) -> list[str]:
 
     in_weak = {k for d in (res.rank.weak_directions if res.rank else []) for k in d}
     names = {k.split("#")[0] for k in in_weak if not sigma(k) <= _sigma_scale(k.split("#")[0], phys)}
+    for n in res.border_labels:  # σ large for its kind, in a weak direction or not
+        bound = _kind_bound(n)
+        if bound is not None and sigma(n) > bound:
+            names.add(n.split("#")[0])
     for n in must_be_positive():
         sig = sigma(n)
         if np.isfinite(sig) and sig > WEAK_RELATIVE_SIGMA * abs(phys[n]):

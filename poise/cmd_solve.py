@@ -228,6 +228,8 @@ def fit_warnings(report: dict) -> list[str]:
     """What a user must not miss in a finished fit: the solver stopped early, a block's whitened χ²/dof is far
     above 1 (the model misses the data far beyond its noise, e.g. angles logged in degrees), a parameter that must
     be positive came out ≤ 0, or the open-loop verification is far off what noise and the fit explain."""
+    from identify import doggy as dg
+
     notes = []
     weak = report.get("weakly_determined") or []
     if not report["converged"]:
@@ -250,9 +252,10 @@ def fit_warnings(report: dict) -> list[str]:
         )
     if weak:
         notes.append(
-            f"weakly determined by this data: {', '.join(weak)} (1σ beyond the estimate, or in a combination the "
-            "data barely constrain with a 1σ large for the parameter — over 10 % of the estimate, 0.1° per rotation "
-            f"axis, a tenth of the gyro noise per bias; condition number "
+            f"weakly determined by this data: {', '.join(weak)} (1σ beyond the estimate, over "
+            f"{np.degrees(dg.WEAK_ANGLE_SIGMA):.3g}° per rotation axis or {dg.WEAK_BIAS_SIGMAS:g} of the gyro noise per "
+            "bias, or in a combination the data barely constrain with a 1σ large for the parameter — over 10 % of "
+            f"the estimate, 0.1° per rotation axis; condition number "
             f"{report['rank'].get('condition', float('nan')):.3g}): their "
             f"estimates are not to be trusted; add {report.get('weak_hint') or 'more excitation'}"
         )

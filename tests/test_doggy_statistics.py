@@ -219,3 +219,26 @@ def test_a_joint_1_only_plan_names_its_weak_parameters():
     cal = dg.calibrate(sim.recording, solver=slom.Options(max_iter=30))
     assert "k_s3" in cal.weak
     assert any(n.startswith("R1") for n in cal.weak) and any(n.startswith("R2") for n in cal.weak)
+
+
+def test_a_rotation_with_a_large_sigma_is_named_weak_outside_any_weak_direction():
+    """The review's 4 s seed-2 run with eq 36's Σ as process noise: the solve converges with condition ≈ 5e3, R1_z
+    in no weak direction, yet R1 is far off (39σ) with σ 2.2°; its σ alone (> WEAK_ANGLE_SIGMA) names it."""
+    sim = simulate(SimConfig(duration=4.0, seed=2, process_noise=PROCESS_NOISE, wobble=(3.0, 0.1, 0.0)),
+                   make_plan(4.0, 2))  # fmt: skip
+    cal = dg.calibrate(sim.recording, solver=slom.Options(max_iter=60))
+    in_weak = {k for d in cal.result.rank.weak_directions for k in d}
+    assert "R1_z" not in in_weak  # the eigen-direction rule alone named nothing
+    assert max(cal.result.rank.sigmas["R1_z"], cal.sigma["R1_z"]) > dg.WEAK_ANGLE_SIGMA
+    assert "R1_z" in cal.weak
+
+
+@pytest.mark.parametrize("seed", [6, 8])
+def test_default_plans_with_the_largest_rotation_sigma_name_nothing(seed):
+    """The default 4 s plans whose R1_z σ is largest of seeds 2–26 (1.07°, 1.25° against the 1.6° bound) name
+    nothing."""
+    sim = simulate(SimConfig(duration=4.0, seed=seed), make_plan(4.0, seed))
+    cal = dg.calibrate(sim.recording)
+    assert cal.result.converged
+    assert 0 < cal.sigma["R1_z"] < dg.WEAK_ANGLE_SIGMA
+    assert cal.weak == []

@@ -447,17 +447,21 @@ def newton_decrement(fact: Factorization, g_e: np.ndarray, g_b: np.ndarray) -> f
     return state + param
 
 
-def parameter_step(fact: Factorization, g_e: np.ndarray, g_b: np.ndarray) -> tuple[float, np.ndarray | None]:
+def parameter_step(
+    fact: Factorization, g_e: np.ndarray, g_b: np.ndarray, sd: np.ndarray | None = None
+) -> tuple[float, np.ndarray | None]:
     """The border (parameter) part of the Gauss–Newton step of the system `fact` factorises (λ = 0), the states
     re-optimised along: (½ rᵀS⁻¹r — the parameter part of `newton_decrement`, the Schur complement term, in χ²
-    units —, each parameter's step over its marginal 1σ √(S⁻¹)_ii; None if S is singular). Scale-free: the same
-    in scaled and unscaled coordinates."""
+    units —, each parameter's step over `sd`, its 1σ in the same (scaled) coordinates — default its marginal 1σ
+    under `fact`'s weights, √(S⁻¹)_ii; None if S is singular). With the default, scale-free: the same in scaled
+    and unscaled coordinates."""
     _, dec, y = _decrement_parts(fact, g_e, g_b)
     if y is None:
         return dec, None
     if not y.size:
         return dec, y
-    sd = np.sqrt(np.diag(sla.cho_solve(sla.cho_factor(fact.S, check_finite=False), np.eye(len(y)))))
+    if sd is None:
+        sd = np.sqrt(np.diag(sla.cho_solve(sla.cho_factor(fact.S, check_finite=False), np.eye(len(y)))))
     return dec, y / sd
 
 

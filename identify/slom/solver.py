@@ -32,7 +32,8 @@ class Options:
     stall_rtol: float = 1e-4
     stall_window: int = 5
     # … and a stall counts as converged only when the undamped Gauss–Newton step (the states re-optimised along)
-    # would move no parameter by more than stall_sigma of its own marginal 1σ (under the solve's weights) — an
+    # would move no parameter by more than stall_sigma of its own marginal 1σ (the reported one: with the
+    # rescale_blocks' variance factors when they are rescaled, else under the solve's weights) — an
     # absolute test, whatever the recording's length; else it is reported not converged. The states' own part of
     # the Newton decrement is left out: stiff friction lets LM creep the states for hundreds of iterations with the
     # parameters fixed. Weak directions need no separate test: their σ is large, but so is the step a flat valley
@@ -351,7 +352,10 @@ def _finish(
             rank.null_directions = rank.null_directions or rank_r.null_directions
             rank.rank = min(rank.rank, rank_r.rank)
         if reason.startswith("stalled") and not rank.deficient:
-            dec, z = normal.parameter_step(fact, ns.g_e / sc.d_e, ns.g_b / sc.d_b)  # the factorisation above
+            # the step (from the factorisation above, the solve's weights) over the 1σ the result reports — the
+            # rescaled one when opt.rescale_blocks rescaled (`cov` is unscaled; the step is in sc's coordinates)
+            sd = np.sqrt(np.diag(cov)) * sc.d_b
+            dec, z = normal.parameter_step(fact, ns.g_e / sc.d_e, ns.g_b / sc.d_b, sd)
             moves = float(np.abs(z).max(initial=0.0)) if z is not None else float("inf")
             who = labels[int(np.argmax(np.abs(z)))] if z is not None and z.size else "a parameter"
             if moves <= opt.stall_sigma:
