@@ -38,9 +38,8 @@ import numpy as np
 
 TAIL = 64  # reports searched for an interval's conversions (intervals lie near the latest report)
 MIN_REPORTS = 4  # reports before a period is estimated
-DETECT_FROM = (
-    32  # reports before lost ones are looked for (the period of fewer, jittered arrivals is too rough)
-)
+# reports before lost ones are looked for (the period of fewer, jittered arrivals is too rough)
+DETECT_FROM = 32
 ANCHOR = 16  # recent reports whose earliest arrival (against the grid) sets the grid's phase
 # a report counts as a period late when it arrives at least 1 − LATE_TOL periods after the slot of the one
 # counted on, and as early (an earlier loss was only a late report) when it arrives LATE_TOL periods before its slot
@@ -65,50 +64,32 @@ FIT_WINDOW = 4096  # latest reports the period is fitted to (~50 s at 80 Hz: eac
 # reports a pending re-placement (`_resolve`) places per `add` (each add's work stays bounded)
 REPLACE_PER_ADD = 128
 SPECTRUM_PAD = 5  # the coarse period search's spectrum: bins per peak width of the phases' gathering
-RESOLVE_AT = frozenset(
-    2**p for p in range(5, 11)
-)  # report counts at which every index is found again (32 … 1024)
+# report counts at which every index is found again (32 … 1024)
+RESOLVE_AT = frozenset(2**p for p in range(5, 11))
 
 
-class BoardTimeline:
-    """One board's reports (`add`) → time-weighted mean loads over run-clock intervals (`mean`)."""
+class _Placement:
+    """Conversion indices placed report by report (`place`) on a timeline's arrival times `t` and least index
+    steps `step`: its own lists, shared, not copied (reports 0 … len(k) − 1 of them are placed)."""
 
-    def __init__(self) -> None:
-        self._t: list[float] = []  # arrival times
-        self._step: list[int] = []  # the least index step from the report before (the driver's count)
-        self._k: list[int] = []  # conversion index of each report
-        self._v: list[np.ndarray] = []  # its load (any shape, e.g. four cells in kg)
-        self._seq: int | None = None  # the driver's count of the latest report
-        self._w: float | None = None  # the period, fitted now and then (`_fit`)
-        self._grid: tuple[float, float] | None = None  # (e_0, W), cached until the next report
-        self._run: int | None = None  # the first of the latest reports that all arrived a period late, if any
-        self._run_need = LOOK_MIN  # how many such reports make a loss before the first of them
-        self._gaps: list[int] = []  # the reports a loss was found before (ascending)
-        self._moved = 0  # counts the moves of placed reports (a cached phase is stale after one)
-        # `_anchor`'s cache: (W, moves, lo, hi, the earliest's index, its t − k·W)
-        self._floor: tuple | None = None
-        # a pending re-placement: (its timeline, the period it places on, its pass)
-        self._job: tuple | None = None
+    def __init__(self, t: list[float], step: list[int]) -> None:
+        self.t, self.step = t, step
+        self.k: list[int] = []  # conversion index of each report placed
+        self.gaps: list[int] = []  # the reports a loss was found before (ascending)
+        self.run: int | None = None  # the first of the latest reports that all arrived a period late, if any
+        self.run_need = LOOK_MIN  # how many such reports make a loss before the first of them
+        self.moved = 0  # counts the moves of placed reports (a cached phase is stale after one)
+        self.floor: tuple | None = None  # `anchor`'s cache: (W, moves, lo, hi, earliest's index, its t − k·W)
 
-    def __len__(self) -> int:
-        return len(self._t)
-
-    def period(self) -> float | None:
-        """The conversion period W (run-clock s): a straight line through the latest FIT_WINDOW arrivals on their
-        conversion indices, fitted again to the half that arrived soonest after it and then to the soonest half of
-        those, a quarter (delays only make reports late: a stall's late burst must not tilt it), so the arrival
-        jitter averages out (None before MIN_REPORTS reports)."""
-        return self._w
-
-    def _fit(self) -> None:
-        n = len(self._t)
+    def fit(self) -> float | None:
+        """The period fitted to the reports, once all are placed (see `BoardTimeline.period`)."""
+        n = len(self.t)
         if n < MIN_REPORTS:
-            self._w = None
-            return
+            return None
         lo = max(0, n - FIT_WINDOW)
         n -= lo
-        k = np.asarray(self._k[lo:], dtype=float)
-        t = np.asarray(self._t[lo:]) - self._t[lo]
+        k = np.asarray(self.k[lo:], dtype=float)
+        t = np.asarray(self.t[lo:]) - self.t[lo]
         use = np.ones(n, dtype=bool)
         w = None
         for _ in range(3):
@@ -120,36 +101,36 @@ class BoardTimeline:
             use = r <= np.median(r[use])
             if use.sum() < MIN_REPORTS:
                 break
-        self._w = w if w is not None and w > 0 else None
+        return w if w is not None and w > 0 else None
 
-    def _anchor(self, lo: int, hi: int, w: float) -> float:
+    def anchor(self, lo: int, hi: int, w: float) -> float:
         """The grid's phase from reports lo..hi−1: their earliest arrival against their conversion ends."""
         lo = max(0, lo)
-        c = self._floor
-        if c is not None and c[0] == w and c[1] == self._moved and c[2] <= lo <= c[4] and c[3] <= hi:
+        c = self.floor
+        if c is not None and c[0] == w and c[1] == self.moved and c[2] <= lo <= c[4] and c[3] <= hi:
             v, at = c[5], c[4]  # the window moved on by a report or two: the earliest is still in it
             for j in range(c[3], hi):
-                x = self._t[j] - self._k[j] * w
+                x = self.t[j] - self.k[j] * w
                 if x < v:
                     v, at = x, j
         else:
-            f = list(map(sub, self._t[lo:hi], map(mul, self._k[lo:hi], repeat(w))))
+            f = list(map(sub, self.t[lo:hi], map(mul, self.k[lo:hi], repeat(w))))
             v = min(f)
             at = lo + f.index(v)
-        self._floor = (w, self._moved, lo, hi, at, v)
+        self.floor = (w, self.moved, lo, hi, at, v)
         return v
 
-    def _excess(self, i: int, k: int, a: float, w: float) -> int:
+    def excess(self, i: int, k: int, a: float, w: float) -> int:
         """Conversions that had ended by report i's arrival (within LATE_TOL) beyond its index k, on phase a."""
-        return math.floor((self._t[i] - a) / w + LATE_TOL) - k
+        return math.floor((self.t[i] - a) / w + LATE_TOL) - k
 
-    def _look_ahead(self, p: int, a: float, w: float) -> int:
+    def look_ahead(self, p: int, a: float, w: float) -> int:
         """Reports that must stay a period late from report p on before a loss there is taken: as many as make a
         run that long of late reports improbable (< LOSS_EVIDENCE) at the share of the recent reports that arrived
         as late, within [LOOK_MIN, LOOK_MAX]."""
         lo = max(0, p - LATE_SHARE_OF)
-        t = np.asarray(self._t[lo:p])
-        k = np.asarray(self._k[lo:p], dtype=float)
+        t = np.asarray(self.t[lo:p])
+        k = np.asarray(self.k[lo:p], dtype=float)
         q = float(np.mean(t - k * w - a >= (1 - LATE_TOL) * w)) if p > lo else 0.0
         if not q > 0:
             return LOOK_MIN
@@ -157,109 +138,124 @@ class BoardTimeline:
             return LOOK_MAX
         return int(min(LOOK_MAX, max(LOOK_MIN, math.ceil(math.log(LOSS_EVIDENCE) / math.log(q)))))
 
-    def _place(self, i: int, w: float | None) -> None:
+    def place(self, i: int, w: float | None) -> None:
         """Report i's conversion index from the ones before it (they may move, see the module's note)."""
         if i == 0:
-            self._k.append(0)
+            self.k.append(0)
             return
-        k = self._k[i - 1] + self._step[i]
-        self._k.append(k)
+        k = self.k[i - 1] + self.step[i]
+        self.k.append(k)
         if w is None or not w > 0:
             return
-        p = i if self._run is None else self._run  # a run's reports are measured against the phase before it
-        a = self._anchor(p - FLOOR_OF, p, w)
-        ex = self._excess(i, k, a, w)
+        p = i if self.run is None else self.run  # a run's reports are measured against the phase before it
+        a = self.anchor(p - FLOOR_OF, p, w)
+        ex = self.excess(i, k, a, w)
         if ex < 0:
             # arrived before its slot: an earlier "loss" was only a late stretch (or the run of late ones was none)
-            self._run = None
+            self.run = None
             want = k + ex
-            g = len(self._gaps)
-            while want < k and g > 0 and i - self._gaps[g - 1] <= UNDO_REACH:  # the latest losses first
+            g = len(self.gaps)
+            while want < k and g > 0 and i - self.gaps[g - 1] <= UNDO_REACH:  # the latest losses first
                 g -= 1
-                j = self._gaps[g]
-                slack = self._k[j] - self._k[j - 1] - self._step[j]
+                j = self.gaps[g]
+                slack = self.k[j] - self.k[j - 1] - self.step[j]
                 r = min(slack, k - want)
                 for m in range(j, i + 1):
-                    self._k[m] -= r
-                self._moved += 1
+                    self.k[m] -= r
+                self.moved += 1
                 k -= r
                 if r == slack:
-                    del self._gaps[g]
+                    del self.gaps[g]
             return
         if ex == 0:  # on time, or late by less than a period: no run of late reports (any more)
-            self._run = None
+            self.run = None
             return
-        if self._run is None:  # the first report a period late: maybe reports were lost just before it
-            self._run = i
-            self._run_need = self._look_ahead(i, a, w)
-        self._settle(i, w)
+        if self.run is None:  # the first report a period late: maybe reports were lost just before it
+            self.run = i
+            self.run_need = self.look_ahead(i, a, w)
+        self.settle(i, w)
 
-    def _settle(self, i: int, w: float) -> None:
+    def settle(self, i: int, w: float) -> None:
         """Reports run..i all arrived a period or more late against the phase before the run: once enough have,
         the lowest of their shifts is a loss, placed before the first report of the run's last stretch that all
         arrived that shift late within SHIFT_TOL (the ones before it were late reports); reports still later
         after the shift start a new run."""
-        while self._run is not None and i - self._run + 1 >= self._run_need:
-            p = self._run
-            a = self._anchor(p - FLOOR_OF, p, w)
-            late = [(self._t[j] - a) / w - self._k[j] for j in range(p, i + 1)]
+        while self.run is not None and i - self.run + 1 >= self.run_need:
+            p = self.run
+            a = self.anchor(p - FLOOR_OF, p, w)
+            late = [(self.t[j] - a) / w - self.k[j] for j in range(p, i + 1)]
             s = min(math.floor(x + LATE_TOL) for x in late)
             m = i + 1
             while m > p and late[m - 1 - p] >= s - SHIFT_TOL:
                 m -= 1
             if m > i:  # late by less than the shift all through: not a loss (yet); look again from the next
-                self._run = None
+                self.run = None
                 return
             for j in range(m, i + 1):
-                self._k[j] += s
-            self._moved += 1
-            if not self._gaps or self._gaps[-1] != m:
-                bisect.insort(self._gaps, m)
+                self.k[j] += s
+            self.moved += 1
+            if not self.gaps or self.gaps[-1] != m:
+                bisect.insort(self.gaps, m)
             # reports still a period late after the shift: a further loss, found from where their run starts
             start, m = m, i + 1
             while m > start and math.floor(late[m - 1 - p] - s + LATE_TOL) >= 1:
                 m -= 1
-            self._run = m if m <= i else None
+            self.run = m if m <= i else None
+
+
+class BoardTimeline:
+    """One board's reports (`add`) → time-weighted mean loads over run-clock intervals (`mean`)."""
+
+    def __init__(self) -> None:
+        self._t: list[float] = []  # arrival times
+        self._step: list[int] = []  # the least index step from the report before (the driver's count)
+        self._v: list[np.ndarray] = []  # its load (any shape, e.g. four cells in kg)
+        self._seq: int | None = None  # the driver's count of the latest report
+        self._w: float | None = None  # the period, fitted now and then (`_Placement.fit`)
+        self._grid: tuple[float, float] | None = None  # (e_0, W), cached until the next report
+        self._live = _Placement(self._t, self._step)  # the reports' conversion indices
+        # a pending re-placement: (its placement, the period it places on, its pass)
+        self._pending: tuple[_Placement, float | None, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self._t)
+
+    def period(self) -> float | None:
+        """The conversion period W (run-clock s): a straight line through the latest FIT_WINDOW arrivals on their
+        conversion indices, fitted again to the half that arrived soonest after it and then to the soonest half of
+        those, a quarter (delays only make reports late: a stall's late burst must not tilt it), so the arrival
+        jitter averages out (None before MIN_REPORTS reports)."""
+        return self._w
 
     def _resolve(self) -> None:
         """Every report's index found again on the current period (the early ones were placed on a rough one): a
         re-placement from the first report on, done REPLACE_PER_ADD reports per `add` beside the live placement
-        (`_advance`), whose state it takes over once it has caught up with the latest report."""
+        (`_advance`), which it replaces once it has caught up with the latest report."""
         # a period fitted to the driver's count alone is long by the share of reports lost, and on it the reports
         # after a loss drift back to on time before enough of them are seen: start from the period the arrival
         # times repeat at, when they show one
-        self._fit()
-        self._new_pass(self._coherent_period(), 1)
-
-    def _new_pass(self, w: float | None, passes: int) -> None:
-        job = BoardTimeline()
-        # the reports shared: it places only reports 0 … len(job._k) − 1 of them
-        job._t, job._step, job._v = self._t, self._step, self._v
-        self._job = (job, w, passes)
+        self._w = self._live.fit()
+        self._pending = (_Placement(self._t, self._step), self._coherent_period(), 1)
 
     def _advance(self) -> None:
         """The pending re-placement moved on by at most REPLACE_PER_ADD reports; caught up with the latest report,
         the period is fitted to it and, unless that period is the one it placed on (a fixed point) or it was the
-        third pass, it starts again on that period; else its placement replaces the live one."""
+        third pass, it starts again on that period; else it replaces the live placement."""
         budget = REPLACE_PER_ADD
-        while self._job is not None and budget > 0:
-            job, w, passes = self._job
-            start = len(job._k)
+        while self._pending is not None and budget > 0:
+            job, w, passes = self._pending
+            start = len(job.k)
             stop = min(len(self._t), start + budget)
             for i in range(start, stop):
-                job._place(i, w)
+                job.place(i, w)
             budget -= stop - start
             if stop < len(self._t):
                 return
-            job._fit()
-            if job._w != w and passes < 3:
-                self._new_pass(job._w, passes + 1)
-                continue
-            self._job = None
-            self._k, self._gaps, self._run, self._run_need = job._k, job._gaps, job._run, job._run_need
-            self._w = job._w
-            self._moved += 1
-            self._floor = None
+            fitted = job.fit()
+            if fitted != w and passes < 3:
+                self._pending = (_Placement(self._t, self._step), fitted, passes + 1)
+            else:
+                self._pending, self._live, self._w = None, job, fitted
 
     def _coherence(self, t: np.ndarray, periods: np.ndarray) -> np.ndarray:
         """How closely the arrival times t gather in phase on each of the periods (1: all at one phase)."""
@@ -316,12 +312,12 @@ class BoardTimeline:
         self._step.append(step)
         self._v.append(np.asarray(value, dtype=float))
         n = len(self._t)
-        self._place(n - 1, self._w if n > DETECT_FROM else None)
+        self._live.place(n - 1, self._w if n > DETECT_FROM else None)
         if n in RESOLVE_AT:
             self._resolve()
         elif n < DETECT_FROM or n % REFIT_EVERY == 0:  # the grid's phase is local: W drifts slowly enough
-            self._fit()
-        if self._job is not None:
+            self._w = self._live.fit()
+        if self._pending is not None:
             self._advance()
         self._grid = None
 
@@ -334,20 +330,22 @@ class BoardTimeline:
             if w is None or not w > 0:
                 return None
             # the reports of an undecided run are left out: their indices are still short by the loss not yet taken
-            hi = len(self._t) if self._run is None else max(1, self._run)
+            run = self._live.run
+            hi = len(self._t) if run is None else max(1, run)
             lo = max(0, hi - ANCHOR)
-            t, k = np.asarray(self._t[lo:hi]), np.asarray(self._k[lo:hi], dtype=float)
+            t, k = np.asarray(self._t[lo:hi]), np.asarray(self._live.k[lo:hi], dtype=float)
             self._grid = (float(np.min(t - k * w)), w)
         return self._grid
 
     def ends(self) -> np.ndarray | None:
         """Every report's conversion end on the current grid (None before the period is known)."""
         g = self.grid()
-        return None if g is None else g[0] + np.asarray(self._k, dtype=float) * g[1]
+        return None if g is None else g[0] + np.asarray(self._live.k, dtype=float) * g[1]
 
     def lost(self) -> int:
         """Conversions that never arrived (damaged or lost) between the first report and the latest."""
-        return self._k[-1] - self._k[0] + 1 - len(self._k) if self._k else 0
+        k = self._live.k
+        return k[-1] - k[0] + 1 - len(k) if k else 0
 
     def covered_until(self) -> float:
         """The end of the last conversion received and placed for good (−inf before any can be placed): the
@@ -355,8 +353,8 @@ class BoardTimeline:
         g = self.grid()
         if g is None:
             return -np.inf
-        last = len(self._k) - 1 if self._run is None else max(0, self._run - 1)
-        return g[0] + self._k[last] * g[1]
+        k, run = self._live.k, self._live.run
+        return g[0] + k[len(k) - 1 if run is None else max(0, run - 1)] * g[1]
 
     def mean(self, a: float, b: float) -> np.ndarray | None:
         """The time-weighted mean load over (a, b]: each conversion held over its interval, the first and the last
@@ -365,10 +363,11 @@ class BoardTimeline:
         if g is None or not b > a:
             return None
         e0, w = g
-        first = max(0, len(self._k) - TAIL)
-        ends = e0 + np.asarray(self._k[first:], dtype=float) * w
+        k = self._live.k
+        first = max(0, len(k) - TAIL)
+        ends = e0 + np.asarray(k[first:], dtype=float) * w
         # each report holds from the previous one's end (a lost report's interval goes to the one after it)
-        starts = np.concatenate([[e0 + self._k[first - 1] * w if first else -np.inf], ends[:-1]])
+        starts = np.concatenate([[e0 + k[first - 1] * w if first else -np.inf], ends[:-1]])
         ends[-1] = np.inf
         overlap = np.clip(np.minimum(ends, b) - np.maximum(starts, a), 0.0, None)
         if not overlap.sum() > 0:  # before the searched reports: the earliest of them

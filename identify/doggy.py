@@ -269,32 +269,27 @@ SHORT_REST_S = 0.5
 # count less what the states and parameters absorb: a simulated 4 s run about 0.14) says how much of it the data
 # used. The sensor blocks keep their datasheet noise (χ²/dof 0.65–1).
 RESCALED_BLOCKS = ("dynamics",)
+# `calibrate`'s solves, in order (the third only when the second does not converge), and the first one's iteration
+# cap: with R1/R2 held it settles in about 7 iterations (4 s simulated runs, seeds 1, 5, 26)
+CALIBRATION_STAGES = ("rotations held", "all free", "all free from the start (fallback)")
+HELD_MAX_ITER = 20
 
 
-def _sigma_scale(name: str, estimate: dict[str, float]) -> float:
-    """The 1σ above which a weak direction's component `name` counts as poorly known (WEAK_DIRECTION_*)."""
+def _sigma_bounds(name: str, estimate: dict[str, float]) -> tuple[float, float | None]:
+    """The 1σ above which parameter `name` is poorly known: in a weak direction (WEAK_DIRECTION_*) and in any
+    direction (WEAK_ANGLE_SIGMA, WEAK_BIAS_SIGMAS; None for the dynamic parameters, see WEAK_RELATIVE_SIGMA)."""
     if name.startswith("bias"):
-        return WEAK_DIRECTION_BIAS_SIGMAS * _facts().SIGMA_GYRO
+        return WEAK_DIRECTION_BIAS_SIGMAS * _facts().SIGMA_GYRO, WEAK_BIAS_SIGMAS * _facts().SIGMA_GYRO
     if name.startswith("R"):
-        return WEAK_DIRECTION_ANGLE_SIGMA
-    return WEAK_DIRECTION_RELATIVE_SIGMA * abs(estimate.get(name, float("nan")))
-
-
-def _kind_bound(name: str) -> float | None:
-    """The 1σ beyond which sensor parameter `name` is weak whatever the weak directions (WEAK_ANGLE_SIGMA,
-    WEAK_BIAS_SIGMAS); None for the dynamic parameters (WEAK_RELATIVE_SIGMA)."""
-    if name.startswith("bias"):
-        return WEAK_BIAS_SIGMAS * _facts().SIGMA_GYRO
-    if name.startswith("R"):
-        return WEAK_ANGLE_SIGMA
-    return None
+        return WEAK_DIRECTION_ANGLE_SIGMA, WEAK_ANGLE_SIGMA
+    return WEAK_DIRECTION_RELATIVE_SIGMA * abs(estimate.get(name, float("nan"))), None
 
 
 def weak_parameters(cal: Calibration) -> list[str]:
     """Parameters the data fix only weakly: components (> 0.1 of the largest) of the Jacobi-scaled border
     information's weak directions (`slom.RankReport.weak_directions`, from the weights the solve used, before any
-    rescale) whose 1σ is large against their own scale (`_sigma_scale`), sensor parameters whose 1σ exceeds their
-    kind's bound (`_kind_bound`) in any direction, and parameters that must be > 0 whose 1σ exceeds
+    rescale) whose 1σ is large against their own scale, sensor parameters whose 1σ exceeds their kind's bound in any
+    direction (both `_sigma_bounds`), and parameters that must be > 0 whose 1σ exceeds
     WEAK_RELATIVE_SIGMA × |estimate|; σ the larger of the rescaled one and the one under the solve's weights; in
     BORDER_ORDER."""
     res = cal.result
@@ -305,9 +300,9 @@ def weak_parameters(cal: Calibration) -> list[str]:
         return max((v for v in both if np.isfinite(v)), default=float("nan"))
 
     in_weak = {k for d in (res.rank.weak_directions if res.rank else []) for k in d}
-    names = {k.split("#")[0] for k in in_weak if not sigma(k) <= _sigma_scale(k.split("#")[0], phys)}
+    names = {k.split("#")[0] for k in in_weak if not sigma(k) <= _sigma_bounds(k.split("#")[0], phys)[0]}
     for n in res.border_labels:  # σ large for its kind, in a weak direction or not
-        bound = _kind_bound(n)
+        bound = _sigma_bounds(n.split("#")[0], phys)[1]
         if bound is not None and sigma(n) > bound:
             names.add(n.split("#")[0])
     for n in must_be_positive():
@@ -432,6 +427,7 @@ def calibrate(
     solver: slom.Options | None = None,
     callback: Callable | None = None,
     allow_unobservable: bool = False,
+    on_stage: Callable[[str], None] | None = None,
 ) -> Calibration:
     """Solve the batch problem from `start` (default `start_guess`: Table 1's initial guess, the biases from the
     rest window); raise IdentifiabilityError (naming parameters) if the data cannot fix some.
@@ -440,20 +436,27 @@ def calibrate(
     and parameters. From the encoder-built states the first, nearly undamped step throws R1 about its body z by
     tens of degrees, and can leave it in a wrong minimum (4 s, seed 26: 89° off); the states settled with the
     rotations held start the free solve near the truth. The result (iterations, log, convergence) is the final
-    stage's; if that stage does not converge, the direct solve from `start` is run too and the lower cost kept."""
+    stage's; if that stage does not converge, the direct solve from `start` is run too and the lower cost kept.
+    The held stage stops after HELD_MAX_ITER iterations (it settles in about 7); `on_stage` is told each stage's
+    name (CALIBRATION_STAGES) as it starts."""
     start = start or start_guess(rec)
     solver = solver or slom.Options()
     if not solver.rescale_blocks:
         solver = dataclasses.replace(solver, rescale_blocks=RESCALED_BLOCKS)
+    stage = on_stage or (lambda _: None)
     held = build_problem(rec, start, opts)
     for name in ("R1", "R2"):
         held.variables[name].fixed = True
-    v = slom.solve(held, dataclasses.replace(solver, covariance=False), callback).values
+    stage(CALIBRATION_STAGES[0])
+    first = dataclasses.replace(solver, covariance=False, max_iter=min(solver.max_iter, HELD_MAX_ITER))
+    v = slom.solve(held, first, callback).values
     settled = DoggyParams.from_vectors(
         v["phys"][0], v["bias1"][0], v["bias2"][0], SO3.to_matrix(v["R1"][0]), SO3.to_matrix(v["R2"][0])
     )
+    stage(CALIBRATION_STAGES[1])
     res = slom.solve(build_problem(rec, settled, opts, states=v["x"]), solver, callback)
     if not res.converged:  # weak data (e.g. 0.5 s of commands): the direct solve may end lower
+        stage(CALIBRATION_STAGES[2])
         direct = slom.solve(build_problem(rec, start, opts), solver, callback)
         res = direct if direct.cost < res.cost else res
     if res.rank is not None and res.rank.deficient and not allow_unobservable:

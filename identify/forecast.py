@@ -191,7 +191,7 @@ class DynamicForecast:
                     "symbol": s,
                     "formula": f,
                     "unit": u,
-                    "guess": num(g),
+                    "value": num(g),
                     "se": float(e),
                     "isolated_se": float(i),
                     "rel_se_pct": num(r),

@@ -172,17 +172,23 @@ def _calibrate(rec, opts, solver, quiet: bool):
         None if quiet else err_console.status(f"solving {rec.n} samples, {4 * dg.NJ * rec.n + 24} unknowns …")
     )
 
+    stage = ""
+
+    def on_stage(name: str) -> None:
+        nonlocal stage
+        stage = name
+
     def progress(e: slom.IterationLog) -> None:
         if status is not None:
             status.update(
-                f"iter {e.iteration}: cost {e.cost:.6g}, step {e.step_norm:.3g}, λ {e.lam:.2g}, "
+                f"{stage}: iter {e.iteration}: cost {e.cost:.6g}, step {e.step_norm:.3g}, λ {e.lam:.2g}, "
                 f"{time.perf_counter() - t0:.1f} s"
             )
 
     if status is not None:
         status.start()
     try:
-        return dg.calibrate(rec, dg.start_guess(rec), opts, solver, progress)
+        return dg.calibrate(rec, dg.start_guess(rec), opts, solver, progress, on_stage=on_stage)
     finally:
         if status is not None:
             status.stop()

@@ -147,7 +147,7 @@ def test_efforts_in_another_unit_are_refused_and_the_unit_named(recording, tmp_p
 def test_forecast_tells_zero_guesses_from_what_noise_puts_beyond_reach(capsys):
     assert main(["plan", "forecast", str(PLAN), "--noise", "0.2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    zero = [p["symbol"] for p in out["parameters"] if p["guess"] == 0]
+    zero = [p["symbol"] for p in out["parameters"] if p["value"] == 0]
     assert out["zero_guess"] and set(out["zero_guess"]) <= set(zero)
     assert not set(out["zero_guess"]) & set(out["beyond_practical"])
 

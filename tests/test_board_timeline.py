@@ -65,4 +65,4 @@ def test_a_clock_that_reads_back_or_a_repeated_count_does_not_break_the_order():
     for k, t in enumerate([1.0, 1.03, 1.02, 1.075, 1.1, 1.125]):
         tl.add(t, min(k, 4), [float(k)])
     e0, w = tl.grid()
-    assert w > 0 and np.all(np.diff(tl._t) >= 0) and np.all(np.diff(tl._k) >= 1)
+    assert w > 0 and np.all(np.diff(tl._t) >= 0) and np.all(np.diff(tl._live.k) >= 1)

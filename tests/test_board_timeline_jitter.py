@@ -81,7 +81,7 @@ def test_losses_under_heavy_jitter_are_all_found_and_placed_where_the_shift_star
     true_lost = idx[-1] - idx[0] + 1 - len(idx)
     assert true_lost > 40 and tl.lost() == true_lost
     assert tl.period() == pytest.approx(W, rel=1e-4)
-    k = np.asarray(tl._k) - tl._k[0]
+    k = np.asarray(tl._live.k) - tl._live.k[0]
     misplaced = np.mean(k != idx - idx[0])  # a loss placed a report or two early: those few a period late
     assert misplaced < 0.02
     assert np.quantile(np.abs(_errors(tl, idx)), 0.95) < 0.25 * W
@@ -174,8 +174,8 @@ def _live_errors(drop: float, top: float, seed: int, n: int = 3000) -> np.ndarra
             continue
         e0, w = tl.grid()
         until = tl.covered_until()
-        placed = [j for j in range(max(0, len(idx) - 80), len(idx)) if e0 + tl._k[j] * w <= until + 1e-9]
-        errs += [e0 + tl._k[j] * w - ends[idx[j]] for j in placed[-9:]]
+        placed = [j for j in range(max(0, len(idx) - 80), len(idx)) if e0 + tl._live.k[j] * w <= until + 1e-9]
+        errs += [e0 + tl._live.k[j] * w - ends[idx[j]] for j in placed[-9:]]
     return np.abs(np.array(errs))
 
 
@@ -200,8 +200,8 @@ def test_an_undecided_loss_at_the_end_does_not_move_the_reports_before_it():
     tl = BoardTimeline()
     for seq, i in enumerate(idx):
         tl.add(float(t[i]), seq, [float(i)])
-    assert tl._run is not None and tl._run <= 380  # the loss is still undecided at the end
-    err = _errors(tl, idx)[: tl._run]
+    assert tl._live.run is not None and tl._live.run <= 380  # the loss is still undecided at the end
+    err = _errors(tl, idx)[: tl._live.run]
     assert abs(np.median(err)) < 0.25 * W and np.quantile(np.abs(err), 0.95) < 0.5 * W
 
 
@@ -211,7 +211,7 @@ def _feed_counting(monkeypatch, n: int, seed: int):
     import drivers.board_timeline as bt
 
     count = {"place": 0, "terms": 0}
-    place, coherence = bt.BoardTimeline._place, bt.BoardTimeline._coherence
+    place, coherence = bt._Placement.place, bt.BoardTimeline._coherence
 
     def counted_place(self, i, w):
         count["place"] += 1
@@ -221,7 +221,7 @@ def _feed_counting(monkeypatch, n: int, seed: int):
         count["terms"] += len(t) * len(periods)
         return coherence(self, t, periods)
 
-    monkeypatch.setattr(bt.BoardTimeline, "_place", counted_place)
+    monkeypatch.setattr(bt._Placement, "place", counted_place)
     monkeypatch.setattr(bt.BoardTimeline, "_coherence", counted_coherence)
     rng = np.random.default_rng(seed)
     ends = E0 + W * np.arange(n)
@@ -244,7 +244,7 @@ def test_no_single_add_places_the_whole_run_again_or_sweeps_every_candidate_peri
     assert work[:, 0].max() <= bt.REPLACE_PER_ADD + 1  # ... a bounded share of it in each add
     # the period search's exact terms: a few dozen candidates on the latest COHERE_OF arrivals, not a thousand
     assert 0 < work[:, 1].max() <= 60 * bt.COHERE_OF
-    assert tl._job is None and tl.lost() == idx[-1] - idx[0] + 1 - len(idx)
+    assert tl._pending is None and tl.lost() == idx[-1] - idx[0] + 1 - len(idx)
     assert tl.period() == pytest.approx(W, rel=1e-4)
 
 

@@ -153,3 +153,21 @@ def test_unconverged_text_output_blanks_sigma_and_prints_the_iterations(tmp_path
     assert f"after {rep['iterations']} iterations" in out
     assert rep["iterations"] == max(e["iteration"] for e in rep["iteration_log"])
     assert "start: k_pwm" in out
+
+
+def test_calibrate_names_its_stages_and_caps_the_held_one(sim2, monkeypatch):
+    monkeypatch.setattr(dg, "HELD_MAX_ITER", 2)
+    seen, iters = [], []
+    cal = dg.calibrate(
+        sim2.recording,
+        solver=slom.Options(max_iter=40),
+        callback=lambda e: iters.append((seen[-1], e.iteration)),
+        on_stage=seen.append,
+    )
+    assert seen[:2] == list(dg.CALIBRATION_STAGES[:2])
+    assert len(seen) == (
+        2 if cal.result.converged else 3
+    )  # the fallback only when the free stage stops short
+    held = [i for s, i in iters if s == dg.CALIBRATION_STAGES[0]]
+    assert held and max(held) <= 2
+    assert cal.result.iterations == max(i for s, i in iters if s == seen[-1])

@@ -100,7 +100,7 @@ def test_plan_forecast_command(capsys):
     named = out["determined"] + out["determined_if_repeated"] + out["beyond_practical"] + out["zero_guess"]
     assert sorted(named) == sorted(p["symbol"] for p in params)
     # a zero guess has no relative SE: told apart from what noise puts beyond any length
-    assert out["zero_guess"] == [p["symbol"] for p in params if p["guess"] == 0 and p["symbol"] not in
+    assert out["zero_guess"] == [p["symbol"] for p in params if p["value"] == 0 and p["symbol"] not in
                                  out["determined"] + out["determined_if_repeated"]]  # fmt: skip
     assert all((p["rel_se_pct"] < 15) == (p["symbol"] in out["determined"]) for p in params)
     # the unit of each: its leading standard parameter's (TUlip's ZMP model: the total mass is a base parameter)

@@ -134,7 +134,7 @@ def test_forecast_parameters_carry_value(tulip_forecast):
     params = tulip_forecast["parameters"]
     assert all("value" in p for p in params)
     assert any(p["value"] not in (None, 0) for p in params)
-    assert all(p["value"] == p["guess"] for p in params)  # `guess`: the deprecated name, kept for its readers
+    assert all("guess" not in p for p in params)  # one name for one number
 
 
 def test_forecast_json_says_once_what_its_values_are(tulip_forecast):
