@@ -16,7 +16,8 @@ only mode whose Goal Position is bounded by Min/Max Position Limit (48/52) — c
 ignore Goal Position; extended and current-based position modes do not use the limit registers — and must sit
 inside those limits. The model number each servo answers PING with is recorded with its Velocity Limit (44), and
 a configured `current_unit_ma` other than the model's Present Current unit is a warning (XL430/XC430/2XL430/2XC430
-and the MX-28(2.0) hold Present Load at 126, not a current: their currents read NaN); a model not in `MODELS` is
+and the MX-28(2.0) hold Present Load at 126, not a current: their currents read NaN; the XC330 measures its current
+at the power input, not in the motor phases, per its e-Manual); a model not in `MODELS` is
 warned about once (its unit is not checked: the configured one is used). A status with error number 3 (CRC Error:
 the servo got a damaged instruction and did not act on it) is retried like silence and counted in `comm_errors`; a
 servo that answers every PING so is named as such (cabling or noise), not as silent. Warnings go to stderr, one
@@ -69,14 +70,21 @@ OPERATING_MODES = {
 }
 ADDR_VELOCITY_LIMIT, VELOCITY_UNIT = 44, 0.229 * 2 * math.pi / 60  # 4 bytes, 0.229 rev/min -> rad/s
 # Model Number (PING / address 0) -> (name, mA per Present Current unit; None: address 126 is Present Load),
-# each checked against its e-Manual control table (model number and address 126); a model not listed is recorded
-# without a unit check and warned about once per connect (`_read_setup`).
+# each checked against its e-Manual control table (emanual.robotis.com/docs/en/dxl/x/<model>/ or dxl/mx/: model
+# number and address 126); a model not listed is recorded without a unit check and warned about once per connect
+# (`_read_setup`). The XH540, XD430/XD540, XW430/XW540 and XC330 tables were also checked for the addresses and units
+# the link uses, all as on the XM430: Operating Mode 11, Velocity Limit 44 (0.229 rev/min), Min/Max Position Limit
+# 48/52 (pulses), Present Current/Velocity/Position 126/128/132, Drive Mode 10, gains 80-84, profile 108/112.
+# The XH540-V (24 V) count 2.69 mA, unlike the XH430-V (1.34 mA). The XC330 measure their current at the power input
+# (e-Manual note), not the motor's phase current. Left out: the XD430-T350, whose e-Manual table gives 1000 (the
+# XH430-W350's number; other model tables list 1001), and the XM335-T323 (table 1710, other tables 1701).
 MODELS: dict[int, tuple[str, float | None]] = {
     30: ("MX-28(2.0)", None),
     311: ("MX-64(2.0)", 3.36),
     321: ("MX-106(2.0)", 3.36),
     1000: ("XH430-W350", 2.69),
     1010: ("XH430-W210", 2.69),
+    1011: ("XD430-T210", 2.69),
     1020: ("XM430-W350", 2.69),
     1030: ("XM430-W210", 2.69),
     1040: ("XH430-V350", 1.34),
@@ -85,11 +93,26 @@ MODELS: dict[int, tuple[str, float | None]] = {
     1070: ("XC430-W150", None),
     1080: ("XC430-W240", None),
     1090: ("2XL430-W250", None),
+    1100: ("XH540-W270", 2.69),
+    1101: ("XD540-T270", 2.69),
+    1110: ("XH540-W150", 2.69),
+    1111: ("XD540-T150", 2.69),
     1120: ("XM540-W270", 2.69),
     1130: ("XM540-W150", 2.69),
+    1140: ("XH540-V270", 2.69),
+    1150: ("XH540-V150", 2.69),
     1160: ("2XC430-W250", None),
+    1170: ("XW540-T260", 2.69),
+    1180: ("XW540-T140", 2.69),
     1190: ("XL330-M077", 1.0),
     1200: ("XL330-M288", 1.0),
+    1210: ("XC330-T181", 1.0),
+    1220: ("XC330-T288", 1.0),
+    1230: ("XC330-M181", 1.0),
+    1240: ("XC330-M288", 1.0),
+    1270: ("XW430-T333", 2.69),
+    1280: ("XW430-T200", 2.69),
+    1310: ("XW540-H260", 2.69),
 }
 USB_SERIAL_SYSFS = "/sys/bus/usb-serial/devices"  # FTDI (U2D2) latency_timer, ms
 READ_BLOCK_S = 0.001  # s: longest wait of one serial read inside a status packet (see connect)
