@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sps
 
 from design.objective import Cached
+from robots.interrupt import in_callback
 
 
 @lru_cache(maxsize=16)
@@ -124,6 +125,7 @@ class LagrangianHessian(ca.Callback):
     def has_eval_buffer(self):
         return True
 
+    @in_callback
     def eval_buffer(self, arg, res):
         N, nq = self.N, self.nq
         x = np.frombuffer(arg[0], dtype=float)

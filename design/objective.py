@@ -15,6 +15,7 @@ import casadi as ca
 import numpy as np
 
 from design.criteria import base_model, design_columns, spectrum
+from robots.interrupt import in_callback
 from robots.memo import per_model
 from robots.tree import RobotModel
 
@@ -115,6 +116,7 @@ class _Node(ca.Callback):
     def has_eval_buffer(self):
         return True
 
+    @in_callback
     def eval_buffer(self, arg, res):
         """Write straight into CasADi's buffers."""
         v = self.cache(np.frombuffer(arg[0], dtype=float), float(np.frombuffer(arg[1], dtype=float)[0]))

@@ -5,9 +5,10 @@ the command ran to its end. Interrupts are counted (`watch`), and raised once su
 
 from __future__ import annotations
 
+import functools
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 _count = [0]
@@ -16,6 +17,24 @@ _count = [0]
 def _raise(signum: int, frame) -> None:
     _count[0] += 1
     raise KeyboardInterrupt
+
+
+def in_callback(method: Callable) -> Callable:
+    """A CasADi callback's eval whose Ctrl-C comes out as KeyboardInterrupt: one that lands while the eval is in a C
+    call (numpy converting CasADi's matrices) comes out of it as SystemError ("returned a result with an exception
+    set"), which CasADi prints with its traceback."""
+
+    @functools.wraps(method)
+    def wrapped(*args, **kwargs):
+        before = _count[0]
+        try:
+            return method(*args, **kwargs)
+        except SystemError as e:
+            if _count[0] > before or isinstance(e.__cause__ or e.__context__, KeyboardInterrupt):
+                raise KeyboardInterrupt from None
+            raise
+
+    return wrapped
 
 
 def interrupts() -> int:

@@ -216,3 +216,24 @@ def test_an_error_a_library_made_of_ctrl_c_is_reported_as_interrupted(monkeypatc
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the CLI's counter taken out again
     monkeypatch.setattr(cli, "check_outputs", lambda args: None)
     assert cli.main(["model", "show", "tulip", "--json"]) == 0  # an earlier Ctrl-C does not count against it
+
+
+def test_a_ctrl_c_inside_a_callbacks_c_call_comes_out_as_keyboard_interrupt():
+    """Python turns a KeyboardInterrupt raised while a C function (numpy reading a CasADi matrix) returns into a
+    SystemError, which CasADi prints with its traceback; a callback's eval raises it as the interrupt it was."""
+    from robots.interrupt import in_callback
+
+    @in_callback
+    def interrupted_in_c():
+        raise SystemError("<built-in function array> returned a result with an exception set") from (
+            KeyboardInterrupt()
+        )
+
+    @in_callback
+    def broken():
+        raise SystemError("a bug of its own")
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupted_in_c()
+    with pytest.raises(SystemError, match="a bug of its own"):
+        broken()

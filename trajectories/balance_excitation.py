@@ -23,6 +23,7 @@ from shapely.geometry import MultiPoint
 
 from robots import dynamics as dyn
 from robots.base_params import RegressorSpec
+from robots.interrupt import in_callback
 from robots.memo import per_model
 from robots.motion_class import standing_base
 from robots.native import compiled
@@ -280,6 +281,7 @@ class _SampleMap(_JacobianNode):
     def has_eval_buffer(self):
         return True
 
+    @in_callback
     def eval_buffer(self, arg, res):
         """Straight into CasADi's memory (the Jacobian's nonzeros, column-major): building the DM from numpy
         cost twice the compiled evaluation."""

@@ -34,7 +34,7 @@ from robots.conditioning import (
     normalised_gradient,
     surrogate,
 )
-from robots.interrupt import interruptible
+from robots.interrupt import in_callback, interruptible
 from robots.joint_limits import mimic_limits, mimic_ranges
 from robots.tree import RobotModel
 from trajectories.design_grid import (
@@ -347,6 +347,7 @@ class _Criterion(ca.Callback):
         n = self.shape[0] * self.shape[1]
         return ca.Sparsity.dense(1, 1) if self.grad_node is not None else ca.Sparsity.dense(1, n)
 
+    @in_callback
     def eval(self, arg):
         W = np.asarray(arg[0]).reshape(self.shape, order="F")
         f, G = criterion_value(with_prior(W, self.settings, self.prior), self.settings, self.p)
@@ -435,6 +436,7 @@ class _GridCallback(_JacobianNode):
     def has_eval_buffer(self):
         return True
 
+    @in_callback
     def eval_buffer(self, arg, res):
         """Writes straight into CasADi's memory (column-major): converting a dense Jacobian to a DM cost more
         than computing it."""
@@ -508,6 +510,7 @@ class _SampleClearance(_JacobianNode):
     def has_eval_buffer(self):
         return True
 
+    @in_callback
     def eval_buffer(self, arg, res):
         """Straight into CasADi's memory: the values (K, pairs) row-major are vec of pairs × K; the Jacobian's
         nonzeros (K, nq, pairs) row-major are its column-major order."""
