@@ -13,12 +13,22 @@ def read_text(path: str | Path, expected: str = "") -> str:
     """A text file's content (UTF-8; a spreadsheet's byte-order mark is not content); one-line DataError for an
     unreadable or non-text file, naming what was `expected` there."""
     path = Path(path)
+    wanted = f" (expected {expected})" if expected else ""
+    if path.is_dir():
+        raise DataError(f"{path}: a folder, not a file{wanted}")
     try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not a text file{f' (expected {expected})' if expected else ''}") from None
+        data = path.read_bytes()
     except OSError as exc:
         raise DataError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if b"\0" in data[:4096]:  # NUL bytes: an image, a spreadsheet, an archive
+            raise DataError(f"{path}: not a text file{wanted}") from None
+        line = data[: exc.start].count(b"\n") + 1
+        raise DataError(f"{path}, line {line}: byte 0x{data[exc.start]:02x} is not UTF-8 (another encoding, such "
+                        f"as Latin-1 or Windows-1252){wanted}: save the file as UTF-8") from None  # fmt: skip
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as text mode reads them
 
 
 # what other spreadsheets and loggers put between fields, in the order named when a header row has no comma

@@ -310,16 +310,59 @@ def _read_constants(comments: list[str], path: Path) -> dict[str, float]:
     return out
 
 
-def read_dynamic_recording(path: str | Path) -> DynamicRecording:
+def refuse_recording(path: str, command: str, reads: str = "plans") -> None:
+    """DataError when `path` is a dynamic recording (CSV) named where `command` reads `reads` (JSON): what it is
+    and which command reads it, rather than a JSON parser's first complaint. Every plan reader's one check."""
+    if is_dynamic_recording(path):
+        raise DataError(f"{path}: a dynamic recording; `poise {command}` reads {reads} (JSON) — `poise identify "
+                        "dynamic` reads recordings")  # fmt: skip
+
+
+def _what_else(lines: list[str], reader: str) -> str:
+    """What a file that is not a dynamic recording is instead, when a JSON document (a plan, a parameter set), as
+    the start of its refusal ("" when not JSON)."""
+    import json
+
+    from formats.json_format import format_name
+
+    text = "\n".join(lines)
+    if not text.lstrip().startswith(("{", "[")):
+        return ""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return ""
+    name = format_name(doc)
+    if name is not None:
+        what = f"{name} (JSON)"
+    elif isinstance(doc, dict) and "parameters" in doc and "robot" in doc:
+        what = "an identification result (JSON)"
+    else:
+        what = "a JSON file"
+    record = (": `poise run PLAN --out DIR` or `poise simulate trajectory PLAN --out REC.csv` records one"
+              if name == "a trajectory plan" else "")  # fmt: skip
+    return f"{what}, not a recording: {reader or 'this command'} reads dynamic recordings (CSV){record}"
+
+
+def read_dynamic_recording(path: str | Path, reader: str = "") -> DynamicRecording:
     """Read and validate a dynamic recording: one-line DataError naming the file (and line and column) on anything
-    malformed. Effort and current columns are taken by joint name, in the q columns' order. Its `label` is `path`
-    as given, as the commands name the file."""
+    malformed — a folder, or another poise file (a trajectory plan) given for it, named as such, with what the
+    command (`reader`, e.g. "identify dynamic") reads. Effort and current columns are taken by joint name, in the q
+    columns' order. Its `label` is `path` as given, as the commands name the file."""
     label = str(path)
     path = Path(path)
+    if path.is_dir():
+        inside = path / "recording.csv"
+        raise DataError(f"{path}: a folder, not a recording"
+                        + (f"; give the recording in it: {inside}" if inside.is_file() else
+                           " (a dynamic recording is a CSV file; `poise run` writes one as recording.csv in its --out "
+                           "folder)"))  # fmt: skip
     meta, lines, i = read_commented(path, repeatable=(TORQUE_CONSTANT,), known=KNOWN_KEYS)
     magic = meta.get("magic", "")
     if not magic.startswith(MAGIC):
-        raise DataError(f"{path}: not a poise dynamic recording (first line must be '# {MAGIC} v{VERSION}')")
+        other = _what_else(lines, reader)
+        raise DataError(f"{path}: {other}" if other else f"{path}: not a poise dynamic recording (first line must be "
+                        f"'# {MAGIC} v{VERSION}')")  # fmt: skip
     if magic != f"{MAGIC} v{VERSION}":
         raise DataError(f"{path}: '# {magic}': this poise reads '# {MAGIC} v{VERSION}'")
     for key in ("robot", "base"):
@@ -335,6 +378,13 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
         raise DataError(f"{path}: no header row")
     header = [c.strip() for c in numbered[0][1]]
     body = [(n, r) for n, r in numbered[1:] if r]  # blank lines skipped, their numbers kept
+    if "" in header:
+        k = header.index("")
+        last = k == len(header) - 1
+        raise DataError(f"{path}, line {numbered[0][0]}: an empty column name (column {k + 1} of "
+                        f"{len(header)}{', the last' if last else ''})"
+                        + (": a trailing comma at the end of each row? remove it" if last else
+                           ": every column needs its name (README: the dynamic recording)"))  # fmt: skip
     if "t_s" not in header:
         raise DataError(f"{path}: no t_s column (the time stamps, s)")
     twice = sorted({c for c in header if header.count(c) > 1})
@@ -350,6 +400,12 @@ def read_dynamic_recording(path: str | Path) -> DynamicRecording:
             + (f", for {', '.join(both)}" if both else "")
             + ": a recording holds one or the other, for every joint"
         )
+    for prefix, cols in (("tau:", tau_cols), (CURRENT, cur_cols)):
+        no_q = [j for j in cols if j not in joints]
+        if no_q:
+            raise DataError(f"{path}: the q:{' q:'.join(no_q)} column{'s are' if len(no_q) > 1 else ' is'} missing "
+                            f"(the angles beside {', '.join(prefix + j for j in no_q)}; q columns: "
+                            f"{', '.join('q:' + j for j in joints) or 'none'})")  # fmt: skip
     for what, cols in (("tau", tau_cols), ("current (i:)", cur_cols)):
         if cols and sorted(cols) != sorted(joints):
             missing, unknown = [j for j in joints if j not in cols], [j for j in cols if j not in joints]

@@ -8,12 +8,28 @@ from pathlib import Path
 
 from formats.errors import DataError
 
+ENCODING = "utf-8-sig"  # UTF-8, with or without a byte-order mark
+
+# poise's JSON files by their `format` field, as a refusal names one given where another kind is expected
+FORMAT_NAMES = {"poise.trajectory-plan": "a trajectory plan", "poise.posture-plan": "a posture plan",
+                "poise parameter set": "a parameter set", "poise static result": "a static result",
+                "poise pwm plan": "a PWM plan", "poise.doggy-excitation": "a doggy excitation plan",
+                "poise board gains": "a board gains file"}  # fmt: skip
+
+
+def format_name(doc: object) -> str | None:
+    """What a parsed poise JSON document is ("a trajectory plan"), by its `format` (`FORMAT_NAMES`); None for any
+    other document."""
+    fmt = doc.get("format") if isinstance(doc, dict) else None
+    return FORMAT_NAMES.get(fmt) if isinstance(fmt, str) else None
+
 
 def read_json(path: str | Path, expected: str) -> object:
     """The parsed content of a JSON file; DataError (one line) when it cannot be read, is not UTF-8 text or not
-    JSON. `expected` names what it should hold ("a posture plan") for the message."""
+    JSON. `expected` names what it should hold ("a posture plan") for the message. A leading UTF-8 byte-order mark
+    (an editor's) is dropped, as the CSV readers drop it."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding=ENCODING)
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
@@ -27,7 +43,7 @@ def read_json(path: str | Path, expected: str) -> object:
 def json_format(path: str | Path) -> str | None:
     """The file's top-level `format` string; None when it is unreadable, not JSON or declares none."""
     try:
-        fmt = json.loads(Path(path).read_text(encoding="utf-8")).get("format")
+        fmt = json.loads(Path(path).read_text(encoding=ENCODING)).get("format")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
         return None
     return fmt if isinstance(fmt, str) else None

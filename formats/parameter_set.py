@@ -11,7 +11,7 @@ import numpy as np
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
-from formats.json_format import read_json
+from formats.json_format import format_name, read_json
 
 FORMAT = "poise parameter set"
 
@@ -81,6 +81,10 @@ def check_masses(mass: dict[str, float], source: str) -> None:
 def parameter_set_from_json(d, links: list[str], source: str = "parameter set") -> ParameterSet:
     """Validate a parsed parameter-set document against the model's link names."""
     if not isinstance(d, dict) or d.get("format") != FORMAT:
+        other = format_name(d)
+        if other is not None:  # another poise file given for one
+            raise DataError(f"{source}: {other} (format {d['format']!r}), not a parameter set: give a parameter set's "
+                            f"name or a parameter set file (format {FORMAT!r}, e.g. `simulate trajectory --truth-out`'s)")  # fmt: skip
         raise DataError(f"{source}: not a poise parameter set file")
     for key in ("mass", "com"):
         if not isinstance(d.get(key), dict):

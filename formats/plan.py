@@ -259,10 +259,26 @@ def is_posture_plan(path) -> bool:
     return json_format(path) == FORMAT
 
 
+def refuse_mislabelled_trajectory(doc: Any, source: str) -> None:
+    """DataError when a document declares a posture plan but holds a trajectory plan's content (its `trajectory`,
+    no `placements`): its format field is wrong, not its content — said rather than a missing field."""
+    if (
+        isinstance(doc, dict)
+        and doc.get("format") == FORMAT
+        and "trajectory" in doc
+        and "placements" not in doc
+    ):
+        from formats.trajectory_plan import FORMAT as TRAJECTORY
+
+        raise DataError(f"{source}: declares a posture plan (format {FORMAT!r}) but holds a trajectory (its "
+                        f"'trajectory' field): fix its format field to {TRAJECTORY!r}")  # fmt: skip
+
+
 def plan_from_dict(doc: Any, source: str = "plan") -> Plan:
     """Parse and validate a plan document; DataError names the first problem."""
     if not isinstance(doc, dict):
         raise DataError(f"{source}: not a posture plan (top level is not a JSON object)")
+    refuse_mislabelled_trajectory(doc, source)
     fmt = doc.get("format")
     if fmt != FORMAT:
         raise DataError(f"{source}: not a posture plan (format {fmt!r}, expected {FORMAT!r})")

@@ -28,7 +28,7 @@ from typing import Any
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
 from formats.json_format import json_format, read_json
-from formats.plan import _clean, _need, _num, unknown_settings, warn
+from formats.plan import _clean, _need, _num, refuse_mislabelled_trajectory, unknown_settings, warn
 
 FORMAT = "poise.trajectory-plan"
 VERSION = 1
@@ -102,6 +102,7 @@ def save_trajectory_plan(plan: TrajectoryPlan, path: str | pathlib.Path) -> None
 
 def trajectory_plan_from_dict(doc: Any, source: str = "trajectory plan") -> TrajectoryPlan:
     """Validate the document's structure (the trajectory's own contents are checked when it is built)."""
+    refuse_mislabelled_trajectory(doc, source)  # a trajectory plan whose format field says posture plan
     fmt = _need(doc, "format", source)
     if fmt != FORMAT:
         raise DataError(f"{source}: format {fmt!r} is not {FORMAT!r}")
@@ -147,11 +148,22 @@ def trajectory_plan_from_dict(doc: Any, source: str = "trajectory plan") -> Traj
     )
 
 
-def load_trajectory_plan(path: str | pathlib.Path) -> TrajectoryPlan:
-    """Read and structurally validate a trajectory plan file."""
-    path = pathlib.Path(path)
-    doc = read_json(path, "a trajectory plan")
-    return trajectory_plan_from_dict(doc, str(path))
+def load_trajectory_plan(path: str | pathlib.Path, command: str = "") -> TrajectoryPlan:
+    """Read and structurally validate a trajectory plan file. With `command` (the poise command reading it, e.g.
+    "plan forecast"), any other file is refused as `plan check` refuses it, naming what that command reads: a
+    dynamic recording as one, an unreadable or non-JSON file in the JSON reader's words, a trajectory whose format
+    field says posture plan as that."""
+    if command:
+        from formats.dynamic_recording import refuse_recording
+
+        refuse_recording(str(path), command, "trajectory plans")
+    doc = read_json(pathlib.Path(path), "a trajectory plan")
+    fmt = doc.get("format") if isinstance(doc, dict) else None
+    if command and fmt != FORMAT:
+        refuse_mislabelled_trajectory(doc, str(path))
+        raise DataError(f"{path}: not a trajectory plan (format {fmt!r}): `poise {command}` reads trajectory "
+                        f"plans ({FORMAT!r}, `plan trajectory`)")  # fmt: skip
+    return trajectory_plan_from_dict(doc, str(pathlib.Path(path)))
 
 
 def is_trajectory_plan(path: str | pathlib.Path) -> bool:

@@ -661,7 +661,7 @@ class DynamicEstimator:
         n = self.rows_
         syms, forms, units = self._names()
         self._check_length(recs, A.shape)
-        held, kappa_scaled = self._check_rank(A, syms)
+        held, kappa_scaled = self._check_rank(A, syms, given)
         db = self.dynamic_base_
         p = A.shape[1]
         x = np.zeros(p)
@@ -778,9 +778,12 @@ class DynamicEstimator:
         ]
         return sums + [k for k, s in enumerate(syms) if s.startswith(("fv@", "fc@", "Ia@"))]
 
-    def _check_rank(self, A: np.ndarray, syms: list[str]) -> tuple[list[int], float]:
+    def _check_rank(
+        self, A: np.ndarray, syms: list[str], recs: Sequence[DynamicRecording] = ()
+    ) -> tuple[list[int], float]:
         """The parameters to hold at the prior (with `essential_pct`, those the regressor leaves undetermined; else
-        none) and its column-scaled κ, from one SVD; IdentifiabilityError naming them otherwise. Undetermined:
+        none) and its column-scaled κ, from one SVD; IdentifiabilityError otherwise, naming the recordings (`recs`,
+        as given: their labels), the joints none of them moves, and the parameters in the fit's order. Undetermined:
         exactly (rank deficient) or numerically (κ over KAPPA_SCALED_MAX — quantised encoders put noise in a
         dependent column, which a default rank tolerance then counts as rank)."""
         An, _ = normalised_columns(A)
@@ -793,8 +796,37 @@ class DynamicEstimator:
         missing = [int(i) for i in pivoted_qr(An)[1][rank:]]
         if self.essential_pct is not None and max(missing) < self.dynamic_base_.rank:
             return missing, kappa_scaled
-        raise IdentifiabilityError(f"the recording does not excite {A.shape[1] - rank} parameter(s): "
-                                   f"{', '.join(syms[i] for i in missing)}{self._rank_why(syms, missing, s, vt, rank, exact)}")  # fmt: skip
+        raise IdentifiabilityError(f"{self._unexcited_lead(recs)} excite {A.shape[1] - rank} parameter(s): "
+                                   f"{', '.join(syms[i] for i in sorted(missing))}"
+                                   f"{self._rank_why(syms, missing, s, vt, rank, exact)}")  # fmt: skip
+
+    def _unexcited_lead(self, recs: Sequence[DynamicRecording]) -> str:
+        """The start of the rank refusal, up to "excite": the recordings by their labels (files), and the joints none
+        of them moves (`moving_joints`: the angle's span under MOVING_SPAN) — the plainest cause."""
+        from identify.recording_model import MOVING_SPAN, moving_joints
+
+        names = [r.label for r in recs if r.label]
+        shown = ", ".join(names[:4]) + (f", … ({len(names)} recordings)" if len(names) > 4 else "")
+        lead = f"{shown}: " if names else ""
+        still = []
+        if recs and all(list(r.joint_names) == list(self.model.joint_names) for r in recs):
+            moves = np.any([moving_joints(r, self.model) for r in recs], axis=0)
+            for j in np.flatnonzero(~moves):
+                name = self.model.joint_names[j]
+                prismatic = self.model.joints[self.model.coordinates[j]].type == "prismatic"
+                least, unit = (
+                    (MOVING_SPAN["prismatic"], "m") if prismatic else (MOVING_SPAN["revolute"], "rad")
+                )
+                span = max(float(np.ptp(r.q[:, j])) for r in recs)
+                still.append(f"{name} does not move (q:{name} spans {span:.2g} {unit}, under the {least:g} {unit} "
+                             "of a moving joint)")  # fmt: skip
+        where = "" if len(recs) <= 1 else " in any of them"
+        cause = f"{'; '.join(still)}{where}, so " if still else ""
+        return (
+            lead
+            + cause
+            + ("the recording does not" if len(recs) <= 1 else f"the {len(recs)} recordings together do not")
+        )
 
     def _rank_why(
         self, syms: list[str], missing: list[int], s: np.ndarray, vt: np.ndarray, rank: int, exact: int
@@ -1325,10 +1357,15 @@ def common_rate(recs: list[DynamicRecording]) -> float:
     counted in samples."""
     rates = [r.rate_hz for r in recs]
     if max(rates) > min(rates) * (1 + RATE_RTOL):
+        # each recording (a piece of one cut at its gaps carries its label) by its file, else its number
+        said = dict.fromkeys(
+            f"{r.label or f'recording {k + 1}'} {x:.4g} Hz"
+            for k, (r, x) in enumerate(zip(recs, rates, strict=True))
+        )
         raise DataError(
             "recordings fitted together need one sample rate; got "
-            + ", ".join(f"{x:.4g}" for x in rates)
-            + " Hz — resample them first"
+            + ", ".join(said)
+            + " — resample them first"
         )
     return rates[0]
 

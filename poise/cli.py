@@ -44,14 +44,30 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; Ctrl-C at any point (the commands' imports included) ends it with exit 130."""
     installed = watch()  # False inside a command that runs others (demo): its caller's counter stays
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        return _command(sys.argv[1:] if argv is None else argv, interrupts() if watching() else None)
+        return _command(argv, interrupts() if watching() else None)
     except KeyboardInterrupt:
         print("poise: interrupted", file=sys.stderr)
+        _interrupted_json(argv)
         return 130
     finally:
         if installed:
             unwatch()
+
+
+def _interrupted_json(argv: list[str]) -> None:
+    """With --json, Ctrl-C's error object on stdout as every error's (`_failed`): {"ok": false, "error":
+    "interrupted"} — unless the command wrote its own (a run's `"interrupted": true` with what it kept)."""
+    if "--json" not in argv:  # as a usage error tells it, before or without the parsed options
+        return
+    try:
+        from poise.output import json_written, print_json
+
+        if not json_written():
+            print_json({"ok": False, "error": "interrupted"})
+    except KeyboardInterrupt:  # a second Ctrl-C while it prints: the exit code and the stderr line stand
+        pass
 
 
 def _command(argv: list[str], mark: int | None) -> int:

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from formats.dynamic_recording import DynamicRecording
 
 
+READER = "identify dynamic"  # what the recordings' refusals say reads them
+
+
 def _finite(name: str, v: float, positive: bool = False) -> float:
     if not math.isfinite(v) or v < 0 or (positive and v == 0):
         raise DataError(
@@ -71,8 +74,10 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     d = s.add_parser("dynamic", help="base inertial parameters (+ friction) from a trajectory's efforts")
     d.add_argument(
         "recording", nargs="+",
-        help="dynamic recording(s) (CSV, see README); several are fitted together (same robot, rate and, on boards, "
-        "foot placement)",
+        help="dynamic recording(s) (CSV, '# poise dynamic recording v1' header; README: the dynamic recording): t_s "
+        "in s, q:JOINT in rad (deg with '# angle_unit: deg'), tau:JOINT in N·m (N for a prismatic joint) or i:JOINT "
+        "motor currents in A, a board wrench fx_n…mz_nm in N and N·m; `poise run` or `poise simulate trajectory` "
+        "writes one. Several are fitted together (same robot, rate and, on boards, foot placement)",
     )  # fmt: skip
     d.add_argument("--validate", help="a second recording: predict its efforts (RMS error)")
     d.add_argument(
@@ -122,9 +127,10 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--prior", help="parameter set (name|FILE) for --essential (default: the model's first)")
     d.add_argument(
-        "--drift", type=at.integer(0, 3), default=0, metavar="DEGREE",
-        help="board wrench: the base sole may creep on its board — fit its displacement as a polynomial of this "
-        "degree in each recording's time (dx1, dy1, … in m; e.g. 1 for recordings of a minute)",
+        "--drift", type=at.integer(0, 3), default=0, metavar="POLY_DEGREE",
+        help="board wrench: the base sole may creep on its board — fit its displacement as a polynomial in each "
+        "recording's time of this degree (an integer 0–3, not an angle; default 0: no creep; dx1, dy1, … in m; e.g. "
+        "1 for recordings of a minute)",
     )  # fmt: skip
     d.add_argument(
         "--delay", type=_delay, metavar="auto|MS",
@@ -226,6 +232,8 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts, physical_truth, standing_wrench
     from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
     from formats.trajectory_plan import load_trajectory_plan
+    from poise.cmd_plan_trajectory import warn_fails_check
+    from poise.cmd_simulate import checked_plan_problems, trajectory_summary
     from robots.params_io import perturbed, resolve_params, save_parameter_set
     from trajectories.plan import plan_model, plan_recording, plan_trajectory
     from trajectories.verify import sample_grid
@@ -236,10 +244,11 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
             _finite(name.replace("_", "-"), getattr(args, name))
     if args.encoder_ticks < 0 or args.seed < 0:
         raise DataError("--encoder-ticks and --seed must not be negative")
-    plan = load_trajectory_plan(args.plan)
+    plan = load_trajectory_plan(args.plan, "simulate trajectory")
     model = plan_model(plan)
     traj = plan_trajectory(plan, model)
     guess = plan.params or next(iter(model.params))
+    problems = checked_plan_problems(args.plan, plan, model, traj, guess, args.rate_hz)
     if args.truth == "perturbed":
         _check_inertias(
             model, model.parameter_set(guess), f"--truth perturbed varies the plan's set {guess!r}, which"
@@ -279,10 +288,9 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     write_dynamic_recording(rec, args.out)
     if args.truth_out:
         save_parameter_set(truth, args.truth_out)
+    warn_fails_check(args.plan, problems, "recorded as it is")
     if args.json:
-        from poise.cmd_simulate import trajectory_summary
-
-        print_json(trajectory_summary(args, rec, truth.name, traj.duration))
+        print_json(trajectory_summary(args, rec, truth.name, traj.duration, problems))
         return 0
     console.print(f"wrote {len(t)} samples ({traj.duration:.1f} s at {args.rate_hz:g} Hz) to {args.out}")
     return 0
@@ -305,7 +313,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     if args.cutoff_hz is not None:
         _finite("cutoff-hz", args.cutoff_hz, positive=True)
     recs, currents = [], []
-    first = read_dynamic_recording(args.recording[0])
+    first = read_dynamic_recording(args.recording[0], READER)
     model = model_of_recording(first, args.recording[0])
     too_large: list[str] = []  # recordings whose efforts pass the joints' effort limits several times over
     stuck: list[str] = []  # moving joints whose effort reads 0 most of the time
@@ -323,7 +331,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
                             "one robot's recordings only")  # fmt: skip
 
     for path in args.recording:  # motor currents become joint torques here: the fit sees efforts only
-        r = first if path is args.recording[0] else read_dynamic_recording(path)
+        r = first if path is args.recording[0] else read_dynamic_recording(path, READER)
         other_robot(r, path, "")
         r, used = _efforts_of(checked_for_model(r, path, model, own_cutoff), path, args.torque_constant)
         recs.append(r)
@@ -336,7 +344,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     ref_ps = resolve_params(args.reference, model) if args.reference else None
     if args.essential is not None:
         _finite("essential", args.essential, positive=True)
-    vrec = read_dynamic_recording(args.validate) if args.validate else None
+    vrec = read_dynamic_recording(args.validate, READER) if args.validate else None
     if vrec is not None:
         other_robot(vrec, args.validate, "--validate ")
     if vrec is not None and vrec.base != first.base:
@@ -359,12 +367,16 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         raise DataError("--torque-constant: no recording holds motor currents (i:… columns); torques are used as "
                         "recorded")  # fmt: skip
     runs = [run_of(path) for path in args.recording]  # each run.json read once
+    for path, run in zip(args.recording, runs, strict=True):
+        _refuse_damaged_run(path, run)
     plans = [None if isinstance(run, Exception) else str(run.sha) for run in runs]
     repeated_recordings(recs, args.recording, plans, None if vrec is None else (vrec, args.validate))
     for r, path, run in zip(recs, args.recording, runs, strict=True):
         if not isinstance(run, Exception):
             run_problem(r, path, run.ticks, run.rate_hz)
     vrun = run_of(args.validate) if vrec is not None else None
+    if vrun is not None:
+        _refuse_damaged_run(args.validate, vrun, "--validate ")
     if vrun is not None and not isinstance(vrun, Exception):
         run_problem(vrec, args.validate, vrun.ticks, vrun.rate_hz)
     # after the refusals, before the fit: a unit mistake is worth knowing early
@@ -481,7 +493,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         "beyond_practical": beyond,
         "scale_unresolved": unresolved,
     }
-    out = _whose(model, first) | out
+    out = {"ok": True} | _whose(model, first) | out
     out["recording_samples"] = recorded  # the rows recorded, before runs of one plan are averaged
     # the exact combinations: the result means the same in any version's base (model export)
     if quantity == "torque":
@@ -1186,6 +1198,45 @@ class RunOf(NamedTuple):
     ticks_counted: bool = False  # run.json holds its ticks_streamed and ticks_planned
 
 
+# the run.json fields whose type, when present (not null), decides whether and how the recording is fitted (its
+# plan, whether the run stopped, its rows and rate): a wrong one is a damaged file (`DamagedRun`), not a run that did
+# not say. The notes' fields (soles' tally, gains, tare, jitter) stay tolerant: a damaged one only loses its note
+RUN_FIELDS = {"plan": (str, "a string"), "plan_sha256": (str, "a string"), "status": (str, "a string"),
+              "ticks_streamed": (int, "a whole number"), "ticks_planned": (int, "a whole number"),
+              "rate_hz": ((int, float), "a number"), "duration_s": ((int, float), "a number")}  # fmt: skip
+
+
+class DamagedRun(ValueError):
+    """A run.json that parses but holds a field of the wrong type (`RUN_FIELDS`): what is wrong."""
+
+
+def _json_kind(value) -> str:
+    """A JSON value's kind, for a message: "a string", "a number", "true", "null"…"""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return {str: "a string", int: "a number", float: "a number", dict: "an object", list: "a list"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )
+
+
+def _refuse_damaged_run(recording: str, run: RunOf | Exception, what: str = "") -> None:
+    """A run.json beside a recording that is there but cannot be read (not JSON, not an object, a field of the
+    wrong type): a DataError naming it and what it would have told the fit — a missing one is a logger's recording,
+    fitted alone; one that names no plan is no trajectory run's, fitted alone too."""
+    from pathlib import Path
+
+    if not isinstance(run, Exception) or isinstance(run, FileNotFoundError | KeyError):
+        return
+    meta_path = Path(recording).parent / "run.json"
+    why = (
+        f"is damaged ({run})" if isinstance(run, DamagedRun) else _unreadable_run(run)
+    )  # as --instruments says
+    raise DataError(f"{what}{recording}: the run.json beside it, {meta_path}, {why}; it tells the fit how the run "
+                    "went (its status — a stopped run is refused without --partial —, the plan it ran, its tare, "
+                    "late ticks, board gains): repair it, or move it away to fit the recording alone (as a logger's, "
+                    "without its run's checks)")  # fmt: skip
+
+
 def run_of(recording: str) -> RunOf | Exception:
     """The run.json beside a recording (`RunOf`); where there is none, why (the OSError, ValueError, KeyError or
     TypeError reading it raised)."""
@@ -1196,6 +1247,10 @@ def run_of(recording: str) -> RunOf | Exception:
         plan, sha = meta["plan"], meta["plan_sha256"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         return e
+    wrong = [f"{k} is {_json_kind(meta[k])}, not {kind}" for k, (types, kind) in RUN_FIELDS.items()
+             if meta.get(k) is not None and (not isinstance(meta[k], types) or isinstance(meta[k], bool))]  # fmt: skip
+    if wrong:
+        return DamagedRun(", ".join(wrong))
     try:  # written by `poise run` since it tallies the soles; a damaged tally only loses the note
         rocked = {str(k): float(v["rocked_share"]) for k, v in (meta.get("soles") or {}).items()}
     except (ValueError, KeyError, TypeError, AttributeError):

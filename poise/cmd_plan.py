@@ -438,12 +438,10 @@ def _posture_plan_format(path: str, command: str) -> None:
     """A JSON file of another kind (a run.json, a result) named as one: `command` takes both plan kinds."""
     from formats import plan as posture
     from formats import trajectory_plan
-    from formats.dynamic_recording import is_dynamic_recording
+    from formats.dynamic_recording import refuse_recording
     from formats.json_format import read_json
 
-    if is_dynamic_recording(path):
-        raise DataError(f"{path}: a dynamic recording; `poise {command}` reads plans (JSON) — `poise identify "
-                        "dynamic` reads recordings")  # fmt: skip
+    refuse_recording(path, command)
     doc = read_json(path, "a plan")
     fmt = doc.get("format") if isinstance(doc, dict) else None
     if fmt != posture.FORMAT:

@@ -16,7 +16,7 @@ from rich.markup import escape
 from formats.dynamic_recording import MIN_SAMPLES as MIN_RECORDED_SAMPLES
 from formats.dynamic_recording import MOTIONS
 from formats.errors import DataError
-from formats.trajectory_plan import MAX_RATE_HZ
+from formats.trajectory_plan import MAX_RATE_HZ, load_trajectory_plan
 from poise import argtypes as at
 from poise.output import (
     console,
@@ -83,7 +83,7 @@ def register(s: argparse._SubParsersAction) -> None:
         "from both soles each start must pass, as `plan check` plans them (default: the bundled one when it is this "
         "robot's; else they are not checked)",
     )  # fmt: skip
-    t.add_argument("--starts", type=at.count, default=1, help="random starts")
+    t.add_argument("--starts", type=at.count, default=1, help="random starts (default %(default)s)")
     where = t.add_mutually_exclusive_group()  # local worker processes, or a cluster's workers
     where.add_argument(
         "--workers", type=at.count, default=None, help="worker processes (default: min(starts, CPUs))"
@@ -196,7 +196,7 @@ def add_design_arguments(
         "--samples",
         type=at.integer(1, 10_000),
         default=100,
-        help="grid points per period for κ and torque limits (a spline's: over its duration)",
+        help="grid points per period for κ and torque limits (a spline's: over its duration; default %(default)s)",
     )
     p.add_argument(
         "--base", default=None, help="fixed base link, or the stance base (sole) of a standing robot"
@@ -276,7 +276,10 @@ def add_design_arguments(
         "--params", default=None, help="guessed parameters for torque limits (default: the model's)"
     )
     p.add_argument(
-        "--position-margin", type=at.nonnegative, default=0.05, help="rad kept from each position limit"
+        "--position-margin",
+        type=at.nonnegative,
+        default=0.05,
+        help="rad kept from each position limit (default %(default)s rad)",
     )
     p.add_argument(
         "--velocity-fraction",
@@ -293,12 +296,13 @@ def add_design_arguments(
         "stages of an arm's or a single-support design get half, a double-support design's the full count): the "
         "table's total is their sum",
     )
-    p.add_argument("--seed", type=at.seed, default=1)
+    p.add_argument("--seed", type=at.seed, default=1,
+                   help="seed of the first start's random initial guess; start k takes seed + k (default %(default)s)")  # fmt: skip
     p.add_argument(
         "--rate-hz",
         type=at.number(0.0, MAX_RATE_HZ, lo_open=True),
         default=100.0,
-        help="streaming rate for the executor",
+        help="streaming rate for the executor in Hz (default %(default)g Hz)",
     )
 
 
@@ -408,6 +412,30 @@ def _settings(args: argparse.Namespace):
     return s
 
 
+def _rest_posture_fits(model: RobotModel, settings: ExcitationSettings) -> None:
+    """--rest-posture checked before the design starts, as the design checks it (`trajectories.excitation.
+    rest_posture`); one outside the ranges that would fit them read as degrees says so, as the recording check
+    does (`-90` for −π/2)."""
+    import dataclasses
+
+    import numpy as np
+
+    from trajectories.excitation import rest_posture
+
+    try:
+        rest_posture(model, settings)
+    except DataError as exc:
+        if settings.rest_posture is None or len(settings.rest_posture) != model.nq:
+            raise
+        radians = tuple(float(v) for v in np.radians(settings.rest_posture))
+        try:
+            rest_posture(model, dataclasses.replace(settings, rest_posture=radians))
+        except DataError:
+            raise exc from None
+        raise DataError(f"{exc}; degrees? --rest-posture takes radians "
+                        f"({','.join(f'{v:.4g}' for v in radians)})") from None  # fmt: skip
+
+
 def cmd_trajectory(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -431,6 +459,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     experiments, priors = _prior_experiments(args.prior, model) if args.prior else ([], [])
     auto_focus = _auto_focus(args, experiments)
     settings = _settings(args)
+    _rest_posture_fits(model, settings)
     if args.params:
         model.parameter_set(args.params)  # before the progress bar starts: a bad name stays one line
     if args.double_support or args.single_support:
@@ -733,8 +762,30 @@ def _prior_experiments(paths: list[str], model) -> tuple[list, list[dict]]:
                 err_console.print(f"[yellow]warning:[/yellow] --prior {escape(path)} is a partial run "
                                   f"({escape(partial)}): taken as recorded", highlight=False)  # fmt: skip
         else:
-            raise DataError(f"--prior {path}: neither a trajectory plan (JSON) nor a dynamic recording (CSV)")
+            _neither_prior(path)
     return experiments, records
+
+
+def _neither_prior(path: str) -> None:
+    """DataError for a `--prior` file that is neither kind: a file meant as JSON (named .json, or opening with a
+    brace or a bracket) in the JSON reader's words, as `plan check` says it (truncated: `not valid JSON (…, line
+    26)`), a trajectory whose format field says posture plan as that; any other the two kinds it may be."""
+    from pathlib import Path
+
+    from formats.json_format import ENCODING, read_json
+    from formats.plan import refuse_mislabelled_trajectory
+
+    try:
+        with open(path, encoding=ENCODING, errors="replace") as fh:
+            meant_json = path.lower().endswith(".json") or fh.read(4096).lstrip()[:1] in ("{", "[")
+    except OSError as exc:
+        raise DataError(f"--prior {path}: cannot read it ({exc.strerror or exc})") from None
+    if meant_json:
+        try:
+            refuse_mislabelled_trajectory(read_json(Path(path), "a trajectory plan"), path)
+        except DataError as exc:
+            raise DataError(f"--prior {exc}") from None
+    raise DataError(f"--prior {path}: neither a trajectory plan (JSON) nor a dynamic recording (CSV)")
 
 
 def _recorded_motions(rec, path: str) -> tuple[list, float]:
@@ -864,21 +915,36 @@ class PlanVerdict:
 
 
 def plan_verdict(
-    path: str, plan: TrajectoryPlan, model: RobotModel, traj, ps, config: str | None, optional: bool = False
+    path: str,
+    plan: TrajectoryPlan,
+    model: RobotModel,
+    traj,
+    ps,
+    config: str | None,
+    optional: bool = False,
+    dt: float = 0.001,
+    run: bool = True,
 ) -> PlanVerdict:
     """`plan check`'s verdict on a plan, which `plan show` warns with: with a run configuration (`config`; a
     single-support plan's weight shifts need one: the bundled one without `config`), `poise run`'s own pre-flight
     (`poise.cmd_run_trajectory.preflight`: every limit on a 1 ms grid, every setpoint at the run's rate, the weight
     shifts); without, the plan-check checks alone. `optional`: a robot without a run configuration has its
-    single-support run unchecked rather than refused."""
+    single-support run unchecked rather than refused. `run` False: the plan-check checks alone, on a `dt` grid
+    (`simulate trajectory`'s: its recording's samples; `plan check` keeps 1 ms) — what they find, `plan check` finds
+    too."""
     from poise.cmd_run_trajectory import preflight
     from trajectories.plan import check_plan
 
     # a bad configuration refused before the long checks
-    cfg = _robot_config(model, config) if config is not None else _run_config(model, traj, None, optional)
+    if not run:
+        cfg = None
+    elif config is not None:
+        cfg = _robot_config(model, config)
+    else:
+        cfg = _run_config(model, traj, None, optional)
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
         if cfg is None:
-            return PlanVerdict(check_plan(plan, model, traj, ps, 0.001), None, None, [])
+            return PlanVerdict(check_plan(plan, model, traj, ps, dt), None, None, [])
         pf = preflight(plan, model, traj, cfg, ps)
     run_problems = [f"run ({cfg.source}): {p}" for p in pf.stream.problems]
     return PlanVerdict(pf.check, pf.transitions, cfg, run_problems)
@@ -909,7 +975,6 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
     """`plan check` for a trajectory plan: every limit on a 1 ms grid, κ recomputed; with `config` (a
     single-support plan: or the bundled one) the run's whole pre-flight, as `poise run` refuses on it
     (`plan_verdict`)."""
-    from formats.trajectory_plan import load_trajectory_plan
     from robots.description import placeholder_limits
     from robots.params_io import resolve_params
     from trajectories.plan import plan_model, plan_trajectory
@@ -1104,7 +1169,6 @@ def cmd_show_trajectory(path: str, out: str) -> int:
     """`plan show` for a trajectory plan: joint positions and velocities against their limits, with the torques
     (arms) or the ZMP path inside the support polygon (standing robots)."""
     from formats.atomic import save_figure
-    from formats.trajectory_plan import load_trajectory_plan
     from trajectories.plan import STANDING, plan_model, plan_trajectory
     from trajectories.plot import trajectory_figure
     from trajectories.verify import DEFAULT_ACCELERATION
@@ -1113,8 +1177,7 @@ def cmd_show_trajectory(path: str, out: str) -> int:
     model = plan_model(plan)
     margin = float(plan.settings.get("zmp_margin", 0.0)) if plan.settings.get("motion") in STANDING else 0.0
     traj, ps = plan_trajectory(plan, model), plan.params or next(iter(model.params))
-    with _fine_grid_progress(path, traj.duration):  # a figure never hides a failing plan
-        problems = plan_verdict(path, plan, model, traj, ps, None, optional=True).problems
+    problems = as_it_is_verdict(path, plan, model, traj, ps).problems  # a figure never hides a failing plan
     acc = float(plan.settings.get("acceleration_default", DEFAULT_ACCELERATION))
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
         fig = trajectory_figure(
@@ -1122,37 +1185,29 @@ def cmd_show_trajectory(path: str, out: str) -> int:
         )
     save_figure(fig, out, tight=True)
     console.print(f"wrote {out}")
-    if problems:
-        err_console.print(f"[yellow]warning:[/yellow] `plan check {escape(path)}` fails it ({len(problems)} "
-                          f"problem(s): {escape('; '.join(problems[:3]))}{'; …' if len(problems) > 3 else ''}"
-                          "): drawn as it is", highlight=False)  # fmt: skip
+    warn_fails_check(path, problems, "drawn as it is")
     _note_placeholders(model)
     return 0
 
 
-def _load_trajectory_plan(path: str, command: str) -> TrajectoryPlan:
-    """The trajectory plan at `path`; any other file refused as `plan check` refuses it, naming what it reads."""
-    from formats.json_format import json_format
-    from formats.trajectory_plan import FORMAT, is_trajectory_plan, load_trajectory_plan
-
-    if not is_trajectory_plan(path):
-        fmt = json_format(path)
-        if fmt is not None or _is_json(path):  # unreadable files and non-JSON get the reader's own message
-            raise DataError(f"{path}: not a trajectory plan (format {fmt!r}): `poise plan {command}` reads trajectory "
-                            f"plans ({FORMAT!r}, `plan trajectory`)")  # fmt: skip
-    return load_trajectory_plan(path)
+def as_it_is_verdict(
+    path: str, plan: TrajectoryPlan, model: RobotModel, traj, ps, dt: float = 0.001, run: bool = True
+) -> PlanVerdict:
+    """`plan check`'s verdict (`plan_verdict`, its progress on a terminal) for a command that uses a plan as it is
+    and warns when it fails (`plan show` draws it; `simulate trajectory` records it, checked at its own samples
+    (`dt`) without the run's pre-flight, `run` False): the plan's own settings, its run unchecked for a robot
+    without a run configuration."""
+    with _fine_grid_progress(path, traj.duration):
+        return plan_verdict(path, plan, model, traj, ps, None, optional=True, dt=dt, run=run)
 
 
-def _is_json(path: str) -> bool:
-    """The file reads as JSON."""
-    import json
-    from pathlib import Path
-
-    try:
-        json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False
-    return True
+def warn_fails_check(path: str, problems: list[str], done: str) -> None:
+    """The one-line warning that `plan check PATH` fails a plan a command used anyway (`done`: "drawn as it is"),
+    naming its first three problems; nothing when there are none."""
+    if problems:
+        err_console.print(f"[yellow]warning:[/yellow] `plan check {escape(path)}` fails it ({len(problems)} "
+                          f"problem(s): {escape('; '.join(problems[:3]))}{'; …' if len(problems) > 3 else ''}"
+                          f"): {escape(done)}", highlight=False)  # fmt: skip
 
 
 @contextmanager
@@ -1192,7 +1247,7 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     a plan `plan check` fails is forecast with a warning naming its failures."""
     from poise.workflows.plan_forecast import forecast_plans, plan_problems
 
-    plans = [_load_trajectory_plan(p, "forecast") for p in args.plan]
+    plans = [load_trajectory_plan(p, "plan forecast") for p in args.plan]
     with _working(f"forecasting {' + '.join(args.plan)}"):
         pf = forecast_plans(
             plans,
@@ -1211,7 +1266,6 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     practical_s = pf.practical_s
     out = fc.to_dict(args.well, practical_s)
     out.pop("against")  # the same as `params`, put first
-    out["parameters"] = [_with_value(p) for p in out["parameters"]]
     units = _row_units(model, fc.rows, standing)
     out = {"robot": model.name, "plans": list(args.plan), "rate_hz": rate, "params": fc.params_name or params.name,
            "noise_units": units} | out | {"plan_problems": problems}  # fmt: skip
@@ -1261,14 +1315,6 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
         highlight=False,
     )
     return 0
-
-
-def _with_value(p: dict) -> dict:
-    """A forecast parameter's JSON with `value` (what its relative SE is against: the given set's guess or the
-    identify dynamic result's estimate) after its unit; `guess` stays beside it, the same number, for readers of
-    the former name (deprecated)."""
-    head = {k: p[k] for k in ("symbol", "formula", "unit") if k in p}
-    return head | {"value": p["guess"]} | {k: v for k, v in p.items() if k not in head}
 
 
 def _tare_sentence(sd_kg: float, given: float | None) -> str:
@@ -1345,7 +1391,7 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
     from poise.workflows.plan_forecast import check_band_rate, check_memory
     from trajectories.plan import check_plan, plan_model, plan_recording, plan_trajectory
 
-    plan = _load_trajectory_plan(args.plan, "sample")
+    plan = load_trajectory_plan(args.plan, "plan sample")
     model = plan_model(plan)
     traj = plan_trajectory(plan, model)
     how = plan_recording(plan, traj)

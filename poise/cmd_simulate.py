@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 import numpy as np
 
+from formats.errors import DataError
 from formats.static_recording import write_recording
 from poise import argtypes as at
 from poise.output import console, err_console, print_json
@@ -76,9 +78,50 @@ def cmd_static(args: argparse.Namespace) -> int:
     return 0
 
 
-def trajectory_summary(args: argparse.Namespace, rec, truth_name: str, duration_s: float) -> dict:
+# A plan `simulate trajectory` refuses rather than records: no robot makes the motion (angles in degrees read as
+# radians, a plan of another robot). Beyond its joint range by more than a turn, or this many times its efforts.
+IMPOSSIBLE_RANGE_RAD = 2 * math.pi
+IMPOSSIBLE_EFFORT_RATIO = 10.0
+
+
+def checked_plan_problems(path: str, plan, model, traj, ps, rate_hz: float) -> list[str]:
+    """`simulate trajectory`'s check of the plan it records, as `plan show` checks the one it draws
+    (`as_it_is_verdict`: `plan check`'s checks at the recording's samples, 1 ms at most; a run's weight shifts are
+    not the recording's): a motion no robot can make refused (DataError: `impossible_motion`); else the problems
+    `plan check` finds (recorded as it is, with a warning)."""
+    from poise.cmd_plan_trajectory import as_it_is_verdict
+
+    # a 60 s iCub plan's self-clearance on a 1 ms grid takes 13 s, its simulation 1 s
+    verdict = as_it_is_verdict(path, plan, model, traj, ps, dt=max(0.001, 1.0 / rate_hz), run=False)
+    refused = impossible_motion(verdict.check)
+    if refused:
+        raise DataError(f"{path}: {refused}: no robot makes this motion, nothing simulated (angles in degrees? a "
+                        f"plan holds radians; `plan check {path}` lists every problem)")  # fmt: skip
+    return verdict.problems
+
+
+def impossible_motion(check) -> str | None:
+    """The problem of a plan's check (`trajectories.verify.TrajectoryCheck`) that no robot could run: a joint
+    beyond its range by more than IMPOSSIBLE_RANGE_RAD, or efforts beyond IMPOSSIBLE_EFFORT_RATIO × their limits
+    (that problem's line, and why it is beyond any robot); None for a motion a robot could make, within its
+    limits or not."""
+    beyond = -check.min_position_margin_rad
+    if math.isfinite(beyond) and beyond > IMPOSSIBLE_RANGE_RAD:
+        what, why = "position range", f"more than a turn ({IMPOSSIBLE_RANGE_RAD:.4g} rad) beyond"
+    elif check.torque_ratio is not None and check.torque_ratio > IMPOSSIBLE_EFFORT_RATIO:
+        what, why = "effort limit", f"more than {IMPOSSIBLE_EFFORT_RATIO:g}× the limit"
+    else:
+        return None
+    line = next((p for p in check.problems if what in p), None)
+    return f"{line or what} — {why}"
+
+
+def trajectory_summary(
+    args: argparse.Namespace, rec, truth_name: str, duration_s: float, plan_problems: list[str]
+) -> dict:
     """What `simulate trajectory` wrote, for --json: the files, the samples, the motion and the noise it added (SI
-    units; None where the recording has no such quantity)."""
+    units; None where the recording has no such quantity), `ok` (written) and the problems `plan check` finds in
+    the plan it recorded as it is (`plan_problems`, as `plan forecast` lists them)."""
     standing = rec.wrench is not None and rec.tau is None
     arm = {"viscous_nm_s_rad": args.viscous, "coulomb_nm": args.coulomb, "effort_noise_nm": args.effort_noise,
            "armature_kg_m2": args.armature}  # fmt: skip
@@ -97,6 +140,8 @@ def trajectory_summary(args: argparse.Namespace, rec, truth_name: str, duration_
         "force_noise_n": args.force_noise if standing else None,
         "moment_noise_nm": args.moment_noise if standing else None,
         **({k: None for k in arm} if standing else arm),
+        "plan_problems": plan_problems,
+        "ok": True,
     }
 
 
