@@ -31,6 +31,21 @@ def model():
     return build_tulip()
 
 
+@pytest.fixture(scope="session")
+def ur5_identification_design():
+    """tests/test_dynamic_identify.py's `setup` (the UR5 model, a 20 s excitation design, a perturbed truth),
+    which five more modules import: designed once per test process instead of once per module."""
+    from robots.params_io import perturbed
+    from robots.registry import get_model
+    from trajectories.excitation import ExcitationSettings, optimise
+
+    model = get_model(str(UR5))
+    s = ExcitationSettings(period=5.0, duration=20.0, harmonics=3, samples=24, max_iter=40, sharpness=(8.0,))
+    res = optimise(model, s, seed=2)
+    truth = perturbed(model.parameter_set("urdf"), np.random.default_rng(7), 0.1, 0.01, inertia_rel=0.2)
+    return model, res, truth
+
+
 def poise_in_fresh_process(*argv: str) -> None:
     """`poise ARGV` in a new interpreter, as a user runs it. Designs made in a pytest-xdist worker that had run
     other files' tests twice landed in another local minimum than in fresh processes (a single-support start:

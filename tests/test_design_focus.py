@@ -25,6 +25,12 @@ def ur5():
     return get_model(str(UR5))
 
 
+@pytest.fixture(scope="module")
+def small_design(ur5):
+    """`optimise(ur5, SMALL, seed=2)`, the design for all: two tests below read the same one."""
+    return optimise(ur5, SMALL, seed=2)
+
+
 def test_focused_log_variances_and_their_gradient():
     rng = np.random.default_rng(3)
     W = rng.normal(size=(50, 6)) * np.array([1.0, 10.0, 0.1, 3.0, 1.0, 0.5])
@@ -63,7 +69,7 @@ def test_bad_focus_is_refused(change, message):
         s.validate()
 
 
-def test_focused_design_lowers_the_focused_variance(ur5):
+def test_focused_design_lowers_the_focused_variance(ur5, small_design):
     """From the same start, focusing on one base parameter lowers its variance and raises the others'; the focused
     stage starts from the design for all. Measured (UR5, 5 s, 3 harmonics, 40 iterations, seed 2): ϑ1 ×0.48,
     ϑ6 ×0.41, ϑ8 ×0.58, the others ×1.6–3.3 (median)."""
@@ -73,7 +79,7 @@ def test_focused_design_lowers_the_focused_variance(ur5):
         W = stacked_base_regressor(ur5, res.trajectory, res.base, False, t)
         return np.diag(np.linalg.inv(W.T @ W))
 
-    plain = variances(optimise(ur5, SMALL, seed=2))
+    plain = variances(small_design)  # optimise(ur5, SMALL, seed=2)
     k = 5
     res = optimise(ur5, replace(SMALL, focus=(k,)), seed=2)
     assert res.verification["ok"], res.verification["problems"]
@@ -129,7 +135,7 @@ def test_a_standing_designs_focus_is_the_forecasts_parameter(tulip):
     assert np.median(np.delete(ratio, k)) > 1.0
 
 
-def test_a_focused_next_design_completes_the_runs_made(ur5, monkeypatch):
+def test_a_focused_next_design_completes_the_runs_made(ur5, small_design, monkeypatch):
     """Given runs already made (`prior`), a focused design warms up on the design for all without them and
     completes them only in its focused stage (`trajectories.excitation.stage_prior`): warmed up with a strong
     prior, focused TUlip designs stalled where they began. Here the prior is six runs of a design for all and the
@@ -139,7 +145,7 @@ def test_a_focused_next_design_completes_the_runs_made(ur5, monkeypatch):
     import trajectories.excitation as ex
 
     t = np.arange(SMALL.samples) * SMALL.period / SMALL.samples
-    first = optimise(ur5, SMALL, seed=2)
+    first = small_design  # optimise(ur5, SMALL, seed=2)
     W1 = stacked_base_regressor(ur5, first.trajectory, first.base, False, t)
     prior = ex.Prior(np.vstack([W1] * 6))
     guess = first_guess(ur5)

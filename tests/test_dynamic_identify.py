@@ -28,9 +28,6 @@ from identify.dynamic import (
 from identify.forecast import forecast_dynamic
 from poise.cli import main
 from robots import dynamics as dyn
-from robots.params_io import perturbed
-from robots.registry import get_model
-from trajectories.excitation import ExcitationSettings, optimise
 from trajectories.fourier import FourierTrajectory
 from trajectories.verify import sample_grid
 
@@ -38,12 +35,12 @@ IMPERFECT = ArmImperfections(viscous=0.3, coulomb=0.8, effort_noise=0.2, ticks_p
 
 
 @pytest.fixture(scope="module")
-def setup():
-    model = get_model(str(UR5))
-    s = ExcitationSettings(period=5.0, duration=20.0, harmonics=3, samples=24, max_iter=40, sharpness=(8.0,))
-    res = optimise(model, s, seed=2)
+def setup(ur5_identification_design):
+    """(model, design, truth): the UR5, `optimise` of a 20 s excitation (5 s period, 3 harmonics, 40 iterations,
+    seed 2) and the URDF's parameters perturbed (seed 7) — conftest's session fixture, designed once per process
+    for this module and the five that import this fixture."""
+    model, res, truth = ur5_identification_design
     assert res.verification["ok"]
-    truth = perturbed(model.parameter_set("urdf"), np.random.default_rng(7), 0.1, 0.01, inertia_rel=0.2)
     return model, res, truth
 
 

@@ -117,6 +117,29 @@ def test_reach_well_is_a_percentage(well, capsys):
 
 
 @pytest.fixture(scope="module")
+def designs_once():
+    """`plan reach`'s designs (`reach_workflow._design`) made once for the module: the tests below run `plan reach`
+    with the same designs (settings, seed) several times, and each gets its own copy of them (one test marks its
+    copy failed)."""
+    import copy
+
+    real, made = reach_workflow._design, {}
+
+    def once(robot, jobs, seed, workers, on_design):
+        key = (robot, repr(jobs), seed)
+        if key not in made:
+            made[key] = real(robot, jobs, seed, workers, None)
+        for label in jobs:
+            if on_design:
+                on_design(label)
+        return copy.deepcopy(made[key])
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reach_workflow, "_design", once)
+        yield
+
+
+@pytest.fixture(scope="module")
 def reached(tmp_path_factory):
     """`plan reach --only ϑ1 --out DIR --json` on the UR5, small designs: (JSON, folder)."""
     d = tmp_path_factory.mktemp("reach") / "plans"
@@ -125,7 +148,7 @@ def reached(tmp_path_factory):
     return args, d
 
 
-def test_reach_json_says_how_it_designed_and_its_plans_are_written(reached, capsys):
+def test_reach_json_says_how_it_designed_and_its_plans_are_written(designs_once, reached, capsys):
     args, d = reached
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
@@ -144,9 +167,9 @@ def test_reach_json_says_how_it_designed_and_its_plans_are_written(reached, caps
     assert "exist" in capsys.readouterr().err
 
 
-def test_reach_does_not_count_a_design_that_fails_verification(monkeypatch, capsys):
+def test_reach_does_not_count_a_design_that_fails_verification(designs_once, monkeypatch, capsys):
     """The design for all failing verification: flagged, its forecast not counted as determining anything."""
-    real = reach_workflow._design
+    real = reach_workflow._design  # `designs_once`'s: each command here asks for the designs `reached`'s made
 
     def failing_all(robot, jobs, seed, workers, on_design):
         out = real(robot, jobs, seed, workers, on_design)

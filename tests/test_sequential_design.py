@@ -42,6 +42,25 @@ def plans(tulip, tmp_path_factory):
     return first, second, prior, d
 
 
+@pytest.fixture
+def checked_once(monkeypatch):
+    """`plan forecast`'s `plan check` of each plan (its warnings; `plan_problems`, a 1 ms grid) made once per plan
+    file in a test that forecasts the same plan file in several commands: the same plan, the same problems."""
+    import poise.workflows.plan_forecast as pf
+
+    real, seen = pf.plan_problems, {}
+
+    def once(plans, names):
+        out = []
+        for p, name in zip(plans, names, strict=True):
+            if name not in seen:
+                seen[name] = real([p], [name])
+            out += seen[name]
+        return out
+
+    monkeypatch.setattr(pf, "plan_problems", once)
+
+
 def _rows(tulip, traj) -> np.ndarray:
     t = np.arange(SETTINGS.samples) * SETTINGS.period / SETTINGS.samples  # the design's grid
     return stacked_base_regressor(tulip, traj, "right", True, t)
@@ -74,7 +93,7 @@ def test_next_design_completes_the_first_better_than_repeating_it(tulip, plans):
     assert pair < repeat - 1.0, (pair, repeat)
 
 
-def test_forecast_of_two_plans_is_their_joint_fit(plans, capsys):
+def test_forecast_of_two_plans_is_their_joint_fit(plans, capsys, checked_once):
     """`plan forecast P1 P2` forecasts the runs fitted together: one plan twice halves every variance exactly
     (independent noise, same rows), and the designed pair determines the parameters better than the repeat."""
     _, _, _, d = plans
@@ -202,7 +221,9 @@ def test_single_support_next_design_criterion_is_that_of_the_stacked_rows(tulip,
 
 
 @pytest.mark.slow
-def test_single_support_next_design_completes_the_first_better_than_repeating_it(tulip, ss_plans, capsys):
+def test_single_support_next_design_completes_the_first_better_than_repeating_it(
+    tulip, ss_plans, capsys, checked_once
+):
     """Measured both ways: the design's criterion of the pair against the first twice, and `plan forecast`'s
     standard errors of the runs fitted together (Σ log SE)."""
     first, _, prior, d = ss_plans
