@@ -11,12 +11,14 @@ from formats.plan import Plan, check_compatible, plan_required_margin
 from robots.kinematics import link_frames
 from robots.tree import RobotModel
 
+MM = 1000.0  # the figure draws millimetres, as the dynamic plots do
+
 
 def _draw_poly(ax, poly, **kw):
     if poly.is_empty:
         return
     x, y = poly.exterior.xy
-    ax.plot(x, y, **kw)
+    ax.plot(np.asarray(x) * MM, np.asarray(y) * MM, **kw)
 
 
 def plot_plan(model: RobotModel, plan: Plan, out: str) -> None:
@@ -45,31 +47,40 @@ def plan_figure(model: RobotModel, plan: Plan):
     for row, pl in enumerate(plan.placements):
         ax_top, ax_side, ax_front = axes[row]
         poly = support_polygon(model, pl.other_foot, plan.base)
-        _draw_poly(ax_top, Polygon(rb), color="k")
-        _draw_poly(ax_top, Polygon(placed_corners(ro, pl.other_foot)), color="k")
-        _draw_poly(ax_top, poly, color="tab:blue", lw=1)
+        # feet grey, the support polygon and its margin black: colours no posture uses
+        _draw_poly(ax_top, Polygon(rb), color="0.6", lw=2, label="feet")
+        _draw_poly(ax_top, Polygon(placed_corners(ro, pl.other_foot)), color="0.6", lw=2)
+        _draw_poly(ax_top, poly, color="k", lw=1, label="support polygon")
         if margin > 0:
-            _draw_poly(ax_top, poly.buffer(-margin), color="tab:blue", ls="--", lw=1)
+            _draw_poly(ax_top, poly.buffer(-margin), color="k", ls="--", lw=1,
+                       label=f"required margin ({margin * MM:g} mm)")  # fmt: skip
         posts = [p for p in plan.postures if p.placement == pl.index]
         colors = _colors(len(posts))
         cops = []
         for p, color in zip(posts, colors, strict=True):
             cop = posture_balance(model, plan, p.q)[0]  # recomputed: the file's predicted_cop is unchecked
-            ax_top.plot(*cop, "o", ms=4, color=color)
+            cop = np.asarray(cop) * MM
+            ax_top.plot(*cop, "o", ms=COP_MS, color=color)
             cops.append((tuple(cop), str(p.index), color))
             fr = link_frames(model, p.q, plan.params, plan.base)
             for k, chain in enumerate(_skeleton(model, fr.p, p.q, plan)):
                 name = f"posture {p.index}" if k == 0 else None
+                chain = chain * MM
                 ax_side.plot(chain[:, 0], chain[:, 2], lw=1, color=color, label=name)
                 ax_front.plot(chain[:, 1], chain[:, 2], lw=1, color=color)
         labels.append((ax_top, cops))
         ax_top.set_aspect("equal")
-        ax_top.set_title(f"placement {pl.index}: top view (m), CoP of each posture", fontsize=9)
-        ax_side.set_title("side (x–z, m)", fontsize=9)
-        ax_front.set_title("front (y–z, m)", fontsize=9)
-        for ax in (ax_side, ax_front):
+        ax_top.set_title(f"placement {pl.index}: top view, CoP of each posture", fontsize=9)
+        ax_top.set_xlabel("x [mm]", fontsize=8)
+        ax_top.set_ylabel("y [mm]", fontsize=8)
+        ax_top.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+        ax_side.set_title("side view", fontsize=9)
+        ax_front.set_title("front view", fontsize=9)
+        for ax, h in ((ax_side, "x [mm]"), (ax_front, "y [mm]")):
             ax.set_aspect("equal")
             ax.axhline(0, color="k", lw=0.5)
+            ax.set_xlabel(h, fontsize=8)
+            ax.set_ylabel("z [mm]", fontsize=8)
         if posts:
             ax_front.legend(*ax_side.get_legend_handles_labels(), fontsize=7, loc="center left",
                             bbox_to_anchor=(1.02, 0.5), frameon=False, title="stick figures", title_fontsize=7)  # fmt: skip
@@ -91,19 +102,22 @@ def _colors(n: int) -> list:
 
 
 LABEL_PT = 7  # font size of the CoP labels (points)
+COP_MS = 4  # size of the CoP dots (points)
 
 
 def _label_apart(ax, cops: list[tuple[tuple[float, float], str, object]]) -> None:
     """Label each CoP with its posture index next to it, at the nearest of rings of offsets whose box overlaps no
-    label placed before it (in display space, so the check holds in the written figure); rings widen until one
-    fits, so many equal CoPs fan out around it (in the stick figure's colour)."""
+    label placed before it and no CoP's dot (in display space, so the check holds in the written figure); rings
+    widen until one fits, so many equal CoPs fan out around it (in the stick figure's colour)."""
     fig = ax.figure
     px = fig.dpi / 72
     pts = ax.transData.transform([c for c, _, _ in cops]) if cops else []
+    r = (COP_MS / 2 + 1) * px  # a dot's half-size and a point of clearance
+    dots = [(x - r, y - r, x + r, y + r) for x, y in pts]
     boxes: list[tuple[float, float, float, float]] = []
     for (xy, text, color), (x, y) in zip(cops, pts, strict=True):
         w, h = (0.62 * LABEL_PT * len(text) + 2) * px, (LABEL_PT + 2) * px
-        box = _free_box(x, y, w, h, px, boxes)
+        box = _free_box(x, y, w, h, px, boxes + dots)
         boxes.append(box)
         off = (((box[0] + box[2]) / 2 - x) / px, ((box[1] + box[3]) / 2 - y) / px)
         ax.annotate(text, xy, xytext=off, textcoords="offset points", fontsize=LABEL_PT, color=color,

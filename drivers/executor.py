@@ -296,6 +296,7 @@ class Executor:
         self._outside_since: float | None = None
         self._light_since: float | None = None
         self._worst: dict[str, float] = {}  # largest tracking error (deg) per phase of the current posture
+        self._lifted = False  # whether the current posture's move is in the air (a new placement)
         self._min_margin = math.inf  # smallest measured CoP margin (m), averaged part of the posture's holds
         self.gravity_compensation = bool(self.ex.gravity_compensation)
         self._p_gains: np.ndarray | None = None  # the servos' Position P Gains as read back in run()
@@ -557,6 +558,8 @@ class Executor:
         return {
             "posture": int(p.index),
             "move_tracking_max_deg": self._worst.get("move", 0.0),
+            # a move in the air to a new placement (the robot lifted): its servos lag the fast, unloaded swing
+            "move_lifted": bool(self._lifted),
             "hold_tracking_max_deg": self._worst.get("hold", 0.0),
             "settle_s": float(settle_s),
             "slip_mm": float(1000 * np.hypot(*(actual[:2] - planned[:2]))),
@@ -676,7 +679,7 @@ class Executor:
                 else:  # on the ground: the checked setpoints, adapted to where the other sole really is
                     mv = self._ground_move(prev, p, q)
                     planned_p, p = p, replace(p, q=mv.setpoints[-1])  # settle and hold the adapted posture
-                self._worst, self._min_margin = {}, math.inf
+                self._worst, self._min_margin, self._lifted = {}, math.inf, new_placement
                 self._progress(Progress(n, total, p.index, p.placement, "move", 0, mv.duration_s),
                                "move" if new_placement else "transition")  # fmt: skip
                 q = self._move(mv.setpoints, p.index, on_ground=not new_placement)

@@ -569,7 +569,6 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         groups = [plans[g[0]] or args.recording[g[0]] for g in rep.groups]  # no run.json: its own group
         scatter = recording_scatter(est, recs, planned, groups)
         out["scatter"] = scatter.to_dict(fit.symbols)
-    pred = meas = None
     if vrec is not None:
         with named_errors(f"--validate {args.validate}"):
             pred, meas = est.predict(vrec)
@@ -590,15 +589,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
                 {"late_ticks": {k: v for k, v in vlate[0].items() if k != "recording"}} if vlate else {}
             )
     if args.plot:
-        shown = rec if pred is None else vrec
-        if pred is None:
-            pred, meas = est.predict(rec)
-        rows = (
-            [f"{j}\n[N·m]" for j in model.joint_names]
-            if est.quantity == "torque"
-            else ["Fz\n[N]", "Mx\n[N·m]", "My\n[N·m]"]
-        )
-        _plot(rows, est.predicted_times(shown), pred, meas, args.plot)
+        _plot(est, model.name, out, rec if vrec is None else vrec, args)
     if ran is not None and not fit.instruments:  # last: the forecast prepares rows with the estimator
         _warn_if_below_plan(out, est, recs, ran, _fitted_tare_sd(rep.groups, runs, offsets))
     if args.json:
@@ -1559,31 +1550,38 @@ def _z_text(z: float | None) -> str:
     return f"{z:+.1f}" if z is not None else "fixed"
 
 
-def _plot(rows: list[str], t: np.ndarray, pred: np.ndarray, meas: np.ndarray, out: str) -> None:
-    """Predicted and measured (filtered) efforts or board wrench against the recording's time, one panel per row
-    (label with its unit); a gap in the recording stays a gap."""
-    import matplotlib
+def _plot(est, robot: str, out: dict, shown, args) -> None:
+    """`identify.plots.plot_dynamic_fit` of `shown` (the validation recording, else the first fitted): its numbers
+    the reported validation's (`out["validation"]`), else those of the fit's rows of `shown`; its curves sampled
+    finer than the fit's decimation (`drawing_step`), so that they follow the filtered motion."""
+    from copy import copy
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from identify.dynamic import EDGE_PERIODS, GAP_FACTOR, decimation, validation_error
+    from identify.plots import drawing_step, plot_dynamic_fit
 
-    from formats.atomic import save_figure
-    from identify.delay import gaps_after
-    from identify.dynamic import GAP_FACTOR
-
-    n = len(rows)
-    fig, axes = plt.subplots(n, 1, figsize=(10, 1.6 * n + 1), sharex=True)
-    jumps = gaps_after(np.asarray(t, float), GAP_FACTOR) + 1 if len(t) > 2 else []  # a gap stays a gap
-    t, pred, meas = (np.insert(np.asarray(a, float), jumps, np.nan, axis=0) for a in (t, pred, meas))
-    for j, ax in enumerate(np.atleast_1d(axes)):
-        ax.plot(t, meas[:, j], lw=0.9, label="measured (filtered)")
-        ax.plot(t, pred[:, j], lw=0.9, ls="--", label="predicted")
-        ax.set_ylabel(rows[j], fontsize=7)
-        ax.grid(alpha=0.3)
-    np.atleast_1d(axes)[0].legend(fontsize=7, loc="upper right")
-    np.atleast_1d(axes)[-1].set_xlabel("t [s]")
-    fig.tight_layout()
-    save_figure(fig, out)
+    validation = out.get("validation")
+    numbers = validation if validation is not None else validation_error(*est.predict(shown))
+    fine = copy(est)  # the same fit, its predictions at the drawing's step
+    fine.decimate = drawing_step(len(shown.t), est.decimate or decimation(est.cutoff_, shown.rate_hz))
+    pred, meas = fine.predict(shown)
+    plot_dynamic_fit(
+        args.plot,
+        robot=robot,
+        rows=[label.rsplit(" ", 1)[0] for label in out["rows"]],
+        units=out["row_units"],
+        t=fine.predicted_times(shown),
+        predicted=pred,
+        measured=meas,
+        rmse=numbers["rmse_nm"],
+        relative_pct=numbers["relative_pct"],
+        total_pct=numbers["total_relative_pct"],
+        drawn=args.validate if validation is not None else args.recording[0],
+        validation=validation is not None,
+        more_fitted=len(args.recording) - 1,
+        edge_s=EDGE_PERIODS / est.cutoff_,
+        cutoff_hz=est.cutoff_,
+        gap_factor=GAP_FACTOR,
+    )
 
 
 __all__ = ["register_identify", "register_simulate"]

@@ -624,11 +624,17 @@ def cmd_show(args: argparse.Namespace) -> int:
 
         return cmd_show_trajectory(args.plan, args.out)
 
+    from design.verify import check_plan
+    from poise.cmd_plan_trajectory import warn_fails_check
+
     _posture_plan_format(args.plan, "plan show")
     plan = load_plan(args.plan)
     model = plan_model(plan)
+    # as `plan check` finds them: a figure never hides a failing plan
+    problems = check_plan(model, plan).problems()
     plot_plan(model, plan, args.out)
     console.print(f"wrote {args.out}")
+    warn_fails_check(args.plan, problems, "drawn as it is")
     return 0
 
 

@@ -1177,12 +1177,14 @@ def cmd_show_trajectory(path: str, out: str) -> int:
     model = plan_model(plan)
     margin = float(plan.settings.get("zmp_margin", 0.0)) if plan.settings.get("motion") in STANDING else 0.0
     traj, ps = plan_trajectory(plan, model), plan.params or next(iter(model.params))
-    problems = as_it_is_verdict(path, plan, model, traj, ps).problems  # a figure never hides a failing plan
+    verdict = as_it_is_verdict(path, plan, model, traj, ps)
+    problems = verdict.problems  # a figure never hides a failing plan
     acc = float(plan.settings.get("acceleration_default", DEFAULT_ACCELERATION))
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
         fig = trajectory_figure(
-            model, traj, plan.base, ps, margin, acc, float(plan.settings.get("load_share", 0.0))
-        )
+            model, traj, plan.base, ps, margin, acc, float(plan.settings.get("load_share", 0.0)), name=path,
+            design=plan.design, caps=plan.settings, zmp_min=verdict.check.min_zmp_margin_m,
+        )  # fmt: skip
     save_figure(fig, out, tight=True)
     console.print(f"wrote {out}")
     warn_fails_check(path, problems, "drawn as it is")
@@ -1234,6 +1236,11 @@ def _row_units(model: RobotModel, rows: list[str], standing: bool) -> dict[str, 
     return {r: "N" if kinds.get(r) == "prismatic" else "N·m" for r in rows}
 
 
+def _channel_name(row: str) -> str:
+    """A forecast row's name as the identify figures write it: a board's channel Fz / Mx / My, a joint's as is."""
+    return row[:1].upper() + row[1:] if row.lower() in ("fx", "fy", "fz", "mx", "my", "mz") else row
+
+
 def _noise_with_units(noise, units: dict[str, str]) -> str:
     """σ per row with its unit ("0.49 N (Fz) / 1.42 N·m (Mx) / …"); one σ for all rows: "0.2 N·m"."""
     rows = list(units)
@@ -1270,12 +1277,17 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     out = {"robot": model.name, "plans": list(args.plan), "rate_hz": rate, "params": fc.params_name or params.name,
            "noise_units": units} | out | {"plan_problems": problems}  # fmt: skip
     if args.plot:
+        import os
+
         from identify.plots import plot_forecast
 
         nb = fc.inertial
+        channels = {r: _channel_name(r) for r in units}  # Fz / Mx / My, as the identify figures write them
+        noise = _noise_with_units(fc.noise, {channels[r]: u for r, u in units.items()})
+        title = (f"{model.name}: {' + '.join(os.path.basename(p) for p in args.plan)}, "
+                 f"noise per sample {noise}")  # fmt: skip
         plot_forecast(fc.symbols[:nb], fc.rel_se_pct[:nb], fc.needed_s(args.well)[:nb], fc.duration_s, args.well,
-                      practical_s, args.plot, f"{' + '.join(args.plan)}: noise per sample "
-                      f"{_noise_with_units(fc.noise, units)}")  # fmt: skip
+                      practical_s, args.plot, title)  # fmt: skip
     _warn_plan_problems(problems)
     if args.json:
         print_json(out)

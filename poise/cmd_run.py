@@ -648,7 +648,8 @@ def execution_table(completed) -> Table:
         if not x:
             continue
         m = x["min_margin_mm"]
-        t.add_row(str(r.posture), f"{x['move_tracking_max_deg']:.2f}", f"{x['hold_tracking_max_deg']:.2f}",
+        move = f"{x['move_tracking_max_deg']:.2f}" + (" (lifted)" if x.get("move_lifted") else "")
+        t.add_row(str(r.posture), move, f"{x['hold_tracking_max_deg']:.2f}",
                   f"{x['settle_s']:.2f}", f"{x['slip_mm']:.2f}", f"{x['slip_deg']:.2f}",
                   "—" if m is None else f"{m:.1f}", " / ".join(f"{k:.1f}" for k in x.get("board_kg", [])),
                   *((_kinds(x.get("twin_events")),) if twin else ()))  # fmt: skip

@@ -207,7 +207,8 @@ def run_trajectory(
     start = start or "weight-shift"
     if problems:
         raise DataError(_refusal(problems, plan_path, config))
-    motion = "single-support" if sp.single is not None else "double-support" if sp.standing else "fixed-base"
+    # run.json's `motion`: the plan's and the recording's names (`formats.dynamic_recording.MOTIONS`)
+    motion = "single-support" if sp.single is not None else "double-support" if sp.standing else "free"
     if not sp.standing:
         if boards is not None:
             raise DataError(

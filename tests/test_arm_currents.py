@@ -149,7 +149,7 @@ def runs(tmp_path_factory):
 def test_an_arm_run_records_currents_and_their_torque_constants(runs):
     _, _, (run, _, _) = runs
     meta = json.loads((run / "run.json").read_text())
-    assert meta["status"] == "completed" and meta["motion"] == "fixed-base" and meta["boards"] is None
+    assert meta["status"] == "completed" and meta["motion"] == "free" and meta["boards"] is None
     rec = read_dynamic_recording(run / "recording.csv")
     assert rec.joint_names == JOINTS and rec.tau is None and rec.wrench is None
     assert len(rec.t) == meta["ticks_streamed"] and np.allclose(np.diff(rec.t), 0.01)

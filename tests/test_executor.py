@@ -138,6 +138,11 @@ def test_waypoint_transitions_are_stretched_to_the_velocity_limit(model, cfg, tm
     assert np.abs(np.diff(q_cmd, axis=0)).max() / dt <= cfg.executor.velocity_limit * (1 + 1e-4)
     for w in wps[1:]:  # every later waypoint is commanded exactly (to the file's 6 decimals)
         assert np.abs(q_cmd - w).max(axis=1).min() < 2e-6
+    # the ground move into posture 1 is told apart from the lifted moves to a new placement (run.json's report)
+    import json
+
+    report = json.loads((tmp_path / "run" / "run.json").read_text())["report"]
+    assert [r["move_lifted"] for r in report] == [True, False, True]
 
 
 def test_balance_check_uses_required_margin(model, plan, cfg):
@@ -194,6 +199,9 @@ def test_run_records_every_posture_accurately(model, plan, cfg, tmp_path):
 
     report = json.loads((run_dir / "run.json").read_text())["report"]
     assert [r["posture"] for r in report] == [p.index for p in plan.postures]
+    # a move to a new placement is made lifted (its tracking told apart in the run's and the demo's tables)
+    pl = [p.placement for p in plan.postures]
+    assert [r["move_lifted"] for r in report] == [i == 0 or pl[i] != pl[i - 1] for i in range(len(pl))]
     for r, res, p in zip(report, result.completed, plan.postures, strict=True):
         assert r == res.report
         assert 0 <= r["hold_tracking_max_deg"] < 1.0 and r["settle_s"] >= 0
@@ -575,6 +583,7 @@ def test_unfollowable_ground_path_is_done_lifted(model, cfg, tmp_path, monkeypat
                                 progress=lambda pr: phases.append((pr.posture, pr.phase)))  # fmt: skip
     assert [r.posture for r in result.completed] == [0, 1, 2]
     assert (1, "lift") in phases and (1, "place") in phases  # set down again on the same placement
+    assert [r.report["move_lifted"] for r in result.completed] == [True, True, True]  # posture 1 relifted
 
 
 def test_planned_lifted_transition_is_done_lifted_without_warning(model, cfg):

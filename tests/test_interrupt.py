@@ -18,6 +18,15 @@ from robots.interrupt import interruptible
 from robots.parallel import in_processes
 
 
+@pytest.fixture(autouse=True)
+def _python_ctrl_c_handler():
+    """Each test starts from Python's own Ctrl-C handler. In one `make test` of four (2026-12-02) an earlier module
+    in the same worker had left SIGINT ignored (every test here failed, the CLI subprocesses inherited it and
+    ignored Ctrl-C); the module was not found again in a run that checked the handler after every test."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+
+
 class _Slow(ca.Callback):
     """Σx², interrupting its own process at the `at`-th evaluation (as Ctrl-C would, mid-solve)."""
 

@@ -70,10 +70,20 @@ def _curves(ax, n: int) -> tuple[np.ndarray, np.ndarray]:
     return t, np.stack([np.asarray(line.get_ydata(), dtype=float) for line in lines], axis=1)
 
 
+def _joint_legend(fig, ax, n: int) -> list[str]:
+    """The legend's first n entries (one per joint; after them the limit and design-cap lines), from the panel's
+    legend or, on an arm's figure, the legend under the panels."""
+    legend = ax.get_legend() or fig.legends[0]
+    return [text.get_text() for text in legend.get_texts()][:n]
+
+
 def _limit_lines(ax, n: int) -> list[float]:
-    """The horizontal lines after the joints' curves: their heights (each spans the whole axes)."""
+    """The hardware limits' horizontal lines after the joints' curves: their heights (each spans the whole axes;
+    the design's own caps, lighter lines labelled "design cap …", left out)."""
     out = []
     for line in ax.get_lines()[n:]:
+        if line.get_label().startswith("design cap"):
+            continue
         y = np.asarray(line.get_ydata(), dtype=float)
         assert np.allclose(line.get_xdata(), [0, 1]) and y[0] == y[1]
         out.append(float(y[0]))
@@ -115,7 +125,7 @@ def test_arm_plan_figure_draws_the_plans_positions_velocities_and_torques(
     model = get_model(str(UR5))
     doc = json.loads(arm_plan.read_text())
     fig = _show(arm_plan, tmp_path / "arm.png", monkeypatch, capsys)
-    assert fig._suptitle.get_text() == "ur5: excitation trajectory (10 s)"
+    assert fig._suptitle.get_text().startswith(f"{arm_plan.name}: ur5, excitation trajectory (10 s)")
     pos, vel, acc, torque = fig.axes
     n = model.nq
     t, yq = _curves(pos, n)
@@ -135,7 +145,7 @@ def test_arm_plan_figure_draws_the_plans_positions_velocities_and_torques(
     # the ±1 lines are the limits: mid-range ± half-range
     assert np.allclose(mid - half, model.lower) and np.allclose(mid + half, model.upper)
     assert np.abs(yq).max() < 1 and np.abs(_curves(vel, n)[1]).max() < 1  # the motion stays inside them
-    legend = [text.get_text() for text in pos.get_legend().get_texts()]
+    legend = _joint_legend(fig, pos, n)
     assert [entry.split(":")[0] for entry in legend] == list(model.joint_names)
     assert legend[2] == (
         f"elbow_joint: {model.lower[2]:.3g}…{model.upper[2]:.3g} rad, {model.velocity_limit[2]:.3g} rad/s, "
@@ -159,7 +169,7 @@ def test_double_support_plan_figure_draws_joints_zmp_and_support_polygon(tmp_pat
     chain = doc["trajectory"]["chain"]
     fig = _show(STANDING, tmp_path / "standing.png", monkeypatch, capsys)
     pos, vel, torque, ground, share = fig.axes
-    assert ground.get_title() == "tulip: double-support excitation (10 s)"
+    assert fig._suptitle.get_text().startswith(f"{STANDING.name}: tulip, double-support excitation (10 s)")
     n = model.nq
     mid = (model.lower + model.upper) / 2
     half = (model.upper - model.lower) / 2
@@ -178,7 +188,7 @@ def test_double_support_plan_figure_draws_joints_zmp_and_support_polygon(tmp_pat
     for ax in (pos, vel):
         assert _limit_lines(ax, n) == [-1.0, 1.0]
     assert np.abs(yq).max() < 1 and np.abs(_curves(vel, n)[1]).max() < 1
-    assert [text.get_text().split(":")[0] for text in pos.get_legend().get_texts()] == list(model.joint_names)
+    assert [entry.split(":")[0] for entry in _joint_legend(fig, pos, n)] == list(model.joint_names)
     # twelve joints, no two curves alike (the colour cycle has ten)
     assert len({(line.get_color(), line.get_linestyle()) for line in pos.get_lines()[:n]}) == n == 12
 
@@ -261,7 +271,7 @@ def test_standing_figures_draw_torques_the_load_share_and_the_lifted_sole(tmp_pa
     sdoc = json.loads(single.read_text())
     fig = _show(single, tmp_path / "single.png", monkeypatch, capsys)
     pos, vel, torque, ground, lifted = fig.axes
-    assert ground.get_title() == "tulip: single-support excitation (6 s)"
+    assert fig._suptitle.get_text().startswith(f"{single.name}: tulip, single-support excitation (6 s)")
     t, yq = _curves(pos, n)
     q = mid + yq * half
     other = next(

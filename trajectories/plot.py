@@ -23,13 +23,20 @@ def trajectory_figure(
     zmp_margin: float = 0.0,
     acceleration_default: float = DEFAULT_ACCELERATION,
     load_share: float = 0.0,
+    name: str = "",
+    design: dict | None = None,
+    caps: dict | None = None,
+    zmp_min: float | None = None,
 ):
     """Stacked panels over time, each joint's curve over its limit (dashed lines at ±1; the legend gives the limits
     in their units); an arm's position, velocity, acceleration (the description's limit, else
     `acceleration_default`) and torque (velocity and torque in their units where a limit is the URDF's placeholder,
     `_limit_panel`). A standing robot's ZMP panel draws the line `zmp_margin` (m) inside the
     support polygon that the ZMP must keep to; on both soles, the other sole's lever-rule share of the load with
-    the bounds `load_share` and 1 − `load_share` each sole must carry."""
+    the bounds `load_share` and 1 − `load_share` each sole must carry. `name` (the plan file), `design` (its
+    design record: κ, status) and `zmp_min` (`plan check`'s least ZMP margin, m) head the figure; `caps` (the
+    plan's settings) adds the design's own caps (velocity and torque fractions, position margin) as lighter
+    dashed lines."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -47,14 +54,17 @@ def trajectory_figure(
     if isinstance(traj, ClosedChainTrajectory):
         from robots.stance import foot_corners
 
-        feet = list(foot_corners(model, traj.chain.nominal, params, traj.chain.base).values())
+        feet = foot_corners(model, traj.chain.nominal, params, traj.chain.base)
         hull = support_halfplanes(model, traj.chain)[2]
-        return _plot_standing(
-            model, traj, traj.chain.base, hull, feet, "double", params, t, q, qd, qdd, zmp_margin, load_share
-        )
+        fig = _plot_standing(model, traj, traj.chain.base, hull, feet, "double", params, t, q, qd, qdd, zmp_margin,
+                             load_share, caps)  # fmt: skip
+        return _headed(fig, model, traj, "double-support excitation", name, design, zmp_min)
     if isinstance(traj, SingleSupportTrajectory):
         poly = sole_polygon(model, traj.base)
-        return _plot_standing(model, traj, traj.base, poly, [], "single", params, t, q, qd, qdd, zmp_margin)
+        fig = _plot_standing(
+            model, traj, traj.base, poly, {}, "single", params, t, q, qd, qdd, zmp_margin, 0.0, caps
+        )
+        return _headed(fig, model, traj, "single-support excitation", name, design, zmp_min)
     tau = dyn.rnea(model, q, qd, qdd, params, base)
     mid, half = _range_scale(model)
     amax = acceleration_limits(model, acceleration_default)
@@ -65,22 +75,28 @@ def trajectory_figure(
         _limit_panel(model, "effort", tau, "torque / effort limit"),
     ]
     fig, axes = plt.subplots(4, 1, figsize=(12, 10), sharex=True)
-    for ax, (label, y, limited) in zip(axes, panels, strict=True):
+    kinds = ("position", "velocity", "acceleration", "effort")
+    for ax, (label, y, limited), kind in zip(axes, panels, kinds, strict=True):
         for j in range(model.nq):
-            ax.plot(t, y[:, j], lw=0.8, label=_limits_label(model, j, amax), **joint_style(j))
+            ax.plot(t, y[:, j], lw=0.8, label=_limits_label(model, j, amax), **joint_style(j, model.nq))
         if limited:  # ±1: the limits
-            for s in (-1, 1):
-                ax.axhline(s, color="k", ls="--", lw=0.7)
+            _limit_lines(ax)
+            _cap_lines(ax, model, kind, caps)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    # beside the panels, not over the curves that cross a limit
-    axes[0].legend(
-        fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="joint: limits", title_fontsize=7
-    )
+    for ax in axes:
+        ax.tick_params(labelbottom=True)
     axes[-1].set_xlabel("time [s]")
-    fig.suptitle(f"{model.name}: excitation trajectory ({traj.duration:.3g} s)")
-    fig.tight_layout()
-    return fig
+    # under the panels, across the figure's width: beside them it left a wide empty column
+    handles, labels = _legend_entries(axes)
+    ncol = min(3, len(handles))
+    fig.legend(
+        handles, labels, fontsize=7, loc="lower center", ncol=ncol, title="joint: limits", title_fontsize=7
+    )
+    rows = -(-len(handles) // ncol) + 1
+    return _headed(
+        fig, model, traj, "excitation trajectory", name, design, None, bottom=min(0.4, 0.018 * rows + 0.01)
+    )
 
 
 def _limit_panel(model: RobotModel, kind: str, y: np.ndarray, label: str) -> tuple[str, np.ndarray, bool]:
@@ -124,10 +140,97 @@ def _limits_label(model: RobotModel, j: int, amax: np.ndarray | None = None) -> 
     return f"{name}: " + ", ".join(parts + [f"{model.effort_limit[j]:.3g} {f}{tag['effort']}"])
 
 
-def joint_style(j: int) -> dict:
-    """Joint j's line: the ten colours of matplotlib's cycle, then again dotted and dash-dotted (dashed lines are
-    the limits), so a robot with more than ten joints has no two curves alike."""
-    return {"color": f"C{j % 10}", "linestyle": ("-", ":", "-.")[(j // 10) % 3]}
+def joint_style(j: int, n: int = 10) -> dict:
+    """Joint j's line among n: the ten colours of matplotlib's cycle, tab20's twenty for more joints, then again
+    dotted and dash-dotted (dashed lines are the limits), so no two curves are alike."""
+    if n <= 10:
+        return {"color": f"C{j % 10}", "linestyle": "-"}
+    import matplotlib
+
+    return {"color": matplotlib.colormaps["tab20"](j % 20), "linestyle": ("-", ":", "-.")[(j // 20) % 3]}
+
+
+HARDWARE = "hardware limit (±1)"
+
+
+def _limit_lines(ax) -> None:
+    """The ±1 lines of a panel normalised by its limits (labelled once, in the legend)."""
+    for s in (-1, 1):
+        ax.axhline(s, color="k", ls="--", lw=0.7, label=HARDWARE)
+
+
+def _cap_lines(ax, model: RobotModel, kind: str, caps: dict | None) -> None:
+    """The design's own caps on a normalised panel, lighter dashed lines: the velocity and torque fractions of the
+    limits, the position margin (rad kept from each limit, so its line per joint range; the distinct ones drawn),
+    the acceleration fraction; nothing when the plan's settings record none."""
+    if not caps:
+        return
+    if kind == "position":
+        m = caps.get("position_margin")
+        if not m:
+            return
+        half = _range_scale(model)[1]
+        levels = sorted({round(1 - float(m) / h, 3) for h in half if np.isfinite(h) and h > m})
+        label = f"design cap: {float(m):g} rad from the limits"
+        if len(levels) > 1:  # per joint range: the narrowest's and the widest's, the others between
+            levels, label = [levels[0], levels[-1]], label + " (narrowest, widest range)"
+    else:
+        key = {
+            "velocity": "velocity_fraction",
+            "effort": "torque_fraction",
+            "acceleration": "acceleration_fraction",
+        }
+        f = caps.get(key[kind])
+        if not f or float(f) >= 1:
+            return
+        levels, label = [float(f)], f"design cap: {float(f):g} × the limit"
+    for v in levels:
+        for s in (-1, 1):
+            ax.axhline(s * v, color="0.55", ls=(0, (4, 3)), lw=0.7, alpha=0.8, label=label)
+
+
+def _legend_entries(axes) -> tuple[list, list]:
+    """The joints' entries (the first panel's) and each limit or cap line's once, from all panels."""
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    return handles, labels
+
+
+def plan_heading(model: RobotModel, what: str, duration: float, name: str = "", design: dict | None = None,
+                 zmp_min: float | None = None) -> str:  # fmt: skip
+    """The figure's title: the plan file, the robot and motion, then the figures a user looks for first: κ raw and
+    column-scaled as the design recorded them, the least ZMP margin (mm), the design's stop status."""
+    import os
+
+    head = f"{os.path.basename(name)}: " if name else ""
+    first = f"{head}{model.name}, {what} ({duration:.3g} s)"
+    facts = []
+    design = design or {}
+    if design.get("kappa") is not None:
+        facts.append(f"κ {float(design['kappa']):.4g}")
+    if design.get("kappa_scaled") is not None:
+        facts.append(f"κ column-scaled {float(design['kappa_scaled']):.4g}")
+    if zmp_min is not None:
+        facts.append(f"min ZMP margin {zmp_min * 1000:.1f} mm")
+    status = design.get("status")
+    if status:
+        stop = {"Maximum_Iterations_Exceeded": "stopped at its iteration cap",
+                "Solve_Succeeded": "converged"}.get(str(status), str(status).replace("_", " "))  # fmt: skip
+        its = f" ({design['iterations']} iterations)" if design.get("iterations") is not None else ""
+        facts.append(f"design: {stop}{its}")
+    return first + ("\n" + "; ".join(facts) if facts else "")
+
+
+def _headed(fig, model, traj, what, name, design, zmp_min, bottom: float = 0.0):
+    """The figure with `plan_heading` as its suptitle (above every panel, apart from any one's title), laid out."""
+    title = plan_heading(model, what, traj.duration, name, design, zmp_min)
+    fig.suptitle(title, fontsize=11, y=0.995, va="top")
+    fig.tight_layout(rect=(0, bottom, 1, 1))  # tight_layout keeps the suptitle clear
+    return fig
 
 
 def _range_scale(model) -> tuple[np.ndarray, np.ndarray]:
@@ -151,9 +254,11 @@ def _standing_torques(model, traj, base, params, q, qd, qdd) -> tuple[np.ndarray
     return dyn.rnea(model, q, qd, qdd, params, base), "torque / effort limit"
 
 
-def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd, margin=0.0, load_share=0.0):
-    """Joint positions, velocities and torques against their limits, the ZMP path inside the support polygon (and
-    its margin line) and, on both soles, the other sole's share of the load against its bounds."""
+def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd, margin=0.0, load_share=0.0,
+                   caps=None):  # fmt: skip
+    """Joint positions, velocities and torques against their limits (and the design's caps), the ZMP path inside
+    the support polygon (and its margin line, the feet named L/R) and, on both soles, the other sole's share of
+    the load against its bounds."""
     import matplotlib.pyplot as plt
 
     from robots.dynamics import zmp_of
@@ -172,24 +277,34 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
     v_label, v, v_limited = _limit_panel(model, "velocity", qd, "velocity / limit")
     tau_label, tau, tau_limited = _limit_panel(model, "effort", tau, tau_label)
     for j in range(model.nq):
-        ax1.plot(t, (q[:, j] - mid[j]) / half[j], lw=0.8, label=_limits_label(model, j), **joint_style(j))
-        ax2.plot(t, v[:, j], lw=0.8, **joint_style(j))
-        ax4.plot(t, tau[:, j], lw=0.8, **joint_style(j))
-    for ax, label, limited in ((ax1, "position (±1 = limits)", True), (ax2, v_label, v_limited),
-                               (ax4, tau_label, tau_limited)):  # fmt: skip
+        style = joint_style(j, model.nq)
+        ax1.plot(t, (q[:, j] - mid[j]) / half[j], lw=0.8, label=_limits_label(model, j), **style)
+        ax2.plot(t, v[:, j], lw=0.8, **style)
+        ax4.plot(t, tau[:, j], lw=0.8, **style)
+    for ax, label, limited, kind in ((ax1, "position (±1 = limits)", True, "position"),
+                                     (ax2, v_label, v_limited, "velocity"),
+                                     (ax4, tau_label, tau_limited, "effort")):  # fmt: skip
         if limited:  # ±1: the limits
-            for sgn in (-1, 1):
-                ax.axhline(sgn, color="k", ls="--", lw=0.7)
+            _limit_lines(ax)
+            _cap_lines(ax, model, kind, caps)
         ax.set_ylabel(label)
+        ax.set_xlabel("time [s]")
         ax.grid(alpha=0.3)
-    ax1.legend(ncol=2, fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.02), title="joint: limits",
-               title_fontsize=6)  # fmt: skip
-    ax4.set_xlabel("time [s]")
+    handles, labels = _legend_entries((ax1, ax2, ax4))
+    ax1.legend(handles, labels, ncol=2, fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.02),
+               title="joint: limits", title_fontsize=6)  # fmt: skip
     hx, hy = hull.exterior.xy
     ax3.fill(np.asarray(hx) * 1000, np.asarray(hy) * 1000, color="0.9", label="support polygon")
-    for c in feet:
-        c = np.vstack([c, c[:1]]) * 1000
-        ax3.plot(c[:, 0], c[:, 1], "k-", lw=1)
+    named = []  # each sole's name (L / R) at its middle
+    for k, (site, c) in enumerate(feet.items()):
+        c = np.asarray(c) * 1000
+        ring = np.vstack([c, c[:1]])
+        ax3.plot(ring[:, 0], ring[:, 1], "k-", lw=1, label="feet" if k == 0 else None)
+        named.append((c.mean(axis=0), _side(model, site)))
+    if not feet:  # on one sole: the polygon is the stance sole's
+        named.append((np.asarray(hull.centroid.coords[0]) * 1000, _side(model, model.bases[base])))
+    for xy, foot in named:
+        ax3.text(*xy, foot, ha="center", va="center", fontsize=12, fontweight="bold", color="0.3")
     inner = hull.buffer(-margin) if margin > 0 else None
     if inner is not None and not inner.is_empty and inner.geom_type == "Polygon":
         mx, my = inner.exterior.xy
@@ -207,10 +322,18 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
         _plot_share(fig.add_subplot(grid[2, 1]), model, traj.chain, t, zmp, load_share)
     else:
         _plot_lifted(fig.add_subplot(grid[2, 1], sharex=ax1), model, traj, params, t, q, qd, qdd)
-    # over the ZMP panel: above the joints' panels sits their legend
-    ax3.set_title(f"{model.name}: {support}-support excitation ({traj.duration:.3g} s)")
-    fig.tight_layout()
     return fig
+
+
+def _side(model, site: str) -> str:
+    """A sole's short name: "L" / "R" for a base named left… / right… (or its site sole_l / sole_r), else the
+    base's (the site's) name."""
+    name = next((b for b, st in model.bases.items() if st == site), site).lower()
+    if name.startswith("l") or name.endswith("_l"):
+        return "L"
+    if name.startswith("r") or name.endswith("_r"):
+        return "R"
+    return name
 
 
 def _plot_share(ax, model, chain, t, zmp, load_share: float) -> None:
@@ -221,8 +344,9 @@ def _plot_share(ax, model, chain, t, zmp, load_share: float) -> None:
     share = other_share(model, chain, zmp)  # beyond [0, 1]: a sole off the ground
     ax.plot(t, share, lw=0.9, color="C3", label=f"{chain.other}'s share")
     if load_share > 0:
-        for bound in (load_share, 1.0 - load_share):
-            ax.axhline(bound, color="k", ls="--", lw=0.7)
+        for k, bound in enumerate((load_share, 1.0 - load_share)):
+            label = f"bounds: each sole carries ≥ {load_share:g}" if k == 0 else None
+            ax.axhline(bound, color="k", ls="--", lw=0.7, label=label)
     ax.set_ylim(min(0.0, share.min()) - 0.02, max(1.0, share.max()) + 0.02)
     ax.set_xlabel("time [s]")
     ax.set_ylabel("share of the load")
@@ -238,9 +362,9 @@ def _plot_lifted(ax, model, traj, params, t, q, qd, qdd) -> None:
     s = one_sole(model, q, qd, qdd, traj.base, traj.other, params)
     ax.plot(t, 1000 * s.lowest, lw=0.9, color="C0", label=f"{traj.other}: lowest corner")
     ax.plot(t, 1000 * s.highest, lw=0.9, color="C1", label="highest corner")
-    for bound in (traj.lift, traj.max_lift):
+    for bound, what, ls in ((traj.lift, "lift", "--"), (traj.max_lift, "ceiling", ":")):
         if bound is not None:
-            ax.axhline(1000 * bound, color="k", ls="--", lw=0.7)
+            ax.axhline(1000 * bound, color="k", ls=ls, lw=0.7, label=f"{what} ({1000 * bound:g} mm)")
     ax.set_xlabel("time [s]")
     ax.set_ylabel("above the ground [mm]")
     ax.legend(fontsize=7, loc="upper right")
