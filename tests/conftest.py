@@ -71,6 +71,24 @@ def simulated_recording(
     return out
 
 
+def kept_figures(monkeypatch) -> list:
+    """The figures a command draws, kept as it closes them (`plt.close` patched; Agg, as the plots select it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures: list = []
+    close = plt.close
+
+    def keep(fig=None):
+        figures.append(fig)
+        close(fig)
+
+    monkeypatch.setattr(plt, "close", keep)
+    return figures
+
+
 def one_line_error(capsys, argv: list[str]) -> str:
     """`poise ARGV` refused as a user error: exit 2, one `poise: error:` line, no traceback; that line."""
     from poise.cli import main

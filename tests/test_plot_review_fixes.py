@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import kept_figures
 
 from drivers.emulators.testplan import random_plan
 from formats.plan import save_plan
@@ -23,19 +24,7 @@ DATA = Path(__file__).parent / "data"
 
 def _show(plan: Path, out: Path, monkeypatch, capsys):
     """`poise plan show PLAN --out OUT`: the figure it drew (kept from `plt.close`) and its stderr."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figures = []
-    close = plt.close
-
-    def keep(fig=None):
-        figures.append(fig)
-        close(fig)
-
-    monkeypatch.setattr(plt, "close", keep)
+    figures = kept_figures(monkeypatch)
     capsys.readouterr()
     assert main(["plan", "show", str(plan), "--out", str(out)]) == 0
     err = " ".join(capsys.readouterr().err.split())

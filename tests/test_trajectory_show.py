@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import UR5
+from conftest import UR5, kept_figures
 from scipy.spatial import ConvexHull
 from shapely.geometry import Point, Polygon
 
@@ -41,19 +41,7 @@ def _fourier(doc: dict, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 def _show(plan: Path, out: Path, monkeypatch, capsys):
     """`poise plan show PLAN --out OUT`, returning the figure it drew (kept from `plt.close`)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # as the plot selects it
-    import matplotlib.pyplot as plt
-
-    figures = []
-    close = plt.close
-
-    def keep(fig=None):
-        figures.append(fig)
-        close(fig)
-
-    monkeypatch.setattr(plt, "close", keep)
+    figures = kept_figures(monkeypatch)
     capsys.readouterr()
     assert main(["plan", "show", str(plan), "--out", str(out)]) == 0
     assert f"wrote {out}" in " ".join(capsys.readouterr().out.split())
