@@ -22,12 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from formats.atomic import write_text_atomic
 from formats.errors import DataError
-from formats.json_format import json_format, read_json
+from formats.json_format import ENCODING, json_format, read_json
 from formats.plan import _clean, _need, _num, refuse_mislabelled_trajectory, unknown_settings, warn
 
 FORMAT = "poise.trajectory-plan"
@@ -150,20 +151,63 @@ def trajectory_plan_from_dict(doc: Any, source: str = "trajectory plan") -> Traj
 
 def load_trajectory_plan(path: str | pathlib.Path, command: str = "") -> TrajectoryPlan:
     """Read and structurally validate a trajectory plan file. With `command` (the poise command reading it, e.g.
-    "plan forecast"), any other file is refused as `plan check` refuses it, naming what that command reads: a
-    dynamic recording as one, an unreadable or non-JSON file in the JSON reader's words, a trajectory whose format
-    field says posture plan as that."""
-    if command:
-        from formats.dynamic_recording import refuse_recording
-
-        refuse_recording(str(path), command, "trajectory plans")
-    doc = read_json(pathlib.Path(path), "a trajectory plan")
-    fmt = doc.get("format") if isinstance(doc, dict) else None
-    if command and fmt != FORMAT:
-        refuse_mislabelled_trajectory(doc, str(path))
-        raise DataError(f"{path}: not a trajectory plan (format {fmt!r}): `poise {command}` reads trajectory "
-                        f"plans ({FORMAT!r}, `plan trajectory`)")  # fmt: skip
+    "plan forecast"), any other file is refused as `plan check` refuses it, naming what that command reads
+    (`plan_document`)."""
+    doc = plan_document(path, command) if command else read_json(pathlib.Path(path), "a trajectory plan")
     return trajectory_plan_from_dict(doc, str(pathlib.Path(path)))
+
+
+# what a command reads, as its refusal of another file names it: the plan kinds by their format fields
+_READS = {"posture": "posture plans ({fmt!r}, `plan postures`)", "trajectory": "trajectory plans ({fmt!r}, "
+          "`plan trajectory`)", "recording": "dynamic recordings (CSV)"}  # fmt: skip
+_NAMED = {"posture": "a posture plan (JSON)", "trajectory": "a trajectory plan (JSON)",
+          "recording": "a dynamic recording (CSV)"}  # fmt: skip
+
+
+def plan_document(
+    path: str | pathlib.Path, command: str, kinds: Sequence[str] = ("trajectory",), prefix: str = ""
+) -> Any:
+    """The parsed JSON of `path` when its format field is one of the plan `kinds` ("posture", "trajectory") that
+    `command` (the poise command reading it, e.g. "plan forecast") reads; any other file refused in one line led by
+    `prefix` (e.g. "--prior "), naming the file, what it is and what `command` reads: a dynamic recording as one
+    (`refuse_recording`), an unreadable or non-JSON file in the JSON reader's words, a trajectory whose format
+    field says posture plan as that, other JSON by its format field. Every plan reader's one recognition of the
+    kind of file it is given. With "recording" among `kinds` (the caller reads recordings itself: this refuses
+    what is neither), a file not meant as JSON (not named .json, nor opening with a brace or a bracket) is refused
+    as neither kind, rather than in the JSON reader's words."""
+    from formats import plan as posture
+    from formats.dynamic_recording import refuse_recording
+
+    path = str(path)
+    plans = [k for k in kinds if k != "recording"]
+    formats = {"posture": posture.FORMAT, "trajectory": FORMAT}
+    reads = " and ".join(_READS[k].format(fmt=formats.get(k)) for k in kinds)
+    what = f"a {plans[0]} plan" if len(plans) == 1 else "a plan"
+    try:
+        if "recording" in kinds:
+            if not _meant_as_json(path):
+                raise DataError(f"{path}: neither {' nor '.join(_NAMED[k] for k in kinds)}")
+        else:
+            refuse_recording(path, command, "plans" if len(plans) > 1 else f"{plans[0]} plans")
+        doc = read_json(path, what)
+        fmt = doc.get("format") if isinstance(doc, dict) else None
+        if fmt in {formats[k] for k in plans}:
+            return doc
+        refuse_mislabelled_trajectory(doc, path)
+        raise DataError(f"{path}: not {what} (format {fmt!r}): `poise {command}` reads {reads}")
+    except DataError as exc:
+        if prefix:
+            raise DataError(f"{prefix}{exc}") from None
+        raise
+
+
+def _meant_as_json(path: str) -> bool:
+    """True when a file is named .json or opens with a brace or a bracket: JSON, however broken."""
+    try:
+        with open(path, encoding=ENCODING, errors="replace") as fh:
+            return path.lower().endswith(".json") or fh.read(4096).lstrip()[:1] in ("{", "[")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
 def is_trajectory_plan(path: str | pathlib.Path) -> bool:

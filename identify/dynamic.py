@@ -51,6 +51,7 @@ from robots.base_params import (
     random_states,
     zero_set,
 )
+from robots.base_sign import signs_within
 from robots.com_base import numeric_base, pivoted_qr
 from robots.conditioning import kappa, normalised_columns
 from robots.memo import per_model
@@ -108,7 +109,8 @@ def reversal_velocity_for(cutoff_hz: float) -> float:
 # given, and beyond it the time is relative to |θ̂| minus this many SEs (dividing by the noisy estimate made times
 # 10–5000× too short: a review's rec.csv ϑ8 136 s against its plan's forecast 7.7e5 s, ϑ31 83 s against 5.0e4 s)
 SCALE_RESOLVED_SE = 2.0
-# an estimate physics keeps positive this many SEs below zero is reported impossible (noise alone: 1 in 740)
+# an estimate physics keeps positive (negative) this many SEs below (above) zero is reported impossible (noise alone:
+# 1 in 740); one of the wrong sign within it is named as within noise
 IMPOSSIBLE_SE = 3.0
 # column-scaled κ above it: the regressor is rank deficient but for noise (quantised encoders' steps fill the
 # dependent columns). Measured: honest fits 58 (UR5) to 1.94e5 (TUlip's stored 6 s single-support plan, full model,
@@ -174,23 +176,49 @@ class DynamicFit:
     fitted_samples: int = 0  # the decimated samples whose rows are fitted (a sample gives one row per effort)
     # rows dropped around velocity reversals (friction: the Coulomb step's timing is uncertain there)
     reversal_rows: int = 0
-    # the estimates physics keeps positive (friction, rotor inertia, a base parameter that is a sum of masses)
+    # the estimates physics keeps positive (friction, rotor inertia, a base parameter no mass distribution makes
+    # negative: `robots.base_sign`)
     positive: list[int] = field(default_factory=list)
+    # per estimate: +1 no physical robot makes it negative, −1 none makes it positive, 0 either sign (empty: +1 at
+    # `positive`)
+    signs: list[int] = field(default_factory=list)
+    # per estimate with a sign: None when it holds for any mass distribution, else the radius (m) every link's
+    # mass must lie within (of its origin) for it to hold (`robots.base_sign.signs_within`)
+    sign_within_m: list[float | None] = field(default_factory=list)
 
     @property
     def reversal_share(self) -> float:
         """The share of the rows the reversals took (of those fitted and dropped together)."""
         return self.reversal_rows / max(1, self.samples + self.reversal_rows)
 
+    def _signs(self) -> list[int]:
+        if self.signs:
+            return list(self.signs)
+        return [1 if k in set(self.positive) else 0 for k in range(len(self.symbols))]
+
+    def sign_violations(self, nse: float = IMPOSSIBLE_SE) -> list[dict]:
+        """The estimates on the side of zero no physical robot reaches (a base parameter whose sign every mass
+        distribution fixes, friction, rotor inertia), with z = value/SE and whether that is within noise
+        (|z| < `nse`); estimates without a positive finite SE (held at the prior) are not judged."""
+        out = []
+        within = self.sign_within_m or [None] * len(self.symbols)
+        for k, sign in enumerate(self._signs()):
+            v, e = float(self.values[k]), float(self.se[k])
+            if sign and np.isfinite(e) and e > 0 and sign * v < 0:
+                out.append({"symbol": self.symbols[k], "value": v, "se": e, "z": v / e,
+                            "unit": self.units[k] if self.units else "", "must_be": "≥ 0" if sign > 0 else "≤ 0",
+                            "if_mass_within_m": within[k], "within_noise": bool(abs(v / e) < nse),
+                            "meaning": self.formulas[k]})  # fmt: skip
+        return out
+
     def impossible(self, nse: float = IMPOSSIBLE_SE) -> list[dict]:
-        """The estimates physics keeps positive that lie more than `nse` SE below zero: a model error or a
-        recording fault, not noise."""
+        """The estimates physics keeps on one side of zero that lie more than `nse` SE on the other: a model error
+        or a recording fault, not noise."""
         return [
-            {"symbol": self.symbols[k], "value": float(self.values[k]), "se": float(self.se[k]),
-             "unit": self.units[k] if self.units else "", "meaning": self.formulas[k]}
-            for k in self.positive
-            if np.isfinite(self.se[k]) and self.values[k] < -nse * self.se[k]
-        ]  # fmt: skip
+            {k: d[k] for k in ("symbol", "value", "se", "z", "unit", "must_be", "meaning")}
+            for d in self.sign_violations(nse)
+            if not d["within_noise"] and d["if_mass_within_m"] is None
+        ]
 
     def unexplained_rows(self) -> list[int]:
         """The rows the estimate misses by more than their own RMS (predicting 0 would fit them better): an
@@ -255,6 +283,7 @@ class DynamicFit:
             "reversal_rows_dropped": self.reversal_rows,
             "reversal_rows_share": self.reversal_share,
             "impossible": self.impossible(),
+            "sign_violations": self.sign_violations(),
             "kappa": self.kappa,
             "kappa_scaled": self.kappa_scaled,
             "fixed": self.fixed,
@@ -726,6 +755,7 @@ class DynamicEstimator:
             se_f,
             [syms[i] for i in free],
         )
+        signs, sign_within = self._signs(syms)
         self.fit_ = DynamicFit(
             symbols=syms,
             formulas=forms,
@@ -760,23 +790,59 @@ class DynamicEstimator:
             recording_samples=sum(len(r.t) for r in given),
             fitted_samples=len(np.unique(sample)),
             reversal_rows=self._reversal_rows,
-            positive=self._positive(syms),
+            positive=[
+                k for k, (s, r) in enumerate(zip(signs, sign_within, strict=True)) if s > 0 and r is None
+            ],
+            signs=signs,
+            sign_within_m=sign_within,
         )
         return self
 
-    def _positive(self, syms: list[str]) -> list[int]:
-        """The estimates physics keeps positive: friction, rotor inertia, and the base parameters that are a sum
-        of link masses (the total mass; a single link's mass)."""
+    def _signs(self, syms: list[str]) -> tuple[list[int], list[float | None]]:
+        """Per estimate (`syms`: the fit's, `_names`), the sign physics gives it — +1 ≥ 0, −1 ≤ 0, 0 either — and
+        the condition: None for any mass distribution, else the radius (m) every link's mass must lie within for it
+        to hold (`robots.base_sign.signs_within`: the base parameters, with any rotor inertia grouped into them),
+        given only where the prior's own links hold their mass that close (rms distance from the origin); friction
+        ≥ 0, and an estimated rotor inertia unless a grouped one enters it with a negative coefficient."""
         db = self.dynamic_base_
-        K = db.combination_matrix()
-        mass = np.array([n.startswith("m@") for n in db.names])
-        tiny = 1e-12 * np.abs(K).max(axis=1)
-        sums = [
-            a
-            for a in range(db.rank)
-            if np.all(np.abs(K[a, ~mass]) <= tiny[a]) and np.all(K[a, mass] >= -tiny[a])
-        ]
-        return sums + [k for k, s in enumerate(syms) if s.startswith(("fv@", "fc@", "Ia@"))]
+        grouping = self.armature_ if self.armature else None
+        # (base, armature, signs, radii): not derived again for the same base
+        cached = getattr(self, "_base_signs", None)
+        if cached is None or cached[0] is not db or cached[1] != self.armature:
+            extra = None if grouping is None else grouping.combination[: db.rank]
+            sg, radius = signs_within(db.combination_matrix(), db.assumed_zero, extra)
+            reach = self._prior_reach()
+            keep = [bool(s) and r >= reach for s, r in zip(sg, radius, strict=True)]
+            cached = self._base_signs = (
+                db,
+                self.armature,
+                [int(s) if ok else 0 for s, ok in zip(sg, keep, strict=True)],
+                [
+                    None if not np.isfinite(r) or not ok else float(r)
+                    for r, ok in zip(radius, keep, strict=True)
+                ],
+            )
+        signs, within = list(cached[2]), list(cached[3])
+        for s in syms[db.rank :]:
+            within.append(None)
+            if s.startswith(("fv@", "fc@")):
+                signs.append(1)
+            elif s.startswith("Ia@") and grouping is not None:
+                j = self.model.joint_names.index(s[3:])
+                row = grouping.combination[db.rank + grouping.estimated.index(j)]
+                signs.append(1 if np.all(row >= -1e-9 * max(1.0, np.abs(row).max(initial=0.0))) else 0)
+            else:
+                signs.append(1 if s.startswith("Ia@") else 0)
+        return signs, within
+
+    def _prior_reach(self) -> float:
+        """The largest rms distance of a link's mass from its origin in the prior (√(tr I_origin / 2m)): a radius
+        below it is a condition the model's own robot breaks."""
+        phi = dyn.standard_parameters(self.model, self.prior).reshape(-1, 10)
+        m, tr = phi[:, 0], phi[:, 4] + phi[:, 6] + phi[:, 9]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rms = np.sqrt(np.where(m > 0, tr / (2 * m), 0.0))
+        return float(rms.max(initial=0.0))
 
     def _check_rank(
         self, A: np.ndarray, syms: list[str], recs: Sequence[DynamicRecording] = ()

@@ -51,27 +51,8 @@ def plot_cop_fit(
 
 # verdicts' second cue beside their colour (a colour-blind reader tells them apart by the hatch)
 FORECAST_VERDICTS = (("tab:green", ""), ("tab:orange", "///"), ("tab:red", "xxx"))
-# `plot_forecast`: the seconds of motion are written above the "if repeated" bars up to this many bars
+# `forecast_figure`: the seconds of motion are written above the "if repeated" bars up to this many bars
 MAX_ANNOTATED_BARS = 40
-
-
-def plot_forecast(
-    symbols: list[str],
-    rel_se_pct: np.ndarray,
-    needed_s: np.ndarray,
-    duration_s: float,
-    well_pct: float,
-    practical_s: float,
-    out: str | Path,
-    title: str = "",
-    also: tuple[str, np.ndarray] | None = None,
-) -> Path:
-    """Forecast relative SE per base parameter (log scale) against the `well_pct` line, told by colour and hatch:
-    determined as planned, determined if the motion is repeated up to `practical_s` (the seconds written above the
-    bar, up to MAX_ANNOTATED_BARS bars), beyond. A parameter guessed 0 (no relative SE) is a short stub at the floor,
-    not a bar. `also`: (label, relative SEs) of another design, drawn as markers over the bars."""
-    return save_figure(forecast_figure(symbols, rel_se_pct, needed_s, duration_s, well_pct, practical_s, title,
-                                       also), out, dpi=120)  # fmt: skip
 
 
 def forecast_figure(
@@ -84,7 +65,11 @@ def forecast_figure(
     title: str = "",
     also: tuple[str, np.ndarray] | None = None,
 ):
-    """`plot_forecast`'s figure (not saved)."""
+    """Forecast relative SE per base parameter (log scale) against the `well_pct` line, told by colour and hatch:
+    determined as planned, determined if the motion is repeated up to `practical_s` (the seconds written above the
+    bar, up to MAX_ANNOTATED_BARS bars), beyond. A parameter guessed 0 (no relative SE) is a short stub at the floor,
+    not a bar. `also`: (label, relative SEs) of another design, drawn as markers over the bars. Not saved:
+    `save_figure(forecast_figure(…), out, dpi=120)` writes it."""
     rel = np.asarray(rel_se_pct, dtype=float)
     need = np.asarray(needed_s, dtype=float)
     n = len(symbols)

@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="postures: TUlip's static postures and CoM parameters (default; the options below); arm: a UR5's "
                         "excitation trajectories, identified from its motor currents; standing: TUlip's "
                         "balance-constrained excitation in double support, identified from the boards' wrench (arm "
-                        "and standing print and run the poise commands of the pipeline; they take --out, --seed, --force and --json)")  # fmt: skip
+                        "and standing print and run the poise commands of the pipeline, then its verdict against its target; they take "
+                        "--out, --seed, --force and --json)")  # fmt: skip
     p.add_argument("--out", type=at.out_dir, default=None,
                    help="directory for the plans, runs and figures (default out/demo, out/demo_arm, out/demo_standing): new, "
                         "empty or an earlier run's of the same demo, whose outputs are replaced once the new ones "
@@ -231,6 +232,8 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
         dynamic_verdict,
         run_steps,
         standing_steps,
+        text_verdict,
+        verdict_lines,
     )
 
     given = [f"--{k.replace('_', '-')}" for k, v in args.posture_only.items() if getattr(args, k) != v]
@@ -249,11 +252,17 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
     def run(argv: list[str]) -> int:
         from poise.cmd_plan_trajectory import DESIGN_FOR
 
-        last = args.json and tuple(argv) == steps[-1].argv
+        # the identification's output is the verdict's source: with --json its JSON, captured; without, its text,
+        # shown as it is printed and read after (`text_verdict`): the identification runs once either way
+        last = tuple(argv) == steps[-1].argv
+        if last:
+            to = captured if args.json else _Tee(sys.stdout, captured)
+        else:
+            to = sys.stderr if args.json else sys.stdout
         # its designs' notes speak of the demo's settings, not of the user's own
         demo = DESIGN_FOR.set(f"poise demo {args.pipeline}")
         try:
-            with contextlib.redirect_stdout(captured if last else sys.stderr if args.json else sys.stdout):
+            with contextlib.redirect_stdout(to):
                 return main(argv)
         finally:
             DESIGN_FOR.reset(demo)
@@ -284,10 +293,31 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
             fit = json.loads(said[start:])
         except ValueError:
             raise DataError(f"poise demo {args.pipeline}: the identification wrote no JSON") from None
-        print_json(dynamic_verdict(args.pipeline, out, fit))
+        verdict = dynamic_verdict(args.pipeline, out, fit)
+        say("")
+        for line in verdict_lines(verdict):  # for a person reading the commands' output (stderr)
+            err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+        print_json(verdict)
         return 0
-    err_console.print(f"\n[bold]poise demo {args.pipeline}[/bold]: plans, runs and figures in {out}/")
-    return rc
+    console.print()
+    for k, line in enumerate(verdict_lines(text_verdict(args.pipeline, out, captured.getvalue()))):
+        console.print(line, markup=False, highlight=False, soft_wrap=True, style="bold" if k == 0 else None)
+    sys.stdout.flush()
+    return rc  # the verdict is printed; `make demo` fails only on errors
+
+
+class _Tee:
+    """A stream that writes to `stream` and keeps a copy in `copy` (`isatty` and the rest: `stream`'s)."""
+
+    def __init__(self, stream, copy) -> None:
+        self.stream, self.copy = stream, copy
+
+    def write(self, s: str) -> int:
+        self.copy.write(s)
+        return self.stream.write(s)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
 
 
 def _relocated(res, out, to):

@@ -507,6 +507,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     out["rows"] = _row_labels(model, quantity)
     out["row_units"] = [label.rsplit(" ", 1)[1] for label in out["rows"]]
     _warn_impossible(out["impossible"])
+    _warn_wrong_signs_of_compact_links(out["sign_violations"])
     missed = [(out["rows"][j], fit.rmse[j], fit.measured_rms[j]) for j in fit.unexplained_rows()]
     if missed:  # before the table: its SEs and the 3-SE tally mean nothing here
         out["unexplained_rows"] = [
@@ -721,6 +722,7 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         "units: inertial base parameters in SI combinations (kg, kg·m, kg·m²); friction, rotor inertia and sole "
         "creep as labelled"
     )
+    _note_wrong_signs(out["sign_violations"])
     rows = out["rows"]
     console.print(
         f"κ(regressor) = {fit.kappa:.1f} raw, {fit.kappa_scaled:.1f} column-scaled; residual RMS (its SD σ about "
@@ -842,17 +844,60 @@ def _whose(model, rec) -> dict:
     )
 
 
+def _sign_text(d: dict) -> str:
+    """'ϑ13 = -0.004 ± 0.003 kg·m² (z -1.3, must be ≥ 0)', with the radius a conditional sign needs."""
+    r = d.get("if_mass_within_m")
+    cond = (
+        ""
+        if r is None
+        else f" if every link's mass lies within {math.floor(100 * r) / 100:.2f} m of its origin"
+    )
+    return f"{d['symbol']} = {d['value']:.3g} ± {d['se']:.2g} {d['unit']}".rstrip() + (
+        f" (z {d['z']:+.1f}, must be {d['must_be']}{cond})" if "z" in d else ""
+    )
+
+
 def _warn_impossible(found: list[dict]) -> None:
-    """Warn of estimates physics keeps positive found more than IMPOSSIBLE_SE SE below zero, each named."""
+    """Warn of estimates physics keeps on one side of zero found more than IMPOSSIBLE_SE SE on the other, each
+    named."""
     from identify.dynamic import IMPOSSIBLE_SE
 
     if found:
         err_console.print(
-            f"[yellow]warning:[/yellow] physically impossible estimate(s), over {IMPOSSIBLE_SE:g} SE below zero: "
-            + ", ".join(
-                f"{d['symbol']} = {d['value']:.3g} ± {d['se']:.2g} {d['unit']}".rstrip() for d in found
-            )
+            f"[yellow]warning:[/yellow] physically impossible estimate(s), over {IMPOSSIBLE_SE:g} SE on the wrong side "
+            "of zero (no mass distribution, no friction or rotor inertia gives that sign): "
+            + ", ".join(_sign_text(d) for d in found)
             + " — a model the recording does not follow (friction, a load, sensor scale or sign), not noise",
+            highlight=False,
+        )
+
+
+def _note_wrong_signs(found: list[dict]) -> None:
+    """Name the estimates of a sign physics rules out (for any mass distribution, or for links whose mass lies
+    within a radius) that lie within IMPOSSIBLE_SE SE of zero."""
+    from identify.dynamic import IMPOSSIBLE_SE
+
+    within = [d for d in found if d["within_noise"]]
+    if within:
+        console.print(
+            f"of a sign physics rules out, within noise (|z| < {IMPOSSIBLE_SE:g}: the sign is not determined, no "
+            "evidence against the model): " + ", ".join(_sign_text(d) for d in within),
+            highlight=False,
+        )
+
+
+def _warn_wrong_signs_of_compact_links(found: list[dict]) -> None:
+    """Warn of estimates over IMPOSSIBLE_SE SE on the wrong side of zero that only a radius rules out (without
+    one: `_warn_impossible`)."""
+    from identify.dynamic import IMPOSSIBLE_SE
+
+    beyond = [d for d in found if not d["within_noise"] and d.get("if_mass_within_m") is not None]
+    if beyond:
+        err_console.print(
+            f"[yellow]warning:[/yellow] of a sign physics rules out for compact links, over {IMPOSSIBLE_SE:g} SE on "
+            "the wrong side of zero: "
+            + ", ".join(_sign_text(d) for d in beyond)
+            + " — the data or the model is wrong, unless a link's mass reaches that far",
             highlight=False,
         )
 

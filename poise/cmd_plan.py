@@ -434,28 +434,11 @@ def _identify_hint(anywhere, placements: int) -> str:
             "--starts cannot help, use more --placements")  # fmt: skip
 
 
-def _posture_plan_format(path: str, command: str) -> None:
-    """A JSON file of another kind (a run.json, a result) named as one: `command` takes both plan kinds."""
-    from formats import plan as posture
-    from formats import trajectory_plan
-    from formats.dynamic_recording import refuse_recording
-    from formats.json_format import read_json
-
-    refuse_recording(path, command)
-    doc = read_json(path, "a plan")
-    fmt = doc.get("format") if isinstance(doc, dict) else None
-    if fmt != posture.FORMAT:
-        raise DataError(
-            f"{path}: not a plan (format {fmt!r}): `poise {command}` reads posture plans ({posture.FORMAT!r}, "
-            f"`plan postures`) and trajectory plans ({trajectory_plan.FORMAT!r}, `plan trajectory`)"
-        )
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     from design.verify import check_plan
     from drivers.config import load_config
     from formats.plan import load_plan
-    from formats.trajectory_plan import is_trajectory_plan
+    from formats.trajectory_plan import is_trajectory_plan, plan_document
 
     twin_options = [flag for flag, given in (("--truth", args.truth is not None),
                                              ("--placement-error", tuple(args.placement_error) != (0.0, 0.0)),
@@ -473,7 +456,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if twin_options and not args.twin:
         raise DataError(f"{twin_options[0]} applies with --twin only: add --twin or drop it")
 
-    _posture_plan_format(args.plan, "plan check")
+    plan_document(args.plan, "plan check", ("posture", "trajectory"))  # a file of another kind named as one
     plan = load_plan(args.plan)
     model = plan_model(plan)
     config = load_config(args.config)
@@ -617,7 +600,7 @@ def _print_twin(results, args: argparse.Namespace) -> None:
 def cmd_show(args: argparse.Namespace) -> int:
     from design.plot import plot_plan
     from formats.plan import load_plan
-    from formats.trajectory_plan import is_trajectory_plan
+    from formats.trajectory_plan import is_trajectory_plan, plan_document
 
     if is_trajectory_plan(args.plan):
         from poise.cmd_plan_trajectory import cmd_show_trajectory
@@ -627,7 +610,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from design.verify import check_plan
     from poise.cmd_plan_trajectory import warn_fails_check
 
-    _posture_plan_format(args.plan, "plan show")
+    plan_document(args.plan, "plan show", ("posture", "trajectory"))  # a file of another kind named as one
     plan = load_plan(args.plan)
     model = plan_model(plan)
     # as `plan check` finds them: a figure never hides a failing plan
@@ -641,8 +624,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_augment(args: argparse.Namespace) -> int:
     from design.augment import augment_plan, check_additions
     from formats.plan import load_plan, save_plan
+    from formats.trajectory_plan import plan_document
 
-    _posture_plan_format(args.plan, "plan augment")
+    plan_document(args.plan, "plan augment", ("posture",))  # a trajectory plan too: augment adds postures
     plan = load_plan(args.plan)
     model = plan_model(plan)
     plan = load_plan(args.plan, model)

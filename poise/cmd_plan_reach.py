@@ -80,15 +80,17 @@ def cmd_reach(args: argparse.Namespace) -> int:
     if args.plot:
         import numpy as np
 
-        from identify.plots import plot_forecast
+        from identify.plots import forecast_figure, save_figure
 
         ps = reach.parameters
         units = "N, N·m, N·m" if settings.motion != "free" else "N·m"
         title = (f"{model.name}: the better of a {reach.duration_s:g} s run for each parameter and one for all, "
                  f"noise {' / '.join(f'{v:g}' for v in reach.noise)} ({units}) per sample")  # fmt: skip
-        plot_forecast([p.symbol for p in ps], np.array([p.rel_se_pct for p in ps]),
-                      np.array([p.needed_s for p in ps]), reach.duration_s, reach.well_pct, reach.practical_s,
-                      args.plot, title, ("designed for it alone", np.array([p.alone_rel_se_pct for p in ps])))  # fmt: skip
+        alone = ("designed for it alone", np.array([p.alone_rel_se_pct for p in ps]))
+        fig = forecast_figure([p.symbol for p in ps], np.array([p.rel_se_pct for p in ps]),
+                              np.array([p.needed_s for p in ps]), reach.duration_s, reach.well_pct,
+                              reach.practical_s, title, alone)  # fmt: skip
+        save_figure(fig, args.plot, dpi=120)
     if args.json:
         print_json(out)
         return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -731,26 +731,23 @@ def _auto_focus(args: argparse.Namespace, experiments: list) -> dict | None:
 
 
 def _prior_experiments(paths: list[str], model) -> tuple[list, list[dict]]:
-    """The `--prior` files, each told by its content (as `poise run` tells plan kinds apart): a trajectory plan,
-    or a dynamic recording read as `identify dynamic` differentiates it (`_recorded_motions`). Returns the
-    experiments for `trajectories.plan.prior_experiments` and what the plan records of each (path, sha256)."""
+    """The `--prior` files, each told by its content (as `poise run` tells plan kinds apart): a dynamic recording
+    read as `identify dynamic` differentiates it (`_recorded_motions`), else a trajectory plan (any other file
+    refused, `formats.trajectory_plan.plan_document`). Returns the experiments for
+    `trajectories.plan.prior_experiments` and what the plan records of each (path, sha256)."""
     import hashlib
     from pathlib import Path
 
     from drivers.run_files import partial_run
     from formats.dynamic_recording import is_dynamic_recording, read_dynamic_recording
-    from formats.trajectory_plan import is_trajectory_plan, load_trajectory_plan, plan_digest
+    from formats.trajectory_plan import plan_digest, plan_document, trajectory_plan_from_dict
     from identify.recording_model import checked_for_model
 
     experiments, records = [], []
     for path in paths:
         if not Path(path).is_file():
             raise DataError(f"--prior {path}: no such file")
-        if is_trajectory_plan(path):
-            plan = load_trajectory_plan(path)
-            experiments.append(plan)
-            records.append({"plan": path, "sha256": plan_digest(plan)})
-        elif is_dynamic_recording(path):
+        if is_dynamic_recording(path):
             rec = checked_for_model(read_dynamic_recording(path), f"--prior {path}", model)
             motions, cutoff = _recorded_motions(rec, path)
             experiments += motions
@@ -761,31 +758,12 @@ def _prior_experiments(paths: list[str], model) -> tuple[list, list[dict]]:
                 records[-1]["partial_run"] = partial
                 err_console.print(f"[yellow]warning:[/yellow] --prior {escape(path)} is a partial run "
                                   f"({escape(partial)}): taken as recorded", highlight=False)  # fmt: skip
-        else:
-            _neither_prior(path)
+        else:  # a trajectory plan; any other file refused naming what it is (truncated JSON: `not valid JSON (…)`)
+            doc = plan_document(path, "plan trajectory --prior", ("trajectory", "recording"), "--prior ")
+            plan = trajectory_plan_from_dict(doc, str(Path(path)))
+            experiments.append(plan)
+            records.append({"plan": path, "sha256": plan_digest(plan)})
     return experiments, records
-
-
-def _neither_prior(path: str) -> None:
-    """DataError for a `--prior` file that is neither kind: a file meant as JSON (named .json, or opening with a
-    brace or a bracket) in the JSON reader's words, as `plan check` says it (truncated: `not valid JSON (…, line
-    26)`), a trajectory whose format field says posture plan as that; any other the two kinds it may be."""
-    from pathlib import Path
-
-    from formats.json_format import ENCODING, read_json
-    from formats.plan import refuse_mislabelled_trajectory
-
-    try:
-        with open(path, encoding=ENCODING, errors="replace") as fh:
-            meant_json = path.lower().endswith(".json") or fh.read(4096).lstrip()[:1] in ("{", "[")
-    except OSError as exc:
-        raise DataError(f"--prior {path}: cannot read it ({exc.strerror or exc})") from None
-    if meant_json:
-        try:
-            refuse_mislabelled_trajectory(read_json(Path(path), "a trajectory plan"), path)
-        except DataError as exc:
-            raise DataError(f"--prior {exc}") from None
-    raise DataError(f"--prior {path}: neither a trajectory plan (JSON) nor a dynamic recording (CSV)")
 
 
 def _recorded_motions(rec, path: str) -> tuple[list, float]:
@@ -1169,21 +1147,18 @@ def cmd_show_trajectory(path: str, out: str) -> int:
     """`plan show` for a trajectory plan: joint positions and velocities against their limits, with the torques
     (arms) or the ZMP path inside the support polygon (standing robots)."""
     from formats.atomic import save_figure
-    from trajectories.plan import STANDING, plan_model, plan_trajectory
+    from trajectories.plan import plan_model, plan_trajectory
     from trajectories.plot import trajectory_figure
-    from trajectories.verify import DEFAULT_ACCELERATION
 
     plan = load_trajectory_plan(path)
     model = plan_model(plan)
-    margin = float(plan.settings.get("zmp_margin", 0.0)) if plan.settings.get("motion") in STANDING else 0.0
     traj, ps = plan_trajectory(plan, model), plan.params or next(iter(model.params))
     verdict = as_it_is_verdict(path, plan, model, traj, ps)
     problems = verdict.problems  # a figure never hides a failing plan
-    acc = float(plan.settings.get("acceleration_default", DEFAULT_ACCELERATION))
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
         fig = trajectory_figure(
-            model, traj, plan.base, ps, margin, acc, float(plan.settings.get("load_share", 0.0)), name=path,
-            design=plan.design, caps=plan.settings, zmp_min=verdict.check.min_zmp_margin_m,
+            model, traj, plan.base, ps, name=path, design=plan.design, settings=plan.settings,
+            zmp_min=verdict.check.min_zmp_margin_m,
         )  # fmt: skip
     save_figure(fig, out, tight=True)
     console.print(f"wrote {out}")
@@ -1203,13 +1178,18 @@ def as_it_is_verdict(
         return plan_verdict(path, plan, model, traj, ps, None, optional=True, dt=dt, run=run)
 
 
-def warn_fails_check(path: str, problems: list[str], done: str) -> None:
+def warn_fails_check(path: str | Sequence[str], problems: list[str], done: str) -> None:
     """The one-line warning that `plan check PATH` fails a plan a command used anyway (`done`: "drawn as it is"),
-    naming its first three problems; nothing when there are none."""
-    if problems:
-        err_console.print(f"[yellow]warning:[/yellow] `plan check {escape(path)}` fails it ({len(problems)} "
-                          f"problem(s): {escape('; '.join(problems[:3]))}{'; …' if len(problems) > 3 else ''}"
-                          f"): {escape(done)}", highlight=False)  # fmt: skip
+    naming its first three problems; nothing when there are none. `path`: the plan, or the plans `plan check`
+    fails of several a command used together (`plan forecast`'s, each problem led by its plan's name)."""
+    if not problems:
+        return
+    paths = [path] if isinstance(path, str) else list(dict.fromkeys(path))
+    failing = (f"`plan check {escape(paths[0])}` fails it" if len(paths) == 1
+               else f"`plan check` fails {escape(', '.join(paths[:-1]))} and {escape(paths[-1])}")  # fmt: skip
+    err_console.print(f"[yellow]warning:[/yellow] {failing} ({len(problems)} problem(s): "
+                      f"{escape('; '.join(problems[:3]))}{'; …' if len(problems) > 3 else ''}): {escape(done)}",
+                      highlight=False)  # fmt: skip
 
 
 @contextmanager
@@ -1279,16 +1259,20 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
     if args.plot:
         import os
 
-        from identify.plots import plot_forecast
+        from identify.plots import forecast_figure, save_figure
 
         nb = fc.inertial
         channels = {r: _channel_name(r) for r in units}  # Fz / Mx / My, as the identify figures write them
         noise = _noise_with_units(fc.noise, {channels[r]: u for r, u in units.items()})
         title = (f"{model.name}: {' + '.join(os.path.basename(p) for p in args.plan)}, "
                  f"noise per sample {noise}")  # fmt: skip
-        plot_forecast(fc.symbols[:nb], fc.rel_se_pct[:nb], fc.needed_s(args.well)[:nb], fc.duration_s, args.well,
-                      practical_s, args.plot, title)  # fmt: skip
-    _warn_plan_problems(problems)
+        fig = forecast_figure(fc.symbols[:nb], fc.rel_se_pct[:nb], fc.needed_s(args.well)[:nb], fc.duration_s,
+                              args.well, practical_s, title)  # fmt: skip
+        save_figure(fig, args.plot, dpi=120)
+    named = list(dict.fromkeys(args.plan))  # each problem is led by its plan's name (`plan_problems`)
+    failing = [p for p in named if any(q.startswith(f"{p}: ") for q in problems)] or named
+    warn_fails_check(failing, problems, "`poise run` refuses it; forecast as it is" if len(failing) == 1
+                     else "`poise run` refuses them; forecast as they are")  # fmt: skip
     if args.json:
         print_json(out)
         return 0
@@ -1341,14 +1325,6 @@ def _tare_sentence(sd_kg: float, given: float | None) -> str:
     )
     return (f"The SEs include each run's board tare: a constant total-load offset of σ {sd_kg:.2g} kg ({source}), "
             "as identify dynamic includes a run's recorded tare.")  # fmt: skip
-
-
-def _warn_plan_problems(problems: list[str]) -> None:
-    """The warning of a forecast whose plan(s) `plan check` fails: `poise run` refuses them as they are."""
-    if problems:
-        err_console.print(f"[yellow]warning:[/yellow] `plan check` finds {len(problems)} problem(s) in the plan(s) "
-                          f"({escape('; '.join(problems[:3]))}{'; …' if len(problems) > 3 else ''}): `poise run` "
-                          "refuses them; forecast as they are", highlight=False)  # fmt: skip
 
 
 def _forecast_table(out: dict, fc, title: str, well: float, value: str = "guess") -> None:

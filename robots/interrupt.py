@@ -54,7 +54,11 @@ def watch() -> bool:
     if threading.current_thread() is threading.main_thread() and (
         signal.getsignal(signal.SIGINT) is signal.default_int_handler
     ):
-        signal.signal(signal.SIGINT, _raise)
+        try:
+            signal.signal(signal.SIGINT, _raise)
+        except BaseException:  # raised by a pending signal's handler, before or after ours went in
+            _put_back(signal.default_int_handler)
+            raise
         return True
     return False
 
@@ -62,20 +66,39 @@ def watch() -> bool:
 def unwatch() -> None:
     """Python's default handler back, if `watch` put ours in."""
     if watching():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _put_back(signal.default_int_handler)
+
+
+def _put_back(handler) -> None:
+    """SIGINT's handler back to `handler`, even when a pending signal's handler raises: CPython runs the pending
+    handlers before it installs, and one that raised (a Ctrl-C counted by `_raise`, SIGTERM's `Terminated`) left
+    the one being replaced in place for good. Its exception raised after."""
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except BaseException:
+        signal.signal(signal.SIGINT, handler)  # the pending handlers have run: it goes in now
+        raise
 
 
 @contextmanager
 def interruptible() -> Iterator[None]:
     """A solve after which Ctrl-C during it raises KeyboardInterrupt, whatever CasADi made of it."""
-    before, installed, counted = _count[0], False, False
+    before = _count[0]
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    ours = previous is signal.default_int_handler  # what `watch` puts ours in for, decided before it goes in
+    counted = ours or previous is _raise
     try:
-        installed = watch()
-        counted = watching()
+        if ours:
+            signal.signal(signal.SIGINT, _raise)
         yield
     finally:
-        if installed:  # counted for this solve only
-            unwatch()
+        if ours:  # counted for this solve only; put back even if it never went in (nothing to undo then)
+            try:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            except BaseException:  # as in `_put_back`, inline: a call is one more place to be raised in
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                raise
     if counted and _count[0] > before:
         raise KeyboardInterrupt
 
@@ -87,13 +110,21 @@ def held() -> Iterator[None]:
         yield
         return
     previous = signal.getsignal(signal.SIGINT)
+    if previous is None:  # a handler not put in from Python, which could not be put back
+        yield
+        return
     got: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
-    try:
+    try:  # in the try: an exception as it goes in (a pending signal's handler) must not leave it there
+        signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if got and previous is _raise:  # counted even when the body failed: the CLI reports the interrupt
-            _count[0] += 1
+        try:
+            signal.signal(signal.SIGINT, previous)
+        except BaseException:  # as in `_put_back`, inline: a call is one more place to be raised in
+            signal.signal(signal.SIGINT, previous)
+            raise
+        finally:
+            if got and previous is _raise:  # counted even when the body failed: the CLI reports the interrupt
+                _count[0] += 1
     if got and previous is not signal.SIG_IGN:
         raise KeyboardInterrupt

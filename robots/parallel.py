@@ -8,29 +8,43 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
-import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from typing import Any
 
+_SIGMASK = hasattr(signal, "pthread_sigmask")  # not on Windows, where children inherit neither
+
 
 def _ignore_interrupt() -> None:
+    """The workers' initializer: Ctrl-C ignored, then taken out of the mask they started with (a Ctrl-C that came
+    during their imports, held there, is dropped by the ignore)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _SIGMASK:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 @contextmanager
 def _children_ignore_interrupt() -> Iterator[None]:
-    """Ctrl-C ignored while workers start, so that they inherit it ignored through their imports (the initializer
-    only runs after them); the parent's handler back at once."""
-    if threading.current_thread() is not threading.main_thread():
+    """Ctrl-C blocked in this thread while workers start: they inherit the mask, so that it waits through their
+    imports (the initializer only runs after them). The parent's handler is not touched: its Ctrl-C waits too and is
+    raised as the block ends. (It was SIG_IGN for the spawn: a Ctrl-C then was lost, and a signal whose handler
+    raised while the handler was put back, which CPython runs before it installs, left Ctrl-C ignored for good.)
+    The mask is per thread; the block ends whatever a pending signal's handler raises as it is taken out."""
+    if not _SIGMASK:
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    was_blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if not was_blocked:
+            try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            except BaseException:  # a pending signal's handler, run as the call starts (signal.py wraps it)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+                raise
 
 
 def in_processes(

@@ -8,7 +8,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from identify.plots import bar_baseline, forecast_figure, plot_forecast  # noqa: E402
+from identify.plots import bar_baseline, forecast_figure, save_figure  # noqa: E402
 
 SYMS = ["ϑ1", "ϑ2", "ϑ3", "ϑ4", "ϑ5"]
 REL = np.array([3.0, np.inf, 40.0, 700.0, 20.0])  # determined, guess 0, repeated, beyond, repeated
@@ -85,4 +85,5 @@ def test_the_floor_is_below_the_other_designs_markers_too(tmp_path):
     assert low == bar_baseline(np.concatenate([REL, also]), 15.0) and low < 0.002
     assert f"bars from {low:g} %" in f.axes[0].get_ylabel()
     plt.close(f)
-    assert plot_forecast(SYMS, REL, NEED, 6.0, 15.0, 600.0, tmp_path / "f.png").stat().st_size > 0
+    fig = forecast_figure(SYMS, REL, NEED, 6.0, 15.0, 600.0)
+    assert save_figure(fig, tmp_path / "f.png", dpi=120).stat().st_size > 0

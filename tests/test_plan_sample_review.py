@@ -94,8 +94,20 @@ def test_forecast_of_a_plan_check_fails_names_its_failures(tmp_path, capsys):
     problems = json.loads(captured.out)["plan_problems"]
     assert problems and any("elbow_joint" in p and "position range" in p for p in problems)
     assert "warning" in captured.err and "elbow_joint" in captured.err
+    # `plan show`'s warning: the plan `plan check` fails, how many problems, and that `poise run` refuses it
+    assert f"`plan check {bad}` fails it ({len(problems)} problem(s): {problems[0]}" in captured.err
+    assert "`poise run` refuses it; forecast as it is" in captured.err
     assert main(["plan", "forecast", str(UR5), "--noise", "0.1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["plan_problems"] == []
+    # of two plans forecast together, the one `plan check` fails is named, not the other
+    assert main(["plan", "forecast", str(UR5), bad, "--noise", "0.1", "--json"]) == 0
+    captured = capsys.readouterr()
+    both = json.loads(captured.out)["plan_problems"]
+    assert both and all(p.startswith(f"{bad}: ") for p in both)
+    assert (
+        f"`plan check {bad}` fails it ({len(both)} problem(s): " in captured.err
+        and str(UR5) not in captured.err
+    )
 
 
 def test_a_standing_forecast_gives_fz_in_newtons_and_the_moments_in_newton_metres(tmp_path, capsys):

@@ -202,15 +202,17 @@ def test_a_long_title_over_few_bars_is_wrapped_inside_the_figure(tmp_path, monke
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from identify.plots import plot_forecast
+    from identify.plots import forecast_figure, save_figure
 
     figures = []
     close = plt.close
     monkeypatch.setattr(plt, "close", lambda fig=None: (figures.append(fig), close(fig)))
     long = ("ur5: the better of a 6 s run for each parameter and one for all, noise 0.2 (N·m) per sample, "
             "a title as long as `plan reach` writes it")  # fmt: skip
-    plot_forecast(["ϑ7", "ϑ17"], np.array([16.0, 500.0]), np.array([700.0, 1e5]), 6.0, 15.0, 600.0,
-                  tmp_path / "r.png", long)  # fmt: skip
+    fig = forecast_figure(
+        ["ϑ7", "ϑ17"], np.array([16.0, 500.0]), np.array([700.0, 1e5]), 6.0, 15.0, 600.0, long
+    )
+    save_figure(fig, tmp_path / "r.png", dpi=120)
     (fig,) = figures
     title = fig.axes[0].get_title()
     assert " ".join(title.split()) == long and "\n" in title

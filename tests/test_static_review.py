@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from formats.static_recording import read_recording, write_recording
-from identify.plots import bar_baseline, plot_forecast
+from identify.plots import bar_baseline, forecast_figure, save_figure
 from identify.static import StaticCoMEstimator, mean_spread
 from identify.synthetic import simulate_static
 from poise.cli import main
@@ -229,7 +229,6 @@ def test_forecast_plot_marks_zero_guesses_and_states_its_baseline(tmp_path):
     rel = np.array([3.0, np.inf, 40.0, 700.0])
     base = bar_baseline(rel, 15.0)
     assert 0 < base < 3.0 and np.log10(base) == np.round(np.log10(base))
-    out = plot_forecast(
-        ["a", "b", "c", "d"], rel, np.array([1, np.inf, 100, 9e3]), 10, 15, 600, tmp_path / "f.png"
-    )
+    fig = forecast_figure(["a", "b", "c", "d"], rel, np.array([1, np.inf, 100, 9e3]), 10, 15, 600)
+    out = save_figure(fig, tmp_path / "f.png", dpi=120)
     assert Path(out).stat().st_size > 0

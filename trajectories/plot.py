@@ -20,23 +20,21 @@ def trajectory_figure(
     traj: Trajectory,
     base: str,
     params: str,
-    zmp_margin: float = 0.0,
-    acceleration_default: float = DEFAULT_ACCELERATION,
-    load_share: float = 0.0,
     name: str = "",
     design: dict | None = None,
-    caps: dict | None = None,
+    settings: dict | None = None,
     zmp_min: float | None = None,
 ):
     """Stacked panels over time, each joint's curve over its limit (dashed lines at ±1; the legend gives the limits
-    in their units); an arm's position, velocity, acceleration (the description's limit, else
+    in their units); an arm's position, velocity, acceleration (the description's limit, else the plan's
     `acceleration_default`) and torque (velocity and torque in their units where a limit is the URDF's placeholder,
-    `_limit_panel`). A standing robot's ZMP panel draws the line `zmp_margin` (m) inside the
+    `_limit_panel`). A standing robot's ZMP panel draws the line the plan's `zmp_margin` (m) inside the
     support polygon that the ZMP must keep to; on both soles, the other sole's lever-rule share of the load with
     the bounds `load_share` and 1 − `load_share` each sole must carry. `name` (the plan file), `design` (its
-    design record: κ, status) and `zmp_min` (`plan check`'s least ZMP margin, m) head the figure; `caps` (the
-    plan's settings) adds the design's own caps (velocity and torque fractions, position margin) as lighter
-    dashed lines."""
+    design record: κ, status) and `zmp_min` (`plan check`'s least ZMP margin, m) head the figure. `settings`: the
+    plan's settings, read as `plan check` reads them (`trajectories.plan.check_plan`: the ZMP margin of a standing
+    motion, the load share, the default acceleration limit); the design's own caps among them (velocity and torque
+    fractions, position margin) are drawn as lighter dashed lines. None: no margin, no bounds, no caps."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -45,8 +43,13 @@ def trajectory_figure(
     from robots.one_sole import sole_polygon
     from trajectories.balance_excitation import support_halfplanes
     from trajectories.closed_chain import ClosedChainTrajectory
+    from trajectories.plan import STANDING
     from trajectories.single_support import SingleSupportTrajectory
 
+    settings = settings or {}
+    zmp_margin = float(settings.get("zmp_margin", 0.0)) if settings.get("motion") in STANDING else 0.0
+    load_share = float(settings.get("load_share", 0.0))
+    acceleration_default = float(settings.get("acceleration_default", DEFAULT_ACCELERATION))
     # 10 ms, or coarser where a long plan would draw more points than the figure has pixels (its checks are `plan
     # check`'s, on the fine grid: the figure warns with them)
     t = sample_grid(traj, max(0.01, traj.duration / FIGURE_SAMPLES))
@@ -57,12 +60,12 @@ def trajectory_figure(
         feet = foot_corners(model, traj.chain.nominal, params, traj.chain.base)
         hull = support_halfplanes(model, traj.chain)[2]
         fig = _plot_standing(model, traj, traj.chain.base, hull, feet, "double", params, t, q, qd, qdd, zmp_margin,
-                             load_share, caps)  # fmt: skip
+                             load_share, settings)  # fmt: skip
         return _headed(fig, model, traj, "double-support excitation", name, design, zmp_min)
     if isinstance(traj, SingleSupportTrajectory):
         poly = sole_polygon(model, traj.base)
         fig = _plot_standing(
-            model, traj, traj.base, poly, {}, "single", params, t, q, qd, qdd, zmp_margin, 0.0, caps
+            model, traj, traj.base, poly, {}, "single", params, t, q, qd, qdd, zmp_margin, 0.0, settings
         )
         return _headed(fig, model, traj, "single-support excitation", name, design, zmp_min)
     tau = dyn.rnea(model, q, qd, qdd, params, base)
@@ -81,7 +84,7 @@ def trajectory_figure(
             ax.plot(t, y[:, j], lw=0.8, label=_limits_label(model, j, amax), **joint_style(j, model.nq))
         if limited:  # ±1: the limits
             _limit_lines(ax)
-            _cap_lines(ax, model, kind, caps)
+            _cap_lines(ax, model, kind, settings)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     for ax in axes:
@@ -159,14 +162,14 @@ def _limit_lines(ax) -> None:
         ax.axhline(s, color="k", ls="--", lw=0.7, label=HARDWARE)
 
 
-def _cap_lines(ax, model: RobotModel, kind: str, caps: dict | None) -> None:
+def _cap_lines(ax, model: RobotModel, kind: str, settings: dict | None) -> None:
     """The design's own caps on a normalised panel, lighter dashed lines: the velocity and torque fractions of the
     limits, the position margin (rad kept from each limit, so its line per joint range; the distinct ones drawn),
-    the acceleration fraction; nothing when the plan's settings record none."""
-    if not caps:
+    the acceleration fraction, as the plan's `settings` record them; nothing when they record none."""
+    if not settings:
         return
     if kind == "position":
-        m = caps.get("position_margin")
+        m = settings.get("position_margin")
         if not m:
             return
         half = _range_scale(model)[1]
@@ -180,7 +183,7 @@ def _cap_lines(ax, model: RobotModel, kind: str, caps: dict | None) -> None:
             "effort": "torque_fraction",
             "acceleration": "acceleration_fraction",
         }
-        f = caps.get(key[kind])
+        f = settings.get(key[kind])
         if not f or float(f) >= 1:
             return
         levels, label = [float(f)], f"design cap: {float(f):g} × the limit"
@@ -255,7 +258,7 @@ def _standing_torques(model, traj, base, params, q, qd, qdd) -> tuple[np.ndarray
 
 
 def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd, margin=0.0, load_share=0.0,
-                   caps=None):  # fmt: skip
+                   settings=None):  # fmt: skip
     """Joint positions, velocities and torques against their limits (and the design's caps), the ZMP path inside
     the support polygon (and its margin line, the feet named L/R) and, on both soles, the other sole's share of
     the load against its bounds."""
@@ -286,7 +289,7 @@ def _plot_standing(model, traj, base, hull, feet, support, params, t, q, qd, qdd
                                      (ax4, tau_label, tau_limited, "effort")):  # fmt: skip
         if limited:  # ±1: the limits
             _limit_lines(ax)
-            _cap_lines(ax, model, kind, caps)
+            _cap_lines(ax, model, kind, settings)
         ax.set_ylabel(label)
         ax.set_xlabel("time [s]")
         ax.grid(alpha=0.3)
