@@ -56,9 +56,32 @@ WRENCH_NEEDED = ("fz_n", "mx_nm", "my_nm")
 MOTIONS = ("free", "double-support", "single-support")
 # `# motion:` of a standing recording (default: double support)
 STANDING_MOTIONS = MOTIONS[1:]
+# a physics twin's joint truth, one value for every joint (`poise simulate trajectory` writes them; `identify dynamic
+# --reference` compares with them): the keys name a revolute joint's units, kept for the recordings written with them
+TRUE_JOINT_KEYS = {
+    "viscous": "true_viscous_nm_s_rad",
+    "coulomb": "true_coulomb_nm",
+    "armature": "true_armature_kg_m2",
+}
+TRUE_JOINT_UNITS = "true_joint_units"  # metadata: the units of the keys above, where a joint is prismatic
 # the header keys poise reads: a key a letter or two off one of them is refused as a typo (`read_commented`)
 KNOWN_KEYS = ("robot", "base", "angle_unit", "robot_source", "motion", "motion_band_hz", "moment_z_m", CELLS_XY,
-              TORQUE_CONSTANT, "true_viscous_nm_s_rad", "true_coulomb_nm", "true_armature_kg_m2")  # fmt: skip
+              TORQUE_CONSTANT, *TRUE_JOINT_KEYS.values(), TRUE_JOINT_UNITS)  # fmt: skip
+_TRUE_UNITS = {"viscous": ("N·m·s/rad", "N·s/m"), "coulomb": ("N·m", "N"), "armature": ("kg·m²", "kg")}
+
+
+def true_joint_units(joint_names: Sequence[str], prismatic: Sequence[str]) -> dict[str, str]:
+    """The header entry naming the units of the twin's joint truth (`TRUE_JOINT_KEYS`) when some of the recorded
+    joints are prismatic: each key names a revolute joint's unit, its one value is in N·s/m, N and kg on a prismatic
+    joint. {} when none is (the keys' names say it all). The writer adds it to the recording's metadata beside the
+    keys."""
+    lin = [j for j in joint_names if j in set(prismatic)]
+    if not lin:
+        return {}
+    rot = [j for j in joint_names if j not in set(lin)]
+    parts = [", ".join(f"{kind} {units[k]}" for kind, units in _TRUE_UNITS.items()) + f" ({', '.join(names)})"
+             for k, names in ((1, lin), (0, rot)) if names]  # fmt: skip
+    return {TRUE_JOINT_UNITS: "; ".join(parts)}
 
 
 @dataclass

@@ -214,11 +214,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _dynamic_demo(args: argparse.Namespace) -> int:
     """`poise demo arm|standing`: the pipeline's commands, each printed, then run in this process; the earlier
-    run's outputs in --out replaced only once the new run has made its own. With --json: the commands' output on
-    stderr, the identification's verdict (`dynamic_verdict`) on stdout."""
+    run's outputs in --out replaced only once the new run has made its own. The verdict (`dynamic_verdict`) is
+    read from the JSON the identification writes beside its text (`--json-out`, `identification_result`): its
+    lines (`verdict_lines`) close the output; with --json the commands' output and those lines go to stderr, the
+    verdict's JSON to stdout."""
     import contextlib
-    import io
-    import json
     from pathlib import Path
 
     from formats.errors import DataError
@@ -227,12 +227,11 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
     from poise.workflows.dynamic_demo import (
         DEFAULT_SEED,
         DemoFolder,
-        Step,
         arm_steps,
         dynamic_verdict,
+        identification_result,
         run_steps,
         standing_steps,
-        text_verdict,
         verdict_lines,
     )
 
@@ -245,24 +244,14 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
     steps = (arm_steps if args.pipeline == "arm" else standing_steps)(out, seed)
     folder = DemoFolder(out, args.pipeline, args.force, parents=args.out is None)
     folder.check()  # before any work
-    if args.json:  # the identification's JSON is the verdict's source
-        steps[-1] = Step(steps[-1].what, (*steps[-1].argv, "--json"))
-    captured = io.StringIO()
 
     def run(argv: list[str]) -> int:
         from poise.cmd_plan_trajectory import DESIGN_FOR
 
-        # the identification's output is the verdict's source: with --json its JSON, captured; without, its text,
-        # shown as it is printed and read after (`text_verdict`): the identification runs once either way
-        last = tuple(argv) == steps[-1].argv
-        if last:
-            to = captured if args.json else _Tee(sys.stdout, captured)
-        else:
-            to = sys.stderr if args.json else sys.stdout
         # its designs' notes speak of the demo's settings, not of the user's own
         demo = DESIGN_FOR.set(f"poise demo {args.pipeline}")
         try:
-            with contextlib.redirect_stdout(to):
+            with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
                 return main(argv)
         finally:
             DESIGN_FOR.reset(demo)
@@ -273,11 +262,13 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
         if note:
             say(note)
         rc = run_steps(steps, run, say)
+        # the identification's result, read before the earlier outputs go: unreadable, the run failed
+        verdict = None if rc else dynamic_verdict(args.pipeline, out, identification_result(out))
     except BaseException:
         if folder.rollback():
             say(f"poise demo {args.pipeline}: the earlier run's outputs in {out} are restored")
         raise
-    json_written(reset=True)  # the steps' JSON was theirs: the demo writes its own
+    json_written(reset=True)  # the steps' JSON, if any, was theirs: the demo writes its own
     if rc:
         if folder.rollback():
             say(f"poise demo {args.pipeline}: the earlier run's outputs in {out} are restored")
@@ -286,38 +277,16 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
         return rc
     folder.commit()
     if args.json:
-        said = captured.getvalue()
-        start = said.find("{") if said.startswith("{") else said.find("\n{") + 1  # JSON, after any other text
-        sys.stderr.write(said[:start])
-        try:
-            fit = json.loads(said[start:])
-        except ValueError:
-            raise DataError(f"poise demo {args.pipeline}: the identification wrote no JSON") from None
-        verdict = dynamic_verdict(args.pipeline, out, fit)
         say("")
         for line in verdict_lines(verdict):  # for a person reading the commands' output (stderr)
             err_console.print(line, markup=False, highlight=False, soft_wrap=True)
         print_json(verdict)
         return 0
     console.print()
-    for k, line in enumerate(verdict_lines(text_verdict(args.pipeline, out, captured.getvalue()))):
+    for k, line in enumerate(verdict_lines(verdict)):
         console.print(line, markup=False, highlight=False, soft_wrap=True, style="bold" if k == 0 else None)
     sys.stdout.flush()
     return rc  # the verdict is printed; `make demo` fails only on errors
-
-
-class _Tee:
-    """A stream that writes to `stream` and keeps a copy in `copy` (`isatty` and the rest: `stream`'s)."""
-
-    def __init__(self, stream, copy) -> None:
-        self.stream, self.copy = stream, copy
-
-    def write(self, s: str) -> int:
-        self.copy.write(s)
-        return self.stream.write(s)
-
-    def __getattr__(self, name: str):
-        return getattr(self.stream, name)
 
 
 def _relocated(res, out, to):

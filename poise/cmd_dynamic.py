@@ -10,9 +10,10 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
+from formats.dynamic_recording import TRUE_JOINT_KEYS
 from formats.errors import DataError
 from poise import argtypes as at
-from poise.output import console, err_console, named_errors, print_json, rel_se_text
+from poise.output import console, dumps, err_console, named_errors, print_json, rel_se_text
 
 if TYPE_CHECKING:
     from formats.dynamic_recording import DynamicRecording
@@ -173,6 +174,12 @@ def register_identify(s: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--json", action="store_true", help="print the result as JSON")
     d.add_argument(
+        "--json-out", type=at.out_file, metavar="FILE",
+        help="also write the result --json prints, the same JSON object, to FILE (whole or not at all; nothing "
+        "written when the fit is refused), while the text goes to stdout: a script reads the file, a person the "
+        "text (with --json: both)",
+    )  # fmt: skip
+    d.add_argument(
         "--plot",
         type=at.image_file,
         help="predicted vs measured figure (PNG) of the validation (or fit) data: joint efforts, or a standing "
@@ -189,6 +196,48 @@ SIMULATED_ARM = {
     "armature": 0.0,
 }  # `simulate`'s defaults
 SIMULATED_BOARDS = {"force_noise": 2.0, "moment_noise": 0.3}
+# `simulate trajectory` warns when a default of the arm's friction or noise (one the user did not give) passes this
+# share of the plan's most loaded joint's RMS inverse-dynamics torque: the defaults are sized for a UR5-class arm
+# (its shoulder ~54 N·m RMS on tests/data/ur5_6s.json), and swamp a small robot's dynamics (an SO-100's shoulder
+# ~0.6 N·m RMS: then 1 of 38 base parameters determined). Compared with the most loaded joint, not each: every
+# arm has light wrist joints that any friction dominates (the UR5's wrist_3, 0.03 N·m RMS) and identifies well.
+TWIN_DEFAULT_SHARE = 0.25
+TWIN_DEFAULT_SUGGESTED = 0.05  # the hint's example values: the largest at this share of that torque
+
+
+def _twin_defaults_hint(names: list[str], rigid: np.ndarray, qd: np.ndarray, args: argparse.Namespace,
+                        joints: list[str]) -> str | None:  # fmt: skip
+    """`simulate trajectory` on an arm: one warning line when a default imperfection the user did not give (`names`
+    of SIMULATED_ARM's coulomb, viscous, effort_noise) is large against the plan's torques — over
+    TWIN_DEFAULT_SHARE of the RMS inverse-dynamics torque (`rigid`, (K, n) N·m, friction- and noise-free) of its
+    most loaded joint; the viscous friction as its RMS torque over the plan (coefficient × joint speed) at the
+    joint where that is largest. None when none is."""
+    rms = np.sqrt(np.mean(rigid**2, axis=0))
+    top = int(np.argmax(rms))
+    limit = TWIN_DEFAULT_SHARE * rms[top]
+    sizes = {  # N·m: what each default puts on the efforts
+        "coulomb": args.coulomb,
+        "viscous": args.viscous * float(np.sqrt(np.mean(qd**2, axis=0)).max()),
+        "effort_noise": args.effort_noise,
+    }
+    large = [n for n in ("coulomb", "viscous", "effort_noise") if n in names and sizes[n] > limit]
+    if not large:
+        return None
+    said = {
+        "coulomb": f"Coulomb friction {args.coulomb:g} N·m",
+        "viscous": f"viscous friction {args.viscous:g} N·m·s/rad ({sizes['viscous']:.2g} N·m RMS over the plan)",
+        "effort_noise": f"effort noise σ {args.effort_noise:g} N·m",
+    }
+    scale = TWIN_DEFAULT_SUGGESTED * rms[top] / max(sizes[n] for n in large)
+    example = " ".join(f"--{n.replace('_', '-')} {getattr(args, n) * scale:.2g}" for n in large)
+    named = [said[n] for n in large]
+    named = ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else named[0]
+    return (f"warning: {joints[top]}, the plan's most loaded joint, needs {rms[top]:.3g} N·m RMS of inverse "
+            f"dynamics (peak {np.abs(rigid[:, top]).max():.3g} N·m); the twin's default {named} "
+            f"exceed{'s' if len(large) == 1 else ''} {100 * TWIN_DEFAULT_SHARE:.0f} % of it and would swamp this "
+            f"robot's dynamics in the recording: scale {'it' if len(large) == 1 else 'them'} with "
+            f"{', '.join('--' + n.replace('_', '-') for n in large)} (e.g. {example}: the largest "
+            f"{100 * TWIN_DEFAULT_SUGGESTED:.0f} % of it)")  # fmt: skip
 
 
 def _twin_options(args: argparse.Namespace, standing: bool) -> None:
@@ -205,32 +254,36 @@ def _twin_options(args: argparse.Namespace, standing: bool) -> None:
             setattr(args, name, value)
 
 
-def _check_inertias(model, truth, what: str) -> None:
-    """DataError unless `truth` has an inertia for every body with mass: MuJoCo refuses a moving body without one in
-    its own words ("mass and inertia of moving bodies must be larger than mjMINVAL"). A set of masses and CoMs alone
-    (TUlip's `mc`) is a static model's."""
-    lacking = without_inertia(model, truth)
+def _check_inertias(model, truth, what: str, floating: bool) -> None:
+    """DataError unless every body a joint moves has an inertia in `truth`: MuJoCo refuses one without in its own
+    words ("mass and inertia of moving bodies must be larger than mjMINVAL"). A body is a rigid group (links welded
+    by fixed joints, `robots.rigid_groups`): a point mass welded to a link with inertia (a sensor frame, a gripper
+    mount) is part of its body. A set of masses and CoMs alone (TUlip's `mc`) is a static model's."""
+    lacking = without_inertia(model, truth, floating)
     if lacking:
-        whole = [n for n in model.params if not without_inertia(model, model.parameter_set(n))]
+        whole = [n for n in model.params if not without_inertia(model, model.parameter_set(n), floating)]
         sets = f"--truth {' or '.join(whole)} (a set with inertias) or " if whole else ""
+        static = not any(any(i6) for i6 in truth.inertia.values())
+        why = ("masses and CoMs alone do not make a dynamic model" if static else
+               "each is a point mass a joint moves (alone, or in a line with the point masses welded to it), which "
+               "has no rotational inertia")  # fmt: skip
         raise DataError(f"{what} has no inertia for {len(lacking)} of the {model.name} bodies with mass "
-                        f"({', '.join(lacking[:6])}{', …' if len(lacking) > 6 else ''}): masses and CoMs alone do "
-                        f"not make a dynamic model, and MuJoCo cannot simulate it — give {sets}a parameter-set "
-                        "FILE with an inertia for every link with mass")  # fmt: skip
+                        f"({', '.join(lacking[:6])}{', …' if len(lacking) > 6 else ''}): {why}, and MuJoCo cannot "
+                        f"simulate it — give {sets}a parameter-set FILE with an inertia for every link a joint "
+                        "moves (point masses welded to a link with inertia need none)")  # fmt: skip
 
 
-def without_inertia(model, ps) -> list[str]:
-    """The model's links that carry mass in parameter set `ps` but no inertia (none given, or all zero)."""
-    return [
-        lk.name
-        for lk in model.links
-        if ps.mass.get(lk.name, 0.0) > 0 and not any(ps.inertia.get(lk.name, ()))
-    ]
+def without_inertia(model, ps, floating: bool = True) -> list[str]:
+    """The model's links with mass in parameter set `ps` whose body (the rigid group of links welded by fixed joints)
+    has no inertia once composed, among the bodies a joint moves (the root's too when the robot floats)."""
+    from robots.rigid_groups import groups_without_inertia
+
+    return [n for links in groups_without_inertia(model, ps, floating).values() for n in links]
 
 
 def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts, physical_truth, standing_wrench
-    from formats.dynamic_recording import DynamicRecording, write_dynamic_recording
+    from formats.dynamic_recording import DynamicRecording, true_joint_units, write_dynamic_recording
     from formats.trajectory_plan import load_trajectory_plan
     from poise.cmd_plan_trajectory import warn_fails_check
     from poise.cmd_simulate import checked_plan_problems, trajectory_summary
@@ -249,20 +302,24 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     traj = plan_trajectory(plan, model)
     guess = plan.params or next(iter(model.params))
     problems = checked_plan_problems(args.plan, plan, model, traj, guess, args.rate_hz)
+    how = plan_recording(plan, traj)
     if args.truth == "perturbed":
         _check_inertias(
-            model, model.parameter_set(guess), f"--truth perturbed varies the plan's set {guess!r}, which"
+            model,
+            model.parameter_set(guess),
+            f"--truth perturbed varies the plan's set {guess!r}, which",
+            how.standing,
         )
         rng = np.random.default_rng(args.seed + 1000)
         truth = perturbed(model.parameter_set(guess), rng, 0.1, 0.01, "perturbed", inertia_rel=0.2)
     else:
         truth = resolve_params(args.truth, model)
-        _check_inertias(model, truth, f"--truth {args.truth}")
+        _check_inertias(model, truth, f"--truth {args.truth}", how.standing)
     t = sample_grid(traj, 1.0 / args.rate_hz)
     q, qd, qdd = traj.sample(t)
     rng = np.random.default_rng(args.seed)
-    wrench = tau = None
-    how = plan_recording(plan, traj)
+    wrench = tau = hint = None
+    defaulted = [n for n in ("coulomb", "viscous", "effort_noise") if getattr(args, n, None) is None]
     _twin_options(args, how.standing)
     if how.standing:
         truth = physical_truth(truth)
@@ -277,11 +334,15 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
                               args.armature)  # fmt: skip
         with err_console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
             qm, tau = arm_efforts(model, truth, q, qd, qdd, im, rng)
+            if defaulted:  # the plan's torques without friction and noise, to size the defaults against
+                rigid = arm_efforts(model, truth, q, qd, qdd, ArmImperfections(armature=args.armature))[1]
+                hint = _twin_defaults_hint(defaulted, rigid, qd, args, list(model.joint_names))
     meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}", **how.meta}
     # the joints' truth, which a parameter set cannot hold (identify dynamic --reference)
     if not how.standing:
         meta |= {DECLARED_JOINTS["viscous"]: f"{args.viscous:g}", DECLARED_JOINTS["coulomb"]: f"{args.coulomb:g}",
                  DECLARED_JOINTS["armature"]: f"{args.armature:g}"}  # fmt: skip
+        meta |= true_joint_units(model.joint_names, [j.name for j in model.joints if j.type == "prismatic"])
     if plan.robot_source:
         meta["robot_source"] = plan.robot_source
     rec = DynamicRecording(model.name, plan.base, list(model.joint_names), t, qm, tau, wrench, meta=meta)
@@ -289,6 +350,8 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
     if args.truth_out:
         save_parameter_set(truth, args.truth_out)
     warn_fails_check(args.plan, problems, "recorded as it is")
+    if hint:
+        err_console.print(hint, markup=False, highlight=False, soft_wrap=True)
     if args.json:
         print_json(trajectory_summary(args, rec, truth.name, traj.duration, problems))
         return 0
@@ -297,6 +360,7 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
 
 
 def cmd_identify_dynamic(args: argparse.Namespace) -> int:
+    from formats.atomic import write_text_atomic
     from formats.dynamic_recording import read_dynamic_recording
     from identify.dynamic import SCALE_RESOLVED_SE, DynamicEstimator, validation_error
     from identify.recording_model import (
@@ -593,6 +657,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
         _plot(est, model.name, out, rec if vrec is None else vrec, args)
     if ran is not None and not fit.instruments:  # last: the forecast prepares rows with the estimator
         _warn_if_below_plan(out, est, recs, ran, _fitted_tare_sd(rep.groups, runs, offsets))
+    if args.json_out:  # the very JSON --json prints, for a script beside the text
+        write_text_atomic(args.json_out, dumps(out) + "\n", "JSON result")
     if args.json:
         print_json(out)
         return 0
@@ -999,11 +1065,7 @@ def _twin_joints(
     return out if all(np.isfinite(v) for d in out.values() for v in d.values()) else None
 
 
-DECLARED_JOINTS = {
-    "viscous": "true_viscous_nm_s_rad",
-    "coulomb": "true_coulomb_nm",
-    "armature": "true_armature_kg_m2",
-}
+DECLARED_JOINTS = TRUE_JOINT_KEYS  # the twin's joint truth in a recording's header
 
 
 def _declared_joints(recs, model) -> dict[str, dict[str, float]] | None:

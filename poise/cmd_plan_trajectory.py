@@ -253,7 +253,8 @@ def add_design_arguments(
     p.add_argument(
         "--no-self-collision",
         action="store_true",
-        help="do not keep links apart (e.g. no collision geometry)",
+        help="do not keep links apart by a margin (e.g. collision meshes missing); the design's verification, as "
+        "`plan check`, still fails links that meet (0 mm), where the collision geometry loads",
     )
     p.add_argument(
         "--min-excursion",
@@ -279,7 +280,8 @@ def add_design_arguments(
         "--position-margin",
         type=at.nonnegative,
         default=0.05,
-        help="rad kept from each position limit (default %(default)s rad)",
+        help="kept from each position limit in the joint's unit: m on a prismatic joint (%(default)s m by "
+        "default), else rad (default %(default)s rad)",
     )
     p.add_argument(
         "--velocity-fraction",
@@ -443,7 +445,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     from robots.description import placeholder_limits
     from robots.registry import get_model
     from trajectories.multistart import design_starts, ranked
-    from trajectories.plan import make_plan
+    from trajectories.plan import json_finite, make_plan
 
     model = get_model(args.robot)
     _motion(args)  # --motion sets its alias flags, which the rest reads
@@ -529,6 +531,9 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         msg = (f"the design failed its own check ({'; '.join(best.verification['problems'])}); no plan written: its "
                "trajectory cannot be rebuilt, so no command could read it")  # fmt: skip
         raise DataError(msg, robot=model.name, out=None)
+    # the design's verdict is `plan check`'s on the plan as written, the one check `poise run` refuses on
+    best.verification = plan_check_verification(args.out, plan)
+    plan.design["verification"] = json_finite(best.verification)
     save_trajectory_plan(plan, args.out)
     summary = {
         "robot": model.name,
@@ -574,6 +579,19 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def plan_check_verification(path: str, plan: TrajectoryPlan) -> dict:
+    """A designed plan's verification: `plan check`'s checks of it (`plan_verdict` without the run's pre-flight,
+    its 1 ms grid), as `TrajectoryCheck.to_dict` — one verification for the designer, `plan check` and the run,
+    not the designer's own (which ranks the starts: it holds links apart only when the design does)."""
+    from trajectories.plan import plan_model, plan_trajectory
+
+    model = plan_model(plan)
+    traj = plan_trajectory(plan, model)
+    with _fine_grid_progress(path, traj.duration):
+        v = plan_verdict(path, plan, model, traj, plan.params or next(iter(model.params)), None, run=False)
+    return v.check.to_dict() | {"problems": v.problems, "ok": not v.problems}
 
 
 def _rebuilds(plan) -> bool:
@@ -822,7 +840,7 @@ def _print_design(s: dict, model: RobotModel) -> None:
         ),
         ("IPOPT iterations (best start)", f"{s['iterations']} ({s['solver_status']})", "—"),
         ("wall time", f"{s['seconds']:.1f}", "s"),
-        ("min position margin", f"{v['min_position_margin_rad']:.3f}", "rad"),
+        _margin_row(v, 3),
         ("peak velocity / limit", _ratio_cell(v["velocity_ratio"], placeholders.get("velocity"), model), "—"),
         ("peak acceleration / limit", f"{v['acceleration_ratio']:.3f}", "—"),
         ("peak torque / limit", _ratio_cell(v["torque_ratio"], placeholders.get("effort"), model), "—"),
@@ -868,9 +886,36 @@ def _standing_rows(v: dict) -> list[tuple[str, str, str]]:
         rows.append(
             (f"closest links ({v['closest_links']})", f"{v['min_self_clearance_m'] * 1000:.1f}", "mm")
         )
-    elif v.get("self_collision") == "no collision geometry":
-        rows.append(("self-collision", "not checked: the description has no collision geometry", "—"))
+    elif v.get("self_collision") not in (None, "checked"):
+        note = v.get("self_collision_note") or "the description has no collision geometry"
+        if v["self_collision"] == "geometry unavailable":  # the file and why: the command's warning line
+            note = "the collision geometry cannot be loaded (see the warning)"
+        rows.append(("self-collision", f"not checked: {note}", "—"))
     return rows
+
+
+def _margin_row(v: dict, decimals: int) -> tuple[str, str, str]:
+    """The table row of a check's (`TrajectoryCheck.to_dict`) smallest position margin: in the unit of the joint
+    it is at (rad, or m for a prismatic joint), named; "unlimited" where no joint has a position limit."""
+    m = v["min_position_margin_rad"]
+    if m is None or math.isinf(m):
+        return ("min position margin", "unlimited (no position limit)", "—")
+    joint = v.get("min_position_margin_joint")
+    label = f"min position margin ({joint})" if joint else "min position margin"
+    return (label, f"{m:.{decimals}f}", v.get("min_position_margin_unit") or "rad")
+
+
+@contextmanager
+def _unloadable_geometry_warned() -> Iterator[None]:
+    """Plan checks inside go on without collision geometry that cannot be loaded
+    (`trajectories.plan.collision_geometry_optional`), said once on stderr: self-collision not checked, and why."""
+    from trajectories.plan import collision_geometry_optional
+
+    with collision_geometry_optional() as skipped:
+        yield
+    for note in dict.fromkeys(skipped):
+        err_console.print(f"[yellow]warning:[/yellow] self-collision is not checked: {escape(note)} (`poise run` "
+                          "refuses the plan until its collision geometry loads)", highlight=False)  # fmt: skip
 
 
 @dataclass
@@ -921,8 +966,10 @@ def plan_verdict(
     else:
         cfg = _run_config(model, traj, None, optional)
     with named_errors(path):  # e.g. a closed chain that does not close at some sample
-        if cfg is None:
-            return PlanVerdict(check_plan(plan, model, traj, ps, dt), None, None, [])
+        if cfg is None:  # without the run's pre-flight, collision geometry that cannot be loaded is a warning
+            with _unloadable_geometry_warned():
+                check = check_plan(plan, model, traj, ps, dt)
+            return PlanVerdict(check, None, None, [])
         pf = preflight(plan, model, traj, cfg, ps)
     run_problems = [f"run ({cfg.source}): {p}" for p in pf.stream.problems]
     return PlanVerdict(pf.check, pf.transitions, cfg, run_problems)
@@ -981,7 +1028,7 @@ def cmd_check_trajectory(path: str, params: str | None, as_json: bool, config: s
         return 0 if not problems else 1
     rows = [
         ("grid", f"{check.grid_points} × {check.dt * 1000:.2f}", "ms"),
-        ("min position margin", f"{check.min_position_margin_rad:.4f}", "rad"),
+        _margin_row(check.to_dict(), 4),
         (
             "peak velocity / limit",
             _ratio_cell(check.velocity_ratio, placeholders.get("velocity"), model),
@@ -1247,8 +1294,8 @@ def cmd_forecast_trajectory(args: argparse.Namespace) -> int:
             args.practical_s,
             tare_kg=args.tare_kg,
         )
-    with _fine_grid_progress(" + ".join(args.plan), pf.forecast.duration_s):  # as `plan check` draws it
-        problems = plan_problems(plans, args.plan)
+    with _fine_grid_progress(" + ".join(args.plan), pf.forecast.duration_s), _unloadable_geometry_warned():
+        problems = plan_problems(plans, args.plan)  # as `plan check` draws it
     fc, model, params, rate, standing = pf.forecast, pf.model, pf.params, pf.rate_hz, pf.standing
     practical_s = pf.practical_s
     out = fc.to_dict(args.well, practical_s)
@@ -1400,7 +1447,11 @@ def cmd_sample_trajectory(args: argparse.Namespace) -> int:
     # setpoints go where poise does not guard the run: only a plan `plan check`'s checks pass (a single-support
     # plan's weight shift, which `poise run` plans, is the user's to make)
     ps = plan.params or next(iter(model.params))
-    with named_errors(args.plan), _fine_grid_progress(args.plan, traj.duration):
+    with (
+        named_errors(args.plan),
+        _fine_grid_progress(args.plan, traj.duration),
+        _unloadable_geometry_warned(),
+    ):
         problems = check_plan(plan, model, traj, ps).problems
     if problems:
         raise DataError(f"`plan check {args.plan}` fails it ({len(problems)} problem(s): {'; '.join(problems[:3])}"

@@ -77,19 +77,32 @@ def fit_spheres(
 NO_MESHES = "; self-collision checks need the collision meshes (`plan trajectory --no-self-collision` designs without)"
 
 
+class GeometryUnavailable(DataError):
+    """The description's collision geometry cannot be loaded (a mesh file missing or unreadable): `reason` says
+    which file and why; the message adds what a design can do without it (NO_MESHES)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason + NO_MESHES)
+        self.reason = reason
+
+
 def _geometry_mesh(geom, origin: np.ndarray, urdf_path: Path):
-    """One URDF collision geometry as a trimesh in its link frame (None for an empty geometry)."""
+    """One URDF collision geometry as a trimesh in its link frame (None for an empty geometry); a mesh that
+    cannot be found or read is `GeometryUnavailable`."""
     with held():  # trimesh swallows Ctrl-C around its own imports
         import trimesh
 
     if geom.mesh is not None:
         from robots.urdf import resolve_package_uri
 
-        path = resolve_package_uri(geom.mesh.filename, urdf_path, NO_MESHES)
+        try:
+            path = resolve_package_uri(geom.mesh.filename, urdf_path)
+        except DataError as exc:
+            raise GeometryUnavailable(str(exc)) from None
         try:
             mesh = trimesh.load(str(path), force="mesh")
         except Exception as exc:  # trimesh raises many kinds on unreadable files
-            raise DataError(f"{urdf_path}: collision mesh {path} cannot be read ({exc}){NO_MESHES}") from None
+            raise GeometryUnavailable(f"{urdf_path}: collision mesh {path} cannot be read ({exc})") from None
         if geom.mesh.scale is not None:
             mesh.apply_scale(np.broadcast_to(np.asarray(geom.mesh.scale, dtype=float), (3,)))
     elif geom.box is not None:
@@ -104,9 +117,31 @@ def _geometry_mesh(geom, origin: np.ndarray, urdf_path: Path):
     return mesh
 
 
-@per_model
 def link_spheres(model: RobotModel) -> tuple[SphereSet, ...]:
-    """Sphere sets of the links of `model` that have collision elements in its source URDF (none without one)."""
+    """Sphere sets of the links of `model` that have collision elements in its source URDF (none without one);
+    `GeometryUnavailable` when a collision mesh cannot be found or read (remembered: not looked for again)."""
+    sets, reason = _loaded_spheres(model)
+    if reason is not None:
+        raise GeometryUnavailable(reason)
+    return sets
+
+
+def unavailable_geometry(model: RobotModel) -> str | None:
+    """Why the collision geometry of `model`'s description cannot be loaded (the file, and what is wrong with
+    it), or None when it loads (or there is none)."""
+    return _loaded_spheres(model)[1]
+
+
+@per_model
+def _loaded_spheres(model: RobotModel) -> tuple[tuple[SphereSet, ...], str | None]:
+    """(`link_spheres`' sets, None), or ((), why) when a collision mesh cannot be loaded."""
+    try:
+        return _link_spheres(model), None
+    except GeometryUnavailable as exc:
+        return (), exc.reason
+
+
+def _link_spheres(model: RobotModel) -> tuple[SphereSet, ...]:
     if not model.source or not Path(model.source).exists():
         return ()
     with held():  # trimesh (yourdfpy imports it) swallows Ctrl-C around its own imports
@@ -184,6 +219,29 @@ def collision_pairs(model: RobotModel, params: str | None = None) -> CollisionPa
     q0 = np.clip(np.zeros(model.nq), model.lower, model.upper)
     d = clearance(model, CollisionPairs(sets, tuple(cand)), q0[None], params)[0]
     return CollisionPairs(sets, tuple(p for k, p in enumerate(cand) if d[k] > 0))
+
+
+def no_pair_reason(model: RobotModel) -> str:
+    """Why `collision_pairs` checks no pair of `model`'s links: no collision geometry, a single link with it, or
+    what rules out every pair of links that has it (adjacent, moving together, touching in the zero posture)."""
+    sets = link_spheres(model)
+    if not sets:
+        return "the description has no collision geometry"
+    if len(sets) == 1:
+        return f"only link {sets[0].link} has collision geometry"
+    why = set()
+    for i in range(len(sets)):
+        for j in range(i + 1, len(sets)):
+            a, b = sets[i].link, sets[j].link
+            if _adjacent(model, a, b):
+                why.add("adjacent")
+            elif _moving_joints(model, a) == _moving_joints(model, b):
+                why.add("moving together")
+            else:
+                why.add("touching in the zero posture")
+    if why == {"adjacent"}:
+        return "no link pair to check (only adjacent links have collision geometry)"
+    return f"no link pair to check (each pair of links with collision geometry is {' or '.join(sorted(why))})"
 
 
 def _world_centres(frames, index: dict[str, int], s: SphereSet) -> np.ndarray:

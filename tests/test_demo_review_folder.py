@@ -152,13 +152,16 @@ def _fake_steps(monkeypatch, fail_at: str | None = None, code: int = 130):
         if argv[:2] == ["identify", "dynamic"]:
             Path(argv[argv.index("--plot") + 1]).write_text("new")
             print("the table a user reads")
+            fit = {
+                "well_pct": 15.0, "determined": ["ϑ3", "ϑ10"], "not_determined": ["ϑ1"] * 34,
+                "reference": {"estimated": 36, "within_3se": 36, "max_abs_z": 1.15,
+                              "joints": {"estimated": 12, "within_3se": 6}},
+                "validation": {"total_relative_pct": 4.99, "rows": ["a N·m"], "relative_pct": [2.0]},
+            }  # fmt: skip
+            if "--json-out" in argv:
+                Path(argv[argv.index("--json-out") + 1]).write_text(json.dumps(fit))
             if "--json" in argv:
-                poise.output.print_json({
-                    "well_pct": 15.0, "determined": ["ϑ3", "ϑ10"], "not_determined": ["ϑ1"] * 34,
-                    "reference": {"estimated": 36, "within_3se": 36, "max_abs_z": 1.15,
-                                  "joints": {"estimated": 12, "within_3se": 6}},
-                    "validation": {"total_relative_pct": 4.99, "rows": ["a N·m"], "relative_pct": [2.0]},
-                })  # fmt: skip
+                poise.output.print_json(fit)
         return 0
 
     monkeypatch.setattr(poise.cli, "main", fake)
@@ -192,7 +195,7 @@ def test_the_dynamic_demos_json_is_their_verdict(tmp_path, monkeypatch, capsys):
     io = capsys.readouterr()
     out = json.loads(io.out)  # stdout: the verdict alone
     assert "the table a user reads" in io.err and "$ poise plan trajectory" in io.err
-    assert ran[-1][-1] == "--json"
+    assert "--json" not in ran[-1] and ran[-1][-2:] == ["--json-out", str(d / "identify.json")]
     assert out["ok"] and out["pipeline"] == "arm"
     assert (out["determined"], out["estimated"], out["within_3se"], out["within_3se_of"]) == (2, 36, 36, 36)
     assert (out["joints_within_3se"], out["joints_within_3se_of"], out["validation_rms_pct"]) == (6, 12, 4.99)

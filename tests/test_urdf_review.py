@@ -286,7 +286,7 @@ def test_float_noise_leaves_links_byte_for_byte():
 # 10. MuJoCo refusals name the joint or link
 
 
-def test_mujoco_twin_names_mimic_joint_and_massless_link(tmp_path):
+def test_mujoco_twin_names_massless_link_and_simulates_mimic_joint(tmp_path):
     from drivers.emulators.mujoco_arm import arm_efforts
 
     q = np.zeros((2, 2))
@@ -301,8 +301,11 @@ def test_mujoco_twin_names_mimic_joint_and_massless_link(tmp_path):
         '<mimic joint="j2"/></joint></robot>',
     )
     mimic = load_urdf(_write(tmp_path / "m.urdf", three))
-    with pytest.raises(DataError, match="mimic joint.*j3"):
-        arm_efforts(mimic, URDF_SET, q, q, q)
+    # a mimic joint is a MuJoCo joint equality: its load lands on the leader's effort, as poise's model has it
+    rng = np.random.default_rng(3)
+    state = [rng.uniform(-1.0, 1.0, (4, 2)) for _ in range(3)]
+    expected = dyn.rnea(mimic, *state, URDF_SET)
+    assert np.allclose(arm_efforts(mimic, URDF_SET, *state)[1], expected, atol=1e-9)
 
 
 def test_unchanged_copy_is_identical(tmp_path):

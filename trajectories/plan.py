@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,15 +51,15 @@ def make_plan(
             "criterion": settings.criterion,
             "scaling": settings.scaling,
             # None: infinite (a motion that leaves parameters to its prior runs)
-            "kappa": _finite(result.kappa),
-            "kappa_scaled": _finite(result.kappa_scaled),
-            "logdet_scaled": _finite(result.logdet),
+            "kappa": json_finite(result.kappa),
+            "kappa_scaled": json_finite(result.kappa_scaled),
+            "logdet_scaled": json_finite(result.logdet),
             "iterations": result.iterations,
             "seconds": result.seconds,
             "status": result.status,
             "base_parameters": list(result.base_symbols),
-            "verification": _finite(result.verification),
-            "stages": _finite(result.stages),  # the criterion's stages: sharpness, status, iterations, κ
+            "verification": json_finite(result.verification),
+            "stages": json_finite(result.stages),  # the criterion's stages: sharpness, status, iterations, κ
             # rad per joint: the angle SD a free motion aims at; `plan check` fails one that barely moves
             "excursion_floor_rad": _floor(model, settings),
         },
@@ -78,12 +80,12 @@ def _floor(model: RobotModel, settings: ExcitationSettings) -> list[float] | Non
     return [float(v) for v in excursion_floor(model, settings)]
 
 
-def _finite(v):
+def json_finite(v):
     """For the plan file: None for an infinite or NaN number (JSON has neither), in lists and dicts too."""
     if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
+        return {k: json_finite(x) for k, x in v.items()}
     if isinstance(v, list | tuple):
-        return [_finite(x) for x in v]
+        return [json_finite(x) for x in v]
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
@@ -157,13 +159,33 @@ def plan_trajectory(plan: TrajectoryPlan, model: RobotModel | None = None) -> Tr
     return traj
 
 
+# the reasons `check_plan` went on without collision geometry that cannot be loaded, inside
+# `collision_geometry_optional`; None outside it (the run's pre-flight: such a plan is refused)
+_SKIPPED_GEOMETRY: ContextVar[list[str] | None] = ContextVar("skipped_geometry", default=None)
+
+
+@contextmanager
+def collision_geometry_optional() -> Iterator[list[str]]:
+    """Within it, `check_plan` goes on without a description's collision geometry that cannot be loaded (a
+    `package://` mesh not found, a mesh file unreadable): self-collision is not checked, and why is appended to
+    the list yielded, for the command's one warning. Outside it — `poise run`'s pre-flight, which must not move
+    a robot whose links it cannot keep apart — that is a problem of the plan, saying how to proceed."""
+    skipped: list[str] = []
+    token = _SKIPPED_GEOMETRY.set(skipped)
+    try:
+        yield skipped
+    finally:
+        _SKIPPED_GEOMETRY.reset(token)
+
+
 def check_plan(
     plan: TrajectoryPlan, model: RobotModel, traj: Trajectory, params: str | None = None, dt: float = 0.001
 ):
     """The checks `plan check` applies to a trajectory plan (limits, balance/ZMP margin when standing,
     self-collision, with the plan's own settings) on a `dt` grid, and in double support where the held sole
     stands (`robots.stance.other_sole_problems`, the placement check of static plans: the description's
-    placement box and feet gap); `poise run` refuses on the same result."""
+    placement box and feet gap); `poise run` refuses on the same result. Collision geometry that cannot be
+    loaded: see `collision_geometry_optional`."""
     from robots.stance import other_sole_problems
     from trajectories.closed_chain import ClosedChainTrajectory
     from trajectories.verify import DEFAULT_ACCELERATION, check_trajectory, sample_grid
@@ -185,6 +207,16 @@ def check_plan(
         load_share=float(st.get("load_share", 0.0)) if st.get("motion") == "double-support" else 0.0,
         rest_posture=_rest(st.get("rest_posture")),
     )
+    if check.self_collision == "geometry unavailable":
+        skipped = _SKIPPED_GEOMETRY.get()
+        if skipped is not None:
+            skipped.append(check.self_collision_note)
+        else:
+            check.problems.append(
+                f"self-collision cannot be checked ({check.self_collision_note}): `poise run` moves a robot only "
+                "after checking that its links do not meet — make the collision meshes findable and readable "
+                "(ROS_PACKAGE_PATH for package:// ones), then run again"
+            )
     if isinstance(traj, ClosedChainTrajectory):  # where the held sole stands
         where = other_sole_problems(model, traj.chain.base, traj.chain.ground_pose())
         check.problems += [f"placement: {m}" for m in where]

@@ -94,7 +94,13 @@ def trajectory_figure(
     handles, labels = _legend_entries(axes)
     ncol = min(3, len(handles))
     fig.legend(
-        handles, labels, fontsize=7, loc="lower center", ncol=ncol, title="joint: limits", title_fontsize=7
+        handles,
+        labels,
+        fontsize=7,
+        loc="lower center",
+        ncol=ncol,
+        title=_legend_title(model, acceleration_default),
+        title_fontsize=7,
     )
     rows = -(-len(handles) // ncol) + 1
     return _headed(
@@ -127,12 +133,37 @@ def _unit(model: RobotModel, kind: str) -> str:
     return " or ".join(found)
 
 
+def _position_unit(model: RobotModel) -> str:
+    """The unit of the limited joints' positions (the position margin's): rad, m, or rad with the prismatic joints
+    named in m."""
+    limited = _limited(model)
+    prismatic = [model.joint_names[j] for j in range(model.nq)
+                 if limited[j] and model.joints[model.coordinates[j]].type == "prismatic"]  # fmt: skip
+    if not prismatic:
+        return "rad"
+    if len(prismatic) == int(np.count_nonzero(limited)):
+        return "m"
+    return f"rad (m on {', '.join(prismatic)})"
+
+
+def _legend_title(model: RobotModel, default: float) -> str:
+    """The arm legend's title: which joints' acceleration limit is the plan's default, the description giving
+    none (their entries show it beside the description's own limits)."""
+    lacking = [j for j in range(model.nq) if not np.isfinite(model.acceleration_limit[j])]
+    if not lacking:
+        return "joint: limits"
+    prismatic = {model.joints[model.coordinates[j]].type == "prismatic" for j in lacking}
+    unit = " or ".join(u for u, p in (("rad/s²", False), ("m/s²", True)) if p in prismatic)
+    where = "" if len(lacking) == model.nq else f" on {', '.join(model.joint_names[j] for j in lacking)}"
+    return f"joint: limits (acceleration{where}: the plan's default {default:g} {unit}, the description gives none)"
+
+
 def _limits_label(model: RobotModel, j: int, amax: np.ndarray | None = None) -> str:
     """A joint's legend entry with the limits its curves are divided by, in their units."""
     prismatic = model.joints[model.coordinates[j]].type == "prismatic"
     u, f = ("m", "N") if prismatic else ("rad", "N·m")
     lo, hi = model.lower[j], model.upper[j]
-    pos = f"{lo:.3g}…{hi:.3g} {u}" if np.isfinite(lo) and np.isfinite(hi) else "unlimited"
+    pos = f"{lo:.3g}…{hi:.3g} {u}" if np.isfinite(lo) and np.isfinite(hi) else "unlimited (drawn in rad / π)"
     from robots.description import placeholder_limits
 
     found, name = placeholder_limits(model), model.joint_names[j]
@@ -172,9 +203,11 @@ def _cap_lines(ax, model: RobotModel, kind: str, settings: dict | None) -> None:
         m = settings.get("position_margin")
         if not m:
             return
-        half = _range_scale(model)[1]
-        levels = sorted({round(1 - float(m) / h, 3) for h in half if np.isfinite(h) and h > m})
-        label = f"design cap: {float(m):g} rad from the limits"
+        half = _range_scale(model)[1][_limited(model)]  # an unlimited joint has no limit to keep away from
+        levels = sorted({round(1 - float(m) / h, 3) for h in half if h > m})
+        if not levels:
+            return
+        label = f"design cap: {float(m):g} {_position_unit(model)} from the limits"
         if len(levels) > 1:  # per joint range: the narrowest's and the widest's, the others between
             levels, label = [levels[0], levels[-1]], label + " (narrowest, widest range)"
     else:
@@ -186,7 +219,8 @@ def _cap_lines(ax, model: RobotModel, kind: str, settings: dict | None) -> None:
         f = settings.get(key[kind])
         if not f or float(f) >= 1:
             return
-        levels, label = [float(f)], f"design cap: {float(f):g} × the limit"
+        what = {"velocity": "velocity", "effort": "torque", "acceleration": "acceleration"}[kind]
+        levels, label = [float(f)], f"design cap: {float(f):g} × the {what} limit"
     for v in levels:
         for s in (-1, 1):
             ax.axhline(s * v, color="0.55", ls=(0, (4, 3)), lw=0.7, alpha=0.8, label=label)
@@ -239,9 +273,18 @@ def _headed(fig, model, traj, what, name, design, zmp_min, bottom: float = 0.0):
 def _range_scale(model) -> tuple[np.ndarray, np.ndarray]:
     """Mid-range and half-range per joint, so (q − mid) / half is ±1 at the limits; an unlimited joint gets 0
     and π (its curve drawn in radians / π, not NaN)."""
-    mid = np.where(np.isfinite(model.lower + model.upper), (model.lower + model.upper) / 2, 0.0)
-    half = np.where(np.isfinite(model.upper - model.lower), (model.upper - model.lower) / 2, np.pi)
+    limited = _limited(model)
+    mid, half = np.zeros(model.nq), np.full(model.nq, np.pi)
+    mid[limited] = (model.lower[limited] + model.upper[limited]) / 2  # nothing computed on infinite limits
+    half[limited] = (model.upper[limited] - model.lower[limited]) / 2
     return mid, half
+
+
+def _limited(model) -> np.ndarray:
+    """Which joints have both position limits (a continuous joint has none)."""
+    return np.isfinite(np.asarray(model.lower, dtype=float)) & np.isfinite(
+        np.asarray(model.upper, dtype=float)
+    )
 
 
 def _standing_torques(model, traj, base, params, q, qd, qdd) -> tuple[np.ndarray, str]:

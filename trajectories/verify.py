@@ -29,7 +29,9 @@ REST_TOL_RAD = (
 
 @dataclass
 class TrajectoryCheck:
-    """Worst ratios to the limits over the grid (≤ 1 is within), margins in rad, κ raw and column-scaled."""
+    """Worst ratios to the limits over the grid (≤ 1 is within), κ raw and column-scaled; the position margin is
+    in its joint's unit (`min_position_margin_unit`: rad, or m for a prismatic joint; inf where no joint has a
+    position limit) — named `_rad` for the plan files and JSON that read it."""
 
     grid_points: int
     dt: float
@@ -51,8 +53,13 @@ class TrajectoryCheck:
     min_sole_apart_m: float | None = None  # ... its footprint's distance from the stance sole (0: over it)
     min_self_clearance_m: float | None = None  # robots with collision geometry: closest approach of two links
     closest_links: str | None = None  # the pair of links at that approach
-    # self-collision: "checked", "no collision geometry" (nothing to check), or None (not asked)
+    # self-collision: "checked", "no collision geometry" (nothing to check), "no link pair" (geometry, but no pair
+    # of links that can meet), "geometry unavailable" (a collision mesh cannot be loaded), or None (not asked)
     self_collision: str | None = None
+    self_collision_note: str | None = None  # why it is not checked, in words (None when checked or not asked)
+    # the joint at the smallest position margin (None: no joint has a position limit)
+    min_position_margin_joint: str | None = None
+    min_position_margin_unit: str = "rad"  # its unit: rad, or m for a prismatic joint
     # base parameters (ϑk, the base's order) this motion alone does not excite: numerically dependent columns of
     # its regressor; not a problem (a design completing prior runs may leave them to those), but it cannot
     # identify them alone
@@ -112,6 +119,8 @@ def check_trajectory(
     lim = joint_limits(model)  # the coordinates and the mimic joints with limits of their own
     qj = lim.positions(q)
     margin = float(min(np.min(qj - lim.lower), np.min(lim.upper - qj)))
+    at = int(np.argmin(np.minimum(qj - lim.lower, lim.upper - qj).min(axis=0))) if qj.size else 0
+    margin_joint, margin_unit = (lim.names[at], lim.unit(at)) if np.isfinite(margin) else (None, "rad")
     if margin < -1e-9:
         j = int(np.argmin(np.minimum(qj - lim.lower, lim.upper - qj).min(axis=0)))
         problems.append(f"joint {lim.names[j]} leaves its position range by {-margin:.4g} {lim.unit(j)}")
@@ -145,10 +154,9 @@ def check_trajectory(
             base = single.base
         if np.all(np.isfinite(tmax)):
             tr = _torques(model, q, qd, qdd, params, base, tmax, problems)
-    clear = closest = collided = None
+    clear = closest = collided = note = None
     if collision_margin is not None:
-        clear, closest = _self_collision(model, q, params, collision_margin, problems)
-        collided = "checked" if clear is not None else "no collision geometry"
+        clear, closest, collided, note = _self_collision(model, q, params, collision_margin, problems)
     v0, a0 = (np.abs(x[0]).max() for x in (qd, qdd))
     v1, a1 = (np.abs(x[-1]).max() for x in (qd, qdd))
     starts, ends = bool(v0 < 1e-6 and a0 < REST_ACC_TOL), bool(v1 < 1e-6 and a1 < REST_ACC_TOL)
@@ -174,6 +182,9 @@ def check_trajectory(
         min_self_clearance_m=clear,
         closest_links=closest,
         self_collision=collided,
+        self_collision_note=note,
+        min_position_margin_joint=margin_joint,
+        min_position_margin_unit=margin_unit,
         grid_points=len(t),
         dt=float(t[1] - t[0]),
         min_position_margin_rad=margin,
@@ -485,13 +496,21 @@ def double_support_balance(model, chain, q, qd, qdd, params, problems, zmp_margi
     return marg, drift, (lo, hi)
 
 
-def _self_collision(model, q, params, margin: float, problems: list[str]) -> tuple[float | None, str | None]:
-    """Closest approach of any checked link pair over the samples (exact sphere sets); problems appended."""
-    from robots.collision import NEAR, clearance, collision_pairs
+def _self_collision(
+    model, q, params, margin: float, problems: list[str]
+) -> tuple[float | None, str | None, str, str | None]:
+    """Closest approach of any checked link pair over the samples (exact sphere sets) and that pair; problems
+    appended; then `TrajectoryCheck.self_collision` and its note: why nothing was checked (no geometry, no pair
+    that can meet, geometry that cannot be loaded)."""
+    from robots.collision import NEAR, clearance, collision_pairs, no_pair_reason, unavailable_geometry
 
+    reason = unavailable_geometry(model)
+    if reason is not None:
+        return None, None, "geometry unavailable", f"the collision geometry cannot be loaded: {reason}"
     cp = collision_pairs(model, params)
     if not cp.pairs:
-        return None, None
+        why = no_pair_reason(model)
+        return None, None, "no collision geometry" if not cp.sets else "no link pair", why
     d = in_chunks(
         lambda x: clearance(model, cp, x, params, exact_below=margin + NEAR), q, what="link clearances"
     )
@@ -502,4 +521,4 @@ def _self_collision(model, q, params, margin: float, problems: list[str]) -> tup
         mm = abs(low) * 1000
         gap = f"{mm:.1f} mm apart" if low >= 0 else f"into each other, overlapping by {mm:.1f} mm"
         problems.append(f"links {name} come {gap} (< {margin * 1000:.1f} mm required)")
-    return low, name
+    return low, name, "checked", None

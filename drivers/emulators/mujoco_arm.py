@@ -53,6 +53,68 @@ class ArmImperfections:
     armature: np.ndarray | float = 0.0  # one for all joints, or one per joint in the model's order
 
 
+@dataclass(frozen=True)
+class _TwinJoints:
+    """Where the model's coordinates and its mimic joints live in the MuJoCo twin. MuJoCo's URDF import turns each
+    `<mimic>` into a joint equality (follower = offset + multiplier · leader, `polycoef`); the followers have no
+    motor, so the constraint carries their effort to the leaders (`actuated`)."""
+
+    adr: np.ndarray  # qpos address of each coordinate (the model's joint order)
+    dof: np.ndarray  # dof address of each coordinate
+    f_adr: np.ndarray  # qpos address of each moving mimic joint
+    f_dof: np.ndarray  # its dof address
+    lead: np.ndarray  # index of the coordinate it follows
+    mult: np.ndarray
+    off: np.ndarray
+
+    def set_state(self, d, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> None:
+        """Coordinates and mimic joints of data `d` set from one commanded state (n,)."""
+        d.qpos[self.adr], d.qvel[self.dof], d.qacc[self.dof] = q, qd, qdd
+        if len(self.f_dof):
+            d.qpos[self.f_adr] = self.mult * q[self.lead] + self.off
+            d.qvel[self.f_dof] = self.mult * qd[self.lead]
+            d.qacc[self.f_dof] = self.mult * qdd[self.lead]
+
+    def actuated(self, m, d) -> np.ndarray:
+        """The coordinates' efforts after `mj_inverse`: the mimic equalities' forces λ (MuJoCo's own constraint
+        Jacobian J) chosen so the followers need no effort of their own, qfrc_inverse − Jᵀλ = 0 on them."""
+        f = d.qfrc_inverse.copy()
+        if len(self.f_dof):
+            import mujoco
+
+            rows = np.flatnonzero(d.efc_type[: d.nefc] == mujoco.mjtConstraint.mjCNSTR_EQUALITY)
+            J = d.efc_J[: d.nefc * m.nv].reshape(d.nefc, m.nv)[rows]
+            if len(rows) != len(self.f_dof) or np.max(np.abs(d.efc_pos[rows]), initial=0.0) > 1e-9:
+                raise DataError("the MuJoCo twin's mimic equalities do not hold the model's mimic joints")
+            lam = np.linalg.solve(J[:, self.f_dof].T, f[self.f_dof])
+            f -= J.T @ lam
+        return f[self.dof]
+
+
+def _twin_joints(m, model: RobotModel, free: int = 0) -> _TwinJoints:
+    """The twin's joint addresses; `free`: degrees of freedom of a floating root's free joint (6) beside them."""
+    import mujoco
+
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, i) for i in range(m.njnt)]
+    mimics = [jt for jt in model.joints if jt.moves and jt.mimic is not None]
+    try:
+        at = [names.index(j) for j in model.joint_names]
+        f_at = [names.index(jt.name) for jt in mimics]
+    except ValueError:
+        raise DataError(f"MuJoCo model joints {names} do not cover {model.joint_names}") from None
+    if m.nv != free + model.nq + len(mimics):
+        raise DataError(f"MuJoCo model has {m.nv - free} joint degrees of freedom, {model.name!r} has {model.nq}"
+                        + (f" and {len(mimics)} mimic joint(s)" if mimics else ""))  # fmt: skip
+    if m.neq != len(mimics):
+        raise DataError(f"the MuJoCo twin of {model.name!r} has {m.neq} joint equalities for {len(mimics)} mimic "
+                        "joint(s)")  # fmt: skip
+    maps = [model.coordinate_map(model.joint_index(jt.name)) for jt in mimics]
+    return _TwinJoints(
+        m.jnt_qposadr[at], m.jnt_dofadr[at], m.jnt_qposadr[f_at].astype(int), m.jnt_dofadr[f_at].astype(int),
+        np.array([c[0] for c in maps], dtype=int), np.array([c[1] for c in maps]), np.array([c[2] for c in maps]),
+    )  # fmt: skip
+
+
 def arm_efforts(
     model: RobotModel,
     truth: str | ParameterSet,
@@ -67,33 +129,21 @@ def arm_efforts(
 
     rng = rng or np.random.default_rng(0)
     m = mujoco_from_urdf_text(model_to_urdf(model, truth))
-    mimics = [jt.name for jt in model.joints if jt.mimic is not None]
-    if m.nv != model.nq and mimics:
-        raise DataError(f"the MuJoCo twin cannot simulate {model.name!r}: it moves mimic joint(s) "
-                        f"{', '.join(mimics)} as independent joints, not coupled to the joints they follow")  # fmt: skip
-    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, i) for i in range(m.njnt)]
-    try:
-        dof = np.array([m.jnt_dofadr[names.index(j)] for j in model.joint_names])
-        adr = np.array([m.jnt_qposadr[names.index(j)] for j in model.joint_names])
-    except ValueError:
-        raise DataError(f"MuJoCo model joints {names} do not cover {model.joint_names}") from None
-    if m.nv != model.nq:
-        raise DataError(f"MuJoCo model has {m.nv} degrees of freedom, {model.name!r} has {model.nq}")
+    m.opt.jacobian = mujoco.mjtJacobian.mjJAC_DENSE  # the mimic equalities' rows read below
+    js = _twin_joints(m, model)
     im = imperfections
     armature = np.asarray(im.armature, dtype=float)
     if armature.ndim > 1 or armature.size not in (1, model.nq):
         raise DataError(f"armature: one value or one per joint ({model.nq}), got shape {armature.shape}")
     if not np.all(np.isfinite(armature) & (armature >= 0)):
         raise DataError(f"armature must be finite and non-negative (kg·m²), got {armature.tolist()}")
-    m.dof_armature[dof] = np.broadcast_to(armature, (model.nq,))  # MuJoCo's dynamics adds Ia·q̈ to each joint
+    m.dof_armature[js.dof] = np.broadcast_to(armature, (model.nq,))  # MuJoCo adds Ia·q̈ to each joint
     d = mujoco.MjData(m)
     tau = np.empty_like(q)
     for k in range(len(q)):
-        d.qpos[adr] = q[k]
-        d.qvel[dof] = qd[k]
-        d.qacc[dof] = qdd[k]
+        js.set_state(d, q[k], qd[k], qdd[k])
         mujoco.mj_inverse(m, d)
-        tau[k] = d.qfrc_inverse[dof]
+        tau[k] = js.actuated(m, d)
     tau = tau + np.asarray(im.viscous) * qd + np.asarray(im.coulomb) * np.sign(qd)
     if im.effort_noise > 0:
         tau = tau + rng.normal(0, im.effort_noise, tau.shape)
@@ -151,9 +201,7 @@ def standing_wrench(
         m = spec.compile()
     except ValueError as exc:
         raise DataError(f"MuJoCo cannot load the robot: {exc}") from None
-    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, i) for i in range(m.njnt)]
-    adr = np.array([m.jnt_qposadr[names.index(j)] for j in model.joint_names])
-    dof = np.array([m.jnt_dofadr[names.index(j)] for j in model.joint_names])
+    js = _twin_joints(m, model, free=6)  # the root's wrench needs no mimic forces: they are internal
     root = model.root
     fr = link_frames(model, q, truth, base)
     k = model.link_index(root)
@@ -166,9 +214,10 @@ def standing_wrench(
         quat = np.empty(4)
         mujoco.mju_mat2Quat(quat, R[b].reshape(-1))
         v = J[b] @ qd[b]
-        d.qpos[:3], d.qpos[3:7], d.qpos[adr] = p[b], quat, q[b]
-        d.qvel[:3], d.qvel[3:6], d.qvel[dof] = v[:3], R[b].T @ v[3:], qd[b]
-        d.qacc[:3], d.qacc[3:6], d.qacc[dof] = acc[b, :3], R[b].T @ acc[b, 3:], qdd[b]
+        js.set_state(d, q[b], qd[b], qdd[b])
+        d.qpos[:3], d.qpos[3:7] = p[b], quat
+        d.qvel[:3], d.qvel[3:6] = v[:3], R[b].T @ v[3:]
+        d.qacc[:3], d.qacc[3:6] = acc[b, :3], R[b].T @ acc[b, 3:]
         mujoco.mj_inverse(m, d)
         f = d.qfrc_inverse[:3].copy()
         n = R[b] @ d.qfrc_inverse[3:6] + np.cross(p[b], f)  # local torque about the root → about the sole

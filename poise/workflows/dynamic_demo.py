@@ -25,6 +25,8 @@ STANDING_DESIGN = ("--double-support", "--simplified", "--duration", "10", "--sa
 ARM_DESIGN = ("--duration", "6", "--period", "6", "--harmonics", "3", "--velocity-fraction", "0.3", "--max-iter",
               "30", "--no-self-collision")  # fmt: skip
 DEFAULT_SEED = {"arm": 1, "standing": 3}  # standing: seeds 3 and 4 measured in the README
+# the identification step's result (`identify dynamic --json-out`): the JSON its --json prints, the verdict's source
+IDENTIFY_JSON = "identify.json"
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ def standing_steps(out: Path, seed: int) -> list[Step]:
     steps.append(Step("identify the simplified ZMP model's base parameters from the boards' wrench",
                       ("identify", "dynamic", f"{d}/estimation/recording.csv", "--simplified", "--no-friction",
                        "--instruments", f"{d}/estimation.json", "--reference", f"{d}/estimation/truth.json",
-                       "--validate", f"{d}/validation/recording.csv", "--plot", f"{d}/wrench.png")))  # fmt: skip
+                       "--validate", f"{d}/validation/recording.csv", "--plot", f"{d}/wrench.png", "--json-out",
+                       f"{d}/{IDENTIFY_JSON}")))  # fmt: skip
     return steps
 
 
@@ -81,15 +84,15 @@ def arm_steps(out: Path, seed: int) -> list[Step]:
     steps.append(Step("identify the base parameters and friction from the motor currents",
                       ("identify", "dynamic", f"{d}/estimation/recording.csv", "--validate",
                        f"{d}/validation/recording.csv", "--reference", f"{d}/estimation/truth.json", "--plot",
-                       f"{d}/efforts.png")))  # fmt: skip
+                       f"{d}/efforts.png", "--json-out", f"{d}/{IDENTIFY_JSON}")))  # fmt: skip
     return steps
 
 
 OUTPUTS = {
     "postures": ("plan.json", "run", "cop_fit.png"),
-    "arm": ("estimation.json", "validation.json", "estimation", "validation", "efforts.png"),
+    "arm": ("estimation.json", "validation.json", "estimation", "validation", IDENTIFY_JSON, "efforts.png"),
     "standing": ("gains.json", "estimation.json", "validation.json", "estimation.png", "estimation", "validation",
-                 "wrench.png"),
+                 IDENTIFY_JSON, "wrench.png"),
 }  # fmt: skip
 """What each demo writes in its --out: all it ever replaces there."""
 
@@ -260,8 +263,9 @@ def prepare_out(out: Path, pipeline: str, force: bool = False, parents: bool = F
 
 
 def dynamic_verdict(pipeline: str, out: Path, fit: dict) -> dict:
-    """`poise demo arm|standing --json`: the figures the demo's identification prints, from its `identify dynamic
-    --json` (`fit`), and the paths written. `fit` in full under "identification"."""
+    """`poise demo arm|standing`'s verdict (its --json; its closing lines, `verdict_lines`): the figures the demo's
+    identification prints, from its result (`fit`: the JSON its `identify dynamic --json-out` wrote,
+    `identification_result`), and the paths written. `fit` in full under "identification"."""
     ref, val = fit.get("reference") or {}, fit.get("validation") or {}
     joints = ref.get("joints")
     written = [str(out / n) for n in OUTPUTS[pipeline] if (out / n).exists()]
@@ -298,53 +302,19 @@ FIGURES = {
                  "wrench.png": "predicted vs measured wrench of the validation run"},
 }  # fmt: skip
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_NUMBER = r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?"
 
-
-def text_verdict(pipeline: str, out: Path, text: str) -> dict:
-    """`dynamic_verdict`'s figures read from `identify dynamic`'s printed text (`text`, its stdout): the demo
-    without --json shows the identification's own output and runs it once, so its JSON is not made. The lines
-    read are its summary lines ("determined to < …", "within 3 SE of …", "the twin's joints …", "validation on
-    …"); folded lines are joined first. A figure not found is None; "identification" is None."""
-    t = " ".join(_ANSI.sub("", text).split())
-    det = re.search(r"determined to < (" + _NUMBER + r") % relative SE by (?:this recording|these recordings) "
-                    r"\((\d+) of (\d+) estimated base parameters\): ([^\s,]+(?:, [^\s,]+)*)", t)  # fmt: skip
-    refs = list(
-        re.finditer(r"within 3 SE of .*?: (\d+)/(\d+) estimated \(max \|z\| (" + _NUMBER + r"|—)\)", t)
-    )
-    ref = refs[-1] if refs else None
-    joints = re.search(r"the twin's joints \(.*?\): friction and rotor inertia within 3 SE (\d+)/(\d+)", t)
-    total, rows = None, {}
-    val = re.search(r"validation on .*?: (?:RMS error (" + _NUMBER + r") % of the measured efforts|RMS error up to "
-                    r".*? pooled over Fz, Mx, My (" + _NUMBER + r") %|measured (?:efforts|wrench) all 0)", t)  # fmt: skip
-    if val:
-        total = next((float(g) for g in val.groups() if g is not None), None)
-        head = "per row (% of its RMS): "
-        at = t.find(head, val.end())
-        at = -1 if at < 0 else at + len(head)
-        row = re.compile(r"([^\s,]+) " + _NUMBER + r" (\S+) \((?:(" + _NUMBER + r") %|its RMS 0)\)(, )?")
-        while at >= 0 and (m := row.match(t, at)):  # 'NAME VALUE UNIT (PCT %)', comma-separated
-            rows[f"{m.group(1)} {m.group(2)}"] = None if m.group(3) is None else float(m.group(3))
-            at = m.end() if m.group(4) else -1
-    return {
-        "ok": True,
-        "pipeline": pipeline,
-        "out": str(out),
-        "well_pct": float(det.group(1)) if det else None,
-        "determined": int(det.group(2)) if det else None,
-        "estimated": int(det.group(3)) if det else None,
-        "determined_parameters": ([] if det.group(4) == "none" else det.group(4).split(", ")) if det else [],
-        "within_3se": int(ref.group(1)) if ref else None,
-        "within_3se_of": int(ref.group(2)) if ref else None,
-        "max_abs_z": float(ref.group(3)) if ref and ref.group(3) != "—" else None,
-        "joints_within_3se": int(joints.group(1)) if joints else None,
-        "joints_within_3se_of": int(joints.group(2)) if joints else None,
-        "validation_rms_pct": total,
-        "validation_rows": rows,
-        "written": [str(out / n) for n in OUTPUTS[pipeline] if (out / n).exists()],
-        "identification": None,
-    }
+def identification_result(out: Path) -> dict:
+    """The demo's identification result: the JSON its `identify dynamic --json-out` wrote (`IDENTIFY_JSON` in
+    `out`), the very object its --json prints. DataError when it is not there or not a JSON object."""
+    path = out / IDENTIFY_JSON
+    try:
+        fit = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not JSON"
+        raise DataError(f"{path}: the identification's result cannot be read ({why})") from None
+    if not isinstance(fit, dict):
+        raise DataError(f"{path}: the identification's result is not a JSON object")
+    return fit
 
 
 def _pct(x: float | None) -> str:
@@ -352,7 +322,7 @@ def _pct(x: float | None) -> str:
 
 
 def verdict_lines(v: dict) -> list[str]:
-    """A dynamic demo's verdict (`dynamic_verdict` or `text_verdict`) for a person: what was identified, whether
+    """A dynamic demo's verdict (`dynamic_verdict`) for a person: what was identified, whether
     it met its target (the arm: validation torque RMS ≤ 5 % of the measured; standing: every base parameter
     within 3 SE of the twin's truth), the other figures with their units, and where the figures are."""
     pipeline, out = v["pipeline"], Path(v["out"])
@@ -370,7 +340,7 @@ def verdict_lines(v: dict) -> list[str]:
     known = [r for r in rows.values() if r is not None]
     total = v.get("validation_rms_pct")
     if pipeline == "arm":
-        # judged as shown (2 decimals): the text the demo reads without --json holds no more
+        # judged as shown (2 decimals): the figure the person reads, and the identification's own text prints
         target = (
             "not known"
             if total is None
