@@ -194,7 +194,8 @@ class DynamicFit:
     def _signs(self) -> list[int]:
         if self.signs:
             return list(self.signs)
-        return [1 if k in set(self.positive) else 0 for k in range(len(self.symbols))]
+        positive = set(self.positive)
+        return [1 if k in positive else 0 for k in range(len(self.symbols))]
 
     def sign_violations(self, nse: float = IMPOSSIBLE_SE) -> list[dict]:
         """The estimates on the side of zero no physical robot reaches (a base parameter whose sign every mass

@@ -276,17 +276,14 @@ def _dynamic_demo(args: argparse.Namespace) -> int:
             print_json({"ok": False, "error": f"poise demo {args.pipeline}: a step failed (exit {rc})"})
         return rc
     folder.commit()
-    if args.json:
-        say("")
-        for line in verdict_lines(verdict):  # for a person reading the commands' output (stderr)
-            err_console.print(line, markup=False, highlight=False, soft_wrap=True)
-        print_json(verdict)
-        return 0
-    console.print()
+    to = err_console if args.json else console  # --json: for a person reading the commands' output (stderr)
+    to.print()
     for k, line in enumerate(verdict_lines(verdict)):
-        console.print(line, markup=False, highlight=False, soft_wrap=True, style="bold" if k == 0 else None)
+        to.print(line, markup=False, highlight=False, soft_wrap=True, style="bold" if k == 0 else None)
+    if args.json:
+        print_json(verdict)
     sys.stdout.flush()
-    return rc  # the verdict is printed; `make demo` fails only on errors
+    return 0  # the verdict is printed; `make demo` fails only on errors
 
 
 def _relocated(res, out, to):

@@ -282,7 +282,13 @@ def without_inertia(model, ps, floating: bool = True) -> list[str]:
 
 
 def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
-    from drivers.emulators.mujoco_arm import ArmImperfections, arm_efforts, physical_truth, standing_wrench
+    from drivers.emulators.mujoco_arm import (
+        ArmImperfections,
+        physical_truth,
+        rigid_efforts,
+        standing_wrench,
+        with_imperfections,
+    )
     from formats.dynamic_recording import DynamicRecording, true_joint_units, write_dynamic_recording
     from formats.trajectory_plan import load_trajectory_plan
     from poise.cmd_plan_trajectory import warn_fails_check
@@ -333,15 +339,14 @@ def cmd_simulate_trajectory(args: argparse.Namespace) -> int:
         im = ArmImperfections(args.viscous, args.coulomb, args.effort_noise, args.encoder_ticks / (2 * np.pi),
                               args.armature)  # fmt: skip
         with err_console.status(f"MuJoCo inverse dynamics of {len(t)} samples"):
-            qm, tau = arm_efforts(model, truth, q, qd, qdd, im, rng)
-            if defaulted:  # the plan's torques without friction and noise, to size the defaults against
-                rigid = arm_efforts(model, truth, q, qd, qdd, ArmImperfections(armature=args.armature))[1]
-                hint = _twin_defaults_hint(defaulted, rigid, qd, args, list(model.joint_names))
+            rigid = rigid_efforts(model, truth, q, qd, qdd, args.armature)  # without friction and noise
+        qm, tau = with_imperfections(q, qd, rigid, im, rng)
+        if defaulted:  # the defaults sized against the plan's own torques
+            hint = _twin_defaults_hint(defaulted, rigid, qd, args, list(model.joint_names))
     meta = {"source": f"MuJoCo twin, truth {truth.name}, seed {args.seed}", **how.meta}
     # the joints' truth, which a parameter set cannot hold (identify dynamic --reference)
     if not how.standing:
-        meta |= {DECLARED_JOINTS["viscous"]: f"{args.viscous:g}", DECLARED_JOINTS["coulomb"]: f"{args.coulomb:g}",
-                 DECLARED_JOINTS["armature"]: f"{args.armature:g}"}  # fmt: skip
+        meta |= {key: f"{getattr(args, kind):g}" for kind, key in TRUE_JOINT_KEYS.items()}
         meta |= true_joint_units(model.joint_names, [j.name for j in model.joints if j.type == "prismatic"])
     if plan.robot_source:
         meta["robot_source"] = plan.robot_source
@@ -570,8 +575,8 @@ def cmd_identify_dynamic(args: argparse.Namespace) -> int:
     # a force row: their names are kept for compatibility)
     out["rows"] = _row_labels(model, quantity)
     out["row_units"] = [label.rsplit(" ", 1)[1] for label in out["rows"]]
-    _warn_impossible(out["impossible"])
-    _warn_wrong_signs_of_compact_links(out["sign_violations"])
+    _warn_wrong_signs(out["sign_violations"], compact=False)  # out["impossible"]
+    _warn_wrong_signs(out["sign_violations"], compact=True)
     missed = [(out["rows"][j], fit.rmse[j], fit.measured_rms[j]) for j in fit.unexplained_rows()]
     if missed:  # before the table: its SEs and the 3-SE tally mean nothing here
         out["unexplained_rows"] = [
@@ -923,19 +928,30 @@ def _sign_text(d: dict) -> str:
     )
 
 
-def _warn_impossible(found: list[dict]) -> None:
-    """Warn of estimates physics keeps on one side of zero found more than IMPOSSIBLE_SE SE on the other, each
-    named."""
+def _warn_wrong_signs(found: list[dict], compact: bool) -> None:
+    """Warn of the estimates over IMPOSSIBLE_SE SE on the wrong side of zero (`found`: the fit's sign_violations),
+    each named: those no mass distribution, friction or rotor inertia gives that sign (physically impossible: the
+    fit's `impossible`), or with `compact` those only a radius rules out (each with its radius)."""
     from identify.dynamic import IMPOSSIBLE_SE
 
-    if found:
-        err_console.print(
-            f"[yellow]warning:[/yellow] physically impossible estimate(s), over {IMPOSSIBLE_SE:g} SE on the wrong side "
-            "of zero (no mass distribution, no friction or rotor inertia gives that sign): "
-            + ", ".join(_sign_text(d) for d in found)
-            + " — a model the recording does not follow (friction, a load, sensor scale or sign), not noise",
-            highlight=False,
-        )
+    beyond = [
+        d for d in found if not d["within_noise"] and (d.get("if_mass_within_m") is not None) == compact
+    ]
+    if not beyond:
+        return
+    if compact:
+        what, why = "of a sign physics rules out for compact links", ""
+        then = "the data or the model is wrong, unless a link's mass reaches that far"
+    else:
+        what = "physically impossible estimate(s)"
+        why = " (no mass distribution, no friction or rotor inertia gives that sign)"
+        then = "a model the recording does not follow (friction, a load, sensor scale or sign), not noise"
+    err_console.print(
+        f"[yellow]warning:[/yellow] {what}, over {IMPOSSIBLE_SE:g} SE on the wrong side of zero{why}: "
+        + ", ".join(_sign_text(d) for d in beyond)
+        + f" — {then}",
+        highlight=False,
+    )
 
 
 def _note_wrong_signs(found: list[dict]) -> None:
@@ -948,22 +964,6 @@ def _note_wrong_signs(found: list[dict]) -> None:
         console.print(
             f"of a sign physics rules out, within noise (|z| < {IMPOSSIBLE_SE:g}: the sign is not determined, no "
             "evidence against the model): " + ", ".join(_sign_text(d) for d in within),
-            highlight=False,
-        )
-
-
-def _warn_wrong_signs_of_compact_links(found: list[dict]) -> None:
-    """Warn of estimates over IMPOSSIBLE_SE SE on the wrong side of zero that only a radius rules out (without
-    one: `_warn_impossible`)."""
-    from identify.dynamic import IMPOSSIBLE_SE
-
-    beyond = [d for d in found if not d["within_noise"] and d.get("if_mass_within_m") is not None]
-    if beyond:
-        err_console.print(
-            f"[yellow]warning:[/yellow] of a sign physics rules out for compact links, over {IMPOSSIBLE_SE:g} SE on "
-            "the wrong side of zero: "
-            + ", ".join(_sign_text(d) for d in beyond)
-            + " — the data or the model is wrong, unless a link's mass reaches that far",
             highlight=False,
         )
 
@@ -1065,19 +1065,16 @@ def _twin_joints(
     return out if all(np.isfinite(v) for d in out.values() for v in d.values()) else None
 
 
-DECLARED_JOINTS = TRUE_JOINT_KEYS  # the twin's joint truth in a recording's header
-
-
 def _declared_joints(recs, model) -> dict[str, dict[str, float]] | None:
     """The joint truth every recording declares alike (`poise simulate trajectory` writes it: the same viscous,
     Coulomb friction and rotor inertia on every joint); None when one does not or they differ."""
     try:
-        vals = {tuple(float(r.meta[key]) for key in DECLARED_JOINTS.values()) for r in recs}
+        vals = {tuple(float(r.meta[key]) for key in TRUE_JOINT_KEYS.values()) for r in recs}
     except (KeyError, ValueError, TypeError, AttributeError):
         return None
     if len(vals) != 1 or not all(np.isfinite(v) for v in next(iter(vals))):
         return None
-    one = dict(zip(DECLARED_JOINTS, next(iter(vals)), strict=True))
+    one = dict(zip(TRUE_JOINT_KEYS, next(iter(vals)), strict=True))
     return {j: dict(one) for j in model.joint_names}
 
 
@@ -1223,7 +1220,7 @@ def _physics(rec, run: RunOf | Exception, model) -> dict[str, tuple[str, dict[st
     by joint), from its run.json's twin_joints or its own header (`simulate trajectory`)."""
     out = {}
     twin = None if isinstance(run, Exception) else run.twin_joints
-    for kind, key in DECLARED_JOINTS.items():
+    for kind, key in TRUE_JOINT_KEYS.items():
         try:
             if isinstance(twin, dict):
                 out[kind] = (
@@ -1242,7 +1239,7 @@ def _physics_differ(rec, run, vrec, vrun, model) -> list[dict]:
     rotor inertia): their predictions cannot agree there whatever the estimate."""
     mine, theirs = _physics(rec, run, model), _physics(vrec, vrun, model)
     out = []
-    for kind in [k for k in DECLARED_JOINTS if k in mine and k in theirs]:
+    for kind in [k for k in TRUE_JOINT_KEYS if k in mine and k in theirs]:
         (fa, a), (fb, b) = mine[kind], theirs[kind]
         j = max(a, key=lambda n: abs(a[n] - b[n]))
         if not math.isclose(a[j], b[j], rel_tol=1e-6, abs_tol=1e-12):

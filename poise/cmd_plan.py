@@ -626,7 +626,8 @@ def cmd_augment(args: argparse.Namespace) -> int:
     from formats.plan import load_plan, save_plan
     from formats.trajectory_plan import plan_document
 
-    plan_document(args.plan, "plan augment", ("posture",))  # a trajectory plan too: augment adds postures
+    # a trajectory plan is refused too: augment adds postures
+    plan_document(args.plan, "plan augment", ("posture",))
     plan = load_plan(args.plan)
     model = plan_model(plan)
     plan = load_plan(args.plan, model)

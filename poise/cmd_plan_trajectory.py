@@ -582,15 +582,14 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
 
 
 def plan_check_verification(path: str, plan: TrajectoryPlan) -> dict:
-    """A designed plan's verification: `plan check`'s checks of it (`plan_verdict` without the run's pre-flight,
-    its 1 ms grid), as `TrajectoryCheck.to_dict` — one verification for the designer, `plan check` and the run,
-    not the designer's own (which ranks the starts: it holds links apart only when the design does)."""
+    """A designed plan's verification: `plan check`'s checks of it (`as_it_is_verdict` without the run's
+    pre-flight, its 1 ms grid), as `TrajectoryCheck.to_dict` — one verification for the designer, `plan check`
+    and the run, not the designer's own (which ranks the starts: it holds links apart only when the design does)."""
     from trajectories.plan import plan_model, plan_trajectory
 
     model = plan_model(plan)
-    traj = plan_trajectory(plan, model)
-    with _fine_grid_progress(path, traj.duration):
-        v = plan_verdict(path, plan, model, traj, plan.params or next(iter(model.params)), None, run=False)
+    v = as_it_is_verdict(path, plan, model, plan_trajectory(plan, model), plan.params or next(iter(model.params)),
+                         run=False)  # fmt: skip
     return v.check.to_dict() | {"problems": v.problems, "ok": not v.problems}
 
 

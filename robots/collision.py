@@ -200,6 +200,16 @@ def _adjacent(model: RobotModel, a: str, b: str) -> bool:
     return (ja is not None and body(ja.parent) == bb) or (jb is not None and body(jb.parent) == ba)
 
 
+def _never_meet(model: RobotModel, a: str, b: str) -> str | None:
+    """Why links `a` and `b` are never a pair to check, whatever the posture ("adjacent", "moving together"), or
+    None."""
+    if _adjacent(model, a, b):
+        return "adjacent"
+    if _moving_joints(model, a) == _moving_joints(model, b):
+        return "moving together"
+    return None
+
+
 @per_model
 def collision_pairs(model: RobotModel, params: str | None = None) -> CollisionPairs:
     """Link pairs checked for self-collision: not adjacent, moving relative to each other, and apart in the
@@ -210,10 +220,8 @@ def collision_pairs(model: RobotModel, params: str | None = None) -> CollisionPa
     cand = []
     for i in range(len(sets)):
         for j in range(i + 1, len(sets)):
-            a, b = sets[i].link, sets[j].link
-            if _moving_joints(model, a) == _moving_joints(model, b) or _adjacent(model, a, b):
-                continue
-            cand.append((i, j))
+            if _never_meet(model, sets[i].link, sets[j].link) is None:
+                cand.append((i, j))
     if not cand:
         return CollisionPairs(sets, ())
     q0 = np.clip(np.zeros(model.nq), model.lower, model.upper)
@@ -229,16 +237,11 @@ def no_pair_reason(model: RobotModel) -> str:
         return "the description has no collision geometry"
     if len(sets) == 1:
         return f"only link {sets[0].link} has collision geometry"
-    why = set()
-    for i in range(len(sets)):
-        for j in range(i + 1, len(sets)):
-            a, b = sets[i].link, sets[j].link
-            if _adjacent(model, a, b):
-                why.add("adjacent")
-            elif _moving_joints(model, a) == _moving_joints(model, b):
-                why.add("moving together")
-            else:
-                why.add("touching in the zero posture")
+    why = {
+        _never_meet(model, sets[i].link, sets[j].link) or "touching in the zero posture"
+        for i in range(len(sets))
+        for j in range(i + 1, len(sets))
+    }
     if why == {"adjacent"}:
         return "no link pair to check (only adjacent links have collision geometry)"
     return f"no link pair to check (each pair of links with collision geometry is {' or '.join(sorted(why))})"

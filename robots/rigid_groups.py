@@ -11,22 +11,13 @@ import numpy as np
 
 from formats.parameter_set import ParameterSet
 from robots.kinematics import _offset
+from robots.physical import inertia_matrix
 from robots.tree import RobotModel, rpy_matrix
 
 # A group has no inertia for a physics engine when its smallest principal moment is at most MuJoCo's own bound
 # (mjMINVAL, kg·m²) or, relative to its largest, rounding (a line of point masses: 0 up to rounding).
 MJMINVAL = 1e-15
 RELATIVE_ROUNDING = 1e-12
-
-
-def inertia_matrix(i6) -> np.ndarray:
-    """3×3 inertia tensor from (ixx, ixy, ixz, iyy, iyz, izz) or the diagonal (ixx, iyy, izz); zeros if none."""
-    if not len(i6):
-        return np.zeros((3, 3))
-    if len(i6) == 3:
-        i6 = (i6[0], 0.0, 0.0, i6[1], 0.0, i6[2])
-    ixx, ixy, ixz, iyy, iyz, izz = (float(v) for v in i6)
-    return np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
 
 
 def rigid_groups(model: RobotModel) -> dict[str, list[str]]:
@@ -75,7 +66,7 @@ def group_inertia(model: RobotModel, ps: ParameterSet, head: str, links: list[st
             R, p = pose[name]
             sign = np.asarray(model.links[model.link_index(name)].com_sign, dtype=float)
             c = p + R @ (np.asarray(ps.com[name], dtype=float) * sign)
-            parts.append((m, c, R @ inertia_matrix(ps.inertia.get(name, ())) @ R.T))
+            parts.append((m, c, R @ inertia_matrix(ps.inertia.get(name, (0.0,) * 6)) @ R.T))
     mass = sum(m for m, _, _ in parts)
     if not mass > 0:
         return GroupInertia(0.0, np.zeros(3), np.zeros((3, 3)))

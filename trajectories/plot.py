@@ -127,7 +127,7 @@ def _limit_panel(model: RobotModel, kind: str, y: np.ndarray, label: str) -> tup
 
 def _unit(model: RobotModel, kind: str) -> str:
     """The unit of the joints' velocities or efforts: rad/s and N·m, m/s and N for prismatic joints."""
-    prismatic = [model.joints[model.coordinates[j]].type == "prismatic" for j in range(model.nq)]
+    prismatic = [_prismatic(model, j) for j in range(model.nq)]
     units = {"velocity": ("rad/s", "m/s"), "effort": ("N·m", "N")}[kind]
     found = sorted({units[p] for p in prismatic}, key=units.index)
     return " or ".join(found)
@@ -137,8 +137,7 @@ def _position_unit(model: RobotModel) -> str:
     """The unit of the limited joints' positions (the position margin's): rad, m, or rad with the prismatic joints
     named in m."""
     limited = _limited(model)
-    prismatic = [model.joint_names[j] for j in range(model.nq)
-                 if limited[j] and model.joints[model.coordinates[j]].type == "prismatic"]  # fmt: skip
+    prismatic = [model.joint_names[j] for j in range(model.nq) if limited[j] and _prismatic(model, j)]
     if not prismatic:
         return "rad"
     if len(prismatic) == int(np.count_nonzero(limited)):
@@ -152,7 +151,7 @@ def _legend_title(model: RobotModel, default: float) -> str:
     lacking = [j for j in range(model.nq) if not np.isfinite(model.acceleration_limit[j])]
     if not lacking:
         return "joint: limits"
-    prismatic = {model.joints[model.coordinates[j]].type == "prismatic" for j in lacking}
+    prismatic = {_prismatic(model, j) for j in lacking}
     unit = " or ".join(u for u, p in (("rad/s²", False), ("m/s²", True)) if p in prismatic)
     where = "" if len(lacking) == model.nq else f" on {', '.join(model.joint_names[j] for j in lacking)}"
     return f"joint: limits (acceleration{where}: the plan's default {default:g} {unit}, the description gives none)"
@@ -160,7 +159,7 @@ def _legend_title(model: RobotModel, default: float) -> str:
 
 def _limits_label(model: RobotModel, j: int, amax: np.ndarray | None = None) -> str:
     """A joint's legend entry with the limits its curves are divided by, in their units."""
-    prismatic = model.joints[model.coordinates[j]].type == "prismatic"
+    prismatic = _prismatic(model, j)
     u, f = ("m", "N") if prismatic else ("rad", "N·m")
     lo, hi = model.lower[j], model.upper[j]
     pos = f"{lo:.3g}…{hi:.3g} {u}" if np.isfinite(lo) and np.isfinite(hi) else "unlimited (drawn in rad / π)"
@@ -278,6 +277,11 @@ def _range_scale(model) -> tuple[np.ndarray, np.ndarray]:
     mid[limited] = (model.lower[limited] + model.upper[limited]) / 2  # nothing computed on infinite limits
     half[limited] = (model.upper[limited] - model.lower[limited]) / 2
     return mid, half
+
+
+def _prismatic(model: RobotModel, j: int) -> bool:
+    """Coordinate j's joint is prismatic (positions in m, velocities in m/s, efforts in N)."""
+    return model.joints[model.coordinates[j]].type == "prismatic"
 
 
 def _limited(model) -> np.ndarray:

@@ -118,12 +118,12 @@ def check_trajectory(
     problems: list[str] = []
     lim = joint_limits(model)  # the coordinates and the mimic joints with limits of their own
     qj = lim.positions(q)
-    margin = float(min(np.min(qj - lim.lower), np.min(lim.upper - qj)))
-    at = int(np.argmin(np.minimum(qj - lim.lower, lim.upper - qj).min(axis=0))) if qj.size else 0
+    per_joint = np.minimum(qj - lim.lower, lim.upper - qj).min(axis=0)  # each joint's least margin
+    at = int(np.argmin(per_joint))
+    margin = float(per_joint[at])
     margin_joint, margin_unit = (lim.names[at], lim.unit(at)) if np.isfinite(margin) else (None, "rad")
     if margin < -1e-9:
-        j = int(np.argmin(np.minimum(qj - lim.lower, lim.upper - qj).min(axis=0)))
-        problems.append(f"joint {lim.names[j]} leaves its position range by {-margin:.4g} {lim.unit(j)}")
+        problems.append(f"joint {lim.names[at]} leaves its position range by {-margin:.4g} {margin_unit}")
     vr = lim.velocity_ratios(qd)  # never NaN: a zero limit shows a moving joint as inf×
     ar = np.abs(qdd) / acceleration_limits(model, acceleration_default)
     # velocity: the coordinates and the limited mimic joints; acceleration: the coordinates (lim's first rows)

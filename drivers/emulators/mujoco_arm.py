@@ -125,14 +125,27 @@ def arm_efforts(
     rng: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(measured q, measured efforts) for the commanded states (K, n), the base fixed at the model's root."""
+    im = imperfections
+    tau = rigid_efforts(model, truth, q, qd, qdd, im.armature)
+    return with_imperfections(q, qd, tau, im, rng or np.random.default_rng(0))
+
+
+def rigid_efforts(
+    model: RobotModel,
+    truth: str | ParameterSet,
+    q: np.ndarray,
+    qd: np.ndarray,
+    qdd: np.ndarray,
+    armature: np.ndarray | float = 0.0,
+) -> np.ndarray:
+    """MuJoCo's inverse-dynamics efforts (K, n) for the commanded states, the base fixed at the model's root, with
+    rotor inertia `armature` (`ArmImperfections.armature`) and no friction or noise (`with_imperfections`)."""
     import mujoco
 
-    rng = rng or np.random.default_rng(0)
     m = mujoco_from_urdf_text(model_to_urdf(model, truth))
     m.opt.jacobian = mujoco.mjtJacobian.mjJAC_DENSE  # the mimic equalities' rows read below
     js = _twin_joints(m, model)
-    im = imperfections
-    armature = np.asarray(im.armature, dtype=float)
+    armature = np.asarray(armature, dtype=float)
     if armature.ndim > 1 or armature.size not in (1, model.nq):
         raise DataError(f"armature: one value or one per joint ({model.nq}), got shape {armature.shape}")
     if not np.all(np.isfinite(armature) & (armature >= 0)):
@@ -144,6 +157,14 @@ def arm_efforts(
         js.set_state(d, q[k], qd[k], qdd[k])
         mujoco.mj_inverse(m, d)
         tau[k] = js.actuated(m, d)
+    return tau
+
+
+def with_imperfections(
+    q: np.ndarray, qd: np.ndarray, tau: np.ndarray, im: ArmImperfections, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(measured q, measured efforts): `rigid_efforts`' `tau` with `im`'s friction and effort noise (drawn from
+    `rng`), q quantised to its encoder ticks (`im.armature` is already in `tau`)."""
     tau = tau + np.asarray(im.viscous) * qd + np.asarray(im.coulomb) * np.sign(qd)
     if im.effort_noise > 0:
         tau = tau + rng.normal(0, im.effort_noise, tau.shape)
