@@ -97,11 +97,14 @@ MAX_EDGE_FRACTION = 0.1
 SAMPLES_PER_CUTOFF_PERIOD = 4
 # rad/s: below it (at 5 Hz) a joint's rows near a velocity reversal are dropped from the fit. It scales with the
 # velocity noise of a quantised encoder, ∝ f_c^1.5: a fixed value would drop most of a slow motion at a low cut-off.
+# On a prismatic joint the same number in m/s: the twin reads a slide to N/(2π) ticks per metre as a hinge to N/(2π)
+# per radian (`simulate trajectory --encoder-ticks`), so its step and velocity noise are the same number in m
 REVERSAL_VELOCITY_AT_DEFAULT = 0.05
 
 
 def reversal_velocity_for(cutoff_hz: float) -> float:
-    """Velocity (rad/s) under which the Coulomb column's sign is not trusted when fitting, at this cut-off."""
+    """Velocity (rad/s; m/s on a prismatic joint) under which the Coulomb column's sign is not trusted when fitting,
+    at this cut-off."""
     return REVERSAL_VELOCITY_AT_DEFAULT * (cutoff_hz / DEFAULT_CUTOFF_HZ) ** 1.5
 
 
@@ -128,7 +131,7 @@ WRENCH_ROWS = ("fz", "mx", "my")  # what two balance boards give in sum: the ZMP
 
 @dataclass
 class DynamicFit:
-    """Estimates with their statistics; efforts in N·m, velocities in rad/s."""
+    """Estimates with their statistics; efforts in N·m, velocities in rad/s (N, m/s on a prismatic joint)."""
 
     symbols: list[str]
     formulas: list[str]
@@ -331,7 +334,7 @@ class DynamicEstimator:
     ):
         """`cutoff_hz`: the zero-phase filter's cut-off (default: the fitted recording's, `default_cutoff` —
         4× its declared motion band — as `identify dynamic` uses; `cutoff_` after fitting).
-        `reversal_velocity` (rad/s): a joint's rows within a cut-off period of a slower sample are dropped
+        `reversal_velocity` (rad/s; m/s on a prismatic joint): a joint's rows within a cut-off period of a slower sample are dropped
         from the fit (default `reversal_velocity_for(cutoff_)`). `essential_pct`: keep only the base
         parameters this recording determines to that relative SE (%): the worst determined one is fixed at its
         value in `prior` (a parameter set; default the model's first) and the rest refitted, until every
@@ -392,8 +395,22 @@ class DynamicEstimator:
 
     @property
     def reversal_velocity(self) -> float:
-        """rad/s below which a joint's rows around a velocity reversal are dropped."""
+        """rad/s (m/s on a prismatic joint) below which a joint's rows around a velocity reversal are dropped."""
         return self._reversal if self._reversal is not None else reversal_velocity_for(self.cutoff_)
+
+    def velocity_units(self) -> dict[str, str]:
+        """Each fitted joint's velocity unit: m/s on a prismatic joint, rad/s on a revolute one."""
+        lin = {j.name for j in self.model.joints if j.type == "prismatic"}
+        return {n: "m/s" if n in lin else "rad/s" for n in self.model.joint_names}
+
+    def reversal_text(self) -> str:
+        """`reversal_velocity` with its unit for the messages: rad/s, m/s when every joint is prismatic, else rad/s
+        with the prismatic joints named in m/s."""
+        v, units = f"{self.reversal_velocity:.3g}", self.velocity_units()
+        lin = [n for n, u in units.items() if u == "m/s"]
+        if not lin or len(lin) == len(units):
+            return f"{v} {'m/s' if lin else 'rad/s'}"
+        return f"{v} rad/s, {v} m/s on the prismatic joint{'s' if len(lin) > 1 else ''} {', '.join(lin)}"
 
     @property
     def dynamic_base_(self) -> DynamicBase:
@@ -903,7 +920,7 @@ class DynamicEstimator:
         why = ""
         if self._reversal_rows and any(syms[m].startswith(("fv@", "fc@")) for m in missing):
             why = (f" ({self._reversal_rows} rows were dropped where a joint moved slower than "
-                   f"{self.reversal_velocity:.3g} rad/s, around its velocity reversals at this cut-off: a joint that "
+                   f"{self.reversal_text()}, around its velocity reversals at this cut-off: a joint that "
                    "hardly moves leaves its friction undetermined; lower --cutoff-hz, or fit --no-friction)")  # fmt: skip
         if rank < exact:
             near = np.flatnonzero(np.max(np.abs(vt[rank:]), axis=0) > NEAR_NULL_WEIGHT)
@@ -1268,7 +1285,7 @@ class DynamicEstimator:
         if rows + dropped > p:  # long enough: the friction model's mask took the rows
             raise DataError(
                 f"{what} leaves {rows} rows for {p} parameters at a {self.cutoff_:.3g} Hz cut-off: {dropped} of "
-                f"{rows + dropped} were dropped around velocity reversals (|q̇| < {self.reversal_velocity:.3g} rad/s, "
+                f"{rows + dropped} were dropped around velocity reversals (|q̇| < {self.reversal_text()}, "
                 "where the Coulomb friction's sign is not trusted; that speed grows with the cut-off): lower "
                 "--cutoff-hz, or fit --no-friction"
             )

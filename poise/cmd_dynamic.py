@@ -62,7 +62,8 @@ def register_simulate(s: argparse._SubParsersAction) -> None:
         "--encoder-ticks",
         type=at.integer(0),
         default=16384,
-        help="encoder ticks per revolution the recorded angles are rounded to (default 16384; 0: exact)",
+        help="encoder ticks per revolution the recorded angles are rounded to (default 16384; 0: exact); a "
+        "prismatic joint's positions to N/(2π) ticks per metre (0.38 mm steps at 16384)",
     )
     t.add_argument("--seed", type=at.seed, default=0,
                    help="seed of the noise and, with --truth perturbed, of the perturbation (another truth per seed)")  # fmt: skip

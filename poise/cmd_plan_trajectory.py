@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -522,17 +522,30 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
                    f"{named}): give more --harmonics (or --waypoints), a longer --period or --duration, or more "
                    "--max-iter; nothing written")  # fmt: skip
             raise DataError(msg, robot=model.name, out=None, unexcited=un)
-    # the winning start's own seed: `--seed S --starts 1` designs this plan again
-    plan = make_plan(args.robot, model, best, settings, best.seed, args.rate_hz)
-    plan.design["starts"] = {"count": args.starts, "first_seed": args.seed}
-    if priors:  # what it was designed to complete
-        plan.design["prior"] = priors
+
+    def plan_of(r: ExcitationResult) -> TrajectoryPlan:  # the plan file's content for a start
+        # the start's own seed: `--seed S --starts 1` designs this plan again
+        plan = make_plan(args.robot, model, r, settings, r.seed, args.rate_hz)
+        plan.design["starts"] = {"count": args.starts, "first_seed": args.seed}
+        if priors:  # what it was designed to complete
+            plan.design["prior"] = priors
+        return plan
+
+    plan = plan_of(best)
     if not best.verification.get("ok") and not _rebuilds(plan):  # e.g. a closed chain that does not close
         msg = (f"the design failed its own check ({'; '.join(best.verification['problems'])}); no plan written: its "
                "trajectory cannot be rebuilt, so no command could read it")  # fmt: skip
         raise DataError(msg, robot=model.name, out=None)
-    # the design's verdict is `plan check`'s on the plan as written, the one check `poise run` refuses on
-    best.verification = plan_check_verification(args.out, plan)
+    # the design's verdict is `plan check`'s on the plan as written, the one check `poise run` refuses on; the best
+    # start `plan check` fails, the next verified ones are checked until one passes (`plan_checked_start`)
+    ws = None
+    if shift is not None and shift["checked"]:  # a later start's run must pass its weight shifts too
+        ws = (*weight_shift_check(args.robot, model, settings, args.rate_hz, cfg), shift)
+    pick, plan, checked = plan_checked_start(
+        args.out, results, pick, plan, plan_of, lambda r: _prior_takes(r, bool(experiments)), ws
+    )
+    best = results[pick]
+    best.verification = checked.pop("verification")
     plan.design["verification"] = json_finite(best.verification)
     save_trajectory_plan(plan, args.out)
     summary = {
@@ -556,6 +569,7 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     }
     if shift is not None:
         summary["weight_shift"] = shift
+    summary["plan_check"] = checked
     if auto_focus is not None:
         summary["auto_focus"] = auto_focus
     summary["ok"] = bool(best.verification.get("ok"))
@@ -569,12 +583,16 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
                 f"repeated within 600 s at noise {' / '.join(f'{v:g}' for v in auto_focus['noise'])}",
                 highlight=False,
             )
+    if checked["seed"] is not None and checked["refused"]:
+        err_console.print(f"[yellow]note:[/yellow] {escape(promoted_note(checked))}", highlight=False)
     for note in design_notes(best, bool(priors)):
         err_console.print(f"[yellow]{escape(note)}")
     if not best.verification.get("ok"):
         problems = "; ".join(best.verification["problems"])
+        tried = len(checked["refused"])
+        others = f" (no other verified start passes it either: {tried} refused)" if tried > 1 else ""
         err_console.print(
-            f"[red]the best trajectory fails verification: {escape(problems)}"
+            f"[red]the best trajectory fails verification: {escape(problems)}{others}"
             f"[/red]\n{args.out} is written for `poise plan show`; `poise run` refuses it"
         )
         return 1
@@ -652,6 +670,51 @@ def _prior_takes(best: ExcitationResult, with_prior: bool) -> bool:
     return with_prior and prior is not None and math.isfinite(prior)
 
 
+def first_passing_start(
+    results: list[ExcitationResult],
+    checks: list[tuple[Callable[[int, ExcitationResult], list[str]], list[dict]]],
+    start: int = 0,
+) -> int | None:
+    """The index of the first verified start from `start` (`design_starts`' results: best first, the verified
+    ones first) that passes every check, None when none does. `checks`: (check, refused) pairs, in order —
+    `check(k, result)` returns the start's problems (none: it passes), and a start it refuses is added to its
+    `refused` ({seed, kappa_scaled, problems}); a later check and a later start are checked only when the ones
+    before them were refused (no added cost when the best passes)."""
+    for k in range(start, len(results)):
+        r = results[k]
+        if not r.verification.get("ok"):  # the verified starts come first
+            return None
+        for check, refused in checks:
+            problems = check(k, r)
+            if problems:
+                refused.append({"seed": r.seed, "kappa_scaled": r.kappa_scaled, "problems": problems})
+                break
+        else:
+            return k
+    return None
+
+
+def weight_shift_check(
+    robot: str, model: RobotModel, settings: ExcitationSettings, rate_hz: float, config: RobotConfig
+) -> tuple[Callable[[int, ExcitationResult], list[str]], dict[int, Transitions]]:
+    """A `first_passing_start` check of a single-support start: its run's weight shifts from both soles, planned
+    and checked as `plan check` and `poise run` do (`drivers.single_support_stream.plan_transitions`, on the plan
+    file's content), and the transitions it planned by start index."""
+    from drivers.single_support_stream import plan_transitions
+    from trajectories.plan import make_plan, plan_trajectory
+
+    found: dict[int, Transitions] = {}
+
+    def check(k: int, r: ExcitationResult) -> list[str]:
+        plan = make_plan(robot, model, r, settings, r.seed, rate_hz)  # as the file `plan check` reads
+        found[k] = plan_transitions(
+            model, config, plan, plan_trajectory(plan, model), plan.params or next(iter(model.params))
+        )
+        return found[k].problems
+
+    return check, found
+
+
 def weight_shift_start(
     robot: str,
     model: RobotModel,
@@ -661,32 +724,85 @@ def weight_shift_start(
     config: RobotConfig | None,
 ) -> tuple[int | None, dict]:
     """Which of a single-support design's starts (`design_starts`' results, verified best first) to hand out:
-    the best verified one whose run's weight shifts from both soles pass, planned and checked as `plan check` and
-    `poise run` do (`drivers.single_support_stream.plan_transitions`, on the plan file's content) — a design
-    that passes its own checks can still start from a posture the run cannot shift its weight to. Returns (its
-    index, None when no verified start passes; what the summary reports: checked, the configuration, the
-    starts refused with their problems, the chosen start's seed and transitions). Without a run configuration
-    (`config` None) or a verified start, nothing is checked: the best start (0)."""
-    from drivers.single_support_stream import plan_transitions
-    from trajectories.plan import make_plan, plan_trajectory
-
+    the best verified one whose run's weight shifts from both soles pass (`weight_shift_check`,
+    `first_passing_start`) — a design that passes its own checks can still start from a posture the run cannot
+    shift its weight to. Returns (its index, None when no verified start passes; what the summary reports:
+    checked, the configuration, the starts refused with their problems, the chosen start's seed and
+    transitions). Without a run configuration (`config` None) or a verified start, nothing is checked: the best
+    start (0)."""
     if config is None:
         return 0, {"checked": False, "why": f"no run configuration for {model.name!r} (give --config)"}
     if not results or not results[0].verification.get("ok"):
         return 0, {"checked": False, "why": "no start passes verification"}
-    refused = []
-    for k, r in enumerate(results):
-        if not r.verification.get("ok"):  # the verified starts come first
-            break
-        plan = make_plan(robot, model, r, settings, r.seed, rate_hz)  # as the file `plan check` reads
-        tr = plan_transitions(
-            model, config, plan, plan_trajectory(plan, model), plan.params or next(iter(model.params))
-        )
-        if not tr.problems:
-            return k, {"checked": True, "config": config.source, "seed": r.seed, "refused": refused,
-                       "transitions": tr.summary()}  # fmt: skip
-        refused.append({"seed": r.seed, "kappa_scaled": r.kappa_scaled, "problems": tr.problems})
-    return None, {"checked": True, "config": config.source, "seed": None, "refused": refused}
+    check, found = weight_shift_check(robot, model, settings, rate_hz, config)
+    refused: list[dict] = []
+    k = first_passing_start(results, [(check, refused)])
+    if k is None:
+        return None, {"checked": True, "config": config.source, "seed": None, "refused": refused}
+    return k, {"checked": True, "config": config.source, "seed": results[k].seed, "refused": refused,
+               "transitions": found[k].summary()}  # fmt: skip
+
+
+def plan_checked_start(
+    out: str,
+    results: list[ExcitationResult],
+    pick: int,
+    plan: TrajectoryPlan,
+    plan_of: Callable[[ExcitationResult], TrajectoryPlan],
+    prior_takes: Callable[[ExcitationResult], bool],
+    weight_shift: tuple | None = None,
+) -> tuple[int, TrajectoryPlan, dict]:
+    """The start a design writes: the chosen one (`results[pick]`, its `plan`) when `plan check` passes it, else
+    the first lower-ranked verified start (`first_passing_start`) whose plan (`plan_of`) `plan check` passes —
+    the rule `weight_shift_start` follows: the designer's own check ranks the starts, `plan check` (what `poise
+    run` refuses on) may still fail the best one (e.g. links that meet, designed with --no-self-collision). A
+    lower start is refused without its plan check when its κ is infinite (unless the prior runs take what it
+    leaves: `prior_takes`), and for a single-support design when its run's weight shifts fail (`weight_shift`:
+    `weight_shift_check`'s check and transitions, and the summary's weight-shift dict, updated to the start
+    written). When none passes, the chosen start, failing. Returns (the start's index, its plan, what the summary
+    reports: the start's seed, None when it fails `plan check`; the better starts refused, with their problems;
+    and its `plan_check_verification`, under "verification")."""
+    verification = plan_check_verification(out, plan)
+    refused: list[dict] = []
+    if not verification["ok"] and results[pick].verification.get("ok"):
+        r = results[pick]
+        refused.append({"seed": r.seed, "kappa_scaled": r.kappa_scaled, "problems": verification["problems"]})
+        checked: dict[int, tuple[TrajectoryPlan, dict]] = {}
+
+        def excited(k: int, r: ExcitationResult) -> list[str]:
+            if math.isfinite(r.kappa) or prior_takes(r):
+                return []
+            return ["κ infinite: the motion does not excite every base parameter"]
+
+        def plan_checked(k: int, r: ExcitationResult) -> list[str]:
+            p = plan_of(r)
+            checked[k] = p, plan_check_verification(out, p)
+            return checked[k][1]["problems"]
+
+        shift_refused: list[dict] = []  # better than the start written only if one is
+        checks = [(excited, refused)]
+        if weight_shift is not None:
+            ws_check, found, shift = weight_shift
+            checks.append((ws_check, shift_refused))
+        checks.append((plan_checked, refused))
+        k = first_passing_start(results, checks, pick + 1)
+        if k is not None:
+            pick, (plan, verification) = k, checked[k]
+            if weight_shift is not None:
+                shift["refused"] += shift_refused
+                shift |= {"seed": results[k].seed, "transitions": found[k].summary()}
+    seed = results[pick].seed if verification["ok"] else None
+    return pick, plan, {"seed": seed, "refused": refused, "verification": verification}
+
+
+def promoted_note(checked: dict) -> str:
+    """Why a design wrote a lower-ranked start (`plan_checked_start`): the better starts' first problems."""
+    refused = checked["refused"]
+    why = "; ".join(
+        f"seed {r['seed']} (κ scaled {r['kappa_scaled']:.4g}): {r['problems'][0]}" for r in refused[:3]
+    )
+    more = f"; … ({len(refused)} in all)" if len(refused) > 3 else ""
+    return f"`plan check` refused {len(refused)} better start(s) ({why}{more}): start seed {checked['seed']} written"
 
 
 def _refused_message(shift: dict, out: str) -> str:
@@ -854,6 +970,14 @@ def _print_design(s: dict, model: RobotModel) -> None:
         else:
             refused = f"; {len(ws['refused'])} better start(s) refused" if ws["refused"] else ""
             rows.append((label, f"pass (start seed {ws['seed']}{refused})", "—"))
+    pc = s.get("plan_check")
+    if (
+        pc and pc["refused"] and (pc["seed"] is not None or len(pc["refused"]) > 1)
+    ):  # other starts were checked
+        n = len(pc["refused"])  # why: `promoted_note`, or the failing verdict's line
+        value = (f"pass (start seed {pc['seed']}; {n} better start(s) refused)" if pc["seed"] is not None
+                 else f"fail ({n} verified start(s) refused)")  # fmt: skip
+        rows.append(("`plan check`, the checks `poise run` refuses on", value, "—"))
     console.print(quantity_table(f"{s['robot']}: excitation trajectory → {s['out']}", rows))
     _note_placeholders(model)
 
