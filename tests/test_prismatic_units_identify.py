@@ -11,23 +11,8 @@ from formats.errors import DataError, IdentifiabilityError
 from identify.dynamic import DynamicEstimator, reversal_velocity_for
 from robots import dynamics as dyn
 from robots.registry import get_model
+from tests.test_prismatic_review import LIFT  # the reviewer's robot: a 0.5 m lift, then two hinges
 
-# the reviewer's robot: a 0.5 m lift along z, then two revolute joints about y
-LIFT = """<robot name="pr">
- <link name="base"/>
- <link name="slider"><inertial><origin xyz="0 0 0"/><mass value="2.0"/>
-  <inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
- <link name="l1"><inertial><origin xyz="0.15 0 0"/><mass value="1.0"/>
-  <inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
- <link name="l2"><inertial><origin xyz="0.1 0 0"/><mass value="0.5"/>
-  <inertia ixx="0.005" iyy="0.005" izz="0.005" ixy="0" ixz="0" iyz="0"/></inertial></link>
- <joint name="lift" type="prismatic"><parent link="base"/><child link="slider"/><axis xyz="0 0 1"/>
-  <limit lower="0" upper="0.5" effort="200" velocity="0.5"/></joint>
- <joint name="j1" type="revolute"><parent link="slider"/><child link="l1"/><axis xyz="0 1 0"/>
-  <limit lower="-2.5" upper="2.5" effort="20" velocity="3"/></joint>
- <joint name="j2" type="revolute"><parent link="l1"/><child link="l2"/><origin xyz="0.3 0 0"/><axis xyz="0 1 0"/>
-  <limit lower="-2" upper="2" effort="10" velocity="3"/></joint>
-</robot>"""
 CUTOFF_HZ = 2.0
 
 
